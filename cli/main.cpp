@@ -1,0 +1,23 @@
+// metaharness: one binary, many verbs.
+#include "cli/verbs.hpp"
+#include "metaharness/build_info.hpp"
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"metaharness: governs headless coding-agent runs (observe, control, keep the record)"};
+  app.set_version_flag("--version", std::string(mh::build_info::version));
+  app.require_subcommand(1);
+  mh::cli::Context ctx;
+  mh::cli::register_protocol_verbs(app, ctx);
+  mh::cli::register_model_verbs(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "metaharness: " << e.what() << "\n";
+    return 2;
+  }
+  return ctx.exit_code;
+}

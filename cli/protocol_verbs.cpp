@@ -1,0 +1,128 @@
+// Offline verbs over the wire's documents: check-stream, frame seal, frame verify.
+#include "cli/verbs.hpp"
+#include "protocol/completeness.hpp"
+#include "protocol/frame.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+namespace mh::cli {
+
+namespace {
+
+// Reads a whole file (or stdin for "-") as bytes; nullopt with a message when unreadable.
+std::optional<std::string> read_file(const std::string& path, std::string& error) {
+  if (path == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot read " + path;
+    return std::nullopt;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int check_stream(const std::string& path) {
+  protocol::StreamChecker checker;
+  if (path == "-") {
+    char buf[1 << 16];
+    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0)
+      checker.feed(std::string_view(buf, static_cast<std::size_t>(std::cin.gcount())));
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      std::cerr << "metaharness check-stream: cannot read " << path << "\n";
+      return 2;
+    }
+    char buf[1 << 16];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0)
+      checker.feed(std::string_view(buf, static_cast<std::size_t>(in.gcount())));
+  }
+  protocol::StreamVerdict v = checker.finish();
+  std::cout << v.summary() << "\n";
+  if (v.first_bad_line)
+    std::cout << "first bad line: " << *v.first_bad_line << ": " << v.first_bad_reason << "\n";
+  return v.complete_and_well_formed() ? 0 : 1;
+}
+
+int frame_seal(const std::string& in_path, const std::string& out_path) {
+  std::string error;
+  auto text = read_file(in_path, error);
+  if (!text) {
+    std::cerr << "metaharness frame seal: " << error << "\n";
+    return 2;
+  }
+  auto frame = protocol::load_frame(*text, /*require_sealed=*/false);
+  if (!frame) {
+    std::cerr << "metaharness frame seal: refused (" << protocol::to_string(frame.error().kind)
+              << "): " << frame.error().message << "\n";
+    return 1;
+  }
+  protocol::seal(*frame);
+  std::string doc = protocol::frame_document(*frame);
+  if (out_path == "-") {
+    std::cout << doc;
+  } else {
+    std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+    if (!(out << doc)) {
+      std::cerr << "metaharness frame seal: cannot write " << out_path << "\n";
+      return 2;
+    }
+  }
+  std::cerr << "sealed " << frame->digest << "\n";
+  return 0;
+}
+
+int frame_verify(const std::string& path) {
+  std::string error;
+  auto text = read_file(path, error);
+  if (!text) {
+    std::cout << "Unreadable: " << error << "\n";
+    return 2;
+  }
+  auto frame = protocol::load_frame(*text, /*require_sealed=*/true);
+  if (!frame) {
+    std::cout << protocol::to_string(frame.error().kind) << ": " << frame.error().message << "\n";
+    return 1;
+  }
+  std::cout << "sealed: " << frame->digest << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_protocol_verbs(CLI::App& app, Context& ctx) {
+  // Option storage is shared with the callbacks, which the App keeps alive.
+  struct Options {
+    std::string check_path, seal_in, seal_out, verify_path;
+  };
+  auto opts = std::make_shared<Options>();
+
+  auto* check = app.add_subcommand(
+      "check-stream",
+      "Judge an event stream: Complete, Truncated or Inconsistent, and name the first line that "
+      "is not a well-formed event in sequence. Exit 0 only for a complete, well-formed stream.");
+  check->add_option("FILE", opts->check_path, "events.jsonl, or - for standard input")->required();
+  check->callback([&ctx, opts] { ctx.exit_code = check_stream(opts->check_path); });
+
+  auto* frame = app.add_subcommand("frame", "Seal and verify metaharness.frame/1 documents");
+  frame->require_subcommand(1);
+  auto* seal_cmd = frame->add_subcommand("seal", "Validate a frame, compute its digest, write it sealed");
+  seal_cmd->add_option("IN", opts->seal_in, "frame document (or -)")->required();
+  seal_cmd->add_option("OUT", opts->seal_out, "where to write the sealed document (or -)")->required();
+  seal_cmd->callback([&ctx, opts] { ctx.exit_code = frame_seal(opts->seal_in, opts->seal_out); });
+
+  auto* verify_cmd = frame->add_subcommand(
+      "verify", "Check a frame document: readable, tagged, well-shaped, and unedited since sealing");
+  verify_cmd->add_option("FILE", opts->verify_path, "frame document (or -)")->required();
+  verify_cmd->callback([&ctx, opts] { ctx.exit_code = frame_verify(opts->verify_path); });
+}
+
+}  // namespace mh::cli

@@ -1,0 +1,17 @@
+// Each family of command-line verbs lives in its own file and registers itself here, so the
+// families can grow independently. A verb's callback stores the process exit status in
+// `exit_code`; main returns it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace mh::cli {
+
+struct Context {
+  int exit_code = 0;
+};
+
+void register_protocol_verbs(CLI::App& app, Context& ctx);  // check-stream, frame
+void register_model_verbs(CLI::App& app, Context& ctx);     // model serve
+
+}  // namespace mh::cli

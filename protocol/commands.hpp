@@ -1,0 +1,77 @@
+// The 7 commands of metaharness.command/1.
+#pragma once
+
+#include "protocol/frame.hpp"
+#include "protocol/types.hpp"
+
+namespace mh::protocol {
+
+namespace cmd {
+
+struct ToolDecide {
+  static constexpr std::string_view kName = "tool.decide";
+  std::string call_id;
+  Decision decision;
+};
+
+struct FrameSet {
+  static constexpr std::string_view kName = "frame.set";
+  Frame frame;
+};
+
+struct MessageInject {
+  static constexpr std::string_view kName = "message.inject";
+  std::string text;
+};
+
+struct Steer {
+  static constexpr std::string_view kName = "steer";
+  std::string text;
+};
+
+struct PermissionSet {
+  static constexpr std::string_view kName = "permission.set";
+  std::string posture;  // in the vendor's own vocabulary
+};
+
+struct Interrupt {
+  static constexpr std::string_view kName = "interrupt";
+  std::optional<std::string> reason;
+};
+
+struct Halt {
+  static constexpr std::string_view kName = "halt";
+  std::optional<std::string> reason;
+};
+
+}  // namespace cmd
+
+using CommandPayload = std::variant<cmd::ToolDecide, cmd::FrameSet, cmd::MessageInject,
+                                    cmd::Steer, cmd::PermissionSet, cmd::Interrupt, cmd::Halt>;
+
+inline constexpr std::size_t kCommandCount = std::variant_size_v<CommandPayload>;
+static_assert(kCommandCount == 7);
+
+// Command names as an enum, for capability tables keyed by command.
+enum class CommandName { tool_decide, frame_set, message_inject, steer, permission_set, interrupt, halt };
+template <>
+struct EnumNames<CommandName> {
+  static constexpr std::array names = {
+      std::string_view("tool.decide"),    std::string_view("frame.set"),
+      std::string_view("message.inject"), std::string_view("steer"),
+      std::string_view("permission.set"), std::string_view("interrupt"),
+      std::string_view("halt")};
+};
+
+struct Command {
+  std::string id;
+  CommandPayload payload;
+};
+
+inline CommandName command_name(const CommandPayload& p) {
+  return static_cast<CommandName>(p.index());
+}
+
+std::string serialize(const Command& command);
+
+}  // namespace mh::protocol

@@ -1,0 +1,221 @@
+// The 20 events of metaharness.event/1 as C++ types: one struct per event, fields in
+// serialization order, nullable fields as std::optional (written as `null`, never omitted,
+// except where the wire says a key is omitted: `at`, empty `operations`/`subjects`, null
+// `available_operations`).
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <boost/system/result.hpp>
+
+namespace mh::protocol {
+
+namespace ev {
+
+struct SessionStarted {
+  static constexpr std::string_view kName = "session.started";
+  std::string adapter;
+  AdapterClass adapter_class = AdapterClass::harness;
+  std::optional<std::string> harness_version;
+  std::optional<std::string> session_id;
+  std::optional<std::string> model;
+  std::optional<std::string> permission_mode;
+  std::optional<std::string> credential_source;
+  std::optional<std::string> output_style;
+  std::optional<std::string> cwd;
+  std::optional<std::vector<std::string>> offered_tools;
+  std::optional<std::vector<std::string>> available_operations;  // key omitted when null
+  std::optional<std::vector<WithheldTool>> withheld;
+  std::optional<std::vector<std::string>> slash_commands;
+  std::optional<std::vector<std::string>> skills;
+  std::optional<std::vector<std::string>> agents;
+  std::optional<std::vector<PluginRef>> plugins;
+  std::optional<std::vector<McpServerRef>> mcp_servers;
+  std::optional<std::string> inputs_digest;
+  TranscriptRef transcript;
+  HermeticAttestation hermetic;
+};
+
+struct SessionEnded {
+  static constexpr std::string_view kName = "session.ended";
+  std::optional<FinalAnswer> final_answer;
+  std::optional<std::vector<ObservedModel>> observed_models;
+  std::optional<bool> is_error;
+  std::optional<std::string> subtype;
+  std::optional<std::string> stop_reason;
+  std::optional<std::string> terminal_reason;
+  std::optional<std::string> api_error_status;
+  std::optional<std::uint64_t> num_turns;
+  std::optional<std::uint64_t> duration_ms;
+  std::optional<std::uint64_t> duration_api_ms;
+  std::optional<std::uint64_t> ttft_ms;
+  std::optional<std::uint64_t> time_to_request_ms;
+  std::optional<double> total_cost_usd;
+  std::optional<std::vector<PermissionDenial>> permission_denials;
+  std::optional<std::uint64_t> subagents_spawned;
+  std::optional<TokenUsage> usage;
+  std::optional<std::map<std::string, TokenUsage>> model_usage;
+  DecisionCensus census;
+};
+
+struct StepEntered {
+  static constexpr std::string_view kName = "step.entered";
+  StepRef step;
+  std::optional<std::string> frame_digest;
+};
+
+struct StepLeft {
+  static constexpr std::string_view kName = "step.left";
+  StepRef step;
+  StepOutcome outcome;
+};
+
+struct TurnStarted {
+  static constexpr std::string_view kName = "turn.started";
+  std::uint32_t turn = 1;
+  std::optional<std::string> frame_digest;
+};
+
+struct TurnEnded {
+  static constexpr std::string_view kName = "turn.ended";
+  std::uint32_t turn = 1;
+  std::optional<std::string> stop_reason;
+};
+
+struct Text {
+  static constexpr std::string_view kName = "text";
+  std::string text;
+  std::optional<std::string> request_id;
+};
+
+struct Thinking {
+  static constexpr std::string_view kName = "thinking";
+  std::string text;
+  std::optional<std::string> request_id;
+};
+
+struct ThinkingEstimate {
+  static constexpr std::string_view kName = "thinking.estimate";
+  std::uint64_t estimate = 0;
+  std::optional<std::int64_t> delta;
+};
+
+struct Injection {
+  static constexpr std::string_view kName = "injection";
+  std::string text;
+  std::optional<std::string> origin;
+};
+
+struct ToolRequested {
+  static constexpr std::string_view kName = "tool.requested";
+  std::string call_id;
+  std::string name;  // the vendor tool name
+  json::value input;
+  std::vector<std::string> operations;  // omitted when empty
+  std::vector<std::string> subjects;    // omitted when empty
+  bool decision_required = false;
+  std::optional<std::uint64_t> deadline_ms;
+  Seam seam = Seam::none;
+};
+
+struct ToolDecided {
+  static constexpr std::string_view kName = "tool.decided";
+  std::string call_id;
+  Decision decision;
+  DecidedBy decided_by = DecidedBy::adapter;
+  Seam seam = Seam::none;
+  std::optional<std::uint64_t> latency_ms;
+  // Additive (issue 4): which socket peer answered, null when no peer did.
+  std::optional<PeerIdentity> peer;
+};
+
+struct ToolResult {
+  static constexpr std::string_view kName = "tool.result";
+  std::optional<std::int64_t> exit_code;
+  std::optional<std::string> outcome_source;
+  std::string call_id;
+  std::optional<bool> is_error;
+  json::value content;
+  std::optional<std::uint64_t> bytes;
+  json::value tool_use_result;
+};
+
+struct Usage {
+  static constexpr std::string_view kName = "usage";
+  std::optional<std::string> request_id;
+  std::optional<std::string> model;
+  TokenUsage usage;
+};
+
+struct RateLimit {
+  static constexpr std::string_view kName = "rate_limit";
+  RateLimitInfo info;
+};
+
+struct CommandResult {
+  static constexpr std::string_view kName = "command.result";
+  std::string id;
+  CommandOutcome outcome;
+};
+
+struct Warning {
+  static constexpr std::string_view kName = "warning";
+  std::string code;
+  std::string message;
+};
+
+struct Opaque {
+  static constexpr std::string_view kName = "opaque";
+  std::optional<std::string> vendor_type;
+  std::optional<std::string> vendor_subtype;
+  std::string digest;
+  std::optional<std::uint64_t> source_line;
+};
+
+struct AuthExpired {
+  static constexpr std::string_view kName = "auth.expired";
+  std::optional<std::string> credential_source;
+  std::optional<std::string> detail;
+  std::optional<std::uint64_t> source_line;
+};
+
+struct StreamClosed {
+  static constexpr std::string_view kName = "stream.closed";
+  std::uint64_t events = 0;
+  CloseReason reason = CloseReason::error;
+  std::string run_id;
+  ProcessTermination process;
+};
+
+}  // namespace ev
+
+// Vocabulary order (the order the wire documents them in).
+using EventPayload =
+    std::variant<ev::SessionStarted, ev::SessionEnded, ev::StepEntered, ev::StepLeft,
+                 ev::TurnStarted, ev::TurnEnded, ev::Text, ev::Thinking, ev::ThinkingEstimate,
+                 ev::Injection, ev::ToolRequested, ev::ToolDecided, ev::ToolResult, ev::Usage,
+                 ev::RateLimit, ev::CommandResult, ev::Warning, ev::Opaque, ev::AuthExpired,
+                 ev::StreamClosed>;
+
+inline constexpr std::size_t kEventCount = std::variant_size_v<EventPayload>;
+static_assert(kEventCount == 20);
+
+struct Event {
+  std::uint64_t seq = 0;
+  std::string run;
+  std::optional<std::string> at;  // the vendor's own timestamp; omitted when absent
+  EventPayload payload;
+};
+
+std::string_view event_name(const EventPayload& payload);
+// All 20 names, in vocabulary order.
+const std::array<std::string_view, kEventCount>& event_names();
+
+// One event line, compact, without the trailing newline.
+std::string serialize(const Event& event);
+void serialize_to(std::string& out, const Event& event);
+// Just the payload fields, appended to an already-open object (for callers that frame the
+// envelope themselves, e.g. a stream writer that assigns seq).
+void write_payload(JsonWriter& w, const EventPayload& payload);
+
+}  // namespace mh::protocol

@@ -1,0 +1,131 @@
+// The JSON layer of the wire: a compact writer with the reference implementation's exact output
+// rules, and a field reader that turns a parsed object into typed values or a precise complaint.
+//
+// Why our own writer: Boost.JSON parses for us, but its serializer keeps insertion order and
+// prints doubles as `2.5E-1`. The wire needs protocol objects in declaration order, free-form
+// vendor JSON with keys sorted byte-wise at every depth, and shortest round-trip floats that
+// always look like floats (`0.0`, `0.25`). Those rules are what make two implementations'
+// streams byte-comparable, so they live in exactly one place: here.
+#pragma once
+
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mh::protocol {
+
+namespace json = boost::json;
+
+// Nesting bound for every JSON text we parse: vendor tool inputs are shallow in practice and
+// a hostile line must not recurse without limit.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+
+// Parses one JSON text. Returns nullopt (and a short reason) on any syntax error.
+std::optional<json::value> parse_json(std::string_view text, std::string* error = nullptr);
+
+// Appends compact JSON to a caller-owned string. Commas are inferred from the last byte
+// written, so a writer can be handed to nested serializers without shared state.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : out_(out) {}
+
+  void begin_object() { separate(); out_.push_back('{'); }
+  void end_object() { out_.push_back('}'); }
+  void begin_array() { separate(); out_.push_back('['); }
+  void end_array() { out_.push_back(']'); }
+
+  void key(std::string_view name);
+  void string(std::string_view text);
+  void null();
+  void boolean(bool v);
+  void integer(std::int64_t v);
+  void uinteger(std::uint64_t v);
+  // Shortest round-trip form; integral values get `.0`; non-finite values become null.
+  void real(double v);
+  // Free-form JSON: object keys sorted byte-wise at every depth (the canonical form).
+  void value(const json::value& v);
+
+  // Field helpers: `key` followed by the value, `null` for an empty optional.
+  void field(std::string_view k, std::string_view v) { key(k); string(v); }
+  void field(std::string_view k, const std::string& v) { key(k); string(v); }
+  void field(std::string_view k, const char* v) { key(k); string(v); }
+  void field(std::string_view k, const std::optional<std::string>& v);
+  void field_bool(std::string_view k, std::optional<bool> v);
+  void field_u64(std::string_view k, std::optional<std::uint64_t> v);
+  void field_i64(std::string_view k, std::optional<std::int64_t> v);
+  void field_f64(std::string_view k, std::optional<double> v);
+  void field_json(std::string_view k, const json::value& v) { key(k); value(v); }
+  void field_strings(std::string_view k, const std::optional<std::vector<std::string>>& v);
+  void strings(const std::vector<std::string>& v);
+
+  std::string& out() { return out_; }
+
+ private:
+  void separate() {
+    if (!out_.empty()) {
+      char last = out_.back();
+      if (last != '{' && last != '[' && last != ':' && last != ',' && last != '\n') out_.push_back(',');
+    }
+  }
+  std::string& out_;
+};
+
+// Canonical compact text of a free-form value (sorted keys at every depth).
+std::string canonical_json(const json::value& v);
+// Pretty form with two-space indentation, `"key": value`, trailing newline: the layout of a
+// frame document on disk (keys sorted) and of descriptors whose field order is documented
+// (sort_keys = false keeps insertion order).
+std::string pretty_json(const json::value& v, bool sort_keys = true);
+
+// Reads typed fields out of one JSON object and remembers the first thing that did not fit,
+// naming the field and what was found. Missing nullable fields read as null (absent and null
+// are the same to a reader; only writers must never omit).
+class FieldReader {
+ public:
+  FieldReader(const json::object& object, std::string context)
+      : object_(object), context_(std::move(context)) {}
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  void fail(std::string message);
+  const json::object& object() const { return object_; }
+
+  std::string req_string(std::string_view k);
+  std::optional<std::string> opt_string(std::string_view k);
+  bool req_bool(std::string_view k);
+  std::optional<bool> opt_bool(std::string_view k);
+  std::uint64_t req_u64(std::string_view k);
+  std::optional<std::uint64_t> opt_u64(std::string_view k);
+  std::uint32_t req_u32(std::string_view k);
+  std::optional<std::int64_t> opt_i64(std::string_view k);
+  std::optional<double> opt_f64(std::string_view k);
+  // Any JSON, including null; a missing key reads as null.
+  json::value any(std::string_view k);
+  std::optional<std::vector<std::string>> opt_strings(std::string_view k);
+  std::vector<std::string> strings_or_empty(std::string_view k);
+  const json::object* req_object(std::string_view k);
+  const json::object* opt_object(std::string_view k);
+  const json::array* opt_array(std::string_view k);
+  const json::array* req_array(std::string_view k);
+
+ private:
+  const json::value* find(std::string_view k) const;
+  void wrong_type(std::string_view k, std::string_view expected, const json::value& found);
+
+  const json::object& object_;
+  std::string context_;
+  std::string error_;
+};
+
+// A short, bounded human description of a JSON value for refusal messages ("a number",
+// "the string \"allo…\"").
+std::string describe_json(const json::value& v);
+// First `max_bytes` of a text, cut at a UTF-8 boundary, with an ellipsis when cut.
+std::string excerpt(std::string_view text, std::size_t max_bytes = 80);
+
+}  // namespace mh::protocol

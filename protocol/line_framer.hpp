@@ -1,0 +1,140 @@
+// Splits a byte stream into lines with a hard bound on line length. A line longer than the
+// bound is reported as too long without ever being held whole: its bytes are discarded as they
+// arrive (optionally digested on the way, so an oversized vendor record still gets an exact
+// `opaque` digest) and the framer resynchronises at the next newline.
+#pragma once
+
+#include "protocol/digest.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mh::protocol {
+
+inline constexpr std::size_t kDefaultMaxLineBytes = 1u << 20;  // 1 MiB
+
+struct FramedLine {
+  std::string_view text;      // the line without its '\n'; empty when too_long
+  std::uint64_t number = 0;   // 1-based line number in the stream (blank lines count)
+  bool too_long = false;
+  std::uint64_t length = 0;   // byte length of the whole line, even when it was discarded
+  std::string_view head;      // the first bytes of an oversized line, for the refusal message
+  std::string digest;         // SHA-256 of an oversized line, when digests were requested
+  bool unterminated = false;  // the stream ended without a final '\n'
+};
+
+class LineFramer {
+ public:
+  explicit LineFramer(std::size_t max_line_bytes = kDefaultMaxLineBytes,
+                      bool digest_oversized = false)
+      : max_(max_line_bytes), digest_oversized_(digest_oversized) {}
+
+  std::size_t max_line_bytes() const { return max_; }
+  std::uint64_t lines_seen() const { return line_no_; }
+  // Bytes held for an incomplete line; never more than max_line_bytes.
+  std::size_t buffered() const { return buffer_.size(); }
+
+  // Feeds a chunk; calls sink(const FramedLine&) for each complete line. Views handed to the
+  // sink are valid only during the call.
+  template <class Sink>
+  void feed(std::string_view chunk, Sink&& sink) {
+    while (!chunk.empty()) {
+      std::size_t nl = chunk.find('\n');
+      std::string_view piece = nl == std::string_view::npos ? chunk : chunk.substr(0, nl);
+      if (discarding_) {
+        discard(piece);
+      } else if (buffer_.size() + piece.size() > max_) {
+        start_discarding(piece);
+      } else if (nl != std::string_view::npos && buffer_.empty()) {
+        emit_text(piece, sink);  // the common case: a whole line inside one chunk, no copy
+        chunk.remove_prefix(nl + 1);
+        continue;
+      } else {
+        buffer_.append(piece);
+      }
+      if (nl == std::string_view::npos) return;
+      chunk.remove_prefix(nl + 1);
+      if (discarding_) {
+        emit_too_long(sink, false);
+      } else {
+        emit_text(buffer_, sink);
+        buffer_.clear();
+      }
+    }
+  }
+
+  // End of stream: a trailing line without '\n' is still a line (flagged unterminated).
+  template <class Sink>
+  void finish(Sink&& sink) {
+    if (discarding_) {
+      emit_too_long(sink, true);
+    } else if (!buffer_.empty()) {
+      FramedLine line;
+      line.text = buffer_;
+      line.number = ++line_no_;
+      line.length = buffer_.size();
+      line.unterminated = true;
+      sink(static_cast<const FramedLine&>(line));
+      buffer_.clear();
+    }
+  }
+
+ private:
+  static constexpr std::size_t kHeadBytes = 96;
+
+  template <class Sink>
+  void emit_text(std::string_view text, Sink& sink) {
+    FramedLine line;
+    line.text = text;
+    line.number = ++line_no_;
+    line.length = text.size();
+    sink(static_cast<const FramedLine&>(line));
+  }
+
+  void start_discarding(std::string_view piece) {
+    discarding_ = true;
+    head_ = buffer_.substr(0, kHeadBytes);
+    if (head_.size() < kHeadBytes) head_.append(piece.substr(0, kHeadBytes - head_.size()));
+    discarded_ = buffer_.size();
+    if (digest_oversized_) {
+      if (!hasher_) hasher_.emplace();
+      hasher_->update(buffer_);
+    }
+    buffer_.clear();
+    buffer_.shrink_to_fit();  // an oversized line must not pin a max-sized buffer
+    discard(piece);
+  }
+
+  void discard(std::string_view piece) {
+    discarded_ += piece.size();
+    if (digest_oversized_) hasher_->update(piece);
+  }
+
+  template <class Sink>
+  void emit_too_long(Sink& sink, bool unterminated) {
+    FramedLine line;
+    line.number = ++line_no_;
+    line.too_long = true;
+    line.length = discarded_;
+    line.head = head_;
+    line.unterminated = unterminated;
+    if (digest_oversized_) line.digest = hasher_->finish_hex();
+    sink(static_cast<const FramedLine&>(line));
+    discarding_ = false;
+    discarded_ = 0;
+    head_.clear();
+  }
+
+  std::size_t max_;
+  bool digest_oversized_;
+  std::string buffer_;
+  std::uint64_t line_no_ = 0;
+  bool discarding_ = false;
+  std::uint64_t discarded_ = 0;
+  std::string head_;
+  std::optional<Sha256> hasher_;
+};
+
+}  // namespace mh::protocol

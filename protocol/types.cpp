@@ -1,0 +1,339 @@
+#include "protocol/types.hpp"
+
+#include <algorithm>
+
+namespace mh::protocol {
+
+namespace {
+bool is_blank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  });
+}
+}  // namespace
+
+std::string_view decision_name(const Decision& d) {
+  static constexpr std::string_view names[] = {"allow", "deny", "replace", "abstain"};
+  return names[d.index()];
+}
+
+void write_decision(JsonWriter& w, const Decision& d) {
+  w.begin_object();
+  w.field("decision", decision_name(d));
+  if (auto* deny = std::get_if<decision::Deny>(&d)) w.field("reason", deny->reason);
+  if (auto* replace = std::get_if<decision::Replace>(&d)) w.field_json("input", replace->input);
+  w.end_object();
+}
+
+std::optional<Decision> read_decision(const json::value& v, std::string& error) {
+  if (v.is_string()) {
+    std::string_view s = v.get_string();
+    if (s == "allow") return decision::Allow{};
+    if (s == "abstain") return decision::Abstain{};
+    if (s == "deny") {
+      error = "a deny needs a non-empty reason: write {\"decision\":\"deny\",\"reason\":\"…\"}";
+    } else if (s == "replace") {
+      error = "a replace needs an input: write {\"decision\":\"replace\",\"input\":…}";
+    } else {
+      error = "unknown decision " + describe_json(v) + "; the vocabulary is allow, deny, replace, abstain";
+    }
+    return std::nullopt;
+  }
+  if (!v.is_object()) {
+    error = "decision is " + describe_json(v) + ", expected an object";
+    return std::nullopt;
+  }
+  const auto& o = v.get_object();
+  const json::value* tag = o.if_contains("decision");
+  if (!tag || !tag->is_string()) {
+    error = "decision object has no \"decision\" tag";
+    return std::nullopt;
+  }
+  std::string_view t = tag->get_string();
+  if (t == "allow") return decision::Allow{};
+  if (t == "abstain") return decision::Abstain{};
+  if (t == "deny") {
+    const json::value* reason = o.if_contains("reason");
+    if (!reason || !reason->is_string() || is_blank(reason->get_string())) {
+      error = "a deny needs a non-empty reason: it is the only part the model can act on";
+      return std::nullopt;
+    }
+    return decision::Deny{std::string(reason->get_string())};
+  }
+  if (t == "replace") {
+    const json::value* input = o.if_contains("input");
+    if (!input) {
+      error = "a replace needs the \"input\" to run instead";
+      return std::nullopt;
+    }
+    return decision::Replace{*input};
+  }
+  error = "unknown decision \"" + excerpt(t, 40) + "\"; the vocabulary is allow, deny, replace, abstain";
+  return std::nullopt;
+}
+
+void write_outcome(JsonWriter& w, const CommandOutcome& o) {
+  w.begin_object();
+  if (o.refusal) {
+    w.field("result", "refused");
+    w.key("refused");
+    w.begin_object();
+    w.field("code", to_string(o.refusal->code));
+    w.field("reason", o.refusal->reason);
+    w.end_object();
+  } else {
+    w.field("result", "ok");
+    w.field("applies_at", o.applies_at);
+  }
+  w.end_object();
+}
+
+std::optional<CommandOutcome> read_outcome(const json::object& o, std::string& error) {
+  FieldReader f(o, "outcome");
+  std::string result = f.req_string("result");
+  if (!f.ok()) {
+    error = f.error();
+    return std::nullopt;
+  }
+  if (result == "ok") {
+    auto applies_at = f.opt_string("applies_at");
+    if (!f.ok()) {
+      error = f.error();
+      return std::nullopt;
+    }
+    return CommandOutcome::ok(std::move(applies_at));
+  }
+  if (result == "refused") {
+    const json::object* refused = f.req_object("refused");
+    if (!refused) {
+      error = f.error();
+      return std::nullopt;
+    }
+    FieldReader r(*refused, "outcome.refused");
+    std::string code = r.req_string("code");
+    std::string reason = r.req_string("reason");
+    if (!r.ok()) {
+      error = r.error();
+      return std::nullopt;
+    }
+    auto parsed = parse_enum<RefusalCode>(code);
+    if (!parsed) {
+      error = "unknown refusal code \"" + excerpt(code, 40) + "\"; the vocabulary is " +
+              vocabulary<RefusalCode>();
+      return std::nullopt;
+    }
+    return CommandOutcome::refused(*parsed, std::move(reason));
+  }
+  error = "outcome \"result\" is \"" + excerpt(result, 40) + "\", expected ok or refused";
+  return std::nullopt;
+}
+
+void DecisionCensus::count(const Decision& d, Seam seam, DecidedBy by) {
+  switch (d.index()) {
+    case 0: ++allowed; break;
+    case 1: ++denied; break;
+    case 2: ++replaced; break;
+    case 3: ++abstained; break;
+  }
+  ++by_seam[std::string(to_string(seam))];
+  ++by_decider[std::string(to_string(by))];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nested struct writers
+// ---------------------------------------------------------------------------------------------
+
+void write(JsonWriter& w, const StepRef& v) {
+  w.begin_object();
+  w.field("workflow", v.workflow);
+  w.field("state", v.state);
+  w.key("index");
+  w.uinteger(v.index);
+  w.key("attempt");
+  w.uinteger(v.attempt);
+  w.end_object();
+}
+
+void write(JsonWriter& w, const StepOutcome& v) {
+  w.begin_object();
+  switch (v.kind) {
+    case StepOutcome::Kind::completed: w.field("outcome", "completed"); break;
+    case StepOutcome::Kind::failed:
+      w.field("outcome", "failed");
+      w.field("reason", v.reason);
+      break;
+    case StepOutcome::Kind::no_verdict:
+      w.field("outcome", "no_verdict");
+      w.field("reason", v.reason);
+      break;
+  }
+  w.end_object();
+}
+
+void write(JsonWriter& w, const TranscriptRef& v) {
+  w.begin_object();
+  w.field("path", v.path);
+  w.field("digest", v.digest);
+  w.field_u64("bytes", v.bytes);
+  w.end_object();
+}
+
+void write(JsonWriter& w, const TokenUsage& v) {
+  w.begin_object();
+  w.field_u64("input_tokens", v.input_tokens);
+  w.field_u64("output_tokens", v.output_tokens);
+  w.field_u64("cache_read_input_tokens", v.cache_read_input_tokens);
+  w.field_u64("cache_creation_input_tokens", v.cache_creation_input_tokens);
+  w.field("service_tier", v.service_tier);
+  w.field_u64("thinking_tokens", v.thinking_tokens);
+  w.field_u64("iterations", v.iterations);
+  w.field("speed", v.speed);
+  w.field_f64("cost_usd", v.cost_usd);
+  w.end_object();
+}
+
+void write(JsonWriter& w, const PermissionDenial& v) {
+  w.begin_object();
+  w.field("tool_name", v.tool_name);
+  w.field("tool_use_id", v.tool_use_id);
+  w.field_json("tool_input", v.tool_input);
+  w.end_object();
+}
+
+namespace {
+void write_counts(JsonWriter& w, const std::map<std::string, std::uint32_t>& m) {
+  w.begin_object();
+  for (const auto& [k, n] : m) {
+    w.key(k);
+    w.uinteger(n);
+  }
+  w.end_object();
+}
+}  // namespace
+
+void write(JsonWriter& w, const DecisionCensus& v) {
+  w.begin_object();
+  w.key("allowed");
+  w.uinteger(v.allowed);
+  w.key("denied");
+  w.uinteger(v.denied);
+  w.key("replaced");
+  w.uinteger(v.replaced);
+  w.key("abstained");
+  w.uinteger(v.abstained);
+  w.key("by_seam");
+  write_counts(w, v.by_seam);
+  w.key("by_decider");
+  write_counts(w, v.by_decider);
+  w.end_object();
+}
+
+void write(JsonWriter& w, const RateLimitInfo& v) {
+  w.begin_object();
+  w.field("status", v.status);
+  w.field("window", v.window);
+  w.field_i64("resets_at", v.resets_at);
+  w.field_f64("utilization", v.utilization);
+  w.field_bool("using_overage", v.using_overage);
+  w.end_object();
+}
+
+void write(JsonWriter& w, const HermeticAttestation& v) {
+  w.begin_object();
+  w.field("mode", to_string(v.mode));
+  w.field("decisions", to_string(v.decisions));
+  w.key("imposed");
+  w.begin_array();
+  for (const auto& r : v.imposed) {
+    w.begin_object();
+    w.field("row", to_string(r.row));
+    w.field("how", r.how);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("unavailable");
+  w.begin_array();
+  for (const auto& r : v.unavailable) {
+    w.begin_object();
+    w.field("row", to_string(r.row));
+    w.field("why", r.why);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("ambient_inputs");
+  w.strings(v.ambient_inputs);
+  w.key("installed_plugins");
+  w.begin_array();
+  for (const auto& p : v.installed_plugins) {
+    w.begin_object();
+    w.field("name", p.name);
+    w.field("source", p.source);
+    w.field("installed_at", p.installed_at);
+    w.field("digest", p.digest);
+    w.field("loaded_by", p.loaded_by);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+void write(JsonWriter& w, const ProcessTermination& v) {
+  w.begin_object();
+  w.field("kind", to_string(v.kind));
+  if (v.kind == ProcessKind::exited) {
+    w.key("code");
+    w.integer(v.code);
+  } else if (v.kind == ProcessKind::signaled) {
+    w.key("signal");
+    w.integer(v.signal);
+  }
+  w.end_object();
+}
+
+void write(JsonWriter& w, const PeerIdentity& v) {
+  w.begin_object();
+  w.key("uid");
+  w.uinteger(v.uid);
+  w.key("pid");
+  w.integer(v.pid);
+  w.end_object();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nested struct readers
+// ---------------------------------------------------------------------------------------------
+
+std::optional<StepRef> read_step_ref(const json::value& v, std::string& error) {
+  if (!v.is_object()) {
+    error = "step is " + describe_json(v) + ", expected an object";
+    return std::nullopt;
+  }
+  FieldReader f(v.get_object(), "step");
+  StepRef s;
+  s.workflow = f.req_string("workflow");
+  s.state = f.req_string("state");
+  s.index = f.req_u32("index");
+  s.attempt = f.req_u32("attempt");
+  if (f.ok() && s.attempt == 0) f.fail("field \"attempt\" counts from 1");
+  if (!f.ok()) {
+    error = f.error();
+    return std::nullopt;
+  }
+  return s;
+}
+
+TokenUsage read_usage(FieldReader& f) {
+  TokenUsage u;
+  u.input_tokens = f.opt_u64("input_tokens");
+  u.output_tokens = f.opt_u64("output_tokens");
+  u.cache_read_input_tokens = f.opt_u64("cache_read_input_tokens");
+  u.cache_creation_input_tokens = f.opt_u64("cache_creation_input_tokens");
+  u.service_tier = f.opt_string("service_tier");
+  u.thinking_tokens = f.opt_u64("thinking_tokens");
+  u.iterations = f.opt_u64("iterations");
+  u.speed = f.opt_string("speed");
+  u.cost_usd = f.opt_f64("cost_usd");
+  return u;
+}
+
+}  // namespace mh::protocol
