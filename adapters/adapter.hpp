@@ -1,0 +1,248 @@
+// What every adapter is: a launch plan computed as a value before anything spawns, a reader
+// (vendor record -> events), a controller (command -> vendor control line) and a capability
+// table. Adapters spawn nothing, read no clock and do no I/O: the run loop feeds them lines and
+// carries out what they ask for through AdapterSink. That is what lets the same run machinery
+// host every vendor, and lets the governing logic be tested without processes.
+#pragma once
+
+#include "protocol/capabilities.hpp"
+#include "protocol/events.hpp"
+#include "protocol/line_framer.hpp"
+
+#include <filesystem>
+#include <memory>
+
+namespace mh::adapters {
+
+namespace proto = mh::protocol;
+namespace json = boost::json;
+
+// ---------------------------------------------------------------------------------------------
+// The run as the embedder asked for it (a value; serialised into the run directory as spec.json)
+// ---------------------------------------------------------------------------------------------
+
+struct ModelEndpoint {
+  std::string base_url;  // e.g. http://127.0.0.1:41234
+  std::string token;     // the per-run credential the endpoint checks
+};
+
+struct RunSpec {
+  std::string run_id;
+  std::string adapter;  // "claude" | "codex"
+  std::string prompt;
+  proto::DecisionMode decisions = proto::DecisionMode::frame;
+  std::optional<proto::Frame> frame;  // launch-time frame (already loaded and verified)
+  std::uint64_t decision_deadline_ms = 55'000;
+  std::optional<std::string> cwd;     // operator-named working directory (else scratch/work)
+  std::optional<ModelEndpoint> model_endpoint;
+  std::optional<std::string> model;   // vendor model name, passed through
+  // Declared extra environment for the vendor (e.g. CLAUDE_CODE_MAX_RETRIES). Checked
+  // against the adapter's denylist: a declared variable that would disable the seam is refused.
+  std::map<std::string, std::string> vendor_env;
+  // Commands the embedder declares it will send. Any the adapter cannot honour refuses the run
+  // at start, before anything spawns (interrupt and halt are always needed; tool.decide is
+  // needed by ask / observe / a frame).
+  std::vector<proto::CommandName> requires_commands;
+  // Stay open between turns for message.inject until halted (or until the command source
+  // closes); otherwise the run ends at its first idle turn boundary.
+  bool keep_open = false;
+  std::map<std::string, std::string> labels;
+};
+
+json::value spec_to_json(const RunSpec& spec);
+
+// Where a run's files live. The run loop creates the directories; the adapter only names paths.
+struct RunPaths {
+  std::filesystem::path run_dir;  // events.jsonl, vendor transcript, stderr, spec, plan
+  std::filesystem::path scratch;  // the vendor's private world: home, tmp, work
+};
+
+// ---------------------------------------------------------------------------------------------
+// Launch plan: everything needed to spawn, computed before anything spawns
+// ---------------------------------------------------------------------------------------------
+
+struct ScratchFile {
+  std::filesystem::path path;
+  std::string contents;
+  unsigned mode = 0600;
+};
+
+struct LaunchPlan {
+  std::string adapter;
+  std::filesystem::path program;   // absolute path of the vendor binary
+  std::vector<std::string> args;   // after argv[0]
+  std::vector<std::pair<std::string, std::string>> env;  // constructed, never inherited
+  std::filesystem::path cwd;
+  std::vector<std::filesystem::path> directories;  // created before spawning
+  std::vector<ScratchFile> files;                  // written before spawning
+  std::filesystem::path transcript_path;           // retained raw vendor stdout
+  std::filesystem::path stdin_log_path;            // what metaharness wrote to the vendor
+  proto::HermeticAttestation attestation;
+  // The environment variable (name=value) every process of this run inherits, so leftovers can
+  // be found and killed even after they escape the process tree.
+  std::pair<std::string, std::string> run_marker;
+  std::vector<std::string> notes;  // human remarks printed with the plan
+};
+
+json::value plan_to_json(const LaunchPlan& plan);
+
+// Launch refusal: before anything spawns. Either a set of command results (one per needed
+// command the adapter cannot honour, ids "start/<command>") or a plain launch error.
+struct LaunchRefusal {
+  std::vector<proto::ev::CommandResult> command_results;
+  std::string message;  // for stderr / the socket client
+};
+
+// ---------------------------------------------------------------------------------------------
+// Run-loop side of the conversation
+// ---------------------------------------------------------------------------------------------
+
+// A tool call as the vendor presented it.
+struct ToolCall {
+  std::string call_id;
+  std::string name;
+  json::value input;
+};
+
+// The reply channel for one vendor decision request (Claude: the control request_id of a
+// hook_callback; Codex: the JSON-RPC id of an approval request).
+struct ReplyToken {
+  std::string id;
+  proto::Seam seam = proto::Seam::hook;
+};
+
+// The vendor's answer to a control request metaharness sent.
+struct ControlReply {
+  std::string control_id;
+  bool ok = true;
+  std::string vendor_error;  // the vendor's own words when !ok
+  json::value response;
+};
+
+// How a controller handled a command right away.
+struct ControlAck {
+  enum class Kind { done, pending_vendor, refused } kind = Kind::done;
+  proto::CommandOutcome outcome;  // for done / refused
+  std::string control_id;         // pending_vendor: resolve when the vendor answers this id
+
+  static ControlAck done(std::optional<std::string> applies_at = std::nullopt) {
+    return {Kind::done, proto::CommandOutcome::ok(std::move(applies_at)), {}};
+  }
+  static ControlAck pending(std::string control_id) {
+    return {Kind::pending_vendor, proto::CommandOutcome::ok(), std::move(control_id)};
+  }
+  static ControlAck refused(proto::RefusalCode code, std::string reason) {
+    return {Kind::refused, proto::CommandOutcome::refused(code, std::move(reason)), {}};
+  }
+};
+
+// Everything an adapter session asks of the run loop, called synchronously and in order while
+// the adapter handles one input. Events emitted here appear in the stream in call order.
+class AdapterSink {
+ public:
+  virtual ~AdapterSink() = default;
+  // A mapped event (text, thinking, usage, tool.result, opaque, ...). `at` is the vendor's own
+  // timestamp on the source record, passed through.
+  virtual void event(proto::EventPayload payload, std::optional<std::string> at) = 0;
+  // The model asked for a tool call (the run loop emits tool.requested and decides per mode).
+  virtual void call_presented(ToolCall call, std::optional<std::string> at) = 0;
+  // The vendor is blocked until this call is answered through `reply`.
+  virtual void call_awaits_answer(ToolCall call, ReplyToken reply) = 0;
+  // The vendor withdrew a decision request (e.g. its own timeout, or an interrupt).
+  virtual void call_withdrawn(const ReplyToken& reply) = 0;
+  // The vendor answered a control request metaharness sent.
+  virtual void control_answered(ControlReply reply) = 0;
+  // Turn boundaries as the vendor reports them. The run loop numbers turns and emits
+  // turn.started / turn.ended (it knows which frame is in force); a turn end closes the
+  // decision window and is where queued messages are delivered or the run winds up.
+  virtual void turn_started(std::optional<std::string> at) = 0;
+  virtual void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) = 0;
+  // A line to write to the vendor's stdin (newline added by the run loop).
+  virtual void write_vendor(std::string line) = 0;
+};
+
+// Per-run adapter state: reader + controller for one vendor process.
+class AdapterSession {
+ public:
+  virtual ~AdapterSession() = default;
+
+  // The first lines to the vendor (e.g. initialize, then the prompt as the first user turn).
+  virtual void start(AdapterSink& sink) = 0;
+  // One line of the vendor's stdout (line.number is its 1-based line in the transcript).
+  virtual void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) = 0;
+  // The vendor's stdout ended. Adapters that synthesise a terminal record do it here.
+  virtual void on_vendor_end(AdapterSink& sink) = 0;
+
+  // Answer a vendor decision request.
+  virtual void answer(const ReplyToken& reply, const ToolCall& call, const proto::Decision& decision,
+                      AdapterSink& sink) = 0;
+  // Can this adapter carry this decision for this call? (e.g. a replace whose input the wire
+  // cannot express is refused by name, never downgraded.)
+  virtual std::optional<proto::Refusal> check_decision(const ToolCall& call,
+                                                       const proto::Decision& decision) const = 0;
+
+  // Start a new turn with one user message made of these texts, in order (a frame that comes
+  // into force at this boundary is delivered as the first text).
+  virtual void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) = 0;
+  virtual ControlAck interrupt(AdapterSink& sink) = 0;
+  virtual ControlAck steer(const std::string& text, AdapterSink& sink) = 0;
+  virtual ControlAck set_permission(const std::string& posture, AdapterSink& sink) = 0;
+  // Halt, step by step: the adapter's graceful end (e.g. end_session), before stdin is closed
+  // and the process tree is killed by the run loop.
+  virtual void end_session(AdapterSink& sink) = 0;
+  // After the vendor's stdin is closed, does the vendor finish on its own? (Claude: yes, it
+  // exits after the current turn.)
+  virtual bool exits_on_stdin_close() const { return true; }
+  // The session's terminal record, if the vendor produced terminal evidence (built from the
+  // turns seen; vendor-specific accumulation, e.g. Claude reports permission_denials per turn).
+  // The run loop fills in the census and emits it once, at wind-up.
+  virtual std::optional<proto::ev::SessionEnded> session_ended() const = 0;
+};
+
+class Adapter {
+ public:
+  virtual ~Adapter() = default;
+  virtual std::string_view id() const = 0;
+  virtual const proto::CapabilityTable& capabilities() const = 0;
+  // Computes the launch plan, or refuses the run with named reasons. Reads the filesystem only
+  // to locate the vendor binary; writes nothing.
+  virtual std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const = 0;
+  virtual std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const = 0;
+  // The reader alone, offline (`metaharness translate`): no decisions; tool calls carry seam none.
+  virtual std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const = 0;
+  // Installed vendor version, compared with the pin by `metaharness doctor`.
+  virtual std::optional<std::string> installed_version(std::string& error) const = 0;
+};
+
+// Host-side configuration for adapters: where the pinned vendor CLIs live. This is the host's
+// choice (config file / environment), never the submitting client's.
+struct HostConfig {
+  std::filesystem::path vendor_dir;  // holds node_modules/ from ./run setup
+  std::map<std::string, std::filesystem::path> binaries;  // per-adapter override
+};
+
+// The default host configuration: vendor_dir from $METAHARNESS_VENDOR_DIR, else <source>/.vendor;
+// a binary override from $METAHARNESS_<ADAPTER>_BIN (e.g. METAHARNESS_CLAUDE_BIN).
+HostConfig host_config_from_environment();
+
+// The adapters compiled into this binary.
+class AdapterRegistry {
+ public:
+  explicit AdapterRegistry(HostConfig config);
+  ~AdapterRegistry();
+  const Adapter* find(std::string_view id) const;
+  std::vector<std::string_view> ids() const;
+  const HostConfig& config() const { return config_; }
+
+ private:
+  HostConfig config_;
+  std::vector<std::unique_ptr<Adapter>> adapters_;
+};
+
+// Run-start refusal shared by every adapter: the commands this run's configuration needs
+// (interrupt, halt; tool.decide for ask / observe / a frame; whatever the spec declares), each
+// checked against the capability table. Empty when the run may start.
+std::vector<proto::ev::CommandResult> refuse_unhonoured_commands(const RunSpec& spec,
+                                                                 const proto::CapabilityTable& table);
+
+}  // namespace mh::adapters
