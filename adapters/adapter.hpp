@@ -102,6 +102,9 @@ struct ToolCall {
   std::string call_id;
   std::string name;
   json::value input;
+  // The seam that will carry this call's decision; `none` marks a record of a call nothing can
+  // gate (delivered, never decided, never counted).
+  proto::Seam seam = proto::Seam::hook;
 };
 
 // The reply channel for one vendor decision request (Claude: the control request_id of a
@@ -116,6 +119,8 @@ struct ControlReply {
   std::string control_id;
   bool ok = true;
   std::string vendor_error;  // the vendor's own words when !ok
+  // The refusal code a vendor error maps to (e.g. Codex's "no active turn" is TOO_LATE).
+  proto::RefusalCode refusal_code = proto::RefusalCode::UNSUPPORTED_CONTROL;
   json::value response;
 };
 
@@ -159,6 +164,12 @@ class AdapterSink {
   virtual void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) = 0;
   // A line to write to the vendor's stdin (newline added by the run loop).
   virtual void write_vendor(std::string line) = 0;
+  // The adapter's control channel is established (e.g. Claude answered initialize, so the
+  // call seam is installed): the run loop may now start the first turn.
+  virtual void session_ready() = 0;
+  // Something makes it unsafe to go on (e.g. the vendor refused to install the call seam): the
+  // run loop ends the run with reason error, saying why.
+  virtual void fail_run(std::string reason) = 0;
 };
 
 // Per-run adapter state: reader + controller for one vendor process.
@@ -212,6 +223,13 @@ class Adapter {
   virtual std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const = 0;
   // Installed vendor version, compared with the pin by `metaharness doctor`.
   virtual std::optional<std::string> installed_version(std::string& error) const = 0;
+  // The neutral operations a call is (tool.requested.operations), from the capability table's
+  // rendering plus vendor aliases (e.g. Claude's NotebookEdit is also file.edit).
+  virtual std::vector<proto::Operation> operations_for(const ToolCall& call) const {
+    return capabilities().operations_for_tool(call.name);
+  }
+  // What a call touches, scheme-prefixed, verbatim (tool.requested.subjects).
+  virtual std::vector<std::string> subjects_for(const ToolCall& call) const;
 };
 
 // Host-side configuration for adapters: where the pinned vendor CLIs live. This is the host's
@@ -238,6 +256,9 @@ class AdapterRegistry {
   HostConfig config_;
   std::vector<std::unique_ptr<Adapter>> adapters_;
 };
+
+// Close-reason classification (reference §4.3) from what the run knows at its end.
+proto::CloseReason classify_close(bool halted, const std::optional<proto::ev::SessionEnded>& terminal);
 
 // Run-start refusal shared by every adapter: the commands this run's configuration needs
 // (interrupt, halt; tool.decide for ask / observe / a frame; whatever the spec declares), each

@@ -1,0 +1,152 @@
+#include "adapters/adapter.hpp"
+
+#include "adapters/claude/claude_adapter.hpp"
+#include "metaharness/build_info.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace mh::adapters {
+
+json::value spec_to_json(const RunSpec& spec) {
+  json::object o;
+  o["run_id"] = spec.run_id;
+  o["adapter"] = spec.adapter;
+  o["prompt"] = spec.prompt;
+  o["decisions"] = proto::to_string(spec.decisions);
+  o["frame"] = spec.frame ? proto::frame_to_json(*spec.frame, true) : json::value(nullptr);
+  o["decision_deadline_ms"] = spec.decision_deadline_ms;
+  o["cwd"] = spec.cwd ? json::value(*spec.cwd) : json::value(nullptr);
+  if (spec.model_endpoint)
+    o["model_endpoint"] = json::object{{"base_url", spec.model_endpoint->base_url}, {"token", "(redacted)"}};
+  else
+    o["model_endpoint"] = nullptr;
+  o["model"] = spec.model ? json::value(*spec.model) : json::value(nullptr);
+  json::object env;
+  for (const auto& [k, v] : spec.vendor_env) env[k] = v;
+  o["vendor_env"] = std::move(env);
+  json::array requires_commands;
+  for (auto c : spec.requires_commands) requires_commands.emplace_back(proto::to_string(c));
+  o["requires"] = std::move(requires_commands);
+  o["keep_open"] = spec.keep_open;
+  json::object labels;
+  for (const auto& [k, v] : spec.labels) labels[k] = v;
+  o["labels"] = std::move(labels);
+  return o;
+}
+
+json::value plan_to_json(const LaunchPlan& plan) {
+  json::object o;
+  o["adapter"] = plan.adapter;
+  o["program"] = plan.program.string();
+  json::array args;
+  for (const auto& a : plan.args) args.emplace_back(a);
+  o["args"] = std::move(args);
+  json::array env;
+  for (const auto& [k, v] : plan.env) {
+    // Credentials never leave the process in a printable plan.
+    bool secret = k.find("TOKEN") != std::string::npos || k.find("KEY") != std::string::npos;
+    env.emplace_back(k + "=" + (secret ? std::string("(redacted)") : v));
+  }
+  o["env"] = std::move(env);
+  o["cwd"] = plan.cwd.string();
+  json::array dirs;
+  for (const auto& d : plan.directories) dirs.emplace_back(d.string());
+  o["directories"] = std::move(dirs);
+  json::array files;
+  for (const auto& f : plan.files)
+    files.push_back(json::object{{"path", f.path.string()}, {"bytes", f.contents.size()}, {"mode", f.mode}});
+  o["files"] = std::move(files);
+  o["transcript"] = plan.transcript_path.string();
+  o["stdin_log"] = plan.stdin_log_path.string();
+  o["run_marker"] = plan.run_marker.first + "=" + plan.run_marker.second;
+  std::string attestation;
+  proto::JsonWriter w(attestation);
+  proto::write(w, plan.attestation);
+  o["hermetic"] = proto::parse_json(attestation).value_or(nullptr);
+  json::array notes;
+  for (const auto& n : plan.notes) notes.emplace_back(n);
+  o["notes"] = std::move(notes);
+  return o;
+}
+
+std::vector<proto::ev::CommandResult> refuse_unhonoured_commands(const RunSpec& spec,
+                                                                 const proto::CapabilityTable& table) {
+  std::vector<proto::CommandName> needed = {proto::CommandName::interrupt, proto::CommandName::halt};
+  if (spec.decisions == proto::DecisionMode::ask || spec.decisions == proto::DecisionMode::observe ||
+      spec.frame)
+    needed.push_back(proto::CommandName::tool_decide);
+  for (auto c : spec.requires_commands)
+    if (std::find(needed.begin(), needed.end(), c) == needed.end()) needed.push_back(c);
+
+  std::vector<proto::ev::CommandResult> refused;
+  for (auto c : needed) {
+    proto::CommandSupport support = table.command(c);
+    if (support.honoured) continue;
+    refused.push_back(proto::ev::CommandResult{
+        "start/" + std::string(proto::to_string(c)),
+        proto::CommandOutcome::refused(support.code, table.refusal_reason(c))});
+  }
+  return refused;
+}
+
+proto::CloseReason classify_close(bool halted, const std::optional<proto::ev::SessionEnded>& terminal) {
+  if (halted) return proto::CloseReason::steer_halt;
+  if (!terminal) return proto::CloseReason::error;
+  for (const auto* word : {&terminal->subtype, &terminal->stop_reason, &terminal->terminal_reason})
+    if (*word && **word == "budget-exhausted") return proto::CloseReason::budget;
+  if (terminal->is_error != true && (terminal->is_error == false || terminal->subtype == "success"))
+    return proto::CloseReason::completed;
+  return proto::CloseReason::error;
+}
+
+HostConfig host_config_from_environment() {
+  HostConfig config;
+  if (const char* dir = std::getenv("METAHARNESS_VENDOR_DIR"); dir && *dir)
+    config.vendor_dir = dir;
+  else
+    config.vendor_dir = std::filesystem::path(build_info::source_dir) / ".vendor";
+  for (const auto& pin : build_info::vendor_pins) {
+    std::string var = "METAHARNESS_" + std::string(pin.adapter) + "_BIN";
+    std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });
+    if (const char* bin = std::getenv(var.c_str()); bin && *bin)
+      config.binaries[std::string(pin.adapter)] = bin;
+  }
+  return config;
+}
+
+AdapterRegistry::AdapterRegistry(HostConfig config) : config_(std::move(config)) {
+  adapters_.push_back(make_claude_adapter(config_));
+}
+
+AdapterRegistry::~AdapterRegistry() = default;
+
+const Adapter* AdapterRegistry::find(std::string_view id) const {
+  for (const auto& a : adapters_)
+    if (a->id() == id) return a.get();
+  return nullptr;
+}
+
+std::vector<std::string_view> AdapterRegistry::ids() const {
+  std::vector<std::string_view> out;
+  for (const auto& a : adapters_) out.push_back(a->id());
+  return out;
+}
+
+}  // namespace mh::adapters
+
+namespace mh::adapters {
+
+std::vector<std::string> Adapter::subjects_for(const ToolCall& call) const {
+  // Paths exactly as the caller wrote them: never canonicalised, so a frame's subject globs
+  // match what the model asked for.
+  std::vector<std::string> out;
+  if (!call.input.is_object()) return out;
+  for (std::string_view key : {"file_path", "notebook_path", "path"}) {
+    const json::value* v = call.input.get_object().if_contains(key);
+    if (v && v->is_string() && !v->get_string().empty()) out.push_back("file:" + std::string(v->get_string()));
+  }
+  return out;
+}
+
+}  // namespace mh::adapters

@@ -1,0 +1,580 @@
+#include "adapters/claude/claude_adapter.hpp"
+
+#include "metaharness/build_info.hpp"
+#include "protocol/digest.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace mh::adapters {
+namespace claude {
+
+namespace {
+
+constexpr std::string_view kInitializeId = "mh-init";
+constexpr std::string_view kHookCallbackId = "mh-pretooluse";
+
+constexpr std::array<std::string_view, 6> kPostures = {"acceptEdits", "auto", "bypassPermissions",
+                                                       "default", "dontAsk", "plan"};
+
+// Vendor tools that render an operation in addition to the table's primary tool.
+struct ToolAlias {
+  std::string_view tool;
+  proto::OpKind op;
+};
+constexpr ToolAlias kAliases[] = {
+    {"NotebookEdit", proto::OpKind::file_edit}, {"WebSearch", proto::OpKind::web_read},
+    {"Task", proto::OpKind::subagent_spawn},    {"TaskCreate", proto::OpKind::task_todo},
+    {"TaskUpdate", proto::OpKind::task_todo},   {"TaskGet", proto::OpKind::task_todo},
+    {"TaskList", proto::OpKind::task_todo},
+};
+
+// Environment a caller may pass through (locale and time zone only); everything else is
+// constructed by the plan.
+constexpr std::array<std::string_view, 3> kPassThroughEnv = {"LANG", "LC_ALL", "TZ"};
+
+// Declared vendor variables that would take the seam away, or override what the plan owns.
+bool denied_vendor_env(std::string_view name, std::string& why) {
+  static constexpr std::array<std::string_view, 11> kOwned = {
+      "HOME", "PATH", "TMPDIR", "CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
+      "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "METAHARNESS_RUN", "CLAUDE_CODE_ENTRYPOINT",
+      "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"};
+  static constexpr std::array<std::string_view, 2> kSeamBreakers = {"CLAUDE_CODE_SAFE_MODE",
+                                                                    "CLAUDE_CODE_SIMPLE"};
+  for (auto k : kSeamBreakers)
+    if (name == k) {
+      why = std::string(name) + " switches hooks off silently (safe/bare mode), which would remove the call seam";
+      return true;
+    }
+  for (auto k : kOwned)
+    if (name == k) {
+      why = std::string(name) + " is set by the launch plan itself and cannot be overridden";
+      return true;
+    }
+  return false;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string control_request(std::string_view id, json::object request) {
+  json::object o;
+  o["type"] = "control_request";
+  o["request_id"] = id;
+  o["request"] = std::move(request);
+  return proto::canonical_json(o);
+}
+
+}  // namespace
+
+const proto::CapabilityTable& capabilities() {
+  static const proto::CapabilityTable table = [] {
+    proto::CapabilityTable t;
+    t.adapter_id = "claude";
+    t.adapter_class = proto::AdapterClass::harness;
+    for (const auto& pin : build_info::vendor_pins)
+      if (pin.adapter == "claude") t.versions_pinned.emplace_back(pin.version);
+    t.tiers = {{proto::Tier::registration, proto::TierStatus::delivered},
+               {proto::Tier::call, proto::TierStatus::delivered},
+               {proto::Tier::turn, proto::TierStatus::delivered},
+               {proto::Tier::kill, proto::TierStatus::delivered}};
+    using proto::CommandName;
+    t.commands = {
+        {CommandName::tool_decide, {true, {}, "in-band PreToolUse hook callback, answered with a control_response"}},
+        {CommandName::frame_set, {true, {}, "enforced at the call seam from the next turn; its text opens that turn"}},
+        {CommandName::message_inject, {true, {}, "a user message written between turns"}},
+        {CommandName::steer,
+         {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+          "Claude Code headless has no mid-turn steer tier: a line sent mid-turn is folded in at "
+          "the vendor's discretion or becomes the next turn, so a steer could not be promised"}},
+        {CommandName::permission_set, {true, {}, "set_permission_mode control request"}},
+        {CommandName::interrupt, {true, {}, "interrupt control request"}},
+        {CommandName::halt, {true, {}, "interrupt, end_session, close stdin, then kill the run's processes"}},
+    };
+    t.decision_modes = {{proto::DecisionMode::frame, proto::TierStatus::delivered},
+                        {proto::DecisionMode::ask, proto::TierStatus::delivered},
+                        {proto::DecisionMode::observe, proto::TierStatus::delivered}};
+    t.rendering = {{"file.read", "Read"},  {"file.write", "Write"},  {"file.edit", "Edit"},
+                   {"dir.list", "Glob"},   {"search", "Grep"},       {"shell", "Bash"},
+                   {"web.read", "WebFetch"}, {"skill.load", "Skill"}, {"subagent.spawn", "Agent"},
+                   {"task.todo", "TodoWrite"}, {"mcp.call", std::nullopt}};
+    t.notes = {
+        "an allow grants: Claude honours a hook allow and bypasses the rest of its permission "
+        "pipeline, so a policy that relies on vendor rules must be deny-only",
+        "abstain lets Claude's own pipeline decide: in default mode a non-read-only command is "
+        "then denied (\"This command requires approval\"); read-only ones run",
+        "also rendered: NotebookEdit -> file.edit, WebSearch -> web.read, Task -> subagent.spawn, "
+        "TaskCreate/TaskUpdate/TaskGet/TaskList -> task.todo; mcp__<server>__<tool> -> mcp.call",
+        "Glob and Grep are offered only when Bash is not; there is no LS tool"};
+    return t;
+  }();
+  return table;
+}
+
+std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
+  return vendor_dir / "node_modules/@anthropic-ai/claude-code-linux-x64/claude";
+}
+
+json::value hook_output(const proto::Decision& decision) {
+  json::object specific;
+  specific["hookEventName"] = "PreToolUse";
+  return std::visit(
+      [&](const auto& d) -> json::value {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, proto::decision::Abstain>) {
+          return json::object{};  // no opinion: the vendor's own permission pipeline decides
+        } else if constexpr (std::is_same_v<T, proto::decision::Allow>) {
+          specific["permissionDecision"] = "allow";
+        } else if constexpr (std::is_same_v<T, proto::decision::Deny>) {
+          specific["permissionDecision"] = "deny";
+          specific["permissionDecisionReason"] = d.reason;
+        } else {
+          specific["permissionDecision"] = "allow";
+          specific["updatedInput"] = d.input;
+        }
+        return json::object{{"hookSpecificOutput", std::move(specific)}};
+      },
+      decision);
+}
+
+bool is_known_posture(std::string_view posture) {
+  for (auto p : kPostures)
+    if (p == posture) return true;
+  return false;
+}
+
+std::string_view posture_vocabulary() {
+  return "acceptEdits, auto, bypassPermissions, default, dontAsk, plan";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The live session: reader + controller for one claude process
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+class Session final : public AdapterSession {
+ public:
+  Session(const RunSpec& spec, const LaunchPlan& plan)
+      : reader_(Reader::Launch{plan.attestation,
+                               proto::TranscriptRef{plan.transcript_path.string(), std::nullopt, std::nullopt},
+                               std::nullopt}),
+        hook_timeout_seconds_(hook_timeout_for(spec)) {}
+
+  // The vendor's callback timeout sits above the run's decision deadline, so a deny for
+  // silence is always metaharness's own (decided_by deadline), never the vendor's.
+  static std::uint64_t hook_timeout_for(const RunSpec& spec) {
+    return (spec.decision_deadline_ms + 999) / 1000 + 30;
+  }
+
+  void start(AdapterSink& sink) override {
+    json::object matcher;
+    matcher["matcher"] = "*";  // every tool, including MCP and sub-agent tools
+    matcher["hookCallbackIds"] = json::array{kHookCallbackId};
+    matcher["timeout"] = hook_timeout_seconds_;
+    json::object request;
+    request["subtype"] = "initialize";
+    request["hooks"] = json::object{{"PreToolUse", json::array{std::move(matcher)}}};
+    // Nothing else is written until the vendor confirms the seam is installed.
+    sink.write_vendor(control_request(kInitializeId, std::move(request)));
+  }
+
+  void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) override {
+    if (line.too_long) {
+      Reader::unreadable(line, sink);
+      return;
+    }
+    if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) return;  // blank: counts, says nothing
+    auto value = proto::parse_json(line.text);
+    if (!value || !value->is_object()) {
+      Reader::unreadable(line, sink);
+      return;
+    }
+    const auto& record = value->get_object();
+    const json::value* type = record.if_contains("type");
+    std::string_view t = type && type->is_string() ? std::string_view(type->get_string()) : std::string_view();
+    if (t == "control_request" && handle_control_request(record, line, sink)) return;
+    if (t == "control_response" && handle_control_response(record, sink)) return;
+    if (t == "control_cancel_request") {
+      if (const json::value* id = record.if_contains("request_id"); id && id->is_string()) {
+        sink.call_withdrawn(ReplyToken{std::string(id->get_string()), proto::Seam::hook});
+        return;
+      }
+    }
+    reader_.read_record(record, line.text, line.number, sink);
+  }
+
+  void on_vendor_end(AdapterSink&) override {}
+
+  void answer(const ReplyToken& reply, const ToolCall&, const proto::Decision& decision,
+              AdapterSink& sink) override {
+    json::object response;
+    response["subtype"] = "success";
+    response["request_id"] = reply.id;
+    response["response"] = hook_output(decision);
+    json::object o;
+    o["type"] = "control_response";
+    o["response"] = std::move(response);
+    sink.write_vendor(proto::canonical_json(o));
+  }
+
+  std::optional<proto::Refusal> check_decision(const ToolCall&, const proto::Decision& decision) const override {
+    if (auto* r = std::get_if<proto::decision::Replace>(&decision); r && !r->input.is_object())
+      return proto::Refusal{proto::RefusalCode::MALFORMED,
+                            "a replace for a Claude tool needs an object input (updatedInput); got " +
+                                proto::describe_json(r->input)};
+    return std::nullopt;
+  }
+
+  void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) override {
+    json::array content;
+    for (const auto& t : texts) content.push_back(json::object{{"type", "text"}, {"text", t}});
+    json::object message{{"role", "user"}, {"content", std::move(content)}};
+    json::object o{{"type", "user"},
+                   {"session_id", ""},
+                   {"message", std::move(message)},
+                   {"parent_tool_use_id", nullptr}};
+    sink.write_vendor(proto::canonical_json(o));
+  }
+
+  ControlAck interrupt(AdapterSink& sink) override {
+    std::string id = next_control_id();
+    sink.write_vendor(control_request(id, json::object{{"subtype", "interrupt"}}));
+    return ControlAck::pending(id);
+  }
+
+  ControlAck steer(const std::string&, AdapterSink&) override {
+    return ControlAck::refused(proto::RefusalCode::UNSUPPORTED_CONTROL,
+                               capabilities().refusal_reason(proto::CommandName::steer));
+  }
+
+  ControlAck set_permission(const std::string& posture, AdapterSink& sink) override {
+    // Claude accepts any string here without validation ("yolo" succeeds and does nothing):
+    // a posture outside its vocabulary would be a control that appears to work and does not.
+    if (!is_known_posture(posture))
+      return ControlAck::refused(proto::RefusalCode::MALFORMED,
+                                 "\"" + proto::excerpt(posture, 40) + "\" is not a Claude permission mode; the vocabulary is " +
+                                     std::string(posture_vocabulary()));
+    std::string id = next_control_id();
+    sink.write_vendor(control_request(id, json::object{{"subtype", "set_permission_mode"}, {"mode", posture}}));
+    return ControlAck::pending(id);
+  }
+
+  void end_session(AdapterSink& sink) override {
+    sink.write_vendor(control_request(next_control_id(),
+                                      json::object{{"subtype", "end_session"}, {"reason", "metaharness halt"}}));
+  }
+
+  std::optional<proto::ev::SessionEnded> session_ended() const override { return reader_.session_ended(); }
+
+ private:
+  std::string next_control_id() { return "mh-ctl-" + std::to_string(++control_counter_); }
+
+  // Returns false when the record is not one we handle (it then goes to the reader -> opaque).
+  bool handle_control_request(const json::object& record, const proto::FramedLine&, AdapterSink& sink) {
+    const json::value* id = record.if_contains("request_id");
+    const json::value* request = record.if_contains("request");
+    if (!id || !id->is_string() || !request || !request->is_object()) return false;
+    const auto& req = request->get_object();
+    const json::value* subtype = req.if_contains("subtype");
+    if (!subtype || !subtype->is_string()) return false;
+    std::string request_id(id->get_string());
+    if (subtype->get_string() == "hook_callback") {
+      ToolCall call;
+      const json::value* input = req.if_contains("input");
+      if (input && input->is_object()) {
+        const auto& in = input->get_object();
+        if (const json::value* n = in.if_contains("tool_name"); n && n->is_string()) call.name = n->get_string();
+        if (const json::value* ti = in.if_contains("tool_input")) call.input = *ti;
+        if (const json::value* tu = in.if_contains("tool_use_id"); tu && tu->is_string()) call.call_id = tu->get_string();
+      }
+      if (call.call_id.empty())
+        if (const json::value* tu = req.if_contains("tool_use_id"); tu && tu->is_string()) call.call_id = tu->get_string();
+      // A request we cannot correlate still gets an identity (and is decided like any call).
+      if (call.call_id.empty()) call.call_id = "hook-" + request_id;
+      sink.call_awaits_answer(std::move(call), ReplyToken{request_id, proto::Seam::hook});
+      return true;
+    }
+    // can_use_tool, elicitation, mcp_message, request_user_dialog: nothing we enabled asks for
+    // these. Answer with an error so the vendor does not wait forever, and keep the record.
+    json::object response{{"subtype", "error"},
+                          {"request_id", request_id},
+                          {"error", "metaharness does not serve " + std::string(subtype->get_string())}};
+    sink.write_vendor(proto::canonical_json(json::object{{"type", "control_response"}, {"response", std::move(response)}}));
+    return false;
+  }
+
+  bool handle_control_response(const json::object& record, AdapterSink& sink) {
+    const json::value* response = record.if_contains("response");
+    if (!response || !response->is_object()) return false;
+    const auto& r = response->get_object();
+    const json::value* id = r.if_contains("request_id");
+    const json::value* subtype = r.if_contains("subtype");
+    if (!id || !id->is_string() || !subtype || !subtype->is_string()) return false;
+    bool ok = subtype->get_string() == "success";
+    std::string error;
+    if (const json::value* e = r.if_contains("error"); e && e->is_string()) error = e->get_string();
+    if (id->get_string() == kInitializeId) {
+      if (ok) sink.session_ready();
+      else sink.fail_run("claude refused initialize, so the PreToolUse call seam is not installed: " + error);
+      return true;
+    }
+    ControlReply reply;
+    reply.control_id = std::string(id->get_string());
+    reply.ok = ok;
+    reply.vendor_error = error;
+    if (const json::value* payload = r.if_contains("response")) reply.response = *payload;
+    sink.control_answered(std::move(reply));
+    return true;
+  }
+
+  Reader reader_;
+  std::uint64_t hook_timeout_seconds_;
+  std::uint64_t control_counter_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Offline translation: the reader alone
+// ---------------------------------------------------------------------------------------------
+
+class TranslateSink final : public AdapterSink {
+ public:
+  TranslateSink(const Adapter& adapter, std::string run_id) : adapter_(adapter), run_id_(std::move(run_id)) {}
+
+  void event(proto::EventPayload p, std::optional<std::string> at) override { push(std::move(p), std::move(at)); }
+  void call_presented(ToolCall call, std::optional<std::string> at) override {
+    proto::ev::ToolRequested r;
+    r.operations = op_names(adapter_.operations_for(call));
+    r.subjects = adapter_.subjects_for(call);
+    r.call_id = std::move(call.call_id);
+    r.name = std::move(call.name);
+    r.input = std::move(call.input);
+    r.decision_required = false;
+    r.seam = proto::Seam::none;  // offline: nobody adjudicates these calls
+    push(std::move(r), std::move(at));
+  }
+  void call_awaits_answer(ToolCall, ReplyToken) override {}
+  void call_withdrawn(const ReplyToken&) override {}
+  void control_answered(ControlReply) override {}
+  void turn_started(std::optional<std::string> at) override {
+    push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(at));
+  }
+  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override {
+    push(proto::ev::TurnEnded{turn_, std::move(stop_reason)}, std::move(at));
+  }
+  void write_vendor(std::string) override {}
+  void session_ready() override {}
+  void fail_run(std::string) override {}
+
+  std::vector<proto::Event> take() { return std::move(events_); }
+  void push(proto::EventPayload p, std::optional<std::string> at) {
+    events_.push_back(proto::Event{events_.size() + 1, run_id_, std::move(at), std::move(p)});
+  }
+
+  static std::vector<std::string> op_names(const std::vector<proto::Operation>& ops) {
+    std::vector<std::string> out;
+    for (const auto& op : ops) out.emplace_back(op.wire_name());
+    return out;
+  }
+
+ private:
+  const Adapter& adapter_;
+  std::string run_id_;
+  std::uint32_t turn_ = 0;
+  std::vector<proto::Event> events_;
+};
+
+}  // namespace
+}  // namespace claude
+
+// ---------------------------------------------------------------------------------------------
+// The adapter
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+class ClaudeAdapter final : public Adapter {
+ public:
+  explicit ClaudeAdapter(HostConfig config) : config_(std::move(config)) {}
+
+  std::string_view id() const override { return "claude"; }
+  const proto::CapabilityTable& capabilities() const override { return claude::capabilities(); }
+
+  std::filesystem::path binary() const {
+    if (auto it = config_.binaries.find("claude"); it != config_.binaries.end()) return it->second;
+    return claude::default_binary(config_.vendor_dir);
+  }
+
+  std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
+    auto refuse = [](std::string message) { return LaunchRefusal{{}, std::move(message)}; };
+    if (auto refused = refuse_unhonoured_commands(spec, capabilities()); !refused.empty())
+      return LaunchRefusal{std::move(refused), "the run needs controls the claude adapter cannot honour"};
+    if (spec.decisions == proto::DecisionMode::observe && spec.frame)
+      return LaunchRefusal{
+          {proto::ev::CommandResult{
+              "start/tool.decide",
+              proto::CommandOutcome::refused(
+                  proto::RefusalCode::UNSUPPORTED_CONTROL,
+                  "observe mode allows every call, so a frame would be told to the model and "
+                  "enforced by nothing; use decisions frame (or ask) with a frame")}},
+          "observe mode refuses a frame"};
+    if (spec.prompt.empty()) return refuse("the run has no prompt");
+    if (!spec.model_endpoint)
+      return refuse("no model endpoint: give a scripted scenario (--model-scenario) or an endpoint (--model-endpoint)");
+    for (const auto& [name, value] : spec.vendor_env) {
+      std::string why;
+      if (claude::denied_vendor_env(name, why)) return refuse("declared vendor environment refused: " + why);
+    }
+    std::filesystem::path program = binary();
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(program, ec))
+      return refuse("the pinned claude CLI is not at " + program.string() +
+                    " (run ./run setup, or set METAHARNESS_CLAUDE_BIN / the config's claude binary)");
+
+    LaunchPlan p;
+    p.adapter = "claude";
+    p.program = program;
+    p.args = {"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+              "--setting-sources", "", "--strict-mcp-config"};
+    if (spec.model) {
+      p.args.push_back("--model");
+      p.args.push_back(*spec.model);
+    }
+    std::filesystem::path home = paths.scratch / "home";
+    std::filesystem::path config_dir = home / ".claude";
+    std::filesystem::path tmp = paths.scratch / "tmp";
+    std::filesystem::path work = spec.cwd ? std::filesystem::path(*spec.cwd) : paths.scratch / "work";
+    p.cwd = work;
+    p.directories = {home, config_dir, tmp};
+    if (!spec.cwd) p.directories.push_back(work);
+    p.transcript_path = paths.run_dir / "vendor-stdout.jsonl";
+    p.stdin_log_path = paths.run_dir / "vendor-stdin.jsonl";
+    p.run_marker = {"METAHARNESS_RUN", spec.run_id};
+
+    for (auto name : claude::kPassThroughEnv)
+      if (const char* v = std::getenv(std::string(name).c_str())) p.env.emplace_back(std::string(name), v);
+    p.env.emplace_back("HOME", home.string());
+    p.env.emplace_back("CLAUDE_CONFIG_DIR", config_dir.string());
+    p.env.emplace_back("PATH", "/usr/local/bin:/usr/bin:/bin");
+    p.env.emplace_back("TMPDIR", tmp.string());
+    p.env.emplace_back("ANTHROPIC_BASE_URL", spec.model_endpoint->base_url);
+    p.env.emplace_back("ANTHROPIC_AUTH_TOKEN", spec.model_endpoint->token);
+    p.env.emplace_back("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    p.env.push_back(p.run_marker);
+    for (const auto& [name, value] : spec.vendor_env) p.env.emplace_back(name, value);
+
+    using proto::HermeticRow;
+    auto& a = p.attestation;
+    a.mode = proto::HermeticMode::on;
+    a.decisions = spec.decisions;
+    a.imposed = {
+        {HermeticRow::h1a, "CLAUDE_CONFIG_DIR=" + config_dir.string() + " (a fresh scratch config home); no plugin was injected"},
+        {HermeticRow::h1b, "CLAUDE_CONFIG_DIR=" + config_dir.string() + " (no output style configured)"},
+        {HermeticRow::h2, "--setting-sources \"\" (user, project and local settings and CLAUDE.md are not loaded)"},
+        {HermeticRow::h3, "environment constructed from an allowlist (LANG, LC_ALL, TZ passed through) plus HOME, "
+                          "CLAUDE_CONFIG_DIR, PATH, TMPDIR, the model endpoint and the run marker"},
+        {HermeticRow::h4, "no API key in the environment: a per-run bearer token for the configured model endpoint"},
+        {HermeticRow::h5, "--strict-mcp-config with no --mcp-config: no MCP server"},
+        {HermeticRow::h6, "no credential file is copied: the model endpoint's per-run token is the only credential"},
+        {HermeticRow::h8, "argv and environment carry none of --bare, --safe-mode, --dangerously-skip-permissions, "
+                          "--add-dir, CLAUDE_CODE_SAFE_MODE, CLAUDE_CODE_SIMPLE"},
+    };
+    if (!spec.cwd) {
+      a.imposed.push_back({HermeticRow::h7, "working directory " + work.string() + " inside the run's scratch"});
+      a.imposed.push_back({HermeticRow::h11, "scratch working directory, and --setting-sources \"\" keeps CLAUDE.md out"});
+    }
+    std::sort(a.imposed.begin(), a.imposed.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
+    if (spec.cwd) {
+      a.unavailable.push_back({HermeticRow::h7, "the operator named the working directory " + *spec.cwd});
+    }
+    a.unavailable.push_back({HermeticRow::h9, "the plan runs no doctor; the version is read from session.started"});
+    a.unavailable.push_back({HermeticRow::h10, "the run pins no input tree"});
+    if (spec.cwd) a.unavailable.push_back({HermeticRow::h11, "the operator named the working directory " + *spec.cwd});
+    std::sort(a.unavailable.begin(), a.unavailable.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
+    a.ambient_inputs = {"the git status of the working directory is part of Claude's system prompt",
+                        "no network isolation: tools can reach whatever the host can"};
+    if (spec.decisions == proto::DecisionMode::observe)
+      a.ambient_inputs.push_back(
+          "observe mode answers every call with allow, and an allow on this wire grants: Claude "
+          "then bypasses the rest of its permission pipeline");
+    p.notes = {"hook callback timeout " + std::to_string(claude::Session::hook_timeout_for(spec)) +
+               " s, above the decision deadline of " + std::to_string(spec.decision_deadline_ms) + " ms"};
+    return p;
+  }
+
+  std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
+    return std::make_unique<claude::Session>(spec, plan);
+  }
+
+  std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
+    claude::TranslateSink sink(*this, run_id);
+    claude::Reader reader(claude::Reader::Launch{
+        proto::HermeticAttestation{}, proto::TranscriptRef{}, std::nullopt});
+    proto::LineFramer framer(proto::kDefaultMaxLineBytes, /*digest_oversized=*/true);
+    auto on_line = [&](const proto::FramedLine& line) {
+      if (line.too_long) {
+        claude::Reader::unreadable(line, sink);
+        return;
+      }
+      if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) return;
+      auto value = proto::parse_json(line.text);
+      if (!value || !value->is_object()) {
+        claude::Reader::unreadable(line, sink);
+        return;
+      }
+      reader.read_record(value->get_object(), line.text, line.number, sink);
+    };
+    framer.feed(transcript, on_line);
+    framer.finish(on_line);
+    auto ended = reader.session_ended();
+    if (ended) sink.push(*ended, std::nullopt);  // census stays empty: nothing was decided
+    auto events = sink.take();
+    proto::ev::StreamClosed closed;
+    closed.events = events.size();
+    closed.reason = classify_close(false, ended);
+    closed.run_id = run_id;
+    events.push_back(proto::Event{events.size() + 1, run_id, std::nullopt, closed});
+    return events;
+  }
+
+  std::optional<std::string> installed_version(std::string& error) const override {
+    std::filesystem::path manifest = config_.vendor_dir / "node_modules/@anthropic-ai/claude-code/package.json";
+    if (config_.binaries.count("claude")) {
+      error = "the claude binary is overridden; its package manifest is unknown";
+      return std::nullopt;
+    }
+    auto text = claude::slurp(manifest);
+    auto v = proto::parse_json(text);
+    if (!v || !v->is_object() || !v->get_object().contains("version") || !v->get_object().at("version").is_string()) {
+      error = "no readable package manifest at " + manifest.string();
+      return std::nullopt;
+    }
+    return std::string(v->get_object().at("version").get_string());
+  }
+
+  std::vector<proto::Operation> operations_for(const ToolCall& call) const override {
+    auto ops = capabilities().operations_for_tool(call.name);
+    for (const auto& alias : claude::kAliases)
+      if (alias.tool == call.name) ops.push_back(proto::Operation{alias.op, {}, {}});
+    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.op < b.op; });
+    return ops;
+  }
+
+ private:
+  HostConfig config_;
+};
+
+}  // namespace
+
+std::unique_ptr<Adapter> make_claude_adapter(const HostConfig& config) {
+  return std::make_unique<ClaudeAdapter>(config);
+}
+
+}  // namespace mh::adapters

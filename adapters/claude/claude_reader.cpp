@@ -1,0 +1,356 @@
+// Claude Code stdout record -> metaharness events. Every record yields at least one event or
+// sink call; one that yields nothing becomes `opaque`, so no record ever vanishes.
+#include "adapters/claude/claude_adapter.hpp"
+#include "protocol/digest.hpp"
+
+namespace mh::adapters::claude {
+
+namespace {
+
+using proto::FieldReader;
+
+// Forwards to the real sink and counts what the mapping produced.
+class CountingSink final : public AdapterSink {
+ public:
+  explicit CountingSink(AdapterSink& inner) : inner_(inner) {}
+  int produced() const { return produced_; }
+
+  void event(proto::EventPayload p, std::optional<std::string> at) override {
+    ++produced_;
+    inner_.event(std::move(p), std::move(at));
+  }
+  void call_presented(ToolCall call, std::optional<std::string> at) override {
+    ++produced_;
+    inner_.call_presented(std::move(call), std::move(at));
+  }
+  void call_awaits_answer(ToolCall call, ReplyToken reply) override {
+    ++produced_;
+    inner_.call_awaits_answer(std::move(call), std::move(reply));
+  }
+  void call_withdrawn(const ReplyToken& reply) override {
+    ++produced_;
+    inner_.call_withdrawn(reply);
+  }
+  void control_answered(ControlReply reply) override {
+    ++produced_;
+    inner_.control_answered(std::move(reply));
+  }
+  void turn_started(std::optional<std::string> at) override {
+    ++produced_;
+    inner_.turn_started(std::move(at));
+  }
+  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override {
+    ++produced_;
+    inner_.turn_ended(std::move(stop_reason), std::move(at));
+  }
+  void write_vendor(std::string line) override { inner_.write_vendor(std::move(line)); }
+  void session_ready() override { inner_.session_ready(); }
+  void fail_run(std::string reason) override { inner_.fail_run(std::move(reason)); }
+
+ private:
+  AdapterSink& inner_;
+  int produced_ = 0;
+};
+
+std::optional<std::string> string_at(const json::object& o, std::string_view k) {
+  const json::value* v = o.if_contains(k);
+  if (v && v->is_string()) return std::string(v->get_string());
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> u64_at(const json::object& o, std::string_view k) {
+  const json::value* v = o.if_contains(k);
+  if (!v) return std::nullopt;
+  if (v->is_uint64()) return v->get_uint64();
+  if (v->is_int64() && v->get_int64() >= 0) return static_cast<std::uint64_t>(v->get_int64());
+  return std::nullopt;
+}
+
+std::optional<double> f64_at(const json::object& o, std::string_view k) {
+  const json::value* v = o.if_contains(k);
+  if (!v) return std::nullopt;
+  if (v->is_double()) return v->get_double();
+  if (v->is_int64()) return static_cast<double>(v->get_int64());
+  if (v->is_uint64()) return static_cast<double>(v->get_uint64());
+  return std::nullopt;
+}
+
+// A list of strings; non-string elements are dropped; a missing key is null, never [].
+std::optional<std::vector<std::string>> strings_at(const json::object& o, std::string_view k) {
+  const json::value* v = o.if_contains(k);
+  if (!v || !v->is_array()) return std::nullopt;
+  std::vector<std::string> out;
+  for (const auto& e : v->get_array())
+    if (e.is_string()) out.emplace_back(e.get_string());
+  return out;
+}
+
+// Claude's usage object (assistant message.usage and result.usage) -> TokenUsage (§8.5).
+proto::TokenUsage map_usage(const json::object& u) {
+  proto::TokenUsage t;
+  t.input_tokens = u64_at(u, "input_tokens");
+  t.output_tokens = u64_at(u, "output_tokens");
+  t.cache_read_input_tokens = u64_at(u, "cache_read_input_tokens");
+  t.cache_creation_input_tokens = u64_at(u, "cache_creation_input_tokens");
+  t.service_tier = string_at(u, "service_tier");
+  if (const json::value* d = u.if_contains("output_tokens_details"); d && d->is_object())
+    t.thinking_tokens = u64_at(d->get_object(), "thinking_tokens");
+  if (const json::value* it = u.if_contains("iterations"); it && it->is_array())
+    t.iterations = it->get_array().size();
+  t.speed = string_at(u, "speed");
+  return t;
+}
+
+proto::ev::Opaque opaque_of(std::optional<std::string> type, std::optional<std::string> subtype,
+                            std::string digest, std::uint64_t line_no) {
+  return proto::ev::Opaque{std::move(type), std::move(subtype), std::move(digest), line_no};
+}
+
+// The vendor's own words for an auth failure: the synthetic assistant message's text.
+std::optional<std::string> auth_failure_words(const json::object& record) {
+  const json::value* message = record.if_contains("message");
+  if (message && message->is_object()) {
+    if (const json::value* content = message->get_object().if_contains("content");
+        content && content->is_array()) {
+      for (const auto& block : content->get_array())
+        if (block.is_object())
+          if (auto text = string_at(block.get_object(), "text")) return text;
+    }
+  }
+  if (auto result = string_at(record, "result")) return result;
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Reader::unreadable(const proto::FramedLine& line, AdapterSink& sink) {
+  std::string digest = line.too_long ? line.digest : proto::sha256_hex(line.text);
+  sink.event(opaque_of(std::nullopt, std::nullopt, std::move(digest), line.number), std::nullopt);
+}
+
+void Reader::read_record(const json::object& record, std::string_view raw, std::uint64_t line_no,
+                         AdapterSink& outer) {
+  CountingSink sink(outer);
+  auto type = string_at(record, "type");
+  auto subtype = string_at(record, "subtype");
+  auto at = string_at(record, "timestamp");
+
+  // The vendor says the credential stopped working: auth.expired comes before the record's own
+  // events, in the vendor's words, so an embedder can retry without matching vendor prose.
+  if (auto error = string_at(record, "error"); error && *error == "authentication_failed") {
+    sink.event(proto::ev::AuthExpired{credential_source_, auth_failure_words(record), line_no}, at);
+  }
+
+  if (type == "system" && subtype == "init") {
+    map_init(record, at, sink);
+  } else if (type == "system" && subtype == "thinking_tokens") {
+    if (auto estimate = u64_at(record, "estimated_tokens")) {
+      std::optional<std::int64_t> delta;
+      if (const json::value* d = record.if_contains("estimated_tokens_delta"); d && d->is_int64())
+        delta = d->get_int64();
+      else if (d && d->is_uint64())
+        delta = static_cast<std::int64_t>(d->get_uint64());
+      sink.event(proto::ev::ThinkingEstimate{*estimate, delta}, at);
+    }
+  } else if (type == "assistant") {
+    map_assistant(record, at, line_no, sink);
+  } else if (type == "user") {
+    map_user(record, at, line_no, sink);
+  } else if (type == "rate_limit_event") {
+    if (const json::value* info = record.if_contains("rate_limit_info"); info && info->is_object()) {
+      const auto& i = info->get_object();
+      proto::RateLimitInfo r;
+      r.status = string_at(i, "status");
+      r.window = string_at(i, "rateLimitType");
+      if (const json::value* resets = i.if_contains("resetsAt"); resets && resets->is_number())
+        r.resets_at = resets->is_double() ? static_cast<std::int64_t>(resets->get_double())
+                                          : resets->to_number<std::int64_t>();
+      r.utilization = f64_at(i, "utilization");
+      if (const json::value* o = i.if_contains("isUsingOverage"); o && o->is_bool()) r.using_overage = o->get_bool();
+      sink.event(proto::ev::RateLimit{r}, at);
+    }
+  } else if (type == "result") {
+    map_result(record, at, sink);
+  }
+
+  if (sink.produced() == 0)
+    outer.event(opaque_of(type, subtype, proto::sha256_hex(raw), line_no), at);
+}
+
+void Reader::map_init(const json::object& r, const std::optional<std::string>& at, AdapterSink& sink) {
+  if (!saw_init_) {
+    saw_init_ = true;
+    credential_source_ = string_at(r, "apiKeySource");
+    proto::ev::SessionStarted s;
+    s.adapter = "claude";
+    s.adapter_class = proto::AdapterClass::harness;
+    s.harness_version = string_at(r, "claude_code_version");
+    s.session_id = string_at(r, "session_id");
+    s.model = string_at(r, "model");
+    s.permission_mode = string_at(r, "permissionMode");
+    s.credential_source = credential_source_;
+    s.output_style = string_at(r, "output_style");
+    s.cwd = string_at(r, "cwd");
+    s.offered_tools = strings_at(r, "tools");
+    s.withheld = std::nullopt;  // Claude does not say what it withheld: unknown, never []
+    s.slash_commands = strings_at(r, "slash_commands");
+    s.skills = strings_at(r, "skills");
+    s.agents = strings_at(r, "agents");
+    if (const json::value* p = r.if_contains("plugins"); p && p->is_array()) {
+      std::vector<proto::PluginRef> plugins;
+      for (const auto& e : p->get_array())
+        if (e.is_object())
+          plugins.push_back({string_at(e.get_object(), "name"), string_at(e.get_object(), "source"),
+                             string_at(e.get_object(), "version")});
+      s.plugins = std::move(plugins);
+    }
+    if (const json::value* m = r.if_contains("mcp_servers"); m && m->is_array()) {
+      std::vector<proto::McpServerRef> servers;
+      for (const auto& e : m->get_array())
+        if (e.is_object()) servers.push_back({string_at(e.get_object(), "name"), string_at(e.get_object(), "status")});
+      s.mcp_servers = std::move(servers);
+    }
+    s.inputs_digest = launch_.inputs_digest;
+    s.transcript = launch_.transcript;
+    s.hermetic = launch_.attestation;
+    sink.event(std::move(s), at);
+  }
+  // Claude writes one system/init per turn: it is the vendor's word that a turn began.
+  sink.turn_started(at);
+}
+
+void Reader::map_assistant(const json::object& r, const std::optional<std::string>& at,
+                           std::uint64_t line_no, AdapterSink& sink) {
+  const json::value* message = r.if_contains("message");
+  if (!message || !message->is_object()) return;  // -> whole-record opaque
+  const auto& m = message->get_object();
+  auto request_id = string_at(r, "request_id");
+  if (const json::value* content = m.if_contains("content"); content && content->is_array()) {
+    for (const auto& block_value : content->get_array()) {
+      if (!block_value.is_object()) {
+        sink.event(opaque_of("assistant", std::nullopt, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
+        continue;
+      }
+      const auto& block = block_value.get_object();
+      auto block_type = string_at(block, "type");
+      if (block_type == "text" && string_at(block, "text")) {
+        sink.event(proto::ev::Text{*string_at(block, "text"), request_id}, at);
+      } else if (block_type == "thinking" && string_at(block, "thinking")) {
+        sink.event(proto::ev::Thinking{*string_at(block, "thinking"), request_id}, at);
+      } else if (block_type == "tool_use" && string_at(block, "id") && string_at(block, "name")) {
+        const json::value* input = block.if_contains("input");
+        sink.call_presented(ToolCall{*string_at(block, "id"), *string_at(block, "name"),
+                                     input ? *input : json::value(nullptr)},
+                            at);
+      } else {
+        std::optional<std::string> subtype = block_type && !block_type->empty() ? block_type : std::nullopt;
+        sink.event(opaque_of("assistant", subtype, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
+      }
+    }
+  }
+  if (const json::value* usage = m.if_contains("usage"); usage && usage->is_object())
+    sink.event(proto::ev::Usage{request_id, string_at(m, "model"), map_usage(usage->get_object())}, at);
+}
+
+void Reader::map_user(const json::object& r, const std::optional<std::string>& at,
+                      std::uint64_t line_no, AdapterSink& sink) {
+  const json::value* message = r.if_contains("message");
+  if (!message || !message->is_object()) return;
+  bool synthetic = false;
+  if (const json::value* s = r.if_contains("isSynthetic"); s && s->is_bool()) synthetic = s->get_bool();
+  std::optional<std::string> origin = synthetic ? "synthetic" : "user";
+  const json::value* content = message->get_object().if_contains("content");
+  if (!content) return;
+  if (content->is_string()) {
+    sink.event(proto::ev::Injection{std::string(content->get_string()), origin}, at);
+    return;
+  }
+  if (!content->is_array()) return;
+  json::value tool_use_result = nullptr;
+  if (const json::value* t = r.if_contains("tool_use_result")) tool_use_result = *t;
+  for (const auto& block_value : content->get_array()) {
+    if (!block_value.is_object()) {
+      sink.event(opaque_of("user", std::nullopt, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
+      continue;
+    }
+    const auto& block = block_value.get_object();
+    auto block_type = string_at(block, "type");
+    if (block_type == "tool_result" && string_at(block, "tool_use_id")) {
+      proto::ev::ToolResult result;
+      result.call_id = *string_at(block, "tool_use_id");
+      if (const json::value* e = block.if_contains("is_error"); e && e->is_bool()) result.is_error = e->get_bool();
+      if (const json::value* c = block.if_contains("content")) {
+        result.content = *c;
+        result.bytes = c->is_string() ? c->get_string().size() : proto::canonical_json(*c).size();
+      }
+      result.tool_use_result = tool_use_result;
+      sink.event(std::move(result), at);
+    } else if (block_type == "text" && string_at(block, "text")) {
+      sink.event(proto::ev::Injection{*string_at(block, "text"), origin}, at);
+    } else {
+      sink.event(opaque_of("user", block_type, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
+    }
+  }
+}
+
+void Reader::map_result(const json::object& r, const std::optional<std::string>& at, AdapterSink& sink) {
+  proto::ev::SessionEnded e;
+  if (const json::value* v = r.if_contains("is_error"); v && v->is_bool()) e.is_error = v->get_bool();
+  e.subtype = string_at(r, "subtype");
+  e.stop_reason = string_at(r, "stop_reason");
+  e.terminal_reason = string_at(r, "terminal_reason");
+  // Claude writes the HTTP status as a number; the wire field is a string. Its decimal text is
+  // still the vendor's own value, not a paraphrase.
+  if (const json::value* v = r.if_contains("api_error_status")) {
+    if (v->is_string()) e.api_error_status = std::string(v->get_string());
+    else if (v->is_int64() || v->is_uint64()) e.api_error_status = proto::canonical_json(*v);
+  }
+  e.num_turns = u64_at(r, "num_turns");
+  e.duration_ms = u64_at(r, "duration_ms");
+  e.duration_api_ms = u64_at(r, "duration_api_ms");
+  e.ttft_ms = u64_at(r, "ttft_ms");
+  e.time_to_request_ms = u64_at(r, "time_to_request_ms");
+  e.total_cost_usd = f64_at(r, "total_cost_usd");
+  if (const json::value* d = r.if_contains("permission_denials"); d && d->is_array()) {
+    any_denial_list_ = true;
+    for (const auto& item : d->get_array()) {
+      if (!item.is_object()) continue;
+      const auto& o = item.get_object();
+      const json::value* input = o.if_contains("tool_input");
+      denials_.push_back(proto::PermissionDenial{string_at(o, "tool_name").value_or(""),
+                                                 string_at(o, "tool_use_id"),
+                                                 input ? *input : json::value(nullptr)});
+    }
+  }
+  if (const json::value* s = r.if_contains("subagent_stats"); s && s->is_object())
+    e.subagents_spawned = u64_at(s->get_object(), "spawned");
+  if (const json::value* u = r.if_contains("usage"); u && u->is_object()) e.usage = map_usage(u->get_object());
+  if (const json::value* mu = r.if_contains("modelUsage"); mu && mu->is_object()) {
+    std::map<std::string, proto::TokenUsage> per_model;
+    for (const auto& kv : mu->get_object()) {
+      if (!kv.value().is_object()) continue;
+      const auto& u = kv.value().get_object();
+      proto::TokenUsage t;
+      t.input_tokens = u64_at(u, "inputTokens");
+      t.output_tokens = u64_at(u, "outputTokens");
+      t.cache_read_input_tokens = u64_at(u, "cacheReadInputTokens");
+      t.cache_creation_input_tokens = u64_at(u, "cacheCreationInputTokens");
+      t.cost_usd = f64_at(u, "costUSD");
+      per_model.emplace(std::string(kv.key()), t);
+    }
+    e.model_usage = std::move(per_model);
+  }
+  last_result_ = std::move(e);
+  sink.turn_ended(string_at(r, "stop_reason"), at);
+}
+
+std::optional<proto::ev::SessionEnded> Reader::session_ended() const {
+  if (!last_result_) return std::nullopt;
+  proto::ev::SessionEnded e = *last_result_;
+  // Claude reports denials per turn; the session's record carries every turn's list, in order,
+  // each entry exactly as the vendor wrote it (never added to, never re-derived).
+  if (any_denial_list_) e.permission_denials = denials_;
+  return e;
+}
+
+}  // namespace mh::adapters::claude
