@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   mh::cli::Context ctx;
   mh::cli::register_protocol_verbs(app, ctx);
   mh::cli::register_model_verbs(app, ctx);
+  mh::cli::register_adapter_verbs(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

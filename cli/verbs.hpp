@@ -13,5 +13,6 @@ struct Context {
 
 void register_protocol_verbs(CLI::App& app, Context& ctx);  // check-stream, frame
 void register_model_verbs(CLI::App& app, Context& ctx);     // model serve
+void register_adapter_verbs(CLI::App& app, Context& ctx);   // plan, capabilities, doctor, translate
 
 }  // namespace mh::cli

@@ -447,15 +447,18 @@ class ClaudeAdapter final : public Adapter {
       p.args.push_back("--model");
       p.args.push_back(*spec.model);
     }
-    std::filesystem::path home = paths.scratch / "home";
+    // Every path the vendor sees is absolute: its cwd differs from ours.
+    const std::filesystem::path scratch = std::filesystem::absolute(paths.scratch);
+    const std::filesystem::path run_dir = std::filesystem::absolute(paths.run_dir);
+    std::filesystem::path home = scratch / "home";
     std::filesystem::path config_dir = home / ".claude";
-    std::filesystem::path tmp = paths.scratch / "tmp";
-    std::filesystem::path work = spec.cwd ? std::filesystem::path(*spec.cwd) : paths.scratch / "work";
+    std::filesystem::path tmp = scratch / "tmp";
+    std::filesystem::path work = spec.cwd ? std::filesystem::absolute(*spec.cwd) : scratch / "work";
     p.cwd = work;
     p.directories = {home, config_dir, tmp};
     if (!spec.cwd) p.directories.push_back(work);
-    p.transcript_path = paths.run_dir / "vendor-stdout.jsonl";
-    p.stdin_log_path = paths.run_dir / "vendor-stdin.jsonl";
+    p.transcript_path = run_dir / "vendor-stdout.jsonl";
+    p.stdin_log_path = run_dir / "vendor-stdin.jsonl";
     p.run_marker = {"METAHARNESS_RUN", spec.run_id};
 
     for (auto name : claude::kPassThroughEnv)

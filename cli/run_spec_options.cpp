@@ -1,0 +1,116 @@
+#include "cli/run_spec_options.hpp"
+
+#include "protocol/commands.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace mh::cli {
+
+void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
+  app->add_option("ADAPTER", o.adapter, "claude or codex")->required();
+  app->add_option("-p,--prompt", o.prompt, "the prompt of the first turn")->required();
+  app->add_option("--frame", o.frame_path, "a sealed metaharness.frame/1 document in force from the start");
+  app->add_option("--decisions", o.decisions, "frame (default), ask or observe")
+      ->check(CLI::IsMember({"frame", "ask", "observe"}));
+  app->add_option("--decision-deadline-ms", o.decision_deadline_ms,
+                  "ask mode: a call nobody decides within this budget is denied (default 55000)");
+  app->add_option("--model-scenario", o.model_scenario,
+                  "host a scripted model endpoint for this run, playing this scenario file");
+  app->add_option("--model-endpoint", o.model_endpoint, "the model endpoint base URL to use instead");
+  app->add_option("--model-token-env", o.model_token_env,
+                  "with --model-endpoint: the environment variable holding its credential");
+  app->add_option("--model", o.model, "vendor model name, passed through");
+  app->add_option("--cwd", o.cwd, "the vendor's working directory (default: the run's scratch work dir)");
+  app->add_option("--vendor-env", o.vendor_env, "KEY=VALUE declared for the vendor (repeatable)");
+  app->add_option("--require", o.requires_commands,
+                  "a command this run will need; refused at start if the adapter cannot honour it (repeatable)");
+  app->add_option("--label", o.labels, "KEY=VALUE label kept with the run (repeatable)");
+  app->add_flag("--keep-open", o.keep_open,
+                "stay open between turns for message.inject until halted or the command source closes");
+}
+
+namespace {
+using SpecResult = boost::system::result<adapters::RunSpec, std::string>;
+SpecResult fail(std::string message) { return SpecResult(boost::system::in_place_error, std::move(message)); }
+
+boost::system::result<std::pair<std::string, std::string>, std::string> split_kv(const std::string& kv) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return boost::system::result<std::pair<std::string, std::string>, std::string>(
+        boost::system::in_place_error, "expected KEY=VALUE, got \"" + kv + "\"");
+  return std::make_pair(kv.substr(0, eq), kv.substr(eq + 1));
+}
+}  // namespace
+
+boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOptions& o, std::string run_id) {
+  adapters::RunSpec spec;
+  spec.run_id = std::move(run_id);
+  spec.adapter = o.adapter;
+  spec.prompt = o.prompt;
+  spec.decisions = *protocol::parse_enum<protocol::DecisionMode>(o.decisions);
+  spec.decision_deadline_ms = o.decision_deadline_ms;
+  if (o.decision_deadline_ms == 0) return fail(std::string("--decision-deadline-ms must be positive"));
+  if (!o.frame_path.empty()) {
+    std::ifstream in(o.frame_path, std::ios::binary);
+    if (!in) return fail("cannot read the frame " + o.frame_path);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    auto frame = protocol::load_frame(ss.str());
+    if (!frame)
+      return fail("the frame " + o.frame_path + " is refused (" + std::string(protocol::to_string(frame.error().kind)) +
+                  "): " + frame.error().message);
+    spec.frame = std::move(*frame);
+  }
+  if (!o.model_scenario.empty() && !o.model_endpoint.empty())
+    return fail(std::string("give either --model-scenario or --model-endpoint, not both"));
+  if (!o.model_endpoint.empty()) {
+    adapters::ModelEndpoint endpoint{o.model_endpoint, ""};
+    if (!o.model_token_env.empty()) {
+      const char* token = std::getenv(o.model_token_env.c_str());
+      if (!token) return fail("--model-token-env names " + o.model_token_env + ", which is not set");
+      endpoint.token = token;
+    }
+    spec.model_endpoint = std::move(endpoint);
+  }
+  if (!o.model.empty()) spec.model = o.model;
+  if (!o.cwd.empty()) spec.cwd = o.cwd;
+  for (const auto& kv : o.vendor_env) {
+    auto split = split_kv(kv);
+    if (!split) return fail("--vendor-env: " + split.error());
+    spec.vendor_env[split->first] = split->second;
+  }
+  for (const auto& kv : o.labels) {
+    auto split = split_kv(kv);
+    if (!split) return fail("--label: " + split.error());
+    spec.labels[split->first] = split->second;
+  }
+  for (const auto& name : o.requires_commands) {
+    auto c = protocol::parse_enum<protocol::CommandName>(name);
+    if (!c)
+      return fail("--require: unknown command \"" + name + "\"; the vocabulary is " +
+                  protocol::vocabulary<protocol::CommandName>());
+    spec.requires_commands.push_back(*c);
+  }
+  spec.keep_open = o.keep_open;
+  return spec;
+}
+
+std::string new_run_id() {
+  std::time_t t = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  std::random_device rd;
+  std::uniform_int_distribution<std::uint32_t> dist;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", dist(rd));
+  return std::string(stamp) + "-" + suffix;
+}
+
+}  // namespace mh::cli

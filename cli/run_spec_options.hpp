@@ -1,0 +1,41 @@
+// The options that describe a run, shared by `run`, `plan` and (later) `submit`, so the same
+// flags mean the same thing everywhere.
+#pragma once
+
+#include "adapters/adapter.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <boost/system/result.hpp>
+
+namespace mh::cli {
+
+struct RunSpecOptions {
+  std::string adapter;
+  std::string prompt;
+  std::string frame_path;
+  std::string decisions = "frame";
+  std::uint64_t decision_deadline_ms = 55'000;
+  std::string model_scenario;
+  std::string model_endpoint;
+  std::string model_token_env;
+  std::string model;
+  std::string cwd;
+  std::vector<std::string> vendor_env;  // KEY=VALUE
+  std::vector<std::string> requires_commands;
+  std::vector<std::string> labels;  // KEY=VALUE
+  bool keep_open = false;
+};
+
+// Adds the options (and the ADAPTER positional) to a subcommand.
+void add_run_spec_options(CLI::App* app, RunSpecOptions& o);
+
+// Builds the spec: loads and verifies the frame file, parses KEY=VALUE lists, checks names.
+// The model endpoint is left empty when a scenario is given (the host starts one and fills it).
+boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOptions& o, std::string run_id);
+
+// A fresh run id: UTC time plus random bits ("20261129T184844Z-3fa9c1d2"). Never a path a
+// client could steer.
+std::string new_run_id();
+
+}  // namespace mh::cli
