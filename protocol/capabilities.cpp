@@ -57,12 +57,17 @@ json::value capabilities_to_json(const CapabilityTable& t) {
   for (auto tier : {Tier::registration, Tier::call, Tier::turn, Tier::kill})
     tiers[to_string(tier)] = to_string(t.tier(tier));
   o["tiers"] = std::move(tiers);
+  // `commands` is sorted by name (the reference keeps it in an ordered map), which is not the
+  // vocabulary order: frame.set, halt, interrupt, message.inject, permission.set, steer,
+  // tool.decide.
+  std::map<std::string_view, CommandName> by_name;
+  for (std::size_t i = 0; i < EnumNames<CommandName>::names.size(); ++i)
+    by_name.emplace(EnumNames<CommandName>::names[i], static_cast<CommandName>(i));
   json::object commands;
-  for (std::size_t i = 0; i < EnumNames<CommandName>::names.size(); ++i) {
-    auto name = static_cast<CommandName>(i);
+  for (const auto& [text, name] : by_name) {
     CommandSupport s = t.command(name);
-    if (s.honoured) commands[to_string(name)] = "honoured";
-    else commands[to_string(name)] = json::object{{"refused", to_string(s.code)}};
+    if (s.honoured) commands[text] = "honoured";
+    else commands[text] = json::object{{"refused", to_string(s.code)}};
   }
   o["commands"] = std::move(commands);
   json::object modes;

@@ -2,6 +2,8 @@
 
 #include "protocol/reader.hpp"
 
+#include <cstdint>
+
 namespace mh::protocol {
 
 namespace {
@@ -265,6 +267,18 @@ E read_enum(FieldReader& f, std::string_view k) {
   return *e;
 }
 
+// An optional integer that must fit a C int (exit codes, signals, pids): a value that does not
+// is refused rather than silently truncated into a different number.
+int read_int(FieldReader& f, std::string_view k) {
+  auto v = f.opt_i64(k);
+  if (!v) return 0;
+  if (*v < INT32_MIN || *v > INT32_MAX) {
+    f.fail("field \"" + std::string(k) + "\" does not fit 32 bits");
+    return 0;
+  }
+  return static_cast<int>(*v);
+}
+
 std::optional<std::string> read_digest(FieldReader& f, std::string_view k) {
   auto d = f.opt_string(k);
   if (d && !is_digest(*d)) f.fail("field \"" + std::string(k) + "\" is not a lowercase hex SHA-256");
@@ -487,7 +501,7 @@ void read_fields(FieldReader& f, ev::ToolDecided& e) {
     FieldReader r(*p, "peer");
     PeerIdentity peer;
     peer.uid = r.req_u32("uid");
-    peer.pid = static_cast<std::int32_t>(r.opt_i64("pid").value_or(0));
+    peer.pid = read_int(r, "pid");
     if (r.ok()) e.peer = peer; else f.fail(r.error());
   }
 }
@@ -549,9 +563,9 @@ void read_fields(FieldReader& f, ev::StreamClosed& e) {
     FieldReader r(*p, "process");
     e.process.kind = read_enum<ProcessKind>(r, "kind");
     if (r.ok() && e.process.kind == ProcessKind::exited)
-      e.process.code = static_cast<int>(r.opt_i64("code").value_or(0));
+      e.process.code = read_int(r, "code");
     if (r.ok() && e.process.kind == ProcessKind::signaled)
-      e.process.signal = static_cast<int>(r.opt_i64("signal").value_or(0));
+      e.process.signal = read_int(r, "signal");
     if (!r.ok()) f.fail(r.error());
   }
 }

@@ -1,6 +1,8 @@
 #include "protocol/json.hpp"
 
-#include <boost/json/parse.hpp>
+#include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/error.hpp>
+#include <boost/json/value_stack.hpp>
 
 #include <algorithm>
 #include <array>
@@ -9,45 +11,199 @@
 
 namespace mh::protocol {
 
+namespace {
+
+// Boost.JSON 1.81 converts decimal text to a double with a fast algorithm that is one ulp off
+// for roughly one number in ten (e.g. 949.3012028926441 reads as 949.30120289264403). Since
+// vendor JSON is re-serialised rather than copied, that would silently alter numbers on the
+// wire. This handler is Boost's own value-building handler (detail::handler) with the number
+// callbacks changed to match serde_json, the reference implementation's parser:
+//   * a double is converted from its text by std::from_chars, which rounds correctly;
+//   * a number too large for a double is an error ("number out of range" in serde_json), not
+//     an infinity that could only be written back as null;
+//   * "-0" reads as the float -0.0, not the integer 0.
+struct PreciseHandler {
+  static constexpr std::size_t max_object_size = json::object::max_size();
+  static constexpr std::size_t max_array_size = json::array::max_size();
+  static constexpr std::size_t max_key_size = json::string::max_size();
+  static constexpr std::size_t max_string_size = json::string::max_size();
+
+  json::value_stack st;
+  // Text of a number split across input buffers. One whole text is parsed in one call, so
+  // this stays empty in practice; it is kept so the handler is correct whatever the parser does.
+  std::string number_head;
+
+  PreciseHandler(json::storage_ptr sp, unsigned char* buffer, std::size_t size)
+      : st(std::move(sp), buffer, size) {}
+
+  bool on_document_begin(boost::system::error_code&) { return true; }
+  bool on_document_end(boost::system::error_code&) { return true; }
+  bool on_object_begin(boost::system::error_code&) { return true; }
+  bool on_object_end(std::size_t n, boost::system::error_code&) {
+    st.push_object(n);
+    return true;
+  }
+  bool on_array_begin(boost::system::error_code&) { return true; }
+  bool on_array_end(std::size_t n, boost::system::error_code&) {
+    st.push_array(n);
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_key(s);
+    return true;
+  }
+  bool on_string_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_string(s);
+    return true;
+  }
+  bool on_number_part(json::string_view s, boost::system::error_code&) {
+    number_head.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(std::int64_t i, json::string_view s, boost::system::error_code&) {
+    bool negative_zero = i == 0 && (number_head.empty() ? (!s.empty() && s[0] == '-')
+                                                        : number_head[0] == '-');
+    number_head.clear();
+    if (negative_zero) st.push_double(-0.0);
+    else st.push_int64(i);
+    return true;
+  }
+  bool on_uint64(std::uint64_t u, json::string_view, boost::system::error_code&) {
+    number_head.clear();
+    st.push_uint64(u);
+    return true;
+  }
+  bool on_double(double approximate, json::string_view s, boost::system::error_code& ec) {
+    std::string_view text(s.data(), s.size());
+    if (!number_head.empty()) {
+      number_head.append(s.data(), s.size());
+      text = number_head;
+    }
+    double exact = 0;
+    auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), exact);
+    number_head.clear();
+    if (status == std::errc::result_out_of_range) {
+      if (std::isinf(approximate)) {
+        ec = json::error::exponent_overflow;  // no double can hold it
+        return false;
+      }
+      exact = approximate;  // underflow: Boost and serde_json both read it as zero
+    } else if (status != std::errc() || end != text.data() + text.size()) {
+      exact = approximate;  // cannot happen for JSON number grammar; keep Boost's reading
+    }
+    st.push_double(exact);
+    return true;
+  }
+  bool on_bool(bool b, boost::system::error_code&) {
+    st.push_bool(b);
+    return true;
+  }
+  bool on_null(boost::system::error_code&) {
+    st.push_null();
+    return true;
+  }
+  bool on_comment_part(json::string_view, boost::system::error_code&) { return true; }
+  bool on_comment(json::string_view, boost::system::error_code&) { return true; }
+};
+
+}  // namespace
+
 std::optional<json::value> parse_json(std::string_view text, std::string* error) {
   json::parse_options options;
   options.max_depth = kMaxJsonDepth;
+  // The same small-document stack buffer json::parse uses, so typical lines build their value
+  // without a temporary heap allocation.
+  unsigned char temp[4096];
+  json::basic_parser<PreciseHandler> parser(options, json::storage_ptr(), temp, sizeof temp);
   boost::system::error_code ec;
-  json::value v = json::parse(text, ec, json::storage_ptr(), options);
+  std::size_t used = parser.write_some(false, text.data(), text.size(), ec);
+  if (!ec && used < text.size()) ec = json::error::extra_data;
   if (ec) {
     if (error) *error = ec.message();
     return std::nullopt;
   }
-  return v;
+  return parser.handler().st.release();
 }
 
 // ---------------------------------------------------------------------------------------------
 // JsonWriter
 // ---------------------------------------------------------------------------------------------
 
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+  auto byte = [&](std::size_t k) -> unsigned {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0x100u;
+  };
+  auto continuation = [](unsigned b, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    return b >= lo && b <= hi;
+  };
+  unsigned b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  if (b0 >= 0xC2 && b0 <= 0xDF) return continuation(byte(1)) ? 2 : 0;
+  if (b0 >= 0xE0 && b0 <= 0xEF) {
+    // E0 needs A0..BF (no overlong forms), ED needs 80..9F (no surrogates).
+    unsigned lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    return continuation(byte(1), lo, hi) && continuation(byte(2)) ? 3 : 0;
+  }
+  if (b0 >= 0xF0 && b0 <= 0xF4) {
+    // F0 needs 90..BF (no overlong forms), F4 needs 80..8F (nothing above U+10FFFF).
+    unsigned lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    return continuation(byte(1), lo, hi) && continuation(byte(2)) && continuation(byte(3)) ? 4 : 0;
+  }
+  return 0;
+}
+
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
 
-// Bytes that must be escaped: '"', '\\' and the C0 controls. Everything else, including
-// non-ASCII UTF-8 and '/', is written raw (the reference implementation's rule).
+// Bytes that need a look: '"', '\\' and the C0 controls are escaped; bytes >= 0x80 start a
+// multi-byte UTF-8 sequence that is checked. Everything else, including '/', is written raw.
 constexpr std::array<bool, 256> make_escape_table() {
   std::array<bool, 256> t{};
   for (int c = 0; c < 0x20; ++c) t[c] = true;
+  for (int c = 0x80; c < 0x100; ++c) t[c] = true;
   t['"'] = true;
   t['\\'] = true;
   return t;
 }
 constexpr auto kNeedsEscape = make_escape_table();
 
+constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD
+
 void append_escaped(std::string& out, std::string_view s) {
   out.push_back('"');
   std::size_t run_start = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
+  std::size_t i = 0;
+  while (i < s.size()) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (!kNeedsEscape[c]) continue;
+    if (!kNeedsEscape[c]) {
+      ++i;
+      continue;
+    }
+    if (c >= 0x80) {
+      // Non-ASCII is written raw when it is UTF-8. A string built from bytes that are not
+      // (raw process output, a cut excerpt) gets U+FFFD for each bad byte, so the writer never
+      // emits a line that a JSON reader, ours included, would refuse.
+      std::size_t n = utf8_sequence_length(s, i);
+      if (n > 0) {
+        i += n;
+        continue;
+      }
+      out.append(s.data() + run_start, i - run_start);
+      out.append(kReplacementCharacter);
+      run_start = ++i;
+      continue;
+    }
     out.append(s.data() + run_start, i - run_start);
-    run_start = i + 1;
+    run_start = ++i;
     switch (c) {
       case '"': out.append("\\\""); break;
       case '\\': out.append("\\\\"); break;
@@ -66,18 +222,67 @@ void append_escaped(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
+// The reference implementation prints doubles with ryu's pretty printer (serde_json). Its
+// layout is not std::to_chars's: to_chars picks whichever of fixed and scientific is shorter
+// (0.0001 -> "1e-04", 1000000.0 -> "1e+06"), ryu decides by the decimal exponent alone
+// (0.0001 -> "0.0001", 1000000.0 -> "1000000.0", 1e16 -> "1e16", 1e-7 -> "1e-7"). So take the
+// shortest round-trip digits from to_chars in scientific form and lay them out as ryu does.
 void append_real(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out.append("null");
     return;
   }
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  (void)ec;  // 64 bytes always suffice for the shortest form of a double
-  std::string_view text(buf, static_cast<std::size_t>(end - buf));
-  out.append(text);
-  // An integral value must still read as a float: 1 -> 1.0 (but 1e+21 stays as it is).
-  if (text.find_first_of(".eEn") == std::string_view::npos) out.append(".0");
+  char sci[40];
+  auto [end, ec] = std::to_chars(sci, sci + sizeof sci, v, std::chars_format::scientific);
+  (void)ec;  // 40 bytes always suffice: at most "-d.dddddddddddddddde-ddd"
+  const char* p = sci;
+  if (*p == '-') {
+    out.push_back('-');
+    ++p;
+  }
+  char digits[20];
+  int length = 0;
+  for (; p < end && *p != 'e'; ++p)
+    if (*p != '.') digits[length++] = *p;
+  ++p;  // 'e'
+  bool negative_exponent = *p == '-';
+  ++p;  // the exponent's sign is always written
+  int exponent = 0;
+  for (; p < end; ++p) exponent = exponent * 10 + (*p - '0');
+  if (negative_exponent) exponent = -exponent;
+
+  if (length == 1 && digits[0] == '0') {  // zero, either sign
+    out.append("0.0");
+    return;
+  }
+  // ryu's terms: the value is digits x 10^k, and 10^(kk-1) <= value < 10^kk.
+  const int kk = exponent + 1;
+  const int k = kk - length;
+  std::string_view all(digits, static_cast<std::size_t>(length));
+  if (k >= 0 && kk <= 16) {  // 1234e7 -> 12340000000.0
+    out.append(all);
+    out.append(static_cast<std::size_t>(k), '0');
+    out.append(".0");
+  } else if (kk > 0 && kk <= 16) {  // 1234e-2 -> 12.34
+    out.append(all.substr(0, static_cast<std::size_t>(kk)));
+    out.push_back('.');
+    out.append(all.substr(static_cast<std::size_t>(kk)));
+  } else if (kk > -5 && kk <= 0) {  // 1234e-6 -> 0.001234
+    out.append("0.");
+    out.append(static_cast<std::size_t>(-kk), '0');
+    out.append(all);
+  } else {  // 1e30, 1234e30 -> 1.234e33, 1e-7
+    out.push_back(digits[0]);
+    if (length > 1) {
+      out.push_back('.');
+      out.append(all.substr(1));
+    }
+    out.push_back('e');
+    char buf[8];
+    auto [exp_end, exp_ec] = std::to_chars(buf, buf + sizeof buf, kk - 1);
+    (void)exp_ec;
+    out.append(buf, exp_end);
+  }
 }
 
 template <class Fn>
@@ -272,11 +477,22 @@ std::string pretty_json(const json::value& v, bool sort_keys) {
 // ---------------------------------------------------------------------------------------------
 
 std::string excerpt(std::string_view text, std::size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
-  std::size_t cut = max_bytes;
-  // Step back over UTF-8 continuation bytes so the excerpt stays valid text.
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "\u2026";
+  // Excerpts quote raw input (a line that did not parse may not be UTF-8 at all) into refusal
+  // messages that go back on the wire, so invalid bytes become U+FFFD and a cut never splits a
+  // character.
+  std::string out;
+  std::size_t i = 0;
+  const std::size_t limit = text.size() <= max_bytes ? text.size() : max_bytes;
+  while (i < text.size()) {
+    std::size_t n = utf8_sequence_length(text, i);
+    std::size_t width = n > 0 ? n : 1;
+    if (i + width > limit) break;
+    if (n > 0) out.append(text.substr(i, n));
+    else out.append(kReplacementCharacter);
+    i += width;
+  }
+  if (i < text.size()) out += "\u2026";
+  return out;
 }
 
 std::string describe_json(const json::value& v) {

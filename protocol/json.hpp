@@ -40,6 +40,8 @@ class JsonWriter {
   void end_array() { out_.push_back(']'); }
 
   void key(std::string_view name);
+  // Escapes '"', '\\' and controls (\n \r \t \b \f short, others \u00xx); writes '/' and UTF-8
+  // raw; a byte that is not part of well-formed UTF-8 is written as U+FFFD.
   void string(std::string_view text);
   void null();
   void boolean(bool v);
@@ -125,7 +127,11 @@ class FieldReader {
 // A short, bounded human description of a JSON value for refusal messages ("a number",
 // "the string \"allo…\"").
 std::string describe_json(const json::value& v);
-// First `max_bytes` of a text, cut at a UTF-8 boundary, with an ellipsis when cut.
+// First `max_bytes` of a text, cut at a UTF-8 boundary, with an ellipsis when cut. Bytes that
+// are not UTF-8 come out as U+FFFD, so an excerpt is always safe to write on the wire.
 std::string excerpt(std::string_view text, std::size_t max_bytes = 80);
+// Length (1-4) of the well-formed UTF-8 sequence starting at text[i], or 0 when the bytes there
+// are not one (overlong forms, surrogates and code points above U+10FFFF are not).
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
 
 }  // namespace mh::protocol

@@ -5,11 +5,33 @@
 namespace mh::protocol {
 
 namespace {
-bool is_blank(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-  });
+
+// Whitespace as Rust's char::is_whitespace (Unicode White_Space) sees it, since the reference
+// refuses a deny whose reason trims to nothing: a reason of no-break spaces is as empty to the
+// model as one of ASCII blanks.
+bool is_unicode_whitespace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
+
+bool is_blank(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    std::size_t n = utf8_sequence_length(s, i);
+    if (n == 0) return false;  // not text at all, so not blank either
+    auto byte = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k])); };
+    char32_t c = n == 1   ? byte(0)
+                 : n == 2 ? ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F)
+                 : n == 3 ? ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F)
+                          : ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) |
+                                ((byte(2) & 0x3F) << 6) | (byte(3) & 0x3F);
+    if (!is_unicode_whitespace(c)) return false;
+    i += n;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string_view decision_name(const Decision& d) {

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs the benchmark programs of a build, one function per program, one program at a time (the
+# figures are only comparable on a machine that is otherwise quiet). Called by `./run bench` as
+#   scripts/bench.sh <build/bin directory>
+# Figures are copied into bench/RESULTS.md by hand, with the machine they were taken on.
+#
+# Environment: MH_BENCH_REPETITIONS (default 10).
+set -euo pipefail
+
+BIN="${1:?usage: scripts/bench.sh <build/bin directory>}"
+REPETITIONS="${MH_BENCH_REPETITIONS:-10}"
+
+say() { printf '%s\n' "bench: $*" >&2; }
+
+# Runs one Google Benchmark program with the repetition settings every bench shares; extra
+# arguments (e.g. --benchmark_filter=...) are passed through. Prints the aggregates.
+# Repetitions of the program's benchmarks are interleaved at random, so a burst of load from
+# elsewhere on the machine lands on all of them alike rather than on whichever ran at the time.
+run_benchmark() {
+  local program="$BIN/$1"
+  shift
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  "$program" --benchmark_repetitions="$REPETITIONS" --benchmark_report_aggregates_only=true \
+    --benchmark_enable_random_interleaving=true "$@"
+}
+
+# Median time of benchmark $2 in Google Benchmark console output $1, in nanoseconds; $3 picks
+# the column: real (wall clock, the default) or cpu.
+median_ns() {
+  printf '%s\n' "$1" | awk -v name="$2_median" -v column="${3:-real}" '
+    $1 == name {
+      scale["ns"] = 1; scale["us"] = 1e3; scale["ms"] = 1e6; scale["s"] = 1e9
+      if (column == "cpu") printf "%.0f\n", $4 * scale[$5]; else printf "%.0f\n", $2 * scale[$3]
+      found = 1; exit
+    }
+    END { if (!found) exit 1 }'
+}
+
+# Protocol: typed layer (read_event_line + serialize) against raw Boost.JSON (parse +
+# serialize) on the same generated stream. Goal: typed costs at most 2x raw.
+bench_protocol() {
+  say "protocol: typed layer vs raw Boost.JSON, $REPETITIONS repetitions"
+  local out typed raw typed_cpu raw_cpu
+  out="$(run_benchmark mh_protocol_bench)"
+  printf '%s\n' "$out"
+  typed="$(median_ns "$out" BM_Typed_ReadAndSerialize)"
+  raw="$(median_ns "$out" BM_Raw_BoostJsonParseAndSerialize)"
+  typed_cpu="$(median_ns "$out" BM_Typed_ReadAndSerialize cpu)"
+  raw_cpu="$(median_ns "$out" BM_Raw_BoostJsonParseAndSerialize cpu)"
+  # The goal is judged on CPU time, which load from elsewhere disturbs least.
+  awk -v typed="$typed" -v raw="$raw" -v typed_cpu="$typed_cpu" -v raw_cpu="$raw_cpu" 'BEGIN {
+    printf "protocol: median real time typed %.2f ms, raw %.2f ms, ratio %.2f\n", typed / 1e6, raw / 1e6, typed / raw
+    printf "protocol: median CPU time  typed %.2f ms, raw %.2f ms, ratio %.2f (goal <= 2.00)\n",
+           typed_cpu / 1e6, raw_cpu / 1e6, typed_cpu / raw_cpu
+    exit (typed_cpu / raw_cpu <= 2.0 ? 0 : 1)
+  }' || { say "protocol: the typed layer costs more than 2x raw Boost.JSON"; return 1; }
+}
+
+# Further benches: add a bench_<name> function above and list it here.
+BENCHES=(bench_protocol)
+
+status=0
+for bench in "${BENCHES[@]}"; do
+  "$bench" || status=1
+done
+exit "$status"
