@@ -2,9 +2,12 @@
 #include "cli/verbs.hpp"
 #include "metaharness/build_info.hpp"
 
+#include <csignal>
 #include <iostream>
 
 int main(int argc, char** argv) {
+  // A reader that goes away must be an error value on write, not a signal that kills us.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"metaharness: governs headless coding-agent runs (observe, control, keep the record)"};
   app.set_version_flag("--version", std::string(mh::build_info::version));
   app.require_subcommand(1);
@@ -12,6 +15,7 @@ int main(int argc, char** argv) {
   mh::cli::register_protocol_verbs(app, ctx);
   mh::cli::register_model_verbs(app, ctx);
   mh::cli::register_adapter_verbs(app, ctx);
+  mh::cli::register_run_verb(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

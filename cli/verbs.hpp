@@ -14,5 +14,6 @@ struct Context {
 void register_protocol_verbs(CLI::App& app, Context& ctx);  // check-stream, frame
 void register_model_verbs(CLI::App& app, Context& ctx);     // model serve
 void register_adapter_verbs(CLI::App& app, Context& ctx);   // plan, capabilities, doctor, translate
+void register_run_verb(CLI::App& app, Context& ctx);        // run
 
 }  // namespace mh::cli

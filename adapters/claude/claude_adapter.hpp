@@ -59,6 +59,7 @@ class Reader {
   std::optional<proto::ev::SessionEnded> last_result_;
   std::vector<proto::PermissionDenial> denials_;  // every turn's, in order
   bool any_denial_list_ = false;
+  std::string last_usage_message_;
 };
 
 }  // namespace claude

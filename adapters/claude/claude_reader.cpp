@@ -248,8 +248,14 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
       }
     }
   }
-  if (const json::value* usage = m.if_contains("usage"); usage && usage->is_object())
+  // Claude writes one assistant record per content block, each repeating its API message's
+  // usage: report it once per message, or a consumer summing usage would count it N times.
+  auto message_id = string_at(m, "id");
+  bool repeated = message_id && *message_id == last_usage_message_;
+  if (const json::value* usage = m.if_contains("usage"); usage && usage->is_object() && !repeated) {
     sink.event(proto::ev::Usage{request_id, string_at(m, "model"), map_usage(usage->get_object())}, at);
+    if (message_id) last_usage_message_ = *message_id;
+  }
 }
 
 void Reader::map_user(const json::object& r, const std::optional<std::string>& at,

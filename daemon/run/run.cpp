@@ -1,0 +1,560 @@
+#include "daemon/run/run.hpp"
+
+#include "daemon/model/scripted_endpoint.hpp"
+#include "daemon/process/child_process.hpp"
+#include "daemon/process/run_processes.hpp"
+#include "daemon/stream/event_log.hpp"
+#include "protocol/line_framer.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <deque>
+#include <fstream>
+#include <iostream>
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Appends bytes to a file with write(2), for the raw transcripts. A failure is reported once
+// and then ignored: losing the copy must not stop the run (the event stream is the record).
+class AppendFile {
+ public:
+  bool open(const std::filesystem::path& path, std::string& error) {
+    fd_.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+    if (!fd_) error = "cannot open " + path.string() + ": " + std::strerror(errno);
+    return bool(fd_);
+  }
+  void append(std::string_view bytes) {
+    while (fd_ && !bytes.empty()) {
+      ssize_t n = ::write(fd_.get(), bytes.data(), bytes.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fd_.reset();
+        return;
+      }
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+bool write_whole_file(const std::filesystem::path& path, std::string_view contents, unsigned mode, std::string& error) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!fd) {
+    error = "cannot write " + path.string() + ": " + std::strerror(errno);
+    return false;
+  }
+  while (!contents.empty()) {
+    ssize_t n = ::write(fd.get(), contents.data(), contents.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "cannot write " + path.string() + ": " + std::strerror(errno);
+      return false;
+    }
+    contents.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+constexpr std::size_t kMaxLatencySamples = 100'000;
+
+}  // namespace
+
+int exit_status_for(const RunOutcome& outcome) {
+  if (outcome.refused_at_start) return 2;
+  switch (outcome.reason) {
+    case protocol::CloseReason::completed: return 0;
+    case protocol::CloseReason::error: return 3;
+    case protocol::CloseReason::steer_halt: return 4;
+    case protocol::CloseReason::budget: return 5;
+    case protocol::CloseReason::killed: return 6;
+  }
+  return 3;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Impl: everything below runs on the strand unless it says otherwise
+// ---------------------------------------------------------------------------------------------
+
+struct Run::Impl final : RunEffects {
+  Impl(asio::io_context& io, const adapters::Adapter& adapter, RunOptions options)
+      : io(io), strand(asio::make_strand(io)), adapter(adapter), options(std::move(options)),
+        idle_timer(strand), grace_timer(strand) {}
+
+  asio::io_context& io;
+  asio::strand<asio::io_context::executor_type> strand;
+  const adapters::Adapter& adapter;
+  RunOptions options;
+  std::weak_ptr<Run> self;
+  std::chrono::system_clock::time_point created_at = std::chrono::system_clock::now();
+
+  std::optional<EventLog> log;
+  std::shared_ptr<SharedStreamState> shared;
+  std::variant<adapters::LaunchPlan, adapters::LaunchRefusal> planned;
+  std::unique_ptr<model::ScriptedEndpoint> endpoint;
+  std::unique_ptr<ChildProcess> child;
+  std::unique_ptr<RunCore> core;
+  std::function<void(const RunOutcome&)> on_closed;
+  RunOutcome outcome;
+  bool closed = false;
+  bool started = false;
+  bool log_failed = false;
+
+  AppendFile transcript, stdin_log, stderr_log;
+  std::deque<std::optional<std::string>> to_vendor;  // nullopt: close stdin after what precedes
+  bool writing = false;
+  bool stdin_closed = false;
+  bool vendor_exited = false;
+  std::map<std::string, std::unique_ptr<asio::steady_timer>> deadlines;
+  asio::steady_timer idle_timer;
+  asio::steady_timer grace_timer;
+  bool grace_armed = false;
+
+  // Commands that arrived before the core existed (the spawn is still under way).
+  struct Early {
+    std::variant<protocol::Command, protocol::LineRefusal> what;
+    std::optional<protocol::PeerIdentity> peer;
+    Rejected on_rejected;
+    Clock::time_point received_at;
+  };
+  std::vector<Early> early;
+
+  // Seam instrumentation.
+  Clock::time_point line_read_at{};
+  std::optional<Clock::time_point> command_received_at;
+  SeamLatencies latencies;
+
+  // --- RunEffects --------------------------------------------------------------------------
+
+  std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override {
+    bool requested = std::holds_alternative<protocol::ev::ToolRequested>(payload);
+    auto seq = log->append(std::move(payload), std::move(at));
+    if (!seq) {
+      // The record cannot be kept: say so where the operator looks, and stop the run rather
+      // than govern it off the record.
+      std::cerr << "<3>metaharness: run " << log->run_id() << ": " << seq.error() << "\n";
+      log_failed = true;  // after_core() stops the run once the core has returned
+      return log->last_seq();
+    }
+    if (requested && line_read_at != Clock::time_point{} && latencies.line_to_requested.size() < kMaxLatencySamples)
+      latencies.line_to_requested.push_back(Clock::now() - line_read_at);
+    return *seq;
+  }
+
+  void write_vendor(std::string line) override {
+    if (command_received_at && latencies.decide_to_answer.size() < kMaxLatencySamples) {
+      latencies.decide_to_answer.push_back(Clock::now() - *command_received_at);
+      command_received_at.reset();
+    }
+    line.push_back('\n');
+    to_vendor.emplace_back(std::move(line));
+    pump_stdin();
+  }
+
+  void arm_deadline(const std::string& call_id, Instant when) override {
+    auto timer = std::make_unique<asio::steady_timer>(strand, when);
+    timer->async_wait([weak = self, call_id](boost::system::error_code ec) {
+      if (ec) return;  // disarmed
+      if (auto run = weak.lock()) {
+        Impl& impl = *run->impl_;
+        impl.deadlines.erase(call_id);
+        if (impl.core && !impl.closed) {
+          impl.core->on_deadline(call_id, Clock::now());
+          impl.after_core();
+        }
+      }
+    });
+    deadlines[call_id] = std::move(timer);
+  }
+
+  void cancel_deadline(const std::string& call_id) override { deadlines.erase(call_id); }
+
+  void close_vendor_stdin() override {
+    to_vendor.emplace_back(std::nullopt);
+    pump_stdin();
+    arm_grace(options.exit_grace);
+  }
+
+  void terminate_vendor(std::chrono::milliseconds grace) override {
+    to_vendor.emplace_back(std::nullopt);
+    pump_stdin();
+    arm_grace(grace);
+  }
+
+  // --- Vendor I/O ----------------------------------------------------------------------------
+
+  void pump_stdin() {
+    if (writing || !child) return;
+    writing = true;
+    asio::co_spawn(strand, write_stdin(self.lock()), asio::detached);
+  }
+
+  asio::awaitable<void> write_stdin(std::shared_ptr<Run> keep) {
+    (void)keep;
+    while (!to_vendor.empty()) {
+      auto next = std::move(to_vendor.front());
+      to_vendor.pop_front();
+      if (!next) {
+        if (!stdin_closed) child->close_stdin();
+        stdin_closed = true;
+        continue;
+      }
+      if (stdin_closed) continue;  // the vendor will never read it; it was not delivered
+      stdin_log.append(*next);
+      auto [ec, n] = co_await asio::async_write(child->stdin_pipe(), asio::buffer(*next),
+                                                asio::as_tuple(asio::use_awaitable));
+      (void)n;
+      if (ec) {  // the vendor stopped reading (it exited): nothing more can reach it
+        child->close_stdin();
+        stdin_closed = true;
+      }
+    }
+    writing = false;
+  }
+
+  asio::awaitable<void> read_stdout() {
+    protocol::LineFramer framer(options.max_vendor_line_bytes, /*digest_oversized=*/true);
+    auto on_line = [this](const protocol::FramedLine& line) {
+      if (closed) return;
+      core->on_vendor_line(line, Clock::now());
+      after_core();
+    };
+    std::string buffer(64 * 1024, '\0');
+    for (;;) {
+      auto [ec, n] = co_await child->stdout_pipe().async_read_some(asio::buffer(buffer),
+                                                                   asio::as_tuple(asio::use_awaitable));
+      if (n > 0) {
+        std::string_view chunk(buffer.data(), n);
+        transcript.append(chunk);  // byte for byte, before anything interprets it
+        line_read_at = Clock::now();
+        framer.feed(chunk, on_line);
+      }
+      if (ec) break;
+    }
+    framer.finish(on_line);
+    line_read_at = {};
+  }
+
+  asio::awaitable<void> read_stderr() {
+    std::string buffer(16 * 1024, '\0');
+    for (;;) {
+      auto [ec, n] = co_await child->stderr_pipe().async_read_some(asio::buffer(buffer),
+                                                                   asio::as_tuple(asio::use_awaitable));
+      if (n > 0) stderr_log.append(std::string_view(buffer.data(), n));
+      if (ec) break;
+    }
+  }
+
+  // Waits for the vendor to exit, then kills whatever of the run is left (background jobs,
+  // setsid'd tool processes), so nothing of the run survives it and its stdout can end.
+  asio::awaitable<protocol::ProcessTermination> supervise_exit() {
+    protocol::ProcessTermination termination = co_await child->async_wait();
+    vendor_exited = true;
+    grace_timer.cancel();
+    const auto& plan = std::get<adapters::LaunchPlan>(planned);
+    KillReport report = co_await kill_run_processes(strand, std::nullopt, plan.run_marker, std::chrono::seconds(10));
+    if (!report.clean())
+      std::cerr << "<4>metaharness: run " << log->run_id() << ": leftover processes: " << report.summary() << "\n";
+    co_return termination;
+  }
+
+  void arm_grace(std::chrono::milliseconds grace) {
+    if (grace_armed || vendor_exited) return;
+    grace_armed = true;
+    grace_timer.expires_after(grace);
+    grace_timer.async_wait([weak = self](boost::system::error_code ec) {
+      if (ec) return;
+      if (auto run = weak.lock()) asio::co_spawn(run->impl_->strand, run->impl_->kill_everything(run), asio::detached);
+    });
+  }
+
+  asio::awaitable<void> kill_everything(std::shared_ptr<Run> keep) {
+    (void)keep;
+    if (vendor_exited || !child) co_return;
+    const auto& plan = std::get<adapters::LaunchPlan>(planned);
+    co_await kill_run_processes(strand, child->pid(), plan.run_marker, std::chrono::seconds(10));
+  }
+
+  // --- Core plumbing -------------------------------------------------------------------------
+
+  void after_core() {
+    if (!core || closed) return;
+    if (log_failed && core->phase() != RunCore::Phase::ending) core->on_shutdown(Clock::now());
+    if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
+      idle_timer.expires_after(options.idle_timeout);
+      idle_timer.async_wait([weak = self](boost::system::error_code ec) {
+        if (ec) return;
+        if (auto run = weak.lock()) {
+          Impl& impl = *run->impl_;
+          if (impl.core && !impl.closed) {
+            impl.core->on_idle_timeout(Clock::now());
+            impl.after_core();
+          }
+        }
+      });
+    } else {
+      idle_timer.cancel();
+    }
+  }
+
+  void deliver(Early e) {
+    if (closed || !core) {
+      if (e.on_rejected) {
+        std::string id = "-";
+        if (auto* c = std::get_if<protocol::Command>(&e.what)) id = c->id;
+        else if (auto* r = std::get_if<protocol::LineRefusal>(&e.what)) id = r->id.value_or("-");
+        e.on_rejected(protocol::ev::CommandResult{
+            id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE,
+                                                  "the run's stream is closed; nothing more can be recorded")});
+      }
+      return;
+    }
+    if (auto* c = std::get_if<protocol::Command>(&e.what)) {
+      command_received_at = e.received_at;
+      core->on_command(std::move(*c), e.peer, Clock::now());
+      command_received_at.reset();
+    } else {
+      core->on_unreadable_command(std::get<protocol::LineRefusal>(e.what), Clock::now());
+    }
+    after_core();
+  }
+
+  void finish(protocol::CloseReason reason, protocol::ProcessTermination process) {
+    if (closed) return;
+    closed = true;
+    auto closed_seq = log->close(reason, process);
+    outcome.reason = reason;
+    outcome.process = process;
+    outcome.events = closed_seq ? *closed_seq : log->last_seq();
+    deadlines.clear();
+    idle_timer.cancel();
+    grace_timer.cancel();
+    if (endpoint) endpoint->stop();
+    for (auto& e : early) deliver(std::move(e));
+    early.clear();
+    if (on_closed) on_closed(outcome);
+  }
+
+  // Refused before anything spawned: the command results (one per needed command the adapter
+  // cannot honour) or a warning naming the launch refusal, then the marker.
+  void refuse(const std::string& code, const std::string& message,
+              const std::vector<protocol::ev::CommandResult>& results) {
+    for (const auto& r : results) emit(r, std::nullopt);
+    if (results.empty()) emit(protocol::ev::Warning{code, message}, std::nullopt);
+    outcome.refused_at_start = true;
+    finish(protocol::CloseReason::error, protocol::ProcessTermination{});
+  }
+
+  asio::awaitable<void> main(std::shared_ptr<Run> keep) {
+    (void)keep;
+    if (auto* refusal = std::get_if<adapters::LaunchRefusal>(&planned)) {
+      refuse("LAUNCH_REFUSED", refusal->message, refusal->command_results);
+      co_return;
+    }
+    auto& plan = std::get<adapters::LaunchPlan>(planned);
+    std::string error;
+    std::error_code ec;
+    for (const auto& d : plan.directories) {
+      std::filesystem::create_directories(d, ec);
+      if (ec) {
+        refuse("LAUNCH_FAILED", "cannot create " + d.string() + ": " + ec.message(), {});
+        co_return;
+      }
+    }
+    for (const auto& f : plan.files) {
+      if (!write_whole_file(f.path, f.contents, f.mode, error)) {
+        refuse("LAUNCH_FAILED", error, {});
+        co_return;
+      }
+    }
+    if (!write_whole_file(options.run_dir / "plan.json", protocol::pretty_json(adapters::plan_to_json(plan), false),
+                          0640, error) ||
+        !transcript.open(plan.transcript_path, error) || !stdin_log.open(plan.stdin_log_path, error) ||
+        !stderr_log.open(options.run_dir / "vendor-stderr.log", error)) {
+      refuse("LAUNCH_FAILED", error, {});
+      co_return;
+    }
+    auto spawned = ChildProcess::spawn(strand, plan);
+    if (!spawned) {
+      refuse("LAUNCH_FAILED", spawned.error(), {});
+      co_return;
+    }
+    child = std::move(*spawned);
+    core = std::make_unique<RunCore>(options.spec, adapter, adapter.open_session(options.spec, plan), *this,
+                                     RunCoreOptions{options.halt_grace});
+    core->start(Clock::now());
+    after_core();
+    for (auto& e : early) deliver(std::move(e));
+    early.clear();
+
+    auto [stdout_done, termination, stderr_done] =
+        co_await (wrap(read_stdout()) && supervise_exit() && wrap(read_stderr()));
+    (void)stdout_done;
+    (void)stderr_done;
+    // The vendor's stdout has ended and no process of the run is left: wind up.
+    protocol::CloseReason reason = core->wind_up(termination, Clock::now());
+    finish(reason, termination);
+  }
+
+  // awaitable_operators combine awaitable<T> results; give void coroutines a value.
+  static asio::awaitable<bool> wrap(asio::awaitable<void> a) {
+    co_await std::move(a);
+    co_return true;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Run
+// ---------------------------------------------------------------------------------------------
+
+Run::Run(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Run::~Run() = default;
+
+boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_context& io,
+                                                                     const adapters::Adapter& adapter,
+                                                                     RunOptions options) {
+  using Result = boost::system::result<std::shared_ptr<Run>, std::string>;
+  auto fail = [](std::string m) { return Result(boost::system::in_place_error, std::move(m)); };
+  std::error_code ec;
+  options.run_dir = std::filesystem::absolute(options.run_dir, ec);
+  std::filesystem::create_directories(options.run_dir, ec);
+  if (ec) return fail("cannot create the run directory " + options.run_dir.string() + ": " + ec.message());
+  if (std::filesystem::exists(options.run_dir / "events.jsonl"))
+    return fail("the run directory " + options.run_dir.string() + " already holds a run");
+  auto impl = std::make_unique<Impl>(io, adapter, std::move(options));
+  Impl& i = *impl;
+
+  // An in-process scripted endpoint gets a fresh token; the spec then names it.
+  if (i.options.model_scenario) {
+    auto scenario = model::load_scenario_file(*i.options.model_scenario);
+    if (!scenario) return fail("the model scenario " + i.options.model_scenario->string() + " is refused: " + scenario.error().message());
+    model::EndpointOptions endpoint_options;
+    endpoint_options.log_path = i.options.run_dir / "model-requests.jsonl";
+    i.endpoint = std::make_unique<model::ScriptedEndpoint>(io, std::move(*scenario), endpoint_options);
+    auto port = i.endpoint->start();
+    if (!port) return fail("the scripted model endpoint could not start: " + port.error().message());
+    i.options.spec.model_endpoint = adapters::ModelEndpoint{i.endpoint->base_url(), i.endpoint->token()};
+  }
+
+  std::string error;
+  if (!write_whole_file(i.options.run_dir / "spec.json",
+                        protocol::pretty_json(adapters::spec_to_json(i.options.spec), false), 0640, error))
+    return fail(error);
+  auto log = EventLog::create(i.options.run_dir / "events.jsonl", i.options.spec.run_id,
+                              EventLogOptions{i.options.fsync_each_event ? Durability::fsync_each : Durability::write});
+  if (!log) return fail(log.error());
+  i.log.emplace(std::move(*log));
+  i.shared = i.log->shared();
+  i.planned = adapter.plan(i.options.spec, adapters::RunPaths{i.options.run_dir, i.options.run_dir / "scratch"});
+  auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
+  run->impl_->self = run;
+  return run;
+}
+
+void Run::start(std::function<void(const RunOutcome&)> on_closed) {
+  asio::post(impl_->strand, [run = shared_from_this(), on_closed = std::move(on_closed)]() mutable {
+    Impl& i = *run->impl_;
+    if (i.started) return;
+    i.started = true;
+    i.on_closed = std::move(on_closed);
+    asio::co_spawn(i.strand, i.main(run), asio::detached);
+  });
+}
+
+void Run::command(protocol::Command command, std::optional<protocol::PeerIdentity> peer, Rejected on_rejected,
+                  Clock::time_point received_at) {
+  asio::post(impl_->strand, [run = shared_from_this(), command = std::move(command), peer,
+                             on_rejected = std::move(on_rejected), received_at]() mutable {
+    Impl& i = *run->impl_;
+    Impl::Early e{std::move(command), peer, std::move(on_rejected), received_at};
+    if (!i.core && !i.closed) i.early.push_back(std::move(e));
+    else i.deliver(std::move(e));
+  });
+}
+
+void Run::unreadable_command(protocol::LineRefusal refusal, Rejected on_rejected) {
+  asio::post(impl_->strand, [run = shared_from_this(), refusal = std::move(refusal),
+                             on_rejected = std::move(on_rejected)]() mutable {
+    Impl& i = *run->impl_;
+    Impl::Early e{std::move(refusal), std::nullopt, std::move(on_rejected), Clock::now()};
+    if (!i.core && !i.closed) i.early.push_back(std::move(e));
+    else i.deliver(std::move(e));
+  });
+}
+
+void Run::command_source_closed() {
+  asio::post(impl_->strand, [run = shared_from_this()] {
+    Impl& i = *run->impl_;
+    if (i.core && !i.closed) {
+      i.core->on_command_source_closed(Clock::now());
+      i.after_core();
+    }
+  });
+}
+
+void Run::shutdown() {
+  asio::post(impl_->strand, [run = shared_from_this()] {
+    Impl& i = *run->impl_;
+    if (i.core && !i.closed) {
+      i.core->on_shutdown(Clock::now());
+      i.after_core();
+    }
+  });
+}
+
+std::shared_ptr<SharedStreamState> Run::stream() const { return impl_->shared; }
+const std::string& Run::id() const { return impl_->options.spec.run_id; }
+const std::filesystem::path& Run::run_dir() const { return impl_->options.run_dir; }
+
+void Run::status(std::function<void(RunStatus)> callback) const {
+  asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
+    const Impl& i = *run->impl_;
+    RunStatus s;
+    s.run_id = i.options.spec.run_id;
+    s.adapter = i.options.spec.adapter;
+    s.phase = i.closed ? "closed" : i.core ? std::string(to_string(i.core->phase())) : "starting";
+    s.pending_decisions = i.core ? i.core->pending_count() : 0;
+    s.turns = i.core ? i.core->turns() : 0;
+    s.last_seq = i.log->last_seq();
+    if (i.closed) s.close_reason = i.outcome.reason;
+    s.pid = i.child ? i.child->pid() : 0;
+    s.created_at = i.created_at;
+    s.labels = i.options.spec.labels;
+    callback(std::move(s));
+  });
+}
+
+void Run::pending_calls(std::function<void(std::vector<PendingCallView>)> callback) const {
+  asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
+    const Impl& i = *run->impl_;
+    callback(i.core && !i.closed ? i.core->pending_calls(Clock::now()) : std::vector<PendingCallView>{});
+  });
+}
+
+void Run::latencies(std::function<void(SeamLatencies)> callback) const {
+  asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
+    callback(run->impl_->latencies);
+  });
+}
+
+}  // namespace mh::daemon

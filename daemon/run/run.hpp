@@ -1,0 +1,119 @@
+// One governed run in the Asio world: the piece the daemon hosts many of, and `metaharness run`
+// hosts one of. A Run owns a strand, and on that strand: its RunCore (the governing logic), its
+// child process and the child's three pipes, one deadline timer per pending decision, the
+// durable event log, and (when asked) an in-process scripted model endpoint. Everything that
+// touches the run's state runs on its strand; the public members below only post to it.
+//
+// Readers never go through the strand: they open a StreamReader on stream() from their own
+// executor and read events.jsonl at their own pace.
+//
+// This header names no Asio type (only a forward-declared io_context), so the daemon's other
+// files and the CLI include it cheaply.
+#pragma once
+
+#include "adapters/adapter.hpp"
+#include "daemon/run/run_core.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace mh::daemon {
+
+class SharedStreamState;
+
+struct RunOptions {
+  adapters::RunSpec spec;
+  std::filesystem::path run_dir;                       // created if missing; must be empty
+  std::optional<std::filesystem::path> model_scenario;  // host a scripted endpoint for this run
+  // Halt: how long the vendor gets to go on its own after interrupt + end_session + stdin close
+  // before every process of the run is killed.
+  std::chrono::milliseconds halt_grace{3000};
+  // Normal end: how long the vendor gets to exit after its stdin is closed.
+  std::chrono::milliseconds exit_grace{15000};
+  // How long a run held open between turns waits for a message before it ends (0: forever).
+  std::chrono::milliseconds idle_timeout{0};
+  bool fsync_each_event = false;
+  std::size_t max_vendor_line_bytes = 4u << 20;
+};
+
+struct RunOutcome {
+  protocol::CloseReason reason = protocol::CloseReason::error;
+  protocol::ProcessTermination process;
+  bool refused_at_start = false;  // nothing was spawned
+  std::uint64_t events = 0;       // lines in the stream, stream.closed included
+};
+
+struct RunStatus {
+  std::string run_id;
+  std::string adapter;
+  std::string phase;  // starting, turn, idle, ending, closed
+  std::size_t pending_decisions = 0;
+  std::uint32_t turns = 0;
+  std::uint64_t last_seq = 0;
+  std::optional<protocol::CloseReason> close_reason;
+  int pid = 0;
+  std::chrono::system_clock::time_point created_at;
+  std::map<std::string, std::string> labels;
+};
+
+// metaharness's own share of the call seam, measured inside the process (for bench/).
+struct SeamLatencies {
+  // A vendor line read -> the tool.requested it produced is durable and visible to readers.
+  std::vector<std::chrono::nanoseconds> line_to_requested;
+  // A tool.decide received -> the vendor's answer line handed to its stdin.
+  std::vector<std::chrono::nanoseconds> decide_to_answer;
+};
+
+class Run : public std::enable_shared_from_this<Run> {
+ public:
+  // Prepares the run directory (spec.json), computes the launch plan and opens events.jsonl.
+  // Nothing is spawned yet. Fails (as a value) when the run directory cannot be made.
+  static boost::system::result<std::shared_ptr<Run>, std::string> create(
+      boost::asio::io_context& io, const adapters::Adapter& adapter, RunOptions options);
+  ~Run();
+
+  // Starts the run on its strand. `on_closed` is called on the strand once stream.closed is
+  // durable (also for a run refused at start: it gets its command results, then the marker).
+  void start(std::function<void(const RunOutcome&)> on_closed = {});
+
+  // Commands. Thread-safe. `received_at` is when the line was read (for the seam latency).
+  // A command that arrives after the stream closed cannot be recorded in it: `on_rejected`
+  // (called on the strand) gets the refusal to hand back to the client instead.
+  using Rejected = std::function<void(protocol::ev::CommandResult)>;
+  void command(protocol::Command command, std::optional<protocol::PeerIdentity> peer,
+               Rejected on_rejected = {},
+               std::chrono::steady_clock::time_point received_at = std::chrono::steady_clock::now());
+  void unreadable_command(protocol::LineRefusal refusal, Rejected on_rejected = {});
+  // The one-shot command source (stdin) ended: the run ends at its next idle point.
+  void command_source_closed();
+  // The host is going away: stop the run now; it closes `killed`.
+  void shutdown();
+
+  // The event stream readers attach to. Always valid.
+  std::shared_ptr<SharedStreamState> stream() const;
+  const std::string& id() const;
+  const std::filesystem::path& run_dir() const;
+
+  // Snapshots taken on the strand; the callback runs there.
+  void status(std::function<void(RunStatus)> callback) const;
+  void pending_calls(std::function<void(std::vector<PendingCallView>)> callback) const;
+  void latencies(std::function<void(SeamLatencies)> callback) const;
+
+  struct Impl;
+
+ private:
+  explicit Run(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Exit status of `metaharness run` for an outcome: 0 completed; 2 refused at start or could not
+// launch; 3 error; 4 halted (steer-halt); 5 budget; 6 killed.
+int exit_status_for(const RunOutcome& outcome);
+
+}  // namespace mh::daemon
