@@ -1,0 +1,249 @@
+// metaharness.scenario/1 loading: what a valid scenario becomes, and that every invalid one is
+// refused with the offending key and the problem named.
+#include "daemon/model/scenario.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mh::model {
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(Scenario, ResolvesPerWireOverridesAndDefaults) {
+  auto scenario = parse_scenario(R"({
+    "format": "metaharness.scenario/1",
+    "description": "one step, two wires",
+    "steps": [
+      {"name": "call the shell",
+       "content": [
+         {"type": "thinking", "text": "plan"},
+         {"type": "tool_call", "name": "Bash", "input": {"command": "ls"},
+          "responses": {"name": "exec_command", "input": {"cmd": "ls"}}}],
+       "usage": {"input_tokens": 7, "cached_input_tokens": 3},
+       "responses": {"usage": {"input_tokens": 9, "reasoning_tokens": 2}}},
+      {"content": [{"type": "text", "text": "done"}], "repeat": 2},
+      {"error": {"status": 529}, "sticky": true}
+    ]
+  })");
+  ASSERT_TRUE(scenario) << scenario.error().message();
+  ASSERT_EQ(scenario->steps.size(), 3u);
+  const Step& call = scenario->steps[0];
+  EXPECT_EQ(call.name, "call the shell");
+  ASSERT_EQ(call.anthropic.content.size(), 2u);
+  EXPECT_EQ(call.anthropic.content[1].name, "Bash");
+  EXPECT_EQ(call.anthropic.content[1].input.at("command"), "ls");
+  EXPECT_EQ(call.responses.content[1].name, "exec_command");
+  EXPECT_EQ(call.responses.content[1].input.at("cmd"), "ls");
+  EXPECT_EQ(call.anthropic.usage.input_tokens, 7u);
+  EXPECT_EQ(call.anthropic.usage.cached_input_tokens, 3u);
+  // A step-level override replaces the whole key: the Responses usage is its own object.
+  EXPECT_EQ(call.responses.usage.input_tokens, 9u);
+  EXPECT_EQ(call.responses.usage.cached_input_tokens, 0u);
+  EXPECT_EQ(call.responses.usage.reasoning_tokens, 2u);
+  EXPECT_EQ(scenario->steps[1].repeat, 2u);
+  EXPECT_TRUE(scenario->steps[2].sticky);
+  ASSERT_TRUE(scenario->steps[2].anthropic.error);
+  EXPECT_EQ(scenario->steps[2].anthropic.error->status, 529u);
+  // Defaults: the aux and exhausted answers are plain end_turn texts.
+  ASSERT_EQ(scenario->aux.anthropic.content.size(), 1u);
+  EXPECT_EQ(scenario->aux.anthropic.content[0].kind, Block::Kind::text);
+  ASSERT_EQ(scenario->exhausted.responses.content.size(), 1u);
+  EXPECT_EQ(scenario->exhausted.anthropic.stop_reason, "end_turn");
+  EXPECT_EQ(scenario->main_loop, MainLoopRule::requests_with_tools);
+}
+
+TEST(Scenario, ReadsTimingErrorsAndWires) {
+  auto scenario = parse_scenario(R"({
+    "format": "metaharness.scenario/1",
+    "wires": ["responses"],
+    "main_loop": "all_requests",
+    "aux": {"content": [{"type": "text", "text": "title"}]},
+    "exhausted": {"error": {"status": 500}},
+    "steps": [
+      {"content": [{"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch\n"}],
+       "timing": {"headers_delay_ms": 5, "event_delay_ms": 6, "hold_until_disconnect": true},
+       "finish": "disconnect", "delta_bytes": 3},
+      {"error": {"status": 429, "retry_after": 2, "retry_after_ms": 1500, "message": "slow down",
+                 "type": "requests", "code": "rate_limit_exceeded",
+                 "headers": {"x-ratelimit-remaining-requests": "0"}}}
+    ]
+  })");
+  ASSERT_TRUE(scenario) << scenario.error().message();
+  EXPECT_FALSE(scenario->serves_anthropic);
+  EXPECT_TRUE(scenario->serves_responses);
+  EXPECT_EQ(scenario->main_loop, MainLoopRule::all_requests);
+  const StepForm& held = scenario->steps[0].responses;
+  EXPECT_EQ(held.content[0].kind, Block::Kind::custom_tool_call);
+  EXPECT_EQ(held.content[0].input.as_string(), "*** Begin Patch\n");
+  EXPECT_EQ(held.timing.headers_delay, std::chrono::milliseconds(5));
+  EXPECT_EQ(held.timing.event_delay, std::chrono::milliseconds(6));
+  EXPECT_TRUE(held.timing.hold_until_disconnect);
+  EXPECT_EQ(held.finish, Finish::disconnect);
+  EXPECT_EQ(held.delta_bytes, 3u);
+  const HttpError& error = *scenario->steps[1].responses.error;
+  EXPECT_EQ(error.status, 429u);
+  EXPECT_EQ(error.retry_after_s, 2u);
+  EXPECT_EQ(error.retry_after_ms, 1500u);
+  EXPECT_EQ(error.code, "rate_limit_exceeded");
+  ASSERT_EQ(error.headers.size(), 1u);
+  EXPECT_EQ(error.headers[0].first, "x-ratelimit-remaining-requests");
+  EXPECT_TRUE(scenario->exhausted.responses.error);
+}
+
+struct Refusal {
+  const char* label;
+  const char* document;
+  const char* where;      // expected ScenarioError::where
+  const char* mentions;   // a phrase the problem must contain
+};
+
+void PrintTo(const Refusal& r, std::ostream* out) { *out << r.label; }
+
+class ScenarioRefusal : public testing::TestWithParam<Refusal> {};
+
+TEST_P(ScenarioRefusal, NamesTheKeyAndTheProblem) {
+  const Refusal& r = GetParam();
+  auto scenario = parse_scenario(r.document);
+  ASSERT_FALSE(scenario) << r.label << " was accepted";
+  EXPECT_EQ(scenario.error().where, r.where) << scenario.error().message();
+  EXPECT_NE(scenario.error().problem.find(r.mentions), std::string::npos) << scenario.error().message();
+  EXPECT_NE(scenario.error().message().find(r.where), std::string::npos);
+}
+
+#define FMT R"("format": "metaharness.scenario/1")"
+
+INSTANTIATE_TEST_SUITE_P(
+    Refusals, ScenarioRefusal,
+    testing::Values(
+        Refusal{"not json", R"({"format": )", "", "not valid JSON"},
+        Refusal{"no format", R"({"steps": []})", "format", "missing"},
+        Refusal{"wrong format", R"({"format": "metaharness.scenario/2"})", "format", "metaharness.scenario/1"},
+        Refusal{"unknown top key", "{" FMT R"(, "step": []})", "step", "unknown key"},
+        Refusal{"steps not a list", "{" FMT R"(, "steps": {}})", "steps", "expected a list"},
+        Refusal{"step neither content nor error", "{" FMT R"(, "steps": [{"name": "x"}]})", "steps[0]",
+                "needs \"content\""},
+        Refusal{"step both content and error",
+                "{" FMT R"(, "steps": [{"content": [], "error": {"status": 500}}]})", "steps[0]", "not both"},
+        Refusal{"unknown step key", "{" FMT R"(, "steps": [{"content": [], "hold_ms": 5}]})", "steps[0].hold_ms",
+                "unknown key"},
+        Refusal{"unknown block type",
+                "{" FMT R"(, "steps": [{"content": [{"type": "image"}]}]})", "steps[0].content[0].type",
+                "unknown block type"},
+        Refusal{"text block without text", "{" FMT R"(, "steps": [{"content": [{"type": "text"}]}]})",
+                "steps[0].content[0]", "needs \"text\""},
+        Refusal{"tool input not an object",
+                "{" FMT R"(, "steps": [{"content": [{"type": "tool_call", "name": "Bash", "input": "ls"}]}]})",
+                "steps[0].content[0].input", "must be a JSON object"},
+        Refusal{"key foreign to the block type",
+                "{" FMT R"(, "steps": [{"content": [{"type": "text", "text": "a", "name": "b"}]}]})",
+                "steps[0].content[0].name", "does not apply to a text block"},
+        Refusal{"custom tool call on anthropic",
+                "{" FMT R"(, "steps": [{"content": [{"type": "custom_tool_call", "name": "apply_patch", "input": "x"}]}]})",
+                "steps[0].content[0].type", "no Anthropic form"},
+        Refusal{"bad override in an override",
+                "{" FMT R"(, "steps": [{"content": [], "responses": {"sticky": true}}]})",
+                "steps[0].responses.sticky", "non-overridable"},
+        Refusal{"override problem named at the override",
+                "{" FMT R"(, "steps": [{"content": [{"type": "tool_call", "name": "Bash",
+                   "responses": {"input": [1]}}]}]})",
+                "steps[0].content[0].responses.input", "must be a JSON object"},
+        Refusal{"status out of range", "{" FMT R"(, "steps": [{"error": {"status": 302}}]})",
+                "steps[0].error.status", "400 to 599"},
+        Refusal{"error without status", "{" FMT R"(, "steps": [{"error": {"message": "x"}}]})", "steps[0].error",
+                "needs \"status\""},
+        Refusal{"bad header name",
+                "{" FMT R"(, "steps": [{"error": {"status": 429, "headers": {"bad name": "1"}}}]})",
+                "steps[0].error.headers.bad name", "header name"},
+        Refusal{"header value with newline",
+                "{" FMT R"(, "steps": [{"error": {"status": 429, "headers": {"x-a": "1\r\nx-b: 2"}}}]})",
+                "steps[0].error.headers.x-a", "CR, LF"},
+        Refusal{"negative delay",
+                "{" FMT R"(, "steps": [{"content": [], "timing": {"event_delay_ms": -1}}]})",
+                "steps[0].timing.event_delay_ms", "whole number"},
+        Refusal{"hold twice",
+                "{" FMT R"(, "steps": [{"content": [], "timing": {"hold_ms": 5, "hold_until_disconnect": true}}]})",
+                "steps[0].timing", "exclude each other"},
+        Refusal{"unknown stop reason",
+                "{" FMT R"(, "steps": [{"content": [], "stop_reason": "done"}]})", "steps[0].stop_reason",
+                "unknown stop reason"},
+        Refusal{"unknown finish", "{" FMT R"(, "steps": [{"content": [], "finish": "explode"}]})",
+                "steps[0].finish", "unknown finish"},
+        Refusal{"repeat zero", "{" FMT R"(, "steps": [{"content": [], "repeat": 0}]})", "steps[0].repeat",
+                "from 1"},
+        Refusal{"sticky and repeat",
+                "{" FMT R"(, "steps": [{"content": [], "sticky": true, "repeat": 3}]})", "steps[0].repeat",
+                "sticky"},
+        Refusal{"step after a sticky step",
+                "{" FMT R"(, "steps": [{"error": {"status": 401}, "sticky": true}, {"content": []}]})",
+                "steps[1]", "unreachable"},
+        Refusal{"aux cannot repeat", "{" FMT R"(, "aux": {"content": [], "repeat": 2}})", "aux.repeat",
+                "only a step"},
+        Refusal{"unknown wire", "{" FMT R"(, "wires": ["anthropic", "gemini"]})", "wires[1]", "unknown wire"},
+        Refusal{"unknown main loop rule", "{" FMT R"(, "main_loop": "sometimes"})", "main_loop",
+                "unknown rule"},
+        Refusal{"usage with a fraction",
+                "{" FMT R"(, "steps": [{"content": [], "usage": {"input_tokens": 1.5}}]})",
+                "steps[0].usage.input_tokens", "whole number"},
+        Refusal{"usage on an error step",
+                "{" FMT R"(, "steps": [{"error": {"status": 500}, "usage": {}}]})", "steps[0].usage",
+                "error step"}),
+    [](const testing::TestParamInfo<Refusal>& info) {
+      std::string name = info.param.label;
+      for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      return name;
+    });
+
+TEST(Scenario, FileLoadingNamesTheFile) {
+  auto missing = load_scenario_file("/nonexistent/scenario.json");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("/nonexistent/scenario.json"), std::string::npos);
+
+  const auto path = std::filesystem::temp_directory_path() / "mh-model-bad-scenario.json";
+  std::ofstream(path) << R"({"format": "metaharness.scenario/1", "steps": [{"content": 3}]})";
+  auto bad = load_scenario_file(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().where, "steps[0].content");
+  EXPECT_NE(bad.error().message().find(path.string()), std::string::npos);
+}
+
+// Every scenario the tests ship, and every complete scenario shown in docs/scenarios.md, loads.
+TEST(Scenario, ShippedAndDocumentedScenariosLoad) {
+  const std::filesystem::path source(MH_SOURCE_DIR);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(source / "tests/scenarios/model")) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    auto scenario = load_scenario_file(entry.path());
+    EXPECT_TRUE(scenario) << scenario.error().message();
+  }
+  EXPECT_GE(files, 4u);
+
+  const std::string doc = read_text(source / "docs/scenarios.md");
+  std::size_t examples = 0;
+  for (std::size_t at = doc.find("```json"); at != std::string::npos; at = doc.find("```json", at)) {
+    const std::size_t start = doc.find('\n', at) + 1;
+    const std::size_t end = doc.find("```", start);
+    ASSERT_NE(end, std::string::npos);
+    const std::string block = doc.substr(start, end - start);
+    at = end + 3;
+    if (block.find("\"format\": \"metaharness.scenario/1\"") == std::string::npos) continue;
+    ++examples;
+    auto scenario = parse_scenario(block);
+    EXPECT_TRUE(scenario) << "docs example " << examples << ": " << scenario.error().message();
+  }
+  EXPECT_GE(examples, 3u);
+}
+
+}  // namespace
+}  // namespace mh::model
