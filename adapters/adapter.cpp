@@ -35,6 +35,60 @@ json::value spec_to_json(const RunSpec& spec) {
   return o;
 }
 
+boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o) {
+  using Result = boost::system::result<RunSpec, std::string>;
+  auto fail = [](std::string m) { return Result(boost::system::in_place_error, std::move(m)); };
+  proto::FieldReader f(o, "run");
+  RunSpec spec;
+  spec.adapter = f.req_string("adapter");
+  spec.prompt = f.req_string("prompt");
+  if (auto d = f.opt_string("decisions")) {
+    auto mode = proto::parse_enum<proto::DecisionMode>(*d);
+    if (!mode) return fail("run: \"decisions\" is \"" + proto::excerpt(*d, 40) + "\"; expected frame, ask or observe");
+    spec.decisions = *mode;
+  }
+  if (auto deadline = f.opt_u64("decision_deadline_ms")) {
+    if (*deadline == 0) return fail("run: \"decision_deadline_ms\" must be positive");
+    spec.decision_deadline_ms = *deadline;
+  } else {
+    spec.decision_deadline_ms = 0;  // the host's default
+  }
+  if (const json::value* frame = o.if_contains("frame"); frame && !frame->is_null()) {
+    auto loaded = proto::frame_from_json(*frame, /*require_sealed=*/true);
+    if (!loaded)
+      return fail("run: the frame is refused (" + std::string(proto::to_string(loaded.error().kind)) + "): " +
+                  loaded.error().message);
+    spec.frame = std::move(*loaded);
+  }
+  if (const json::object* endpoint = f.opt_object("model_endpoint")) {
+    proto::FieldReader e(*endpoint, "run.model_endpoint");
+    ModelEndpoint m{e.req_string("base_url"), e.opt_string("token").value_or("")};
+    if (!e.ok()) return fail(e.error());
+    spec.model_endpoint = std::move(m);
+  }
+  spec.model = f.opt_string("model");
+  spec.cwd = f.opt_string("cwd");
+  for (std::string_view key : {"vendor_env", "labels"}) {
+    const json::object* m = f.opt_object(key);
+    if (!m) continue;
+    auto& target = key == "vendor_env" ? spec.vendor_env : spec.labels;
+    for (const auto& kv : *m) {
+      if (!kv.value().is_string())
+        return fail("run: \"" + std::string(key) + "\" values must be strings; \"" + proto::excerpt(kv.key(), 40) +
+                    "\" is " + proto::describe_json(kv.value()));
+      target[std::string(kv.key())] = std::string(kv.value().get_string());
+    }
+  }
+  for (const auto& name : f.strings_or_empty("requires")) {
+    auto c = proto::parse_enum<proto::CommandName>(name);
+    if (!c) return fail("run: \"requires\" names an unknown command \"" + proto::excerpt(name, 40) + "\"");
+    spec.requires_commands.push_back(*c);
+  }
+  spec.keep_open = f.opt_bool("keep_open").value_or(false);
+  if (!f.ok()) return fail(f.error());
+  return spec;
+}
+
 json::value plan_to_json(const LaunchPlan& plan) {
   json::object o;
   o["adapter"] = plan.adapter;

@@ -9,6 +9,8 @@
 #include "protocol/events.hpp"
 #include "protocol/line_framer.hpp"
 
+#include <boost/system/result.hpp>
+
 #include <filesystem>
 #include <memory>
 
@@ -50,6 +52,9 @@ struct RunSpec {
 };
 
 json::value spec_to_json(const RunSpec& spec);
+// The spec as a client submits it (docs/socket-api.md): checks names, types and the frame's
+// seal. run_id is not read (it is the host's to assign); model_scenario is the caller's business.
+boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o);
 
 // Where a run's files live. The run loop creates the directories; the adapter only names paths.
 struct RunPaths {

@@ -15,5 +15,6 @@ void register_protocol_verbs(CLI::App& app, Context& ctx);  // check-stream, fra
 void register_model_verbs(CLI::App& app, Context& ctx);     // model serve
 void register_adapter_verbs(CLI::App& app, Context& ctx);   // plan, capabilities, doctor, translate
 void register_run_verb(CLI::App& app, Context& ctx);        // run
+void register_daemon_verbs(CLI::App& app, Context& ctx);    // daemon, submit, attach, tail, ls, halt, decide, status
 
 }  // namespace mh::cli

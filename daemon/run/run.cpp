@@ -134,9 +134,11 @@ struct Run::Impl final : RunEffects {
   struct Early {
     std::variant<protocol::Command, protocol::LineRefusal> what;
     std::optional<protocol::PeerIdentity> peer;
-    Rejected on_rejected;
+    ResultCallback on_result;
     Clock::time_point received_at;
   };
+  // Callbacks waiting for the command.result of a command id, in arrival order.
+  std::multimap<std::string, ResultCallback> result_waiters;
   std::vector<Early> early;
 
   // Seam instrumentation.
@@ -148,6 +150,8 @@ struct Run::Impl final : RunEffects {
 
   std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override {
     bool requested = std::holds_alternative<protocol::ev::ToolRequested>(payload);
+    std::optional<protocol::ev::CommandResult> answered;
+    if (auto* r = std::get_if<protocol::ev::CommandResult>(&payload); r && !result_waiters.empty()) answered = *r;
     auto seq = log->append(std::move(payload), std::move(at));
     if (!seq) {
       // The record cannot be kept: say so where the operator looks, and stop the run rather
@@ -158,6 +162,13 @@ struct Run::Impl final : RunEffects {
     }
     if (requested && line_read_at != Clock::time_point{} && latencies.line_to_requested.size() < kMaxLatencySamples)
       latencies.line_to_requested.push_back(Clock::now() - line_read_at);
+    if (answered) {
+      if (auto it = result_waiters.find(answered->id); it != result_waiters.end()) {
+        ResultCallback callback = std::move(it->second);
+        result_waiters.erase(it);
+        callback(*answered, true);
+      }
+    }
     return *seq;
   }
 
@@ -318,17 +329,18 @@ struct Run::Impl final : RunEffects {
   }
 
   void deliver(Early e) {
+    std::string id = "-";
+    if (auto* c = std::get_if<protocol::Command>(&e.what)) id = c->id;
+    else if (auto* r = std::get_if<protocol::LineRefusal>(&e.what)) id = r->id.value_or("-");
     if (closed || !core) {
-      if (e.on_rejected) {
-        std::string id = "-";
-        if (auto* c = std::get_if<protocol::Command>(&e.what)) id = c->id;
-        else if (auto* r = std::get_if<protocol::LineRefusal>(&e.what)) id = r->id.value_or("-");
-        e.on_rejected(protocol::ev::CommandResult{
-            id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE,
-                                                  "the run's stream is closed; nothing more can be recorded")});
-      }
+      if (e.on_result)
+        e.on_result(protocol::ev::CommandResult{
+                        id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE,
+                                                              "the run's stream is closed; nothing more can be recorded")},
+                    false);
       return;
     }
+    if (e.on_result) result_waiters.emplace(id, std::move(e.on_result));
     if (auto* c = std::get_if<protocol::Command>(&e.what)) {
       command_received_at = e.received_at;
       core->on_command(std::move(*c), e.peer, Clock::now());
@@ -352,6 +364,12 @@ struct Run::Impl final : RunEffects {
     if (endpoint) endpoint->stop();
     for (auto& e : early) deliver(std::move(e));
     early.clear();
+    // Results that will never come now (e.g. the stream failed): every caller still hears once.
+    for (auto& [id, callback] : result_waiters)
+      callback(protocol::ev::CommandResult{id, protocol::CommandOutcome::refused(
+                                                   protocol::RefusalCode::TOO_LATE, "the run ended before answering")},
+               false);
+    result_waiters.clear();
     if (on_closed) on_closed(outcome);
   }
 
@@ -481,22 +499,22 @@ void Run::start(std::function<void(const RunOutcome&)> on_closed) {
   });
 }
 
-void Run::command(protocol::Command command, std::optional<protocol::PeerIdentity> peer, Rejected on_rejected,
+void Run::command(protocol::Command command, std::optional<protocol::PeerIdentity> peer, ResultCallback on_result,
                   Clock::time_point received_at) {
   asio::post(impl_->strand, [run = shared_from_this(), command = std::move(command), peer,
-                             on_rejected = std::move(on_rejected), received_at]() mutable {
+                             on_result = std::move(on_result), received_at]() mutable {
     Impl& i = *run->impl_;
-    Impl::Early e{std::move(command), peer, std::move(on_rejected), received_at};
+    Impl::Early e{std::move(command), peer, std::move(on_result), received_at};
     if (!i.core && !i.closed) i.early.push_back(std::move(e));
     else i.deliver(std::move(e));
   });
 }
 
-void Run::unreadable_command(protocol::LineRefusal refusal, Rejected on_rejected) {
+void Run::unreadable_command(protocol::LineRefusal refusal, ResultCallback on_result) {
   asio::post(impl_->strand, [run = shared_from_this(), refusal = std::move(refusal),
-                             on_rejected = std::move(on_rejected)]() mutable {
+                             on_result = std::move(on_result)]() mutable {
     Impl& i = *run->impl_;
-    Impl::Early e{std::move(refusal), std::nullopt, std::move(on_rejected), Clock::now()};
+    Impl::Early e{std::move(refusal), std::nullopt, std::move(on_result), Clock::now()};
     if (!i.core && !i.closed) i.early.push_back(std::move(e));
     else i.deliver(std::move(e));
   });

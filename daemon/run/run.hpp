@@ -83,13 +83,14 @@ class Run : public std::enable_shared_from_this<Run> {
   void start(std::function<void(const RunOutcome&)> on_closed = {});
 
   // Commands. Thread-safe. `received_at` is when the line was read (for the seam latency).
-  // A command that arrives after the stream closed cannot be recorded in it: `on_rejected`
-  // (called on the strand) gets the refusal to hand back to the client instead.
-  using Rejected = std::function<void(protocol::ev::CommandResult)>;
+  // `on_result` (optional) is called on the strand exactly once with the command's result:
+  // `recorded` when it is the command.result in the stream; not recorded when the stream had
+  // already closed, so the client must be told directly.
+  using ResultCallback = std::function<void(const protocol::ev::CommandResult&, bool recorded)>;
   void command(protocol::Command command, std::optional<protocol::PeerIdentity> peer,
-               Rejected on_rejected = {},
+               ResultCallback on_result = {},
                std::chrono::steady_clock::time_point received_at = std::chrono::steady_clock::now());
-  void unreadable_command(protocol::LineRefusal refusal, Rejected on_rejected = {});
+  void unreadable_command(protocol::LineRefusal refusal, ResultCallback on_result = {});
   // The one-shot command source (stdin) ended: the run ends at its next idle point.
   void command_source_closed();
   // The host is going away: stop the run now; it closes `killed`.

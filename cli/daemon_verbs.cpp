@@ -1,0 +1,454 @@
+// `metaharness daemon` and its clients: submit, attach, tail, ls, halt, decide, status. The
+// clients speak docs/socket-api.md and nothing else.
+#include "cli/event_format.hpp"
+#include "cli/run_spec_options.hpp"
+#include "cli/verbs.hpp"
+#include "daemon/server/config.hpp"
+#include "daemon/server/daemon.hpp"
+#include "daemon/server/socket_api.hpp"
+#include "protocol/line_framer.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+namespace mh::cli {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using daemon::reply_line;
+using daemon::request_line;
+
+// A blocking line client on the daemon's socket.
+class Client {
+ public:
+  bool connect(const std::filesystem::path& path, std::string& error) {
+    boost::system::error_code ec;
+    socket_.connect(asio::local::stream_protocol::endpoint(path.string()), ec);
+    if (ec) error = "cannot reach the daemon at " + path.string() + ": " + ec.message();
+    return !ec;
+  }
+  bool send(const std::string& line) {
+    boost::system::error_code ec;
+    asio::write(socket_, asio::buffer(line + "\n"), ec);
+    return !ec;
+  }
+  void shutdown_send() {
+    boost::system::error_code ec;
+    socket_.shutdown(asio::socket_base::shutdown_send, ec);
+  }
+  // The next line, or nullopt when the daemon closed the connection.
+  std::optional<std::string> next() {
+    for (;;) {
+      auto nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      char chunk[65536];
+      boost::system::error_code ec;
+      std::size_t n = socket_.read_some(asio::buffer(chunk), ec);
+      if (n == 0 || ec) {
+        if (buffer_.empty()) return std::nullopt;
+        std::string rest = std::move(buffer_);
+        buffer_.clear();
+        return rest;
+      }
+      buffer_.append(chunk, n);
+    }
+  }
+
+ private:
+  asio::io_context io_;
+  asio::local::stream_protocol::socket socket_{io_};
+  std::string buffer_;
+};
+
+struct ReplyView {
+  json::object o;
+  std::string reply() const {
+    auto* v = o.if_contains("reply");
+    return v && v->is_string() ? std::string(v->get_string()) : "";
+  }
+  bool is_socket() const {
+    auto* v = o.if_contains("format");
+    return v && v->is_string() && v->get_string() == daemon::kSocketFormat;
+  }
+};
+
+std::optional<ReplyView> parse_reply(const std::string& line) {
+  auto v = protocol::parse_json(line);
+  if (!v || !v->is_object()) return std::nullopt;
+  return ReplyView{v->get_object()};
+}
+
+std::string field(const json::object& o, std::string_view key) {
+  auto* v = o.if_contains(key);
+  if (!v || v->is_null()) return "";
+  return v->is_string() ? std::string(v->get_string()) : protocol::canonical_json(*v);
+}
+
+int refused(const ReplyView& r) {
+  std::cerr << "metaharness: refused (" << field(r.o, "code") << "): " << field(r.o, "reason") << "\n";
+  return 1;
+}
+
+// Connects, sends one request and returns the first reply line.
+std::optional<ReplyView> ask(Client& c, const std::string& socket, const std::string& request, int& status) {
+  std::string error;
+  if (!c.connect(socket, error)) {
+    std::cerr << "metaharness: " << error << "\n";
+    status = 2;
+    return std::nullopt;
+  }
+  c.send(request);
+  auto line = c.next();
+  if (!line) {
+    std::cerr << "metaharness: the daemon closed the connection without answering\n";
+    status = 2;
+    return std::nullopt;
+  }
+  auto reply = parse_reply(*line);
+  if (!reply) {
+    std::cerr << "metaharness: unreadable reply: " << *line << "\n";
+    status = 2;
+  }
+  return reply;
+}
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+// Prints a stream's lines until the daemon says `end` (or closes). Event lines: raw, or one
+// readable line each.
+int print_stream(Client& c, bool human) {
+  while (auto line = c.next()) {
+    auto reply = parse_reply(*line);
+    if (reply && reply->is_socket()) {
+      if (reply->reply() == "end") return 0;
+      if (reply->reply() == "refused") return refused(*reply);
+      if (!human) std::cout << *line << "\n";
+      else if (reply->reply() == "pending")
+        std::cout << "pending  " << field(reply->o, "call_id") << " (tool.requested seq " << field(reply->o, "requested_seq")
+                  << "), " << field(reply->o, "remaining_ms") << " ms left\n";
+      std::cout.flush();
+      continue;
+    }
+    std::cout << (human ? human_line(*line) : *line) << "\n";
+    std::cout.flush();
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+json::object run_object(const RunSpecOptions& o, std::string& error) {
+  json::object run;
+  run["adapter"] = o.adapter;
+  run["prompt"] = o.prompt;
+  run["decisions"] = o.decisions;
+  run["decision_deadline_ms"] = o.decision_deadline_ms;
+  auto read = [&](const std::string& path) -> std::optional<json::value> {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      error = "cannot read " + path;
+      return std::nullopt;
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    std::string parse_error;
+    auto v = protocol::parse_json(ss.str(), &parse_error);
+    if (!v) error = path + " is not JSON: " + parse_error;
+    return v;
+  };
+  if (!o.frame_path.empty()) {
+    auto frame = read(o.frame_path);
+    if (!frame) return {};
+    run["frame"] = *frame;
+  }
+  if (!o.model_scenario.empty()) {
+    auto scenario = read(o.model_scenario);
+    if (!scenario) return {};
+    run["model_scenario"] = *scenario;
+  }
+  if (!o.model_endpoint.empty()) {
+    json::object endpoint{{"base_url", o.model_endpoint}};
+    if (!o.model_token_env.empty()) {
+      const char* token = std::getenv(o.model_token_env.c_str());
+      if (!token) {
+        error = o.model_token_env + " is not set";
+        return {};
+      }
+      endpoint["token"] = token;
+    }
+    run["model_endpoint"] = std::move(endpoint);
+  }
+  if (!o.model.empty()) run["model"] = o.model;
+  if (!o.cwd.empty()) run["cwd"] = o.cwd;
+  for (auto [key, list] : {std::pair{"vendor_env", &o.vendor_env}, std::pair{"labels", &o.labels}}) {
+    json::object m;
+    for (const auto& kv : *list) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        error = std::string(key) + ": expected KEY=VALUE, got \"" + kv + "\"";
+        return {};
+      }
+      m[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    run[key] = std::move(m);
+  }
+  json::array requires_list;
+  for (const auto& r : o.requires_commands) requires_list.emplace_back(r);
+  run["requires"] = std::move(requires_list);
+  run["keep_open"] = o.keep_open;
+  return run;
+}
+
+struct ClientOptions {
+  std::string socket = daemon::default_socket_path().string();
+  RunSpecOptions spec;
+  std::string run_id;
+  std::string call_id;
+  std::string decision;
+  std::string reason;
+  std::string input;
+  std::string command_id;
+  std::int64_t from_seq = -1;
+  bool follow = false;
+  bool json_out = false;
+  bool human_out = false;
+  bool tail_after_submit = false;
+  // daemon
+  std::string config_file;
+  std::string socket_override;
+  std::string state_dir_override;
+};
+
+bool human_output(const ClientOptions& o) {
+  if (o.json_out) return false;
+  return o.human_out || stdout_is_terminal();
+}
+
+int submit_verb(const ClientOptions& o) {
+  std::string error;
+  json::object run = run_object(o.spec, error);
+  if (!error.empty()) {
+    std::cerr << "metaharness submit: " << error << "\n";
+    return 2;
+  }
+  Client c;
+  int status = 0;
+  auto reply = ask(c, o.socket, request_line("submit", "submit", json::object{{"run", run}}), status);
+  if (!reply) return status;
+  if (reply->reply() != "submitted") return refused(*reply);
+  std::string id = field(reply->o, "run_id");
+  if (!o.tail_after_submit) {
+    std::cout << id << "\n";
+    return 0;
+  }
+  std::cerr << "metaharness: run " << id << "\n";
+  Client t;
+  std::string terror;
+  if (!t.connect(o.socket, terror)) {
+    std::cerr << "metaharness: " << terror << "\n";
+    return 2;
+  }
+  t.send(request_line("tail", "tail", json::object{{"run_id", id}, {"from_seq", 1}, {"follow", true}}));
+  auto first = t.next();
+  if (!first) return 2;
+  auto r = parse_reply(*first);
+  if (!r || r->reply() != "tailing") return r ? refused(*r) : 2;
+  return print_stream(t, human_output(o));
+}
+
+int tail_verb(const ClientOptions& o, bool attach) {
+  Client c;
+  int status = 0;
+  json::object fields{{"run_id", o.run_id}};
+  if (o.from_seq >= 0) fields["from_seq"] = o.from_seq;
+  if (!attach) fields["follow"] = o.follow;
+  auto reply = ask(c, o.socket, request_line(attach ? "attach" : "tail", "stream", fields), status);
+  if (!reply) return status;
+  if (reply->reply() != (attach ? "attached" : "tailing")) return refused(*reply);
+  if (!attach) return print_stream(c, human_output(o));
+  // Attached: our stdin is the run's command source; its stream is our stdout.
+  std::thread forward([&c] {
+    std::string line;
+    while (std::getline(std::cin, line))
+      if (!c.send(line)) break;
+  });
+  forward.detach();  // reading a terminal cannot be interrupted portably; the process exits
+  return print_stream(c, human_output(o));
+}
+
+int ls_verb(const ClientOptions& o) {
+  Client c;
+  int status = 0;
+  auto reply = ask(c, o.socket, request_line("list", "ls"), status);
+  if (!reply) return status;
+  if (reply->reply() != "runs") return refused(*reply);
+  if (o.json_out || !stdout_is_terminal()) {
+    std::cout << protocol::canonical_json(reply->o.at("runs")) << "\n";
+    return 0;
+  }
+  std::printf("%-32s %-8s %-7s %10s %7s %5s %8s  %s\n", "RUN", "STATE", "ADAPTER", "AGE", "PENDING", "TURNS", "SEQ",
+              "LABELS");
+  for (const auto& run : reply->o.at("runs").as_array()) {
+    const auto& r = run.as_object();
+    std::int64_t age_s = r.at("age_ms").to_number<std::int64_t>() / 1000;
+    std::string age = age_s < 120 ? std::to_string(age_s) + "s" : age_s < 7200 ? std::to_string(age_s / 60) + "m"
+                                                                                : std::to_string(age_s / 3600) + "h";
+    std::string state = field(r, "state");
+    if (state == "closed" && !field(r, "close_reason").empty()) state = field(r, "close_reason");
+    std::printf("%-32s %-8s %-7s %10s %7s %5s %8s  %s\n", field(r, "run_id").c_str(), state.c_str(),
+                field(r, "adapter").c_str(), age.c_str(), field(r, "pending_decisions").c_str(),
+                field(r, "turns").c_str(), field(r, "last_seq").c_str(), field(r, "labels").c_str());
+  }
+  return 0;
+}
+
+int status_verb(const ClientOptions& o) {
+  Client c;
+  int status = 0;
+  auto reply = ask(c, o.socket, request_line("status", "status"), status);
+  if (!reply) return status;
+  if (reply->reply() != "status") return refused(*reply);
+  std::cout << (o.json_out ? protocol::canonical_json(reply->o) : protocol::pretty_json(reply->o, false));
+  if (o.json_out) std::cout << "\n";
+  return 0;
+}
+
+int result_of(Client& c, const std::optional<ReplyView>& reply) {
+  (void)c;
+  if (reply->reply() != "result") return refused(*reply);
+  std::cout << protocol::canonical_json(reply->o) << "\n";
+  const auto& outcome = reply->o.at("outcome").as_object();
+  return outcome.at("result") == "ok" ? 0 : 1;
+}
+
+int halt_verb(const ClientOptions& o) {
+  Client c;
+  int status = 0;
+  json::object fields{{"run_id", o.run_id}};
+  if (!o.reason.empty()) fields["reason"] = o.reason;
+  auto reply = ask(c, o.socket, request_line("halt", "halt", fields), status);
+  if (!reply) return status;
+  return result_of(c, reply);
+}
+
+int decide_verb(const ClientOptions& o) {
+  json::object decision{{"decision", o.decision}};
+  if (o.decision == "deny") decision["reason"] = o.reason;
+  if (o.decision == "replace") {
+    std::string error;
+    auto input = protocol::parse_json(o.input, &error);
+    if (!input) {
+      std::cerr << "metaharness decide: --input is not JSON: " << error << "\n";
+      return 2;
+    }
+    decision["input"] = *input;
+  }
+  std::string id = o.command_id.empty() ? "decide-" + std::to_string(::getpid()) : o.command_id;
+  json::object command{{"format", "metaharness.command/1"},
+                       {"id", id},
+                       {"command", "tool.decide"},
+                       {"call_id", o.call_id},
+                       {"decision", decision}};
+  Client c;
+  int status = 0;
+  auto reply = ask(c, o.socket, request_line("command", "decide", json::object{{"run_id", o.run_id}, {"command", command}}),
+                   status);
+  if (!reply) return status;
+  return result_of(c, reply);
+}
+
+int daemon_verb(const ClientOptions& o) {
+  auto config = daemon::load_config(o.config_file.empty() ? std::nullopt
+                                                          : std::optional<std::filesystem::path>(o.config_file));
+  if (!config) {
+    std::cerr << "<3>metaharness: refusing to start: " << config.error() << "\n";
+    return 2;
+  }
+  if (!o.socket_override.empty()) config->socket = o.socket_override;
+  if (!o.state_dir_override.empty()) config->state_dir = o.state_dir_override;
+  daemon::Daemon d(std::move(*config));
+  return d.run();
+}
+
+}  // namespace
+
+void register_daemon_verbs(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<ClientOptions>();
+  auto socket_option = [o](CLI::App* sub) {
+    sub->add_option("--socket", o->socket, "the daemon's socket (default: $METAHARNESS_SOCKET, else the daemon's default)");
+  };
+
+  auto* d = app.add_subcommand("daemon", "Run the daemon: many governed runs over a Unix socket (docs/socket-api.md)");
+  d->add_option("--config", o->config_file, "TOML config (config/metaharness.toml documents every key)");
+  d->add_option("--socket", o->socket_override, "listen here instead of the configured socket");
+  d->add_option("--state-dir", o->state_dir_override, "keep runs here instead of the configured state_dir");
+  d->callback([&ctx, o] { ctx.exit_code = daemon_verb(*o); });
+
+  auto* submit = app.add_subcommand("submit", "Submit a run to the daemon; prints its id (or --tail it)");
+  add_run_spec_options(submit, o->spec);
+  socket_option(submit);
+  submit->add_flag("--tail", o->tail_after_submit, "then follow its stream");
+  submit->add_flag("--json", o->json_out, "with --tail: raw event lines");
+  submit->callback([&ctx, o] { ctx.exit_code = submit_verb(*o); });
+
+  auto* attach = app.add_subcommand(
+      "attach", "Attach as the run's controller: events out (pending decisions first), commands in from stdin");
+  attach->add_option("RUN", o->run_id, "run id")->required();
+  attach->add_option("--from", o->from_seq, "replay from this seq (default 1; 0: only what comes next)");
+  attach->add_flag("--json", o->json_out, "raw lines even on a terminal");
+  socket_option(attach);
+  attach->callback([&ctx, o] { ctx.exit_code = tail_verb(*o, true); });
+
+  auto* tail = app.add_subcommand("tail", "Read a run's stream: one readable line per event on a terminal, raw JSON otherwise");
+  tail->add_option("RUN", o->run_id, "run id")->required();
+  tail->add_flag("-f,--follow", o->follow, "keep following until stream.closed");
+  tail->add_option("--from", o->from_seq, "start at this seq (default 1; 0: the end)");
+  tail->add_flag("--json", o->json_out, "raw event lines");
+  tail->add_flag("--human", o->human_out, "readable lines even when not on a terminal");
+  socket_option(tail);
+  tail->callback([&ctx, o] { ctx.exit_code = tail_verb(*o, false); });
+
+  auto* ls = app.add_subcommand("ls", "List runs: state, adapter, age, pending decisions");
+  ls->add_flag("--json", o->json_out, "raw JSON");
+  socket_option(ls);
+  ls->callback([&ctx, o] { ctx.exit_code = ls_verb(*o); });
+
+  auto* halt = app.add_subcommand("halt", "Halt a run (interrupt, end the session, kill what is left)");
+  halt->add_option("RUN", o->run_id, "run id")->required();
+  halt->add_option("--reason", o->reason, "why");
+  socket_option(halt);
+  halt->callback([&ctx, o] { ctx.exit_code = halt_verb(*o); });
+
+  auto* decide = app.add_subcommand("decide", "Decide one pending tool call (exit 0 when taken, 1 when refused)");
+  decide->add_option("RUN", o->run_id, "run id")->required();
+  decide->add_option("CALL", o->call_id, "call id")->required();
+  decide->add_option("DECISION", o->decision, "allow, deny, replace or abstain")
+      ->required()
+      ->check(CLI::IsMember({"allow", "deny", "replace", "abstain"}));
+  decide->add_option("--reason", o->reason, "deny: what the model is told (required for deny)");
+  decide->add_option("--input", o->input, "replace: the JSON input to run instead");
+  decide->add_option("--id", o->command_id, "the command id (default decide-<pid>)");
+  socket_option(decide);
+  decide->callback([&ctx, o] { ctx.exit_code = decide_verb(*o); });
+
+  auto* status = app.add_subcommand("status", "The daemon's status: runs active, idle and closed, pending decisions");
+  status->add_flag("--json", o->json_out, "compact JSON");
+  socket_option(status);
+  status->callback([&ctx, o] { ctx.exit_code = status_verb(*o); });
+}
+
+}  // namespace mh::cli

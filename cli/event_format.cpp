@@ -1,0 +1,129 @@
+#include "cli/event_format.hpp"
+
+#include "protocol/json.hpp"
+
+#include <ctime>
+
+namespace mh::cli {
+
+namespace {
+
+namespace json = boost::json;
+
+std::string str(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return "";
+  if (v->is_string()) return std::string(v->get_string());
+  return protocol::canonical_json(*v);
+}
+
+// Single line, bounded: newlines folded, long text cut.
+std::string gist(std::string_view text, std::size_t max = 80) {
+  std::string flat;
+  for (char c : text) flat.push_back(c == '\n' || c == '\r' || c == '\t' ? ' ' : c);
+  return protocol::excerpt(flat, max);
+}
+
+std::string quoted(std::string_view text, std::size_t max = 80) { return "\"" + gist(text, max) + "\""; }
+
+// The vendor's time if the event carries one (HH:MM:SS.mmm of its RFC 3339 text), else ours.
+std::string time_of(const json::object& o) {
+  std::string at = str(o, "at");
+  auto t = at.find('T');
+  if (t != std::string::npos && at.size() >= t + 13) return at.substr(t + 1, 12);
+  std::timespec ts{};
+  std::timespec_get(&ts, TIME_UTC);
+  std::tm utc{};
+  gmtime_r(&ts.tv_sec, &utc);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03ld", utc.tm_hour, utc.tm_min, utc.tm_sec, ts.tv_nsec / 1'000'000);
+  return buf;
+}
+
+std::string decision_gist(const json::object& o) {
+  const json::value* d = o.if_contains("decision");
+  if (!d || !d->is_object()) return "?";
+  const auto& dec = d->get_object();
+  std::string kind = str(dec, "decision");
+  std::string out = kind;
+  if (kind == "deny") out += " " + quoted(str(dec, "reason"), 60);
+  if (kind == "replace") out += " with " + gist(str(dec, "input"), 60);
+  out += " by " + str(o, "decided_by");
+  if (const json::value* peer = o.if_contains("peer"); peer && peer->is_object())
+    out += " (uid " + str(peer->get_object(), "uid") + ", pid " + str(peer->get_object(), "pid") + ")";
+  if (!str(o, "latency_ms").empty()) out += " after " + str(o, "latency_ms") + " ms";
+  return out;
+}
+
+std::string outcome_gist(const json::object& o) {
+  const json::value* v = o.if_contains("outcome");
+  if (!v || !v->is_object()) return "?";
+  const auto& out = v->get_object();
+  if (str(out, "result") == "ok") {
+    std::string applies = str(out, "applies_at");
+    return "ok" + (applies.empty() ? std::string() : " (applies at " + applies + ")");
+  }
+  const json::value* r = out.if_contains("refused");
+  if (!r || !r->is_object()) return "refused";
+  return "refused " + str(r->get_object(), "code") + ": " + gist(str(r->get_object(), "reason"), 100);
+}
+
+}  // namespace
+
+std::string human_line(std::string_view line) {
+  auto v = protocol::parse_json(line);
+  if (!v || !v->is_object() || str(v->get_object(), "format") != "metaharness.event/1") return std::string(line);
+  const auto& o = v->get_object();
+  std::string event = str(o, "event");
+  std::string g;
+  if (event == "session.started") {
+    g = str(o, "adapter") + " " + str(o, "harness_version") + ", model " + str(o, "model") + ", session " +
+        str(o, "session_id");
+  } else if (event == "session.ended") {
+    const json::value* denials = o.if_contains("permission_denials");
+    std::size_t n = denials && denials->is_array() ? denials->get_array().size() : 0;
+    g = str(o, "subtype") + (str(o, "is_error") == "true" ? " (error)" : "") + ", " + std::to_string(n) +
+        " vendor denial(s), census " + gist(str(o, "census"), 120);
+  } else if (event == "turn.started" || event == "turn.ended") {
+    g = "turn " + str(o, "turn") + (event == "turn.ended" ? " " + str(o, "stop_reason") : std::string());
+  } else if (event == "text" || event == "thinking" || event == "injection") {
+    g = quoted(str(o, "text"));
+  } else if (event == "thinking.estimate") {
+    g = str(o, "estimate") + " tokens (estimate)";
+  } else if (event == "tool.requested") {
+    g = str(o, "call_id") + " " + str(o, "name") + " " + gist(str(o, "input"), 70);
+    if (str(o, "decision_required") == "true") g += " [awaiting a decision, " + str(o, "deadline_ms") + " ms]";
+  } else if (event == "tool.decided") {
+    g = str(o, "call_id") + " " + decision_gist(o);
+  } else if (event == "tool.result") {
+    std::string err = str(o, "is_error");
+    g = str(o, "call_id") + (err == "true" ? " error" : err == "false" ? " ok" : "") + " " +
+        gist(str(o, "content"), 70);
+  } else if (event == "usage") {
+    const json::value* u = o.if_contains("usage");
+    if (u && u->is_object())
+      g = str(u->get_object(), "input_tokens") + " in, " + str(u->get_object(), "output_tokens") + " out";
+  } else if (event == "rate_limit") {
+    g = gist(str(o, "info"), 100);
+  } else if (event == "command.result") {
+    g = str(o, "id") + " " + outcome_gist(o);
+  } else if (event == "warning") {
+    g = str(o, "code") + ": " + gist(str(o, "message"), 100);
+  } else if (event == "opaque") {
+    g = str(o, "vendor_type") + "/" + str(o, "vendor_subtype") + " (line " + str(o, "source_line") + ")";
+  } else if (event == "auth.expired") {
+    g = quoted(str(o, "detail"));
+  } else if (event == "stream.closed") {
+    g = str(o, "reason") + " after " + str(o, "events") + " event(s), process " + gist(str(o, "process"), 60);
+  }
+  std::string out = time_of(o) + "  " + str(o, "seq");
+  if (out.size() < 22) out.append(22 - out.size(), ' ');
+  out += event;
+  if (!g.empty()) {
+    if (event.size() < 16) out.append(16 - event.size(), ' ');
+    out += " " + g;
+  }
+  return out;
+}
+
+}  // namespace mh::cli

@@ -1,0 +1,291 @@
+#include "daemon/server/config.hpp"
+
+#include <toml++/toml.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace mh::daemon {
+
+std::string_view to_string(Role role) {
+  switch (role) {
+    case Role::none: return "none";
+    case Role::observe: return "observe";
+    case Role::control: return "control";
+    case Role::admin: return "admin";
+  }
+  return "none";
+}
+
+Role DaemonConfig::role_of(std::uint32_t uid, std::uint32_t gid) const {
+  // The daemon's own user always administers it; root is not special unless granted.
+  if (uid == ::geteuid() || admin.uids.count(uid) || admin.gids.count(gid)) return Role::admin;
+  if (control.uids.count(uid) || control.gids.count(gid)) return Role::control;
+  if (observe.uids.count(uid) || observe.gids.count(gid)) return Role::observe;
+  return Role::none;
+}
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// systemd may hand several directories (colon-separated); the first is ours.
+std::filesystem::path first_of(const char* list) {
+  std::string s(list);
+  return std::filesystem::path(s.substr(0, s.find(':')));
+}
+
+}  // namespace
+
+DaemonConfig default_config() {
+  DaemonConfig c;
+  c.vendor = adapters::host_config_from_environment();
+  if (const char* runtime = env("RUNTIME_DIRECTORY"); runtime && env("STATE_DIRECTORY")) {
+    c.socket = first_of(runtime) / "metaharness.sock";
+    c.state_dir = first_of(env("STATE_DIRECTORY"));
+    c.defaults_from = "systemd (RUNTIME_DIRECTORY, STATE_DIRECTORY)";
+  } else if (const char* xdg_runtime = env("XDG_RUNTIME_DIR")) {
+    c.socket = std::filesystem::path(xdg_runtime) / "metaharness" / "metaharness.sock";
+    if (const char* xdg_state = env("XDG_STATE_HOME"))
+      c.state_dir = std::filesystem::path(xdg_state) / "metaharness";
+    else if (const char* home = env("HOME"))
+      c.state_dir = std::filesystem::path(home) / ".local/state/metaharness";
+    else
+      c.state_dir = std::filesystem::absolute("metaharness-state");
+    c.defaults_from = "the user's XDG directories";
+  } else {
+    c.socket = std::filesystem::absolute("metaharness-state/metaharness.sock");
+    c.state_dir = std::filesystem::absolute("metaharness-state");
+    c.defaults_from = "a local folder (./metaharness-state)";
+  }
+  return c;
+}
+
+std::filesystem::path default_socket_path() {
+  if (const char* explicit_path = env("METAHARNESS_SOCKET")) return explicit_path;
+  return default_config().socket;
+}
+
+namespace {
+
+// Applies one TOML table's keys through typed setters; anything else is an unknown key.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string prefix, std::string& error)
+      : table_(table), prefix_(std::move(prefix)), error_(error) {}
+
+  template <class T>
+  void read(const char* key, T& target, std::function<std::string(const T&)> check = {}) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (!node || !error_.empty()) return;
+    std::optional<T> value;
+    if constexpr (std::is_same_v<T, bool>) value = node->value<bool>();
+    else if constexpr (std::is_same_v<T, std::string>) value = node->value<std::string>();
+    else if constexpr (std::is_integral_v<T>) {
+      auto v = node->value<std::int64_t>();
+      if (v && *v < 0) {
+        fail(key, "must not be negative");
+        return;
+      }
+      if (v) value = static_cast<T>(*v);
+    }
+    if (!value) {
+      fail(key, std::string("must be ") + type_name<T>() + ", not " + describe(*node));
+      return;
+    }
+    if (check) {
+      std::string problem = check(*value);
+      if (!problem.empty()) {
+        fail(key, problem);
+        return;
+      }
+    }
+    target = *value;
+  }
+
+  void read_ms(const char* key, std::chrono::milliseconds& target) {
+    std::int64_t ms = target.count();
+    read<std::int64_t>(key, ms);
+    target = std::chrono::milliseconds(ms);
+  }
+
+  void read_ids(const char* key, std::set<std::uint32_t>& target) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (!node || !error_.empty()) return;
+    const toml::array* array = node->as_array();
+    if (!array) {
+      fail(key, "must be an array of numeric ids, not " + describe(*node));
+      return;
+    }
+    for (const auto& element : *array) {
+      auto id = element.value<std::int64_t>();
+      if (!id || *id < 0 || *id > UINT32_MAX) {
+        fail(key, "must hold numeric uids/gids only; found " + describe(element));
+        return;
+      }
+      target.insert(static_cast<std::uint32_t>(*id));
+    }
+  }
+
+  void finish() {
+    if (!error_.empty()) return;
+    for (const auto& [key, node] : table_) {
+      std::string k(key.str());
+      if (!seen_.count(k)) {
+        error_ = "unknown key " + prefix_ + k + " (known keys of [" + prefix_.substr(0, prefix_.size() - 1) + "]: " +
+                 known() + ")";
+        return;
+      }
+    }
+  }
+
+ private:
+  void fail(const char* key, const std::string& why) {
+    if (error_.empty()) error_ = prefix_ + key + ": " + why;
+  }
+  std::string known() const {
+    std::string out;
+    for (const auto& k : seen_) out += (out.empty() ? "" : ", ") + k;
+    return out;
+  }
+  template <class T>
+  static const char* type_name() {
+    if constexpr (std::is_same_v<T, bool>) return "true or false";
+    else if constexpr (std::is_same_v<T, std::string>) return "a string";
+    else return "an integer";
+  }
+  static std::string describe(const toml::node& node) {
+    std::ostringstream ss;
+    ss << node.type();
+    return ss.str();
+  }
+
+  const toml::table& table_;
+  std::string prefix_;
+  std::string& error_;
+  std::set<std::string> seen_;
+};
+
+std::string positive_ms(const std::int64_t& v) { return v > 0 ? "" : "must be positive"; }
+
+}  // namespace
+
+boost::system::result<DaemonConfig, std::string> load_config(const std::optional<std::filesystem::path>& file) {
+  using Result = boost::system::result<DaemonConfig, std::string>;
+  DaemonConfig c = default_config();
+  if (!file) return c;
+  toml::table root;
+  try {
+    root = toml::parse_file(file->string());
+  } catch (const toml::parse_error& e) {
+    std::ostringstream ss;
+    ss << "cannot read the config " << file->string() << " at line " << e.source().begin.line << ", column "
+       << e.source().begin.column << ": " << e.description();
+    return Result(boost::system::in_place_error, ss.str());
+  }
+  std::string error;
+  static const std::set<std::string> kTables = {"paths", "vendor", "runs", "server", "access", "log"};
+  for (const auto& [key, node] : root) {
+    std::string k(key.str());
+    if (!kTables.count(k))
+      return Result(boost::system::in_place_error,
+                    "unknown key " + k + " (the config has the tables paths, vendor, runs, server, access, log)");
+    if (!node.is_table())
+      return Result(boost::system::in_place_error, k + ": must be a table ([" + k + "])");
+  }
+  auto table = [&](const char* name) -> const toml::table& {
+    static const toml::table empty;
+    const toml::table* t = root[name].as_table();
+    return t ? *t : empty;
+  };
+
+  {
+    TableReader r(table("paths"), "paths.", error);
+    std::string socket = c.socket.string(), state = c.state_dir.string(), mode = "0660";
+    r.read<std::string>("socket", socket, [](const std::string& s) { return s.empty() ? "must not be empty" : ""; });
+    r.read<std::string>("state_dir", state, [](const std::string& s) { return s.empty() ? "must not be empty" : ""; });
+    r.read<std::string>("socket_mode", mode, [](const std::string& s) {
+      return s.size() >= 3 && s.size() <= 4 && s.find_first_not_of("01234567") == std::string::npos
+                 ? ""
+                 : "must be an octal mode such as \"0660\"";
+    });
+    r.finish();
+    c.socket = socket;
+    c.state_dir = state;
+    if (error.empty()) c.socket_mode = static_cast<unsigned>(std::stoul(mode, nullptr, 8));
+  }
+  {
+    TableReader r(table("vendor"), "vendor.", error);
+    std::string dir = c.vendor.vendor_dir.string(), claude, codex;
+    r.read<std::string>("dir", dir);
+    r.read<std::string>("claude", claude);
+    r.read<std::string>("codex", codex);
+    r.finish();
+    c.vendor.vendor_dir = dir;
+    if (!claude.empty()) c.vendor.binaries["claude"] = claude;
+    if (!codex.empty()) c.vendor.binaries["codex"] = codex;
+  }
+  {
+    TableReader r(table("runs"), "runs.", error);
+    r.read<std::size_t>("max_active", c.max_active_runs,
+                        [](const std::size_t& v) { return v > 0 ? "" : "must be at least 1"; });
+    std::int64_t halt = c.halt_grace.count(), exit_grace = c.exit_grace.count(), shutdown = c.shutdown_grace.count(),
+                 idle = c.idle_timeout.count();
+    r.read<std::int64_t>("halt_grace_ms", halt, positive_ms);
+    r.read<std::int64_t>("exit_grace_ms", exit_grace, positive_ms);
+    r.read<std::int64_t>("shutdown_grace_ms", shutdown, positive_ms);
+    r.read<std::int64_t>("idle_timeout_ms", idle);
+    r.read<std::uint64_t>("decision_deadline_ms", c.decision_deadline_ms,
+                          [](const std::uint64_t& v) { return v > 0 ? "" : "must be positive"; });
+    r.read<bool>("fsync_each_event", c.fsync_each_event);
+    r.read<std::size_t>("max_vendor_line_bytes", c.max_vendor_line_bytes,
+                        [](const std::size_t& v) { return v >= 4096 ? "" : "must be at least 4096"; });
+    r.finish();
+    c.halt_grace = std::chrono::milliseconds(halt);
+    c.exit_grace = std::chrono::milliseconds(exit_grace);
+    c.shutdown_grace = std::chrono::milliseconds(shutdown);
+    c.idle_timeout = std::chrono::milliseconds(idle);
+  }
+  {
+    TableReader r(table("server"), "server.", error);
+    r.read<unsigned>("threads", c.threads, [](const unsigned& v) { return v <= 256 ? "" : "must be at most 256"; });
+    r.read<std::size_t>("max_line_bytes", c.max_line_bytes,
+                        [](const std::size_t& v) { return v >= 1024 ? "" : "must be at least 1024"; });
+    r.read<std::size_t>("max_connections", c.max_connections,
+                        [](const std::size_t& v) { return v > 0 ? "" : "must be at least 1"; });
+    r.finish();
+  }
+  {
+    TableReader r(table("access"), "access.", error);
+    r.read_ids("observe_uids", c.observe.uids);
+    r.read_ids("observe_gids", c.observe.gids);
+    r.read_ids("control_uids", c.control.uids);
+    r.read_ids("control_gids", c.control.gids);
+    r.read_ids("admin_uids", c.admin.uids);
+    r.read_ids("admin_gids", c.admin.gids);
+    r.finish();
+  }
+  {
+    TableReader r(table("log"), "log.", error);
+    std::string level = "info";
+    static const std::map<std::string, int> kLevels = {{"error", 3}, {"warning", 4}, {"info", 6}, {"debug", 7}};
+    r.read<std::string>("level", level, [](const std::string& v) {
+      return kLevels.count(v) ? "" : "must be one of error, warning, info, debug";
+    });
+    r.finish();
+    if (error.empty()) c.log_level = kLevels.at(level);
+  }
+  if (!error.empty()) return Result(boost::system::in_place_error, error);
+  return c;
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,70 @@
+// The daemon's configuration: embedded defaults that work with no file at all, overridden by a
+// TOML file (config/metaharness.toml documents every key). A bad file is refused at start with
+// the key and the reason; an unknown key is refused too (a typo is never silently ignored).
+#pragma once
+
+#include "adapters/adapter.hpp"
+
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+
+namespace mh::daemon {
+
+enum class Role { none = 0, observe = 1, control = 2, admin = 3 };
+std::string_view to_string(Role role);
+
+struct Grants {
+  std::set<std::uint32_t> uids;
+  std::set<std::uint32_t> gids;
+};
+
+struct DaemonConfig {
+  // [paths]
+  std::filesystem::path socket;
+  std::filesystem::path state_dir;
+  unsigned socket_mode = 0660;
+  // [vendor]
+  adapters::HostConfig vendor;
+  // [runs]
+  std::size_t max_active_runs = 2000;
+  std::chrono::milliseconds halt_grace{3000};
+  std::chrono::milliseconds exit_grace{15000};
+  std::chrono::milliseconds shutdown_grace{10000};
+  std::chrono::milliseconds idle_timeout{600000};
+  std::uint64_t decision_deadline_ms = 55000;
+  bool fsync_each_event = false;
+  std::size_t max_vendor_line_bytes = 4u << 20;
+  // [server]
+  unsigned threads = 0;  // 0: one per hardware thread
+  std::size_t max_line_bytes = 1u << 20;
+  std::size_t max_connections = 4096;
+  // [access]
+  Grants observe, control, admin;
+  // [log]
+  int log_level = 6;  // syslog priority: 3 error, 4 warning, 6 info, 7 debug
+
+  // Where the defaults came from, for the start-up log line.
+  std::string defaults_from;
+
+  Role role_of(std::uint32_t uid, std::uint32_t gid) const;
+};
+
+// The defaults for this environment:
+//   under systemd (RUNTIME_DIRECTORY / STATE_DIRECTORY set): $RUNTIME_DIRECTORY/metaharness.sock
+//     and $STATE_DIRECTORY (/run/metaharness, /var/lib/metaharness with the shipped unit);
+//   for a user (XDG_RUNTIME_DIR set): $XDG_RUNTIME_DIR/metaharness/metaharness.sock and
+//     ${XDG_STATE_HOME:-~/.local/state}/metaharness;
+//   otherwise a local folder: ./metaharness-state/{metaharness.sock,runs}.
+DaemonConfig default_config();
+
+// Defaults, then the file (if any) on top. Errors name the key and the reason.
+boost::system::result<DaemonConfig, std::string> load_config(const std::optional<std::filesystem::path>& file);
+
+// The client side's idea of where the daemon's socket is (same rules, plus $METAHARNESS_SOCKET).
+std::filesystem::path default_socket_path();
+
+}  // namespace mh::daemon

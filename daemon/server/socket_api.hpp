@@ -1,0 +1,48 @@
+// metaharness.socket/1 (docs/socket-api.md): request reading and reply writing, shared by the
+// daemon and the client verbs. No I/O here.
+#pragma once
+
+#include "protocol/json.hpp"
+
+#include <boost/system/result.hpp>
+
+#include <array>
+#include <optional>
+#include <string>
+
+namespace mh::daemon {
+
+namespace json = boost::json;
+
+inline constexpr std::string_view kSocketFormat = "metaharness.socket/1";
+
+inline constexpr std::array<std::string_view, 9> kRequests = {
+    "submit", "list", "get", "attach", "tail", "command", "halt", "status", "shutdown"};
+
+struct SocketRequest {
+  std::string name;
+  std::optional<std::string> id;
+  json::object body;
+};
+
+struct SocketRefusal {
+  std::string code;  // NOT_JSON, UNKNOWN_FORMAT, UNKNOWN_REQUEST, MALFORMED, ...
+  std::string reason;
+  std::optional<std::string> id;
+};
+
+// What a line on a connection is, by its format tag.
+enum class LineKind { request, command, other };
+LineKind classify_line(std::string_view line);
+
+boost::system::result<SocketRequest, SocketRefusal> read_request(std::string_view line);
+
+// One reply line (no trailing newline): format, reply, id, then the fields in order.
+std::string reply_line(std::string_view reply, const std::optional<std::string>& id, const json::object& fields = {});
+std::string refusal_line(const SocketRefusal& refusal);
+std::string refusal_line(std::string_view code, std::string reason, const std::optional<std::string>& id);
+
+// A request line, for clients.
+std::string request_line(std::string_view request, const std::optional<std::string>& id, const json::object& fields = {});
+
+}  // namespace mh::daemon
