@@ -1,0 +1,244 @@
+#include "daemon/stream/event_log.hpp"
+
+#include "protocol/line_framer.hpp"
+#include "protocol/reader.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+namespace mh::daemon {
+
+namespace {
+
+// A scratch buffer grown by one huge event is given back rather than kept for the run's life.
+constexpr std::size_t kScratchKeepBytes = 64 * 1024;
+// Recovery validates lines up to this length; a longer complete line is kept but reported.
+constexpr std::size_t kRecoveryMaxLineBytes = 16u << 20;
+constexpr std::size_t kRecoveryReadChunk = 1u << 20;
+
+std::string errno_text(int error) { return std::system_category().message(error); }
+
+// One write(2) for the whole line in the normal case; loops only if the kernel took part of it.
+int write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n == -1) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+// The new file's name must survive a machine crash too once close() has synced the data.
+void sync_parent_directory(const std::filesystem::path& path) {
+  auto parent = path.parent_path();
+  if (parent.empty()) parent = ".";
+  UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir) ::fsync(dir.get());
+}
+
+}  // namespace
+
+std::string RecoveryReport::describe() const {
+  std::string s = "recovered events.jsonl after a restart: " + std::to_string(lines) +
+                  " complete line(s) kept";
+  if (torn_bytes_cut > 0)
+    s += ", a torn last line of " + std::to_string(torn_bytes_cut) + " byte(s) cut";
+  if (first_bad_line)
+    s += "; line " + std::to_string(*first_bad_line) + " is not well formed (" + first_bad_reason + ")";
+  return s;
+}
+
+EventLog::EventLog(UniqueFd fd, std::shared_ptr<SharedStreamState> shared, EventLogOptions options)
+    : fd_(std::move(fd)), shared_(std::move(shared)), options_(options) {
+  scratch_.reserve(1024);
+}
+
+EventLog& EventLog::operator=(EventLog&& other) noexcept {
+  if (this != &other) {
+    abandon();
+    fd_ = std::move(other.fd_);
+    shared_ = std::move(other.shared_);
+    options_ = other.options_;
+    last_seq_ = other.last_seq_;
+    committed_bytes_ = other.committed_bytes_;
+    closed_ = other.closed_;
+    scratch_ = std::move(other.scratch_);
+  }
+  return *this;
+}
+
+EventLog::~EventLog() { abandon(); }
+
+void EventLog::abandon() {
+  if (shared_ && !closed_) {
+    shared_->mark_writer_gone();
+    shared_->wake_waiters();
+  }
+}
+
+boost::system::result<EventLog, std::string> EventLog::create(const std::filesystem::path& path,
+                                                              std::string run_id,
+                                                              EventLogOptions options) {
+  if (options.index_interval == 0) return std::string("index_interval must be at least 1");
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640));
+  if (!fd) return "cannot create " + path.string() + ": " + errno_text(errno);
+  ::fchmod(fd.get(), 0640);  // exactly 0640, whatever the daemon's umask
+  sync_parent_directory(path);
+  auto shared = std::make_shared<SharedStreamState>(path, std::move(run_id), options.index_interval);
+  return EventLog(std::move(fd), std::move(shared), options);
+}
+
+boost::system::result<std::uint64_t, std::string> EventLog::append(protocol::EventPayload payload,
+                                                                   std::optional<std::string> at) {
+  if (!shared_) return std::string("append on a moved-from EventLog");
+  if (closed_)
+    return "append after stream.closed (seq " + std::to_string(last_seq_) + "): the stream of run " +
+           shared_->run_id() + " is closed";
+  if (std::holds_alternative<protocol::ev::StreamClosed>(payload))
+    return std::string("stream.closed is written by close(), never appended");
+  return write_event(std::move(payload), std::move(at));
+}
+
+boost::system::result<std::uint64_t, std::string> EventLog::close(protocol::CloseReason reason,
+                                                                  protocol::ProcessTermination process) {
+  if (!shared_) return std::string("close on a moved-from EventLog");
+  if (closed_) return "the stream of run " + shared_->run_id() + " is closed already";
+  protocol::ev::StreamClosed marker;
+  marker.events = last_seq_;
+  marker.reason = reason;
+  marker.run_id = shared_->run_id();
+  marker.process = process;
+  auto seq = write_event(std::move(marker), std::nullopt);
+  if (!seq) return seq;
+  closed_ = true;
+  if (::fdatasync(fd_.get()) == -1)
+    return "stream.closed written as seq " + std::to_string(*seq) + ", but fdatasync failed: " +
+           errno_text(errno);
+  return seq;
+}
+
+boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol::EventPayload payload,
+                                                                        std::optional<std::string> at) {
+  const bool closing = std::holds_alternative<protocol::ev::StreamClosed>(payload);
+  const std::uint64_t seq = last_seq_ + 1;
+  scratch_.clear();  // serialize_to appends, and separates from a non-empty buffer's last char
+  protocol::serialize_to(scratch_, protocol::Event{seq, shared_->run_id(), std::move(at), std::move(payload)});
+  scratch_.push_back('\n');
+
+  int error = write_all(fd_.get(), scratch_);
+  if (error == 0 && options_.durability == Durability::fsync_each && ::fdatasync(fd_.get()) == -1)
+    error = errno;
+  if (error != 0) {
+    // Nothing past committed_bytes_ was ever published; cut it so the file ends with a complete
+    // line and the next append reuses this seq.
+    std::string message = "write of seq " + std::to_string(seq) + " to " + shared_->path().string() +
+                          " failed: " + errno_text(error);
+    if (::ftruncate(fd_.get(), static_cast<off_t>(committed_bytes_)) == -1) {
+      // The file may now end with a partial line that no reader can see; stop writing rather
+      // than put a complete line after it.
+      message += "; cutting the partial line failed too (" + errno_text(errno) +
+                 "): the log refuses further appends";
+      closed_ = true;
+      shared_->mark_writer_gone();
+      shared_->wake_waiters();
+    }
+    return message;
+  }
+
+  if ((seq - 1) % options_.index_interval == 0) shared_->push_index_entry(committed_bytes_);
+  committed_bytes_ += scratch_.size();
+  last_seq_ = seq;
+  if (closing) shared_->set_final_seq(seq);
+  shared_->publish(committed_bytes_, seq);
+  shared_->wake_waiters();
+  if (scratch_.capacity() > kScratchKeepBytes) {
+    scratch_.clear();
+    scratch_.shrink_to_fit();
+    scratch_.reserve(1024);
+  }
+  return seq;
+}
+
+boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::filesystem::path& path,
+                                                                   std::string run_id,
+                                                                   EventLogOptions options) {
+  if (options.index_interval == 0) return std::string("index_interval must be at least 1");
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC));
+  if (!fd) return "cannot open " + path.string() + " for recovery: " + errno_text(errno);
+  struct stat info {};
+  if (::fstat(fd.get(), &info) == -1) return "cannot stat " + path.string() + ": " + errno_text(errno);
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+
+  auto shared = std::make_shared<SharedStreamState>(path, run_id, options.index_interval);
+  RecoveryReport report;
+  std::uint64_t complete_end = 0;  // offset just past the last '\n' seen
+  bool last_is_closed = false;
+  std::optional<std::uint64_t> closed_at;
+
+  auto bad = [&](std::uint64_t line, std::string reason) {
+    if (!report.first_bad_line) {
+      report.first_bad_line = line;
+      report.first_bad_reason = std::move(reason);
+    }
+  };
+  protocol::LineFramer framer(kRecoveryMaxLineBytes);
+  auto on_line = [&](const protocol::FramedLine& line) {
+    const std::uint64_t n = line.number;
+    if ((n - 1) % options.index_interval == 0) shared->push_index_entry(complete_end);
+    complete_end += line.length + 1;
+    report.lines = n;
+    last_is_closed = false;
+    if (closed_at) bad(n, "a line after stream.closed (line " + std::to_string(*closed_at) + ")");
+    if (line.too_long) {
+      bad(n, "longer than " + std::to_string(kRecoveryMaxLineBytes) + " bytes: not validated");
+      return;
+    }
+    auto event = protocol::read_event_line(line.text);
+    if (!event) {
+      bad(n, event.error().message);
+      return;
+    }
+    if (event->seq != n) bad(n, "seq " + std::to_string(event->seq) + " on line " + std::to_string(n));
+    if (event->run != run_id) bad(n, "run \"" + event->run + "\" is not \"" + run_id + "\"");
+    if (std::holds_alternative<protocol::ev::StreamClosed>(event->payload)) {
+      last_is_closed = true;
+      if (!closed_at) closed_at = n;
+    }
+  };
+
+  std::string chunk(kRecoveryReadChunk, '\0');
+  for (std::uint64_t offset = 0; offset < size;) {
+    ssize_t n = ::pread(fd.get(), chunk.data(), chunk.size(), static_cast<off_t>(offset));
+    if (n == -1 && errno == EINTR) continue;
+    if (n == -1) return "cannot read " + path.string() + ": " + errno_text(errno);
+    if (n == 0) break;  // shrank under us; what we have is what there is
+    framer.feed(std::string_view(chunk.data(), static_cast<std::size_t>(n)), on_line);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  // No framer.finish(): bytes after the last '\n' are a torn line, never an event.
+  report.torn_bytes_cut = size - complete_end;
+  report.already_closed = last_is_closed;
+  if (report.torn_bytes_cut > 0) {
+    if (::ftruncate(fd.get(), static_cast<off_t>(complete_end)) == -1)
+      return "cannot cut the torn last line of " + path.string() + ": " + errno_text(errno);
+    if (::fdatasync(fd.get()) == -1)
+      return "cannot sync " + path.string() + " after cutting its torn line: " + errno_text(errno);
+  }
+
+  EventLog log(std::move(fd), shared, options);
+  log.last_seq_ = report.lines;
+  log.committed_bytes_ = complete_end;
+  log.closed_ = last_is_closed;
+  if (last_is_closed) shared->set_final_seq(report.lines);
+  shared->publish(complete_end, report.lines);
+  return RecoveredLog{std::move(log), std::move(report)};
+}
+
+}  // namespace mh::daemon

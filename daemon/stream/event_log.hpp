@@ -1,0 +1,124 @@
+// A run's durable event stream: events.jsonl, one JSON line per event, seq 1..N, stream.closed
+// last. The file is the buffer: readers (StreamReader) read it from disk at their own pace, the
+// log never keeps events in memory for them, so a slow or stalled reader cannot slow the run or
+// make the daemon hold more memory.
+//
+// Writing: append() assigns the next seq, serialises with protocol::serialize_to and writes the
+// whole line including its '\n' with one write(2) (looping only on a partial write), and only
+// then publishes the new committed length and seq to readers (SharedStreamState). A reader
+// therefore never sees a line before it is complete. close() appends stream.closed as the last
+// line (events = its seq - 1, run_id = this run) and fdatasyncs.
+//
+// Durability: `write` (default) leaves the line in the page cache once write(2) returns: it
+// survives a crash of the daemon, not of the machine. `fsync_each` fdatasyncs every line before
+// publishing it. close() always fdatasyncs.
+//
+// Threading: an EventLog is owned and used on its run's strand; it is not thread-safe, by design
+// (one writer, no locks). The only state shared with readers on other strands is the
+// SharedStreamState, which is lock-free.
+#pragma once
+
+#include "daemon/process/unique_fd.hpp"
+#include "daemon/stream/stream_shared.hpp"
+#include "protocol/events.hpp"
+
+#include <boost/system/result.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace mh::daemon {
+
+enum class Durability { write, fsync_each };
+
+struct EventLogOptions {
+  Durability durability = Durability::write;
+  // A sparse index entry every `index_interval` lines: O(N / interval) memory, and a reader
+  // starting at an arbitrary seq scans at most interval - 1 lines to find it.
+  std::uint32_t index_interval = 256;
+};
+
+struct RecoveryReport {
+  std::uint64_t lines = 0;            // complete lines kept (== last seq)
+  std::uint64_t torn_bytes_cut = 0;   // bytes of a trailing line without '\n' that were cut
+  bool already_closed = false;        // the last complete line is stream.closed
+  // The first complete line that is not a well-formed event of this run in sequence, if any.
+  // Such lines are kept (a complete line is never dropped); the caller should say so.
+  std::optional<std::uint64_t> first_bad_line;
+  std::string first_bad_reason;
+
+  // One line for a `warning` event: "recovered events.jsonl after a restart: 41 lines kept, a
+  // torn line of 17 bytes cut".
+  std::string describe() const;
+};
+
+struct RecoveredLog;
+
+class EventLog {
+ public:
+  // A new events.jsonl at `path` (which must not exist yet): O_APPEND | O_CLOEXEC, mode 0640.
+  static boost::system::result<EventLog, std::string> create(const std::filesystem::path& path,
+                                                             std::string run_id,
+                                                             EventLogOptions options = {});
+
+  // Reopens an existing events.jsonl after the daemon was killed: cuts a torn trailing line
+  // (bytes after the last '\n') by truncation, validates every complete line with
+  // protocol::read_event_line (seq == line number, this run), rebuilds the sparse index, and
+  // returns a log positioned to append the next seq, closed already if the file ends with
+  // stream.closed. No complete line is ever removed. Reads the file once, in bounded memory.
+  static boost::system::result<RecoveredLog, std::string> recover(const std::filesystem::path& path,
+                                                                  std::string run_id,
+                                                                  EventLogOptions options = {});
+
+  EventLog(EventLog&&) noexcept = default;
+  EventLog& operator=(EventLog&&) noexcept;
+  // If stream.closed was never written, readers learn that the writer is gone.
+  ~EventLog();
+
+  // Appends one event and returns its seq. Refused (as a value) after close(), for a
+  // stream.closed payload (that is close()'s job), or when the write fails; a failed write is
+  // cut back so the file still ends with a complete line, and the seq is not consumed.
+  boost::system::result<std::uint64_t, std::string> append(protocol::EventPayload payload,
+                                                           std::optional<std::string> at = std::nullopt);
+
+  // Appends stream.closed (events = seq - 1, run_id = this run) as the last line, fdatasyncs,
+  // and returns its seq. A second close is refused.
+  boost::system::result<std::uint64_t, std::string> close(protocol::CloseReason reason,
+                                                          protocol::ProcessTermination process);
+
+  const std::string& run_id() const { return shared_->run_id(); }
+  const std::filesystem::path& path() const { return shared_->path(); }
+  std::uint64_t last_seq() const { return last_seq_; }
+  std::uint64_t committed_bytes() const { return committed_bytes_; }
+  bool closed() const { return closed_; }
+
+  // What readers attach to (StreamReader::open). May be handed to other strands.
+  std::shared_ptr<SharedStreamState> shared() const { return shared_; }
+
+  // Memory the log holds besides the shared state: its serialisation scratch buffer, bounded
+  // by the largest recent event, and independent of how many readers exist or how far behind.
+  std::size_t scratch_capacity() const { return scratch_.capacity(); }
+
+ private:
+  EventLog(UniqueFd fd, std::shared_ptr<SharedStreamState> shared, EventLogOptions options);
+  boost::system::result<std::uint64_t, std::string> write_event(protocol::EventPayload payload,
+                                                                std::optional<std::string> at);
+  void abandon();
+
+  UniqueFd fd_;
+  std::shared_ptr<SharedStreamState> shared_;
+  EventLogOptions options_;
+  std::uint64_t last_seq_ = 0;
+  std::uint64_t committed_bytes_ = 0;
+  bool closed_ = false;
+  std::string scratch_;
+};
+
+struct RecoveredLog {
+  EventLog log;
+  RecoveryReport report;
+};
+
+}  // namespace mh::daemon

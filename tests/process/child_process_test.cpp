@@ -1,0 +1,285 @@
+// ChildProcess: exact environment, working directory, the three pipes, exit and signal
+// reporting, spawn failures as values, process group / signal state / descriptors of the child,
+// and RAII (no zombie, no descriptor left behind).
+#include "daemon/process/child_process.hpp"
+#include "process_test_support.hpp"
+
+#include <boost/asio/write.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <set>
+
+namespace mh::daemon::test {
+namespace {
+
+using protocol::ProcessKind;
+using protocol::ProcessTermination;
+
+struct Output {
+  std::string out;
+  std::string err;
+  ProcessTermination termination;
+};
+
+// Spawns the plan on a strand, optionally writes `input` then closes stdin, collects stdout and
+// stderr to EOF and waits for the exit.
+Output run_plan(IoThreads& io, const adapters::LaunchPlan& plan, std::string input = {}) {
+  auto strand = io.make_strand();
+  return io.run(strand, [&]() -> asio::awaitable<Output> {
+    auto spawned = ChildProcess::spawn(strand, plan);
+    if (!spawned) throw std::runtime_error("spawn failed: " + spawned.error());
+    auto& child = **spawned;
+    if (!input.empty()) co_await asio::async_write(child.stdin_pipe(), asio::buffer(input), asio::use_awaitable);
+    child.close_stdin();
+    Output result;
+    result.out = co_await read_to_eof(child.stdout_pipe());
+    result.err = co_await read_to_eof(child.stderr_pipe());
+    result.termination = co_await child.async_wait();
+    co_return result;
+  }());
+}
+
+TEST(ChildProcess, EnvironmentIsExactlyTheConstructedOneNothingInherited) {
+  ::setenv("MH_SHOULD_NOT_LEAK", "parent-value", 1);
+  IoThreads io;
+  TempDir dir;
+  auto out = run_plan(io, make_plan("/usr/bin/env", {}, {{"A", "1"}, {"B", "two words"}, {"EMPTY", ""}},
+                                    dir.path()));
+  ::unsetenv("MH_SHOULD_NOT_LEAK");
+  EXPECT_EQ(out.out, "A=1\nB=two words\nEMPTY=\n");
+  EXPECT_EQ(out.termination.kind, ProcessKind::exited);
+  EXPECT_EQ(out.termination.code, 0);
+}
+
+TEST(ChildProcess, EmptyEnvironmentStaysEmpty) {
+  IoThreads io;
+  TempDir dir;
+  auto out = run_plan(io, make_plan("/usr/bin/env", {}, {}, dir.path()));
+  EXPECT_EQ(out.out, "");
+  EXPECT_EQ(out.termination.code, 0);
+}
+
+TEST(ChildProcess, ArgumentsArePassedExactly) {
+  IoThreads io;
+  TempDir dir;
+  auto out = run_plan(io, make_plan("/bin/sh", {"-c", "printf '[%s]' \"$@\"", "argv0", "a b", "", "*"}, {},
+                                    dir.path()));
+  EXPECT_EQ(out.out, "[a b][][*]");
+}
+
+TEST(ChildProcess, WorkingDirectoryIsThePlans) {
+  IoThreads io;
+  TempDir dir;
+  auto out = run_plan(io, make_plan("/bin/pwd", {"-P"}, {}, dir.path()));
+  EXPECT_EQ(out.out, std::filesystem::canonical(dir.path()).string() + "\n");
+}
+
+TEST(ChildProcess, StdinStdoutStderrRoundTrip) {
+  IoThreads io;
+  TempDir dir;
+  auto out = run_plan(io,
+                      make_plan("/bin/sh",
+                                {"-c", "while read line; do echo \"out:$line\"; echo \"err:$line\" >&2; done"},
+                                {}, dir.path()),
+                      "hello\nworld\n");
+  EXPECT_EQ(out.out, "out:hello\nout:world\n");
+  EXPECT_EQ(out.err, "err:hello\nerr:world\n");
+  EXPECT_EQ(out.termination.kind, ProcessKind::exited);
+}
+
+TEST(ChildProcess, ExitCodeIsReported) {
+  IoThreads io;
+  TempDir dir;
+  auto out = run_plan(io, make_plan("/bin/sh", {"-c", "exit 7"}, {}, dir.path()));
+  EXPECT_EQ(out.termination.kind, ProcessKind::exited);
+  EXPECT_EQ(out.termination.code, 7);
+}
+
+TEST(ChildProcess, DeathBySignalIsReported) {
+  IoThreads io;
+  TempDir dir;
+  auto out = run_plan(io, make_plan("/bin/sh", {"-c", "kill -TERM $$"}, {}, dir.path()));
+  EXPECT_EQ(out.termination.kind, ProcessKind::signaled);
+  EXPECT_EQ(out.termination.signal, SIGTERM);
+}
+
+TEST(ChildProcess, SendSignalReachesTheChildAndIsRefusedAfterReaping) {
+  IoThreads io;
+  TempDir dir;
+  auto strand = io.make_strand();
+  auto [termination, after] = io.run(strand, [&]() -> asio::awaitable<std::pair<ProcessTermination, boost::system::error_code>> {
+    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
+    if (!spawned) throw std::runtime_error(spawned.error());
+    auto& child = **spawned;
+    auto sent = child.send_signal(SIGUSR1);
+    if (sent) throw std::runtime_error("send_signal: " + sent.message());
+    auto t = co_await child.async_wait();
+    auto again = co_await child.async_wait();  // cached
+    if (again.signal != t.signal) throw std::runtime_error("second wait differs");
+    co_return std::pair{t, child.send_signal(SIGUSR1)};
+  }());
+  EXPECT_EQ(termination.kind, ProcessKind::signaled);
+  EXPECT_EQ(termination.signal, SIGUSR1);
+  EXPECT_EQ(after, boost::system::errc::no_such_process);
+}
+
+TEST(ChildProcess, SpawnFailuresAreValuesNamingTheCause) {
+  IoThreads io;
+  TempDir dir;
+  auto strand = io.make_strand();
+
+  auto missing = ChildProcess::spawn(strand, make_plan(dir.path() / "no-such-binary", {}, {}, dir.path()));
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("missing binary"), std::string::npos) << missing.error();
+  EXPECT_NE(missing.error().find("no-such-binary"), std::string::npos) << missing.error();
+
+  auto no_cwd = ChildProcess::spawn(strand, make_plan("/bin/true", {}, {}, dir.path() / "gone"));
+  ASSERT_FALSE(no_cwd);
+  EXPECT_NE(no_cwd.error().find("cwd missing"), std::string::npos) << no_cwd.error();
+
+  auto relative = ChildProcess::spawn(strand, make_plan("bin/true", {}, {}, dir.path()));
+  ASSERT_FALSE(relative);
+  EXPECT_NE(relative.error().find("not an absolute path"), std::string::npos) << relative.error();
+
+  auto not_exec_path = dir.path() / "plain.txt";
+  std::ofstream(not_exec_path) << "hello\n";
+  auto not_exec = ChildProcess::spawn(strand, make_plan(not_exec_path, {}, {}, dir.path()));
+  ASSERT_FALSE(not_exec);
+  EXPECT_NE(not_exec.error().find("not executable"), std::string::npos) << not_exec.error();
+
+  // Executable but not a format the kernel can run (no #! line): execve itself fails, and the
+  // errno text comes back from the child.
+  auto garbage_path = dir.path() / "garbage";
+  std::ofstream(garbage_path) << "this is not a program\n";
+  ::chmod(garbage_path.c_str(), 0755);
+  auto exec_failed = ChildProcess::spawn(strand, make_plan(garbage_path, {}, {}, dir.path()));
+  ASSERT_FALSE(exec_failed);
+  EXPECT_NE(exec_failed.error().find("exec of"), std::string::npos) << exec_failed.error();
+  EXPECT_NE(exec_failed.error().find("Exec format error"), std::string::npos) << exec_failed.error();
+
+  auto bad_env = ChildProcess::spawn(strand, make_plan("/bin/true", {}, {{"A=B", "x"}}, dir.path()));
+  ASSERT_FALSE(bad_env);
+  EXPECT_NE(bad_env.error().find("malformed environment entry"), std::string::npos) << bad_env.error();
+
+  // A failed exec leaves no zombie behind.
+  int status = 0;
+  EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+// Reads "SigBlk:" / "SigIgn:" style lines of /proc/<pid>/status.
+std::string status_field(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(name + ":", 0) == 0) {
+      auto value = line.substr(name.size() + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      return value;
+    }
+  return "";
+}
+
+TEST(ChildProcess, ChildHasItsOwnProcessGroupDefaultSignalsAndOnlyItsPipes) {
+  // A daemon typically ignores SIGPIPE and blocks signals on some threads; none of that may
+  // reach the vendor. Also leave a descriptor without close-on-exec lying around.
+  struct sigaction ignore {}, previous_pipe {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous_pipe);
+  sigset_t usr1, previous_mask;
+  ::sigemptyset(&usr1);
+  ::sigaddset(&usr1, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &usr1, &previous_mask);  // the io threads inherit it
+  int leaky = ::open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
+  ASSERT_GE(leaky, 0);
+
+  IoThreads io;
+  TempDir dir;
+  auto strand = io.make_strand();
+  struct Seen {
+    pid_t pid, pgid, own_pgid;
+    std::string sig_ignored, sig_blocked, fds;
+  };
+  auto seen = io.run(strand, [&]() -> asio::awaitable<Seen> {
+    // ls lists its own descriptors: 0, 1, 2 and the one it opened to read the directory.
+    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sh", {"-c", "read x; exec /bin/ls /proc/self/fd"}, {}, dir.path()));
+    if (!spawned) throw std::runtime_error(spawned.error());
+    auto& child = **spawned;
+    Seen s;
+    s.pid = child.pid();
+    s.pgid = ::getpgid(child.pid());
+    s.own_pgid = ::getpgrp();
+    s.sig_ignored = status_field(child.pid(), "SigIgn");
+    s.sig_blocked = status_field(child.pid(), "SigBlk");
+    co_await asio::async_write(child.stdin_pipe(), asio::buffer(std::string("go\n")), asio::use_awaitable);
+    s.fds = co_await read_to_eof(child.stdout_pipe());
+    co_await child.async_wait();
+    co_return s;
+  }());
+  ::close(leaky);
+  ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  ::sigaction(SIGPIPE, &previous_pipe, nullptr);
+
+  EXPECT_EQ(seen.pgid, seen.pid) << "the child leads its own process group";
+  EXPECT_NE(seen.pgid, seen.own_pgid);
+  EXPECT_EQ(seen.sig_ignored, "0000000000000000");
+  EXPECT_EQ(seen.sig_blocked, "0000000000000000");
+  EXPECT_EQ(seen.fds, "0\n1\n2\n3\n");
+}
+
+// The io_context creates its reactor descriptors (epoll, eventfd, timerfd) on first use; count
+// descriptors only after that.
+void warm_up(IoThreads& io, const TempDir& dir) {
+  auto strand = io.make_strand();
+  io.run(strand, [&]() -> asio::awaitable<void> {
+    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/true", {}, {}, dir.path()));
+    if (!spawned) throw std::runtime_error(spawned.error());
+    co_await (*spawned)->async_wait();
+  }());
+}
+
+TEST(ChildProcess, DestroyingARunningChildKillsAndReapsItAndLeavesNoDescriptor) {
+  IoThreads io;
+  TempDir dir;
+  auto strand = io.make_strand();
+  warm_up(io, dir);
+  const auto descriptors_before = open_descriptor_count();
+  pid_t pid = io.run(strand, [&]() -> asio::awaitable<pid_t> {
+    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
+    if (!spawned) throw std::runtime_error(spawned.error());
+    pid_t p = (*spawned)->pid();
+    if (proc_state(p) == std::nullopt) throw std::runtime_error("child not running");
+    co_return p;  // the unique_ptr goes here
+  }());
+  EXPECT_FALSE(proc_state(pid).has_value()) << "no zombie: the pid is gone from /proc";
+  EXPECT_EQ(open_descriptor_count(), descriptors_before);
+}
+
+TEST(ChildProcess, ManySpawnsLeaveNoDescriptorsOrZombies) {
+  IoThreads io;
+  TempDir dir;
+  auto strand = io.make_strand();
+  warm_up(io, dir);
+  const auto descriptors_before = open_descriptor_count();
+  int exits = io.run(strand, [&]() -> asio::awaitable<int> {
+    int ok = 0;
+    for (int i = 0; i < 20; ++i) {
+      auto spawned = ChildProcess::spawn(strand, make_plan("/bin/true", {}, {}, dir.path()));
+      if (!spawned) throw std::runtime_error(spawned.error());
+      auto t = co_await (*spawned)->async_wait();
+      if (t.kind == ProcessKind::exited && t.code == 0) ++ok;
+    }
+    co_return ok;
+  }());
+  EXPECT_EQ(exits, 20);
+  EXPECT_EQ(open_descriptor_count(), descriptors_before);
+  int status = 0;
+  EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
+}
+
+}  // namespace
+}  // namespace mh::daemon::test

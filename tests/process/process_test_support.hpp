@@ -1,0 +1,160 @@
+// Shared helpers for the process tests: an io_context on two threads, running a coroutine on a
+// strand with an upper bound on its duration, temporary directories, /proc probes.
+#pragma once
+
+#include "adapters/adapter.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/readable_pipe.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <future>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mh::daemon::test {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+// Two io threads, like the daemon on this machine, so strands really hop threads.
+class IoThreads {
+ public:
+  explicit IoThreads(int threads = 2) : guard_(asio::make_work_guard(context_)) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { context_.run(); });
+  }
+  ~IoThreads() { stop(); }
+  IoThreads(const IoThreads&) = delete;
+  IoThreads& operator=(const IoThreads&) = delete;
+
+  asio::io_context& context() { return context_; }
+  asio::strand<asio::io_context::executor_type> make_strand() { return asio::make_strand(context_); }
+
+  void stop() {
+    guard_.reset();
+    context_.stop();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+  // Runs the coroutine on `executor` and returns its value. If it does not finish within
+  // `limit`, the io threads are stopped (so nothing runs on with dangling references) and the
+  // test fails by exception.
+  template <class T, class Executor>
+  T run(Executor executor, asio::awaitable<T> work, std::chrono::milliseconds limit = 20s) {
+    auto future = asio::co_spawn(executor, std::move(work), asio::use_future);
+    if (future.wait_for(limit) != std::future_status::ready) {
+      stop();
+      throw std::runtime_error("coroutine did not finish within " + std::to_string(limit.count()) +
+                               " ms");
+    }
+    return future.get();
+  }
+
+ private:
+  asio::io_context context_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::vector<std::thread> threads_;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/mh-process-test-XXXXXX";
+    char* made = ::mkdtemp(pattern);
+    if (!made) throw std::runtime_error("mkdtemp failed");
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline adapters::LaunchPlan make_plan(std::filesystem::path program, std::vector<std::string> args,
+                                      std::vector<std::pair<std::string, std::string>> env,
+                                      std::filesystem::path cwd) {
+  adapters::LaunchPlan plan;
+  plan.adapter = "test";
+  plan.program = std::move(program);
+  plan.args = std::move(args);
+  plan.env = std::move(env);
+  plan.cwd = std::move(cwd);
+  return plan;
+}
+
+// A marker value no other process on this host carries: tests must never touch processes that
+// are not theirs (other engineers build and test on the same machine).
+inline std::string unique_marker_value(const char* what) {
+  static std::atomic<int> counter{0};
+  return std::string("mh-test-") + what + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter++) + "-" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+inline asio::awaitable<std::string> read_to_eof(asio::readable_pipe& pipe) {
+  std::string out;
+  char buffer[4096];
+  for (;;) {
+    auto [ec, n] = co_await pipe.async_read_some(asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
+    out.append(buffer, n);
+    if (ec) break;
+  }
+  co_return out;
+}
+
+// The state letter of /proc/<pid>/stat, or nullopt when the process is gone.
+inline std::optional<char> proc_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return std::nullopt;
+  return line[close + 2];
+}
+
+inline std::optional<pid_t> proc_field_pid(pid_t pid, int field) {  // field >= 4, per proc(5)
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  auto close = line.rfind(')');
+  std::istringstream rest(line.substr(close + 2));
+  std::string value;
+  for (int f = 3; f <= field; ++f) rest >> value;
+  return static_cast<pid_t>(std::stol(value));
+}
+
+// Gone or a zombie: either way it runs no more code.
+inline bool is_dead(pid_t pid) {
+  auto state = proc_state(pid);
+  return !state || *state == 'Z' || *state == 'X';
+}
+
+inline std::size_t open_descriptor_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+}  // namespace mh::daemon::test

@@ -1,0 +1,227 @@
+// EventLog: seq assignment, stream.closed last, refusals as values, durability modes, recovery
+// after a kill (torn line cut, nothing complete lost), bounded memory.
+#include "protocol/completeness.hpp"
+#include "stream_test_support.hpp"
+
+#include <sys/stat.h>
+
+namespace mh::daemon::test {
+namespace {
+
+using protocol::CloseReason;
+using protocol::Completeness;
+using protocol::ProcessKind;
+using protocol::ProcessTermination;
+
+ProcessTermination exited(int code) {
+  ProcessTermination t;
+  t.kind = ProcessKind::exited;
+  t.code = code;
+  return t;
+}
+
+TEST(EventLog, AppendAssignsSeqAndCloseWritesStreamClosedLast) {
+  TempDir dir;
+  auto log = make_log(dir, "run-1");
+  for (std::uint64_t i = 1; i <= 5; ++i) {
+    auto seq = log.append(text_event(i), i == 2 ? std::optional<std::string>("2025-01-01T00:00:00Z") : std::nullopt);
+    ASSERT_TRUE(seq) << seq.error();
+    EXPECT_EQ(*seq, i);
+  }
+  EXPECT_EQ(log.last_seq(), 5u);
+  auto closed = log.close(CloseReason::completed, exited(0));
+  ASSERT_TRUE(closed) << closed.error();
+  EXPECT_EQ(*closed, 6u);
+  EXPECT_TRUE(log.closed());
+
+  auto text = read_file(dir.events());
+  EXPECT_EQ(text.size(), log.committed_bytes());
+  auto verdict = protocol::check_stream(text);
+  EXPECT_EQ(verdict.kind, Completeness::Complete) << verdict.summary();
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.first_bad_reason;
+  EXPECT_EQ(verdict.events_before_marker, 5u);
+  EXPECT_EQ(verdict.run_id, std::optional<std::string>("run-1"));
+  EXPECT_EQ(verdict.close_reason, CloseReason::completed);
+
+  // The last line is stream.closed with events = 5 and the process termination.
+  auto last_line = text.substr(text.rfind('\n', text.size() - 2) + 1);
+  auto last = protocol::read_event_line(std::string_view(last_line).substr(0, last_line.size() - 1));
+  ASSERT_TRUE(last);
+  auto* marker = std::get_if<protocol::ev::StreamClosed>(&last->payload);
+  ASSERT_NE(marker, nullptr);
+  EXPECT_EQ(marker->events, 5u);
+  EXPECT_EQ(marker->run_id, "run-1");
+  EXPECT_EQ(marker->process.kind, ProcessKind::exited);
+  // `at` passes through on the line that had one.
+  EXPECT_NE(text.find("\"at\":\"2025-01-01T00:00:00Z\""), std::string::npos);
+}
+
+TEST(EventLog, RefusalsAreValues) {
+  TempDir dir;
+  auto log = make_log(dir, "run-r");
+  protocol::ev::StreamClosed sneaky;
+  sneaky.run_id = "run-r";
+  auto direct = log.append(sneaky);
+  ASSERT_FALSE(direct);
+  EXPECT_NE(direct.error().find("close()"), std::string::npos);
+  EXPECT_EQ(log.last_seq(), 0u);
+
+  ASSERT_TRUE(log.append(text_event(1)));
+  ASSERT_TRUE(log.close(CloseReason::killed, ProcessTermination{}));
+  auto after = log.append(text_event(2));
+  ASSERT_FALSE(after);
+  EXPECT_NE(after.error().find("closed"), std::string::npos);
+  auto again = log.close(CloseReason::completed, ProcessTermination{});
+  ASSERT_FALSE(again);
+  EXPECT_EQ(protocol::check_stream(read_file(dir.events())).kind, Completeness::Complete);
+
+  // create() never overwrites an existing stream.
+  auto second = EventLog::create(dir.events(), "run-r");
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().find("File exists"), std::string::npos) << second.error();
+}
+
+TEST(EventLog, FileIsCreatedWithMode0640WhateverTheUmask) {
+  TempDir dir;
+  auto previous = ::umask(077);
+  auto log = make_log(dir, "run-m");
+  ::umask(previous);
+  struct stat info {};
+  ASSERT_EQ(::stat(dir.events().c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0640u);
+}
+
+TEST(EventLog, FsyncEachWritesTheSameCompleteStream) {
+  TempDir dir;
+  auto log = make_log(dir, "run-f", EventLogOptions{Durability::fsync_each, 4});
+  for (int i = 1; i <= 20; ++i) ASSERT_TRUE(log.append(text_event(i)));
+  ASSERT_TRUE(log.close(CloseReason::completed, exited(0)));
+  auto verdict = protocol::check_stream(read_file(dir.events()));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
+  EXPECT_EQ(verdict.events_before_marker, 20u);
+}
+
+TEST(EventLog, RecoveryCutsATornLineAndTheCallerClosesWithAWarning) {
+  TempDir dir;
+  std::uint64_t bytes_before_tear = 0;
+  {
+    auto log = make_log(dir, "run-k", EventLogOptions{Durability::write, 2});
+    for (int i = 1; i <= 3; ++i) ASSERT_TRUE(log.append(text_event(i)));
+    bytes_before_tear = log.committed_bytes();
+    // The daemon is SIGKILLed here: the log object never closes. Simulate the half-written
+    // line a crash mid-write(2) would leave.
+  }
+  const std::string torn = "{\"format\":\"metaharness.event/1\",\"seq\":4,\"run\":\"run-k\",\"ev";
+  { std::ofstream(dir.events(), std::ios::app | std::ios::binary) << torn; }
+
+  auto recovered = EventLog::recover(dir.events(), "run-k", EventLogOptions{Durability::write, 2});
+  ASSERT_TRUE(recovered) << recovered.error();
+  auto& [log, report] = *recovered;
+  EXPECT_EQ(report.lines, 3u);
+  EXPECT_EQ(report.torn_bytes_cut, torn.size());
+  EXPECT_FALSE(report.already_closed);
+  EXPECT_FALSE(report.first_bad_line.has_value()) << report.first_bad_reason;
+  EXPECT_EQ(log.last_seq(), 3u);
+  EXPECT_EQ(log.committed_bytes(), bytes_before_tear);
+  EXPECT_EQ(std::filesystem::file_size(dir.events()), bytes_before_tear);
+
+  protocol::ev::Warning warning;
+  warning.code = "stream_recovered";
+  warning.message = report.describe();
+  auto seq = log.append(warning);
+  ASSERT_TRUE(seq) << seq.error();
+  EXPECT_EQ(*seq, 4u);
+  ASSERT_TRUE(log.close(CloseReason::error, ProcessTermination{}));
+
+  auto text = read_file(dir.events());
+  auto verdict = protocol::check_stream(text);
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " " << verdict.first_bad_reason;
+  EXPECT_EQ(verdict.events_before_marker, 4u);
+  EXPECT_EQ(verdict.close_reason, CloseReason::error);
+  EXPECT_NE(text.find("torn last line of " + std::to_string(torn.size())), std::string::npos);
+
+  // Readers attached after recovery find every seq through the rebuilt index.
+  asio::io_context context;  // the reader never waits here, so nothing needs to run
+  auto reader = StreamReader::open(log.shared(), context.get_executor(), ReaderStart::at_seq(3));
+  ASSERT_TRUE(reader) << reader.error();
+  auto batch = reader->read_some();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->first_seq, 3u);
+  EXPECT_EQ(batch->count, 3u);
+  EXPECT_TRUE(batch->reached_end);
+  EXPECT_EQ(check_lines(batch->bytes, 3, "run-k"), 3u);
+}
+
+TEST(EventLog, RecoveryOfAClosedStreamIsClosed) {
+  TempDir dir;
+  {
+    auto log = make_log(dir, "run-c");
+    ASSERT_TRUE(log.append(text_event(1)));
+    ASSERT_TRUE(log.close(CloseReason::completed, exited(0)));
+  }
+  auto size = std::filesystem::file_size(dir.events());
+  auto recovered = EventLog::recover(dir.events(), "run-c");
+  ASSERT_TRUE(recovered) << recovered.error();
+  EXPECT_TRUE(recovered->report.already_closed);
+  EXPECT_EQ(recovered->report.torn_bytes_cut, 0u);
+  EXPECT_TRUE(recovered->log.closed());
+  EXPECT_EQ(recovered->log.last_seq(), 2u);
+  EXPECT_FALSE(recovered->log.append(text_event(2)));
+  EXPECT_EQ(std::filesystem::file_size(dir.events()), size);
+}
+
+TEST(EventLog, RecoveryKeepsEveryCompleteLineEvenABadOne) {
+  TempDir dir;
+  {
+    auto log = make_log(dir, "run-b");
+    ASSERT_TRUE(log.append(text_event(1)));
+  }
+  { std::ofstream(dir.events(), std::ios::app | std::ios::binary) << "not json\n" << "{\"tor"; }
+  auto recovered = EventLog::recover(dir.events(), "run-b");
+  ASSERT_TRUE(recovered) << recovered.error();
+  EXPECT_EQ(recovered->report.lines, 2u);
+  EXPECT_EQ(recovered->report.first_bad_line, std::optional<std::uint64_t>(2));
+  EXPECT_EQ(recovered->report.torn_bytes_cut, 5u);
+  EXPECT_NE(recovered->report.describe().find("line 2"), std::string::npos);
+  EXPECT_EQ(recovered->log.last_seq(), 2u);
+  auto seq = recovered->log.append(text_event(3));
+  ASSERT_TRUE(seq);
+  EXPECT_EQ(*seq, 3u);  // seq stays equal to the line number
+  auto text = read_file(dir.events());
+  EXPECT_NE(text.find("not json\n"), std::string::npos);
+}
+
+TEST(EventLog, RecoveryOfAnEmptyOrAllTornFile) {
+  TempDir dir;
+  { std::ofstream(dir.events(), std::ios::binary) << "{\"format\":\"metaharness.event/1\",\"se"; }
+  auto recovered = EventLog::recover(dir.events(), "run-e");
+  ASSERT_TRUE(recovered) << recovered.error();
+  EXPECT_EQ(recovered->report.lines, 0u);
+  EXPECT_GT(recovered->report.torn_bytes_cut, 0u);
+  EXPECT_EQ(std::filesystem::file_size(dir.events()), 0u);
+  ASSERT_TRUE(recovered->log.append(text_event(1)));
+  ASSERT_TRUE(recovered->log.close(CloseReason::error, ProcessTermination{}));
+  EXPECT_TRUE(protocol::check_stream(read_file(dir.events())).complete_and_well_formed());
+
+  auto missing = EventLog::recover(dir.path() / "nothing.jsonl", "run-e");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("nothing.jsonl"), std::string::npos);
+}
+
+TEST(EventLog, MemoryIsTheSparseIndexAndOneScratchBuffer) {
+  TempDir dir;
+  auto log = make_log(dir, "run-mem", EventLogOptions{Durability::write, 16});
+  for (int i = 1; i <= 10'000; ++i) ASSERT_TRUE(log.append(text_event(i)));
+  const auto& index = log.shared()->index();
+  EXPECT_EQ(index.size(), 625u);  // ceil(10000 / 16)
+  EXPECT_LE(index.capacity(), 2 * index.size() + 64);
+  EXPECT_EQ(index.at(0), 0u);
+  // One huge event does not pin a huge buffer for the rest of the run.
+  ASSERT_TRUE(log.append(text_event(10'001, 512 * 1024)));
+  EXPECT_LT(log.scratch_capacity(), 64u * 1024);
+  ASSERT_TRUE(log.close(CloseReason::completed, exited(0)));
+  EXPECT_TRUE(protocol::check_stream(read_file(dir.events())).complete_and_well_formed());
+}
+
+}  // namespace
+}  // namespace mh::daemon::test

@@ -1,0 +1,141 @@
+// Shared helpers for the stream tests: two io threads with strands, bounded waits on
+// coroutines, temporary directories, event payloads and line checks.
+#pragma once
+
+#include "daemon/stream/event_log.hpp"
+#include "daemon/stream/stream_reader.hpp"
+#include "protocol/reader.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mh::daemon::test {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using Strand = asio::strand<asio::io_context::executor_type>;
+
+class IoThreads {
+ public:
+  explicit IoThreads(int threads = 2) : guard_(asio::make_work_guard(context_)) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { context_.run(); });
+  }
+  ~IoThreads() { stop(); }
+  IoThreads(const IoThreads&) = delete;
+  IoThreads& operator=(const IoThreads&) = delete;
+
+  Strand make_strand() { return asio::make_strand(context_); }
+
+  void stop() {
+    guard_.reset();
+    context_.stop();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+  template <class T>
+  std::future<T> spawn(Strand strand, asio::awaitable<T> work) {
+    return asio::co_spawn(strand, std::move(work), asio::use_future);
+  }
+
+  // Waits for the future with an upper bound; on overrun stops the io threads (nothing keeps
+  // running against the test's locals) and fails by exception.
+  template <class T>
+  T get(std::future<T>& future, std::chrono::milliseconds limit = 30s) {
+    if (future.wait_for(limit) != std::future_status::ready) {
+      stop();
+      throw std::runtime_error("coroutine did not finish within " + std::to_string(limit.count()) + " ms");
+    }
+    return future.get();
+  }
+
+  template <class T>
+  T run(Strand strand, asio::awaitable<T> work, std::chrono::milliseconds limit = 30s) {
+    auto future = spawn(strand, std::move(work));
+    return get(future, limit);
+  }
+
+ private:
+  asio::io_context context_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::vector<std::thread> threads_;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/mh-stream-test-XXXXXX";
+    char* made = ::mkdtemp(pattern);
+    if (!made) throw std::runtime_error("mkdtemp failed");
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path events() const { return path_ / "events.jsonl"; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A text event of roughly `bytes` bytes once serialised (the envelope adds ~80).
+inline protocol::EventPayload text_event(std::uint64_t i, std::size_t bytes = 300) {
+  protocol::ev::Text text;
+  std::string body = "event " + std::to_string(i) + " ";
+  body.resize(bytes > 90 ? bytes - 90 : 1, 'x');
+  text.text = std::move(body);
+  return text;
+}
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Checks that `bytes` holds exactly the lines `first_seq`, `first_seq + 1`, ... of run `run`
+// and returns how many; throws on the first line that is not the expected event.
+inline std::uint64_t check_lines(std::string_view bytes, std::uint64_t first_seq, const std::string& run) {
+  std::uint64_t expected = first_seq;
+  while (!bytes.empty()) {
+    auto nl = bytes.find('\n');
+    if (nl == std::string_view::npos) throw std::runtime_error("a batch ends without a newline");
+    auto event = protocol::read_event_line(bytes.substr(0, nl));
+    if (!event) throw std::runtime_error("unreadable line: " + event.error().message);
+    if (event->seq != expected)
+      throw std::runtime_error("seq " + std::to_string(event->seq) + " where " + std::to_string(expected) +
+                               " was due");
+    if (event->run != run) throw std::runtime_error("wrong run " + event->run);
+    ++expected;
+    bytes.remove_prefix(nl + 1);
+  }
+  return expected - first_seq;
+}
+
+inline EventLog make_log(const TempDir& dir, const std::string& run, EventLogOptions options = {}) {
+  auto log = EventLog::create(dir.events(), run, options);
+  if (!log) throw std::runtime_error(log.error());
+  return std::move(*log);
+}
+
+}  // namespace mh::daemon::test
