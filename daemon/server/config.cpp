@@ -22,8 +22,9 @@ std::string_view to_string(Role role) {
 }
 
 Role DaemonConfig::role_of(std::uint32_t uid, std::uint32_t gid) const {
-  // The daemon's own user always administers it; root is not special unless granted.
-  if (uid == ::geteuid() || admin.uids.count(uid) || admin.gids.count(gid)) return Role::admin;
+  // The daemon's own user administers it (unless the config says otherwise); root is not
+  // special unless granted.
+  if ((owner_is_admin && uid == ::geteuid()) || admin.uids.count(uid) || admin.gids.count(gid)) return Role::admin;
   if (control.uids.count(uid) || control.gids.count(gid)) return Role::control;
   if (observe.uids.count(uid) || observe.gids.count(gid)) return Role::observe;
   return Role::none;
@@ -272,6 +273,7 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     r.read_ids("control_gids", c.control.gids);
     r.read_ids("admin_uids", c.admin.uids);
     r.read_ids("admin_gids", c.admin.gids);
+    r.read<bool>("owner_is_admin", c.owner_is_admin);
     r.finish();
   }
   {

@@ -44,6 +44,7 @@ struct DaemonConfig {
   std::size_t max_connections = 4096;
   // [access]
   Grants observe, control, admin;
+  bool owner_is_admin = true;  // the daemon's own uid administers it
   // [log]
   int log_level = 6;  // syslog priority: 3 error, 4 warning, 6 info, 7 debug
 
