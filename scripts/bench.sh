@@ -4,7 +4,8 @@
 #   scripts/bench.sh <build/bin directory>
 # Figures are copied into bench/RESULTS.md by hand, with the machine they were taken on.
 #
-# Environment: MH_BENCH_REPETITIONS (default 10).
+# Environment: MH_BENCH_REPETITIONS (default 10), MH_BENCH_ONLY (names of bench functions to run),
+# MH_SEAM_RUNS / MH_SEAM_JSON (see bench_seam).
 set -euo pipefail
 
 BIN="${1:?usage: scripts/bench.sh <build/bin directory>}"
@@ -56,8 +57,32 @@ bench_protocol() {
   }' || { say "protocol: the typed layer costs more than 2x raw Boost.JSON"; return 1; }
 }
 
-# Further benches: add a bench_<name> function above and list it here.
-BENCHES=(bench_protocol)
+# The Claude call seam (issue 3): the real claude CLI against the scripted model endpoint, 40
+# sequential Bash calls per turn, four variants interleaved round-robin (no hook, a bare in-band
+# driver, a command hook, metaharness ask mode). Minutes of wall time; nothing else heavy should
+# run meanwhile. Goals: metaharness's added time per call within 1 ms of the bare driver and at
+# most half the command hook's; its own in-process share p50 <= 100 us, p99 <= 1 ms.
+# Environment: MH_SEAM_RUNS (measured rounds, default 7), MH_SEAM_JSON (summary file, default
+# seam-bench.json in a fresh temporary directory, named in the output).
+bench_seam() {
+  local program="$BIN/mh_seam_bench"
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
+  local runs="${MH_SEAM_RUNS:-7}" out
+  say "seam: claude call seam, $runs interleaved rounds of 4 variants (this takes minutes)"
+  local args=(--runs "$runs" --metaharness "$BIN/metaharness")
+  [ -n "${MH_SEAM_JSON:-}" ] && args+=(--json "$MH_SEAM_JSON")
+  out="$("$program" "${args[@]}")" || { printf '%s\n' "$out"; say "seam: a variant did not complete"; return 1; }
+  printf '%s\n' "$out"
+  if printf '%s\n' "$out" | grep -q '^seam: goal .* FAIL$'; then
+    say "seam: a goal is not met (see above)"
+    return 1
+  fi
+}
+
+# Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
+# "bench_seam") runs only the named ones.
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam}"
 
 status=0
 for bench in "${BENCHES[@]}"; do
