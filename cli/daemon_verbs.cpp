@@ -32,6 +32,10 @@ using daemon::request_line;
 class Client {
  public:
   bool connect(const std::filesystem::path& path, std::string& error) {
+    if (path.string().size() >= 108) {
+      error = "the socket path " + path.string() + " is longer than a Unix socket path may be (107 bytes)";
+      return false;
+    }
     boost::system::error_code ec;
     socket_.connect(asio::local::stream_protocol::endpoint(path.string()), ec);
     if (ec) error = "cannot reach the daemon at " + path.string() + ": " + ec.message();

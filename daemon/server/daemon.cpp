@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -321,6 +322,12 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
       }
       log(6, "listening on the socket systemd passed");
       return true;
+    }
+    // sockaddr_un holds 107 bytes of path: a longer one cannot be bound, so say so plainly.
+    if (config.socket.string().size() >= sizeof(sockaddr_un::sun_path)) {
+      error = "the socket path " + config.socket.string() + " is " + std::to_string(config.socket.string().size()) +
+              " bytes; Unix socket paths are limited to " + std::to_string(sizeof(sockaddr_un::sun_path) - 1);
+      return false;
     }
     std::error_code fsec;
     std::filesystem::create_directories(config.socket.parent_path(), fsec);
@@ -737,6 +744,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (const auto& [k, v] : e.labels) labels[k] = v;
     o["labels"] = std::move(labels);
     o["owner_uid"] = e.owner_uid;
+    o["pid"] = status ? status->pid : 0;  // the vendor process while it runs
     co_return o;
   }
 

@@ -182,7 +182,9 @@ std::filesystem::path metaharness_binary() { return MH_TEST_METAHARNESS; }
 std::filesystem::path source_dir() { return MH_TEST_SOURCE_DIR; }
 
 TempDir::TempDir(const std::string& name) {
-  path_ = std::filesystem::path(MH_TEST_WORK_DIR) / (name + "-" + std::to_string(::getpid()));
+  // Short enough that a Unix socket inside it stays under the 107-byte path limit.
+  std::string shortened = name.substr(0, 24);
+  path_ = std::filesystem::path(MH_TEST_WORK_DIR) / (shortened + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(path_);
   std::filesystem::create_directories(path_);
 }

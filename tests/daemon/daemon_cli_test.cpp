@@ -1,0 +1,341 @@
+// The daemon, driven over its socket, hosting runs of the REAL Claude CLI against the scripted
+// endpoint: one test per behaviour of issue 4 (the stand-in harness covers the same behaviours at
+// volume in daemon_standin_test.cpp).
+#include "protocol/completeness.hpp"
+#include "protocol/frame.hpp"
+#include "tests/support/daemon_harness.hpp"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <fstream>
+
+namespace mh::test {
+namespace {
+
+// A scenario file as one compact line, to embed in a request.
+std::string scenario_json(const std::string& name) {
+  auto v = protocol::parse_json(read_file(source_dir() / "tests/scenarios/claude" / (name + ".json")));
+  return v ? protocol::canonical_json(*v) : "null";
+}
+
+std::string frame_json(std::vector<protocol::OpKind> ops) {
+  protocol::Frame f;
+  f.workflow_id = "tests";
+  f.workflow_version = "1";
+  f.node_id = "step";
+  f.step = protocol::StepRef{"tests", "step", 1, 1};
+  for (auto op : ops) f.operations.push_back(protocol::Operation{op, {}, {}});
+  protocol::seal(f);
+  return protocol::canonical_json(protocol::frame_to_json(f, true));
+}
+
+class DaemonCli : public ::testing::Test {
+ protected:
+  void SetUp() override { start_daemon(); }
+
+  void start_daemon(const std::string& config = "") {
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), config);
+    ASSERT_TRUE(daemon->wait_notify("READY=1")) << "daemon stderr: " << daemon->stderr_text();
+  }
+
+  // Submits a run and returns its id.
+  std::string submit(const std::string& scenario, const std::string& extra_run_fields = "") {
+    SocketClient c(daemon->socket());
+    auto reply = c.request(socket_request(
+        "submit", R"("run":{"adapter":"claude","prompt":"go","model_scenario":)" + scenario_json(scenario) +
+                      (extra_run_fields.empty() ? "" : "," + extra_run_fields) + "}"));
+    EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    return reply ? reply->str("run_id") : "";
+  }
+
+  // Follows a run's stream to its end on a fresh connection.
+  std::vector<EventLine> follow(const std::string& id, std::uint64_t from = 1) {
+    SocketClient c(daemon->socket());
+    c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(from) + R"(,"follow":true)"));
+    c.wait_reply("end", 120s);
+    std::vector<EventLine> events;
+    for (const auto& l : c.lines())
+      if (!l.event().empty()) events.push_back(l);
+    return events;
+  }
+
+  void expect_complete(const std::string& id) {
+    auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
+    EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+  }
+
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  std::unique_ptr<DaemonUnderTest> daemon;
+};
+
+TEST_F(DaemonCli, ASubmittedRunIsGovernedAndItsStreamIsDurableBeforeAnyoneSeesIt) {
+  std::string id = submit("bash_marker", R"("frame":)" + frame_json({protocol::OpKind::file_read}));
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  EXPECT_EQ(events.back().str("reason"), "completed");
+  bool denied = false;
+  for (const auto& e : events)
+    if (e.event() == "tool.decided" && e.object.at("decision").as_object().at("decision") == "deny") denied = true;
+  EXPECT_TRUE(denied);
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/marker.txt"));
+  // The file holds exactly what the reader was sent.
+  auto lines = read_lines(daemon->run_dir(id) / "events.jsonl");
+  ASSERT_EQ(lines.size(), events.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i], events[i].raw);
+  for (auto f : {"vendor-stdout.jsonl", "vendor-stdin.jsonl", "vendor-stderr.log", "spec.json", "plan.json"})
+    EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / f)) << f;
+  expect_complete(id);
+}
+
+TEST_F(DaemonCli, ReplayFromTheStartTheMiddleAndTheEndThenFollowLiveWithNoGapOrDuplicate) {
+  std::string id = submit("two_turns_keep_open", R"("keep_open":true)");
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(control.wait_event("turn.ended"));
+  auto first_turn = read_lines(daemon->run_dir(id) / "events.jsonl");
+  ASSERT_GE(first_turn.size(), 4u);
+  std::uint64_t middle = first_turn.size() / 2;
+
+  // Three readers: from 1, from the middle, from the end; all follow.
+  SocketClient from_start(daemon->socket()), from_middle(daemon->socket()), from_end(daemon->socket());
+  from_start.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+  from_middle.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(middle) + R"(,"follow":true)"));
+  from_end.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":0,"follow":true)"));
+  for (auto* c : {&from_start, &from_middle, &from_end}) ASSERT_TRUE(c->wait_reply("tailing"));
+
+  // More happens live: a second turn, then a halt.
+  control.send(R"({"format":"metaharness.command/1","id":"m1","command":"message.inject","text":"again"})");
+  ASSERT_TRUE(control.wait_for([](const EventLine& e) {
+    return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2;
+  }));
+  control.send(R"({"format":"metaharness.command/1","id":"h","command":"halt","reason":"done"})");
+  for (auto* c : {&from_start, &from_middle, &from_end}) ASSERT_TRUE(c->wait_reply("end", 60s));
+
+  auto all = read_lines(daemon->run_dir(id) / "events.jsonl");
+  auto seqs = [](const SocketClient& c) {
+    std::vector<std::uint64_t> out;
+    for (const auto& l : c.lines())
+      if (!l.event().empty()) out.push_back(l.object.at("seq").to_number<std::uint64_t>());
+    return out;
+  };
+  auto expect_run = [&](const std::vector<std::uint64_t>& got, std::uint64_t first) {
+    ASSERT_FALSE(got.empty());
+    EXPECT_EQ(got.front(), first);
+    for (std::size_t i = 1; i < got.size(); ++i) ASSERT_EQ(got[i], got[i - 1] + 1) << "a gap or a duplicate";
+    EXPECT_EQ(got.back(), all.size()) << "up to stream.closed";
+  };
+  expect_run(seqs(from_start), 1);
+  expect_run(seqs(from_middle), middle);
+  expect_run(seqs(from_end), first_turn.size() + 1);
+  expect_complete(id);
+}
+
+TEST_F(DaemonCli, AControllerThatReattachesIsHandedThePendingCallWithItsRemainingDeadline) {
+  std::string id = submit("bash_marker", R"("decisions":"ask","decision_deadline_ms":60000)");
+  std::string call;
+  {
+    SocketClient first(daemon->socket());
+    first.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+    auto requested = first.wait_event("tool.requested");
+    ASSERT_TRUE(requested);
+    call = requested->str("call_id");
+  }  // the controller's connection drops with the call still pending
+  SocketClient second(daemon->socket());
+  second.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":0)", "a2"));
+  ASSERT_TRUE(second.wait_reply("attached"));
+  auto pending = second.wait_reply("pending");
+  ASSERT_TRUE(pending) << "the re-attached controller must be handed the pending call";
+  EXPECT_EQ(pending->str("call_id"), call);
+  auto remaining = pending->object.at("remaining_ms").to_number<std::int64_t>();
+  EXPECT_GT(remaining, 0);
+  EXPECT_LT(remaining, 60000);
+  second.send(tool_decide("d1", call, R"({"decision":"allow"})"));
+  auto decided = second.wait_event("tool.decided");
+  ASSERT_TRUE(decided);
+  EXPECT_EQ(decided->str("decided_by"), "embedder");
+  const auto& peer = decided->object.at("peer").as_object();
+  EXPECT_EQ(peer.at("uid").to_number<std::int64_t>(), static_cast<std::int64_t>(::getuid()));
+  EXPECT_EQ(peer.at("pid").to_number<std::int64_t>(), static_cast<std::int64_t>(::getpid()));
+  ASSERT_TRUE(second.wait_reply("end", 60s));
+  EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/marker.txt"));
+  expect_complete(id);
+}
+
+TEST_F(DaemonCli, TwoControllersRacingOneAnswerIsTakenTheOtherIsTooLate) {
+  std::string id = submit("bash_marker", R"("decisions":"ask")");
+  SocketClient a(daemon->socket()), b(daemon->socket());
+  a.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)", "a"));
+  b.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)", "b"));
+  auto requested = a.wait_event("tool.requested");
+  ASSERT_TRUE(requested && b.wait_event("tool.requested"));
+  std::string call = requested->str("call_id");
+  a.send(tool_decide("from-a", call, R"({"decision":"allow"})"));
+  b.send(tool_decide("from-b", call, R"({"decision":"deny","reason":"b says no"})"));
+  ASSERT_TRUE(a.wait_reply("end", 60s));
+  std::map<std::string, std::string> outcome;
+  int decided = 0;
+  for (const auto& line : read_lines(daemon->run_dir(id) / "events.jsonl")) {
+    auto v = protocol::parse_json(line)->as_object();
+    if (v.at("event") == "tool.decided") ++decided;
+    if (v.at("event") == "command.result") {
+      const auto& o = v.at("outcome").as_object();
+      outcome[std::string(v.at("id").as_string())] =
+          o.at("result") == "ok" ? "ok" : std::string(o.at("refused").as_object().at("code").as_string());
+    }
+  }
+  EXPECT_EQ(decided, 1) << "the call is decided once";
+  ASSERT_EQ(outcome.size(), 2u);
+  EXPECT_EQ(outcome["from-a"] == "ok" ? outcome["from-b"] : outcome["from-a"], "TOO_LATE");
+  EXPECT_TRUE(outcome["from-a"] == "ok" || outcome["from-b"] == "ok");
+  expect_complete(id);
+}
+
+TEST_F(DaemonCli, TheDeadlineRunsWithNoControllerAttached) {
+  std::string id = submit("bash_marker", R"("decisions":"ask","decision_deadline_ms":1500)");
+  auto events = follow(id);
+  bool by_deadline = false;
+  for (const auto& e : events)
+    if (e.event() == "tool.decided") by_deadline = e.str("decided_by") == "deadline";
+  EXPECT_TRUE(by_deadline) << "silence is denied by the deadline, never left hanging";
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/marker.txt"));
+  expect_complete(id);
+}
+
+TEST_F(DaemonCli, AChildThatIsKilledAbandonsItsPendingCallsAndClosesError) {
+  std::string id = submit("bash_marker", R"("decisions":"ask","decision_deadline_ms":60000)");
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(control.wait_event("tool.requested"));
+  SocketClient getter(daemon->socket());
+  auto run = getter.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(run);
+  int pid = static_cast<int>(run->object.at("pid").to_number<std::int64_t>());
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  auto closed = control.wait_event("stream.closed", 60s);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->str("reason"), "error");
+  const auto& process = closed->object.at("process").as_object();
+  EXPECT_EQ(process.at("kind"), "signaled");
+  EXPECT_EQ(process.at("signal").to_number<int>(), SIGKILL);
+  bool abandoned = false;
+  for (const auto& e : control.events_named("warning")) abandoned |= e.str("code") == "PENDING_CALL_ABANDONED";
+  EXPECT_TRUE(abandoned);
+  expect_complete(id);
+}
+
+TEST_F(DaemonCli, SigtermStopsAcceptingHaltsEveryRunAndExitsZero) {
+  std::string a = submit("sleep_then_more", R"("decisions":"observe")");
+  std::string b = submit("two_turns_keep_open", R"("keep_open":true)");
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(daemon->run_dir(a) / "scratch/work/started.txt"); }));
+  ASSERT_TRUE(daemon->wait_notify("2 active run(s)")) << "STATUS carries the run counts";
+  daemon->signal(SIGTERM);
+  EXPECT_TRUE(daemon->wait_notify("STOPPING=1"));
+  EXPECT_EQ(daemon->wait_exit(60s), 0) << daemon->stderr_text();
+  for (const auto& id : {a, b}) {
+    auto lines = read_lines(daemon->run_dir(id) / "events.jsonl");
+    ASSERT_FALSE(lines.empty());
+    EXPECT_NE(lines.back().find("\"event\":\"stream.closed\""), std::string::npos) << id;
+    EXPECT_NE(lines.back().find("\"reason\":\"killed\""), std::string::npos) << lines.back();
+    expect_complete(id);
+    EXPECT_TRUE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "no process of run " << id << " survives";
+  }
+}
+
+TEST_F(DaemonCli, AfterASigkillTheNextStartClosesCutOffRunsAndKillsTheirLeftovers) {
+  std::string id = submit("sleep_then_more", R"("decisions":"observe")");
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(daemon->run_dir(id) / "scratch/work/started.txt"); }));
+  daemon->signal(SIGKILL);
+  daemon->wait_exit(30s);
+  auto events_path = daemon->run_dir(id) / "events.jsonl";
+  auto before = read_lines(events_path);
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.back().find("stream.closed"), std::string::npos);
+  // A torn line, as a crash in the middle of a write would leave.
+  std::ofstream(events_path, std::ios::app) << R"({"format":"metaharness.event/1","seq":)" << before.size() + 1
+                                            << R"(,"run":"torn)";
+  EXPECT_FALSE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "the setsid'd tool process outlived the daemon";
+
+  start_daemon();  // same state dir
+  auto after = read_lines(events_path);
+  ASSERT_EQ(after.size(), before.size() + 2) << "every complete line kept, the torn one cut, two appended";
+  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
+  EXPECT_NE(after[after.size() - 2].find("RECOVERED_AFTER_RESTART"), std::string::npos);
+  EXPECT_NE(after.back().find("\"reason\":\"error\""), std::string::npos);
+  expect_complete(id);
+  EXPECT_TRUE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "leftovers are killed at start";
+}
+
+TEST_F(DaemonCli, BadSocketInputIsAnsweredByNameAndTheConnectionStaysUsable) {
+  SocketClient c(daemon->socket());
+  c.send(std::string(2 << 20, 'x'));
+  auto r = c.wait_reply("refused");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->str("code"), "LINE_TOO_LONG");
+  for (auto [line, code] : std::vector<std::pair<std::string, std::string>>{
+           {"{not json", "NOT_JSON"},
+           {R"({"request":"list"})", "UNKNOWN_FORMAT"},
+           {R"({"format":"metaharness.socket/2","request":"list"})", "UNKNOWN_FORMAT"},
+           {socket_request("explode"), "UNKNOWN_REQUEST"},
+           {socket_request("get", R"("run_id":"no-such-run")"), "UNKNOWN_RUN"},
+           {socket_request("get"), "MALFORMED"},
+           {R"({"format":"metaharness.command/1","id":"c","command":"halt"})", "NOT_ATTACHED"}}) {
+    auto reply = c.request(line);
+    ASSERT_TRUE(reply) << line;
+    EXPECT_EQ(reply->str("reply"), "refused") << line;
+    EXPECT_EQ(reply->str("code"), code) << line;
+  }
+  auto status = c.request(socket_request("status"));
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->str("reply"), "status") << "still usable after all of that";
+
+  // On an attached connection, a bad command is answered in the run's stream.
+  std::string id = submit("bash_marker", R"("decisions":"ask")");
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(control.wait_event("tool.requested"));
+  control.send("{oops");
+  control.send(tool_decide("ghost", "toolu_ghost", R"({"decision":"allow"})"));
+  auto malformed = control.wait_for([](const EventLine& e) { return e.event() == "command.result" && e.str("id") == "-"; });
+  ASSERT_TRUE(malformed);
+  auto ghost = control.wait_for([](const EventLine& e) { return e.event() == "command.result" && e.str("id") == "ghost"; });
+  ASSERT_TRUE(ghost);
+  EXPECT_EQ(ghost->object.at("outcome").as_object().at("refused").as_object().at("code"), "UNKNOWN_CALL");
+  control.send(socket_request("halt", R"("run_id":")" + id + "\""));
+  control.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  ASSERT_TRUE(control.wait_reply("end", 60s));
+  expect_complete(id);
+}
+
+TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {
+  daemon.reset();
+  start_daemon("[access]\nowner_is_admin = false\n");
+  SocketClient c(daemon->socket());
+  auto line = c.next_line(10s);
+  ASSERT_TRUE(line);
+  auto refused = protocol::parse_json(*line)->as_object();
+  EXPECT_EQ(refused.at("reply"), "refused");
+  EXPECT_EQ(refused.at("code"), "FORBIDDEN");
+  EXPECT_NE(std::string(refused.at("reason").as_string()).find("uid " + std::to_string(::getuid())), std::string::npos);
+  EXPECT_FALSE(c.next_line(10s)) << "then the connection closes";
+  EXPECT_TRUE(c.eof());
+}
+
+TEST_F(DaemonCli, AnObserverMayListButNotSubmit) {
+  daemon.reset();
+  start_daemon("[access]\nowner_is_admin = false\nobserve_uids = [" + std::to_string(::getuid()) + "]\n");
+  SocketClient c(daemon->socket());
+  auto list = c.request(socket_request("list"));
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->str("reply"), "runs");
+  auto submit = c.request(socket_request("submit", R"("run":{"adapter":"claude","prompt":"x"})"));
+  ASSERT_TRUE(submit);
+  EXPECT_EQ(submit->str("code"), "FORBIDDEN");
+  EXPECT_FALSE(c.next_line(10s));
+}
+
+}  // namespace
+}  // namespace mh::test

@@ -1,0 +1,210 @@
+#include "tests/support/daemon_harness.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+extern char** environ;
+
+namespace mh::test {
+
+namespace {
+sockaddr_un address_of(const std::filesystem::path& p) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
+  return a;
+}
+
+EventLine to_event_line(std::string raw) {
+  EventLine e;
+  e.raw = std::move(raw);
+  auto v = protocol::parse_json(e.raw);
+  if (v && v->is_object()) e.object = v->get_object();
+  return e;
+}
+}  // namespace
+
+DaemonUnderTest::DaemonUnderTest(const std::filesystem::path& dir, const std::string& config,
+                                 std::vector<std::string> extra_env) {
+  socket_ = dir / "mh.sock";
+  state_ = dir / "state";
+  notify_ = dir / "notify.sock";
+  std::filesystem::remove(notify_);
+  notify_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a = address_of(notify_);
+  if (::bind(notify_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throw std::runtime_error("cannot bind the notify socket " + notify_.string());
+  auto config_path = dir / "config.toml";
+  std::ofstream(config_path) << config;
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    // The daemon must take its paths from the test, not from a systemd or XDG environment.
+    if (entry.rfind("NOTIFY_SOCKET=", 0) == 0 || entry.rfind("LISTEN_", 0) == 0) continue;
+    env.push_back(entry);
+  }
+  env.push_back("NOTIFY_SOCKET=" + notify_.string());
+  for (auto& e : extra_env) env.push_back(std::move(e));
+  process_ = std::make_unique<CliProcess>(
+      std::vector<std::string>{metaharness_binary().string(), "daemon", "--config", config_path.string(), "--socket",
+                               socket_.string(), "--state-dir", state_.string()},
+      env);
+}
+
+DaemonUnderTest::~DaemonUnderTest() {
+  if (running()) {
+    signal(SIGKILL);
+    wait_exit(10s);
+  }
+  if (notify_fd_ >= 0) ::close(notify_fd_);
+}
+
+void DaemonUnderTest::drain_notify(int timeout_ms) {
+  pollfd p{notify_fd_, POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) <= 0) return;
+  char buf[4096];
+  ssize_t n = ::recv(notify_fd_, buf, sizeof buf, MSG_DONTWAIT);
+  if (n > 0) notes_.emplace_back(buf, static_cast<std::size_t>(n));
+}
+
+bool DaemonUnderTest::wait_notify(const std::string& text, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::size_t checked = 0;
+  for (;;) {
+    for (; checked < notes_.size(); ++checked)
+      if (notes_[checked].find(text) != std::string::npos) return true;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    drain_notify(static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1);
+  }
+}
+
+void DaemonUnderTest::signal(int sig) { ::kill(process_->pid(), sig); }
+
+bool DaemonUnderTest::running() {
+  if (status_) return false;
+  int st = 0;
+  pid_t r = ::waitpid(process_->pid(), &st, WNOHANG);
+  if (r == process_->pid()) {
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return true;
+}
+
+int DaemonUnderTest::wait_exit(std::chrono::milliseconds timeout) {
+  if (status_) return *status_;
+  int code = process_->finish(timeout);
+  if (code >= 0) status_ = code;
+  return code;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+SocketClient::SocketClient(const std::filesystem::path& socket) {
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a = address_of(socket);
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+SocketClient::~SocketClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SocketClient::send_raw(const std::string& bytes) {
+  std::string_view rest = bytes;
+  while (!rest.empty() && fd_ >= 0) {
+    ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void SocketClient::send(const std::string& line) { send_raw(line + "\n"); }
+
+void SocketClient::close_write() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+std::optional<std::string> SocketClient::next_line(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    if (eof_ || fd_ < 0) return std::nullopt;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return std::nullopt;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1) <= 0)
+      continue;
+    char buf[65536];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) {
+      eof_ = true;
+      continue;
+    }
+    buffer_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+std::optional<EventLine> SocketClient::wait_for(const std::function<bool(const EventLine&)>& match,
+                                                std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (remaining.count() <= 0) return std::nullopt;
+    auto line = next_line(remaining);
+    if (!line) return std::nullopt;
+    lines_.push_back(to_event_line(std::move(*line)));
+    if (match(lines_.back())) return lines_.back();
+  }
+}
+
+std::optional<EventLine> SocketClient::wait_reply(std::string_view reply, std::chrono::milliseconds timeout) {
+  return wait_for([reply](const EventLine& e) { return e.str("reply") == reply; }, timeout);
+}
+
+std::optional<EventLine> SocketClient::wait_event(std::string_view event, std::chrono::milliseconds timeout) {
+  return wait_for([event](const EventLine& e) { return e.event() == event; }, timeout);
+}
+
+std::vector<EventLine> SocketClient::events_named(std::string_view name) const {
+  std::vector<EventLine> out;
+  for (const auto& e : lines_)
+    if (e.event() == name) out.push_back(e);
+  return out;
+}
+
+std::optional<EventLine> SocketClient::request(const std::string& line, std::chrono::milliseconds timeout) {
+  send(line);
+  return wait_for([](const EventLine& e) { return !e.str("reply").empty(); }, timeout);
+}
+
+std::string socket_request(const std::string& request, const std::string& fields_json, const std::string& id) {
+  return R"({"format":"metaharness.socket/1","request":")" + request + R"(","id":")" + id + "\"" +
+         (fields_json.empty() ? "" : "," + fields_json) + "}";
+}
+
+std::string tool_decide(const std::string& id, const std::string& call, const std::string& decision_json) {
+  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":"tool.decide","call_id":")" + call +
+         R"(","decision":)" + decision_json + "}";
+}
+
+}  // namespace mh::test

@@ -1,0 +1,77 @@
+// A real `metaharness daemon` under test: its own state dir and socket, and its own
+// NOTIFY_SOCKET so the test sees READY / STATUS / STOPPING as systemd would. Plus a blocking
+// socket client with bounded waits.
+#pragma once
+
+#include "tests/support/cli_process.hpp"
+
+#include <sys/types.h>
+
+namespace mh::test {
+
+class DaemonUnderTest {
+ public:
+  // `config` is the TOML text of the daemon's config file (may be empty).
+  DaemonUnderTest(const std::filesystem::path& dir, const std::string& config = "",
+                  std::vector<std::string> extra_env = {});
+  ~DaemonUnderTest();  // SIGKILL if still running
+
+  // Waits for a sd_notify datagram containing `text` (e.g. "READY=1").
+  bool wait_notify(const std::string& text, std::chrono::milliseconds timeout = 30s);
+  const std::vector<std::string>& notifications() const { return notes_; }
+
+  void signal(int sig);
+  int wait_exit(std::chrono::milliseconds timeout = 60s);
+  bool running();
+  std::string stderr_text() { return process_->stderr_text(); }
+
+  const std::filesystem::path& socket() const { return socket_; }
+  const std::filesystem::path& state_dir() const { return state_; }
+  std::filesystem::path run_dir(const std::string& id) const { return state_ / "runs" / id; }
+  int pid() const { return process_->pid(); }
+
+ private:
+  void drain_notify(int timeout_ms);
+
+  std::filesystem::path socket_, state_, notify_;
+  int notify_fd_ = -1;
+  std::vector<std::string> notes_;
+  std::unique_ptr<CliProcess> process_;
+  std::optional<int> status_;
+};
+
+class SocketClient {
+ public:
+  explicit SocketClient(const std::filesystem::path& socket);
+  ~SocketClient();
+  bool connected() const { return fd_ >= 0; }
+
+  void send(const std::string& line);
+  void send_raw(const std::string& bytes);
+  void close_write();
+  std::optional<std::string> next_line(std::chrono::milliseconds timeout = 30s);
+  // Lines until one satisfies `match` (returned), EOF or the timeout (nullopt). All are kept.
+  std::optional<EventLine> wait_for(const std::function<bool(const EventLine&)>& match,
+                                    std::chrono::milliseconds timeout = 60s);
+  std::optional<EventLine> wait_reply(std::string_view reply, std::chrono::milliseconds timeout = 60s);
+  std::optional<EventLine> wait_event(std::string_view event, std::chrono::milliseconds timeout = 60s);
+  bool eof() const { return eof_; }
+  const std::vector<EventLine>& lines() const { return lines_; }
+  std::vector<EventLine> events_named(std::string_view name) const;
+
+  // Sends one request and returns its first reply line.
+  std::optional<EventLine> request(const std::string& line, std::chrono::milliseconds timeout = 60s);
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+  bool eof_ = false;
+  std::vector<EventLine> lines_;
+};
+
+// Builders for socket API lines.
+std::string socket_request(const std::string& request, const std::string& fields_json = "",
+                           const std::string& id = "t");
+std::string tool_decide(const std::string& id, const std::string& call, const std::string& decision_json);
+
+}  // namespace mh::test
