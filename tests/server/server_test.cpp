@@ -1,0 +1,150 @@
+// The daemon's configuration, its systemd units, and the readable tail format.
+#include "cli/event_format.hpp"
+#include "daemon/server/config.hpp"
+#include "daemon/server/socket_api.hpp"
+#include "tests/support/cli_process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace mh::test {
+namespace {
+
+std::optional<std::string> load_error(const std::string& toml) {
+  TempDir dir("config");
+  auto path = dir.path() / "c.toml";
+  std::ofstream(path) << toml;
+  auto c = daemon::load_config(path);
+  if (c) return std::nullopt;
+  return c.error();
+}
+
+TEST(Config, TheShippedExampleLoadsAndNoFileMeansEmbeddedDefaults) {
+  auto shipped = daemon::load_config(source_dir() / "config/metaharness.toml");
+  ASSERT_TRUE(shipped) << shipped.error();
+  auto defaults = daemon::load_config(std::nullopt);
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(shipped->halt_grace, defaults->halt_grace);
+  EXPECT_EQ(shipped->socket_mode, 0660u);
+  EXPECT_FALSE(defaults->socket.empty());
+  EXPECT_FALSE(defaults->state_dir.empty());
+}
+
+TEST(Config, SystemdDirectoriesDecideTheDefaultsUnderSystemd) {
+  ::setenv("RUNTIME_DIRECTORY", "/run/metaharness", 1);
+  ::setenv("STATE_DIRECTORY", "/var/lib/metaharness", 1);
+  auto c = daemon::default_config();
+  ::unsetenv("RUNTIME_DIRECTORY");
+  ::unsetenv("STATE_DIRECTORY");
+  EXPECT_EQ(c.socket, "/run/metaharness/metaharness.sock");
+  EXPECT_EQ(c.state_dir, "/var/lib/metaharness");
+}
+
+TEST(Config, ABadConfigIsRefusedNamingTheKeyAndTheReason) {
+  auto unknown = load_error("[runs]\nhalt_grace = 5\n");
+  ASSERT_TRUE(unknown);
+  EXPECT_NE(unknown->find("runs.halt_grace"), std::string::npos) << *unknown;
+  auto type = load_error("[runs]\nhalt_grace_ms = \"soon\"\n");
+  ASSERT_TRUE(type);
+  EXPECT_NE(type->find("runs.halt_grace_ms: must be an integer"), std::string::npos) << *type;
+  auto range = load_error("[runs]\nhalt_grace_ms = 0\n");
+  ASSERT_TRUE(range);
+  EXPECT_NE(range->find("runs.halt_grace_ms: must be positive"), std::string::npos) << *range;
+  auto table = load_error("[network]\nport = 1\n");
+  ASSERT_TRUE(table);
+  EXPECT_NE(table->find("unknown key network"), std::string::npos) << *table;
+  auto syntax = load_error("[runs\n");
+  ASSERT_TRUE(syntax);
+  EXPECT_NE(syntax->find("line 1"), std::string::npos) << *syntax;
+  auto mode = load_error("[paths]\nsocket_mode = \"rw\"\n");
+  ASSERT_TRUE(mode);
+  EXPECT_NE(mode->find("paths.socket_mode"), std::string::npos) << *mode;
+  auto ids = load_error("[access]\ncontrol_uids = [\"alice\"]\n");
+  ASSERT_TRUE(ids);
+  EXPECT_NE(ids->find("access.control_uids"), std::string::npos) << *ids;
+}
+
+TEST(Config, TheDaemonRefusesABadConfigAtStartWithExitTwo) {
+  TempDir dir("badconfig");
+  std::ofstream(dir.path() / "c.toml") << "[log]\nlevel = \"loud\"\n";
+  CliProcess p({metaharness_binary().string(), "daemon", "--config", (dir.path() / "c.toml").string(), "--socket",
+                (dir.path() / "s").string(), "--state-dir", (dir.path() / "st").string()});
+  EXPECT_EQ(p.finish(30s), 2);
+  EXPECT_NE(p.stderr_text().find("log.level: must be one of error, warning, info, debug"), std::string::npos)
+      << p.stderr_text();
+}
+
+TEST(Config, RolesNestAndTheOwnerIsAdminUnlessTheConfigSaysOtherwise) {
+  daemon::DaemonConfig c;
+  c.observe.uids = {1001};
+  c.control.gids = {2000};
+  EXPECT_EQ(c.role_of(1001, 1), daemon::Role::observe);
+  EXPECT_EQ(c.role_of(1002, 2000), daemon::Role::control);
+  EXPECT_EQ(c.role_of(1003, 3), daemon::Role::none);
+  EXPECT_EQ(c.role_of(::geteuid(), 0), daemon::Role::admin);
+  c.owner_is_admin = false;
+  EXPECT_EQ(c.role_of(::geteuid(), 12345), daemon::Role::none);
+}
+
+// systemd-analyze verify, with the unit pointed at the binary under test. Any warning fails too.
+TEST(Systemd, TheUnitsVerifyClean) {
+  TempDir dir("systemd");
+  std::string service = read_file(source_dir() / "systemd/metaharness.service");
+  const std::string installed = "/usr/local/bin/metaharness";
+  ASSERT_NE(service.find(installed), std::string::npos);
+  for (auto at = service.find(installed); at != std::string::npos; at = service.find(installed, at + 1))
+    service.replace(at, installed.size(), metaharness_binary().string());
+  std::ofstream(dir.path() / "metaharness.service") << service;
+  std::filesystem::copy_file(source_dir() / "systemd/metaharness.socket", dir.path() / "metaharness.socket");
+  CliProcess verify({"/usr/bin/systemd-analyze", "verify", "--man=no", (dir.path() / "metaharness.service").string(),
+                     (dir.path() / "metaharness.socket").string()});
+  verify.close_stdin();
+  EXPECT_EQ(verify.finish(60s), 0) << verify.stderr_text();
+  EXPECT_EQ(verify.stderr_text(), "") << "systemd-analyze must have nothing to say";
+  for (auto f : {"metaharness.sysusers.conf", "metaharness.tmpfiles.conf"})
+    EXPECT_TRUE(std::filesystem::exists(source_dir() / "systemd" / f)) << f;
+}
+
+TEST(Systemd, TheServiceIsANotifyServiceWithTheHardeningTheIssueNames) {
+  std::string service = read_file(source_dir() / "systemd/metaharness.service");
+  for (auto needed : {"Type=notify", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
+                      "PrivateTmp=yes", "StateDirectory=metaharness", "RuntimeDirectory=metaharness"})
+    EXPECT_NE(service.find(needed), std::string::npos) << needed;
+  std::string socket = read_file(source_dir() / "systemd/metaharness.socket");
+  EXPECT_NE(socket.find("SocketMode=0660"), std::string::npos);
+}
+
+TEST(SocketApi, RequestsAreRefusedByName) {
+  EXPECT_EQ(daemon::read_request("nope").error().code, "NOT_JSON");
+  EXPECT_EQ(daemon::read_request("[1]").error().code, "NOT_JSON");
+  EXPECT_EQ(daemon::read_request(R"({"request":"list"})").error().code, "UNKNOWN_FORMAT");
+  auto unknown = daemon::read_request(R"({"format":"metaharness.socket/1","request":"fly","id":"x"})");
+  EXPECT_EQ(unknown.error().code, "UNKNOWN_REQUEST");
+  EXPECT_EQ(unknown.error().id, "x");
+  EXPECT_NE(unknown.error().reason.find("submit, list"), std::string::npos);
+  auto ok = daemon::read_request(R"({"format":"metaharness.socket/1","request":"tail","run_id":"r"})");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->name, "tail");
+}
+
+TEST(TailFormat, EachEventIsOneReadableLineWithItsGist) {
+  auto line = cli::human_line(
+      R"({"format":"metaharness.event/1","seq":7,"run":"r","event":"tool.decided","call_id":"toolu_1","decision":{"decision":"deny","reason":"no shell here"},"decided_by":"frame","seam":"hook","latency_ms":null,"peer":null})");
+  EXPECT_NE(line.find("7"), std::string::npos);
+  EXPECT_NE(line.find("tool.decided"), std::string::npos);
+  EXPECT_NE(line.find("deny \"no shell here\" by frame"), std::string::npos) << line;
+  auto requested = cli::human_line(
+      R"({"format":"metaharness.event/1","seq":3,"run":"r","event":"tool.requested","call_id":"toolu_1","name":"Bash","input":{"command":"ls"},"decision_required":true,"deadline_ms":55000,"seam":"hook"})");
+  EXPECT_NE(requested.find("Bash {\"command\":\"ls\"}"), std::string::npos) << requested;
+  EXPECT_NE(requested.find("awaiting a decision"), std::string::npos) << requested;
+  auto text = cli::human_line(
+      R"({"format":"metaharness.event/1","seq":4,"run":"r","at":"2026-11-29T17:53:37.377Z","event":"text","text":"line one\nline two","request_id":null})");
+  EXPECT_EQ(text.substr(0, 12), "17:53:37.377") << "the vendor's own time when the event has one";
+  EXPECT_NE(text.find("\"line one line two\""), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 0);
+  EXPECT_EQ(cli::human_line("not an event"), "not an event");
+}
+
+}  // namespace
+}  // namespace mh::test
