@@ -192,6 +192,14 @@ class AdapterSession {
   // Answer a vendor decision request.
   virtual void answer(const ReplyToken& reply, const ToolCall& call, const proto::Decision& decision,
                       AdapterSink& sink) = 0;
+  // Is the request the vendor blocks on (`asked`) the same request as the one it presented
+  // (`presented`)? A decision is bound to what was presented; the vendor may restate it in its
+  // own normal form (Claude resolves a relative file_path against its cwd) without changing what
+  // runs. Anything else is a different request, denied as mutated. Default: byte equality of the
+  // canonical JSON.
+  virtual bool same_request(const ToolCall& presented, const ToolCall& asked) const {
+    return presented.name == asked.name && proto::canonical_json(presented.input) == proto::canonical_json(asked.input);
+  }
   // Can this adapter carry this decision for this call? (e.g. a replace whose input the wire
   // cannot express is refused by name, never downgraded.)
   virtual std::optional<proto::Refusal> check_decision(const ToolCall& call,

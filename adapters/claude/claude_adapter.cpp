@@ -163,7 +163,8 @@ namespace {
 class Session final : public AdapterSession {
  public:
   Session(const RunSpec& spec, const LaunchPlan& plan)
-      : reader_(Reader::Launch{plan.attestation,
+      : cwd_(plan.cwd),
+        reader_(Reader::Launch{plan.attestation,
                                proto::TranscriptRef{plan.transcript_path.string(), std::nullopt, std::nullopt},
                                std::nullopt}),
         hook_timeout_seconds_(hook_timeout_for(spec)) {}
@@ -223,6 +224,30 @@ class Session final : public AdapterSession {
     o["type"] = "control_response";
     o["response"] = std::move(response);
     sink.write_vendor(proto::canonical_json(o));
+  }
+
+  // Claude hands its hooks the input in its own normal form: a relative file_path (Read, Write,
+  // Edit, NotebookEdit, Glob's path...) resolved against its working directory. That is the same
+  // request; any other difference is not.
+  bool same_request(const ToolCall& presented, const ToolCall& asked) const override {
+    if (presented.name != asked.name) return false;
+    if (proto::canonical_json(presented.input) == proto::canonical_json(asked.input)) return true;
+    if (!presented.input.is_object() || !asked.input.is_object()) return false;
+    const auto& p = presented.input.get_object();
+    const auto& a = asked.input.get_object();
+    if (p.size() != a.size()) return false;
+    for (const auto& kv : p) {
+      const json::value* other = a.if_contains(kv.key());
+      if (!other) return false;
+      if (proto::canonical_json(kv.value()) == proto::canonical_json(*other)) continue;
+      bool path_key = kv.key() == "file_path" || kv.key() == "notebook_path" || kv.key() == "path";
+      if (!path_key || !kv.value().is_string() || !other->is_string()) return false;
+      std::filesystem::path given(std::string(kv.value().get_string()));
+      std::filesystem::path resolved(std::string(other->get_string()));
+      if (given.is_absolute() || !resolved.is_absolute() || cwd_.empty()) return false;
+      if ((cwd_ / given).lexically_normal() != resolved.lexically_normal()) return false;
+    }
+    return true;
   }
 
   std::optional<proto::Refusal> check_decision(const ToolCall&, const proto::Decision& decision) const override {
@@ -335,6 +360,7 @@ class Session final : public AdapterSession {
     return true;
   }
 
+  std::filesystem::path cwd_;
   Reader reader_;
   std::uint64_t hook_timeout_seconds_;
   std::uint64_t control_counter_ = 0;

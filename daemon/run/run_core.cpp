@@ -214,7 +214,8 @@ void RunCore::call_presented(adapters::ToolCall call, std::optional<std::string>
   }
   // The same call presented again. With the same request it is the same call; with another,
   // the decision cannot be carried over to an input nobody adjudicated.
-  if (request_digest(call) != it->second.digest) call_awaits_answer(std::move(call), adapters::ReplyToken{});
+  if (request_digest(call) != it->second.digest && !session_->same_request(it->second.call, call))
+    call_awaits_answer(std::move(call), adapters::ReplyToken{});
 }
 
 void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply) {
@@ -229,7 +230,7 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
   }
   CallState& st = it->second;
   std::string digest = request_digest(call);
-  if (digest != st.digest) {
+  if (digest != st.digest && !session_->same_request(st.call, call)) {
     proto::ev::ToolRequested again;
     again.call_id = call.call_id;
     again.name = call.name;

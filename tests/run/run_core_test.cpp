@@ -67,6 +67,7 @@ class RunCoreTest : public ::testing::Test {
     spec.decision_deadline_ms = 55'000;
     adapters::LaunchPlan plan;
     plan.transcript_path = "/runs/r-1/vendor-stdout.jsonl";
+    plan.cwd = "/scratch/work";
     const adapters::Adapter* adapter = registry.find("claude");
     core = std::make_unique<RunCore>(spec, *adapter, adapter->open_session(spec, plan), fx);
     core->start(now);
@@ -438,6 +439,19 @@ TEST_F(RunCoreTest, AHookAskingAboutADifferentInputIsDeniedAsMutated) {
   EXPECT_TRUE(std::holds_alternative<proto::decision::Deny>(all<proto::ev::ToolDecided>().back().decision));
   EXPECT_EQ(decision_of(answer_for("hk-1")).as_object().at("hookSpecificOutput").as_object().at("permissionDecision"),
             "deny");
+}
+
+TEST_F(RunCoreTest, ClaudeResolvingARelativePathInTheHookIsTheSameRequestNotAMutation) {
+  open_and_begin(proto::DecisionMode::observe);
+  feed(lines::tool_use("toolu_1", "Read", json::object{{"file_path", "src/../README.txt"}}));
+  feed(lines::hook_callback("hk-1", "toolu_1", "Read", json::object{{"file_path", "/scratch/work/README.txt"}}));
+  EXPECT_TRUE(all<proto::ev::Warning>().empty()) << "the vendor's own normal form is not a mutation";
+  EXPECT_EQ(decision_of(answer_for("hk-1")).as_object().at("hookSpecificOutput").as_object().at("permissionDecision"),
+            "allow");
+  // But a different file is a different request.
+  feed(lines::tool_use("toolu_2", "Read", json::object{{"file_path", "notes.txt"}}));
+  feed(lines::hook_callback("hk-2", "toolu_2", "Read", json::object{{"file_path", "/etc/shadow"}}));
+  EXPECT_EQ(all<proto::ev::Warning>().back().code, "REQUEST_MUTATED");
 }
 
 TEST_F(RunCoreTest, ObserveAllowsAndRecordsEverything) {
