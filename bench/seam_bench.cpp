@@ -10,11 +10,14 @@
 //                    answers every tool.requested with tool.decide allow at once
 //
 // Per run it records the wall time from the spawn to the turn's end (`result`; turn.ended for
-// metaharness) and to the end of the stream (stdout EOF; stream.closed), and the span between
-// the first and the last main-loop request the scripted endpoint received (which holds exactly
-// the N call cycles and nothing of start-up or shut-down). The added time per call of a variant
-// is (median(variant) - median(baseline)) / N. metaharness's own share comes from the
-// --latency-report files it writes. Output: a table on stdout and a JSON summary.
+// metaharness) and to the end of the stream (stdout EOF; stream.closed), the span between the
+// first and the last main-loop request the scripted endpoint received (which holds exactly the
+// N call cycles and nothing of start-up or shut-down), every call cycle (gap between successive
+// calls as the driver sees them) and every call latency (a call seen -> its result seen). The
+// added time per call of a variant is (median(variant) - median(baseline)) / N for per-turn
+// figures, the difference of the medians for per-call ones; 95% bootstrap intervals say how much
+// of a difference is noise. metaharness's own share comes from the --latency-report files it
+// writes. Output: a table on stdout and a JSON summary.
 //
 // Every wait is bounded; a run that does not finish in time is killed and reaped, and the
 // program then exits non-zero.
@@ -53,7 +56,6 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
 
 namespace {
 
@@ -378,6 +380,16 @@ struct RunRecord {
   // cycles (tool_use -> hook -> tool -> next model request -> next tool_use), at microsecond
   // resolution and free of start-up and shut-down.
   std::vector<double> call_seen_ms;
+  // Per call, from the driver seeing it to the driver seeing its result (assistant tool_use ->
+  // user tool_result; tool.requested -> tool.result): the CLI's hook, permission and tool run,
+  // without the model round trip that makes most of a cycle's noise.
+  std::vector<double> call_latency_ms;
+  std::map<std::string, double> seen_by_id, done_by_id;  // ms since the spawn, by tool_use id
+
+  void match_latencies() {
+    for (const auto& [id, seen] : seen_by_id)
+      if (auto it = done_by_id.find(id); it != done_by_id.end()) call_latency_ms.push_back(it->second - seen);
+  }
   std::optional<LatencySummary> line_to_requested, decide_to_answer;  // metaharness_ask
   fs::path dir;
 };
@@ -417,6 +429,7 @@ class Bench {
     if (v == Variant::metaharness_ask) run_metaharness(r);
     else run_claude_directly(r);
     r.bench_cpu_ms = own_cpu_ms() - cpu_before;
+    r.match_latencies();
     if (r.ok && !o_.keep) fs::remove_all(r.dir, ec);
     return r;
   }
@@ -537,8 +550,19 @@ class Bench {
         const json::value* content = message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
         if (content && content->is_array())
           for (const auto& block : content->get_array())
-            if (block.is_object() && block.get_object().if_contains("type") && block.get_object().at("type") == "tool_use")
+            if (block.is_object() && block.get_object().if_contains("type") && block.get_object().at("type") == "tool_use") {
               r.call_seen_ms.push_back(ms_between(started, read_at));
+              if (const json::value* id = block.get_object().if_contains("id"); id && id->is_string())
+                r.seen_by_id[std::string(id->get_string())] = ms_between(started, read_at);
+            }
+      } else if (type->get_string() == "user") {
+        const json::value* message = record.if_contains("message");
+        const json::value* content = message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
+        if (content && content->is_array())
+          for (const auto& block : content->get_array())
+            if (block.is_object() && block.get_object().if_contains("tool_use_id") &&
+                block.get_object().at("tool_use_id").is_string())
+              r.done_by_id[std::string(block.get_object().at("tool_use_id").get_string())] = ms_between(started, read_at);
       } else if (type->get_string() == "control_response" && !initialized) {
         initialized = true;
         child.write_line(user);
@@ -632,12 +656,16 @@ class Bench {
         const json::value* call = e.if_contains("call_id");
         if (!required || *required != true || !call || !call->is_string()) continue;
         r.call_seen_ms.push_back(ms_between(started, read_at));
+        r.seen_by_id[std::string(call->get_string())] = ms_between(started, read_at);
         std::string decide = R"({"format":"metaharness.command/1","id":"d)" + std::to_string(++command_number) +
                              R"(","command":"tool.decide","call_id":)" + json::serialize(*call) +
                              R"(,"decision":{"decision":"allow"}})";
         child.write_line(decide);
         // Once every call is decided nothing more is needed: the run ends after the turn.
         if (++r.calls_answered == calls_) child.close_stdin();
+      } else if (*event == "tool.result") {
+        if (const json::value* call = e.if_contains("call_id"); call && call->is_string())
+          r.done_by_id[std::string(call->get_string())] = ms_between(started, read_at);
       } else if (*event == "turn.ended") {
         turn_ended_at = read_at;
       } else if (*event == "stream.closed") {
@@ -782,7 +810,15 @@ double median_of(const Runs& runs) {
 
 double median_call_cycle(const Runs& runs) { return median(call_cycles(runs)); }
 
-constexpr std::array<Metric, 4> kMetrics = {
+std::vector<double> call_latencies(const Runs& runs) {
+  std::vector<double> all;
+  for (const RunRecord* r : runs) all.insert(all.end(), r->call_latency_ms.begin(), r->call_latency_ms.end());
+  return all;
+}
+
+double median_call_latency(const Runs& runs) { return median(call_latencies(runs)); }
+
+constexpr std::array<Metric, 5> kMetrics = {
     // The issue's definition: the turn's wall time, medians of runs, difference over N.
     Metric{"wall_result_ms", "spawn -> result", true, &median_of<&RunRecord::wall_result_ms>},
     Metric{"wall_end_ms", "spawn -> end of stream", true, &median_of<&RunRecord::wall_end_ms>},
@@ -791,6 +827,8 @@ constexpr std::array<Metric, 4> kMetrics = {
     // The typical call: the median of every call cycle of every run, robust to the slow outlier
     // calls (the first call, the CLI's garbage collections) that dominate the noise of sums.
     Metric{"call_cycle_ms", "median call cycle", false, &median_call_cycle},
+    // The part of a cycle the seam is in (tool_use seen -> its result seen), median of all calls.
+    Metric{"call_latency_ms", "median call latency", false, &median_call_latency},
 };
 
 std::optional<double> added_per_call(const Metric& m, const Runs& variant, const Runs& baseline, int calls) {
@@ -852,9 +890,10 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
   std::cout << "\nClaude call seam: " << calls << " sequential Bash calls per turn, " << o.runs
             << " interleaved rounds (+" << o.warmup << " warm-up)\n";
   std::cout << "times in ms: median [min..max] over the runs that completed; call cycle: median [p10..p90] of every\n"
-               "gap between successive calls of every run\n\n";
-  std::printf("%-16s %5s  %-22s %-22s %-22s %-20s\n", "variant", "ok", "spawn -> result", "spawn -> end of stream",
-              "model request 1->N+1", "call cycle");
+               "gap between successive calls of every run; call latency: median [p10..p90] over every call of every\n"
+               "run of tool_use seen -> tool_result seen\n\n";
+  std::printf("%-16s %5s  %-22s %-22s %-22s %-20s %-20s\n", "variant", "ok", "spawn -> result",
+              "spawn -> end of stream", "model request 1->N+1", "call cycle", "call latency");
   json::object variants;
   for (Variant v : o.variants) {
     json::object entry;
@@ -876,6 +915,16 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
                                           {"mean", cycle_mean}, {"max", cycles.empty() ? 0.0 : cycles.back()},
                                           {"n", cycles.size()}};
     cells.push_back(fixed(median(cycles), 1) + " [" + fixed(quantile(0.10), 1) + ".." + fixed(quantile(0.90), 1) + "]");
+    std::vector<double> latencies = call_latencies(ok[v]);
+    std::sort(latencies.begin(), latencies.end());
+    auto latency_quantile = [&](double q) {
+      return latencies.empty() ? 0.0
+                               : latencies[static_cast<std::size_t>(q * static_cast<double>(latencies.size() - 1))];
+    };
+    entry["call_latency_ms"] = json::object{{"median", median(latencies)}, {"p10", latency_quantile(0.10)},
+                                            {"p90", latency_quantile(0.90)}, {"n", latencies.size()}};
+    cells.push_back(fixed(median(latencies), 1) + " [" + fixed(latency_quantile(0.10), 1) + ".." +
+                    fixed(latency_quantile(0.90), 1) + "]");
     entry["child_cpu_ms"] = to_json(spread_of(values(v, &RunRecord::child_cpu_ms)));
     entry["bench_cpu_ms"] = to_json(spread_of(values(v, &RunRecord::bench_cpu_ms)));
     entry["load_before"] = to_json(spread_of(values(v, &RunRecord::load_before)));
@@ -914,8 +963,8 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
     }
     entry["runs"] = std::move(runs);
     variants[name_of(v)] = std::move(entry);
-    std::printf("%-16s %2zu/%-2d  %-22s %-22s %-22s %-20s\n", std::string(name_of(v)).c_str(), ok[v].size(), o.runs,
-                cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str());
+    std::printf("%-16s %2zu/%-2d  %-22s %-22s %-22s %-20s %-20s\n", std::string(name_of(v)).c_str(), ok[v].size(),
+                o.runs, cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str(), cells[4].c_str());
   }
   summary["variants"] = std::move(variants);
 
@@ -930,9 +979,9 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
                 spread_text(spread_of(values(v, &RunRecord::load_before)), 1).c_str());
 
   std::cout << "\nadded ms per call vs baseline: (median(variant) - median(baseline)) / " << calls
-            << "; call cycle: difference of the medians\n";
-  std::printf("%-16s %-18s %-24s %-22s %-18s\n", "variant", "spawn -> result", "spawn -> end of stream",
-              "model request 1->N+1", "median call cycle");
+            << "; call cycle and latency: difference of the medians\n";
+  std::printf("%-16s %-18s %-24s %-22s %-18s %-18s\n", "variant", "spawn -> result", "spawn -> end of stream",
+              "model request 1->N+1", "median call cycle", "median call latency");
   for (Variant v : o.variants) {
     if (v == Variant::baseline) continue;
     std::vector<std::string> cells;
@@ -940,8 +989,8 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
       auto a = added(m, v);
       cells.push_back(a ? fixed(*a, 2) : "n/a");
     }
-    std::printf("%-16s %-18s %-24s %-22s %-18s\n", std::string(name_of(v)).c_str(), cells[0].c_str(), cells[1].c_str(),
-                cells[2].c_str(), cells[3].c_str());
+    std::printf("%-16s %-18s %-24s %-22s %-18s %-18s\n", std::string(name_of(v)).c_str(), cells[0].c_str(),
+                cells[1].c_str(), cells[2].c_str(), cells[3].c_str(), cells[4].c_str());
   }
 
   // Goal 1: metaharness ask within 1 ms of the bare driver, and at most half a command hook's.
