@@ -1,6 +1,7 @@
 // metaharness: one binary, many verbs.
 #include "cli/verbs.hpp"
 #include "metaharness/build_info.hpp"
+#include "protocol/digest.hpp"
 
 #include <csignal>
 #include <iostream>
@@ -8,6 +9,7 @@
 int main(int argc, char** argv) {
   // A reader that goes away must be an error value on write, not a signal that kills us.
   std::signal(SIGPIPE, SIG_IGN);
+  mh::protocol::warm_up_digests();
   CLI::App app{"metaharness: governs headless coding-agent runs (observe, control, keep the record)"};
   app.set_version_flag("--version", std::string(mh::build_info::version));
   app.require_subcommand(1);

@@ -69,6 +69,7 @@ asio::awaitable<void> pump_events(std::shared_ptr<daemon::SharedStreamState> str
 // terminal); hands each line to the run, which answers it on the stream.
 void read_commands(std::shared_ptr<daemon::Run> run, std::atomic<bool>& stop) {
   protocol::LineFramer framer(protocol::kDefaultMaxLineBytes);
+  std::chrono::steady_clock::time_point received_at;
   auto on_line = [&](const protocol::FramedLine& line) {
     if (line.too_long) {
       run->unreadable_command(protocol::too_long_refusal(line, framer.max_line_bytes()));
@@ -76,7 +77,7 @@ void read_commands(std::shared_ptr<daemon::Run> run, std::atomic<bool>& stop) {
     }
     if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) return;
     auto command = protocol::read_command_line(line.text);
-    if (command) run->command(std::move(*command), std::nullopt);
+    if (command) run->command(std::move(*command), std::nullopt, {}, received_at);
     else run->unreadable_command(command.error());
   };
   char buffer[64 * 1024];
@@ -88,6 +89,7 @@ void read_commands(std::shared_ptr<daemon::Run> run, std::atomic<bool>& stop) {
     ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
+    received_at = std::chrono::steady_clock::now();
     framer.feed(std::string_view(buffer, static_cast<std::size_t>(n)), on_line);
   }
   if (!stop.load()) {
@@ -119,11 +121,15 @@ void write_latency_report(const std::string& path, const daemon::SeamLatencies& 
     o["p90_us"] = pct(0.90);
     o["p99_us"] = pct(0.99);
     o["max_us"] = static_cast<double>(v.back().count()) / 1000.0;
+    json::array samples;  // raw, so several runs can be pooled exactly
+    for (auto d : v) samples.emplace_back(static_cast<double>(d.count()) / 1000.0);
+    o["samples_us"] = std::move(samples);
     return o;
   };
   json::object report;
   report["line_to_requested"] = summarize(l.line_to_requested);
   report["decide_to_answer"] = summarize(l.decide_to_answer);
+  report["line_to_answer"] = summarize(l.line_to_answer);
   std::ofstream out(path, std::ios::trunc);
   out << protocol::pretty_json(report, false);
 }

@@ -29,4 +29,8 @@ class Sha256 {
 
 bool is_digest(std::string_view text);  // 64 lowercase hex characters
 
+// OpenSSL loads and resolves its SHA-256 provider on first use (about a millisecond). Programs
+// call this once at start so no request ever pays for it.
+void warm_up_digests();
+
 }  // namespace mh::protocol

@@ -175,9 +175,12 @@ struct Run::Impl final : RunEffects {
   }
 
   void write_vendor(std::string line) override {
-    if (command_received_at && latencies.decide_to_answer.size() < kMaxLatencySamples) {
-      latencies.decide_to_answer.push_back(Clock::now() - *command_received_at);
+    if (command_received_at) {
+      if (latencies.decide_to_answer.size() < kMaxLatencySamples)
+        latencies.decide_to_answer.push_back(Clock::now() - *command_received_at);
       command_received_at.reset();
+    } else if (line_read_at != Clock::time_point{} && latencies.line_to_answer.size() < kMaxLatencySamples) {
+      latencies.line_to_answer.push_back(Clock::now() - line_read_at);
     }
     line.push_back('\n');
     to_vendor.emplace_back(std::move(line));
@@ -300,13 +303,15 @@ struct Run::Impl final : RunEffects {
       after_core();
     };
     auto consume = [&](std::string_view chunk) {
-      transcript.append(chunk);  // byte for byte, before anything interprets it
       line_read_at = Clock::now();
       framer.feed(chunk, on_line);
+      line_read_at = {};
+      // Byte for byte, as read. Written after the chunk's lines are handled so that answering
+      // the vendor never waits on the copy; it is on disk before the next read.
+      transcript.append(chunk);
     };
     co_await read_until_end(*vendor_stdout, consume);
     framer.finish(on_line);
-    line_read_at = {};
   }
 
   asio::awaitable<void> read_stderr() {

@@ -68,6 +68,9 @@ struct SeamLatencies {
   std::vector<std::chrono::nanoseconds> line_to_requested;
   // A tool.decide received -> the vendor's answer line handed to its stdin.
   std::vector<std::chrono::nanoseconds> decide_to_answer;
+  // A vendor line read -> an answer written from it (a hook_callback answered from a decision
+  // already parked on the call: the path on the vendor's critical path in ask mode).
+  std::vector<std::chrono::nanoseconds> line_to_answer;
 };
 
 class Run : public std::enable_shared_from_this<Run> {

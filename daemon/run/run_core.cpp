@@ -1,7 +1,5 @@
 #include "daemon/run/run_core.hpp"
 
-#include "protocol/digest.hpp"
-
 #include <algorithm>
 
 namespace mh::daemon {
@@ -10,9 +8,10 @@ namespace {
 
 constexpr std::string_view kNextBoundary = "the next turn boundary";
 
-std::string request_digest(const adapters::ToolCall& call) {
-  json::object o{{"call_id", call.call_id}, {"input", call.input}, {"name", call.name}};
-  return proto::sha256_hex(proto::canonical_json(o));
+// The same request: same tool, same input (structural JSON equality, key order aside). Compared
+// directly rather than through a digest: this sits on every call's path.
+bool identical_request(const adapters::ToolCall& a, const adapters::ToolCall& b) {
+  return a.name == b.name && a.input == b.input;
 }
 
 std::string op_label(const proto::Operation& op) {
@@ -214,7 +213,7 @@ void RunCore::call_presented(adapters::ToolCall call, std::optional<std::string>
   }
   // The same call presented again. With the same request it is the same call; with another,
   // the decision cannot be carried over to an input nobody adjudicated.
-  if (request_digest(call) != it->second.digest && !session_->same_request(it->second.call, call))
+  if (!identical_request(it->second.call, call) && !session_->same_request(it->second.call, call))
     call_awaits_answer(std::move(call), adapters::ReplyToken{});
 }
 
@@ -229,8 +228,7 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
     return;
   }
   CallState& st = it->second;
-  std::string digest = request_digest(call);
-  if (digest != st.digest && !session_->same_request(st.call, call)) {
+  if (!identical_request(st.call, call) && !session_->same_request(st.call, call)) {
     proto::ev::ToolRequested again;
     again.call_id = call.call_id;
     again.name = call.name;
@@ -245,7 +243,6 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
                             "another; the decision is bound to the input it was made for, so this one is denied");
     if (pending_.erase(st.call.call_id)) effects_.cancel_deadline(st.call.call_id);
     st.call = std::move(call);
-    st.digest = std::move(digest);
     st.decision.reset();
     st.answered = false;
     if (has_reply) st.reply = std::move(reply);
@@ -313,7 +310,6 @@ void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<s
 RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std::string> at, proto::Seam seam) {
   std::string id = call.call_id;
   CallState& st = calls_[id];
-  st.digest = request_digest(call);
   st.seam = seam;
   auto ops = adapter_.operations_for(call);
 

@@ -92,8 +92,7 @@ class RunCore final : private adapters::AdapterSink {
 
  private:
   struct CallState {
-    adapters::ToolCall call;
-    std::string digest;
+    adapters::ToolCall call;  // as presented: the request its decision is bound to
     proto::Seam seam = proto::Seam::hook;
     bool decision_required = false;
     std::uint64_t requested_seq = 0;
