@@ -114,6 +114,10 @@ json::value plan_to_json(const LaunchPlan& plan) {
   o["transcript"] = plan.transcript_path.string();
   o["stdin_log"] = plan.stdin_log_path.string();
   o["run_marker"] = plan.run_marker.first + "=" + plan.run_marker.second;
+  if (plan.hook_channel)
+    o["hook_channel"] = json::object{{"env", plan.hook_channel->env_var}, {"address", plan.hook_channel->address}};
+  else
+    o["hook_channel"] = nullptr;
   std::string attestation;
   proto::JsonWriter w(attestation);
   proto::write(w, plan.attestation);

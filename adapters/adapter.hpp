@@ -72,6 +72,15 @@ struct ScratchFile {
   unsigned mode = 0600;
 };
 
+// A side channel for vendor hook programs (Codex runs its PreToolUse hook as a separate
+// process): the run listens on an abstract Unix socket and the hook program, which inherits the
+// vendor's environment, finds it through `env_var`. Every request is one JSON line (the hook's
+// stdin), answered with one line (the hook's stdout; empty for no opinion).
+struct HookChannel {
+  std::string env_var;  // e.g. METAHARNESS_HOOK_SOCKET
+  std::string address;  // abstract socket name, written with a leading '@'
+};
+
 struct LaunchPlan {
   std::string adapter;
   std::filesystem::path program;   // absolute path of the vendor binary
@@ -86,6 +95,7 @@ struct LaunchPlan {
   // The environment variable (name=value) every process of this run inherits, so leftovers can
   // be found and killed even after they escape the process tree.
   std::pair<std::string, std::string> run_marker;
+  std::optional<HookChannel> hook_channel;
   std::vector<std::string> notes;  // human remarks printed with the plan
 };
 
@@ -169,6 +179,9 @@ class AdapterSink {
   virtual void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) = 0;
   // A line to write to the vendor's stdin (newline added by the run loop).
   virtual void write_vendor(std::string line) = 0;
+  // The answer to one hook-channel request (see HookChannel); the run loop writes it to that
+  // hook's connection and closes it. An empty line means "no opinion".
+  virtual void reply_hook(std::uint64_t connection, std::string line) = 0;
   // The adapter's control channel is established (e.g. Claude answered initialize, so the
   // call seam is installed): the run loop may now start the first turn.
   virtual void session_ready() = 0;
@@ -188,6 +201,17 @@ class AdapterSession {
   virtual void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) = 0;
   // The vendor's stdout ended. Adapters that synthesise a terminal record do it here.
   virtual void on_vendor_end(AdapterSink& sink) = 0;
+  // One request from a hook program over the plan's HookChannel (`input` is the hook's stdin
+  // JSON). Adapters without a hook channel never get one.
+  virtual void on_hook_request(std::uint64_t connection, const json::value& input, AdapterSink& sink) {
+    (void)input;
+    sink.reply_hook(connection, "");
+  }
+  // A hook program went away before it was answered (the vendor's own hook timeout killed it).
+  virtual void on_hook_gone(std::uint64_t connection, AdapterSink& sink) {
+    (void)connection;
+    (void)sink;
+  }
 
   // Answer a vendor decision request.
   virtual void answer(const ReplyToken& reply, const ToolCall& call, const proto::Decision& decision,

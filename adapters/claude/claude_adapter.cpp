@@ -396,6 +396,7 @@ class TranslateSink final : public AdapterSink {
     push(proto::ev::TurnEnded{turn_, std::move(stop_reason)}, std::move(at));
   }
   void write_vendor(std::string) override {}
+  void reply_hook(std::uint64_t, std::string) override {}
   void session_ready() override {}
   void fail_run(std::string) override {}
 

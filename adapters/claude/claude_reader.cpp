@@ -44,6 +44,9 @@ class CountingSink final : public AdapterSink {
     inner_.turn_ended(std::move(stop_reason), std::move(at));
   }
   void write_vendor(std::string line) override { inner_.write_vendor(std::move(line)); }
+  void reply_hook(std::uint64_t connection, std::string line) override {
+    inner_.reply_hook(connection, std::move(line));
+  }
   void session_ready() override { inner_.session_ready(); }
   void fail_run(std::string reason) override { inner_.fail_run(std::move(reason)); }
 

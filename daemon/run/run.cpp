@@ -11,6 +11,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/read_until.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -19,6 +21,7 @@
 #include <boost/asio/write.hpp>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +81,33 @@ bool write_whole_file(const std::filesystem::path& path, std::string_view conten
 }
 
 constexpr std::size_t kMaxLatencySamples = 100'000;
+constexpr std::size_t kMaxHookRequestBytes = 1u << 20;
+
+// Does /proc/<pid>/environ hold `entry` as a whole entry? A hook program inherits the vendor's
+// environment, so a connection whose peer does not carry the run's marker is not this run's hook.
+bool process_carries(pid_t pid, const std::string& entry) {
+  std::string path = "/proc/" + std::to_string(pid) + "/environ";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  std::string env;
+  char chunk[16 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+    if (n <= 0) break;
+    env.append(chunk, static_cast<std::size_t>(n));
+    if (env.size() > (1u << 20)) break;  // an environment that large is not worth reading on
+  }
+  std::size_t start = 0;
+  while (start < env.size()) {
+    std::size_t end = env.find('\0', start);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(start, end - start, entry) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+using local_socket = asio::local::stream_protocol::socket;
 
 }  // namespace
 
@@ -123,6 +153,10 @@ struct Run::Impl final : RunEffects {
 
   AppendFile transcript, stdin_log, stderr_log;
   std::optional<asio::posix::stream_descriptor> vendor_stdout, vendor_stderr;
+  // The hook channel (plan.hook_channel): pending hook connections wait for their answer here.
+  std::optional<asio::local::stream_protocol::acceptor> hook_acceptor;
+  std::map<std::uint64_t, std::shared_ptr<local_socket>> hook_waiting;
+  std::uint64_t hook_connections = 0;
   std::deque<std::optional<std::string>> to_vendor;  // nullopt: close stdin after what precedes
   bool writing = false;
   bool stdin_closed = false;
@@ -185,6 +219,85 @@ struct Run::Impl final : RunEffects {
     line.push_back('\n');
     to_vendor.emplace_back(std::move(line));
     pump_stdin();
+  }
+
+  void reply_hook(std::uint64_t connection, std::string line) override {
+    auto it = hook_waiting.find(connection);
+    if (it == hook_waiting.end()) return;  // the hook already went away
+    auto socket = std::move(it->second);
+    hook_waiting.erase(it);
+    auto bytes = std::make_shared<std::string>(std::move(line));
+    bytes->push_back('\n');
+    asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {
+      boost::system::error_code ec;
+      socket->shutdown(asio::socket_base::shutdown_both, ec);
+      socket->close(ec);
+    });
+  }
+
+  // --- The hook channel ----------------------------------------------------------------------
+
+  bool open_hook_channel(const adapters::HookChannel& channel, std::string& error) {
+    // An abstract socket: no path, so no path-length limit and nothing left on disk.
+    std::string name = channel.address;
+    if (!name.empty() && name.front() == '@') name.front() = '\0';
+    boost::system::error_code ec;
+    hook_acceptor.emplace(strand);
+    hook_acceptor->open(asio::local::stream_protocol(), ec);
+    if (!ec) hook_acceptor->bind(asio::local::stream_protocol::endpoint(name), ec);
+    if (!ec) hook_acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) error = "cannot open the hook channel " + channel.address + ": " + ec.message();
+    return !ec;
+  }
+
+  asio::awaitable<void> accept_hooks(std::shared_ptr<Run> keep) {
+    for (;;) {
+      auto [ec, socket] = co_await hook_acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      auto shared = std::make_shared<local_socket>(std::move(socket));
+      asio::co_spawn(strand, serve_hook(keep, shared), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> serve_hook(std::shared_ptr<Run> keep, std::shared_ptr<local_socket> socket) {
+    (void)keep;
+    const auto& plan = std::get<adapters::LaunchPlan>(planned);
+    auto refuse = [&](const std::string& why) {
+      // The hook program prints a deny on any answer it cannot use; say why for its stderr.
+      auto bytes = std::make_shared<std::string>(why + "\n");
+      asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {});
+    };
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(socket->native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid() ||
+        !process_carries(cred.pid, plan.run_marker.first + "=" + plan.run_marker.second)) {
+      refuse("refused: the peer is not a process of this run");
+      co_return;
+    }
+    std::string request;
+    auto [ec, n] = co_await asio::async_read_until(*socket, asio::dynamic_buffer(request, kMaxHookRequestBytes), '\n',
+                                                   asio::as_tuple(asio::use_awaitable));
+    if (ec || closed || !core) {
+      refuse("refused: no request line");
+      co_return;
+    }
+    auto input = protocol::parse_json(std::string_view(request).substr(0, n));
+    if (!input) {
+      refuse("refused: the request is not JSON");
+      co_return;
+    }
+    std::uint64_t id = ++hook_connections;
+    hook_waiting.emplace(id, socket);
+    core->on_hook_request(id, *input, Clock::now());
+    after_core();
+    // Watch for the hook going away before its answer (the vendor's own timeout kills it).
+    if (!hook_waiting.count(id)) co_return;
+    char probe;
+    co_await socket->async_read_some(asio::buffer(&probe, 1), asio::as_tuple(asio::use_awaitable));
+    if (hook_waiting.erase(id) && core && !closed) {
+      core->on_hook_gone(id, Clock::now());
+      after_core();
+    }
   }
 
   void arm_deadline(const std::string& call_id, Instant when) override {
@@ -404,6 +517,15 @@ struct Run::Impl final : RunEffects {
     deadlines.clear();
     idle_timer.cancel();
     grace_timer.cancel();
+    if (hook_acceptor) {
+      boost::system::error_code ec;
+      hook_acceptor->close(ec);
+    }
+    for (auto& [id, socket] : hook_waiting) {
+      boost::system::error_code ec;
+      socket->close(ec);
+    }
+    hook_waiting.clear();
     if (endpoint) endpoint->stop();
     for (auto& e : early) deliver(std::move(e));
     early.clear();
@@ -454,6 +576,13 @@ struct Run::Impl final : RunEffects {
         !stderr_log.open(options.run_dir / "vendor-stderr.log", error)) {
       refuse("LAUNCH_FAILED", error, {});
       co_return;
+    }
+    if (plan.hook_channel) {
+      if (!open_hook_channel(*plan.hook_channel, error)) {
+        refuse("LAUNCH_FAILED", error, {});
+        co_return;
+      }
+      asio::co_spawn(strand, accept_hooks(self.lock()), asio::detached);
     }
     auto spawned = ChildProcess::spawn(strand, plan);
     if (!spawned) {

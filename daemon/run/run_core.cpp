@@ -94,6 +94,21 @@ void RunCore::on_vendor_line(const proto::FramedLine& line, Instant now) {
   session_->on_vendor_line(line, *this);
 }
 
+void RunCore::on_hook_request(std::uint64_t connection, const json::value& input, Instant now) {
+  now_ = now;
+  if (phase_ == Phase::closed) {
+    effects_.reply_hook(connection, "");
+    return;
+  }
+  session_->on_hook_request(connection, input, *this);
+}
+
+void RunCore::on_hook_gone(std::uint64_t connection, Instant now) {
+  now_ = now;
+  if (phase_ == Phase::closed) return;
+  session_->on_hook_gone(connection, *this);
+}
+
 void RunCore::on_unreadable_command(const proto::LineRefusal& refusal, Instant now) {
   now_ = now;
   result(refusal.id.value_or("-"), proto::outcome_for(refusal));
@@ -194,6 +209,10 @@ void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) 
 }
 
 void RunCore::write_vendor(std::string line) { effects_.write_vendor(std::move(line)); }
+
+void RunCore::reply_hook(std::uint64_t connection, std::string line) {
+  effects_.reply_hook(connection, std::move(line));
+}
 
 void RunCore::session_ready() {
   if (phase_ != Phase::starting) return;

@@ -29,6 +29,8 @@ class RunEffects {
   virtual std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) = 0;
   // One line to the vendor's stdin (the host appends the newline and keeps a copy).
   virtual void write_vendor(std::string line) = 0;
+  // The answer to a hook-channel request: written to that connection, which is then closed.
+  virtual void reply_hook(std::uint64_t connection, std::string line) = 0;
   virtual void arm_deadline(const std::string& call_id, Instant when) = 0;
   virtual void cancel_deadline(const std::string& call_id) = 0;
   // Normal end: close the vendor's stdin; the vendor finishes and its stdout ends.
@@ -67,6 +69,9 @@ class RunCore final : private adapters::AdapterSink {
   // Inputs. Each may emit events and effects before it returns.
   void start(Instant now);
   void on_vendor_line(const proto::FramedLine& line, Instant now);
+  // A hook program's request over the run's hook channel, and its disappearance.
+  void on_hook_request(std::uint64_t connection, const json::value& input, Instant now);
+  void on_hook_gone(std::uint64_t connection, Instant now);
   void on_command(proto::Command command, std::optional<proto::PeerIdentity> peer, Instant now);
   // A command line that could not be read: answered MALFORMED under its id (or "-").
   void on_unreadable_command(const proto::LineRefusal& refusal, Instant now);
@@ -113,6 +118,7 @@ class RunCore final : private adapters::AdapterSink {
   void turn_started(std::optional<std::string> at) override;
   void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override;
   void write_vendor(std::string line) override;
+  void reply_hook(std::uint64_t connection, std::string line) override;
   void session_ready() override;
   void fail_run(std::string reason) override;
 

@@ -26,6 +26,7 @@ class RecordingEffects final : public RunEffects {
     return events.size();
   }
   void write_vendor(std::string line) override { vendor.push_back(std::move(line)); }
+  void reply_hook(std::uint64_t connection, std::string line) override { hook_replies[connection] = std::move(line); }
   void arm_deadline(const std::string& call_id, Instant when) override { deadlines[call_id] = when; }
   void cancel_deadline(const std::string& call_id) override { deadlines.erase(call_id); }
   void close_vendor_stdin() override { stdin_closed = true; }
@@ -33,6 +34,7 @@ class RecordingEffects final : public RunEffects {
 
   std::vector<Recorded> events;
   std::vector<std::string> vendor;
+  std::map<std::uint64_t, std::string> hook_replies;
   std::map<std::string, Instant> deadlines;
   bool stdin_closed = false;
   bool terminated = false;
