@@ -1,6 +1,7 @@
 #include "adapters/adapter.hpp"
 
 #include "adapters/claude/claude_adapter.hpp"
+#include "adapters/codex/codex_adapter.hpp"
 #include "metaharness/build_info.hpp"
 
 #include <algorithm>
@@ -25,6 +26,9 @@ json::value spec_to_json(const RunSpec& spec) {
   json::object env;
   for (const auto& [k, v] : spec.vendor_env) env[k] = v;
   o["vendor_env"] = std::move(env);
+  json::object options;
+  for (const auto& [k, v] : spec.vendor_options) options[k] = v;
+  o["vendor_options"] = std::move(options);
   json::array requires_commands;
   for (auto c : spec.requires_commands) requires_commands.emplace_back(proto::to_string(c));
   o["requires"] = std::move(requires_commands);
@@ -68,10 +72,10 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
   }
   spec.model = f.opt_string("model");
   spec.cwd = f.opt_string("cwd");
-  for (std::string_view key : {"vendor_env", "labels"}) {
+  for (std::string_view key : {"vendor_env", "vendor_options", "labels"}) {
     const json::object* m = f.opt_object(key);
     if (!m) continue;
-    auto& target = key == "vendor_env" ? spec.vendor_env : spec.labels;
+    auto& target = key == "vendor_env" ? spec.vendor_env : key == "vendor_options" ? spec.vendor_options : spec.labels;
     for (const auto& kv : *m) {
       if (!kv.value().is_string())
         return fail("run: \"" + std::string(key) + "\" values must be strings; \"" + proto::excerpt(kv.key(), 40) +
@@ -170,11 +174,20 @@ HostConfig host_config_from_environment() {
     if (const char* bin = std::getenv(var.c_str()); bin && *bin)
       config.binaries[std::string(pin.adapter)] = bin;
   }
+  // Codex's per-call hook program ships next to this binary (build/bin, /usr/bin...).
+  if (const char* hook = std::getenv("METAHARNESS_CODEX_HOOK_BIN"); hook && *hook) {
+    config.binaries["codex-hook"] = hook;
+  } else {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) config.binaries["codex-hook"] = self.parent_path() / "mh-codex-hook";
+  }
   return config;
 }
 
 AdapterRegistry::AdapterRegistry(HostConfig config) : config_(std::move(config)) {
   adapters_.push_back(make_claude_adapter(config_));
+  adapters_.push_back(make_codex_adapter(config_));
 }
 
 AdapterRegistry::~AdapterRegistry() = default;
@@ -205,6 +218,54 @@ std::vector<std::string> Adapter::subjects_for(const ToolCall& call) const {
     if (v && v->is_string() && !v->get_string().empty()) out.push_back("file:" + std::string(v->get_string()));
   }
   return out;
+}
+
+}  // namespace mh::adapters
+
+namespace mh::adapters {
+
+OfflineSink::OfflineSink(const Adapter& adapter, std::string run_id) : adapter_(adapter), run_id_(std::move(run_id)) {}
+
+void OfflineSink::push(proto::EventPayload payload, std::optional<std::string> at) {
+  events_.push_back(proto::Event{events_.size() + 1, run_id_, std::move(at), std::move(payload)});
+}
+
+void OfflineSink::event(proto::EventPayload payload, std::optional<std::string> at) {
+  push(std::move(payload), std::move(at));
+}
+
+void OfflineSink::call_presented(ToolCall call, std::optional<std::string> at) {
+  // One record per call, however many times the vendor's transcript restates it.
+  if (!presented_.insert(call.call_id).second) return;
+  proto::ev::ToolRequested r;
+  for (const auto& op : adapter_.operations_for(call)) r.operations.emplace_back(op.wire_name());
+  r.subjects = adapter_.subjects_for(call);
+  r.call_id = std::move(call.call_id);
+  r.name = std::move(call.name);
+  r.input = std::move(call.input);
+  r.decision_required = false;
+  r.seam = proto::Seam::none;  // offline: nobody adjudicates these calls
+  push(std::move(r), std::move(at));
+}
+
+void OfflineSink::call_awaits_answer(ToolCall call, ReplyToken) { call_presented(std::move(call), std::nullopt); }
+
+void OfflineSink::turn_started(std::optional<std::string> at) {
+  push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(at));
+}
+
+void OfflineSink::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
+  push(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), std::move(stop_reason)}, std::move(at));
+}
+
+std::vector<proto::Event> OfflineSink::finish(std::optional<proto::ev::SessionEnded> ended) {
+  if (ended) push(*ended, std::nullopt);
+  proto::ev::StreamClosed closed;
+  closed.events = events_.size();
+  closed.reason = classify_close(false, ended);
+  closed.run_id = run_id_;
+  push(closed, std::nullopt);
+  return std::move(events_);
 }
 
 }  // namespace mh::adapters

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <set>
 
 namespace mh::adapters {
 
@@ -41,6 +42,9 @@ struct RunSpec {
   // Declared extra environment for the vendor (e.g. CLAUDE_CODE_MAX_RETRIES). Checked
   // against the adapter's denylist: a declared variable that would disable the seam is refused.
   std::map<std::string, std::string> vendor_env;
+  // Declared vendor settings that are not environment (e.g. Codex's provider retry counts),
+  // checked against the adapter's own list: an unknown key refuses the run.
+  std::map<std::string, std::string> vendor_options;
   // Commands the embedder declares it will send. Any the adapter cannot honour refuses the run
   // at start, before anything spawns (interrupt and halt are always needed; tool.decide is
   // needed by ask / observe / a frame).
@@ -142,14 +146,14 @@ struct ControlReply {
 // How a controller handled a command right away.
 struct ControlAck {
   enum class Kind { done, pending_vendor, refused } kind = Kind::done;
-  proto::CommandOutcome outcome;  // for done / refused
+  proto::CommandOutcome outcome;  // for done / refused; for pending_vendor, the ok it becomes
   std::string control_id;         // pending_vendor: resolve when the vendor answers this id
 
   static ControlAck done(std::optional<std::string> applies_at = std::nullopt) {
     return {Kind::done, proto::CommandOutcome::ok(std::move(applies_at)), {}};
   }
-  static ControlAck pending(std::string control_id) {
-    return {Kind::pending_vendor, proto::CommandOutcome::ok(), std::move(control_id)};
+  static ControlAck pending(std::string control_id, std::optional<std::string> applies_at = std::nullopt) {
+    return {Kind::pending_vendor, proto::CommandOutcome::ok(std::move(applies_at)), std::move(control_id)};
   }
   static ControlAck refused(proto::RefusalCode code, std::string reason) {
     return {Kind::refused, proto::CommandOutcome::refused(code, std::move(reason)), {}};
@@ -267,6 +271,35 @@ class Adapter {
   }
   // What a call touches, scheme-prefixed, verbatim (tool.requested.subjects).
   virtual std::vector<std::string> subjects_for(const ToolCall& call) const;
+};
+
+// Collects what an adapter's reader produces offline (`metaharness translate`): no decisions are
+// made, so every tool call is a record nobody adjudicates (seam none); turns are numbered here.
+class OfflineSink final : public AdapterSink {
+ public:
+  OfflineSink(const Adapter& adapter, std::string run_id);
+  void event(proto::EventPayload payload, std::optional<std::string> at) override;
+  void call_presented(ToolCall call, std::optional<std::string> at) override;
+  void call_awaits_answer(ToolCall call, ReplyToken reply) override;
+  void call_withdrawn(const ReplyToken&) override {}
+  void control_answered(ControlReply) override {}
+  void turn_started(std::optional<std::string> at) override;
+  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override;
+  void write_vendor(std::string) override {}
+  void reply_hook(std::uint64_t, std::string) override {}
+  void session_ready() override {}
+  void fail_run(std::string) override {}
+  // The stream: what was read, the session's terminal record (census empty: nothing was
+  // decided) if any, and stream.closed.
+  std::vector<proto::Event> finish(std::optional<proto::ev::SessionEnded> ended);
+
+ private:
+  void push(proto::EventPayload payload, std::optional<std::string> at);
+  const Adapter& adapter_;
+  std::string run_id_;
+  std::uint32_t turn_ = 0;
+  std::set<std::string> presented_;
+  std::vector<proto::Event> events_;
 };
 
 // Host-side configuration for adapters: where the pinned vendor CLIs live. This is the host's

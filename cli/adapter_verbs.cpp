@@ -99,10 +99,12 @@ int doctor_verb(const std::string& id) {
   std::string pin = pins.empty() ? "" : pins.front();
   std::string manifest_error;
   auto installed = adapter->installed_version(manifest_error);
-  auto planned = adapter->plan(
-      adapters::RunSpec{"doctor", id, "x", protocol::DecisionMode::frame, {}, 55'000, {},
-                        adapters::ModelEndpoint{"http://127.0.0.1:1", "t"}, {}, {}, {}, false, {}},
-      adapters::RunPaths{"/tmp/doctor", "/tmp/doctor/scratch"});
+  adapters::RunSpec probe;  // only to find the binary the plan would run
+  probe.run_id = "doctor";
+  probe.adapter = id;
+  probe.prompt = "x";
+  probe.model_endpoint = adapters::ModelEndpoint{"http://127.0.0.1:1", "t"};
+  auto planned = adapter->plan(probe, adapters::RunPaths{"/tmp/doctor", "/tmp/doctor/scratch"});
   std::optional<std::string> reported;
   std::string binary_error;
   if (auto* plan = std::get_if<adapters::LaunchPlan>(&planned)) {

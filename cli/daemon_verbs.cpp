@@ -198,7 +198,8 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
   }
   if (!o.model.empty()) run["model"] = o.model;
   if (!o.cwd.empty()) run["cwd"] = o.cwd;
-  for (auto [key, list] : {std::pair{"vendor_env", &o.vendor_env}, std::pair{"labels", &o.labels}}) {
+  for (auto [key, list] : {std::pair{"vendor_env", &o.vendor_env}, std::pair{"vendor_options", &o.vendor_options},
+                           std::pair{"labels", &o.labels}}) {
     json::object m;
     for (const auto& kv : *list) {
       auto eq = kv.find('=');

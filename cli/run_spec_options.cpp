@@ -27,6 +27,8 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
   app->add_option("--model", o.model, "vendor model name, passed through");
   app->add_option("--cwd", o.cwd, "the vendor's working directory (default: the run's scratch work dir)");
   app->add_option("--vendor-env", o.vendor_env, "KEY=VALUE declared for the vendor (repeatable)");
+  app->add_option("--vendor-option", o.vendor_options,
+                  "KEY=VALUE vendor setting the adapter knows (e.g. codex stream_max_retries=0; repeatable)");
   app->add_option("--require", o.requires_commands,
                   "a command this run will need; refused at start if the adapter cannot honour it (repeatable)");
   app->add_option("--label", o.labels, "KEY=VALUE label kept with the run (repeatable)");
@@ -83,6 +85,11 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
     auto split = split_kv(kv);
     if (!split) return fail("--vendor-env: " + split.error());
     spec.vendor_env[split->first] = split->second;
+  }
+  for (const auto& kv : o.vendor_options) {
+    auto split = split_kv(kv);
+    if (!split) return fail("--vendor-option: " + split.error());
+    spec.vendor_options[split->first] = split->second;
   }
   for (const auto& kv : o.labels) {
     auto split = split_kv(kv);

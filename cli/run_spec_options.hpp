@@ -22,6 +22,7 @@ struct RunSpecOptions {
   std::string model;
   std::string cwd;
   std::vector<std::string> vendor_env;  // KEY=VALUE
+  std::vector<std::string> vendor_options;  // KEY=VALUE
   std::vector<std::string> requires_commands;
   std::vector<std::string> labels;  // KEY=VALUE
   bool keep_open = false;

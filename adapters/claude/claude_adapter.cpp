@@ -366,58 +366,6 @@ class Session final : public AdapterSession {
   std::uint64_t control_counter_ = 0;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Offline translation: the reader alone
-// ---------------------------------------------------------------------------------------------
-
-class TranslateSink final : public AdapterSink {
- public:
-  TranslateSink(const Adapter& adapter, std::string run_id) : adapter_(adapter), run_id_(std::move(run_id)) {}
-
-  void event(proto::EventPayload p, std::optional<std::string> at) override { push(std::move(p), std::move(at)); }
-  void call_presented(ToolCall call, std::optional<std::string> at) override {
-    proto::ev::ToolRequested r;
-    r.operations = op_names(adapter_.operations_for(call));
-    r.subjects = adapter_.subjects_for(call);
-    r.call_id = std::move(call.call_id);
-    r.name = std::move(call.name);
-    r.input = std::move(call.input);
-    r.decision_required = false;
-    r.seam = proto::Seam::none;  // offline: nobody adjudicates these calls
-    push(std::move(r), std::move(at));
-  }
-  void call_awaits_answer(ToolCall, ReplyToken) override {}
-  void call_withdrawn(const ReplyToken&) override {}
-  void control_answered(ControlReply) override {}
-  void turn_started(std::optional<std::string> at) override {
-    push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(at));
-  }
-  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override {
-    push(proto::ev::TurnEnded{turn_, std::move(stop_reason)}, std::move(at));
-  }
-  void write_vendor(std::string) override {}
-  void reply_hook(std::uint64_t, std::string) override {}
-  void session_ready() override {}
-  void fail_run(std::string) override {}
-
-  std::vector<proto::Event> take() { return std::move(events_); }
-  void push(proto::EventPayload p, std::optional<std::string> at) {
-    events_.push_back(proto::Event{events_.size() + 1, run_id_, std::move(at), std::move(p)});
-  }
-
-  static std::vector<std::string> op_names(const std::vector<proto::Operation>& ops) {
-    std::vector<std::string> out;
-    for (const auto& op : ops) out.emplace_back(op.wire_name());
-    return out;
-  }
-
- private:
-  const Adapter& adapter_;
-  std::string run_id_;
-  std::uint32_t turn_ = 0;
-  std::vector<proto::Event> events_;
-};
-
 }  // namespace
 }  // namespace claude
 
@@ -544,9 +492,8 @@ class ClaudeAdapter final : public Adapter {
   }
 
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
-    claude::TranslateSink sink(*this, run_id);
-    claude::Reader reader(claude::Reader::Launch{
-        proto::HermeticAttestation{}, proto::TranscriptRef{}, std::nullopt});
+    OfflineSink sink(*this, run_id);
+    claude::Reader reader(claude::Reader::Launch{proto::HermeticAttestation{}, proto::TranscriptRef{}, std::nullopt});
     proto::LineFramer framer(proto::kDefaultMaxLineBytes, /*digest_oversized=*/true);
     auto on_line = [&](const proto::FramedLine& line) {
       if (line.too_long) {
@@ -563,15 +510,7 @@ class ClaudeAdapter final : public Adapter {
     };
     framer.feed(transcript, on_line);
     framer.finish(on_line);
-    auto ended = reader.session_ended();
-    if (ended) sink.push(*ended, std::nullopt);  // census stays empty: nothing was decided
-    auto events = sink.take();
-    proto::ev::StreamClosed closed;
-    closed.events = events.size();
-    closed.reason = classify_close(false, ended);
-    closed.run_id = run_id;
-    events.push_back(proto::Event{events.size() + 1, run_id, std::nullopt, closed});
-    return events;
+    return sink.finish(reader.session_ended());
   }
 
   std::optional<std::string> installed_version(std::string& error) const override {

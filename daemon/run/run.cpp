@@ -32,6 +32,7 @@
 namespace mh::daemon {
 
 namespace asio = boost::asio;
+namespace json = boost::json;
 using namespace asio::experimental::awaitable_operators;
 using Clock = std::chrono::steady_clock;
 
@@ -152,6 +153,7 @@ struct Run::Impl final : RunEffects {
   bool log_failed = false;
 
   AppendFile transcript, stdin_log, stderr_log;
+  AppendFile hook_log;  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
   std::optional<asio::posix::stream_descriptor> vendor_stdout, vendor_stderr;
   // The hook channel (plan.hook_channel): pending hook connections wait for their answer here.
   std::optional<asio::local::stream_protocol::acceptor> hook_acceptor;
@@ -226,6 +228,7 @@ struct Run::Impl final : RunEffects {
     if (it == hook_waiting.end()) return;  // the hook already went away
     auto socket = std::move(it->second);
     hook_waiting.erase(it);
+    log_hook(connection, "out", json::value(line));
     auto bytes = std::make_shared<std::string>(std::move(line));
     bytes->push_back('\n');
     asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {
@@ -236,6 +239,13 @@ struct Run::Impl final : RunEffects {
   }
 
   // --- The hook channel ----------------------------------------------------------------------
+
+  // One line per message on the hook channel, so the vendor traffic is retained whole.
+  void log_hook(std::uint64_t connection, std::string_view direction, const json::value& message) {
+    hook_log.append(protocol::canonical_json(
+                        json::object{{"connection", connection}, {"direction", direction}, {"message", message}}) +
+                    "\n");
+  }
 
   bool open_hook_channel(const adapters::HookChannel& channel, std::string& error) {
     // An abstract socket: no path, so no path-length limit and nothing left on disk.
@@ -287,6 +297,7 @@ struct Run::Impl final : RunEffects {
       co_return;
     }
     std::uint64_t id = ++hook_connections;
+    log_hook(id, "in", *input);
     hook_waiting.emplace(id, socket);
     core->on_hook_request(id, *input, Clock::now());
     after_core();
@@ -578,7 +589,7 @@ struct Run::Impl final : RunEffects {
       co_return;
     }
     if (plan.hook_channel) {
-      if (!open_hook_channel(*plan.hook_channel, error)) {
+      if (!hook_log.open(options.run_dir / "vendor-hooks.jsonl", error) || !open_hook_channel(*plan.hook_channel, error)) {
         refuse("LAUNCH_FAILED", error, {});
         co_return;
       }

@@ -296,7 +296,7 @@ void RunCore::control_answered(adapters::ControlReply reply) {
   PendingControl pending = std::move(it->second);
   pending_controls_.erase(it);
   if (reply.ok) {
-    result(pending.command_id, proto::CommandOutcome::ok());
+    result(pending.command_id, proto::CommandOutcome::ok(pending.applies_at));
   } else {
     result(pending.command_id,
            proto::CommandOutcome::refused(reply.refusal_code, std::string(adapter_.id()) + " refused " +
@@ -536,7 +536,7 @@ void RunCore::track(const adapters::ControlAck& ack, const std::string& command_
     case adapters::ControlAck::Kind::done:
     case adapters::ControlAck::Kind::refused: result(command_id, ack.outcome); return;
     case adapters::ControlAck::Kind::pending_vendor:
-      pending_controls_[ack.control_id] = PendingControl{command_id, name};
+      pending_controls_[ack.control_id] = PendingControl{command_id, name, ack.outcome.applies_at};
       return;
   }
 }

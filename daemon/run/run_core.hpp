@@ -177,6 +177,7 @@ class RunCore final : private adapters::AdapterSink {
   struct PendingControl {
     std::string command_id;
     proto::CommandName name;
+    std::optional<std::string> applies_at;  // what the ok says when the vendor accepts
   };
   std::map<std::string, PendingControl> pending_controls_;  // vendor control id -> command
   bool session_ended_emitted_ = false;

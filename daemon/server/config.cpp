@@ -226,14 +226,16 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
   }
   {
     TableReader r(table("vendor"), "vendor.", error);
-    std::string dir = c.vendor.vendor_dir.string(), claude, codex;
+    std::string dir = c.vendor.vendor_dir.string(), claude, codex, codex_hook;
     r.read<std::string>("dir", dir);
     r.read<std::string>("claude", claude);
     r.read<std::string>("codex", codex);
+    r.read<std::string>("codex_hook", codex_hook);
     r.finish();
     c.vendor.vendor_dir = dir;
     if (!claude.empty()) c.vendor.binaries["claude"] = claude;
     if (!codex.empty()) c.vendor.binaries["codex"] = codex;
+    if (!codex_hook.empty()) c.vendor.binaries["codex-hook"] = codex_hook;
   }
   {
     TableReader r(table("runs"), "runs.", error);

@@ -4,7 +4,7 @@
 #include "protocol/completeness.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/frame.hpp"
-#include "tests/support/cli_process.hpp"
+#include "tests/support/governed_run.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,94 +14,9 @@
 namespace mh::test {
 namespace {
 
-std::filesystem::path scenario(const std::string& name) {
-  return source_dir() / "tests/scenarios/claude" / (name + ".json");
-}
-
-std::string decide(const std::string& id, const std::string& call, const std::string& decision_json) {
-  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":"tool.decide","call_id":")" + call +
-         R"(","decision":)" + decision_json + "}";
-}
-
-std::string command(const std::string& id, const std::string& name, const std::string& fields = "") {
-  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":")" + name + "\"" +
-         (fields.empty() ? "" : "," + fields) + "}";
-}
-
-class ClaudeRun : public ::testing::Test {
+class ClaudeRun : public GovernedRun {
  protected:
-  void start(const std::string& scenario_name, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {metaharness_binary().string(), "run", "claude", "-p", "go",
-                                     "--model-scenario", scenario(scenario_name).string(),
-                                     "--run-dir", run_dir().string()};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    process = std::make_unique<CliProcess>(argv);
-  }
-
-  std::filesystem::path run_dir() const { return dir.path() / "run"; }
-  std::filesystem::path work() const { return run_dir() / "scratch/work"; }
-
-  std::string run_id() {
-    if (process->events().empty()) process->wait_for([](const EventLine&) { return true; }, 60s);
-    return process->events().empty() ? "" : process->events().front().str("run");
-  }
-
-  // Every line after the marker arrives, then the exit status.
-  int finish() {
-    process->close_stdin();
-    return process->finish(120s);
-  }
-
-  std::optional<EventLine> result_for(const std::string& id) {
-    for (const auto& e : process->events_named("command.result"))
-      if (e.str("id") == id) return e;
-    return process->wait_for([&](const EventLine& e) { return e.event() == "command.result" && e.str("id") == id; });
-  }
-
-  static std::string refusal_code(const EventLine& result) {
-    const auto& outcome = result.object.at("outcome").as_object();
-    if (outcome.at("result") == "ok") return "ok";
-    return std::string(outcome.at("refused").as_object().at("code").as_string());
-  }
-
-  std::filesystem::path write_frame(std::vector<protocol::OpKind> ops) {
-    protocol::Frame f;
-    f.workflow_id = "tests";
-    f.workflow_version = "1";
-    f.node_id = "step";
-    f.step = protocol::StepRef{"tests", "step", 1, 1};
-    for (auto op : ops) f.operations.push_back(protocol::Operation{op, {}, {}});
-    protocol::seal(f);
-    auto path = dir.path() / "frame.json";
-    std::ofstream(path) << protocol::frame_document(f);
-    return path;
-  }
-
-  void TearDown() override {
-    // 9. Every stream these tests produce is complete and well-formed, and every command sent
-    //    got exactly one command.result.
-    auto events = run_dir() / "events.jsonl";
-    if (!std::filesystem::exists(events)) return;
-    auto verdict = protocol::check_stream(read_file(events));
-    EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
-    std::map<std::string, int> results;
-    for (const auto& line : read_lines(events)) {
-      auto v = protocol::parse_json(line);
-      if (v && v->as_object().at("event") == "command.result")
-        ++results[std::string(v->as_object().at("id").as_string())];
-    }
-    for (const auto& id : sent)
-      EXPECT_EQ(results[id], 1) << "command " << id << " must get exactly one command.result";
-  }
-
-  void send(const std::string& id, const std::string& line) {
-    sent.push_back(id);
-    process->send(line);
-  }
-
-  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
-  std::unique_ptr<CliProcess> process;
-  std::vector<std::string> sent;
+  ClaudeRun() : GovernedRun("claude") {}
 };
 
 // 1. A frame that admits no shell meets a model step that asks for Bash.
@@ -133,10 +48,10 @@ TEST_F(ClaudeRun, AskModeAllowRunsTheCommand) {
   ASSERT_TRUE(requested) << process->stderr_text();
   EXPECT_TRUE(requested->object.at("decision_required").as_bool());
   EXPECT_EQ(requested->object.at("deadline_ms").to_number<int>(), 55000);
-  send("c1", decide("c1", "toolu_marker", R"({"decision":"allow"})"));
+  send("c1", decide_line("c1", "toolu_marker", R"({"decision":"allow"})"));
   auto result = result_for("c1");
   ASSERT_TRUE(result);
-  EXPECT_EQ(refusal_code(*result), "ok");
+  EXPECT_EQ(outcome_code(*result), "ok");
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_TRUE(std::filesystem::exists(work() / "marker.txt"));
   auto decided = process->events_named("tool.decided");
@@ -148,7 +63,7 @@ TEST_F(ClaudeRun, AskModeAllowRunsTheCommand) {
 TEST_F(ClaudeRun, AskModeReplaceRunsTheReplacedInputInstead) {
   start("bash_marker", {"--decisions", "ask"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
-  send("c1", decide("c1", "toolu_marker",
+  send("c1", decide_line("c1", "toolu_marker",
                     R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_TRUE(std::filesystem::exists(work() / "replaced.txt"));
@@ -159,7 +74,7 @@ TEST_F(ClaudeRun, AskModeReplaceRunsTheReplacedInputInstead) {
 TEST_F(ClaudeRun, AskModeDenyCarriesTheReasonToTheModel) {
   start("bash_marker", {"--decisions", "ask"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
-  send("c1", decide("c1", "toolu_marker", R"({"decision":"deny","reason":"SUPERVISOR: not on my watch"})"));
+  send("c1", decide_line("c1", "toolu_marker", R"({"decision":"deny","reason":"SUPERVISOR: not on my watch"})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"));
   bool reached_model = false;
@@ -190,17 +105,17 @@ TEST_F(ClaudeRun, DeadlineDeniesSilenceAndEveryLaterCommandIsAnsweredOnceByName)
   EXPECT_GE(latency, 1500);
   EXPECT_LT(latency, 1500 + 10'000) << "the deadline fires within its budget, not much later";
 
-  send("late", decide("late", "toolu_marker", R"({"decision":"allow"})"));
-  send("nobody", decide("nobody", "toolu_nobody", R"({"decision":"allow"})"));
-  send("blank", decide("blank", "toolu_marker", R"({"decision":"deny","reason":"   "})"));
+  send("late", decide_line("late", "toolu_marker", R"({"decision":"allow"})"));
+  send("nobody", decide_line("nobody", "toolu_nobody", R"({"decision":"allow"})"));
+  send("blank", decide_line("blank", "toolu_marker", R"({"decision":"deny","reason":"   "})"));
   send("-", "{this is not json");
   send("oops", R"({"format":"metaharness.command/1","id":"oops","command":"tool.decide"})");
   ASSERT_EQ(finish(), 0) << process->stderr_text();
-  EXPECT_EQ(refusal_code(*result_for("late")), "TOO_LATE");
-  EXPECT_EQ(refusal_code(*result_for("nobody")), "UNKNOWN_CALL");
-  EXPECT_EQ(refusal_code(*result_for("blank")), "MALFORMED");
-  EXPECT_EQ(refusal_code(*result_for("-")), "MALFORMED");
-  EXPECT_EQ(refusal_code(*result_for("oops")), "MALFORMED");
+  EXPECT_EQ(outcome_code(*result_for("late")), "TOO_LATE");
+  EXPECT_EQ(outcome_code(*result_for("nobody")), "UNKNOWN_CALL");
+  EXPECT_EQ(outcome_code(*result_for("blank")), "MALFORMED");
+  EXPECT_EQ(outcome_code(*result_for("-")), "MALFORMED");
+  EXPECT_EQ(outcome_code(*result_for("oops")), "MALFORMED");
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"));
 }
 
@@ -215,12 +130,12 @@ TEST_F(ClaudeRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyOrder) 
     seen.insert(r->str("call_id"));
   }
   EXPECT_TRUE(process->events_named("tool.decided").empty()) << "nothing was decided before we answered";
-  send("dc", decide("dc", "toolu_c", R"({"decision":"allow"})"));
-  send("db", decide("db", "toolu_b", R"({"decision":"allow"})"));
-  send("da", decide("da", "toolu_a", R"({"decision":"allow"})"));
+  send("dc", decide_line("dc", "toolu_c", R"({"decision":"allow"})"));
+  send("db", decide_line("db", "toolu_b", R"({"decision":"allow"})"));
+  send("da", decide_line("da", "toolu_a", R"({"decision":"allow"})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   for (auto f : {"a.txt", "b.txt", "c.txt"}) EXPECT_TRUE(std::filesystem::exists(work() / f)) << f;
-  for (auto id : {"da", "db", "dc"}) EXPECT_EQ(refusal_code(*result_for(id)), "ok");
+  for (auto id : {"da", "db", "dc"}) EXPECT_EQ(outcome_code(*result_for(id)), "ok");
 }
 
 // 5. Interrupt during a running tool: the turn ends, the session stays usable, and a following
@@ -230,13 +145,13 @@ TEST_F(ClaudeRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageStartsA
   std::string id = run_id();
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(work() / "started.txt"); }))
       << "the tool never started; " << process->stderr_text();
-  send("i1", command("i1", "interrupt", R"("reason":"enough")"));
+  send("i1", command_line("i1", "interrupt", R"("reason":"enough")"));
   auto interrupted = result_for("i1");
   ASSERT_TRUE(interrupted);
-  EXPECT_EQ(refusal_code(*interrupted), "ok");
+  EXPECT_EQ(outcome_code(*interrupted), "ok");
   ASSERT_TRUE(process->wait_for_event("turn.ended"));
 
-  send("m1", command("m1", "message.inject", R"("text":"carry on")"));
+  send("m1", command_line("m1", "message.inject", R"("text":"carry on")"));
   auto next = process->wait_for([](const EventLine& e) {
     return e.event() == "turn.started" && e.object.at("turn").to_number<int>() == 2;
   });
@@ -245,7 +160,7 @@ TEST_F(ClaudeRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageStartsA
   ASSERT_TRUE(text);
   EXPECT_EQ(text->str("text"), "Picking up again.");
   EXPECT_EQ(finish(), 0) << process->stderr_text();
-  EXPECT_EQ(refusal_code(*result_for("m1")), "ok");
+  EXPECT_EQ(outcome_code(*result_for("m1")), "ok");
   EXPECT_TRUE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "no process of the run outlives it";
 }
 
@@ -257,9 +172,9 @@ TEST_F(ClaudeRun, HaltClosesSteerHaltAndLeavesNoProcessOfTheRunBehind) {
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(work() / "started.txt"); })) << process->stderr_text();
   ASSERT_TRUE(eventually([&] { return processes_with_env("METAHARNESS_RUN=" + id).size() >= 3; }))
       << "claude, its tool shell and the setsid'd sleep should all carry the run marker";
-  send("h", command("h", "halt", R"("reason":"stop now")"));
+  send("h", command_line("h", "halt", R"("reason":"stop now")"));
   EXPECT_EQ(finish(), 4) << process->stderr_text();
-  EXPECT_EQ(refusal_code(*result_for("h")), "ok");
+  EXPECT_EQ(outcome_code(*result_for("h")), "ok");
   ASSERT_FALSE(process->events().empty());
   EXPECT_EQ(process->events().back().event(), "stream.closed");
   EXPECT_EQ(process->events().back().str("reason"), "steer-halt");
@@ -311,7 +226,7 @@ TEST_F(ClaudeRun, ARunThatNeedsSteerIsRefusedBeforeAnythingSpawns) {
   auto refused = process->events_named("command.result");
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].str("id"), "start/steer");
-  EXPECT_EQ(refusal_code(refused[0]), "UNSUPPORTED_CONTROL");
+  EXPECT_EQ(outcome_code(refused[0]), "UNSUPPORTED_CONTROL");
   EXPECT_EQ(process->events().back().event(), "stream.closed");
   EXPECT_FALSE(std::filesystem::exists(run_dir() / "vendor-stdout.jsonl")) << "nothing was spawned";
 }
@@ -322,7 +237,7 @@ TEST_F(ClaudeRun, ObserveModeWithAFrameIsRefusedAtStart) {
   EXPECT_EQ(finish(), 2);
   auto refused = process->events_named("command.result");
   ASSERT_EQ(refused.size(), 1u);
-  EXPECT_EQ(refusal_code(refused[0]), "UNSUPPORTED_CONTROL");
+  EXPECT_EQ(outcome_code(refused[0]), "UNSUPPORTED_CONTROL");
 }
 
 // The reader alone, offline, over the retained transcript of a real run.

@@ -54,9 +54,10 @@ const char* kRunScript =
     "echo \"child $!\"\n"
     "/usr/bin/env -i /bin/sleep 304 </dev/null >/dev/null 2>&1 &\n"
     "nm=$!\n"
-    // Until env has exec'd sleep, the forked shell still carries the marker: wait (bounded) for
-    // the wiped environment, so the test knows which way this one is found.
-    "n=0; while [ $n -lt 5000 ] && grep -qa MH_TEST_RUN= /proc/$nm/environ 2>/dev/null; do n=$((n+1)); done\n"
+    // Until env has exec'd sleep, the forked shell (then env itself) still carries the marker:
+    // wait (bounded) until the process is the sleep. Not "until environ lacks the marker": in
+    // the middle of an execve environ reads empty for a moment, which ended that wait early.
+    "n=0; while [ $n -lt 5000 ] && [ \"$(head -c 10 /proc/$nm/cmdline 2>/dev/null)\" != /bin/sleep ]; do n=$((n+1)); done\n"
     "echo \"no_marker $nm\"\n"
     "echo ready\n"
     "exec /bin/sleep 303 >/dev/null\n";

@@ -1,0 +1,955 @@
+#include "adapters/codex/codex_adapter.hpp"
+
+#include "metaharness/build_info.hpp"
+#include "protocol/digest.hpp"
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+namespace mh::adapters {
+namespace codex {
+
+namespace {
+
+constexpr std::string_view kHookSocketEnv = "METAHARNESS_HOOK_SOCKET";
+constexpr std::string_view kHookDeadlineEnv = "METAHARNESS_HOOK_DEADLINE_S";
+constexpr std::string_view kTokenEnv = "METAHARNESS_MODEL_TOKEN";
+constexpr std::string_view kDefaultModel = "gpt-5.5";  // a slug Codex knows: it offers apply_patch
+
+// Notifications that only restate, piece by piece, what an item/completed then says in full.
+// Codex stops sending them when asked (optOutNotificationMethods), so nothing is dropped: the
+// vendor never says it. Everything else it says is read.
+constexpr std::array<std::string_view, 9> kOptOut = {
+    "item/agentMessage/delta",           "item/reasoning/summaryTextDelta",
+    "item/reasoning/summaryPartAdded",   "item/reasoning/textDelta",
+    "item/commandExecution/outputDelta", "item/fileChange/outputDelta",
+    "item/plan/delta",                   "item/mcpToolCall/progress",
+    "thread/status/changed"};
+
+constexpr std::array<std::string_view, 3> kSafePostures = {"untrusted", "read-only", "workspace-write"};
+constexpr std::array<std::string_view, 1> kWidePostures = {"danger-full-access"};
+// Approval policies that let commands run without asking: they would switch the seam off.
+constexpr std::array<std::string_view, 3> kSeamOffPostures = {"on-request", "on-failure", "never"};
+
+constexpr std::array<std::string_view, 2> kVendorOptions = {"request_max_retries", "stream_max_retries"};
+
+std::string toml_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+
+std::optional<std::string> string_at(const json::object& o, std::string_view k) {
+  const json::value* v = o.if_contains(k);
+  if (v && v->is_string()) return std::string(v->get_string());
+  return std::nullopt;
+}
+
+const json::object* object_at(const json::object& o, std::string_view k) {
+  const json::value* v = o.if_contains(k);
+  return v && v->is_object() ? &v->get_object() : nullptr;
+}
+
+std::optional<std::uint64_t> u64_at(const json::object& o, std::initializer_list<std::string_view> keys) {
+  for (auto k : keys) {
+    const json::value* v = o.if_contains(k);
+    if (!v) continue;
+    if (v->is_uint64()) return v->get_uint64();
+    if (v->is_int64() && v->get_int64() >= 0) return static_cast<std::uint64_t>(v->get_int64());
+  }
+  return std::nullopt;
+}
+
+// Codex notifications carry emittedAtMs: the vendor's own clock, as RFC 3339.
+std::optional<std::string> at_of(const json::object& message) {
+  const json::value* ms = message.if_contains("emittedAtMs");
+  if (!ms) {
+    if (const json::object* params = object_at(message, "params")) ms = params->if_contains("emittedAtMs");
+  }
+  if (!ms || !(ms->is_int64() || ms->is_uint64())) return std::nullopt;
+  std::int64_t millis = ms->to_number<std::int64_t>();
+  if (millis < 0) return std::nullopt;  // before 1970: not a clock reading
+  std::time_t secs = static_cast<std::time_t>(millis / 1000);
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[96];  // sized for any int fields, so the format can never truncate
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1,
+                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis % 1000));
+  return std::string(buf);
+}
+
+// The HTTP status inside a codexErrorInfo ({"httpConnectionFailed":{"httpStatusCode":401}}, ...).
+std::optional<std::uint64_t> http_status(const json::value* info) {
+  if (!info || !info->is_object()) return std::nullopt;
+  for (const auto& kv : info->get_object())
+    if (kv.value().is_object())
+      if (auto s = u64_at(kv.value().get_object(), {"httpStatusCode"})) return s;
+  return std::nullopt;
+}
+
+}  // namespace
+
+const proto::CapabilityTable& capabilities() {
+  static const proto::CapabilityTable table = [] {
+    proto::CapabilityTable t;
+    t.adapter_id = "codex";
+    t.adapter_class = proto::AdapterClass::harness;
+    for (const auto& pin : build_info::vendor_pins)
+      if (pin.adapter == "codex") t.versions_pinned.emplace_back(pin.version);
+    t.tiers = {{proto::Tier::registration, proto::TierStatus::delivered},
+               {proto::Tier::call, proto::TierStatus::delivered},
+               {proto::Tier::turn, proto::TierStatus::delivered},
+               {proto::Tier::kill, proto::TierStatus::delivered}};
+    using proto::CommandName;
+    t.commands = {
+        {CommandName::tool_decide, {true, {}, "approvals (accept / decline) for shell and patches; the PreToolUse hook for every other kind"}},
+        {CommandName::frame_set, {true, {}, "enforced at the call seam from the next turn; its text opens that turn"}},
+        {CommandName::message_inject, {true, {}, "the next turn/start"}},
+        {CommandName::steer, {true, {}, "turn/steer against the active turn"}},
+        {CommandName::permission_set, {true, {}, "thread/settings/update, from the next turn"}},
+        {CommandName::interrupt, {true, {}, "turn/interrupt, then thread/backgroundTerminals/clean"}},
+        {CommandName::halt, {true, {}, "interrupt, close app-server's stdin, then kill the run's processes"}},
+    };
+    t.decision_modes = {{proto::DecisionMode::frame, proto::TierStatus::delivered},
+                        {proto::DecisionMode::ask, proto::TierStatus::delivered},
+                        {proto::DecisionMode::observe, proto::TierStatus::delivered}};
+    t.rendering = {{"file.read", "view_image"}, {"file.write", "apply_patch"}, {"file.edit", "apply_patch"},
+                   {"dir.list", std::nullopt},  {"search", std::nullopt},      {"shell", "Bash"},
+                   {"web.read", std::nullopt},  {"skill.load", std::nullopt},  {"subagent.spawn", "spawn_agent"},
+                   {"task.todo", std::nullopt}, {"mcp.call", std::nullopt}};
+    t.notes = {
+        "a deny of a shell command or patch is an approval decline, which carries no reason: metaharness "
+        "injects the reason as a developer message (thread/inject_items) just before the decline, so the model "
+        "reads it right after the tool's output; a deny at the hook carries its reason natively",
+        "replace is refused (UNSUPPORTED_CONTROL): an approval answer is accept or decline and carries no input",
+        "abstain claims nothing, but under approvalPolicy untrusted Codex runs nothing without an approval and "
+        "there is no one else to give it: an abstained shell command or patch is declined; other kinds run",
+        "allow grants, and more than on Claude: Codex may re-run an accepted command without its sandbox when "
+        "the sandboxed attempt is denied (observed on 0.171.0), with no second approval",
+        "switched off at launch (registration tier): hosted web search (web_search = \"disabled\") and "
+        "interactive TTY sessions (unified_exec_tty = false), the only sessions write_stdin can write into",
+        "not gated, metadata only: tool_search",
+        "permission.set accepts untrusted, read-only, workspace-write and danger-full-access; on-request, "
+        "on-failure and never are refused SHADOWED: they let commands run without asking, switching the seam off",
+        "the PreToolUse hook (mh-codex-hook) denies by itself when it cannot reach the run, because Codex fails "
+        "open on a hook crash or timeout",
+        "decisions in the Claude vocabulary: Codex's hook names a shell call Bash; the model's tool is exec_command"};
+    return t;
+  }();
+  return table;
+}
+
+std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
+  return vendor_dir / "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+}
+
+bool is_known_posture(std::string_view posture) {
+  for (auto list : {std::vector<std::string_view>(kSafePostures.begin(), kSafePostures.end()),
+                    std::vector<std::string_view>(kWidePostures.begin(), kWidePostures.end()),
+                    std::vector<std::string_view>(kSeamOffPostures.begin(), kSeamOffPostures.end())})
+    for (auto p : list)
+      if (p == posture) return true;
+  return false;
+}
+
+bool is_known_vendor_option(std::string_view key) {
+  return std::find(kVendorOptions.begin(), kVendorOptions.end(), key) != kVendorOptions.end();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session: reader + controller for one `codex app-server`
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+enum class Purpose { initialize, thread_start, turn_start, control, inject, clean, other };
+
+class Session final : public AdapterSession {
+ public:
+  Session(const RunSpec& spec, const LaunchPlan& plan)
+      : spec_(spec), cwd_(plan.cwd), attestation_(plan.attestation), transcript_(plan.transcript_path.string()) {}
+
+  // --- start ---------------------------------------------------------------------------------
+
+  void start(AdapterSink& sink) override {
+    json::array opt_out;
+    for (auto m : kOptOut) opt_out.emplace_back(m);
+    request(sink, "initialize",
+            json::object{{"clientInfo", json::object{{"name", "metaharness"},
+                                                     {"title", "metaharness"},
+                                                     {"version", std::string(build_info::version)}}},
+                         {"capabilities", json::object{{"experimentalApi", true}, {"optOutNotificationMethods", opt_out}}}},
+            Purpose::initialize);
+  }
+
+  // --- reading -------------------------------------------------------------------------------
+
+  void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) override {
+    if (line.too_long) {
+      opaque(sink, std::nullopt, std::nullopt, line.digest, line.number);
+      return;
+    }
+    if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) return;
+    auto value = proto::parse_json(line.text);
+    if (!value || !value->is_object()) {
+      opaque(sink, std::nullopt, std::nullopt, proto::sha256_hex(line.text), line.number);
+      return;
+    }
+    read(value->get_object(), line.text, line.number, sink);
+  }
+
+  void read(const json::object& m, std::string_view raw, std::uint64_t line_no, AdapterSink& sink) {
+    auto method = string_at(m, "method");
+    const json::value* id = m.if_contains("id");
+    const json::object* params = object_at(m, "params");
+    static const json::object kEmpty;
+    if (method && id) {
+      server_request(*method, *id, params ? *params : kEmpty, raw, line_no, sink);
+    } else if (method) {
+      notification(*method, m, params ? *params : kEmpty, raw, line_no, sink);
+    } else if (id && (m.contains("result") || m.contains("error"))) {
+      response(*id, m, raw, line_no, sink);
+    } else {
+      opaque(sink, std::nullopt, std::nullopt, proto::sha256_hex(raw), line_no);
+    }
+  }
+
+  void on_vendor_end(AdapterSink& sink) override { release_early_notifications(sink); }
+
+  // --- hooks ---------------------------------------------------------------------------------
+
+  void on_hook_request(std::uint64_t connection, const json::value& input, AdapterSink& sink) override {
+    const json::object* in = input.is_object() ? &input.get_object() : nullptr;
+    auto tool = in ? string_at(*in, "tool_name") : std::nullopt;
+    auto id = in ? string_at(*in, "tool_use_id") : std::nullopt;
+    if (!in || !tool || !id) {
+      sink.reply_hook(connection, deny_hook("the hook input names no tool or no tool_use_id, so it cannot be governed"));
+      return;
+    }
+    ToolCall call{*id, *tool, in->contains("tool_input") ? in->at("tool_input") : json::value(nullptr),
+                  proto::Seam::hook};
+    if (*tool == "Bash" || *tool == "apply_patch") {
+      // Shell commands and patches are decided at their approval, which always follows under
+      // untrusted: the hook only announces the call (so it is delivered as early as possible)
+      // and has no opinion.
+      call.seam = proto::Seam::control_request;
+      sink.call_presented(std::move(call), std::nullopt);
+      sink.reply_hook(connection, "");
+      return;
+    }
+    sink.call_awaits_answer(std::move(call), ReplyToken{"hook:" + std::to_string(connection), proto::Seam::hook});
+  }
+
+  void on_hook_gone(std::uint64_t connection, AdapterSink& sink) override {
+    sink.call_withdrawn(ReplyToken{"hook:" + std::to_string(connection), proto::Seam::hook});
+  }
+
+  // --- answering -----------------------------------------------------------------------------
+
+  void answer(const ReplyToken& reply, const ToolCall& call, const proto::Decision& decision,
+              AdapterSink& sink) override {
+    if (reply.id.rfind("hook:", 0) == 0) {
+      std::uint64_t connection = std::stoull(reply.id.substr(5));
+      if (auto* deny = std::get_if<proto::decision::Deny>(&decision)) sink.reply_hook(connection, deny_hook(deny->reason));
+      else sink.reply_hook(connection, "");  // allow and abstain: no opinion, the call runs
+      return;
+    }
+    auto it = approvals_.find(reply.id);
+    if (it == approvals_.end()) return;
+    json::value request_id = it->second;
+    approvals_.erase(it);
+    bool accept = std::holds_alternative<proto::decision::Allow>(decision);
+    if (auto* deny = std::get_if<proto::decision::Deny>(&decision)) {
+      // A decline carries no reason; a developer message just before it does, and the model
+      // reads it right after the tool's output.
+      json::array content{json::object{{"type", "input_text"},
+                                        {"text", "metaharness denied the " + call.name + " call " + call.call_id +
+                                                     ": " + deny->reason}}};
+      request(sink, "thread/inject_items",
+              json::object{{"threadId", thread_id_},
+                           {"items", json::array{json::object{{"type", "message"}, {"role", "developer"}, {"content", content}}}}},
+              Purpose::inject);
+    }
+    // Never acceptForSession or acceptWithExecpolicyAmendment: both create allow rules, the
+    // second on disk, for later runs too.
+    sink.write_vendor(proto::canonical_json(
+        json::object{{"id", request_id}, {"result", json::object{{"decision", accept ? "accept" : "decline"}}}}));
+  }
+
+  std::optional<proto::Refusal> check_decision(const ToolCall&, const proto::Decision& decision) const override {
+    if (std::holds_alternative<proto::decision::Replace>(decision))
+      return proto::Refusal{proto::RefusalCode::UNSUPPORTED_CONTROL,
+                            "the codex adapter cannot honour replace: an approval answer is accept or decline and "
+                            "carries no input"};
+    return std::nullopt;
+  }
+
+  // Codex restates a call in several shapes (the hook's tool_input, item/started, the approval),
+  // all from Codex itself and all under the one call id the model chose: the same tool is the
+  // same call.
+  bool same_request(const ToolCall& presented, const ToolCall& asked) const override {
+    return presented.name == asked.name;
+  }
+
+  // --- controlling ---------------------------------------------------------------------------
+
+  void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) override {
+    json::array input;
+    for (const auto& t : texts) input.push_back(json::object{{"type", "text"}, {"text", t}});
+    request(sink, "turn/start", json::object{{"threadId", thread_id_}, {"input", std::move(input)}}, Purpose::turn_start);
+  }
+
+  ControlAck interrupt(AdapterSink& sink) override {
+    if (active_turn_.empty())
+      return ControlAck::refused(proto::RefusalCode::TOO_LATE, "no turn is running; nothing to interrupt");
+    std::int64_t id = request(sink, "turn/interrupt", json::object{{"threadId", thread_id_}, {"turnId", active_turn_}},
+                              Purpose::control);
+    // turn/interrupt ends the turn but leaves a running command running: clean them up too.
+    request(sink, "thread/backgroundTerminals/clean", json::object{{"threadId", thread_id_}}, Purpose::clean);
+    return ControlAck::pending("rpc:" + std::to_string(id));
+  }
+
+  ControlAck steer(const std::string& text, AdapterSink& sink) override {
+    if (active_turn_.empty()) return ControlAck::refused(proto::RefusalCode::TOO_LATE, "no turn is running to steer");
+    std::int64_t id = request(sink, "turn/steer",
+                              json::object{{"threadId", thread_id_},
+                                           {"expectedTurnId", active_turn_},
+                                           {"input", json::array{json::object{{"type", "text"}, {"text", text}}}}},
+                              Purpose::control);
+    steers_in_flight_.push_back(text);
+    return ControlAck::pending("rpc:" + std::to_string(id));
+  }
+
+  ControlAck set_permission(const std::string& posture, AdapterSink& sink) override {
+    for (auto off : kSeamOffPostures)
+      if (posture == off)
+        return ControlAck::refused(proto::RefusalCode::SHADOWED,
+                                   "approval policy \"" + posture + "\" lets Codex run commands without asking, which "
+                                   "would switch the approval seam off while calls still appeared governed");
+    json::object settings{{"threadId", thread_id_}};
+    if (posture == "untrusted") settings["approvalPolicy"] = "untrusted";
+    else if (posture == "read-only") settings["sandboxPolicy"] = json::object{{"type", "readOnly"}};
+    else if (posture == "workspace-write") settings["sandboxPolicy"] = json::object{{"type", "workspaceWrite"}};
+    else if (posture == "danger-full-access") settings["sandboxPolicy"] = json::object{{"type", "dangerFullAccess"}};
+    else
+      return ControlAck::refused(proto::RefusalCode::MALFORMED,
+                                 "\"" + proto::excerpt(posture, 40) + "\" is not a Codex posture; the vocabulary is "
+                                 "untrusted, read-only, workspace-write, danger-full-access (on-request, on-failure "
+                                 "and never are refused: they switch the approval seam off)");
+    std::int64_t id = request(sink, "thread/settings/update", std::move(settings), Purpose::control);
+    return ControlAck::pending("rpc:" + std::to_string(id), "the next turn boundary");
+  }
+
+  void end_session(AdapterSink& sink) override {
+    // app-server ends on stdin EOF (which the run loop closes next) and kills its children then;
+    // cleaning the background terminals first stops anything a turn left running.
+    if (!thread_id_.empty())
+      request(sink, "thread/backgroundTerminals/clean", json::object{{"threadId", thread_id_}}, Purpose::clean);
+  }
+
+  std::optional<proto::ev::SessionEnded> session_ended() const override {
+    if (turns_completed_ == 0) return std::nullopt;
+    proto::ev::SessionEnded e;
+    if (last_status_ == "completed" && !last_answer_.empty())
+      e.final_answer = proto::FinalAnswer{last_answer_, last_answer_turn_};
+    if (last_status_ == "completed") e.is_error = false;
+    else if (last_status_ == "failed") e.is_error = true;
+    e.subtype = last_status_;
+    e.terminal_reason = last_status_;
+    e.api_error_status = last_http_status_;
+    e.num_turns = turns_completed_;
+    e.usage = total_usage_;
+    return e;  // Codex keeps no denial list of its own: permission_denials stays null (unknown)
+  }
+
+ private:
+  // --- JSON-RPC ------------------------------------------------------------------------------
+
+  std::int64_t request(AdapterSink& sink, std::string_view method, json::object params, Purpose purpose) {
+    std::int64_t id = ++next_id_;
+    purposes_[id] = purpose;
+    sink.write_vendor(proto::canonical_json(json::object{{"method", method}, {"id", id}, {"params", std::move(params)}}));
+    return id;
+  }
+
+  static std::string deny_hook(const std::string& reason) {
+    return proto::canonical_json(json::object{
+        {"hookSpecificOutput", json::object{{"hookEventName", "PreToolUse"},
+                                            {"permissionDecision", "deny"},
+                                            {"permissionDecisionReason", reason}}}});
+  }
+
+  void opaque(AdapterSink& sink, std::optional<std::string> type, std::optional<std::string> subtype,
+              std::string digest, std::uint64_t line_no, std::optional<std::string> at = std::nullopt) {
+    sink.event(proto::ev::Opaque{std::move(type), std::move(subtype), std::move(digest), line_no}, std::move(at));
+  }
+
+  void response(const json::value& id, const json::object& m, std::string_view raw, std::uint64_t line_no,
+                AdapterSink& sink) {
+    std::optional<Purpose> purpose;
+    if (id.is_int64() || id.is_uint64()) {
+      auto it = purposes_.find(id.to_number<std::int64_t>());
+      if (it != purposes_.end()) {
+        purpose = it->second;
+        purposes_.erase(it);
+      }
+    }
+    const json::object* result = object_at(m, "result");
+    const json::object* error = object_at(m, "error");
+    std::string error_text = error ? string_at(*error, "message").value_or(proto::canonical_json(*error)) : "";
+    // Offline (translate) nothing is known of our ids: recognise the two answers that matter by
+    // their shape.
+    if (!purpose && result) {
+      if (result->contains("userAgent")) purpose = Purpose::initialize;
+      else if (result->contains("thread")) purpose = Purpose::thread_start;
+    }
+    if (!purpose) {
+      opaque(sink, std::string("response"), std::nullopt, proto::sha256_hex(raw), line_no);
+      return;
+    }
+    switch (*purpose) {
+      case Purpose::initialize:
+        if (error) {
+          release_early_notifications(sink);
+          sink.fail_run("codex refused initialize: " + error_text);
+          return;
+        }
+        if (auto agent = string_at(*result, "userAgent")) {
+          // "<client>/<codex version> (...)": the version is the token after the first '/'.
+          auto slash = agent->find('/');
+          auto space = agent->find(' ', slash == std::string::npos ? 0 : slash);
+          if (slash != std::string::npos) version_ = agent->substr(slash + 1, space - slash - 1);
+        }
+        sink.write_vendor(proto::canonical_json(json::object{{"method", "initialized"}}));
+        start_thread(sink);
+        return;
+      case Purpose::thread_start: {
+        if (error) {
+          release_early_notifications(sink);
+          sink.fail_run("codex refused thread/start: " + error_text);
+          return;
+        }
+        const json::object* thread = object_at(*result, "thread");
+        if (thread) thread_id_ = string_at(*thread, "id").value_or("");
+        proto::ev::SessionStarted s;
+        s.adapter = "codex";
+        s.adapter_class = proto::AdapterClass::harness;
+        s.harness_version = version_.empty() ? std::nullopt : std::optional<std::string>(version_);
+        s.session_id = thread_id_.empty() ? std::nullopt : std::optional<std::string>(thread_id_);
+        s.model = string_at(*result, "model");
+        if (const json::value* policy = result->if_contains("approvalPolicy"))
+          s.permission_mode = policy->is_string() ? std::string(policy->get_string()) : proto::canonical_json(*policy);
+        s.cwd = string_at(*result, "cwd");
+        if (!s.cwd && thread) s.cwd = string_at(*thread, "cwd");
+        s.transcript = proto::TranscriptRef{transcript_, std::nullopt, std::nullopt};
+        s.hermetic = attestation_;
+        model_ = s.model;
+        sink.event(std::move(s), std::nullopt);
+        release_early_notifications(sink);
+        sink.session_ready();
+        return;
+      }
+      case Purpose::turn_start:
+        if (error) sink.fail_run("codex refused turn/start: " + error_text);
+        return;
+      case Purpose::control: {
+        ControlReply reply;
+        reply.control_id = "rpc:" + std::to_string(id.to_number<std::int64_t>());
+        reply.ok = error == nullptr;
+        reply.vendor_error = error_text;
+        // "no active turn to interrupt/steer", "expected active turn id …": the window closed.
+        if (error_text.find("active turn") != std::string::npos) reply.refusal_code = proto::RefusalCode::TOO_LATE;
+        if (result) reply.response = *result;
+        sink.control_answered(std::move(reply));
+        return;
+      }
+      case Purpose::inject:
+      case Purpose::clean:
+      case Purpose::other:
+        if (error) sink.event(proto::ev::Warning{"VENDOR_REFUSED", "codex refused a request of metaharness: " + error_text},
+                              std::nullopt);
+        return;
+    }
+  }
+
+  void start_thread(AdapterSink& sink) {
+    // approvalPolicy "untrusted" must be the per-thread parameter: as a config key this version
+    // refuses it at start. bypass_hook_trust lets the hook run without a trust hash, per thread.
+    request(sink, "thread/start",
+            json::object{{"cwd", cwd_.string()},
+                         {"approvalPolicy", "untrusted"},
+                         {"sandbox", "workspace-write"},
+                         {"config", json::object{{"bypass_hook_trust", true}}}},
+            Purpose::thread_start);
+  }
+
+  void server_request(const std::string& method, const json::value& id, const json::object& params,
+                      std::string_view raw, std::uint64_t line_no, AdapterSink& sink) {
+    std::string token = "rpc-in:" + proto::canonical_json(id);
+    if (method == "item/commandExecution/requestApproval" || method == "item/fileChange/requestApproval") {
+      bool command = method == "item/commandExecution/requestApproval";
+      ToolCall call;
+      call.seam = proto::Seam::control_request;
+      // A write into an escalated terminal carries the write's own call id as approvalId.
+      call.call_id = string_at(params, "approvalId").value_or(string_at(params, "itemId").value_or(token));
+      if (command) {
+        bool write_stdin = string_at(params, "kind") == "writeStdin";
+        call.name = write_stdin ? "write_stdin" : "Bash";
+        call.input = json::object{{"command", params.contains("command") ? params.at("command") : json::value(nullptr)},
+                                  {"cwd", params.contains("cwd") ? params.at("cwd") : json::value(nullptr)}};
+      } else {
+        call.name = "apply_patch";
+        auto changes = file_changes_.find(call.call_id);
+        call.input = json::object{{"changes", changes != file_changes_.end() ? changes->second : json::value(nullptr)}};
+      }
+      approvals_[token] = id;
+      sink.call_awaits_answer(std::move(call), ReplyToken{token, proto::Seam::control_request});
+      return;
+    }
+    // Nothing this run configures asks for these (no MCP servers, no dynamic tools, no user to
+    // ask): answer so Codex does not wait, refusing, and keep the record.
+    json::object reply{{"id", id}};
+    if (method == "mcpServer/elicitation/request")
+      reply["result"] = json::object{{"action", "decline"}, {"content", nullptr}};
+    else
+      reply["error"] = json::object{{"code", -32000}, {"message", "metaharness does not serve " + method + " in a governed run"}};
+    sink.write_vendor(proto::canonical_json(reply));
+    opaque(sink, method, std::nullopt, proto::sha256_hex(raw), line_no);
+  }
+
+  // Notifications Codex sends before the thread exists (config warnings, remote-control status)
+  // are held until session.started, so the stream opens with the session as it does for every
+  // vendor; they keep their own source line and clock. A run that never gets a thread releases
+  // them when it ends: nothing is dropped.
+  void release_early_notifications(AdapterSink& sink) {
+    session_open_ = true;
+    auto held = std::move(early_);
+    early_.clear();
+    for (const auto& [raw, line_no] : held)
+      if (auto v = proto::parse_json(raw); v && v->is_object()) read(v->get_object(), raw, line_no, sink);
+  }
+
+  void notification(const std::string& method, const json::object& m, const json::object& params, std::string_view raw,
+                    std::uint64_t line_no, AdapterSink& sink) {
+    if (!session_open_) {
+      early_.emplace_back(std::string(raw), line_no);
+      return;
+    }
+    auto at = at_of(m);
+    if (method == "turn/started") {
+      if (const json::object* turn = object_at(params, "turn")) active_turn_ = string_at(*turn, "id").value_or("");
+      answer_this_turn_.clear();
+      sink.turn_started(at);
+      return;
+    }
+    if (method == "turn/completed") {
+      const json::object* turn = object_at(params, "turn");
+      std::string status = turn ? string_at(*turn, "status").value_or("") : "";
+      std::string turn_id = turn ? string_at(*turn, "id").value_or("") : "";
+      ++turns_completed_;
+      last_status_ = status;
+      last_answer_ = answer_this_turn_;
+      last_answer_turn_ = turn_id.empty() ? std::nullopt : std::optional<std::string>(turn_id);
+      last_http_status_.reset();
+      if (turn)
+        if (const json::object* error = object_at(*turn, "error"))
+          if (auto code = http_status(error->if_contains("codexErrorInfo"))) last_http_status_ = std::to_string(*code);
+      if (turn_id == active_turn_) active_turn_.clear();
+      sink.turn_ended(status.empty() ? std::nullopt : std::optional<std::string>(status), at);
+      return;
+    }
+    if (method == "item/started" || method == "item/completed") {
+      item(method == "item/started", params, raw, line_no, at, sink);
+      return;
+    }
+    if (method == "thread/tokenUsage/updated") {
+      const json::object* usage = object_at(params, "tokenUsage");
+      const json::object* last = usage ? object_at(*usage, "last") : nullptr;
+      const json::object* total = usage ? object_at(*usage, "total") : nullptr;
+      if (last) {
+        sink.event(proto::ev::Usage{std::nullopt, model_, token_usage(*last)}, at);
+        if (total) total_usage_ = token_usage(*total);
+        return;
+      }
+    }
+    if (method == "account/rateLimits/updated") {
+      const json::object* limits = object_at(params, "rateLimits");
+      const json::object* primary = limits ? object_at(*limits, "primary") : nullptr;
+      if (primary) {
+        proto::RateLimitInfo info;
+        info.window = string_at(*limits, "limitId");
+        if (!info.window) info.window = string_at(*limits, "limitName");
+        if (const json::value* used = primary->if_contains("usedPercent"); used && used->is_number())
+          info.utilization = used->to_number<double>();
+        if (const json::value* resets = primary->if_contains("resetsAt"); resets && (resets->is_int64() || resets->is_uint64()))
+          info.resets_at = resets->to_number<std::int64_t>();
+        sink.event(proto::ev::RateLimit{info}, at);
+        return;
+      }
+    }
+    if (method == "error") {
+      const json::object* error = object_at(params, "error");
+      bool will_retry = false;
+      if (const json::value* w = params.if_contains("willRetry"); w && w->is_bool()) will_retry = w->get_bool();
+      if (error && !will_retry && http_status(error->if_contains("codexErrorInfo")) == 401u) {
+        // The credential the run launched with stopped working: the vendor's own words.
+        std::string detail = string_at(*error, "message").value_or("");
+        if (auto more = string_at(*error, "additionalDetails"); more && !more->empty()) detail += " (" + *more + ")";
+        sink.event(proto::ev::AuthExpired{std::nullopt, detail, line_no}, at);
+        return;
+      }
+    }
+    if (method == "serverRequest/resolved") return;  // control traffic: the answer it confirms is recorded
+    opaque(sink, method, std::nullopt, proto::sha256_hex(raw), line_no, at);
+  }
+
+  static proto::TokenUsage token_usage(const json::object& u) {
+    proto::TokenUsage t;
+    t.input_tokens = u64_at(u, {"inputTokens", "input_tokens"});
+    t.output_tokens = u64_at(u, {"outputTokens", "output_tokens"});
+    t.cache_read_input_tokens = u64_at(u, {"cachedInputTokens", "cached_input_tokens"});
+    t.thinking_tokens = u64_at(u, {"reasoningOutputTokens", "reasoning_output_tokens"});
+    return t;
+  }
+
+  void item(bool started, const json::object& params, std::string_view raw, std::uint64_t line_no,
+            std::optional<std::string> at, AdapterSink& sink) {
+    const json::object* item = object_at(params, "item");
+    auto type = item ? string_at(*item, "type") : std::nullopt;
+    auto id = item ? string_at(*item, "id") : std::nullopt;
+    std::string method = started ? "item/started" : "item/completed";
+    if (!item || !type || !id) {
+      opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
+      return;
+    }
+    auto field = [&](std::string_view k) { return item->contains(k) ? item->at(k) : json::value(nullptr); };
+    if (started) {
+      // The vendor announces the call it is about to run: the call's presentation, if nothing
+      // presented it before (the hook comes first for every kind it covers).
+      if (*type == "commandExecution") {
+        sink.call_presented(ToolCall{*id, "Bash", json::object{{"command", field("command")}, {"cwd", field("cwd")}},
+                                     proto::Seam::control_request},
+                            at);
+      } else if (*type == "fileChange") {
+        file_changes_[*id] = field("changes");
+        sink.call_presented(ToolCall{*id, "apply_patch", json::object{{"changes", field("changes")}},
+                                     proto::Seam::control_request},
+                            at);
+      } else if (*type == "imageView") {
+        sink.call_presented(ToolCall{*id, "view_image", json::object{{"path", field("path")}}, proto::Seam::hook}, at);
+      } else if (*type == "mcpToolCall") {
+        std::string name = "mcp__" + string_at(*item, "server").value_or("") + "__" + string_at(*item, "tool").value_or("");
+        sink.call_presented(ToolCall{*id, name, field("arguments"), proto::Seam::hook}, at);
+      } else if (*type == "webSearch") {
+        // Switched off at launch; should one appear, it is recorded as what it is: ungated.
+        sink.call_presented(ToolCall{*id, "web_search", field("query"), proto::Seam::none}, at);
+      } else {
+        opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
+      }
+      return;
+    }
+    if (*type == "agentMessage") {
+      std::string text = string_at(*item, "text").value_or("");
+      answer_this_turn_ = text;
+      sink.event(proto::ev::Text{std::move(text), std::nullopt}, at);
+    } else if (*type == "reasoning") {
+      std::string text;
+      for (std::string_view key : {"summary", "content"})
+        if (const json::value* parts = item->if_contains(key); parts && parts->is_array())
+          for (const auto& p : parts->get_array()) {
+            if (p.is_string()) text += (text.empty() ? "" : "\n") + std::string(p.get_string());
+            else if (p.is_object())
+              if (auto t = string_at(p.get_object(), "text")) text += (text.empty() ? "" : "\n") + *t;
+          }
+      sink.event(proto::ev::Thinking{std::move(text), std::nullopt}, at);
+    } else if (*type == "userMessage") {
+      // Every user message on this thread is one metaharness sent: a turn's input (the prompt,
+      // an injected message or frame text, already in the stream as injection where it was
+      // put in) or a steer, which only shows here, once it has landed in the running turn.
+      std::string text;
+      if (const json::value* content = item->if_contains("content"); content && content->is_array())
+        for (const auto& c : content->get_array())
+          if (c.is_object())
+            if (auto t = string_at(c.get_object(), "text")) text += (text.empty() ? "" : "\n") + *t;
+      auto steer = std::find(steers_in_flight_.begin(), steers_in_flight_.end(), text);
+      if (steer != steers_in_flight_.end()) {
+        steers_in_flight_.erase(steer);
+        sink.event(proto::ev::Injection{std::move(text), "steer"}, at);
+      } else {
+        opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
+      }
+    } else if (*type == "commandExecution" || *type == "fileChange" || *type == "imageView" || *type == "mcpToolCall") {
+      proto::ev::ToolResult r;
+      r.call_id = *id;
+      r.outcome_source = "item/completed";
+      auto status = string_at(*item, "status");
+      if (status == "completed") r.is_error = false;
+      else if (status == "failed" || status == "declined") r.is_error = true;
+      if (*type == "commandExecution") {
+        if (const json::value* code = item->if_contains("exitCode"); code && (code->is_int64() || code->is_uint64()))
+          r.exit_code = code->to_number<std::int64_t>();
+        r.content = field("aggregatedOutput");
+      } else if (*type == "mcpToolCall") {
+        r.content = item->contains("result") ? item->at("result") : field("error");
+      } else if (*type == "fileChange") {
+        r.content = field("changes");
+      }
+      if (r.content.is_string()) r.bytes = r.content.get_string().size();
+      r.tool_use_result = nullptr;
+      sink.event(std::move(r), at);
+    } else {
+      opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
+    }
+  }
+
+  const RunSpec& spec_;
+  std::filesystem::path cwd_;
+  proto::HermeticAttestation attestation_;
+  std::string transcript_;
+  std::int64_t next_id_ = 0;
+  std::map<std::int64_t, Purpose> purposes_;
+  std::map<std::string, json::value> approvals_;  // reply token -> the server request's id
+  std::map<std::string, json::value> file_changes_;
+  std::string version_;
+  std::optional<std::string> model_;
+  bool session_open_ = false;
+  std::vector<std::pair<std::string, std::uint64_t>> early_;  // raw line, source line number
+  std::string thread_id_;
+  std::string active_turn_;
+  std::deque<std::string> steers_in_flight_;  // sent with turn/steer, not yet seen in the thread
+  std::uint64_t turns_completed_ = 0;
+  std::string last_status_;
+  std::string answer_this_turn_;
+  std::string last_answer_;
+  std::optional<std::string> last_answer_turn_;
+  std::optional<std::string> last_http_status_;
+  std::optional<proto::TokenUsage> total_usage_;
+};
+
+bool denied_vendor_env(std::string_view name, std::string& why) {
+  static constexpr std::array<std::string_view, 8> kOwned = {
+      "HOME", "PATH", "TMPDIR", "CODEX_HOME", "METAHARNESS_RUN", "METAHARNESS_HOOK_SOCKET",
+      "METAHARNESS_HOOK_DEADLINE_S", "METAHARNESS_MODEL_TOKEN"};
+  for (auto k : kOwned)
+    if (name == k) {
+      why = std::string(name) + " is set by the launch plan itself and cannot be overridden";
+      return true;
+    }
+  return false;
+}
+
+class CodexAdapter final : public Adapter {
+ public:
+  explicit CodexAdapter(HostConfig config) : config_(std::move(config)) {}
+
+  std::string_view id() const override { return "codex"; }
+  const proto::CapabilityTable& capabilities() const override { return codex::capabilities(); }
+
+  std::filesystem::path binary() const {
+    if (auto it = config_.binaries.find("codex"); it != config_.binaries.end()) return it->second;
+    return default_binary(config_.vendor_dir);
+  }
+
+  std::filesystem::path hook_binary() const {
+    if (auto it = config_.binaries.find("codex-hook"); it != config_.binaries.end()) return it->second;
+    return {};
+  }
+
+  std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
+    auto refuse = [](std::string message) { return LaunchRefusal{{}, std::move(message)}; };
+    if (auto refused = refuse_unhonoured_commands(spec, capabilities()); !refused.empty())
+      return LaunchRefusal{std::move(refused), "the run needs controls the codex adapter cannot honour"};
+    if (spec.decisions == proto::DecisionMode::observe && spec.frame)
+      return LaunchRefusal{
+          {proto::ev::CommandResult{
+              "start/tool.decide",
+              proto::CommandOutcome::refused(
+                  proto::RefusalCode::UNSUPPORTED_CONTROL,
+                  "observe mode allows every call, so a frame would be told to the model and enforced by nothing; "
+                  "use decisions frame (or ask) with a frame")}},
+          "observe mode refuses a frame"};
+    if (spec.prompt.empty()) return refuse("the run has no prompt");
+    if (!spec.model_endpoint)
+      return refuse("no model endpoint: give a scripted scenario (--model-scenario) or an endpoint (--model-endpoint)");
+    for (const auto& [name, value] : spec.vendor_env) {
+      std::string why;
+      if (denied_vendor_env(name, why)) return refuse("declared vendor environment refused: " + why);
+    }
+    for (const auto& [key, value] : spec.vendor_options) {
+      if (!is_known_vendor_option(key))
+        return refuse("unknown codex vendor option \"" + key + "\" (known: request_max_retries, stream_max_retries)");
+      if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
+        return refuse("codex vendor option " + key + " must be a non-negative integer, not \"" + value + "\"");
+    }
+    std::error_code ec;
+    std::filesystem::path program = binary();
+    if (!std::filesystem::is_regular_file(program, ec))
+      return refuse("the pinned codex CLI is not at " + program.string() +
+                    " (run ./run setup, or set METAHARNESS_CODEX_BIN / the config's codex binary)");
+    std::filesystem::path hook = hook_binary();
+    if (hook.empty() || !std::filesystem::is_regular_file(hook, ec))
+      return refuse("the PreToolUse hook program mh-codex-hook is not at " +
+                    (hook.empty() ? std::string("(unknown)") : hook.string()) +
+                    " (it is built beside metaharness; set METAHARNESS_CODEX_HOOK_BIN or the config's codex_hook)");
+
+    const std::filesystem::path scratch = std::filesystem::absolute(paths.scratch);
+    const std::filesystem::path run_dir = std::filesystem::absolute(paths.run_dir);
+    std::filesystem::path home = scratch / "home";
+    std::filesystem::path codex_home = scratch / "codex-home";
+    std::filesystem::path tmp = scratch / "tmp";
+    std::filesystem::path work = spec.cwd ? std::filesystem::absolute(*spec.cwd) : scratch / "work";
+
+    LaunchPlan p;
+    p.adapter = "codex";
+    p.program = program;
+    p.args = {"app-server"};
+    p.cwd = work;
+    p.directories = {home, codex_home, tmp};
+    if (!spec.cwd) p.directories.push_back(work);
+    p.transcript_path = run_dir / "vendor-stdout.jsonl";
+    p.stdin_log_path = run_dir / "vendor-stdin.jsonl";
+    p.run_marker = {"METAHARNESS_RUN", spec.run_id};
+    p.hook_channel = HookChannel{std::string(kHookSocketEnv), "@metaharness/hook/" + spec.run_id};
+
+    // The hook must outlast the decision deadline (so a deny for silence is ours), and give up
+    // before Codex's own hook timeout (which fails open).
+    std::uint64_t deadline_s = (spec.decision_deadline_ms + 999) / 1000;
+    std::uint64_t hook_gives_up_s = deadline_s + 20;
+    std::uint64_t codex_timeout_s = deadline_s + 30;
+
+    std::ostringstream toml;
+    toml << "# Written by metaharness for run " << spec.run_id << ": one governed Codex run.\n"
+         << "model = " << toml_string(spec.model.value_or(std::string(kDefaultModel))) << "\n"
+         << "model_provider = \"metaharness\"\n"
+         << "# Hosted web search runs on the provider's side, where nothing can gate it: off.\n"
+         << "web_search = \"disabled\"\n\n"
+         << "[features]\n"
+         << "# No interactive TTY sessions: write_stdin, which no hook or approval sees, has nothing to write into.\n"
+         << "unified_exec_tty = false\n\n"
+         << "[model_providers.metaharness]\n"
+         << "name = \"metaharness model endpoint\"\n"
+         << "base_url = " << toml_string(spec.model_endpoint->base_url + "/v1") << "\n"
+         << "wire_api = \"responses\"\n"
+         << "env_key = \"" << kTokenEnv << "\"\n";
+    for (const auto& [key, value] : spec.vendor_options) toml << key << " = " << value << "\n";
+    toml << "\n# The project stays untrusted: no project rules or hooks can pre-approve anything.\n"
+         << "[projects." << toml_string(work.string()) << "]\n"
+         << "trust_level = \"untrusted\"\n\n"
+         << "[[hooks.PreToolUse]]\n"
+         << "matcher = \"*\"\n"
+         << "[[hooks.PreToolUse.hooks]]\n"
+         << "type = \"command\"\n"
+         << "command = " << toml_string(hook.string()) << "\n"
+         << "timeout = " << codex_timeout_s << "\n";
+    p.files.push_back(ScratchFile{codex_home / "config.toml", toml.str(), 0600});
+
+    for (auto name : {"LANG", "LC_ALL", "TZ"})
+      if (const char* v = std::getenv(name)) p.env.emplace_back(name, v);
+    p.env.emplace_back("HOME", home.string());
+    p.env.emplace_back("CODEX_HOME", codex_home.string());
+    p.env.emplace_back("PATH", "/usr/local/bin:/usr/bin:/bin");
+    p.env.emplace_back("TMPDIR", tmp.string());
+    p.env.emplace_back(std::string(kTokenEnv), spec.model_endpoint->token);
+    p.env.emplace_back(std::string(kHookSocketEnv), p.hook_channel->address);
+    p.env.emplace_back(std::string(kHookDeadlineEnv), std::to_string(hook_gives_up_s));
+    p.env.push_back(p.run_marker);
+    for (const auto& [name, value] : spec.vendor_env) p.env.emplace_back(name, value);
+
+    using proto::HermeticRow;
+    auto& a = p.attestation;
+    a.mode = proto::HermeticMode::on;
+    a.decisions = spec.decisions;
+    a.imposed = {
+        {HermeticRow::h1a, "CODEX_HOME=" + codex_home.string() + " (a fresh scratch home): no plugin, no rules/"},
+        {HermeticRow::h2, "a fresh CODEX_HOME holds only metaharness's config.toml; the project is pinned untrusted"},
+        {HermeticRow::h3, "environment constructed from an allowlist (LANG, LC_ALL, TZ passed through) plus HOME, "
+                          "CODEX_HOME, PATH, TMPDIR, the model token, the hook channel and the run marker"},
+        {HermeticRow::h4, "no API key in the environment: a per-run bearer token for the configured model endpoint (env_key)"},
+        {HermeticRow::h5, "config.toml configures no MCP server"},
+        {HermeticRow::h6, "no credential file is copied: the model endpoint's per-run token is the only credential"},
+        {HermeticRow::h8, "hooks run with their trust bypassed per thread (bypass_hook_trust), never skipped"},
+    };
+    if (!spec.cwd) a.imposed.push_back({HermeticRow::h7, "working directory " + work.string() + " inside the run's scratch"});
+    std::sort(a.imposed.begin(), a.imposed.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
+    if (spec.cwd) a.unavailable.push_back({HermeticRow::h7, "the operator named the working directory " + *spec.cwd});
+    a.unavailable.push_back({HermeticRow::h9, "the plan runs no doctor; the version is read from initialize"});
+    a.unavailable.push_back({HermeticRow::h10, "the run pins no input tree"});
+    a.unavailable.push_back({HermeticRow::h11, "AGENTS.md in an ancestor of the working directory is not searched for"});
+    std::sort(a.unavailable.begin(), a.unavailable.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
+    a.ambient_inputs = {
+        "Codex may re-run an accepted command without its sandbox when the sandboxed attempt is denied",
+        "no network isolation beyond Codex's own sandbox",
+        "write_stdin is still offered to the model; with TTY sessions off it has nothing to write into"};
+    if (spec.decisions == proto::DecisionMode::observe)
+      a.ambient_inputs.push_back("observe mode accepts every approval, and an accept on this wire grants");
+    p.notes = {"approval policy untrusted per thread; hook timeout " + std::to_string(codex_timeout_s) +
+               " s; the hook gives up (denying) after " + std::to_string(hook_gives_up_s) + " s"};
+    return p;
+  }
+
+  std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
+    return std::make_unique<Session>(spec, plan);
+  }
+
+  std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
+    RunSpec spec;
+    spec.run_id = run_id;
+    LaunchPlan plan;
+    Session session(spec, plan);
+    OfflineSink sink(*this, run_id);
+    proto::LineFramer framer(proto::kDefaultMaxLineBytes, /*digest_oversized=*/true);
+    auto on_line = [&](const proto::FramedLine& line) { session.on_vendor_line(line, sink); };
+    framer.feed(transcript, on_line);
+    framer.finish(on_line);
+    session.on_vendor_end(sink);
+    return sink.finish(session.session_ended());
+  }
+
+  std::optional<std::string> installed_version(std::string& error) const override {
+    std::filesystem::path manifest = config_.vendor_dir / "node_modules/@openai/codex/package.json";
+    if (config_.binaries.count("codex")) {
+      error = "the codex binary is overridden; its package manifest is unknown";
+      return std::nullopt;
+    }
+    std::ifstream in(manifest);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    auto v = proto::parse_json(ss.str());
+    if (!v || !v->is_object() || !v->get_object().contains("version") || !v->get_object().at("version").is_string()) {
+      error = "no readable package manifest at " + manifest.string();
+      return std::nullopt;
+    }
+    return std::string(v->get_object().at("version").get_string());
+  }
+
+  std::vector<proto::Operation> operations_for(const ToolCall& call) const override {
+    auto ops = capabilities().operations_for_tool(call.name);
+    if (call.name == "exec_command" || call.name == "write_stdin") ops.push_back(proto::Operation{proto::OpKind::shell, {}, {}});
+    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.op < b.op; });
+    return ops;
+  }
+
+ private:
+  HostConfig config_;
+};
+
+}  // namespace
+}  // namespace codex
+
+std::unique_ptr<Adapter> make_codex_adapter(const HostConfig& config) {
+  return std::make_unique<codex::CodexAdapter>(config);
+}
+
+}  // namespace mh::adapters

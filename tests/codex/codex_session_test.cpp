@@ -1,0 +1,426 @@
+// The Codex adapter's session (reader + controller) driven line by line with app-server's own
+// record shapes (captured from codex 0.171.0, see ../shared/reference/codex-wire.md §5), and a
+// sink that records what it is asked to do. No process, no clock: the run-loop side is the
+// recording sink.
+#include "adapters/codex/codex_adapter.hpp"
+#include "protocol/digest.hpp"
+#include "protocol/line_framer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+
+namespace mh::adapters {
+namespace {
+
+namespace json = boost::json;
+
+struct RecordingSink final : AdapterSink {
+  struct Presented {
+    ToolCall call;
+    std::optional<ReplyToken> reply;  // set when the vendor waits for the answer
+  };
+  std::vector<proto::EventPayload> events;
+  std::vector<Presented> calls;
+  std::vector<json::object> written;  // what the session wrote to app-server's stdin
+  std::vector<std::pair<std::uint64_t, std::string>> hook_replies;
+  std::vector<ControlReply> control_replies;
+  std::vector<std::string> failures;
+  std::vector<std::string> turns;  // "started" / "ended:<reason>"
+  int ready = 0;
+
+  void event(proto::EventPayload p, std::optional<std::string>) override { events.push_back(std::move(p)); }
+  void call_presented(ToolCall c, std::optional<std::string>) override { calls.push_back({std::move(c), std::nullopt}); }
+  void call_awaits_answer(ToolCall c, ReplyToken r) override { calls.push_back({std::move(c), std::move(r)}); }
+  void call_withdrawn(const ReplyToken&) override {}
+  void control_answered(ControlReply r) override { control_replies.push_back(std::move(r)); }
+  void turn_started(std::optional<std::string>) override { turns.push_back("started"); }
+  void turn_ended(std::optional<std::string> reason, std::optional<std::string>) override {
+    turns.push_back("ended:" + reason.value_or(""));
+  }
+  void write_vendor(std::string line) override {
+    auto v = proto::parse_json(line);
+    ASSERT_TRUE(v && v->is_object()) << line;
+    written.push_back(v->as_object());
+  }
+  void reply_hook(std::uint64_t c, std::string line) override { hook_replies.emplace_back(c, std::move(line)); }
+  void session_ready() override { ++ready; }
+  void fail_run(std::string why) override { failures.push_back(std::move(why)); }
+
+  template <class T>
+  std::vector<T> of() const {
+    std::vector<T> out;
+    for (const auto& e : events)
+      if (auto* t = std::get_if<T>(&e)) out.push_back(*t);
+    return out;
+  }
+  const json::object& last_written() const { return written.back(); }
+};
+
+class CodexSession : public ::testing::Test {
+ protected:
+  CodexSession() : adapter(make_codex_adapter(HostConfig{})) {
+    spec.run_id = "r1";
+    spec.adapter = "codex";
+    spec.prompt = "go";
+    plan.cwd = "/work";
+    plan.transcript_path = "/runs/r1/vendor-stdout.jsonl";
+    session = adapter->open_session(spec, plan);
+  }
+
+  void feed(const std::string& line) {
+    proto::FramedLine framed;
+    framed.text = line;
+    framed.number = ++line_no;
+    framed.length = line.size();
+    session->on_vendor_line(framed, sink);
+  }
+  void feed(const json::object& o) { feed(proto::canonical_json(o)); }
+
+  // initialize → initialized → thread/start → session.started, as app-server answers them.
+  void open() {
+    session->start(sink);
+    ASSERT_EQ(sink.written.at(0).at("method"), "initialize");
+    feed(json::object{{"id", sink.written.at(0).at("id")},
+                      {"result", json::object{{"userAgent", "metaharness/0.171.0 (Debian 12; x86_64) unknown"},
+                                              {"codexHome", "/x"}}}});
+    ASSERT_EQ(sink.written.at(1).at("method"), "initialized");
+    ASSERT_EQ(sink.written.at(2).at("method"), "thread/start");
+    feed(json::object{{"id", sink.written.at(2).at("id")},
+                      {"result", json::object{{"thread", json::object{{"id", "thr_1"}, {"cwd", "/work"}}},
+                                              {"model", "gpt-5.5"},
+                                              {"approvalPolicy", "untrusted"},
+                                              {"cwd", "/work"}}}});
+  }
+
+  void turn_started(const std::string& turn_id) {
+    feed(json::object{{"method", "turn/started"},
+                      {"params", json::object{{"threadId", "thr_1"}, {"turn", json::object{{"id", turn_id}}}}}});
+  }
+
+  std::unique_ptr<Adapter> adapter;
+  RunSpec spec;
+  LaunchPlan plan;
+  std::unique_ptr<AdapterSession> session;
+  RecordingSink sink;
+  std::uint64_t line_no = 0;
+};
+
+TEST_F(CodexSession, StartsTheThreadUntrustedWithHookTrustBypassedAndOpensWithSessionStarted) {
+  open();
+  const auto& start = sink.written.at(2).at("params").as_object();
+  EXPECT_EQ(start.at("approvalPolicy"), "untrusted") << "the only policy under which every command asks";
+  EXPECT_EQ(start.at("config").as_object().at("bypass_hook_trust"), true);
+  EXPECT_EQ(start.at("cwd"), "/work");
+  auto started = sink.of<proto::ev::SessionStarted>();
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].harness_version, "0.171.0");
+  EXPECT_EQ(started[0].session_id, "thr_1");
+  EXPECT_EQ(started[0].model, "gpt-5.5");
+  EXPECT_EQ(started[0].permission_mode, "untrusted");
+  EXPECT_EQ(sink.ready, 1);
+  // The initialize asks Codex not to send deltas the stream does not carry.
+  const auto& caps = sink.written.at(0).at("params").as_object().at("capabilities").as_object();
+  EXPECT_EQ(caps.at("experimentalApi"), true);
+  EXPECT_FALSE(caps.at("optOutNotificationMethods").as_array().empty());
+}
+
+TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithTheirOwnLines) {
+  session->start(sink);
+  feed(json::object{{"id", sink.written.at(0).at("id")}, {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
+  std::string warning = R"({"method":"configWarning","params":{"summary":"bubblewrap"}})";
+  feed(warning);  // line 2
+  ASSERT_TRUE(sink.events.empty()) << "held until the session opens";
+  feed(json::object{{"id", sink.written.at(2).at("id")},
+                    {"result", json::object{{"thread", json::object{{"id", "thr_1"}}}, {"model", "m"}}}});
+  ASSERT_EQ(sink.events.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<proto::ev::SessionStarted>(sink.events[0]));
+  auto opaque = sink.of<proto::ev::Opaque>();
+  ASSERT_EQ(opaque.size(), 1u);
+  EXPECT_EQ(opaque[0].vendor_type, "configWarning");
+  EXPECT_EQ(opaque[0].source_line, 2u);
+  EXPECT_EQ(opaque[0].digest, proto::sha256_hex(warning));
+}
+
+TEST_F(CodexSession, HeldNotificationsAreReleasedWhenTheThreadNeverStarts) {
+  session->start(sink);
+  feed(json::object{{"id", sink.written.at(0).at("id")}, {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
+  feed(R"({"method":"configWarning","params":{"summary":"x"}})");
+  feed(json::object{{"id", sink.written.at(2).at("id")}, {"error", json::object{{"code", -32600}, {"message", "no"}}}});
+  ASSERT_EQ(sink.failures.size(), 1u);
+  EXPECT_NE(sink.failures[0].find("thread/start"), std::string::npos);
+  EXPECT_EQ(sink.of<proto::ev::Opaque>().size(), 1u) << "a record never vanishes";
+}
+
+TEST_F(CodexSession, AnApprovalIsACallAwaitingItsAnswerAndAllowIsAcceptNeverForSession) {
+  open();
+  turn_started("turn_1");
+  feed(json::object{{"method", "item/commandExecution/requestApproval"},
+                    {"id", 7},
+                    {"params", json::object{{"threadId", "thr_1"},
+                                            {"turnId", "turn_1"},
+                                            {"itemId", "call_a"},
+                                            {"command", "/bin/bash -lc ls"},
+                                            {"cwd", "/work"},
+                                            {"availableDecisions", json::array{"accept", "acceptForSession", "cancel"}}}}});
+  ASSERT_EQ(sink.calls.size(), 1u);
+  const auto& asked = sink.calls[0];
+  ASSERT_TRUE(asked.reply);
+  EXPECT_EQ(asked.call.call_id, "call_a");
+  EXPECT_EQ(asked.call.name, "Bash");
+  EXPECT_EQ(asked.call.seam, proto::Seam::control_request);
+  EXPECT_EQ(asked.call.input.at("command"), "/bin/bash -lc ls");
+  session->answer(*asked.reply, asked.call, proto::decision::Allow{}, sink);
+  EXPECT_EQ(sink.last_written().at("id"), 7);
+  EXPECT_EQ(sink.last_written().at("result").at("decision"), "accept");
+}
+
+TEST_F(CodexSession, DenyPutsTheReasonBeforeTheDecline) {
+  open();
+  turn_started("turn_1");
+  feed(json::object{{"method", "item/fileChange/requestApproval"},
+                    {"id", 8},
+                    {"params", json::object{{"threadId", "thr_1"}, {"itemId", "call_p"}}}});
+  ASSERT_EQ(sink.calls.size(), 1u);
+  EXPECT_EQ(sink.calls[0].call.name, "apply_patch");
+  std::size_t before = sink.written.size();
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: no patches"}, sink);
+  ASSERT_EQ(sink.written.size(), before + 2);
+  const auto& inject = sink.written[before];
+  EXPECT_EQ(inject.at("method"), "thread/inject_items");
+  EXPECT_NE(proto::canonical_json(inject).find("SUPERVISOR: no patches"), std::string::npos);
+  EXPECT_EQ(inject.at("params").at("items").at(0).at("role"), "developer");
+  EXPECT_EQ(sink.written[before + 1].at("result").at("decision"), "decline");
+}
+
+TEST_F(CodexSession, AbstainDeclinesUnderUntrustedBecauseNobodyElseApproves) {
+  open();
+  feed(json::object{{"method", "item/commandExecution/requestApproval"},
+                    {"id", 9},
+                    {"params", json::object{{"itemId", "call_x"}, {"command", "ls"}}}});
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Abstain{}, sink);
+  EXPECT_EQ(sink.last_written().at("result").at("decision"), "decline");
+}
+
+TEST_F(CodexSession, ReplaceIsRefusedByNameForThisWire) {
+  open();
+  ToolCall call{"call_a", "Bash", json::object{{"command", "ls"}}, proto::Seam::control_request};
+  auto refusal = session->check_decision(call, proto::decision::Replace{json::object{{"command", "pwd"}}});
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->code, proto::RefusalCode::UNSUPPORTED_CONTROL);
+  EXPECT_FALSE(session->check_decision(call, proto::decision::Allow{}));
+}
+
+TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
+  open();
+  session->on_hook_request(1,
+                           json::object{{"tool_name", "Bash"},
+                                        {"tool_use_id", "call_a"},
+                                        {"tool_input", json::object{{"command", "ls"}}}},
+                           sink);
+  ASSERT_EQ(sink.calls.size(), 1u);
+  EXPECT_FALSE(sink.calls[0].reply) << "the approval that follows decides a shell call";
+  EXPECT_EQ(sink.calls[0].call.seam, proto::Seam::control_request);
+  ASSERT_EQ(sink.hook_replies.size(), 1u);
+  EXPECT_EQ(sink.hook_replies[0].second, "") << "no opinion at the hook";
+
+  session->on_hook_request(2,
+                           json::object{{"tool_name", "view_image"},
+                                        {"tool_use_id", "call_i"},
+                                        {"tool_input", json::object{{"path", "p.png"}}}},
+                           sink);
+  ASSERT_EQ(sink.calls.size(), 2u);
+  ASSERT_TRUE(sink.calls[1].reply);
+  EXPECT_EQ(sink.calls[1].call.seam, proto::Seam::hook);
+  session->answer(*sink.calls[1].reply, sink.calls[1].call, proto::decision::Deny{"no images"}, sink);
+  ASSERT_EQ(sink.hook_replies.size(), 2u);
+  EXPECT_EQ(sink.hook_replies[1].first, 2u);
+  auto out = proto::parse_json(sink.hook_replies[1].second);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->at("hookSpecificOutput").at("permissionDecision"), "deny");
+  EXPECT_EQ(out->at("hookSpecificOutput").at("permissionDecisionReason"), "no images");
+
+  session->on_hook_request(3, json::object{{"tool_input", json::object{}}}, sink);
+  ASSERT_EQ(sink.hook_replies.size(), 3u);
+  EXPECT_NE(sink.hook_replies[2].second.find("\"deny\""), std::string::npos)
+      << "a hook input naming no tool is denied, never let through";
+}
+
+TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
+  open();
+  EXPECT_EQ(session->steer("x", sink).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
+  EXPECT_EQ(session->interrupt(sink).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
+  turn_started("turn_1");
+  auto steer = session->steer("prefer short", sink);
+  EXPECT_EQ(steer.kind, ControlAck::Kind::pending_vendor);
+  EXPECT_EQ(sink.last_written().at("method"), "turn/steer");
+  EXPECT_EQ(sink.last_written().at("params").at("expectedTurnId"), "turn_1");
+  // The turn ended before Codex took the steer: the window closed, TOO_LATE.
+  feed(json::object{{"id", sink.last_written().at("id")},
+                    {"error", json::object{{"code", -32600}, {"message", "no active turn to steer"}}}});
+  ASSERT_EQ(sink.control_replies.size(), 1u);
+  EXPECT_FALSE(sink.control_replies[0].ok);
+  EXPECT_EQ(sink.control_replies[0].refusal_code, proto::RefusalCode::TOO_LATE);
+
+  auto interrupt = session->interrupt(sink);
+  EXPECT_EQ(interrupt.kind, ControlAck::Kind::pending_vendor);
+  EXPECT_EQ(sink.written[sink.written.size() - 2].at("method"), "turn/interrupt");
+  EXPECT_EQ(sink.last_written().at("method"), "thread/backgroundTerminals/clean")
+      << "turn/interrupt leaves a running command running";
+}
+
+TEST_F(CodexSession, APostureThatWouldSwitchTheSeamOffIsShadowed) {
+  open();
+  for (auto posture : {"never", "on-request", "on-failure"})
+    EXPECT_EQ(session->set_permission(posture, sink).outcome.refusal->code, proto::RefusalCode::SHADOWED) << posture;
+  EXPECT_EQ(session->set_permission("bogus", sink).outcome.refusal->code, proto::RefusalCode::MALFORMED);
+  auto ok = session->set_permission("read-only", sink);
+  EXPECT_EQ(ok.kind, ControlAck::Kind::pending_vendor);
+  EXPECT_EQ(ok.outcome.applies_at, "the next turn boundary");
+  EXPECT_EQ(sink.last_written().at("method"), "thread/settings/update");
+  EXPECT_EQ(sink.last_written().at("params").at("sandboxPolicy").at("type"), "readOnly");
+}
+
+TEST_F(CodexSession, NotificationsMapToEventsAndTheRestIsOpaque) {
+  open();
+  turn_started("turn_1");
+  feed(R"({"method":"item/completed","params":{"item":{"type":"agentMessage","id":"m1","text":"Hello."}}})");
+  feed(R"({"method":"item/completed","params":{"item":{"type":"reasoning","id":"r1","summary":["Think."],"content":[]}}})");
+  feed(R"({"method":"item/started","params":{"item":{"type":"commandExecution","id":"call_a","command":"ls","cwd":"/work"}}})");
+  feed(R"({"method":"item/completed","params":{"item":{"type":"commandExecution","id":"call_a","status":"completed","exitCode":2,"aggregatedOutput":"no"}}})");
+  feed(R"({"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"outputTokens":5,"cachedInputTokens":1,"reasoningOutputTokens":2},"total":{"inputTokens":30,"outputTokens":9}}}})");
+  feed(R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":42.5,"resetsAt":1795990000}}}})");
+  feed(R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":null}}})");
+  std::string unknown = R"({"method":"thread/someFutureThing","params":{"x":1}})";
+  feed(unknown);
+  feed("not json at all");
+  feed(R"({"method":"turn/completed","params":{"turn":{"id":"turn_1","status":"completed"}}})");
+
+  ASSERT_EQ(sink.of<proto::ev::Text>().size(), 1u);
+  EXPECT_EQ(sink.of<proto::ev::Text>()[0].text, "Hello.");
+  ASSERT_EQ(sink.of<proto::ev::Thinking>().size(), 1u);
+  EXPECT_EQ(sink.of<proto::ev::Thinking>()[0].text, "Think.");
+  ASSERT_EQ(sink.calls.size(), 1u);
+  EXPECT_EQ(sink.calls[0].call.call_id, "call_a");
+  auto results = sink.of<proto::ev::ToolResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].exit_code, 2);
+  EXPECT_EQ(results[0].is_error, false);
+  EXPECT_EQ(results[0].outcome_source, "item/completed");
+  auto usage = sink.of<proto::ev::Usage>();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].usage.input_tokens, 10u);
+  EXPECT_EQ(usage[0].usage.cache_read_input_tokens, 1u);
+  EXPECT_EQ(usage[0].usage.thinking_tokens, 2u);
+  EXPECT_EQ(usage[0].model, "gpt-5.5");
+  auto limits = sink.of<proto::ev::RateLimit>();
+  ASSERT_EQ(limits.size(), 1u) << "a window with no figures is not a rate limit: it stays opaque";
+  EXPECT_EQ(limits[0].info.utilization, 42.5);
+  EXPECT_EQ(limits[0].info.window, "codex");
+  auto opaque = sink.of<proto::ev::Opaque>();
+  ASSERT_EQ(opaque.size(), 3u);
+  EXPECT_EQ(opaque[1].vendor_type, "thread/someFutureThing");
+  EXPECT_EQ(opaque[1].digest, proto::sha256_hex(unknown));
+  EXPECT_FALSE(opaque[2].vendor_type) << "a line that is not JSON has no type to name";
+  EXPECT_EQ(sink.turns, (std::vector<std::string>{"started", "ended:completed"}));
+
+  auto ended = session->session_ended();
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->is_error, false);
+  EXPECT_EQ(ended->final_answer->text, "Hello.");
+  EXPECT_EQ(ended->num_turns, 1u);
+  EXPECT_EQ(ended->usage->input_tokens, 30u);
+  EXPECT_FALSE(ended->permission_denials) << "Codex keeps no denial list: unknown, not none";
+}
+
+TEST_F(CodexSession, AFinal401IsAuthExpiredAndARetriedOneIsNot) {
+  open();
+  turn_started("turn_1");
+  feed(R"({"method":"error","params":{"error":{"message":"unexpected status 401","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}},"willRetry":true}})");
+  EXPECT_TRUE(sink.of<proto::ev::AuthExpired>().empty()) << "Codex is still retrying";
+  feed(R"({"method":"error","params":{"error":{"message":"unexpected status 401 Unauthorized: revoked","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}},"willRetry":false}})");
+  auto expired = sink.of<proto::ev::AuthExpired>();
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_NE(expired[0].detail.value_or("").find("revoked"), std::string::npos);
+  feed(R"({"method":"turn/completed","params":{"turn":{"id":"turn_1","status":"failed","error":{"message":"x","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}}}}})");
+  auto ended = session->session_ended();
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->is_error, true);
+  EXPECT_EQ(ended->api_error_status, "401");
+  EXPECT_EQ(classify_close(false, ended), proto::CloseReason::error);
+}
+
+TEST_F(CodexSession, AServerRequestNothingConfiguredIsRefusedNotLeftWaiting) {
+  open();
+  feed(R"({"method":"item/tool/requestUserInput","id":11,"params":{"questions":[]}})");
+  EXPECT_EQ(sink.last_written().at("id"), 11);
+  EXPECT_TRUE(sink.last_written().contains("error"));
+  ASSERT_EQ(sink.of<proto::ev::Opaque>().size(), 1u);
+}
+
+TEST_F(CodexSession, ASteerShowsAsAnInjectionOnceItLandsAndOurOwnTurnInputIsOnlyItsEcho) {
+  open();
+  turn_started("turn_1");
+  feed(R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u1","content":[{"type":"text","text":"go"}]}}})");
+  EXPECT_TRUE(sink.of<proto::ev::Injection>().empty());
+  session->steer("STEER", sink);
+  feed(R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u2","content":[{"type":"text","text":"STEER"}]}}})");
+  auto injections = sink.of<proto::ev::Injection>();
+  ASSERT_EQ(injections.size(), 1u);
+  EXPECT_EQ(injections[0].text, "STEER");
+  EXPECT_EQ(injections[0].origin, "steer");
+}
+
+TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("mh-codex-plan-" + std::to_string(::getpid()));
+  fs::create_directories(root / "bin");
+  std::ofstream(root / "bin/codex") << "";
+  std::ofstream(root / "bin/hook") << "";
+  HostConfig config;
+  config.binaries["codex"] = root / "bin/codex";
+  config.binaries["codex-hook"] = root / "bin/hook";
+  auto adapter = make_codex_adapter(config);
+  RunSpec spec;
+  spec.run_id = "r9";
+  spec.adapter = "codex";
+  spec.prompt = "go";
+  spec.decision_deadline_ms = 55'000;
+  spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
+  spec.vendor_options["stream_max_retries"] = "0";
+  auto planned = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << std::get<LaunchRefusal>(planned).message;
+  const auto& p = std::get<LaunchPlan>(planned);
+  EXPECT_EQ(p.program, root / "bin/codex");
+  EXPECT_EQ(p.args, (std::vector<std::string>{"app-server"}));
+  ASSERT_EQ(p.files.size(), 1u);
+  const std::string& toml = p.files[0].contents;
+  for (auto needle : {"base_url = \"http://127.0.0.1:9/v1\"", "wire_api = \"responses\"", "web_search = \"disabled\"",
+                      "unified_exec_tty = false", "trust_level = \"untrusted\"", "matcher = \"*\"",
+                      "stream_max_retries = 0", "timeout = 85"})
+    EXPECT_NE(toml.find(needle), std::string::npos) << needle << " in\n" << toml;
+  EXPECT_EQ(toml.find("approval_policy"), std::string::npos) << "this version refuses it as a config key";
+  std::map<std::string, std::string> env(p.env.begin(), p.env.end());
+  EXPECT_EQ(env["METAHARNESS_MODEL_TOKEN"], "tok");
+  EXPECT_EQ(env["METAHARNESS_HOOK_SOCKET"], "@metaharness/hook/r9");
+  EXPECT_EQ(env["METAHARNESS_HOOK_DEADLINE_S"], "75") << "after our deadline, before Codex's hook timeout";
+  EXPECT_EQ(env["METAHARNESS_RUN"], "r9");
+  EXPECT_FALSE(env.count("OPENAI_API_KEY"));
+
+  spec.vendor_options = {{"approval_policy", "never"}};
+  auto refused = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(refused)) << "an unknown vendor option is refused";
+  spec.vendor_options.clear();
+  spec.vendor_env = {{"CODEX_HOME", "/elsewhere"}};
+  EXPECT_TRUE(std::holds_alternative<LaunchRefusal>(adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"})));
+  spec.vendor_env.clear();
+  config.binaries["codex-hook"] = root / "bin/missing";
+  auto no_hook = make_codex_adapter(config)->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(no_hook)) << "no hook program, no run: the seam would be half";
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace mh::adapters

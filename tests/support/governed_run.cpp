@@ -1,0 +1,103 @@
+#include "tests/support/governed_run.hpp"
+
+#include "protocol/completeness.hpp"
+
+#include <fstream>
+#include <map>
+
+namespace mh::test {
+
+std::string decide_line(const std::string& id, const std::string& call, const std::string& decision_json) {
+  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":"tool.decide","call_id":")" + call +
+         R"(","decision":)" + decision_json + "}";
+}
+
+std::string command_line(const std::string& id, const std::string& name, const std::string& fields) {
+  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":")" + name + "\"" +
+         (fields.empty() ? "" : "," + fields) + "}";
+}
+
+std::string outcome_code(const EventLine& result) {
+  const auto& outcome = result.object.at("outcome").as_object();
+  if (outcome.at("result") == "ok") return "ok";
+  return std::string(outcome.at("refused").as_object().at("code").as_string());
+}
+
+namespace {
+std::vector<json::object> logged_requests(const std::filesystem::path& run_dir, std::string_view key) {
+  std::vector<json::object> out;
+  for (const auto& line : read_lines(run_dir / "model-requests.jsonl")) {
+    auto v = protocol::parse_json(line);
+    if (!v || !v->is_object() || v->as_object().at("kind") != "request") continue;
+    const json::value* field = v->as_object().if_contains(key);
+    out.push_back(field && field->is_object() ? field->as_object() : json::object{});
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<json::object> logged_request_bodies(const std::filesystem::path& run_dir) {
+  return logged_requests(run_dir, "body");
+}
+
+std::vector<json::object> logged_request_headers(const std::filesystem::path& run_dir) {
+  return logged_requests(run_dir, "headers");
+}
+
+void GovernedRun::start(const std::string& scenario_name, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {metaharness_binary().string(), "run", adapter_, "-p", "go",
+                                   "--model-scenario", scenario(scenario_name).string(),
+                                   "--run-dir", run_dir().string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  process = std::make_unique<CliProcess>(argv);
+}
+
+std::string GovernedRun::run_id() {
+  if (process->events().empty()) process->wait_for([](const EventLine&) { return true; }, 60s);
+  return process->events().empty() ? "" : process->events().front().str("run");
+}
+
+int GovernedRun::finish() {
+  process->close_stdin();
+  return process->finish(120s);
+}
+
+std::optional<EventLine> GovernedRun::result_for(const std::string& id) {
+  for (const auto& e : process->events_named("command.result"))
+    if (e.str("id") == id) return e;
+  return process->wait_for([&](const EventLine& e) { return e.event() == "command.result" && e.str("id") == id; });
+}
+
+std::filesystem::path GovernedRun::write_frame(std::vector<protocol::OpKind> ops) {
+  protocol::Frame f;
+  f.workflow_id = "tests";
+  f.workflow_version = "1";
+  f.node_id = "step";
+  f.step = protocol::StepRef{"tests", "step", 1, 1};
+  for (auto op : ops) f.operations.push_back(protocol::Operation{op, {}, {}});
+  protocol::seal(f);
+  auto path = dir.path() / "frame.json";
+  std::ofstream(path) << protocol::frame_document(f);
+  return path;
+}
+
+void GovernedRun::send(const std::string& id, const std::string& line) {
+  sent.push_back(id);
+  process->send(line);
+}
+
+void GovernedRun::TearDown() {
+  auto events = run_dir() / "events.jsonl";
+  if (!std::filesystem::exists(events)) return;
+  auto verdict = protocol::check_stream(read_file(events));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+  std::map<std::string, int> results;
+  for (const auto& line : read_lines(events)) {
+    auto v = protocol::parse_json(line);
+    if (v && v->as_object().at("event") == "command.result")
+      ++results[std::string(v->as_object().at("id").as_string())];
+  }
+  for (const auto& id : sent) EXPECT_EQ(results[id], 1) << "command " << id << " must get exactly one command.result";
+}
+
+}  // namespace mh::test

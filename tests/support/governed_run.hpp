@@ -1,0 +1,59 @@
+// A one-shot governed run under test (`metaharness run <adapter> ...`), shared by the suites of
+// every adapter: the same helpers and the same closing checks, so the suites state the same
+// behaviours in the same words.
+#pragma once
+
+#include "protocol/frame.hpp"
+#include "tests/support/cli_process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+namespace mh::test {
+
+// metaharness.command/1 lines.
+std::string decide_line(const std::string& id, const std::string& call, const std::string& decision_json);
+std::string command_line(const std::string& id, const std::string& name, const std::string& fields = "");
+// "ok", or the refusal code of a command.result.
+std::string outcome_code(const EventLine& result);
+
+// The request bodies the scripted endpoint logged for a run (kind "request", parsed body only).
+std::vector<json::object> logged_request_bodies(const std::filesystem::path& run_dir);
+// The request headers, in the same order.
+std::vector<json::object> logged_request_headers(const std::filesystem::path& run_dir);
+
+class GovernedRun : public ::testing::Test {
+ protected:
+  explicit GovernedRun(std::string adapter) : adapter_(std::move(adapter)) {}
+
+  std::filesystem::path scenario(const std::string& name) const {
+    return source_dir() / "tests/scenarios" / adapter_ / (name + ".json");
+  }
+  void start(const std::string& scenario_name, std::vector<std::string> extra = {});
+
+  std::filesystem::path run_dir() const { return dir.path() / "run"; }
+  std::filesystem::path work() const { return run_dir() / "scratch/work"; }
+  std::string run_id();
+
+  // Every line after the marker arrives, then the exit status.
+  int finish();
+  // The command.result for a command id (waits for it).
+  std::optional<EventLine> result_for(const std::string& id);
+  // A sealed frame admitting these operations, written into the test's directory.
+  std::filesystem::path write_frame(std::vector<protocol::OpKind> ops);
+  // Sends a command line and remembers its id: every one must get exactly one command.result.
+  void send(const std::string& id, const std::string& line);
+
+  // Every stream is complete and well-formed, and every command sent got exactly one result.
+  void TearDown() override;
+
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  std::unique_ptr<CliProcess> process;
+  std::vector<std::string> sent;
+
+ private:
+  std::string adapter_;
+};
+
+}  // namespace mh::test
