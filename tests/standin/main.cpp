@@ -132,5 +132,15 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);  // a vanished reader shows up as EPIPE on write, and we exit
 
   mh::standin::Session session(std::move(script), launch, std::move(records));
+  // Opt-in per-call timing for benchmarks (README.md, "Timing"): asked / answered stamps.
+  if (const char* timing = std::getenv("MH_STANDIN_TIMING"); timing && *timing) {
+    int fd = ::open(timing, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      std::cerr << "mh-standin-claude: cannot open MH_STANDIN_TIMING file " << timing << ": "
+                << std::strerror(errno) << "\n";
+      return 2;
+    }
+    session.record_timing_to(fd);
+  }
   return session.run(signal_pipe[0]);
 }

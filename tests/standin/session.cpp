@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -43,6 +45,13 @@ constexpr std::string_view kRealButNotEmulated[] = {
     "claude_authenticate", "claude_oauth_callback", "claude_oauth_wait_for_completion",
     "oauth_token_refresh", "host_auth_token_refresh"};
 // clang-format on
+
+// CLOCK_MONOTONIC in ns: the clock a benchmark on the same machine compares these stamps with.
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 constexpr std::string_view kKnownModes[] = {"acceptEdits", "auto",    "bypassPermissions",
                                             "default",     "dontAsk", "plan"};
@@ -120,6 +129,27 @@ void Session::write_raw(std::string_view rest) {
   }
 }
 
+void Session::record_timing_to(int fd) {
+  if (timing_fd_ >= 0) ::close(timing_fd_);
+  timing_fd_ = fd;
+}
+
+void Session::record_timing(bool timed_out) {
+  if (timing_fd_ < 0 || !turn_) return;
+  const Turn& t = *turn_;
+  json::object line{{"call_id", t.batch[t.call_index].id},
+                    {"asked_ns", t.call_index < t.asked_ns.size() ? t.asked_ns[t.call_index] : 0}};
+  if (timed_out)
+    line["timed_out"] = true;
+  else
+    line["answered_ns"] = stdin_read_ns_;
+  std::string text = json::serialize(line);
+  text.push_back('\n');
+  // One O_APPEND write per call, after the answer was read: outside the timed window. A failed
+  // write only loses timing, never the session.
+  [[maybe_unused]] ssize_t n = ::write(timing_fd_, text.data(), text.size());
+}
+
 int Session::run(int signal_fd) {
   while (!exit_code_) {
     int timeout_ms = -1;  // nothing scheduled: sleep in poll until stdin or a signal
@@ -148,6 +178,7 @@ int Session::run(int signal_fd) {
 void Session::read_stdin() {
   char buf[64 * 1024];
   ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+  if (timing_fd_ >= 0) stdin_read_ns_ = monotonic_ns();
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     stdin_eof_ = true;
@@ -396,11 +427,16 @@ void Session::advance() {
         // Every tool_use record of the message first, then the calls one at a time (serial,
         // like the CLI's non-read-only calls).
         open_message(step.continues_message);
-        for (const auto& c : step.calls)
-          write(records_.assistant(
+        t.asked_ns.clear();
+        for (const auto& c : step.calls) {
+          std::string line = json::serialize(records_.assistant(
               t.message_id, t.request_id,
               json::object{
                   {"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", c.input}}));
+          line.push_back('\n');
+          if (timing_fd_ >= 0) t.asked_ns.push_back(monotonic_ns());
+          write_raw(line);
+        }
         t.batch = step.calls;
         t.call_index = 0;
         begin_call();
@@ -475,6 +511,7 @@ void Session::on_deadline() {
   switch (t.activity) {
     case Activity::hook_pending:
       // Fail closed: the call is refused and, as with the CLI, not listed in permission_denials.
+      record_timing(/*timed_out=*/true);
       write(records_.control_cancel(t.call.request_id));
       t.activity = Activity::running;
       complete_call(records_.tool_result_error(t.batch[t.call_index].id, std::string(kHookTimedOut),
@@ -617,6 +654,7 @@ void Session::send_next_hook_or_decide() {
 }
 
 void Session::on_hook_answer(const json::object& response) {
+  record_timing(/*timed_out=*/false);
   Turn& t = *turn_;
   Call& c = t.call;
   t.activity = Activity::running;

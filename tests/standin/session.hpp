@@ -24,6 +24,13 @@ struct LaunchOptions {
 class Session {
  public:
   Session(Script script, LaunchOptions launch, Records records);
+  // Opt-in timing for benchmarks (MH_STANDIN_TIMING): for every answered hook_callback, one JSON
+  // line {"call_id","asked_ns","answered_ns"} is appended to `fd`, both CLOCK_MONOTONIC: asked =
+  // just before the write(2) of the call's tool_use assistant record (the moment a supervisor
+  // can first see the call), answered = when the read(2) that brought the control_response
+  // returned. A callback that times out gets {"call_id","asked_ns","timed_out":true}. The
+  // session takes ownership of `fd`.
+  void record_timing_to(int fd);
   // Runs until the session ends; returns the process exit status.
   int run(int signal_fd);
 
@@ -73,6 +80,7 @@ class Session {
     std::optional<Clock::time_point> deadline;
     bool idle_until_eof = false;
     std::vector<ToolCallSpec> batch;
+    std::vector<std::int64_t> asked_ns;  // per call of the batch (timing only)
     std::size_t call_index = 0;
     Call call;
     std::optional<json::object>
@@ -118,6 +126,9 @@ class Session {
   bool vendor_permits(const ToolCallSpec& spec, const ToolPlan& plan) const;
   std::string vendor_refusal(const ToolCallSpec& spec) const;
 
+  // Timing (MH_STANDIN_TIMING)
+  void record_timing(bool timed_out);
+
   // Script effects outside the wire
   [[noreturn]] void crash(const Step& step);
   void spawn_background(const BackgroundSpec& spec);
@@ -129,6 +140,8 @@ class Session {
   bool initialized_ = false;
   std::vector<HookMatcher> pre_tool_use_;
   std::string stdin_buffer_;
+  int timing_fd_ = -1;
+  std::int64_t stdin_read_ns_ = 0;  // when the read(2) of the lines being handled returned
   bool stdin_eof_ = false;
   std::size_t queued_turns_ = 0;
   std::size_t turns_started_ = 0;

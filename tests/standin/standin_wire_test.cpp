@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
+#include <thread>
+
 #include "tests/standin/standin_support.hpp"
 
 namespace mh::test {
@@ -28,13 +31,15 @@ std::vector<std::string> bidirectional_launch() {
 // One stand-in process on the wire.
 class Wire {
  public:
-  Wire(const TempDir& dir, const std::string& script, std::vector<std::string> args = {})
+  Wire(const TempDir& dir, const std::string& script, std::vector<std::string> args = {},
+       std::optional<std::filesystem::path> timing_file = std::nullopt)
       : script_path_(write_text(dir.path() / "script.json", script)) {
     std::vector<std::string> argv = {standin_binary().string()};
     if (args.empty()) args = bidirectional_launch();
     argv.insert(argv.end(), args.begin(), args.end());
-    process = std::make_unique<CliProcess>(
-        argv, environment_with("MH_STANDIN_SCRIPT", script_path_.string()), dir.path());
+    auto env = environment_with("MH_STANDIN_SCRIPT", script_path_.string());
+    if (timing_file) env.push_back("MH_STANDIN_TIMING=" + timing_file->string());
+    process = std::make_unique<CliProcess>(argv, env, dir.path());
   }
 
   void send(const std::string& line) { process->send(line); }
@@ -273,6 +278,40 @@ TEST_F(StandinWire, CallsOfOneMessageAreAnnouncedFirstThenGovernedOneAtATime) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "one.txt"));
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "two.txt"));
   EXPECT_EQ(wire.finish(), 0);
+}
+
+TEST_F(StandinWire, TimingOptionStampsWhenEachCallWasAskedAndWhenItsAnswerWasRead) {
+  auto timing = dir.path() / "timing.jsonl";
+  Wire wire(dir, script(R"([[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"true"}},
+                             {"type":"tool_use","id":"t2","name":"Bash","input":{"command":"true"}}]])"),
+            {}, timing);
+  wire.initialize();
+  ASSERT_TRUE(wire.next());
+  wire.user();
+  for (int call = 0; call < 2; ++call) {
+    auto head = wire.until_type("control_request");
+    ASSERT_FALSE(head.empty());
+    // The answer to the first call is held back, so its round trip is at least that long.
+    if (call == 0) std::this_thread::sleep_for(50ms);
+    wire.answer(std::string(head.back().at("request_id").as_string()), kAllow);
+  }
+  ASSERT_FALSE(wire.until_type("result").empty());
+  EXPECT_EQ(wire.finish(), 0);
+
+  std::ifstream in(timing);
+  std::vector<json::object> lines;
+  for (std::string line; std::getline(in, line);) {
+    auto v = protocol::parse_json(line);
+    ASSERT_TRUE(v && v->is_object()) << line;
+    lines.push_back(v->get_object());
+  }
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].at("call_id"), "t1");
+  EXPECT_EQ(lines[1].at("call_id"), "t2");
+  auto ns = [](const json::object& o, const char* key) { return o.at(key).to_number<std::int64_t>(); };
+  EXPECT_GE(ns(lines[0], "answered_ns") - ns(lines[0], "asked_ns"), 50'000'000);
+  EXPECT_GE(ns(lines[1], "asked_ns"), ns(lines[0], "answered_ns")) << "call 2 is asked after call 1's answer";
+  EXPECT_GT(ns(lines[1], "answered_ns"), ns(lines[1], "asked_ns"));
 }
 
 TEST_F(StandinWire, WithoutARegisteredPreToolUseCallbackTheCallIsUngovernedAndTheCliDecides) {

@@ -1,0 +1,1734 @@
+// mh_daemon_bench: the daemon's numbers of issue 4, side by side in one invocation, measured on
+// the real `metaharness daemon` hosting the stand-in harness (tests/standin) in place of Claude:
+//
+//   floor        a Unix-socket ping-pong between two processes (socketpair, 100-byte messages):
+//                what one round trip through the kernel costs on this machine
+//   round_trip   100 ask-mode runs deciding concurrently, one attached controller connection per
+//                run (one epoll loop here answers every tool.requested with an allow at once);
+//                the round trip is timed AT THE HARNESS: the stand-in (MH_STANDIN_TIMING) stamps
+//                the write of each tool_use record (the moment it asks) and the read of the
+//                control_response that answers its hook_callback (the moment it has the decision)
+//   idle_memory  1,000 runs parked mid-turn (stand-in `idle` step); the daemon's own memory
+//                (/proc/<pid>/smaps_rollup; the stand-ins are other processes) against a
+//                baseline taken before submitting
+//   stream       one chatty run (500,000 text records) read by one `tail --follow` reader, then
+//                the same with a second reader attached that never reads
+//   ready        daemon start (exec) to READY=1 on its NOTIFY_SOCKET, with 1,000 finished runs on
+//                disk (copies of a real finished run with their ids rewritten) and with none
+//
+// Every phase runs its own daemon (own state dir, socket and NOTIFY_SOCKET), so one phase's heap
+// cannot colour another's figures. Every wait is bounded; every daemon is stopped with SIGTERM and
+// reaped, and the bench then looks for any stand-in of its own still alive (by the script path in
+// its environment), kills it and says so. Output: a readable table on stdout, a JSON summary
+// (--json, and on stdout); exit status 1 when a goal is not met, 2 when the bench itself failed.
+#include <boost/json.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+volatile std::sig_atomic_t g_stop_requested = 0;
+extern "C" void on_stop_signal(int) { g_stop_requested = 1; }
+
+// CLOCK_MONOTONIC in ns: the clock the stand-in's timing stamps use too (same machine).
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+double ms_since(std::int64_t start_ns) { return static_cast<double>(monotonic_ns() - start_ns) / 1e6; }
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool write_file(const fs::path& p, std::string_view text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  return bool(out);
+}
+
+std::string fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
+// The value of `"key":"` ... `"` in a JSON line, without parsing it (ids here never need escapes).
+std::string_view string_field(std::string_view line, std::string_view key) {
+  std::string pattern = "\"" + std::string(key) + "\":\"";
+  auto at = line.find(pattern);
+  if (at == std::string_view::npos) return {};
+  at += pattern.size();
+  auto end = line.find('"', at);
+  if (end == std::string_view::npos) return {};
+  return line.substr(at, end - at);
+}
+
+std::optional<json::object> parse_object(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  return v.get_object();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Percentiles (nearest rank) over samples in nanoseconds, reported in microseconds
+// ---------------------------------------------------------------------------------------------
+
+struct Percentiles {
+  std::size_t samples = 0;
+  double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
+};
+
+Percentiles percentiles_of(std::vector<std::int64_t> ns) {
+  Percentiles p;
+  p.samples = ns.size();
+  if (ns.empty()) return p;
+  std::sort(ns.begin(), ns.end());
+  auto rank = [&](double q) {
+    std::size_t i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
+    return static_cast<double>(ns[std::clamp<std::size_t>(i, 1, ns.size()) - 1]) / 1e3;
+  };
+  p.p50_us = rank(0.50);
+  p.p90_us = rank(0.90);
+  p.p99_us = rank(0.99);
+  p.max_us = static_cast<double>(ns.back()) / 1e3;
+  double sum = 0;
+  for (auto v : ns) sum += static_cast<double>(v);
+  p.mean_us = sum / static_cast<double>(ns.size()) / 1e3;
+  return p;
+}
+
+json::object to_json(const Percentiles& p) {
+  return json::object{{"samples", p.samples}, {"p50_us", p.p50_us}, {"p90_us", p.p90_us},
+                      {"p99_us", p.p99_us},   {"max_us", p.max_us}, {"mean_us", p.mean_us}};
+}
+
+std::string percentiles_text(const Percentiles& p) {
+  return fixed(p.p50_us, 1) + " / " + fixed(p.p90_us, 1) + " / " + fixed(p.p99_us, 1) + " / " + fixed(p.max_us, 1);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A process's memory and CPU, from /proc
+// ---------------------------------------------------------------------------------------------
+
+struct MemorySample {
+  long rss_kb = 0, pss_kb = 0, private_dirty_kb = 0, anonymous_kb = 0;
+  long fds = 0, threads = 0;
+};
+
+MemorySample memory_of(pid_t pid) {
+  MemorySample m;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::string key;
+  long value = 0;
+  std::string unit;
+  while (in >> key) {
+    if (key.back() != ':') {  // the header line: address range and [rollup]
+      std::string rest;
+      std::getline(in, rest);
+      continue;
+    }
+    in >> value >> unit;
+    if (key == "Rss:") m.rss_kb = value;
+    else if (key == "Pss:") m.pss_kb = value;
+    else if (key == "Private_Dirty:") m.private_dirty_kb = value;
+    else if (key == "Anonymous:") m.anonymous_kb = value;
+  }
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    ++m.fds;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    ++m.threads;
+  return m;
+}
+
+json::object to_json(const MemorySample& m) {
+  return json::object{{"rss_kib", m.rss_kb},           {"pss_kib", m.pss_kb}, {"private_dirty_kib", m.private_dirty_kb},
+                      {"anonymous_kib", m.anonymous_kb}, {"fds", m.fds},       {"threads", m.threads}};
+}
+
+// User + system CPU of a live process so far, in ms.
+double cpu_ms_of(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  auto close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close_paren + 2));
+  std::string field;
+  unsigned long utime = 0, stime = 0;
+  // Fields after the command: state(3) ... utime(14) stime(15).
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14) utime = std::stoul(field);
+    if (index == 15) stime = std::stoul(field);
+  }
+  return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Live processes whose environment holds an entry starting with `prefix` (here: the stand-in
+// script path under this bench's work dir, which only our stand-ins carry).
+std::vector<pid_t> processes_with_environment(const std::string& prefix) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == ::getpid()) continue;
+    std::string env = read_file(it->path() / "environ");
+    for (std::size_t at = 0; at < env.size();) {
+      std::size_t end = env.find('\0', at);
+      if (end == std::string::npos) end = env.size();
+      if (std::string_view(env).substr(at, end - at).starts_with(prefix)) {
+        // A zombie has no environment left to read; a process we can read is alive.
+        found.push_back(pid);
+        break;
+      }
+      at = end + 1;
+    }
+  }
+  return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon under measurement: own state dir, socket and NOTIFY_SOCKET, own process group
+// ---------------------------------------------------------------------------------------------
+
+sockaddr_un address_of(const fs::path& p) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
+  return a;
+}
+
+class DaemonProcess {
+ public:
+  DaemonProcess(fs::path dir, fs::path metaharness, fs::path state_dir, const std::string& config)
+      : dir_(std::move(dir)), metaharness_(std::move(metaharness)), state_(std::move(state_dir)) {
+    fs::create_directories(dir_);
+    socket_ = dir_ / "mh.sock";
+    notify_ = dir_ / "notify.sock";
+    config_ = dir_ / "config.toml";
+    write_file(config_, config);
+    fs::remove(notify_);
+    notify_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = address_of(notify_);
+    if (notify_fd_ < 0 || ::bind(notify_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      throw std::runtime_error("cannot bind the notify socket " + notify_.string() + ": " + std::strerror(errno));
+  }
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+  ~DaemonProcess() {
+    if (pid_ > 0) kill_and_reap();
+    if (notify_fd_ >= 0) ::close(notify_fd_);
+  }
+
+  // Spawns the daemon; start_ns() is stamped right before posix_spawn (which execs at once).
+  std::string start() {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string_view entry(*e);
+      // Paths come from the bench, never from a systemd or socket-activation environment.
+      if (entry.starts_with("NOTIFY_SOCKET=") || entry.starts_with("LISTEN_")) continue;
+      env.emplace_back(entry);
+    }
+    env.push_back("NOTIFY_SOCKET=" + notify_.string());
+    std::vector<std::string> args = {metaharness_.string(), "daemon",          "--config",   config_.string(),
+                                     "--socket",           socket_.string(), "--state-dir", state_.string()};
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    std::string log = (dir_ / "daemon.log").string();
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+    start_ns_ = monotonic_ns();
+    int rc = ::posix_spawn(&pid_, args[0].c_str(), &actions, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      pid_ = -1;
+      return "posix_spawn " + args[0] + ": " + std::strerror(rc);
+    }
+    return "";
+  }
+
+  // The time (monotonic ns) the first datagram containing `text` was received, or nullopt.
+  std::optional<std::int64_t> wait_notify(std::string_view text, std::chrono::milliseconds timeout) {
+    const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
+    for (;;) {
+      std::int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
+      if (left_ms < 0) return std::nullopt;
+      pollfd p{notify_fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left_ms) + 1) <= 0) continue;
+      std::int64_t at = monotonic_ns();
+      char buf[4096];
+      ssize_t n = ::recv(notify_fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0 && std::string_view(buf, static_cast<std::size_t>(n)).find(text) != std::string_view::npos) return at;
+    }
+  }
+
+  // SIGTERM, then a bounded wait; SIGKILL to its group if it does not go. Returns the ms it took
+  // to exit on its own, or nullopt if it had to be killed.
+  std::optional<double> stop(std::chrono::milliseconds grace) {
+    if (pid_ <= 0) return 0.0;
+    std::int64_t asked = monotonic_ns();
+    ::kill(pid_, SIGTERM);
+    const std::int64_t deadline = asked + std::chrono::nanoseconds(grace).count();
+    while (monotonic_ns() < deadline) {
+      int status = 0;
+      pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        exit_status_ = status;
+        return ms_since(asked);
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    kill_and_reap();
+    return std::nullopt;
+  }
+
+  bool running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      exit_status_ = status;
+      return false;
+    }
+    return true;
+  }
+
+  pid_t pid() const { return pid_; }
+  std::int64_t start_ns() const { return start_ns_; }
+  const fs::path& socket() const { return socket_; }
+  const fs::path& state_dir() const { return state_; }
+  std::string log_tail() const {
+    std::string log = read_file(dir_ / "daemon.log");
+    return log.size() > 2000 ? log.substr(log.size() - 2000) : log;
+  }
+
+ private:
+  void kill_and_reap() {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    exit_status_ = status;
+  }
+
+  fs::path dir_, metaharness_, state_, socket_, notify_, config_;
+  int notify_fd_ = -1;
+  pid_t pid_ = -1;
+  std::int64_t start_ns_ = 0;
+  std::optional<int> exit_status_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// A blocking socket API client with bounded waits
+// ---------------------------------------------------------------------------------------------
+
+class LineClient {
+ public:
+  explicit LineClient(const fs::path& socket) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = address_of(socket);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  LineClient(const LineClient&) = delete;
+  LineClient& operator=(const LineClient&) = delete;
+  ~LineClient() { close(); }
+
+  bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  bool send_line(std::string line) {
+    line.push_back('\n');
+    std::string_view rest(line);
+    while (!rest.empty() && fd_ >= 0) {
+      ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return rest.empty();
+  }
+
+  std::optional<std::string> next_line(std::chrono::milliseconds timeout) {
+    const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
+    for (;;) {
+      auto nl = buffer_.find('\n', scanned_);
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        scanned_ = 0;
+        return line;
+      }
+      scanned_ = buffer_.size();
+      if (fd_ < 0 || eof_) return std::nullopt;
+      std::int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
+      if (left_ms < 0) return std::nullopt;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left_ms) + 1) <= 0) continue;
+      char buf[65536];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        eof_ = true;
+        continue;
+      }
+      buffer_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+  // The first line carrying `"reply":"<reply>"` (others are skipped), or nullopt.
+  std::optional<json::object> wait_reply(std::string_view reply, std::chrono::milliseconds timeout) {
+    const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
+    for (;;) {
+      std::int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
+      if (left_ms < 0) return std::nullopt;
+      auto line = next_line(std::chrono::milliseconds(left_ms));
+      if (!line) return std::nullopt;
+      if (string_field(*line, "reply") == reply) return parse_object(*line);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+  std::size_t scanned_ = 0;
+  bool eof_ = false;
+};
+
+std::string socket_request(std::string_view request, std::string_view id, json::object fields = {}) {
+  json::object o{{"format", "metaharness.socket/1"}, {"request", request}, {"id", id}};
+  for (auto& kv : fields) o[kv.key()] = kv.value();
+  return json::serialize(o);
+}
+
+// A claude run hosted on the stand-in: no model is called, but the adapter wants an endpoint.
+json::object standin_run_spec(const fs::path& script, std::string_view decisions, json::object extra_env = {}) {
+  json::object env{{"MH_STANDIN_SCRIPT", script.string()}};
+  for (auto& kv : extra_env) env[kv.key()] = kv.value();
+  return json::object{{"adapter", "claude"},
+                      {"prompt", "go"},
+                      {"decisions", decisions},
+                      {"decision_deadline_ms", 600000},
+                      {"model_endpoint", json::object{{"base_url", "http://127.0.0.1:9"}}},
+                      {"vendor_env", std::move(env)}};
+}
+
+// Submits `specs` on one connection, pipelined (the daemon reads a connection's requests in
+// order), and returns the run ids in the same order; an empty id marks a refused submit.
+std::vector<std::string> submit_all(const fs::path& socket, const std::vector<json::object>& specs,
+                                    std::string& error) {
+  std::vector<std::string> ids(specs.size());
+  LineClient client(socket);
+  if (!client.connected()) {
+    error = "cannot connect to " + socket.string();
+    return {};
+  }
+  // Bounded batches keep both socket buffers from filling while neither side reads.
+  constexpr std::size_t kBatch = 50;
+  for (std::size_t first = 0; first < specs.size(); first += kBatch) {
+    std::size_t last = std::min(specs.size(), first + kBatch);
+    for (std::size_t i = first; i < last; ++i)
+      client.send_line(socket_request("submit", "s" + std::to_string(i), json::object{{"run", specs[i]}}));
+    for (std::size_t i = first; i < last; ++i) {
+      auto line = client.next_line(120s);
+      if (!line) {
+        error = "no reply to submit " + std::to_string(i);
+        return {};
+      }
+      auto id = string_field(*line, "id");
+      std::size_t index = id.size() > 1 ? std::stoul(std::string(id.substr(1))) : i;
+      if (string_field(*line, "reply") != "submitted" || index >= ids.size()) {
+        error = "submit refused: " + *line;
+        return {};
+      }
+      ids[index] = std::string(string_field(*line, "run_id"));
+    }
+  }
+  return ids;
+}
+
+// Follows a run's stream to its end (tail --follow), discarding it. True if the end came.
+bool wait_run_closed(const fs::path& socket, const std::string& run_id, std::chrono::milliseconds timeout) {
+  LineClient client(socket);
+  client.send_line(socket_request("tail", "w", json::object{{"run_id", run_id}, {"from_seq", 0}, {"follow", true}}));
+  return client.wait_reply("end", timeout).has_value();
+}
+
+std::string daemon_config(const fs::path& standin, std::size_t max_active) {
+  return "[vendor]\nclaude = \"" + standin.string() + "\"\n[runs]\nmax_active = " + std::to_string(max_active) +
+         "\ndecision_deadline_ms = 600000\n[server]\nmax_connections = 8192\n[log]\nlevel = \"warning\"\n";
+}
+
+// Stops a phase's daemon and makes sure none of the phase's stand-ins outlives it.
+struct Teardown {
+  std::optional<double> daemon_exit_ms;  // nullopt: it had to be killed
+  std::size_t survivors = 0;             // stand-ins alive after the daemon exited (then killed)
+};
+
+Teardown stop_daemon(DaemonProcess& daemon, const std::string& standin_marker, std::chrono::milliseconds grace) {
+  Teardown t;
+  t.daemon_exit_ms = daemon.stop(grace);
+  // A stand-in the daemon killed may take a moment to be gone from /proc; then it is a survivor.
+  std::vector<pid_t> left;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    left = processes_with_environment(standin_marker);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  t.survivors = left.size();
+  for (pid_t pid : left) ::kill(pid, SIGKILL);
+  return t;
+}
+
+json::object to_json(const Teardown& t) {
+  json::object o{{"survivors", t.survivors}};
+  if (t.daemon_exit_ms) o["daemon_exit_ms"] = *t.daemon_exit_ms;
+  else o["daemon_exit_ms"] = nullptr;
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------------
+
+struct Options {
+  fs::path metaharness;
+  fs::path standin;
+  fs::path work_root;
+  fs::path json_out;
+  bool keep = false;
+  std::set<std::string> phases = {"floor", "round_trip", "idle_memory", "stream", "ready"};
+  int floor_iterations = 50000;
+  int rt_runs = 100;
+  int rt_calls = 100;
+  std::vector<int> rt_think_ms = {50, 10, 0};
+  int rt_start_wait_ms = 2000;
+  int idle_runs = 1000;
+  int stream_events = 500000;
+  int stream_bytes = 200;
+  int stream_reps = 3;
+  int ready_runs = 1000;
+  int ready_starts = 11;
+  int ready_template_calls = 40;
+};
+
+std::string standin_marker(const Options& o) { return "MH_STANDIN_SCRIPT=" + o.work_root.string() + "/"; }
+
+// ---------------------------------------------------------------------------------------------
+// Floor: a Unix-socket ping-pong between two processes
+// ---------------------------------------------------------------------------------------------
+
+struct FloorResult {
+  bool ok = false;
+  std::string failure;
+  Percentiles round_trip;
+};
+
+FloorResult measure_floor(int iterations) {
+  FloorResult r;
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    r.failure = std::string("socketpair: ") + std::strerror(errno);
+    return r;
+  }
+  // A message the size of a small JSON line; the echo side reads it whole and sends it back.
+  constexpr std::size_t kMessage = 100;
+  pid_t echo = ::fork();
+  if (echo == 0) {
+    ::close(pair[0]);
+    char buf[kMessage];
+    for (;;) {
+      std::size_t got = 0;
+      while (got < kMessage) {
+        ssize_t n = ::read(pair[1], buf + got, kMessage - got);
+        if (n <= 0) ::_exit(0);
+        got += static_cast<std::size_t>(n);
+      }
+      if (::write(pair[1], buf, kMessage) != static_cast<ssize_t>(kMessage)) ::_exit(1);
+    }
+  }
+  ::close(pair[1]);
+  if (echo < 0) {
+    ::close(pair[0]);
+    r.failure = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  std::string message(kMessage - 1, 'x');
+  message.push_back('\n');
+  char buf[kMessage];
+  std::vector<std::int64_t> samples;
+  samples.reserve(static_cast<std::size_t>(iterations));
+  const int warmup = std::min(2000, iterations / 10);
+  bool failed = false;
+  for (int i = 0; i < warmup + iterations && !failed; ++i) {
+    std::int64_t start = monotonic_ns();
+    if (::write(pair[0], message.data(), kMessage) != static_cast<ssize_t>(kMessage)) failed = true;
+    std::size_t got = 0;
+    while (!failed && got < kMessage) {
+      ssize_t n = ::read(pair[0], buf + got, kMessage - got);
+      if (n <= 0) failed = true;
+      else got += static_cast<std::size_t>(n);
+    }
+    if (i >= warmup) samples.push_back(monotonic_ns() - start);
+  }
+  ::close(pair[0]);
+  int status = 0;
+  ::waitpid(echo, &status, 0);
+  if (failed) {
+    r.failure = "the echo process went away";
+    return r;
+  }
+  r.round_trip = percentiles_of(std::move(samples));
+  r.ok = true;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trip: 100 runs deciding concurrently, one controller connection each, one epoll loop
+// ---------------------------------------------------------------------------------------------
+
+struct RoundTripResult {
+  int think_ms = 0;
+  bool ok = false;
+  std::string failure;
+  std::size_t calls_answered = 0;          // answered hook_callbacks in the timing files
+  std::size_t calls_excluded = 0;          // asked before the run's controller was attached
+  std::size_t calls_not_decided_here = 0;  // answered, but not by this bench's decision
+  std::size_t refused_results = 0;         // command.result other than ok
+  Percentiles round_trip;                  // asked (tool_use written) -> answer read, at the harness
+  Percentiles delivery;                    // asked -> tool.requested read by the controller
+  Percentiles reaction;                    // tool.requested read -> tool.decide sent (this bench)
+  Percentiles answer;                      // tool.decide sent -> answer read by the harness
+  double wall_s = 0;
+  double calls_per_s = 0;
+  double daemon_cpu_ms = 0;
+  double daemon_cpu_us_per_call = 0;
+  double load_start = 0;
+  Teardown teardown;
+};
+
+// One run's script: a start wait (every controller is attached before the first call), then
+// `calls` sequential Bash calls with the "model" thinking in between, as a real agent does
+// (claude: ~60 ms per call cycle). Think times are drawn from an exponential distribution of mean
+// `think_ms`, and the first call is offset by a uniform draw in [0, think_ms): the runs' calls
+// then arrive independently (Poisson-like), not in lock-step bursts of 100 that no set of
+// independent agents produces. think_ms = 0: no thinking at all, a closed loop at full load.
+std::string round_trip_script(int calls, int think_ms, int start_wait_ms, std::mt19937_64& random) {
+  json::array steps;
+  std::exponential_distribution<double> think(think_ms > 0 ? 1.0 / think_ms : 1.0);
+  int start = start_wait_ms;
+  if (think_ms > 0) start += static_cast<int>(std::uniform_int_distribution<int>(0, think_ms - 1)(random));
+  if (start > 0) steps.push_back(json::object{{"type", "wait"}, {"ms", start}});
+  for (int i = 1; i <= calls; ++i) {
+    steps.push_back(json::object{{"type", "tool_use"},
+                                 {"id", "toolu_bench_" + std::to_string(i)},
+                                 {"name", "Bash"},
+                                 {"input", json::object{{"command", "true"}, {"description", "bench"}}}});
+    if (think_ms > 0 && i < calls) {
+      int ms = static_cast<int>(std::min(think(random), 10.0 * think_ms));
+      if (ms > 0) steps.push_back(json::object{{"type", "wait"}, {"ms", ms}});
+    }
+  }
+  steps.push_back(json::object{{"type", "text"}, {"text", "done"}});
+  return json::serialize(json::object{{"format", "mh-standin-claude.script/1"},
+                                      {"description", "mh_daemon_bench: sequential Bash calls"},
+                                      {"turns", json::array{steps}}});
+}
+
+struct Controller {
+  int fd = -1;
+  std::string run_id;
+  std::string inbox;
+  std::int64_t attached_ns = 0;
+  bool ended = false;
+  // call id -> (tool.requested read, tool.decide sent)
+  std::unordered_map<std::string, std::pair<std::int64_t, std::int64_t>> decided;
+  std::size_t refused_results = 0;
+  std::size_t decisions = 0;
+};
+
+bool send_all_nonblocking(int fd, std::string_view bytes) {
+  // A decision line is small; the socket has room unless the daemon stopped reading entirely.
+  const std::int64_t deadline = monotonic_ns() + 5'000'000'000;
+  while (!bytes.empty()) {
+    ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR) && monotonic_ns() < deadline) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 10);
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+// Handles the complete lines of one controller's inbox; `now` is when their bytes were read.
+void handle_controller_lines(Controller& c, std::int64_t now, std::string& failure) {
+  std::size_t start = 0;
+  for (;;) {
+    auto nl = c.inbox.find('\n', start);
+    if (nl == std::string::npos) break;
+    std::string_view line(c.inbox.data() + start, nl - start);
+    start = nl + 1;
+    auto event = string_field(line, "event");
+    if (event == "tool.requested") {
+      std::string call(string_field(line, "call_id"));
+      std::string decide = R"({"format":"metaharness.command/1","id":"d)" + std::to_string(++c.decisions) +
+                           R"(","command":"tool.decide","call_id":")" + call +
+                           R"(","decision":{"decision":"allow"}})" + "\n";
+      if (!send_all_nonblocking(c.fd, decide)) failure = "cannot send a decision for run " + c.run_id;
+      c.decided[call] = {now, monotonic_ns()};
+    } else if (event == "command.result") {
+      if (line.find(R"("result":"ok")") == std::string_view::npos) ++c.refused_results;
+    } else if (event.empty()) {
+      auto reply = string_field(line, "reply");
+      if (reply == "attached") c.attached_ns = now;
+      else if (reply == "end") c.ended = true;
+      else if (reply == "refused") failure = "run " + c.run_id + ": " + std::string(line);
+    }
+  }
+  c.inbox.erase(0, start);
+}
+
+RoundTripResult measure_round_trip(const Options& o, int think_ms) {
+  RoundTripResult r;
+  r.think_ms = think_ms;
+  fs::path dir = o.work_root / ("round_trip_think" + std::to_string(think_ms));
+  fs::create_directories(dir / "timing");
+  fs::create_directories(dir / "scripts");
+
+  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 2000));
+  if (auto e = daemon.start(); !e.empty()) {
+    r.failure = e;
+    return r;
+  }
+  if (!daemon.wait_notify("READY=1", 30s)) {
+    r.failure = "the daemon did not become ready: " + daemon.log_tail();
+    return r;
+  }
+  std::vector<json::object> specs;
+  std::mt19937_64 random(20261129u + static_cast<unsigned>(think_ms));  // the same draws every time
+  for (int i = 0; i < o.rt_runs; ++i) {
+    fs::path script = dir / "scripts" / (std::to_string(i) + ".json");
+    write_file(script, round_trip_script(o.rt_calls, think_ms, o.rt_start_wait_ms, random));
+    specs.push_back(standin_run_spec(
+        script, "ask", json::object{{"MH_STANDIN_TIMING", (dir / "timing" / (std::to_string(i) + ".jsonl")).string()}}));
+  }
+  r.load_start = load_average();
+  const double cpu_before = cpu_ms_of(daemon.pid());
+  const std::int64_t started = monotonic_ns();
+  std::string error;
+  std::vector<std::string> ids = submit_all(daemon.socket(), specs, error);
+  if (ids.empty()) {
+    r.failure = error;
+    r.teardown = stop_daemon(daemon, standin_marker(o), 30s);
+    return r;
+  }
+
+  // One controller per run, all in one epoll loop on this thread.
+  int epoll = ::epoll_create1(EPOLL_CLOEXEC);
+  std::vector<Controller> controllers(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    Controller& c = controllers[i];
+    c.run_id = ids[i];
+    c.fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = address_of(daemon.socket());
+    if (::connect(c.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      r.failure = "cannot connect a controller: " + std::string(std::strerror(errno));
+      break;
+    }
+    std::string attach = socket_request("attach", "a", json::object{{"run_id", c.run_id}, {"from_seq", 1}}) + "\n";
+    ::send(c.fd, attach.data(), attach.size(), MSG_NOSIGNAL);
+    ::fcntl(c.fd, F_SETFL, ::fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    ::epoll_ctl(epoll, EPOLL_CTL_ADD, c.fd, &ev);
+  }
+  std::size_t ended = 0;
+  const std::int64_t deadline = monotonic_ns() + 600'000'000'000;  // 10 minutes, whatever the settings
+  std::vector<char> buffer(256 * 1024);
+  std::vector<epoll_event> events(ids.size());
+  while (r.failure.empty() && ended < controllers.size() && !g_stop_requested) {
+    if (monotonic_ns() > deadline) {
+      r.failure = std::to_string(controllers.size() - ended) + " run(s) did not end within 10 minutes";
+      break;
+    }
+    int n = ::epoll_wait(epoll, events.data(), static_cast<int>(events.size()), 1000);
+    for (int k = 0; k < n; ++k) {
+      Controller& c = controllers[events[static_cast<std::size_t>(k)].data.u64];
+      for (;;) {
+        ssize_t got = ::recv(c.fd, buffer.data(), buffer.size(), 0);
+        std::int64_t now = monotonic_ns();
+        if (got > 0) {
+          c.inbox.append(buffer.data(), static_cast<std::size_t>(got));
+          bool was_ended = c.ended;
+          handle_controller_lines(c, now, r.failure);
+          if (c.ended && !was_ended) ++ended;
+          continue;
+        }
+        if (got < 0 && errno == EINTR) continue;
+        if (got == 0 && !c.ended) r.failure = "the daemon closed the controller of run " + c.run_id + " early";
+        if (got == 0 || c.ended) ::epoll_ctl(epoll, EPOLL_CTL_DEL, c.fd, nullptr);
+        break;  // EAGAIN: drained
+      }
+    }
+  }
+  r.wall_s = ms_since(started) / 1e3;
+  r.daemon_cpu_ms = cpu_ms_of(daemon.pid()) - cpu_before;
+  ::close(epoll);
+  for (auto& c : controllers)
+    if (c.fd >= 0) ::close(c.fd);
+  r.teardown = stop_daemon(daemon, standin_marker(o), 30s);
+  if (!r.failure.empty()) return r;
+  if (g_stop_requested) {
+    r.failure = "stopped by a signal";
+    return r;
+  }
+
+  // Join the harness's stamps with the controller's.
+  std::vector<std::int64_t> round_trip, delivery, reaction, answer;
+  std::int64_t first_asked = INT64_MAX, last_answered = 0;
+  for (std::size_t i = 0; i < controllers.size(); ++i) {
+    const Controller& c = controllers[i];
+    r.refused_results += c.refused_results;
+    std::ifstream in(dir / "timing" / (std::to_string(i) + ".jsonl"));
+    std::size_t lines = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++lines;
+      auto o2 = parse_object(line);
+      if (!o2 || !o2->contains("answered_ns")) {
+        r.failure = "run " + std::to_string(i) + ": a call was not answered: " + line;
+        return r;
+      }
+      std::string call(o2->at("call_id").as_string());
+      std::int64_t asked = o2->at("asked_ns").to_number<std::int64_t>();
+      std::int64_t answered = o2->at("answered_ns").to_number<std::int64_t>();
+      first_asked = std::min(first_asked, asked);
+      last_answered = std::max(last_answered, answered);
+      auto it = c.decided.find(call);
+      if (it == c.decided.end()) {
+        ++r.calls_not_decided_here;
+        continue;
+      }
+      // A call asked before its controller was listening measures the attach, not the daemon.
+      if (asked < c.attached_ns) {
+        ++r.calls_excluded;
+        continue;
+      }
+      ++r.calls_answered;
+      round_trip.push_back(answered - asked);
+      delivery.push_back(it->second.first - asked);
+      reaction.push_back(it->second.second - it->second.first);
+      answer.push_back(answered - it->second.second);
+    }
+    if (lines != static_cast<std::size_t>(o.rt_calls)) {
+      r.failure = "run " + std::to_string(i) + " answered " + std::to_string(lines) + " of " +
+                  std::to_string(o.rt_calls) + " calls";
+      return r;
+    }
+  }
+  r.round_trip = percentiles_of(round_trip);
+  r.delivery = percentiles_of(delivery);
+  r.reaction = percentiles_of(reaction);
+  r.answer = percentiles_of(answer);
+  const double calls = static_cast<double>(o.rt_runs) * o.rt_calls;
+  const double calling_s = static_cast<double>(last_answered - first_asked) / 1e9;
+  r.calls_per_s = calling_s > 0 ? calls / calling_s : 0;
+  r.daemon_cpu_us_per_call = r.daemon_cpu_ms * 1e3 / calls;
+  r.ok = true;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idle memory: 1,000 runs parked mid-turn
+// ---------------------------------------------------------------------------------------------
+
+struct IdleResult {
+  bool ok = false;
+  std::string failure;
+  int runs = 0;
+  MemorySample before, after;
+  std::vector<MemorySample> after_samples;
+  double submit_s = 0, parked_s = 0;
+  std::size_t standins_alive = 0;
+  long active_in_status = -1;
+  double per_run_rss_kib = 0, per_run_pss_kib = 0, per_run_private_dirty_kib = 0;
+  double per_run_fds = 0;
+  Teardown teardown;
+};
+
+bool raise_fd_limit(std::string& note) {
+  rlimit r{};
+  ::getrlimit(RLIMIT_NOFILE, &r);
+  r.rlim_cur = r.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &r) != 0) {
+    note = std::string("setrlimit: ") + std::strerror(errno);
+    return false;
+  }
+  note = "RLIMIT_NOFILE " + std::to_string(r.rlim_cur);
+  return true;
+}
+
+IdleResult measure_idle_memory(const Options& o) {
+  IdleResult r;
+  r.runs = o.idle_runs;
+  fs::path dir = o.work_root / "idle_memory";
+  fs::create_directories(dir);
+  fs::path script = dir / "park.json";
+  write_file(script, R"({"format":"mh-standin-claude.script/1","description":"mh_daemon_bench: park mid-turn",)"
+                     R"("turns":[[{"type":"text","text":"parked"},{"type":"idle"}]]})");
+  // Each run holds about eight descriptors in the daemon (pipes, pidfd, events.jsonl, transcripts).
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_cur < static_cast<rlim_t>(o.idle_runs) * 12 + 200) {
+    r.failure = "RLIMIT_NOFILE " + std::to_string(files.rlim_cur) + " is too low for " + std::to_string(o.idle_runs) +
+                " runs (the daemon needs about 10 descriptors per run)";
+    return r;
+  }
+  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state",
+                       daemon_config(o.standin, static_cast<std::size_t>(o.idle_runs) + 10));
+  if (auto e = daemon.start(); !e.empty()) {
+    r.failure = e;
+    return r;
+  }
+  if (!daemon.wait_notify("READY=1", 30s)) {
+    r.failure = "the daemon did not become ready: " + daemon.log_tail();
+    return r;
+  }
+  auto parked = [](const fs::path& run_dir) {
+    return read_file(run_dir / "events.jsonl").find(R"("event":"text")") != std::string::npos;
+  };
+  auto fail = [&](std::string why) {
+    r.failure = std::move(why);
+    r.teardown = stop_daemon(daemon, standin_marker(o), 60s);
+    return r;
+  };
+  // Warm-up: one run through its whole life, so first-use costs (thread caches, lazily built
+  // tables) land in the baseline and not in the per-run figure.
+  std::string error;
+  auto warm = submit_all(daemon.socket(), {standin_run_spec(script, "observe")}, error);
+  if (warm.empty()) return fail(error);
+  for (int i = 0; i < 100 && !parked(daemon.state_dir() / "runs" / warm[0]); ++i) std::this_thread::sleep_for(50ms);
+  {
+    LineClient halt(daemon.socket());
+    halt.send_line(socket_request("halt", "h", json::object{{"run_id", warm[0]}}));
+    if (!halt.wait_reply("result", 30s)) return fail("the warm-up run was not halted");
+  }
+  if (!wait_run_closed(daemon.socket(), warm[0], 30s)) return fail("the warm-up run did not close");
+  std::this_thread::sleep_for(1s);
+  r.before = memory_of(daemon.pid());
+
+  std::vector<json::object> specs(static_cast<std::size_t>(o.idle_runs), standin_run_spec(script, "observe"));
+  std::int64_t started = monotonic_ns();
+  auto ids = submit_all(daemon.socket(), specs, error);
+  if (ids.empty()) return fail(error);
+  r.submit_s = ms_since(started) / 1e3;
+  // Parked: the stand-in wrote its text and sits in its idle step; the run is mid-turn.
+  std::vector<std::string> waiting = ids;
+  const std::int64_t deadline = monotonic_ns() + 180'000'000'000;
+  while (!waiting.empty() && monotonic_ns() < deadline && !g_stop_requested) {
+    std::erase_if(waiting, [&](const std::string& id) { return parked(daemon.state_dir() / "runs" / id); });
+    if (!waiting.empty()) std::this_thread::sleep_for(200ms);
+  }
+  if (!waiting.empty()) return fail(std::to_string(waiting.size()) + " run(s) never parked");
+  r.parked_s = ms_since(started) / 1e3;
+  // Settled: nothing more is being written, then three readings a second apart.
+  std::this_thread::sleep_for(2s);
+  for (int i = 0; i < 3; ++i) {
+    r.after_samples.push_back(memory_of(daemon.pid()));
+    std::this_thread::sleep_for(1s);
+  }
+  r.after = r.after_samples.back();
+  r.standins_alive = processes_with_environment(standin_marker(o)).size();
+  {
+    LineClient status(daemon.socket());
+    status.send_line(socket_request("status", "st"));
+    if (auto s = status.wait_reply("status", 30s))
+      r.active_in_status = s->at("runs").as_object().at("active").to_number<long>();
+  }
+  const double n = o.idle_runs;
+  r.per_run_rss_kib = static_cast<double>(r.after.rss_kb - r.before.rss_kb) / n;
+  r.per_run_pss_kib = static_cast<double>(r.after.pss_kb - r.before.pss_kb) / n;
+  r.per_run_private_dirty_kib = static_cast<double>(r.after.private_dirty_kb - r.before.private_dirty_kb) / n;
+  r.per_run_fds = static_cast<double>(r.after.fds - r.before.fds) / n;
+  // Every run is halted by the daemon's own shutdown (SIGTERM): that is part of what is checked.
+  r.teardown = stop_daemon(daemon, standin_marker(o), 90s);
+  if (r.active_in_status != o.idle_runs)
+    r.failure = "status reported " + std::to_string(r.active_in_status) + " active runs, expected " +
+                std::to_string(o.idle_runs);
+  else if (r.standins_alive != static_cast<std::size_t>(o.idle_runs))
+    r.failure = std::to_string(r.standins_alive) + " stand-ins alive while parked, expected " +
+                std::to_string(o.idle_runs);
+  r.ok = r.failure.empty();
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream throughput: one chatty run, one reader; then with a stalled reader beside it
+// ---------------------------------------------------------------------------------------------
+
+struct StreamRun {
+  bool stalled_reader = false;
+  bool ok = false;
+  std::string failure;
+  std::uint64_t events = 0;        // event lines the fast reader got
+  double reader_s = 0;             // first event line -> last line, at the reader
+  double reader_events_per_s = 0;
+  double run_s = 0;                // events.jsonl first grew -> last grew (the run's own appends)
+  double run_events_per_s = 0;
+  double stream_mib = 0;                 // events.jsonl at the end
+  double stalled_reader_unread_kib = 0;  // what the stalled reader had been sent (kernel buffers)
+  long daemon_rss_kib_after = 0;
+};
+
+// Follows one run's events.jsonl size from another thread: when it first grew and last grew.
+class FileGrowthSampler {
+ public:
+  explicit FileGrowthSampler(fs::path file) : file_(std::move(file)), thread_([this] { loop(); }) {}
+  ~FileGrowthSampler() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::int64_t first_ns() const { return first_ns_; }
+  std::int64_t last_ns() const { return last_ns_; }
+  std::int64_t size() const { return size_; }
+
+ private:
+  void loop() {
+    while (!stop_) {
+      struct stat st {};
+      if (::stat(file_.c_str(), &st) == 0 && st.st_size != size_) {
+        std::int64_t now = monotonic_ns();
+        if (size_ == 0) first_ns_ = now;
+        last_ns_ = now;
+        size_ = st.st_size;
+      }
+      std::this_thread::sleep_for(500us);
+    }
+  }
+  fs::path file_;
+  std::atomic<bool> stop_{false};
+  std::int64_t first_ns_ = 0, last_ns_ = 0, size_ = 0;
+  std::thread thread_;
+};
+
+StreamRun measure_stream_once(const DaemonProcess& daemon, const fs::path& script, bool with_stalled_reader) {
+  StreamRun r;
+  r.stalled_reader = with_stalled_reader;
+  std::string error;
+  auto ids = submit_all(daemon.socket(), {standin_run_spec(script, "observe")}, error);
+  if (ids.empty()) {
+    r.failure = error;
+    return r;
+  }
+  const fs::path run_dir = daemon.state_dir() / "runs" / ids[0];
+  FileGrowthSampler sampler(run_dir / "events.jsonl");
+  auto tail = socket_request("tail", "t", json::object{{"run_id", ids[0]}, {"from_seq", 1}, {"follow", true}});
+  // The stalled reader asks to follow the stream and then never reads a byte.
+  std::optional<LineClient> stalled;
+  if (with_stalled_reader) {
+    stalled.emplace(daemon.socket());
+    stalled->send_line(tail);
+  }
+  LineClient reader(daemon.socket());
+  reader.send_line(tail);
+  std::vector<char> buffer(1 << 20);
+  std::uint64_t lines = 0;
+  std::int64_t first_event_ns = 0, last_ns = 0;
+  std::string last_bytes;  // the end of the stream, to check how it ended
+  const std::int64_t deadline = monotonic_ns() + 300'000'000'000;
+  bool ended = false;
+  while (!ended && monotonic_ns() < deadline && !g_stop_requested) {
+    pollfd p{reader.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 1000) <= 0) continue;
+    ssize_t n = ::recv(reader.fd(), buffer.data(), buffer.size(), 0);
+    std::int64_t now = monotonic_ns();
+    if (n <= 0) break;
+    std::string_view chunk(buffer.data(), static_cast<std::size_t>(n));
+    lines += static_cast<std::uint64_t>(std::count(chunk.begin(), chunk.end(), '\n'));
+    // Line 1 is the `tailing` reply; the first event line completes with line 2.
+    if (!first_event_ns && lines >= 2) first_event_ns = now;
+    last_ns = now;
+    last_bytes.append(chunk.substr(chunk.size() > 4096 ? chunk.size() - 4096 : 0));
+    if (last_bytes.size() > 8192) last_bytes.erase(0, last_bytes.size() - 8192);
+    ended = last_bytes.find(R"("reply":"end")") != std::string::npos && last_bytes.back() == '\n';
+  }
+  sampler.stop();
+  if (!ended) {
+    r.failure = "the reader did not reach the end of the stream";
+    return r;
+  }
+  if (last_bytes.find(R"("event":"stream.closed")") == std::string::npos) {
+    r.failure = "the stream did not end with stream.closed";
+    return r;
+  }
+  r.events = lines - 2;  // minus `tailing` and `end`
+  r.reader_s = static_cast<double>(last_ns - first_event_ns) / 1e9;
+  r.reader_events_per_s = static_cast<double>(r.events) / r.reader_s;
+  r.run_s = static_cast<double>(sampler.last_ns() - sampler.first_ns()) / 1e9;
+  r.run_events_per_s = static_cast<double>(r.events) / r.run_s;
+  r.daemon_rss_kib_after = memory_of(daemon.pid()).rss_kb;
+  r.stream_mib = static_cast<double>(sampler.size()) / (1 << 20);
+  if (stalled) {
+    // What reached the stalled reader (sitting unread in its socket) against the whole stream:
+    // the rest stayed on disk, the daemon holds at most one batch for it.
+    int unread = 0;
+    ::ioctl(stalled->fd(), FIONREAD, &unread);
+    r.stalled_reader_unread_kib = unread / 1024.0;
+    stalled->close();
+  }
+  std::error_code ec;
+  // The run is closed (stream.closed was read): its files can go, they are hundreds of MB.
+  fs::remove_all(run_dir, ec);
+  r.ok = true;
+  return r;
+}
+
+struct StreamResult {
+  bool ok = false;
+  std::string failure;
+  std::vector<StreamRun> runs;
+  double alone_reader_eps = 0, alone_run_eps = 0, stalled_reader_eps = 0, stalled_run_eps = 0;
+  double run_drop_percent = 0, reader_drop_percent = 0;
+  Teardown teardown;
+};
+
+StreamResult measure_stream(const Options& o) {
+  StreamResult r;
+  fs::path dir = o.work_root / "stream";
+  fs::create_directories(dir);
+  fs::path script = dir / "chatter.json";
+  write_file(script, R"({"format":"mh-standin-claude.script/1","description":"mh_daemon_bench: a chatty turn",)"
+                     R"("turns":[[{"type":"chatter","count":)" +
+                         std::to_string(o.stream_events) + R"(,"bytes":)" + std::to_string(o.stream_bytes) + "}]]}");
+  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 100));
+  if (auto e = daemon.start(); !e.empty()) {
+    r.failure = e;
+    return r;
+  }
+  if (!daemon.wait_notify("READY=1", 30s)) {
+    r.failure = "the daemon did not become ready: " + daemon.log_tail();
+    return r;
+  }
+  // Alternating, with the order flipped every repetition, so drift on the machine lands on both.
+  std::vector<double> alone_reader, alone_run, stalled_reader, stalled_run;
+  for (int rep = 0; rep < o.stream_reps && r.failure.empty() && !g_stop_requested; ++rep) {
+    for (int k = 0; k < 2; ++k) {
+      bool with_stalled = (k == 1) != (rep % 2 == 1);
+      StreamRun one = measure_stream_once(daemon, script, with_stalled);
+      std::cerr << "  stream rep " << rep << (with_stalled ? " with a stalled reader" : " alone") << ": "
+                << (one.ok ? fixed(one.reader_events_per_s / 1e3, 1) + " k events/s at the reader, " +
+                                 fixed(one.run_events_per_s / 1e3, 1) + " k events/s appended"
+                           : "FAILED: " + one.failure)
+                << "\n";
+      if (!one.ok) {
+        r.failure = one.failure;
+        break;
+      }
+      (with_stalled ? stalled_reader : alone_reader).push_back(one.reader_events_per_s);
+      (with_stalled ? stalled_run : alone_run).push_back(one.run_events_per_s);
+      r.runs.push_back(std::move(one));
+    }
+  }
+  r.teardown = stop_daemon(daemon, standin_marker(o), 30s);
+  if (!r.failure.empty()) return r;
+  r.alone_reader_eps = median(alone_reader);
+  r.alone_run_eps = median(alone_run);
+  r.stalled_reader_eps = median(stalled_reader);
+  r.stalled_run_eps = median(stalled_run);
+  r.run_drop_percent = (r.alone_run_eps - r.stalled_run_eps) / r.alone_run_eps * 100;
+  r.reader_drop_percent = (r.alone_reader_eps - r.stalled_reader_eps) / r.alone_reader_eps * 100;
+  r.ok = true;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// READY: start to READY=1 with 1,000 finished runs on disk
+// ---------------------------------------------------------------------------------------------
+
+struct ReadyResult {
+  bool ok = false;
+  std::string failure;
+  int runs_on_disk = 0;
+  std::uintmax_t template_events_bytes = 0;
+  std::uintmax_t template_dir_bytes = 0;
+  std::uint64_t template_events = 0;
+  std::vector<double> with_runs_ms, empty_ms;
+  double with_runs_median_ms = 0, empty_median_ms = 0;
+  long closed_in_status = -1;
+};
+
+// Copies a finished run's directory under a new id, rewriting the id wherever it appears (same
+// length, so nothing else moves).
+bool clone_run(const fs::path& from, const std::string& old_id, const fs::path& to, const std::string& new_id) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(from, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    fs::path target = to / fs::relative(it->path(), from);
+    if (it->is_directory()) {
+      fs::create_directories(target, ec);
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    std::string text = read_file(it->path());
+    for (std::size_t at = 0; (at = text.find(old_id, at)) != std::string::npos; at += new_id.size())
+      text.replace(at, old_id.size(), new_id);
+    fs::create_directories(target.parent_path(), ec);
+    if (!write_file(target, text)) return false;
+    fs::permissions(target, it->status().permissions(), ec);
+  }
+  return !ec;
+}
+
+ReadyResult measure_ready(const Options& o) {
+  ReadyResult r;
+  r.runs_on_disk = o.ready_runs;
+  fs::path dir = o.work_root / "ready";
+  fs::path full_state = dir / "state_full";
+  fs::path empty_state = dir / "state_empty";
+  fs::create_directories(dir);
+  fs::create_directories(empty_state);
+
+  // A real finished run first: calls, results, text, the whole close.
+  std::string template_id;
+  {
+    json::array steps;
+    for (int i = 1; i <= o.ready_template_calls; ++i) {
+      steps.push_back(json::object{{"type", "text"}, {"text", "Step " + std::to_string(i) + ": let me look."}});
+      steps.push_back(json::object{{"type", "tool_use"},
+                                   {"name", "Bash"},
+                                   {"input", json::object{{"command", "echo step " + std::to_string(i)},
+                                                          {"description", "look"}}}});
+    }
+    steps.push_back(json::object{{"type", "text"}, {"text", "All done."}});
+    fs::path script = dir / "template.json";
+    write_file(script, json::serialize(json::object{{"format", "mh-standin-claude.script/1"},
+                                                    {"description", "mh_daemon_bench: a finished run to copy"},
+                                                    {"turns", json::array{steps}}}));
+    DaemonProcess daemon(dir / "template_daemon", o.metaharness, full_state, daemon_config(o.standin, 100));
+    if (auto e = daemon.start(); !e.empty()) {
+      r.failure = e;
+      return r;
+    }
+    if (!daemon.wait_notify("READY=1", 30s)) {
+      r.failure = "the daemon did not become ready: " + daemon.log_tail();
+      return r;
+    }
+    std::string error;
+    auto ids = submit_all(daemon.socket(), {standin_run_spec(script, "observe")}, error);
+    if (ids.empty() || !wait_run_closed(daemon.socket(), ids[0], 60s)) {
+      r.failure = ids.empty() ? error : "the template run did not close";
+      stop_daemon(daemon, standin_marker(o), 30s);
+      return r;
+    }
+    template_id = ids[0];
+    Teardown t = stop_daemon(daemon, standin_marker(o), 30s);
+    if (t.survivors) {
+      r.failure = "the template run left a stand-in behind";
+      return r;
+    }
+  }
+  const fs::path template_dir = full_state / "runs" / template_id;
+  r.template_events_bytes = fs::file_size(template_dir / "events.jsonl");
+  {
+    std::string events = read_file(template_dir / "events.jsonl");
+    r.template_events = static_cast<std::uint64_t>(std::count(events.begin(), events.end(), '\n'));
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(template_dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->is_regular_file()) r.template_dir_bytes += it->file_size();
+  }
+  // Ids of the daemon's own shape: <UTC stamp>-<12 hex>.
+  const std::string stamp = template_id.substr(0, template_id.find('-'));
+  for (int i = 1; i < o.ready_runs; ++i) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "%012llx", 0xbe0000000000ull + static_cast<unsigned long long>(i));
+    std::string id = stamp + "-" + suffix;
+    if (!clone_run(template_dir, template_id, full_state / "runs" / id, id)) {
+      r.failure = "cannot copy the template run to " + id;
+      return r;
+    }
+  }
+  // Both state dirs are in the page cache now, as on a daemon restart without a reboot.
+  for (int start = 0; start < o.ready_starts && !g_stop_requested; ++start) {
+    for (bool with_runs : {true, false}) {
+      DaemonProcess daemon(dir / (with_runs ? "daemon_full" : "daemon_empty"), o.metaharness,
+                           with_runs ? full_state : empty_state, daemon_config(o.standin, 100));
+      if (auto e = daemon.start(); !e.empty()) {
+        r.failure = e;
+        return r;
+      }
+      auto ready = daemon.wait_notify("READY=1", 30s);
+      if (!ready) {
+        r.failure = "the daemon did not become ready: " + daemon.log_tail();
+        return r;
+      }
+      double ms = static_cast<double>(*ready - daemon.start_ns()) / 1e6;
+      (with_runs ? r.with_runs_ms : r.empty_ms).push_back(ms);
+      if (with_runs && start == 0) {
+        LineClient status(daemon.socket());
+        status.send_line(socket_request("status", "st"));
+        if (auto s = status.wait_reply("status", 30s))
+          r.closed_in_status = s->at("runs").as_object().at("closed").to_number<long>();
+      }
+      if (!daemon.stop(30s)) {
+        r.failure = "the daemon did not stop on SIGTERM";
+        return r;
+      }
+    }
+  }
+  if (r.closed_in_status != o.ready_runs) {
+    r.failure = "the daemon listed " + std::to_string(r.closed_in_status) + " closed runs, expected " +
+                std::to_string(o.ready_runs);
+    return r;
+  }
+  r.with_runs_median_ms = median(r.with_runs_ms);
+  r.empty_median_ms = median(r.empty_ms);
+  r.ok = true;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+struct Goal {
+  std::string name;
+  std::string measured;
+  std::string target;
+  bool met = false;
+};
+
+std::string spread_text(const std::vector<double>& v, int decimals) {
+  if (v.empty()) return "-";
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return fixed(median(v), decimals) + " [" + fixed(*lo, decimals) + ".." + fixed(*hi, decimals) + "]";
+}
+
+void usage(std::ostream& out) {
+  out << "usage: mh_daemon_bench [--metaharness PATH] [--standin PATH] [--work-dir DIR] [--keep]\n"
+         "                       [--json FILE] [--only floor,round_trip,idle_memory,stream,ready]\n"
+         "                       [--rt-runs N] [--rt-calls N] [--rt-think-ms A,B,...] [--rt-start-wait-ms MS]\n"
+         "                       [--floor-iterations N] [--idle-runs N] [--stream-events N] [--stream-bytes N]\n"
+         "                       [--stream-reps N] [--ready-runs N] [--ready-starts N]\n"
+         "Defaults: metaharness and mh-standin-claude next to this program; 100 runs x 100 calls at think\n"
+         "times 50,10,0 ms (the first is judged); 1,000 idle runs; 500,000 x 200-byte events, 3 repetitions;\n"
+         "1,000 finished runs, 11 starts. Exit status: 0 every goal met, 1 a goal not met, 2 the bench failed.\n";
+}
+
+std::vector<int> int_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(std::stoi(item));
+  return out;
+}
+
+std::optional<Options> parse_options(int argc, char** argv) {
+  Options o;
+  fs::path self_dir = fs::canonical("/proc/self/exe").parent_path();
+  o.metaharness = self_dir / "metaharness";
+  o.standin = self_dir / "mh-standin-claude";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--metaharness") o.metaharness = value();
+      else if (a == "--standin") o.standin = value();
+      else if (a == "--work-dir") o.work_root = value();
+      else if (a == "--json") o.json_out = value();
+      else if (a == "--keep") o.keep = true;
+      else if (a == "--only") {
+        o.phases.clear();
+        std::stringstream ss(value());
+        for (std::string p; std::getline(ss, p, ',');) o.phases.insert(p);
+      } else if (a == "--rt-runs") o.rt_runs = std::stoi(value());
+      else if (a == "--rt-calls") o.rt_calls = std::stoi(value());
+      else if (a == "--rt-think-ms") o.rt_think_ms = int_list(value());
+      else if (a == "--rt-start-wait-ms") o.rt_start_wait_ms = std::stoi(value());
+      else if (a == "--floor-iterations") o.floor_iterations = std::stoi(value());
+      else if (a == "--idle-runs") o.idle_runs = std::stoi(value());
+      else if (a == "--stream-events") o.stream_events = std::stoi(value());
+      else if (a == "--stream-bytes") o.stream_bytes = std::stoi(value());
+      else if (a == "--stream-reps") o.stream_reps = std::stoi(value());
+      else if (a == "--ready-runs") o.ready_runs = std::stoi(value());
+      else if (a == "--ready-starts") o.ready_starts = std::stoi(value());
+      else if (a == "-h" || a == "--help") {
+        usage(std::cout);
+        std::exit(0);
+      } else {
+        throw std::invalid_argument("unknown option " + a);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "mh_daemon_bench: " << e.what() << "\n";
+      usage(std::cerr);
+      return std::nullopt;
+    }
+  }
+  for (const auto& p : o.phases)
+    if (p != "floor" && p != "round_trip" && p != "idle_memory" && p != "stream" && p != "ready") {
+      std::cerr << "mh_daemon_bench: unknown phase " << p << "\n";
+      return std::nullopt;
+    }
+  if (o.rt_think_ms.empty()) o.rt_think_ms = {50};
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction stop {};
+  stop.sa_handler = on_stop_signal;
+  sigemptyset(&stop.sa_mask);
+  ::sigaction(SIGINT, &stop, nullptr);
+  ::sigaction(SIGTERM, &stop, nullptr);
+  auto parsed = parse_options(argc, argv);
+  if (!parsed) return 2;
+  Options o = std::move(*parsed);
+  for (const auto& [what, path] : {std::pair{"metaharness", o.metaharness}, std::pair{"mh-standin-claude", o.standin}}) {
+    if (::access(path.c_str(), X_OK) != 0) {
+      std::cerr << "mh_daemon_bench: no executable " << what << " at " << path.string() << "\n";
+      return 2;
+    }
+  }
+  o.metaharness = fs::absolute(o.metaharness);
+  o.standin = fs::absolute(o.standin);
+  if (o.work_root.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mh-dbench.XXXXXX";
+    if (!::mkdtemp(pattern.data())) {
+      std::cerr << "mh_daemon_bench: mkdtemp: " << std::strerror(errno) << "\n";
+      return 2;
+    }
+    o.work_root = pattern;
+  }
+  o.work_root = fs::absolute(o.work_root);
+  fs::create_directories(o.work_root);
+  if (o.json_out.empty()) o.json_out = o.work_root / "daemon-bench.json";
+  std::string limit_note;
+  raise_fd_limit(limit_note);
+  std::cerr << "mh_daemon_bench: work dir " << o.work_root.string() << "; " << limit_note << "; load " << load_average()
+            << "\n";
+
+  json::object summary{{"bench", "mh_daemon_bench"}, {"load_average_start", load_average()}};
+  std::vector<Goal> goals;
+  bool bench_failed = false;
+  std::ostringstream table;
+
+  std::optional<FloorResult> floor;
+  if (o.phases.count("floor")) {
+    std::cerr << "mh_daemon_bench: floor (Unix-socket ping-pong, " << o.floor_iterations << " round trips)\n";
+    floor = measure_floor(o.floor_iterations);
+    if (!floor->ok) {
+      std::cerr << "  FAILED: " << floor->failure << "\n";
+      bench_failed = true;
+    }
+    summary["floor"] = floor->ok ? json::value(json::object{{"unix_socket_round_trip", to_json(floor->round_trip)}})
+                                 : json::value(json::object{{"failure", floor->failure}});
+  }
+
+  if (o.phases.count("round_trip")) {
+    json::array rts;
+    table << "\nDecision round trip at the harness (" << o.rt_runs << " runs deciding concurrently, " << o.rt_calls
+          << " sequential calls each), us: p50 / p90 / p99 / max\n";
+    for (std::size_t k = 0; k < o.rt_think_ms.size() && !g_stop_requested; ++k) {
+      int think = o.rt_think_ms[k];
+      std::cerr << "mh_daemon_bench: round trip, " << o.rt_runs << " runs x " << o.rt_calls << " calls, think " << think
+                << " ms\n";
+      RoundTripResult r = measure_round_trip(o, think);
+      if (!r.ok) {
+        std::cerr << "  FAILED: " << r.failure << "\n";
+        bench_failed = true;
+        rts.push_back(json::object{{"think_ms", think}, {"failure", r.failure}});
+        continue;
+      }
+      std::cerr << "  " << r.calls_answered << " calls in " << fixed(r.wall_s, 1) << " s; round trip p50 "
+                << fixed(r.round_trip.p50_us, 1) << " us, p99 " << fixed(r.round_trip.p99_us, 1) << " us\n";
+      table << "  think " << think << " ms between calls (" << fixed(r.calls_per_s, 0) << " calls/s, daemon CPU "
+            << fixed(r.daemon_cpu_us_per_call, 1) << " us/call, load " << fixed(r.load_start, 2) << ", "
+            << r.calls_answered << " samples)\n"
+            << "    round trip  ask -> answer read      " << percentiles_text(r.round_trip) << "\n"
+            << "    leg 1       ask -> tool.requested   " << percentiles_text(r.delivery) << "\n"
+            << "    leg 2       client reaction         " << percentiles_text(r.reaction) << "\n"
+            << "    leg 3       tool.decide -> answer   " << percentiles_text(r.answer) << "\n";
+      if (r.teardown.survivors) bench_failed = true;
+      rts.push_back(json::object{{"think_ms", think},
+                                 {"runs", o.rt_runs},
+                                 {"calls_per_run", o.rt_calls},
+                                 {"samples", r.calls_answered},
+                                 {"excluded_before_attach", r.calls_excluded},
+                                 {"not_decided_by_bench", r.calls_not_decided_here},
+                                 {"refused_results", r.refused_results},
+                                 {"round_trip", to_json(r.round_trip)},
+                                 {"ask_to_tool_requested", to_json(r.delivery)},
+                                 {"client_reaction", to_json(r.reaction)},
+                                 {"decide_to_answer", to_json(r.answer)},
+                                 {"wall_s", r.wall_s},
+                                 {"calls_per_s", r.calls_per_s},
+                                 {"daemon_cpu_ms", r.daemon_cpu_ms},
+                                 {"daemon_cpu_us_per_call", r.daemon_cpu_us_per_call},
+                                 {"load_average_start", r.load_start},
+                                 {"teardown", to_json(r.teardown)}});
+      if (k == 0) {
+        goals.push_back({"decision round trip p50 (think " + std::to_string(think) + " ms)",
+                         fixed(r.round_trip.p50_us, 1) + " us", "<= 200 us", r.round_trip.p50_us <= 200});
+        goals.push_back({"decision round trip p99 (think " + std::to_string(think) + " ms)",
+                         fixed(r.round_trip.p99_us, 1) + " us", "<= 2000 us", r.round_trip.p99_us <= 2000});
+      }
+    }
+    summary["round_trip"] = std::move(rts);
+  }
+  if (floor && floor->ok)
+    table << "  floor: Unix-socket round trip between two processes (100 B)  " << percentiles_text(floor->round_trip)
+          << "\n";
+
+  if (o.phases.count("idle_memory") && !g_stop_requested) {
+    std::cerr << "mh_daemon_bench: idle memory, " << o.idle_runs << " runs parked mid-turn\n";
+    IdleResult r = measure_idle_memory(o);
+    if (!r.ok) {
+      std::cerr << "  FAILED: " << r.failure << "\n";
+      bench_failed = true;
+    }
+    if (r.teardown.survivors || !r.teardown.daemon_exit_ms) bench_failed = true;
+    json::array samples;
+    for (const auto& s : r.after_samples) samples.push_back(to_json(s));
+    summary["idle_memory"] = json::object{{"runs", r.runs},
+                                          {"failure", r.failure.empty() ? json::value(nullptr) : json::value(r.failure)},
+                                          {"before", to_json(r.before)},
+                                          {"after", to_json(r.after)},
+                                          {"after_samples", std::move(samples)},
+                                          {"per_run_rss_kib", r.per_run_rss_kib},
+                                          {"per_run_pss_kib", r.per_run_pss_kib},
+                                          {"per_run_private_dirty_kib", r.per_run_private_dirty_kib},
+                                          {"per_run_fds", r.per_run_fds},
+                                          {"submit_s", r.submit_s},
+                                          {"all_parked_s", r.parked_s},
+                                          {"standins_alive_while_parked", r.standins_alive},
+                                          {"active_in_status", r.active_in_status},
+                                          {"teardown", to_json(r.teardown)}};
+    if (r.ok) {
+      table << "\nIdle runs held: " << r.runs << " runs parked mid-turn (" << r.standins_alive
+            << " stand-ins alive; submitted in " << fixed(r.submit_s, 1) << " s, all parked after "
+            << fixed(r.parked_s, 1) << " s)\n"
+            << "  daemon            before      after     per idle run\n"
+            << "  Rss           " << r.before.rss_kb << " KiB  " << r.after.rss_kb << " KiB  "
+            << fixed(r.per_run_rss_kib, 1) << " KiB\n"
+            << "  Pss           " << r.before.pss_kb << " KiB  " << r.after.pss_kb << " KiB  "
+            << fixed(r.per_run_pss_kib, 1) << " KiB\n"
+            << "  Private_Dirty " << r.before.private_dirty_kb << " KiB  " << r.after.private_dirty_kb << " KiB  "
+            << fixed(r.per_run_private_dirty_kib, 1) << " KiB\n"
+            << "  fds           " << r.before.fds << "  " << r.after.fds << "  " << fixed(r.per_run_fds, 1) << "\n"
+            << "  shutdown (SIGTERM) with every run open: "
+            << (r.teardown.daemon_exit_ms ? fixed(*r.teardown.daemon_exit_ms, 0) + " ms" : std::string("KILLED"))
+            << ", stand-ins left: " << r.teardown.survivors << "\n";
+      goals.push_back({"daemon Rss per idle run", fixed(r.per_run_rss_kib, 1) + " KiB", "<= 64 KiB",
+                       r.per_run_rss_kib <= 64});
+      goals.push_back({"daemon Private_Dirty per idle run", fixed(r.per_run_private_dirty_kib, 1) + " KiB",
+                       "<= 64 KiB", r.per_run_private_dirty_kib <= 64});
+    }
+  }
+
+  if (o.phases.count("stream") && !g_stop_requested) {
+    std::cerr << "mh_daemon_bench: stream, " << o.stream_events << " x " << o.stream_bytes << "-byte records, "
+              << o.stream_reps << " repetitions\n";
+    StreamResult r = measure_stream(o);
+    if (!r.ok) {
+      std::cerr << "  FAILED: " << r.failure << "\n";
+      bench_failed = true;
+    }
+    json::array runs;
+    std::vector<double> ar, arun, sr, srun;
+    for (const auto& one : r.runs) {
+      runs.push_back(json::object{{"stalled_reader", one.stalled_reader},
+                                  {"events", one.events},
+                                  {"reader_s", one.reader_s},
+                                  {"reader_events_per_s", one.reader_events_per_s},
+                                  {"run_s", one.run_s},
+                                  {"run_events_per_s", one.run_events_per_s},
+                                  {"stream_mib", one.stream_mib},
+                                  {"stalled_reader_unread_kib", one.stalled_reader_unread_kib},
+                                  {"daemon_rss_kib_after", one.daemon_rss_kib_after}});
+      (one.stalled_reader ? sr : ar).push_back(one.reader_events_per_s / 1e3);
+      (one.stalled_reader ? srun : arun).push_back(one.run_events_per_s / 1e3);
+    }
+    summary["stream"] = json::object{{"events", o.stream_events},
+                                     {"record_bytes", o.stream_bytes},
+                                     {"failure", r.failure.empty() ? json::value(nullptr) : json::value(r.failure)},
+                                     {"runs", std::move(runs)},
+                                     {"alone_reader_events_per_s", r.alone_reader_eps},
+                                     {"alone_run_events_per_s", r.alone_run_eps},
+                                     {"stalled_reader_events_per_s", r.stalled_reader_eps},
+                                     {"stalled_run_events_per_s", r.stalled_run_eps},
+                                     {"run_drop_percent", r.run_drop_percent},
+                                     {"reader_drop_percent", r.reader_drop_percent},
+                                     {"teardown", to_json(r.teardown)}};
+    if (r.ok) {
+      table << "\nStream throughput, one run of " << o.stream_events << " text events (k events/s, median [min..max] of "
+            << o.stream_reps << ")\n"
+            << "                          at the fast reader      appended by the run\n"
+            << "  one reader              " << spread_text(ar, 1) << "    " << spread_text(arun, 1) << "\n"
+            << "  + a stalled reader      " << spread_text(sr, 1) << "    " << spread_text(srun, 1) << "\n"
+            << "  drop                    " << fixed(r.reader_drop_percent, 1) << " %                 "
+            << fixed(r.run_drop_percent, 1) << " %\n";
+      goals.push_back({"stream: one reader", fixed(r.alone_reader_eps, 0) + " events/s", ">= 100000 events/s",
+                       r.alone_reader_eps >= 100000});
+      goals.push_back({"stream: run's drop with a stalled reader", fixed(r.run_drop_percent, 1) + " %", "< 10 %",
+                       r.run_drop_percent < 10});
+      goals.push_back({"stream: reader's drop with a stalled reader", fixed(r.reader_drop_percent, 1) + " %", "< 10 %",
+                       r.reader_drop_percent < 10});
+    }
+  }
+
+  if (o.phases.count("ready") && !g_stop_requested) {
+    std::cerr << "mh_daemon_bench: READY, " << o.ready_runs << " finished runs on disk, " << o.ready_starts
+              << " starts\n";
+    ReadyResult r = measure_ready(o);
+    if (!r.ok) {
+      std::cerr << "  FAILED: " << r.failure << "\n";
+      bench_failed = true;
+    }
+    summary["ready"] = json::object{{"runs_on_disk", r.runs_on_disk},
+                                    {"failure", r.failure.empty() ? json::value(nullptr) : json::value(r.failure)},
+                                    {"template_events", r.template_events},
+                                    {"template_events_bytes", r.template_events_bytes},
+                                    {"template_run_dir_bytes", r.template_dir_bytes},
+                                    {"with_runs_ms", json::value_from(r.with_runs_ms)},
+                                    {"empty_ms", json::value_from(r.empty_ms)},
+                                    {"with_runs_median_ms", r.with_runs_median_ms},
+                                    {"empty_median_ms", r.empty_median_ms},
+                                    {"closed_in_status", r.closed_in_status}};
+    if (r.ok) {
+      table << "\nStart (exec) to READY=1, ms, median [min..max] of " << o.ready_starts << " starts\n"
+            << "  " << r.runs_on_disk << " finished runs on disk (" << r.template_events << " events, "
+            << r.template_events_bytes / 1024 << " KiB of events.jsonl each)   " << spread_text(r.with_runs_ms, 1)
+            << "\n"
+            << "  no run on disk                                               " << spread_text(r.empty_ms, 1) << "\n";
+      goals.push_back({"start to READY, 1,000 finished runs", fixed(r.with_runs_median_ms, 1) + " ms", "<= 50 ms",
+                       r.with_runs_median_ms <= 50});
+    }
+  }
+
+  bool all_met = true;
+  json::array goal_list;
+  table << "\nGoals\n";
+  for (const auto& g : goals) {
+    table << "  " << (g.met ? "PASS" : "FAIL") << "  " << g.name << ": " << g.measured << " (goal " << g.target
+          << ")\n";
+    goal_list.push_back(json::object{{"goal", g.name}, {"measured", g.measured}, {"target", g.target}, {"met", g.met}});
+    all_met = all_met && g.met;
+  }
+  summary["goals"] = std::move(goal_list);
+  summary["load_average_end"] = load_average();
+  std::cout << table.str() << "\n" << json::serialize(summary) << "\n";
+  write_file(o.json_out, json::serialize(summary) + "\n");
+  std::cerr << "mh_daemon_bench: summary in " << o.json_out.string() << "\n";
+  if (!o.keep) {
+    // Keep only the summary: the run directories are large.
+    std::error_code ec;
+    std::vector<fs::path> phase_dirs;
+    for (auto it = fs::directory_iterator(o.work_root, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->is_directory()) phase_dirs.push_back(it->path());
+    for (const auto& d : phase_dirs) fs::remove_all(d, ec);
+  }
+  if (bench_failed) return 2;
+  return all_met ? 0 : 1;
+}
