@@ -10,6 +10,8 @@
 #include <signal.h>
 
 #include <fstream>
+#include <map>
+#include <set>
 
 namespace mh::test {
 namespace {
@@ -308,6 +310,62 @@ TEST_F(DaemonCli, BadSocketInputIsAnsweredByNameAndTheConnectionStaysUsable) {
   control.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
   ASSERT_TRUE(control.wait_reply("end", 60s));
   expect_complete(id);
+}
+
+// The daemon hosts Codex exactly as it hosts Claude: `metaharness submit codex ...` from the
+// command line, a controller attached over the socket decides every call (the hook channel's
+// calls too: the run's hook socket lives in the daemon), and the stream ends complete.
+TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedByTheController) {
+  CliProcess submitted({metaharness_binary().string(), "submit", "codex", "-p", "go", "--decisions", "ask",
+                        "--model-scenario", (source_dir() / "tests/scenarios/codex/every_kind.json").string(),
+                        "--socket", daemon->socket().string()});
+  submitted.close_stdin();
+  auto id_line = submitted.next_line(30s);
+  ASSERT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
+  ASSERT_TRUE(id_line);
+  std::string id = *id_line;
+  ASSERT_TRUE(std::filesystem::exists(daemon->run_dir(id))) << "submit prints the run id: " << id;
+
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  std::set<std::string> asked;
+  while (asked.size() < 6) {
+    auto r = control.wait_for([&](const EventLine& e) {
+      return e.event() == "tool.requested" && !asked.count(e.str("call_id"));
+    }, 120s);
+    ASSERT_TRUE(r) << "asked so far: " << asked.size();
+    std::string call = r->str("call_id");
+    asked.insert(call);
+    control.send(R"({"format":"metaharness.command/1","id":"d-)" + call + R"(","command":"tool.decide","call_id":")" +
+                 call + R"(","decision":{"decision":"deny","reason":"not here"}})");
+  }
+  ASSERT_TRUE(control.wait_reply("end", 120s));
+  std::map<std::string, std::string> seams;
+  std::size_t denied_by_us = 0;
+  for (const auto& e : control.lines()) {
+    if (e.event() == "tool.requested") seams[e.str("call_id")] = e.str("seam");
+    if (e.event() == "tool.decided" && e.str("decided_by") == "embedder") {
+      ++denied_by_us;
+      EXPECT_EQ(e.object.at("peer").as_object().at("pid").to_number<int>(), ::getpid()) << "the decision names its peer";
+    }
+  }
+  EXPECT_EQ(denied_by_us, 6u);
+  EXPECT_EQ(seams["call_image"], "hook");
+  EXPECT_EQ(seams["call_ls"], "control_request");
+  auto work = daemon->run_dir(id) / "scratch/work";
+  for (auto file : {"m_ls.txt", "m_cat.txt", "m_pipe.txt", "m_login.txt", "m_patch.txt"})
+    EXPECT_FALSE(std::filesystem::exists(work / file)) << file;
+  for (auto f : {"vendor-stdout.jsonl", "vendor-stdin.jsonl", "vendor-hooks.jsonl", "spec.json", "plan.json"})
+    EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / f)) << f;
+  auto closed = control.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].str("reason"), "completed");
+  expect_complete(id);
+
+  SocketClient observer(daemon->socket());
+  auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(got);
+  EXPECT_NE(got->raw.find(R"("adapter":"codex")"), std::string::npos) << got->raw;
 }
 
 TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {

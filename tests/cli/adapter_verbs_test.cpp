@@ -1,0 +1,152 @@
+// The adapter verbs as a user meets them, for every adapter: `capabilities` prints the table,
+// `doctor` compares the installed CLI with the pin (0 on pin, 1 off pin, 2 cannot tell), and
+// `plan` prints the launch plan as a value (and refuses what the adapter would refuse) without
+// spawning anything.
+#include "protocol/json.hpp"
+#include "tests/support/cli_process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+namespace mh::test {
+namespace {
+
+struct Output {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+Output run_verb(std::vector<std::string> args, std::optional<std::vector<std::string>> env = std::nullopt) {
+  args.insert(args.begin(), metaharness_binary().string());
+  CliProcess p(std::move(args), std::move(env));
+  p.close_stdin();
+  Output o;
+  while (auto line = p.next_line(30s)) o.out += *line + "\n";
+  o.status = p.finish(30s);
+  o.err = p.stderr_text();
+  return o;
+}
+
+json::object parsed(const Output& o) {
+  auto v = protocol::parse_json(o.out);
+  EXPECT_TRUE(v && v->is_object()) << o.out << o.err;
+  return v && v->is_object() ? v->as_object() : json::object{};
+}
+
+// Our environment plus one entry (for the binary overrides).
+std::vector<std::string> environment_with(const std::string& entry) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  env.push_back(entry);
+  return env;
+}
+
+std::filesystem::path scenario(const std::string& adapter) {
+  return source_dir() / "tests/scenarios" / adapter / (adapter == "claude" ? "bash_marker.json" : "marker.json");
+}
+
+class AdapterVerbs : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AdapterVerbs, CapabilitiesPrintEveryTierCommandAndDecisionMode) {
+  auto o = run_verb({"capabilities", GetParam()});
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto table = parsed(o);
+  EXPECT_EQ(table.at("adapter").as_object().at("id").as_string(), GetParam());
+  for (auto tier : {"registration", "call", "turn", "kill"})
+    EXPECT_TRUE(table.at("tiers").as_object().contains(tier)) << tier;
+  for (auto command : {"tool.decide", "frame.set", "message.inject", "steer", "permission.set", "interrupt", "halt"})
+    EXPECT_TRUE(table.at("commands").as_object().contains(command)) << command;
+  for (auto mode : {"frame", "ask", "observe"}) EXPECT_TRUE(table.at("decision_modes").as_object().contains(mode));
+  EXPECT_EQ(table.at("tiers").as_object().at("call"), "delivered");
+}
+
+TEST_P(AdapterVerbs, DoctorIsOnPinForTheInstalledCli) {
+  auto o = run_verb({"doctor", GetParam()});
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find(GetParam() + ": on pin"), std::string::npos) << o.out;
+}
+
+TEST_P(AdapterVerbs, DoctorSaysOffPinForAnotherVersionAndCannotTellForNoBinary) {
+  TempDir dir("doctor_" + GetParam());
+  auto fake = dir.path() / GetParam();
+  std::ofstream(fake) << "#!/bin/sh\necho '0.0.1 (not the pin)'\n";
+  ::chmod(fake.c_str(), 0755);
+  std::string variable = GetParam() == "claude" ? "METAHARNESS_CLAUDE_BIN=" : "METAHARNESS_CODEX_BIN=";
+
+  auto off = run_verb({"doctor", GetParam()}, environment_with(variable + fake.string()));
+  EXPECT_EQ(off.status, 1) << off.out << off.err;
+  EXPECT_NE(off.out.find("OFF PIN"), std::string::npos) << off.out;
+
+  auto missing = run_verb({"doctor", GetParam()}, environment_with(variable + (dir.path() / "absent").string()));
+  EXPECT_EQ(missing.status, 2) << missing.out << missing.err;
+  EXPECT_NE(missing.out.find("cannot tell"), std::string::npos) << missing.out;
+}
+
+TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
+  TempDir dir("plan_" + GetParam());
+  auto env = environment_with("MH_TEST_SECRET_THAT_MUST_NOT_LEAK=1");
+  auto o = run_verb({"plan", GetParam(), "-p", "x", "--model-scenario", scenario(GetParam()).string(), "--run-dir",
+                     (dir.path() / "run").string()},
+                    env);
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto plan = parsed(o);
+  EXPECT_EQ(plan.at("adapter").as_string(), GetParam());
+  std::string environment = protocol::canonical_json(plan.at("env"));
+  EXPECT_EQ(environment.find("MH_TEST_SECRET_THAT_MUST_NOT_LEAK"), std::string::npos) << "the environment is built, not inherited";
+  EXPECT_NE(environment.find("METAHARNESS_RUN="), std::string::npos);
+  EXPECT_NE(environment.find("(redacted)"), std::string::npos) << "the model token is never printed";
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "vendor-stdout.jsonl")) << "nothing was spawned";
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "scratch")) << "no scratch file was written";
+
+  // The native binary, not a node wrapper: the pid is the CLI's own.
+  std::string program(plan.at("program").as_string());
+  std::ifstream elf(program, std::ios::binary);
+  char magic[4] = {};
+  elf.read(magic, 4);
+  EXPECT_EQ(std::string(magic, 4), "\x7f" "ELF") << program;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs, ::testing::Values("claude", "codex"));
+
+TEST(ClaudePlan, HooksStayOnAndSettingsAreNotRead) {
+  auto o = run_verb({"plan", "claude", "-p", "x", "--model-scenario", scenario("claude").string()});
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto args = protocol::canonical_json(parsed(o).at("args"));
+  EXPECT_NE(args.find(R"("--setting-sources","")"), std::string::npos) << args;
+  EXPECT_NE(args.find("--strict-mcp-config"), std::string::npos);
+  EXPECT_EQ(args.find("--bare"), std::string::npos) << "--bare silently disables hooks";
+  EXPECT_EQ(args.find("--safe-mode"), std::string::npos);
+}
+
+TEST(CodexPlan, AppServerWithAScratchCodexHomeAndTheHookChannel) {
+  auto o = run_verb({"plan", "codex", "-p", "x", "--model-scenario", scenario("codex").string()});
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto plan = parsed(o);
+  EXPECT_EQ(protocol::canonical_json(plan.at("args")), R"(["app-server"])");
+  std::string environment = protocol::canonical_json(plan.at("env"));
+  EXPECT_NE(environment.find("CODEX_HOME="), std::string::npos);
+  EXPECT_NE(environment.find("METAHARNESS_HOOK_SOCKET=@metaharness/hook/"), std::string::npos);
+  EXPECT_TRUE(plan.contains("hook_channel"));
+  auto files = protocol::canonical_json(plan.at("files"));
+  EXPECT_NE(files.find("codex-home/config.toml"), std::string::npos) << files;
+}
+
+TEST(CodexPlan, AnUnknownVendorOptionIsRefusedByName) {
+  auto o = run_verb({"plan", "codex", "-p", "x", "--model-scenario", scenario("codex").string(), "--vendor-option",
+                     "approval_policy=never"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("unknown codex vendor option \"approval_policy\""), std::string::npos) << o.err;
+}
+
+TEST(AdapterVerbsRefusals, AnUnknownAdapterIsNamed) {
+  auto o = run_verb({"capabilities", "nosuch"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("unknown adapter \"nosuch\""), std::string::npos) << o.err;
+}
+
+}  // namespace
+}  // namespace mh::test

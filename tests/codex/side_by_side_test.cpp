@@ -1,0 +1,71 @@
+// The promise in one test: one scenario, run on Claude Code and on Codex (both real CLIs, both
+// against the scripted endpoint, one speaking Messages and one Responses), gives the same sequence
+// of event names over the parts both vendors share.
+#include "protocol/completeness.hpp"
+#include "tests/support/governed_run.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace mh::test {
+namespace {
+
+// The events every adapter emits for a turn with one decided call, in the order the protocol fixes.
+// Vendor-specific extras (opaque, usage, thinking, rate_limit, injection, warning) are left out.
+const std::set<std::string_view> kShared = {"session.started", "turn.started",   "text",
+                                            "tool.requested",  "tool.decided",   "command.result",
+                                            "tool.result",     "turn.ended",     "session.ended",
+                                            "stream.closed"};
+
+struct Outcome {
+  std::vector<std::string> names;
+  bool marker = false;
+  std::string stream;
+};
+
+Outcome run_on(const std::string& adapter, const TempDir& dir) {
+  auto run_dir = dir.path() / adapter;
+  CliProcess p({metaharness_binary().string(), "run", adapter, "-p", "leave a marker", "--decisions", "ask",
+                "--model-scenario", (source_dir() / "tests/scenarios/shared/marker.json").string(), "--run-dir",
+                run_dir.string()});
+  auto requested = p.wait_for_event("tool.requested");
+  EXPECT_TRUE(requested) << adapter << ": " << p.stderr_text();
+  if (requested)
+    p.send(decide_line("d1", requested->str("call_id"), R"({"decision":"allow"})"));
+  p.wait_for_event("turn.ended");
+  p.close_stdin();
+  EXPECT_EQ(p.finish(120s), 0) << adapter << ": " << p.stderr_text();
+  Outcome o;
+  for (const auto& e : p.events())
+    if (kShared.count(e.event())) o.names.emplace_back(e.event());
+  o.marker = std::filesystem::exists(run_dir / "scratch/work/marker.txt");
+  o.stream = read_file(run_dir / "events.jsonl");
+  return o;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += n + " ";
+  return out;
+}
+
+TEST(SideBySide, OneScenarioOnClaudeAndOnCodexGivesTheSameSharedEventSequence) {
+  TempDir dir("side_by_side");
+  Outcome claude = run_on("claude", dir);
+  Outcome codex = run_on("codex", dir);
+  EXPECT_TRUE(claude.marker) << "the allowed call ran on claude";
+  EXPECT_TRUE(codex.marker) << "the allowed call ran on codex";
+  for (const auto* o : {&claude, &codex}) {
+    auto verdict = protocol::check_stream(o->stream);
+    EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
+  }
+  const std::vector<std::string> expected = {
+      "session.started", "turn.started", "text",        "tool.requested", "tool.decided", "command.result",
+      "tool.result",     "text",         "turn.ended",  "session.ended",  "stream.closed"};
+  EXPECT_EQ(joined(claude.names), joined(expected)) << "claude";
+  EXPECT_EQ(joined(codex.names), joined(claude.names)) << "codex against claude";
+}
+
+}  // namespace
+}  // namespace mh::test
