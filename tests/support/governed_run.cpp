@@ -86,6 +86,33 @@ void GovernedRun::send(const std::string& id, const std::string& line) {
   process->send(line);
 }
 
+void GovernedRun::expect_deadline_denial_then_named_refusals(const std::string& call, const std::string& marker_file) {
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  EXPECT_EQ(requested->str("call_id"), call);
+  EXPECT_EQ(requested->object.at("deadline_ms").to_number<int>(), 1500);
+  auto decided = process->wait_for_event("tool.decided", 30s);
+  ASSERT_TRUE(decided);
+  EXPECT_EQ(decided->str("decided_by"), "deadline");
+  EXPECT_EQ(decided->object.at("decision").as_object().at("decision"), "deny");
+  auto latency = decided->object.at("latency_ms").to_number<std::int64_t>();
+  EXPECT_GE(latency, 1500);
+  EXPECT_LT(latency, 1500 + 10'000) << "the deadline fires within its budget, not much later";
+
+  send("late", decide_line("late", call, R"({"decision":"allow"})"));
+  send("nobody", decide_line("nobody", "call_nobody", R"({"decision":"allow"})"));
+  send("blank", decide_line("blank", call, R"({"decision":"deny","reason":"   "})"));
+  send("-", "{this is not json");
+  send("oops", R"({"format":"metaharness.command/1","id":"oops","command":"tool.decide"})");
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_EQ(outcome_code(*result_for("late")), "TOO_LATE");
+  EXPECT_EQ(outcome_code(*result_for("nobody")), "UNKNOWN_CALL");
+  EXPECT_EQ(outcome_code(*result_for("blank")), "MALFORMED");
+  EXPECT_EQ(outcome_code(*result_for("-")), "MALFORMED");
+  EXPECT_EQ(outcome_code(*result_for("oops")), "MALFORMED");
+  EXPECT_FALSE(std::filesystem::exists(work() / marker_file));
+}
+
 void GovernedRun::TearDown() {
   auto events = run_dir() / "events.jsonl";
   if (!std::filesystem::exists(events)) return;

@@ -45,6 +45,12 @@ class GovernedRun : public ::testing::Test {
   // Sends a command line and remembers its id: every one must get exactly one command.result.
   void send(const std::string& id, const std::string& line);
 
+  // Started in ask mode with a 1500 ms deadline, one call pending: nobody answers, so the
+  // deadline denies it; then a late answer (TOO_LATE), an unknown call (UNKNOWN_CALL), a blank
+  // deny reason, a line that is not JSON and a command with no payload (MALFORMED) are each
+  // answered once, by name; the run completes and the call's marker file was never made.
+  void expect_deadline_denial_then_named_refusals(const std::string& call, const std::string& marker_file);
+
   // Every stream is complete and well-formed, and every command sent got exactly one result.
   void TearDown() override;
 
