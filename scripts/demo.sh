@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ./run demo: the main job end to end. Starts the daemon, submits a governed Claude Code run (the
 # real CLI, pinned, against metaharness's scripted model endpoint) under a frame that admits no
-# shell, tails it, and shows the denial at the seam and the vendor's own permission_denials.
+# shell, tails it, and shows the denial at the seam and the vendor's own permission_denials. Then
+# the same frame governs a Codex run (codex app-server) in the same daemon: the same events.
 set -euo pipefail
 
 BIN="$1"
@@ -14,8 +15,9 @@ rm -f /tmp/metaharness-demo-marker
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "metaharness doctor claude (the installed CLI against the pin)"
+say "metaharness doctor claude / codex (the installed CLIs against the pins)"
 "$M" doctor claude
+"$M" doctor codex
 
 say "starting the daemon (state in $WORK/state)"
 "$M" daemon --socket "$SOCKET" --state-dir "$WORK/state" 2> "$WORK/daemon.log" &
@@ -50,6 +52,18 @@ echo "no: /tmp/metaharness-demo-marker does not exist; the call was refused befo
 
 say "the stream is complete"
 "$M" check-stream "$WORK/state/runs/$RUN/events.jsonl"
+
+say "the same frame on Codex: submitting a governed codex run (app-server) to the same daemon"
+RUN2=$("$M" submit codex -p "Review README.txt; change nothing." --frame "$WORK/frame.json" \
+        --model-scenario "$HERE/demo/scenario-codex.json" --cwd "$WORK/repo" --label demo=true)
+echo "run $RUN2"
+"$M" tail -f --human "$RUN2"
+
+say "the denial at the seam, this time an approval declined in-band (tool.decided)"
+"$M" tail --json "$RUN2" | grep '"event":"tool.decided"'
+if [ -e /tmp/metaharness-demo-marker ]; then echo "YES: the marker exists (this must not happen)"; exit 1; fi
+echo "no marker: the codex call was refused before it ran too"
+"$M" check-stream "$WORK/state/runs/$RUN2/events.jsonl"
 
 say "metaharness ls"
 "$M" ls

@@ -525,6 +525,7 @@ struct Run::Impl final : RunEffects {
     outcome.reason = reason;
     outcome.process = process;
     outcome.events = closed_seq ? *closed_seq : log->last_seq();
+    outcome.turns = core ? core->turns() : 0;
     deadlines.clear();
     idle_timer.cancel();
     grace_timer.cancel();
@@ -742,7 +743,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.turns = i.core ? i.core->turns() : 0;
     s.last_seq = i.log->last_seq();
     if (i.closed) s.close_reason = i.outcome.reason;
-    s.pid = i.child ? i.child->pid() : 0;
+    s.pid = i.child && !i.closed ? i.child->pid() : 0;  // a closed run's child is reaped
     s.created_at = i.created_at;
     s.labels = i.options.spec.labels;
     callback(std::move(s));

@@ -47,6 +47,7 @@ struct RunOutcome {
   protocol::ProcessTermination process;
   bool refused_at_start = false;  // nothing was spawned
   std::uint64_t events = 0;       // lines in the stream, stream.closed included
+  std::uint32_t turns = 0;        // turns the vendor started
 };
 
 struct RunStatus {

@@ -139,6 +139,9 @@ struct RunEntry {
   std::map<std::string, std::string> labels;
   std::chrono::system_clock::time_point created_at{};
   std::uint64_t last_seq = 0;
+  // Known for a run that closed in this process; a run found on disk at start has no count
+  // (null in a summary, not 0: absence of evidence is not a property).
+  std::optional<std::uint32_t> turns;
 };
 
 struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
@@ -224,6 +227,7 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
     it->second.closed = true;
     it->second.close_reason = outcome.reason;
     it->second.last_seq = outcome.events;
+    it->second.turns = outcome.turns;
     it->second.run.reset();  // its child, timers and buffers go; the stream stays readable
     --active;
     log(6, "run " + id + " closed: " + std::string(protocol::to_string(outcome.reason)));
@@ -735,7 +739,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     o["age_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.created_at)
                       .count();
     o["pending_decisions"] = status ? status->pending_decisions : 0;
-    o["turns"] = status ? status->turns : 0;
+    if (status) o["turns"] = status->turns;
+    else if (e.turns) o["turns"] = *e.turns;
+    else o["turns"] = nullptr;
     o["last_seq"] = status ? status->last_seq : e.last_seq;
     if (status && status->close_reason) o["close_reason"] = protocol::to_string(*status->close_reason);
     else if (e.close_reason) o["close_reason"] = protocol::to_string(*e.close_reason);
@@ -744,7 +750,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (const auto& [k, v] : e.labels) labels[k] = v;
     o["labels"] = std::move(labels);
     o["owner_uid"] = e.owner_uid;
-    o["pid"] = status ? status->pid : 0;  // the vendor process while it runs
+    // The vendor process while it runs; none after.
+    if (status && status->pid > 0) o["pid"] = status->pid;
+    else o["pid"] = nullptr;
     co_return o;
   }
 

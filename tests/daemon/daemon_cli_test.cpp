@@ -366,6 +366,8 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
   auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
   ASSERT_TRUE(got);
   EXPECT_NE(got->raw.find(R"("adapter":"codex")"), std::string::npos) << got->raw;
+  EXPECT_EQ(got->object.at("turns").to_number<int>(), 1) << "a closed run keeps its turn count";
+  EXPECT_TRUE(got->object.at("pid").is_null()) << "no vendor process after the run: null, not 0";
 }
 
 TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {
