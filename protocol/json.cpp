@@ -8,6 +8,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 namespace mh::protocol {
 
@@ -493,6 +494,22 @@ std::string excerpt(std::string_view text, std::size_t max_bytes) {
   }
   if (i < text.size()) out += "\u2026";
   return out;
+}
+
+std::optional<std::int64_t> exact_int64(const json::value& v) {
+  if (v.is_int64()) return v.get_int64();
+  if (v.is_uint64()) {
+    if (v.get_uint64() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(v.get_uint64());
+  }
+  if (v.is_double()) {
+    double d = v.get_double();
+    // 2^63 is exactly representable; every double below it in magnitude converts without overflow.
+    constexpr double kLimit = 9223372036854775808.0;
+    if (!(d >= -kLimit && d < kLimit) || d != static_cast<double>(static_cast<std::int64_t>(d))) return std::nullopt;
+    return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
 }
 
 std::string describe_json(const json::value& v) {

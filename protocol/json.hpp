@@ -124,6 +124,11 @@ class FieldReader {
   std::string error_;
 };
 
+// An integer a vendor wrote, when it is one that fits: int64, a uint64 up to INT64_MAX, or a
+// double with no fraction inside the int64 range. Anything else (1e300, 2^64-1, 1.5, a string)
+// is nullopt, never an exception or an overflowing cast: vendor bytes are untrusted.
+std::optional<std::int64_t> exact_int64(const json::value& v);
+
 // A short, bounded human description of a JSON value for refusal messages ("a number",
 // "the string \"allo…\"").
 std::string describe_json(const json::value& v);

@@ -165,9 +165,7 @@ void Reader::read_record(const json::object& record, std::string_view raw, std::
       proto::RateLimitInfo r;
       r.status = string_at(i, "status");
       r.window = string_at(i, "rateLimitType");
-      if (const json::value* resets = i.if_contains("resetsAt"); resets && resets->is_number())
-        r.resets_at = resets->is_double() ? static_cast<std::int64_t>(resets->get_double())
-                                          : resets->to_number<std::int64_t>();
+      if (const json::value* resets = i.if_contains("resetsAt")) r.resets_at = proto::exact_int64(*resets);
       r.utilization = f64_at(i, "utilization");
       if (const json::value* o = i.if_contains("isUsingOverage"); o && o->is_bool()) r.using_overage = o->get_bool();
       sink.event(proto::ev::RateLimit{r}, at);

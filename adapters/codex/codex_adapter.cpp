@@ -78,9 +78,10 @@ std::optional<std::string> at_of(const json::object& message) {
   if (!ms) {
     if (const json::object* params = object_at(message, "params")) ms = params->if_contains("emittedAtMs");
   }
-  if (!ms || !(ms->is_int64() || ms->is_uint64())) return std::nullopt;
-  std::int64_t millis = ms->to_number<std::int64_t>();
-  if (millis < 0) return std::nullopt;  // before 1970: not a clock reading
+  auto exact = ms ? proto::exact_int64(*ms) : std::nullopt;
+  // Before 1970, or past the year 9999: not a clock reading RFC 3339 can write.
+  if (!exact || *exact < 0 || *exact > 253402300799999) return std::nullopt;
+  std::int64_t millis = *exact;
   std::time_t secs = static_cast<std::time_t>(millis / 1000);
   std::tm utc{};
   gmtime_r(&secs, &utc);
@@ -178,8 +179,8 @@ enum class Purpose { initialize, thread_start, turn_start, control, inject, clea
 
 class Session final : public AdapterSession {
  public:
-  Session(const RunSpec& spec, const LaunchPlan& plan)
-      : spec_(spec), cwd_(plan.cwd), attestation_(plan.attestation), transcript_(plan.transcript_path.string()) {}
+  explicit Session(const LaunchPlan& plan)
+      : cwd_(plan.cwd), attestation_(plan.attestation), transcript_(plan.transcript_path.string()) {}
 
   // --- start ---------------------------------------------------------------------------------
 
@@ -399,8 +400,8 @@ class Session final : public AdapterSession {
   void response(const json::value& id, const json::object& m, std::string_view raw, std::uint64_t line_no,
                 AdapterSink& sink) {
     std::optional<Purpose> purpose;
-    if (id.is_int64() || id.is_uint64()) {
-      auto it = purposes_.find(id.to_number<std::int64_t>());
+    if (auto number = proto::exact_int64(id)) {
+      auto it = purposes_.find(*number);
       if (it != purposes_.end()) {
         purpose = it->second;
         purposes_.erase(it);
@@ -466,7 +467,7 @@ class Session final : public AdapterSession {
         return;
       case Purpose::control: {
         ControlReply reply;
-        reply.control_id = "rpc:" + std::to_string(id.to_number<std::int64_t>());
+        reply.control_id = "rpc:" + std::to_string(proto::exact_int64(id).value_or(-1));
         reply.ok = error == nullptr;
         reply.vendor_error = error_text;
         // "no active turn to interrupt/steer", "expected active turn id …": the window closed.
@@ -591,10 +592,11 @@ class Session final : public AdapterSession {
         proto::RateLimitInfo info;
         info.window = string_at(*limits, "limitId");
         if (!info.window) info.window = string_at(*limits, "limitName");
-        if (const json::value* used = primary->if_contains("usedPercent"); used && used->is_number())
-          info.utilization = used->to_number<double>();
-        if (const json::value* resets = primary->if_contains("resetsAt"); resets && (resets->is_int64() || resets->is_uint64()))
-          info.resets_at = resets->to_number<std::int64_t>();
+        if (const json::value* used = primary->if_contains("usedPercent"); used && used->is_double())
+          info.utilization = used->get_double();
+        else if (auto whole = used ? proto::exact_int64(*used) : std::nullopt)
+          info.utilization = static_cast<double>(*whole);
+        if (const json::value* resets = primary->if_contains("resetsAt")) info.resets_at = proto::exact_int64(*resets);
         sink.event(proto::ev::RateLimit{info}, at);
         return;
       }
@@ -698,8 +700,7 @@ class Session final : public AdapterSession {
       if (status == "completed") r.is_error = false;
       else if (status == "failed" || status == "declined") r.is_error = true;
       if (*type == "commandExecution") {
-        if (const json::value* code = item->if_contains("exitCode"); code && (code->is_int64() || code->is_uint64()))
-          r.exit_code = code->to_number<std::int64_t>();
+        if (const json::value* code = item->if_contains("exitCode")) r.exit_code = proto::exact_int64(*code);
         r.content = field("aggregatedOutput");
       } else if (*type == "mcpToolCall") {
         r.content = item->contains("result") ? item->at("result") : field("error");
@@ -714,7 +715,6 @@ class Session final : public AdapterSession {
     }
   }
 
-  const RunSpec& spec_;
   std::filesystem::path cwd_;
   proto::HermeticAttestation attestation_;
   std::string transcript_;
@@ -899,15 +899,13 @@ class CodexAdapter final : public Adapter {
     return p;
   }
 
-  std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
-    return std::make_unique<Session>(spec, plan);
+  std::unique_ptr<AdapterSession> open_session(const RunSpec&, const LaunchPlan& plan) const override {
+    return std::make_unique<Session>(plan);
   }
 
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
-    RunSpec spec;
-    spec.run_id = run_id;
     LaunchPlan plan;
-    Session session(spec, plan);
+    Session session(plan);
     OfflineSink sink(*this, run_id);
     proto::LineFramer framer(proto::kDefaultMaxLineBytes, /*digest_oversized=*/true);
     auto on_line = [&](const proto::FramedLine& line) { session.on_vendor_line(line, sink); };

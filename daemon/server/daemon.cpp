@@ -907,16 +907,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!e) co_return;
     std::uint64_t from = 1;
     if (const json::value* v = r.body.if_contains("from_seq")) {
-      if (!v->is_int64() && !v->is_uint64()) {
+      // Any non-negative integer JSON can carry (one past the end is refused by the reader, by name).
+      if (v->is_uint64()) {
+        from = v->get_uint64();
+      } else if (v->is_int64() && v->get_int64() >= 0) {
+        from = static_cast<std::uint64_t>(v->get_int64());
+      } else {
         send(refusal_line("MALFORMED", "\"from_seq\" must be a non-negative integer", r.id));
         co_return;
       }
-      auto n = v->to_number<std::int64_t>();
-      if (n < 0) {
-        send(refusal_line("MALFORMED", "\"from_seq\" must be a non-negative integer", r.id));
-        co_return;
-      }
-      from = static_cast<std::uint64_t>(n);
     }
     bool follow = attach;
     if (const json::value* v = r.body.if_contains("follow"); v && v->is_bool()) follow = follow || v->get_bool();

@@ -424,3 +424,26 @@ TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
 
 }  // namespace
 }  // namespace mh::adapters
+
+namespace mh::adapters {
+namespace {
+
+// Numbers from the vendor are untrusted: out-of-range clocks, ids, exit codes and reset times are
+// read as unknown, never thrown on (found by fuzz_vendor_transcript: a 2^64-ish emittedAtMs
+// aborted the reader).
+TEST_F(CodexSession, NumbersNoFieldCanHoldAreUnknownNotACrash) {
+  open();
+  feed(R"({"method":"turn/started","params":{"threadId":"thr_1","turn":{"id":"t1"}},"emittedAtMs":18446744073709551615})");
+  feed(R"({"method":"thread/started","params":{},"emittedAtMs":1e300})");
+  feed(R"({"id":18446744073709551615,"result":{}})");
+  feed(R"({"id":1.5,"result":{}})");
+  feed(R"({"method":"item/completed","params":{"threadId":"thr_1","turnId":"t1","item":{"type":"commandExecution","id":"c1","command":"ls","status":"completed","exitCode":1e300}}})");
+  feed(R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":1e400,"resetsAt":-1e300}}}})");
+  EXPECT_EQ(sink.turns, (std::vector<std::string>{"started"}));
+  auto results = sink.of<proto::ev::ToolResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].exit_code.has_value());
+}
+
+}  // namespace
+}  // namespace mh::adapters

@@ -296,6 +296,12 @@ TEST_F(DaemonCli, BadSocketInputIsAnsweredByNameAndTheConnectionStaysUsable) {
 
   // On an attached connection, a bad command is answered in the run's stream.
   std::string id = submit("bash_marker", R"("decisions":"ask")");
+  // A from_seq no stream can start at is refused, whatever number JSON can spell.
+  for (std::string from : {"18446744073709551615", "-1", "1.5", "1e300", "\"1\""}) {
+    auto reply = c.request(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + from));
+    ASSERT_TRUE(reply) << from;
+    EXPECT_EQ(reply->str("code"), "MALFORMED") << from;
+  }
   SocketClient control(daemon->socket());
   control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
   ASSERT_TRUE(control.wait_event("tool.requested"));

@@ -339,3 +339,29 @@ TEST(Utf8, SequenceLengthAcceptsOnlyWellFormedUtf8) {
 
 }  // namespace
 }  // namespace mh::protocol
+
+namespace mh::protocol {
+namespace {
+
+// Vendor numbers are untrusted: an integer that fits comes out, anything else is nullopt, never
+// an exception (Boost.JSON's to_number throws "not exact") or an overflowing cast.
+TEST(ExactInt64, IntegersThatFitComeOutAndEverythingElseIsNullopt) {
+  auto exact = [](std::string_view text) { return exact_int64(*parse_json(text)); };
+  EXPECT_EQ(exact("42"), 42);
+  EXPECT_EQ(exact("-7"), -7);
+  EXPECT_EQ(exact("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(exact("-9223372036854775808"), INT64_MIN);
+  EXPECT_EQ(exact("1795989576253.0"), 1795989576253);
+  EXPECT_EQ(exact("9223372036854775808"), std::nullopt) << "a uint64 past INT64_MAX";
+  EXPECT_EQ(exact("18446744073709551615"), std::nullopt);
+  EXPECT_EQ(exact("1.5"), std::nullopt);
+  EXPECT_EQ(exact("1e300"), std::nullopt);
+  EXPECT_EQ(exact("-1e300"), std::nullopt);
+  EXPECT_EQ(exact("9223372036854775808.0"), std::nullopt) << "2^63 as a double does not fit";
+  EXPECT_EQ(exact("\"12\""), std::nullopt);
+  EXPECT_EQ(exact("null"), std::nullopt);
+  EXPECT_EQ(exact("true"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace mh::protocol
