@@ -2,29 +2,40 @@
 // the real `metaharness daemon` hosting the stand-in harness (tests/standin) in place of Claude:
 //
 //   floor        a Unix-socket ping-pong between two processes (socketpair, 100-byte messages):
-//                what one round trip through the kernel costs on this machine
+//                what one round trip through the kernel costs on this machine, back to back and
+//                after a pause (1 ms, and the judged think time): on a virtual machine a round
+//                trip that starts from idle CPUs costs several times the back-to-back one. Then
+//                the machine's steadiness: a fixed ~30 us of work timed on every CPU every 2 ms
+//                for 10 s with nothing else of the bench running, counting the episodes in which
+//                the host slows the vCPUs down
 //   round_trip   100 ask-mode runs deciding concurrently, one attached controller connection per
 //                run (one epoll loop here answers every tool.requested with an allow at once);
-//                the round trip is timed AT THE HARNESS: the stand-in (MH_STANDIN_TIMING) stamps
-//                the write of each tool_use record (the moment it asks) and the read of the
-//                control_response that answers its hook_callback (the moment it has the decision)
+//                every run's first call is a gate its controller answers once attached, so no
+//                measured call is asked before its controller listens and start-up is over. The
+//                round trip is timed AT THE HARNESS: the stand-in (MH_STANDIN_TIMING) stamps the
+//                write of each tool_use record (the moment it asks) and the read of the
+//                control_response that answers its hook_callback (the moment it has the
+//                decision). Beside it: the daemon's CPU per call, and the whole machine's CPU over
+//                the same window split into the measured processes and everything else
 //   idle_memory  1,000 runs parked mid-turn (stand-in `idle` step); the daemon's own memory
 //                (/proc/<pid>/smaps_rollup; the stand-ins are other processes) against a
-//                baseline taken before submitting
+//                baseline taken after one warm-up run has come and gone
 //   stream       one chatty run (500,000 text records) read by one `tail --follow` reader, then
-//                the same with a second reader attached that never reads
+//                the same with a second connection attached that never reads; repetitions
+//                alternate, and the drop is judged per repetition (median of the pairs)
 //   ready        daemon start (exec) to READY=1 on its NOTIFY_SOCKET, with 1,000 finished runs on
 //                disk (copies of a real finished run with their ids rewritten) and with none
 //
-// Every phase runs its own daemon (own state dir, socket and NOTIFY_SOCKET), so one phase's heap
-// cannot colour another's figures. Every wait is bounded; every daemon is stopped with SIGTERM and
-// reaped, and the bench then looks for any stand-in of its own still alive (by the script path in
-// its environment), kills it and says so. Output: a readable table on stdout, a JSON summary
-// (--json, and on stdout); exit status 1 when a goal is not met, 2 when the bench itself failed.
-#include <boost/json.hpp>
-
+// Every phase runs its own daemon (own state dir, socket and NOTIFY_SOCKET, which a thread here
+// drains as systemd would), so one phase's heap cannot colour another's figures. Every wait is
+// bounded; every daemon is stopped with SIGTERM and reaped (a daemon that has to be killed fails
+// the bench), and the bench then looks for any stand-in of its own still alive (by the script
+// path in its environment), kills it and says so. Output: a readable table on stdout, a JSON
+// summary (--json, and on stdout); exit status 1 when a goal is not met, 2 when the bench itself
+// failed.
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/epoll.h>
@@ -32,6 +43,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,19 +51,23 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/json.hpp>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -71,7 +87,9 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 
 volatile std::sig_atomic_t g_stop_requested = 0;
-extern "C" void on_stop_signal(int) { g_stop_requested = 1; }
+extern "C" void on_stop_signal(int) {
+  g_stop_requested = 1;
+}
 
 // CLOCK_MONOTONIC in ns: the clock the stand-in's timing stamps use too (same machine).
 std::int64_t monotonic_ns() {
@@ -80,7 +98,9 @@ std::int64_t monotonic_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-double ms_since(std::int64_t start_ns) { return static_cast<double>(monotonic_ns() - start_ns) / 1e6; }
+double ms_since(std::int64_t start_ns) {
+  return static_cast<double>(monotonic_ns() - start_ns) / 1e6;
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -149,7 +169,8 @@ Percentiles percentiles_of(std::vector<std::int64_t> ns) {
   p.p99_us = rank(0.99);
   p.max_us = static_cast<double>(ns.back()) / 1e3;
   double sum = 0;
-  for (auto v : ns) sum += static_cast<double>(v);
+  for (auto v : ns)
+    sum += static_cast<double>(v);
   p.mean_us = sum / static_cast<double>(ns.size()) / 1e3;
   return p;
 }
@@ -192,40 +213,144 @@ MemorySample memory_of(pid_t pid) {
       continue;
     }
     in >> value >> unit;
-    if (key == "Rss:") m.rss_kb = value;
-    else if (key == "Pss:") m.pss_kb = value;
-    else if (key == "Private_Dirty:") m.private_dirty_kb = value;
-    else if (key == "Anonymous:") m.anonymous_kb = value;
+    if (key == "Rss:")
+      m.rss_kb = value;
+    else if (key == "Pss:")
+      m.pss_kb = value;
+    else if (key == "Private_Dirty:")
+      m.private_dirty_kb = value;
+    else if (key == "Anonymous:")
+      m.anonymous_kb = value;
   }
   std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec))
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
     ++m.fds;
-  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec))
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
     ++m.threads;
   return m;
 }
 
 json::object to_json(const MemorySample& m) {
-  return json::object{{"rss_kib", m.rss_kb},           {"pss_kib", m.pss_kb}, {"private_dirty_kib", m.private_dirty_kb},
-                      {"anonymous_kib", m.anonymous_kb}, {"fds", m.fds},       {"threads", m.threads}};
+  return json::object{{"rss_kib", m.rss_kb},
+                      {"pss_kib", m.pss_kb},
+                      {"private_dirty_kib", m.private_dirty_kb},
+                      {"anonymous_kib", m.anonymous_kb},
+                      {"fds", m.fds},
+                      {"threads", m.threads}};
 }
 
-// User + system CPU of a live process so far, in ms.
-double cpu_ms_of(pid_t pid) {
+// User + system CPU of a process so far, in ms (a zombie's too); with `reaped_children`, plus
+// that of its children it has reaped (cutime, cstime). 0 once the process is gone.
+double cpu_ms_of(pid_t pid, bool reaped_children = false) {
   std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   auto close_paren = stat.rfind(')');
   if (close_paren == std::string::npos) return 0;
   std::istringstream fields(stat.substr(close_paren + 2));
   std::string field;
-  unsigned long utime = 0, stime = 0;
-  // Fields after the command: state(3) ... utime(14) stime(15).
-  for (int index = 3; index <= 15 && fields >> field; ++index) {
-    if (index == 14) utime = std::stoul(field);
-    if (index == 15) stime = std::stoul(field);
+  unsigned long ticks = 0;
+  // Fields after the command: state(3) ... utime(14) stime(15) cutime(16) cstime(17).
+  for (int index = 3; index <= 17 && fields >> field; ++index) {
+    if (index == 14 || index == 15 || (reaped_children && (index == 16 || index == 17))) ticks += std::stoul(field);
   }
-  return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return static_cast<double>(ticks) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// The whole machine's CPU, to tell what the measured processes used from what everything else on
+// the machine did meanwhile (the machine may be shared).
+struct MachineCpu {
+  double busy_ms = 0, total_ms = 0;  // summed over CPUs, from /proc/stat
+  double pressure_some_ms = 0;       // /proc/pressure/cpu "some": time anything waited for a CPU
+};
+
+MachineCpu machine_cpu() {
+  MachineCpu m;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  stat >> cpu;  // the "cpu" line: user nice system idle iowait irq softirq steal (guest is in user)
+  double ticks[8] = {};
+  for (double& t : ticks)
+    stat >> t;
+  const double ms_per_tick = 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  for (double t : ticks)
+    m.total_ms += t * ms_per_tick;
+  m.busy_ms = m.total_ms - (ticks[3] + ticks[4]) * ms_per_tick;
+  std::string pressure = read_file("/proc/pressure/cpu");
+  if (auto at = pressure.find("total="); at != std::string::npos)
+    m.pressure_some_ms = std::stod(pressure.substr(at + 6)) / 1000.0;
+  return m;
+}
+
+double own_cpu_ms() {
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+  return ms(self.ru_utime) + ms(self.ru_stime);
+}
+
+// The CPU use of everything on the machine over a window, split into the measured processes
+// (the daemon, its stand-ins, this bench) and the rest.
+struct CpuShare {
+  double window_s = 0;
+  double machine_busy_percent = 0;   // of all CPUs together (100 % = every CPU busy)
+  double measured_percent = 0;       // daemon + stand-ins + bench, same scale
+  double others_percent = 0;         // everything else on the machine, same scale
+  double pressure_some_percent = 0;  // share of the window in which some task waited for a CPU
+};
+
+class CpuWindow {
+ public:
+  // `standins`: the stand-ins alive at the start (children of the daemon; those that exit and are
+  // reaped before the end are in the daemon's cutime then).
+  void start(pid_t daemon, std::vector<pid_t> standins) {
+    daemon_ = daemon;
+    standins_ = std::move(standins);
+    start_ns_ = monotonic_ns();
+    machine_ = machine_cpu();
+    measured_ms_ = measured_now();
+  }
+  CpuShare finish() const {
+    CpuShare c;
+    const double window_ms = static_cast<double>(monotonic_ns() - start_ns_) / 1e6;
+    MachineCpu now = machine_cpu();
+    const double measured = measured_now() - measured_ms_;
+    const double all_cpus_ms = now.total_ms - machine_.total_ms;
+    if (window_ms <= 0 || all_cpus_ms <= 0) return c;
+    c.window_s = window_ms / 1e3;
+    c.machine_busy_percent = (now.busy_ms - machine_.busy_ms) / all_cpus_ms * 100;
+    c.measured_percent = measured / all_cpus_ms * 100;
+    c.others_percent = std::max(0.0, c.machine_busy_percent - c.measured_percent);
+    c.pressure_some_percent = (now.pressure_some_ms - machine_.pressure_some_ms) / window_ms * 100;
+    return c;
+  }
+
+ private:
+  double measured_now() const {
+    double ms = cpu_ms_of(daemon_, /*reaped_children=*/true) + own_cpu_ms();
+    for (pid_t pid : standins_)
+      ms += cpu_ms_of(pid);
+    return ms;
+  }
+  pid_t daemon_ = -1;
+  std::vector<pid_t> standins_;
+  std::int64_t start_ns_ = 0;
+  MachineCpu machine_;
+  double measured_ms_ = 0;
+};
+
+json::object to_json(const CpuShare& c) {
+  return json::object{{"window_s", c.window_s},
+                      {"machine_busy_percent", c.machine_busy_percent},
+                      {"measured_processes_percent", c.measured_percent},
+                      {"other_processes_percent", c.others_percent},
+                      {"cpu_pressure_some_percent", c.pressure_some_percent}};
+}
+
+std::string cpu_share_text(const CpuShare& c) {
+  return "machine busy " + fixed(c.machine_busy_percent, 0) + " % of all CPUs: daemon + stand-ins + bench " +
+         fixed(c.measured_percent, 0) + " %, other processes " + fixed(c.others_percent, 0) +
+         " %; some task waiting for a CPU " + fixed(c.pressure_some_percent, 0) + " % of the time";
 }
 
 // Live processes whose environment holds an entry starting with `prefix` (here: the stand-in
@@ -253,6 +378,20 @@ std::vector<pid_t> processes_with_environment(const std::string& prefix) {
   return found;
 }
 
+// The live children of `pid` (every thread's), from /proc/<pid>/task/<tid>/children: cheap, no
+// scan of /proc.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  const fs::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (auto it = fs::directory_iterator(tasks, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::istringstream list(read_file(it->path() / "children"));
+    for (pid_t child; list >> child;)
+      children.push_back(child);
+  }
+  return children;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The daemon under measurement: own state dir, socket and NOTIFY_SOCKET, own process group
 // ---------------------------------------------------------------------------------------------
@@ -262,6 +401,27 @@ sockaddr_un address_of(const fs::path& p) {
   a.sun_family = AF_UNIX;
   std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
   return a;
+}
+
+// glibc 2.36 (Debian 12) declares these in <sys/pidfd.h> without C linkage, so call the kernel.
+int open_pidfd(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+void kill_by_pidfd(int pidfd) {
+  ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+}
+
+// Waits until the process behind `pidfd` has terminated (a pidfd polls readable then), up to
+// `deadline_ns` (monotonic). True if it has.
+bool wait_pidfd(int pidfd, std::int64_t deadline_ns) {
+  for (;;) {
+    std::int64_t left_ms = (deadline_ns - monotonic_ns()) / 1'000'000;
+    pollfd p{pidfd, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left_ms, 0)));
+    if (ready > 0) return true;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0 || left_ms <= 0) return false;
+  }
 }
 
 class DaemonProcess {
@@ -278,12 +438,22 @@ class DaemonProcess {
     sockaddr_un a = address_of(notify_);
     if (notify_fd_ < 0 || ::bind(notify_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
       throw std::runtime_error("cannot bind the notify socket " + notify_.string() + ": " + std::strerror(errno));
+    if (::pipe2(stop_drain_, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+    // The notify socket is read all the time, as systemd reads its own: a Unix datagram socket
+    // queues only net.unix.max_dgram_qlen (10 by default) datagrams, and once that many STATUS=
+    // lines sit unread the daemon's sd_notify blocks in sendmsg — on its registry strand, which
+    // then never sees SIGTERM.
+    drain_ = std::thread([this] { drain_notifications(); });
   }
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
   ~DaemonProcess() {
     if (pid_ > 0) kill_and_reap();
-    if (notify_fd_ >= 0) ::close(notify_fd_);
+    char stop = 1;
+    [[maybe_unused]] ssize_t n = ::write(stop_drain_[1], &stop, 1);
+    drain_.join();
+    for (int fd : {notify_fd_, stop_drain_[0], stop_drain_[1]})
+      if (fd >= 0) ::close(fd);
   }
 
   // Spawns the daemon; start_ns() is stamped right before posix_spawn (which execs at once).
@@ -296,12 +466,14 @@ class DaemonProcess {
       env.emplace_back(entry);
     }
     env.push_back("NOTIFY_SOCKET=" + notify_.string());
-    std::vector<std::string> args = {metaharness_.string(), "daemon",          "--config",   config_.string(),
-                                     "--socket",           socket_.string(), "--state-dir", state_.string()};
+    std::vector<std::string> args = {metaharness_.string(), "daemon",      "--config",     config_.string(), "--socket",
+                                     socket_.string(),      "--state-dir", state_.string()};
     std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
+    for (auto& a : args)
+      argv.push_back(a.data());
     argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
+    for (auto& e : env)
+      envp.push_back(e.data());
     envp.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -325,22 +497,29 @@ class DaemonProcess {
       pid_ = -1;
       return "posix_spawn " + args[0] + ": " + std::strerror(rc);
     }
+    // Our unreaped child: its pid cannot be recycled before the pidfd is held.
+    pidfd_ = open_pidfd(pid_);
+    if (pidfd_ < 0) {
+      std::string error = std::string("pidfd_open: ") + std::strerror(errno);
+      kill_and_reap();
+      return error;
+    }
     return "";
   }
 
-  // The time (monotonic ns) the first datagram containing `text` was received, or nullopt.
+  // When (monotonic ns) the first datagram containing `text` arrived, or nullopt after `timeout`.
   std::optional<std::int64_t> wait_notify(std::string_view text, std::chrono::milliseconds timeout) {
-    const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
-    for (;;) {
-      std::int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
-      if (left_ms < 0) return std::nullopt;
-      pollfd p{notify_fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left_ms) + 1) <= 0) continue;
-      std::int64_t at = monotonic_ns();
-      char buf[4096];
-      ssize_t n = ::recv(notify_fd_, buf, sizeof buf, MSG_DONTWAIT);
-      if (n > 0 && std::string_view(buf, static_cast<std::size_t>(n)).find(text) != std::string_view::npos) return at;
-    }
+    std::unique_lock lock(notify_mutex_);
+    std::optional<std::int64_t> found;
+    notify_arrived_.wait_for(lock, timeout, [&] {
+      for (const auto& [at, datagram] : notifications_)
+        if (datagram.find(text) != std::string::npos) {
+          found = at;
+          return true;
+        }
+      return false;
+    });
+    return found;
   }
 
   // SIGTERM, then a bounded wait; SIGKILL to its group if it does not go. Returns the ms it took
@@ -349,30 +528,13 @@ class DaemonProcess {
     if (pid_ <= 0) return 0.0;
     std::int64_t asked = monotonic_ns();
     ::kill(pid_, SIGTERM);
-    const std::int64_t deadline = asked + std::chrono::nanoseconds(grace).count();
-    while (monotonic_ns() < deadline) {
-      int status = 0;
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        exit_status_ = status;
-        return ms_since(asked);
-      }
-      std::this_thread::sleep_for(2ms);
+    if (wait_pidfd(pidfd_, asked + std::chrono::nanoseconds(grace).count())) {
+      double took_ms = ms_since(asked);
+      reap();
+      return took_ms;
     }
     kill_and_reap();
     return std::nullopt;
-  }
-
-  bool running() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      exit_status_ = status;
-      return false;
-    }
-    return true;
   }
 
   pid_t pid() const { return pid_; }
@@ -385,21 +547,51 @@ class DaemonProcess {
   }
 
  private:
-  void kill_and_reap() {
-    ::kill(-pid_, SIGKILL);
-    ::kill(pid_, SIGKILL);
+  void drain_notifications() {
+    for (;;) {
+      pollfd p[2] = {{notify_fd_, POLLIN, 0}, {stop_drain_[0], POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (p[1].revents) return;
+      std::int64_t at = monotonic_ns();
+      char buf[4096];
+      for (;;) {
+        ssize_t n = ::recv(notify_fd_, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0) break;
+        std::lock_guard lock(notify_mutex_);
+        notifications_.emplace_back(at, std::string(buf, static_cast<std::size_t>(n)));
+      }
+      notify_arrived_.notify_all();
+    }
+  }
+
+  void reap() {
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
     pid_ = -1;
-    exit_status_ = status;
+    if (pidfd_ >= 0) ::close(pidfd_);
+    pidfd_ = -1;
+  }
+
+  void kill_and_reap() {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    reap();
   }
 
   fs::path dir_, metaharness_, state_, socket_, notify_, config_;
   int notify_fd_ = -1;
+  int stop_drain_[2] = {-1, -1};
+  std::mutex notify_mutex_;
+  std::condition_variable notify_arrived_;
+  std::vector<std::pair<std::int64_t, std::string>> notifications_;  // (arrival, datagram)
+  std::thread drain_;
   pid_t pid_ = -1;
+  int pidfd_ = -1;
   std::int64_t start_ns_ = 0;
-  std::optional<int> exit_status_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -486,14 +678,16 @@ class LineClient {
 
 std::string socket_request(std::string_view request, std::string_view id, json::object fields = {}) {
   json::object o{{"format", "metaharness.socket/1"}, {"request", request}, {"id", id}};
-  for (auto& kv : fields) o[kv.key()] = kv.value();
+  for (auto& kv : fields)
+    o[kv.key()] = kv.value();
   return json::serialize(o);
 }
 
 // A claude run hosted on the stand-in: no model is called, but the adapter wants an endpoint.
 json::object standin_run_spec(const fs::path& script, std::string_view decisions, json::object extra_env = {}) {
   json::object env{{"MH_STANDIN_SCRIPT", script.string()}};
-  for (auto& kv : extra_env) env[kv.key()] = kv.value();
+  for (auto& kv : extra_env)
+    env[kv.key()] = kv.value();
   return json::object{{"adapter", "claude"},
                       {"prompt", "go"},
                       {"decisions", decisions},
@@ -543,9 +737,11 @@ bool wait_run_closed(const fs::path& socket, const std::string& run_id, std::chr
   return client.wait_reply("end", timeout).has_value();
 }
 
-std::string daemon_config(const fs::path& standin, std::size_t max_active) {
+// threads = 0: the daemon's default (one io thread per hardware thread).
+std::string daemon_config(const fs::path& standin, std::size_t max_active, unsigned threads) {
   return "[vendor]\nclaude = \"" + standin.string() + "\"\n[runs]\nmax_active = " + std::to_string(max_active) +
-         "\ndecision_deadline_ms = 600000\n[server]\nmax_connections = 8192\n[log]\nlevel = \"warning\"\n";
+         "\ndecision_deadline_ms = 600000\n[server]\nmax_connections = 8192\n" +
+         (threads ? "threads = " + std::to_string(threads) + "\n" : std::string()) + "[log]\nlevel = \"warning\"\n";
 }
 
 // Stops a phase's daemon and makes sure none of the phase's stand-ins outlives it.
@@ -557,22 +753,29 @@ struct Teardown {
 Teardown stop_daemon(DaemonProcess& daemon, const std::string& standin_marker, std::chrono::milliseconds grace) {
   Teardown t;
   t.daemon_exit_ms = daemon.stop(grace);
-  // A stand-in the daemon killed may take a moment to be gone from /proc; then it is a survivor.
-  std::vector<pid_t> left;
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    left = processes_with_environment(standin_marker);
-    if (left.empty()) break;
-    std::this_thread::sleep_for(100ms);
+  // A stand-in the daemon killed can still be on its way out (a zombie has no environment left,
+  // so it is no longer found): give each found one 5 s to go, watched through a pidfd; whatever
+  // is still there after that is a survivor, and is killed here.
+  std::vector<pid_t> found = processes_with_environment(standin_marker);
+  const std::int64_t deadline = monotonic_ns() + 5'000'000'000;
+  for (pid_t pid : found) {
+    int pidfd = open_pidfd(pid);
+    if (pidfd < 0) continue;  // gone already
+    if (!wait_pidfd(pidfd, deadline)) {
+      ++t.survivors;
+      kill_by_pidfd(pidfd);
+    }
+    ::close(pidfd);
   }
-  t.survivors = left.size();
-  for (pid_t pid : left) ::kill(pid, SIGKILL);
   return t;
 }
 
 json::object to_json(const Teardown& t) {
   json::object o{{"survivors", t.survivors}};
-  if (t.daemon_exit_ms) o["daemon_exit_ms"] = *t.daemon_exit_ms;
-  else o["daemon_exit_ms"] = nullptr;
+  if (t.daemon_exit_ms)
+    o["daemon_exit_ms"] = *t.daemon_exit_ms;
+  else
+    o["daemon_exit_ms"] = nullptr;
   return o;
 }
 
@@ -591,36 +794,45 @@ struct Options {
   int rt_runs = 100;
   int rt_calls = 100;
   std::vector<int> rt_think_ms = {50, 10, 0};
-  int rt_start_wait_ms = 2000;
   int idle_runs = 1000;
   int stream_events = 500000;
   int stream_bytes = 200;
-  int stream_reps = 3;
+  int stream_reps = 5;
   int ready_runs = 1000;
   int ready_starts = 11;
   int ready_template_calls = 40;
+  unsigned daemon_threads = 0;  // [server] threads; 0: the daemon's default
 };
 
-std::string standin_marker(const Options& o) { return "MH_STANDIN_SCRIPT=" + o.work_root.string() + "/"; }
+std::string standin_marker(const Options& o) {
+  return "MH_STANDIN_SCRIPT=" + o.work_root.string() + "/";
+}
 
 // ---------------------------------------------------------------------------------------------
 // Floor: a Unix-socket ping-pong between two processes
 // ---------------------------------------------------------------------------------------------
 
+// Back to back (pause 0) the two processes never sleep long and their CPUs never go idle: the
+// kernel's best case. Paced (a pause before every round trip) each round trip starts from an
+// idle process on an idle CPU, as a call after a model's think time does; on a virtual machine
+// waking an idle vCPU goes through the hypervisor and costs far more than the socket itself.
 struct FloorResult {
+  int pause_us = 0;
   bool ok = false;
   std::string failure;
   Percentiles round_trip;
 };
 
-FloorResult measure_floor(int iterations) {
+FloorResult measure_floor(int iterations, int pause_us) {
   FloorResult r;
+  r.pause_us = pause_us;
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     r.failure = std::string("socketpair: ") + std::strerror(errno);
     return r;
   }
   // A message the size of a small JSON line; the echo side reads it whole and sends it back.
+  // (The bench has no other thread yet: the floor runs first.)
   constexpr std::size_t kMessage = 100;
   pid_t echo = ::fork();
   if (echo == 0) {
@@ -647,16 +859,20 @@ FloorResult measure_floor(int iterations) {
   char buf[kMessage];
   std::vector<std::int64_t> samples;
   samples.reserve(static_cast<std::size_t>(iterations));
-  const int warmup = std::min(2000, iterations / 10);
+  const int warmup = pause_us ? 5 : std::min(2000, iterations / 10);
+  const timespec pause{pause_us / 1'000'000, static_cast<long>(pause_us % 1'000'000) * 1000};
   bool failed = false;
-  for (int i = 0; i < warmup + iterations && !failed; ++i) {
+  for (int i = 0; i < warmup + iterations && !failed && !g_stop_requested; ++i) {
+    if (pause_us) ::clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, nullptr);  // the workload's pause
     std::int64_t start = monotonic_ns();
     if (::write(pair[0], message.data(), kMessage) != static_cast<ssize_t>(kMessage)) failed = true;
     std::size_t got = 0;
     while (!failed && got < kMessage) {
       ssize_t n = ::read(pair[0], buf + got, kMessage - got);
-      if (n <= 0) failed = true;
-      else got += static_cast<std::size_t>(n);
+      if (n <= 0)
+        failed = true;
+      else
+        got += static_cast<std::size_t>(n);
     }
     if (i >= warmup) samples.push_back(monotonic_ns() - start);
   }
@@ -670,6 +886,124 @@ FloorResult measure_floor(int iterations) {
   r.round_trip = percentiles_of(std::move(samples));
   r.ok = true;
   return r;
+}
+
+std::string floor_name(int pause_us) {
+  if (pause_us == 0) return "back to back";
+  return "after a " + (pause_us % 1000 ? std::to_string(pause_us) + " us" : std::to_string(pause_us / 1000) + " ms") +
+         " pause";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The machine's steadiness: the same small piece of CPU work, timed on every CPU
+// ---------------------------------------------------------------------------------------------
+
+// On a virtual machine the host can slow every vCPU down at once (other guests, CPU quotas); the
+// round trip's tail then says more about the host than about the daemon. One thread per CPU,
+// pinned, times a fixed chunk of work (a dependent multiply chain, ~30 us) every 2 ms on an
+// otherwise idle machine (nothing of the bench runs meanwhile). A probe that takes more than 3x
+// the median is slow; three or more slow probes in a row on a CPU make an episode.
+volatile std::uint64_t g_steadiness_sink = 0;
+
+struct SteadinessResult {
+  double seconds = 0;
+  int cpus = 0;
+  double median_us = 0;
+  double slow_percent = 0;   // of all probes, over all CPUs
+  std::size_t episodes = 0;  // summed over CPUs
+  double episode_median_ms = 0, episode_max_ms = 0;
+  double episode_slowdown_median = 0;  // a slow probe's time / the median, inside episodes
+};
+
+SteadinessResult measure_steadiness(double seconds) {
+  SteadinessResult r;
+  r.seconds = seconds;
+  r.cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> probes(static_cast<std::size_t>(r.cpus));
+  auto work = [] {
+    std::uint64_t x = 12345;
+    for (int i = 0; i < 20000; ++i)
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+    g_steadiness_sink = x;  // so the chain is computed
+  };
+  const std::int64_t end = monotonic_ns() + static_cast<std::int64_t>(seconds * 1e9);
+  std::vector<std::thread> threads;
+  for (int cpu = 0; cpu < r.cpus; ++cpu) {
+    threads.emplace_back([&, cpu] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+      auto& mine = probes[static_cast<std::size_t>(cpu)];
+      timespec next{};
+      ::clock_gettime(CLOCK_MONOTONIC, &next);
+      while (monotonic_ns() < end) {
+        next.tv_nsec += 2'000'000;
+        if (next.tv_nsec >= 1'000'000'000) {
+          next.tv_nsec -= 1'000'000'000;
+          ++next.tv_sec;
+        }
+        ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);  // the probe's cadence
+        std::int64_t start = monotonic_ns();
+        work();
+        mine.emplace_back(start, monotonic_ns() - start);
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  std::vector<std::int64_t> all;
+  for (const auto& mine : probes)
+    for (const auto& p : mine)
+      all.push_back(p.second);
+  if (all.empty()) return r;
+  std::sort(all.begin(), all.end());
+  const std::int64_t median_ns = all[all.size() / 2];
+  r.median_us = static_cast<double>(median_ns) / 1e3;
+  std::size_t slow = 0;
+  std::vector<double> lengths_ms, slowdowns;
+  for (const auto& mine : probes) {
+    std::int64_t first = 0, last = 0;
+    std::size_t run = 0;
+    std::vector<double> run_slowdowns;
+    auto close_episode = [&] {
+      if (run >= 3) {
+        ++r.episodes;
+        lengths_ms.push_back(static_cast<double>(last - first) / 1e6 + 2.0);
+        slowdowns.insert(slowdowns.end(), run_slowdowns.begin(), run_slowdowns.end());
+      }
+      run = 0;
+      run_slowdowns.clear();
+    };
+    for (const auto& [at, took] : mine) {
+      if (took > 3 * median_ns) {
+        ++slow;
+        if (run == 0) first = at;
+        last = at;
+        ++run;
+        run_slowdowns.push_back(static_cast<double>(took) / static_cast<double>(median_ns));
+      } else {
+        close_episode();
+      }
+    }
+    close_episode();
+  }
+  r.slow_percent = 100.0 * static_cast<double>(slow) / static_cast<double>(all.size());
+  r.episode_median_ms = median(lengths_ms);
+  r.episode_max_ms = lengths_ms.empty() ? 0 : *std::max_element(lengths_ms.begin(), lengths_ms.end());
+  r.episode_slowdown_median = median(slowdowns);
+  return r;
+}
+
+json::object to_json(const SteadinessResult& r) {
+  return json::object{{"seconds", r.seconds},
+                      {"cpus", r.cpus},
+                      {"probe_median_us", r.median_us},
+                      {"slow_probes_percent", r.slow_percent},
+                      {"episodes", r.episodes},
+                      {"episode_median_ms", r.episode_median_ms},
+                      {"episode_max_ms", r.episode_max_ms},
+                      {"episode_slowdown_median", r.episode_slowdown_median}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -692,27 +1026,42 @@ struct RoundTripResult {
   double calls_per_s = 0;
   double daemon_cpu_ms = 0;
   double daemon_cpu_us_per_call = 0;
+  std::int64_t cpu_window_start_ns = 0, cpu_window_end_ns = 0;  // last gate answered .. last call decided
+  std::size_t calls_in_cpu_window = 0;                          // tool.requested read inside it
+  CpuShare cpu_share;                                           // the machine over that window
   double load_start = 0;
   Teardown teardown;
 };
 
-// One run's script: a start wait (every controller is attached before the first call), then
-// `calls` sequential Bash calls with the "model" thinking in between, as a real agent does
-// (claude: ~60 ms per call cycle). Think times are drawn from an exponential distribution of mean
-// `think_ms`, and the first call is offset by a uniform draw in [0, think_ms): the runs' calls
-// then arrive independently (Poisson-like), not in lock-step bursts of 100 that no set of
-// independent agents produces. think_ms = 0: no thinking at all, a closed loop at full load.
-std::string round_trip_script(int calls, int think_ms, int start_wait_ms, std::mt19937_64& random) {
+// The first call of every run is a gate: it is asked as soon as the stand-in is up, waits (the
+// deadline is 10 minutes) until the run's controller has attached and answers it, and only then
+// do the measured calls follow. So no measured call is asked before its controller listens, and
+// the runs' start-up (spawn, initialize) is over before any measured call, with no sleep to
+// guess how long either takes. The gate is not a sample.
+constexpr std::string_view kGateCallId = "toolu_bench_gate";
+
+// One run's script: the gate, then `calls` sequential Bash calls with the "model" thinking in
+// between, as a real agent does (claude: ~60 ms per call cycle). Think times are drawn from an
+// exponential distribution of mean `think_ms`, and the first measured call is offset by a uniform
+// draw in [0, think_ms): the runs' calls then arrive independently (Poisson-like), not in
+// lock-step bursts of 100 that no set of independent agents produces. think_ms = 0: no thinking
+// at all, a closed loop at full load.
+std::string round_trip_script(int calls, int think_ms, std::mt19937_64& random) {
   json::array steps;
+  auto bash_call = [](std::string_view id) {
+    return json::object{{"type", "tool_use"},
+                        {"id", id},
+                        {"name", "Bash"},
+                        {"input", json::object{{"command", "true"}, {"description", "bench"}}}};
+  };
+  steps.push_back(bash_call(kGateCallId));
   std::exponential_distribution<double> think(think_ms > 0 ? 1.0 / think_ms : 1.0);
-  int start = start_wait_ms;
-  if (think_ms > 0) start += static_cast<int>(std::uniform_int_distribution<int>(0, think_ms - 1)(random));
-  if (start > 0) steps.push_back(json::object{{"type", "wait"}, {"ms", start}});
+  if (think_ms > 0) {
+    int offset = std::uniform_int_distribution<int>(0, think_ms - 1)(random);
+    if (offset > 0) steps.push_back(json::object{{"type", "wait"}, {"ms", offset}});
+  }
   for (int i = 1; i <= calls; ++i) {
-    steps.push_back(json::object{{"type", "tool_use"},
-                                 {"id", "toolu_bench_" + std::to_string(i)},
-                                 {"name", "Bash"},
-                                 {"input", json::object{{"command", "true"}, {"description", "bench"}}}});
+    steps.push_back(bash_call("toolu_bench_" + std::to_string(i)));
     if (think_ms > 0 && i < calls) {
       int ms = static_cast<int>(std::min(think(random), 10.0 * think_ms));
       if (ms > 0) steps.push_back(json::object{{"type", "wait"}, {"ms", ms}});
@@ -720,7 +1069,7 @@ std::string round_trip_script(int calls, int think_ms, int start_wait_ms, std::m
   }
   steps.push_back(json::object{{"type", "text"}, {"text", "done"}});
   return json::serialize(json::object{{"format", "mh-standin-claude.script/1"},
-                                      {"description", "mh_daemon_bench: sequential Bash calls"},
+                                      {"description", "mh_daemon_bench: a gate, then sequential Bash calls"},
                                       {"turns", json::array{steps}}});
 }
 
@@ -729,6 +1078,7 @@ struct Controller {
   std::string run_id;
   std::string inbox;
   std::int64_t attached_ns = 0;
+  bool gate_answered = false;
   bool ended = false;
   // call id -> (tool.requested read, tool.decide sent)
   std::unordered_map<std::string, std::pair<std::int64_t, std::int64_t>> decided;
@@ -767,17 +1117,21 @@ void handle_controller_lines(Controller& c, std::int64_t now, std::string& failu
     if (event == "tool.requested") {
       std::string call(string_field(line, "call_id"));
       std::string decide = R"({"format":"metaharness.command/1","id":"d)" + std::to_string(++c.decisions) +
-                           R"(","command":"tool.decide","call_id":")" + call +
-                           R"(","decision":{"decision":"allow"}})" + "\n";
+                           R"(","command":"tool.decide","call_id":")" + call + R"(","decision":{"decision":"allow"}})" +
+                           "\n";
       if (!send_all_nonblocking(c.fd, decide)) failure = "cannot send a decision for run " + c.run_id;
       c.decided[call] = {now, monotonic_ns()};
+      if (call == kGateCallId) c.gate_answered = true;
     } else if (event == "command.result") {
       if (line.find(R"("result":"ok")") == std::string_view::npos) ++c.refused_results;
     } else if (event.empty()) {
       auto reply = string_field(line, "reply");
-      if (reply == "attached") c.attached_ns = now;
-      else if (reply == "end") c.ended = true;
-      else if (reply == "refused") failure = "run " + c.run_id + ": " + std::string(line);
+      if (reply == "attached")
+        c.attached_ns = now;
+      else if (reply == "end")
+        c.ended = true;
+      else if (reply == "refused")
+        failure = "run " + c.run_id + ": " + std::string(line);
     }
   }
   c.inbox.erase(0, start);
@@ -790,7 +1144,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   fs::create_directories(dir / "timing");
   fs::create_directories(dir / "scripts");
 
-  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 2000));
+  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 2000, o.daemon_threads));
   if (auto e = daemon.start(); !e.empty()) {
     r.failure = e;
     return r;
@@ -803,12 +1157,12 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   std::mt19937_64 random(20261129u + static_cast<unsigned>(think_ms));  // the same draws every time
   for (int i = 0; i < o.rt_runs; ++i) {
     fs::path script = dir / "scripts" / (std::to_string(i) + ".json");
-    write_file(script, round_trip_script(o.rt_calls, think_ms, o.rt_start_wait_ms, random));
+    write_file(script, round_trip_script(o.rt_calls, think_ms, random));
     specs.push_back(standin_run_spec(
-        script, "ask", json::object{{"MH_STANDIN_TIMING", (dir / "timing" / (std::to_string(i) + ".jsonl")).string()}}));
+        script, "ask",
+        json::object{{"MH_STANDIN_TIMING", (dir / "timing" / (std::to_string(i) + ".jsonl")).string()}}));
   }
   r.load_start = load_average();
-  const double cpu_before = cpu_ms_of(daemon.pid());
   const std::int64_t started = monotonic_ns();
   std::string error;
   std::vector<std::string> ids = submit_all(daemon.socket(), specs, error);
@@ -838,7 +1192,15 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
     ev.data.u64 = i;
     ::epoll_ctl(epoll, EPOLL_CTL_ADD, c.fd, &ev);
   }
-  std::size_t ended = 0;
+  std::size_t ended = 0, gates_answered = 0, measured_decisions = 0;
+  const std::size_t all_measured = ids.size() * static_cast<std::size_t>(o.rt_calls);
+  // The daemon's CPU is read when the last gate is answered (every run is up, none has asked a
+  // measured call before that except the few released in the last moments) and when the last
+  // measured call is decided: CPU per call without the runs' start-up; the runs that finished
+  // early have closed inside the window, and their close is counted.
+  double cpu_at_last_gate = 0, cpu_at_last_decision = 0;
+  CpuWindow machine;  // the same window, for the whole machine
+  std::future<void> machine_window_start;
   const std::int64_t deadline = monotonic_ns() + 600'000'000'000;  // 10 minutes, whatever the settings
   std::vector<char> buffer(256 * 1024);
   std::vector<epoll_event> events(ids.size());
@@ -855,9 +1217,29 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
         std::int64_t now = monotonic_ns();
         if (got > 0) {
           c.inbox.append(buffer.data(), static_cast<std::size_t>(got));
-          bool was_ended = c.ended;
+          bool was_ended = c.ended, was_gated = !c.gate_answered;
+          std::size_t decisions_before = c.decisions;
           handle_controller_lines(c, now, r.failure);
           if (c.ended && !was_ended) ++ended;
+          if (was_gated && c.gate_answered) {
+            if (++gates_answered == controllers.size()) {
+              cpu_at_last_gate = cpu_ms_of(daemon.pid());
+              r.cpu_window_start_ns = monotonic_ns();
+              // Reading a hundred /proc files would stall this loop for a millisecond: another
+              // thread takes the machine's starting point.
+              machine_window_start = std::async(
+                  std::launch::async, [&machine, pid = daemon.pid()] { machine.start(pid, children_of(pid)); });
+            }
+          }
+          measured_decisions += c.decisions - decisions_before - (was_gated && c.gate_answered ? 1 : 0);
+          if (measured_decisions == all_measured && cpu_at_last_decision == 0) {
+            cpu_at_last_decision = cpu_ms_of(daemon.pid());
+            r.cpu_window_end_ns = monotonic_ns();
+            if (machine_window_start.valid()) {
+              machine_window_start.get();
+              r.cpu_share = machine.finish();
+            }
+          }
           continue;
         }
         if (got < 0 && errno == EINTR) continue;
@@ -868,7 +1250,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
     }
   }
   r.wall_s = ms_since(started) / 1e3;
-  r.daemon_cpu_ms = cpu_ms_of(daemon.pid()) - cpu_before;
+  r.daemon_cpu_ms = cpu_at_last_decision - cpu_at_last_gate;
   ::close(epoll);
   for (auto& c : controllers)
     if (c.fd >= 0) ::close(c.fd);
@@ -882,6 +1264,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   // Join the harness's stamps with the controller's.
   std::vector<std::int64_t> round_trip, delivery, reaction, answer;
   std::int64_t first_asked = INT64_MAX, last_answered = 0;
+  std::size_t calls_in_cpu_window = 0;
   for (std::size_t i = 0; i < controllers.size(); ++i) {
     const Controller& c = controllers[i];
     r.refused_results += c.refused_results;
@@ -895,6 +1278,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
         return r;
       }
       std::string call(o2->at("call_id").as_string());
+      if (call == kGateCallId) continue;
       std::int64_t asked = o2->at("asked_ns").to_number<std::int64_t>();
       std::int64_t answered = o2->at("answered_ns").to_number<std::int64_t>();
       first_asked = std::min(first_asked, asked);
@@ -904,7 +1288,8 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
         ++r.calls_not_decided_here;
         continue;
       }
-      // A call asked before its controller was listening measures the attach, not the daemon.
+      if (it->second.first >= r.cpu_window_start_ns && it->second.first <= r.cpu_window_end_ns) ++calls_in_cpu_window;
+      // The gate makes this impossible; were it to happen, the sample would time the attach.
       if (asked < c.attached_ns) {
         ++r.calls_excluded;
         continue;
@@ -915,9 +1300,9 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
       reaction.push_back(it->second.second - it->second.first);
       answer.push_back(answered - it->second.second);
     }
-    if (lines != static_cast<std::size_t>(o.rt_calls)) {
+    if (lines != static_cast<std::size_t>(o.rt_calls) + 1) {
       r.failure = "run " + std::to_string(i) + " answered " + std::to_string(lines) + " of " +
-                  std::to_string(o.rt_calls) + " calls";
+                  std::to_string(o.rt_calls + 1) + " calls (the gate included)";
       return r;
     }
   }
@@ -928,7 +1313,8 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   const double calls = static_cast<double>(o.rt_runs) * o.rt_calls;
   const double calling_s = static_cast<double>(last_answered - first_asked) / 1e9;
   r.calls_per_s = calling_s > 0 ? calls / calling_s : 0;
-  r.daemon_cpu_us_per_call = r.daemon_cpu_ms * 1e3 / calls;
+  r.calls_in_cpu_window = calls_in_cpu_window;
+  r.daemon_cpu_us_per_call = calls_in_cpu_window ? r.daemon_cpu_ms * 1e3 / static_cast<double>(calls_in_cpu_window) : 0;
   r.ok = true;
   return r;
 }
@@ -980,7 +1366,7 @@ IdleResult measure_idle_memory(const Options& o) {
     return r;
   }
   DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state",
-                       daemon_config(o.standin, static_cast<std::size_t>(o.idle_runs) + 10));
+                       daemon_config(o.standin, static_cast<std::size_t>(o.idle_runs) + 10, o.daemon_threads));
   if (auto e = daemon.start(); !e.empty()) {
     r.failure = e;
     return r;
@@ -997,19 +1383,32 @@ IdleResult measure_idle_memory(const Options& o) {
     r.teardown = stop_daemon(daemon, standin_marker(o), 60s);
     return r;
   };
-  // Warm-up: one run through its whole life, so first-use costs (thread caches, lazily built
-  // tables) land in the baseline and not in the per-run figure.
+  // Warm-up: one run through its whole life (parked, halted, closed, released by the registry),
+  // so first-use costs (thread caches, lazily built tables) land in the baseline and not in the
+  // per-run figure.
   std::string error;
   auto warm = submit_all(daemon.socket(), {standin_run_spec(script, "observe")}, error);
   if (warm.empty()) return fail(error);
-  for (int i = 0; i < 100 && !parked(daemon.state_dir() / "runs" / warm[0]); ++i) std::this_thread::sleep_for(50ms);
   {
+    LineClient follower(daemon.socket());
+    follower.send_line(
+        socket_request("tail", "w", json::object{{"run_id", warm[0]}, {"from_seq", 1}, {"follow", true}}));
+    bool parked_seen = false;
+    const std::int64_t parked_deadline = monotonic_ns() + 30'000'000'000;
+    while (!parked_seen && monotonic_ns() < parked_deadline) {
+      auto line = follower.next_line(1s);
+      if (line && string_field(*line, "event") == "text") parked_seen = true;
+    }
+    if (!parked_seen) return fail("the warm-up run never parked");
     LineClient halt(daemon.socket());
     halt.send_line(socket_request("halt", "h", json::object{{"run_id", warm[0]}}));
     if (!halt.wait_reply("result", 30s)) return fail("the warm-up run was not halted");
+    if (!follower.wait_reply("end", 30s)) return fail("the warm-up run did not close");
   }
-  if (!wait_run_closed(daemon.socket(), warm[0], 30s)) return fail("the warm-up run did not close");
-  std::this_thread::sleep_for(1s);
+  // The registry lets the run go (its child, timers, buffers) when it learns of the close, and
+  // says so in its next STATUS= line.
+  if (!daemon.wait_notify("STATUS=0 active run(s), 1 closed", 30s))
+    return fail("the daemon never reported the warm-up run closed");
   r.before = memory_of(daemon.pid());
 
   std::vector<json::object> specs(static_cast<std::size_t>(o.idle_runs), standin_run_spec(script, "observe"));
@@ -1026,13 +1425,16 @@ IdleResult measure_idle_memory(const Options& o) {
   }
   if (!waiting.empty()) return fail(std::to_string(waiting.size()) + " run(s) never parked");
   r.parked_s = ms_since(started) / 1e3;
-  // Settled: nothing more is being written, then three readings a second apart.
+  // Every run is parked; nothing waits on anything here. Three readings a second apart, from 2 s
+  // on (the sleeps space the readings), and the largest counts: memory the daemon
+  // touches lazily after the runs are parked (the 200 ms STATUS timer, a late allocation) is in.
   std::this_thread::sleep_for(2s);
   for (int i = 0; i < 3; ++i) {
+    if (i > 0) std::this_thread::sleep_for(1s);
     r.after_samples.push_back(memory_of(daemon.pid()));
-    std::this_thread::sleep_for(1s);
   }
-  r.after = r.after_samples.back();
+  r.after = *std::max_element(r.after_samples.begin(), r.after_samples.end(),
+                              [](const MemorySample& a, const MemorySample& b) { return a.rss_kb < b.rss_kb; });
   r.standins_alive = processes_with_environment(standin_marker(o)).size();
   {
     LineClient status(daemon.socket());
@@ -1051,8 +1453,8 @@ IdleResult measure_idle_memory(const Options& o) {
     r.failure = "status reported " + std::to_string(r.active_in_status) + " active runs, expected " +
                 std::to_string(o.idle_runs);
   else if (r.standins_alive != static_cast<std::size_t>(o.idle_runs))
-    r.failure = std::to_string(r.standins_alive) + " stand-ins alive while parked, expected " +
-                std::to_string(o.idle_runs);
+    r.failure =
+        std::to_string(r.standins_alive) + " stand-ins alive while parked, expected " + std::to_string(o.idle_runs);
   r.ok = r.failure.empty();
   return r;
 }
@@ -1065,10 +1467,10 @@ struct StreamRun {
   bool stalled_reader = false;
   bool ok = false;
   std::string failure;
-  std::uint64_t events = 0;        // event lines the fast reader got
-  double reader_s = 0;             // first event line -> last line, at the reader
+  std::uint64_t events = 0;  // event lines the fast reader got
+  double reader_s = 0;       // first event line -> last line, at the reader
   double reader_events_per_s = 0;
-  double run_s = 0;                // events.jsonl first grew -> last grew (the run's own appends)
+  double run_s = 0;  // events.jsonl first grew -> last grew (the run's own appends)
   double run_events_per_s = 0;
   double stream_mib = 0;                 // events.jsonl at the end
   double stalled_reader_unread_kib = 0;  // what the stalled reader had been sent (kernel buffers)
@@ -1119,11 +1521,12 @@ StreamRun measure_stream_once(const DaemonProcess& daemon, const fs::path& scrip
   const fs::path run_dir = daemon.state_dir() / "runs" / ids[0];
   FileGrowthSampler sampler(run_dir / "events.jsonl");
   auto tail = socket_request("tail", "t", json::object{{"run_id", ids[0]}, {"from_seq", 1}, {"follow", true}});
-  // The stalled reader asks to follow the stream and then never reads a byte.
+  // The stalled reader attaches to the run (the issue's "stalled reader attached": a controller
+  // connection, which follows the stream like a tail) and then never reads a byte.
   std::optional<LineClient> stalled;
   if (with_stalled_reader) {
     stalled.emplace(daemon.socket());
-    stalled->send_line(tail);
+    stalled->send_line(socket_request("attach", "s", json::object{{"run_id", ids[0]}, {"from_seq", 1}}));
   }
   LineClient reader(daemon.socket());
   reader.send_line(tail);
@@ -1184,7 +1587,11 @@ struct StreamResult {
   std::string failure;
   std::vector<StreamRun> runs;
   double alone_reader_eps = 0, alone_run_eps = 0, stalled_reader_eps = 0, stalled_run_eps = 0;
-  double run_drop_percent = 0, reader_drop_percent = 0;
+  double run_drop_percent = 0, reader_drop_percent = 0;  // between the medians above
+  // Median over repetitions of each repetition's own drop (its two runs ran back to back, so
+  // drift on the machine between repetitions cancels out): the judged figure.
+  double run_drop_paired_percent = 0, reader_drop_paired_percent = 0;
+  std::vector<double> run_drops_percent;  // one per repetition
   Teardown teardown;
 };
 
@@ -1196,7 +1603,7 @@ StreamResult measure_stream(const Options& o) {
   write_file(script, R"({"format":"mh-standin-claude.script/1","description":"mh_daemon_bench: a chatty turn",)"
                      R"("turns":[[{"type":"chatter","count":)" +
                          std::to_string(o.stream_events) + R"(,"bytes":)" + std::to_string(o.stream_bytes) + "}]]}");
-  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 100));
+  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 100, o.daemon_threads));
   if (auto e = daemon.start(); !e.empty()) {
     r.failure = e;
     return r;
@@ -1233,6 +1640,13 @@ StreamResult measure_stream(const Options& o) {
   r.stalled_run_eps = median(stalled_run);
   r.run_drop_percent = (r.alone_run_eps - r.stalled_run_eps) / r.alone_run_eps * 100;
   r.reader_drop_percent = (r.alone_reader_eps - r.stalled_reader_eps) / r.alone_reader_eps * 100;
+  std::vector<double> reader_drops;
+  for (std::size_t rep = 0; rep < alone_run.size() && rep < stalled_run.size(); ++rep) {
+    r.run_drops_percent.push_back((alone_run[rep] - stalled_run[rep]) / alone_run[rep] * 100);
+    reader_drops.push_back((alone_reader[rep] - stalled_reader[rep]) / alone_reader[rep] * 100);
+  }
+  r.run_drop_paired_percent = median(r.run_drops_percent);
+  r.reader_drop_paired_percent = median(reader_drops);
   r.ok = true;
   return r;
 }
@@ -1290,17 +1704,18 @@ ReadyResult measure_ready(const Options& o) {
     json::array steps;
     for (int i = 1; i <= o.ready_template_calls; ++i) {
       steps.push_back(json::object{{"type", "text"}, {"text", "Step " + std::to_string(i) + ": let me look."}});
-      steps.push_back(json::object{{"type", "tool_use"},
-                                   {"name", "Bash"},
-                                   {"input", json::object{{"command", "echo step " + std::to_string(i)},
-                                                          {"description", "look"}}}});
+      steps.push_back(json::object{
+          {"type", "tool_use"},
+          {"name", "Bash"},
+          {"input", json::object{{"command", "echo step " + std::to_string(i)}, {"description", "look"}}}});
     }
     steps.push_back(json::object{{"type", "text"}, {"text", "All done."}});
     fs::path script = dir / "template.json";
     write_file(script, json::serialize(json::object{{"format", "mh-standin-claude.script/1"},
                                                     {"description", "mh_daemon_bench: a finished run to copy"},
                                                     {"turns", json::array{steps}}}));
-    DaemonProcess daemon(dir / "template_daemon", o.metaharness, full_state, daemon_config(o.standin, 100));
+    DaemonProcess daemon(dir / "template_daemon", o.metaharness, full_state,
+                         daemon_config(o.standin, 100, o.daemon_threads));
     if (auto e = daemon.start(); !e.empty()) {
       r.failure = e;
       return r;
@@ -1348,7 +1763,7 @@ ReadyResult measure_ready(const Options& o) {
   for (int start = 0; start < o.ready_starts && !g_stop_requested; ++start) {
     for (bool with_runs : {true, false}) {
       DaemonProcess daemon(dir / (with_runs ? "daemon_full" : "daemon_empty"), o.metaharness,
-                           with_runs ? full_state : empty_state, daemon_config(o.standin, 100));
+                           with_runs ? full_state : empty_state, daemon_config(o.standin, 100, o.daemon_threads));
       if (auto e = daemon.start(); !e.empty()) {
         r.failure = e;
         return r;
@@ -1403,11 +1818,11 @@ std::string spread_text(const std::vector<double>& v, int decimals) {
 void usage(std::ostream& out) {
   out << "usage: mh_daemon_bench [--metaharness PATH] [--standin PATH] [--work-dir DIR] [--keep]\n"
          "                       [--json FILE] [--only floor,round_trip,idle_memory,stream,ready]\n"
-         "                       [--rt-runs N] [--rt-calls N] [--rt-think-ms A,B,...] [--rt-start-wait-ms MS]\n"
+         "                       [--rt-runs N] [--rt-calls N] [--rt-think-ms A,B,...]\n"
          "                       [--floor-iterations N] [--idle-runs N] [--stream-events N] [--stream-bytes N]\n"
-         "                       [--stream-reps N] [--ready-runs N] [--ready-starts N]\n"
+         "                       [--stream-reps N] [--ready-runs N] [--ready-starts N] [--daemon-threads N]\n"
          "Defaults: metaharness and mh-standin-claude next to this program; 100 runs x 100 calls at think\n"
-         "times 50,10,0 ms (the first is judged); 1,000 idle runs; 500,000 x 200-byte events, 3 repetitions;\n"
+         "times 50,10,0 ms (the first is judged); 1,000 idle runs; 500,000 x 200-byte events, 5 repetitions;\n"
          "1,000 finished runs, 11 starts. Exit status: 0 every goal met, 1 a goal not met, 2 the bench failed.\n";
 }
 
@@ -1431,26 +1846,43 @@ std::optional<Options> parse_options(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--metaharness") o.metaharness = value();
-      else if (a == "--standin") o.standin = value();
-      else if (a == "--work-dir") o.work_root = value();
-      else if (a == "--json") o.json_out = value();
-      else if (a == "--keep") o.keep = true;
+      if (a == "--metaharness")
+        o.metaharness = value();
+      else if (a == "--standin")
+        o.standin = value();
+      else if (a == "--work-dir")
+        o.work_root = value();
+      else if (a == "--json")
+        o.json_out = value();
+      else if (a == "--keep")
+        o.keep = true;
       else if (a == "--only") {
         o.phases.clear();
         std::stringstream ss(value());
-        for (std::string p; std::getline(ss, p, ',');) o.phases.insert(p);
-      } else if (a == "--rt-runs") o.rt_runs = std::stoi(value());
-      else if (a == "--rt-calls") o.rt_calls = std::stoi(value());
-      else if (a == "--rt-think-ms") o.rt_think_ms = int_list(value());
-      else if (a == "--rt-start-wait-ms") o.rt_start_wait_ms = std::stoi(value());
-      else if (a == "--floor-iterations") o.floor_iterations = std::stoi(value());
-      else if (a == "--idle-runs") o.idle_runs = std::stoi(value());
-      else if (a == "--stream-events") o.stream_events = std::stoi(value());
-      else if (a == "--stream-bytes") o.stream_bytes = std::stoi(value());
-      else if (a == "--stream-reps") o.stream_reps = std::stoi(value());
-      else if (a == "--ready-runs") o.ready_runs = std::stoi(value());
-      else if (a == "--ready-starts") o.ready_starts = std::stoi(value());
+        for (std::string p; std::getline(ss, p, ',');)
+          o.phases.insert(p);
+      } else if (a == "--rt-runs")
+        o.rt_runs = std::stoi(value());
+      else if (a == "--rt-calls")
+        o.rt_calls = std::stoi(value());
+      else if (a == "--rt-think-ms")
+        o.rt_think_ms = int_list(value());
+      else if (a == "--floor-iterations")
+        o.floor_iterations = std::stoi(value());
+      else if (a == "--idle-runs")
+        o.idle_runs = std::stoi(value());
+      else if (a == "--stream-events")
+        o.stream_events = std::stoi(value());
+      else if (a == "--stream-bytes")
+        o.stream_bytes = std::stoi(value());
+      else if (a == "--stream-reps")
+        o.stream_reps = std::stoi(value());
+      else if (a == "--ready-runs")
+        o.ready_runs = std::stoi(value());
+      else if (a == "--ready-starts")
+        o.ready_starts = std::stoi(value());
+      else if (a == "--daemon-threads")
+        o.daemon_threads = static_cast<unsigned>(std::stoul(value()));
       else if (a == "-h" || a == "--help") {
         usage(std::cout);
         std::exit(0);
@@ -1484,7 +1916,8 @@ int main(int argc, char** argv) {
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
-  for (const auto& [what, path] : {std::pair{"metaharness", o.metaharness}, std::pair{"mh-standin-claude", o.standin}}) {
+  for (const auto& [what, path] :
+       {std::pair{"metaharness", o.metaharness}, std::pair{"mh-standin-claude", o.standin}}) {
     if (::access(path.c_str(), X_OK) != 0) {
       std::cerr << "mh_daemon_bench: no executable " << what << " at " << path.string() << "\n";
       return 2;
@@ -1509,22 +1942,45 @@ int main(int argc, char** argv) {
   std::cerr << "mh_daemon_bench: work dir " << o.work_root.string() << "; " << limit_note << "; load " << load_average()
             << "\n";
 
-  json::object summary{{"bench", "mh_daemon_bench"}, {"load_average_start", load_average()}};
+  json::object summary{{"bench", "mh_daemon_bench"},
+                       {"load_average_start", load_average()},
+                       {"cpus", std::thread::hardware_concurrency()},
+                       {"daemon_threads", o.daemon_threads}};
   std::vector<Goal> goals;
   bool bench_failed = false;
   std::ostringstream table;
 
-  std::optional<FloorResult> floor;
+  // The floor, back to back and paced: a 1 ms pause, and the judged think time.
+  std::vector<FloorResult> floors;
+  std::optional<SteadinessResult> steadiness;
   if (o.phases.count("floor")) {
-    std::cerr << "mh_daemon_bench: floor (Unix-socket ping-pong, " << o.floor_iterations << " round trips)\n";
-    floor = measure_floor(o.floor_iterations);
-    if (!floor->ok) {
-      std::cerr << "  FAILED: " << floor->failure << "\n";
-      bench_failed = true;
+    std::vector<int> pauses_us = {0, 1000};
+    if (!o.rt_think_ms.empty() && o.rt_think_ms.front() > 1) pauses_us.push_back(o.rt_think_ms.front() * 1000);
+    json::array floor_json;
+    for (int pause_us : pauses_us) {
+      // Paced: about 4 s of pauses, at least 100 samples.
+      int iterations =
+          pause_us ? std::max(100, std::min(o.floor_iterations, 4'000'000 / pause_us)) : o.floor_iterations;
+      std::cerr << "mh_daemon_bench: floor (Unix-socket ping-pong, " << iterations << " round trips, "
+                << floor_name(pause_us) << ")\n";
+      FloorResult f = measure_floor(iterations, pause_us);
+      if (!f.ok) {
+        std::cerr << "  FAILED: " << f.failure << "\n";
+        bench_failed = true;
+        floor_json.push_back(json::object{{"pause_us", pause_us}, {"failure", f.failure}});
+        continue;
+      }
+      floor_json.push_back(json::object{{"pause_us", pause_us}, {"unix_socket_round_trip", to_json(f.round_trip)}});
+      floors.push_back(std::move(f));
     }
-    summary["floor"] = floor->ok ? json::value(json::object{{"unix_socket_round_trip", to_json(floor->round_trip)}})
-                                 : json::value(json::object{{"failure", floor->failure}});
+    summary["floor"] = std::move(floor_json);
+    std::cerr << "mh_daemon_bench: the machine's steadiness (a fixed 30 us of work on every CPU every 2 ms, 10 s)\n";
+    steadiness = measure_steadiness(10.0);
+    summary["machine_steadiness"] = to_json(*steadiness);
   }
+  // The floor at the judged think time (the slowest: each round trip starts cold), else back to back.
+  const FloorResult* floor = floors.empty() ? nullptr : &floors.back();
+  const FloorResult* hot_floor = floors.empty() || floors.front().pause_us != 0 ? nullptr : &floors.front();
 
   if (o.phases.count("round_trip")) {
     json::array rts;
@@ -1549,8 +2005,18 @@ int main(int argc, char** argv) {
             << "    round trip  ask -> answer read      " << percentiles_text(r.round_trip) << "\n"
             << "    leg 1       ask -> tool.requested   " << percentiles_text(r.delivery) << "\n"
             << "    leg 2       client reaction         " << percentiles_text(r.reaction) << "\n"
-            << "    leg 3       tool.decide -> answer   " << percentiles_text(r.answer) << "\n";
-      if (r.teardown.survivors) bench_failed = true;
+            << "    leg 3       tool.decide -> answer   " << percentiles_text(r.answer) << "\n"
+            << "    over " << fixed(r.cpu_share.window_s, 1) << " s of calls: " << cpu_share_text(r.cpu_share) << "\n";
+      // A daemon that had to be killed, or a stand-in it left behind, is a failure of its own.
+      if (r.teardown.survivors || !r.teardown.daemon_exit_ms) bench_failed = true;
+      if (hot_floor)
+        table << "    p50 / p99 against the floor back to back: "
+              << fixed(r.round_trip.p50_us / hot_floor->round_trip.p50_us, 1) << "x / "
+              << fixed(r.round_trip.p99_us / hot_floor->round_trip.p99_us, 1) << "x\n";
+      if (floor && floor != hot_floor)
+        table << "    p50 / p99 against the floor " << floor_name(floor->pause_us) << ": "
+              << fixed(r.round_trip.p50_us / floor->round_trip.p50_us, 1) << "x / "
+              << fixed(r.round_trip.p99_us / floor->round_trip.p99_us, 1) << "x\n";
       rts.push_back(json::object{{"think_ms", think},
                                  {"runs", o.rt_runs},
                                  {"calls_per_run", o.rt_calls},
@@ -1566,6 +2032,8 @@ int main(int argc, char** argv) {
                                  {"calls_per_s", r.calls_per_s},
                                  {"daemon_cpu_ms", r.daemon_cpu_ms},
                                  {"daemon_cpu_us_per_call", r.daemon_cpu_us_per_call},
+                                 {"calls_in_cpu_window", r.calls_in_cpu_window},
+                                 {"machine_cpu_in_window", to_json(r.cpu_share)},
                                  {"load_average_start", r.load_start},
                                  {"teardown", to_json(r.teardown)}});
       if (k == 0) {
@@ -1577,9 +2045,20 @@ int main(int argc, char** argv) {
     }
     summary["round_trip"] = std::move(rts);
   }
-  if (floor && floor->ok)
-    table << "  floor: Unix-socket round trip between two processes (100 B)  " << percentiles_text(floor->round_trip)
-          << "\n";
+  if (!floors.empty()) {
+    table << "  floor: a Unix-socket round trip between two processes (100 B), us: p50 / p90 / p99 / max\n";
+    for (const auto& f : floors)
+      table << "    " << floor_name(f.pause_us)
+            << std::string(22 - std::min<std::size_t>(22, floor_name(f.pause_us).size()), ' ')
+            << percentiles_text(f.round_trip) << "  (" << f.round_trip.samples << " samples)\n";
+  }
+  if (steadiness)
+    table << "  the machine, idle: a fixed " << fixed(steadiness->median_us, 0) << " us of work timed on each of "
+          << steadiness->cpus << " CPUs every 2 ms for " << fixed(steadiness->seconds, 0)
+          << " s: " << fixed(steadiness->slow_percent, 1) << " % of probes over 3x; " << steadiness->episodes
+          << " episodes, counted per CPU, of 3+ slow probes in a row (median "
+          << fixed(steadiness->episode_median_ms, 0) << " ms, max " << fixed(steadiness->episode_max_ms, 0)
+          << " ms, work " << fixed(steadiness->episode_slowdown_median, 1) << "x slower in them)\n";
 
   if (o.phases.count("idle_memory") && !g_stop_requested) {
     std::cerr << "mh_daemon_bench: idle memory, " << o.idle_runs << " runs parked mid-turn\n";
@@ -1590,21 +2069,23 @@ int main(int argc, char** argv) {
     }
     if (r.teardown.survivors || !r.teardown.daemon_exit_ms) bench_failed = true;
     json::array samples;
-    for (const auto& s : r.after_samples) samples.push_back(to_json(s));
-    summary["idle_memory"] = json::object{{"runs", r.runs},
-                                          {"failure", r.failure.empty() ? json::value(nullptr) : json::value(r.failure)},
-                                          {"before", to_json(r.before)},
-                                          {"after", to_json(r.after)},
-                                          {"after_samples", std::move(samples)},
-                                          {"per_run_rss_kib", r.per_run_rss_kib},
-                                          {"per_run_pss_kib", r.per_run_pss_kib},
-                                          {"per_run_private_dirty_kib", r.per_run_private_dirty_kib},
-                                          {"per_run_fds", r.per_run_fds},
-                                          {"submit_s", r.submit_s},
-                                          {"all_parked_s", r.parked_s},
-                                          {"standins_alive_while_parked", r.standins_alive},
-                                          {"active_in_status", r.active_in_status},
-                                          {"teardown", to_json(r.teardown)}};
+    for (const auto& s : r.after_samples)
+      samples.push_back(to_json(s));
+    summary["idle_memory"] =
+        json::object{{"runs", r.runs},
+                     {"failure", r.failure.empty() ? json::value(nullptr) : json::value(r.failure)},
+                     {"before", to_json(r.before)},
+                     {"after", to_json(r.after)},
+                     {"after_samples", std::move(samples)},
+                     {"per_run_rss_kib", r.per_run_rss_kib},
+                     {"per_run_pss_kib", r.per_run_pss_kib},
+                     {"per_run_private_dirty_kib", r.per_run_private_dirty_kib},
+                     {"per_run_fds", r.per_run_fds},
+                     {"submit_s", r.submit_s},
+                     {"all_parked_s", r.parked_s},
+                     {"standins_alive_while_parked", r.standins_alive},
+                     {"active_in_status", r.active_in_status},
+                     {"teardown", to_json(r.teardown)}};
     if (r.ok) {
       table << "\nIdle runs held: " << r.runs << " runs parked mid-turn (" << r.standins_alive
             << " stand-ins alive; submitted in " << fixed(r.submit_s, 1) << " s, all parked after "
@@ -1620,10 +2101,10 @@ int main(int argc, char** argv) {
             << "  shutdown (SIGTERM) with every run open: "
             << (r.teardown.daemon_exit_ms ? fixed(*r.teardown.daemon_exit_ms, 0) + " ms" : std::string("KILLED"))
             << ", stand-ins left: " << r.teardown.survivors << "\n";
-      goals.push_back({"daemon Rss per idle run", fixed(r.per_run_rss_kib, 1) + " KiB", "<= 64 KiB",
-                       r.per_run_rss_kib <= 64});
-      goals.push_back({"daemon Private_Dirty per idle run", fixed(r.per_run_private_dirty_kib, 1) + " KiB",
-                       "<= 64 KiB", r.per_run_private_dirty_kib <= 64});
+      goals.push_back(
+          {"daemon Rss per idle run", fixed(r.per_run_rss_kib, 1) + " KiB", "<= 64 KiB", r.per_run_rss_kib <= 64});
+      goals.push_back({"daemon Private_Dirty per idle run", fixed(r.per_run_private_dirty_kib, 1) + " KiB", "<= 64 KiB",
+                       r.per_run_private_dirty_kib <= 64});
     }
   }
 
@@ -1635,6 +2116,7 @@ int main(int argc, char** argv) {
       std::cerr << "  FAILED: " << r.failure << "\n";
       bench_failed = true;
     }
+    if (r.teardown.survivors || !r.teardown.daemon_exit_ms) bench_failed = true;
     json::array runs;
     std::vector<double> ar, arun, sr, srun;
     for (const auto& one : r.runs) {
@@ -1660,21 +2142,27 @@ int main(int argc, char** argv) {
                                      {"stalled_run_events_per_s", r.stalled_run_eps},
                                      {"run_drop_percent", r.run_drop_percent},
                                      {"reader_drop_percent", r.reader_drop_percent},
+                                     {"run_drop_paired_percent", r.run_drop_paired_percent},
+                                     {"reader_drop_paired_percent", r.reader_drop_paired_percent},
+                                     {"run_drops_percent", json::value_from(r.run_drops_percent)},
                                      {"teardown", to_json(r.teardown)}};
     if (r.ok) {
-      table << "\nStream throughput, one run of " << o.stream_events << " text events (k events/s, median [min..max] of "
-            << o.stream_reps << ")\n"
+      std::string per_rep;
+      for (double d : r.run_drops_percent)
+        per_rep += (per_rep.empty() ? "" : ", ") + fixed(d, 1);
+      table << "\nStream throughput, one run of " << o.stream_events
+            << " text events (k events/s, median [min..max] of " << o.stream_reps << ")\n"
             << "                          at the fast reader      appended by the run\n"
             << "  one reader              " << spread_text(ar, 1) << "    " << spread_text(arun, 1) << "\n"
             << "  + a stalled reader      " << spread_text(sr, 1) << "    " << spread_text(srun, 1) << "\n"
-            << "  drop                    " << fixed(r.reader_drop_percent, 1) << " %                 "
-            << fixed(r.run_drop_percent, 1) << " %\n";
+            << "  drop, between medians   " << fixed(r.reader_drop_percent, 1) << " %                 "
+            << fixed(r.run_drop_percent, 1) << " %\n"
+            << "  drop, paired (median)   " << fixed(r.reader_drop_paired_percent, 1) << " %                 "
+            << fixed(r.run_drop_paired_percent, 1) << " %   (run, per repetition: " << per_rep << ")\n";
       goals.push_back({"stream: one reader", fixed(r.alone_reader_eps, 0) + " events/s", ">= 100000 events/s",
                        r.alone_reader_eps >= 100000});
-      goals.push_back({"stream: run's drop with a stalled reader", fixed(r.run_drop_percent, 1) + " %", "< 10 %",
-                       r.run_drop_percent < 10});
-      goals.push_back({"stream: reader's drop with a stalled reader", fixed(r.reader_drop_percent, 1) + " %", "< 10 %",
-                       r.reader_drop_percent < 10});
+      goals.push_back({"stream: the run's drop with a stalled reader attached (paired median)",
+                       fixed(r.run_drop_paired_percent, 1) + " %", "< 10 %", r.run_drop_paired_percent < 10});
     }
   }
 
@@ -1702,8 +2190,8 @@ int main(int argc, char** argv) {
             << r.template_events_bytes / 1024 << " KiB of events.jsonl each)   " << spread_text(r.with_runs_ms, 1)
             << "\n"
             << "  no run on disk                                               " << spread_text(r.empty_ms, 1) << "\n";
-      goals.push_back({"start to READY, 1,000 finished runs", fixed(r.with_runs_median_ms, 1) + " ms", "<= 50 ms",
-                       r.with_runs_median_ms <= 50});
+      goals.push_back({"start to READY, " + std::to_string(r.runs_on_disk) + " finished runs on disk",
+                       fixed(r.with_runs_median_ms, 1) + " ms", "<= 50 ms", r.with_runs_median_ms <= 50});
     }
   }
 
@@ -1727,7 +2215,8 @@ int main(int argc, char** argv) {
     std::vector<fs::path> phase_dirs;
     for (auto it = fs::directory_iterator(o.work_root, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
       if (it->is_directory()) phase_dirs.push_back(it->path());
-    for (const auto& d : phase_dirs) fs::remove_all(d, ec);
+    for (const auto& d : phase_dirs)
+      fs::remove_all(d, ec);
   }
   if (bench_failed) return 2;
   return all_met ? 0 : 1;

@@ -5,7 +5,8 @@
 # Figures are copied into bench/RESULTS.md by hand, with the machine they were taken on.
 #
 # Environment: MH_BENCH_REPETITIONS (default 10), MH_BENCH_ONLY (names of bench functions to run),
-# MH_SEAM_RUNS / MH_SEAM_JSON (see bench_seam).
+# MH_SEAM_RUNS / MH_SEAM_JSON (see bench_seam), MH_DAEMON_BENCH_ARGS / MH_DAEMON_JSON (see
+# bench_daemon).
 set -euo pipefail
 
 BIN="${1:?usage: scripts/bench.sh <build/bin directory>}"
@@ -80,6 +81,39 @@ bench_seam() {
   fi
 }
 
+# The daemon (issue 4): the real `metaharness daemon` hosting the stand-in harness
+# (mh-standin-claude) in one invocation: the decision round trip at the harness (100 runs deciding
+# concurrently, at think times 50, 10 and 0 ms; the first is judged) beside a Unix-socket
+# ping-pong as the floor; the daemon's memory per idle run (1,000 runs parked mid-turn); stream
+# throughput of one chatty run to one reader, alone and with a stalled reader attached; start to
+# READY=1 with 1,000 finished runs on disk. About 3 minutes and 1,000 stand-in processes at the
+# peak; nothing else heavy should run meanwhile. Goals: round trip p50 <= 200 us and p99 <= 2 ms;
+# <= 64 KiB per idle run; >= 100,000 events/s and < 10% drop with the stalled reader; READY
+# <= 50 ms. Environment: MH_DAEMON_BENCH_ARGS (extra arguments, e.g. "--only round_trip"),
+# MH_DAEMON_JSON (summary file, default daemon-bench.json in a fresh temporary directory, named
+# in the output).
+bench_daemon() {
+  local program="$BIN/mh_daemon_bench"
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
+  [ -x "$BIN/mh-standin-claude" ] || { say "missing $BIN/mh-standin-claude (build first)"; return 1; }
+  say "daemon: round trip, idle memory, stream, READY with the stand-in harness (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  local args=(--metaharness "$BIN/metaharness" --standin "$BIN/mh-standin-claude")
+  [ -n "${MH_DAEMON_JSON:-}" ] && args+=(--json "$MH_DAEMON_JSON")
+  local extra=()
+  [ -n "${MH_DAEMON_BENCH_ARGS:-}" ] && read -r -a extra <<< "$MH_DAEMON_BENCH_ARGS"
+  local out rc=0
+  # Exit status 1: a goal is not met; 2: the bench itself failed (a run did not complete, the
+  # daemon had to be killed, a stand-in outlived it).
+  out="$("$program" "${args[@]}" "${extra[@]}")" || rc=$?
+  printf '%s\n' "$out"
+  case "$rc" in
+    0) ;;
+    1) say "daemon: a goal is not met (see above)"; return 1 ;;
+    *) say "daemon: the bench did not complete (exit status $rc)"; return 1 ;;
+  esac
+}
+
 # The Codex approval seam (issue 5): the real `codex app-server` (the pinned native binary)
 # against the scripted model endpoint, 40 sequential exec_command calls per turn, three variants
 # interleaved round-robin: approvalPolicy never (the floor), a bare JSON-RPC driver accepting
@@ -103,7 +137,7 @@ bench_codex_seam() {
 
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_codex_seam}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

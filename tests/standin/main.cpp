@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);  // a vanished reader shows up as EPIPE on write, and we exit
 
   mh::standin::Session session(std::move(script), launch, std::move(records));
-  // Opt-in per-call timing for benchmarks (README.md, "Timing"): asked / answered stamps.
+  // Opt-in per-call timing for benchmarks (README.md, "Timing stamps"): asked / answered stamps.
   if (const char* timing = std::getenv("MH_STANDIN_TIMING"); timing && *timing) {
     int fd = ::open(timing, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
