@@ -1,11 +1,11 @@
 #include "adapters/adapter.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "adapters/claude/claude_adapter.hpp"
 #include "adapters/codex/codex_adapter.hpp"
 #include "metaharness/build_info.hpp"
-
-#include <algorithm>
-#include <cstdlib>
 
 namespace mh::adapters {
 
@@ -24,17 +24,21 @@ json::value spec_to_json(const RunSpec& spec) {
     o["model_endpoint"] = nullptr;
   o["model"] = spec.model ? json::value(*spec.model) : json::value(nullptr);
   json::object env;
-  for (const auto& [k, v] : spec.vendor_env) env[k] = v;
+  for (const auto& [k, v] : spec.vendor_env)
+    env[k] = v;
   o["vendor_env"] = std::move(env);
   json::object options;
-  for (const auto& [k, v] : spec.vendor_options) options[k] = v;
+  for (const auto& [k, v] : spec.vendor_options)
+    options[k] = v;
   o["vendor_options"] = std::move(options);
   json::array requires_commands;
-  for (auto c : spec.requires_commands) requires_commands.emplace_back(proto::to_string(c));
+  for (auto c : spec.requires_commands)
+    requires_commands.emplace_back(proto::to_string(c));
   o["requires"] = std::move(requires_commands);
   o["keep_open"] = spec.keep_open;
   json::object labels;
-  for (const auto& [k, v] : spec.labels) labels[k] = v;
+  for (const auto& [k, v] : spec.labels)
+    labels[k] = v;
   o["labels"] = std::move(labels);
   return o;
 }
@@ -60,8 +64,8 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
   if (const json::value* frame = o.if_contains("frame"); frame && !frame->is_null()) {
     auto loaded = proto::frame_from_json(*frame, /*require_sealed=*/true);
     if (!loaded)
-      return fail("run: the frame is refused (" + std::string(proto::to_string(loaded.error().kind)) + "): " +
-                  loaded.error().message);
+      return fail("run: the frame is refused (" + std::string(proto::to_string(loaded.error().kind)) +
+                  "): " + loaded.error().message);
     spec.frame = std::move(*loaded);
   }
   if (const json::object* endpoint = f.opt_object("model_endpoint")) {
@@ -98,7 +102,8 @@ json::value plan_to_json(const LaunchPlan& plan) {
   o["adapter"] = plan.adapter;
   o["program"] = plan.program.string();
   json::array args;
-  for (const auto& a : plan.args) args.emplace_back(a);
+  for (const auto& a : plan.args)
+    args.emplace_back(a);
   o["args"] = std::move(args);
   json::array env;
   for (const auto& [k, v] : plan.env) {
@@ -109,7 +114,8 @@ json::value plan_to_json(const LaunchPlan& plan) {
   o["env"] = std::move(env);
   o["cwd"] = plan.cwd.string();
   json::array dirs;
-  for (const auto& d : plan.directories) dirs.emplace_back(d.string());
+  for (const auto& d : plan.directories)
+    dirs.emplace_back(d.string());
   o["directories"] = std::move(dirs);
   json::array files;
   for (const auto& f : plan.files)
@@ -127,7 +133,8 @@ json::value plan_to_json(const LaunchPlan& plan) {
   proto::write(w, plan.attestation);
   o["hermetic"] = proto::parse_json(attestation).value_or(nullptr);
   json::array notes;
-  for (const auto& n : plan.notes) notes.emplace_back(n);
+  for (const auto& n : plan.notes)
+    notes.emplace_back(n);
   o["notes"] = std::move(notes);
   return o;
 }
@@ -135,8 +142,7 @@ json::value plan_to_json(const LaunchPlan& plan) {
 std::vector<proto::ev::CommandResult> refuse_unhonoured_commands(const RunSpec& spec,
                                                                  const proto::CapabilityTable& table) {
   std::vector<proto::CommandName> needed = {proto::CommandName::interrupt, proto::CommandName::halt};
-  if (spec.decisions == proto::DecisionMode::ask || spec.decisions == proto::DecisionMode::observe ||
-      spec.frame)
+  if (spec.decisions == proto::DecisionMode::ask || spec.decisions == proto::DecisionMode::observe || spec.frame)
     needed.push_back(proto::CommandName::tool_decide);
   for (auto c : spec.requires_commands)
     if (std::find(needed.begin(), needed.end(), c) == needed.end()) needed.push_back(c);
@@ -145,9 +151,8 @@ std::vector<proto::ev::CommandResult> refuse_unhonoured_commands(const RunSpec& 
   for (auto c : needed) {
     proto::CommandSupport support = table.command(c);
     if (support.honoured) continue;
-    refused.push_back(proto::ev::CommandResult{
-        "start/" + std::string(proto::to_string(c)),
-        proto::CommandOutcome::refused(support.code, table.refusal_reason(c))});
+    refused.push_back(proto::ev::CommandResult{"start/" + std::string(proto::to_string(c)),
+                                               proto::CommandOutcome::refused(support.code, table.refusal_reason(c))});
   }
   return refused;
 }
@@ -171,8 +176,7 @@ HostConfig host_config_from_environment() {
   for (const auto& pin : build_info::vendor_pins) {
     std::string var = "METAHARNESS_" + std::string(pin.adapter) + "_BIN";
     std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });
-    if (const char* bin = std::getenv(var.c_str()); bin && *bin)
-      config.binaries[std::string(pin.adapter)] = bin;
+    if (const char* bin = std::getenv(var.c_str()); bin && *bin) config.binaries[std::string(pin.adapter)] = bin;
   }
   // Codex's per-call hook program ships next to this binary (build/bin, /usr/bin...).
   if (const char* hook = std::getenv("METAHARNESS_CODEX_HOOK_BIN"); hook && *hook) {
@@ -200,7 +204,8 @@ const Adapter* AdapterRegistry::find(std::string_view id) const {
 
 std::vector<std::string_view> AdapterRegistry::ids() const {
   std::vector<std::string_view> out;
-  for (const auto& a : adapters_) out.push_back(a->id());
+  for (const auto& a : adapters_)
+    out.push_back(a->id());
   return out;
 }
 
@@ -238,7 +243,8 @@ void OfflineSink::call_presented(ToolCall call, std::optional<std::string> at) {
   // One record per call, however many times the vendor's transcript restates it.
   if (!presented_.insert(call.call_id).second) return;
   proto::ev::ToolRequested r;
-  for (const auto& op : adapter_.operations_for(call)) r.operations.emplace_back(op.wire_name());
+  for (const auto& op : adapter_.operations_for(call))
+    r.operations.emplace_back(op.wire_name());
   r.subjects = adapter_.subjects_for(call);
   r.call_id = std::move(call.call_id);
   r.name = std::move(call.name);
@@ -248,7 +254,9 @@ void OfflineSink::call_presented(ToolCall call, std::optional<std::string> at) {
   push(std::move(r), std::move(at));
 }
 
-void OfflineSink::call_awaits_answer(ToolCall call, ReplyToken) { call_presented(std::move(call), std::nullopt); }
+void OfflineSink::call_awaits_answer(ToolCall call, ReplyToken) {
+  call_presented(std::move(call), std::nullopt);
+}
 
 void OfflineSink::turn_started(std::optional<std::string> at) {
   push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(at));

@@ -5,15 +5,14 @@
 // host every vendor, and lets the governing logic be tested without processes.
 #pragma once
 
-#include "protocol/capabilities.hpp"
-#include "protocol/events.hpp"
-#include "protocol/line_framer.hpp"
-
 #include <boost/system/result.hpp>
-
 #include <filesystem>
 #include <memory>
 #include <set>
+
+#include "protocol/capabilities.hpp"
+#include "protocol/events.hpp"
+#include "protocol/line_framer.hpp"
 
 namespace mh::adapters {
 
@@ -36,9 +35,9 @@ struct RunSpec {
   proto::DecisionMode decisions = proto::DecisionMode::frame;
   std::optional<proto::Frame> frame;  // launch-time frame (already loaded and verified)
   std::uint64_t decision_deadline_ms = 55'000;
-  std::optional<std::string> cwd;     // operator-named working directory (else scratch/work)
+  std::optional<std::string> cwd;  // operator-named working directory (else scratch/work)
   std::optional<ModelEndpoint> model_endpoint;
-  std::optional<std::string> model;   // vendor model name, passed through
+  std::optional<std::string> model;  // vendor model name, passed through
   // Declared extra environment for the vendor (e.g. CLAUDE_CODE_MAX_RETRIES). Checked
   // against the adapter's denylist: a declared variable that would disable the seam is refused.
   std::map<std::string, std::string> vendor_env;
@@ -87,8 +86,8 @@ struct HookChannel {
 
 struct LaunchPlan {
   std::string adapter;
-  std::filesystem::path program;   // absolute path of the vendor binary
-  std::vector<std::string> args;   // after argv[0]
+  std::filesystem::path program;                         // absolute path of the vendor binary
+  std::vector<std::string> args;                         // after argv[0]
   std::vector<std::pair<std::string, std::string>> env;  // constructed, never inherited
   std::filesystem::path cwd;
   std::vector<std::filesystem::path> directories;  // created before spawning
@@ -230,8 +229,7 @@ class AdapterSession {
   }
   // Can this adapter carry this decision for this call? (e.g. a replace whose input the wire
   // cannot express is refused by name, never downgraded.)
-  virtual std::optional<proto::Refusal> check_decision(const ToolCall& call,
-                                                       const proto::Decision& decision) const = 0;
+  virtual std::optional<proto::Refusal> check_decision(const ToolCall& call, const proto::Decision& decision) const = 0;
 
   // Start a new turn with one user message made of these texts, in order (a frame that comes
   // into force at this boundary is delivered as the first text).
@@ -305,7 +303,7 @@ class OfflineSink final : public AdapterSink {
 // Host-side configuration for adapters: where the pinned vendor CLIs live. This is the host's
 // choice (config file / environment), never the submitting client's.
 struct HostConfig {
-  std::filesystem::path vendor_dir;  // holds node_modules/ from ./run setup
+  std::filesystem::path vendor_dir;                       // holds node_modules/ from ./run setup
   std::map<std::string, std::filesystem::path> binaries;  // per-adapter override
 };
 

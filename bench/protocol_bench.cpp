@@ -7,18 +7,18 @@
 //   typed: read_event_line (parse, check, build the typed event) + serialize (canonical form);
 //   raw:   boost::json::parse + boost::json::serialize (no checks, insertion order kept).
 // The typed path is allowed to cost at most twice the raw one.
-#include "protocol/events.hpp"
-#include "protocol/reader.hpp"
-
 #include <benchmark/benchmark.h>
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "protocol/events.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::protocol {
 namespace {
@@ -42,10 +42,13 @@ class Prng {
 };
 
 constexpr const char* kWords[] = {
-    "the", "test", "suite", "is", "red", "before", "implementation", "function", "returns", "value",
-    "const", "auto", "std::string", "include", "error", "warning:", "build", "passed", "failed", "src/lib.rs",
-    "cargo", "ninja", "=>", "{", "}", "(", ")", ";", "\"quoted\"", "tab\there", "naïve", "café", "→", "’s",
-    "0x7f", "42", "TODO", "fix", "assert_eq!", "return", "if", "else", "for", "while", "match", "impl"};
+    "the",        "test",      "suite", "is",         "red",    "before",      "implementation",
+    "function",   "returns",   "value", "const",      "auto",   "std::string", "include",
+    "error",      "warning:",  "build", "passed",     "failed", "src/lib.rs",  "cargo",
+    "ninja",      "=>",        "{",     "}",          "(",      ")",           ";",
+    "\"quoted\"", "tab\there", "naïve", "café",       "→",      "’s",          "0x7f",
+    "42",         "TODO",      "fix",   "assert_eq!", "return", "if",          "else",
+    "for",        "while",     "match", "impl"};
 
 // Text that looks like code or command output: words, punctuation, newlines, some non-ASCII.
 std::string prose(Prng& rng, std::size_t bytes) {
@@ -58,7 +61,9 @@ std::string prose(Prng& rng, std::size_t bytes) {
   return out;
 }
 
-std::string call_id(std::size_t n) { return "toolu_01" + std::to_string(100000 + n); }
+std::string call_id(std::size_t n) {
+  return "toolu_01" + std::to_string(100000 + n);
+}
 
 // Tool inputs as vendors send them: keys in the vendor's order, not sorted.
 json::value tool_input(Prng& rng, std::string& tool) {
@@ -133,7 +138,8 @@ std::vector<std::string> generate_stream(std::uint64_t seed) {
   started.permission_mode = "default";
   started.credential_source = "none";
   started.cwd = "/work";
-  started.offered_tools = std::vector<std::string>{"Bash", "Edit", "Glob", "Grep", "Read", "Task", "TodoWrite", "WebFetch", "Write"};
+  started.offered_tools =
+      std::vector<std::string>{"Bash", "Edit", "Glob", "Grep", "Read", "Task", "TodoWrite", "WebFetch", "Write"};
   started.mcp_servers = std::vector<McpServerRef>{{"github", "connected"}};
   started.transcript.path = "/scratch/transcript.jsonl";
   emit(started, true);
@@ -157,7 +163,8 @@ std::vector<std::string> generate_stream(std::uint64_t seed) {
       decided.call_id = id;
       decided.seam = Seam::hook;
       if (rng.chance(15)) {
-        decided.decision = decision::Deny{"this step admits no " + requested.name + "; a refusal is the answer, not an obstacle"};
+        decided.decision =
+            decision::Deny{"this step admits no " + requested.name + "; a refusal is the answer, not an obstacle"};
         decided.decided_by = DecidedBy::frame;
         emit(decided, false);
         continue;
@@ -166,7 +173,8 @@ std::vector<std::string> generate_stream(std::uint64_t seed) {
       decided.decided_by = requested.decision_required ? DecidedBy::embedder : DecidedBy::frame;
       if (requested.decision_required) decided.latency_ms = rng.between(5, 3000);
       emit(decided, false);
-      if (requested.decision_required) emit(ev::CommandResult{"c" + std::to_string(calls), CommandOutcome::ok()}, false);
+      if (requested.decision_required)
+        emit(ev::CommandResult{"c" + std::to_string(calls), CommandOutcome::ok()}, false);
       ev::ToolResult result;
       result.call_id = id;
       result.is_error = rng.chance(10);
@@ -282,7 +290,8 @@ void BM_Typed_SerializeOnly(benchmark::State& state) {
   const Corpus& c = corpus();
   std::vector<Event> events;
   events.reserve(c.lines.size());
-  for (const auto& line : c.lines) events.push_back(*read_event_line(line));
+  for (const auto& line : c.lines)
+    events.push_back(*read_event_line(line));
   for (auto _ : state) {
     for (const auto& e : events) {
       std::string out = serialize(e);

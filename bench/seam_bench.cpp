@@ -21,13 +21,6 @@
 //
 // Every wait is bounded; a run that does not finish in time is killed and reaped, and the
 // program then exits non-zero.
-#include "daemon/model/scripted_endpoint.hpp"
-#include "metaharness/build_info.hpp"
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/json.hpp>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -39,9 +32,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <csignal>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,6 +52,8 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/model/scripted_endpoint.hpp"
+#include "metaharness/build_info.hpp"
 
 namespace {
 
@@ -109,10 +107,14 @@ constexpr std::array<Variant, 4> kAllVariants = {Variant::baseline, Variant::bar
 
 std::string_view name_of(Variant v) {
   switch (v) {
-    case Variant::baseline: return "baseline";
-    case Variant::bare_driver: return "bare_driver";
-    case Variant::command_hook: return "command_hook";
-    case Variant::metaharness_ask: return "metaharness_ask";
+    case Variant::baseline:
+      return "baseline";
+    case Variant::bare_driver:
+      return "bare_driver";
+    case Variant::command_hook:
+      return "command_hook";
+    case Variant::metaharness_ask:
+      return "metaharness_ask";
   }
   return "?";
 }
@@ -162,8 +164,8 @@ class Child {
   }
 
   // Returns an error text, or "" when the child runs.
-  std::string spawn(const fs::path& program, const std::vector<std::string>& args,
-                    const std::vector<std::string>& env, const fs::path& cwd, const fs::path& stderr_file) {
+  std::string spawn(const fs::path& program, const std::vector<std::string>& args, const std::vector<std::string>& env,
+                    const fs::path& cwd, const fs::path& stderr_file) {
     int in[2], out[2];
     if (::pipe2(in, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
     if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -176,8 +178,7 @@ class Child {
     // dup2 onto 0/1 clears close-on-exec on the copies; the originals close at exec.
     posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
@@ -194,11 +195,13 @@ class Child {
     std::string program_string = program.string();
     argv.push_back(program_string.data());
     std::vector<std::string> args_copy = args;
-    for (auto& a : args_copy) argv.push_back(a.data());
+    for (auto& a : args_copy)
+      argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<std::string> env_copy = env;
     std::vector<char*> envp;
-    for (auto& e : env_copy) envp.push_back(e.data());
+    for (auto& e : env_copy)
+      envp.push_back(e.data());
     envp.push_back(nullptr);
 
     int rc = ::posix_spawn(&pid_, program_string.c_str(), &actions, &attr, argv.data(), envp.data());
@@ -426,8 +429,10 @@ class Bench {
     }
     r.load_before = load_average();
     const double cpu_before = own_cpu_ms();
-    if (v == Variant::metaharness_ask) run_metaharness(r);
-    else run_claude_directly(r);
+    if (v == Variant::metaharness_ask)
+      run_metaharness(r);
+    else
+      run_claude_directly(r);
     r.bench_cpu_ms = own_cpu_ms() - cpu_before;
     r.match_latencies();
     if (r.ok && !o_.keep) fs::remove_all(r.dir, ec);
@@ -448,15 +453,16 @@ class Bench {
   // last tool result). `step_received_ms` holds the arrival time of every step-answered request.
   std::string span_from(const std::vector<double>& step_received_ms, RunRecord& r) const {
     if (static_cast<int>(step_received_ms.size()) != calls_ + 1)
-      return "the endpoint answered " + std::to_string(step_received_ms.size()) + " main-loop requests with steps, not " +
-             std::to_string(calls_ + 1);
+      return "the endpoint answered " + std::to_string(step_received_ms.size()) +
+             " main-loop requests with steps, not " + std::to_string(calls_ + 1);
     r.span_ms = step_received_ms.back() - step_received_ms.front();
     return "";
   }
 
   void run_claude_directly(RunRecord& r) {
     const fs::path home = r.dir / "home", config = home / ".claude", tmp = r.dir / "tmp", work = r.dir / "work";
-    for (const auto& d : {home, config, tmp, work}) fs::create_directories(d);
+    for (const auto& d : {home, config, tmp, work})
+      fs::create_directories(d);
 
     auto scenario = mh::model::load_scenario_file(o_.scenario);
     if (!scenario) {
@@ -465,15 +471,15 @@ class Bench {
     }
     // The endpoint keeps the same request log as metaharness's own (a file in the run dir), so
     // the endpoint's work is alike in every variant.
-    mh::model::ScriptedEndpoint endpoint(host_.io, std::move(*scenario),
-                                         {.log_path = r.dir / "model-requests.jsonl"});
+    mh::model::ScriptedEndpoint endpoint(host_.io, std::move(*scenario), {.log_path = r.dir / "model-requests.jsonl"});
     if (auto port = endpoint.start(); !port) {
       r.failure = "endpoint: " + port.error().message();
       return;
     }
 
-    std::vector<std::string> args = {"-p",      "--input-format",      "stream-json", "--output-format",
-                                     "stream-json", "--verbose", "--setting-sources", "", "--strict-mcp-config"};
+    std::vector<std::string> args = {
+        "-p", "--input-format",     "stream-json", "--output-format", "stream-json", "--verbose", "--setting-sources",
+        "",   "--strict-mcp-config"};
     if (r.variant == Variant::baseline) args.insert(args.end(), {"--allowedTools", "Bash"});
     if (r.variant == Variant::command_hook) {
       json::object hook{{"type", "command"}, {"command", o_.hook_command}, {"timeout", 60}};
@@ -491,12 +497,12 @@ class Bench {
                                     "ANTHROPIC_AUTH_TOKEN=" + endpoint.token(),
                                     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
 
-    const json::object user_line{{"type", "user"},
-                                 {"session_id", ""},
-                                 {"message", json::object{{"role", "user"},
-                                                          {"content", json::array{json::object{
-                                                                          {"type", "text"}, {"text", o_.prompt}}}}}},
-                                 {"parent_tool_use_id", nullptr}};
+    const json::object user_line{
+        {"type", "user"},
+        {"session_id", ""},
+        {"message",
+         json::object{{"role", "user"}, {"content", json::array{json::object{{"type", "text"}, {"text", o_.prompt}}}}}},
+        {"parent_tool_use_id", nullptr}};
     const std::string user = json::serialize(user_line);
     // The same registration metaharness makes: one callback for every tool.
     const std::string initialize =
@@ -512,8 +518,10 @@ class Bench {
     LineReader reader(child.stdout_fd());
     bool initialized = r.variant != Variant::bare_driver;
     // Like metaharness, the bare driver sends the prompt once the seam is installed.
-    if (!initialized) child.write_line(initialize);
-    else child.write_line(user);
+    if (!initialized)
+      child.write_line(initialize);
+    else
+      child.write_line(user);
 
     std::string line;
     Clock::time_point read_at;
@@ -522,7 +530,7 @@ class Bench {
     while (!result_at) {
       auto status = reader.next(line, read_at, deadline);
       if (status != LineReader::Status::line) {
-        r.failure = g_stop_requested                          ? "stopped by a signal"
+        r.failure = g_stop_requested                        ? "stopped by a signal"
                     : status == LineReader::Status::timeout ? "timed out before the result"
                                                             : "stdout ended before the result";
         break;
@@ -539,30 +547,34 @@ class Bench {
         if (!request || !request->is_object() || !id || !id->is_string()) continue;
         const json::value* subtype = request->get_object().if_contains("subtype");
         if (!subtype || !subtype->is_string() || subtype->get_string() != "hook_callback") continue;
-        std::string answer = R"({"type":"control_response","response":{"subtype":"success","request_id":)" +
-                             json::serialize(*id) +
-                             R"(,"response":{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}}})";
+        std::string answer =
+            R"({"type":"control_response","response":{"subtype":"success","request_id":)" + json::serialize(*id) +
+            R"(,"response":{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}}})";
         child.write_line(answer);
         r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - read_at).count());
         ++r.calls_answered;
       } else if (type->get_string() == "assistant") {
         const json::value* message = record.if_contains("message");
-        const json::value* content = message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
+        const json::value* content =
+            message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
         if (content && content->is_array())
           for (const auto& block : content->get_array())
-            if (block.is_object() && block.get_object().if_contains("type") && block.get_object().at("type") == "tool_use") {
+            if (block.is_object() && block.get_object().if_contains("type") &&
+                block.get_object().at("type") == "tool_use") {
               r.call_seen_ms.push_back(ms_between(started, read_at));
               if (const json::value* id = block.get_object().if_contains("id"); id && id->is_string())
                 r.seen_by_id[std::string(id->get_string())] = ms_between(started, read_at);
             }
       } else if (type->get_string() == "user") {
         const json::value* message = record.if_contains("message");
-        const json::value* content = message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
+        const json::value* content =
+            message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
         if (content && content->is_array())
           for (const auto& block : content->get_array())
             if (block.is_object() && block.get_object().if_contains("tool_use_id") &&
                 block.get_object().at("tool_use_id").is_string())
-              r.done_by_id[std::string(block.get_object().at("tool_use_id").get_string())] = ms_between(started, read_at);
+              r.done_by_id[std::string(block.get_object().at("tool_use_id").get_string())] =
+                  ms_between(started, read_at);
       } else if (type->get_string() == "control_response" && !initialized) {
         initialized = true;
         child.write_line(user);
@@ -593,7 +605,8 @@ class Bench {
     r.wall_end_ms = ms_between(started, *eof_at);
     std::vector<double> received;
     for (const auto& request : endpoint.requests())
-      if (request.answer == mh::model::Answer::step) received.push_back(static_cast<double>(request.received_at.count()));
+      if (request.answer == mh::model::Answer::step)
+        received.push_back(static_cast<double>(request.received_at.count()));
     r.failure = result_problem;
     if (r.failure.empty()) r.failure = span_from(received, r);
     if (r.failure.empty() && r.variant == Variant::bare_driver && r.calls_answered != calls_)
@@ -640,7 +653,7 @@ class Bench {
     while (!closed_at) {
       auto status = reader.next(line, read_at, deadline);
       if (status != LineReader::Status::line) {
-        r.failure = g_stop_requested                          ? "stopped by a signal"
+        r.failure = g_stop_requested                        ? "stopped by a signal"
                     : status == LineReader::Status::timeout ? "timed out before stream.closed"
                                                             : "stdout ended before stream.closed";
         break;
@@ -685,8 +698,10 @@ class Bench {
     r.child_cpu_ms = child.cpu_ms();
     if (!r.failure.empty()) return;
 
-    if (!turn_ended_at) r.failure = "no turn.ended";
-    else if (close_reason != "completed") r.failure = "stream.closed reason " + close_reason;
+    if (!turn_ended_at)
+      r.failure = "no turn.ended";
+    else if (close_reason != "completed")
+      r.failure = "stream.closed reason " + close_reason;
     else if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
       r.failure = "metaharness exit status " + std::to_string(WIFEXITED(*status) ? WEXITSTATUS(*status) : -1);
     else if (r.calls_answered != calls_)
@@ -788,7 +803,8 @@ using Runs = std::vector<const RunRecord*>;
 std::vector<double> call_cycles(const Runs& runs) {
   std::vector<double> gaps;
   for (const RunRecord* r : runs)
-    for (std::size_t i = 1; i < r->call_seen_ms.size(); ++i) gaps.push_back(r->call_seen_ms[i] - r->call_seen_ms[i - 1]);
+    for (std::size_t i = 1; i < r->call_seen_ms.size(); ++i)
+      gaps.push_back(r->call_seen_ms[i] - r->call_seen_ms[i - 1]);
   return gaps;
 }
 
@@ -804,19 +820,25 @@ struct Metric {
 template <double RunRecord::*field>
 double median_of(const Runs& runs) {
   std::vector<double> v;
-  for (const RunRecord* r : runs) v.push_back(r->*field);
+  for (const RunRecord* r : runs)
+    v.push_back(r->*field);
   return median(v);
 }
 
-double median_call_cycle(const Runs& runs) { return median(call_cycles(runs)); }
+double median_call_cycle(const Runs& runs) {
+  return median(call_cycles(runs));
+}
 
 std::vector<double> call_latencies(const Runs& runs) {
   std::vector<double> all;
-  for (const RunRecord* r : runs) all.insert(all.end(), r->call_latency_ms.begin(), r->call_latency_ms.end());
+  for (const RunRecord* r : runs)
+    all.insert(all.end(), r->call_latency_ms.begin(), r->call_latency_ms.end());
   return all;
 }
 
-double median_call_latency(const Runs& runs) { return median(call_latencies(runs)); }
+double median_call_latency(const Runs& runs) {
+  return median(call_latencies(runs));
+}
 
 constexpr std::array<Metric, 5> kMetrics = {
     // The issue's definition: the turn's wall time, medians of runs, difference over N.
@@ -851,14 +873,17 @@ std::optional<std::pair<double, double>> bootstrap_interval(const std::vector<Ru
     for (const auto& g : groups) {
       std::uniform_int_distribution<std::size_t> pick(0, g.size() - 1);
       Runs r;
-      for (std::size_t k = 0; k < g.size(); ++k) r.push_back(g[pick(random)]);
+      for (std::size_t k = 0; k < g.size(); ++k)
+        r.push_back(g[pick(random)]);
       resampled.push_back(std::move(r));
     }
     if (auto e = statistic(resampled)) estimates.push_back(*e);
   }
   if (estimates.size() < kResamples / 2) return std::nullopt;
   std::sort(estimates.begin(), estimates.end());
-  auto at = [&](double q) { return estimates[static_cast<std::size_t>(q * static_cast<double>(estimates.size() - 1))]; };
+  auto at = [&](double q) {
+    return estimates[static_cast<std::size_t>(q * static_cast<double>(estimates.size() - 1))];
+  };
   return std::make_pair(at(0.025), at(0.975));
 }
 
@@ -867,12 +892,15 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
   std::map<Variant, int> failed;
   for (const auto& r : records) {
     if (r.round < 0) continue;
-    if (r.ok) ok[r.variant].push_back(&r);
-    else ++failed[r.variant];
+    if (r.ok)
+      ok[r.variant].push_back(&r);
+    else
+      ++failed[r.variant];
   }
   auto values = [&](Variant v, double RunRecord::*field) {
     std::vector<double> out;
-    for (const RunRecord* r : ok[v]) out.push_back(r->*field);
+    for (const RunRecord* r : ok[v])
+      out.push_back(r->*field);
     return out;
   };
   auto added = [&](const Metric& m, Variant v) { return added_per_call(m, ok[v], ok[Variant::baseline], calls); };
@@ -909,10 +937,14 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
       return cycles.empty() ? 0.0 : cycles[static_cast<std::size_t>(q * static_cast<double>(cycles.size() - 1))];
     };
     double cycle_mean = 0;
-    for (double c : cycles) cycle_mean += c;
+    for (double c : cycles)
+      cycle_mean += c;
     if (!cycles.empty()) cycle_mean /= static_cast<double>(cycles.size());
-    entry["call_cycle_ms"] = json::object{{"median", median(cycles)}, {"p10", quantile(0.10)}, {"p90", quantile(0.90)},
-                                          {"mean", cycle_mean}, {"max", cycles.empty() ? 0.0 : cycles.back()},
+    entry["call_cycle_ms"] = json::object{{"median", median(cycles)},
+                                          {"p10", quantile(0.10)},
+                                          {"p90", quantile(0.90)},
+                                          {"mean", cycle_mean},
+                                          {"max", cycles.empty() ? 0.0 : cycles.back()},
                                           {"n", cycles.size()}};
     cells.push_back(fixed(median(cycles), 1) + " [" + fixed(quantile(0.10), 1) + ".." + fixed(quantile(0.90), 1) + "]");
     std::vector<double> latencies = call_latencies(ok[v]);
@@ -921,8 +953,10 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
       return latencies.empty() ? 0.0
                                : latencies[static_cast<std::size_t>(q * static_cast<double>(latencies.size() - 1))];
     };
-    entry["call_latency_ms"] = json::object{{"median", median(latencies)}, {"p10", latency_quantile(0.10)},
-                                            {"p90", latency_quantile(0.90)}, {"n", latencies.size()}};
+    entry["call_latency_ms"] = json::object{{"median", median(latencies)},
+                                            {"p10", latency_quantile(0.10)},
+                                            {"p90", latency_quantile(0.90)},
+                                            {"n", latencies.size()}};
     cells.push_back(fixed(median(latencies), 1) + " [" + fixed(latency_quantile(0.10), 1) + ".." +
                     fixed(latency_quantile(0.90), 1) + "]");
     entry["child_cpu_ms"] = to_json(spread_of(values(v, &RunRecord::child_cpu_ms)));
@@ -936,7 +970,8 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
     entry["added_ms_per_call_vs_baseline"] = std::move(added_json);
     if (v == Variant::bare_driver) {
       std::vector<double> reactions;
-      for (const RunRecord* r : ok[v]) reactions.insert(reactions.end(), r->driver_reaction_us.begin(), r->driver_reaction_us.end());
+      for (const RunRecord* r : ok[v])
+        reactions.insert(reactions.end(), r->driver_reaction_us.begin(), r->driver_reaction_us.end());
       entry["driver_reaction_us"] = to_json(spread_of(reactions));
     }
     json::array runs;
@@ -952,13 +987,16 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
       run["bench_cpu_ms"] = r.bench_cpu_ms;
       run["load_before"] = r.load_before;
       json::array seen;
-      for (double t : r.call_seen_ms) seen.push_back(t);
+      for (double t : r.call_seen_ms)
+        seen.push_back(t);
       run["call_seen_ms"] = std::move(seen);
       if (r.line_to_requested) run["line_to_requested_p50_us"] = r.line_to_requested->p50_us;
       if (r.line_to_requested) run["line_to_requested_p99_us"] = r.line_to_requested->p99_us;
       if (r.decide_to_answer) run["decide_to_answer_samples"] = r.decide_to_answer->samples;
-      if (r.decide_to_answer && r.decide_to_answer->samples) run["decide_to_answer_p50_us"] = r.decide_to_answer->p50_us;
-      if (r.decide_to_answer && r.decide_to_answer->samples) run["decide_to_answer_p99_us"] = r.decide_to_answer->p99_us;
+      if (r.decide_to_answer && r.decide_to_answer->samples)
+        run["decide_to_answer_p50_us"] = r.decide_to_answer->p50_us;
+      if (r.decide_to_answer && r.decide_to_answer->samples)
+        run["decide_to_answer_p99_us"] = r.decide_to_answer->p99_us;
       runs.push_back(std::move(run));
     }
     entry["runs"] = std::move(runs);
@@ -1024,14 +1062,16 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
       double c = m.statistic(g[1]) - b;
       return c > 0 ? std::optional<double>((m.statistic(g[0]) - b) / c) : std::nullopt;
     });
-    json::object g{{"metaharness_added_ms", *mh_added}, {"bare_driver_added_ms", *bare_added},
+    json::object g{{"metaharness_added_ms", *mh_added},       {"bare_driver_added_ms", *bare_added},
                    {"command_hook_added_ms", *command_added}, {"metaharness_minus_bare_ms", difference},
-                   {"metaharness_over_command_hook", ratio}, {"pass", pass}};
+                   {"metaharness_over_command_hook", ratio},  {"pass", pass}};
     if (difference_interval)
       g["metaharness_minus_bare_ms_95"] = json::array{difference_interval->first, difference_interval->second};
-    if (ratio_interval) g["metaharness_over_command_hook_95"] = json::array{ratio_interval->first, ratio_interval->second};
+    if (ratio_interval)
+      g["metaharness_over_command_hook_95"] = json::array{ratio_interval->first, ratio_interval->second};
     std::printf("  %-24s difference %+6.2f ms", std::string(m.title).c_str(), difference);
-    if (difference_interval) std::printf(" (95%% %+.2f..%+.2f)", difference_interval->first, difference_interval->second);
+    if (difference_interval)
+      std::printf(" (95%% %+.2f..%+.2f)", difference_interval->first, difference_interval->second);
     std::printf("  ratio %5.2f", ratio);
     if (ratio_interval) std::printf(" (95%% %.2f..%.2f)", ratio_interval->first, ratio_interval->second);
     std::printf("  %s%s\n", pass ? "PASS" : "FAIL", m.key == "wall_result_ms" ? "  <- judged" : "");
@@ -1073,9 +1113,12 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
     std::printf("  %-18s samples %4llu  per-run p50 %s us  per-run p99 %s us  %s\n", key,
                 static_cast<unsigned long long>(samples), spread_text(s50, 1).c_str(), spread_text(s99, 1).c_str(),
                 pass ? "PASS" : "FAIL");
-    goal2[key] = json::object{{"samples", samples},       {"runs_with_samples", p50.size()},
-                              {"per_run_p50_us", to_json(s50)}, {"per_run_p99_us", to_json(s99)},
-                              {"max_us", spread_of(maxima).max}, {"pass", pass}};
+    goal2[key] = json::object{{"samples", samples},
+                              {"runs_with_samples", p50.size()},
+                              {"per_run_p50_us", to_json(s50)},
+                              {"per_run_p99_us", to_json(s99)},
+                              {"max_us", spread_of(maxima).max},
+                              {"pass", pass}};
   }
   goals["own_share"] = std::move(goal2);
   goals["added_per_call_pass"] = goal1_known && goal1_pass;
@@ -1094,14 +1137,16 @@ int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
   }
 
   int failures = 0;
-  for (auto [v, n] : failed) failures += n;
+  for (auto [v, n] : failed)
+    failures += n;
   for (Variant v : o.variants)
     if (ok[v].empty()) ++failures;
   if (failures > 0) {
     std::cerr << "mh_seam_bench: " << failures << " run(s) did not complete; their directories are kept:\n";
     for (const auto& r : records)
-      if (!r.ok) std::cerr << "  " << name_of(r.variant) << " round " << r.round << ": " << r.failure << " ("
-                           << r.dir.string() << ")\n";
+      if (!r.ok)
+        std::cerr << "  " << name_of(r.variant) << " round " << r.round << ": " << r.failure << " (" << r.dir.string()
+                  << ")\n";
     return 1;
   }
   return 0;
@@ -1130,8 +1175,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
   const fs::path source(mh::build_info::source_dir);
   o.scenario = source / "bench/scenarios/claude_40_calls.json";
-  if (const char* bin = std::getenv("METAHARNESS_CLAUDE_BIN"); bin && *bin) o.claude = bin;
-  else o.claude = source / ".vendor/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
+  if (const char* bin = std::getenv("METAHARNESS_CLAUDE_BIN"); bin && *bin)
+    o.claude = bin;
+  else
+    o.claude = source / ".vendor/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   o.metaharness = (ec ? fs::path(argv[0]).parent_path() : self.parent_path()) / "metaharness";
@@ -1182,12 +1229,18 @@ std::optional<Options> parse_options(int argc, char** argv) {
                arg == "--json" || arg == "--hook-command") {
       auto v = value();
       if (!v) return std::nullopt;
-      if (arg == "--scenario") o.scenario = *v;
-      else if (arg == "--claude") o.claude = *v;
-      else if (arg == "--metaharness") o.metaharness = *v;
-      else if (arg == "--work-dir") o.work_root = *v;
-      else if (arg == "--json") o.json_out = *v;
-      else o.hook_command = *v;
+      if (arg == "--scenario")
+        o.scenario = *v;
+      else if (arg == "--claude")
+        o.claude = *v;
+      else if (arg == "--metaharness")
+        o.metaharness = *v;
+      else if (arg == "--work-dir")
+        o.work_root = *v;
+      else if (arg == "--json")
+        o.json_out = *v;
+      else
+        o.hook_command = *v;
     } else if (arg == "--keep") {
       o.keep = true;
     } else if (arg == "-h" || arg == "--help") {
@@ -1206,7 +1259,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);  // a child that died must not take the bench with it
-  struct sigaction stop{};
+  struct sigaction stop {};
   stop.sa_handler = on_stop_signal;
   sigemptyset(&stop.sa_mask);
   ::sigaction(SIGINT, &stop, nullptr);

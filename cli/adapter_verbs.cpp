@@ -1,18 +1,17 @@
 // Verbs that ask an adapter something without starting a run: plan, capabilities, doctor,
 // translate.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/readable_pipe.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/asio/process_v2.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/events.hpp"
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/readable_pipe.hpp>
-
-#include <fstream>
-#include <iostream>
-#include <sstream>
 
 namespace mh::cli {
 
@@ -25,7 +24,8 @@ const adapters::Adapter* require_adapter(const adapters::AdapterRegistry& regist
   const adapters::Adapter* a = registry.find(id);
   if (!a) {
     std::string known;
-    for (auto k : registry.ids()) known += (known.empty() ? "" : ", ") + std::string(k);
+    for (auto k : registry.ids())
+      known += (known.empty() ? "" : ", ") + std::string(k);
     std::cerr << "metaharness: unknown adapter \"" << id << "\"; this binary has " << known << "\n";
   }
   return a;
@@ -68,8 +68,10 @@ int capabilities_verb(const std::string& id, bool render) {
   adapters::AdapterRegistry registry(adapters::host_config_from_environment());
   const adapters::Adapter* adapter = require_adapter(registry, id);
   if (!adapter) return 2;
-  if (render) std::cout << protocol::render_rendering_table(adapter->capabilities());
-  else std::cout << protocol::pretty_json(protocol::capabilities_to_json(adapter->capabilities()), false);
+  if (render)
+    std::cout << protocol::render_rendering_table(adapter->capabilities());
+  else
+    std::cout << protocol::pretty_json(protocol::capabilities_to_json(adapter->capabilities()), false);
   return 0;
 }
 
@@ -118,8 +120,10 @@ int doctor_verb(const std::string& id) {
   std::cout << id << ": binary reports " << (reported ? *reported : "nothing (" + binary_error + ")") << "\n";
   // The binary's own word is the evidence; the manifest is only a fallback.
   std::optional<bool> on_pin;
-  if (reported) on_pin = reported->find(pin) != std::string::npos && !pin.empty();
-  else if (installed) on_pin = *installed == pin;
+  if (reported)
+    on_pin = reported->find(pin) != std::string::npos && !pin.empty();
+  else if (installed)
+    on_pin = *installed == pin;
   if (!on_pin) {
     std::cout << id << ": cannot tell whether the installed CLI is on the pin\n";
     return 2;

@@ -1,5 +1,15 @@
 // `metaharness daemon` and its clients: submit, attach, tail, ls, halt, decide, status. The
 // clients speak docs/socket-api.md and nothing else.
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
 #include "cli/event_format.hpp"
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
@@ -7,17 +17,6 @@
 #include "daemon/server/daemon.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "protocol/line_framer.hpp"
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/write.hpp>
-
-#include <unistd.h>
-
-#include <fstream>
-#include <iostream>
-#include <sstream>
-#include <thread>
 
 namespace mh::cli {
 
@@ -130,7 +129,9 @@ std::optional<ReplyView> ask(Client& c, const std::string& socket, const std::st
   return reply;
 }
 
-bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+bool stdout_is_terminal() {
+  return ::isatty(STDOUT_FILENO) == 1;
+}
 
 // Prints a stream's lines until the daemon says `end` (or closes). Event lines: raw, or one
 // readable line each.
@@ -140,10 +141,11 @@ int print_stream(Client& c, bool human) {
     if (reply && reply->is_socket()) {
       if (reply->reply() == "end") return 0;
       if (reply->reply() == "refused") return refused(*reply);
-      if (!human) std::cout << *line << "\n";
+      if (!human)
+        std::cout << *line << "\n";
       else if (reply->reply() == "pending")
-        std::cout << "pending  " << field(reply->o, "call_id") << " (tool.requested seq " << field(reply->o, "requested_seq")
-                  << "), " << field(reply->o, "remaining_ms") << " ms left\n";
+        std::cout << "pending  " << field(reply->o, "call_id") << " (tool.requested seq "
+                  << field(reply->o, "requested_seq") << "), " << field(reply->o, "remaining_ms") << " ms left\n";
       std::cout.flush();
       continue;
     }
@@ -212,7 +214,8 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
     run[key] = std::move(m);
   }
   json::array requires_list;
-  for (const auto& r : o.requires_commands) requires_list.emplace_back(r);
+  for (const auto& r : o.requires_commands)
+    requires_list.emplace_back(r);
   run["requires"] = std::move(requires_list);
   run["keep_open"] = o.keep_open;
   return run;
@@ -310,8 +313,9 @@ int ls_verb(const ClientOptions& o) {
   for (const auto& run : reply->o.at("runs").as_array()) {
     const auto& r = run.as_object();
     std::int64_t age_s = r.at("age_ms").to_number<std::int64_t>() / 1000;
-    std::string age = age_s < 120 ? std::to_string(age_s) + "s" : age_s < 7200 ? std::to_string(age_s / 60) + "m"
-                                                                                : std::to_string(age_s / 3600) + "h";
+    std::string age = age_s < 120    ? std::to_string(age_s) + "s"
+                      : age_s < 7200 ? std::to_string(age_s / 60) + "m"
+                                     : std::to_string(age_s / 3600) + "h";
     std::string state = field(r, "state");
     if (state == "closed" && !field(r, "close_reason").empty()) state = field(r, "close_reason");
     std::printf("%-32s %-8s %-7s %10s %7s %5s %8s  %s\n", field(r, "run_id").c_str(), state.c_str(),
@@ -370,15 +374,15 @@ int decide_verb(const ClientOptions& o) {
                        {"decision", decision}};
   Client c;
   int status = 0;
-  auto reply = ask(c, o.socket, request_line("command", "decide", json::object{{"run_id", o.run_id}, {"command", command}}),
-                   status);
+  auto reply = ask(c, o.socket,
+                   request_line("command", "decide", json::object{{"run_id", o.run_id}, {"command", command}}), status);
   if (!reply) return status;
   return result_of(c, reply);
 }
 
 int daemon_verb(const ClientOptions& o) {
-  auto config = daemon::load_config(o.config_file.empty() ? std::nullopt
-                                                          : std::optional<std::filesystem::path>(o.config_file));
+  auto config =
+      daemon::load_config(o.config_file.empty() ? std::nullopt : std::optional<std::filesystem::path>(o.config_file));
   if (!config) {
     std::cerr << "<3>metaharness: refusing to start: " << config.error() << "\n";
     return 2;
@@ -394,7 +398,8 @@ int daemon_verb(const ClientOptions& o) {
 void register_daemon_verbs(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<ClientOptions>();
   auto socket_option = [o](CLI::App* sub) {
-    sub->add_option("--socket", o->socket, "the daemon's socket (default: $METAHARNESS_SOCKET, else the daemon's default)");
+    sub->add_option("--socket", o->socket,
+                    "the daemon's socket (default: $METAHARNESS_SOCKET, else the daemon's default)");
   };
 
   auto* d = app.add_subcommand("daemon", "Run the daemon: many governed runs over a Unix socket (docs/socket-api.md)");
@@ -418,7 +423,8 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
   socket_option(attach);
   attach->callback([&ctx, o] { ctx.exit_code = tail_verb(*o, true); });
 
-  auto* tail = app.add_subcommand("tail", "Read a run's stream: one readable line per event on a terminal, raw JSON otherwise");
+  auto* tail =
+      app.add_subcommand("tail", "Read a run's stream: one readable line per event on a terminal, raw JSON otherwise");
   tail->add_option("RUN", o->run_id, "run id")->required();
   tail->add_flag("-f,--follow", o->follow, "keep following until stream.closed");
   tail->add_option("--from", o->from_seq, "start at this seq (default 1; 0: the end)");

@@ -1,8 +1,8 @@
 #include "cli/event_format.hpp"
 
-#include "protocol/json.hpp"
-
 #include <ctime>
+
+#include "protocol/json.hpp"
 
 namespace mh::cli {
 
@@ -20,11 +20,14 @@ std::string str(const json::object& o, std::string_view key) {
 // Single line, bounded: newlines folded, long text cut.
 std::string gist(std::string_view text, std::size_t max = 80) {
   std::string flat;
-  for (char c : text) flat.push_back(c == '\n' || c == '\r' || c == '\t' ? ' ' : c);
+  for (char c : text)
+    flat.push_back(c == '\n' || c == '\r' || c == '\t' ? ' ' : c);
   return protocol::excerpt(flat, max);
 }
 
-std::string quoted(std::string_view text, std::size_t max = 80) { return "\"" + gist(text, max) + "\""; }
+std::string quoted(std::string_view text, std::size_t max = 80) {
+  return "\"" + gist(text, max) + "\"";
+}
 
 // The vendor's time if the event carries one (HH:MM:SS.mmm of its RFC 3339 text), else ours.
 std::string time_of(const json::object& o) {
@@ -97,8 +100,11 @@ std::string human_line(std::string_view line) {
     g = str(o, "call_id") + " " + decision_gist(o);
   } else if (event == "tool.result") {
     std::string err = str(o, "is_error");
-    g = str(o, "call_id") + (err == "true" ? " error" : err == "false" ? " ok" : "") + " " +
-        gist(str(o, "content"), 70);
+    g = str(o, "call_id") +
+        (err == "true"    ? " error"
+         : err == "false" ? " ok"
+                          : "") +
+        " " + gist(str(o, "content"), 70);
   } else if (event == "usage") {
     const json::value* u = o.if_contains("usage");
     if (u && u->is_object())

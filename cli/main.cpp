@@ -1,10 +1,10 @@
 // metaharness: one binary, many verbs.
+#include <csignal>
+#include <iostream>
+
 #include "cli/verbs.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/digest.hpp"
-
-#include <csignal>
-#include <iostream>
 
 int main(int argc, char** argv) {
   // A reader that goes away must be an error value on write, not a signal that kills us.

@@ -1,13 +1,12 @@
 // `metaharness model serve`: the scripted model endpoint as a standalone process, for running a
 // vendor CLI by hand against a scenario (tests host the endpoint in-process instead).
-#include "cli/verbs.hpp"
-#include "daemon/model/scripted_endpoint.hpp"
-
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
-
 #include <iostream>
 #include <memory>
+
+#include "cli/verbs.hpp"
+#include "daemon/model/scripted_endpoint.hpp"
 
 namespace mh::cli {
 
@@ -30,15 +29,16 @@ int serve(const ServeOptions& options) {
   endpoint_options.port = options.port;
   endpoint_options.token = options.token;
   endpoint_options.log_path = options.log;
-  auto served = model::serve_until_signal(
-      std::move(*scenario), std::move(endpoint_options), [](const model::ScriptedEndpoint& endpoint) {
-        // One line, then silence on stdout: whoever started us reads the address from it.
-        boost::json::object line{{"base_url", endpoint.base_url()},
-                                 {"openai_base_url", endpoint.openai_base_url()},
-                                 {"port", endpoint.port()},
-                                 {"token", endpoint.token()}};
-        std::cout << boost::json::serialize(line) << std::endl;
-      });
+  auto served = model::serve_until_signal(std::move(*scenario), std::move(endpoint_options),
+                                          [](const model::ScriptedEndpoint& endpoint) {
+                                            // One line, then silence on stdout: whoever started us reads the address
+                                            // from it.
+                                            boost::json::object line{{"base_url", endpoint.base_url()},
+                                                                     {"openai_base_url", endpoint.openai_base_url()},
+                                                                     {"port", endpoint.port()},
+                                                                     {"token", endpoint.token()}};
+                                            std::cout << boost::json::serialize(line) << std::endl;
+                                          });
   if (!served) {
     std::cerr << "metaharness model serve: cannot listen: " << served.error().message() << "\n";
     return 2;

@@ -1,12 +1,12 @@
 // Offline verbs over the wire's documents: check-stream, frame seal, frame verify.
-#include "cli/verbs.hpp"
-#include "protocol/completeness.hpp"
-#include "protocol/frame.hpp"
-
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
+
+#include "cli/verbs.hpp"
+#include "protocol/completeness.hpp"
+#include "protocol/frame.hpp"
 
 namespace mh::cli {
 
@@ -47,8 +47,7 @@ int check_stream(const std::string& path) {
   }
   protocol::StreamVerdict v = checker.finish();
   std::cout << v.summary() << "\n";
-  if (v.first_bad_line)
-    std::cout << "first bad line: " << *v.first_bad_line << ": " << v.first_bad_reason << "\n";
+  if (v.first_bad_line) std::cout << "first bad line: " << *v.first_bad_line << ": " << v.first_bad_reason << "\n";
   return v.complete_and_well_formed() ? 0 : 1;
 }
 
@@ -105,10 +104,10 @@ void register_protocol_verbs(CLI::App& app, Context& ctx) {
   };
   auto opts = std::make_shared<Options>();
 
-  auto* check = app.add_subcommand(
-      "check-stream",
-      "Judge an event stream: Complete, Truncated or Inconsistent, and name the first line that "
-      "is not a well-formed event in sequence. Exit 0 only for a complete, well-formed stream.");
+  auto* check =
+      app.add_subcommand("check-stream",
+                         "Judge an event stream: Complete, Truncated or Inconsistent, and name the first line that "
+                         "is not a well-formed event in sequence. Exit 0 only for a complete, well-formed stream.");
   check->add_option("FILE", opts->check_path, "events.jsonl, or - for standard input")->required();
   check->callback([&ctx, opts] { ctx.exit_code = check_stream(opts->check_path); });
 

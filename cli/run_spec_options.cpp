@@ -1,13 +1,13 @@
 #include "cli/run_spec_options.hpp"
 
-#include "protocol/commands.hpp"
-
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <random>
 #include <sstream>
+
+#include "protocol/commands.hpp"
 
 namespace mh::cli {
 
@@ -38,7 +38,9 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
 
 namespace {
 using SpecResult = boost::system::result<adapters::RunSpec, std::string>;
-SpecResult fail(std::string message) { return SpecResult(boost::system::in_place_error, std::move(message)); }
+SpecResult fail(std::string message) {
+  return SpecResult(boost::system::in_place_error, std::move(message));
+}
 
 boost::system::result<std::pair<std::string, std::string>, std::string> split_kv(const std::string& kv) {
   auto eq = kv.find('=');

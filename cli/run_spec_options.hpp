@@ -2,11 +2,10 @@
 // flags mean the same thing everywhere.
 #pragma once
 
-#include "adapters/adapter.hpp"
-
 #include <CLI/CLI.hpp>
-
 #include <boost/system/result.hpp>
+
+#include "adapters/adapter.hpp"
 
 namespace mh::cli {
 
@@ -21,7 +20,7 @@ struct RunSpecOptions {
   std::string model_token_env;
   std::string model;
   std::string cwd;
-  std::vector<std::string> vendor_env;  // KEY=VALUE
+  std::vector<std::string> vendor_env;      // KEY=VALUE
   std::vector<std::string> vendor_options;  // KEY=VALUE
   std::vector<std::string> requires_commands;
   std::vector<std::string> labels;  // KEY=VALUE

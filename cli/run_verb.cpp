@@ -1,26 +1,25 @@
 // `metaharness run ADAPTER -p PROMPT ...`: one governed run in the foreground. Events on stdout
 // (read back from the run's durable events.jsonl, exactly what a daemon client would get),
 // commands on stdin, the raw vendor transcript and everything else in the run directory.
-#include "cli/run_spec_options.hpp"
-#include "cli/verbs.hpp"
-#include "daemon/run/run.hpp"
-#include "daemon/stream/stream_reader.hpp"
-#include "protocol/reader.hpp"
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <fstream>
 #include <iostream>
 #include <thread>
+
+#include "cli/run_spec_options.hpp"
+#include "cli/verbs.hpp"
+#include "daemon/run/run.hpp"
+#include "daemon/stream/stream_reader.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::cli {
 
@@ -77,8 +76,10 @@ void read_commands(std::shared_ptr<daemon::Run> run, std::atomic<bool>& stop) {
     }
     if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) return;
     auto command = protocol::read_command_line(line.text);
-    if (command) run->command(std::move(*command), std::nullopt, {}, received_at);
-    else run->unreadable_command(command.error());
+    if (command)
+      run->command(std::move(*command), std::nullopt, {}, received_at);
+    else
+      run->unreadable_command(command.error());
   };
   char buffer[64 * 1024];
   while (!stop.load()) {
@@ -122,7 +123,8 @@ void write_latency_report(const std::string& path, const daemon::SeamLatencies& 
     o["p99_us"] = pct(0.99);
     o["max_us"] = static_cast<double>(v.back().count()) / 1000.0;
     json::array samples;  // raw, so several runs can be pooled exactly
-    for (auto d : v) samples.emplace_back(static_cast<double>(d.count()) / 1000.0);
+    for (auto d : v)
+      samples.emplace_back(static_cast<double>(d.count()) / 1000.0);
     o["samples_us"] = std::move(samples);
     return o;
   };

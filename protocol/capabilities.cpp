@@ -33,8 +33,7 @@ std::vector<Operation> CapabilityTable::operations_for_tool(std::string_view too
     std::string_view rest = tool.substr(kMcpPrefix.size());
     auto sep = rest.find("__");
     if (sep != std::string_view::npos && sep > 0 && sep + 2 < rest.size())
-      out.push_back(Operation{OpKind::mcp_call, std::string(rest.substr(0, sep)),
-                              std::string(rest.substr(sep + 2))});
+      out.push_back(Operation{OpKind::mcp_call, std::string(rest.substr(0, sep)), std::string(rest.substr(sep + 2))});
     return out;
   }
   for (std::size_t i = 0; i < EnumNames<OpKind>::names.size(); ++i) {
@@ -51,7 +50,8 @@ json::value capabilities_to_json(const CapabilityTable& t) {
   json::object o;
   o["adapter"] = json::object{{"id", t.adapter_id}, {"class", to_string(t.adapter_class)}};
   json::array versions;
-  for (const auto& v : t.versions_pinned) versions.emplace_back(v);
+  for (const auto& v : t.versions_pinned)
+    versions.emplace_back(v);
   o["versions_pinned"] = std::move(versions);
   json::object tiers;
   for (auto tier : {Tier::registration, Tier::call, Tier::turn, Tier::kill})
@@ -66,8 +66,10 @@ json::value capabilities_to_json(const CapabilityTable& t) {
   json::object commands;
   for (const auto& [text, name] : by_name) {
     CommandSupport s = t.command(name);
-    if (s.honoured) commands[text] = "honoured";
-    else commands[text] = json::object{{"refused", to_string(s.code)}};
+    if (s.honoured)
+      commands[text] = "honoured";
+    else
+      commands[text] = json::object{{"refused", to_string(s.code)}};
   }
   o["commands"] = std::move(commands);
   json::object modes;
@@ -76,11 +78,15 @@ json::value capabilities_to_json(const CapabilityTable& t) {
   o["decision_modes"] = std::move(modes);
   json::object rendering;
   for (const auto& [op, tool] : t.rendering) {
-    if (tool) rendering[op] = *tool; else rendering[op] = nullptr;
+    if (tool)
+      rendering[op] = *tool;
+    else
+      rendering[op] = nullptr;
   }
   o["rendering"] = std::move(rendering);
   json::array notes;
-  for (const auto& n : t.notes) notes.emplace_back(n);
+  for (const auto& n : t.notes)
+    notes.emplace_back(n);
   o["notes"] = std::move(notes);
   return o;
 }

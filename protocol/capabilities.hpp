@@ -12,7 +12,7 @@ namespace mh::protocol {
 struct CommandSupport {
   bool honoured = false;
   RefusalCode code = RefusalCode::UNSUPPORTED_CONTROL;  // when refused
-  std::string note;  // why, in a sentence (printed, and used as the refusal reason)
+  std::string note;                                     // why, in a sentence (printed, and used as the refusal reason)
 };
 
 struct CapabilityTable {

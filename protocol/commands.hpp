@@ -46,8 +46,8 @@ struct Halt {
 
 }  // namespace cmd
 
-using CommandPayload = std::variant<cmd::ToolDecide, cmd::FrameSet, cmd::MessageInject,
-                                    cmd::Steer, cmd::PermissionSet, cmd::Interrupt, cmd::Halt>;
+using CommandPayload = std::variant<cmd::ToolDecide, cmd::FrameSet, cmd::MessageInject, cmd::Steer, cmd::PermissionSet,
+                                    cmd::Interrupt, cmd::Halt>;
 
 inline constexpr std::size_t kCommandCount = std::variant_size_v<CommandPayload>;
 static_assert(kCommandCount == 7);
@@ -57,9 +57,8 @@ enum class CommandName { tool_decide, frame_set, message_inject, steer, permissi
 template <>
 struct EnumNames<CommandName> {
   static constexpr std::array names = {
-      std::string_view("tool.decide"),    std::string_view("frame.set"),
-      std::string_view("message.inject"), std::string_view("steer"),
-      std::string_view("permission.set"), std::string_view("interrupt"),
+      std::string_view("tool.decide"), std::string_view("frame.set"),      std::string_view("message.inject"),
+      std::string_view("steer"),       std::string_view("permission.set"), std::string_view("interrupt"),
       std::string_view("halt")};
 };
 

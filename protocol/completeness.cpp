@@ -34,10 +34,10 @@ void StreamChecker::on_line(const FramedLine& line) {
   if (event->seq != line.number)
     bad(line.number, "seq " + std::to_string(event->seq) + " where " + std::to_string(line.number) +
                          " was due (a gap, a duplicate or a reordering)");
-  if (!run_) run_ = event->run;
+  if (!run_)
+    run_ = event->run;
   else if (*run_ != event->run)
-    bad(line.number, "run \"" + excerpt(event->run, 40) + "\" where the stream is run \"" +
-                         excerpt(*run_, 40) + "\"");
+    bad(line.number, "run \"" + excerpt(event->run, 40) + "\" where the stream is run \"" + excerpt(*run_, 40) + "\"");
   if (auto* closed = std::get_if<ev::StreamClosed>(&event->payload)) {
     ++markers_;
     marker_line_ = line.number;
@@ -80,8 +80,7 @@ StreamVerdict StreamChecker::finish() {
 
 std::string StreamVerdict::summary() const {
   std::string s = std::string(to_string(kind)) + ": " + reason;
-  if (kind == Completeness::Complete && close_reason)
-    s += " (reason " + std::string(to_string(*close_reason)) + ")";
+  if (kind == Completeness::Complete && close_reason) s += " (reason " + std::string(to_string(*close_reason)) + ")";
   if (run_id) s += ", run " + *run_id;
   return s;
 }

@@ -71,5 +71,7 @@ bool is_digest(std::string_view text) {
 }  // namespace mh::protocol
 
 namespace mh::protocol {
-void warm_up_digests() { (void)sha256_hex("metaharness"); }
+void warm_up_digests() {
+  (void)sha256_hex("metaharness");
+}
 }  // namespace mh::protocol

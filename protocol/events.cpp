@@ -1,8 +1,8 @@
 #include "protocol/events.hpp"
 
-#include "protocol/reader.hpp"
-
 #include <cstdint>
+
+#include "protocol/reader.hpp"
 
 namespace mh::protocol {
 
@@ -13,15 +13,15 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 
 template <class T, class Fn>
-void write_list(JsonWriter& w, std::string_view k, const std::optional<std::vector<T>>& list,
-                Fn&& write_one) {
+void write_list(JsonWriter& w, std::string_view k, const std::optional<std::vector<T>>& list, Fn&& write_one) {
   w.key(k);
   if (!list) {
     w.null();
     return;
   }
   w.begin_array();
-  for (const auto& item : *list) write_one(item);
+  for (const auto& item : *list)
+    write_one(item);
   w.end_array();
 }
 
@@ -96,11 +96,13 @@ void write_fields(JsonWriter& w, const ev::SessionEnded& e) {
   w.field_u64("ttft_ms", e.ttft_ms);
   w.field_u64("time_to_request_ms", e.time_to_request_ms);
   w.field_f64("total_cost_usd", e.total_cost_usd);
-  write_list(w, "permission_denials", e.permission_denials,
-             [&](const PermissionDenial& d) { write(w, d); });
+  write_list(w, "permission_denials", e.permission_denials, [&](const PermissionDenial& d) { write(w, d); });
   w.field_u64("subagents_spawned", e.subagents_spawned);
   w.key("usage");
-  if (e.usage) write(w, *e.usage); else w.null();
+  if (e.usage)
+    write(w, *e.usage);
+  else
+    w.null();
   w.key("model_usage");
   if (e.model_usage) {
     w.begin_object();
@@ -178,7 +180,10 @@ void write_fields(JsonWriter& w, const ev::ToolDecided& e) {
   w.field("seam", to_string(e.seam));
   w.field_u64("latency_ms", e.latency_ms);
   w.key("peer");
-  if (e.peer) write(w, *e.peer); else w.null();
+  if (e.peer)
+    write(w, *e.peer);
+  else
+    w.null();
 }
 void write_fields(JsonWriter& w, const ev::ToolResult& e) {
   w.field_i64("exit_code", e.exit_code);
@@ -260,8 +265,7 @@ E read_enum(FieldReader& f, std::string_view k) {
   if (!f.ok()) return E{};
   auto e = parse_enum<E>(text);
   if (!e) {
-    f.fail("field \"" + std::string(k) + "\" is \"" + excerpt(text, 40) + "\", expected " +
-           vocabulary<E>());
+    f.fail("field \"" + std::string(k) + "\" is \"" + excerpt(text, 40) + "\", expected " + vocabulary<E>());
     return E{};
   }
   return *e;
@@ -318,16 +322,15 @@ HermeticAttestation read_attestation(FieldReader& f) {
                     return UnavailableRow{read_enum<HermeticRow>(i, "row"), i.req_string("why")};
                   }).value_or(std::vector<UnavailableRow>{});
   h.ambient_inputs = r.strings_or_empty("ambient_inputs");
-  h.installed_plugins =
-      read_list<InstalledPlugin>(r, "installed_plugins", [](FieldReader& i) {
-        InstalledPlugin p;
-        p.name = i.req_string("name");
-        p.source = i.req_string("source");
-        p.installed_at = i.req_string("installed_at");
-        p.digest = i.req_string("digest");
-        p.loaded_by = i.req_string("loaded_by");
-        return p;
-      }).value_or(std::vector<InstalledPlugin>{});
+  h.installed_plugins = read_list<InstalledPlugin>(r, "installed_plugins", [](FieldReader& i) {
+                          InstalledPlugin p;
+                          p.name = i.req_string("name");
+                          p.source = i.req_string("source");
+                          p.installed_at = i.req_string("installed_at");
+                          p.digest = i.req_string("digest");
+                          p.loaded_by = i.req_string("loaded_by");
+                          return p;
+                        }).value_or(std::vector<InstalledPlugin>{});
   if (!r.ok()) f.fail(r.error());
   return h;
 }
@@ -393,8 +396,7 @@ void read_fields(FieldReader& f, ev::SessionEnded& e) {
   e.time_to_request_ms = f.opt_u64("time_to_request_ms");
   e.total_cost_usd = f.opt_f64("total_cost_usd");
   e.permission_denials = read_list<PermissionDenial>(f, "permission_denials", [](FieldReader& i) {
-    return PermissionDenial{i.req_string("tool_name"), i.opt_string("tool_use_id"),
-                            i.any("tool_input")};
+    return PermissionDenial{i.req_string("tool_name"), i.opt_string("tool_use_id"), i.any("tool_input")};
   });
   e.subagents_spawned = f.opt_u64("subagents_spawned");
   if (const json::object* u = f.opt_object("usage")) e.usage = read_usage_object(f, *u, "usage");
@@ -405,8 +407,7 @@ void read_fields(FieldReader& f, ev::SessionEnded& e) {
         f.fail("model_usage entry \"" + excerpt(kv.key(), 40) + "\" is not an object");
         break;
       }
-      m.emplace(std::string(kv.key()),
-                read_usage_object(f, kv.value().get_object(), "model_usage"));
+      m.emplace(std::string(kv.key()), read_usage_object(f, kv.value().get_object(), "model_usage"));
     }
     e.model_usage = std::move(m);
   }
@@ -492,7 +493,10 @@ void read_fields(FieldReader& f, ev::ToolDecided& e) {
   } else {
     std::string error;
     auto d = read_decision(f.object().at("decision"), error);
-    if (d) e.decision = std::move(*d); else f.fail(error);
+    if (d)
+      e.decision = std::move(*d);
+    else
+      f.fail(error);
   }
   e.decided_by = read_enum<DecidedBy>(f, "decided_by");
   e.seam = read_enum<Seam>(f, "seam");
@@ -502,7 +506,10 @@ void read_fields(FieldReader& f, ev::ToolDecided& e) {
     PeerIdentity peer;
     peer.uid = r.req_u32("uid");
     peer.pid = read_int(r, "pid");
-    if (r.ok()) e.peer = peer; else f.fail(r.error());
+    if (r.ok())
+      e.peer = peer;
+    else
+      f.fail(r.error());
   }
 }
 void read_fields(FieldReader& f, ev::ToolResult& e) {
@@ -535,7 +542,10 @@ void read_fields(FieldReader& f, ev::CommandResult& e) {
   if (const json::object* o = f.req_object("outcome")) {
     std::string error;
     auto outcome = read_outcome(*o, error);
-    if (outcome) e.outcome = std::move(*outcome); else f.fail(error);
+    if (outcome)
+      e.outcome = std::move(*outcome);
+    else
+      f.fail(error);
   }
 }
 void read_fields(FieldReader& f, ev::Warning& e) {
@@ -562,10 +572,8 @@ void read_fields(FieldReader& f, ev::StreamClosed& e) {
   if (const json::object* p = f.opt_object("process")) {
     FieldReader r(*p, "process");
     e.process.kind = read_enum<ProcessKind>(r, "kind");
-    if (r.ok() && e.process.kind == ProcessKind::exited)
-      e.process.code = read_int(r, "code");
-    if (r.ok() && e.process.kind == ProcessKind::signaled)
-      e.process.signal = read_int(r, "signal");
+    if (r.ok() && e.process.kind == ProcessKind::exited) e.process.code = read_int(r, "code");
+    if (r.ok() && e.process.kind == ProcessKind::signaled) e.process.signal = read_int(r, "signal");
     if (!r.ok()) f.fail(r.error());
   }
 }
@@ -601,9 +609,13 @@ std::string event_vocabulary() {
 
 }  // namespace
 
-std::string_view event_name(const EventPayload& payload) { return kEventNames[payload.index()]; }
+std::string_view event_name(const EventPayload& payload) {
+  return kEventNames[payload.index()];
+}
 
-const std::array<std::string_view, kEventCount>& event_names() { return kEventNames; }
+const std::array<std::string_view, kEventCount>& event_names() {
+  return kEventNames;
+}
 
 void write_payload(JsonWriter& w, const EventPayload& payload) {
   std::visit([&](const auto& e) { write_fields(w, e); }, payload);
@@ -629,20 +641,17 @@ std::string serialize(const Event& event) {
   return out;
 }
 
-boost::system::result<EventPayload, LineRefusal> read_event_payload(std::string_view name,
-                                                                    const json::object& object) {
+boost::system::result<EventPayload, LineRefusal> read_event_payload(std::string_view name, const json::object& object) {
   for (std::size_t i = 0; i < kEventNames.size(); ++i) {
     if (kEventNames[i] != name) continue;
     FieldReader f(object, "");
     EventPayload payload = kReaders[i](f);
     if (!f.ok())
-      return LineRefusal{LineRefusalKind::Malformed,
-                         "malformed " + std::string(name) + ": " + f.error(), std::nullopt};
+      return LineRefusal{LineRefusalKind::Malformed, "malformed " + std::string(name) + ": " + f.error(), std::nullopt};
     return payload;
   }
   return LineRefusal{LineRefusalKind::UnknownName,
-                     "unknown event \"" + excerpt(name, 60) + "\"; the vocabulary is " +
-                         event_vocabulary(),
+                     "unknown event \"" + excerpt(name, 60) + "\"; the vocabulary is " + event_vocabulary(),
                      std::nullopt};
 }
 

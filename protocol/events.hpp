@@ -4,9 +4,9 @@
 // `available_operations`).
 #pragma once
 
-#include "protocol/types.hpp"
-
 #include <boost/system/result.hpp>
+
+#include "protocol/types.hpp"
 
 namespace mh::protocol {
 
@@ -190,12 +190,10 @@ struct StreamClosed {
 }  // namespace ev
 
 // Vocabulary order (the order the wire documents them in).
-using EventPayload =
-    std::variant<ev::SessionStarted, ev::SessionEnded, ev::StepEntered, ev::StepLeft,
-                 ev::TurnStarted, ev::TurnEnded, ev::Text, ev::Thinking, ev::ThinkingEstimate,
-                 ev::Injection, ev::ToolRequested, ev::ToolDecided, ev::ToolResult, ev::Usage,
-                 ev::RateLimit, ev::CommandResult, ev::Warning, ev::Opaque, ev::AuthExpired,
-                 ev::StreamClosed>;
+using EventPayload = std::variant<ev::SessionStarted, ev::SessionEnded, ev::StepEntered, ev::StepLeft, ev::TurnStarted,
+                                  ev::TurnEnded, ev::Text, ev::Thinking, ev::ThinkingEstimate, ev::Injection,
+                                  ev::ToolRequested, ev::ToolDecided, ev::ToolResult, ev::Usage, ev::RateLimit,
+                                  ev::CommandResult, ev::Warning, ev::Opaque, ev::AuthExpired, ev::StreamClosed>;
 
 inline constexpr std::size_t kEventCount = std::variant_size_v<EventPayload>;
 static_assert(kEventCount == 20);

@@ -1,11 +1,10 @@
 #include "protocol/frame.hpp"
 
-#include "protocol/digest.hpp"
-
-#include <boost/throw_exception.hpp>
-
 #include <algorithm>
+#include <boost/throw_exception.hpp>
 #include <stdexcept>
+
+#include "protocol/digest.hpp"
 
 namespace mh::protocol {
 
@@ -72,7 +71,10 @@ json::value notes_json(const std::vector<FrameNote>& notes, std::string_view att
   for (const auto& n : notes) {
     json::object o;
     o["text"] = n.text;
-    if (n.attribution) o[attribution_key] = *n.attribution; else o[attribution_key] = nullptr;
+    if (n.attribution)
+      o[attribution_key] = *n.attribution;
+    else
+      o[attribution_key] = nullptr;
     a.push_back(std::move(o));
   }
   return a;
@@ -85,14 +87,12 @@ bool Frame::admits(const Operation& op) const {
 }
 
 boost::system::result<Frame, FrameRefusal> frame_from_json(const json::value& v, bool require_sealed) {
-  if (!v.is_object())
-    return FrameRefusal{FrameRefusalKind::NotJson, "not a JSON object: read " + describe_json(v)};
+  if (!v.is_object()) return FrameRefusal{FrameRefusalKind::NotJson, "not a JSON object: read " + describe_json(v)};
   const json::object& o = v.get_object();
   if (const json::value* format = o.if_contains("format")) {
     if (!format->is_string() || format->get_string() != kFrameFormat)
-      return FrameRefusal{FrameRefusalKind::UnknownFormat,
-                          "unknown format tag " + describe_json(*format) + ", expected \"" +
-                              std::string(kFrameFormat) + "\""};
+      return FrameRefusal{FrameRefusalKind::UnknownFormat, "unknown format tag " + describe_json(*format) +
+                                                               ", expected \"" + std::string(kFrameFormat) + "\""};
   }
 
   Frame frame;
@@ -111,7 +111,10 @@ boost::system::result<Frame, FrameRefusal> frame_from_json(const json::value& v,
   if (const json::value* s = o.if_contains("step")) {
     std::string error;
     auto step = read_step_ref(*s, error);
-    if (step) frame.step = *step; else f.fail(error);
+    if (step)
+      frame.step = *step;
+    else
+      f.fail(error);
   } else {
     f.fail("missing required field \"step\"");
   }
@@ -189,7 +192,10 @@ boost::system::result<Frame, FrameRefusal> frame_from_json(const json::value& v,
     entities.source = r.req_string("source");
     const json::array* members = r.req_array("members");
     if (members) entities.members = r.strings_or_empty("members");
-    if (r.ok()) frame.entities = std::move(entities); else f.fail(r.error());
+    if (r.ok())
+      frame.entities = std::move(entities);
+    else
+      f.fail(r.error());
   }
   auto stated = f.opt_string("digest");
   if (!f.ok()) return invalid(f.error());
@@ -200,12 +206,14 @@ boost::system::result<Frame, FrameRefusal> frame_from_json(const json::value& v,
     if (!stated)
       return FrameRefusal{FrameRefusalKind::DigestMismatch,
                           "the frame states no digest: it was never sealed (its canonical digest "
-                          "would be " + computed + ")"};
+                          "would be " +
+                              computed + ")"};
     if (*stated != computed)
       return FrameRefusal{FrameRefusalKind::DigestMismatch,
-                          "the stated digest " + excerpt(*stated, 64) + " does not describe the "
-                          "contents (computed " + computed +
-                          "): the frame was never sealed or was edited after sealing"};
+                          "the stated digest " + excerpt(*stated, 64) +
+                              " does not describe the "
+                              "contents (computed " +
+                              computed + "): the frame was never sealed or was edited after sealing"};
   }
   return frame;
 }
@@ -214,8 +222,7 @@ boost::system::result<Frame, FrameRefusal> load_frame(std::string_view document,
   std::string error;
   auto v = parse_json(document, &error);
   if (!v) return FrameRefusal{FrameRefusalKind::NotJson, "not a JSON object: " + error};
-  if (!v->is_object())
-    return FrameRefusal{FrameRefusalKind::NotJson, "not a JSON object: read " + describe_json(*v)};
+  if (!v->is_object()) return FrameRefusal{FrameRefusalKind::NotJson, "not a JSON object: read " + describe_json(*v)};
   if (!v->get_object().contains("format"))
     return FrameRefusal{FrameRefusalKind::UnknownFormat,
                         "no format tag, expected \"" + std::string(kFrameFormat) + "\""};
@@ -226,16 +233,22 @@ json::value frame_to_json(const Frame& frame, bool with_envelope) {
   json::object o;
   if (frame.entities) {
     json::array members;
-    for (const auto& m : frame.entities->members) members.emplace_back(m);
+    for (const auto& m : frame.entities->members)
+      members.emplace_back(m);
     o["entities"] = json::object{{"members", std::move(members)}, {"source", frame.entities->source}};
   } else {
     o["entities"] = nullptr;
   }
   switch (frame.handoff.kind) {
-    case Handoff::Kind::none: o["handoff"] = json::object{{"handoff", "none"}}; break;
+    case Handoff::Kind::none:
+      o["handoff"] = json::object{{"handoff", "none"}};
+      break;
     case Handoff::Kind::artifact: {
       json::object h{{"handoff", "artifact"}, {"name", frame.handoff.name}};
-      if (frame.handoff.kind_) h["kind"] = *frame.handoff.kind_; else h["kind"] = nullptr;
+      if (frame.handoff.kind_)
+        h["kind"] = *frame.handoff.kind_;
+      else
+        h["kind"] = nullptr;
       o["handoff"] = std::move(h);
       break;
     }
@@ -244,12 +257,14 @@ json::value frame_to_json(const Frame& frame, bool with_envelope) {
       break;
   }
   json::array next;
-  for (const auto& id : frame.next) next.push_back(json::object{{"id", id}});
+  for (const auto& id : frame.next)
+    next.push_back(json::object{{"id", id}});
   o["next"] = std::move(next);
   o["node"] = json::object{{"id", frame.node_id}};
   o["obligations"] = notes_json(frame.obligations, "asked_by");
   json::array ops;
-  for (const auto& op : frame.operations) ops.push_back(operation_json(op));
+  for (const auto& op : frame.operations)
+    ops.push_back(operation_json(op));
   o["operations"] = std::move(ops);
   o["prior"] = notes_json(frame.prior, "source");
   o["reaching"] = notes_json(frame.reaching, "asked_by");
@@ -261,9 +276,11 @@ json::value frame_to_json(const Frame& frame, bool with_envelope) {
     json::array rules;
     for (const auto& rule : frame.subject_rules) {
       json::array rule_ops;
-      for (const auto& op : rule.operations) rule_ops.push_back(operation_json(op));
+      for (const auto& op : rule.operations)
+        rule_ops.push_back(operation_json(op));
       json::array subjects;
-      for (const auto& s : rule.subjects) subjects.emplace_back(s);
+      for (const auto& s : rule.subjects)
+        subjects.emplace_back(s);
       rules.push_back(json::object{{"operations", std::move(rule_ops)}, {"subjects", std::move(subjects)}});
     }
     o["subjects"] = json::object{{"rules", std::move(rules)}};
@@ -280,14 +297,18 @@ std::string canonical_frame_bytes(const Frame& frame) {
   return canonical_json(frame_to_json(frame, /*with_envelope=*/false));
 }
 
-std::string compute_frame_digest(const Frame& frame) { return sha256_hex(canonical_frame_bytes(frame)); }
+std::string compute_frame_digest(const Frame& frame) {
+  return sha256_hex(canonical_frame_bytes(frame));
+}
 
 void seal(Frame& frame) {
   normalise_operations(frame.operations);
   frame.digest = compute_frame_digest(frame);
 }
 
-std::string frame_document(const Frame& frame) { return pretty_json(frame_to_json(frame, true)); }
+std::string frame_document(const Frame& frame) {
+  return pretty_json(frame_to_json(frame, true));
+}
 
 std::string render_frame_text(const Frame& frame) {
   std::string out;
@@ -300,30 +321,36 @@ std::string render_frame_text(const Frame& frame) {
     if (n.attribution) s += " (" + *n.attribution + ")";
     line(s);
   };
-  line("Workflow " + frame.workflow_id + " (" + frame.workflow_version + "), state " + frame.node_id +
-       ", step " + std::to_string(frame.step.index) + " attempt " + std::to_string(frame.step.attempt) + ".");
+  line("Workflow " + frame.workflow_id + " (" + frame.workflow_version + "), state " + frame.node_id + ", step " +
+       std::to_string(frame.step.index) + " attempt " + std::to_string(frame.step.attempt) + ".");
   out.push_back('\n');
   line("Already established:");
   if (frame.prior.empty()) line("- nothing yet.");
-  for (const auto& n : frame.prior) attributed(n);
+  for (const auto& n : frame.prior)
+    attributed(n);
   out.push_back('\n');
   line("Must hold here:");
   if (frame.obligations.empty()) line("- nothing is required of this step beyond its handoff.");
-  for (const auto& n : frame.obligations) attributed(n);
+  for (const auto& n : frame.obligations)
+    attributed(n);
   if (!frame.reaching.empty()) {
     out.push_back('\n');
     line("Not yet satisfied on a way out:");
-    for (const auto& n : frame.reaching) attributed(n);
+    for (const auto& n : frame.reaching)
+      attributed(n);
   }
   if (!frame.next.empty()) {
     out.push_back('\n');
     std::string s = "Reachable from here: ";
-    for (std::size_t i = 0; i < frame.next.size(); ++i) s += (i ? ", " : "") + frame.next[i];
+    for (std::size_t i = 0; i < frame.next.size(); ++i)
+      s += (i ? ", " : "") + frame.next[i];
     line(s + ".");
   }
   out.push_back('\n');
   switch (frame.handoff.kind) {
-    case Handoff::Kind::none: line("This step owes: nothing."); break;
+    case Handoff::Kind::none:
+      line("This step owes: nothing.");
+      break;
     case Handoff::Kind::artifact:
       line("This step owes: the artifact " + frame.handoff.name +
            (frame.handoff.kind_ ? " (kind " + *frame.handoff.kind_ + ")." : std::string(".")));
@@ -335,14 +362,17 @@ std::string render_frame_text(const Frame& frame) {
   if (frame.entities) {
     out.push_back('\n');
     line("Choose exactly one of these, enumerated from " + frame.entities->source + ":");
-    for (const auto& m : frame.entities->members) line("- " + m);
+    for (const auto& m : frame.entities->members)
+      line("- " + m);
   }
   out.push_back('\n');
   line("Strictly only these operations are admitted here:");
   if (frame.operations.empty()) line("- none. This step calls no tools.");
   for (const auto& op : frame.operations) {
-    if (op.op == OpKind::mcp_call) line("- mcp.call " + op.server + "/" + op.tool);
-    else line("- " + std::string(op.wire_name()));
+    if (op.op == OpKind::mcp_call)
+      line("- mcp.call " + op.server + "/" + op.tool);
+    else
+      line("- " + std::string(op.wire_name()));
   }
   out.push_back('\n');
   out.append("Frame " + frame.digest + ".");

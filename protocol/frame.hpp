@@ -3,9 +3,9 @@
 // by name and nothing is ever repaired.
 #pragma once
 
-#include "protocol/types.hpp"
-
 #include <boost/system/result.hpp>
+
+#include "protocol/types.hpp"
 
 namespace mh::protocol {
 
@@ -27,12 +27,10 @@ enum class OpKind {
 template <>
 struct EnumNames<OpKind> {
   static constexpr std::array names = {
-      std::string_view("file.read"),      std::string_view("file.write"),
-      std::string_view("file.edit"),      std::string_view("dir.list"),
-      std::string_view("search"),         std::string_view("shell"),
-      std::string_view("web.read"),       std::string_view("skill.load"),
-      std::string_view("subagent.spawn"), std::string_view("task.todo"),
-      std::string_view("mcp.call")};
+      std::string_view("file.read"), std::string_view("file.write"), std::string_view("file.edit"),
+      std::string_view("dir.list"),  std::string_view("search"),     std::string_view("shell"),
+      std::string_view("web.read"),  std::string_view("skill.load"), std::string_view("subagent.spawn"),
+      std::string_view("task.todo"), std::string_view("mcp.call")};
 };
 
 struct Operation {
@@ -57,9 +55,9 @@ struct FrameNote {  // prior: {text, source}; obligations/reaching: {text, asked
 
 struct Handoff {
   enum class Kind { none, artifact, structured_answer } kind = Kind::none;
-  std::string name;                 // artifact
-  std::optional<std::string> kind_; // artifact (`kind` on the wire)
-  std::string schema;               // structured_answer
+  std::string name;                  // artifact
+  std::optional<std::string> kind_;  // artifact (`kind` on the wire)
+  std::string schema;                // structured_answer
 };
 
 struct SubjectRule {
@@ -94,10 +92,9 @@ enum class FrameRefusalKind { NotJson, UnknownFormat, Invalid, DigestMismatch, U
 
 template <>
 struct EnumNames<FrameRefusalKind> {
-  static constexpr std::array names = {
-      std::string_view("NotJson"), std::string_view("UnknownFormat"),
-      std::string_view("Invalid"), std::string_view("DigestMismatch"),
-      std::string_view("Unreadable")};
+  static constexpr std::array names = {std::string_view("NotJson"), std::string_view("UnknownFormat"),
+                                       std::string_view("Invalid"), std::string_view("DigestMismatch"),
+                                       std::string_view("Unreadable")};
 };
 
 struct FrameRefusal {
@@ -106,11 +103,9 @@ struct FrameRefusal {
 };
 
 // Document text -> frame, checking format, shape and (when require_sealed) the digest.
-boost::system::result<Frame, FrameRefusal> load_frame(std::string_view document,
-                                                      bool require_sealed = true);
+boost::system::result<Frame, FrameRefusal> load_frame(std::string_view document, bool require_sealed = true);
 // The same checks on an already-parsed value (a frame embedded in a frame.set command).
-boost::system::result<Frame, FrameRefusal> frame_from_json(const json::value& v,
-                                                           bool require_sealed = true);
+boost::system::result<Frame, FrameRefusal> frame_from_json(const json::value& v, bool require_sealed = true);
 
 // The canonical bytes the digest is taken over (§7.3): compact, keys sorted at every level,
 // without `format` and `digest`.
@@ -126,7 +121,6 @@ std::string frame_document(const Frame& frame);
 std::string render_frame_text(const Frame& frame);
 
 // Makes boost::system::result<T, FrameRefusal>::value() usable.
-[[noreturn]] void throw_exception_from_error(const FrameRefusal& e,
-                                             const boost::source_location& loc);
+[[noreturn]] void throw_exception_from_error(const FrameRefusal& e, const boost::source_location& loc);
 
 }  // namespace mh::protocol

@@ -1,11 +1,10 @@
 #include "protocol/json.hpp"
 
+#include <algorithm>
+#include <array>
 #include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/error.hpp>
 #include <boost/json/value_stack.hpp>
-
-#include <algorithm>
-#include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -34,8 +33,7 @@ struct PreciseHandler {
   // this stays empty in practice; it is kept so the handler is correct whatever the parser does.
   std::string number_head;
 
-  PreciseHandler(json::storage_ptr sp, unsigned char* buffer, std::size_t size)
-      : st(std::move(sp), buffer, size) {}
+  PreciseHandler(json::storage_ptr sp, unsigned char* buffer, std::size_t size) : st(std::move(sp), buffer, size) {}
 
   bool on_document_begin(boost::system::error_code&) { return true; }
   bool on_document_end(boost::system::error_code&) { return true; }
@@ -70,11 +68,12 @@ struct PreciseHandler {
     return true;
   }
   bool on_int64(std::int64_t i, json::string_view s, boost::system::error_code&) {
-    bool negative_zero = i == 0 && (number_head.empty() ? (!s.empty() && s[0] == '-')
-                                                        : number_head[0] == '-');
+    bool negative_zero = i == 0 && (number_head.empty() ? (!s.empty() && s[0] == '-') : number_head[0] == '-');
     number_head.clear();
-    if (negative_zero) st.push_double(-0.0);
-    else st.push_int64(i);
+    if (negative_zero)
+      st.push_double(-0.0);
+    else
+      st.push_int64(i);
     return true;
   }
   bool on_uint64(std::uint64_t u, json::string_view, boost::system::error_code&) {
@@ -142,9 +141,7 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   auto byte = [&](std::size_t k) -> unsigned {
     return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0x100u;
   };
-  auto continuation = [](unsigned b, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    return b >= lo && b <= hi;
-  };
+  auto continuation = [](unsigned b, unsigned lo = 0x80, unsigned hi = 0xBF) { return b >= lo && b <= hi; };
   unsigned b0 = byte(0);
   if (b0 < 0x80) return 1;
   if (b0 >= 0xC2 && b0 <= 0xDF) return continuation(byte(1)) ? 2 : 0;
@@ -169,8 +166,10 @@ constexpr char kHex[] = "0123456789abcdef";
 // multi-byte UTF-8 sequence that is checked. Everything else, including '/', is written raw.
 constexpr std::array<bool, 256> make_escape_table() {
   std::array<bool, 256> t{};
-  for (int c = 0; c < 0x20; ++c) t[c] = true;
-  for (int c = 0x80; c < 0x100; ++c) t[c] = true;
+  for (int c = 0; c < 0x20; ++c)
+    t[c] = true;
+  for (int c = 0x80; c < 0x100; ++c)
+    t[c] = true;
   t['"'] = true;
   t['\\'] = true;
   return t;
@@ -206,13 +205,27 @@ void append_escaped(std::string& out, std::string_view s) {
     out.append(s.data() + run_start, i - run_start);
     run_start = ++i;
     switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\r': out.append("\\r"); break;
-      case '\t': out.append("\\t"); break;
-      case '\b': out.append("\\b"); break;
-      case '\f': out.append("\\f"); break;
+      case '"':
+        out.append("\\\"");
+        break;
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '\n':
+        out.append("\\n");
+        break;
+      case '\r':
+        out.append("\\r");
+        break;
+      case '\t':
+        out.append("\\t");
+        break;
+      case '\b':
+        out.append("\\b");
+        break;
+      case '\f':
+        out.append("\\f");
+        break;
       default: {
         char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
         out.append(u, 6);
@@ -249,7 +262,8 @@ void append_real(std::string& out, double v) {
   bool negative_exponent = *p == '-';
   ++p;  // the exponent's sign is always written
   int exponent = 0;
-  for (; p < end; ++p) exponent = exponent * 10 + (*p - '0');
+  for (; p < end; ++p)
+    exponent = exponent * 10 + (*p - '0');
   if (negative_exponent) exponent = -exponent;
 
   if (length == 1 && digits[0] == '0') {  // zero, either sign
@@ -298,12 +312,12 @@ void for_each_sorted(const json::object& object, Fn&& fn) {
     items = heap_items.data();
   }
   std::size_t n = 0;
-  for (const auto& kv : object) items[n++] = &kv;
+  for (const auto& kv : object)
+    items[n++] = &kv;
   std::sort(items, items + n,
-            [](const json::key_value_pair* a, const json::key_value_pair* b) {
-              return a->key() < b->key();
-            });
-  for (std::size_t i = 0; i < n; ++i) fn(*items[i]);
+            [](const json::key_value_pair* a, const json::key_value_pair* b) { return a->key() < b->key(); });
+  for (std::size_t i = 0; i < n; ++i)
+    fn(*items[i]);
 }
 
 }  // namespace
@@ -352,15 +366,28 @@ void JsonWriter::real(double v) {
 
 void JsonWriter::value(const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: null(); break;
-    case json::kind::bool_: boolean(v.get_bool()); break;
-    case json::kind::int64: integer(v.get_int64()); break;
-    case json::kind::uint64: uinteger(v.get_uint64()); break;
-    case json::kind::double_: real(v.get_double()); break;
-    case json::kind::string: string(v.get_string()); break;
+    case json::kind::null:
+      null();
+      break;
+    case json::kind::bool_:
+      boolean(v.get_bool());
+      break;
+    case json::kind::int64:
+      integer(v.get_int64());
+      break;
+    case json::kind::uint64:
+      uinteger(v.get_uint64());
+      break;
+    case json::kind::double_:
+      real(v.get_double());
+      break;
+    case json::kind::string:
+      string(v.get_string());
+      break;
     case json::kind::array:
       begin_array();
-      for (const auto& element : v.get_array()) value(element);
+      for (const auto& element : v.get_array())
+        value(element);
       end_array();
       break;
     case json::kind::object:
@@ -376,32 +403,51 @@ void JsonWriter::value(const json::value& v) {
 
 void JsonWriter::field(std::string_view k, const std::optional<std::string>& v) {
   key(k);
-  if (v) string(*v); else null();
+  if (v)
+    string(*v);
+  else
+    null();
 }
 void JsonWriter::field_bool(std::string_view k, std::optional<bool> v) {
   key(k);
-  if (v) boolean(*v); else null();
+  if (v)
+    boolean(*v);
+  else
+    null();
 }
 void JsonWriter::field_u64(std::string_view k, std::optional<std::uint64_t> v) {
   key(k);
-  if (v) uinteger(*v); else null();
+  if (v)
+    uinteger(*v);
+  else
+    null();
 }
 void JsonWriter::field_i64(std::string_view k, std::optional<std::int64_t> v) {
   key(k);
-  if (v) integer(*v); else null();
+  if (v)
+    integer(*v);
+  else
+    null();
 }
 void JsonWriter::field_f64(std::string_view k, std::optional<double> v) {
   key(k);
-  if (v) real(*v); else null();
+  if (v)
+    real(*v);
+  else
+    null();
 }
 void JsonWriter::strings(const std::vector<std::string>& v) {
   begin_array();
-  for (const auto& s : v) string(s);
+  for (const auto& s : v)
+    string(s);
   end_array();
 }
 void JsonWriter::field_strings(std::string_view k, const std::optional<std::vector<std::string>>& v) {
   key(k);
-  if (v) strings(*v); else null();
+  if (v)
+    strings(*v);
+  else
+    null();
 }
 
 std::string canonical_json(const json::value& v) {
@@ -451,8 +497,11 @@ void pretty(std::string& out, const json::value& v, int indent, bool sort_keys) 
         out.append(": ");
         pretty(out, kv.value(), indent + 1, sort_keys);
       };
-      if (sort_keys) for_each_sorted(o, member);
-      else for (const auto& kv : o) member(kv);
+      if (sort_keys)
+        for_each_sorted(o, member);
+      else
+        for (const auto& kv : o)
+          member(kv);
       newline(indent);
       out.push_back('}');
       return;
@@ -488,8 +537,10 @@ std::string excerpt(std::string_view text, std::size_t max_bytes) {
     std::size_t n = utf8_sequence_length(text, i);
     std::size_t width = n > 0 ? n : 1;
     if (i + width > limit) break;
-    if (n > 0) out.append(text.substr(i, n));
-    else out.append(kReplacementCharacter);
+    if (n > 0)
+      out.append(text.substr(i, n));
+    else
+      out.append(kReplacementCharacter);
     i += width;
   }
   if (i < text.size()) out += "\u2026";
@@ -514,14 +565,20 @@ std::optional<std::int64_t> exact_int64(const json::value& v) {
 
 std::string describe_json(const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: return "null";
-    case json::kind::bool_: return v.get_bool() ? "true" : "false";
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return v.get_bool() ? "true" : "false";
     case json::kind::int64:
     case json::kind::uint64:
-    case json::kind::double_: return "the number " + canonical_json(v);
-    case json::kind::string: return "the string " + canonical_json(json::value(excerpt(v.get_string(), 40)));
-    case json::kind::array: return "an array";
-    case json::kind::object: return "an object";
+    case json::kind::double_:
+      return "the number " + canonical_json(v);
+    case json::kind::string:
+      return "the string " + canonical_json(json::value(excerpt(v.get_string(), 40)));
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
   }
   return "a value";
 }
@@ -530,11 +587,12 @@ void FieldReader::fail(std::string message) {
   if (error_.empty()) error_ = context_.empty() ? std::move(message) : context_ + ": " + message;
 }
 
-const json::value* FieldReader::find(std::string_view k) const { return object_.if_contains(k); }
+const json::value* FieldReader::find(std::string_view k) const {
+  return object_.if_contains(k);
+}
 
 void FieldReader::wrong_type(std::string_view k, std::string_view expected, const json::value& found) {
-  fail("field \"" + std::string(k) + "\" is " + describe_json(found) + ", expected " +
-       std::string(expected));
+  fail("field \"" + std::string(k) + "\" is " + describe_json(found) + ", expected " + std::string(expected));
 }
 
 std::string FieldReader::req_string(std::string_view k) {

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <boost/json/value.hpp>
-
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -34,9 +33,15 @@ class JsonWriter {
  public:
   explicit JsonWriter(std::string& out) : out_(out) {}
 
-  void begin_object() { separate(); out_.push_back('{'); }
+  void begin_object() {
+    separate();
+    out_.push_back('{');
+  }
   void end_object() { out_.push_back('}'); }
-  void begin_array() { separate(); out_.push_back('['); }
+  void begin_array() {
+    separate();
+    out_.push_back('[');
+  }
   void end_array() { out_.push_back(']'); }
 
   void key(std::string_view name);
@@ -53,15 +58,27 @@ class JsonWriter {
   void value(const json::value& v);
 
   // Field helpers: `key` followed by the value, `null` for an empty optional.
-  void field(std::string_view k, std::string_view v) { key(k); string(v); }
-  void field(std::string_view k, const std::string& v) { key(k); string(v); }
-  void field(std::string_view k, const char* v) { key(k); string(v); }
+  void field(std::string_view k, std::string_view v) {
+    key(k);
+    string(v);
+  }
+  void field(std::string_view k, const std::string& v) {
+    key(k);
+    string(v);
+  }
+  void field(std::string_view k, const char* v) {
+    key(k);
+    string(v);
+  }
   void field(std::string_view k, const std::optional<std::string>& v);
   void field_bool(std::string_view k, std::optional<bool> v);
   void field_u64(std::string_view k, std::optional<std::uint64_t> v);
   void field_i64(std::string_view k, std::optional<std::int64_t> v);
   void field_f64(std::string_view k, std::optional<double> v);
-  void field_json(std::string_view k, const json::value& v) { key(k); value(v); }
+  void field_json(std::string_view k, const json::value& v) {
+    key(k);
+    value(v);
+  }
   void field_strings(std::string_view k, const std::optional<std::vector<std::string>>& v);
   void strings(const std::vector<std::string>& v);
 
@@ -89,8 +106,7 @@ std::string pretty_json(const json::value& v, bool sort_keys = true);
 // are the same to a reader; only writers must never omit).
 class FieldReader {
  public:
-  FieldReader(const json::object& object, std::string context)
-      : object_(object), context_(std::move(context)) {}
+  FieldReader(const json::object& object, std::string context) : object_(object), context_(std::move(context)) {}
 
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }

@@ -4,20 +4,20 @@
 // `opaque` digest) and the framer resynchronises at the next newline.
 #pragma once
 
-#include "protocol/digest.hpp"
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "protocol/digest.hpp"
 
 namespace mh::protocol {
 
 inline constexpr std::size_t kDefaultMaxLineBytes = 1u << 20;  // 1 MiB
 
 struct FramedLine {
-  std::string_view text;      // the line without its '\n'; empty when too_long
-  std::uint64_t number = 0;   // 1-based line number in the stream (blank lines count)
+  std::string_view text;     // the line without its '\n'; empty when too_long
+  std::uint64_t number = 0;  // 1-based line number in the stream (blank lines count)
   bool too_long = false;
   std::uint64_t length = 0;   // byte length of the whole line, even when it was discarded
   std::string_view head;      // the first bytes of an oversized line, for the refusal message
@@ -27,8 +27,7 @@ struct FramedLine {
 
 class LineFramer {
  public:
-  explicit LineFramer(std::size_t max_line_bytes = kDefaultMaxLineBytes,
-                      bool digest_oversized = false)
+  explicit LineFramer(std::size_t max_line_bytes = kDefaultMaxLineBytes, bool digest_oversized = false)
       : max_(max_line_bytes), digest_oversized_(digest_oversized) {}
 
   std::size_t max_line_bytes() const { return max_; }

@@ -1,15 +1,13 @@
 #include "protocol/reader.hpp"
 
 #include <boost/throw_exception.hpp>
-
 #include <stdexcept>
 
 namespace mh::protocol {
 
 namespace {
 
-LineRefusal refuse(LineRefusalKind kind, std::string message,
-                   std::optional<std::string> id = std::nullopt) {
+LineRefusal refuse(LineRefusalKind kind, std::string message, std::optional<std::string> id = std::nullopt) {
   return LineRefusal{kind, std::move(message), std::move(id)};
 }
 
@@ -20,8 +18,8 @@ std::optional<json::value> read_tagged_object(std::string_view line, std::string
   std::string parse_error;
   auto value = parse_json(line, &parse_error);
   if (!value) {
-    refusal = refuse(LineRefusalKind::NotAnObject,
-                     "not a JSON object: " + parse_error + " in \"" + excerpt(line, 60) + "\"");
+    refusal =
+        refuse(LineRefusalKind::NotAnObject, "not a JSON object: " + parse_error + " in \"" + excerpt(line, 60) + "\"");
     return std::nullopt;
   }
   if (!value->is_object()) {
@@ -30,19 +28,17 @@ std::optional<json::value> read_tagged_object(std::string_view line, std::string
   }
   const json::object& o = value->get_object();
   std::optional<std::string> id;
-  if (const json::value* idv = o.if_contains("id"); idv && idv->is_string())
-    id = std::string(idv->get_string());
+  if (const json::value* idv = o.if_contains("id"); idv && idv->is_string()) id = std::string(idv->get_string());
   const json::value* format = o.if_contains("format");
   if (!format) {
-    refusal = refuse(LineRefusalKind::UnknownFormat,
-                     "no format tag, expected \"" + std::string(expected_format) + "\"", id);
+    refusal =
+        refuse(LineRefusalKind::UnknownFormat, "no format tag, expected \"" + std::string(expected_format) + "\"", id);
     return std::nullopt;
   }
   if (!format->is_string() || format->get_string() != expected_format) {
-    refusal = refuse(LineRefusalKind::UnknownFormat,
-                     "unknown format tag " + describe_json(*format) + ", expected \"" +
-                         std::string(expected_format) + "\"",
-                     id);
+    refusal = refuse(
+        LineRefusalKind::UnknownFormat,
+        "unknown format tag " + describe_json(*format) + ", expected \"" + std::string(expected_format) + "\"", id);
     return std::nullopt;
   }
   return value;
@@ -90,8 +86,7 @@ std::optional<CommandPayload> read_command_payload(CommandName name, FieldReader
       }
       auto frame = frame_from_json(*fv, /*require_sealed=*/true);
       if (!frame) {
-        f.fail("the frame is refused (" + std::string(to_string(frame.error().kind)) + "): " +
-               frame.error().message);
+        f.fail("the frame is refused (" + std::string(to_string(frame.error().kind)) + "): " + frame.error().message);
         return std::nullopt;
       }
       return cmd::FrameSet{std::move(*frame)};
@@ -157,38 +152,32 @@ boost::system::result<Command, LineRefusal> read_command_line(std::string_view l
   const json::object& o = value->get_object();
   FieldReader f(o, "");
   std::optional<std::string> id;
-  if (const json::value* idv = o.if_contains("id"); idv && idv->is_string())
-    id = std::string(idv->get_string());
+  if (const json::value* idv = o.if_contains("id"); idv && idv->is_string()) id = std::string(idv->get_string());
   std::string name = f.req_string("command");
   if (!f.ok()) return refuse(LineRefusalKind::Malformed, "malformed command: " + f.error(), id);
   auto command_name = parse_enum<CommandName>(name);
   if (!command_name)
     return refuse(LineRefusalKind::UnknownName,
-                  "unknown command \"" + excerpt(name, 60) + "\"; the vocabulary is " +
-                      command_vocabulary(),
-                  id);
+                  "unknown command \"" + excerpt(name, 60) + "\"; the vocabulary is " + command_vocabulary(), id);
   if (!id) {
     f.req_string("id");  // produces the precise complaint (missing, or wrong type)
     return refuse(LineRefusalKind::Malformed, "malformed " + name + ": " + f.error(), std::nullopt);
   }
   FieldReader payload_reader(o, "");
   auto payload = read_command_payload(*command_name, payload_reader);
-  if (!payload)
-    return refuse(LineRefusalKind::Malformed, "malformed " + name + ": " + payload_reader.error(), id);
+  if (!payload) return refuse(LineRefusalKind::Malformed, "malformed " + name + ": " + payload_reader.error(), id);
   return Command{std::move(*id), std::move(*payload)};
 }
 
 LineRefusal too_long_refusal(const FramedLine& line, std::size_t bound) {
-  return refuse(LineRefusalKind::TooLong,
-                "line " + std::to_string(line.number) + " is " + std::to_string(line.length) +
-                    " bytes, over the " + std::to_string(bound) +
-                    "-byte bound; it was discarded unread (it began \"" + excerpt(line.head, 60) +
-                    "\")");
+  return refuse(LineRefusalKind::TooLong, "line " + std::to_string(line.number) + " is " + std::to_string(line.length) +
+                                              " bytes, over the " + std::to_string(bound) +
+                                              "-byte bound; it was discarded unread (it began \"" +
+                                              excerpt(line.head, 60) + "\")");
 }
 
 CommandOutcome outcome_for(const LineRefusal& refusal) {
-  return CommandOutcome::refused(RefusalCode::MALFORMED,
-                                 std::string(to_string(refusal.kind)) + ": " + refusal.message);
+  return CommandOutcome::refused(RefusalCode::MALFORMED, std::string(to_string(refusal.kind)) + ": " + refusal.message);
 }
 
 void throw_exception_from_error(const LineRefusal& e, const boost::source_location& loc) {

@@ -4,11 +4,11 @@
 // Unknown fields on a known name are ignored.
 #pragma once
 
+#include <boost/system/result.hpp>
+
 #include "protocol/commands.hpp"
 #include "protocol/events.hpp"
 #include "protocol/line_framer.hpp"
-
-#include <boost/system/result.hpp>
 
 namespace mh::protocol {
 
@@ -16,10 +16,9 @@ enum class LineRefusalKind { TooLong, NotAnObject, UnknownFormat, UnknownName, M
 
 template <>
 struct EnumNames<LineRefusalKind> {
-  static constexpr std::array names = {
-      std::string_view("TooLong"), std::string_view("NotAnObject"),
-      std::string_view("UnknownFormat"), std::string_view("UnknownName"),
-      std::string_view("Malformed")};
+  static constexpr std::array names = {std::string_view("TooLong"), std::string_view("NotAnObject"),
+                                       std::string_view("UnknownFormat"), std::string_view("UnknownName"),
+                                       std::string_view("Malformed")};
 };
 
 struct LineRefusal {
@@ -34,8 +33,7 @@ boost::system::result<Event, LineRefusal> read_event_line(std::string_view line)
 boost::system::result<Command, LineRefusal> read_command_line(std::string_view line);
 
 // Payload-only parsing for callers that already hold a parsed object and know the name.
-boost::system::result<EventPayload, LineRefusal> read_event_payload(std::string_view name,
-                                                                    const json::object& object);
+boost::system::result<EventPayload, LineRefusal> read_event_payload(std::string_view name, const json::object& object);
 
 // The refusal for a line the framer reported as too long.
 LineRefusal too_long_refusal(const FramedLine& line, std::size_t bound);
@@ -44,7 +42,6 @@ LineRefusal too_long_refusal(const FramedLine& line, std::size_t bound);
 // with the refusal's own words.
 CommandOutcome outcome_for(const LineRefusal& refusal);
 
-[[noreturn]] void throw_exception_from_error(const LineRefusal& e,
-                                             const boost::source_location& loc);
+[[noreturn]] void throw_exception_from_error(const LineRefusal& e, const boost::source_location& loc);
 
 }  // namespace mh::protocol

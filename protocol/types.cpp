@@ -11,8 +11,7 @@ namespace {
 // model as one of ASCII blanks.
 bool is_unicode_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 bool is_blank(std::string_view s) {
@@ -23,9 +22,9 @@ bool is_blank(std::string_view s) {
     auto byte = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k])); };
     char32_t c = n == 1   ? byte(0)
                  : n == 2 ? ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F)
-                 : n == 3 ? ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F)
-                          : ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) |
-                                ((byte(2) & 0x3F) << 6) | (byte(3) & 0x3F);
+                 : n == 3
+                     ? ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F)
+                     : ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) | ((byte(2) & 0x3F) << 6) | (byte(3) & 0x3F);
     if (!is_unicode_whitespace(c)) return false;
     i += n;
   }
@@ -140,8 +139,7 @@ std::optional<CommandOutcome> read_outcome(const json::object& o, std::string& e
     }
     auto parsed = parse_enum<RefusalCode>(code);
     if (!parsed) {
-      error = "unknown refusal code \"" + excerpt(code, 40) + "\"; the vocabulary is " +
-              vocabulary<RefusalCode>();
+      error = "unknown refusal code \"" + excerpt(code, 40) + "\"; the vocabulary is " + vocabulary<RefusalCode>();
       return std::nullopt;
     }
     return CommandOutcome::refused(*parsed, std::move(reason));
@@ -152,10 +150,18 @@ std::optional<CommandOutcome> read_outcome(const json::object& o, std::string& e
 
 void DecisionCensus::count(const Decision& d, Seam seam, DecidedBy by) {
   switch (d.index()) {
-    case 0: ++allowed; break;
-    case 1: ++denied; break;
-    case 2: ++replaced; break;
-    case 3: ++abstained; break;
+    case 0:
+      ++allowed;
+      break;
+    case 1:
+      ++denied;
+      break;
+    case 2:
+      ++replaced;
+      break;
+    case 3:
+      ++abstained;
+      break;
   }
   ++by_seam[std::string(to_string(seam))];
   ++by_decider[std::string(to_string(by))];
@@ -179,7 +185,9 @@ void write(JsonWriter& w, const StepRef& v) {
 void write(JsonWriter& w, const StepOutcome& v) {
   w.begin_object();
   switch (v.kind) {
-    case StepOutcome::Kind::completed: w.field("outcome", "completed"); break;
+    case StepOutcome::Kind::completed:
+      w.field("outcome", "completed");
+      break;
     case StepOutcome::Kind::failed:
       w.field("outcome", "failed");
       w.field("reason", v.reason);

@@ -2,8 +2,6 @@
 // spellings, decisions, command outcomes and the structs nested inside event payloads.
 #pragma once
 
-#include "protocol/json.hpp"
-
 #include <array>
 #include <cstdint>
 #include <map>
@@ -12,6 +10,8 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "protocol/json.hpp"
 
 namespace mh::protocol {
 
@@ -38,40 +38,31 @@ enum class ProcessKind { exited, signaled, unknown };
 template <class E>
 struct EnumNames;  // specialised below: static constexpr std::array names
 
-#define MH_ENUM_NAMES(E, ...)                                                    \
-  template <>                                                                    \
-  struct EnumNames<E> {                                                          \
-    static constexpr std::array names = {__VA_ARGS__};                           \
+#define MH_ENUM_NAMES(E, ...)                          \
+  template <>                                          \
+  struct EnumNames<E> {                                \
+    static constexpr std::array names = {__VA_ARGS__}; \
   }
 
-MH_ENUM_NAMES(Seam, std::string_view("registration"), std::string_view("hook"),
-              std::string_view("control_request"), std::string_view("owned_tool"),
-              std::string_view("none"));
-MH_ENUM_NAMES(DecidedBy, std::string_view("embedder"), std::string_view("frame"),
-              std::string_view("deadline"), std::string_view("adapter"),
-              std::string_view("observe"));
-MH_ENUM_NAMES(RefusalCode, std::string_view("UNSUPPORTED_CONTROL"),
-              std::string_view("UNKNOWN_CALL"), std::string_view("TOO_LATE"),
-              std::string_view("MALFORMED"), std::string_view("SHADOWED"));
-MH_ENUM_NAMES(CloseReason, std::string_view("completed"), std::string_view("budget"),
-              std::string_view("killed"), std::string_view("error"),
-              std::string_view("steer-halt"));
-MH_ENUM_NAMES(HermeticMode, std::string_view("off"), std::string_view("on"),
-              std::string_view("strict"));
-MH_ENUM_NAMES(DecisionMode, std::string_view("frame"), std::string_view("ask"),
-              std::string_view("observe"));
-MH_ENUM_NAMES(Tier, std::string_view("registration"), std::string_view("call"),
-              std::string_view("turn"), std::string_view("kill"));
-MH_ENUM_NAMES(TierStatus, std::string_view("delivered"), std::string_view("unverified"),
-              std::string_view("absent"));
+MH_ENUM_NAMES(Seam, std::string_view("registration"), std::string_view("hook"), std::string_view("control_request"),
+              std::string_view("owned_tool"), std::string_view("none"));
+MH_ENUM_NAMES(DecidedBy, std::string_view("embedder"), std::string_view("frame"), std::string_view("deadline"),
+              std::string_view("adapter"), std::string_view("observe"));
+MH_ENUM_NAMES(RefusalCode, std::string_view("UNSUPPORTED_CONTROL"), std::string_view("UNKNOWN_CALL"),
+              std::string_view("TOO_LATE"), std::string_view("MALFORMED"), std::string_view("SHADOWED"));
+MH_ENUM_NAMES(CloseReason, std::string_view("completed"), std::string_view("budget"), std::string_view("killed"),
+              std::string_view("error"), std::string_view("steer-halt"));
+MH_ENUM_NAMES(HermeticMode, std::string_view("off"), std::string_view("on"), std::string_view("strict"));
+MH_ENUM_NAMES(DecisionMode, std::string_view("frame"), std::string_view("ask"), std::string_view("observe"));
+MH_ENUM_NAMES(Tier, std::string_view("registration"), std::string_view("call"), std::string_view("turn"),
+              std::string_view("kill"));
+MH_ENUM_NAMES(TierStatus, std::string_view("delivered"), std::string_view("unverified"), std::string_view("absent"));
 MH_ENUM_NAMES(AdapterClass, std::string_view("harness"), std::string_view("direct_provider"));
-MH_ENUM_NAMES(HermeticRow, std::string_view("h1a"), std::string_view("h1b"),
-              std::string_view("h2"), std::string_view("h3"), std::string_view("h4"),
-              std::string_view("h5"), std::string_view("h6"), std::string_view("h7"),
-              std::string_view("h8"), std::string_view("h9"), std::string_view("h10"),
+MH_ENUM_NAMES(HermeticRow, std::string_view("h1a"), std::string_view("h1b"), std::string_view("h2"),
+              std::string_view("h3"), std::string_view("h4"), std::string_view("h5"), std::string_view("h6"),
+              std::string_view("h7"), std::string_view("h8"), std::string_view("h9"), std::string_view("h10"),
               std::string_view("h11"));
-MH_ENUM_NAMES(ProcessKind, std::string_view("exited"), std::string_view("signaled"),
-              std::string_view("unknown"));
+MH_ENUM_NAMES(ProcessKind, std::string_view("exited"), std::string_view("signaled"), std::string_view("unknown"));
 #undef MH_ENUM_NAMES
 
 template <class E>

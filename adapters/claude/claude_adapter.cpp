@@ -1,13 +1,13 @@
 #include "adapters/claude/claude_adapter.hpp"
 
-#include "metaharness/build_info.hpp"
-#include "protocol/digest.hpp"
-
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "metaharness/build_info.hpp"
+#include "protocol/digest.hpp"
 
 namespace mh::adapters {
 namespace claude {
@@ -17,8 +17,8 @@ namespace {
 constexpr std::string_view kInitializeId = "mh-init";
 constexpr std::string_view kHookCallbackId = "mh-pretooluse";
 
-constexpr std::array<std::string_view, 6> kPostures = {"acceptEdits", "auto", "bypassPermissions",
-                                                       "default", "dontAsk", "plan"};
+constexpr std::array<std::string_view, 6> kPostures = {"acceptEdits", "auto",    "bypassPermissions",
+                                                       "default",     "dontAsk", "plan"};
 
 // Vendor tools that render an operation in addition to the table's primary tool.
 struct ToolAlias {
@@ -38,12 +38,18 @@ constexpr std::array<std::string_view, 3> kPassThroughEnv = {"LANG", "LC_ALL", "
 
 // Declared vendor variables that would take the seam away, or override what the plan owns.
 bool denied_vendor_env(std::string_view name, std::string& why) {
-  static constexpr std::array<std::string_view, 11> kOwned = {
-      "HOME", "PATH", "TMPDIR", "CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
-      "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "METAHARNESS_RUN", "CLAUDE_CODE_ENTRYPOINT",
-      "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"};
-  static constexpr std::array<std::string_view, 2> kSeamBreakers = {"CLAUDE_CODE_SAFE_MODE",
-                                                                    "CLAUDE_CODE_SIMPLE"};
+  static constexpr std::array<std::string_view, 11> kOwned = {"HOME",
+                                                              "PATH",
+                                                              "TMPDIR",
+                                                              "CLAUDE_CONFIG_DIR",
+                                                              "ANTHROPIC_BASE_URL",
+                                                              "ANTHROPIC_AUTH_TOKEN",
+                                                              "ANTHROPIC_API_KEY",
+                                                              "CLAUDE_CODE_OAUTH_TOKEN",
+                                                              "METAHARNESS_RUN",
+                                                              "CLAUDE_CODE_ENTRYPOINT",
+                                                              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"};
+  static constexpr std::array<std::string_view, 2> kSeamBreakers = {"CLAUDE_CODE_SAFE_MODE", "CLAUDE_CODE_SIMPLE"};
   for (auto k : kSeamBreakers)
     if (name == k) {
       why = std::string(name) + " switches hooks off silently (safe/bare mode), which would remove the call seam";
@@ -101,9 +107,9 @@ const proto::CapabilityTable& capabilities() {
     t.decision_modes = {{proto::DecisionMode::frame, proto::TierStatus::delivered},
                         {proto::DecisionMode::ask, proto::TierStatus::delivered},
                         {proto::DecisionMode::observe, proto::TierStatus::delivered}};
-    t.rendering = {{"file.read", "Read"},  {"file.write", "Write"},  {"file.edit", "Edit"},
-                   {"dir.list", "Glob"},   {"search", "Grep"},       {"shell", "Bash"},
-                   {"web.read", "WebFetch"}, {"skill.load", "Skill"}, {"subagent.spawn", "Agent"},
+    t.rendering = {{"file.read", "Read"},      {"file.write", "Write"},   {"file.edit", "Edit"},
+                   {"dir.list", "Glob"},       {"search", "Grep"},        {"shell", "Bash"},
+                   {"web.read", "WebFetch"},   {"skill.load", "Skill"},   {"subagent.spawn", "Agent"},
                    {"task.todo", "TodoWrite"}, {"mcp.call", std::nullopt}};
     t.notes = {
         "an allow grants: Claude honours a hook allow and bypasses the rest of its permission "
@@ -171,9 +177,7 @@ class Session final : public AdapterSession {
 
   // The vendor's callback timeout sits above the run's decision deadline, so a deny for
   // silence is always metaharness's own (decided_by deadline), never the vendor's.
-  static std::uint64_t hook_timeout_for(const RunSpec& spec) {
-    return (spec.decision_deadline_ms + 999) / 1000 + 30;
-  }
+  static std::uint64_t hook_timeout_for(const RunSpec& spec) { return (spec.decision_deadline_ms + 999) / 1000 + 30; }
 
   void start(AdapterSink& sink) override {
     json::object matcher;
@@ -214,8 +218,7 @@ class Session final : public AdapterSession {
 
   void on_vendor_end(AdapterSink&) override {}
 
-  void answer(const ReplyToken& reply, const ToolCall&, const proto::Decision& decision,
-              AdapterSink& sink) override {
+  void answer(const ReplyToken& reply, const ToolCall&, const proto::Decision& decision, AdapterSink& sink) override {
     json::object response;
     response["subtype"] = "success";
     response["request_id"] = reply.id;
@@ -252,20 +255,19 @@ class Session final : public AdapterSession {
 
   std::optional<proto::Refusal> check_decision(const ToolCall&, const proto::Decision& decision) const override {
     if (auto* r = std::get_if<proto::decision::Replace>(&decision); r && !r->input.is_object())
-      return proto::Refusal{proto::RefusalCode::MALFORMED,
-                            "a replace for a Claude tool needs an object input (updatedInput); got " +
-                                proto::describe_json(r->input)};
+      return proto::Refusal{
+          proto::RefusalCode::MALFORMED,
+          "a replace for a Claude tool needs an object input (updatedInput); got " + proto::describe_json(r->input)};
     return std::nullopt;
   }
 
   void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) override {
     json::array content;
-    for (const auto& t : texts) content.push_back(json::object{{"type", "text"}, {"text", t}});
+    for (const auto& t : texts)
+      content.push_back(json::object{{"type", "text"}, {"text", t}});
     json::object message{{"role", "user"}, {"content", std::move(content)}};
-    json::object o{{"type", "user"},
-                   {"session_id", ""},
-                   {"message", std::move(message)},
-                   {"parent_tool_use_id", nullptr}};
+    json::object o{
+        {"type", "user"}, {"session_id", ""}, {"message", std::move(message)}, {"parent_tool_use_id", nullptr}};
     sink.write_vendor(proto::canonical_json(o));
   }
 
@@ -285,7 +287,8 @@ class Session final : public AdapterSession {
     // a posture outside its vocabulary would be a control that appears to work and does not.
     if (!is_known_posture(posture))
       return ControlAck::refused(proto::RefusalCode::MALFORMED,
-                                 "\"" + proto::excerpt(posture, 40) + "\" is not a Claude permission mode; the vocabulary is " +
+                                 "\"" + proto::excerpt(posture, 40) +
+                                     "\" is not a Claude permission mode; the vocabulary is " +
                                      std::string(posture_vocabulary()));
     std::string id = next_control_id();
     sink.write_vendor(control_request(id, json::object{{"subtype", "set_permission_mode"}, {"mode", posture}}));
@@ -293,8 +296,8 @@ class Session final : public AdapterSession {
   }
 
   void end_session(AdapterSink& sink) override {
-    sink.write_vendor(control_request(next_control_id(),
-                                      json::object{{"subtype", "end_session"}, {"reason", "metaharness halt"}}));
+    sink.write_vendor(
+        control_request(next_control_id(), json::object{{"subtype", "end_session"}, {"reason", "metaharness halt"}}));
   }
 
   std::optional<proto::ev::SessionEnded> session_ended() const override { return reader_.session_ended(); }
@@ -318,10 +321,12 @@ class Session final : public AdapterSession {
         const auto& in = input->get_object();
         if (const json::value* n = in.if_contains("tool_name"); n && n->is_string()) call.name = n->get_string();
         if (const json::value* ti = in.if_contains("tool_input")) call.input = *ti;
-        if (const json::value* tu = in.if_contains("tool_use_id"); tu && tu->is_string()) call.call_id = tu->get_string();
+        if (const json::value* tu = in.if_contains("tool_use_id"); tu && tu->is_string())
+          call.call_id = tu->get_string();
       }
       if (call.call_id.empty())
-        if (const json::value* tu = req.if_contains("tool_use_id"); tu && tu->is_string()) call.call_id = tu->get_string();
+        if (const json::value* tu = req.if_contains("tool_use_id"); tu && tu->is_string())
+          call.call_id = tu->get_string();
       // A request we cannot correlate still gets an identity (and is decided like any call).
       if (call.call_id.empty()) call.call_id = "hook-" + request_id;
       sink.call_awaits_answer(std::move(call), ReplyToken{request_id, proto::Seam::hook});
@@ -332,7 +337,8 @@ class Session final : public AdapterSession {
     json::object response{{"subtype", "error"},
                           {"request_id", request_id},
                           {"error", "metaharness does not serve " + std::string(subtype->get_string())}};
-    sink.write_vendor(proto::canonical_json(json::object{{"type", "control_response"}, {"response", std::move(response)}}));
+    sink.write_vendor(
+        proto::canonical_json(json::object{{"type", "control_response"}, {"response", std::move(response)}}));
     return false;
   }
 
@@ -347,8 +353,10 @@ class Session final : public AdapterSession {
     std::string error;
     if (const json::value* e = r.if_contains("error"); e && e->is_string()) error = e->get_string();
     if (id->get_string() == kInitializeId) {
-      if (ok) sink.session_ready();
-      else sink.fail_run("claude refused initialize, so the PreToolUse call seam is not installed: " + error);
+      if (ok)
+        sink.session_ready();
+      else
+        sink.fail_run("claude refused initialize, so the PreToolUse call seam is not installed: " + error);
       return true;
     }
     ControlReply reply;
@@ -393,12 +401,11 @@ class ClaudeAdapter final : public Adapter {
       return LaunchRefusal{std::move(refused), "the run needs controls the claude adapter cannot honour"};
     if (spec.decisions == proto::DecisionMode::observe && spec.frame)
       return LaunchRefusal{
-          {proto::ev::CommandResult{
-              "start/tool.decide",
-              proto::CommandOutcome::refused(
-                  proto::RefusalCode::UNSUPPORTED_CONTROL,
-                  "observe mode allows every call, so a frame would be told to the model and "
-                  "enforced by nothing; use decisions frame (or ask) with a frame")}},
+          {proto::ev::CommandResult{"start/tool.decide",
+                                    proto::CommandOutcome::refused(
+                                        proto::RefusalCode::UNSUPPORTED_CONTROL,
+                                        "observe mode allows every call, so a frame would be told to the model and "
+                                        "enforced by nothing; use decisions frame (or ask) with a frame")}},
           "observe mode refuses a frame"};
     if (spec.prompt.empty()) return refuse("the run has no prompt");
     if (!spec.model_endpoint)
@@ -416,8 +423,9 @@ class ClaudeAdapter final : public Adapter {
     LaunchPlan p;
     p.adapter = "claude";
     p.program = program;
-    p.args = {"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
-              "--setting-sources", "", "--strict-mcp-config"};
+    p.args = {
+        "-p", "--input-format",     "stream-json", "--output-format", "stream-json", "--verbose", "--setting-sources",
+        "",   "--strict-mcp-config"};
     if (spec.model) {
       p.args.push_back("--model");
       p.args.push_back(*spec.model);
@@ -446,27 +454,32 @@ class ClaudeAdapter final : public Adapter {
     p.env.emplace_back("ANTHROPIC_AUTH_TOKEN", spec.model_endpoint->token);
     p.env.emplace_back("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
     p.env.push_back(p.run_marker);
-    for (const auto& [name, value] : spec.vendor_env) p.env.emplace_back(name, value);
+    for (const auto& [name, value] : spec.vendor_env)
+      p.env.emplace_back(name, value);
 
     using proto::HermeticRow;
     auto& a = p.attestation;
     a.mode = proto::HermeticMode::on;
     a.decisions = spec.decisions;
     a.imposed = {
-        {HermeticRow::h1a, "CLAUDE_CONFIG_DIR=" + config_dir.string() + " (a fresh scratch config home); no plugin was injected"},
+        {HermeticRow::h1a,
+         "CLAUDE_CONFIG_DIR=" + config_dir.string() + " (a fresh scratch config home); no plugin was injected"},
         {HermeticRow::h1b, "CLAUDE_CONFIG_DIR=" + config_dir.string() + " (no output style configured)"},
         {HermeticRow::h2, "--setting-sources \"\" (user, project and local settings and CLAUDE.md are not loaded)"},
-        {HermeticRow::h3, "environment constructed from an allowlist (LANG, LC_ALL, TZ passed through) plus HOME, "
-                          "CLAUDE_CONFIG_DIR, PATH, TMPDIR, the model endpoint and the run marker"},
+        {HermeticRow::h3,
+         "environment constructed from an allowlist (LANG, LC_ALL, TZ passed through) plus HOME, "
+         "CLAUDE_CONFIG_DIR, PATH, TMPDIR, the model endpoint and the run marker"},
         {HermeticRow::h4, "no API key in the environment: a per-run bearer token for the configured model endpoint"},
         {HermeticRow::h5, "--strict-mcp-config with no --mcp-config: no MCP server"},
         {HermeticRow::h6, "no credential file is copied: the model endpoint's per-run token is the only credential"},
-        {HermeticRow::h8, "argv and environment carry none of --bare, --safe-mode, --dangerously-skip-permissions, "
-                          "--add-dir, CLAUDE_CODE_SAFE_MODE, CLAUDE_CODE_SIMPLE"},
+        {HermeticRow::h8,
+         "argv and environment carry none of --bare, --safe-mode, --dangerously-skip-permissions, "
+         "--add-dir, CLAUDE_CODE_SAFE_MODE, CLAUDE_CODE_SIMPLE"},
     };
     if (!spec.cwd) {
       a.imposed.push_back({HermeticRow::h7, "working directory " + work.string() + " inside the run's scratch"});
-      a.imposed.push_back({HermeticRow::h11, "scratch working directory, and --setting-sources \"\" keeps CLAUDE.md out"});
+      a.imposed.push_back(
+          {HermeticRow::h11, "scratch working directory, and --setting-sources \"\" keeps CLAUDE.md out"});
     }
     std::sort(a.imposed.begin(), a.imposed.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
     if (spec.cwd) {

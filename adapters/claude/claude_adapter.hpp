@@ -36,8 +36,7 @@ class Reader {
   explicit Reader(Launch launch) : launch_(std::move(launch)) {}
 
   // One parsed stdout record that is not control traffic; `raw` is the line as read.
-  void read_record(const json::object& record, std::string_view raw, std::uint64_t line_no,
-                   AdapterSink& sink);
+  void read_record(const json::object& record, std::string_view raw, std::uint64_t line_no, AdapterSink& sink);
   // A line that is not a JSON object (or too long): opaque with the whole-line digest.
   static void unreadable(const proto::FramedLine& line, AdapterSink& sink);
 
@@ -47,10 +46,10 @@ class Reader {
 
  private:
   void map_init(const json::object& record, const std::optional<std::string>& at, AdapterSink& sink);
-  void map_assistant(const json::object& record, const std::optional<std::string>& at,
-                     std::uint64_t line_no, AdapterSink& sink);
-  void map_user(const json::object& record, const std::optional<std::string>& at,
-                std::uint64_t line_no, AdapterSink& sink);
+  void map_assistant(const json::object& record, const std::optional<std::string>& at, std::uint64_t line_no,
+                     AdapterSink& sink);
+  void map_user(const json::object& record, const std::optional<std::string>& at, std::uint64_t line_no,
+                AdapterSink& sink);
   void map_result(const json::object& record, const std::optional<std::string>& at, AdapterSink& sink);
 
   Launch launch_;

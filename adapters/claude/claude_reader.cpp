@@ -98,14 +98,13 @@ proto::TokenUsage map_usage(const json::object& u) {
   t.service_tier = string_at(u, "service_tier");
   if (const json::value* d = u.if_contains("output_tokens_details"); d && d->is_object())
     t.thinking_tokens = u64_at(d->get_object(), "thinking_tokens");
-  if (const json::value* it = u.if_contains("iterations"); it && it->is_array())
-    t.iterations = it->get_array().size();
+  if (const json::value* it = u.if_contains("iterations"); it && it->is_array()) t.iterations = it->get_array().size();
   t.speed = string_at(u, "speed");
   return t;
 }
 
-proto::ev::Opaque opaque_of(std::optional<std::string> type, std::optional<std::string> subtype,
-                            std::string digest, std::uint64_t line_no) {
+proto::ev::Opaque opaque_of(std::optional<std::string> type, std::optional<std::string> subtype, std::string digest,
+                            std::uint64_t line_no) {
   return proto::ev::Opaque{std::move(type), std::move(subtype), std::move(digest), line_no};
 }
 
@@ -113,8 +112,7 @@ proto::ev::Opaque opaque_of(std::optional<std::string> type, std::optional<std::
 std::optional<std::string> auth_failure_words(const json::object& record) {
   const json::value* message = record.if_contains("message");
   if (message && message->is_object()) {
-    if (const json::value* content = message->get_object().if_contains("content");
-        content && content->is_array()) {
+    if (const json::value* content = message->get_object().if_contains("content"); content && content->is_array()) {
       for (const auto& block : content->get_array())
         if (block.is_object())
           if (auto text = string_at(block.get_object(), "text")) return text;
@@ -131,8 +129,7 @@ void Reader::unreadable(const proto::FramedLine& line, AdapterSink& sink) {
   sink.event(opaque_of(std::nullopt, std::nullopt, std::move(digest), line.number), std::nullopt);
 }
 
-void Reader::read_record(const json::object& record, std::string_view raw, std::uint64_t line_no,
-                         AdapterSink& outer) {
+void Reader::read_record(const json::object& record, std::string_view raw, std::uint64_t line_no, AdapterSink& outer) {
   CountingSink sink(outer);
   auto type = string_at(record, "type");
   auto subtype = string_at(record, "subtype");
@@ -174,8 +171,7 @@ void Reader::read_record(const json::object& record, std::string_view raw, std::
     map_result(record, at, sink);
   }
 
-  if (sink.produced() == 0)
-    outer.event(opaque_of(type, subtype, proto::sha256_hex(raw), line_no), at);
+  if (sink.produced() == 0) outer.event(opaque_of(type, subtype, proto::sha256_hex(raw), line_no), at);
 }
 
 void Reader::map_init(const json::object& r, const std::optional<std::string>& at, AdapterSink& sink) {
@@ -220,8 +216,8 @@ void Reader::map_init(const json::object& r, const std::optional<std::string>& a
   sink.turn_started(at);
 }
 
-void Reader::map_assistant(const json::object& r, const std::optional<std::string>& at,
-                           std::uint64_t line_no, AdapterSink& sink) {
+void Reader::map_assistant(const json::object& r, const std::optional<std::string>& at, std::uint64_t line_no,
+                           AdapterSink& sink) {
   const json::value* message = r.if_contains("message");
   if (!message || !message->is_object()) return;  // -> whole-record opaque
   const auto& m = message->get_object();
@@ -229,7 +225,8 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
   if (const json::value* content = m.if_contains("content"); content && content->is_array()) {
     for (const auto& block_value : content->get_array()) {
       if (!block_value.is_object()) {
-        sink.event(opaque_of("assistant", std::nullopt, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
+        sink.event(opaque_of("assistant", std::nullopt, proto::sha256_hex(proto::canonical_json(block_value)), line_no),
+                   at);
         continue;
       }
       const auto& block = block_value.get_object();
@@ -240,9 +237,8 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
         sink.event(proto::ev::Thinking{*string_at(block, "thinking"), request_id}, at);
       } else if (block_type == "tool_use" && string_at(block, "id") && string_at(block, "name")) {
         const json::value* input = block.if_contains("input");
-        sink.call_presented(ToolCall{*string_at(block, "id"), *string_at(block, "name"),
-                                     input ? *input : json::value(nullptr)},
-                            at);
+        sink.call_presented(
+            ToolCall{*string_at(block, "id"), *string_at(block, "name"), input ? *input : json::value(nullptr)}, at);
       } else {
         std::optional<std::string> subtype = block_type && !block_type->empty() ? block_type : std::nullopt;
         sink.event(opaque_of("assistant", subtype, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
@@ -259,8 +255,8 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
   }
 }
 
-void Reader::map_user(const json::object& r, const std::optional<std::string>& at,
-                      std::uint64_t line_no, AdapterSink& sink) {
+void Reader::map_user(const json::object& r, const std::optional<std::string>& at, std::uint64_t line_no,
+                      AdapterSink& sink) {
   const json::value* message = r.if_contains("message");
   if (!message || !message->is_object()) return;
   bool synthetic = false;
@@ -309,8 +305,10 @@ void Reader::map_result(const json::object& r, const std::optional<std::string>&
   // Claude writes the HTTP status as a number; the wire field is a string. Its decimal text is
   // still the vendor's own value, not a paraphrase.
   if (const json::value* v = r.if_contains("api_error_status")) {
-    if (v->is_string()) e.api_error_status = std::string(v->get_string());
-    else if (v->is_int64() || v->is_uint64()) e.api_error_status = proto::canonical_json(*v);
+    if (v->is_string())
+      e.api_error_status = std::string(v->get_string());
+    else if (v->is_int64() || v->is_uint64())
+      e.api_error_status = proto::canonical_json(*v);
   }
   e.num_turns = u64_at(r, "num_turns");
   e.duration_ms = u64_at(r, "duration_ms");
@@ -324,8 +322,7 @@ void Reader::map_result(const json::object& r, const std::optional<std::string>&
       if (!item.is_object()) continue;
       const auto& o = item.get_object();
       const json::value* input = o.if_contains("tool_input");
-      denials_.push_back(proto::PermissionDenial{string_at(o, "tool_name").value_or(""),
-                                                 string_at(o, "tool_use_id"),
+      denials_.push_back(proto::PermissionDenial{string_at(o, "tool_name").value_or(""), string_at(o, "tool_use_id"),
                                                  input ? *input : json::value(nullptr)});
     }
   }

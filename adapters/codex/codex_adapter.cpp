@@ -1,15 +1,15 @@
 #include "adapters/codex/codex_adapter.hpp"
 
-#include "metaharness/build_info.hpp"
-#include "protocol/digest.hpp"
-
 #include <algorithm>
 #include <array>
-#include <deque>
 #include <cstdlib>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <sstream>
+
+#include "metaharness/build_info.hpp"
+#include "protocol/digest.hpp"
 
 namespace mh::adapters {
 namespace codex {
@@ -25,11 +25,9 @@ constexpr std::string_view kDefaultModel = "gpt-5.5";  // a slug Codex knows: it
 // Codex stops sending them when asked (optOutNotificationMethods), so nothing is dropped: the
 // vendor never says it. Everything else it says is read.
 constexpr std::array<std::string_view, 9> kOptOut = {
-    "item/agentMessage/delta",           "item/reasoning/summaryTextDelta",
-    "item/reasoning/summaryPartAdded",   "item/reasoning/textDelta",
-    "item/commandExecution/outputDelta", "item/fileChange/outputDelta",
-    "item/plan/delta",                   "item/mcpToolCall/progress",
-    "thread/status/changed"};
+    "item/agentMessage/delta",  "item/reasoning/summaryTextDelta",   "item/reasoning/summaryPartAdded",
+    "item/reasoning/textDelta", "item/commandExecution/outputDelta", "item/fileChange/outputDelta",
+    "item/plan/delta",          "item/mcpToolCall/progress",         "thread/status/changed"};
 
 constexpr std::array<std::string_view, 3> kSafePostures = {"untrusted", "read-only", "workspace-write"};
 constexpr std::array<std::string_view, 1> kWidePostures = {"danger-full-access"};
@@ -86,8 +84,8 @@ std::optional<std::string> at_of(const json::object& message) {
   std::tm utc{};
   gmtime_r(&secs, &utc);
   char buf[96];  // sized for any int fields, so the format can never truncate
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis % 1000));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis % 1000));
   return std::string(buf);
 }
 
@@ -115,7 +113,8 @@ const proto::CapabilityTable& capabilities() {
                {proto::Tier::kill, proto::TierStatus::delivered}};
     using proto::CommandName;
     t.commands = {
-        {CommandName::tool_decide, {true, {}, "approvals (accept / decline) for shell and patches; the PreToolUse hook for every other kind"}},
+        {CommandName::tool_decide,
+         {true, {}, "approvals (accept / decline) for shell and patches; the PreToolUse hook for every other kind"}},
         {CommandName::frame_set, {true, {}, "enforced at the call seam from the next turn; its text opens that turn"}},
         {CommandName::message_inject, {true, {}, "the next turn/start"}},
         {CommandName::steer, {true, {}, "turn/steer against the active turn"}},
@@ -186,13 +185,15 @@ class Session final : public AdapterSession {
 
   void start(AdapterSink& sink) override {
     json::array opt_out;
-    for (auto m : kOptOut) opt_out.emplace_back(m);
-    request(sink, "initialize",
-            json::object{{"clientInfo", json::object{{"name", "metaharness"},
-                                                     {"title", "metaharness"},
-                                                     {"version", std::string(build_info::version)}}},
-                         {"capabilities", json::object{{"experimentalApi", true}, {"optOutNotificationMethods", opt_out}}}},
-            Purpose::initialize);
+    for (auto m : kOptOut)
+      opt_out.emplace_back(m);
+    request(
+        sink, "initialize",
+        json::object{{"clientInfo", json::object{{"name", "metaharness"},
+                                                 {"title", "metaharness"},
+                                                 {"version", std::string(build_info::version)}}},
+                     {"capabilities", json::object{{"experimentalApi", true}, {"optOutNotificationMethods", opt_out}}}},
+        Purpose::initialize);
   }
 
   // --- reading -------------------------------------------------------------------------------
@@ -236,7 +237,8 @@ class Session final : public AdapterSession {
     auto tool = in ? string_at(*in, "tool_name") : std::nullopt;
     auto id = in ? string_at(*in, "tool_use_id") : std::nullopt;
     if (!in || !tool || !id) {
-      sink.reply_hook(connection, deny_hook("the hook input names no tool or no tool_use_id, so it cannot be governed"));
+      sink.reply_hook(connection,
+                      deny_hook("the hook input names no tool or no tool_use_id, so it cannot be governed"));
       return;
     }
     ToolCall call{*id, *tool, in->contains("tool_input") ? in->at("tool_input") : json::value(nullptr),
@@ -263,8 +265,10 @@ class Session final : public AdapterSession {
               AdapterSink& sink) override {
     if (reply.id.rfind("hook:", 0) == 0) {
       std::uint64_t connection = std::stoull(reply.id.substr(5));
-      if (auto* deny = std::get_if<proto::decision::Deny>(&decision)) sink.reply_hook(connection, deny_hook(deny->reason));
-      else sink.reply_hook(connection, "");  // allow and abstain: no opinion, the call runs
+      if (auto* deny = std::get_if<proto::decision::Deny>(&decision))
+        sink.reply_hook(connection, deny_hook(deny->reason));
+      else
+        sink.reply_hook(connection, "");  // allow and abstain: no opinion, the call runs
       return;
     }
     auto it = approvals_.find(reply.id);
@@ -275,13 +279,15 @@ class Session final : public AdapterSession {
     if (auto* deny = std::get_if<proto::decision::Deny>(&decision)) {
       // A decline carries no reason; a developer message just before it does, and the model
       // reads it right after the tool's output.
-      json::array content{json::object{{"type", "input_text"},
-                                        {"text", "metaharness denied the " + call.name + " call " + call.call_id +
-                                                     ": " + deny->reason}}};
-      request(sink, "thread/inject_items",
-              json::object{{"threadId", thread_id_},
-                           {"items", json::array{json::object{{"type", "message"}, {"role", "developer"}, {"content", content}}}}},
-              Purpose::inject);
+      json::array content{json::object{
+          {"type", "input_text"},
+          {"text", "metaharness denied the " + call.name + " call " + call.call_id + ": " + deny->reason}}};
+      request(
+          sink, "thread/inject_items",
+          json::object{
+              {"threadId", thread_id_},
+              {"items", json::array{json::object{{"type", "message"}, {"role", "developer"}, {"content", content}}}}},
+          Purpose::inject);
     }
     // Never acceptForSession or acceptWithExecpolicyAmendment: both create allow rules, the
     // second on disk, for later runs too.
@@ -308,8 +314,10 @@ class Session final : public AdapterSession {
 
   void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) override {
     json::array input;
-    for (const auto& t : texts) input.push_back(json::object{{"type", "text"}, {"text", t}});
-    request(sink, "turn/start", json::object{{"threadId", thread_id_}, {"input", std::move(input)}}, Purpose::turn_start);
+    for (const auto& t : texts)
+      input.push_back(json::object{{"type", "text"}, {"text", t}});
+    request(sink, "turn/start", json::object{{"threadId", thread_id_}, {"input", std::move(input)}},
+            Purpose::turn_start);
   }
 
   ControlAck interrupt(AdapterSink& sink) override {
@@ -337,18 +345,25 @@ class Session final : public AdapterSession {
     for (auto off : kSeamOffPostures)
       if (posture == off)
         return ControlAck::refused(proto::RefusalCode::SHADOWED,
-                                   "approval policy \"" + posture + "\" lets Codex run commands without asking, which "
-                                   "would switch the approval seam off while calls still appeared governed");
+                                   "approval policy \"" + posture +
+                                       "\" lets Codex run commands without asking, which "
+                                       "would switch the approval seam off while calls still appeared governed");
     json::object settings{{"threadId", thread_id_}};
-    if (posture == "untrusted") settings["approvalPolicy"] = "untrusted";
-    else if (posture == "read-only") settings["sandboxPolicy"] = json::object{{"type", "readOnly"}};
-    else if (posture == "workspace-write") settings["sandboxPolicy"] = json::object{{"type", "workspaceWrite"}};
-    else if (posture == "danger-full-access") settings["sandboxPolicy"] = json::object{{"type", "dangerFullAccess"}};
+    if (posture == "untrusted")
+      settings["approvalPolicy"] = "untrusted";
+    else if (posture == "read-only")
+      settings["sandboxPolicy"] = json::object{{"type", "readOnly"}};
+    else if (posture == "workspace-write")
+      settings["sandboxPolicy"] = json::object{{"type", "workspaceWrite"}};
+    else if (posture == "danger-full-access")
+      settings["sandboxPolicy"] = json::object{{"type", "dangerFullAccess"}};
     else
-      return ControlAck::refused(proto::RefusalCode::MALFORMED,
-                                 "\"" + proto::excerpt(posture, 40) + "\" is not a Codex posture; the vocabulary is "
-                                 "untrusted, read-only, workspace-write, danger-full-access (on-request, on-failure "
-                                 "and never are refused: they switch the approval seam off)");
+      return ControlAck::refused(
+          proto::RefusalCode::MALFORMED,
+          "\"" + proto::excerpt(posture, 40) +
+              "\" is not a Codex posture; the vocabulary is "
+              "untrusted, read-only, workspace-write, danger-full-access (on-request, on-failure "
+              "and never are refused: they switch the approval seam off)");
     std::int64_t id = request(sink, "thread/settings/update", std::move(settings), Purpose::control);
     return ControlAck::pending("rpc:" + std::to_string(id), "the next turn boundary");
   }
@@ -365,8 +380,10 @@ class Session final : public AdapterSession {
     proto::ev::SessionEnded e;
     if (last_status_ == "completed" && !last_answer_.empty())
       e.final_answer = proto::FinalAnswer{last_answer_, last_answer_turn_};
-    if (last_status_ == "completed") e.is_error = false;
-    else if (last_status_ == "failed") e.is_error = true;
+    if (last_status_ == "completed")
+      e.is_error = false;
+    else if (last_status_ == "failed")
+      e.is_error = true;
     e.subtype = last_status_;
     e.terminal_reason = last_status_;
     e.api_error_status = last_http_status_;
@@ -381,15 +398,16 @@ class Session final : public AdapterSession {
   std::int64_t request(AdapterSink& sink, std::string_view method, json::object params, Purpose purpose) {
     std::int64_t id = ++next_id_;
     purposes_[id] = purpose;
-    sink.write_vendor(proto::canonical_json(json::object{{"method", method}, {"id", id}, {"params", std::move(params)}}));
+    sink.write_vendor(
+        proto::canonical_json(json::object{{"method", method}, {"id", id}, {"params", std::move(params)}}));
     return id;
   }
 
   static std::string deny_hook(const std::string& reason) {
-    return proto::canonical_json(json::object{
-        {"hookSpecificOutput", json::object{{"hookEventName", "PreToolUse"},
-                                            {"permissionDecision", "deny"},
-                                            {"permissionDecisionReason", reason}}}});
+    return proto::canonical_json(
+        json::object{{"hookSpecificOutput", json::object{{"hookEventName", "PreToolUse"},
+                                                         {"permissionDecision", "deny"},
+                                                         {"permissionDecisionReason", reason}}}});
   }
 
   void opaque(AdapterSink& sink, std::optional<std::string> type, std::optional<std::string> subtype,
@@ -413,8 +431,10 @@ class Session final : public AdapterSession {
     // Offline (translate) nothing is known of our ids: recognise the two answers that matter by
     // their shape.
     if (!purpose && result) {
-      if (result->contains("userAgent")) purpose = Purpose::initialize;
-      else if (result->contains("thread")) purpose = Purpose::thread_start;
+      if (result->contains("userAgent"))
+        purpose = Purpose::initialize;
+      else if (result->contains("thread"))
+        purpose = Purpose::thread_start;
     }
     if (!purpose) {
       opaque(sink, std::string("response"), std::nullopt, proto::sha256_hex(raw), line_no);
@@ -479,8 +499,9 @@ class Session final : public AdapterSession {
       case Purpose::inject:
       case Purpose::clean:
       case Purpose::other:
-        if (error) sink.event(proto::ev::Warning{"VENDOR_REFUSED", "codex refused a request of metaharness: " + error_text},
-                              std::nullopt);
+        if (error)
+          sink.event(proto::ev::Warning{"VENDOR_REFUSED", "codex refused a request of metaharness: " + error_text},
+                     std::nullopt);
         return;
     }
   }
@@ -525,7 +546,8 @@ class Session final : public AdapterSession {
     if (method == "mcpServer/elicitation/request")
       reply["result"] = json::object{{"action", "decline"}, {"content", nullptr}};
     else
-      reply["error"] = json::object{{"code", -32000}, {"message", "metaharness does not serve " + method + " in a governed run"}};
+      reply["error"] =
+          json::object{{"code", -32000}, {"message", "metaharness does not serve " + method + " in a governed run"}};
     sink.write_vendor(proto::canonical_json(reply));
     opaque(sink, method, std::nullopt, proto::sha256_hex(raw), line_no);
   }
@@ -646,13 +668,14 @@ class Session final : public AdapterSession {
                             at);
       } else if (*type == "fileChange") {
         file_changes_[*id] = field("changes");
-        sink.call_presented(ToolCall{*id, "apply_patch", json::object{{"changes", field("changes")}},
-                                     proto::Seam::control_request},
-                            at);
+        sink.call_presented(
+            ToolCall{*id, "apply_patch", json::object{{"changes", field("changes")}}, proto::Seam::control_request},
+            at);
       } else if (*type == "imageView") {
         sink.call_presented(ToolCall{*id, "view_image", json::object{{"path", field("path")}}, proto::Seam::hook}, at);
       } else if (*type == "mcpToolCall") {
-        std::string name = "mcp__" + string_at(*item, "server").value_or("") + "__" + string_at(*item, "tool").value_or("");
+        std::string name =
+            "mcp__" + string_at(*item, "server").value_or("") + "__" + string_at(*item, "tool").value_or("");
         sink.call_presented(ToolCall{*id, name, field("arguments"), proto::Seam::hook}, at);
       } else if (*type == "webSearch") {
         // Switched off at launch; should one appear, it is recorded as what it is: ungated.
@@ -671,7 +694,8 @@ class Session final : public AdapterSession {
       for (std::string_view key : {"summary", "content"})
         if (const json::value* parts = item->if_contains(key); parts && parts->is_array())
           for (const auto& p : parts->get_array()) {
-            if (p.is_string()) text += (text.empty() ? "" : "\n") + std::string(p.get_string());
+            if (p.is_string())
+              text += (text.empty() ? "" : "\n") + std::string(p.get_string());
             else if (p.is_object())
               if (auto t = string_at(p.get_object(), "text")) text += (text.empty() ? "" : "\n") + *t;
           }
@@ -697,8 +721,10 @@ class Session final : public AdapterSession {
       r.call_id = *id;
       r.outcome_source = "item/completed";
       auto status = string_at(*item, "status");
-      if (status == "completed") r.is_error = false;
-      else if (status == "failed" || status == "declined") r.is_error = true;
+      if (status == "completed")
+        r.is_error = false;
+      else if (status == "failed" || status == "declined")
+        r.is_error = true;
       if (*type == "commandExecution") {
         if (const json::value* code = item->if_contains("exitCode")) r.exit_code = proto::exact_int64(*code);
         r.content = field("aggregatedOutput");
@@ -739,9 +765,14 @@ class Session final : public AdapterSession {
 };
 
 bool denied_vendor_env(std::string_view name, std::string& why) {
-  static constexpr std::array<std::string_view, 8> kOwned = {
-      "HOME", "PATH", "TMPDIR", "CODEX_HOME", "METAHARNESS_RUN", "METAHARNESS_HOOK_SOCKET",
-      "METAHARNESS_HOOK_DEADLINE_S", "METAHARNESS_MODEL_TOKEN"};
+  static constexpr std::array<std::string_view, 8> kOwned = {"HOME",
+                                                             "PATH",
+                                                             "TMPDIR",
+                                                             "CODEX_HOME",
+                                                             "METAHARNESS_RUN",
+                                                             "METAHARNESS_HOOK_SOCKET",
+                                                             "METAHARNESS_HOOK_DEADLINE_S",
+                                                             "METAHARNESS_MODEL_TOKEN"};
   for (auto k : kOwned)
     if (name == k) {
       why = std::string(name) + " is set by the launch plan itself and cannot be overridden";
@@ -843,7 +874,8 @@ class CodexAdapter final : public Adapter {
          << "base_url = " << toml_string(spec.model_endpoint->base_url + "/v1") << "\n"
          << "wire_api = \"responses\"\n"
          << "env_key = \"" << kTokenEnv << "\"\n";
-    for (const auto& [key, value] : spec.vendor_options) toml << key << " = " << value << "\n";
+    for (const auto& [key, value] : spec.vendor_options)
+      toml << key << " = " << value << "\n";
     toml << "\n# The project stays untrusted: no project rules or hooks can pre-approve anything.\n"
          << "[projects." << toml_string(work.string()) << "]\n"
          << "trust_level = \"untrusted\"\n\n"
@@ -865,7 +897,8 @@ class CodexAdapter final : public Adapter {
     p.env.emplace_back(std::string(kHookSocketEnv), p.hook_channel->address);
     p.env.emplace_back(std::string(kHookDeadlineEnv), std::to_string(hook_gives_up_s));
     p.env.push_back(p.run_marker);
-    for (const auto& [name, value] : spec.vendor_env) p.env.emplace_back(name, value);
+    for (const auto& [name, value] : spec.vendor_env)
+      p.env.emplace_back(name, value);
 
     using proto::HermeticRow;
     auto& a = p.attestation;
@@ -874,19 +907,23 @@ class CodexAdapter final : public Adapter {
     a.imposed = {
         {HermeticRow::h1a, "CODEX_HOME=" + codex_home.string() + " (a fresh scratch home): no plugin, no rules/"},
         {HermeticRow::h2, "a fresh CODEX_HOME holds only metaharness's config.toml; the project is pinned untrusted"},
-        {HermeticRow::h3, "environment constructed from an allowlist (LANG, LC_ALL, TZ passed through) plus HOME, "
-                          "CODEX_HOME, PATH, TMPDIR, the model token, the hook channel and the run marker"},
-        {HermeticRow::h4, "no API key in the environment: a per-run bearer token for the configured model endpoint (env_key)"},
+        {HermeticRow::h3,
+         "environment constructed from an allowlist (LANG, LC_ALL, TZ passed through) plus HOME, "
+         "CODEX_HOME, PATH, TMPDIR, the model token, the hook channel and the run marker"},
+        {HermeticRow::h4,
+         "no API key in the environment: a per-run bearer token for the configured model endpoint (env_key)"},
         {HermeticRow::h5, "config.toml configures no MCP server"},
         {HermeticRow::h6, "no credential file is copied: the model endpoint's per-run token is the only credential"},
         {HermeticRow::h8, "hooks run with their trust bypassed per thread (bypass_hook_trust), never skipped"},
     };
-    if (!spec.cwd) a.imposed.push_back({HermeticRow::h7, "working directory " + work.string() + " inside the run's scratch"});
+    if (!spec.cwd)
+      a.imposed.push_back({HermeticRow::h7, "working directory " + work.string() + " inside the run's scratch"});
     std::sort(a.imposed.begin(), a.imposed.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
     if (spec.cwd) a.unavailable.push_back({HermeticRow::h7, "the operator named the working directory " + *spec.cwd});
     a.unavailable.push_back({HermeticRow::h9, "the plan runs no doctor; the version is read from initialize"});
     a.unavailable.push_back({HermeticRow::h10, "the run pins no input tree"});
-    a.unavailable.push_back({HermeticRow::h11, "AGENTS.md in an ancestor of the working directory is not searched for"});
+    a.unavailable.push_back(
+        {HermeticRow::h11, "AGENTS.md in an ancestor of the working directory is not searched for"});
     std::sort(a.unavailable.begin(), a.unavailable.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
     a.ambient_inputs = {
         "Codex may re-run an accepted command without its sandbox when the sandboxed attempt is denied",
@@ -934,7 +971,8 @@ class CodexAdapter final : public Adapter {
 
   std::vector<proto::Operation> operations_for(const ToolCall& call) const override {
     auto ops = capabilities().operations_for_tool(call.name);
-    if (call.name == "exec_command" || call.name == "write_stdin") ops.push_back(proto::Operation{proto::OpKind::shell, {}, {}});
+    if (call.name == "exec_command" || call.name == "write_stdin")
+      ops.push_back(proto::Operation{proto::OpKind::shell, {}, {}});
     std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.op < b.op; });
     return ops;
   }

@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,11 +34,21 @@ std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char u[8];
@@ -81,7 +91,8 @@ int remaining_ms(std::chrono::steady_clock::time_point deadline) {
 int main() {
   ::signal(SIGPIPE, SIG_IGN);
   long deadline_s = 50;
-  if (const char* d = std::getenv("METAHARNESS_HOOK_DEADLINE_S")) deadline_s = std::max(1L, std::strtol(d, nullptr, 10));
+  if (const char* d = std::getenv("METAHARNESS_HOOK_DEADLINE_S"))
+    deadline_s = std::max(1L, std::strtol(d, nullptr, 10));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(deadline_s);
 
   // The hook input: compact JSON from Codex. Raw newline bytes can only be whitespace between
@@ -109,7 +120,8 @@ int main() {
   if (sa.sun_path[0] == '@') sa.sun_path[0] = '\0';  // abstract socket
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) deny("socket() failed");
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + length)) != 0)
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa),
+                static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + length)) != 0)
     deny(std::string("the run's hook channel is unreachable: ") + std::strerror(errno));
   write_all(fd, input + "\n");
 
@@ -130,7 +142,7 @@ int main() {
   auto nl = reply.find('\n');
   if (nl == std::string::npos) deny("the run closed the channel without answering");
   reply.resize(nl);
-  if (reply.empty()) return 0;  // no opinion: Codex's own pipeline (and its approvals) decide
+  if (reply.empty()) return 0;            // no opinion: Codex's own pipeline (and its approvals) decide
   if (reply.front() != '{') deny(reply);  // the run refused this connection, saying why
   write_all(STDOUT_FILENO, reply + "\n");
   return 0;

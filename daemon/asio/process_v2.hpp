@@ -5,6 +5,8 @@
 // them in; we use std::filesystem (BOOST_PROCESS_USE_STD_FS), so bring them in first.
 #pragma once
 
+// The order is the point of this header.
+// clang-format off
 #include <boost/asio/detail/throw_error.hpp>
 #include <boost/optional.hpp>
 #include <boost/type_traits/is_constructible.hpp>
@@ -14,3 +16,4 @@
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
 #include <boost/process/v2/start_dir.hpp>
+// clang-format on

@@ -8,39 +8,60 @@ namespace json = boost::json;
 
 std::string_view to_string(Answer answer) {
   switch (answer) {
-    case Answer::step: return "step";
-    case Answer::aux: return "aux";
-    case Answer::exhausted: return "exhausted";
-    case Answer::unauthorized: return "unauthorized";
-    case Answer::not_found: return "not_found";
-    case Answer::method_not_allowed: return "method_not_allowed";
-    case Answer::bad_request: return "bad_request";
-    case Answer::unsupported_encoding: return "unsupported_encoding";
-    case Answer::body_too_large: return "body_too_large";
-    case Answer::headers_too_large: return "headers_too_large";
-    case Answer::wire_not_served: return "wire_not_served";
+    case Answer::step:
+      return "step";
+    case Answer::aux:
+      return "aux";
+    case Answer::exhausted:
+      return "exhausted";
+    case Answer::unauthorized:
+      return "unauthorized";
+    case Answer::not_found:
+      return "not_found";
+    case Answer::method_not_allowed:
+      return "method_not_allowed";
+    case Answer::bad_request:
+      return "bad_request";
+    case Answer::unsupported_encoding:
+      return "unsupported_encoding";
+    case Answer::body_too_large:
+      return "body_too_large";
+    case Answer::headers_too_large:
+      return "headers_too_large";
+    case Answer::wire_not_served:
+      return "wire_not_served";
   }
   return "?";
 }
 
 std::string_view to_string(Credential credential) {
   switch (credential) {
-    case Credential::matched: return "matched";
-    case Credential::mismatched: return "mismatched";
-    case Credential::missing: return "missing";
-    case Credential::not_checked: return "not_checked";
+    case Credential::matched:
+      return "matched";
+    case Credential::mismatched:
+      return "mismatched";
+    case Credential::missing:
+      return "missing";
+    case Credential::not_checked:
+      return "not_checked";
   }
   return "?";
 }
 
 std::string_view to_string(Ending ending) {
   switch (ending) {
-    case Ending::in_progress: return "in_progress";
-    case Ending::completed: return "completed";
-    case Ending::client_disconnected: return "client_disconnected";
-    case Ending::disconnected_by_scenario: return "disconnected_by_scenario";
-    case Ending::write_failed: return "write_failed";
-    case Ending::stopped: return "stopped";
+    case Ending::in_progress:
+      return "in_progress";
+    case Ending::completed:
+      return "completed";
+    case Ending::client_disconnected:
+      return "client_disconnected";
+    case Ending::disconnected_by_scenario:
+      return "disconnected_by_scenario";
+    case Ending::write_failed:
+      return "write_failed";
+    case Ending::stopped:
+      return "stopped";
   }
   return "?";
 }
@@ -52,7 +73,8 @@ std::string ServedRequest::header(std::string_view name) const {
 
 json::object to_json(const ServedRequest& r) {
   json::object headers;
-  for (const auto& [name, value] : r.headers) headers[name] = value;
+  for (const auto& [name, value] : r.headers)
+    headers[name] = value;
   json::object o{{"kind", "request"},
                  {"seq", r.sequence},
                  {"received_ms", r.received_at.count()},
@@ -107,10 +129,8 @@ void RequestLog::finish(std::uint64_t sequence, Ending ending, std::chrono::mill
     if (it->sequence != sequence) continue;
     it->ending = ending;
     it->ended_at = at;
-    append_line(json::object{{"kind", "end"},
-                             {"seq", sequence},
-                             {"ending", to_string(ending)},
-                             {"ended_ms", at.count()}});
+    append_line(
+        json::object{{"kind", "end"}, {"seq", sequence}, {"ending", to_string(ending)}, {"ended_ms", at.count()}});
     break;
   }
   changed_.notify_all();

@@ -3,11 +3,8 @@
 // a JSONL file (the run directory's record). No Asio here.
 #pragma once
 
-#include "daemon/model/scenario.hpp"
-
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -18,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "daemon/model/scenario.hpp"
 
 namespace mh::model {
 
@@ -54,8 +53,8 @@ enum class Ending {
 std::string_view to_string(Ending ending);
 
 struct ServedRequest {
-  std::uint64_t sequence = 0;                  // 1-based, in arrival order
-  std::chrono::milliseconds received_at{0};    // since the endpoint started
+  std::uint64_t sequence = 0;                // 1-based, in arrival order
+  std::chrono::milliseconds received_at{0};  // since the endpoint started
   std::optional<std::chrono::milliseconds> ended_at;
   std::string method;
   std::string target;                          // as sent, query included
@@ -63,11 +62,11 @@ struct ServedRequest {
   std::map<std::string, std::string> headers;  // lower-case names; credential headers left out
   Credential credential = Credential::not_checked;
   std::size_t body_bytes = 0;
-  boost::json::value body;                     // the parsed JSON body; null when absent or bad
-  std::string body_error;                      // why `body` is null although bytes came
-  bool stream = false;                         // the body asked for SSE
+  boost::json::value body;  // the parsed JSON body; null when absent or bad
+  std::string body_error;   // why `body` is null although bytes came
+  bool stream = false;      // the body asked for SSE
   Answer answer = Answer::bad_request;
-  std::optional<std::size_t> step;             // index into Scenario::steps when answer == step
+  std::optional<std::size_t> step;  // index into Scenario::steps when answer == step
   std::string step_name;
   unsigned status = 0;
   Ending ending = Ending::in_progress;

@@ -1,15 +1,14 @@
 #include "daemon/model/scenario.hpp"
 
-#include "protocol/json.hpp"
-
-#include <boost/throw_exception.hpp>
-
 #include <algorithm>
 #include <array>
+#include <boost/throw_exception.hpp>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+
+#include "protocol/json.hpp"
 
 namespace mh::model {
 
@@ -39,7 +38,9 @@ struct Refusal {
 constexpr std::uint64_t kMaxMilliseconds = 3'600'000;  // an hour: larger is a unit mistake
 constexpr std::array kWires = {Wire::anthropic, Wire::responses};
 
-std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string in_quotes(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
 
 // A field as one wire sees it: the value and the path to report problems against (the
 // override's path when the value came from an override).
@@ -95,38 +96,33 @@ WireView make_view(const json::object& object, const std::string& path, Wire wir
       for (const auto& skv : sub) {
         if (!contains(override_keys, skv.key()))
           refuse(sub_path + "." + std::string(skv.key()),
-                 "unknown or non-overridable key (a per-wire override may set: " +
-                     list(override_keys) + ")");
+                 "unknown or non-overridable key (a per-wire override may set: " + list(override_keys) + ")");
       }
       continue;
     }
     if (!contains(own_keys, key))
-      refuse(path + "." + std::string(key), "unknown key (expected one of: " + list(own_keys) +
-                                                ", anthropic, responses)");
+      refuse(path + "." + std::string(key),
+             "unknown key (expected one of: " + list(own_keys) + ", anthropic, responses)");
     view.fields_[std::string(key)] = Field{&kv.value(), path + "." + std::string(key)};
   }
   if (const json::value* sub = object.if_contains(to_string(wire))) {
     const std::string sub_path = path + "." + std::string(to_string(wire));
     for (const auto& skv : sub->get_object())
-      view.fields_[std::string(skv.key())] =
-          Field{&skv.value(), sub_path + "." + std::string(skv.key())};
+      view.fields_[std::string(skv.key())] = Field{&skv.value(), sub_path + "." + std::string(skv.key())};
   }
   return view;
 }
 
 // Plain checks on one object with no overrides.
 template <std::size_t N>
-void check_keys(const json::object& object, const std::string& path,
-                const std::array<std::string_view, N>& allowed) {
+void check_keys(const json::object& object, const std::string& path, const std::array<std::string_view, N>& allowed) {
   for (const auto& kv : object)
     if (!contains(allowed, kv.key()))
-      refuse(path + "." + std::string(kv.key()),
-             "unknown key (expected one of: " + list(allowed) + ")");
+      refuse(path + "." + std::string(kv.key()), "unknown key (expected one of: " + list(allowed) + ")");
 }
 
 std::string read_string(const Field& f) {
-  if (!f.value->is_string())
-    refuse(f.path, "expected a string, found " + protocol::describe_json(*f.value));
+  if (!f.value->is_string()) refuse(f.path, "expected a string, found " + protocol::describe_json(*f.value));
   return std::string(f.value->get_string());
 }
 
@@ -135,8 +131,7 @@ std::string read_string(const json::value& v, const std::string& path) {
 }
 
 bool read_bool(const Field& f) {
-  if (!f.value->is_bool())
-    refuse(f.path, "expected true or false, found " + protocol::describe_json(*f.value));
+  if (!f.value->is_bool()) refuse(f.path, "expected true or false, found " + protocol::describe_json(*f.value));
   return f.value->get_bool();
 }
 
@@ -148,12 +143,11 @@ std::uint64_t read_count(const Field& f, std::uint64_t min, std::uint64_t max) {
   } else if (v.is_int64() && v.get_int64() >= 0) {
     n = static_cast<std::uint64_t>(v.get_int64());
   } else {
-    refuse(f.path, "expected a whole number >= " + std::to_string(min) + ", found " +
-                       protocol::describe_json(v));
+    refuse(f.path, "expected a whole number >= " + std::to_string(min) + ", found " + protocol::describe_json(v));
   }
   if (n < min || n > max)
-    refuse(f.path, "expected a whole number from " + std::to_string(min) + " to " +
-                       std::to_string(max) + ", found " + std::to_string(n));
+    refuse(f.path, "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max) + ", found " +
+                       std::to_string(n));
   return n;
 }
 
@@ -175,10 +169,8 @@ void check_header(const std::string& path, std::string_view name, std::string_vi
 // Content blocks
 // ---------------------------------------------------------------------------------------------
 
-constexpr std::array<std::string_view, 7> kBlockKeys = {"type", "text", "signature", "id",
-                                                        "name", "input", "note"};
-constexpr std::array<std::string_view, 6> kBlockOverrideKeys = {"type", "text", "signature",
-                                                                "id", "name", "input"};
+constexpr std::array<std::string_view, 7> kBlockKeys = {"type", "text", "signature", "id", "name", "input", "note"};
+constexpr std::array<std::string_view, 6> kBlockOverrideKeys = {"type", "text", "signature", "id", "name", "input"};
 
 Block parse_block(const json::value& v, const std::string& path, Wire wire) {
   const json::object& object = as_object(v, path);
@@ -207,8 +199,8 @@ Block parse_block(const json::value& v, const std::string& path, Wire wire) {
              "a custom_tool_call (raw string input) has no Anthropic form; give the block an "
              "\"anthropic\" override (e.g. a tool_call) or declare \"wires\": [\"responses\"]");
   } else {
-    refuse(type->path, "unknown block type " + in_quotes(type_name) +
-                           " (expected text, thinking, tool_call or custom_tool_call)");
+    refuse(type->path,
+           "unknown block type " + in_quotes(type_name) + " (expected text, thinking, tool_call or custom_tool_call)");
   }
   for (const auto& [key, field] : view.fields_) {
     if (key == "type" || key == "note") continue;
@@ -261,13 +253,12 @@ Block parse_block(const json::value& v, const std::string& path, Wire wire) {
 // ---------------------------------------------------------------------------------------------
 
 constexpr std::array<std::string_view, 7> kStopReasons = {
-    "end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal",
-    "model_context_window_exceeded"};
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded"};
 
 HttpError parse_error(const Field& f) {
   const json::object& object = as_object(*f.value, f.path);
-  static constexpr std::array<std::string_view, 7> keys = {
-      "status", "message", "type", "code", "retry_after", "retry_after_ms", "headers"};
+  static constexpr std::array<std::string_view, 7> keys = {"status",      "message",        "type",   "code",
+                                                           "retry_after", "retry_after_ms", "headers"};
   check_keys(object, f.path, keys);
   HttpError error;
   const json::value* status = object.if_contains("status");
@@ -276,10 +267,9 @@ HttpError parse_error(const Field& f) {
   if (auto* v = object.if_contains("message")) error.message = read_string(*v, f.path + ".message");
   if (auto* v = object.if_contains("type")) error.type = read_string(*v, f.path + ".type");
   if (auto* v = object.if_contains("code")) error.code = read_string(*v, f.path + ".code");
-  for (auto [key, slot] : {std::pair{"retry_after", &error.retry_after_s},
-                           std::pair{"retry_after_ms", &error.retry_after_ms}}) {
-    if (auto* v = object.if_contains(key))
-      *slot = read_count(Field{v, f.path + "." + key}, 0, kMaxMilliseconds);
+  for (auto [key, slot] :
+       {std::pair{"retry_after", &error.retry_after_s}, std::pair{"retry_after_ms", &error.retry_after_ms}}) {
+    if (auto* v = object.if_contains(key)) *slot = read_count(Field{v, f.path + "." + key}, 0, kMaxMilliseconds);
   }
   if (auto* v = object.if_contains("headers")) {
     const std::string hpath = f.path + ".headers";
@@ -295,9 +285,8 @@ HttpError parse_error(const Field& f) {
 
 Usage parse_usage(const Field& f) {
   const json::object& object = as_object(*f.value, f.path);
-  static constexpr std::array<std::string_view, 5> keys = {
-      "input_tokens", "output_tokens", "cached_input_tokens", "cache_creation_input_tokens",
-      "reasoning_tokens"};
+  static constexpr std::array<std::string_view, 5> keys = {"input_tokens", "output_tokens", "cached_input_tokens",
+                                                           "cache_creation_input_tokens", "reasoning_tokens"};
   check_keys(object, f.path, keys);
   Usage usage;
   std::pair<std::string_view, std::uint64_t*> slots[] = {
@@ -314,8 +303,8 @@ Usage parse_usage(const Field& f) {
 
 Timing parse_timing(const Field& f) {
   const json::object& object = as_object(*f.value, f.path);
-  static constexpr std::array<std::string_view, 4> keys = {
-      "headers_delay_ms", "event_delay_ms", "hold_ms", "hold_until_disconnect"};
+  static constexpr std::array<std::string_view, 4> keys = {"headers_delay_ms", "event_delay_ms", "hold_ms",
+                                                           "hold_until_disconnect"};
   check_keys(object, f.path, keys);
   Timing timing;
   auto field = [&](std::string_view key) -> std::optional<Field> {
@@ -332,10 +321,9 @@ Timing parse_timing(const Field& f) {
 }
 
 constexpr std::array<std::string_view, 11> kStepKeys = {
-    "name",  "note",  "repeat", "sticky", "content",    "stop_reason",
-    "usage", "error", "timing", "finish", "delta_bytes"};
-constexpr std::array<std::string_view, 7> kStepOverrideKeys = {
-    "content", "stop_reason", "usage", "error", "timing", "finish", "delta_bytes"};
+    "name", "note", "repeat", "sticky", "content", "stop_reason", "usage", "error", "timing", "finish", "delta_bytes"};
+constexpr std::array<std::string_view, 7> kStepOverrideKeys = {"content", "stop_reason", "usage",      "error",
+                                                               "timing",  "finish",      "delta_bytes"};
 
 StepForm parse_form(const WireView& view, const std::string& path, Wire wire) {
   StepForm form;
@@ -345,23 +333,20 @@ StepForm parse_form(const WireView& view, const std::string& path, Wire wire) {
     refuse(path, "a step answers with either \"content\" or \"error\", not both (on the " +
                      std::string(to_string(wire)) + " wire)");
   if (!content && !error)
-    refuse(path, "a step needs \"content\" (a list of blocks) or \"error\" (on the " +
-                     std::string(to_string(wire)) + " wire)");
+    refuse(path, "a step needs \"content\" (a list of blocks) or \"error\" (on the " + std::string(to_string(wire)) +
+                     " wire)");
   if (content) {
     if (!content->value->is_array())
-      refuse(content->path, "expected a list of blocks, found " +
-                                protocol::describe_json(*content->value));
+      refuse(content->path, "expected a list of blocks, found " + protocol::describe_json(*content->value));
     const json::array& blocks = content->value->get_array();
     for (std::size_t i = 0; i < blocks.size(); ++i)
-      form.content.push_back(
-          parse_block(blocks[i], content->path + "[" + std::to_string(i) + "]", wire));
+      form.content.push_back(parse_block(blocks[i], content->path + "[" + std::to_string(i) + "]", wire));
   }
   if (error) form.error = parse_error(*error);
   if (const Field* f = view.get("stop_reason")) {
     std::string reason = read_string(*f);
     if (!contains(kStopReasons, reason))
-      refuse(f->path, "unknown stop reason " + in_quotes(reason) + " (expected one of: " +
-                          list(kStopReasons) + ")");
+      refuse(f->path, "unknown stop reason " + in_quotes(reason) + " (expected one of: " + list(kStopReasons) + ")");
     if (error) refuse(f->path, "an error step has no stop reason");
     form.stop_reason = std::move(reason);
   }
@@ -373,19 +358,21 @@ StepForm parse_form(const WireView& view, const std::string& path, Wire wire) {
   if (const Field* f = view.get("finish")) {
     std::string finish = read_string(*f);
     if (error) refuse(f->path, "an error step has no stream to finish");
-    if (finish == "complete") form.finish = Finish::complete;
-    else if (finish == "stream_error") form.finish = Finish::stream_error;
-    else if (finish == "disconnect") form.finish = Finish::disconnect;
-    else refuse(f->path, "unknown finish " + in_quotes(finish) +
-                             " (expected complete, stream_error or disconnect)");
+    if (finish == "complete")
+      form.finish = Finish::complete;
+    else if (finish == "stream_error")
+      form.finish = Finish::stream_error;
+    else if (finish == "disconnect")
+      form.finish = Finish::disconnect;
+    else
+      refuse(f->path, "unknown finish " + in_quotes(finish) + " (expected complete, stream_error or disconnect)");
   }
   if (const Field* f = view.get("delta_bytes")) form.delta_bytes = read_count(*f, 1, 1u << 30);
   return form;
 }
 
 // A step (or the aux / exhausted answer when `in_sequence` is false) for every served wire.
-Step parse_step(const json::value& v, const std::string& path, const Scenario& scenario,
-                bool in_sequence) {
+Step parse_step(const json::value& v, const std::string& path, const Scenario& scenario, bool in_sequence) {
   const json::object& object = as_object(v, path);
   Step step;
   for (Wire wire : kWires) {
@@ -423,18 +410,15 @@ Step text_answer(std::string text) {
 
 Scenario parse_root(const json::value& root) {
   const json::object& object = as_object(root, "(document)");
-  static constexpr std::array<std::string_view, 8> keys = {
-      "format", "description", "note", "wires", "main_loop", "aux", "exhausted", "steps"};
+  static constexpr std::array<std::string_view, 8> keys = {"format",    "description", "note",      "wires",
+                                                           "main_loop", "aux",         "exhausted", "steps"};
   for (const auto& kv : object)
-    if (!contains(keys, kv.key()))
-      refuse(std::string(kv.key()), "unknown key (expected one of: " + list(keys) + ")");
+    if (!contains(keys, kv.key())) refuse(std::string(kv.key()), "unknown key (expected one of: " + list(keys) + ")");
 
   const json::value* format = object.if_contains("format");
-  if (!format) refuse("format", "missing; a scenario starts with \"format\": \"" +
-                                    std::string(kScenarioFormat) + "\"");
+  if (!format) refuse("format", "missing; a scenario starts with \"format\": \"" + std::string(kScenarioFormat) + "\"");
   if (!format->is_string() || format->get_string() != kScenarioFormat)
-    refuse("format", "expected \"" + std::string(kScenarioFormat) + "\", found " +
-                         protocol::describe_json(*format));
+    refuse("format", "expected \"" + std::string(kScenarioFormat) + "\", found " + protocol::describe_json(*format));
 
   Scenario scenario;
   if (auto* v = object.if_contains("description")) scenario.description = read_string(*v, "description");
@@ -456,14 +440,15 @@ Scenario parse_root(const json::value& root) {
   }
   if (auto* v = object.if_contains("main_loop")) {
     std::string rule = read_string(*v, "main_loop");
-    if (rule == "requests_with_tools") scenario.main_loop = MainLoopRule::requests_with_tools;
-    else if (rule == "all_requests") scenario.main_loop = MainLoopRule::all_requests;
-    else refuse("main_loop", "unknown rule " + in_quotes(rule) +
-                                 " (expected requests_with_tools or all_requests)");
+    if (rule == "requests_with_tools")
+      scenario.main_loop = MainLoopRule::requests_with_tools;
+    else if (rule == "all_requests")
+      scenario.main_loop = MainLoopRule::all_requests;
+    else
+      refuse("main_loop", "unknown rule " + in_quotes(rule) + " (expected requests_with_tools or all_requests)");
   }
-  scenario.aux = object.if_contains("aux")
-                     ? parse_step(object.at("aux"), "aux", scenario, false)
-                     : text_answer("metaharness: scripted aux reply");
+  scenario.aux = object.if_contains("aux") ? parse_step(object.at("aux"), "aux", scenario, false)
+                                           : text_answer("metaharness: scripted aux reply");
   scenario.exhausted = object.if_contains("exhausted")
                            ? parse_step(object.at("exhausted"), "exhausted", scenario, false)
                            : text_answer("metaharness: the scenario has no steps left.");
@@ -474,8 +459,8 @@ Scenario parse_root(const json::value& root) {
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const std::string path = "steps[" + std::to_string(i) + "]";
       if (sticky_at)
-        refuse(path, "unreachable: steps[" + std::to_string(*sticky_at) +
-                         "] is sticky and answers every later request");
+        refuse(path,
+               "unreachable: steps[" + std::to_string(*sticky_at) + "] is sticky and answers every later request");
       scenario.steps.push_back(parse_step(steps[i], path, scenario, true));
       if (scenario.steps.back().sticky) sticky_at = i;
     }

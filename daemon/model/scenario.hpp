@@ -13,7 +13,6 @@
 
 #include <boost/json/value.hpp>
 #include <boost/system/result.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -52,10 +51,10 @@ struct Block {
                        // Anthropic form
   };
   Kind kind = Kind::text;
-  std::string text;       // text, thinking
-  std::string signature;  // thinking; empty = generated
-  std::string id;         // tool calls: tool_use id / call_id; empty = generated
-  std::string name;       // tool calls
+  std::string text;          // text, thinking
+  std::string signature;     // thinking; empty = generated
+  std::string id;            // tool calls: tool_use id / call_id; empty = generated
+  std::string name;          // tool calls
   boost::json::value input;  // tool_call: an object; custom_tool_call: a string
 };
 
@@ -65,8 +64,8 @@ struct HttpError {
   std::string message;  // empty = the wire's usual text for the status
   std::string type;     // empty = the wire's usual error type for the status
   std::string code;     // Responses `error.code`; empty = the usual code for the status (or null)
-  std::optional<std::uint64_t> retry_after_s;   // `retry-after: N`
-  std::optional<std::uint64_t> retry_after_ms;  // `retry-after-ms: N`
+  std::optional<std::uint64_t> retry_after_s;                // `retry-after: N`
+  std::optional<std::uint64_t> retry_after_ms;               // `retry-after-ms: N`
   std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
 };
 
@@ -96,7 +95,7 @@ struct StepForm {
 };
 
 struct Step {
-  std::string name;         // label for logs; empty = none
+  std::string name;          // label for logs; empty = none
   std::uint64_t repeat = 1;  // served this many times before the next step
   bool sticky = false;       // served for this and every later main-loop request
   StepForm anthropic;
@@ -127,7 +126,7 @@ struct Scenario {
 // A refusal names where the problem is (a JSON path such as `steps[2].content[0].input`) and
 // what it is.
 struct ScenarioError {
-  std::string where;    // empty for document-level problems (unreadable file, not JSON)
+  std::string where;  // empty for document-level problems (unreadable file, not JSON)
   std::string problem;
   std::string message() const { return where.empty() ? problem : where + ": " + problem; }
 };
@@ -136,7 +135,6 @@ boost::system::result<Scenario, ScenarioError> parse_scenario(std::string_view d
 boost::system::result<Scenario, ScenarioError> load_scenario_file(const std::filesystem::path& path);
 
 // Makes boost::system::result<T, ScenarioError>::value() usable (throws std::runtime_error).
-[[noreturn]] void throw_exception_from_error(const ScenarioError& e,
-                                             const boost::source_location& loc);
+[[noreturn]] void throw_exception_from_error(const ScenarioError& e, const boost::source_location& loc);
 
 }  // namespace mh::model

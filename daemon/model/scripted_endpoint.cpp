@@ -3,8 +3,9 @@
 // wire_render; this file only reads requests, paces the answer and records what happened.
 #include "daemon/model/scripted_endpoint.hpp"
 
-#include "daemon/model/wire_render.hpp"
-
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -22,17 +23,15 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json/parse.hpp>
-
-#include <algorithm>
-#include <array>
-#include <atomic>
 #include <cctype>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <ctime>
 #include <iostream>
 #include <mutex>
 #include <random>
+
+#include "daemon/model/wire_render.hpp"
 
 namespace mh::model {
 
@@ -61,14 +60,14 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
 // Headers that carry credentials (or may) are never recorded.
 bool is_secret_header(std::string_view lower_name) {
-  static constexpr std::array<std::string_view, 6> markers = {"auth", "key", "token",
-                                                             "secret", "cookie", "password"};
+  static constexpr std::array<std::string_view, 6> markers = {"auth", "key", "token", "secret", "cookie", "password"};
   return std::any_of(markers.begin(), markers.end(),
                      [&](std::string_view m) { return lower_name.find(m) != std::string_view::npos; });
 }
@@ -85,8 +84,10 @@ std::optional<std::string> bearer_token(std::string_view authorization) {
   if (authorization.size() < scheme.size() || lower(authorization.substr(0, scheme.size())) != scheme)
     return std::nullopt;
   std::string_view rest = authorization.substr(scheme.size());
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  while (!rest.empty() && rest.back() == ' ') rest.remove_suffix(1);
+  while (!rest.empty() && rest.front() == ' ')
+    rest.remove_prefix(1);
+  while (!rest.empty() && rest.back() == ' ')
+    rest.remove_suffix(1);
   return std::string(rest);
 }
 
@@ -101,9 +102,8 @@ void record_headers(const Fields& fields, ServedRequest& entry) {
 }
 
 bool is_disconnect(const beast::error_code& ec) {
-  return ec == net::error::broken_pipe || ec == net::error::connection_reset ||
-         ec == net::error::connection_aborted || ec == net::error::eof ||
-         ec == net::error::not_connected || ec == http::error::end_of_stream;
+  return ec == net::error::broken_pipe || ec == net::error::connection_reset || ec == net::error::connection_aborted ||
+         ec == net::error::eof || ec == net::error::not_connected || ec == http::error::end_of_stream;
 }
 
 }  // namespace
@@ -114,8 +114,7 @@ bool is_disconnect(const beast::error_code& ec) {
 
 struct ScriptedEndpoint::State : std::enable_shared_from_this<State> {
   State(net::io_context& io_context, Scenario s, EndpointOptions o)
-      : io(io_context), scenario(std::move(s)), options(std::move(o)),
-        acceptor(net::make_strand(io_context)) {
+      : io(io_context), scenario(std::move(s)), options(std::move(o)), acceptor(net::make_strand(io_context)) {
     token = options.token.empty() ? generate_token() : options.token;
   }
 
@@ -204,16 +203,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   net::awaitable<Wait> wait_watching(std::optional<std::chrono::milliseconds> duration,
                                      Incoming incoming = Incoming::keep);
   net::awaitable<bool> answer(http::request<http::string_body> request);
-  net::awaitable<Ending> write_reply(const detail::Reply& reply, const Timing& timing, bool keep_alive,
-                                     bool head_only);
-  net::awaitable<void> refuse_malformed(http::request_parser<http::string_body>& parser,
-                                        const beast::error_code& ec);
+  net::awaitable<Ending> write_reply(const detail::Reply& reply, const Timing& timing, bool keep_alive, bool head_only);
+  net::awaitable<void> refuse_malformed(http::request_parser<http::string_body>& parser, const beast::error_code& ec);
   net::awaitable<void> linger_and_close();
 
   template <class Body>
   void apply_headers(http::response<Body>& response, const detail::Reply& reply, bool keep_alive) {
     response.set(http::field::server, kServerName);
-    for (const auto& [name, value] : reply.headers) response.set(name, value);
+    for (const auto& [name, value] : reply.headers)
+      response.set(name, value);
     response.keep_alive(keep_alive);
   }
 
@@ -222,8 +220,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return is_disconnect(ec) ? Ending::client_disconnected : Ending::write_failed;
   }
 
-  detail::Reply decide(const http::request<http::string_body>& request, ServedRequest& entry,
-                       Timing& timing);
+  detail::Reply decide(const http::request<http::string_body>& request, ServedRequest& entry, Timing& timing);
 
   std::shared_ptr<State> state_;
   beast::tcp_stream stream_;
@@ -271,7 +268,7 @@ net::awaitable<void> Connection::run() {
 }
 
 net::awaitable<Connection::Wait> Connection::wait_watching(std::optional<std::chrono::milliseconds> duration,
-                                                          Incoming incoming) {
+                                                           Incoming incoming) {
   using namespace net::experimental::awaitable_operators;
   const auto deadline = duration ? Clock::now() + *duration : Clock::time_point::max();
   stream_.expires_never();
@@ -281,8 +278,7 @@ net::awaitable<Connection::Wait> Connection::wait_watching(std::optional<std::ch
     // Reading while we wait is how a vanished client shows itself (EOF / reset). Bytes that do
     // arrive (a pipelined request) are kept in buffer_ for the next read.
     auto winner = co_await (timer_.async_wait(net::as_tuple(net::use_awaitable)) ||
-                            stream_.socket().async_read_some(buffer_.prepare(4096),
-                                                             net::as_tuple(net::use_awaitable)));
+                            stream_.socket().async_read_some(buffer_.prepare(4096), net::as_tuple(net::use_awaitable)));
     if (closing_) co_return Wait::stopped;
     if (winner.index() == 0) {
       auto [ec] = std::get<0>(winner);
@@ -314,15 +310,15 @@ detail::Reply Connection::decide(const http::request<http::string_body>& request
   entry.wire = wire;
   if (!wire) {
     entry.answer = Answer::not_found;
-    return detail::render_neutral_error(
-        404, "not_found_error",
-        "metaharness scripted endpoint: no such endpoint " + entry.method + " " + entry.target +
-            " (it serves POST /v1/messages and POST .../responses)",
-        seq);
+    return detail::render_neutral_error(404, "not_found_error",
+                                        "metaharness scripted endpoint: no such endpoint " + entry.method + " " +
+                                            entry.target + " (it serves POST /v1/messages and POST .../responses)",
+                                        seq);
   }
   if (request.method() != http::verb::post) {
-    detail::Reply reply = wire_error(*wire, Answer::method_not_allowed, 405,
-                                     "metaharness scripted endpoint: " + entry.method + " is not allowed here; use POST");
+    detail::Reply reply =
+        wire_error(*wire, Answer::method_not_allowed, 405,
+                   "metaharness scripted endpoint: " + entry.method + " is not allowed here; use POST");
     reply.headers.emplace_back("allow", "POST");
     return reply;
   }
@@ -353,12 +349,11 @@ detail::Reply Connection::decide(const http::request<http::string_body>& request
   }
 
   if (!scenario.serves(*wire))
-    return wire_error(*wire, Answer::wire_not_served, 404,
-                      "metaharness scripted endpoint: this scenario does not serve the " +
-                          std::string(to_string(*wire)) + " wire");
+    return wire_error(
+        *wire, Answer::wire_not_served, 404,
+        "metaharness scripted endpoint: this scenario does not serve the " + std::string(to_string(*wire)) + " wire");
 
-  if (auto it = request.find(http::field::content_encoding);
-      it != request.end() && lower(it->value()) != "identity")
+  if (auto it = request.find(http::field::content_encoding); it != request.end() && lower(it->value()) != "identity")
     return wire_error(*wire, Answer::unsupported_encoding, 415,
                       "metaharness scripted endpoint: compressed request bodies are not supported (content-encoding: " +
                           std::string(it->value()) + ")");
@@ -389,8 +384,8 @@ detail::Reply Connection::decide(const http::request<http::string_body>& request
   entry.stream = stream && stream->is_bool() && stream->get_bool();
   const json::value* model = object.if_contains("model");
   const json::value* tools = object.if_contains("tools");
-  const bool main_loop = scenario.main_loop == MainLoopRule::all_requests ||
-                         (tools && tools->is_array() && !tools->get_array().empty());
+  const bool main_loop =
+      scenario.main_loop == MainLoopRule::all_requests || (tools && tools->is_array() && !tools->get_array().empty());
 
   detail::RenderContext context;
   context.sequence = seq;
@@ -433,11 +428,11 @@ net::awaitable<bool> Connection::answer(http::request<http::string_body> request
 
   const Ending ending = co_await write_reply(reply, timing, keep_alive, head_only);
   state_->log.finish(sequence, ending, state_->since_start());
-  co_return keep_alive && ending == Ending::completed;
+  co_return keep_alive&& ending == Ending::completed;
 }
 
-net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const Timing& timing,
-                                               bool keep_alive, bool head_only) {
+net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const Timing& timing, bool keep_alive,
+                                               bool head_only) {
   const EndpointOptions& options = state_->options;
   auto pause = [this](std::optional<std::chrono::milliseconds> d) { return wait_watching(d); };
   auto as_ending = [](Wait w) { return w == Wait::stopped ? Ending::stopped : Ending::client_disconnected; };
@@ -553,8 +548,9 @@ net::awaitable<void> Connection::refuse_malformed(http::request_parser<http::str
     const std::string_view text = it->value();
     if (std::from_chars(text.data(), text.data() + text.size(), length).ec == std::errc{}) entry.body_bytes = length;
   }
-  detail::Reply reply = entry.wire ? detail::render_error(*entry.wire, HttpError{status, message}, entry.sequence)
-                                   : detail::render_neutral_error(status, "invalid_request_error", message, entry.sequence);
+  detail::Reply reply = entry.wire
+                            ? detail::render_error(*entry.wire, HttpError{status, message}, entry.sequence)
+                            : detail::render_neutral_error(status, "invalid_request_error", message, entry.sequence);
   entry.status = status;
   const std::uint64_t sequence = entry.sequence;
   state_->log.add(std::move(entry));
@@ -639,7 +635,9 @@ void ScriptedEndpoint::State::stop() {
 ScriptedEndpoint::ScriptedEndpoint(net::io_context& io, Scenario scenario, EndpointOptions options)
     : state_(std::make_shared<State>(io, std::move(scenario), std::move(options))) {}
 
-ScriptedEndpoint::~ScriptedEndpoint() { stop(); }
+ScriptedEndpoint::~ScriptedEndpoint() {
+  stop();
+}
 
 boost::system::result<std::uint16_t> ScriptedEndpoint::start() {
   State& s = *state_;
@@ -664,19 +662,29 @@ boost::system::result<std::uint16_t> ScriptedEndpoint::start() {
   return s.port.load();
 }
 
-void ScriptedEndpoint::stop() { state_->stop(); }
+void ScriptedEndpoint::stop() {
+  state_->stop();
+}
 
-std::uint16_t ScriptedEndpoint::port() const { return state_->port.load(); }
+std::uint16_t ScriptedEndpoint::port() const {
+  return state_->port.load();
+}
 
 std::string ScriptedEndpoint::base_url() const {
   return "http://127.0.0.1:" + std::to_string(port());
 }
 
-std::string ScriptedEndpoint::openai_base_url() const { return base_url() + "/v1"; }
+std::string ScriptedEndpoint::openai_base_url() const {
+  return base_url() + "/v1";
+}
 
-const std::string& ScriptedEndpoint::token() const { return state_->token; }
+const std::string& ScriptedEndpoint::token() const {
+  return state_->token;
+}
 
-std::vector<ServedRequest> ScriptedEndpoint::requests() const { return state_->log.snapshot(); }
+std::vector<ServedRequest> ScriptedEndpoint::requests() const {
+  return state_->log.snapshot();
+}
 
 bool ScriptedEndpoint::wait_for(const std::function<bool(const std::vector<ServedRequest>&)>& predicate,
                                 std::chrono::milliseconds timeout) const {
@@ -689,14 +697,14 @@ std::string generate_token() {
   std::string token = "mh-";
   for (int i = 0; i < 4; ++i) {
     std::uint32_t word = random();
-    for (int j = 0; j < 8; ++j, word >>= 4) token.push_back(hex[word & 0xF]);
+    for (int j = 0; j < 8; ++j, word >>= 4)
+      token.push_back(hex[word & 0xF]);
   }
   return token;
 }
 
 boost::system::result<std::size_t> serve_until_signal(
-    Scenario scenario, EndpointOptions options,
-    const std::function<void(const ScriptedEndpoint&)>& on_listening) {
+    Scenario scenario, EndpointOptions options, const std::function<void(const ScriptedEndpoint&)>& on_listening) {
   net::io_context io;
   // Installed before the port is announced, so a supervisor that signals as soon as it reads
   // the announcement cannot kill us by the default disposition.

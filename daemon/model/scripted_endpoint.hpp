@@ -17,11 +17,7 @@
 // of this header; only the io_context is named.
 #pragma once
 
-#include "daemon/model/request_log.hpp"
-#include "daemon/model/scenario.hpp"
-
 #include <boost/system/result.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "daemon/model/request_log.hpp"
+#include "daemon/model/scenario.hpp"
+
 namespace boost::asio {
 class io_context;
 }
@@ -37,9 +36,9 @@ class io_context;
 namespace mh::model {
 
 struct EndpointOptions {
-  std::uint16_t port = 0;             // 0: an ephemeral port
-  std::string token;                  // the credential clients must send; empty: generate one
-  std::filesystem::path log_path;     // append JSONL records here too; empty: memory only
+  std::uint16_t port = 0;          // 0: an ephemeral port
+  std::string token;               // the credential clients must send; empty: generate one
+  std::filesystem::path log_path;  // append JSONL records here too; empty: memory only
   std::size_t max_body_bytes = 32u << 20;
   std::size_t max_header_bytes = 64u << 10;
   std::chrono::milliseconds idle_timeout{120'000};  // a keep-alive connection with no request
@@ -82,8 +81,7 @@ std::string generate_token();
 // Serves `scenario` on a private io_context until SIGINT or SIGTERM (`metaharness model serve`).
 // `on_listening` runs once, when the port is bound. Returns how many requests were served, or
 // why the endpoint could not start.
-boost::system::result<std::size_t> serve_until_signal(
-    Scenario scenario, EndpointOptions options,
-    const std::function<void(const ScriptedEndpoint&)>& on_listening);
+boost::system::result<std::size_t> serve_until_signal(Scenario scenario, EndpointOptions options,
+                                                      const std::function<void(const ScriptedEndpoint&)>& on_listening);
 
 }  // namespace mh::model

@@ -2,7 +2,6 @@
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
-
 #include <cstdio>
 
 namespace mh::model::detail {
@@ -25,7 +24,9 @@ std::string id_for(std::string_view prefix, std::uint64_t sequence, std::size_t 
   return id_for(prefix, sequence) + "_" + std::to_string(index);
 }
 
-std::string request_id(std::uint64_t sequence) { return id_for("req", sequence); }
+std::string request_id(std::uint64_t sequence) {
+  return id_for("req", sequence);
+}
 
 bool has_tool_call(const StepForm& form) {
   for (const Block& b : form.content)
@@ -51,26 +52,38 @@ struct ErrorDefaults {
 
 ErrorDefaults defaults_for(unsigned status) {
   switch (status) {
-    case 400: return {"invalid_request_error", "invalid request", "invalid_request_error", "", "Invalid request."};
-    case 401: return {"authentication_error", "invalid x-api-key", "invalid_request_error", "invalid_api_key",
-                      "Incorrect API key provided."};
-    case 403: return {"permission_error", "Your API key does not have permission to use the specified resource.",
-                      "permission_error", "", "You are not allowed to sample from this model."};
-    case 404: return {"not_found_error", "Not found", "invalid_request_error", "not_found", "Not found."};
-    case 405: return {"invalid_request_error", "Method not allowed", "invalid_request_error", "", "Method not allowed."};
-    case 413: return {"request_too_large", "Request exceeds the maximum allowed number of bytes.",
-                      "invalid_request_error", "request_too_large", "Request too large."};
-    case 415: return {"invalid_request_error", "Unsupported content encoding", "invalid_request_error", "",
-                      "Unsupported content encoding."};
-    case 429: return {"rate_limit_error", "Number of requests has exceeded your rate limit", "requests",
-                      "rate_limit_exceeded", "Rate limit reached. Please try again later."};
-    case 431: return {"invalid_request_error", "Request headers too large", "invalid_request_error", "",
-                      "Request headers too large."};
-    case 500: return {"api_error", "Internal server error", "server_error", "",
-                      "The server had an error while processing your request."};
-    case 529: return {"overloaded_error", "Overloaded", "server_error", "overloaded",
-                      "The engine is currently overloaded, please try again later."};
-    default: break;
+    case 400:
+      return {"invalid_request_error", "invalid request", "invalid_request_error", "", "Invalid request."};
+    case 401:
+      return {"authentication_error", "invalid x-api-key", "invalid_request_error", "invalid_api_key",
+              "Incorrect API key provided."};
+    case 403:
+      return {"permission_error", "Your API key does not have permission to use the specified resource.",
+              "permission_error", "", "You are not allowed to sample from this model."};
+    case 404:
+      return {"not_found_error", "Not found", "invalid_request_error", "not_found", "Not found."};
+    case 405:
+      return {"invalid_request_error", "Method not allowed", "invalid_request_error", "", "Method not allowed."};
+    case 413:
+      return {"request_too_large", "Request exceeds the maximum allowed number of bytes.", "invalid_request_error",
+              "request_too_large", "Request too large."};
+    case 415:
+      return {"invalid_request_error", "Unsupported content encoding", "invalid_request_error", "",
+              "Unsupported content encoding."};
+    case 429:
+      return {"rate_limit_error", "Number of requests has exceeded your rate limit", "requests", "rate_limit_exceeded",
+              "Rate limit reached. Please try again later."};
+    case 431:
+      return {"invalid_request_error", "Request headers too large", "invalid_request_error", "",
+              "Request headers too large."};
+    case 500:
+      return {"api_error", "Internal server error", "server_error", "",
+              "The server had an error while processing your request."};
+    case 529:
+      return {"overloaded_error", "Overloaded", "server_error", "overloaded",
+              "The engine is currently overloaded, please try again later."};
+    default:
+      break;
   }
   if (status >= 500) return {"api_error", "Internal server error", "server_error", "", "Server error."};
   return {"invalid_request_error", "invalid request", "invalid_request_error", "", "Invalid request."};
@@ -98,14 +111,16 @@ std::string tool_use_id(const Block& block, std::uint64_t sequence, std::size_t 
 
 json::object anthropic_block(const Block& block, std::uint64_t sequence, std::size_t index) {
   switch (block.kind) {
-    case Block::Kind::text: return {{"type", "text"}, {"text", block.text}};
+    case Block::Kind::text:
+      return {{"type", "text"}, {"text", block.text}};
     case Block::Kind::thinking:
-      return {{"type", "thinking"}, {"thinking", block.text},
-              {"signature", signature_of(block, sequence, index)}};
+      return {{"type", "thinking"}, {"thinking", block.text}, {"signature", signature_of(block, sequence, index)}};
     case Block::Kind::tool_call:
     case Block::Kind::custom_tool_call:  // refused at load for this wire; kept total
-      return {{"type", "tool_use"}, {"id", tool_use_id(block, sequence, index)},
-              {"name", block.name}, {"input", block.input}};
+      return {{"type", "tool_use"},
+              {"id", tool_use_id(block, sequence, index)},
+              {"name", block.name},
+              {"input", block.input}};
   }
   return {};
 }
@@ -130,9 +145,12 @@ Reply anthropic_reply(const StepForm& form, const RenderContext& ctx) {
     json::array content;
     for (std::size_t i = 0; i < form.content.size(); ++i)
       content.push_back(anthropic_block(form.content[i], ctx.sequence, i));
-    json::object message{{"id", message_id},          {"type", "message"},
-                         {"role", "assistant"},       {"model", ctx.model},
-                         {"content", std::move(content)}, {"stop_reason", stop_reason},
+    json::object message{{"id", message_id},
+                         {"type", "message"},
+                         {"role", "assistant"},
+                         {"model", ctx.model},
+                         {"content", std::move(content)},
+                         {"stop_reason", stop_reason},
                          {"stop_sequence", nullptr},
                          {"usage", anthropic_usage(form.usage, form.usage.output_tokens)}};
     reply.headers.emplace_back("content-type", "application/json");
@@ -162,9 +180,9 @@ Reply anthropic_reply(const StepForm& form, const RenderContext& ctx) {
     };
     switch (block.kind) {
       case Block::Kind::text:
-        add_event(events, {{"type", "content_block_start"},
-                           {"index", index},
-                           {"content_block", {{"type", "text"}, {"text", ""}}}});
+        add_event(
+            events,
+            {{"type", "content_block_start"}, {"index", index}, {"content_block", {{"type", "text"}, {"text", ""}}}});
         for (const std::string& piece : split_utf8(block.text, form.delta_bytes))
           delta({{"type", "text_delta"}, {"text", piece}});
         break;
@@ -194,18 +212,18 @@ Reply anthropic_reply(const StepForm& form, const RenderContext& ctx) {
 
   switch (form.finish) {
     case Finish::complete:
-      add_event(reply.final_events,
-                {{"type", "message_delta"},
-                 {"delta", {{"stop_reason", stop_reason}, {"stop_sequence", nullptr}}},
-                 {"usage", anthropic_usage(form.usage, form.usage.output_tokens)}});
+      add_event(reply.final_events, {{"type", "message_delta"},
+                                     {"delta", {{"stop_reason", stop_reason}, {"stop_sequence", nullptr}}},
+                                     {"usage", anthropic_usage(form.usage, form.usage.output_tokens)}});
       add_event(reply.final_events, {{"type", "message_stop"}});
       break;
     case Finish::stream_error:
       add_event(reply.final_events,
-                {{"type", "error"},
-                 {"error", {{"type", "overloaded_error"}, {"message", "Overloaded"}}}});
+                {{"type", "error"}, {"error", {{"type", "overloaded_error"}, {"message", "Overloaded"}}}});
       break;
-    case Finish::disconnect: reply.disconnect_after_hold = true; break;
+    case Finish::disconnect:
+      reply.disconnect_after_hold = true;
+      break;
   }
   return reply;
 }
@@ -229,8 +247,10 @@ struct ItemIds {
 
 ItemIds responses_ids(const Block& block, std::uint64_t sequence, std::size_t index) {
   switch (block.kind) {
-    case Block::Kind::text: return {id_for("msg", sequence, index), {}};
-    case Block::Kind::thinking: return {id_for("rs", sequence, index), {}};
+    case Block::Kind::text:
+      return {id_for("msg", sequence, index), {}};
+    case Block::Kind::thinking:
+      return {id_for("rs", sequence, index), {}};
     case Block::Kind::tool_call:
       return {id_for("fc", sequence, index), block.id.empty() ? id_for("call", sequence, index) : block.id};
     case Block::Kind::custom_tool_call:
@@ -245,16 +265,18 @@ json::object output_text_part(std::string_view text) {
 
 // The item as it looks when complete (output_item.done, response.output) or just opened
 // (output_item.added: empty text / arguments / input, status in_progress).
-json::object responses_item(const Block& block, std::uint64_t sequence, std::size_t index,
-                            bool complete) {
+json::object responses_item(const Block& block, std::uint64_t sequence, std::size_t index, bool complete) {
   const ItemIds ids = responses_ids(block, sequence, index);
   const char* status = complete ? "completed" : "in_progress";
   switch (block.kind) {
     case Block::Kind::text: {
       json::array content;
       if (complete) content.push_back(output_text_part(block.text));
-      return {{"id", ids.item_id}, {"type", "message"}, {"status", status},
-              {"role", "assistant"}, {"content", std::move(content)}};
+      return {{"id", ids.item_id},
+              {"type", "message"},
+              {"status", status},
+              {"role", "assistant"},
+              {"content", std::move(content)}};
     }
     case Block::Kind::thinking: {
       json::array summary;
@@ -264,13 +286,13 @@ json::object responses_item(const Block& block, std::uint64_t sequence, std::siz
       return item;
     }
     case Block::Kind::tool_call:
-      return {{"id", ids.item_id},       {"type", "function_call"}, {"status", status},
-              {"call_id", ids.call_id},  {"name", block.name},
-              {"arguments", complete ? json::serialize(block.input) : std::string()}};
+      return {{"id", ids.item_id},  {"type", "function_call"},
+              {"status", status},   {"call_id", ids.call_id},
+              {"name", block.name}, {"arguments", complete ? json::serialize(block.input) : std::string()}};
     case Block::Kind::custom_tool_call:
-      return {{"id", ids.item_id},      {"type", "custom_tool_call"}, {"status", status},
-              {"call_id", ids.call_id}, {"name", block.name},
-              {"input", complete ? std::string(block.input.as_string()) : std::string()}};
+      return {{"id", ids.item_id},  {"type", "custom_tool_call"},
+              {"status", status},   {"call_id", ids.call_id},
+              {"name", block.name}, {"input", complete ? std::string(block.input.as_string()) : std::string()}};
   }
   return {};
 }
@@ -297,8 +319,10 @@ json::object response_object(const StepForm& form, const RenderContext& ctx, std
 // {"type": type, <where...>, <extra...>}: the events about one part of one item share `where`.
 json::object event_at(std::string_view type, const json::object& where, json::object extra) {
   json::object event{{"type", type}};
-  for (const auto& kv : where) event[kv.key()] = kv.value();
-  for (const auto& kv : extra) event[kv.key()] = kv.value();
+  for (const auto& kv : where)
+    event[kv.key()] = kv.value();
+  for (const auto& kv : extra)
+    event[kv.key()] = kv.value();
   return event;
 }
 
@@ -400,7 +424,9 @@ Reply responses_reply(const StepForm& form, const RenderContext& ctx) {
       emit(reply.final_events, {{"type", "response.failed"}, {"response", std::move(failed)}});
       break;
     }
-    case Finish::disconnect: reply.disconnect_after_hold = true; break;
+    case Finish::disconnect:
+      reply.disconnect_after_hold = true;
+      break;
   }
   return reply;
 }
@@ -435,23 +461,21 @@ Reply render_error(Wire wire, const HttpError& error, std::uint64_t sequence) {
   }
   reply.headers.emplace_back("content-type", "application/json");
   if (error.retry_after_s) reply.headers.emplace_back("retry-after", std::to_string(*error.retry_after_s));
-  if (error.retry_after_ms)
-    reply.headers.emplace_back("retry-after-ms", std::to_string(*error.retry_after_ms));
-  for (const auto& h : error.headers) reply.headers.push_back(h);
+  if (error.retry_after_ms) reply.headers.emplace_back("retry-after-ms", std::to_string(*error.retry_after_ms));
+  for (const auto& h : error.headers)
+    reply.headers.push_back(h);
   reply.body = json::serialize(body);
   return reply;
 }
 
-Reply render_neutral_error(unsigned status, std::string_view type, std::string_view message,
-                           std::uint64_t sequence) {
+Reply render_neutral_error(unsigned status, std::string_view type, std::string_view message, std::uint64_t sequence) {
   Reply reply;
   reply.status = status;
   reply.headers.emplace_back("request-id", request_id(sequence));
   reply.headers.emplace_back("x-request-id", request_id(sequence));
   reply.headers.emplace_back("content-type", "application/json");
   reply.body = json::serialize(json::object{
-      {"type", "error"},
-      {"error", {{"type", type}, {"message", message}, {"param", nullptr}, {"code", nullptr}}}});
+      {"type", "error"}, {"error", {{"type", type}, {"message", message}, {"param", nullptr}, {"code", nullptr}}}});
   return reply;
 }
 
@@ -473,10 +497,12 @@ std::vector<std::string> split_utf8(std::string_view text, std::size_t max_bytes
   while (at < text.size()) {
     std::size_t end = std::min(text.size(), at + max_bytes);
     // Never cut inside a UTF-8 sequence; a piece holds at least one whole character.
-    while (end < text.size() && end > at && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+    while (end < text.size() && end > at && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+      --end;
     if (end == at) {
       end = at + 1;
-      while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+      while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+        ++end;
     }
     pieces.emplace_back(text.substr(at, end - at));
     at = end;

@@ -3,12 +3,12 @@
 // so every byte a CLI receives can be checked here without a socket.
 #pragma once
 
-#include "daemon/model/scenario.hpp"
-
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "daemon/model/scenario.hpp"
 
 namespace mh::model::detail {
 
@@ -23,17 +23,17 @@ struct Reply {
   unsigned status = 200;
   std::vector<std::pair<std::string, std::string>> headers;  // content-type included
   bool streaming = false;
-  std::string body;                       // non-streaming
-  std::vector<SseEvent> content_events;   // streaming: before the hold
-  std::vector<SseEvent> final_events;     // streaming: after the hold
-  bool disconnect_after_hold = false;     // Finish::disconnect: close instead of finishing
+  std::string body;                      // non-streaming
+  std::vector<SseEvent> content_events;  // streaming: before the hold
+  std::vector<SseEvent> final_events;    // streaming: after the hold
+  bool disconnect_after_hold = false;    // Finish::disconnect: close instead of finishing
 };
 
 struct RenderContext {
-  std::uint64_t sequence = 0;  // the served request's sequence number; seeds generated ids
-  std::string model;           // echoed from the request (or a stand-in)
-  bool stream = false;         // the request asked for SSE
-  std::int64_t created_at = 0; // Responses `created_at` (unix seconds)
+  std::uint64_t sequence = 0;   // the served request's sequence number; seeds generated ids
+  std::string model;            // echoed from the request (or a stand-in)
+  bool stream = false;          // the request asked for SSE
+  std::int64_t created_at = 0;  // Responses `created_at` (unix seconds)
 };
 
 Reply render_step(Wire wire, const StepForm& form, const RenderContext& context);
@@ -42,8 +42,7 @@ Reply render_step(Wire wire, const StepForm& form, const RenderContext& context)
 Reply render_error(Wire wire, const HttpError& error, std::uint64_t sequence);
 // For requests whose wire is unknown (unknown path): a body both client families can read
 // (`error.type` and `error.message`).
-Reply render_neutral_error(unsigned status, std::string_view type, std::string_view message,
-                           std::uint64_t sequence);
+Reply render_neutral_error(unsigned status, std::string_view type, std::string_view message, std::uint64_t sequence);
 
 // One SSE frame as written on the wire: "event: NAME\ndata: JSON\n\n".
 std::string sse_frame(const SseEvent& event);

@@ -4,16 +4,6 @@
 // is_constructible without including them when BOOST_PROCESS_USE_STD_FS is set; the shared
 // wrapper (daemon/asio/process_v2.hpp, not ours) only covers remove_pointer, and asio_impl.cpp
 // gets these through Beast. Bring them in first.
-#include <boost/optional.hpp>
-#include <boost/type_traits/is_constructible.hpp>
-
-#include "daemon/asio/process_v2.hpp"
-#include "daemon/process/unique_fd.hpp"
-
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -22,10 +12,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/optional.hpp>
+#include <boost/type_traits/is_constructible.hpp>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <system_error>
+
+#include "daemon/asio/process_v2.hpp"
+#include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
 
@@ -35,9 +33,13 @@ using boost::system::error_code;
 
 namespace {
 
-std::string errno_text(int error) { return std::system_category().message(error); }
+std::string errno_text(int error) {
+  return std::system_category().message(error);
+}
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_open(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
 
 int pidfd_send_signal(int pidfd, int signal) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
@@ -53,14 +55,12 @@ struct PipeEnds {
 
 boost::system::result<PipeEnds, std::string> make_pipe(const char* which) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) == -1)
-    return std::string("cannot create the ") + which + " pipe: " + errno_text(errno);
+  if (::pipe2(fds, O_CLOEXEC) == -1) return std::string("cannot create the ") + which + " pipe: " + errno_text(errno);
   PipeEnds ends{UniqueFd(fds[0]), UniqueFd(fds[1])};
   for (UniqueFd* end : {&ends.read, &ends.write}) {
     if (end->get() > 2) continue;
     int moved = ::fcntl(end->get(), F_DUPFD_CLOEXEC, 3);
-    if (moved == -1)
-      return std::string("cannot renumber the ") + which + " pipe: " + errno_text(errno);
+    if (moved == -1) return std::string("cannot renumber the ") + which + " pipe: " + errno_text(errno);
     end->reset(moved);
   }
   return ends;
@@ -77,16 +77,16 @@ void close_descriptors_except(const std::vector<int>& keep) {
     long next_kept = -1;
     for (int fd : keep)
       if (fd >= static_cast<int>(from) && (next_kept == -1 || fd < next_kept)) next_kept = fd;
-    unsigned int to = next_kept == -1 ? std::numeric_limits<unsigned int>::max()
-                                      : static_cast<unsigned int>(next_kept) - 1;
+    unsigned int to =
+        next_kept == -1 ? std::numeric_limits<unsigned int>::max() : static_cast<unsigned int>(next_kept) - 1;
     if (next_kept == -1 || static_cast<unsigned int>(next_kept) > from) {
       if (::syscall(SYS_close_range, from, to, 0) == -1) {
         // Kernels before 5.9: close one by one up to the descriptor limit.
         struct rlimit limit {};
         unsigned long last = 1024;
-        if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-          last = limit.rlim_cur;
-        for (unsigned long fd = from; fd <= to && fd < last; ++fd) ::close(static_cast<int>(fd));
+        if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) last = limit.rlim_cur;
+        for (unsigned long fd = from; fd <= to && fd < last; ++fd)
+          ::close(static_cast<int>(fd));
       }
     }
     if (next_kept == -1) return;
@@ -98,8 +98,7 @@ void close_descriptors_except(const std::vector<int>& keep) {
 // changed): own process group, default signal dispositions, empty mask, nothing else open.
 // On failure errno is left set, which is what the launcher reports to the parent.
 struct ChildSideSetup {
-  error_code on_exec_setup(bp2::posix::default_launcher& launcher, const fs::path&,
-                           const char* const*) {
+  error_code on_exec_setup(bp2::posix::default_launcher& launcher, const fs::path&, const char* const*) {
     if (::setpgid(0, 0) == -1) return error_code(errno, boost::system::system_category());
     struct sigaction default_action {};
     default_action.sa_handler = SIG_DFL;
@@ -110,8 +109,7 @@ struct ChildSideSetup {
     }
     sigset_t none;
     ::sigemptyset(&none);
-    if (::sigprocmask(SIG_SETMASK, &none, nullptr) == -1)
-      return error_code(errno, boost::system::system_category());
+    if (::sigprocmask(SIG_SETMASK, &none, nullptr) == -1) return error_code(errno, boost::system::system_category());
     close_descriptors_except(launcher.fd_whitelist);
     errno = 0;
     return {};
@@ -154,23 +152,20 @@ void kill_and_reap(pid_t pid) {
 std::optional<std::string> check_plan(const adapters::LaunchPlan& plan) {
   const fs::path& program = plan.program;
   if (program.empty()) return "the launch plan names no program";
-  if (!program.is_absolute())
-    return "program \"" + program.string() + "\" is not an absolute path";
+  if (!program.is_absolute()) return "program \"" + program.string() + "\" is not an absolute path";
   struct stat info {};
-  if (::stat(program.c_str(), &info) == -1)
-    return "missing binary: " + program.string() + ": " + errno_text(errno);
+  if (::stat(program.c_str(), &info) == -1) return "missing binary: " + program.string() + ": " + errno_text(errno);
   if (!S_ISREG(info.st_mode)) return "program " + program.string() + " is not a regular file";
   if (::access(program.c_str(), X_OK) == -1)
     return "program " + program.string() + " is not executable: " + errno_text(errno);
   if (plan.cwd.empty()) return "the launch plan names no working directory";
-  if (::stat(plan.cwd.c_str(), &info) == -1)
-    return "cwd missing: " + plan.cwd.string() + ": " + errno_text(errno);
+  if (::stat(plan.cwd.c_str(), &info) == -1) return "cwd missing: " + plan.cwd.string() + ": " + errno_text(errno);
   if (!S_ISDIR(info.st_mode)) return "cwd " + plan.cwd.string() + " is not a directory";
   for (const auto& arg : plan.args)
     if (arg.find('\0') != std::string::npos) return "an argument contains a NUL byte";
   for (const auto& [name, value] : plan.env) {
-    if (name.empty() || name.find('=') != std::string::npos ||
-        name.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
+    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos ||
+        value.find('\0') != std::string::npos)
       return "malformed environment entry \"" + name + "\"";
   }
   return std::nullopt;
@@ -211,7 +206,8 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
 
   std::vector<std::string> environment;
   environment.reserve(plan.env.size());
-  for (const auto& [name, value] : plan.env) environment.push_back(name + "=" + value);
+  for (const auto& [name, value] : plan.env)
+    environment.push_back(name + "=" + value);
 
   // The launcher brackets fork() with notify_fork() on the execution context of the executor it
   // is given, and in the child re-creates that context's reactor under its mutexes. On the
@@ -226,8 +222,7 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
     AllSignalsBlocked blocked;
     auto process = launcher(launch_context.get_executor(), ec, plan.program, plan.args,
                             bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
-                            bp2::process_environment{environment},
-                            bp2::process_start_dir{plan.cwd}, ChildSideSetup{});
+                            bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd}, ChildSideSetup{});
     if (!ec) {
       pid = process.id();
       process.detach();  // ours now; the basic_process must not kill it on destruction
@@ -272,12 +267,7 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
 }
 
 ChildProcess::ChildProcess(executor_type executor, Parts&& parts)
-    : executor_(executor),
-      pid_(parts.pid),
-      pidfd_(executor),
-      stdin_(executor),
-      stdout_(executor),
-      stderr_(executor) {
+    : executor_(executor), pid_(parts.pid), pidfd_(executor), stdin_(executor), stdout_(executor), stderr_(executor) {
   // Each assign takes ownership only on success; release() happens after, so a throw leaves the
   // descriptor with its UniqueFd to be closed.
   pidfd_.assign(parts.pidfd.get());
@@ -312,7 +302,8 @@ std::optional<protocol::ProcessTermination> ChildProcess::try_reap() {
   do {
     r = ::waitpid(pid_, &status, WNOHANG);
   } while (r == -1 && errno == EINTR);
-  if (r == pid_) termination_ = termination_from_wait_status(status);
+  if (r == pid_)
+    termination_ = termination_from_wait_status(status);
   else if (r == -1 && errno == ECHILD)
     // Someone else reaped it (a waitpid(-1) elsewhere in the daemon would be a bug): the pid is
     // gone and must never be signalled again.
@@ -324,15 +315,14 @@ asio::awaitable<protocol::ProcessTermination> ChildProcess::async_wait() {
   for (;;) {
     if (auto reaped = try_reap()) co_return *reaped;
     // A pidfd polls readable once its process has terminated.
-    auto [ec] = co_await pidfd_.async_wait(asio::posix::descriptor_base::wait_read,
-                                           asio::as_tuple(asio::use_awaitable));
+    auto [ec] =
+        co_await pidfd_.async_wait(asio::posix::descriptor_base::wait_read, asio::as_tuple(asio::use_awaitable));
     if (ec) co_return protocol::ProcessTermination{};  // cancelled or destroyed: touch nothing
   }
 }
 
 error_code ChildProcess::send_signal(int signal) {
-  if (termination_ || !pidfd_.is_open())
-    return make_error_code(boost::system::errc::no_such_process);
+  if (termination_ || !pidfd_.is_open()) return make_error_code(boost::system::errc::no_such_process);
   if (pidfd_send_signal(pidfd_.native_handle(), signal) == -1)
     return error_code(errno, boost::system::system_category());
   return {};

@@ -19,8 +19,7 @@
 // Threading: like every I/O object of a run, a ChildProcess is used from the run's strand only.
 #pragma once
 
-#include "adapters/adapter.hpp"
-#include "protocol/types.hpp"
+#include <sys/types.h>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -29,12 +28,12 @@
 #include <boost/asio/writable_pipe.hpp>
 #include <boost/system/error_code.hpp>
 #include <boost/system/result.hpp>
-
-#include <sys/types.h>
-
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "adapters/adapter.hpp"
+#include "protocol/types.hpp"
 
 namespace mh::daemon {
 
@@ -49,8 +48,8 @@ class ChildProcess {
   // environment entry, or the exec itself ("exec of /x/y failed: Exec format error"). The plan's
   // `directories` and `files` are not created here (that is the run loop's step before this one).
   // Blocks the calling thread for the fork+exec handshake only (until the child has exec'd).
-  static boost::system::result<std::unique_ptr<ChildProcess>, std::string> spawn(
-      executor_type executor, const adapters::LaunchPlan& plan);
+  static boost::system::result<std::unique_ptr<ChildProcess>, std::string> spawn(executor_type executor,
+                                                                                 const adapters::LaunchPlan& plan);
 
   ~ChildProcess();  // SIGKILL + reap if the child was not reaped yet; closes every descriptor
   ChildProcess(const ChildProcess&) = delete;

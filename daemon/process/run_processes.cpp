@@ -1,12 +1,5 @@
 #include "daemon/process/run_processes.hpp"
 
-#include "daemon/process/unique_fd.hpp"
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,6 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -23,6 +20,8 @@
 #include <system_error>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
 
@@ -75,8 +74,7 @@ std::optional<ProcStat> read_stat(int proc_dir, pid_t pid) {
     if (field == 3 && !value.empty()) stat.state = value[0];
     if (field == 4) std::from_chars(value.data(), value.data() + value.size(), stat.ppid);
     if (field == 22) {
-      if (std::from_chars(value.data(), value.data() + value.size(), stat.start_time).ec !=
-          std::errc{})
+      if (std::from_chars(value.data(), value.data() + value.size(), stat.start_time).ec != std::errc{})
         return std::nullopt;
       return stat;
     }
@@ -173,9 +171,8 @@ struct Identity {
 
 // The run's live processes in one scan. `known` processes (already frozen) skip the environ read.
 template <class IsKnown>
-std::vector<ProcStat> scan_run(const ProcDirectory& proc, const ProtectedPids& protect,
-                               std::optional<pid_t> root, std::string_view entry,
-                               IsKnown&& is_known) {
+std::vector<ProcStat> scan_run(const ProcDirectory& proc, const ProtectedPids& protect, std::optional<pid_t> root,
+                               std::string_view entry, IsKnown&& is_known) {
   std::vector<ProcStat> all = proc.scan();
   std::unordered_set<pid_t> in_tree;
   if (root && !protect.contains(*root)) {
@@ -201,13 +198,14 @@ std::vector<ProcStat> scan_run(const ProcDirectory& proc, const ProtectedPids& p
   std::vector<ProcStat> run;
   for (const auto& p : all) {
     if (p.dead() || protect.contains(p.pid)) continue;
-    if (in_tree.count(p.pid) || is_known(p) || environ_has_entry(proc.fd(), p.pid, entry))
-      run.push_back(p);
+    if (in_tree.count(p.pid) || is_known(p) || environ_has_entry(proc.fd(), p.pid, entry)) run.push_back(p);
   }
   return run;
 }
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_open(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
 int pidfd_send_signal(int pidfd, int signal) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
 }
@@ -238,8 +236,8 @@ class RunKiller {
       t.pidfd.reset(pidfd_open(p.pid));
       if (!t.pidfd) {
         if (errno == ESRCH) continue;  // gone already
-        problem("pidfd_open(" + std::to_string(p.pid) + "): " +
-                std::system_category().message(errno) + "; signalled by pid instead");
+        problem("pidfd_open(" + std::to_string(p.pid) + "): " + std::system_category().message(errno) +
+                "; signalled by pid instead");
       }
       // The pidfd (if any) was opened after the scan: make sure it names the process that
       // qualified, not a newcomer that inherited a recycled pid.
@@ -299,8 +297,10 @@ class RunKiller {
       bool without_pidfd = false;
       for (auto& [id, t] : tracked_) {
         if (t.dead) continue;
-        if (t.pidfd) fds.push_back(pollfd{t.pidfd.get(), POLLIN, 0});
-        else without_pidfd = true;
+        if (t.pidfd)
+          fds.push_back(pollfd{t.pidfd.get(), POLLIN, 0});
+        else
+          without_pidfd = true;
       }
       // Processes tracked by pid only cannot be polled: look again at least every 10 ms.
       int wait_ms = static_cast<int>(std::min<long long>(left.count(), without_pidfd ? 10 : 1000));
@@ -316,7 +316,8 @@ class RunKiller {
     r.freeze_rounds = rounds_;
     r.fixed_point = fixed_point;
     r.problems = problems_;
-    for (const auto& [id, t] : tracked_) (t.dead ? r.killed : r.survivors).push_back(id.pid);
+    for (const auto& [id, t] : tracked_)
+      (t.dead ? r.killed : r.survivors).push_back(id.pid);
     return r;
   }
 
@@ -360,14 +361,16 @@ std::vector<pid_t> find_run_processes(std::optional<pid_t> root, const RunMarker
 }
 
 std::string KillReport::summary() const {
-  std::string s = "killed " + std::to_string(killed.size()) + " process(es) after " +
-                  std::to_string(freeze_rounds) + " freeze round(s)";
+  std::string s = "killed " + std::to_string(killed.size()) + " process(es) after " + std::to_string(freeze_rounds) +
+                  " freeze round(s)";
   if (!fixed_point) s += " (no fixed point: processes kept appearing or time ran out)";
   if (!survivors.empty()) {
     s += "; survivors:";
-    for (pid_t pid : survivors) s += " " + std::to_string(pid);
+    for (pid_t pid : survivors)
+      s += " " + std::to_string(pid);
   }
-  for (const auto& p : problems) s += "; " + p;
+  for (const auto& p : problems)
+    s += "; " + p;
   return s;
 }
 
@@ -437,11 +440,12 @@ asio::thread_pool& scan_thread() {
 asio::awaitable<FreezeStep> freeze_step_on_scan_thread(RunKiller* killer, Clock::time_point* unsettled_since) {
   co_return freeze_step(*killer, *unsettled_since);
 }
-asio::awaitable<std::size_t> freeze_round_on_scan_thread(RunKiller* killer) { co_return killer->freeze_round(); }
+asio::awaitable<std::size_t> freeze_round_on_scan_thread(RunKiller* killer) {
+  co_return killer->freeze_round();
+}
 
-asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor,
-                                               std::optional<pid_t> root, RunMarker marker,
-                                               std::chrono::milliseconds timeout) {
+asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, std::optional<pid_t> root,
+                                               RunMarker marker, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   RunKiller killer(root, marker);
   asio::steady_timer timer(executor);
@@ -450,8 +454,8 @@ asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor,
     fixed_point = false;
     auto unsettled_since = Clock::time_point::max();
     while (!out_of_budget(killer, deadline)) {
-      FreezeStep step = co_await asio::co_spawn(
-          scan_thread(), freeze_step_on_scan_thread(&killer, &unsettled_since), asio::use_awaitable);
+      FreezeStep step = co_await asio::co_spawn(scan_thread(), freeze_step_on_scan_thread(&killer, &unsettled_since),
+                                                asio::use_awaitable);
       if (step == FreezeStep::fixed_point) fixed_point = true;
       if (step == FreezeStep::fixed_point || step == FreezeStep::give_up) break;
       if (step == FreezeStep::pause) {

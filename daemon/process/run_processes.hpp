@@ -27,11 +27,10 @@
 // Scans are bounded by the number of processes; rounds are bounded by kMaxFreezeRounds.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-
 #include <sys/types.h>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -52,7 +51,7 @@ struct KillReport {
   std::vector<pid_t> killed;     // stopped, SIGKILLed and seen dead (or already gone)
   std::vector<pid_t> survivors;  // still alive when the timeout ran out (e.g. stuck in D state)
   int freeze_rounds = 0;
-  bool fixed_point = false;      // a scan found nothing new before the round limit / timeout
+  bool fixed_point = false;           // a scan found nothing new before the round limit / timeout
   std::vector<std::string> problems;  // e.g. descriptors exhausted; empty normally
 
   bool clean() const { return survivors.empty() && problems.empty(); }
@@ -62,9 +61,8 @@ struct KillReport {
 // Freeze-then-kill on the calling coroutine's strand. Between scans and while waiting for the
 // killed processes to go it yields to the executor (timers, never a sleep), so other runs on
 // the same io threads keep going. The timeout bounds the whole operation.
-boost::asio::awaitable<KillReport> kill_run_processes(boost::asio::any_io_executor executor,
-                                                      std::optional<pid_t> root, RunMarker marker,
-                                                      std::chrono::milliseconds timeout);
+boost::asio::awaitable<KillReport> kill_run_processes(boost::asio::any_io_executor executor, std::optional<pid_t> root,
+                                                      RunMarker marker, std::chrono::milliseconds timeout);
 
 // The same algorithm, blocking the calling thread (poll(2) on the pidfds while waiting): for
 // shutdown and start-up recovery paths, never for an io thread that serves runs.

@@ -1,10 +1,9 @@
 #include "daemon/run/run.hpp"
 
-#include "daemon/model/scripted_endpoint.hpp"
-#include "daemon/process/child_process.hpp"
-#include "daemon/process/run_processes.hpp"
-#include "daemon/stream/event_log.hpp"
-#include "protocol/line_framer.hpp"
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -12,22 +11,22 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/read_until.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-
-#include <fcntl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <deque>
 #include <fstream>
 #include <iostream>
+
+#include "daemon/model/scripted_endpoint.hpp"
+#include "daemon/process/child_process.hpp"
+#include "daemon/process/run_processes.hpp"
+#include "daemon/stream/event_log.hpp"
+#include "protocol/line_framer.hpp"
 
 namespace mh::daemon {
 
@@ -115,11 +114,16 @@ using local_socket = asio::local::stream_protocol::socket;
 int exit_status_for(const RunOutcome& outcome) {
   if (outcome.refused_at_start) return 2;
   switch (outcome.reason) {
-    case protocol::CloseReason::completed: return 0;
-    case protocol::CloseReason::error: return 3;
-    case protocol::CloseReason::steer_halt: return 4;
-    case protocol::CloseReason::budget: return 5;
-    case protocol::CloseReason::killed: return 6;
+    case protocol::CloseReason::completed:
+      return 0;
+    case protocol::CloseReason::error:
+      return 3;
+    case protocol::CloseReason::steer_halt:
+      return 4;
+    case protocol::CloseReason::budget:
+      return 5;
+    case protocol::CloseReason::killed:
+      return 6;
   }
   return 3;
 }
@@ -130,8 +134,12 @@ int exit_status_for(const RunOutcome& outcome) {
 
 struct Run::Impl final : RunEffects {
   Impl(asio::io_context& io, const adapters::Adapter& adapter, RunOptions options)
-      : io(io), strand(asio::make_strand(io)), adapter(adapter), options(std::move(options)),
-        idle_timer(strand), grace_timer(strand) {}
+      : io(io),
+        strand(asio::make_strand(io)),
+        adapter(adapter),
+        options(std::move(options)),
+        idle_timer(strand),
+        grace_timer(strand) {}
 
   asio::io_context& io;
   asio::strand<asio::io_context::executor_type> strand;
@@ -361,8 +369,8 @@ struct Run::Impl final : RunEffects {
       }
       if (stdin_closed) continue;  // the vendor will never read it; it was not delivered
       stdin_log.append(*next);
-      auto [ec, n] = co_await asio::async_write(child->stdin_pipe(), asio::buffer(*next),
-                                                asio::as_tuple(asio::use_awaitable));
+      auto [ec, n] =
+          co_await asio::async_write(child->stdin_pipe(), asio::buffer(*next), asio::as_tuple(asio::use_awaitable));
       (void)n;
       if (ec) {  // the vendor stopped reading (it exited): nothing more can reach it
         child->close_stdin();
@@ -413,8 +421,8 @@ struct Run::Impl final : RunEffects {
     for (;;) {
       // The reactor is edge-triggered: only wait once the descriptor has been drained.
       if (!co_await drain(from, consume)) co_return;
-      auto [wait_ec] = co_await from.async_wait(asio::posix::descriptor_base::wait_read,
-                                                asio::as_tuple(asio::use_awaitable));
+      auto [wait_ec] =
+          co_await from.async_wait(asio::posix::descriptor_base::wait_read, asio::as_tuple(asio::use_awaitable));
       if (wait_ec) co_return;
     }
   }
@@ -497,13 +505,15 @@ struct Run::Impl final : RunEffects {
 
   void deliver(Early e) {
     std::string id = "-";
-    if (auto* c = std::get_if<protocol::Command>(&e.what)) id = c->id;
-    else if (auto* r = std::get_if<protocol::LineRefusal>(&e.what)) id = r->id.value_or("-");
+    if (auto* c = std::get_if<protocol::Command>(&e.what))
+      id = c->id;
+    else if (auto* r = std::get_if<protocol::LineRefusal>(&e.what))
+      id = r->id.value_or("-");
     if (closed || !core) {
       if (e.on_result)
-        e.on_result(protocol::ev::CommandResult{
-                        id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE,
-                                                              "the run's stream is closed; nothing more can be recorded")},
+        e.on_result(protocol::ev::CommandResult{id, protocol::CommandOutcome::refused(
+                                                        protocol::RefusalCode::TOO_LATE,
+                                                        "the run's stream is closed; nothing more can be recorded")},
                     false);
       return;
     }
@@ -539,12 +549,13 @@ struct Run::Impl final : RunEffects {
     }
     hook_waiting.clear();
     if (endpoint) endpoint->stop();
-    for (auto& e : early) deliver(std::move(e));
+    for (auto& e : early)
+      deliver(std::move(e));
     early.clear();
     // Results that will never come now (e.g. the stream failed): every caller still hears once.
     for (auto& [id, callback] : result_waiters)
-      callback(protocol::ev::CommandResult{id, protocol::CommandOutcome::refused(
-                                                   protocol::RefusalCode::TOO_LATE, "the run ended before answering")},
+      callback(protocol::ev::CommandResult{id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE,
+                                                                                 "the run ended before answering")},
                false);
     result_waiters.clear();
     if (on_closed) on_closed(outcome);
@@ -554,7 +565,8 @@ struct Run::Impl final : RunEffects {
   // cannot honour) or a warning naming the launch refusal, then the marker.
   void refuse(const std::string& code, const std::string& message,
               const std::vector<protocol::ev::CommandResult>& results) {
-    for (const auto& r : results) emit(r, std::nullopt);
+    for (const auto& r : results)
+      emit(r, std::nullopt);
     if (results.empty()) emit(protocol::ev::Warning{code, message}, std::nullopt);
     outcome.refused_at_start = true;
     finish(protocol::CloseReason::error, protocol::ProcessTermination{});
@@ -590,7 +602,8 @@ struct Run::Impl final : RunEffects {
       co_return;
     }
     if (plan.hook_channel) {
-      if (!hook_log.open(options.run_dir / "vendor-hooks.jsonl", error) || !open_hook_channel(*plan.hook_channel, error)) {
+      if (!hook_log.open(options.run_dir / "vendor-hooks.jsonl", error) ||
+          !open_hook_channel(*plan.hook_channel, error)) {
         refuse("LAUNCH_FAILED", error, {});
         co_return;
       }
@@ -610,7 +623,8 @@ struct Run::Impl final : RunEffects {
                                      RunCoreOptions{options.halt_grace});
     core->start(Clock::now());
     after_core();
-    for (auto& e : early) deliver(std::move(e));
+    for (auto& e : early)
+      deliver(std::move(e));
     early.clear();
 
     auto [stdout_done, termination, stderr_done] =
@@ -653,7 +667,9 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   // An in-process scripted endpoint gets a fresh token; the spec then names it.
   if (i.options.model_scenario) {
     auto scenario = model::load_scenario_file(*i.options.model_scenario);
-    if (!scenario) return fail("the model scenario " + i.options.model_scenario->string() + " is refused: " + scenario.error().message());
+    if (!scenario)
+      return fail("the model scenario " + i.options.model_scenario->string() +
+                  " is refused: " + scenario.error().message());
     model::EndpointOptions endpoint_options;
     endpoint_options.log_path = i.options.run_dir / "model-requests.jsonl";
     i.endpoint = std::make_unique<model::ScriptedEndpoint>(io, std::move(*scenario), endpoint_options);
@@ -693,19 +709,23 @@ void Run::command(protocol::Command command, std::optional<protocol::PeerIdentit
                              on_result = std::move(on_result), received_at]() mutable {
     Impl& i = *run->impl_;
     Impl::Early e{std::move(command), peer, std::move(on_result), received_at};
-    if (!i.core && !i.closed) i.early.push_back(std::move(e));
-    else i.deliver(std::move(e));
+    if (!i.core && !i.closed)
+      i.early.push_back(std::move(e));
+    else
+      i.deliver(std::move(e));
   });
 }
 
 void Run::unreadable_command(protocol::LineRefusal refusal, ResultCallback on_result) {
-  asio::post(impl_->strand, [run = shared_from_this(), refusal = std::move(refusal),
-                             on_result = std::move(on_result)]() mutable {
-    Impl& i = *run->impl_;
-    Impl::Early e{std::move(refusal), std::nullopt, std::move(on_result), Clock::now()};
-    if (!i.core && !i.closed) i.early.push_back(std::move(e));
-    else i.deliver(std::move(e));
-  });
+  asio::post(impl_->strand,
+             [run = shared_from_this(), refusal = std::move(refusal), on_result = std::move(on_result)]() mutable {
+               Impl& i = *run->impl_;
+               Impl::Early e{std::move(refusal), std::nullopt, std::move(on_result), Clock::now()};
+               if (!i.core && !i.closed)
+                 i.early.push_back(std::move(e));
+               else
+                 i.deliver(std::move(e));
+             });
 }
 
 void Run::command_source_closed() {
@@ -728,9 +748,15 @@ void Run::shutdown() {
   });
 }
 
-std::shared_ptr<SharedStreamState> Run::stream() const { return impl_->shared; }
-const std::string& Run::id() const { return impl_->options.spec.run_id; }
-const std::filesystem::path& Run::run_dir() const { return impl_->options.run_dir; }
+std::shared_ptr<SharedStreamState> Run::stream() const {
+  return impl_->shared;
+}
+const std::string& Run::id() const {
+  return impl_->options.spec.run_id;
+}
+const std::filesystem::path& Run::run_dir() const {
+  return impl_->options.run_dir;
+}
 
 void Run::status(std::function<void(RunStatus)> callback) const {
   asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {

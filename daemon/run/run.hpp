@@ -11,13 +11,13 @@
 // files and the CLI include it cheaply.
 #pragma once
 
-#include "adapters/adapter.hpp"
-#include "daemon/run/run_core.hpp"
-
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
+
+#include "adapters/adapter.hpp"
+#include "daemon/run/run_core.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -29,7 +29,7 @@ class SharedStreamState;
 
 struct RunOptions {
   adapters::RunSpec spec;
-  std::filesystem::path run_dir;                       // created if missing; must be empty
+  std::filesystem::path run_dir;                        // created if missing; must be empty
   std::optional<std::filesystem::path> model_scenario;  // host a scripted endpoint for this run
   // Halt: how long the vendor gets to go on its own after interrupt + end_session + stdin close
   // before every process of the run is killed.
@@ -78,8 +78,9 @@ class Run : public std::enable_shared_from_this<Run> {
  public:
   // Prepares the run directory (spec.json), computes the launch plan and opens events.jsonl.
   // Nothing is spawned yet. Fails (as a value) when the run directory cannot be made.
-  static boost::system::result<std::shared_ptr<Run>, std::string> create(
-      boost::asio::io_context& io, const adapters::Adapter& adapter, RunOptions options);
+  static boost::system::result<std::shared_ptr<Run>, std::string> create(boost::asio::io_context& io,
+                                                                         const adapters::Adapter& adapter,
+                                                                         RunOptions options);
   ~Run();
 
   // Starts the run on its strand. `on_closed` is called on the strand once stream.closed is
@@ -91,8 +92,7 @@ class Run : public std::enable_shared_from_this<Run> {
   // `recorded` when it is the command.result in the stream; not recorded when the stream had
   // already closed, so the client must be told directly.
   using ResultCallback = std::function<void(const protocol::ev::CommandResult&, bool recorded)>;
-  void command(protocol::Command command, std::optional<protocol::PeerIdentity> peer,
-               ResultCallback on_result = {},
+  void command(protocol::Command command, std::optional<protocol::PeerIdentity> peer, ResultCallback on_result = {},
                std::chrono::steady_clock::time_point received_at = std::chrono::steady_clock::now());
   void unreadable_command(protocol::LineRefusal refusal, ResultCallback on_result = {});
   // The one-shot command source (stdin) ended: the run ends at its next idle point.

@@ -28,11 +28,16 @@ std::uint64_t ms_between(Instant from, Instant to) {
 
 std::string_view to_string(RunCore::Phase phase) {
   switch (phase) {
-    case RunCore::Phase::starting: return "starting";
-    case RunCore::Phase::turn: return "turn";
-    case RunCore::Phase::idle: return "idle";
-    case RunCore::Phase::ending: return "ending";
-    case RunCore::Phase::closed: return "closed";
+    case RunCore::Phase::starting:
+      return "starting";
+    case RunCore::Phase::turn:
+      return "turn";
+    case RunCore::Phase::idle:
+      return "idle";
+    case RunCore::Phase::ending:
+      return "ending";
+    case RunCore::Phase::closed:
+      return "closed";
   }
   return "unknown";
 }
@@ -63,13 +68,13 @@ bool subject_glob_matches(std::string_view glob, std::string_view subject) {
     }
     return false;
   }
-  while (g < glob.size() && glob[g] == '*') ++g;
+  while (g < glob.size() && glob[g] == '*')
+    ++g;
   return g == glob.size();
 }
 
 RunCore::RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
-                 std::unique_ptr<adapters::AdapterSession> session, RunEffects& effects,
-                 RunCoreOptions options)
+                 std::unique_ptr<adapters::AdapterSession> session, RunEffects& effects, RunCoreOptions options)
     : spec_(spec),
       adapter_(adapter),
       session_(std::move(session)),
@@ -152,8 +157,10 @@ void RunCore::on_command(proto::Command command, std::optional<proto::PeerIdenti
   std::visit(
       [&](auto& c) {
         using T = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<T, proto::cmd::ToolDecide>) handle(c, command.id, peer);
-        else handle(c, command.id);
+        if constexpr (std::is_same_v<T, proto::cmd::ToolDecide>)
+          handle(c, command.id, peer);
+        else
+          handle(c, command.id);
       },
       command.payload);
 }
@@ -163,10 +170,9 @@ proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, In
   bool we_ended_it = phase_ == Phase::ending;
   abandon_pending("the stream ended");
   for (const auto& [control_id, pending] : pending_controls_)
-    result(pending.command_id,
-           proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
-                                          "the run ended before the vendor answered " +
-                                              std::string(proto::to_string(pending.name))));
+    result(pending.command_id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                                              "the run ended before the vendor answered " +
+                                                                  std::string(proto::to_string(pending.name))));
   pending_controls_.clear();
   for (const auto& [command_id, text] : queued_messages_)
     warn("INJECTION_UNDELIVERED", "message.inject " + command_id +
@@ -208,7 +214,9 @@ void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) 
   effects_.emit(std::move(payload), std::move(at));
 }
 
-void RunCore::write_vendor(std::string line) { effects_.write_vendor(std::move(line)); }
+void RunCore::write_vendor(std::string line) {
+  effects_.write_vendor(std::move(line));
+}
 
 void RunCore::reply_hook(std::uint64_t connection, std::string line) {
   effects_.reply_hook(connection, std::move(line));
@@ -253,13 +261,15 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
     again.name = call.name;
     again.input = call.input;
     again.operations = {};
-    for (const auto& op : adapter_.operations_for(call)) again.operations.push_back(op_label(op));
+    for (const auto& op : adapter_.operations_for(call))
+      again.operations.push_back(op_label(op));
     again.subjects = adapter_.subjects_for(call);
     again.decision_required = false;
     again.seam = has_reply ? reply.seam : st.seam;
     st.requested_seq = effects_.emit(std::move(again), std::nullopt);
-    warn("REQUEST_MUTATED", st.call.call_id + " was presented with one input and the vendor then asked to run "
-                            "another; the decision is bound to the input it was made for, so this one is denied");
+    warn("REQUEST_MUTATED", st.call.call_id +
+                                " was presented with one input and the vendor then asked to run "
+                                "another; the decision is bound to the input it was made for, so this one is denied");
     if (pending_.erase(st.call.call_id)) effects_.cancel_deadline(st.call.call_id);
     st.call = std::move(call);
     st.decision.reset();
@@ -281,8 +291,9 @@ void RunCore::call_withdrawn(const adapters::ReplyToken& reply) {
     if (!st.reply || st.reply->id != reply.id) continue;
     st.answered = true;  // nobody is listening for an answer any more
     if (!st.decision) {
-      decide(st, proto::decision::Deny{"the vendor withdrew its request (its own timeout or an interrupt) "
-                                       "before this call was decided, so nothing ran"},
+      decide(st,
+             proto::decision::Deny{"the vendor withdrew its request (its own timeout or an interrupt) "
+                                   "before this call was decided, so nothing ran"},
              proto::DecidedBy::adapter, st.seam);
       warn("PENDING_CALL_ABANDONED", id + " was never decided by the embedder");
     }
@@ -300,8 +311,8 @@ void RunCore::control_answered(adapters::ControlReply reply) {
   } else {
     result(pending.command_id,
            proto::CommandOutcome::refused(reply.refusal_code, std::string(adapter_.id()) + " refused " +
-                                                                 std::string(proto::to_string(pending.name)) +
-                                                                 ": " + reply.vendor_error));
+                                                                  std::string(proto::to_string(pending.name)) + ": " +
+                                                                  reply.vendor_error));
   }
 }
 
@@ -336,7 +347,8 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
   requested.call_id = call.call_id;
   requested.name = call.name;
   requested.input = call.input;
-  for (const auto& op : ops) requested.operations.push_back(op_label(op));
+  for (const auto& op : ops)
+    requested.operations.push_back(op_label(op));
   requested.subjects = adapter_.subjects_for(call);
   requested.seam = seam;
   st.call = std::move(call);
@@ -357,8 +369,9 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
       if (!frame_in_force_) {
         if (!warned_no_frame_) {
           warned_no_frame_ = true;
-          warn("NO_FRAME_IN_FORCE", "decisions are taken from the frame and no frame is in force, so "
-                                    "metaharness abstains: the vendor's own permission pipeline decides");
+          warn("NO_FRAME_IN_FORCE",
+               "decisions are taken from the frame and no frame is in force, so "
+               "metaharness abstains: the vendor's own permission pipeline decides");
         }
         st.requested_seq = effects_.emit(std::move(requested), std::move(at));
         decide(st, proto::decision::Abstain{}, proto::DecidedBy::adapter, seam);
@@ -366,8 +379,10 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
       }
       if (verdict && verdict->uncovered) warn("UNCOVERED_TOOL", verdict->reason);
       st.requested_seq = effects_.emit(std::move(requested), std::move(at));
-      if (verdict) decide(st, proto::decision::Deny{verdict->reason}, proto::DecidedBy::frame, seam);
-      else decide(st, proto::decision::Allow{}, proto::DecidedBy::frame, seam);
+      if (verdict)
+        decide(st, proto::decision::Deny{verdict->reason}, proto::DecidedBy::frame, seam);
+      else
+        decide(st, proto::decision::Allow{}, proto::DecidedBy::frame, seam);
       return st;
     case proto::DecisionMode::ask:
       // A frame in force narrows what the embedder is asked about: what it refuses is refused
@@ -431,7 +446,7 @@ void RunCore::abandon_pending(std::string_view why) {
 }
 
 std::optional<RunCore::Verdict> RunCore::frame_refuses(const CallState& st,
-                                                        const std::vector<proto::Operation>& ops) const {
+                                                       const std::vector<proto::Operation>& ops) const {
   const proto::Frame& frame = *frame_in_force_;
   const std::vector<proto::Operation>* admitted = &frame.operations;
   auto subjects = adapter_.subjects_for(st.call);
@@ -448,8 +463,9 @@ std::optional<RunCore::Verdict> RunCore::frame_refuses(const CallState& st,
     }
   }
   if (ops.empty())
-    return Verdict{true, st.call.name + " is outside the operation vocabulary this step was framed with, "
-                                        "so this step does not admit it"};
+    return Verdict{true, st.call.name +
+                             " is outside the operation vocabulary this step was framed with, "
+                             "so this step does not admit it"};
   for (const auto& op : ops)
     if (std::binary_search(admitted->begin(), admitted->end(), op)) return std::nullopt;
   std::string admits = "[";
@@ -457,7 +473,8 @@ std::optional<RunCore::Verdict> RunCore::frame_refuses(const CallState& st,
     admits += (i ? ",\"" : "\"") + op_label((*admitted)[i]) + "\"";
   admits += "]";
   std::string is;
-  for (std::size_t i = 0; i < ops.size(); ++i) is += (i ? "/" : "") + op_label(ops[i]);
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    is += (i ? "/" : "") + op_label(ops[i]);
   return Verdict{false, "this step admits " + admits + " and " + st.call.name + " is " + is +
                             ", which it does not; a refusal is the answer, not an obstacle"};
 }
@@ -503,8 +520,10 @@ void RunCore::at_boundary() {
 
 void RunCore::end_normally() {
   phase_ = Phase::ending;
-  if (session_->exits_on_stdin_close()) effects_.close_vendor_stdin();
-  else effects_.terminate_vendor(options_.halt_grace);
+  if (session_->exits_on_stdin_close())
+    effects_.close_vendor_stdin();
+  else
+    effects_.terminate_vendor(options_.halt_grace);
 }
 
 void RunCore::stop(proto::CloseReason reason, std::string_view why) {
@@ -534,7 +553,9 @@ void RunCore::result(const std::string& id, proto::CommandOutcome outcome) {
 void RunCore::track(const adapters::ControlAck& ack, const std::string& command_id, proto::CommandName name) {
   switch (ack.kind) {
     case adapters::ControlAck::Kind::done:
-    case adapters::ControlAck::Kind::refused: result(command_id, ack.outcome); return;
+    case adapters::ControlAck::Kind::refused:
+      result(command_id, ack.outcome);
+      return;
     case adapters::ControlAck::Kind::pending_vendor:
       pending_controls_[ack.control_id] = PendingControl{command_id, name, ack.outcome.applies_at};
       return;
@@ -544,16 +565,17 @@ void RunCore::track(const adapters::ControlAck& ack, const std::string& command_
 void RunCore::handle(const proto::cmd::ToolDecide& c, const std::string& id, std::optional<proto::PeerIdentity> peer) {
   auto it = calls_.find(c.call_id);
   if (it == calls_.end()) {
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::UNKNOWN_CALL,
-                                              "no call " + proto::excerpt(c.call_id, 80) + " was presented in this run"));
+    result(id,
+           proto::CommandOutcome::refused(proto::RefusalCode::UNKNOWN_CALL,
+                                          "no call " + proto::excerpt(c.call_id, 80) + " was presented in this run"));
     return;
   }
   CallState& st = it->second;
   if (!pending_.count(c.call_id)) {
-    std::string why = st.decision
-        ? "call " + c.call_id + " was already decided (" + std::string(proto::decision_name(*st.decision)) + " by " +
-              std::string(proto::to_string(*st.decided_by)) + "); its window is closed"
-        : "call " + c.call_id + " is a record nobody adjudicates (seam none)";
+    std::string why = st.decision ? "call " + c.call_id + " was already decided (" +
+                                        std::string(proto::decision_name(*st.decision)) + " by " +
+                                        std::string(proto::to_string(*st.decided_by)) + "); its window is closed"
+                                  : "call " + c.call_id + " is a record nobody adjudicates (seam none)";
     result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, why));
     return;
   }
@@ -616,7 +638,8 @@ void RunCore::handle(const proto::cmd::PermissionSet& c, const std::string& id) 
 
 void RunCore::handle(const proto::cmd::Interrupt&, const std::string& id) {
   if (phase_ != Phase::turn) {
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "no turn is running; nothing to interrupt"));
+    result(id,
+           proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "no turn is running; nothing to interrupt"));
     return;
   }
   abandon_pending("the run was interrupted");

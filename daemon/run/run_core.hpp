@@ -7,12 +7,12 @@
 // unit tests drive it directly with a scripted adapter session, deterministically.
 #pragma once
 
-#include "adapters/adapter.hpp"
-#include "protocol/reader.hpp"
-
 #include <chrono>
 #include <deque>
 #include <set>
+
+#include "adapters/adapter.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::daemon {
 
@@ -62,8 +62,7 @@ class RunCore final : private adapters::AdapterSink {
   };
 
   RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
-          std::unique_ptr<adapters::AdapterSession> session, RunEffects& effects,
-          RunCoreOptions options = {});
+          std::unique_ptr<adapters::AdapterSession> session, RunEffects& effects, RunCoreOptions options = {});
   ~RunCore();
 
   // Inputs. Each may emit events and effects before it returns.

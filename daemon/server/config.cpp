@@ -1,7 +1,6 @@
 #include "daemon/server/config.hpp"
 
 #include <toml++/toml.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,10 +12,14 @@ namespace mh::daemon {
 
 std::string_view to_string(Role role) {
   switch (role) {
-    case Role::none: return "none";
-    case Role::observe: return "observe";
-    case Role::control: return "control";
-    case Role::admin: return "admin";
+    case Role::none:
+      return "none";
+    case Role::observe:
+      return "observe";
+    case Role::control:
+      return "control";
+    case Role::admin:
+      return "admin";
   }
   return "none";
 }
@@ -88,8 +91,10 @@ class TableReader {
     const toml::node* node = table_.get(key);
     if (!node || !error_.empty()) return;
     std::optional<T> value;
-    if constexpr (std::is_same_v<T, bool>) value = node->value<bool>();
-    else if constexpr (std::is_same_v<T, std::string>) value = node->value<std::string>();
+    if constexpr (std::is_same_v<T, bool>)
+      value = node->value<bool>();
+    else if constexpr (std::is_same_v<T, std::string>)
+      value = node->value<std::string>();
     else if constexpr (std::is_integral_v<T>) {
       auto v = node->value<std::int64_t>();
       if (v && *v < 0) {
@@ -142,8 +147,8 @@ class TableReader {
     for (const auto& [key, node] : table_) {
       std::string k(key.str());
       if (!seen_.count(k)) {
-        error_ = "unknown key " + prefix_ + k + " (known keys of [" + prefix_.substr(0, prefix_.size() - 1) + "]: " +
-                 known() + ")";
+        error_ = "unknown key " + prefix_ + k + " (known keys of [" + prefix_.substr(0, prefix_.size() - 1) +
+                 "]: " + known() + ")";
         return;
       }
     }
@@ -155,14 +160,18 @@ class TableReader {
   }
   std::string known() const {
     std::string out;
-    for (const auto& k : seen_) out += (out.empty() ? "" : ", ") + k;
+    for (const auto& k : seen_)
+      out += (out.empty() ? "" : ", ") + k;
     return out;
   }
   template <class T>
   static const char* type_name() {
-    if constexpr (std::is_same_v<T, bool>) return "true or false";
-    else if constexpr (std::is_same_v<T, std::string>) return "a string";
-    else return "an integer";
+    if constexpr (std::is_same_v<T, bool>)
+      return "true or false";
+    else if constexpr (std::is_same_v<T, std::string>)
+      return "a string";
+    else
+      return "an integer";
   }
   static std::string describe(const toml::node& node) {
     std::ostringstream ss;
@@ -176,7 +185,9 @@ class TableReader {
   std::set<std::string> seen_;
 };
 
-std::string positive_ms(const std::int64_t& v) { return v > 0 ? "" : "must be positive"; }
+std::string positive_ms(const std::int64_t& v) {
+  return v > 0 ? "" : "must be positive";
+}
 
 }  // namespace
 
@@ -200,8 +211,7 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     if (!kTables.count(k))
       return Result(boost::system::in_place_error,
                     "unknown key " + k + " (the config has the tables paths, vendor, runs, server, access, log)");
-    if (!node.is_table())
-      return Result(boost::system::in_place_error, k + ": must be a table ([" + k + "])");
+    if (!node.is_table()) return Result(boost::system::in_place_error, k + ": must be a table ([" + k + "])");
   }
   auto table = [&](const char* name) -> const toml::table& {
     static const toml::table empty;

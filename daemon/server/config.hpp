@@ -3,14 +3,13 @@
 // the key and the reason; an unknown key is refused too (a typo is never silently ignored).
 #pragma once
 
-#include "adapters/adapter.hpp"
-
 #include <boost/system/result.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <set>
 #include <string>
+
+#include "adapters/adapter.hpp"
 
 namespace mh::daemon {
 

@@ -1,12 +1,11 @@
 #include "daemon/server/daemon.hpp"
 
-#include "daemon/process/run_processes.hpp"
-#include "daemon/run/run.hpp"
-#include "daemon/server/socket_api.hpp"
-#include "daemon/stream/event_log.hpp"
-#include "daemon/stream/stream_reader.hpp"
-#include "metaharness/build_info.hpp"
-#include "protocol/reader.hpp"
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -19,15 +18,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-
-#include <systemd/sd-daemon.h>
-
-#include <fcntl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <ctime>
 #include <deque>
@@ -36,6 +26,14 @@
 #include <random>
 #include <sstream>
 #include <thread>
+
+#include "daemon/process/run_processes.hpp"
+#include "daemon/run/run.hpp"
+#include "daemon/server/socket_api.hpp"
+#include "daemon/stream/event_log.hpp"
+#include "daemon/stream/stream_reader.hpp"
+#include "metaharness/build_info.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::daemon {
 
@@ -129,8 +127,8 @@ struct Peer {
 struct RunEntry {
   std::string id;
   std::filesystem::path dir;
-  std::shared_ptr<Run> run;                    // while it runs
-  std::shared_ptr<SharedStreamState> stream;   // for readers, while known in this process
+  std::shared_ptr<Run> run;                   // while it runs
+  std::shared_ptr<SharedStreamState> stream;  // for readers, while known in this process
   bool closed = false;
   std::optional<protocol::CloseReason> close_reason;
   bool meta_loaded = false;
@@ -200,7 +198,8 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
     if (!v || !v->is_object()) return;
     const auto& o = v->get_object();
     if (auto* a = o.if_contains("adapter"); a && a->is_string()) e.adapter = a->get_string();
-    if (auto* u = o.if_contains("owner_uid"); u && u->is_int64()) e.owner_uid = static_cast<std::uint32_t>(u->get_int64());
+    if (auto* u = o.if_contains("owner_uid"); u && u->is_int64())
+      e.owner_uid = static_cast<std::uint32_t>(u->get_int64());
     if (auto* c = o.if_contains("created_unix"); c && c->is_int64())
       e.created_at = std::chrono::system_clock::time_point(std::chrono::seconds(c->get_int64()));
     if (auto* l = o.if_contains("labels"); l && l->is_object())
@@ -277,7 +276,8 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
     if (tail.empty() || tail.back() != '\n') return std::nullopt;
     tail.pop_back();
     auto start = tail.rfind('\n');
-    std::string_view last = start == std::string::npos ? std::string_view(tail) : std::string_view(tail).substr(start + 1);
+    std::string_view last =
+        start == std::string::npos ? std::string_view(tail) : std::string_view(tail).substr(start + 1);
     auto event = protocol::read_event_line(last);
     if (!event) return std::nullopt;
     auto* closed = std::get_if<protocol::ev::StreamClosed>(&event->payload);
@@ -292,11 +292,11 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
       return;
     }
     if (recovered->report.already_closed) return;
-    KillReport killed = kill_run_processes_sync(std::nullopt, RunMarker{"METAHARNESS_RUN", entry.id},
-                                                std::chrono::seconds(10));
-    std::string message = "metaharness restarted after it was stopped without closing this run: " +
-                          recovered->report.describe() + "; " + std::to_string(killed.killed.size()) +
-                          " leftover process(es) of the run killed";
+    KillReport killed =
+        kill_run_processes_sync(std::nullopt, RunMarker{"METAHARNESS_RUN", entry.id}, std::chrono::seconds(10));
+    std::string message =
+        "metaharness restarted after it was stopped without closing this run: " + recovered->report.describe() + "; " +
+        std::to_string(killed.killed.size()) + " leftover process(es) of the run killed";
     if (!killed.survivors.empty()) message += ", " + std::to_string(killed.survivors.size()) + " survived";
     (void)recovered->log.append(protocol::ev::Warning{"RECOVERED_AFTER_RESTART", message});
     auto closed = recovered->log.close(protocol::CloseReason::error, protocol::ProcessTermination{});
@@ -380,8 +380,9 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
       auto deadline = std::make_shared<asio::steady_timer>(self->registry_strand, self->config.shutdown_grace);
       deadline->async_wait([self, deadline](boost::system::error_code ec) {
         if (ec) return;
-        log(4, std::to_string(self->active) + " run(s) did not close within the shutdown grace; "
-                                              "the next start recovers them");
+        log(4, std::to_string(self->active) +
+                   " run(s) did not close within the shutdown grace; "
+                   "the next start recovers them");
         self->finish_shutdown();
       });
     });
@@ -535,14 +536,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
                           cmd ? std::optional<std::string>(cmd->id) : std::nullopt));
       } else {
         auto refused = read_request(line);  // names what was wrong with the line
-        send(refusal_line(refused ? SocketRefusal{"UNKNOWN_FORMAT", "unreadable line", std::nullopt} : refused.error()));
+        send(
+            refusal_line(refused ? SocketRefusal{"UNKNOWN_FORMAT", "unreadable line", std::nullopt} : refused.error()));
       }
       co_return;
     }
     // Attached: every other line is a command for the run, recorded in its stream either way.
     auto cmd = protocol::read_command_line(line);
-    if (cmd) attached_->command(std::move(*cmd), identity(), unrecorded_result_sender(), Clock::now());
-    else attached_->unreadable_command(cmd.error(), unrecorded_result_sender());
+    if (cmd)
+      attached_->command(std::move(*cmd), identity(), unrecorded_result_sender(), Clock::now());
+    else
+      attached_->unreadable_command(cmd.error(), unrecorded_result_sender());
   }
 
   protocol::PeerIdentity identity() const { return protocol::PeerIdentity{peer_.uid, peer_.pid}; }
@@ -583,16 +587,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   asio::awaitable<void> handle(SocketRequest r) {
     static const std::map<std::string, Role> kNeeds = {
-        {"list", Role::observe},   {"get", Role::observe},     {"tail", Role::observe},
-        {"status", Role::observe}, {"submit", Role::control},  {"attach", Role::control},
+        {"list", Role::observe},    {"get", Role::observe},    {"tail", Role::observe},
+        {"status", Role::observe},  {"submit", Role::control}, {"attach", Role::control},
         {"command", Role::control}, {"halt", Role::control},   {"shutdown", Role::admin}};
     if (!allow(kNeeds.at(r.name), r)) co_return;
-    if (r.name == "submit") co_await submit(r);
-    else if (r.name == "list") co_await list(r);
-    else if (r.name == "get") co_await get(r);
-    else if (r.name == "attach" || r.name == "tail") co_await stream(r);
-    else if (r.name == "command" || r.name == "halt") co_await command(r);
-    else if (r.name == "status") co_await status(r);
+    if (r.name == "submit")
+      co_await submit(r);
+    else if (r.name == "list")
+      co_await list(r);
+    else if (r.name == "get")
+      co_await get(r);
+    else if (r.name == "attach" || r.name == "tail")
+      co_await stream(r);
+    else if (r.name == "command" || r.name == "halt")
+      co_await command(r);
+    else if (r.name == "status")
+      co_await status(r);
     else if (r.name == "shutdown") {
       send(reply_line("shutting_down", r.id));
       d_->begin_shutdown("a shutdown request from uid " + std::to_string(peer_.uid));
@@ -634,9 +644,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       co_return;
     }
     if (refusal == "BUSY") {
-      send(refusal_line(refusal, "the daemon is at runs.max_active (" + std::to_string(d_->config.max_active_runs) +
-                                     ") active runs",
-                        r.id));
+      send(refusal_line(
+          refusal, "the daemon is at runs.max_active (" + std::to_string(d_->config.max_active_runs) + ") active runs",
+          r.id));
       co_return;
     }
 
@@ -650,7 +660,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::error_code ec;
     std::filesystem::create_directories(options.run_dir, ec);
     std::string error;
-    if (const json::value* scenario = run->get_object().if_contains("model_scenario"); scenario && !scenario->is_null()) {
+    if (const json::value* scenario = run->get_object().if_contains("model_scenario");
+        scenario && !scenario->is_null()) {
       options.model_scenario = options.run_dir / "scenario.json";
       std::ofstream(*options.model_scenario) << protocol::pretty_json(*scenario);
     }
@@ -660,11 +671,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       meta["owner_pid"] = peer_.pid;
       meta["adapter"] = spec->adapter;
       json::object labels;
-      for (const auto& [k, v] : spec->labels) labels[k] = v;
+      for (const auto& [k, v] : spec->labels)
+        labels[k] = v;
       meta["labels"] = std::move(labels);
-      meta["created_unix"] = std::chrono::duration_cast<std::chrono::seconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
+      meta["created_unix"] =
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
       std::ofstream(options.run_dir / "run.json") << protocol::pretty_json(meta, false);
     }
     auto labels = spec->labels;
@@ -736,23 +747,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     o["state"] = status ? status->phase : std::string("closed");
     o["created_at"] = rfc3339(e.created_at);
-    o["age_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.created_at)
-                      .count();
+    o["age_ms"] =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.created_at).count();
     o["pending_decisions"] = status ? status->pending_decisions : 0;
-    if (status) o["turns"] = status->turns;
-    else if (e.turns) o["turns"] = *e.turns;
-    else o["turns"] = nullptr;
+    if (status)
+      o["turns"] = status->turns;
+    else if (e.turns)
+      o["turns"] = *e.turns;
+    else
+      o["turns"] = nullptr;
     o["last_seq"] = status ? status->last_seq : e.last_seq;
-    if (status && status->close_reason) o["close_reason"] = protocol::to_string(*status->close_reason);
-    else if (e.close_reason) o["close_reason"] = protocol::to_string(*e.close_reason);
-    else o["close_reason"] = nullptr;
+    if (status && status->close_reason)
+      o["close_reason"] = protocol::to_string(*status->close_reason);
+    else if (e.close_reason)
+      o["close_reason"] = protocol::to_string(*e.close_reason);
+    else
+      o["close_reason"] = nullptr;
     json::object labels;
-    for (const auto& [k, v] : e.labels) labels[k] = v;
+    for (const auto& [k, v] : e.labels)
+      labels[k] = v;
     o["labels"] = std::move(labels);
     o["owner_uid"] = e.owner_uid;
     // The vendor process while it runs; none after.
-    if (status && status->pid > 0) o["pid"] = status->pid;
-    else o["pid"] = nullptr;
+    if (status && status->pid > 0)
+      o["pid"] = status->pid;
+    else
+      o["pid"] = nullptr;
     co_return o;
   }
 
@@ -841,8 +861,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     json::object fields;
     fields["version"] = std::string(build_info::version);
     fields["pid"] = ::getpid();
-    fields["uptime_ms"] =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - d_->started_at).count();
+    fields["uptime_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - d_->started_at).count();
     fields["socket"] = d_->config.socket.string();
     fields["state_dir"] = d_->config.state_dir.string();
     fields["runs"] = std::move(runs);
@@ -857,10 +876,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     protocol::Command cmd;
     if (r.name == "halt") {
       std::optional<std::string> reason;
-      if (const json::value* v = r.body.if_contains("reason"); v && v->is_string()) reason = std::string(v->get_string());
-      cmd = protocol::Command{"socket-halt-" + std::to_string(++d_->command_counter),
-                              protocol::cmd::Halt{reason.value_or("halted over the socket by uid " +
-                                                                  std::to_string(peer_.uid))}};
+      if (const json::value* v = r.body.if_contains("reason"); v && v->is_string())
+        reason = std::string(v->get_string());
+      cmd = protocol::Command{
+          "socket-halt-" + std::to_string(++d_->command_counter),
+          protocol::cmd::Halt{reason.value_or("halted over the socket by uid " + std::to_string(peer_.uid))}};
     } else {
       const json::value* c = r.body.if_contains("command");
       if (!c || !c->is_object()) {
@@ -869,8 +889,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       auto read = protocol::read_command_line(protocol::canonical_json(*c));
       if (!read) {
-        send(refusal_line("MALFORMED", "the command is refused (" + std::string(protocol::to_string(read.error().kind)) +
-                                           "): " + read.error().message,
+        send(refusal_line("MALFORMED",
+                          "the command is refused (" + std::string(protocol::to_string(read.error().kind)) +
+                              "): " + read.error().message,
                           r.id));
         co_return;
       }
@@ -878,8 +899,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     std::pair<protocol::ev::CommandResult, bool> answer;
     if (!e->run) {
-      answer = {protocol::ev::CommandResult{cmd.id, protocol::CommandOutcome::refused(
-                                                        protocol::RefusalCode::TOO_LATE, "the run has closed")},
+      answer = {protocol::ev::CommandResult{
+                    cmd.id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE, "the run has closed")},
                 false};
     } else {
       auto run = e->run;
@@ -898,9 +919,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<void> stream(const SocketRequest& r) {
     bool attach = r.name == "attach";
     if (streaming_) {
-      send(refusal_line("BUSY", "this connection is already streaming run " + streaming_run_ +
-                                    "; open another connection",
-                        r.id));
+      send(refusal_line(
+          "BUSY", "this connection is already streaming run " + streaming_run_ + "; open another connection", r.id));
       co_return;
     }
     auto e = co_await find_run(r, attach);
@@ -970,7 +990,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
                              bool follow, std::optional<std::string> request_id, std::string run_id) {
     (void)keep;
     for (;;) {
-      while (outbox_bytes_ >= kOutboxHighWater && !closing_) co_await drained_.wait();
+      while (outbox_bytes_ >= kOutboxHighWater && !closing_)
+        co_await drained_.wait();
       if (closing_) break;
       auto batch = reader.read_some();
       if (!batch) {
@@ -1094,9 +1115,11 @@ int Daemon::run() {
   log(6, "ready: " + std::to_string(d.runs.size()) + " run(s) on disk");
 
   std::vector<std::thread> threads;
-  for (unsigned i = 1; i < d.threads(); ++i) threads.emplace_back([&d] { d.io.run(); });
+  for (unsigned i = 1; i < d.threads(); ++i)
+    threads.emplace_back([&d] { d.io.run(); });
   d.io.run();
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   boost::system::error_code close_ec;
   d.acceptor.close(close_ec);
   if (!sd_listen_fds(0)) std::filesystem::remove(d.config.socket, ec);

@@ -7,9 +7,9 @@
 // between runs; a busy or stuck run never blocks the daemon or another run.
 #pragma once
 
-#include "daemon/server/config.hpp"
-
 #include <memory>
+
+#include "daemon/server/config.hpp"
 
 namespace mh::daemon {
 

@@ -7,7 +7,8 @@ namespace mh::daemon {
 namespace {
 std::string vocabulary() {
   std::string out;
-  for (auto r : kRequests) out += (out.empty() ? "" : ", ") + std::string(r);
+  for (auto r : kRequests)
+    out += (out.empty() ? "" : ", ") + std::string(r);
   return out;
 }
 
@@ -44,13 +45,12 @@ boost::system::result<SocketRequest, SocketRefusal> read_request(std::string_vie
   std::optional<std::string> id;
   if (const json::value* idv = o.if_contains("id"); idv && idv->is_string()) id = std::string(idv->get_string());
   const json::value* format = o.if_contains("format");
-  if (!format)
-    return refuse("UNKNOWN_FORMAT", "no format tag, expected \"" + std::string(kSocketFormat) + "\"", id);
+  if (!format) return refuse("UNKNOWN_FORMAT", "no format tag, expected \"" + std::string(kSocketFormat) + "\"", id);
   if (!format->is_string() || format->get_string() != kSocketFormat)
-    return refuse("UNKNOWN_FORMAT",
-                  "unknown format tag " + protocol::describe_json(*format) + ", expected \"" +
-                      std::string(kSocketFormat) + "\"",
-                  id);
+    return refuse(
+        "UNKNOWN_FORMAT",
+        "unknown format tag " + protocol::describe_json(*format) + ", expected \"" + std::string(kSocketFormat) + "\"",
+        id);
   const json::value* name = o.if_contains("request");
   if (!name || !name->is_string())
     return refuse("MALFORMED", "no \"request\" name; the vocabulary is " + vocabulary(), id);
@@ -80,7 +80,9 @@ std::string refusal_line(std::string_view code, std::string reason, const std::o
   return reply_line("refused", id, fields);
 }
 
-std::string refusal_line(const SocketRefusal& r) { return refusal_line(r.code, r.reason, r.id); }
+std::string refusal_line(const SocketRefusal& r) {
+  return refusal_line(r.code, r.reason, r.id);
+}
 
 std::string request_line(std::string_view request, const std::optional<std::string>& id, const json::object& fields) {
   std::string out;

@@ -2,13 +2,12 @@
 // daemon and the client verbs. No I/O here.
 #pragma once
 
-#include "protocol/json.hpp"
-
-#include <boost/system/result.hpp>
-
 #include <array>
+#include <boost/system/result.hpp>
 #include <optional>
 #include <string>
+
+#include "protocol/json.hpp"
 
 namespace mh::daemon {
 
@@ -16,8 +15,8 @@ namespace json = boost::json;
 
 inline constexpr std::string_view kSocketFormat = "metaharness.socket/1";
 
-inline constexpr std::array<std::string_view, 9> kRequests = {
-    "submit", "list", "get", "attach", "tail", "command", "halt", "status", "shutdown"};
+inline constexpr std::array<std::string_view, 9> kRequests = {"submit",  "list", "get",    "attach",  "tail",
+                                                              "command", "halt", "status", "shutdown"};
 
 struct SocketRequest {
   std::string name;
@@ -43,6 +42,7 @@ std::string refusal_line(const SocketRefusal& refusal);
 std::string refusal_line(std::string_view code, std::string reason, const std::optional<std::string>& id);
 
 // A request line, for clients.
-std::string request_line(std::string_view request, const std::optional<std::string>& id, const json::object& fields = {});
+std::string request_line(std::string_view request, const std::optional<std::string>& id,
+                         const json::object& fields = {});
 
 }  // namespace mh::daemon

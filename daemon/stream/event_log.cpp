@@ -1,14 +1,14 @@
 #include "daemon/stream/event_log.hpp"
 
-#include "protocol/line_framer.hpp"
-#include "protocol/reader.hpp"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <system_error>
+
+#include "protocol/line_framer.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::daemon {
 
@@ -20,7 +20,9 @@ constexpr std::size_t kScratchKeepBytes = 64 * 1024;
 constexpr std::size_t kRecoveryMaxLineBytes = 16u << 20;
 constexpr std::size_t kRecoveryReadChunk = 1u << 20;
 
-std::string errno_text(int error) { return std::system_category().message(error); }
+std::string errno_text(int error) {
+  return std::system_category().message(error);
+}
 
 // One write(2) for the whole line in the normal case; loops only if the kernel took part of it.
 int write_all(int fd, std::string_view bytes) {
@@ -46,10 +48,8 @@ void sync_parent_directory(const std::filesystem::path& path) {
 }  // namespace
 
 std::string RecoveryReport::describe() const {
-  std::string s = "recovered events.jsonl after a restart: " + std::to_string(lines) +
-                  " complete line(s) kept";
-  if (torn_bytes_cut > 0)
-    s += ", a torn last line of " + std::to_string(torn_bytes_cut) + " byte(s) cut";
+  std::string s = "recovered events.jsonl after a restart: " + std::to_string(lines) + " complete line(s) kept";
+  if (torn_bytes_cut > 0) s += ", a torn last line of " + std::to_string(torn_bytes_cut) + " byte(s) cut";
   if (first_bad_line)
     s += "; line " + std::to_string(*first_bad_line) + " is not well formed (" + first_bad_reason + ")";
   return s;
@@ -74,7 +74,9 @@ EventLog& EventLog::operator=(EventLog&& other) noexcept {
   return *this;
 }
 
-EventLog::~EventLog() { abandon(); }
+EventLog::~EventLog() {
+  abandon();
+}
 
 void EventLog::abandon() {
   if (shared_ && !closed_) {
@@ -83,8 +85,7 @@ void EventLog::abandon() {
   }
 }
 
-boost::system::result<EventLog, std::string> EventLog::create(const std::filesystem::path& path,
-                                                              std::string run_id,
+boost::system::result<EventLog, std::string> EventLog::create(const std::filesystem::path& path, std::string run_id,
                                                               EventLogOptions options) {
   if (options.index_interval == 0) return std::string("index_interval must be at least 1");
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640));
@@ -119,8 +120,7 @@ boost::system::result<std::uint64_t, std::string> EventLog::close(protocol::Clos
   if (!seq) return seq;
   closed_ = true;
   if (::fdatasync(fd_.get()) == -1)
-    return "stream.closed written as seq " + std::to_string(*seq) + ", but fdatasync failed: " +
-           errno_text(errno);
+    return "stream.closed written as seq " + std::to_string(*seq) + ", but fdatasync failed: " + errno_text(errno);
   return seq;
 }
 
@@ -133,18 +133,16 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
   scratch_.push_back('\n');
 
   int error = write_all(fd_.get(), scratch_);
-  if (error == 0 && options_.durability == Durability::fsync_each && ::fdatasync(fd_.get()) == -1)
-    error = errno;
+  if (error == 0 && options_.durability == Durability::fsync_each && ::fdatasync(fd_.get()) == -1) error = errno;
   if (error != 0) {
     // Nothing past committed_bytes_ was ever published; cut it so the file ends with a complete
     // line and the next append reuses this seq.
-    std::string message = "write of seq " + std::to_string(seq) + " to " + shared_->path().string() +
-                          " failed: " + errno_text(error);
+    std::string message =
+        "write of seq " + std::to_string(seq) + " to " + shared_->path().string() + " failed: " + errno_text(error);
     if (::ftruncate(fd_.get(), static_cast<off_t>(committed_bytes_)) == -1) {
       // The file may now end with a partial line that no reader can see; stop writing rather
       // than put a complete line after it.
-      message += "; cutting the partial line failed too (" + errno_text(errno) +
-                 "): the log refuses further appends";
+      message += "; cutting the partial line failed too (" + errno_text(errno) + "): the log refuses further appends";
       closed_ = true;
       shared_->mark_writer_gone();
       shared_->wake_waiters();
@@ -167,8 +165,7 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
 }
 
 boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::filesystem::path& path,
-                                                                   std::string run_id,
-                                                                   EventLogOptions options) {
+                                                                   std::string run_id, EventLogOptions options) {
   if (options.index_interval == 0) return std::string("index_interval must be at least 1");
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC));
   if (!fd) return "cannot open " + path.string() + " for recovery: " + errno_text(errno);

@@ -18,16 +18,15 @@
 // SharedStreamState, which is lock-free.
 #pragma once
 
-#include "daemon/process/unique_fd.hpp"
-#include "daemon/stream/stream_shared.hpp"
-#include "protocol/events.hpp"
-
 #include <boost/system/result.hpp>
-
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "daemon/process/unique_fd.hpp"
+#include "daemon/stream/stream_shared.hpp"
+#include "protocol/events.hpp"
 
 namespace mh::daemon {
 
@@ -41,9 +40,9 @@ struct EventLogOptions {
 };
 
 struct RecoveryReport {
-  std::uint64_t lines = 0;            // complete lines kept (== last seq)
-  std::uint64_t torn_bytes_cut = 0;   // bytes of a trailing line without '\n' that were cut
-  bool already_closed = false;        // the last complete line is stream.closed
+  std::uint64_t lines = 0;           // complete lines kept (== last seq)
+  std::uint64_t torn_bytes_cut = 0;  // bytes of a trailing line without '\n' that were cut
+  bool already_closed = false;       // the last complete line is stream.closed
   // The first complete line that is not a well-formed event of this run in sequence, if any.
   // Such lines are kept (a complete line is never dropped); the caller should say so.
   std::optional<std::uint64_t> first_bad_line;
@@ -59,8 +58,7 @@ struct RecoveredLog;
 class EventLog {
  public:
   // A new events.jsonl at `path` (which must not exist yet): O_APPEND | O_CLOEXEC, mode 0640.
-  static boost::system::result<EventLog, std::string> create(const std::filesystem::path& path,
-                                                             std::string run_id,
+  static boost::system::result<EventLog, std::string> create(const std::filesystem::path& path, std::string run_id,
                                                              EventLogOptions options = {});
 
   // Reopens an existing events.jsonl after the daemon was killed: cuts a torn trailing line
@@ -68,8 +66,7 @@ class EventLog {
   // protocol::read_event_line (seq == line number, this run), rebuilds the sparse index, and
   // returns a log positioned to append the next seq, closed already if the file ends with
   // stream.closed. No complete line is ever removed. Reads the file once, in bounded memory.
-  static boost::system::result<RecoveredLog, std::string> recover(const std::filesystem::path& path,
-                                                                  std::string run_id,
+  static boost::system::result<RecoveredLog, std::string> recover(const std::filesystem::path& path, std::string run_id,
                                                                   EventLogOptions options = {});
 
   EventLog(EventLog&&) noexcept = default;

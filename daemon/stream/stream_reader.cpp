@@ -1,13 +1,12 @@
 #include "daemon/stream/stream_reader.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -16,17 +15,20 @@
 namespace mh::daemon {
 
 namespace {
-std::string errno_text(int error) { return std::system_category().message(error); }
+std::string errno_text(int error) {
+  return std::system_category().message(error);
+}
 constexpr std::size_t kSeekChunk = 64 * 1024;
 
 // LineBatch is an aggregate that a std::string would initialise too (C++20 parenthesised
 // aggregate init), so errors are built explicitly.
 using BatchResult = boost::system::result<LineBatch, std::string>;
-BatchResult batch_error(std::string message) { return BatchResult(boost::system::in_place_error, std::move(message)); }
+BatchResult batch_error(std::string message) {
+  return BatchResult(boost::system::in_place_error, std::move(message));
+}
 }  // namespace
 
-StreamReader::StreamReader(std::shared_ptr<SharedStreamState> log, std::shared_ptr<ReaderWaker> waker,
-                           UniqueFd fd)
+StreamReader::StreamReader(std::shared_ptr<SharedStreamState> log, std::shared_ptr<ReaderWaker> waker, UniqueFd fd)
     : log_(std::move(log)), waker_(std::move(waker)), fd_(std::move(fd)) {}
 
 StreamReader::~StreamReader() {
@@ -36,8 +38,7 @@ StreamReader::~StreamReader() {
 }
 
 boost::system::result<StreamReader, std::string> StreamReader::open(std::shared_ptr<SharedStreamState> log,
-                                                                    asio::any_io_executor executor,
-                                                                    ReaderStart start) {
+                                                                    asio::any_io_executor executor, ReaderStart start) {
   if (!log) return std::string("no log to read");
   UniqueFd fd(::open(log->path().c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return "cannot open " + log->path().string() + " for reading: " + errno_text(errno);
@@ -62,8 +63,7 @@ boost::system::result<std::size_t, std::string> StreamReader::read_at(std::uint6
       if (errno == EINTR) continue;
       return "cannot read " + log_->path().string() + ": " + errno_text(errno);
     }
-    if (n == 0)
-      return log_->path().string() + " is shorter than its committed length: it was truncated or replaced";
+    if (n == 0) return log_->path().string() + " is shorter than its committed length: it was truncated or replaced";
     done += static_cast<std::size_t>(n);
   }
   return done;

@@ -16,17 +16,16 @@
 // executor (see stream_shared.hpp). Only waiting readers are woken, and wake-ups coalesce.
 #pragma once
 
-#include "daemon/process/unique_fd.hpp"
-#include "daemon/stream/stream_shared.hpp"
-
 #include <boost/asio/awaitable.hpp>
 #include <boost/system/result.hpp>
-
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "daemon/process/unique_fd.hpp"
+#include "daemon/stream/stream_shared.hpp"
 
 namespace mh::daemon {
 
@@ -43,10 +42,10 @@ struct ReaderStart {
 
 // A run of whole lines read in one call.
 struct LineBatch {
-  std::string_view bytes;      // complete lines, each ending in '\n'; valid until the next read
+  std::string_view bytes;  // complete lines, each ending in '\n'; valid until the next read
   std::uint64_t first_seq = 0;
-  std::uint64_t count = 0;     // lines in `bytes`
-  bool reached_end = false;    // these lines include stream.closed: the stream is over
+  std::uint64_t count = 0;   // lines in `bytes`
+  bool reached_end = false;  // these lines include stream.closed: the stream is over
 };
 
 enum class WaitOutcome {
@@ -63,8 +62,7 @@ class StreamReader {
   // Opens its own descriptor on the log's file and positions the cursor at `start`. Refuses a
   // seq past the end (last committed + 1) or a file shorter than the log says.
   static boost::system::result<StreamReader, std::string> open(std::shared_ptr<SharedStreamState> log,
-                                                               asio::any_io_executor executor,
-                                                               ReaderStart start);
+                                                               asio::any_io_executor executor, ReaderStart start);
 
   StreamReader(StreamReader&&) noexcept = default;
   StreamReader& operator=(StreamReader&&) noexcept = delete;

@@ -1,8 +1,7 @@
 #include "daemon/stream/stream_shared.hpp"
 
-#include <boost/asio/post.hpp>
-
 #include <bit>
+#include <boost/asio/post.hpp>
 
 namespace mh::daemon {
 
@@ -58,8 +57,7 @@ void SharedStreamState::list_waiter(ReaderWaker& waker) {
   ReaderWaker* head = waiters_.load(std::memory_order_relaxed);
   do {
     waker.next_ = head;
-  } while (!waiters_.compare_exchange_weak(head, &waker, std::memory_order_seq_cst,
-                                           std::memory_order_relaxed));
+  } while (!waiters_.compare_exchange_weak(head, &waker, std::memory_order_seq_cst, std::memory_order_relaxed));
 }
 
 void SharedStreamState::take_and_wake(const ReaderWaker* skip) {
@@ -75,8 +73,7 @@ void SharedStreamState::take_and_wake(const ReaderWaker* skip) {
       asio::any_io_executor executor = keep->executor_;  // before `keep` moves into the handler
       asio::post(executor, [waker = std::move(keep)] {
         // On the reader's executor, so serialised with its waits and its detach().
-        if (!waker->detached_.load(std::memory_order_acquire) && waker->timer_)
-          waker->timer_->cancel();
+        if (!waker->detached_.load(std::memory_order_acquire) && waker->timer_) waker->timer_->cancel();
       });
     }
     node = next;

@@ -19,11 +19,10 @@
 // asks for more costs the writer nothing at all.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include <array>
 #include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <memory>

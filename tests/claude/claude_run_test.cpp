@@ -1,15 +1,15 @@
 // One governed Claude Code run, end to end, against the REAL CLI (2.1.197, installed by
 // ./run setup) and the project's scripted model endpoint on loopback. The one-shot face is
 // driven as a user drives it: `metaharness run claude ...`, events on stdout, commands on stdin.
-#include "protocol/completeness.hpp"
-#include "protocol/digest.hpp"
-#include "protocol/frame.hpp"
-#include "tests/support/governed_run.hpp"
-
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <set>
+
+#include "protocol/completeness.hpp"
+#include "protocol/digest.hpp"
+#include "protocol/frame.hpp"
+#include "tests/support/governed_run.hpp"
 
 namespace mh::test {
 namespace {
@@ -63,8 +63,9 @@ TEST_F(ClaudeRun, AskModeAllowRunsTheCommand) {
 TEST_F(ClaudeRun, AskModeReplaceRunsTheReplacedInputInstead) {
   start("bash_marker", {"--decisions", "ask"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
-  send("c1", decide_line("c1", "toolu_marker",
-                    R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
+  send("c1",
+       decide_line("c1", "toolu_marker",
+                   R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_TRUE(std::filesystem::exists(work() / "replaced.txt"));
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"));
@@ -112,8 +113,10 @@ TEST_F(ClaudeRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyOrder) 
   send("db", decide_line("db", "toolu_b", R"({"decision":"allow"})"));
   send("da", decide_line("da", "toolu_a", R"({"decision":"allow"})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
-  for (auto f : {"a.txt", "b.txt", "c.txt"}) EXPECT_TRUE(std::filesystem::exists(work() / f)) << f;
-  for (auto id : {"da", "db", "dc"}) EXPECT_EQ(outcome_code(*result_for(id)), "ok");
+  for (auto f : {"a.txt", "b.txt", "c.txt"})
+    EXPECT_TRUE(std::filesystem::exists(work() / f)) << f;
+  for (auto id : {"da", "db", "dc"})
+    EXPECT_EQ(outcome_code(*result_for(id)), "ok");
 }
 
 // 5. Interrupt during a running tool: the turn ends, the session stays usable, and a following
@@ -130,9 +133,8 @@ TEST_F(ClaudeRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageStartsA
   ASSERT_TRUE(process->wait_for_event("turn.ended"));
 
   send("m1", command_line("m1", "message.inject", R"("text":"carry on")"));
-  auto next = process->wait_for([](const EventLine& e) {
-    return e.event() == "turn.started" && e.object.at("turn").to_number<int>() == 2;
-  });
+  auto next = process->wait_for(
+      [](const EventLine& e) { return e.event() == "turn.started" && e.object.at("turn").to_number<int>() == 2; });
   ASSERT_TRUE(next) << "the injected message must start a new turn";
   auto text = process->wait_for_event("text");
   ASSERT_TRUE(text);
@@ -228,7 +230,8 @@ TEST_F(ClaudeRun, TranslateReadsARetainedTranscriptWithNoDecisions) {
   translate.close_stdin();
   ASSERT_EQ(translate.finish(), 0);
   std::string stream;
-  for (const auto& e : translate.events()) stream += e.raw + "\n";
+  for (const auto& e : translate.events())
+    stream += e.raw + "\n";
   auto verdict = protocol::check_stream(stream);
   EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
   auto requested = translate.events_named("tool.requested");

@@ -2,14 +2,13 @@
 // `doctor` compares the installed CLI with the pin (0 on pin, 1 off pin, 2 cannot tell), and
 // `plan` prints the launch plan as a value (and refuses what the adapter would refuse) without
 // spawning anything.
-#include "protocol/json.hpp"
-#include "tests/support/cli_process.hpp"
-
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <fstream>
+
+#include "protocol/json.hpp"
+#include "tests/support/cli_process.hpp"
 
 namespace mh::test {
 namespace {
@@ -25,7 +24,8 @@ Output run_verb(std::vector<std::string> args, std::optional<std::vector<std::st
   CliProcess p(std::move(args), std::move(env));
   p.close_stdin();
   Output o;
-  while (auto line = p.next_line(30s)) o.out += *line + "\n";
+  while (auto line = p.next_line(30s))
+    o.out += *line + "\n";
   o.status = p.finish(30s);
   o.err = p.stderr_text();
   return o;
@@ -40,7 +40,8 @@ json::object parsed(const Output& o) {
 // Our environment plus one entry (for the binary overrides).
 std::vector<std::string> environment_with(const std::string& entry) {
   std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (char** e = environ; *e; ++e)
+    env.emplace_back(*e);
   env.push_back(entry);
   return env;
 }
@@ -60,7 +61,8 @@ TEST_P(AdapterVerbs, CapabilitiesPrintEveryTierCommandAndDecisionMode) {
     EXPECT_TRUE(table.at("tiers").as_object().contains(tier)) << tier;
   for (auto command : {"tool.decide", "frame.set", "message.inject", "steer", "permission.set", "interrupt", "halt"})
     EXPECT_TRUE(table.at("commands").as_object().contains(command)) << command;
-  for (auto mode : {"frame", "ask", "observe"}) EXPECT_TRUE(table.at("decision_modes").as_object().contains(mode));
+  for (auto mode : {"frame", "ask", "observe"})
+    EXPECT_TRUE(table.at("decision_modes").as_object().contains(mode));
   EXPECT_EQ(table.at("tiers").as_object().at("call"), "delivered");
 }
 
@@ -96,7 +98,8 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
   auto plan = parsed(o);
   EXPECT_EQ(plan.at("adapter").as_string(), GetParam());
   std::string environment = protocol::canonical_json(plan.at("env"));
-  EXPECT_EQ(environment.find("MH_TEST_SECRET_THAT_MUST_NOT_LEAK"), std::string::npos) << "the environment is built, not inherited";
+  EXPECT_EQ(environment.find("MH_TEST_SECRET_THAT_MUST_NOT_LEAK"), std::string::npos)
+      << "the environment is built, not inherited";
   EXPECT_NE(environment.find("METAHARNESS_RUN="), std::string::npos);
   EXPECT_NE(environment.find("(redacted)"), std::string::npos) << "the model token is never printed";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "vendor-stdout.jsonl")) << "nothing was spawned";
@@ -107,7 +110,10 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
   std::ifstream elf(program, std::ios::binary);
   char magic[4] = {};
   elf.read(magic, 4);
-  EXPECT_EQ(std::string(magic, 4), "\x7f" "ELF") << program;
+  EXPECT_EQ(std::string(magic, 4),
+            "\x7f"
+            "ELF")
+      << program;
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs, ::testing::Values("claude", "codex"));

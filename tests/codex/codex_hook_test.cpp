@@ -1,11 +1,7 @@
 // mh-codex-hook on its own. Codex fails OPEN when a hook crashes, times out or prints garbage, so
 // the one property that matters is that every failure to reach the run prints an explicit deny
 // and exits 0; and that a reachable run's answer passes through untouched.
-#include "protocol/json.hpp"
-#include "tests/support/cli_process.hpp"
-
 #include <gtest/gtest.h>
-
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -14,10 +10,15 @@
 #include <cstring>
 #include <thread>
 
+#include "protocol/json.hpp"
+#include "tests/support/cli_process.hpp"
+
 namespace mh::test {
 namespace {
 
-std::filesystem::path hook_binary() { return metaharness_binary().parent_path() / "mh-codex-hook"; }
+std::filesystem::path hook_binary() {
+  return metaharness_binary().parent_path() / "mh-codex-hook";
+}
 
 const std::string kInput =
     R"({"session_id":"s","hook_event_name":"PreToolUse","tool_name":"view_image","tool_use_id":"call_1","tool_input":{"path":"p.png"}})";
@@ -85,7 +86,8 @@ HookRun run_hook(std::vector<std::string> env, const std::string& input = kInput
   hook.send(input);
   hook.close_stdin();
   std::string out;
-  while (auto line = hook.next_line(30s)) out += *line + "\n";
+  while (auto line = hook.next_line(30s))
+    out += *line + "\n";
   return {hook.finish(30s), out};
 }
 

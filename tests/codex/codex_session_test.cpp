@@ -2,15 +2,14 @@
 // record shapes (captured from codex 0.171.0, see ../shared/reference/codex-wire.md §5), and a
 // sink that records what it is asked to do. No process, no clock: the run-loop side is the
 // recording sink.
-#include "adapters/codex/codex_adapter.hpp"
-#include "protocol/digest.hpp"
-#include "protocol/line_framer.hpp"
-
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <fstream>
+
+#include "adapters/codex/codex_adapter.hpp"
+#include "protocol/digest.hpp"
+#include "protocol/line_framer.hpp"
 
 namespace mh::adapters {
 namespace {
@@ -32,7 +31,9 @@ struct RecordingSink final : AdapterSink {
   int ready = 0;
 
   void event(proto::EventPayload p, std::optional<std::string>) override { events.push_back(std::move(p)); }
-  void call_presented(ToolCall c, std::optional<std::string>) override { calls.push_back({std::move(c), std::nullopt}); }
+  void call_presented(ToolCall c, std::optional<std::string>) override {
+    calls.push_back({std::move(c), std::nullopt});
+  }
   void call_awaits_answer(ToolCall c, ReplyToken r) override { calls.push_back({std::move(c), std::move(r)}); }
   void call_withdrawn(const ReplyToken&) override {}
   void control_answered(ControlReply r) override { control_replies.push_back(std::move(r)); }
@@ -129,7 +130,8 @@ TEST_F(CodexSession, StartsTheThreadUntrustedWithHookTrustBypassedAndOpensWithSe
 
 TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithTheirOwnLines) {
   session->start(sink);
-  feed(json::object{{"id", sink.written.at(0).at("id")}, {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
+  feed(json::object{{"id", sink.written.at(0).at("id")},
+                    {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
   std::string warning = R"({"method":"configWarning","params":{"summary":"bubblewrap"}})";
   feed(warning);  // line 2
   ASSERT_TRUE(sink.events.empty()) << "held until the session opens";
@@ -146,7 +148,8 @@ TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithT
 
 TEST_F(CodexSession, HeldNotificationsAreReleasedWhenTheThreadNeverStarts) {
   session->start(sink);
-  feed(json::object{{"id", sink.written.at(0).at("id")}, {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
+  feed(json::object{{"id", sink.written.at(0).at("id")},
+                    {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
   feed(R"({"method":"configWarning","params":{"summary":"x"}})");
   feed(json::object{{"id", sink.written.at(2).at("id")}, {"error", json::object{{"code", -32600}, {"message", "no"}}}});
   ASSERT_EQ(sink.failures.size(), 1u);
@@ -157,14 +160,15 @@ TEST_F(CodexSession, HeldNotificationsAreReleasedWhenTheThreadNeverStarts) {
 TEST_F(CodexSession, AnApprovalIsACallAwaitingItsAnswerAndAllowIsAcceptNeverForSession) {
   open();
   turn_started("turn_1");
-  feed(json::object{{"method", "item/commandExecution/requestApproval"},
-                    {"id", 7},
-                    {"params", json::object{{"threadId", "thr_1"},
-                                            {"turnId", "turn_1"},
-                                            {"itemId", "call_a"},
-                                            {"command", "/bin/bash -lc ls"},
-                                            {"cwd", "/work"},
-                                            {"availableDecisions", json::array{"accept", "acceptForSession", "cancel"}}}}});
+  feed(json::object{
+      {"method", "item/commandExecution/requestApproval"},
+      {"id", 7},
+      {"params", json::object{{"threadId", "thr_1"},
+                              {"turnId", "turn_1"},
+                              {"itemId", "call_a"},
+                              {"command", "/bin/bash -lc ls"},
+                              {"cwd", "/work"},
+                              {"availableDecisions", json::array{"accept", "acceptForSession", "cancel"}}}}});
   ASSERT_EQ(sink.calls.size(), 1u);
   const auto& asked = sink.calls[0];
   ASSERT_TRUE(asked.reply);
@@ -215,22 +219,21 @@ TEST_F(CodexSession, ReplaceIsRefusedByNameForThisWire) {
 
 TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
   open();
-  session->on_hook_request(1,
-                           json::object{{"tool_name", "Bash"},
-                                        {"tool_use_id", "call_a"},
-                                        {"tool_input", json::object{{"command", "ls"}}}},
-                           sink);
+  session->on_hook_request(
+      1,
+      json::object{{"tool_name", "Bash"}, {"tool_use_id", "call_a"}, {"tool_input", json::object{{"command", "ls"}}}},
+      sink);
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_FALSE(sink.calls[0].reply) << "the approval that follows decides a shell call";
   EXPECT_EQ(sink.calls[0].call.seam, proto::Seam::control_request);
   ASSERT_EQ(sink.hook_replies.size(), 1u);
   EXPECT_EQ(sink.hook_replies[0].second, "") << "no opinion at the hook";
 
-  session->on_hook_request(2,
-                           json::object{{"tool_name", "view_image"},
-                                        {"tool_use_id", "call_i"},
-                                        {"tool_input", json::object{{"path", "p.png"}}}},
-                           sink);
+  session->on_hook_request(
+      2,
+      json::object{
+          {"tool_name", "view_image"}, {"tool_use_id", "call_i"}, {"tool_input", json::object{{"path", "p.png"}}}},
+      sink);
   ASSERT_EQ(sink.calls.size(), 2u);
   ASSERT_TRUE(sink.calls[1].reply);
   EXPECT_EQ(sink.calls[1].call.seam, proto::Seam::hook);
@@ -287,11 +290,16 @@ TEST_F(CodexSession, NotificationsMapToEventsAndTheRestIsOpaque) {
   open();
   turn_started("turn_1");
   feed(R"({"method":"item/completed","params":{"item":{"type":"agentMessage","id":"m1","text":"Hello."}}})");
-  feed(R"({"method":"item/completed","params":{"item":{"type":"reasoning","id":"r1","summary":["Think."],"content":[]}}})");
-  feed(R"({"method":"item/started","params":{"item":{"type":"commandExecution","id":"call_a","command":"ls","cwd":"/work"}}})");
-  feed(R"({"method":"item/completed","params":{"item":{"type":"commandExecution","id":"call_a","status":"completed","exitCode":2,"aggregatedOutput":"no"}}})");
-  feed(R"({"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"outputTokens":5,"cachedInputTokens":1,"reasoningOutputTokens":2},"total":{"inputTokens":30,"outputTokens":9}}}})");
-  feed(R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":42.5,"resetsAt":1795990000}}}})");
+  feed(
+      R"({"method":"item/completed","params":{"item":{"type":"reasoning","id":"r1","summary":["Think."],"content":[]}}})");
+  feed(
+      R"({"method":"item/started","params":{"item":{"type":"commandExecution","id":"call_a","command":"ls","cwd":"/work"}}})");
+  feed(
+      R"({"method":"item/completed","params":{"item":{"type":"commandExecution","id":"call_a","status":"completed","exitCode":2,"aggregatedOutput":"no"}}})");
+  feed(
+      R"({"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"outputTokens":5,"cachedInputTokens":1,"reasoningOutputTokens":2},"total":{"inputTokens":30,"outputTokens":9}}}})");
+  feed(
+      R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":42.5,"resetsAt":1795990000}}}})");
   feed(R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":null}}})");
   std::string unknown = R"({"method":"thread/someFutureThing","params":{"x":1}})";
   feed(unknown);
@@ -338,13 +346,16 @@ TEST_F(CodexSession, NotificationsMapToEventsAndTheRestIsOpaque) {
 TEST_F(CodexSession, AFinal401IsAuthExpiredAndARetriedOneIsNot) {
   open();
   turn_started("turn_1");
-  feed(R"({"method":"error","params":{"error":{"message":"unexpected status 401","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}},"willRetry":true}})");
+  feed(
+      R"({"method":"error","params":{"error":{"message":"unexpected status 401","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}},"willRetry":true}})");
   EXPECT_TRUE(sink.of<proto::ev::AuthExpired>().empty()) << "Codex is still retrying";
-  feed(R"({"method":"error","params":{"error":{"message":"unexpected status 401 Unauthorized: revoked","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}},"willRetry":false}})");
+  feed(
+      R"({"method":"error","params":{"error":{"message":"unexpected status 401 Unauthorized: revoked","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}},"willRetry":false}})");
   auto expired = sink.of<proto::ev::AuthExpired>();
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_NE(expired[0].detail.value_or("").find("revoked"), std::string::npos);
-  feed(R"({"method":"turn/completed","params":{"turn":{"id":"turn_1","status":"failed","error":{"message":"x","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}}}}})");
+  feed(
+      R"({"method":"turn/completed","params":{"turn":{"id":"turn_1","status":"failed","error":{"message":"x","codexErrorInfo":{"responseStreamConnectionFailed":{"httpStatusCode":401}}}}}})");
   auto ended = session->session_ended();
   ASSERT_TRUE(ended);
   EXPECT_EQ(ended->is_error, true);
@@ -363,10 +374,12 @@ TEST_F(CodexSession, AServerRequestNothingConfiguredIsRefusedNotLeftWaiting) {
 TEST_F(CodexSession, ASteerShowsAsAnInjectionOnceItLandsAndOurOwnTurnInputIsOnlyItsEcho) {
   open();
   turn_started("turn_1");
-  feed(R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u1","content":[{"type":"text","text":"go"}]}}})");
+  feed(
+      R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u1","content":[{"type":"text","text":"go"}]}}})");
   EXPECT_TRUE(sink.of<proto::ev::Injection>().empty());
   session->steer("STEER", sink);
-  feed(R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u2","content":[{"type":"text","text":"STEER"}]}}})");
+  feed(
+      R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u2","content":[{"type":"text","text":"STEER"}]}}})");
   auto injections = sink.of<proto::ev::Injection>();
   ASSERT_EQ(injections.size(), 1u);
   EXPECT_EQ(injections[0].text, "STEER");
@@ -433,12 +446,15 @@ namespace {
 // aborted the reader).
 TEST_F(CodexSession, NumbersNoFieldCanHoldAreUnknownNotACrash) {
   open();
-  feed(R"({"method":"turn/started","params":{"threadId":"thr_1","turn":{"id":"t1"}},"emittedAtMs":18446744073709551615})");
+  feed(
+      R"({"method":"turn/started","params":{"threadId":"thr_1","turn":{"id":"t1"}},"emittedAtMs":18446744073709551615})");
   feed(R"({"method":"thread/started","params":{},"emittedAtMs":1e300})");
   feed(R"({"id":18446744073709551615,"result":{}})");
   feed(R"({"id":1.5,"result":{}})");
-  feed(R"({"method":"item/completed","params":{"threadId":"thr_1","turnId":"t1","item":{"type":"commandExecution","id":"c1","command":"ls","status":"completed","exitCode":1e300}}})");
-  feed(R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":1e400,"resetsAt":-1e300}}}})");
+  feed(
+      R"({"method":"item/completed","params":{"threadId":"thr_1","turnId":"t1","item":{"type":"commandExecution","id":"c1","command":"ls","status":"completed","exitCode":1e300}}})");
+  feed(
+      R"({"method":"account/rateLimits/updated","params":{"rateLimits":{"limitId":"codex","primary":{"usedPercent":1e400,"resetsAt":-1e300}}}})");
   EXPECT_EQ(sink.turns, (std::vector<std::string>{"started"}));
   auto results = sink.of<proto::ev::ToolResult>();
   ASSERT_EQ(results.size(), 1u);

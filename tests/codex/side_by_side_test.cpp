@@ -1,22 +1,21 @@
 // The promise in one test: one scenario, run on Claude Code and on Codex (both real CLIs, both
 // against the scripted endpoint, one speaking Messages and one Responses), gives the same sequence
 // of event names over the parts both vendors share.
-#include "protocol/completeness.hpp"
-#include "tests/support/governed_run.hpp"
-
 #include <gtest/gtest.h>
 
 #include <set>
+
+#include "protocol/completeness.hpp"
+#include "tests/support/governed_run.hpp"
 
 namespace mh::test {
 namespace {
 
 // The events every adapter emits for a turn with one decided call, in the order the protocol fixes.
 // Vendor-specific extras (opaque, usage, thinking, rate_limit, injection, warning) are left out.
-const std::set<std::string_view> kShared = {"session.started", "turn.started",   "text",
-                                            "tool.requested",  "tool.decided",   "command.result",
-                                            "tool.result",     "turn.ended",     "session.ended",
-                                            "stream.closed"};
+const std::set<std::string_view> kShared = {"session.started", "turn.started",   "text",        "tool.requested",
+                                            "tool.decided",    "command.result", "tool.result", "turn.ended",
+                                            "session.ended",   "stream.closed"};
 
 struct Outcome {
   std::vector<std::string> names;
@@ -31,8 +30,7 @@ Outcome run_on(const std::string& adapter, const TempDir& dir) {
                 run_dir.string()});
   auto requested = p.wait_for_event("tool.requested");
   EXPECT_TRUE(requested) << adapter << ": " << p.stderr_text();
-  if (requested)
-    p.send(decide_line("d1", requested->str("call_id"), R"({"decision":"allow"})"));
+  if (requested) p.send(decide_line("d1", requested->str("call_id"), R"({"decision":"allow"})"));
   p.wait_for_event("turn.ended");
   p.close_stdin();
   EXPECT_EQ(p.finish(120s), 0) << adapter << ": " << p.stderr_text();
@@ -46,7 +44,8 @@ Outcome run_on(const std::string& adapter, const TempDir& dir) {
 
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
-  for (const auto& n : names) out += n + " ";
+  for (const auto& n : names)
+    out += n + " ";
   return out;
 }
 
@@ -60,9 +59,9 @@ TEST(SideBySide, OneScenarioOnClaudeAndOnCodexGivesTheSameSharedEventSequence) {
     auto verdict = protocol::check_stream(o->stream);
     EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
   }
-  const std::vector<std::string> expected = {
-      "session.started", "turn.started", "text",        "tool.requested", "tool.decided", "command.result",
-      "tool.result",     "text",         "turn.ended",  "session.ended",  "stream.closed"};
+  const std::vector<std::string> expected = {"session.started", "turn.started",   "text",         "tool.requested",
+                                             "tool.decided",    "command.result", "tool.result",  "text",
+                                             "turn.ended",      "session.ended",  "stream.closed"};
   EXPECT_EQ(joined(claude.names), joined(expected)) << "claude";
   EXPECT_EQ(joined(codex.names), joined(claude.names)) << "codex against claude";
 }

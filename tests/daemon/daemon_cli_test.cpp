@@ -1,17 +1,16 @@
 // The daemon, driven over its socket, hosting runs of the REAL Claude CLI against the scripted
 // endpoint: one test per behaviour of issue 4 (the stand-in harness covers the same behaviours at
 // volume in daemon_standin_test.cpp).
-#include "protocol/completeness.hpp"
-#include "protocol/frame.hpp"
-#include "tests/support/daemon_harness.hpp"
-
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <fstream>
 #include <map>
 #include <set>
+
+#include "protocol/completeness.hpp"
+#include "protocol/frame.hpp"
+#include "tests/support/daemon_harness.hpp"
 
 namespace mh::test {
 namespace {
@@ -28,7 +27,8 @@ std::string frame_json(std::vector<protocol::OpKind> ops) {
   f.workflow_version = "1";
   f.node_id = "step";
   f.step = protocol::StepRef{"tests", "step", 1, 1};
-  for (auto op : ops) f.operations.push_back(protocol::Operation{op, {}, {}});
+  for (auto op : ops)
+    f.operations.push_back(protocol::Operation{op, {}, {}});
   protocol::seal(f);
   return protocol::canonical_json(protocol::frame_to_json(f, true));
 }
@@ -55,7 +55,8 @@ class DaemonCli : public ::testing::Test {
   // Follows a run's stream to its end on a fresh connection.
   std::vector<EventLine> follow(const std::string& id, std::uint64_t from = 1) {
     SocketClient c(daemon->socket());
-    c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(from) + R"(,"follow":true)"));
+    c.send(
+        socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(from) + R"(,"follow":true)"));
     c.wait_reply("end", 120s);
     std::vector<EventLine> events;
     for (const auto& l : c.lines())
@@ -86,7 +87,8 @@ TEST_F(DaemonCli, ASubmittedRunIsGovernedAndItsStreamIsDurableBeforeAnyoneSeesIt
   // The file holds exactly what the reader was sent.
   auto lines = read_lines(daemon->run_dir(id) / "events.jsonl");
   ASSERT_EQ(lines.size(), events.size());
-  for (std::size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i], events[i].raw);
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(lines[i], events[i].raw);
   for (auto f : {"vendor-stdout.jsonl", "vendor-stdin.jsonl", "vendor-stderr.log", "spec.json", "plan.json"})
     EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / f)) << f;
   expect_complete(id);
@@ -104,17 +106,19 @@ TEST_F(DaemonCli, ReplayFromTheStartTheMiddleAndTheEndThenFollowLiveWithNoGapOrD
   // Three readers: from 1, from the middle, from the end; all follow.
   SocketClient from_start(daemon->socket()), from_middle(daemon->socket()), from_end(daemon->socket());
   from_start.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
-  from_middle.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(middle) + R"(,"follow":true)"));
+  from_middle.send(
+      socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(middle) + R"(,"follow":true)"));
   from_end.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":0,"follow":true)"));
-  for (auto* c : {&from_start, &from_middle, &from_end}) ASSERT_TRUE(c->wait_reply("tailing"));
+  for (auto* c : {&from_start, &from_middle, &from_end})
+    ASSERT_TRUE(c->wait_reply("tailing"));
 
   // More happens live: a second turn, then a halt.
   control.send(R"({"format":"metaharness.command/1","id":"m1","command":"message.inject","text":"again"})");
-  ASSERT_TRUE(control.wait_for([](const EventLine& e) {
-    return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2;
-  }));
+  ASSERT_TRUE(control.wait_for(
+      [](const EventLine& e) { return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2; }));
   control.send(R"({"format":"metaharness.command/1","id":"h","command":"halt","reason":"done"})");
-  for (auto* c : {&from_start, &from_middle, &from_end}) ASSERT_TRUE(c->wait_reply("end", 60s));
+  for (auto* c : {&from_start, &from_middle, &from_end})
+    ASSERT_TRUE(c->wait_reply("end", 60s));
 
   auto all = read_lines(daemon->run_dir(id) / "events.jsonl");
   auto seqs = [](const SocketClient& c) {
@@ -126,7 +130,8 @@ TEST_F(DaemonCli, ReplayFromTheStartTheMiddleAndTheEndThenFollowLiveWithNoGapOrD
   auto expect_run = [&](const std::vector<std::uint64_t>& got, std::uint64_t first) {
     ASSERT_FALSE(got.empty());
     EXPECT_EQ(got.front(), first);
-    for (std::size_t i = 1; i < got.size(); ++i) ASSERT_EQ(got[i], got[i - 1] + 1) << "a gap or a duplicate";
+    for (std::size_t i = 1; i < got.size(); ++i)
+      ASSERT_EQ(got[i], got[i - 1] + 1) << "a gap or a duplicate";
     EXPECT_EQ(got.back(), all.size()) << "up to stream.closed";
   };
   expect_run(seqs(from_start), 1);
@@ -224,7 +229,8 @@ TEST_F(DaemonCli, AChildThatIsKilledAbandonsItsPendingCallsAndClosesError) {
   EXPECT_EQ(process.at("kind"), "signaled");
   EXPECT_EQ(process.at("signal").to_number<int>(), SIGKILL);
   bool abandoned = false;
-  for (const auto& e : control.events_named("warning")) abandoned |= e.str("code") == "PENDING_CALL_ABANDONED";
+  for (const auto& e : control.events_named("warning"))
+    abandoned |= e.str("code") == "PENDING_CALL_ABANDONED";
   EXPECT_TRUE(abandoned);
   expect_complete(id);
 }
@@ -257,14 +263,15 @@ TEST_F(DaemonCli, AfterASigkillTheNextStartClosesCutOffRunsAndKillsTheirLeftover
   ASSERT_FALSE(before.empty());
   EXPECT_EQ(before.back().find("stream.closed"), std::string::npos);
   // A torn line, as a crash in the middle of a write would leave.
-  std::ofstream(events_path, std::ios::app) << R"({"format":"metaharness.event/1","seq":)" << before.size() + 1
-                                            << R"(,"run":"torn)";
+  std::ofstream(events_path, std::ios::app)
+      << R"({"format":"metaharness.event/1","seq":)" << before.size() + 1 << R"(,"run":"torn)";
   EXPECT_FALSE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "the setsid'd tool process outlived the daemon";
 
   start_daemon();  // same state dir
   auto after = read_lines(events_path);
   ASSERT_EQ(after.size(), before.size() + 2) << "every complete line kept, the torn one cut, two appended";
-  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
+  for (std::size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(after[i], before[i]);
   EXPECT_NE(after[after.size() - 2].find("RECOVERED_AFTER_RESTART"), std::string::npos);
   EXPECT_NE(after.back().find("\"reason\":\"error\""), std::string::npos);
   expect_complete(id);
@@ -307,9 +314,11 @@ TEST_F(DaemonCli, BadSocketInputIsAnsweredByNameAndTheConnectionStaysUsable) {
   ASSERT_TRUE(control.wait_event("tool.requested"));
   control.send("{oops");
   control.send(tool_decide("ghost", "toolu_ghost", R"({"decision":"allow"})"));
-  auto malformed = control.wait_for([](const EventLine& e) { return e.event() == "command.result" && e.str("id") == "-"; });
+  auto malformed =
+      control.wait_for([](const EventLine& e) { return e.event() == "command.result" && e.str("id") == "-"; });
   ASSERT_TRUE(malformed);
-  auto ghost = control.wait_for([](const EventLine& e) { return e.event() == "command.result" && e.str("id") == "ghost"; });
+  auto ghost =
+      control.wait_for([](const EventLine& e) { return e.event() == "command.result" && e.str("id") == "ghost"; });
   ASSERT_TRUE(ghost);
   EXPECT_EQ(ghost->object.at("outcome").as_object().at("refused").as_object().at("code"), "UNKNOWN_CALL");
   control.send(socket_request("halt", R"("run_id":")" + id + "\""));
@@ -336,9 +345,8 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
   control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
   std::set<std::string> asked;
   while (asked.size() < 6) {
-    auto r = control.wait_for([&](const EventLine& e) {
-      return e.event() == "tool.requested" && !asked.count(e.str("call_id"));
-    }, 120s);
+    auto r = control.wait_for(
+        [&](const EventLine& e) { return e.event() == "tool.requested" && !asked.count(e.str("call_id")); }, 120s);
     ASSERT_TRUE(r) << "asked so far: " << asked.size();
     std::string call = r->str("call_id");
     asked.insert(call);
@@ -352,7 +360,8 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
     if (e.event() == "tool.requested") seams[e.str("call_id")] = e.str("seam");
     if (e.event() == "tool.decided" && e.str("decided_by") == "embedder") {
       ++denied_by_us;
-      EXPECT_EQ(e.object.at("peer").as_object().at("pid").to_number<int>(), ::getpid()) << "the decision names its peer";
+      EXPECT_EQ(e.object.at("peer").as_object().at("pid").to_number<int>(), ::getpid())
+          << "the decision names its peer";
     }
   }
   EXPECT_EQ(denied_by_us, 6u);

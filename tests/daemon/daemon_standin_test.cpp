@@ -1,9 +1,9 @@
 // The daemon at volume, hosting the stand-in harness (tests/standin) in place of the real CLI:
 // hundreds of concurrent runs, and readers that do not keep up.
+#include <gtest/gtest.h>
+
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
-
-#include <gtest/gtest.h>
 
 namespace mh::test {
 namespace {

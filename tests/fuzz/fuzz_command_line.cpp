@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                            protocol::ev::CommandResult{refusal.id.value_or("-"), protocol::outcome_for(refusal)}};
     std::string answer_line = protocol::serialize(answer);
     auto back = protocol::read_event_line(answer_line);
-    if (!back) fuzz::invariant_failed("the answer to a refused command does not read", answer_line, back.error().message);
+    if (!back)
+      fuzz::invariant_failed("the answer to a refused command does not read", answer_line, back.error().message);
     if (protocol::serialize(*back) != answer_line)
       fuzz::invariant_failed("the answer to a refused command is not a fixed point", answer_line);
     return 0;

@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (protocol::canonical_frame_bytes(*reread) != protocol::canonical_frame_bytes(frame))
     fuzz::invariant_failed("the canonical form changed on the way round", written);
   std::string text = protocol::render_frame_text(*reread);
-  if (text.find(frame.digest) == std::string::npos) fuzz::invariant_failed("the frame text does not cite the digest", text);
+  if (text.find(frame.digest) == std::string::npos)
+    fuzz::invariant_failed("the frame text does not cite the digest", text);
   return 0;
 }

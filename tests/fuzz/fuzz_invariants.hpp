@@ -2,20 +2,19 @@
 // and aborts so libFuzzer records the input.
 #pragma once
 
-#include "protocol/events.hpp"
-#include "protocol/reader.hpp"
-
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+
+#include "protocol/events.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::fuzz {
 
 [[noreturn]] inline void invariant_failed(std::string_view what, std::string_view detail_a = {},
                                           std::string_view detail_b = {}) {
-  std::fprintf(stderr, "INVARIANT BROKEN: %.*s\n  a: %.*s\n  b: %.*s\n", static_cast<int>(what.size()),
-               what.data(), static_cast<int>(detail_a.size()), detail_a.data(),
-               static_cast<int>(detail_b.size()), detail_b.data());
+  std::fprintf(stderr, "INVARIANT BROKEN: %.*s\n  a: %.*s\n  b: %.*s\n", static_cast<int>(what.size()), what.data(),
+               static_cast<int>(detail_a.size()), detail_a.data(), static_cast<int>(detail_b.size()), detail_b.data());
   std::abort();
 }
 

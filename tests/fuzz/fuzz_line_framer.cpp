@@ -2,11 +2,11 @@
 // (1..256) and the chunk size (1..64); the rest is the stream. Invariants: the framer never
 // holds more than the bound; it yields exactly the reference's lines, numbered from 1; a line
 // over the bound is reported too long with its true length and the SHA-256 of its bytes.
+#include <vector>
+
 #include "fuzz_invariants.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/line_framer.hpp"
-
-#include <vector>
 
 using namespace mh;
 
@@ -40,8 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::invariant_failed("the unterminated flag is wrong", want);
     if (want.size() > bound) {
       if (!line.too_long) fuzz::invariant_failed("a line over the bound was not reported too long", want);
-      if (line.digest != protocol::sha256_hex(want)) fuzz::invariant_failed("an oversized line's digest is wrong", want);
-      if (want.substr(0, line.head.size()) != line.head) fuzz::invariant_failed("an oversized line's head is wrong", want);
+      if (line.digest != protocol::sha256_hex(want))
+        fuzz::invariant_failed("an oversized line's digest is wrong", want);
+      if (want.substr(0, line.head.size()) != line.head)
+        fuzz::invariant_failed("an oversized line's head is wrong", want);
     } else {
       if (line.too_long) fuzz::invariant_failed("a line within the bound was reported too long", want);
       if (line.text != want) fuzz::invariant_failed("a line's text is wrong", want, line.text);

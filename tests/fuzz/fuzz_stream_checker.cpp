@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   protocol::StreamVerdict whole = protocol::check_stream(stream);
   protocol::StreamChecker checker;
-  for (std::size_t i = 0; i < stream.size(); i += chunk) checker.feed(stream.substr(i, chunk));
+  for (std::size_t i = 0; i < stream.size(); i += chunk)
+    checker.feed(stream.substr(i, chunk));
   protocol::StreamVerdict pieces = checker.finish();
 
   if (whole.kind != pieces.kind || whole.reason != pieces.reason || whole.lines != pieces.lines ||

@@ -1,18 +1,16 @@
 // The scripted endpoint over loopback, driven by a Beast client: the bytes each wire gets, how
 // steps are consumed, errors, pacing, the token check, the request log and hostile input.
-#include "tests/model/test_support.hpp"
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/json/serialize.hpp>
-
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <unistd.h>
+#include "tests/model/test_support.hpp"
 
 namespace mh::model::testing {
 namespace {
@@ -30,11 +28,12 @@ Response post_anthropic(const RunningEndpoint& ep, bool stream, bool with_tools 
 }
 
 Response post_responses(const RunningEndpoint& ep, bool stream, bool with_tools = true) {
-  return exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()),
-                  responses_body(stream, with_tools));
+  return exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()), responses_body(stream, with_tools));
 }
 
-std::string text_of(const Response& r) { return r.status == 0 ? "(no response: " + r.error + ")" : r.body; }
+std::string text_of(const Response& r) {
+  return r.status == 0 ? "(no response: " + r.error + ")" : r.body;
+}
 
 // The events of one Anthropic content block, concatenated per delta kind.
 struct AnthropicBlock {
@@ -58,10 +57,10 @@ std::vector<AnthropicBlock> anthropic_blocks(const std::vector<SseEvent>& events
       const json::object& delta = data.at("delta").as_object();
       const std::string type(delta.at("type").as_string());
       const char* field = type == "text_delta"         ? "text"
-                          : type == "thinking_delta"    ? "thinking"
-                          : type == "signature_delta"   ? "signature"
+                          : type == "thinking_delta"   ? "thinking"
+                          : type == "signature_delta"  ? "signature"
                           : type == "input_json_delta" ? "partial_json"
-                                                        : nullptr;
+                                                       : nullptr;
       EXPECT_NE(field, nullptr) << "unexpected delta type " << type;
       if (field) blocks.back().deltas[type] += delta.at(field).as_string();
     } else if (e.name == "content_block_stop") {
@@ -113,7 +112,8 @@ TEST(AnthropicWire, StreamsThinkingTextAndToolUse) {
 
   const auto blocks = anthropic_blocks(events);
   ASSERT_EQ(blocks.size(), 3u);
-  for (const auto& b : blocks) EXPECT_TRUE(b.stopped);
+  for (const auto& b : blocks)
+    EXPECT_TRUE(b.stopped);
   EXPECT_EQ(blocks[0].start.at("type"), "thinking");
   EXPECT_EQ(blocks[0].deltas.at("thinking_delta"), "plan it");
   EXPECT_EQ(blocks[0].deltas.at("signature_delta"), "sig-from-script");
@@ -123,8 +123,7 @@ TEST(AnthropicWire, StreamsThinkingTextAndToolUse) {
   EXPECT_EQ(blocks[2].start.at("id"), "toolu_fixed");
   EXPECT_EQ(blocks[2].start.at("name"), "Bash");
   EXPECT_TRUE(blocks[2].start.at("input").as_object().empty());
-  EXPECT_EQ(parse(blocks[2].deltas.at("input_json_delta")),
-            parse(R"({"command":"echo hi","description":"say hi"})"));
+  EXPECT_EQ(parse(blocks[2].deltas.at("input_json_delta")), parse(R"({"command":"echo hi","description":"say hi"})"));
 
   // delta_bytes = 4 splits the text into several deltas.
   std::size_t text_deltas = 0;
@@ -301,7 +300,8 @@ constexpr const char* kTwoWireScenario = R"({
 
 std::string first_text(const Response& r) {
   const json::value body = parse(r.body);
-  if (const auto* content = body.as_object().if_contains("content")) return std::string(content->at(0).at("text").as_string());
+  if (const auto* content = body.as_object().if_contains("content"))
+    return std::string(content->at(0).at("text").as_string());
   return std::string(body.at("output").at(0).at("content").at(0).at("text").as_string());
 }
 
@@ -354,7 +354,8 @@ TEST(Steps, AStickyStepAnswersEveryLaterRequest) {
     "steps": [{"content": [{"type": "text", "text": "first"}]},
               {"name": "down for good", "error": {"status": 529}, "sticky": true}]})");
   EXPECT_EQ(post_anthropic(ep, false).status, 200u);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(post_anthropic(ep, i % 2 == 0).status, 529u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(post_anthropic(ep, i % 2 == 0).status, 529u);
   EXPECT_EQ(post_responses(ep, true).status, 529u);
   ASSERT_TRUE(ep.wait_until_ended(6));
   for (std::size_t i = 1; i < 6; ++i) {
@@ -395,10 +396,8 @@ struct ExpectedError {
 };
 
 constexpr ExpectedError kExpectedErrors[] = {
-    {401, "authentication_error", "invalid_api_key", ""},
-    {429, "rate_limit_error", "rate_limit_exceeded", "2"},
-    {429, "rate_limit_error", "rate_limit_exceeded", ""},
-    {500, "api_error", "", ""},
+    {401, "authentication_error", "invalid_api_key", ""}, {429, "rate_limit_error", "rate_limit_exceeded", "2"},
+    {429, "rate_limit_error", "rate_limit_exceeded", ""}, {500, "api_error", "", ""},
     {529, "overloaded_error", "overloaded", ""},
 };
 
@@ -549,7 +548,8 @@ TEST(Timing, StopEndsHeldStreamsAndTheServerThread) {
   EXPECT_TRUE(ep.stop_and_join(5s));
   EXPECT_TRUE(a.wait_for_close());
   EXPECT_TRUE(b.wait_for_close());
-  for (const auto& r : ep.requests()) EXPECT_EQ(r.ending, Ending::stopped);
+  for (const auto& r : ep.requests())
+    EXPECT_EQ(r.ending, Ending::stopped);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -575,8 +575,8 @@ TEST(Auth, TheTokenIsCheckedPerWireAndRefusalsConsumeNothing) {
   Response codex_key = exchange(ep.port(), "POST", "/v1/responses", {{"x-api-key", ep.token()}}, responses_body(false));
   EXPECT_EQ(codex_key.status, 401u);
   EXPECT_EQ(parse(codex_key.body).at("error").at("code"), "invalid_api_key");
-  Response codex_wrong = exchange(ep.port(), "POST", "/v1/responses", {{"authorization", "Bearer nope"}},
-                                  responses_body(false));
+  Response codex_wrong =
+      exchange(ep.port(), "POST", "/v1/responses", {{"authorization", "Bearer nope"}}, responses_body(false));
   EXPECT_EQ(codex_wrong.status, 401u);
 
   // Anthropic accepts the token as a bearer too (ANTHROPIC_AUTH_TOKEN).
@@ -669,7 +669,8 @@ TEST(RequestLog, RecordsWhatTheModelWasSentInMemoryAndAsJsonl) {
   EXPECT_EQ(text.find("sk-log-secret"), std::string::npos);
   std::vector<json::value> lines;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(parse(line));
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(parse(line));
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].at("kind"), "request");
   EXPECT_EQ(lines[0].at("seq"), 1);

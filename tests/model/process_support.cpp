@@ -1,18 +1,17 @@
 #include "tests/model/process_support.hpp"
 
-#include "daemon/asio/process_v2.hpp"
+#include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/streambuf.hpp>
-
-#include <gtest/gtest.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "daemon/asio/process_v2.hpp"
 
 namespace mh::model::testing {
 
@@ -126,13 +125,17 @@ std::optional<std::string> LiveProcess::read_line(std::chrono::milliseconds time
   return line;
 }
 
-void LiveProcess::signal(int signal_number) { ::kill(impl_->process.id(), signal_number); }
+void LiveProcess::signal(int signal_number) {
+  ::kill(impl_->process.id(), signal_number);
+}
 
 std::optional<int> LiveProcess::wait(std::chrono::milliseconds timeout) {
   impl_->reaped = true;
   return wait_bounded(impl_->io, impl_->process, timeout);
 }
 
-std::string LiveProcess::stderr_text() const { return read_file(impl_->err_path); }
+std::string LiveProcess::stderr_text() const {
+  return read_file(impl_->err_path);
+}
 
 }  // namespace mh::model::testing

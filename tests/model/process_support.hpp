@@ -28,8 +28,8 @@ class TempDir {
 struct ProcessResult {
   bool finished = false;  // exited before the timeout (else it was killed)
   int exit_code = -1;
-  std::string out;        // stdout
-  std::string err;        // stderr
+  std::string out;  // stdout
+  std::string err;  // stderr
   std::chrono::milliseconds elapsed{0};
 };
 
@@ -38,7 +38,7 @@ struct ProcessSpec {
   std::vector<std::string> args;
   std::vector<std::string> environment;  // "NAME=value"; exactly this, nothing inherited
   std::filesystem::path working_dir;
-  std::filesystem::path output_dir;      // where stdout.txt / stderr.txt go
+  std::filesystem::path output_dir;  // where stdout.txt / stderr.txt go
 };
 
 // Runs to completion (stdin is /dev/null) or kills it at `timeout`.

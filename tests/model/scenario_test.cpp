@@ -102,11 +102,13 @@ TEST(Scenario, ReadsTimingErrorsAndWires) {
 struct Refusal {
   const char* label;
   const char* document;
-  const char* where;      // expected ScenarioError::where
-  const char* mentions;   // a phrase the problem must contain
+  const char* where;     // expected ScenarioError::where
+  const char* mentions;  // a phrase the problem must contain
 };
 
-void PrintTo(const Refusal& r, std::ostream* out) { *out << r.label; }
+void PrintTo(const Refusal& r, std::ostream* out) {
+  *out << r.label;
+}
 
 class ScenarioRefusal : public testing::TestWithParam<Refusal> {};
 
@@ -131,13 +133,12 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"steps not a list", "{" FMT R"(, "steps": {}})", "steps", "expected a list"},
         Refusal{"step neither content nor error", "{" FMT R"(, "steps": [{"name": "x"}]})", "steps[0]",
                 "needs \"content\""},
-        Refusal{"step both content and error",
-                "{" FMT R"(, "steps": [{"content": [], "error": {"status": 500}}]})", "steps[0]", "not both"},
+        Refusal{"step both content and error", "{" FMT R"(, "steps": [{"content": [], "error": {"status": 500}}]})",
+                "steps[0]", "not both"},
         Refusal{"unknown step key", "{" FMT R"(, "steps": [{"content": [], "hold_ms": 5}]})", "steps[0].hold_ms",
                 "unknown key"},
-        Refusal{"unknown block type",
-                "{" FMT R"(, "steps": [{"content": [{"type": "image"}]}]})", "steps[0].content[0].type",
-                "unknown block type"},
+        Refusal{"unknown block type", "{" FMT R"(, "steps": [{"content": [{"type": "image"}]}]})",
+                "steps[0].content[0].type", "unknown block type"},
         Refusal{"text block without text", "{" FMT R"(, "steps": [{"content": [{"type": "text"}]}]})",
                 "steps[0].content[0]", "needs \"text\""},
         Refusal{"tool input not an object",
@@ -147,55 +148,47 @@ INSTANTIATE_TEST_SUITE_P(
                 "{" FMT R"(, "steps": [{"content": [{"type": "text", "text": "a", "name": "b"}]}]})",
                 "steps[0].content[0].name", "does not apply to a text block"},
         Refusal{"custom tool call on anthropic",
-                "{" FMT R"(, "steps": [{"content": [{"type": "custom_tool_call", "name": "apply_patch", "input": "x"}]}]})",
+                "{" FMT
+                R"(, "steps": [{"content": [{"type": "custom_tool_call", "name": "apply_patch", "input": "x"}]}]})",
                 "steps[0].content[0].type", "no Anthropic form"},
         Refusal{"bad override in an override",
-                "{" FMT R"(, "steps": [{"content": [], "responses": {"sticky": true}}]})",
-                "steps[0].responses.sticky", "non-overridable"},
+                "{" FMT R"(, "steps": [{"content": [], "responses": {"sticky": true}}]})", "steps[0].responses.sticky",
+                "non-overridable"},
         Refusal{"override problem named at the override",
                 "{" FMT R"(, "steps": [{"content": [{"type": "tool_call", "name": "Bash",
                    "responses": {"input": [1]}}]}]})",
                 "steps[0].content[0].responses.input", "must be a JSON object"},
-        Refusal{"status out of range", "{" FMT R"(, "steps": [{"error": {"status": 302}}]})",
-                "steps[0].error.status", "400 to 599"},
+        Refusal{"status out of range", "{" FMT R"(, "steps": [{"error": {"status": 302}}]})", "steps[0].error.status",
+                "400 to 599"},
         Refusal{"error without status", "{" FMT R"(, "steps": [{"error": {"message": "x"}}]})", "steps[0].error",
                 "needs \"status\""},
-        Refusal{"bad header name",
-                "{" FMT R"(, "steps": [{"error": {"status": 429, "headers": {"bad name": "1"}}}]})",
+        Refusal{"bad header name", "{" FMT R"(, "steps": [{"error": {"status": 429, "headers": {"bad name": "1"}}}]})",
                 "steps[0].error.headers.bad name", "header name"},
         Refusal{"header value with newline",
                 "{" FMT R"(, "steps": [{"error": {"status": 429, "headers": {"x-a": "1\r\nx-b: 2"}}}]})",
                 "steps[0].error.headers.x-a", "CR, LF"},
-        Refusal{"negative delay",
-                "{" FMT R"(, "steps": [{"content": [], "timing": {"event_delay_ms": -1}}]})",
+        Refusal{"negative delay", "{" FMT R"(, "steps": [{"content": [], "timing": {"event_delay_ms": -1}}]})",
                 "steps[0].timing.event_delay_ms", "whole number"},
         Refusal{"hold twice",
                 "{" FMT R"(, "steps": [{"content": [], "timing": {"hold_ms": 5, "hold_until_disconnect": true}}]})",
                 "steps[0].timing", "exclude each other"},
-        Refusal{"unknown stop reason",
-                "{" FMT R"(, "steps": [{"content": [], "stop_reason": "done"}]})", "steps[0].stop_reason",
-                "unknown stop reason"},
-        Refusal{"unknown finish", "{" FMT R"(, "steps": [{"content": [], "finish": "explode"}]})",
-                "steps[0].finish", "unknown finish"},
-        Refusal{"repeat zero", "{" FMT R"(, "steps": [{"content": [], "repeat": 0}]})", "steps[0].repeat",
-                "from 1"},
-        Refusal{"sticky and repeat",
-                "{" FMT R"(, "steps": [{"content": [], "sticky": true, "repeat": 3}]})", "steps[0].repeat",
-                "sticky"},
+        Refusal{"unknown stop reason", "{" FMT R"(, "steps": [{"content": [], "stop_reason": "done"}]})",
+                "steps[0].stop_reason", "unknown stop reason"},
+        Refusal{"unknown finish", "{" FMT R"(, "steps": [{"content": [], "finish": "explode"}]})", "steps[0].finish",
+                "unknown finish"},
+        Refusal{"repeat zero", "{" FMT R"(, "steps": [{"content": [], "repeat": 0}]})", "steps[0].repeat", "from 1"},
+        Refusal{"sticky and repeat", "{" FMT R"(, "steps": [{"content": [], "sticky": true, "repeat": 3}]})",
+                "steps[0].repeat", "sticky"},
         Refusal{"step after a sticky step",
-                "{" FMT R"(, "steps": [{"error": {"status": 401}, "sticky": true}, {"content": []}]})",
-                "steps[1]", "unreachable"},
-        Refusal{"aux cannot repeat", "{" FMT R"(, "aux": {"content": [], "repeat": 2}})", "aux.repeat",
-                "only a step"},
+                "{" FMT R"(, "steps": [{"error": {"status": 401}, "sticky": true}, {"content": []}]})", "steps[1]",
+                "unreachable"},
+        Refusal{"aux cannot repeat", "{" FMT R"(, "aux": {"content": [], "repeat": 2}})", "aux.repeat", "only a step"},
         Refusal{"unknown wire", "{" FMT R"(, "wires": ["anthropic", "gemini"]})", "wires[1]", "unknown wire"},
-        Refusal{"unknown main loop rule", "{" FMT R"(, "main_loop": "sometimes"})", "main_loop",
-                "unknown rule"},
-        Refusal{"usage with a fraction",
-                "{" FMT R"(, "steps": [{"content": [], "usage": {"input_tokens": 1.5}}]})",
+        Refusal{"unknown main loop rule", "{" FMT R"(, "main_loop": "sometimes"})", "main_loop", "unknown rule"},
+        Refusal{"usage with a fraction", "{" FMT R"(, "steps": [{"content": [], "usage": {"input_tokens": 1.5}}]})",
                 "steps[0].usage.input_tokens", "whole number"},
-        Refusal{"usage on an error step",
-                "{" FMT R"(, "steps": [{"error": {"status": 500}, "usage": {}}]})", "steps[0].usage",
-                "error step"}),
+        Refusal{"usage on an error step", "{" FMT R"(, "steps": [{"error": {"status": 500}, "usage": {}}]})",
+                "steps[0].usage", "error step"}),
     [](const testing::TestParamInfo<Refusal>& info) {
       std::string name = info.param.label;
       for (char& c : name)

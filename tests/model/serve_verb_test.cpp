@@ -1,12 +1,12 @@
 // `metaharness model serve`: our own binary as a process. It announces where it listens on one
 // stdout line, serves until SIGTERM and exits 0; a bad scenario is refused with exit 2.
-#include "tests/model/process_support.hpp"
-#include "tests/model/test_support.hpp"
-
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <fstream>
+
+#include "tests/model/process_support.hpp"
+#include "tests/model/test_support.hpp"
 
 namespace mh::model::testing {
 namespace {
@@ -21,8 +21,8 @@ TEST(ServeVerb, AnnouncesServesAndExitsZeroOnSigterm) {
   TempDir dir("serve-verb");
   ProcessSpec spec;
   spec.executable = kMetaharness;
-  spec.args = {"model", "serve", "--scenario", (kScenarios / "two_wires_shell.json").string(),
-               "--token", "sk-serve-test", "--log", (dir / "requests.jsonl").string()};
+  spec.args = {"model",   "serve",         "--scenario", (kScenarios / "two_wires_shell.json").string(),
+               "--token", "sk-serve-test", "--log",      (dir / "requests.jsonl").string()};
   spec.environment = {"PATH=/usr/bin:/bin"};
   spec.working_dir = dir.path();
   spec.output_dir = dir.path();
@@ -36,10 +36,12 @@ TEST(ServeVerb, AnnouncesServesAndExitsZeroOnSigterm) {
   EXPECT_EQ(announced.at("openai_base_url").as_string(), "http://127.0.0.1:" + std::to_string(port) + "/v1");
   EXPECT_EQ(announced.at("token"), "sk-serve-test");
 
-  const Response claude = exchange(port, "POST", "/v1/messages", anthropic_headers("sk-serve-test"), anthropic_body(false));
+  const Response claude =
+      exchange(port, "POST", "/v1/messages", anthropic_headers("sk-serve-test"), anthropic_body(false));
   ASSERT_EQ(claude.status, 200u) << claude.error;
   EXPECT_EQ(parse(claude.body).at("content").at(1).at("name"), "Bash");
-  const Response codex = exchange(port, "POST", "/v1/responses", openai_headers("sk-serve-test"), responses_body(false));
+  const Response codex =
+      exchange(port, "POST", "/v1/responses", openai_headers("sk-serve-test"), responses_body(false));
   ASSERT_EQ(codex.status, 200u) << codex.error;
   EXPECT_EQ(parse(codex.body).at("output").at(0).at("content").at(0).at("text"), "It printed hi.");
 

@@ -1,5 +1,7 @@
 #include "tests/model/test_support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -9,9 +11,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-
-#include <gtest/gtest.h>
-
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -128,7 +127,9 @@ struct Client::Impl {
 };
 
 Client::Client(std::uint16_t port) : impl_(std::make_unique<Impl>(port)) {}
-Client::~Client() { close(); }
+Client::~Client() {
+  close();
+}
 
 bool Client::connect(std::chrono::milliseconds timeout) {
   bool done = false;
@@ -144,20 +145,20 @@ bool Client::connect(std::chrono::milliseconds timeout) {
 bool Client::send_raw(std::string_view bytes, std::chrono::milliseconds timeout) {
   bool done = false;
   beast::error_code result;
-  net::async_write(impl_->stream, net::buffer(bytes.data(), bytes.size()),
-                   [&](beast::error_code ec, std::size_t) {
-                     result = ec;
-                     done = true;
-                   });
+  net::async_write(impl_->stream, net::buffer(bytes.data(), bytes.size()), [&](beast::error_code ec, std::size_t) {
+    result = ec;
+    done = true;
+  });
   return impl_->run(done, timeout) && !result;
 }
 
-bool Client::send(std::string_view method, std::string_view target, const Headers& headers,
-                  std::string_view body, std::chrono::milliseconds timeout) {
+bool Client::send(std::string_view method, std::string_view target, const Headers& headers, std::string_view body,
+                  std::chrono::milliseconds timeout) {
   http::request<http::string_body> request{http::string_to_verb(method), target, 11};
   if (request.method() == http::verb::unknown) request.method_string(method);
   request.set(http::field::host, "127.0.0.1:" + std::to_string(impl_->port));
-  for (const auto& [name, value] : headers) request.set(name, value);
+  for (const auto& [name, value] : headers)
+    request.set(name, value);
   request.body() = std::string(body);
   request.prepare_payload();
   bool done = false;
@@ -176,7 +177,8 @@ void copy_header(const http::response<http::string_body>& from, Response& to) {
   to.headers.clear();
   for (const auto& field : from) {
     std::string name(field.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : name)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     to.headers[name] = std::string(field.value());
   }
 }
@@ -201,7 +203,8 @@ bool Client::read_until(std::string_view marker, std::chrono::milliseconds timeo
       impl_->parser.reset();
       return marker.empty();
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       partial_.error = "timed out";
       return false;
@@ -291,7 +294,8 @@ std::vector<SseEvent> parse_sse(std::string_view body) {
 
 std::vector<std::string> event_names(const std::vector<SseEvent>& events) {
   std::vector<std::string> names;
-  for (const auto& e : events) names.push_back(e.name);
+  for (const auto& e : events)
+    names.push_back(e.name);
   return names;
 }
 
@@ -302,8 +306,8 @@ json::value parse(std::string_view text) {
   return v;
 }
 
-Response exchange(std::uint16_t port, std::string_view method, std::string_view target,
-                  const Headers& headers, std::string_view body, std::chrono::milliseconds timeout) {
+Response exchange(std::uint16_t port, std::string_view method, std::string_view target, const Headers& headers,
+                  std::string_view body, std::chrono::milliseconds timeout) {
   Client client(port);
   Response failed;
   if (!client.connect(timeout)) {
@@ -346,12 +350,11 @@ std::string anthropic_body(bool stream, bool with_tools) {
 std::string responses_body(bool stream, bool with_tools) {
   json::object body{{"model", "gpt-test-model"},
                     {"stream", stream},
-                    {"input", json::array{json::object{{"type", "message"},
-                                                       {"role", "user"},
-                                                       {"content", json::array{json::object{
-                                                                       {"type", "input_text"}, {"text", "hi"}}}}}}}};
-  if (with_tools)
-    body["tools"] = json::array{json::object{{"type", "function"}, {"name", "exec_command"}}};
+                    {"input", json::array{json::object{
+                                  {"type", "message"},
+                                  {"role", "user"},
+                                  {"content", json::array{json::object{{"type", "input_text"}, {"text", "hi"}}}}}}}};
+  if (with_tools) body["tools"] = json::array{json::object{{"type", "function"}, {"name", "exec_command"}}};
   return json::serialize(body);
 }
 

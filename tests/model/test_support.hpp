@@ -3,10 +3,7 @@
 // synchronise).
 #pragma once
 
-#include "daemon/model/scripted_endpoint.hpp"
-
 #include <boost/json/value.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <future>
@@ -18,6 +15,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "daemon/model/scripted_endpoint.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -88,8 +87,8 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   bool connect(std::chrono::milliseconds timeout = 5s);
-  bool send(std::string_view method, std::string_view target, const Headers& headers,
-            std::string_view body, std::chrono::milliseconds timeout = 10s);
+  bool send(std::string_view method, std::string_view target, const Headers& headers, std::string_view body,
+            std::chrono::milliseconds timeout = 10s);
   bool send_raw(std::string_view bytes, std::chrono::milliseconds timeout = 10s);
   // `head_request`: the answer to a HEAD request has a Content-Length but no body.
   Response read_response(std::chrono::milliseconds timeout = 10s, bool head_request = false);
@@ -110,9 +109,8 @@ class Client {
 };
 
 // connect + send + read + close.
-Response exchange(std::uint16_t port, std::string_view method, std::string_view target,
-                  const Headers& headers, std::string_view body,
-                  std::chrono::milliseconds timeout = 10s);
+Response exchange(std::uint16_t port, std::string_view method, std::string_view target, const Headers& headers,
+                  std::string_view body, std::chrono::milliseconds timeout = 10s);
 Headers anthropic_headers(const std::string& token);
 Headers openai_headers(const std::string& token);
 // A main-loop request body (it carries a tool) for each wire.

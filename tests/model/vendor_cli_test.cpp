@@ -2,15 +2,14 @@
 // scripted endpoint on loopback: no credentials, no network. Each test runs one CLI process in
 // a scratch HOME with a constructed environment and checks both sides: what the CLI printed and
 // did, and what the endpoint was sent.
-#include "tests/model/process_support.hpp"
-#include "tests/model/test_support.hpp"
-
-#include <boost/json/serialize.hpp>
-
 #include <gtest/gtest.h>
 
+#include <boost/json/serialize.hpp>
 #include <fstream>
 #include <sstream>
+
+#include "tests/model/process_support.hpp"
+#include "tests/model/test_support.hpp"
 
 namespace mh::model::testing {
 namespace {
@@ -52,8 +51,9 @@ std::vector<ServedRequest> step_requests(const RunningEndpoint& ep) {
 
 std::string describe(const ProcessResult& p) {
   std::ostringstream s;
-  s << "finished=" << p.finished << " exit=" << p.exit_code << " after " << p.elapsed.count()
-    << " ms\n--- stdout ---\n" << p.out.substr(0, 4000) << "\n--- stderr ---\n" << p.err.substr(0, 4000);
+  s << "finished=" << p.finished << " exit=" << p.exit_code << " after " << p.elapsed.count() << " ms\n--- stdout ---\n"
+    << p.out.substr(0, 4000) << "\n--- stderr ---\n"
+    << p.err.substr(0, 4000);
   return s.str();
 }
 
@@ -76,19 +76,18 @@ void expect_only_scripted_traffic(const RunningEndpoint& ep) {
 
 ProcessResult run_claude(const RunningEndpoint& ep, const TempDir& dir, const std::string& prompt,
                          std::vector<std::string> extra_args = {}) {
-  for (const char* sub : {"home/.claude", "work", "tmp"}) fs::create_directories(dir / sub);
+  for (const char* sub : {"home/.claude", "work", "tmp"})
+    fs::create_directories(dir / sub);
   ProcessSpec spec;
   spec.executable = kClaude;
-  spec.args = {"-p", prompt, "--output-format", "stream-json", "--verbose", "--setting-sources", "",
-               "--strict-mcp-config"};
+  spec.args = {
+      "-p", prompt, "--output-format", "stream-json", "--verbose", "--setting-sources", "", "--strict-mcp-config"};
   spec.args.insert(spec.args.end(), extra_args.begin(), extra_args.end());
-  spec.environment = {"HOME=" + (dir / "home").string(),
-                      "CLAUDE_CONFIG_DIR=" + (dir / "home/.claude").string(),
-                      "PATH=/usr/local/bin:/usr/bin:/bin",
-                      "TMPDIR=" + (dir / "tmp").string(),
-                      "ANTHROPIC_BASE_URL=" + ep.base_url(),
-                      "ANTHROPIC_API_KEY=" + ep.token(),
-                      "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
+  spec.environment = {
+      "HOME=" + (dir / "home").string(),           "CLAUDE_CONFIG_DIR=" + (dir / "home/.claude").string(),
+      "PATH=/usr/local/bin:/usr/bin:/bin",         "TMPDIR=" + (dir / "tmp").string(),
+      "ANTHROPIC_BASE_URL=" + ep.base_url(),       "ANTHROPIC_API_KEY=" + ep.token(),
+      "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
   spec.working_dir = dir / "work";
   spec.output_dir = dir.path();
   return run_process(spec, kCliTimeout);
@@ -170,26 +169,24 @@ TEST(ClaudeCli, RunsABashToolCallAndSendsItsResultBack) {
 
 ProcessResult run_codex(const RunningEndpoint& ep, const TempDir& dir, const std::string& prompt,
                         std::vector<std::string> extra_args = {}) {
-  for (const char* sub : {"home", "work", "tmp"}) fs::create_directories(dir / sub);
-  std::ofstream(dir / "home/config.toml")
-      << "model = \"gpt-5.5\"\n"
-      << "model_provider = \"scripted\"\n"
-      << "[model_providers.scripted]\n"
-      << "name = \"metaharness scripted endpoint\"\n"
-      << "base_url = \"" << ep.openai_base_url() << "\"\n"
-      << "wire_api = \"responses\"\n"
-      << "env_key = \"MH_MODEL_TOKEN\"\n"
-      << "request_max_retries = 0\n"
-      << "stream_max_retries = 0\n";
+  for (const char* sub : {"home", "work", "tmp"})
+    fs::create_directories(dir / sub);
+  std::ofstream(dir / "home/config.toml") << "model = \"gpt-5.5\"\n"
+                                          << "model_provider = \"scripted\"\n"
+                                          << "[model_providers.scripted]\n"
+                                          << "name = \"metaharness scripted endpoint\"\n"
+                                          << "base_url = \"" << ep.openai_base_url() << "\"\n"
+                                          << "wire_api = \"responses\"\n"
+                                          << "env_key = \"MH_MODEL_TOKEN\"\n"
+                                          << "request_max_retries = 0\n"
+                                          << "stream_max_retries = 0\n";
   ProcessSpec spec;
   spec.executable = kCodex;
   spec.args = {"exec", "--json", "--skip-git-repo-check"};
   spec.args.insert(spec.args.end(), extra_args.begin(), extra_args.end());
   spec.args.push_back(prompt);
-  spec.environment = {"HOME=" + (dir / "home").string(),
-                      "CODEX_HOME=" + (dir / "home").string(),
-                      "PATH=/usr/local/bin:/usr/bin:/bin",
-                      "TMPDIR=" + (dir / "tmp").string(),
+  spec.environment = {"HOME=" + (dir / "home").string(), "CODEX_HOME=" + (dir / "home").string(),
+                      "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + (dir / "tmp").string(),
                       "MH_MODEL_TOKEN=" + ep.token()};
   spec.working_dir = dir / "work";
   spec.output_dir = dir.path();

@@ -2,16 +2,16 @@
 // reporting, spawn failures as values, process group / signal state / descriptors of the child,
 // and RAII (no zombie, no descriptor left behind).
 #include "daemon/process/child_process.hpp"
-#include "process_test_support.hpp"
-
-#include <boost/asio/write.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <boost/asio/write.hpp>
 #include <set>
+
+#include "process_test_support.hpp"
 
 namespace mh::daemon::test {
 namespace {
@@ -47,8 +47,7 @@ TEST(ChildProcess, EnvironmentIsExactlyTheConstructedOneNothingInherited) {
   ::setenv("MH_SHOULD_NOT_LEAK", "parent-value", 1);
   IoThreads io;
   TempDir dir;
-  auto out = run_plan(io, make_plan("/usr/bin/env", {}, {{"A", "1"}, {"B", "two words"}, {"EMPTY", ""}},
-                                    dir.path()));
+  auto out = run_plan(io, make_plan("/usr/bin/env", {}, {{"A", "1"}, {"B", "two words"}, {"EMPTY", ""}}, dir.path()));
   ::unsetenv("MH_SHOULD_NOT_LEAK");
   EXPECT_EQ(out.out, "A=1\nB=two words\nEMPTY=\n");
   EXPECT_EQ(out.termination.kind, ProcessKind::exited);
@@ -66,8 +65,8 @@ TEST(ChildProcess, EmptyEnvironmentStaysEmpty) {
 TEST(ChildProcess, ArgumentsArePassedExactly) {
   IoThreads io;
   TempDir dir;
-  auto out = run_plan(io, make_plan("/bin/sh", {"-c", "printf '[%s]' \"$@\"", "argv0", "a b", "", "*"}, {},
-                                    dir.path()));
+  auto out =
+      run_plan(io, make_plan("/bin/sh", {"-c", "printf '[%s]' \"$@\"", "argv0", "a b", "", "*"}, {}, dir.path()));
   EXPECT_EQ(out.out, "[a b][][*]");
 }
 
@@ -81,11 +80,11 @@ TEST(ChildProcess, WorkingDirectoryIsThePlans) {
 TEST(ChildProcess, StdinStdoutStderrRoundTrip) {
   IoThreads io;
   TempDir dir;
-  auto out = run_plan(io,
-                      make_plan("/bin/sh",
-                                {"-c", "while read line; do echo \"out:$line\"; echo \"err:$line\" >&2; done"},
-                                {}, dir.path()),
-                      "hello\nworld\n");
+  auto out =
+      run_plan(io,
+               make_plan("/bin/sh", {"-c", "while read line; do echo \"out:$line\"; echo \"err:$line\" >&2; done"}, {},
+                         dir.path()),
+               "hello\nworld\n");
   EXPECT_EQ(out.out, "out:hello\nout:world\n");
   EXPECT_EQ(out.err, "err:hello\nerr:world\n");
   EXPECT_EQ(out.termination.kind, ProcessKind::exited);
@@ -111,17 +110,18 @@ TEST(ChildProcess, SendSignalReachesTheChildAndIsRefusedAfterReaping) {
   IoThreads io;
   TempDir dir;
   auto strand = io.make_strand();
-  auto [termination, after] = io.run(strand, [&]() -> asio::awaitable<std::pair<ProcessTermination, boost::system::error_code>> {
-    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
-    if (!spawned) throw std::runtime_error(spawned.error());
-    auto& child = **spawned;
-    auto sent = child.send_signal(SIGUSR1);
-    if (sent) throw std::runtime_error("send_signal: " + sent.message());
-    auto t = co_await child.async_wait();
-    auto again = co_await child.async_wait();  // cached
-    if (again.signal != t.signal) throw std::runtime_error("second wait differs");
-    co_return std::pair{t, child.send_signal(SIGUSR1)};
-  }());
+  auto [termination, after] =
+      io.run(strand, [&]() -> asio::awaitable<std::pair<ProcessTermination, boost::system::error_code>> {
+        auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
+        if (!spawned) throw std::runtime_error(spawned.error());
+        auto& child = **spawned;
+        auto sent = child.send_signal(SIGUSR1);
+        if (sent) throw std::runtime_error("send_signal: " + sent.message());
+        auto t = co_await child.async_wait();
+        auto again = co_await child.async_wait();  // cached
+        if (again.signal != t.signal) throw std::runtime_error("second wait differs");
+        co_return std::pair{t, child.send_signal(SIGUSR1)};
+      }());
   EXPECT_EQ(termination.kind, ProcessKind::signaled);
   EXPECT_EQ(termination.signal, SIGUSR1);
   EXPECT_EQ(after, boost::system::errc::no_such_process);
@@ -187,14 +187,15 @@ std::string status_field(pid_t pid, const std::string& name) {
 TEST(ChildProcess, ChildHasItsOwnProcessGroupDefaultSignalsAndOnlyItsPipes) {
   // A daemon typically ignores SIGPIPE and blocks signals on some threads; none of that may
   // reach the vendor. Also leave a descriptor without close-on-exec lying around.
-  struct sigaction ignore {}, previous_pipe {};
+  struct sigaction ignore {
+  }, previous_pipe{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous_pipe);
   sigset_t usr1, previous_mask;
   ::sigemptyset(&usr1);
   ::sigaddset(&usr1, SIGUSR2);
   ::pthread_sigmask(SIG_BLOCK, &usr1, &previous_mask);  // the io threads inherit it
-  int leaky = ::open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
+  int leaky = ::open("/dev/null", O_RDONLY);            // deliberately without O_CLOEXEC
   ASSERT_GE(leaky, 0);
 
   IoThreads io;
@@ -206,7 +207,8 @@ TEST(ChildProcess, ChildHasItsOwnProcessGroupDefaultSignalsAndOnlyItsPipes) {
   };
   auto seen = io.run(strand, [&]() -> asio::awaitable<Seen> {
     // ls lists its own descriptors: 0, 1, 2 and the one it opened to read the directory.
-    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sh", {"-c", "read x; exec /bin/ls /proc/self/fd"}, {}, dir.path()));
+    auto spawned =
+        ChildProcess::spawn(strand, make_plan("/bin/sh", {"-c", "read x; exec /bin/ls /proc/self/fd"}, {}, dir.path()));
     if (!spawned) throw std::runtime_error(spawned.error());
     auto& child = **spawned;
     Seen s;

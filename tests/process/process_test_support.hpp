@@ -2,8 +2,10 @@
 // strand with an upper bound on its duration, temporary directories, /proc probes.
 #pragma once
 
-#include "adapters/adapter.hpp"
+#include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -12,22 +14,18 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
-
-#include <gtest/gtest.h>
-
-#include <unistd.h>
-
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <future>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "adapters/adapter.hpp"
 
 namespace mh::daemon::test {
 
@@ -38,7 +36,8 @@ using namespace std::chrono_literals;
 class IoThreads {
  public:
   explicit IoThreads(int threads = 2) : guard_(asio::make_work_guard(context_)) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { context_.run(); });
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([this] { context_.run(); });
   }
   ~IoThreads() { stop(); }
   IoThreads(const IoThreads&) = delete;
@@ -62,8 +61,7 @@ class IoThreads {
     auto future = asio::co_spawn(executor, std::move(work), asio::use_future);
     if (future.wait_for(limit) != std::future_status::ready) {
       stop();
-      throw std::runtime_error("coroutine did not finish within " + std::to_string(limit.count()) +
-                               " ms");
+      throw std::runtime_error("coroutine did not finish within " + std::to_string(limit.count()) + " ms");
     }
     return future.get();
   }
@@ -93,8 +91,7 @@ class TempDir {
 };
 
 inline adapters::LaunchPlan make_plan(std::filesystem::path program, std::vector<std::string> args,
-                                      std::vector<std::pair<std::string, std::string>> env,
-                                      std::filesystem::path cwd) {
+                                      std::vector<std::pair<std::string, std::string>> env, std::filesystem::path cwd) {
   adapters::LaunchPlan plan;
   plan.adapter = "test";
   plan.program = std::move(program);
@@ -108,8 +105,7 @@ inline adapters::LaunchPlan make_plan(std::filesystem::path program, std::vector
 // are not theirs (other engineers build and test on the same machine).
 inline std::string unique_marker_value(const char* what) {
   static std::atomic<int> counter{0};
-  return std::string("mh-test-") + what + "-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++) + "-" +
+  return std::string("mh-test-") + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
@@ -141,7 +137,8 @@ inline std::optional<pid_t> proc_field_pid(pid_t pid, int field) {  // field >= 
   auto close = line.rfind(')');
   std::istringstream rest(line.substr(close + 2));
   std::string value;
-  for (int f = 3; f <= field; ++f) rest >> value;
+  for (int f = 3; f <= field; ++f)
+    rest >> value;
   return static_cast<pid_t>(std::stol(value));
 }
 
@@ -153,7 +150,8 @@ inline bool is_dead(pid_t pid) {
 
 inline std::size_t open_descriptor_count() {
   std::size_t n = 0;
-  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
   return n;
 }
 

@@ -1,18 +1,18 @@
 // Finding and killing a whole run: the tree, the escapees (setsid, double fork to init), a
 // member without the marker, an unrelated process with a different marker value, and a process
 // that keeps forking while we kill.
-#include "daemon/process/child_process.hpp"
 #include "daemon/process/run_processes.hpp"
-#include "process_test_support.hpp"
-
-#include <boost/asio/read_until.hpp>
-#include <boost/asio/streambuf.hpp>
 
 #include <signal.h>
 
 #include <algorithm>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
 #include <map>
 #include <sstream>
+
+#include "daemon/process/child_process.hpp"
+#include "process_test_support.hpp"
 
 namespace mh::daemon::test {
 namespace {
@@ -57,7 +57,8 @@ const char* kRunScript =
     // Until env has exec'd sleep, the forked shell (then env itself) still carries the marker:
     // wait (bounded) until the process is the sleep. Not "until environ lacks the marker": in
     // the middle of an execve environ reads empty for a moment, which ended that wait early.
-    "n=0; while [ $n -lt 5000 ] && [ \"$(head -c 10 /proc/$nm/cmdline 2>/dev/null)\" != /bin/sleep ]; do n=$((n+1)); done\n"
+    "n=0; while [ $n -lt 5000 ] && [ \"$(head -c 10 /proc/$nm/cmdline 2>/dev/null)\" != /bin/sleep ]; do n=$((n+1)); "
+    "done\n"
     "echo \"no_marker $nm\"\n"
     "echo ready\n"
     "exec /bin/sleep 303 >/dev/null\n";
@@ -84,14 +85,13 @@ TEST(RunProcesses, KillsTheWholeRunIncludingEscapeesAndLeavesOthersAlone) {
   auto outcome = io.run(strand, [&]() -> asio::awaitable<KillOutcome> {
     KillOutcome o;
     // An unrelated process whose marker value merely starts with ours.
-    auto unrelated = ChildProcess::spawn(
-        strand, make_plan("/bin/sleep", {"300"}, {{kMarkerName, value + "-other"}}, dir.path()));
+    auto unrelated =
+        ChildProcess::spawn(strand, make_plan("/bin/sleep", {"300"}, {{kMarkerName, value + "-other"}}, dir.path()));
     if (!unrelated) throw std::runtime_error(unrelated.error());
     o.unrelated = (*unrelated)->pid();
 
-    auto root = ChildProcess::spawn(
-        strand, make_plan("/bin/sh", {"-c", kRunScript},
-                          {{kMarkerName, value}, {"PATH", "/usr/bin:/bin"}}, dir.path()));
+    auto root = ChildProcess::spawn(strand, make_plan("/bin/sh", {"-c", kRunScript},
+                                                      {{kMarkerName, value}, {"PATH", "/usr/bin:/bin"}}, dir.path()));
     if (!root) throw std::runtime_error(root.error());
     o.root = (*root)->pid();
     o.pids = co_await read_pids(**root);
@@ -139,8 +139,8 @@ TEST(RunProcesses, SynchronousKillFindsEscapeesByMarkerWithoutARoot) {
   pid_t root_pid = 0;
   auto root = io.run(strand, [&]() -> asio::awaitable<std::unique_ptr<ChildProcess>> {
     auto spawned = ChildProcess::spawn(
-        strand, make_plan("/bin/sh", {"-c", kRunScript},
-                          {{kMarkerName, value}, {"PATH", "/usr/bin:/bin"}}, dir.path()));
+        strand,
+        make_plan("/bin/sh", {"-c", kRunScript}, {{kMarkerName, value}, {"PATH", "/usr/bin:/bin"}}, dir.path()));
     if (!spawned) throw std::runtime_error(spawned.error());
     pids = co_await read_pids(**spawned);
     co_return std::move(*spawned);
@@ -173,24 +173,30 @@ TEST(RunProcesses, AProcessThatKeepsForkingIsFrozenThenKilled) {
   const RunMarker marker{kMarkerName, value};
   auto strand = io.make_strand();
 
-  auto [report, leftovers, root_pid] = io.run(strand, [&]() -> asio::awaitable<std::tuple<KillReport, std::vector<pid_t>, pid_t>> {
-    // Forks up to 300 sleepers as fast as it can; we kill it while it is at it (after 30).
-    auto spawned = ChildProcess::spawn(
-        strand, make_plan("/bin/sh",
-                          {"-c", "i=0; while [ $i -lt 300 ]; do /bin/sleep 300 </dev/null >/dev/null 2>&1 & i=$((i+1)); if [ $i = 30 ]; then echo ready; fi; done; wait"},
-                          {{kMarkerName, value}}, dir.path()));
-    if (!spawned) throw std::runtime_error(spawned.error());
-    co_await read_pids(**spawned);
-    auto r = co_await kill_run_processes(strand, (*spawned)->pid(), marker, std::chrono::seconds(15));
-    co_await (*spawned)->async_wait();
-    co_return std::tuple{r, find_run_processes(std::nullopt, marker), (*spawned)->pid()};
-  }(), 30s);
+  auto [report, leftovers, root_pid] = io.run(
+      strand,
+      [&]() -> asio::awaitable<std::tuple<KillReport, std::vector<pid_t>, pid_t>> {
+        // Forks up to 300 sleepers as fast as it can; we kill it while it is at it (after 30).
+        auto spawned = ChildProcess::spawn(
+            strand, make_plan("/bin/sh",
+                              {"-c",
+                               "i=0; while [ $i -lt 300 ]; do /bin/sleep 300 </dev/null >/dev/null 2>&1 & i=$((i+1)); "
+                               "if [ $i = 30 ]; then echo ready; fi; done; wait"},
+                              {{kMarkerName, value}}, dir.path()));
+        if (!spawned) throw std::runtime_error(spawned.error());
+        co_await read_pids(**spawned);
+        auto r = co_await kill_run_processes(strand, (*spawned)->pid(), marker, std::chrono::seconds(15));
+        co_await (*spawned)->async_wait();
+        co_return std::tuple{r, find_run_processes(std::nullopt, marker), (*spawned)->pid()};
+      }(),
+      30s);
   EXPECT_TRUE(report.clean()) << report.summary();
   EXPECT_TRUE(report.fixed_point) << report.summary();
   EXPECT_GE(report.killed.size(), 1u);
   EXPECT_TRUE(contains(report.killed, root_pid));
   EXPECT_TRUE(leftovers.empty());
-  for (pid_t pid : report.killed) EXPECT_TRUE(is_dead(pid)) << pid;
+  for (pid_t pid : report.killed)
+    EXPECT_TRUE(is_dead(pid)) << pid;
 }
 
 TEST(RunProcesses, NeverWalksOrIncludesInitTheCallerOrItsAncestors) {

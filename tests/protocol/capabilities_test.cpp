@@ -12,20 +12,24 @@ CapabilityTable claude_table() {
   CapabilityTable t;
   t.adapter_id = "claude";
   t.versions_pinned = {"2.1.241"};
-  t.tiers = {{Tier::registration, TierStatus::delivered}, {Tier::call, TierStatus::delivered},
-             {Tier::turn, TierStatus::unverified}, {Tier::kill, TierStatus::delivered}};
-  t.commands = {{CommandName::tool_decide, {true, RefusalCode::UNSUPPORTED_CONTROL, ""}},
-                {CommandName::interrupt, {true, RefusalCode::UNSUPPORTED_CONTROL, ""}},
-                {CommandName::halt, {true, RefusalCode::UNSUPPORTED_CONTROL, ""}},
-                {CommandName::frame_set, {false, RefusalCode::UNSUPPORTED_CONTROL, "frame text cannot be enforced mid-run"}},
-                {CommandName::message_inject, {false, RefusalCode::UNSUPPORTED_CONTROL, ""}},
-                {CommandName::steer, {false, RefusalCode::UNSUPPORTED_CONTROL, "headless has no mid-turn tier"}}};
+  t.tiers = {{Tier::registration, TierStatus::delivered},
+             {Tier::call, TierStatus::delivered},
+             {Tier::turn, TierStatus::unverified},
+             {Tier::kill, TierStatus::delivered}};
+  t.commands = {
+      {CommandName::tool_decide, {true, RefusalCode::UNSUPPORTED_CONTROL, ""}},
+      {CommandName::interrupt, {true, RefusalCode::UNSUPPORTED_CONTROL, ""}},
+      {CommandName::halt, {true, RefusalCode::UNSUPPORTED_CONTROL, ""}},
+      {CommandName::frame_set, {false, RefusalCode::UNSUPPORTED_CONTROL, "frame text cannot be enforced mid-run"}},
+      {CommandName::message_inject, {false, RefusalCode::UNSUPPORTED_CONTROL, ""}},
+      {CommandName::steer, {false, RefusalCode::UNSUPPORTED_CONTROL, "headless has no mid-turn tier"}}};
   // permission.set deliberately missing: an unmentioned command is refused.
-  t.decision_modes = {{DecisionMode::frame, TierStatus::delivered}, {DecisionMode::ask, TierStatus::delivered},
+  t.decision_modes = {{DecisionMode::frame, TierStatus::delivered},
+                      {DecisionMode::ask, TierStatus::delivered},
                       {DecisionMode::observe, TierStatus::delivered}};
-  t.rendering = {{"file.read", "Read"},     {"file.write", "Write"},    {"file.edit", "Edit"},
-                 {"dir.list", "Glob"},      {"search", "Grep"},         {"shell", "Bash"},
-                 {"web.read", "WebFetch"},  {"skill.load", "Skill"},    {"subagent.spawn", "Task"},
+  t.rendering = {{"file.read", "Read"},      {"file.write", "Write"},   {"file.edit", "Edit"},
+                 {"dir.list", "Glob"},       {"search", "Grep"},        {"shell", "Bash"},
+                 {"web.read", "WebFetch"},   {"skill.load", "Skill"},   {"subagent.spawn", "Task"},
                  {"task.todo", "TodoWrite"}, {"mcp.call", std::nullopt}};
   return t;
 }
@@ -33,8 +37,8 @@ CapabilityTable claude_table() {
 CapabilityTable codex_table() {
   CapabilityTable t;
   t.adapter_id = "codex";
-  t.rendering = {{"file.write", "apply_patch"}, {"file.edit", "apply_patch"}, {"shell", "Bash"},
-                 {"file.read", std::nullopt}};
+  t.rendering = {
+      {"file.write", "apply_patch"}, {"file.edit", "apply_patch"}, {"shell", "Bash"}, {"file.read", std::nullopt}};
   return t;
 }
 
@@ -90,7 +94,8 @@ TEST(CommandSupport, HonouredAndRefusedCommandsAreWhatTheTableSays) {
   CommandSupport steer = t.command(CommandName::steer);
   EXPECT_FALSE(steer.honoured);
   EXPECT_EQ(steer.code, RefusalCode::UNSUPPORTED_CONTROL);
-  EXPECT_EQ(t.refusal_reason(CommandName::steer), "the claude adapter cannot honour steer: headless has no mid-turn tier");
+  EXPECT_EQ(t.refusal_reason(CommandName::steer),
+            "the claude adapter cannot honour steer: headless has no mid-turn tier");
   EXPECT_EQ(t.refusal_reason(CommandName::message_inject), "the claude adapter cannot honour message.inject");
 }
 

@@ -1,18 +1,17 @@
 // The protocol verbs of the real binary: check-stream, frame seal, frame verify. Runs
 // build/bin/metaharness (path compiled in) with files in a private temporary directory and
 // checks exit codes and what is printed.
-#include "golden_frame.hpp"
-#include "protocol/digest.hpp"
-#include "protocol/events.hpp"
-
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "golden_frame.hpp"
+#include "protocol/digest.hpp"
+#include "protocol/events.hpp"
 
 #ifndef MH_METAHARNESS_BIN
 #error "MH_METAHARNESS_BIN must name the metaharness binary"
@@ -31,7 +30,8 @@ struct Invocation {
 
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
 
@@ -148,8 +148,8 @@ TEST_F(CliVerbs, FrameSealToDashWritesStandardOutput) {
 }
 
 TEST_F(CliVerbs, FrameSealRefusesAMisshapenFrame) {
-  Invocation r = run("frame seal " + shell_quote(write("bad.json", R"({"format":"metaharness.frame/1"})").string()) + " " +
-              shell_quote((dir_ / "never.json").string()));
+  Invocation r = run("frame seal " + shell_quote(write("bad.json", R"({"format":"metaharness.frame/1"})").string()) +
+                     " " + shell_quote((dir_ / "never.json").string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("refused (Invalid): not a frame:"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "never.json"));

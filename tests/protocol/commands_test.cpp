@@ -1,20 +1,22 @@
 // The 7 commands and the 4 decisions: exact bytes, read back and re-serialized identically;
 // every refusal a command line can earn, with the `id` kept whenever one was readable; and
 // command.result outcomes with each refusal code.
-#include "golden_frame.hpp"
-#include "protocol/events.hpp"
-#include "protocol/reader.hpp"
-
 #include <gtest/gtest.h>
 
 #include <set>
+
+#include "golden_frame.hpp"
+#include "protocol/events.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::protocol {
 namespace {
 
 constexpr std::string_view kHead = R"({"format":"metaharness.command/1","id":"c1","command":)";
 
-std::string command_line(std::string_view rest) { return std::string(kHead) + std::string(rest); }
+std::string command_line(std::string_view rest) {
+  return std::string(kHead) + std::string(rest);
+}
 
 Command read_ok(std::string_view line) {
   auto read = read_command_line(line);
@@ -46,18 +48,14 @@ TEST_P(CommandRoundTrip, ReadsAndReserializesToTheSameBytes) {
 
 std::vector<CommandCase> command_cases() {
   return {
-      {"tool_decide_allow",
-       command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"allow"}})")},
-      {"tool_decide_deny",
-       command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"deny",)"
-                    R"("reason":"this step admits no shell"}})")},
-      {"tool_decide_replace",
-       command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"replace",)"
-                    R"("input":{"command":"ls","timeout":1.5}}})")},
+      {"tool_decide_allow", command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"allow"}})")},
+      {"tool_decide_deny", command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"deny",)"
+                                        R"("reason":"this step admits no shell"}})")},
+      {"tool_decide_replace", command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"replace",)"
+                                           R"("input":{"command":"ls","timeout":1.5}}})")},
       {"tool_decide_replace_null_input",
        command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"replace","input":null}})")},
-      {"tool_decide_abstain",
-       command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"abstain"}})")},
+      {"tool_decide_abstain", command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"abstain"}})")},
       {"frame_set", command_line(R"("frame.set","frame":)" + std::string(golden::kSealedFrameObject) + "}")},
       {"message_inject", command_line(R"("message.inject","text":"remember the tests\n"})")},
       {"steer", command_line(R"("steer","text":"stop editing"})")},
@@ -74,12 +72,14 @@ INSTANTIATE_TEST_SUITE_P(AllSeven, CommandRoundTrip, testing::ValuesIn(command_c
 
 TEST(CommandCases, CoverEveryCommandOfTheVocabulary) {
   std::set<CommandName> covered;
-  for (const auto& c : command_cases()) covered.insert(command_name(read_ok(c.line).payload));
+  for (const auto& c : command_cases())
+    covered.insert(command_name(read_ok(c.line).payload));
   EXPECT_EQ(covered.size(), kCommandCount);
 }
 
 TEST(CommandRead, TypedFieldsAreWhatTheLineSaid) {
-  Command c = read_ok(command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"deny","reason":"no"}})"));
+  Command c =
+      read_ok(command_line(R"("tool.decide","call_id":"toolu_01","decision":{"decision":"deny","reason":"no"}})"));
   EXPECT_EQ(c.id, "c1");
   const auto& decide = std::get<cmd::ToolDecide>(c.payload);
   EXPECT_EQ(decide.call_id, "toolu_01");
@@ -98,8 +98,8 @@ TEST(CommandRead, UnknownExtraFieldsAreIgnored) {
 }
 
 TEST(CommandNames, AreTheSevenInVocabularyOrder) {
-  const std::array<std::string_view, 7> expected = {"tool.decide", "frame.set", "message.inject", "steer",
-                                                    "permission.set", "interrupt", "halt"};
+  const std::array<std::string_view, 7> expected = {
+      "tool.decide", "frame.set", "message.inject", "steer", "permission.set", "interrupt", "halt"};
   EXPECT_EQ(EnumNames<CommandName>::names, expected);
 }
 
@@ -159,7 +159,8 @@ TEST(Decision, DenyWithAnEmptyOrBlankReasonIsMalformed) {
 }
 
 TEST(Decision, DenyWithAReasonThatHasTextAroundBlanksIsAccepted) {
-  Command c = read_ok(command_line(R"("tool.decide","call_id":"x","decision":{"decision":"deny","reason":"\u00a0no\u00a0"}})"));
+  Command c =
+      read_ok(command_line(R"("tool.decide","call_id":"x","decision":{"decision":"deny","reason":"\u00a0no\u00a0"}})"));
   EXPECT_EQ(std::get<decision::Deny>(std::get<cmd::ToolDecide>(c.payload).decision).reason, "\u00a0no\u00a0");
 }
 
@@ -195,16 +196,15 @@ TEST(CommandRefusal, MissingRequiredFieldIsMalformedAndKeepsTheId) {
     std::string_view rest;
     std::string_view names;
   };
-  for (auto [rest, names] : std::vector<Case>{
-           {R"("tool.decide","decision":"allow"})", "call_id"},
-           {R"("tool.decide","call_id":"x"})", "decision"},
-           {R"("frame.set"})", "frame"},
-           {R"("message.inject"})", "text"},
-           {R"("steer","text":7})", "text"},
-           {R"("permission.set"})", "posture"},
-           {R"("permission.set","posture":""})", "posture"},
-           {R"("interrupt","reason":false})", "reason"},
-           {R"("halt","reason":[]})", "reason"}}) {
+  for (auto [rest, names] : std::vector<Case>{{R"("tool.decide","decision":"allow"})", "call_id"},
+                                              {R"("tool.decide","call_id":"x"})", "decision"},
+                                              {R"("frame.set"})", "frame"},
+                                              {R"("message.inject"})", "text"},
+                                              {R"("steer","text":7})", "text"},
+                                              {R"("permission.set"})", "posture"},
+                                              {R"("permission.set","posture":""})", "posture"},
+                                              {R"("interrupt","reason":false})", "reason"},
+                                              {R"("halt","reason":[]})", "reason"}}) {
     LineRefusal r = read_refused(command_line(rest));
     EXPECT_EQ(r.kind, LineRefusalKind::Malformed) << rest;
     EXPECT_NE(r.message.find(names), std::string::npos) << r.message;
@@ -310,8 +310,8 @@ std::string result_line(std::string_view outcome) {
 }
 
 TEST(CommandOutcome, OkWithNullAndWithAStringAppliesAt) {
-  for (std::string_view outcome : {R"({"result":"ok","applies_at":null})",
-                                   R"({"result":"ok","applies_at":"the next turn or step boundary"})"}) {
+  for (std::string_view outcome :
+       {R"({"result":"ok","applies_at":null})", R"({"result":"ok","applies_at":"the next turn or step boundary"})"}) {
     auto read = read_event_line(result_line(outcome));
     ASSERT_TRUE(read) << read.error().message;
     EXPECT_TRUE(std::get<ev::CommandResult>(read->payload).outcome.is_ok());
@@ -322,7 +322,8 @@ TEST(CommandOutcome, OkWithNullAndWithAStringAppliesAt) {
 class RefusedOutcome : public testing::TestWithParam<RefusalCode> {};
 
 TEST_P(RefusedOutcome, RoundTripsWithItsCodeAndReason) {
-  ev::CommandResult result{"start/tool.decide", CommandOutcome::refused(GetParam(), "the claude adapter cannot honour it")};
+  ev::CommandResult result{"start/tool.decide",
+                           CommandOutcome::refused(GetParam(), "the claude adapter cannot honour it")};
   Event e{3, "r-1", std::nullopt, result};
   std::string line = serialize(e);
   EXPECT_NE(line.find(R"("outcome":{"result":"refused","refused":{"code":")" + std::string(to_string(GetParam())) +
@@ -353,7 +354,8 @@ TEST(CommandOutcome, UnknownCodeOrResultIsMalformed) {
   ASSERT_FALSE(bad_result);
   EXPECT_EQ(bad_result.error().kind, LineRefusalKind::Malformed);
   // The human text key is `reason`, not `message`.
-  auto message_key = read_event_line(result_line(R"({"result":"refused","refused":{"code":"TOO_LATE","message":"x"}})"));
+  auto message_key =
+      read_event_line(result_line(R"({"result":"refused","refused":{"code":"TOO_LATE","message":"x"}})"));
   ASSERT_FALSE(message_key);
   EXPECT_NE(message_key.error().message.find("\"reason\""), std::string::npos);
 }

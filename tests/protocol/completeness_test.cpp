@@ -1,15 +1,17 @@
 // Stream completeness (reference §4.4) and well-formedness: the verdict, and the first line
 // that is not a well-formed event in sequence.
 #include "protocol/completeness.hpp"
-#include "protocol/events.hpp"
 
 #include <gtest/gtest.h>
+
+#include "protocol/events.hpp"
 
 namespace mh::protocol {
 namespace {
 
 std::string text_line(std::uint64_t seq, std::string_view run = "r-1") {
-  return serialize(Event{seq, std::string(run), std::nullopt, ev::Text{"line " + std::to_string(seq), std::nullopt}}) + "\n";
+  return serialize(Event{seq, std::string(run), std::nullopt, ev::Text{"line " + std::to_string(seq), std::nullopt}}) +
+         "\n";
 }
 
 std::string closed_line(std::uint64_t seq, std::uint64_t events, std::string_view run = "r-1",
@@ -24,7 +26,8 @@ std::string closed_line(std::uint64_t seq, std::uint64_t events, std::string_vie
 // n text events then a correct stream.closed.
 std::string complete_stream(std::uint64_t n) {
   std::string s;
-  for (std::uint64_t i = 1; i <= n; ++i) s += text_line(i);
+  for (std::uint64_t i = 1; i <= n; ++i)
+    s += text_line(i);
   return s + closed_line(n + 1, n);
 }
 
@@ -104,8 +107,8 @@ TEST(Completeness, AMarkerCountingTheWrongNumberOfEventsIsInconsistent) {
     std::string s = text_line(1) + text_line(2) + text_line(3) + closed_line(4, stated);
     StreamVerdict v = check_stream(s);
     EXPECT_EQ(v.kind, Completeness::Inconsistent) << stated;
-    EXPECT_EQ(v.reason, "stream.closed counts " + std::to_string(stated) +
-                            " event(s) before it, but 3 line(s) precede it");
+    EXPECT_EQ(v.reason,
+              "stream.closed counts " + std::to_string(stated) + " event(s) before it, but 3 line(s) precede it");
   }
 }
 
@@ -147,7 +150,9 @@ TEST(WellFormed, AMarkerNamingAnotherRunIsBad) {
 }
 
 TEST(WellFormed, ALineThatIsNotAnEventIsNamedWithTheReadersRefusal) {
-  std::string s = text_line(1) + R"({"format":"metaharness.command/1","id":"c1","command":"halt"})" "\n" +
+  std::string s = text_line(1) +
+                  R"({"format":"metaharness.command/1","id":"c1","command":"halt"})"
+                  "\n" +
                   text_line(3) + closed_line(4, 3);
   StreamVerdict v = check_stream(s);
   EXPECT_EQ(v.kind, Completeness::Complete);
@@ -169,7 +174,8 @@ TEST(WellFormed, AnOversizedLineIsBadWithoutBeingHeld) {
   StreamChecker checker(/*max_line_bytes=*/256);
   checker.feed(text_line(1));
   std::string big = serialize(Event{2, "r-1", std::nullopt, ev::Text{std::string(1000, 'x'), std::nullopt}}) + "\n";
-  for (std::size_t i = 0; i < big.size(); i += 10) checker.feed(std::string_view(big).substr(i, 10));
+  for (std::size_t i = 0; i < big.size(); i += 10)
+    checker.feed(std::string_view(big).substr(i, 10));
   checker.feed(closed_line(3, 2));
   StreamVerdict v = checker.finish();
   EXPECT_EQ(v.kind, Completeness::Complete);
@@ -182,7 +188,8 @@ TEST(WellFormed, ChunkingDoesNotChangeTheVerdict) {
   std::string s = complete_stream(20);
   for (std::size_t chunk : {1, 3, 64, 100000}) {
     StreamChecker checker;
-    for (std::size_t i = 0; i < s.size(); i += chunk) checker.feed(std::string_view(s).substr(i, chunk));
+    for (std::size_t i = 0; i < s.size(); i += chunk)
+      checker.feed(std::string_view(s).substr(i, chunk));
     StreamVerdict v = checker.finish();
     EXPECT_TRUE(v.complete_and_well_formed()) << chunk << ": " << v.summary();
     EXPECT_EQ(v.events_before_marker, 20u);

@@ -2,15 +2,16 @@
 // nullable field set), read back and re-serialized byte-identically. The minimal forms are
 // golden lines written out by hand from the reference's field tables (§2.4, §3), so a field
 // out of order, omitted instead of null, or spelled differently fails here.
-#include "protocol/digest.hpp"
 #include "protocol/events.hpp"
-#include "protocol/reader.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <functional>
 #include <set>
+
+#include "protocol/digest.hpp"
+#include "protocol/reader.hpp"
 
 namespace mh::protocol {
 namespace {
@@ -19,9 +20,13 @@ constexpr std::string_view kEnvelope = R"({"format":"metaharness.event/1","seq":
 const std::string kDigestA = sha256_hex("a");
 const std::string kDigestB = sha256_hex("b");
 
-Event make_event(EventPayload payload) { return Event{1, "r-1", std::nullopt, std::move(payload)}; }
+Event make_event(EventPayload payload) {
+  return Event{1, "r-1", std::nullopt, std::move(payload)};
+}
 
-std::string with_envelope(std::string_view rest) { return std::string(kEnvelope) + std::string(rest); }
+std::string with_envelope(std::string_view rest) {
+  return std::string(kEnvelope) + std::string(rest);
+}
 
 json::value parse_or_die(std::string_view text) {
   auto v = parse_json(text);
@@ -29,7 +34,9 @@ json::value parse_or_die(std::string_view text) {
   return v ? *v : json::value();
 }
 
-StepRef sample_step() { return StepRef{"development/default", "implement", 2, 1}; }
+StepRef sample_step() {
+  return StepRef{"development/default", "implement", 2, 1};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Every nullable field null (the minimal form)
@@ -43,49 +50,73 @@ struct GoldenCase {
 
 std::vector<GoldenCase> minimal_cases() {
   std::vector<GoldenCase> cases;
-  cases.push_back({"session_started", [] {
+  cases.push_back({"session_started",
+                   [] {
                      ev::SessionStarted e;
                      e.adapter = "claude";
                      return make_event(e);
                    },
-                   with_envelope(
-                       R"("event":"session.started","adapter":"claude","adapter_class":"harness",)"
-                       R"("harness_version":null,"session_id":null,"model":null,"permission_mode":null,)"
-                       R"("credential_source":null,"output_style":null,"cwd":null,"offered_tools":null,)"
-                       R"("withheld":null,"slash_commands":null,"skills":null,"agents":null,"plugins":null,)"
-                       R"("mcp_servers":null,"inputs_digest":null,)"
-                       R"("transcript":{"path":null,"digest":null,"bytes":null},)"
-                       R"("hermetic":{"mode":"off","decisions":"frame","imposed":[],"unavailable":[],)"
-                       R"("ambient_inputs":[],"installed_plugins":[]}})")});
+                   with_envelope(R"("event":"session.started","adapter":"claude","adapter_class":"harness",)"
+                                 R"("harness_version":null,"session_id":null,"model":null,"permission_mode":null,)"
+                                 R"("credential_source":null,"output_style":null,"cwd":null,"offered_tools":null,)"
+                                 R"("withheld":null,"slash_commands":null,"skills":null,"agents":null,"plugins":null,)"
+                                 R"("mcp_servers":null,"inputs_digest":null,)"
+                                 R"("transcript":{"path":null,"digest":null,"bytes":null},)"
+                                 R"("hermetic":{"mode":"off","decisions":"frame","imposed":[],"unavailable":[],)"
+                                 R"("ambient_inputs":[],"installed_plugins":[]}})")});
   cases.push_back({"session_ended", [] { return make_event(ev::SessionEnded{}); },
-                   with_envelope(
-                       R"("event":"session.ended","final_answer":null,"observed_models":null,)"
-                       R"("is_error":null,"subtype":null,"stop_reason":null,"terminal_reason":null,)"
-                       R"("api_error_status":null,"num_turns":null,"duration_ms":null,)"
-                       R"("duration_api_ms":null,"ttft_ms":null,"time_to_request_ms":null,)"
-                       R"("total_cost_usd":null,"permission_denials":null,"subagents_spawned":null,)"
-                       R"("usage":null,"model_usage":null,"census":{"allowed":0,"denied":0,)"
-                       R"("replaced":0,"abstained":0,"by_seam":{},"by_decider":{}}})")});
-  cases.push_back({"step_entered", [] { return make_event(ev::StepEntered{sample_step(), std::nullopt}); },
+                   with_envelope(R"("event":"session.ended","final_answer":null,"observed_models":null,)"
+                                 R"("is_error":null,"subtype":null,"stop_reason":null,"terminal_reason":null,)"
+                                 R"("api_error_status":null,"num_turns":null,"duration_ms":null,)"
+                                 R"("duration_api_ms":null,"ttft_ms":null,"time_to_request_ms":null,)"
+                                 R"("total_cost_usd":null,"permission_denials":null,"subagents_spawned":null,)"
+                                 R"("usage":null,"model_usage":null,"census":{"allowed":0,"denied":0,)"
+                                 R"("replaced":0,"abstained":0,"by_seam":{},"by_decider":{}}})")});
+  cases.push_back({"step_entered",
+                   [] {
+                     return make_event(ev::StepEntered{sample_step(), std::nullopt});
+                   },
                    with_envelope(R"("event":"step.entered","step":{"workflow":"development/default",)"
                                  R"("state":"implement","index":2,"attempt":1},"frame_digest":null})")});
-  cases.push_back({"step_left", [] { return make_event(ev::StepLeft{sample_step(), StepOutcome{}}); },
+  cases.push_back({"step_left",
+                   [] {
+                     return make_event(ev::StepLeft{sample_step(), StepOutcome{}});
+                   },
                    with_envelope(R"("event":"step.left","step":{"workflow":"development/default",)"
                                  R"("state":"implement","index":2,"attempt":1},)"
                                  R"("outcome":{"outcome":"completed"}})")});
-  cases.push_back({"turn_started", [] { return make_event(ev::TurnStarted{1, std::nullopt}); },
+  cases.push_back({"turn_started",
+                   [] {
+                     return make_event(ev::TurnStarted{1, std::nullopt});
+                   },
                    with_envelope(R"("event":"turn.started","turn":1,"frame_digest":null})")});
-  cases.push_back({"turn_ended", [] { return make_event(ev::TurnEnded{1, std::nullopt}); },
+  cases.push_back({"turn_ended",
+                   [] {
+                     return make_event(ev::TurnEnded{1, std::nullopt});
+                   },
                    with_envelope(R"("event":"turn.ended","turn":1,"stop_reason":null})")});
-  cases.push_back({"text", [] { return make_event(ev::Text{"I’ll run the tests.", std::nullopt}); },
+  cases.push_back({"text",
+                   [] {
+                     return make_event(ev::Text{"I’ll run the tests.", std::nullopt});
+                   },
                    with_envelope(R"("event":"text","text":"I’ll run the tests.","request_id":null})")});
-  cases.push_back({"thinking", [] { return make_event(ev::Thinking{"hmm", std::nullopt}); },
+  cases.push_back({"thinking",
+                   [] {
+                     return make_event(ev::Thinking{"hmm", std::nullopt});
+                   },
                    with_envelope(R"("event":"thinking","text":"hmm","request_id":null})")});
-  cases.push_back({"thinking_estimate", [] { return make_event(ev::ThinkingEstimate{120, std::nullopt}); },
+  cases.push_back({"thinking_estimate",
+                   [] {
+                     return make_event(ev::ThinkingEstimate{120, std::nullopt});
+                   },
                    with_envelope(R"("event":"thinking.estimate","estimate":120,"delta":null})")});
-  cases.push_back({"injection", [] { return make_event(ev::Injection{"loaded skill", std::nullopt}); },
+  cases.push_back({"injection",
+                   [] {
+                     return make_event(ev::Injection{"loaded skill", std::nullopt});
+                   },
                    with_envelope(R"("event":"injection","text":"loaded skill","origin":null})")});
-  cases.push_back({"tool_requested", [] {
+  cases.push_back({"tool_requested",
+                   [] {
                      ev::ToolRequested e;
                      e.call_id = "toolu_01";
                      e.name = "Bash";
@@ -97,7 +128,8 @@ std::vector<GoldenCase> minimal_cases() {
                    with_envelope(R"("event":"tool.requested","call_id":"toolu_01","name":"Bash",)"
                                  R"("input":null,"decision_required":false,"deadline_ms":null,)"
                                  R"("seam":"hook"})")});
-  cases.push_back({"tool_decided", [] {
+  cases.push_back({"tool_decided",
+                   [] {
                      ev::ToolDecided e;
                      e.call_id = "toolu_01";
                      e.decision = decision::Allow{};
@@ -108,7 +140,8 @@ std::vector<GoldenCase> minimal_cases() {
                    with_envelope(R"("event":"tool.decided","call_id":"toolu_01",)"
                                  R"("decision":{"decision":"allow"},"decided_by":"frame",)"
                                  R"("seam":"hook","latency_ms":null,"peer":null})")});
-  cases.push_back({"tool_result", [] {
+  cases.push_back({"tool_result",
+                   [] {
                      ev::ToolResult e;
                      e.call_id = "toolu_01";
                      return make_event(e);
@@ -125,22 +158,30 @@ std::vector<GoldenCase> minimal_cases() {
   cases.push_back({"rate_limit", [] { return make_event(ev::RateLimit{}); },
                    with_envelope(R"("event":"rate_limit","info":{"status":null,"window":null,)"
                                  R"("resets_at":null,"utilization":null,"using_overage":null}})")});
-  cases.push_back({"command_result", [] { return make_event(ev::CommandResult{"c1", CommandOutcome::ok()}); },
+  cases.push_back({"command_result",
+                   [] {
+                     return make_event(ev::CommandResult{"c1", CommandOutcome::ok()});
+                   },
                    with_envelope(R"("event":"command.result","id":"c1",)"
                                  R"("outcome":{"result":"ok","applies_at":null}})")});
-  cases.push_back({"warning", [] { return make_event(ev::Warning{"NO_FRAME_IN_FORCE", "no frame"}); },
+  cases.push_back({"warning",
+                   [] {
+                     return make_event(ev::Warning{"NO_FRAME_IN_FORCE", "no frame"});
+                   },
                    with_envelope(R"("event":"warning","code":"NO_FRAME_IN_FORCE","message":"no frame"})")});
-  cases.push_back({"opaque", [] {
+  cases.push_back({"opaque",
+                   [] {
                      ev::Opaque e;
                      e.digest = kDigestA;
                      return make_event(e);
                    },
-                   with_envelope(R"("event":"opaque","vendor_type":null,"vendor_subtype":null,"digest":")" +
-                                 kDigestA + R"(","source_line":null})")});
+                   with_envelope(R"("event":"opaque","vendor_type":null,"vendor_subtype":null,"digest":")" + kDigestA +
+                                 R"(","source_line":null})")});
   cases.push_back({"auth_expired", [] { return make_event(ev::AuthExpired{}); },
                    with_envelope(R"("event":"auth.expired","credential_source":null,"detail":null,)"
                                  R"("source_line":null})")});
-  cases.push_back({"stream_closed", [] {
+  cases.push_back({"stream_closed",
+                   [] {
                      ev::StreamClosed e;
                      e.events = 0;
                      e.reason = CloseReason::steer_halt;
@@ -265,16 +306,14 @@ std::vector<GoldenCase> full_cases() {
   });
   add("usage", [] { return make_event(ev::Usage{std::string("req_1"), std::string("opus"), full_usage(0.0123)}); });
   add("rate_limit", [] {
-    return make_event(ev::RateLimit{RateLimitInfo{std::string("allowed"), std::string("five_hour"),
-                                                  1767225600, 0.238876, false}});
+    return make_event(
+        ev::RateLimit{RateLimitInfo{std::string("allowed"), std::string("five_hour"), 1767225600, 0.238876, false}});
   });
   add("command_result", [] {
     return make_event(ev::CommandResult{"c2", CommandOutcome::ok("the next turn or step boundary")});
   });
   add("warning", [] { return make_event(ev::Warning{"UNCOVERED_TOOL", "NotebookEdit is uncovered"}); });
-  add("opaque", [] {
-    return make_event(ev::Opaque{std::string("system"), std::string("hologram"), kDigestA, 7});
-  });
+  add("opaque", [] { return make_event(ev::Opaque{std::string("system"), std::string("hologram"), kDigestA, 7}); });
   add("auth_expired", [] {
     return make_event(ev::AuthExpired{std::string("operator-login"), std::string("OAuth token expired"), 12});
   });
@@ -291,7 +330,9 @@ std::vector<GoldenCase> full_cases() {
   return cases;
 }
 
-std::string case_name(const testing::TestParamInfo<GoldenCase>& info) { return info.param.label; }
+std::string case_name(const testing::TestParamInfo<GoldenCase>& info) {
+  return info.param.label;
+}
 
 class MinimalEvent : public testing::TestWithParam<GoldenCase> {};
 
@@ -326,18 +367,19 @@ INSTANTIATE_TEST_SUITE_P(AllTwenty, FullEvent, testing::ValuesIn(full_cases()), 
 TEST(EventCases, CoverEveryEventOfTheVocabularyInBothForms) {
   for (const auto& cases : {minimal_cases(), full_cases()}) {
     std::set<std::string_view> covered;
-    for (const auto& c : cases) covered.insert(event_name(c.build().payload));
+    for (const auto& c : cases)
+      covered.insert(event_name(c.build().payload));
     EXPECT_EQ(covered.size(), kEventCount);
-    for (auto name : event_names()) EXPECT_TRUE(covered.count(name)) << name;
+    for (auto name : event_names())
+      EXPECT_TRUE(covered.count(name)) << name;
   }
 }
 
 TEST(EventNames, AreTheTwentyInVocabularyOrder) {
   const std::array<std::string_view, 20> expected = {
-      "session.started", "session.ended", "step.entered", "step.left", "turn.started",
-      "turn.ended", "text", "thinking", "thinking.estimate", "injection", "tool.requested",
-      "tool.decided", "tool.result", "usage", "rate_limit", "command.result", "warning",
-      "opaque", "auth.expired", "stream.closed"};
+      "session.started", "session.ended",     "step.entered", "step.left",      "turn.started", "turn.ended",   "text",
+      "thinking",        "thinking.estimate", "injection",    "tool.requested", "tool.decided", "tool.result",  "usage",
+      "rate_limit",      "command.result",    "warning",      "opaque",         "auth.expired", "stream.closed"};
   EXPECT_EQ(event_names(), expected);
 }
 
@@ -347,23 +389,24 @@ TEST(EventNames, AreTheTwentyInVocabularyOrder) {
 
 TEST(EventBytes, SessionStartedFullFormMatchesTheReferenceFieldOrder) {
   Event e = full_cases()[0].build();
-  EXPECT_EQ(serialize(e),
-            with_envelope(
-                R"("event":"session.started","adapter":"codex","adapter_class":"direct_provider",)"
-                R"("harness_version":"2.1.241","session_id":"s-1","model":"claude-opus",)"
-                R"("permission_mode":"default","credential_source":"none","output_style":"default",)"
-                R"("cwd":"/work","offered_tools":["Bash","Read"],"available_operations":["shell","file.read"],)"
-                R"("withheld":[{"tool":"WebFetch","reason":"denied by policy"}],"slash_commands":["/compact"],)"
-                R"("skills":["tdd"],"agents":["reviewer"],)"
-                R"("plugins":[{"name":"p","source":"repo@p","version":"1.0"}],)"
-                R"("mcp_servers":[{"name":"github","status":"connected"}],"inputs_digest":")" +
-                kDigestA + R"(","transcript":{"path":"/tmp/t.jsonl","digest":")" + kDigestB +
-                R"(","bytes":1234},"hermetic":{"mode":"strict","decisions":"ask",)"
-                R"("imposed":[{"row":"h1a","how":"empty plugin dir"},{"row":"h10","how":"copied tree"}],)"
-                R"("unavailable":[{"row":"h11","why":"no sandbox"}],)"
-                R"("ambient_inputs":["allow grants on this wire"],)"
-                R"("installed_plugins":[{"name":"p","source":"repo@p","installed_at":"/scratch/p",)"
-                R"("digest":")" + kDigestB + R"(","loaded_by":"--plugin-dir"}]}})"));
+  EXPECT_EQ(
+      serialize(e),
+      with_envelope(R"("event":"session.started","adapter":"codex","adapter_class":"direct_provider",)"
+                    R"("harness_version":"2.1.241","session_id":"s-1","model":"claude-opus",)"
+                    R"("permission_mode":"default","credential_source":"none","output_style":"default",)"
+                    R"("cwd":"/work","offered_tools":["Bash","Read"],"available_operations":["shell","file.read"],)"
+                    R"("withheld":[{"tool":"WebFetch","reason":"denied by policy"}],"slash_commands":["/compact"],)"
+                    R"("skills":["tdd"],"agents":["reviewer"],)"
+                    R"("plugins":[{"name":"p","source":"repo@p","version":"1.0"}],)"
+                    R"("mcp_servers":[{"name":"github","status":"connected"}],"inputs_digest":")" +
+                    kDigestA + R"(","transcript":{"path":"/tmp/t.jsonl","digest":")" + kDigestB +
+                    R"(","bytes":1234},"hermetic":{"mode":"strict","decisions":"ask",)"
+                    R"("imposed":[{"row":"h1a","how":"empty plugin dir"},{"row":"h10","how":"copied tree"}],)"
+                    R"("unavailable":[{"row":"h11","why":"no sandbox"}],)"
+                    R"("ambient_inputs":["allow grants on this wire"],)"
+                    R"("installed_plugins":[{"name":"p","source":"repo@p","installed_at":"/scratch/p",)"
+                    R"("digest":")" +
+                    kDigestB + R"(","loaded_by":"--plugin-dir"}]}})"));
 }
 
 TEST(EventBytes, SessionEndedFullFormSortsMapsAndFreeFormKeys) {
@@ -371,35 +414,35 @@ TEST(EventBytes, SessionEndedFullFormSortsMapsAndFreeFormKeys) {
   const std::string usage = [](std::string_view cost) {
     return R"({"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":3000,)"
            R"("cache_creation_input_tokens":400,"service_tier":"standard","thinking_tokens":7,)"
-           R"("iterations":2,"speed":"fast","cost_usd":)" + std::string(cost) + "}";
+           R"("iterations":2,"speed":"fast","cost_usd":)" +
+           std::string(cost) + "}";
   }("0.25");
-  EXPECT_EQ(serialize(e),
-            with_envelope(
-                R"("event":"session.ended","final_answer":{"text":"done","turn_id":"turn-1"},)"
-                R"("observed_models":[{"turn":1,"turn_id":"turn-1","model":"gpt-5","scope":"turn_selection"}],)"
-                R"("is_error":false,"subtype":"success","stop_reason":"end_turn","terminal_reason":"completed",)"
-                R"("api_error_status":"529","num_turns":3,"duration_ms":1000,"duration_api_ms":900,)"
-                R"("ttft_ms":50,"time_to_request_ms":10,"total_cost_usd":0.0010919999999999999,)"
-                R"("permission_denials":[{"tool_name":"Bash","tool_use_id":"toolu_9",)"
-                R"("tool_input":{"b":[2,1],"command":"rm -rf /"}}],"subagents_spawned":0,"usage":)" +
-                usage + R"(,"model_usage":{"haiku":)" +
-                R"({"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":3000,)"
-                R"("cache_creation_input_tokens":400,"service_tier":"standard","thinking_tokens":7,)"
-                R"("iterations":2,"speed":"fast","cost_usd":3.0},"opus":)"
-                R"({"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":3000,)"
-                R"("cache_creation_input_tokens":400,"service_tier":"standard","thinking_tokens":7,)"
-                R"("iterations":2,"speed":"fast","cost_usd":0.0}},)"
-                R"("census":{"allowed":1,"denied":2,"replaced":0,"abstained":0,)"
-                R"("by_seam":{"hook":3},"by_decider":{"embedder":1,"frame":2}}})"));
+  EXPECT_EQ(
+      serialize(e),
+      with_envelope(R"("event":"session.ended","final_answer":{"text":"done","turn_id":"turn-1"},)"
+                    R"("observed_models":[{"turn":1,"turn_id":"turn-1","model":"gpt-5","scope":"turn_selection"}],)"
+                    R"("is_error":false,"subtype":"success","stop_reason":"end_turn","terminal_reason":"completed",)"
+                    R"("api_error_status":"529","num_turns":3,"duration_ms":1000,"duration_api_ms":900,)"
+                    R"("ttft_ms":50,"time_to_request_ms":10,"total_cost_usd":0.0010919999999999999,)"
+                    R"("permission_denials":[{"tool_name":"Bash","tool_use_id":"toolu_9",)"
+                    R"("tool_input":{"b":[2,1],"command":"rm -rf /"}}],"subagents_spawned":0,"usage":)" +
+                    usage + R"(,"model_usage":{"haiku":)" +
+                    R"({"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":3000,)"
+                    R"("cache_creation_input_tokens":400,"service_tier":"standard","thinking_tokens":7,)"
+                    R"("iterations":2,"speed":"fast","cost_usd":3.0},"opus":)"
+                    R"({"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":3000,)"
+                    R"("cache_creation_input_tokens":400,"service_tier":"standard","thinking_tokens":7,)"
+                    R"("iterations":2,"speed":"fast","cost_usd":0.0}},)"
+                    R"("census":{"allowed":1,"denied":2,"replaced":0,"abstained":0,)"
+                    R"("by_seam":{"hook":3},"by_decider":{"embedder":1,"frame":2}}})"));
 }
 
 TEST(EventBytes, ToolRequestedWritesOperationsAndSubjectsWhenPresent) {
   Event e = full_cases()[10].build();
-  EXPECT_EQ(serialize(e),
-            with_envelope(R"("event":"tool.requested","call_id":"toolu_01","name":"apply_patch",)"
-                          R"("input":{"patch":"*** Begin Patch","path":"src/lib.rs"},)"
-                          R"("operations":["file.write","file.edit"],"subjects":["file:src/lib.rs"],)"
-                          R"("decision_required":true,"deadline_ms":55000,"seam":"hook"})"));
+  EXPECT_EQ(serialize(e), with_envelope(R"("event":"tool.requested","call_id":"toolu_01","name":"apply_patch",)"
+                                        R"("input":{"patch":"*** Begin Patch","path":"src/lib.rs"},)"
+                                        R"("operations":["file.write","file.edit"],"subjects":["file:src/lib.rs"],)"
+                                        R"("decision_required":true,"deadline_ms":55000,"seam":"hook"})"));
 }
 
 TEST(EventBytes, ToolRequestedOmitsOperationsWhenEmptyButKeepsSubjects) {
@@ -415,27 +458,24 @@ TEST(EventBytes, ToolRequestedOmitsOperationsWhenEmptyButKeepsSubjects) {
 
 TEST(EventBytes, ToolDecidedCarriesTheDecisionObjectAndPeer) {
   Event e = full_cases()[11].build();
-  EXPECT_EQ(serialize(e),
-            with_envelope(R"("event":"tool.decided","call_id":"toolu_01",)"
-                          R"("decision":{"decision":"replace","input":{"command":"ls -la"}},)"
-                          R"("decided_by":"embedder","seam":"control_request","latency_ms":12,)"
-                          R"("peer":{"uid":1000,"pid":4242}})"));
+  EXPECT_EQ(serialize(e), with_envelope(R"("event":"tool.decided","call_id":"toolu_01",)"
+                                        R"("decision":{"decision":"replace","input":{"command":"ls -la"}},)"
+                                        R"("decided_by":"embedder","seam":"control_request","latency_ms":12,)"
+                                        R"("peer":{"uid":1000,"pid":4242}})"));
 }
 
 TEST(EventBytes, ToolResultFullFormFieldOrder) {
   Event e = full_cases()[12].build();
-  EXPECT_EQ(serialize(e),
-            with_envelope(R"("event":"tool.result","exit_code":-1,)"
-                          R"("outcome_source":"retained_tool_completion","call_id":"toolu_01",)"
-                          R"("is_error":true,"content":"exit 1","bytes":6,)"
-                          R"("tool_use_result":{"interrupted":false,"stderr":"boom","stdout":""}})"));
+  EXPECT_EQ(serialize(e), with_envelope(R"("event":"tool.result","exit_code":-1,)"
+                                        R"("outcome_source":"retained_tool_completion","call_id":"toolu_01",)"
+                                        R"("is_error":true,"content":"exit 1","bytes":6,)"
+                                        R"("tool_use_result":{"interrupted":false,"stderr":"boom","stdout":""}})"));
 }
 
 TEST(EventBytes, RateLimitCarriesUtilizationAsShortestFloat) {
   Event e = full_cases()[14].build();
-  EXPECT_EQ(serialize(e),
-            with_envelope(R"("event":"rate_limit","info":{"status":"allowed","window":"five_hour",)"
-                          R"("resets_at":1767225600,"utilization":0.238876,"using_overage":false}})"));
+  EXPECT_EQ(serialize(e), with_envelope(R"("event":"rate_limit","info":{"status":"allowed","window":"five_hour",)"
+                                        R"("resets_at":1767225600,"utilization":0.238876,"using_overage":false}})"));
 }
 
 TEST(EventBytes, CommandResultOkWithAppliesAt) {
@@ -571,24 +611,24 @@ TEST_P(CostFloat, PrintsShortestRoundTripAndReadsBackExactly) {
   EXPECT_EQ(serialize(*read), line);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Reference, CostFloat,
-    testing::Values(FloatCase{0.0, "0.0"}, FloatCase{0.25, "0.25"}, FloatCase{0.0123, "0.0123"},
-                    FloatCase{0.0010919999999999999, "0.0010919999999999999"},
-                    FloatCase{0.238876, "0.238876"}, FloatCase{3.0, "3.0"},
-                    FloatCase{1234.5, "1234.5"}, FloatCase{-0.5, "-0.5"},
-                    // ryu's layout, not std::to_chars's shortest-of-two: small and large values
-                    FloatCase{0.0001, "0.0001"}, FloatCase{0.00003, "0.00003"},
-                    FloatCase{1e-7, "1e-7"}, FloatCase{1.5e-7, "1.5e-7"},
-                    FloatCase{1000000.0, "1000000.0"}, FloatCase{1e15, "1000000000000000.0"},
-                    FloatCase{1e16, "1e16"}, FloatCase{1.2345e20, "1.2345e20"},
-                    FloatCase{949.3012028926441, "949.3012028926441"},
-                    FloatCase{0.0075574503474009685, "0.0075574503474009685"}),
-    [](const testing::TestParamInfo<FloatCase>& info) {
-      std::string name = "v";
-      for (char c : info.param.text) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Reference, CostFloat,
+                         testing::Values(FloatCase{0.0, "0.0"}, FloatCase{0.25, "0.25"}, FloatCase{0.0123, "0.0123"},
+                                         FloatCase{0.0010919999999999999, "0.0010919999999999999"},
+                                         FloatCase{0.238876, "0.238876"}, FloatCase{3.0, "3.0"},
+                                         FloatCase{1234.5, "1234.5"}, FloatCase{-0.5, "-0.5"},
+                                         // ryu's layout, not std::to_chars's shortest-of-two: small and large values
+                                         FloatCase{0.0001, "0.0001"}, FloatCase{0.00003, "0.00003"},
+                                         FloatCase{1e-7, "1e-7"}, FloatCase{1.5e-7, "1.5e-7"},
+                                         FloatCase{1000000.0, "1000000.0"}, FloatCase{1e15, "1000000000000000.0"},
+                                         FloatCase{1e16, "1e16"}, FloatCase{1.2345e20, "1.2345e20"},
+                                         FloatCase{949.3012028926441, "949.3012028926441"},
+                                         FloatCase{0.0075574503474009685, "0.0075574503474009685"}),
+                         [](const testing::TestParamInfo<FloatCase>& info) {
+                           std::string name = "v";
+                           for (char c : info.param.text)
+                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 TEST(EventFloats, IntegerWrittenInAFloatFieldReadsAsFloat) {
   auto read = read_event_line(with_envelope(R"("event":"session.ended","total_cost_usd":2,"census":)"
@@ -603,11 +643,11 @@ TEST(EventFloats, IntegerWrittenInAFloatFieldReadsAsFloat) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(EventFreeForm, ToolInputIsReserializedWithSortedKeysAtEveryDepth) {
-  std::string vendor_line = with_envelope(
-      R"("event":"tool.requested","call_id":"c","name":"X","input": { "zeta" : 1, "Zeta": 2,)"
-      R"( "é": [ {"b": 1, "a": {"d": true, "c": null}} ], "alpha": {"y": 1.0, "x": 1e2, "w": -0,)"
-      R"( "v": 12345678901234567890, "u": -9223372036854775808 }, "": 0 },)"
-      R"("decision_required":false,"deadline_ms":null,"seam":"none"})");
+  std::string vendor_line =
+      with_envelope(R"("event":"tool.requested","call_id":"c","name":"X","input": { "zeta" : 1, "Zeta": 2,)"
+                    R"( "é": [ {"b": 1, "a": {"d": true, "c": null}} ], "alpha": {"y": 1.0, "x": 1e2, "w": -0,)"
+                    R"( "v": 12345678901234567890, "u": -9223372036854775808 }, "": 0 },)"
+                    R"("decision_required":false,"deadline_ms":null,"seam":"none"})");
   auto read = read_event_line(vendor_line);
   ASSERT_TRUE(read) << read.error().message;
   // Byte-wise order: "" < "Zeta" < "alpha" < "zeta" < "é" (0xC3 sorts after every ASCII byte).
@@ -621,9 +661,9 @@ TEST(EventFreeForm, ToolInputIsReserializedWithSortedKeysAtEveryDepth) {
 }
 
 TEST(EventFreeForm, ContentAndToolUseResultAreSortedToo) {
-  auto read = read_event_line(with_envelope(
-      R"("event":"tool.result","call_id":"c","content":[{"type":"text","text":"hi"}],)"
-      R"("tool_use_result":{"z":[3,2,1],"a":{"c":1,"b":2}}})"));
+  auto read =
+      read_event_line(with_envelope(R"("event":"tool.result","call_id":"c","content":[{"type":"text","text":"hi"}],)"
+                                    R"("tool_use_result":{"z":[3,2,1],"a":{"c":1,"b":2}}})"));
   ASSERT_TRUE(read) << read.error().message;
   std::string line = serialize(*read);
   EXPECT_NE(line.find(R"("content":[{"text":"hi","type":"text"}])"), std::string::npos) << line;
@@ -631,12 +671,11 @@ TEST(EventFreeForm, ContentAndToolUseResultAreSortedToo) {
 }
 
 TEST(EventFreeForm, ReplaceDecisionInputIsSorted) {
-  auto read = read_event_line(with_envelope(
-      R"("event":"tool.decided","call_id":"c","decision":{"input":{"b":1,"a":2},"decision":"replace"},)"
-      R"("decided_by":"embedder","seam":"hook"})"));
+  auto read = read_event_line(
+      with_envelope(R"("event":"tool.decided","call_id":"c","decision":{"input":{"b":1,"a":2},"decision":"replace"},)"
+                    R"("decided_by":"embedder","seam":"hook"})"));
   ASSERT_TRUE(read) << read.error().message;
-  EXPECT_NE(serialize(*read).find(R"("decision":{"decision":"replace","input":{"a":2,"b":1}})"),
-            std::string::npos);
+  EXPECT_NE(serialize(*read).find(R"("decision":{"decision":"replace","input":{"a":2,"b":1}})"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -649,7 +688,9 @@ TEST(EventEscapes, ShortFormsLowercaseUnicodeEscapesAndRawSlashAndUtf8) {
   text += " one\x01 us\x1f del\x7f / ’ é 😀";
   std::string line = serialize(make_event(ev::Text{text, std::nullopt}));
   EXPECT_EQ(line, with_envelope(R"("event":"text","text":"q\" b\\ n\n r\r t\t b\b f\f nul\u0000 one\u0001)"
-                                R"( us\u001f del)" "\x7f" R"( / ’ é 😀","request_id":null})"));
+                                R"( us\u001f del)"
+                                "\x7f"
+                                R"( / ’ é 😀","request_id":null})"));
   auto read = read_event_line(line);
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(std::get<ev::Text>(read->payload).text, text);
@@ -657,8 +698,8 @@ TEST(EventEscapes, ShortFormsLowercaseUnicodeEscapesAndRawSlashAndUtf8) {
 }
 
 TEST(EventEscapes, EscapedInputIsWrittenInTheCanonicalForm) {
-  auto read = read_event_line(with_envelope(
-      R"("event":"text","text":"\u00e9\/\u0041\u001F\u000a\ud83d\ude00","request_id":null})"));
+  auto read = read_event_line(
+      with_envelope(R"("event":"text","text":"\u00e9\/\u0041\u001F\u000a\ud83d\ude00","request_id":null})"));
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(serialize(*read), with_envelope(R"("event":"text","text":"é/A\u001f\n😀","request_id":null})"));
 }
@@ -675,8 +716,8 @@ TEST(EventEscapes, BytesThatAreNotUtf8AreWrittenAsReplacementCharacters) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(EventUnknownFields, AreIgnoredInSilence) {
-  auto read = read_event_line(with_envelope(
-      R"("event":"text","text":"x","request_id":null,"future_field":{"nested":[1]},"zzz":1})"));
+  auto read = read_event_line(
+      with_envelope(R"("event":"text","text":"x","request_id":null,"future_field":{"nested":[1]},"zzz":1})"));
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(serialize(*read), with_envelope(R"("event":"text","text":"x","request_id":null})"));
 }

@@ -1,8 +1,9 @@
-#include "golden_frame.hpp"
-#include "protocol/digest.hpp"
 #include "protocol/frame.hpp"
 
 #include <gtest/gtest.h>
+
+#include "golden_frame.hpp"
+#include "protocol/digest.hpp"
 
 namespace mh::protocol {
 namespace {
@@ -14,8 +15,7 @@ constexpr std::string_view kDigest = "43a6f845a21f3475569323950a9d276bfed3df1197
 constexpr std::string_view kDocumentSha = "ef897a58a624848aad942d69d2745b431f2eaad5180cd0f5b2e1c8975adcb93b";
 
 Frame vector_frame() {
-  auto loaded = load_frame(std::string(R"({"format":"metaharness.frame/1",)") +
-                               std::string(kCanonical.substr(1)),
+  auto loaded = load_frame(std::string(R"({"format":"metaharness.frame/1",)") + std::string(kCanonical.substr(1)),
                            /*require_sealed=*/false);
   EXPECT_TRUE(loaded) << loaded.error().message;
   return *loaded;
@@ -90,8 +90,8 @@ TEST(FrameRefusal, AWrongTagIsUnknownFormatNamingTheTag) {
 }
 
 TEST(FrameRefusal, AMissingWorkflowIsInvalid) {
-  std::string doc = edited_document(
-      ",\n  \"workflow\": {\n    \"id\": \"development/default\",\n    \"version\": \"1\"\n  }", "");
+  std::string doc =
+      edited_document(",\n  \"workflow\": {\n    \"id\": \"development/default\",\n    \"version\": \"1\"\n  }", "");
   FrameRefusal r = refused(doc);
   EXPECT_EQ(r.kind, FrameRefusalKind::Invalid);
   EXPECT_EQ(r.message, R"(not a frame: missing required field "workflow")");
@@ -153,8 +153,8 @@ TEST(FrameRefusal, DroppingAnOperationAfterSealingIsADigestMismatch) {
 }
 
 TEST(FrameRefusal, AnUnsealedDocumentIsRefusedWhenASealIsRequired) {
-  std::string doc = edited_document(
-      "  \"digest\": \"43a6f845a21f3475569323950a9d276bfed3df11979adc3edf18878da6963a12\",\n", "");
+  std::string doc =
+      edited_document("  \"digest\": \"43a6f845a21f3475569323950a9d276bfed3df11979adc3edf18878da6963a12\",\n", "");
   FrameRefusal r = refused(doc);
   EXPECT_EQ(r.kind, FrameRefusalKind::DigestMismatch);
   EXPECT_EQ(r.message, "the frame states no digest: it was never sealed (its canonical digest would be " +
@@ -222,8 +222,8 @@ TEST(FrameLoad, OperationsAreSortedAndDeduplicatedOnLoad) {
   std::vector<std::string> order;
   for (const auto& op : loaded->operations)
     order.push_back(std::string(op.wire_name()) + (op.server.empty() ? "" : " " + op.server + "/" + op.tool));
-  EXPECT_EQ(order, (std::vector<std::string>{"dir.list", "file.read", "mcp.call a/x", "mcp.call a/y",
-                                             "mcp.call b/x", "shell"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"dir.list", "file.read", "mcp.call a/x", "mcp.call a/y", "mcp.call b/x",
+                                             "shell"}));
   EXPECT_NE(canonical_frame_bytes(*loaded).find(
                 R"("operations":[{"op":"dir.list"},{"op":"file.read"},)"
                 R"({"op":"mcp.call","server":"a","tool":"x"},{"op":"mcp.call","server":"a","tool":"y"},)"
@@ -237,10 +237,10 @@ TEST(FrameLoad, OperationsAreSortedAndDeduplicatedOnLoad) {
 }
 
 TEST(FrameLoad, TheSameSetInAnotherOrderHasTheSameDigest) {
-  std::string shuffled = edited_document(
-      "    {\n      \"op\": \"dir.list\"\n    },\n    {\n      \"op\": \"file.edit\"\n    },",
-      "    {\n      \"op\": \"file.edit\"\n    },\n    {\n      \"op\": \"skill.load\"\n    },\n"
-      "    {\n      \"op\": \"dir.list\"\n    },");
+  std::string shuffled =
+      edited_document("    {\n      \"op\": \"dir.list\"\n    },\n    {\n      \"op\": \"file.edit\"\n    },",
+                      "    {\n      \"op\": \"file.edit\"\n    },\n    {\n      \"op\": \"skill.load\"\n    },\n"
+                      "    {\n      \"op\": \"dir.list\"\n    },");
   auto loaded = load_frame(shuffled);  // still verifies: the digest is over the sorted set
   ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(frame_document(*loaded), golden::kFrameDocument);
@@ -322,8 +322,9 @@ TEST(FrameSeal, SubjectRulesEnterTheDigestAndAreOmittedWhenEmpty) {
   seal(f);
   std::string without = f.digest;
   EXPECT_EQ(canonical_frame_bytes(f).find("subjects"), std::string::npos);
-  f.subject_rules = {SubjectRule{{"file:src/**"}, {Operation{OpKind::file_edit, {}, {}}, Operation{OpKind::file_read, {}, {}}}},
-                     SubjectRule{{"**"}, {Operation{OpKind::file_read, {}, {}}}}};
+  f.subject_rules = {
+      SubjectRule{{"file:src/**"}, {Operation{OpKind::file_edit, {}, {}}, Operation{OpKind::file_read, {}, {}}}},
+      SubjectRule{{"**"}, {Operation{OpKind::file_read, {}, {}}}}};
   seal(f);
   EXPECT_NE(f.digest, without);
   EXPECT_NE(canonical_frame_bytes(f).find(
@@ -406,7 +407,8 @@ TEST(FrameText, EverySectionOfARichFrame) {
             "- file.read\n"
             "- mcp.call github/create_issue\n"
             "\n"
-            "Frame " + f.digest + ".");
+            "Frame " +
+                f.digest + ".");
 }
 
 TEST(FrameText, ObligationsCarryWhoAskedAndNoOperationsSaysSo) {
@@ -418,7 +420,8 @@ TEST(FrameText, ObligationsCarryWhoAskedAndNoOperationsSaysSo) {
   f.next.clear();
   std::string text = render_frame_text(f);
   EXPECT_NE(text.find("Must hold here:\n- tests pass (reviewer)\n\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("This step owes: a structured answer against the schema verdict/1.\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("This step owes: a structured answer against the schema verdict/1.\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("Strictly only these operations are admitted here:\n- none. This step calls no tools.\n\nFrame "),
             std::string::npos)
       << text;

@@ -50,8 +50,8 @@ TEST(ParseJson, ReadsEveryShortestDoubleBackExactly) {
 }
 
 TEST(ParseJson, KnownOneUlpCasesReadExactly) {
-  for (double d : {949.3012028926441, 0.0075574503474009685, 993.6527282127801,
-                   -1.9934908051011654e+189, 1.1430767782883795e-192}) {
+  for (double d : {949.3012028926441, 0.0075574503474009685, 993.6527282127801, -1.9934908051011654e+189,
+                   1.1430767782883795e-192}) {
     char buf[64];
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
     (void)ec;
@@ -122,7 +122,8 @@ TEST(JsonWriter, SortsKeysByteWiseAtEveryDepthWithoutSpaces) {
 
 TEST(JsonWriter, SortsObjectsLargerThanTheInlineBuffer) {
   std::string text = "{";
-  for (int i = 40; i > 0; --i) text += (i == 40 ? "" : ",") + ("\"k" + std::to_string(i) + "\":" + std::to_string(i));
+  for (int i = 40; i > 0; --i)
+    text += (i == 40 ? "" : ",") + ("\"k" + std::to_string(i) + "\":" + std::to_string(i));
   text += "}";
   std::string out = write_value(text);
   EXPECT_EQ(out.substr(0, 22), R"({"k1":1,"k10":10,"k11")");
@@ -172,7 +173,8 @@ TEST(JsonWriter, FloatsInFreeFormJsonPrintShortestWithPointZero) {
 
 TEST(JsonWriter, EscapesControlsWithShortFormsAndLowercaseHex) {
   std::string s;
-  for (int c = 0; c < 0x20; ++c) s.push_back(static_cast<char>(c));
+  for (int c = 0; c < 0x20; ++c)
+    s.push_back(static_cast<char>(c));
   std::string out;
   JsonWriter(out).string(s);
   EXPECT_EQ(out,
@@ -321,7 +323,10 @@ TEST(Excerpt, CutsAtACharacterBoundaryAndMarksTheCut) {
 }
 
 TEST(Excerpt, ReplacesBytesThatAreNotUtf8) {
-  EXPECT_EQ(excerpt("a\xff" "b\xc3", 10), "a�b�");
+  EXPECT_EQ(excerpt("a\xff"
+                    "b\xc3",
+                    10),
+            "a�b�");
 }
 
 TEST(Utf8, SequenceLengthAcceptsOnlyWellFormedUtf8) {

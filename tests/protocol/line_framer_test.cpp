@@ -1,7 +1,6 @@
 // The line framer: lines split at '\n' whatever the chunking, a hard bound on what is held,
 // oversized lines reported (and optionally digested) without being held whole, and
 // resynchronisation at the next newline.
-#include "protocol/digest.hpp"
 #include "protocol/line_framer.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +8,8 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+
+#include "protocol/digest.hpp"
 
 namespace mh::protocol {
 namespace {
@@ -27,8 +28,8 @@ struct SeenLine {
 struct Collector {
   std::vector<SeenLine> lines;
   void operator()(const FramedLine& l) {
-    lines.push_back({std::string(l.text), l.number, l.too_long, l.length, std::string(l.head), l.digest,
-                     l.unterminated});
+    lines.push_back(
+        {std::string(l.text), l.number, l.too_long, l.length, std::string(l.head), l.digest, l.unterminated});
   }
 };
 
@@ -36,7 +37,8 @@ std::vector<SeenLine> frame_in_chunks(std::string_view stream, std::size_t chunk
                                       bool digest = false) {
   LineFramer framer(bound, digest);
   Collector sink;
-  for (std::size_t i = 0; i < stream.size(); i += chunk) framer.feed(stream.substr(i, chunk), sink);
+  for (std::size_t i = 0; i < stream.size(); i += chunk)
+    framer.feed(stream.substr(i, chunk), sink);
   framer.finish(sink);
   return sink.lines;
 }
@@ -102,7 +104,8 @@ TEST(LineFramer, TenMebibyteLineInSmallChunksNeverBuffersMoreThanTheBoundAndResy
   Sha256 whole;
   std::string head;
   for (std::size_t sent = 0; sent < kHuge; sent += piece.size()) {
-    for (std::size_t i = 0; i < piece.size(); ++i) piece[i] = static_cast<char>('a' + (sent + i) % 26);
+    for (std::size_t i = 0; i < piece.size(); ++i)
+      piece[i] = static_cast<char>('a' + (sent + i) % 26);
     whole.update(piece);
     if (head.size() < 96) head += piece.substr(0, 96 - head.size());
     framer.feed(piece, sink);
@@ -130,7 +133,8 @@ TEST(LineFramer, TenMebibyteLineInSmallChunksNeverBuffersMoreThanTheBoundAndResy
 
 TEST(LineFramer, DigestOfAnOversizedLineIsTheSha256OfTheWholeLine) {
   std::string line;
-  for (int i = 0; i < 5000; ++i) line += std::to_string(i) + ",";
+  for (int i = 0; i < 5000; ++i)
+    line += std::to_string(i) + ",";
   for (std::size_t chunk : {1, 7, 100, 4096, 100000}) {
     auto lines = frame_in_chunks("{}\n" + line + "\n{}\n", chunk, 1000, /*digest=*/true);
     ASSERT_EQ(lines.size(), 3u);

@@ -9,7 +9,9 @@ namespace {
 
 constexpr std::string_view kEnvelope = R"({"format":"metaharness.event/1","seq":1,"run":"r-1",)";
 
-std::string event_line(std::string_view rest) { return std::string(kEnvelope) + std::string(rest); }
+std::string event_line(std::string_view rest) {
+  return std::string(kEnvelope) + std::string(rest);
+}
 
 LineRefusal refused(std::string_view line) {
   auto read = read_event_line(line);
@@ -123,7 +125,9 @@ TEST(EventRefusal, WrongTypeIsMalformedNamingFoundAndExpected) {
 TEST(EventRefusal, NestedFieldsAreNamedWithTheirContext) {
   LineRefusal r = refused(event_line(R"("event":"usage","request_id":null,"model":null,"usage":{"input_tokens":-1}})"));
   EXPECT_EQ(r.kind, LineRefusalKind::Malformed);
-  EXPECT_EQ(r.message, R"(malformed usage: usage: field "input_tokens" is the number -1, expected a non-negative integer or null)");
+  EXPECT_EQ(
+      r.message,
+      R"(malformed usage: usage: field "input_tokens" is the number -1, expected a non-negative integer or null)");
 }
 
 TEST(EventRefusal, AnEnumOutsideItsVocabularyIsMalformedNamingTheVocabulary) {
@@ -133,7 +137,8 @@ TEST(EventRefusal, AnEnumOutsideItsVocabularyIsMalformedNamingTheVocabulary) {
   EXPECT_NE(r.message.find(R"("decided_by" is "policy", expected embedder, frame, deadline, adapter or observe)"),
             std::string::npos)
       << r.message;
-  LineRefusal reason = refused(event_line(R"("event":"stream.closed","events":0,"reason":"steer_halt","run_id":"r-1"})"));
+  LineRefusal reason =
+      refused(event_line(R"("event":"stream.closed","events":0,"reason":"steer_halt","run_id":"r-1"})"));
   EXPECT_NE(reason.message.find("completed, budget, killed, error or steer-halt"), std::string::npos) << reason.message;
 }
 
@@ -163,7 +168,8 @@ TEST(EventRefusal, SeqCountsFromOne) {
 }
 
 TEST(EventRefusal, StepAttemptCountsFromOne) {
-  LineRefusal r = refused(event_line(R"("event":"step.entered","step":{"workflow":"w","state":"s","index":0,"attempt":0}})"));
+  LineRefusal r =
+      refused(event_line(R"("event":"step.entered","step":{"workflow":"w","state":"s","index":0,"attempt":0}})"));
   EXPECT_EQ(r.kind, LineRefusalKind::Malformed);
   EXPECT_NE(r.message.find("attempt"), std::string::npos);
 }
@@ -174,14 +180,16 @@ TEST(EventRefusal, IntegersThatDoNotFitTheirFieldAreRefusedNotTruncated) {
                                         R"("process":{"kind":"exited","code":4294967297}})"));
   EXPECT_EQ(code.kind, LineRefusalKind::Malformed);
   EXPECT_NE(code.message.find(R"("code" does not fit 32 bits)"), std::string::npos) << code.message;
-  LineRefusal pid = refused(event_line(R"("event":"tool.decided","call_id":"c","decision":"allow","decided_by":"embedder",)"
-                                       R"("seam":"hook","peer":{"uid":1,"pid":-3000000000}})"));
+  LineRefusal pid =
+      refused(event_line(R"("event":"tool.decided","call_id":"c","decision":"allow","decided_by":"embedder",)"
+                         R"("seam":"hook","peer":{"uid":1,"pid":-3000000000}})"));
   EXPECT_EQ(pid.kind, LineRefusalKind::Malformed);
 }
 
 TEST(EventRefusal, ADecisionInsideAnEventFollowsTheDecisionRules) {
-  LineRefusal r = refused(event_line(R"("event":"tool.decided","call_id":"c","decision":{"decision":"deny","reason":" "},)"
-                                     R"("decided_by":"frame","seam":"hook"})"));
+  LineRefusal r =
+      refused(event_line(R"("event":"tool.decided","call_id":"c","decision":{"decision":"deny","reason":" "},)"
+                         R"("decided_by":"frame","seam":"hook"})"));
   EXPECT_EQ(r.kind, LineRefusalKind::Malformed);
 }
 
@@ -199,7 +207,8 @@ TEST(EventRefusal, ReadEventPayloadAppliesRulesThreeAndFourAlone) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(EventReader, UnknownFieldsOnAKnownEventAreIgnoredEvenWithOddValues) {
-  auto read = read_event_line(event_line(R"("event":"warning","code":"W","message":"m","severity":[{"x":null}],"seq2":-1})"));
+  auto read =
+      read_event_line(event_line(R"("event":"warning","code":"W","message":"m","severity":[{"x":null}],"seq2":-1})"));
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(std::get<ev::Warning>(read->payload).message, "m");
 }
@@ -223,13 +232,13 @@ TEST(TooLong, RefusalNamesLineLengthBoundAndHowTheLineBegan) {
   line.number = 7;
   line.too_long = true;
   line.length = 5000000;
-  std::string head = R"({"format":"metaharness.event/1","seq":7,"run":"r-1","event":"tool.result","content":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx)";
+  std::string head =
+      R"({"format":"metaharness.event/1","seq":7,"run":"r-1","event":"tool.result","content":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx)";
   line.head = head;
   LineRefusal r = too_long_refusal(line, 1048576);
   EXPECT_EQ(r.kind, LineRefusalKind::TooLong);
-  EXPECT_EQ(r.message,
-            R"(line 7 is 5000000 bytes, over the 1048576-byte bound; it was discarded unread (it began ")" +
-                head.substr(0, 60) + R"(…"))");
+  EXPECT_EQ(r.message, R"(line 7 is 5000000 bytes, over the 1048576-byte bound; it was discarded unread (it began ")" +
+                           head.substr(0, 60) + R"(…"))");
 }
 
 TEST(RefusalKinds, HaveTheirWireNames) {

@@ -2,15 +2,17 @@
 // ../shared/reference/claude-code-wire.md), for driving the run core without a process.
 #pragma once
 
-#include "protocol/json.hpp"
-
 #include <string>
+
+#include "protocol/json.hpp"
 
 namespace mh::test::claude_lines {
 
 namespace json = boost::json;
 
-inline std::string line(const json::object& o) { return mh::protocol::canonical_json(o); }
+inline std::string line(const json::object& o) {
+  return mh::protocol::canonical_json(o);
+}
 
 inline std::string init(std::string session = "sess-1") {
   return line({{"type", "system"},
@@ -32,8 +34,9 @@ inline std::string init(std::string session = "sess-1") {
 }
 
 inline std::string initialize_ok() {
-  return line({{"type", "control_response"},
-               {"response", json::object{{"subtype", "success"}, {"request_id", "mh-init"}, {"response", json::object{}}}}});
+  return line(
+      {{"type", "control_response"},
+       {"response", json::object{{"subtype", "success"}, {"request_id", "mh-init"}, {"response", json::object{}}}}});
 }
 
 inline std::string control_ok(const std::string& id, json::value response = json::object{}) {
@@ -58,20 +61,19 @@ inline std::string text(const std::string& t) {
 }
 
 inline std::string tool_use(const std::string& id, const std::string& name, json::value input) {
-  return line({{"type", "assistant"},
-               {"message", json::object{{"id", "msg_2"},
-                                        {"role", "assistant"},
-                                        {"model", "claude-opus-4-8"},
-                                        {"content", json::array{json::object{{"type", "tool_use"},
-                                                                             {"id", id},
-                                                                             {"name", name},
-                                                                             {"input", input}}}}}},
-               {"request_id", "req_2"},
-               {"session_id", "sess-1"}});
+  return line(
+      {{"type", "assistant"},
+       {"message", json::object{{"id", "msg_2"},
+                                {"role", "assistant"},
+                                {"model", "claude-opus-4-8"},
+                                {"content", json::array{json::object{
+                                                {"type", "tool_use"}, {"id", id}, {"name", name}, {"input", input}}}}}},
+       {"request_id", "req_2"},
+       {"session_id", "sess-1"}});
 }
 
-inline std::string hook_callback(const std::string& request_id, const std::string& tool_use_id,
-                                 const std::string& name, json::value input) {
+inline std::string hook_callback(const std::string& request_id, const std::string& tool_use_id, const std::string& name,
+                                 json::value input) {
   json::object hook_input{{"session_id", "sess-1"},
                           {"hook_event_name", "PreToolUse"},
                           {"tool_name", name},
@@ -102,20 +104,21 @@ inline std::string tool_result(const std::string& tool_use_id, const std::string
 
 inline std::string result(json::array denials = {}, bool is_error = false, const std::string& subtype = "success",
                           const std::string& terminal = "completed") {
-  return line({{"type", "result"},
-               {"subtype", subtype},
-               {"is_error", is_error},
-               {"api_error_status", nullptr},
-               {"duration_ms", 423},
-               {"num_turns", 2},
-               {"result", "All done."},
-               {"stop_reason", "end_turn"},
-               {"session_id", "sess-1"},
-               {"total_cost_usd", 0.00065},
-               {"usage", json::object{{"input_tokens", 10}, {"output_tokens", 24}, {"iterations", json::array{}}}},
-               {"modelUsage", json::object{{"claude-opus-4-8", json::object{{"inputTokens", 10}, {"costUSD", 0.00065}}}}},
-               {"permission_denials", denials},
-               {"terminal_reason", terminal}});
+  return line(
+      {{"type", "result"},
+       {"subtype", subtype},
+       {"is_error", is_error},
+       {"api_error_status", nullptr},
+       {"duration_ms", 423},
+       {"num_turns", 2},
+       {"result", "All done."},
+       {"stop_reason", "end_turn"},
+       {"session_id", "sess-1"},
+       {"total_cost_usd", 0.00065},
+       {"usage", json::object{{"input_tokens", 10}, {"output_tokens", 24}, {"iterations", json::array{}}}},
+       {"modelUsage", json::object{{"claude-opus-4-8", json::object{{"inputTokens", 10}, {"costUSD", 0.00065}}}}},
+       {"permission_denials", denials},
+       {"terminal_reason", terminal}});
 }
 
 inline json::object denial(const std::string& tool_use_id, const std::string& name, json::value input) {

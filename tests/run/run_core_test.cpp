@@ -1,11 +1,12 @@
 // The run core, driven through the real Claude adapter session with the CLI's own record
 // shapes: deterministic, no process, no clock.
-#include "adapters/claude/claude_adapter.hpp"
 #include "daemon/run/run_core.hpp"
-#include "protocol/digest.hpp"
-#include "tests/run/claude_lines.hpp"
 
 #include <gtest/gtest.h>
+
+#include "adapters/claude/claude_adapter.hpp"
+#include "protocol/digest.hpp"
+#include "tests/run/claude_lines.hpp"
 
 namespace mh::daemon {
 namespace {
@@ -52,7 +53,8 @@ proto::Frame frame_admitting(std::vector<proto::OpKind> ops) {
   f.workflow_version = "1";
   f.node_id = "implement";
   f.step = proto::StepRef{"development/default", "implement", 2, 1};
-  for (auto op : ops) f.operations.push_back(proto::Operation{op, {}, {}});
+  for (auto op : ops)
+    f.operations.push_back(proto::Operation{op, {}, {}});
   proto::seal(f);
   return f;
 }
@@ -93,8 +95,10 @@ class RunCoreTest : public ::testing::Test {
 
   void command(const std::string& text, std::optional<proto::PeerIdentity> peer = std::nullopt) {
     auto read = proto::read_command_line(text);
-    if (read) core->on_command(std::move(*read), peer, now);
-    else core->on_unreadable_command(read.error(), now);
+    if (read)
+      core->on_command(std::move(*read), peer, now);
+    else
+      core->on_unreadable_command(read.error(), now);
   }
 
   template <class T>
@@ -114,7 +118,8 @@ class RunCoreTest : public ::testing::Test {
 
   std::vector<std::string_view> names() const {
     std::vector<std::string_view> out;
-    for (const auto& e : fx.events) out.push_back(proto::event_name(e.payload));
+    for (const auto& e : fx.events)
+      out.push_back(proto::event_name(e.payload));
     return out;
   }
 
@@ -131,7 +136,8 @@ class RunCoreTest : public ::testing::Test {
   json::object answer_for(const std::string& request_id) const {
     for (const auto& w : fx.vendor) {
       auto o = parse_object(w);
-      if (o["type"] == "control_response" && o["response"].as_object()["request_id"] == json::value(request_id)) return o;
+      if (o["type"] == "control_response" && o["response"].as_object()["request_id"] == json::value(request_id))
+        return o;
     }
     ADD_FAILURE() << "no answer for " << request_id;
     return {};
@@ -252,9 +258,11 @@ TEST_F(RunCoreTest, AskModeDeliversBeforeAnswersAreDueAndDecidesInAnyOrder) {
 
   // Answers out of order; the first hook has not even asked yet (the decision is parked).
   now += 5ms;
-  command(R"({"format":"metaharness.command/1","id":"c3","command":"tool.decide","call_id":"toolu_3","decision":{"decision":"allow"}})");
-  command(R"({"format":"metaharness.command/1","id":"c1","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"deny","reason":"not now"}})",
-          proto::PeerIdentity{1000, 4242});
+  command(
+      R"({"format":"metaharness.command/1","id":"c3","command":"tool.decide","call_id":"toolu_3","decision":{"decision":"allow"}})");
+  command(
+      R"({"format":"metaharness.command/1","id":"c1","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"deny","reason":"not now"}})",
+      proto::PeerIdentity{1000, 4242});
   EXPECT_TRUE(result_for("c3").outcome.is_ok());
   EXPECT_TRUE(result_for("c1").outcome.is_ok());
   auto decided = all<proto::ev::ToolDecided>();
@@ -280,9 +288,11 @@ TEST_F(RunCoreTest, ReplaceCarriesTheNewInputAndANonObjectReplaceIsMalformed) {
   open_and_begin(proto::DecisionMode::ask);
   feed(lines::tool_use("toolu_1", "Bash", kBash));
   feed(lines::hook_callback("hk-1", "toolu_1", "Bash", kBash));
-  command(R"({"format":"metaharness.command/1","id":"bad","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"replace","input":"echo hi"}})");
+  command(
+      R"({"format":"metaharness.command/1","id":"bad","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"replace","input":"echo hi"}})");
   EXPECT_EQ(result_for("bad").outcome.refusal->code, proto::RefusalCode::MALFORMED);
-  command(R"({"format":"metaharness.command/1","id":"ok","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"replace","input":{"command":"touch other"}}})");
+  command(
+      R"({"format":"metaharness.command/1","id":"ok","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"replace","input":{"command":"touch other"}}})");
   EXPECT_TRUE(result_for("ok").outcome.is_ok());
   auto out = decision_of(answer_for("hk-1")).as_object().at("hookSpecificOutput").as_object();
   EXPECT_EQ(out.at("permissionDecision"), "allow");
@@ -305,9 +315,12 @@ TEST_F(RunCoreTest, DeadlineDeniesThenLateUnknownAndMalformedCommandsAreEachAnsw
             "deny");
   EXPECT_TRUE(all<proto::ev::Warning>().empty()) << "a deadline deny is not a warning";
 
-  command(R"({"format":"metaharness.command/1","id":"late","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"allow"}})");
-  command(R"({"format":"metaharness.command/1","id":"who","command":"tool.decide","call_id":"toolu_nope","decision":{"decision":"allow"}})");
-  command(R"({"format":"metaharness.command/1","id":"blank","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"deny","reason":"  "}})");
+  command(
+      R"({"format":"metaharness.command/1","id":"late","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"allow"}})");
+  command(
+      R"({"format":"metaharness.command/1","id":"who","command":"tool.decide","call_id":"toolu_nope","decision":{"decision":"allow"}})");
+  command(
+      R"({"format":"metaharness.command/1","id":"blank","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"deny","reason":"  "}})");
   command(R"(this is not json)");
   command(R"({"format":"metaharness.command/1","id":"huh","command":"tool.explode"})");
   EXPECT_EQ(result_for("late").outcome.refusal->code, proto::RefusalCode::TOO_LATE);
@@ -398,7 +411,9 @@ TEST_F(RunCoreTest, PermissionSetCarriesTheVendorsRefusalInItsOwnWords) {
   EXPECT_EQ(result_for("p0").outcome.refusal->code, proto::RefusalCode::MALFORMED);
   command(R"({"format":"metaharness.command/1","id":"p1","command":"permission.set","posture":"bypassPermissions"})");
   std::string id(last_vendor()["request_id"].as_string());
-  feed(lines::control_error(id, "Cannot set permission mode to bypassPermissions because the session was not launched with --dangerously-skip-permissions"));
+  feed(lines::control_error(id,
+                            "Cannot set permission mode to bypassPermissions because the session was not launched with "
+                            "--dangerously-skip-permissions"));
   auto refused = result_for("p1").outcome.refusal;
   ASSERT_TRUE(refused);
   EXPECT_NE(refused->reason.find("--dangerously-skip-permissions"), std::string::npos);
@@ -426,7 +441,8 @@ TEST_F(RunCoreTest, FrameSetTakesEffectAtTheNextTurnAndIsShownFirst) {
   EXPECT_NE(injections[1].text.find("Strictly only these operations are admitted here:"), std::string::npos);
   auto content = last_vendor()["message"].as_object()["content"].as_array();
   ASSERT_EQ(content.size(), 2u);
-  EXPECT_NE(std::string(content[0].as_object().at("text").as_string()).find("Frame " + narrower.digest), std::string::npos);
+  EXPECT_NE(std::string(content[0].as_object().at("text").as_string()).find("Frame " + narrower.digest),
+            std::string::npos);
   feed(lines::init());
   EXPECT_EQ(all<proto::ev::TurnStarted>().back().frame_digest, narrower.digest);
   feed(lines::tool_use("toolu_2", "Bash", kBash));
@@ -467,12 +483,15 @@ TEST_F(RunCoreTest, ObserveAllowsAndRecordsEverything) {
 
 TEST_F(RunCoreTest, AuthExpiredPrecedesTheRecordsOwnEventsInTheVendorsWords) {
   open_and_begin(proto::DecisionMode::frame);
-  json::object synthetic{{"type", "assistant"},
-                         {"message", json::object{{"id", "x"},
-                                                  {"model", "<synthetic>"},
-                                                  {"role", "assistant"},
-                                                  {"content", json::array{json::object{{"type", "text"}, {"text", "Failed to authenticate. API Error: 401 bad token"}}}}}},
-                         {"error", "authentication_failed"}};
+  json::object synthetic{
+      {"type", "assistant"},
+      {"message",
+       json::object{{"id", "x"},
+                    {"model", "<synthetic>"},
+                    {"role", "assistant"},
+                    {"content", json::array{json::object{
+                                    {"type", "text"}, {"text", "Failed to authenticate. API Error: 401 bad token"}}}}}},
+      {"error", "authentication_failed"}};
   feed(lines::line(synthetic));
   auto n = names();
   auto expired = only<proto::ev::AuthExpired>();
@@ -515,7 +534,8 @@ TEST_F(RunCoreTest, TheVendorWithdrawingAHookAbandonsTheCall) {
   feed(lines::cancel("hk-1"));
   EXPECT_EQ(only<proto::ev::ToolDecided>().decided_by, proto::DecidedBy::adapter);
   std::size_t writes = fx.vendor.size();
-  command(R"({"format":"metaharness.command/1","id":"late","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"allow"}})");
+  command(
+      R"({"format":"metaharness.command/1","id":"late","command":"tool.decide","call_id":"toolu_1","decision":{"decision":"allow"}})");
   EXPECT_EQ(result_for("late").outcome.refusal->code, proto::RefusalCode::TOO_LATE);
   EXPECT_EQ(fx.vendor.size(), writes) << "nothing is written to a hook the vendor withdrew";
 }

@@ -1,12 +1,12 @@
 // The daemon's configuration, its systemd units, and the readable tail format.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
 #include "cli/event_format.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "tests/support/cli_process.hpp"
-
-#include <gtest/gtest.h>
-
-#include <fstream>
 
 namespace mh::test {
 namespace {
@@ -108,8 +108,8 @@ TEST(Systemd, TheUnitsVerifyClean) {
 
 TEST(Systemd, TheServiceIsANotifyServiceWithTheHardeningTheIssueNames) {
   std::string service = read_file(source_dir() / "systemd/metaharness.service");
-  for (auto needed : {"Type=notify", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
-                      "PrivateTmp=yes", "StateDirectory=metaharness", "RuntimeDirectory=metaharness"})
+  for (auto needed : {"Type=notify", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
+                      "StateDirectory=metaharness", "RuntimeDirectory=metaharness"})
     EXPECT_NE(service.find(needed), std::string::npos) << needed;
   std::string socket = read_file(source_dir() / "systemd/metaharness.socket");
   EXPECT_NE(socket.find("SocketMode=0660"), std::string::npos);

@@ -38,8 +38,7 @@ bool read_launch(int argc, char** argv, mh::standin::LaunchOptions& launch, std:
       out = argv[++i];
       return true;
     }
-    if (arg.size() > flag.size() + 1 && arg.substr(0, flag.size()) == flag &&
-        arg[flag.size()] == '=') {
+    if (arg.size() > flag.size() + 1 && arg.substr(0, flag.size()) == flag && arg[flag.size()] == '=') {
       out = std::string(arg.substr(flag.size() + 1));
       return true;
     }
@@ -136,8 +135,8 @@ int main(int argc, char** argv) {
   if (const char* timing = std::getenv("MH_STANDIN_TIMING"); timing && *timing) {
     int fd = ::open(timing, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
-      std::cerr << "mh-standin-claude: cannot open MH_STANDIN_TIMING file " << timing << ": "
-                << std::strerror(errno) << "\n";
+      std::cerr << "mh-standin-claude: cannot open MH_STANDIN_TIMING file " << timing << ": " << std::strerror(errno)
+                << "\n";
       return 2;
     }
     session.record_timing_to(fd);

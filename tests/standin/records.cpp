@@ -13,24 +13,20 @@ double TurnUsage::cost_usd() const {
 
 std::string iso_timestamp_now() {
   auto now = std::chrono::system_clock::now();
-  auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm utc{};
   gmtime_r(&t, &utc);
   char buf[96];  // sized for any int the compiler can imagine in each field
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
-                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                static_cast<int>(ms));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(ms));
   return buf;
 }
 
 Records::Records(Identity identity)
     : id_(std::move(identity)),
-      random_(
-          static_cast<std::uint64_t>(::getpid()) ^
-          static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
-}
+      random_(static_cast<std::uint64_t>(::getpid()) ^
+              static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
 std::string Records::uuid() {
   std::uint64_t hi = random_(), lo = random_();
@@ -39,8 +35,7 @@ std::string Records::uuid() {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
                 static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
-                static_cast<unsigned>(lo >> 48),
-                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+                static_cast<unsigned>(lo >> 48), static_cast<unsigned long long>(lo & 0xffffffffffffULL));
   return buf;
 }
 
@@ -57,13 +52,11 @@ std::string Records::transcript_path() const {
 }
 
 json::object Records::initialize_response(const std::string& request_id, bool api_key_auth) const {
-  auto command = [](std::string_view name, std::string_view description,
-                    std::string_view hint = "") {
+  auto command = [](std::string_view name, std::string_view description, std::string_view hint = "") {
     return json::object{{"name", name}, {"description", description}, {"argumentHint", hint}};
   };
   json::array commands{
-      command("debug", "Enable debug logging for this session and help diagnose issues",
-              "[issue description]"),
+      command("debug", "Enable debug logging for this session and help diagnose issues", "[issue description]"),
       command("clear", "Clear conversation history and free up context"),
       command("compact", "Clear conversation history but keep a summary in context",
               "<optional custom summarization instructions>"),
@@ -73,67 +66,57 @@ json::object Records::initialize_response(const std::string& request_id, bool ap
   auto agent = [](std::string_view name, std::string_view description) {
     return json::object{{"name", name}, {"description", description}};
   };
-  json::array agents{
-      agent("claude", "Catch-all for any task that doesn't fit a more specific agent."),
-      agent("Explore", "Fast read-only search agent for locating code."),
-      agent("general-purpose", "General-purpose agent for researching complex questions."),
-      agent("Plan", "Software architect agent for designing implementation plans."),
-      agent("statusline-setup", "Use this agent to configure the user's Claude Code status line.")};
+  json::array agents{agent("claude", "Catch-all for any task that doesn't fit a more specific agent."),
+                     agent("Explore", "Fast read-only search agent for locating code."),
+                     agent("general-purpose", "General-purpose agent for researching complex questions."),
+                     agent("Plan", "Software architect agent for designing implementation plans."),
+                     agent("statusline-setup", "Use this agent to configure the user's Claude Code status line.")};
   json::array levels{"low", "medium", "high", "xhigh", "max"};
   json::array models{
-      json::object{
-          {"value", "default"},
-          {"resolvedModel", id_.model},
-          {"displayName", "Default (recommended)"},
-          {"description",
-           "Use the default model (currently Opus 4.8 (1M context)) \u00b7 $5/$25 per Mtok"},
-          {"supportsEffort", true},
-          {"supportedEffortLevels", levels},
-          {"supportsAdaptiveThinking", true},
-          {"supportsFastMode", true},
-          {"supportsAutoMode", true}},
-      json::object{
-          {"value", "sonnet"},
-          {"resolvedModel", "claude-sonnet-5"},
-          {"displayName", "Sonnet"},
-          {"description", "Sonnet 5 \u00b7 Efficient for routine tasks \u00b7 $3/$15 per Mtok"},
-          {"supportsEffort", true},
-          {"supportedEffortLevels", levels},
-          {"supportsAdaptiveThinking", true},
-          {"supportsAutoMode", true}},
-      json::object{
-          {"value", "haiku"},
-          {"resolvedModel", "claude-haiku-4-5-20251001"},
-          {"displayName", "Haiku"},
-          {"description", "Haiku 4.5 \u00b7 Fastest for quick answers \u00b7 $1/$5 per Mtok"}}};
-  json::object account = api_key_auth ? json::object{{"tokenSource", "none"},
-                                                     {"apiKeySource", "ANTHROPIC_API_KEY"},
-                                                     {"apiProvider", "firstParty"}}
-                                      : json::object{{"tokenSource", "ANTHROPIC_AUTH_TOKEN"},
-                                                     {"apiProvider", "firstParty"}};
-  json::object payload{
-      {"commands", std::move(commands)},
-      {"agents", std::move(agents)},
-      {"output_style", "default"},
-      {"available_output_styles", json::array{"default", "Proactive", "Explanatory", "Learning"}},
-      {"models", std::move(models)},
-      {"account", std::move(account)},
-      {"pid", ::getpid()}};
+      json::object{{"value", "default"},
+                   {"resolvedModel", id_.model},
+                   {"displayName", "Default (recommended)"},
+                   {"description", "Use the default model (currently Opus 4.8 (1M context)) \u00b7 $5/$25 per Mtok"},
+                   {"supportsEffort", true},
+                   {"supportedEffortLevels", levels},
+                   {"supportsAdaptiveThinking", true},
+                   {"supportsFastMode", true},
+                   {"supportsAutoMode", true}},
+      json::object{{"value", "sonnet"},
+                   {"resolvedModel", "claude-sonnet-5"},
+                   {"displayName", "Sonnet"},
+                   {"description", "Sonnet 5 \u00b7 Efficient for routine tasks \u00b7 $3/$15 per Mtok"},
+                   {"supportsEffort", true},
+                   {"supportedEffortLevels", levels},
+                   {"supportsAdaptiveThinking", true},
+                   {"supportsAutoMode", true}},
+      json::object{{"value", "haiku"},
+                   {"resolvedModel", "claude-haiku-4-5-20251001"},
+                   {"displayName", "Haiku"},
+                   {"description", "Haiku 4.5 \u00b7 Fastest for quick answers \u00b7 $1/$5 per Mtok"}}};
+  json::object account =
+      api_key_auth
+          ? json::object{{"tokenSource", "none"}, {"apiKeySource", "ANTHROPIC_API_KEY"}, {"apiProvider", "firstParty"}}
+          : json::object{{"tokenSource", "ANTHROPIC_AUTH_TOKEN"}, {"apiProvider", "firstParty"}};
+  json::object payload{{"commands", std::move(commands)},
+                       {"agents", std::move(agents)},
+                       {"output_style", "default"},
+                       {"available_output_styles", json::array{"default", "Proactive", "Explanatory", "Learning"}},
+                       {"models", std::move(models)},
+                       {"account", std::move(account)},
+                       {"pid", ::getpid()}};
   return control_success(request_id, std::move(payload));
 }
 
-json::object Records::control_success(const std::string& request_id,
-                                      std::optional<json::object> payload) const {
+json::object Records::control_success(const std::string& request_id, std::optional<json::object> payload) const {
   json::object response{{"subtype", "success"}, {"request_id", request_id}};
   if (payload) response["response"] = std::move(*payload);  // interrupt's reply has no payload
   return json::object{{"type", "control_response"}, {"response", std::move(response)}};
 }
 
 json::object Records::control_error(const std::string& request_id, const std::string& error) const {
-  return json::object{
-      {"type", "control_response"},
-      {"response",
-       json::object{{"subtype", "error"}, {"request_id", request_id}, {"error", error}}}};
+  return json::object{{"type", "control_response"},
+                      {"response", json::object{{"subtype", "error"}, {"request_id", request_id}, {"error", error}}}};
 }
 
 json::object Records::control_cancel(const std::string& request_id) const {
@@ -144,29 +127,27 @@ json::object Records::init(const std::string& permission_mode) {
   json::array tools;
   for (const auto& t : id_.tools)
     tools.emplace_back(t);
-  json::array slash{"debug", "clear",  "compact",         "context",
-                    "init",  "review", "security-review", "usage"};
-  return json::object{
-      {"type", "system"},
-      {"subtype", "init"},
-      {"cwd", id_.cwd},
-      {"session_id", id_.session_id},
-      {"tools", std::move(tools)},
-      {"mcp_servers", json::array{}},
-      {"model", id_.model},
-      {"permissionMode", permission_mode},
-      {"slash_commands", std::move(slash)},
-      {"apiKeySource", id_.api_key_source},
-      {"claude_code_version", kClaudeCodeVersion},
-      {"output_style", "default"},
-      {"agents", json::array{"claude", "Explore", "general-purpose", "Plan", "statusline-setup"}},
-      {"skills", json::array{"debug"}},
-      {"plugins", json::array{}},
-      {"analytics_disabled", true},
-      {"product_feedback_disabled", true},
-      {"uuid", uuid()},
-      {"memory_paths", json::object{{"auto", project_dir() + "/memory/"}}},
-      {"fast_mode_state", "off"}};
+  json::array slash{"debug", "clear", "compact", "context", "init", "review", "security-review", "usage"};
+  return json::object{{"type", "system"},
+                      {"subtype", "init"},
+                      {"cwd", id_.cwd},
+                      {"session_id", id_.session_id},
+                      {"tools", std::move(tools)},
+                      {"mcp_servers", json::array{}},
+                      {"model", id_.model},
+                      {"permissionMode", permission_mode},
+                      {"slash_commands", std::move(slash)},
+                      {"apiKeySource", id_.api_key_source},
+                      {"claude_code_version", kClaudeCodeVersion},
+                      {"output_style", "default"},
+                      {"agents", json::array{"claude", "Explore", "general-purpose", "Plan", "statusline-setup"}},
+                      {"skills", json::array{"debug"}},
+                      {"plugins", json::array{}},
+                      {"analytics_disabled", true},
+                      {"product_feedback_disabled", true},
+                      {"uuid", uuid()},
+                      {"memory_paths", json::object{{"auto", project_dir() + "/memory/"}}},
+                      {"fast_mode_state", "off"}};
 }
 
 json::object Records::status(const std::string& permission_mode) {
@@ -175,8 +156,7 @@ json::object Records::status(const std::string& permission_mode) {
                       {"uuid", uuid()},    {"session_id", id_.session_id}};
 }
 
-json::object Records::assistant(const std::string& message_id, const std::string& request_id,
-                                json::object block) {
+json::object Records::assistant(const std::string& message_id, const std::string& request_id, json::object block) {
   json::object message{{"id", message_id},
                        {"type", "message"},
                        {"role", "assistant"},
@@ -205,8 +185,7 @@ json::object Records::synthetic_assistant(const std::string& text, const std::st
       {"cache_read_input_tokens", 0},
       {"server_tool_use", json::object{{"web_search_requests", 0}, {"web_fetch_requests", 0}}},
       {"service_tier", nullptr},
-      {"cache_creation",
-       json::object{{"ephemeral_1h_input_tokens", 0}, {"ephemeral_5m_input_tokens", 0}}},
+      {"cache_creation", json::object{{"ephemeral_1h_input_tokens", 0}, {"ephemeral_5m_input_tokens", 0}}},
       {"inference_geo", nullptr},
       {"iterations", nullptr},
       {"speed", nullptr}};
@@ -230,18 +209,15 @@ json::object Records::synthetic_assistant(const std::string& text, const std::st
                       {"request_id", "req_standin_err"}};
 }
 
-json::object Records::api_retry(int attempt, int max_retries, int status,
-                                const std::string& error) {
-  return json::object{{"type", "system"},        {"subtype", "api_retry"},
-                      {"attempt", attempt},      {"max_retries", max_retries},
-                      {"retry_delay_ms", 572.5}, {"error_status", status},
-                      {"error", error},          {"session_id", id_.session_id},
-                      {"uuid", uuid()}};
+json::object Records::api_retry(int attempt, int max_retries, int status, const std::string& error) {
+  return json::object{
+      {"type", "system"},        {"subtype", "api_retry"}, {"attempt", attempt}, {"max_retries", max_retries},
+      {"retry_delay_ms", 572.5}, {"error_status", status}, {"error", error},     {"session_id", id_.session_id},
+      {"uuid", uuid()}};
 }
 
 json::object Records::hook_callback(const std::string& request_id, const std::string& callback_id,
-                                    const std::string& prompt_id,
-                                    const std::string& permission_mode,
+                                    const std::string& prompt_id, const std::string& permission_mode,
                                     const std::string& tool_name, const json::object& tool_input,
                                     const std::string& tool_use_id) const {
   json::object input{{"session_id", id_.session_id},
@@ -266,38 +242,32 @@ json::object Records::tool_result_ok(const std::string& tool_use_id, const std::
                                      bool write_is_error_key, json::value tool_use_result) {
   json::object block{{"tool_use_id", tool_use_id}, {"type", "tool_result"}, {"content", content}};
   if (write_is_error_key) block["is_error"] = false;
-  return json::object{
-      {"type", "user"},
-      {"message", json::object{{"role", "user"}, {"content", json::array{std::move(block)}}}},
-      {"parent_tool_use_id", nullptr},
-      {"session_id", id_.session_id},
-      {"uuid", uuid()},
-      {"timestamp", iso_timestamp_now()},
-      {"tool_use_result", std::move(tool_use_result)}};
+  return json::object{{"type", "user"},
+                      {"message", json::object{{"role", "user"}, {"content", json::array{std::move(block)}}}},
+                      {"parent_tool_use_id", nullptr},
+                      {"session_id", id_.session_id},
+                      {"uuid", uuid()},
+                      {"timestamp", iso_timestamp_now()},
+                      {"tool_use_result", std::move(tool_use_result)}};
 }
 
 json::object Records::tool_result_error(const std::string& tool_use_id, const std::string& content,
                                         json::value tool_use_result) {
-  json::object block{{"type", "tool_result"},
-                     {"content", content},
-                     {"is_error", true},
-                     {"tool_use_id", tool_use_id}};
-  return json::object{
-      {"type", "user"},
-      {"message", json::object{{"role", "user"}, {"content", json::array{std::move(block)}}}},
-      {"parent_tool_use_id", nullptr},
-      {"session_id", id_.session_id},
-      {"uuid", uuid()},
-      {"timestamp", iso_timestamp_now()},
-      {"tool_use_result", std::move(tool_use_result)}};
+  json::object block{{"type", "tool_result"}, {"content", content}, {"is_error", true}, {"tool_use_id", tool_use_id}};
+  return json::object{{"type", "user"},
+                      {"message", json::object{{"role", "user"}, {"content", json::array{std::move(block)}}}},
+                      {"parent_tool_use_id", nullptr},
+                      {"session_id", id_.session_id},
+                      {"uuid", uuid()},
+                      {"timestamp", iso_timestamp_now()},
+                      {"tool_use_result", std::move(tool_use_result)}};
 }
 
 json::object Records::user_text(const std::string& text) {
   return json::object{
       {"type", "user"},
       {"message",
-       json::object{{"role", "user"},
-                    {"content", json::array{json::object{{"type", "text"}, {"text", text}}}}}},
+       json::object{{"role", "user"}, {"content", json::array{json::object{{"type", "text"}, {"text", text}}}}}},
       {"parent_tool_use_id", nullptr},
       {"session_id", id_.session_id},
       {"uuid", uuid()},
@@ -312,8 +282,7 @@ json::object Records::usage_object(const TurnUsage& u) const {
       {"output_tokens", u.output_tokens},
       {"server_tool_use", json::object{{"web_search_requests", 0}, {"web_fetch_requests", 0}}},
       {"service_tier", "standard"},
-      {"cache_creation",
-       json::object{{"ephemeral_1h_input_tokens", 0}, {"ephemeral_5m_input_tokens", 0}}},
+      {"cache_creation", json::object{{"ephemeral_1h_input_tokens", 0}, {"ephemeral_5m_input_tokens", 0}}},
       {"inference_geo", ""},
       {"iterations", json::array{}},
       {"speed", "standard"}};
@@ -338,8 +307,7 @@ json::object Records::result(const ResultFields& f) {
     r["is_error"] = f.is_error;
   } else {
     r["is_error"] = f.is_error;
-    r["api_error_status"] =
-        f.api_error_status ? json::value(*f.api_error_status) : json::value(nullptr);
+    r["api_error_status"] = f.api_error_status ? json::value(*f.api_error_status) : json::value(nullptr);
     r["duration_ms"] = f.duration_ms;
     r["duration_api_ms"] = f.api_error_status ? 0 : f.duration_ms;
     if (!f.api_error_status) {

@@ -42,15 +42,13 @@ class Records {
   std::string uuid();
 
   json::object initialize_response(const std::string& request_id, bool api_key_auth) const;
-  json::object control_success(const std::string& request_id,
-                               std::optional<json::object> payload) const;
+  json::object control_success(const std::string& request_id, std::optional<json::object> payload) const;
   json::object control_error(const std::string& request_id, const std::string& error) const;
   json::object control_cancel(const std::string& request_id) const;
 
   json::object init(const std::string& permission_mode);
   json::object status(const std::string& permission_mode);
-  json::object assistant(const std::string& message_id, const std::string& request_id,
-                         json::object block);
+  json::object assistant(const std::string& message_id, const std::string& request_id, json::object block);
   json::object synthetic_assistant(const std::string& text, const std::string& error);
   json::object api_retry(int attempt, int max_retries, int status, const std::string& error);
   json::object hook_callback(const std::string& request_id, const std::string& callback_id,
@@ -58,8 +56,8 @@ class Records {
                              const std::string& tool_name, const json::object& tool_input,
                              const std::string& tool_use_id) const;
   // A tool that ran (key order: tool_use_id first) ...
-  json::object tool_result_ok(const std::string& tool_use_id, const std::string& content,
-                              bool write_is_error_key, json::value tool_use_result);
+  json::object tool_result_ok(const std::string& tool_use_id, const std::string& content, bool write_is_error_key,
+                              json::value tool_use_result);
   // ... and one that did not (key order: type first, tool_use_id last), as the real CLI writes
   // them.
   json::object tool_result_error(const std::string& tool_use_id, const std::string& content,

@@ -73,8 +73,7 @@ class Fields {
 };
 
 int signal_number(const json::value& v, const std::string& where) {
-  if (v.is_int64() && v.get_int64() > 0 && v.get_int64() < 65)
-    return static_cast<int>(v.get_int64());
+  if (v.is_int64() && v.get_int64() > 0 && v.get_int64() < 65) return static_cast<int>(v.get_int64());
   if (!v.is_string()) fail(where, "expected a signal name (\"SIGKILL\") or number");
   std::string name(v.get_string());
   if (name.rfind("SIG", 0) == 0) name = name.substr(3);
@@ -108,8 +107,7 @@ class Loader {
     top.allow_only({"format", "description", "session_id", "model", "api_model", "tools", "turns"});
     auto format = top.required_string("format");
     if (format != kScriptFormat)
-      fail("script.format",
-           "expected \"" + std::string(kScriptFormat) + "\", got \"" + format + "\"");
+      fail("script.format", "expected \"" + std::string(kScriptFormat) + "\", got \"" + format + "\"");
     Script s;
     s.session_id = top.string("session_id");
     if (auto m = top.string("model")) s.model = *m;
@@ -124,8 +122,7 @@ class Loader {
       }
     }
     const json::value* turns = top.find("turns");
-    if (!turns || !turns->is_array())
-      fail("script", "missing \"turns\": an array of turns, each an array of steps");
+    if (!turns || !turns->is_array()) fail("script", "missing \"turns\": an array of turns, each an array of steps");
     for (std::size_t t = 0; t < turns->get_array().size(); ++t) {
       const json::value& turn = turns->get_array()[t];
       std::string where = "turns[" + std::to_string(t) + "]";
@@ -148,8 +145,7 @@ class Loader {
       c.input = input->get_object();
     }
     if (auto effect = f.string("effect")) {
-      if (*effect != "auto" && *effect != "none")
-        fail(f.where() + ".effect", "expected \"auto\" or \"none\"");
+      if (*effect != "auto" && *effect != "none") fail(f.where() + ".effect", "expected \"auto\" or \"none\"");
       c.run_effect = *effect == "auto";
     }
     c.output = f.string("output");
@@ -171,16 +167,14 @@ class Loader {
       s.kind = Step::Kind::tool_use;
       if (const json::value* calls = f.find("calls")) {
         f.allow_only({"type", "calls", "continues"});
-        if (!calls->is_array() || calls->get_array().empty())
-          fail(where + ".calls", "expected a non-empty array");
+        if (!calls->is_array() || calls->get_array().empty()) fail(where + ".calls", "expected a non-empty array");
         for (std::size_t i = 0; i < calls->get_array().size(); ++i) {
           Fields c(calls->get_array()[i], where + ".calls[" + std::to_string(i) + "]");
           c.allow_only({"id", "name", "input", "effect", "output", "duration_ms", "read_only"});
           s.calls.push_back(call(c));
         }
       } else {
-        f.allow_only({"type", "id", "name", "input", "effect", "output", "duration_ms", "read_only",
-                      "continues"});
+        f.allow_only({"type", "id", "name", "input", "effect", "output", "duration_ms", "read_only", "continues"});
         s.calls.push_back(call(f));
       }
     } else if (type == "sleep") {
@@ -235,10 +229,9 @@ class Loader {
       s.background.setsid = f.boolean("setsid").value_or(true);
       s.background.orphan = f.boolean("orphan").value_or(true);
     } else {
-      fail(where + ".type",
-           "unknown step type \"" + type +
-               "\" (text, thinking, tool_use, sleep, wait, idle, chatter, crash, api_error, "
-               "spawn_background)");
+      fail(where + ".type", "unknown step type \"" + type +
+                                "\" (text, thinking, tool_use, sleep, wait, idle, chatter, crash, api_error, "
+                                "spawn_background)");
     }
     return s;
   }
@@ -249,11 +242,10 @@ class Loader {
 }  // namespace
 
 std::vector<std::string> default_tools() {
-  return {"Task",           "Bash",           "CronCreate",   "CronDelete",   "CronList",
-          "Edit",           "EnterWorktree",  "ExitWorktree", "NotebookEdit", "Read",
-          "ReportFindings", "ScheduleWakeup", "SendMessage",  "Skill",        "TaskCreate",
-          "TaskGet",        "TaskList",       "TaskOutput",   "TaskStop",     "TaskUpdate",
-          "WebFetch",       "WebSearch",      "Workflow",     "Write"};
+  return {"Task",          "Bash",         "CronCreate",   "CronDelete", "CronList",       "Edit",
+          "EnterWorktree", "ExitWorktree", "NotebookEdit", "Read",       "ReportFindings", "ScheduleWakeup",
+          "SendMessage",   "Skill",        "TaskCreate",   "TaskGet",    "TaskList",       "TaskOutput",
+          "TaskStop",      "TaskUpdate",   "WebFetch",     "WebSearch",  "Workflow",       "Write"};
 }
 
 LoadResult parse_script(std::string_view text) {

@@ -39,17 +39,7 @@ struct BackgroundSpec {
 };
 
 struct Step {
-  enum class Kind {
-    text,
-    thinking,
-    tool_use,
-    wait,
-    idle,
-    chatter,
-    crash,
-    api_error,
-    spawn_background
-  };
+  enum class Kind { text, thinking, tool_use, wait, idle, chatter, crash, api_error, spawn_background };
   Kind kind = Kind::text;
   bool continues_message = false;      // same API message (message.id) as the previous step
   std::string text;                    // text / thinking

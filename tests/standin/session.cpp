@@ -4,9 +4,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -53,8 +52,7 @@ std::int64_t monotonic_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-constexpr std::string_view kKnownModes[] = {"acceptEdits", "auto",    "bypassPermissions",
-                                            "default",     "dontAsk", "plan"};
+constexpr std::string_view kKnownModes[] = {"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"};
 
 std::string string_at(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
@@ -95,8 +93,7 @@ ApiErrorWords api_error_words(const ApiErrorSpec& e) {
     case 403:
       return {"billing_error", "Credit balance is too low", false};
     default:
-      if (e.status >= 500)
-        return {"server_error", "API Error: " + std::to_string(e.status) + " " + e.message, true};
+      if (e.status >= 500) return {"server_error", "API Error: " + std::to_string(e.status) + " " + e.message, true};
       return {"unknown", "API Error: " + std::to_string(e.status) + " " + e.message, false};
   }
 }
@@ -156,8 +153,7 @@ int Session::run(int signal_fd) {
     if (turn_ && turn_->activity == Activity::chattering) {
       timeout_ms = 0;
     } else if (turn_ && turn_->deadline) {
-      auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(*turn_->deadline - Clock::now()).count();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*turn_->deadline - Clock::now()).count();
       timeout_ms = static_cast<int>(std::clamp<long long>(left, 0, 24LL * 3600 * 1000));
     }
     pollfd fds[2] = {{signal_fd, POLLIN, 0}, {stdin_eof_ ? -1 : STDIN_FILENO, POLLIN, 0}};
@@ -217,8 +213,8 @@ void Session::on_line(std::string_view line) {
   json::value v = json::parse(line, ec);
   if (ec) {
     // The real CLI dies on a line it cannot parse.
-    std::cerr << "Error parsing streaming input line: " << line
-              << ": SyntaxError: JSON Parse error: " << ec.message() << std::endl;
+    std::cerr << "Error parsing streaming input line: " << line << ": SyntaxError: JSON Parse error: " << ec.message()
+              << std::endl;
     exit_code_ = 1;
     return;
   }
@@ -229,8 +225,7 @@ void Session::on_line(std::string_view line) {
     ++queued_turns_;  // mid-turn it becomes the next turn (the CLI may fold it in; see README)
   } else if (type == "control_request") {
     const json::value* request = o.if_contains("request");
-    if (request && request->is_object())
-      on_control_request(string_at(o, "request_id"), request->get_object());
+    if (request && request->is_object()) on_control_request(string_at(o, "request_id"), request->get_object());
   } else if (type == "control_response") {
     const json::value* response = o.if_contains("response");
     if (response && response->is_object()) on_control_response(response->get_object());
@@ -280,8 +275,7 @@ void Session::on_control_request(const std::string& id, const json::object& requ
     std::string model = string_at(request, "model");
     records_.set_model(model.empty() ? script_.model : model);
     write(records_.control_success(id, json::object{}));
-  } else if (subtype == "set_max_thinking_tokens" || subtype == "rename_session" ||
-             subtype == "apply_flag_settings") {
+  } else if (subtype == "set_max_thinking_tokens" || subtype == "rename_session" || subtype == "apply_flag_settings") {
     write(records_.control_success(id, json::object{}));
   } else if (subtype == "get_binary_version") {
     write(records_.control_success(
@@ -290,8 +284,7 @@ void Session::on_control_request(const std::string& id, const json::object& requ
     write(records_.control_success(id, json::object{{"mcpServers", json::array{}}}));
   } else if (std::find(std::begin(kRealButNotEmulated), std::end(kRealButNotEmulated), subtype) !=
              std::end(kRealButNotEmulated)) {
-    write(records_.control_error(
-        id, "mh-standin-claude does not emulate control request subtype: " + subtype));
+    write(records_.control_error(id, "mh-standin-claude does not emulate control request subtype: " + subtype));
   } else {
     write(records_.control_error(id, "Unsupported control request subtype: " + subtype));
   }
@@ -304,24 +297,20 @@ void Session::on_initialize(const std::string& id, const json::object& request) 
   }
   initialized_ = true;
   const json::value* hooks = request.if_contains("hooks");
-  const json::value* pre =
-      hooks && hooks->is_object() ? hooks->get_object().if_contains("PreToolUse") : nullptr;
+  const json::value* pre = hooks && hooks->is_object() ? hooks->get_object().if_contains("PreToolUse") : nullptr;
   if (pre && pre->is_array()) {
     for (const auto& m : pre->get_array()) {
       if (!m.is_object()) continue;
       const json::object& mo = m.get_object();
       HookMatcher matcher;
       std::string pattern = string_at(mo, "matcher");
-      matcher.matches_all =
-          pattern.empty() || pattern == "*";  // "*", "" and no matcher all fire for every tool
+      matcher.matches_all = pattern.empty() || pattern == "*";  // "*", "" and no matcher all fire for every tool
       if (!matcher.matches_all) matcher.tool_names = split_alternatives(pattern);
       if (const json::value* ids = mo.if_contains("hookCallbackIds"); ids && ids->is_array())
         for (const auto& cb : ids->get_array())
           if (cb.is_string()) matcher.callback_ids.emplace_back(cb.get_string());
-      if (const json::value* t = mo.if_contains("timeout");
-          t && t->is_number() && t->to_number<double>() > 0)
-        matcher.timeout = std::chrono::milliseconds(
-            static_cast<long long>(t->to_number<double>() * 1000));  // seconds
+      if (const json::value* t = mo.if_contains("timeout"); t && t->is_number() && t->to_number<double>() > 0)
+        matcher.timeout = std::chrono::milliseconds(static_cast<long long>(t->to_number<double>() * 1000));  // seconds
       pre_tool_use_.push_back(std::move(matcher));
     }
   }
@@ -365,8 +354,7 @@ void Session::pump() {
       start_turn();
       continue;
     }
-    if (stdin_eof_)
-      exit_code_ = last_result_error_ ? 1 : 0;  // 0 after a final success, 1 after an error
+    if (stdin_eof_) exit_code_ = last_result_error_ ? 1 : 0;  // 0 after a final success, 1 after an error
     return;
   }
 }
@@ -379,8 +367,7 @@ void Session::start_turn() {
   } else {
     Step s;
     s.kind = Step::Kind::text;
-    s.text = "mh-standin-claude: the script has no turn " + std::to_string(t.number) +
-             "; nothing more to do.";
+    s.text = "mh-standin-claude: the script has no turn " + std::to_string(t.number) + "; nothing more to do.";
     t.steps.push_back(std::move(s));
   }
   t.started = Clock::now();
@@ -393,8 +380,7 @@ void Session::open_message(bool continues) {
   if (continues && turn_->message_open) return;
   ++message_counter_;
   char id[40];
-  std::snprintf(id, sizeof id, "msg_standin_%03llu",
-                static_cast<unsigned long long>(message_counter_));
+  std::snprintf(id, sizeof id, "msg_standin_%03llu", static_cast<unsigned long long>(message_counter_));
   turn_->message_id = id;
   turn_->request_id = "req_standin_" + std::to_string(message_counter_);
   turn_->message_open = true;
@@ -412,16 +398,14 @@ void Session::advance() {
     switch (step.kind) {
       case Step::Kind::text:
         open_message(step.continues_message);
-        write(records_.assistant(t.message_id, t.request_id,
-                                 json::object{{"type", "text"}, {"text", step.text}}));
+        write(records_.assistant(t.message_id, t.request_id, json::object{{"type", "text"}, {"text", step.text}}));
         t.last_text = step.text;
         break;
       case Step::Kind::thinking:
         open_message(step.continues_message);
-        write(records_.assistant(t.message_id, t.request_id,
-                                 json::object{{"type", "thinking"},
-                                              {"thinking", step.text},
-                                              {"signature", "mh-standin-claude"}}));
+        write(records_.assistant(
+            t.message_id, t.request_id,
+            json::object{{"type", "thinking"}, {"thinking", step.text}, {"signature", "mh-standin-claude"}}));
         break;
       case Step::Kind::tool_use:
         // Every tool_use record of the message first, then the calls one at a time (serial,
@@ -431,8 +415,7 @@ void Session::advance() {
         for (const auto& c : step.calls) {
           std::string line = json::serialize(records_.assistant(
               t.message_id, t.request_id,
-              json::object{
-                  {"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", c.input}}));
+              json::object{{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", c.input}}));
           line.push_back('\n');
           if (timing_fd_ >= 0) t.asked_ns.push_back(monotonic_ns());
           write_raw(line);
@@ -476,9 +459,8 @@ void Session::write_chatter() {
   // (so an interrupt that arrives meanwhile is read promptly) goes out in one write.
   static constexpr std::string_view kTextMark = "\x01text\x01", kUuidMark = "\x01uuid\x01";
   if (t.chatter_template.empty()) {
-    json::object r =
-        records_.assistant(t.message_id, t.request_id,
-                           json::object{{"type", "text"}, {"text", std::string(kTextMark)}});
+    json::object r = records_.assistant(t.message_id, t.request_id,
+                                        json::object{{"type", "text"}, {"text", std::string(kTextMark)}});
     r["uuid"] = std::string(kUuidMark);
     t.chatter_template = json::serialize(r);
   }
@@ -532,8 +514,7 @@ void Session::on_deadline() {
 
 void Session::end_turn_completed() {
   Turn& t = *turn_;
-  TurnUsage usage{20 * std::max<std::uint64_t>(t.api_messages, 1),
-                  15 * std::max<std::uint64_t>(t.api_messages, 1)};
+  TurnUsage usage{20 * std::max<std::uint64_t>(t.api_messages, 1), 15 * std::max<std::uint64_t>(t.api_messages, 1)};
   session_usage_.input_tokens += usage.input_tokens;
   session_usage_.output_tokens += usage.output_tokens;
   Records::ResultFields f;
@@ -626,8 +607,7 @@ void Session::begin_call() {
   t.call = Call{};
   t.call.input = spec.input;
   for (const auto& m : pre_tool_use_) {
-    bool hit = m.matches_all ||
-               std::find(m.tool_names.begin(), m.tool_names.end(), spec.name) != m.tool_names.end();
+    bool hit = m.matches_all || std::find(m.tool_names.begin(), m.tool_names.end(), spec.name) != m.tool_names.end();
     if (hit)
       for (const auto& id : m.callback_ids)
         t.call.callbacks.emplace_back(id, m.timeout);
@@ -642,8 +622,8 @@ void Session::send_next_hook_or_decide() {
     const auto& [callback_id, timeout] = c.callbacks[c.next_callback++];
     c.request_id = records_.uuid();
     const ToolCallSpec& spec = t.batch[t.call_index];
-    write(records_.hook_callback(c.request_id, callback_id, t.prompt_id, permission_mode_,
-                                 spec.name, c.input, spec.id));
+    write(
+        records_.hook_callback(c.request_id, callback_id, t.prompt_id, permission_mode_, spec.name, c.input, spec.id));
     flush_deferred_result();  // the previous call's tool_result follows this callback, as observed
     t.activity = Activity::hook_pending;
     t.deadline = Clock::now() + timeout;
@@ -669,8 +649,7 @@ void Session::on_hook_answer(const json::object& response) {
         const json::object& so = s->get_object();
         decision = string_at(so, "permissionDecision");
         reason = string_at(so, "permissionDecisionReason");
-        if (const json::value* u = so.if_contains("updatedInput"); u && u->is_object())
-          c.input = u->get_object();
+        if (const json::value* u = so.if_contains("updatedInput"); u && u->is_object()) c.input = u->get_object();
       }
       if (decision.empty() && string_at(p, "decision") == "block") {  // the legacy form
         decision = "deny";
@@ -691,16 +670,14 @@ void Session::on_hook_answer(const json::object& response) {
 bool Session::vendor_permits(const ToolCallSpec& spec, const ToolPlan& plan) const {
   if (permission_mode_ == "bypassPermissions") return true;
   if (spec.read_only.value_or(plan.read_only)) return true;
-  if (permission_mode_ == "acceptEdits" &&
-      (spec.name == "Write" || spec.name == "Edit" || spec.name == "NotebookEdit"))
+  if (permission_mode_ == "acceptEdits" && (spec.name == "Write" || spec.name == "Edit" || spec.name == "NotebookEdit"))
     return true;
   return false;
 }
 
 std::string Session::vendor_refusal(const ToolCallSpec& spec) const {
   if (permission_mode_ == "dontAsk")
-    return "Permission to use " + spec.name +
-           " has been denied because Claude Code is running in don't ask mode.";
+    return "Permission to use " + spec.name + " has been denied because Claude Code is running in don't ask mode.";
   if (spec.name == "Bash") return "This command requires approval";
   return "Claude requested permissions to use " + spec.name + ", but you haven't granted it yet.";
 }
@@ -740,16 +717,14 @@ void Session::continue_tool() {
   ToolResult r = finish_tool(c.plan, spec.name, c.input, c.output, spec.output);
   complete_call(r.is_error
                     ? records_.tool_result_error(spec.id, r.content, std::move(r.tool_use_result))
-                    : records_.tool_result_ok(spec.id, r.content, r.write_is_error_key,
-                                              std::move(r.tool_use_result)));
+                    : records_.tool_result_ok(spec.id, r.content, r.write_is_error_key, std::move(r.tool_use_result)));
 }
 
 void Session::deny_call(const std::string& reason, bool listed_in_denials) {
   Turn& t = *turn_;
   const ToolCallSpec& spec = t.batch[t.call_index];
   if (listed_in_denials)
-    t.denials.push_back(json::object{
-        {"tool_name", spec.name}, {"tool_use_id", spec.id}, {"tool_input", t.call.input}});
+    t.denials.push_back(json::object{{"tool_name", spec.name}, {"tool_use_id", spec.id}, {"tool_input", t.call.input}});
   complete_call(records_.tool_result_error(spec.id, reason, json::string("Error: " + reason)));
 }
 

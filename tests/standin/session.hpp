@@ -83,8 +83,7 @@ class Session {
     std::vector<std::int64_t> asked_ns;  // per call of the batch (timing only)
     std::size_t call_index = 0;
     Call call;
-    std::optional<json::object>
-        deferred_result;  // tool_result(N), written after hook_callback(N+1)
+    std::optional<json::object> deferred_result;  // tool_result(N), written after hook_callback(N+1)
     std::uint64_t chatter_left = 0, chatter_bytes = 0, chatter_written = 0;
     std::string chatter_template;  // one serialized record with text and uuid markers
   };

@@ -16,15 +16,12 @@
 namespace mh::test {
 namespace {
 
-std::string decide(const std::string& id, const std::string& call,
-                   const std::string& decision_json) {
-  return R"({"format":"metaharness.command/1","id":")" + id +
-         R"(","command":"tool.decide","call_id":")" + call + R"(","decision":)" + decision_json +
-         "}";
+std::string decide(const std::string& id, const std::string& call, const std::string& decision_json) {
+  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":"tool.decide","call_id":")" + call +
+         R"(","decision":)" + decision_json + "}";
 }
 
-std::string command(const std::string& id, const std::string& name,
-                    const std::string& fields = "") {
+std::string command(const std::string& id, const std::string& name, const std::string& fields = "") {
   return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":")" + name + "\"" +
          (fields.empty() ? "" : "," + fields) + "}";
 }
@@ -56,8 +53,7 @@ class StandinRun : public ::testing::Test {
                                      "--run-dir",
                                      run_dir().string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    process = std::make_unique<CliProcess>(
-        argv, environment_with("METAHARNESS_CLAUDE_BIN", standin_binary().string()));
+    process = std::make_unique<CliProcess>(argv, environment_with("METAHARNESS_CLAUDE_BIN", standin_binary().string()));
   }
 
   std::filesystem::path run_dir() const { return dir.path() / "run"; }
@@ -76,8 +72,7 @@ class StandinRun : public ::testing::Test {
   std::optional<EventLine> result_for(const std::string& id) {
     for (const auto& e : process->events_named("command.result"))
       if (e.str("id") == id) return e;
-    return process->wait_for(
-        [&](const EventLine& e) { return e.event() == "command.result" && e.str("id") == id; });
+    return process->wait_for([&](const EventLine& e) { return e.event() == "command.result" && e.str("id") == id; });
   }
 
   static std::string outcome_code(const EventLine& result) {
@@ -115,8 +110,7 @@ class StandinRun : public ::testing::Test {
     auto events = run_dir() / "events.jsonl";
     if (!std::filesystem::exists(events)) return;
     auto verdict = protocol::check_stream(read_file(events));
-    EXPECT_TRUE(verdict.complete_and_well_formed())
-        << verdict.summary() << " / " << verdict.first_bad_reason;
+    EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
     std::map<std::string, int> results;
     for (const auto& line : read_lines(events)) {
       auto v = protocol::parse_json(line);
@@ -127,8 +121,7 @@ class StandinRun : public ::testing::Test {
       EXPECT_EQ(results[id], 1) << "command " << id << " must get exactly one command.result";
   }
 
-  TempDir dir{std::string("standin-") +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  TempDir dir{std::string("standin-") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::unique_ptr<CliProcess> process;
   std::vector<std::string> sent;
 };
@@ -141,8 +134,7 @@ TEST_F(StandinRun, FrameAdmittingNoShellDeniesBashAndTheVendorsDenialsPassThroug
   EXPECT_EQ(decided->str("decided_by"), "frame");
   EXPECT_EQ(decided->object.at("decision").as_object().at("decision"), "deny");
   ASSERT_EQ(finish(), 0) << process->stderr_text();
-  EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"))
-      << "the denied command must not have run";
+  EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt")) << "the denied command must not have run";
 
   auto started = process->events_named("session.started");
   ASSERT_EQ(started.size(), 1u);
@@ -180,11 +172,8 @@ TEST_F(StandinRun, AskModeAllowRunsTheCommand) {
 TEST_F(StandinRun, AskModeReplaceRunsTheReplacedInputInstead) {
   start("bash_marker", {"--decisions", "ask"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
-  send(
-      "c1",
-      decide(
-          "c1", "toolu_marker",
-          R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
+  send("c1", decide("c1", "toolu_marker",
+                    R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_TRUE(std::filesystem::exists(work() / "replaced.txt"));
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"));
@@ -193,8 +182,7 @@ TEST_F(StandinRun, AskModeReplaceRunsTheReplacedInputInstead) {
 TEST_F(StandinRun, AskModeDenyCarriesTheReasonIntoTheToolResultAndTheDenials) {
   start("bash_marker", {"--decisions", "ask"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
-  send("c1", decide("c1", "toolu_marker",
-                    R"({"decision":"deny","reason":"SUPERVISOR: not on my watch"})"));
+  send("c1", decide("c1", "toolu_marker", R"({"decision":"deny","reason":"SUPERVISOR: not on my watch"})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"));
   auto results = tool_results("toolu_marker");
@@ -211,12 +199,10 @@ TEST_F(StandinRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyOrder)
   std::set<std::string> seen;
   while (seen.size() < 3) {
     auto r = process->wait_for_event("tool.requested");
-    ASSERT_TRUE(r) << "only " << seen.size() << " calls were delivered before an answer; "
-                   << process->stderr_text();
+    ASSERT_TRUE(r) << "only " << seen.size() << " calls were delivered before an answer; " << process->stderr_text();
     seen.insert(r->str("call_id"));
   }
-  EXPECT_TRUE(process->events_named("tool.decided").empty())
-      << "nothing was decided before we answered";
+  EXPECT_TRUE(process->events_named("tool.decided").empty()) << "nothing was decided before we answered";
   send("dc", decide("dc", "toolu_c", R"({"decision":"allow"})"));
   send("db", decide("db", "toolu_b", R"({"decision":"deny","reason":"not b"})"));
   send("da", decide("da", "toolu_a", R"({"decision":"allow"})"));
@@ -242,24 +228,21 @@ TEST_F(StandinRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageStarts
   EXPECT_EQ(ended->object.at("turn").to_number<int>(), 1);
 
   send("m1", command("m1", "message.inject", R"("text":"carry on")"));
-  auto next = process->wait_for([](const EventLine& e) {
-    return e.event() == "turn.started" && e.object.at("turn").to_number<int>() == 2;
-  });
+  auto next = process->wait_for(
+      [](const EventLine& e) { return e.event() == "turn.started" && e.object.at("turn").to_number<int>() == 2; });
   ASSERT_TRUE(next) << "the injected message must start a new turn";
   auto text = process->wait_for_event("text");
   ASSERT_TRUE(text);
   EXPECT_EQ(text->str("text"), "Picking up again.");
   EXPECT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_EQ(outcome_code(*result_for("m1")), "ok");
-  EXPECT_TRUE(processes_with_env("METAHARNESS_RUN=" + id).empty())
-      << "no process of the run outlives it";
+  EXPECT_TRUE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "no process of the run outlives it";
 }
 
 TEST_F(StandinRun, HaltClosesSteerHaltAndLeavesNoProcessOfTheRunNotEvenOneThatEscapedTheTree) {
   start("sleep_then_more", {"--decisions", "observe", "--halt-grace-ms", "1000"});
   std::string id = run_id();
-  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(work() / "started.txt"); }))
-      << process->stderr_text();
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(work() / "started.txt"); })) << process->stderr_text();
   std::vector<int> marked;
   ASSERT_TRUE(eventually([&] {
     marked = processes_with_env("METAHARNESS_RUN=" + id);
@@ -269,11 +252,9 @@ TEST_F(StandinRun, HaltClosesSteerHaltAndLeavesNoProcessOfTheRunNotEvenOneThatEs
   // marker can find it (what a tool's `(setsid sleep &)` does under the real CLI).
   std::set<int> run_pids(marked.begin(), marked.end());
   auto escaped = std::find_if(marked.begin(), marked.end(), [&](int pid) {
-    return read_file("/proc/" + std::to_string(pid) + "/comm") == "sleep\n" &&
-           !run_pids.count(parent_of(pid));
+    return read_file("/proc/" + std::to_string(pid) + "/comm") == "sleep\n" && !run_pids.count(parent_of(pid));
   });
-  EXPECT_NE(escaped, marked.end())
-      << "the background sleep should have been re-parented out of the run";
+  EXPECT_NE(escaped, marked.end()) << "the background sleep should have been re-parented out of the run";
   send("h", command("h", "halt", R"("reason":"stop now")"));
   EXPECT_EQ(finish(), 4) << process->stderr_text();
   EXPECT_EQ(outcome_code(*result_for("h")), "ok");
@@ -305,12 +286,10 @@ TEST_F(StandinRun, PersistentAuthFailureIsAuthExpiredThenSessionEndedThenStreamC
   for (const auto& e : process->events())
     if (e.event() == "auth.expired" || e.event() == "session.ended" || e.event() == "stream.closed")
       order.push_back(e.event());
-  EXPECT_EQ(order,
-            (std::vector<std::string_view>{"auth.expired", "session.ended", "stream.closed"}));
+  EXPECT_EQ(order, (std::vector<std::string_view>{"auth.expired", "session.ended", "stream.closed"}));
   auto expired = process->events_named("auth.expired");
   ASSERT_EQ(expired.size(), 1u);
-  EXPECT_NE(expired[0].str("detail").find("OAuth token has expired"), std::string::npos)
-      << expired[0].raw;
+  EXPECT_NE(expired[0].str("detail").find("OAuth token has expired"), std::string::npos) << expired[0].raw;
   EXPECT_EQ(process->events().back().str("reason"), "error");
 }
 

@@ -22,8 +22,7 @@ inline std::filesystem::path standin_script(const std::string& name) {
 }
 
 // Our environment with NAME=VALUE added (replacing any NAME already there).
-inline std::vector<std::string> environment_with(const std::string& name,
-                                                 const std::string& value) {
+inline std::vector<std::string> environment_with(const std::string& name, const std::string& value) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     if (std::string_view(*e).substr(0, name.size() + 1) != name + "=") env.emplace_back(*e);
@@ -31,8 +30,7 @@ inline std::vector<std::string> environment_with(const std::string& name,
   return env;
 }
 
-inline std::filesystem::path write_text(const std::filesystem::path& path,
-                                        const std::string& text) {
+inline std::filesystem::path write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
   return path;
 }

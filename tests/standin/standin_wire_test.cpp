@@ -17,15 +17,8 @@ constexpr std::string_view kAllow =
 
 // What metaharness's launch plan passes (the stand-in ignores all but the wire flags).
 std::vector<std::string> bidirectional_launch() {
-  return {"-p",
-          "--input-format",
-          "stream-json",
-          "--output-format",
-          "stream-json",
-          "--verbose",
-          "--setting-sources",
-          "",
-          "--strict-mcp-config"};
+  return {"-p", "--input-format",     "stream-json", "--output-format", "stream-json", "--verbose", "--setting-sources",
+          "",   "--strict-mcp-config"};
 }
 
 // One stand-in process on the wire.
@@ -43,24 +36,21 @@ class Wire {
   }
 
   void send(const std::string& line) { process->send(line); }
-  void initialize(const std::string& hooks_json =
-                      R"({"PreToolUse":[{"matcher":"*","hookCallbackIds":["cb"],"timeout":60}]})") {
-    send(
-        R"({"type":"control_request","request_id":"init","request":{"subtype":"initialize","hooks":)" +
-        hooks_json + "}}");
+  void initialize(
+      const std::string& hooks_json = R"({"PreToolUse":[{"matcher":"*","hookCallbackIds":["cb"],"timeout":60}]})") {
+    send(R"({"type":"control_request","request_id":"init","request":{"subtype":"initialize","hooks":)" + hooks_json +
+         "}}");
   }
   void user(const std::string& text = "go") {
-    send(
-        R"({"type":"user","session_id":"","message":{"role":"user","content":[{"type":"text","text":")" +
-        text + R"("}]},"parent_tool_use_id":null})");
+    send(R"({"type":"user","session_id":"","message":{"role":"user","content":[{"type":"text","text":")" + text +
+         R"("}]},"parent_tool_use_id":null})");
   }
   void control(const std::string& id, const std::string& request_json) {
-    send(R"({"type":"control_request","request_id":")" + id + R"(","request":)" + request_json +
-         "}");
+    send(R"({"type":"control_request","request_id":")" + id + R"(","request":)" + request_json + "}");
   }
   void answer(const std::string& request_id, std::string_view response_json) {
-    send(R"({"type":"control_response","response":{"subtype":"success","request_id":")" +
-         request_id + R"(","response":)" + std::string(response_json) + "}}");
+    send(R"({"type":"control_response","response":{"subtype":"success","request_id":")" + request_id +
+         R"(","response":)" + std::string(response_json) + "}}");
   }
 
   // The next record, or nullopt on EOF / after the timeout. Every record read is kept.
@@ -81,8 +71,7 @@ class Wire {
     std::vector<json::object> out;
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      auto r = next(std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now()));
+      auto r = next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
       if (!r) return {};
       out.push_back(*r);
       if (match(*r)) return out;
@@ -108,10 +97,8 @@ class Wire {
 
 std::string type_of(const json::object& o) {
   std::string t(o.at("type").as_string());
-  if (auto* s = o.if_contains("subtype"); s && s->is_string())
-    t += "/" + std::string(s->as_string());
-  if (t == "control_request")
-    t += "/" + std::string(o.at("request").as_object().at("subtype").as_string());
+  if (auto* s = o.if_contains("subtype"); s && s->is_string()) t += "/" + std::string(s->as_string());
+  if (t == "control_request") t += "/" + std::string(o.at("request").as_object().at("subtype").as_string());
   return t;
 }
 
@@ -127,21 +114,18 @@ std::vector<std::string> denied_ids(const json::object& result) {
 }
 
 std::string script(const std::string& turns_json) {
-  return R"({"format":"mh-standin-claude.script/1","session_id":"sess-standin","turns":)" +
-         turns_json + "}";
+  return R"({"format":"mh-standin-claude.script/1","session_id":"sess-standin","turns":)" + turns_json + "}";
 }
 
 class StandinWire : public ::testing::Test {
  protected:
-  TempDir dir{std::string("standin-") +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  TempDir dir{std::string("standin-") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
 };
 
 TEST_F(StandinWire, RefusesALaunchThatIsNotBidirectionalStreamJson) {
   Wire wire(dir, script("[]"), {"-p", "--output-format", "stream-json", "--verbose"});
   EXPECT_EQ(wire.finish(), 2);
-  EXPECT_NE(wire.process->stderr_text().find("expected a bidirectional stream-json launch"),
-            std::string::npos)
+  EXPECT_NE(wire.process->stderr_text().find("expected a bidirectional stream-json launch"), std::string::npos)
       << wire.process->stderr_text();
   EXPECT_TRUE(wire.seen.empty());
 }
@@ -201,8 +185,7 @@ TEST_F(StandinWire, HookAnswersDecideTheCallAndDenialsAreListedPerTurn) {
        R"({"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"touch replaced.txt"}}})"},
       {"t_abstain", "{}"},
       {"t_readonly", "{}"},
-      {"t_deny2",
-       R"({"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny"}})"}};
+      {"t_deny2", R"({"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny"}})"}};
   std::map<std::string, json::object> results;
   auto play_turn = [&] {
     for (;;) {
@@ -241,10 +224,8 @@ TEST_F(StandinWire, HookAnswersDecideTheCallAndDenialsAreListedPerTurn) {
   auto second = play_turn();
   ASSERT_FALSE(second.empty());
   EXPECT_EQ(results["t_deny2"].at("content"), "Hook PreToolUse:Bash denied this tool");
-  EXPECT_EQ(denied_ids(second), (std::vector<std::string>{"t_deny2"}))
-      << "denials are per turn, not cumulative";
-  EXPECT_GT(second.at("total_cost_usd").to_number<double>(),
-            first.at("total_cost_usd").to_number<double>())
+  EXPECT_EQ(denied_ids(second), (std::vector<std::string>{"t_deny2"})) << "denials are per turn, not cumulative";
+  EXPECT_GT(second.at("total_cost_usd").to_number<double>(), first.at("total_cost_usd").to_number<double>())
       << "cost is cumulative";
   EXPECT_EQ(wire.finish(), 0);
 }
@@ -315,10 +296,8 @@ TEST_F(StandinWire, TimingOptionStampsWhenEachCallWasAskedAndWhenItsAnswerWasRea
 }
 
 TEST_F(StandinWire, WithoutARegisteredPreToolUseCallbackTheCallIsUngovernedAndTheCliDecides) {
-  Wire wire(
-      dir,
-      script(
-          R"([[{"type":"tool_use","id":"t_write","name":"Bash","input":{"command":"touch x.txt"}},
+  Wire wire(dir, script(
+                     R"([[{"type":"tool_use","id":"t_write","name":"Bash","input":{"command":"touch x.txt"}},
                              {"type":"tool_use","id":"t_read","name":"Bash","input":{"command":"echo hello"}}]])"));
   wire.initialize(R"({"Stop":[{"hookCallbackIds":["stop"]}]})");
   ASSERT_TRUE(wire.next());
@@ -333,10 +312,7 @@ TEST_F(StandinWire, WithoutARegisteredPreToolUseCallbackTheCallIsUngovernedAndTh
 }
 
 TEST_F(StandinWire, SilenceBeyondTheCallbackTimeoutIsCancelledAndFailsClosed) {
-  Wire wire(
-      dir,
-      script(
-          R"([[{"type":"tool_use","id":"t_slow","name":"Bash","input":{"command":"touch late.txt"}}]])"));
+  Wire wire(dir, script(R"([[{"type":"tool_use","id":"t_slow","name":"Bash","input":{"command":"touch late.txt"}}]])"));
   wire.initialize(R"({"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["cb"],"timeout":1}]})");
   ASSERT_TRUE(wire.next());
   wire.user();
@@ -351,20 +327,16 @@ TEST_F(StandinWire, SilenceBeyondTheCallbackTimeoutIsCancelledAndFailsClosed) {
   auto rest = wire.until_type("result");
   ASSERT_EQ(rest.size(), 2u);
   EXPECT_EQ(tool_result_block(rest[0]).at("is_error"), true);
-  EXPECT_NE(std::string(tool_result_block(rest[0]).at("content").as_string())
-                .find("doesn't want to take this action"),
+  EXPECT_NE(std::string(tool_result_block(rest[0]).at("content").as_string()).find("doesn't want to take this action"),
             std::string::npos);
-  EXPECT_TRUE(denied_ids(rest[1]).empty())
-      << "a timed-out call is not listed in permission_denials";
+  EXPECT_TRUE(denied_ids(rest[1]).empty()) << "a timed-out call is not listed in permission_denials";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "late.txt"));
   EXPECT_EQ(wire.finish(), 0);
 }
 
 TEST_F(StandinWire, InterruptCancelsThePendingCallbackFirstAndTheSessionGoesOn) {
-  Wire wire(
-      dir,
-      script(
-          R"([[{"type":"tool_use","id":"t_pending","name":"Bash","input":{"command":"touch no.txt"}}],
+  Wire wire(dir, script(
+                     R"([[{"type":"tool_use","id":"t_pending","name":"Bash","input":{"command":"touch no.txt"}}],
                              [{"type":"text","text":"turn two"}]])"));
   wire.initialize();
   ASSERT_TRUE(wire.next());
@@ -377,8 +349,7 @@ TEST_F(StandinWire, InterruptCancelsThePendingCallbackFirstAndTheSessionGoesOn) 
   EXPECT_EQ(type_of(aborted[0]), "control_cancel_request");
   EXPECT_EQ(aborted[0].at("request_id"), asked.back().at("request_id"));
   EXPECT_EQ(aborted[1].at("response").as_object().at("request_id"), "int_1");
-  EXPECT_FALSE(aborted[1].at("response").as_object().contains("response"))
-      << "interrupt's reply has no payload";
+  EXPECT_FALSE(aborted[1].at("response").as_object().contains("response")) << "interrupt's reply has no payload";
   EXPECT_EQ(tool_result_block(aborted[2]).at("tool_use_id"), "t_pending");
   EXPECT_EQ(tool_result_block(aborted[3]).at("text"), "[Request interrupted by user for tool use]");
   EXPECT_EQ(aborted[4].at("subtype"), "error_during_execution");
@@ -426,19 +397,16 @@ TEST_F(StandinWire, ControlRequestsAnswerWithTheCliWords) {
   wire.control("pm_bypass", R"({"subtype":"set_permission_mode","mode":"bypassPermissions"})");
   auto bypass = wire.next();
   ASSERT_TRUE(bypass);
-  EXPECT_EQ(
-      bypass->at("response").as_object().at("error"),
-      "Cannot set permission mode to bypassPermissions because the session was not launched with "
-      "--dangerously-skip-permissions");
+  EXPECT_EQ(bypass->at("response").as_object().at("error"),
+            "Cannot set permission mode to bypassPermissions because the session was not launched with "
+            "--dangerously-skip-permissions");
   wire.control("pm_yolo", R"({"subtype":"set_permission_mode","mode":"yolo"})");
   wire.control("nope", R"({"subtype":"no_such_subtype"})");
   auto yolo = wire.next();
   auto nope = wire.next();
   ASSERT_TRUE(yolo && nope);
-  EXPECT_EQ(yolo->at("response").as_object().at("subtype"), "success")
-      << "no validation, and no status record";
-  EXPECT_EQ(nope->at("response").as_object().at("error"),
-            "Unsupported control request subtype: no_such_subtype");
+  EXPECT_EQ(yolo->at("response").as_object().at("subtype"), "success") << "no validation, and no status record";
+  EXPECT_EQ(nope->at("response").as_object().at("error"), "Unsupported control request subtype: no_such_subtype");
   wire.user();
   auto turn = wire.until_type("result");
   ASSERT_FALSE(turn.empty());
@@ -460,8 +428,7 @@ TEST_F(StandinWire, EndSessionAbortsTheTurnAndExitsOne) {
 }
 
 TEST_F(StandinWire, ClosingStdinMidTurnLetsTheTurnFinishThenExitsZero) {
-  Wire wire(dir,
-            script(R"([[{"type":"wait","ms":300},{"type":"text","text":"finished anyway"}]])"));
+  Wire wire(dir, script(R"([[{"type":"wait","ms":300},{"type":"text","text":"finished anyway"}]])"));
   wire.user();
   wire.process->close_stdin();
   auto turn = wire.until_type("result");
@@ -474,8 +441,7 @@ TEST_F(StandinWire, ANonJsonLineIsFatal) {
   Wire wire(dir, script("[]"));
   wire.send("this is not json");
   EXPECT_EQ(wire.finish(), 1);
-  EXPECT_NE(wire.process->stderr_text().find("Error parsing streaming input line"),
-            std::string::npos);
+  EXPECT_NE(wire.process->stderr_text().find("Error parsing streaming input line"), std::string::npos);
 }
 
 TEST_F(StandinWire, WhenTheScriptRunsOutEachMessageStillGetsAShortAnswer) {
@@ -495,17 +461,14 @@ TEST_F(StandinWire, ChatterWritesTheAskedNumberOfRecordsOfTheAskedSize) {
   auto turn = wire.until_type("result");
   ASSERT_EQ(turn.size(), 2002u);
   for (std::size_t i = 1; i + 1 < turn.size(); ++i) {
-    const auto& text =
-        turn[i].at("message").as_object().at("content").as_array()[0].as_object().at("text");
+    const auto& text = turn[i].at("message").as_object().at("content").as_array()[0].as_object().at("text");
     ASSERT_EQ(text.as_string().size(), 300u);
   }
   EXPECT_EQ(wire.finish(), 0);
 }
 
 TEST_F(StandinWire, APersistent401IsTheSyntheticMessageThenAnErrorResult) {
-  Wire wire(
-      dir,
-      script(R"([[{"type":"api_error","status":401,"message":"invalid x-api-key","retries":2}]])"));
+  Wire wire(dir, script(R"([[{"type":"api_error","status":401,"message":"invalid x-api-key","retries":2}]])"));
   wire.user();
   auto turn = wire.until_type("result");
   ASSERT_EQ(turn.size(), 5u);

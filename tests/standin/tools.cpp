@@ -77,8 +77,7 @@ std::vector<Token> tokenize(const std::string& command) {
 
 bool is_read_only_command(const std::string& name) {
   static const char* kReadOnly[] = {"echo", "sleep", "true", ":", "pwd", "cat", "ls"};
-  return std::any_of(std::begin(kReadOnly), std::end(kReadOnly),
-                     [&](const char* r) { return name == r; });
+  return std::any_of(std::begin(kReadOnly), std::end(kReadOnly), [&](const char* r) { return name == r; });
 }
 
 // `> path` or `>> path` after a simple command.
@@ -89,8 +88,7 @@ struct Redirect {
 };
 
 // One simple command (words plus an optional redirect) -> actions.
-void plan_simple(const std::vector<std::string>& words, const Redirect& redirect, ToolPlan& plan,
-                 bool& read_only) {
+void plan_simple(const std::vector<std::string>& words, const Redirect& redirect, ToolPlan& plan, bool& read_only) {
   if (words.empty()) return;
   const std::string& cmd = words[0];
   std::vector<std::string> args;
@@ -169,8 +167,7 @@ void plan_bash(const std::string& command, ToolPlan& plan) {
         pending_redirect = true;
         break;
       case Token::Kind::unsupported:
-        plan.actions.push_back(
-            {ToolAction::Kind::unsupported, {}, "`" + t.text + "` in " + command, 0});
+        plan.actions.push_back({ToolAction::Kind::unsupported, {}, "`" + t.text + "` in " + command, 0});
         read_only = false;
         break;
     }
@@ -199,8 +196,7 @@ std::string read_whole(const std::string& path, bool& ok) {
 
 }  // namespace
 
-ToolPlan plan_tool(const std::string& name, const json::object& input, bool run_effect,
-                   std::uint64_t extra_ms) {
+ToolPlan plan_tool(const std::string& name, const json::object& input, bool run_effect, std::uint64_t extra_ms) {
   ToolPlan plan;
   if (name == "Bash") {
     plan.shape = ToolPlan::Shape::bash;
@@ -209,19 +205,16 @@ ToolPlan plan_tool(const std::string& name, const json::object& input, bool run_
   } else if (name == "Write") {
     plan.shape = ToolPlan::Shape::write;
     if (run_effect)
-      plan.actions.push_back({ToolAction::Kind::write_file,
-                              {string_field(input, "file_path")},
-                              string_field(input, "content"),
-                              0});
+      plan.actions.push_back(
+          {ToolAction::Kind::write_file, {string_field(input, "file_path")}, string_field(input, "content"), 0});
   } else if (name == "Read") {
     plan.shape = ToolPlan::Shape::read;
     plan.read_only = true;
   } else {
     // Read-only in the vendor's eyes: the tools its default mode runs without asking.
-    static const char* kReadOnlyTools[] = {"Glob",     "Grep",       "LS",       "TaskGet",
-                                           "TaskList", "TaskOutput", "WebSearch"};
-    plan.read_only = std::any_of(std::begin(kReadOnlyTools), std::end(kReadOnlyTools),
-                                 [&](const char* t) { return name == t; });
+    static const char* kReadOnlyTools[] = {"Glob", "Grep", "LS", "TaskGet", "TaskList", "TaskOutput", "WebSearch"};
+    plan.read_only =
+        std::any_of(std::begin(kReadOnlyTools), std::end(kReadOnlyTools), [&](const char* t) { return name == t; });
   }
   if (extra_ms > 0) plan.actions.push_back({ToolAction::Kind::sleep, {}, {}, extra_ms});
   return plan;
@@ -288,14 +281,13 @@ void perform(const ToolAction& a, ToolOutput& out) {
       return;  // the session waits; nothing to do here
     case ToolAction::Kind::unsupported:
       out.failed = true;
-      out.error_text =
-          "/bin/bash: line 1: " + a.text + ": command not found (mh-standin-claude runs no shell)";
+      out.error_text = "/bin/bash: line 1: " + a.text + ": command not found (mh-standin-claude runs no shell)";
       return;
   }
 }
 
-ToolResult finish_tool(const ToolPlan& plan, const std::string& name, const json::object& input,
-                       const ToolOutput& out, const std::optional<std::string>& scripted_output) {
+ToolResult finish_tool(const ToolPlan& plan, const std::string& name, const json::object& input, const ToolOutput& out,
+                       const std::optional<std::string>& scripted_output) {
   ToolResult r;
   switch (plan.shape) {
     case ToolPlan::Shape::bash: {
@@ -309,11 +301,8 @@ ToolResult finish_tool(const ToolPlan& plan, const std::string& name, const json
       while (!text.empty() && text.back() == '\n')
         text.pop_back();
       r.content = text.empty() ? "(Bash completed with no output)" : text;
-      r.tool_use_result = json::object{{"stdout", text},
-                                       {"stderr", ""},
-                                       {"interrupted", false},
-                                       {"isImage", false},
-                                       {"noOutputExpected", false}};
+      r.tool_use_result = json::object{
+          {"stdout", text}, {"stderr", ""}, {"interrupted", false}, {"isImage", false}, {"noOutputExpected", false}};
       return r;
     }
     case ToolPlan::Shape::write: {
@@ -325,9 +314,8 @@ ToolResult finish_tool(const ToolPlan& plan, const std::string& name, const json
         return r;
       }
       r.write_is_error_key = false;
-      r.content = scripted_output.value_or(
-          "File created successfully at: " + path +
-          " (file state is current in your context \u2014 no need to Read it back)");
+      r.content = scripted_output.value_or("File created successfully at: " + path +
+                                           " (file state is current in your context \u2014 no need to Read it back)");
       r.tool_use_result = json::object{{"type", "create"},
                                        {"filePath", path},
                                        {"content", string_field(input, "content")},
@@ -351,19 +339,17 @@ ToolResult finish_tool(const ToolPlan& plan, const std::string& name, const json
       std::size_t line = 0, start = 0;
       for (;;) {
         std::size_t nl = text.find('\n', start);
-        numbered += std::to_string(++line) + "\t" +
-                    text.substr(start, nl == std::string::npos ? nl : nl - start);
+        numbered += std::to_string(++line) + "\t" + text.substr(start, nl == std::string::npos ? nl : nl - start);
         if (nl == std::string::npos) break;
         numbered += "\n";
         start = nl + 1;
       }
       r.content = scripted_output.value_or(numbered);
-      r.tool_use_result = json::object{{"type", "text"},
-                                       {"file", json::object{{"filePath", path},
-                                                             {"content", text},
-                                                             {"numLines", line},
-                                                             {"startLine", 1},
-                                                             {"totalLines", line}}}};
+      r.tool_use_result = json::object{
+          {"type", "text"},
+          {"file",
+           json::object{
+               {"filePath", path}, {"content", text}, {"numLines", line}, {"startLine", 1}, {"totalLines", line}}}};
       return r;
     }
     case ToolPlan::Shape::other:

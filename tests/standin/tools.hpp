@@ -15,18 +15,7 @@ namespace mh::standin {
 namespace json = boost::json;
 
 struct ToolAction {
-  enum class Kind {
-    touch,
-    mkdir,
-    write_file,
-    append_file,
-    print,
-    print_file,
-    print_cwd,
-    list_cwd,
-    sleep,
-    unsupported
-  };
+  enum class Kind { touch, mkdir, write_file, append_file, print, print_file, print_cwd, list_cwd, sleep, unsupported };
   Kind kind = Kind::print;
   std::vector<std::string> paths;
   std::string text;
@@ -42,8 +31,7 @@ struct ToolPlan {
 
 // The plan for `name` with `input` (after any updatedInput). `run_effect` false: the call runs
 // no action at all (script "effect": "none"), but still takes `extra_ms`.
-ToolPlan plan_tool(const std::string& name, const json::object& input, bool run_effect,
-                   std::uint64_t extra_ms);
+ToolPlan plan_tool(const std::string& name, const json::object& input, bool run_effect, std::uint64_t extra_ms);
 
 // Accumulates what the immediate actions produced.
 struct ToolOutput {
@@ -62,7 +50,7 @@ struct ToolResult {
   bool write_is_error_key = true;  // Bash writes "is_error":false; Read/Write omit it
   json::value tool_use_result;
 };
-ToolResult finish_tool(const ToolPlan& plan, const std::string& name, const json::object& input,
-                       const ToolOutput& out, const std::optional<std::string>& scripted_output);
+ToolResult finish_tool(const ToolPlan& plan, const std::string& name, const json::object& input, const ToolOutput& out,
+                       const std::optional<std::string>& scripted_output);
 
 }  // namespace mh::standin

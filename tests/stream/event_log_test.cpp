@@ -1,9 +1,9 @@
 // EventLog: seq assignment, stream.closed last, refusals as values, durability modes, recovery
 // after a kill (torn line cut, nothing complete lost), bounded memory.
+#include <sys/stat.h>
+
 #include "protocol/completeness.hpp"
 #include "stream_test_support.hpp"
-
-#include <sys/stat.h>
 
 namespace mh::daemon::test {
 namespace {
@@ -94,7 +94,8 @@ TEST(EventLog, FileIsCreatedWithMode0640WhateverTheUmask) {
 TEST(EventLog, FsyncEachWritesTheSameCompleteStream) {
   TempDir dir;
   auto log = make_log(dir, "run-f", EventLogOptions{Durability::fsync_each, 4});
-  for (int i = 1; i <= 20; ++i) ASSERT_TRUE(log.append(text_event(i)));
+  for (int i = 1; i <= 20; ++i)
+    ASSERT_TRUE(log.append(text_event(i)));
   ASSERT_TRUE(log.close(CloseReason::completed, exited(0)));
   auto verdict = protocol::check_stream(read_file(dir.events()));
   EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
@@ -106,7 +107,8 @@ TEST(EventLog, RecoveryCutsATornLineAndTheCallerClosesWithAWarning) {
   std::uint64_t bytes_before_tear = 0;
   {
     auto log = make_log(dir, "run-k", EventLogOptions{Durability::write, 2});
-    for (int i = 1; i <= 3; ++i) ASSERT_TRUE(log.append(text_event(i)));
+    for (int i = 1; i <= 3; ++i)
+      ASSERT_TRUE(log.append(text_event(i)));
     bytes_before_tear = log.committed_bytes();
     // The daemon is SIGKILLed here: the log object never closes. Simulate the half-written
     // line a crash mid-write(2) would leave.
@@ -176,7 +178,10 @@ TEST(EventLog, RecoveryKeepsEveryCompleteLineEvenABadOne) {
     auto log = make_log(dir, "run-b");
     ASSERT_TRUE(log.append(text_event(1)));
   }
-  { std::ofstream(dir.events(), std::ios::app | std::ios::binary) << "not json\n" << "{\"tor"; }
+  {
+    std::ofstream(dir.events(), std::ios::app | std::ios::binary) << "not json\n"
+                                                                  << "{\"tor";
+  }
   auto recovered = EventLog::recover(dir.events(), "run-b");
   ASSERT_TRUE(recovered) << recovered.error();
   EXPECT_EQ(recovered->report.lines, 2u);
@@ -211,7 +216,8 @@ TEST(EventLog, RecoveryOfAnEmptyOrAllTornFile) {
 TEST(EventLog, MemoryIsTheSparseIndexAndOneScratchBuffer) {
   TempDir dir;
   auto log = make_log(dir, "run-mem", EventLogOptions{Durability::write, 16});
-  for (int i = 1; i <= 10'000; ++i) ASSERT_TRUE(log.append(text_event(i)));
+  for (int i = 1; i <= 10'000; ++i)
+    ASSERT_TRUE(log.append(text_event(i)));
   const auto& index = log.shared()->index();
   EXPECT_EQ(index.size(), 625u);  // ceil(10000 / 16)
   EXPECT_LE(index.capacity(), 2 * index.size() + 64);

@@ -1,10 +1,10 @@
 // StreamReader: replay from the start, the middle and the end; whole lines only; following live
 // from other strands while the run strand appends (every line exactly once, in order); a
 // stalled reader beside a fast one; fifty readers; timeouts, writer gone, departures.
+#include <atomic>
+
 #include "protocol/completeness.hpp"
 #include "stream_test_support.hpp"
-
-#include <atomic>
 
 namespace mh::daemon::test {
 namespace {
@@ -75,7 +75,8 @@ bool eventually(Condition condition, std::chrono::milliseconds limit = 10s) {
 TEST(StreamReader, ReplaysFromTheStartTheMiddleAndTheEnd) {
   TempDir dir;
   auto log = make_log(dir, "run-replay", EventLogOptions{Durability::write, 16});
-  for (int i = 1; i <= 1000; ++i) ASSERT_TRUE(log.append(text_event(i)));
+  for (int i = 1; i <= 1000; ++i)
+    ASSERT_TRUE(log.append(text_event(i)));
   asio::io_context context;
   auto ex = context.get_executor();
 
@@ -104,7 +105,8 @@ TEST(StreamReader, ReplaysFromTheStartTheMiddleAndTheEnd) {
   ASSERT_TRUE(at_end);
   EXPECT_EQ(at_end->next_seq(), 1001u);
   EXPECT_EQ(drain(*at_end, 4096), 0u);
-  for (int i = 1001; i <= 1010; ++i) ASSERT_TRUE(log.append(text_event(i)));
+  for (int i = 1001; i <= 1010; ++i)
+    ASSERT_TRUE(log.append(text_event(i)));
   auto batch = at_end->read_some();
   ASSERT_TRUE(batch);
   EXPECT_EQ(batch->first_seq, 1001u);
@@ -118,7 +120,8 @@ TEST(StreamReader, ReplaysFromTheStartTheMiddleAndTheEnd) {
 TEST(StreamReader, ReturnsWholeLinesEvenWithATinyBudget) {
   TempDir dir;
   auto log = make_log(dir, "run-tiny");
-  for (int i = 1; i <= 5; ++i) ASSERT_TRUE(log.append(text_event(i, 100 + 400 * i)));
+  for (int i = 1; i <= 5; ++i)
+    ASSERT_TRUE(log.append(text_event(i, 100 + 400 * i)));
   ASSERT_TRUE(log.close(CloseReason::completed, ProcessTermination{}));
   asio::io_context context;
   auto reader = StreamReader::open(log.shared(), context.get_executor(), ReaderStart::from_beginning());
@@ -230,7 +233,8 @@ TEST(StreamReader, FiftyReadersFollowAtOnce) {
   auto log = make_log(dir, "run-fifty", EventLogOptions{Durability::write, 64});
   auto shared = log.shared();
   auto run_strand = io.make_strand();
-  for (int i = 1; i <= 200; ++i) ASSERT_TRUE(log.append(text_event(i)));
+  for (int i = 1; i <= 200; ++i)
+    ASSERT_TRUE(log.append(text_event(i)));
 
   std::vector<std::future<Followed>> readers;
   for (int r = 0; r < 50; ++r) {

@@ -2,9 +2,7 @@
 // coroutines, temporary directories, event payloads and line checks.
 #pragma once
 
-#include "daemon/stream/event_log.hpp"
-#include "daemon/stream/stream_reader.hpp"
-#include "protocol/reader.hpp"
+#include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -13,9 +11,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
-
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/stream/event_log.hpp"
+#include "daemon/stream/stream_reader.hpp"
+#include "protocol/reader.hpp"
+
 namespace mh::daemon::test {
 
 namespace asio = boost::asio;
@@ -35,7 +34,8 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 class IoThreads {
  public:
   explicit IoThreads(int threads = 2) : guard_(asio::make_work_guard(context_)) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { context_.run(); });
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([this] { context_.run(); });
   }
   ~IoThreads() { stop(); }
   IoThreads(const IoThreads&) = delete;
@@ -123,8 +123,7 @@ inline std::uint64_t check_lines(std::string_view bytes, std::uint64_t first_seq
     auto event = protocol::read_event_line(bytes.substr(0, nl));
     if (!event) throw std::runtime_error("unreadable line: " + event.error().message);
     if (event->seq != expected)
-      throw std::runtime_error("seq " + std::to_string(event->seq) + " where " + std::to_string(expected) +
-                               " was due");
+      throw std::runtime_error("seq " + std::to_string(event->seq) + " where " + std::to_string(expected) + " was due");
     if (event->run != run) throw std::runtime_error("wrong run " + event->run);
     ++expected;
     bytes.remove_prefix(nl + 1);

@@ -1,8 +1,8 @@
 // A quick throughput measurement of EventLog::append and StreamReader bulk reads for ~300-byte
 // events (not a test and not a benchmark harness: `mh_stream_throughput [events]` prints rates).
-#include "stream_test_support.hpp"
-
 #include <cstdio>
+
+#include "stream_test_support.hpp"
 
 using namespace mh::daemon;
 using namespace mh::daemon::test;
@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   // Pre-build payloads so the measurement is the log, not the test's string building.
   std::vector<mh::protocol::EventPayload> payloads;
   payloads.reserve(1024);
-  for (int i = 0; i < 1024; ++i) payloads.push_back(text_event(i, 300));
+  for (int i = 0; i < 1024; ++i)
+    payloads.push_back(text_event(i, 300));
 
   {
     TempDir dir;

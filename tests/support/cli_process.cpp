@@ -1,9 +1,8 @@
 #include "tests/support/cli_process.hpp"
 
-#include <gtest/gtest.h>
-
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -41,11 +40,13 @@ CliProcess::CliProcess(std::vector<std::string> argv, std::optional<std::vector<
   posix_spawn_file_actions_adddup2(&actions, err[1], 2);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
+  for (auto& a : argv)
+    args.push_back(a.data());
   args.push_back(nullptr);
   std::vector<std::string> env_storage = env.value_or(std::vector<std::string>{});
   std::vector<char*> envp;
-  for (auto& e : env_storage) envp.push_back(e.data());
+  for (auto& e : env_storage)
+    envp.push_back(e.data());
   envp.push_back(nullptr);
   int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), env ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -178,8 +179,12 @@ const std::string& CliProcess::stderr_text() {
   return err_text_;
 }
 
-std::filesystem::path metaharness_binary() { return MH_TEST_METAHARNESS; }
-std::filesystem::path source_dir() { return MH_TEST_SOURCE_DIR; }
+std::filesystem::path metaharness_binary() {
+  return MH_TEST_METAHARNESS;
+}
+std::filesystem::path source_dir() {
+  return MH_TEST_SOURCE_DIR;
+}
 
 TempDir::TempDir(const std::string& name) {
   // Short enough that a Unix socket inside it stays under the 107-byte path limit.
@@ -208,7 +213,8 @@ std::vector<std::string> read_lines(const std::filesystem::path& p) {
   std::vector<std::string> out;
   std::istringstream in(read_file(p));
   std::string line;
-  while (std::getline(in, line)) out.push_back(line);
+  while (std::getline(in, line))
+    out.push_back(line);
   return out;
 }
 

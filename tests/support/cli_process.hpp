@@ -3,14 +3,14 @@
 // nothing here sleeps to synchronise.
 #pragma once
 
-#include "protocol/json.hpp"
-
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "protocol/json.hpp"
 
 namespace mh::test {
 

@@ -53,7 +53,8 @@ DaemonUnderTest::DaemonUnderTest(const std::filesystem::path& dir, const std::st
     env.push_back(entry);
   }
   env.push_back("NOTIFY_SOCKET=" + notify_.string());
-  for (auto& e : extra_env) env.push_back(std::move(e));
+  for (auto& e : extra_env)
+    env.push_back(std::move(e));
   process_ = std::make_unique<CliProcess>(
       std::vector<std::string>{metaharness_binary().string(), "daemon", "--config", config_path.string(), "--socket",
                                socket_.string(), "--state-dir", state_.string()},
@@ -88,7 +89,9 @@ bool DaemonUnderTest::wait_notify(const std::string& text, std::chrono::millisec
   }
 }
 
-void DaemonUnderTest::signal(int sig) { ::kill(process_->pid(), sig); }
+void DaemonUnderTest::signal(int sig) {
+  ::kill(process_->pid(), sig);
+}
 
 bool DaemonUnderTest::running() {
   if (status_) return false;
@@ -133,7 +136,9 @@ void SocketClient::send_raw(const std::string& bytes) {
   }
 }
 
-void SocketClient::send(const std::string& line) { send_raw(line + "\n"); }
+void SocketClient::send(const std::string& line) {
+  send_raw(line + "\n");
+}
 
 void SocketClient::close_write() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
@@ -152,7 +157,9 @@ std::optional<std::string> SocketClient::next_line(std::chrono::milliseconds tim
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return std::nullopt;
     pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1) <= 0)
+    if (::poll(&p, 1,
+               static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1) <=
+        0)
       continue;
     char buf[65536];
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);

@@ -3,9 +3,9 @@
 // socket client with bounded waits.
 #pragma once
 
-#include "tests/support/cli_process.hpp"
-
 #include <sys/types.h>
+
+#include "tests/support/cli_process.hpp"
 
 namespace mh::test {
 

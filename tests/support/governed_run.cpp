@@ -1,9 +1,9 @@
 #include "tests/support/governed_run.hpp"
 
-#include "protocol/completeness.hpp"
-
 #include <fstream>
 #include <map>
+
+#include "protocol/completeness.hpp"
 
 namespace mh::test {
 
@@ -45,9 +45,9 @@ std::vector<json::object> logged_request_headers(const std::filesystem::path& ru
 }
 
 void GovernedRun::start(const std::string& scenario_name, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {metaharness_binary().string(), "run", adapter_, "-p", "go",
-                                   "--model-scenario", scenario(scenario_name).string(),
-                                   "--run-dir", run_dir().string()};
+  std::vector<std::string> argv = {
+      metaharness_binary().string(),    "run",       adapter_,          "-p", "go", "--model-scenario",
+      scenario(scenario_name).string(), "--run-dir", run_dir().string()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   process = std::make_unique<CliProcess>(argv);
 }
@@ -74,7 +74,8 @@ std::filesystem::path GovernedRun::write_frame(std::vector<protocol::OpKind> ops
   f.workflow_version = "1";
   f.node_id = "step";
   f.step = protocol::StepRef{"tests", "step", 1, 1};
-  for (auto op : ops) f.operations.push_back(protocol::Operation{op, {}, {}});
+  for (auto op : ops)
+    f.operations.push_back(protocol::Operation{op, {}, {}});
   protocol::seal(f);
   auto path = dir.path() / "frame.json";
   std::ofstream(path) << protocol::frame_document(f);
@@ -124,7 +125,8 @@ void GovernedRun::TearDown() {
     if (v && v->as_object().at("event") == "command.result")
       ++results[std::string(v->as_object().at("id").as_string())];
   }
-  for (const auto& id : sent) EXPECT_EQ(results[id], 1) << "command " << id << " must get exactly one command.result";
+  for (const auto& id : sent)
+    EXPECT_EQ(results[id], 1) << "command " << id << " must get exactly one command.result";
 }
 
 }  // namespace mh::test

@@ -3,12 +3,12 @@
 // behaviours in the same words.
 #pragma once
 
-#include "protocol/frame.hpp"
-#include "tests/support/cli_process.hpp"
-
 #include <gtest/gtest.h>
 
 #include <memory>
+
+#include "protocol/frame.hpp"
+#include "tests/support/cli_process.hpp"
 
 namespace mh::test {
 
