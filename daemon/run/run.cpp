@@ -187,6 +187,10 @@ struct Run::Impl final : RunEffects {
   std::multimap<std::string, ResultCallback> result_waiters;
   std::vector<Early> early;
 
+  // Events emitted while the log holds a chunk's events (see release_log).
+  std::size_t held_requested = 0;
+  std::vector<protocol::ev::CommandResult> held_results;
+
   // Seam instrumentation.
   Clock::time_point line_read_at{};
   std::optional<Clock::time_point> command_received_at;
@@ -206,16 +210,46 @@ struct Run::Impl final : RunEffects {
       log_failed = true;  // after_core() stops the run once the core has returned
       return log->last_seq();
     }
-    if (requested && line_read_at != Clock::time_point{} && latencies.line_to_requested.size() < kMaxLatencySamples)
-      latencies.line_to_requested.push_back(Clock::now() - line_read_at);
-    if (answered) {
-      if (auto it = result_waiters.find(answered->id); it != result_waiters.end()) {
-        ResultCallback callback = std::move(it->second);
-        result_waiters.erase(it);
-        callback(*answered, true);
-      }
+    // While the log holds a chunk's events, they are not recorded yet: what waits on "recorded"
+    // and the delivery latency wait for release_log().
+    if (log->holding()) {
+      if (requested) ++held_requested;
+      if (answered) held_results.push_back(std::move(*answered));
+      return *seq;
     }
+    if (requested) sample_line_to_requested();
+    if (answered) result_recorded(*answered, true);
     return *seq;
+  }
+
+  void sample_line_to_requested() {
+    if (line_read_at != Clock::time_point{} && latencies.line_to_requested.size() < kMaxLatencySamples)
+      latencies.line_to_requested.push_back(Clock::now() - line_read_at);
+  }
+
+  void result_recorded(const protocol::ev::CommandResult& result, bool recorded) {
+    if (auto it = result_waiters.find(result.id); it != result_waiters.end()) {
+      ResultCallback callback = std::move(it->second);
+      result_waiters.erase(it);
+      callback(result, recorded);
+    }
+  }
+
+  // Writes the events held while a chunk of vendor output was handled (one write, one wake-up
+  // of the readers), then does what waited on them being recorded.
+  void release_log() {
+    auto written = log->release();
+    if (!written) {
+      std::cerr << "<3>metaharness: run " << log->run_id() << ": " << written.error() << "\n";
+      log_failed = true;
+    }
+    for (; held_requested > 0; --held_requested)
+      if (written) sample_line_to_requested();
+    auto results = std::move(held_results);
+    held_results.clear();
+    for (const auto& r : results)
+      result_recorded(r, written.has_value());
+    if (!written) after_core();  // stops the run: it is not governed off the record
   }
 
   void write_vendor(std::string line) override {
@@ -436,7 +470,12 @@ struct Run::Impl final : RunEffects {
     };
     auto consume = [&](std::string_view chunk) {
       line_read_at = Clock::now();
+      // One chunk's events go to the log in one write: a chatty vendor costs a write and a
+      // readers' wake-up per chunk, not per line. Answers to the vendor are written as the lines
+      // are handled, before the records (the effect goes out before its record).
+      log->hold();
       framer.feed(chunk, on_line);
+      release_log();
       line_read_at = {};
       // Byte for byte, as read. Written after the chunk's lines are handled so that answering
       // the vendor never waits on the copy; it is on disk before the next read.

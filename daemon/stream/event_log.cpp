@@ -67,9 +67,12 @@ EventLog& EventLog::operator=(EventLog&& other) noexcept {
     shared_ = std::move(other.shared_);
     options_ = other.options_;
     last_seq_ = other.last_seq_;
+    committed_seq_ = other.committed_seq_;
     committed_bytes_ = other.committed_bytes_;
     closed_ = other.closed_;
+    holding_ = other.holding_;
     scratch_ = std::move(other.scratch_);
+    pending_index_ = std::move(other.pending_index_);
   }
   return *this;
 }
@@ -79,6 +82,7 @@ EventLog::~EventLog() {
 }
 
 void EventLog::abandon() {
+  if (shared_ && !closed_ && last_seq_ > committed_seq_) (void)commit_pending(false);  // a hold never released
   if (shared_ && !closed_) {
     shared_->mark_writer_gone();
     shared_->wake_waiters();
@@ -112,6 +116,8 @@ boost::system::result<std::uint64_t, std::string> EventLog::close(protocol::Clos
   if (!shared_) return std::string("close on a moved-from EventLog");
   if (closed_) return "the stream of run " + shared_->run_id() + " is closed already";
   protocol::ev::StreamClosed marker;
+  holding_ = false;
+  if (auto written = commit_pending(false); !written) return written.error();
   marker.events = last_seq_;
   marker.reason = reason;
   marker.run_id = shared_->run_id();
@@ -128,17 +134,36 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
                                                                         std::optional<std::string> at) {
   const bool closing = std::holds_alternative<protocol::ev::StreamClosed>(payload);
   const std::uint64_t seq = last_seq_ + 1;
-  scratch_.clear();  // serialize_to appends, and separates from a non-empty buffer's last char
+  const std::uint64_t offset = committed_bytes_ + scratch_.size();
+  // serialize_to appends, with no separator after a '\n': scratch_ is empty or ends with one.
   protocol::serialize_to(scratch_, protocol::Event{seq, shared_->run_id(), std::move(at), std::move(payload)});
   scratch_.push_back('\n');
+  if ((seq - 1) % options_.index_interval == 0) pending_index_.push_back(offset);
+  last_seq_ = seq;
+  if (holding_ && !closing) return seq;
+  if (auto written = commit_pending(closing); !written) return written.error();
+  return seq;
+}
 
+boost::system::result<void, std::string> EventLog::release() {
+  holding_ = false;
+  if (!shared_) return std::string("release on a moved-from EventLog");
+  return commit_pending(false);
+}
+
+boost::system::result<void, std::string> EventLog::commit_pending(bool closing) {
+  if (last_seq_ == committed_seq_) return {};
   int error = write_all(fd_.get(), scratch_);
   if (error == 0 && options_.durability == Durability::fsync_each && ::fdatasync(fd_.get()) == -1) error = errno;
   if (error != 0) {
     // Nothing past committed_bytes_ was ever published; cut it so the file ends with a complete
-    // line and the next append reuses this seq.
-    std::string message =
-        "write of seq " + std::to_string(seq) + " to " + shared_->path().string() + " failed: " + errno_text(error);
+    // line and the next append reuses these seqs.
+    std::string message = "write of seq " + std::to_string(committed_seq_ + 1) +
+                          (last_seq_ > committed_seq_ + 1 ? ".." + std::to_string(last_seq_) : std::string()) + " to " +
+                          shared_->path().string() + " failed: " + errno_text(error);
+    last_seq_ = committed_seq_;
+    scratch_.clear();
+    pending_index_.clear();
     if (::ftruncate(fd_.get(), static_cast<off_t>(committed_bytes_)) == -1) {
       // The file may now end with a partial line that no reader can see; stop writing rather
       // than put a complete line after it.
@@ -150,18 +175,20 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
     return message;
   }
 
-  if ((seq - 1) % options_.index_interval == 0) shared_->push_index_entry(committed_bytes_);
+  for (std::uint64_t offset : pending_index_)
+    shared_->push_index_entry(offset);
+  pending_index_.clear();
   committed_bytes_ += scratch_.size();
-  last_seq_ = seq;
-  if (closing) shared_->set_final_seq(seq);
-  shared_->publish(committed_bytes_, seq);
+  committed_seq_ = last_seq_;
+  if (closing) shared_->set_final_seq(committed_seq_);
+  shared_->publish(committed_bytes_, committed_seq_);
   shared_->wake_waiters();
+  scratch_.clear();
   if (scratch_.capacity() > kScratchKeepBytes) {
-    scratch_.clear();
     scratch_.shrink_to_fit();
     scratch_.reserve(1024);
   }
-  return seq;
+  return {};
 }
 
 boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::filesystem::path& path,
@@ -231,6 +258,7 @@ boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::fi
 
   EventLog log(std::move(fd), shared, options);
   log.last_seq_ = report.lines;
+  log.committed_seq_ = report.lines;
   log.committed_bytes_ = complete_end;
   log.closed_ = last_is_closed;
   if (last_is_closed) shared->set_final_seq(report.lines);

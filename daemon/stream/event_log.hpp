@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/stream/stream_shared.hpp"
@@ -80,8 +81,18 @@ class EventLog {
   boost::system::result<std::uint64_t, std::string> append(protocol::EventPayload payload,
                                                            std::optional<std::string> at = std::nullopt);
 
+  // Batching: between hold() and release(), appends take their seq and are serialized into one
+  // buffer; release() writes them with one write(2), then publishes them to readers and wakes
+  // them once. Nobody sees an event before it is on disk, as without a hold. A run holds while it
+  // handles one chunk of vendor output, so a chatty vendor costs one write and one wake-up per
+  // chunk, not per event. If the write fails, every held event is cut back (none was published),
+  // their seqs are not consumed, and release() says why.
+  void hold() { holding_ = true; }
+  bool holding() const { return holding_; }
+  boost::system::result<void, std::string> release();
+
   // Appends stream.closed (events = seq - 1, run_id = this run) as the last line, fdatasyncs,
-  // and returns its seq. A second close is refused.
+  // and returns its seq (after writing what a hold kept, if any). A second close is refused.
   boost::system::result<std::uint64_t, std::string> close(protocol::CloseReason reason,
                                                           protocol::ProcessTermination process);
 
@@ -102,15 +113,21 @@ class EventLog {
   EventLog(UniqueFd fd, std::shared_ptr<SharedStreamState> shared, EventLogOptions options);
   boost::system::result<std::uint64_t, std::string> write_event(protocol::EventPayload payload,
                                                                 std::optional<std::string> at);
+  // Writes scratch_ (the events past committed_seq_) and publishes them; on failure cuts the file
+  // back to committed_bytes_ and forgets them.
+  boost::system::result<void, std::string> commit_pending(bool closing);
   void abandon();
 
   UniqueFd fd_;
   std::shared_ptr<SharedStreamState> shared_;
   EventLogOptions options_;
-  std::uint64_t last_seq_ = 0;
+  std::uint64_t last_seq_ = 0;       // the last seq handed out
+  std::uint64_t committed_seq_ = 0;  // the last seq written and published
   std::uint64_t committed_bytes_ = 0;
   bool closed_ = false;
-  std::string scratch_;
+  bool holding_ = false;
+  std::string scratch_;                       // serialized events not written yet (one, or a hold's worth)
+  std::vector<std::uint64_t> pending_index_;  // index entries (file offsets) for them
 };
 
 struct RecoveredLog {

@@ -231,3 +231,67 @@ TEST(EventLog, MemoryIsTheSparseIndexAndOneScratchBuffer) {
 
 }  // namespace
 }  // namespace mh::daemon::test
+
+namespace mh::daemon::test {
+namespace {
+
+// A hold batches a chunk's events into one write: each takes its seq at once, nobody sees any of
+// them (nothing on disk, nothing published) until release(), and then all of them at once.
+TEST(EventLog, AHoldWritesItsEventsAtReleaseAndPublishesNothingBefore) {
+  TempDir dir;
+  auto log = make_log(dir, "run-1");
+  ASSERT_TRUE(log.append(text_event(1)));
+  auto shared = log.shared();
+  const auto bytes_before = log.committed_bytes();
+
+  log.hold();
+  for (std::uint64_t i = 2; i <= 4; ++i) {
+    auto seq = log.append(text_event(i));
+    ASSERT_TRUE(seq) << seq.error();
+    EXPECT_EQ(*seq, i);
+  }
+  EXPECT_EQ(log.last_seq(), 4u);
+  EXPECT_EQ(shared->committed_seq(), 1u) << "held events are not published";
+  EXPECT_EQ(read_file(dir.events()).size(), bytes_before) << "nor written";
+
+  ASSERT_TRUE(log.release());
+  EXPECT_FALSE(log.holding());
+  EXPECT_EQ(shared->committed_seq(), 4u);
+  EXPECT_EQ(read_file(dir.events()).size(), log.committed_bytes());
+
+  // close() during a hold writes what the hold kept first, then the marker.
+  log.hold();
+  ASSERT_TRUE(log.append(text_event(5)));
+  auto closed = log.close(CloseReason::completed, exited(0));
+  ASSERT_TRUE(closed) << closed.error();
+  EXPECT_EQ(*closed, 6u);
+  auto verdict = protocol::check_stream(read_file(dir.events()));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << verdict.first_bad_reason;
+  EXPECT_EQ(verdict.events_before_marker, 5u);
+}
+
+// The sparse index still points at the right lines when its entries come from a hold.
+TEST(EventLog, ReadersStartAtAnySeqOfAHeldBatch) {
+  TempDir dir;
+  EventLogOptions options;
+  options.index_interval = 2;
+  auto created = EventLog::create(dir.events(), "run-1", options);
+  ASSERT_TRUE(created) << created.error();
+  EventLog log = std::move(*created);
+  log.hold();
+  for (std::uint64_t i = 1; i <= 9; ++i)
+    ASSERT_TRUE(log.append(text_event(i)));
+  ASSERT_TRUE(log.release());
+  auto text = read_file(dir.events());
+  const auto& index = log.shared()->index();
+  ASSERT_EQ(index.size(), 5u);  // seqs 1, 3, 5, 7, 9
+  for (std::size_t e = 0; e < index.size(); ++e) {
+    auto line_end = text.find('\n', index.at(e));
+    auto line = protocol::read_event_line(std::string_view(text).substr(index.at(e), line_end - index.at(e)));
+    ASSERT_TRUE(line);
+    EXPECT_EQ(line->seq, e * 2 + 1);
+  }
+}
+
+}  // namespace
+}  // namespace mh::daemon::test
