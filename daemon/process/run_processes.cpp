@@ -8,9 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 #include <charconv>
@@ -426,24 +425,6 @@ KillReport kill_run_processes_sync(std::optional<pid_t> root, const RunMarker& m
   return killer.report(fixed_point);
 }
 
-// A scan reads the stat of every process on the host and the environment of those outside the
-// run's tree: tens of milliseconds with a few hundred processes, more on a busy evaluation host.
-// Scans run on a thread of their own, so no io thread — and no other run's strand or connection —
-// ever waits on one. One thread is enough: scans are rare (a run's end) and short next to a run.
-asio::thread_pool& scan_thread() {
-  static asio::thread_pool pool(1);
-  return pool;
-}
-
-// Coroutines rather than lambdas (GCC 12 miscompiles capturing lambda coroutines); the killer
-// is touched by one side at a time, the caller being suspended while these run.
-asio::awaitable<FreezeStep> freeze_step_on_scan_thread(RunKiller* killer, Clock::time_point* unsettled_since) {
-  co_return freeze_step(*killer, *unsettled_since);
-}
-asio::awaitable<std::size_t> freeze_round_on_scan_thread(RunKiller* killer) {
-  co_return killer->freeze_round();
-}
-
 asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, std::optional<pid_t> root,
                                                RunMarker marker, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
@@ -454,13 +435,15 @@ asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, s
     fixed_point = false;
     auto unsettled_since = Clock::time_point::max();
     while (!out_of_budget(killer, deadline)) {
-      FreezeStep step = co_await asio::co_spawn(scan_thread(), freeze_step_on_scan_thread(&killer, &unsettled_since),
-                                                asio::use_awaitable);
+      FreezeStep step = freeze_step(killer, unsettled_since);
       if (step == FreezeStep::fixed_point) fixed_point = true;
       if (step == FreezeStep::fixed_point || step == FreezeStep::give_up) break;
       if (step == FreezeStep::pause) {
         timer.expires_after(std::chrono::milliseconds(1));
         co_await timer.async_wait(asio::use_awaitable);
+      } else {
+        // Let the other work on these io threads run between two scans.
+        co_await asio::post(executor, asio::use_awaitable);
       }
     }
     killer.kill_all();
@@ -471,8 +454,7 @@ asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, s
       wait = std::min(wait * 2, std::chrono::milliseconds(25));
     }
     if (killer.tracked() == 0 || out_of_budget(killer, deadline)) break;
-    // The check after the kill.
-    if (co_await asio::co_spawn(scan_thread(), freeze_round_on_scan_thread(&killer), asio::use_awaitable) == 0) break;
+    if (killer.freeze_round() == 0) break;  // the check after the kill
   }
   co_return killer.report(fixed_point);
 }
