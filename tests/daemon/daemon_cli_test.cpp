@@ -11,6 +11,7 @@
 #include "protocol/completeness.hpp"
 #include "protocol/frame.hpp"
 #include "tests/support/daemon_harness.hpp"
+#include "tests/support/governed_run.hpp"
 
 namespace mh::test {
 namespace {
@@ -22,15 +23,7 @@ std::string scenario_json(const std::string& name) {
 }
 
 std::string frame_json(std::vector<protocol::OpKind> ops) {
-  protocol::Frame f;
-  f.workflow_id = "tests";
-  f.workflow_version = "1";
-  f.node_id = "step";
-  f.step = protocol::StepRef{"tests", "step", 1, 1};
-  for (auto op : ops)
-    f.operations.push_back(protocol::Operation{op, {}, {}});
-  protocol::seal(f);
-  return protocol::canonical_json(protocol::frame_to_json(f, true));
+  return protocol::canonical_json(protocol::frame_to_json(sealed_test_frame(std::move(ops)), true));
 }
 
 class DaemonCli : public ::testing::Test {

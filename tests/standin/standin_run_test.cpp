@@ -12,19 +12,10 @@
 #include "protocol/completeness.hpp"
 #include "protocol/frame.hpp"
 #include "tests/standin/standin_support.hpp"
+#include "tests/support/governed_run.hpp"
 
 namespace mh::test {
 namespace {
-
-std::string decide(const std::string& id, const std::string& call, const std::string& decision_json) {
-  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":"tool.decide","call_id":")" + call +
-         R"(","decision":)" + decision_json + "}";
-}
-
-std::string command(const std::string& id, const std::string& name, const std::string& fields = "") {
-  return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":")" + name + "\"" +
-         (fields.empty() ? "" : "," + fields) + "}";
-}
 
 // The parent pid of a live process, from /proc (0 when it is gone).
 int parent_of(int pid) {
@@ -38,8 +29,12 @@ int parent_of(int pid) {
   return ppid;
 }
 
-class StandinRun : public ::testing::Test {
+// The shared governed-run fixture (tests/support/governed_run.hpp: the helpers, and the closing
+// checks on every stream and every command), with the stand-in in place of the real CLI.
+class StandinRun : public GovernedRun {
  protected:
+  StandinRun() : GovernedRun("claude") {}
+
   void start(const std::string& script_name, std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {metaharness_binary().string(),
                                      "run",
@@ -56,74 +51,12 @@ class StandinRun : public ::testing::Test {
     process = std::make_unique<CliProcess>(argv, environment_with("METAHARNESS_CLAUDE_BIN", standin_binary().string()));
   }
 
-  std::filesystem::path run_dir() const { return dir.path() / "run"; }
-  std::filesystem::path work() const { return run_dir() / "scratch/work"; }
-
-  std::string run_id() {
-    if (process->events().empty()) process->wait_for([](const EventLine&) { return true; }, 60s);
-    return process->events().empty() ? "" : process->events().front().str("run");
-  }
-
-  int finish() {
-    process->close_stdin();
-    return process->finish(60s);
-  }
-
-  std::optional<EventLine> result_for(const std::string& id) {
-    for (const auto& e : process->events_named("command.result"))
-      if (e.str("id") == id) return e;
-    return process->wait_for([&](const EventLine& e) { return e.event() == "command.result" && e.str("id") == id; });
-  }
-
-  static std::string outcome_code(const EventLine& result) {
-    const auto& outcome = result.object.at("outcome").as_object();
-    if (outcome.at("result") == "ok") return "ok";
-    return std::string(outcome.at("refused").as_object().at("code").as_string());
-  }
-
-  std::filesystem::path write_frame(std::vector<protocol::OpKind> ops) {
-    protocol::Frame f;
-    f.workflow_id = "tests";
-    f.workflow_version = "1";
-    f.node_id = "step";
-    f.step = protocol::StepRef{"tests", "step", 1, 1};
-    for (auto op : ops)
-      f.operations.push_back(protocol::Operation{op, {}, {}});
-    protocol::seal(f);
-    return write_text(dir.path() / "frame.json", protocol::frame_document(f));
-  }
-
   std::vector<EventLine> tool_results(const std::string& call_id) const {
     std::vector<EventLine> out;
     for (const auto& e : process->events_named("tool.result"))
       if (e.str("call_id") == call_id) out.push_back(e);
     return out;
   }
-
-  void send(const std::string& id, const std::string& line) {
-    sent.push_back(id);
-    process->send(line);
-  }
-
-  void TearDown() override {
-    // Every stream is complete and well-formed, and every command got exactly one result.
-    auto events = run_dir() / "events.jsonl";
-    if (!std::filesystem::exists(events)) return;
-    auto verdict = protocol::check_stream(read_file(events));
-    EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
-    std::map<std::string, int> results;
-    for (const auto& line : read_lines(events)) {
-      auto v = protocol::parse_json(line);
-      if (v && v->as_object().at("event") == "command.result")
-        ++results[std::string(v->as_object().at("id").as_string())];
-    }
-    for (const auto& id : sent)
-      EXPECT_EQ(results[id], 1) << "command " << id << " must get exactly one command.result";
-  }
-
-  TempDir dir{std::string("standin-") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
-  std::unique_ptr<CliProcess> process;
-  std::vector<std::string> sent;
 };
 
 TEST_F(StandinRun, FrameAdmittingNoShellDeniesBashAndTheVendorsDenialsPassThroughToSessionEnded) {
@@ -155,7 +88,7 @@ TEST_F(StandinRun, AskModeAllowRunsTheCommand) {
   auto requested = process->wait_for_event("tool.requested");
   ASSERT_TRUE(requested) << process->stderr_text();
   EXPECT_TRUE(requested->object.at("decision_required").as_bool());
-  send("c1", decide("c1", "toolu_marker", R"({"decision":"allow"})"));
+  send("c1", decide_line("c1", "toolu_marker", R"({"decision":"allow"})"));
   auto result = result_for("c1");
   ASSERT_TRUE(result);
   EXPECT_EQ(outcome_code(*result), "ok");
@@ -172,8 +105,9 @@ TEST_F(StandinRun, AskModeAllowRunsTheCommand) {
 TEST_F(StandinRun, AskModeReplaceRunsTheReplacedInputInstead) {
   start("bash_marker", {"--decisions", "ask"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
-  send("c1", decide("c1", "toolu_marker",
-                    R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
+  send("c1",
+       decide_line("c1", "toolu_marker",
+                   R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_TRUE(std::filesystem::exists(work() / "replaced.txt"));
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"));
@@ -182,7 +116,7 @@ TEST_F(StandinRun, AskModeReplaceRunsTheReplacedInputInstead) {
 TEST_F(StandinRun, AskModeDenyCarriesTheReasonIntoTheToolResultAndTheDenials) {
   start("bash_marker", {"--decisions", "ask"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
-  send("c1", decide("c1", "toolu_marker", R"({"decision":"deny","reason":"SUPERVISOR: not on my watch"})"));
+  send("c1", decide_line("c1", "toolu_marker", R"({"decision":"deny","reason":"SUPERVISOR: not on my watch"})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt"));
   auto results = tool_results("toolu_marker");
@@ -203,9 +137,9 @@ TEST_F(StandinRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyOrder)
     seen.insert(r->str("call_id"));
   }
   EXPECT_TRUE(process->events_named("tool.decided").empty()) << "nothing was decided before we answered";
-  send("dc", decide("dc", "toolu_c", R"({"decision":"allow"})"));
-  send("db", decide("db", "toolu_b", R"({"decision":"deny","reason":"not b"})"));
-  send("da", decide("da", "toolu_a", R"({"decision":"allow"})"));
+  send("dc", decide_line("dc", "toolu_c", R"({"decision":"allow"})"));
+  send("db", decide_line("db", "toolu_b", R"({"decision":"deny","reason":"not b"})"));
+  send("da", decide_line("da", "toolu_a", R"({"decision":"allow"})"));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_TRUE(std::filesystem::exists(work() / "a.txt"));
   EXPECT_FALSE(std::filesystem::exists(work() / "b.txt"));
@@ -219,7 +153,7 @@ TEST_F(StandinRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageStarts
   std::string id = run_id();
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(work() / "started.txt"); }))
       << "the tool never started; " << process->stderr_text();
-  send("i1", command("i1", "interrupt", R"("reason":"enough")"));
+  send("i1", command_line("i1", "interrupt", R"("reason":"enough")"));
   auto interrupted = result_for("i1");
   ASSERT_TRUE(interrupted);
   EXPECT_EQ(outcome_code(*interrupted), "ok");
@@ -227,7 +161,7 @@ TEST_F(StandinRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageStarts
   ASSERT_TRUE(ended);
   EXPECT_EQ(ended->object.at("turn").to_number<int>(), 1);
 
-  send("m1", command("m1", "message.inject", R"("text":"carry on")"));
+  send("m1", command_line("m1", "message.inject", R"("text":"carry on")"));
   auto next = process->wait_for(
       [](const EventLine& e) { return e.event() == "turn.started" && e.object.at("turn").to_number<int>() == 2; });
   ASSERT_TRUE(next) << "the injected message must start a new turn";
@@ -255,7 +189,7 @@ TEST_F(StandinRun, HaltClosesSteerHaltAndLeavesNoProcessOfTheRunNotEvenOneThatEs
     return read_file("/proc/" + std::to_string(pid) + "/comm") == "sleep\n" && !run_pids.count(parent_of(pid));
   });
   EXPECT_NE(escaped, marked.end()) << "the background sleep should have been re-parented out of the run";
-  send("h", command("h", "halt", R"("reason":"stop now")"));
+  send("h", command_line("h", "halt", R"("reason":"stop now")"));
   EXPECT_EQ(finish(), 4) << process->stderr_text();
   EXPECT_EQ(outcome_code(*result_for("h")), "ok");
   ASSERT_FALSE(process->events().empty());

@@ -17,6 +17,18 @@ std::string command_line(const std::string& id, const std::string& name, const s
          (fields.empty() ? "" : "," + fields) + "}";
 }
 
+protocol::Frame sealed_test_frame(std::vector<protocol::OpKind> ops) {
+  protocol::Frame f;
+  f.workflow_id = "tests";
+  f.workflow_version = "1";
+  f.node_id = "step";
+  f.step = protocol::StepRef{"tests", "step", 1, 1};
+  for (auto op : ops)
+    f.operations.push_back(protocol::Operation{op, {}, {}});
+  protocol::seal(f);
+  return f;
+}
+
 std::string outcome_code(const EventLine& result) {
   const auto& outcome = result.object.at("outcome").as_object();
   if (outcome.at("result") == "ok") return "ok";
@@ -69,16 +81,8 @@ std::optional<EventLine> GovernedRun::result_for(const std::string& id) {
 }
 
 std::filesystem::path GovernedRun::write_frame(std::vector<protocol::OpKind> ops) {
-  protocol::Frame f;
-  f.workflow_id = "tests";
-  f.workflow_version = "1";
-  f.node_id = "step";
-  f.step = protocol::StepRef{"tests", "step", 1, 1};
-  for (auto op : ops)
-    f.operations.push_back(protocol::Operation{op, {}, {}});
-  protocol::seal(f);
   auto path = dir.path() / "frame.json";
-  std::ofstream(path) << protocol::frame_document(f);
+  std::ofstream(path) << protocol::frame_document(sealed_test_frame(std::move(ops)));
   return path;
 }
 

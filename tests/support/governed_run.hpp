@@ -15,6 +15,8 @@ namespace mh::test {
 // metaharness.command/1 lines.
 std::string decide_line(const std::string& id, const std::string& call, const std::string& decision_json);
 std::string command_line(const std::string& id, const std::string& name, const std::string& fields = "");
+// A sealed frame admitting these operations (workflow "tests", node "step").
+protocol::Frame sealed_test_frame(std::vector<protocol::OpKind> ops);
 // "ok", or the refusal code of a command.result.
 std::string outcome_code(const EventLine& result);
 
