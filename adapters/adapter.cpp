@@ -9,6 +9,59 @@
 
 namespace mh::adapters {
 
+bool set_budget(Budgets& b, std::string_view key, std::string_view value, std::string& error) {
+  auto bad = [&](std::string_view what) {
+    error =
+        "budget " + std::string(key) + " must be " + std::string(what) + ", not \"" + proto::excerpt(value, 40) + "\"";
+    return false;
+  };
+  if (key == "usd") {
+    // A plain non-negative decimal: digits, at most one point.
+    if (value.empty() || value.find_first_not_of("0123456789.") != std::string_view::npos ||
+        value.find('.') != value.rfind('.') || value == ".")
+      return bad("a non-negative decimal number of US dollars");
+    b.usd = std::strtod(std::string(value).c_str(), nullptr);
+    return true;
+  }
+  std::optional<std::uint64_t>* target = key == "turns"           ? &b.turns
+                                         : key == "tool_calls"    ? &b.tool_calls
+                                         : key == "input_tokens"  ? &b.input_tokens
+                                         : key == "output_tokens" ? &b.output_tokens
+                                         : key == "wall_ms"       ? &b.wall_ms
+                                                                  : nullptr;
+  if (!target) {
+    error = "unknown budget \"" + proto::excerpt(key, 40) +
+            "\"; the budgets are turns, tool_calls, input_tokens, output_tokens, wall_ms and usd";
+    return false;
+  }
+  if (value.empty() || value.size() > 19 || value.find_first_not_of("0123456789") != std::string_view::npos)
+    return bad("a non-negative integer");
+  *target = std::strtoull(std::string(value).c_str(), nullptr, 10);
+  return true;
+}
+
+json::object budgets_to_json(const Budgets& b) {
+  json::object o;
+  auto put = [&](std::string_view k, const std::optional<std::uint64_t>& v) {
+    if (v) o[k] = *v;
+  };
+  put("turns", b.turns);
+  put("tool_calls", b.tool_calls);
+  put("input_tokens", b.input_tokens);
+  put("output_tokens", b.output_tokens);
+  put("wall_ms", b.wall_ms);
+  if (b.usd) o["usd"] = *b.usd;
+  return o;
+}
+
+std::optional<std::string> refuse_deadline(const Adapter& adapter, std::uint64_t deadline_ms) {
+  std::uint64_t max = adapter.max_decision_deadline_ms();
+  if (deadline_ms <= max) return std::nullopt;
+  return "decision_deadline_ms " + std::to_string(deadline_ms) + " is longer than the " + std::string(adapter.id()) +
+         " adapter's seam can hold (at most " + std::to_string(max) +
+         " ms: the vendor's own timeout for a pending decision sits above the deadline and would overflow)";
+}
+
 json::value spec_to_json(const RunSpec& spec) {
   json::object o;
   o["run_id"] = spec.run_id;
@@ -40,6 +93,9 @@ json::value spec_to_json(const RunSpec& spec) {
   for (const auto& [k, v] : spec.labels)
     labels[k] = v;
   o["labels"] = std::move(labels);
+  o["deny_only"] = spec.deny_only;
+  o["hermetic"] = proto::to_string(spec.hermetic);
+  o["budget"] = budgets_to_json(spec.budget);
   return o;
 }
 
@@ -93,6 +149,26 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
     spec.requires_commands.push_back(*c);
   }
   spec.keep_open = f.opt_bool("keep_open").value_or(false);
+  spec.deny_only = f.opt_bool("deny_only").value_or(false);
+  if (auto h = f.opt_string("hermetic")) {
+    auto mode = proto::parse_enum<proto::HermeticMode>(*h);
+    if (!mode) return fail("run: \"hermetic\" is \"" + proto::excerpt(*h, 40) + "\"; expected off, on or strict");
+    spec.hermetic = *mode;
+  }
+  if (const json::object* budget = f.opt_object("budget")) {
+    for (const auto& kv : *budget) {
+      std::string text;
+      if (kv.value().is_uint64() || kv.value().is_int64() || kv.value().is_double())
+        text = proto::canonical_json(kv.value());
+      else if (kv.value().is_string())
+        text = std::string(kv.value().get_string());
+      else
+        return fail("run: budget " + proto::excerpt(kv.key(), 40) + " is " + proto::describe_json(kv.value()) +
+                    "; expected a number");
+      std::string error;
+      if (!set_budget(spec.budget, kv.key(), text, error)) return fail("run: " + error);
+    }
+  }
   if (!f.ok()) return fail(f.error());
   return spec;
 }
@@ -251,6 +327,8 @@ void OfflineSink::call_presented(ToolCall call, std::optional<std::string> at) {
   r.input = std::move(call.input);
   r.decision_required = false;
   r.seam = proto::Seam::none;  // offline: nobody adjudicates these calls
+  r.agent = std::move(call.agent);
+  r.escalation = call.escalation;
   push(std::move(r), std::move(at));
 }
 

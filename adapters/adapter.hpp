@@ -28,6 +28,27 @@ struct ModelEndpoint {
   std::string token;     // the per-run credential the endpoint checks
 };
 
+// Per-run budgets (`--budget KEY=VALUE`, `budget: {…}` in the run spec): each unset one is
+// unlimited. Crossing one ends the run with reason `budget`.
+struct Budgets {
+  std::optional<std::uint64_t> turns;
+  std::optional<std::uint64_t> tool_calls;
+  std::optional<std::uint64_t> input_tokens;
+  std::optional<std::uint64_t> output_tokens;
+  std::optional<std::uint64_t> wall_ms;
+  std::optional<double> usd;  // needs a price for the run's model (an unknown cost is not zero)
+
+  bool any() const { return turns || tool_calls || input_tokens || output_tokens || wall_ms || usd; }
+};
+
+// The budget keys, in the order they are documented and reported.
+inline constexpr std::array<std::string_view, 6> kBudgetKeys = {"turns",         "tool_calls", "input_tokens",
+                                                                "output_tokens", "wall_ms",    "usd"};
+// Sets one budget from its key and textual value ("usd" a non-negative decimal, the others
+// non-negative integers); false with a reason naming the key otherwise.
+bool set_budget(Budgets& budgets, std::string_view key, std::string_view value, std::string& error);
+json::object budgets_to_json(const Budgets& budgets);
+
 struct RunSpec {
   std::string run_id;
   std::string adapter;  // "claude" | "codex"
@@ -52,6 +73,13 @@ struct RunSpec {
   // closes); otherwise the run ends at its first idle turn boundary.
   bool keep_open = false;
   std::map<std::string, std::string> labels;
+  // Deny-only policy: every allow (the embedder's or the frame's) is delivered to the vendor as
+  // abstain, so the vendor's own permission rules still decide; denials are delivered as they are.
+  bool deny_only = false;
+  // The hermetic floor: off (no verdicts), on (verdicts reported), strict (the gating verdicts
+  // decide `metaharness run`'s exit status). What is imposed at launch is the same in every mode.
+  proto::HermeticMode hermetic = proto::HermeticMode::on;
+  Budgets budget;
 };
 
 json::value spec_to_json(const RunSpec& spec);
@@ -123,6 +151,10 @@ struct ToolCall {
   // The seam that will carry this call's decision; `none` marks a record of a call nothing can
   // gate (delivered, never decided, never counted).
   proto::Seam seam = proto::Seam::hook;
+  // Which agent made the call: unset for the main agent, else the vendor's id of the sub-agent.
+  std::optional<std::string> agent;
+  // A request to re-run a call outside the vendor's sandbox: its own call, decided on its own.
+  bool escalation = false;
 };
 
 // The reply channel for one vendor decision request (Claude: the control request_id of a
@@ -230,6 +262,13 @@ class AdapterSession {
   // Can this adapter carry this decision for this call? (e.g. a replace whose input the wire
   // cannot express is refused by name, never downgraded.)
   virtual std::optional<proto::Refusal> check_decision(const ToolCall& call, const proto::Decision& decision) const = 0;
+  // Would an allow at the call seam override this permission posture (the vendor honours the
+  // allow and skips the posture's own refusal)? Such a posture, asked for without the deny-only
+  // policy, is refused SHADOWED: it would appear to work and would not.
+  virtual bool allow_overrides_posture(const std::string& posture) const {
+    (void)posture;
+    return false;
+  }
 
   // Start a new turn with one user message made of these texts, in order (a frame that comes
   // into force at this boundary is delivered as the first text).
@@ -269,7 +308,14 @@ class Adapter {
   }
   // What a call touches, scheme-prefixed, verbatim (tool.requested.subjects).
   virtual std::vector<std::string> subjects_for(const ToolCall& call) const;
+  // The longest decision deadline this adapter's seam can hold: the vendor's own timeout for a
+  // pending decision sits above the deadline and must not overflow. A longer deadline is refused
+  // at submit and at run start, by name.
+  virtual std::uint64_t max_decision_deadline_ms() const = 0;
 };
+
+// The run-start refusal of a deadline the adapter's seam cannot hold (nullopt when it can).
+std::optional<std::string> refuse_deadline(const Adapter& adapter, std::uint64_t deadline_ms);
 
 // Collects what an adapter's reader produces offline (`metaharness translate`): no decisions are
 // made, so every tool call is a record nobody adjudicates (seam none); turns are numbered here.

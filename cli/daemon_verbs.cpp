@@ -218,6 +218,19 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
     requires_list.emplace_back(r);
   run["requires"] = std::move(requires_list);
   run["keep_open"] = o.keep_open;
+  run["deny_only"] = o.deny_only;
+  run["hermetic"] = o.hermetic;
+  json::object budget;
+  for (const auto& kv : o.budgets) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      error = "--budget: expected KEY=VALUE, got \"" + kv + "\"";
+      return {};
+    }
+    // Sent as text: the daemon checks key and value by the same rules as `metaharness run`.
+    budget[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  run["budget"] = std::move(budget);
   return run;
 }
 

@@ -34,6 +34,16 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
   app->add_option("--label", o.labels, "KEY=VALUE label kept with the run (repeatable)");
   app->add_flag("--keep-open", o.keep_open,
                 "stay open between turns for message.inject until halted or the command source closes");
+  app->add_flag("--deny-only", o.deny_only,
+                "deny-only policy: every allow is delivered as abstain, so the vendor's own permission rules "
+                "still decide; denials are delivered as they are");
+  app->add_option("--hermetic", o.hermetic,
+                  "the hermetic floor: off (no verdicts), on (default: verdicts reported), strict (the gating "
+                  "verdicts decide the exit status)")
+      ->check(CLI::IsMember({"off", "on", "strict"}));
+  app->add_option("--budget", o.budgets,
+                  "KEY=VALUE, a budget that ends the run with reason budget when crossed: turns, tool_calls, "
+                  "input_tokens, output_tokens, wall_ms, usd (repeatable)");
 }
 
 namespace {
@@ -106,6 +116,14 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
     spec.requires_commands.push_back(*c);
   }
   spec.keep_open = o.keep_open;
+  spec.deny_only = o.deny_only;
+  spec.hermetic = *protocol::parse_enum<protocol::HermeticMode>(o.hermetic);
+  for (const auto& kv : o.budgets) {
+    auto split = split_kv(kv);
+    if (!split) return fail("--budget: " + split.error());
+    std::string error;
+    if (!adapters::set_budget(spec.budget, split->first, split->second, error)) return fail("--budget: " + error);
+  }
   return spec;
 }
 

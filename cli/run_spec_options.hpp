@@ -25,6 +25,9 @@ struct RunSpecOptions {
   std::vector<std::string> requires_commands;
   std::vector<std::string> labels;  // KEY=VALUE
   bool keep_open = false;
+  bool deny_only = false;
+  std::string hermetic = "on";
+  std::vector<std::string> budgets;  // KEY=VALUE
 };
 
 // Adds the options (and the ADAPTER positional) to a subcommand.

@@ -171,6 +171,8 @@ void write_fields(JsonWriter& w, const ev::ToolRequested& e) {
   w.field_bool("decision_required", e.decision_required);
   w.field_u64("deadline_ms", e.deadline_ms);
   w.field("seam", to_string(e.seam));
+  w.field("agent", e.agent);
+  w.field_bool("escalation", e.escalation);
 }
 void write_fields(JsonWriter& w, const ev::ToolDecided& e) {
   w.field("call_id", e.call_id);
@@ -182,6 +184,11 @@ void write_fields(JsonWriter& w, const ev::ToolDecided& e) {
   w.key("peer");
   if (e.peer)
     write(w, *e.peer);
+  else
+    w.null();
+  w.key("requested");
+  if (e.requested)
+    write_decision(w, *e.requested);
   else
     w.null();
 }
@@ -331,6 +338,7 @@ HermeticAttestation read_attestation(FieldReader& f) {
                           p.loaded_by = i.req_string("loaded_by");
                           return p;
                         }).value_or(std::vector<InstalledPlugin>{});
+  h.deny_only = r.opt_bool("deny_only").value_or(false);  // additive: absent in older streams
   if (!r.ok()) f.fail(r.error());
   return h;
 }
@@ -485,6 +493,8 @@ void read_fields(FieldReader& f, ev::ToolRequested& e) {
   e.decision_required = f.req_bool("decision_required");
   e.deadline_ms = f.opt_u64("deadline_ms");
   e.seam = read_enum<Seam>(f, "seam");
+  e.agent = f.opt_string("agent");                          // additive
+  e.escalation = f.opt_bool("escalation").value_or(false);  // additive
 }
 void read_fields(FieldReader& f, ev::ToolDecided& e) {
   e.call_id = f.req_string("call_id");
@@ -510,6 +520,13 @@ void read_fields(FieldReader& f, ev::ToolDecided& e) {
       e.peer = peer;
     else
       f.fail(r.error());
+  }
+  if (const json::value* requested = f.object().if_contains("requested"); requested && !requested->is_null()) {
+    std::string error;
+    if (auto d = read_decision(*requested, error))
+      e.requested = std::move(*d);
+    else
+      f.fail("requested: " + error);
   }
 }
 void read_fields(FieldReader& f, ev::ToolResult& e) {
@@ -629,6 +646,7 @@ void serialize_to(std::string& out, const Event& event) {
   w.uinteger(event.seq);
   w.field("run", event.run);
   if (event.at) w.field("at", *event.at);
+  if (event.recorded_at) w.field("recorded_at", *event.recorded_at);
   w.field("event", event_name(event.payload));
   write_payload(w, event.payload);
   w.end_object();

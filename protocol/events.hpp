@@ -116,6 +116,12 @@ struct ToolRequested {
   bool decision_required = false;
   std::optional<std::uint64_t> deadline_ms;
   Seam seam = Seam::none;
+  // Additive (issue 9): which agent made the call: null for the main agent, else the vendor's
+  // own id for the sub-agent (Claude's parent_tool_use_id, Codex's child thread id).
+  std::optional<std::string> agent;
+  // Additive (issue 9): a request to re-run a call outside the vendor's sandbox after the
+  // sandboxed attempt failed. It is its own call and is never answered by an earlier decision.
+  bool escalation = false;
 };
 
 struct ToolDecided {
@@ -127,6 +133,10 @@ struct ToolDecided {
   std::optional<std::uint64_t> latency_ms;
   // Additive (issue 4): which socket peer answered, null when no peer did.
   std::optional<PeerIdentity> peer;
+  // Additive (issue 9): the decision as the embedder or the frame gave it, when the run's
+  // deny-only policy delivered something else (an allow delivered as abstain, so the vendor's own
+  // rules still decide); null otherwise. `decision` is always what the vendor was given.
+  std::optional<Decision> requested;
 };
 
 struct ToolResult {
@@ -203,6 +213,9 @@ struct Event {
   std::string run;
   std::optional<std::string> at;  // the vendor's own timestamp; omitted when absent
   EventPayload payload;
+  // Additive (issue 9): when metaharness wrote the line (RFC 3339 UTC, milliseconds), on every
+  // line a run's stream writer produces; omitted where nobody wrote it live (translate).
+  std::optional<std::string> recorded_at;
 };
 
 std::string_view event_name(const EventPayload& payload);

@@ -23,6 +23,10 @@ struct FramedLine {
   std::string_view head;      // the first bytes of an oversized line, for the refusal message
   std::string digest;         // SHA-256 of an oversized line, when digests were requested
   bool unterminated = false;  // the stream ended without a final '\n'
+  // When the host read the chunk the line completed in (wall clock, Unix ms): set by a live run
+  // (LineFramer::set_received_at), unset offline. Readers that must place a vendor's relative
+  // time (a retry-after) on the clock use it; nothing in protocol/ or adapters/ reads a clock.
+  std::optional<std::int64_t> received_unix_ms;
 };
 
 class LineFramer {
@@ -31,6 +35,8 @@ class LineFramer {
       : max_(max_line_bytes), digest_oversized_(digest_oversized) {}
 
   std::size_t max_line_bytes() const { return max_; }
+  // Stamps the lines completed by the next feed()/finish() with when their chunk was read.
+  void set_received_at(std::optional<std::int64_t> unix_ms) { received_unix_ms_ = unix_ms; }
   std::uint64_t lines_seen() const { return line_no_; }
   // Bytes held for an incomplete line; never more than max_line_bytes.
   std::size_t buffered() const { return buffer_.size(); }
@@ -75,6 +81,7 @@ class LineFramer {
       line.number = ++line_no_;
       line.length = buffer_.size();
       line.unterminated = true;
+      line.received_unix_ms = received_unix_ms_;
       sink(static_cast<const FramedLine&>(line));
       buffer_.clear();
     }
@@ -89,6 +96,7 @@ class LineFramer {
     line.text = text;
     line.number = ++line_no_;
     line.length = text.size();
+    line.received_unix_ms = received_unix_ms_;
     sink(static_cast<const FramedLine&>(line));
   }
 
@@ -119,6 +127,7 @@ class LineFramer {
     line.length = discarded_;
     line.head = head_;
     line.unterminated = unterminated;
+    line.received_unix_ms = received_unix_ms_;
     if (digest_oversized_) line.digest = hasher_->finish_hex();
     sink(static_cast<const FramedLine&>(line));
     discarding_ = false;
@@ -134,6 +143,7 @@ class LineFramer {
   std::uint64_t discarded_ = 0;
   std::string head_;
   std::optional<Sha256> hasher_;
+  std::optional<std::int64_t> received_unix_ms_;
 };
 
 }  // namespace mh::protocol

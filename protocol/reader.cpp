@@ -137,6 +137,7 @@ boost::system::result<Event, LineRefusal> read_event_line(std::string_view line)
   event.seq = f.req_u64("seq");
   event.run = f.req_string("run");
   event.at = f.opt_string("at");
+  event.recorded_at = f.opt_string("recorded_at");
   if (!f.ok()) return refuse(LineRefusalKind::Malformed, "malformed event line: " + f.error());
   if (event.seq == 0) return refuse(LineRefusalKind::Malformed, "malformed event line: seq counts from 1");
   auto payload = read_event_payload(name, o);

@@ -304,6 +304,7 @@ void write(JsonWriter& w, const HermeticAttestation& v) {
     w.end_object();
   }
   w.end_array();
+  w.field_bool("deny_only", v.deny_only);
   w.end_object();
 }
 

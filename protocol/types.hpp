@@ -228,6 +228,9 @@ struct HermeticAttestation {
   std::vector<UnavailableRow> unavailable;
   std::vector<std::string> ambient_inputs;
   std::vector<InstalledPlugin> installed_plugins;
+  // Additive (issue 9): the run's policy is deny-only: every allow is delivered as abstain, so the
+  // vendor's own permission rules still decide what runs.
+  bool deny_only = false;
 };
 
 struct FinalAnswer {

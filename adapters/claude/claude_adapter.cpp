@@ -408,6 +408,7 @@ class ClaudeAdapter final : public Adapter {
                                         "enforced by nothing; use decisions frame (or ask) with a frame")}},
           "observe mode refuses a frame"};
     if (spec.prompt.empty()) return refuse("the run has no prompt");
+    if (auto too_long = refuse_deadline(*this, spec.decision_deadline_ms)) return refuse(*too_long);
     if (!spec.model_endpoint)
       return refuse("no model endpoint: give a scripted scenario (--model-scenario) or an endpoint (--model-endpoint)");
     for (const auto& [name, value] : spec.vendor_env) {
@@ -459,7 +460,8 @@ class ClaudeAdapter final : public Adapter {
 
     using proto::HermeticRow;
     auto& a = p.attestation;
-    a.mode = proto::HermeticMode::on;
+    a.mode = spec.hermetic;
+    a.deny_only = spec.deny_only;
     a.decisions = spec.decisions;
     a.imposed = {
         {HermeticRow::h1a,
@@ -539,6 +541,13 @@ class ClaudeAdapter final : public Adapter {
       return std::nullopt;
     }
     return std::string(v->get_object().at("version").get_string());
+  }
+
+  // Claude's hook timeout is declared in seconds (the deadline + 30 s) and kept as a JavaScript
+  // timer, which holds at most 2^31 - 1 ms.
+  std::uint64_t max_decision_deadline_ms() const override {
+    constexpr std::uint64_t kTimerMaxMs = 2'147'483'647;
+    return (kTimerMaxMs / 1000 - 30) * 1000;
   }
 
   std::vector<proto::Operation> operations_for(const ToolCall& call) const override {

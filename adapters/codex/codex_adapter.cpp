@@ -10,6 +10,7 @@
 
 #include "metaharness/build_info.hpp"
 #include "protocol/digest.hpp"
+#include "protocol/time_text.hpp"
 
 namespace mh::adapters {
 namespace codex {
@@ -77,16 +78,8 @@ std::optional<std::string> at_of(const json::object& message) {
     if (const json::object* params = object_at(message, "params")) ms = params->if_contains("emittedAtMs");
   }
   auto exact = ms ? proto::exact_int64(*ms) : std::nullopt;
-  // Before 1970, or past the year 9999: not a clock reading RFC 3339 can write.
-  if (!exact || *exact < 0 || *exact > 253402300799999) return std::nullopt;
-  std::int64_t millis = *exact;
-  std::time_t secs = static_cast<std::time_t>(millis / 1000);
-  std::tm utc{};
-  gmtime_r(&secs, &utc);
-  char buf[96];  // sized for any int fields, so the format can never truncate
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
-                utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis % 1000));
-  return std::string(buf);
+  if (!exact) return std::nullopt;
+  return proto::rfc3339_millis(*exact);
 }
 
 // The HTTP status inside a codexErrorInfo ({"httpConnectionFailed":{"httpStatusCode":401}}, ...).
@@ -812,6 +805,7 @@ class CodexAdapter final : public Adapter {
                   "use decisions frame (or ask) with a frame")}},
           "observe mode refuses a frame"};
     if (spec.prompt.empty()) return refuse("the run has no prompt");
+    if (auto too_long = refuse_deadline(*this, spec.decision_deadline_ms)) return refuse(*too_long);
     if (!spec.model_endpoint)
       return refuse("no model endpoint: give a scripted scenario (--model-scenario) or an endpoint (--model-endpoint)");
     for (const auto& [name, value] : spec.vendor_env) {
@@ -902,7 +896,8 @@ class CodexAdapter final : public Adapter {
 
     using proto::HermeticRow;
     auto& a = p.attestation;
-    a.mode = proto::HermeticMode::on;
+    a.mode = spec.hermetic;
+    a.deny_only = spec.deny_only;
     a.decisions = spec.decisions;
     a.imposed = {
         {HermeticRow::h1a, "CODEX_HOME=" + codex_home.string() + " (a fresh scratch home): no plugin, no rules/"},
@@ -967,6 +962,13 @@ class CodexAdapter final : public Adapter {
       return std::nullopt;
     }
     return std::string(v->get_object().at("version").get_string());
+  }
+
+  // The hook's timeout (the deadline + 30 s, in seconds) is kept to the same bound as Claude's:
+  // a timer of at most 2^31 - 1 ms.
+  std::uint64_t max_decision_deadline_ms() const override {
+    constexpr std::uint64_t kTimerMaxMs = 2'147'483'647;
+    return (kTimerMaxMs / 1000 - 30) * 1000;
   }
 
   std::vector<proto::Operation> operations_for(const ToolCall& call) const override {

@@ -474,6 +474,9 @@ struct Run::Impl final : RunEffects {
       // readers' wake-up per chunk, not per line. Answers to the vendor are written as the lines
       // are handled, before the records (the effect goes out before its record).
       log->hold();
+      framer.set_received_at(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count());
       framer.feed(chunk, on_line);
       release_log();
       line_read_at = {};

@@ -351,6 +351,8 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
     requested.operations.push_back(op_label(op));
   requested.subjects = adapter_.subjects_for(call);
   requested.seam = seam;
+  requested.agent = call.agent;
+  requested.escalation = call.escalation;
   st.call = std::move(call);
   st.delivered_at = now_;
 
@@ -410,8 +412,14 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
 void RunCore::decide(CallState& st, proto::Decision decision, proto::DecidedBy by, proto::Seam seam,
                      std::optional<proto::PeerIdentity> peer) {
   if (pending_.erase(st.call.call_id)) effects_.cancel_deadline(st.call.call_id);
-  census_.count(decision, seam, by);
   proto::ev::ToolDecided decided;
+  // Deny-only: an allow would grant and bypass the vendor's own rules, which this run relies on;
+  // it is delivered as abstain (the vendor's pipeline decides), and the record says both.
+  if (spec_.deny_only && std::holds_alternative<proto::decision::Allow>(decision)) {
+    decided.requested = std::move(decision);
+    decision = proto::decision::Abstain{};
+  }
+  census_.count(decision, seam, by);
   decided.call_id = st.call.call_id;
   decided.decision = decision;
   decided.decided_by = by;
@@ -579,6 +587,13 @@ void RunCore::handle(const proto::cmd::ToolDecide& c, const std::string& id, std
     result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, why));
     return;
   }
+  if (spec_.deny_only && std::holds_alternative<proto::decision::Replace>(c.decision)) {
+    result(id, proto::CommandOutcome::refused(
+                   proto::RefusalCode::UNSUPPORTED_CONTROL,
+                   "this run is deny-only: a replace is an allow with another input, so it would grant and bypass "
+                   "the vendor's own rules; deny, abstain or allow (delivered as abstain) instead"));
+    return;
+  }
   if (auto refusal = session_->check_decision(st.call, c.decision)) {
     result(id, proto::CommandOutcome{std::move(*refusal), std::nullopt});
     return;
@@ -631,6 +646,16 @@ void RunCore::handle(const proto::cmd::Steer& c, const std::string& id) {
 void RunCore::handle(const proto::cmd::PermissionSet& c, const std::string& id) {
   if (phase_ == Phase::ending || phase_ == Phase::closed) {
     result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "the run is ending"));
+    return;
+  }
+  if (!spec_.deny_only && session_->allow_overrides_posture(c.posture)) {
+    result(id,
+           proto::CommandOutcome::refused(
+               proto::RefusalCode::SHADOWED,
+               "posture \"" + proto::excerpt(c.posture, 40) + "\" would appear to work and would not: an allow at " +
+                   "the call seam grants and overrides it; a run that relies on the vendor's own posture must " +
+                   "use the deny-only policy (--deny-only, \"deny_only\": true), under which allows are "
+                   "delivered as abstain"));
     return;
   }
   track(session_->set_permission(c.posture, *this), id, proto::CommandName::permission_set);

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <system_error>
 
 #include "protocol/line_framer.hpp"
 #include "protocol/reader.hpp"
+#include "protocol/time_text.hpp"
 
 namespace mh::daemon {
 
@@ -19,6 +21,19 @@ constexpr std::size_t kScratchKeepBytes = 64 * 1024;
 // Recovery validates lines up to this length; a longer complete line is kept but reported.
 constexpr std::size_t kRecoveryMaxLineBytes = 16u << 20;
 constexpr std::size_t kRecoveryReadChunk = 1u << 20;
+
+// The writer's own clock on every line it writes (recorded_at), formatted once per millisecond.
+std::string recorded_now() {
+  static thread_local std::int64_t last_ms = -1;
+  static thread_local std::string last_text;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  if (ms != last_ms) {
+    last_ms = ms;
+    last_text = protocol::rfc3339_millis(ms).value_or("");
+  }
+  return last_text;
+}
 
 std::string errno_text(int error) {
   return std::system_category().message(error);
@@ -136,7 +151,9 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
   const std::uint64_t seq = last_seq_ + 1;
   const std::uint64_t offset = committed_bytes_ + scratch_.size();
   // serialize_to appends, with no separator after a '\n': scratch_ is empty or ends with one.
-  protocol::serialize_to(scratch_, protocol::Event{seq, shared_->run_id(), std::move(at), std::move(payload)});
+  protocol::Event event{seq, shared_->run_id(), std::move(at), std::move(payload)};
+  event.recorded_at = recorded_now();
+  protocol::serialize_to(scratch_, event);
   scratch_.push_back('\n');
   if ((seq - 1) % options_.index_interval == 0) pending_index_.push_back(offset);
   last_seq_ = seq;

@@ -63,7 +63,7 @@ std::vector<GoldenCase> minimal_cases() {
                                  R"("mcp_servers":null,"inputs_digest":null,)"
                                  R"("transcript":{"path":null,"digest":null,"bytes":null},)"
                                  R"("hermetic":{"mode":"off","decisions":"frame","imposed":[],"unavailable":[],)"
-                                 R"("ambient_inputs":[],"installed_plugins":[]}})")});
+                                 R"("ambient_inputs":[],"installed_plugins":[],"deny_only":false}})")});
   cases.push_back({"session_ended", [] { return make_event(ev::SessionEnded{}); },
                    with_envelope(R"("event":"session.ended","final_answer":null,"observed_models":null,)"
                                  R"("is_error":null,"subtype":null,"stop_reason":null,"terminal_reason":null,)"
@@ -127,7 +127,7 @@ std::vector<GoldenCase> minimal_cases() {
                    // operations and subjects are omitted when empty; input is null, never omitted.
                    with_envelope(R"("event":"tool.requested","call_id":"toolu_01","name":"Bash",)"
                                  R"("input":null,"decision_required":false,"deadline_ms":null,)"
-                                 R"("seam":"hook"})")});
+                                 R"("seam":"hook","agent":null,"escalation":false})")});
   cases.push_back({"tool_decided",
                    [] {
                      ev::ToolDecided e;
@@ -139,7 +139,7 @@ std::vector<GoldenCase> minimal_cases() {
                    },
                    with_envelope(R"("event":"tool.decided","call_id":"toolu_01",)"
                                  R"("decision":{"decision":"allow"},"decided_by":"frame",)"
-                                 R"("seam":"hook","latency_ms":null,"peer":null})")});
+                                 R"("seam":"hook","latency_ms":null,"peer":null,"requested":null})")});
   cases.push_back({"tool_result",
                    [] {
                      ev::ToolResult e;
@@ -281,6 +281,8 @@ std::vector<GoldenCase> full_cases() {
     e.decision_required = true;
     e.deadline_ms = 55000;
     e.seam = Seam::hook;
+    e.agent = "toolu_parent";
+    e.escalation = true;
     return make_event(e);
   });
   add("tool_decided", [] {
@@ -291,6 +293,7 @@ std::vector<GoldenCase> full_cases() {
     e.seam = Seam::control_request;
     e.latency_ms = 12;
     e.peer = PeerIdentity{1000, 4242};
+    e.requested = decision::Allow{};
     return make_event(e);
   });
   add("tool_result", [] {
@@ -406,7 +409,7 @@ TEST(EventBytes, SessionStartedFullFormMatchesTheReferenceFieldOrder) {
                     R"("ambient_inputs":["allow grants on this wire"],)"
                     R"("installed_plugins":[{"name":"p","source":"repo@p","installed_at":"/scratch/p",)"
                     R"("digest":")" +
-                    kDigestB + R"(","loaded_by":"--plugin-dir"}]}})"));
+                    kDigestB + R"(","loaded_by":"--plugin-dir"}],"deny_only":false}})"));
 }
 
 TEST(EventBytes, SessionEndedFullFormSortsMapsAndFreeFormKeys) {
@@ -442,7 +445,8 @@ TEST(EventBytes, ToolRequestedWritesOperationsAndSubjectsWhenPresent) {
   EXPECT_EQ(serialize(e), with_envelope(R"("event":"tool.requested","call_id":"toolu_01","name":"apply_patch",)"
                                         R"("input":{"patch":"*** Begin Patch","path":"src/lib.rs"},)"
                                         R"("operations":["file.write","file.edit"],"subjects":["file:src/lib.rs"],)"
-                                        R"("decision_required":true,"deadline_ms":55000,"seam":"hook"})"));
+                                        R"("decision_required":true,"deadline_ms":55000,"seam":"hook",)"
+                                        R"("agent":"toolu_parent","escalation":true})"));
 }
 
 TEST(EventBytes, ToolRequestedOmitsOperationsWhenEmptyButKeepsSubjects) {
@@ -456,12 +460,57 @@ TEST(EventBytes, ToolRequestedOmitsOperationsWhenEmptyButKeepsSubjects) {
   EXPECT_NE(line.find(R"("subjects":["file:a.txt"])"), std::string::npos) << line;
 }
 
+TEST(EventBytes, AgentEscalationRequestedAndRecordedAtAreAdditiveAndRoundTrip) {
+  ev::ToolRequested r;
+  r.call_id = "call_2";
+  r.name = "Bash";
+  r.input = nullptr;
+  r.seam = Seam::control_request;
+  r.agent = "thread-child-1";
+  r.escalation = true;
+  Event requested = make_event(r);
+  requested.recorded_at = "2026-12-01T09:13:31.042Z";
+  std::string line = serialize(requested);
+  EXPECT_EQ(line, R"({"format":"metaharness.event/1","seq":1,"run":"r-1","recorded_at":"2026-12-01T09:13:31.042Z",)"
+                  R"("event":"tool.requested","call_id":"call_2","name":"Bash","input":null,)"
+                  R"("decision_required":false,"deadline_ms":null,"seam":"control_request",)"
+                  R"("agent":"thread-child-1","escalation":true})");
+  auto back = read_event_line(line);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->recorded_at, "2026-12-01T09:13:31.042Z");
+  EXPECT_EQ(std::get<ev::ToolRequested>(back->payload).agent, "thread-child-1");
+  EXPECT_TRUE(std::get<ev::ToolRequested>(back->payload).escalation);
+  EXPECT_EQ(serialize(*back), line);
+
+  ev::ToolDecided d;
+  d.call_id = "call_2";
+  d.decision = decision::Abstain{};
+  d.decided_by = DecidedBy::embedder;
+  d.seam = Seam::hook;
+  d.requested = decision::Allow{};
+  std::string decided = serialize(make_event(d));
+  EXPECT_NE(decided.find(R"("decision":{"decision":"abstain"})"), std::string::npos) << decided;
+  EXPECT_NE(decided.find(R"("requested":{"decision":"allow"}})"), std::string::npos) << decided;
+  auto decided_back = read_event_line(decided);
+  ASSERT_TRUE(decided_back) << decided_back.error().message;
+  EXPECT_EQ(serialize(*decided_back), decided);
+}
+
+TEST(EventReader, LinesWithoutTheAdditiveFieldsStillRead) {
+  auto read = read_event_line(with_envelope(R"("event":"tool.requested","call_id":"c","name":"Bash","input":{},)"
+                                            R"("decision_required":false,"deadline_ms":null,"seam":"none"})"));
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_FALSE(read->recorded_at);
+  EXPECT_FALSE(std::get<ev::ToolRequested>(read->payload).agent);
+  EXPECT_FALSE(std::get<ev::ToolRequested>(read->payload).escalation);
+}
+
 TEST(EventBytes, ToolDecidedCarriesTheDecisionObjectAndPeer) {
   Event e = full_cases()[11].build();
   EXPECT_EQ(serialize(e), with_envelope(R"("event":"tool.decided","call_id":"toolu_01",)"
                                         R"("decision":{"decision":"replace","input":{"command":"ls -la"}},)"
                                         R"("decided_by":"embedder","seam":"control_request","latency_ms":12,)"
-                                        R"("peer":{"uid":1000,"pid":4242}})"));
+                                        R"("peer":{"uid":1000,"pid":4242},"requested":{"decision":"allow"}})"));
 }
 
 TEST(EventBytes, ToolResultFullFormFieldOrder) {
