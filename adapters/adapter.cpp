@@ -40,6 +40,15 @@ bool set_budget(Budgets& b, std::string_view key, std::string_view value, std::s
   return true;
 }
 
+void fill_unset_budgets(Budgets& b, const Budgets& defaults) {
+  if (!b.turns) b.turns = defaults.turns;
+  if (!b.tool_calls) b.tool_calls = defaults.tool_calls;
+  if (!b.input_tokens) b.input_tokens = defaults.input_tokens;
+  if (!b.output_tokens) b.output_tokens = defaults.output_tokens;
+  if (!b.wall_ms) b.wall_ms = defaults.wall_ms;
+  if (!b.usd) b.usd = defaults.usd;
+}
+
 json::object budgets_to_json(const Budgets& b) {
   json::object o;
   auto put = [&](std::string_view k, const std::optional<std::uint64_t>& v) {
@@ -59,7 +68,8 @@ std::optional<std::string> refuse_deadline(const Adapter& adapter, std::uint64_t
   if (deadline_ms <= max) return std::nullopt;
   return "decision_deadline_ms " + std::to_string(deadline_ms) + " is longer than the " + std::string(adapter.id()) +
          " adapter's seam can hold (at most " + std::to_string(max) +
-         " ms: the vendor's own timeout for a pending decision sits above the deadline and would overflow)";
+         " ms: the seam's own timer for a pending decision — the vendor's hook timeout, or the hook program's wait — "
+         "sits above the deadline and would overflow)";
 }
 
 json::value spec_to_json(const RunSpec& spec) {

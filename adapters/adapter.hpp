@@ -48,6 +48,8 @@ inline constexpr std::array<std::string_view, 6> kBudgetKeys = {"turns",        
 // non-negative integers); false with a reason naming the key otherwise.
 bool set_budget(Budgets& budgets, std::string_view key, std::string_view value, std::string& error);
 json::object budgets_to_json(const Budgets& budgets);
+// Each budget `budgets` leaves unset takes the value of `defaults` (the host's [budgets]).
+void fill_unset_budgets(Budgets& budgets, const Budgets& defaults);
 
 struct RunSpec {
   std::string run_id;
@@ -312,6 +314,9 @@ class Adapter {
   // pending decision sits above the deadline and must not overflow. A longer deadline is refused
   // at submit and at run start, by name.
   virtual std::uint64_t max_decision_deadline_ms() const = 0;
+  // The model a run gets when its spec names none, where the adapter decides it at launch (e.g.
+  // the model its config file names); nullopt when only the vendor knows, once it starts.
+  virtual std::optional<std::string> default_model() const { return std::nullopt; }
 };
 
 // The run-start refusal of a deadline the adapter's seam cannot hold (nullopt when it can).

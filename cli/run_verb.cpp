@@ -18,6 +18,7 @@
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/run/run.hpp"
+#include "daemon/server/config.hpp"
 #include "daemon/stream/stream_reader.hpp"
 #include "protocol/reader.hpp"
 
@@ -106,6 +107,7 @@ struct RunVerbOptions {
   std::uint64_t halt_grace_ms = 3000;
   std::string latency_report;
   bool fsync = false;
+  std::string config;
 };
 
 void write_latency_report(const std::string& path, const daemon::SeamLatencies& l) {
@@ -149,6 +151,16 @@ int run_verb(const RunVerbOptions& o) {
     return 2;
   }
   daemon::RunOptions options;
+  if (!o.config.empty()) {
+    // The daemon's config file: its [budgets] defaults and [prices] apply to this run too.
+    auto config = daemon::load_config(std::filesystem::path(o.config));
+    if (!config) {
+      std::cerr << "metaharness run: " << config.error() << "\n";
+      return 2;
+    }
+    adapters::fill_unset_budgets(spec->budget, config->default_budget);
+    options.prices = config->prices;
+  }
   options.spec = std::move(*spec);
   options.run_dir = o.run_dir.empty() ? std::filesystem::path("metaharness-runs") / options.spec.run_id
                                       : std::filesystem::path(o.run_dir);
@@ -213,6 +225,8 @@ void register_run_verb(CLI::App& app, Context& ctx) {
   run->add_option("--latency-report", o->latency_report,
                   "write metaharness's own seam latencies (p50/p90/p99) to this JSON file at the end");
   run->add_flag("--fsync", o->fsync, "fdatasync events.jsonl after every event (default: at close)");
+  run->add_option("--config", o->config,
+                  "a daemon config file whose [budgets] defaults and [prices] apply to this run (docs/budgets.md)");
   run->callback([&ctx, o] { ctx.exit_code = run_verb(*o); });
 }
 

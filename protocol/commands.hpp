@@ -17,6 +17,9 @@ struct ToolDecide {
 struct FrameSet {
   static constexpr std::string_view kName = "frame.set";
   Frame frame;
+  // Additive: how the step this frame's boundary leaves ended, in the embedder's judgement
+  // (step.left carries it); without it the step is left with no_verdict.
+  std::optional<StepOutcome> step_outcome;
 };
 
 struct MessageInject {

@@ -446,17 +446,11 @@ void read_fields(FieldReader& f, ev::StepEntered& e) {
 void read_fields(FieldReader& f, ev::StepLeft& e) {
   e.step = read_step(f, "step");
   if (const json::object* o = f.req_object("outcome")) {
-    FieldReader r(*o, "outcome");
-    std::string kind = r.req_string("outcome");
-    if (kind == "completed") {
-      e.outcome.kind = StepOutcome::Kind::completed;
-    } else if (kind == "failed" || kind == "no_verdict") {
-      e.outcome.kind = kind == "failed" ? StepOutcome::Kind::failed : StepOutcome::Kind::no_verdict;
-      e.outcome.reason = r.req_string("reason");
-    } else if (r.ok()) {
-      r.fail("field \"outcome\" is \"" + excerpt(kind, 40) + "\", expected completed, failed or no_verdict");
-    }
-    if (!r.ok()) f.fail(r.error());
+    std::string error;
+    if (auto outcome = read_step_outcome(*o, error))
+      e.outcome = std::move(*outcome);
+    else
+      f.fail(error);
   }
 }
 void read_fields(FieldReader& f, ev::TurnStarted& e) {

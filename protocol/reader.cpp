@@ -89,7 +89,16 @@ std::optional<CommandPayload> read_command_payload(CommandName name, FieldReader
         f.fail("the frame is refused (" + std::string(to_string(frame.error().kind)) + "): " + frame.error().message);
         return std::nullopt;
       }
-      return cmd::FrameSet{std::move(*frame)};
+      std::optional<StepOutcome> step_outcome;
+      if (const json::value* so = f.object().if_contains("step_outcome"); so && !so->is_null()) {
+        std::string error;
+        step_outcome = read_step_outcome(*so, error);
+        if (!step_outcome) {
+          f.fail("step_outcome: " + error);
+          return std::nullopt;
+        }
+      }
+      return cmd::FrameSet{std::move(*frame), std::move(step_outcome)};
     }
     case CommandName::message_inject: {
       std::string text = f.req_string("text");
@@ -205,6 +214,10 @@ std::string serialize(const Command& command) {
           write_decision(w, c.decision);
         } else if constexpr (std::is_same_v<T, cmd::FrameSet>) {
           w.field_json("frame", frame_to_json(c.frame, true));
+          if (c.step_outcome) {
+            w.key("step_outcome");
+            write(w, *c.step_outcome);
+          }
         } else if constexpr (std::is_same_v<T, cmd::MessageInject> || std::is_same_v<T, cmd::Steer>) {
           w.field("text", c.text);
         } else if constexpr (std::is_same_v<T, cmd::PermissionSet>) {

@@ -334,6 +334,34 @@ void write(JsonWriter& w, const PeerIdentity& v) {
 // Nested struct readers
 // ---------------------------------------------------------------------------------------------
 
+bool operator==(const StepRef& a, const StepRef& b) {
+  return a.workflow == b.workflow && a.state == b.state && a.index == b.index && a.attempt == b.attempt;
+}
+
+std::optional<StepOutcome> read_step_outcome(const json::value& v, std::string& error) {
+  if (!v.is_object()) {
+    error = "a step outcome is " + describe_json(v) + ", expected an object";
+    return std::nullopt;
+  }
+  FieldReader r(v.get_object(), "outcome");
+  std::string kind = r.req_string("outcome");
+  StepOutcome out;
+  if (kind == "completed") {
+    out.kind = StepOutcome::Kind::completed;
+  } else if (kind == "failed" || kind == "no_verdict") {
+    out.kind = kind == "failed" ? StepOutcome::Kind::failed : StepOutcome::Kind::no_verdict;
+    out.reason = r.req_string("reason");
+    if (r.ok() && is_blank(out.reason)) r.fail("a " + kind + " outcome needs a non-empty reason");
+  } else if (r.ok()) {
+    r.fail("field \"outcome\" is \"" + excerpt(kind, 40) + "\", expected completed, failed or no_verdict");
+  }
+  if (!r.ok()) {
+    error = r.error();
+    return std::nullopt;
+  }
+  return out;
+}
+
 std::optional<StepRef> read_step_ref(const json::value& v, std::string& error) {
   if (!v.is_object()) {
     error = "step is " + describe_json(v) + ", expected an object";

@@ -271,6 +271,9 @@ void write(JsonWriter& w, const PeerIdentity& v);
 
 // Readers for the nested structs; they report through the FieldReader's error.
 std::optional<StepRef> read_step_ref(const json::value& v, std::string& error);
+// {"outcome":"completed"} | {"outcome":"failed"|"no_verdict","reason":"…"} (a reason is required there).
+std::optional<StepOutcome> read_step_outcome(const json::value& v, std::string& error);
+bool operator==(const StepRef& a, const StepRef& b);
 TokenUsage read_usage(FieldReader& f);
 
 }  // namespace mh::protocol

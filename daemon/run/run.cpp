@@ -139,7 +139,8 @@ struct Run::Impl final : RunEffects {
         adapter(adapter),
         options(std::move(options)),
         idle_timer(strand),
-        grace_timer(strand) {}
+        grace_timer(strand),
+        wall_timer(strand) {}
 
   asio::io_context& io;
   asio::strand<asio::io_context::executor_type> strand;
@@ -174,6 +175,7 @@ struct Run::Impl final : RunEffects {
   std::map<std::string, std::unique_ptr<asio::steady_timer>> deadlines;
   asio::steady_timer idle_timer;
   asio::steady_timer grace_timer;
+  asio::steady_timer wall_timer;
   bool grace_armed = false;
 
   // Commands that arrived before the core existed (the spawn is still under way).
@@ -370,6 +372,46 @@ struct Run::Impl final : RunEffects {
   }
 
   void cancel_deadline(const std::string& call_id) override { deadlines.erase(call_id); }
+
+  void arm_wall_budget(Instant when) override {
+    wall_timer.expires_at(when);
+    wall_timer.async_wait([weak = self](boost::system::error_code ec) {
+      if (ec) return;
+      if (auto run = weak.lock()) {
+        Impl& impl = *run->impl_;
+        if (impl.core && !impl.closed) {
+          impl.core->on_wall_budget(Clock::now());
+          impl.after_core();
+        }
+      }
+    });
+  }
+
+  void spend_changed(const Spend& spend) override {
+    if (options.on_spend) options.on_spend(spend);
+  }
+
+  // The last bytes the vendor wrote to stderr, from its start of line: what a warning quotes
+  // when the vendor stopped on its own.
+  std::string stderr_tail() const {
+    constexpr std::size_t kTail = 480;
+    UniqueFd fd(::open((options.run_dir / "vendor-stderr.log").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return {};
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return {};
+    std::size_t want = std::min<std::size_t>(kTail, static_cast<std::size_t>(st.st_size));
+    std::string tail(want, '\0');
+    ssize_t n = ::pread(fd.get(), tail.data(), want, st.st_size - static_cast<off_t>(want));
+    if (n <= 0) return {};
+    tail.resize(static_cast<std::size_t>(n));
+    if (want < static_cast<std::size_t>(st.st_size))
+      if (auto nl = tail.find('\n'); nl != std::string::npos) tail.erase(0, nl + 1);
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r' || tail.back() == ' '))
+      tail.pop_back();
+    for (char& c : tail)
+      if (c == '\n') c = ' ';
+    return protocol::excerpt(tail, kTail);
+  }
 
   void close_vendor_stdin() override {
     to_vendor.emplace_back(std::nullopt);
@@ -581,6 +623,7 @@ struct Run::Impl final : RunEffects {
     deadlines.clear();
     idle_timer.cancel();
     grace_timer.cancel();
+    wall_timer.cancel();
     if (hook_acceptor) {
       boost::system::error_code ec;
       hook_acceptor->close(ec);
@@ -618,6 +661,10 @@ struct Run::Impl final : RunEffects {
     (void)keep;
     if (auto* refusal = std::get_if<adapters::LaunchRefusal>(&planned)) {
       refuse("LAUNCH_REFUSED", refusal->message, refusal->command_results);
+      co_return;
+    }
+    if (auto unpriced = refuse_unpriced_budget(options.spec, adapter, options.prices)) {
+      refuse("LAUNCH_REFUSED", *unpriced, {});
       co_return;
     }
     auto& plan = std::get<adapters::LaunchPlan>(planned);
@@ -662,7 +709,7 @@ struct Run::Impl final : RunEffects {
     vendor_stdout.emplace(strand, child->stdout_pipe().release());
     vendor_stderr.emplace(strand, child->stderr_pipe().release());
     core = std::make_unique<RunCore>(options.spec, adapter, adapter.open_session(options.spec, plan), *this,
-                                     RunCoreOptions{options.halt_grace});
+                                     RunCoreOptions{options.halt_grace, &options.prices});
     core->start(Clock::now());
     after_core();
     for (auto& e : early)
@@ -674,7 +721,7 @@ struct Run::Impl final : RunEffects {
     (void)stdout_done;
     (void)stderr_done;
     // The vendor's stdout has ended and no process of the run is left: wind up.
-    protocol::CloseReason reason = core->wind_up(termination, Clock::now());
+    protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
     finish(reason, termination);
   }
 
@@ -780,6 +827,16 @@ void Run::command_source_closed() {
   });
 }
 
+void Run::budget_exhausted(std::string message) {
+  asio::post(impl_->strand, [run = shared_from_this(), message = std::move(message)] {
+    Impl& i = *run->impl_;
+    if (i.core && !i.closed) {
+      i.core->on_budget_exhausted(message, Clock::now());
+      i.after_core();
+    }
+  });
+}
+
 void Run::shutdown() {
   asio::post(impl_->strand, [run = shared_from_this()] {
     Impl& i = *run->impl_;
@@ -814,6 +871,8 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.pid = i.child && !i.closed ? i.child->pid() : 0;  // a closed run's child is reaped
     s.created_at = i.created_at;
     s.labels = i.options.spec.labels;
+    if (i.core) s.spend = i.core->spend();
+    s.budget = i.options.spec.budget;
     callback(std::move(s));
   });
 }

@@ -40,6 +40,12 @@ struct RunOptions {
   std::chrono::milliseconds idle_timeout{0};
   bool fsync_each_event = false;
   std::size_t max_vendor_line_bytes = 4u << 20;
+  // Prices for a usd budget (the config's [prices]); a usd budget whose model has none is
+  // refused at start.
+  PriceTable prices;
+  // Called on the run's strand whenever what it has spent changes (the daemon meters daily
+  // budgets per owner from it).
+  std::function<void(const Spend&)> on_spend;
 };
 
 struct RunOutcome {
@@ -61,6 +67,8 @@ struct RunStatus {
   int pid = 0;
   std::chrono::system_clock::time_point created_at;
   std::map<std::string, std::string> labels;
+  Spend spend;               // so far
+  adapters::Budgets budget;  // the run's limits
 };
 
 // metaharness's own share of the call seam, measured inside the process (for bench/).
@@ -99,6 +107,9 @@ class Run : public std::enable_shared_from_this<Run> {
   void command_source_closed();
   // The host is going away: stop the run now; it closes `killed`.
   void shutdown();
+  // A budget kept outside the run (its owner's daily budget) is exhausted: the run stops and
+  // closes `budget`, with a warning carrying `message`.
+  void budget_exhausted(std::string message);
 
   // The event stream readers attach to. Always valid.
   std::shared_ptr<SharedStreamState> stream() const;

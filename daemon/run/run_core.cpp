@@ -80,7 +80,9 @@ RunCore::RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter
       session_(std::move(session)),
       effects_(effects),
       options_(options),
-      frame_in_force_(spec.frame) {}
+      budget_(spec.budget, options.prices, spec.model),
+      frame_in_force_(spec.frame),
+      step_change_pending_(spec.frame.has_value()) {}
 
 RunCore::~RunCore() = default;
 
@@ -90,7 +92,22 @@ RunCore::~RunCore() = default;
 
 void RunCore::start(Instant now) {
   now_ = now;
+  started_at_ = now;
+  if (spec_.budget.wall_ms) effects_.arm_wall_budget(now + std::chrono::milliseconds(*spec_.budget.wall_ms));
   session_->start(*this);
+}
+
+void RunCore::on_wall_budget(Instant now) {
+  now_ = now;
+  if (phase_ == Phase::closed) return;
+  if (auto crossing = budget_.wall(ms_between(started_at_, now))) exhaust(*crossing);
+}
+
+void RunCore::on_budget_exhausted(const std::string& message, Instant now) {
+  now_ = now;
+  if (phase_ == Phase::closed || forced_close_) return;
+  warn("BUDGET_EXHAUSTED", message);
+  stop(proto::CloseReason::budget, "the run's budget was exhausted");
 }
 
 void RunCore::on_vendor_line(const proto::FramedLine& line, Instant now) {
@@ -165,9 +182,31 @@ void RunCore::on_command(proto::Command command, std::optional<proto::PeerIdenti
       command.payload);
 }
 
-proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, Instant now) {
+static std::string describe(const proto::ProcessTermination& p) {
+  switch (p.kind) {
+    case proto::ProcessKind::exited:
+      return "exited with status " + std::to_string(p.code);
+    case proto::ProcessKind::signaled:
+      return "was killed by signal " + std::to_string(p.signal);
+    case proto::ProcessKind::unknown:
+      break;
+  }
+  return "ended (its status is unknown)";
+}
+
+proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, Instant now,
+                                    std::string_view vendor_stderr_tail) {
   now_ = now;
   bool we_ended_it = phase_ == Phase::ending;
+  if (!we_ended_it && !forced_close_) {
+    // The vendor stopped on its own: the stream says so, and why as far as anyone can tell, so
+    // a stream that closes `error` is never silent about it.
+    std::string message =
+        std::string(adapter_.id()) + " " + describe(process) +
+        (session_started_seen_ ? " while the run was in progress" : " before it opened a session (no session.started)");
+    if (!vendor_stderr_tail.empty()) message += "; its stderr ends: " + std::string(vendor_stderr_tail);
+    warn("VENDOR_EXITED", message);
+  }
   abandon_pending("the stream ended");
   for (const auto& [control_id, pending] : pending_controls_)
     result(pending.command_id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
@@ -182,6 +221,9 @@ proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, In
   if (frame_pending_)
     warn("FRAME_NEVER_IN_FORCE", "the frame " + frame_pending_->digest +
                                      " set for the next turn boundary never came into force: no further turn started");
+  if (step_in_force_)
+    leave_step(proto::StepOutcome{proto::StepOutcome::Kind::no_verdict,
+                                  "the run ended in this step; metaharness does not judge steps"});
   auto ended = session_->session_ended();
   if (ended && !session_ended_emitted_) {
     ended->census = census_;
@@ -211,7 +253,14 @@ std::vector<PendingCallView> RunCore::pending_calls(Instant now) const {
 // ---------------------------------------------------------------------------------------------
 
 void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) {
+  std::optional<Crossing> crossing;
+  if (std::holds_alternative<proto::ev::SessionStarted>(payload)) session_started_seen_ = true;
+  if (auto* usage = std::get_if<proto::ev::Usage>(&payload)) {
+    crossing = budget_.usage(*usage);
+    effects_.spend_changed(budget_.spend());
+  }
   effects_.emit(std::move(payload), std::move(at));
+  if (crossing) exhaust(*crossing);  // the tokens are spent already: the record first, then the stop
 }
 
 void RunCore::write_vendor(std::string line) {
@@ -224,7 +273,7 @@ void RunCore::reply_hook(std::uint64_t connection, std::string line) {
 
 void RunCore::session_ready() {
   if (phase_ != Phase::starting) return;
-  start_turn({spec_.prompt});
+  if (turn_allowed()) start_turn({spec_.prompt});
 }
 
 void RunCore::fail_run(std::string reason) {
@@ -317,6 +366,9 @@ void RunCore::control_answered(adapters::ControlReply reply) {
 }
 
 void RunCore::turn_started(std::optional<std::string> at) {
+  if (step_change_pending_) announce_step();
+  budget_.turn_started();
+  effects_.spend_changed(budget_.spend());
   ++turn_;
   turn_announced_ = true;
   effects_.emit(proto::ev::TurnStarted{turn_, frame_in_force_ ? std::optional<std::string>(frame_in_force_->digest)
@@ -356,8 +408,19 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
   st.call = std::move(call);
   st.delivered_at = now_;
 
+  auto over_budget = budget_.tool_call();
+  effects_.spend_changed(budget_.spend());
   if (seam == proto::Seam::none) {  // a record of a call nobody adjudicates: delivered, never decided
     st.requested_seq = effects_.emit(std::move(requested), std::move(at));
+    if (over_budget) exhaust(*over_budget);
+    return st;
+  }
+  if (over_budget) {
+    // The call that crosses the budget does not run: it is recorded, refused, and the run stops.
+    st.requested_seq = effects_.emit(std::move(requested), std::move(at));
+    decide(st, proto::decision::Deny{"the run's " + over_budget->message() + ", so this call did not run"},
+           proto::DecidedBy::adapter, seam);
+    exhaust(*over_budget);
     return st;
   }
 
@@ -491,12 +554,26 @@ std::optional<RunCore::Verdict> RunCore::frame_refuses(const CallState& st,
 // Turns and the end of the run
 // ---------------------------------------------------------------------------------------------
 
+void RunCore::exhaust(const Crossing& crossing) {
+  if (forced_close_ || phase_ == Phase::closed) return;
+  warn("BUDGET_EXHAUSTED", "the run's " + crossing.message());
+  stop(proto::CloseReason::budget, "the run's budget was exhausted");
+}
+
+bool RunCore::turn_allowed() {
+  auto crossing = budget_.before_turn();
+  if (!crossing) return true;
+  exhaust(*crossing);
+  return false;
+}
+
 void RunCore::start_turn(std::vector<std::string> texts) {
   if (frame_pending_) {
     // The boundary a frame.set promised: from here on calls are adjudicated against it, and the
     // model is shown it first, so no call is ever judged by a frame the model never saw.
     frame_in_force_ = std::move(frame_pending_);
     frame_pending_.reset();
+    step_change_pending_ = true;
     std::string text = proto::render_frame_text(*frame_in_force_);
     effects_.emit(proto::ev::Injection{text, "frame"}, std::nullopt);
     texts.insert(texts.begin(), std::move(text));
@@ -506,9 +583,30 @@ void RunCore::start_turn(std::vector<std::string> texts) {
   session_->send_user_turn(texts, *this);
 }
 
+void RunCore::announce_step() {
+  step_change_pending_ = false;
+  if (!frame_in_force_) return;
+  const proto::StepRef& next = frame_in_force_->step;
+  if (step_in_force_ && *step_in_force_ == next) return;  // a new frame for the same step: no boundary
+  if (step_in_force_)
+    leave_step(pending_step_outcome_.value_or(
+        proto::StepOutcome{proto::StepOutcome::Kind::no_verdict,
+                           "the embedder put the frame of another step in force without saying how this one ended"}));
+  pending_step_outcome_.reset();
+  step_in_force_ = next;
+  effects_.emit(proto::ev::StepEntered{next, frame_in_force_->digest}, std::nullopt);
+}
+
+void RunCore::leave_step(proto::StepOutcome outcome) {
+  proto::StepRef left = *step_in_force_;
+  step_in_force_.reset();
+  effects_.emit(proto::ev::StepLeft{std::move(left), std::move(outcome)}, std::nullopt);
+}
+
 void RunCore::at_boundary() {
   if (forced_close_) return;
   if (!queued_messages_.empty()) {
+    if (!turn_allowed()) return;  // stopped: the queued texts are reported undelivered at wind-up
     std::vector<std::string> texts;
     for (auto& [id, text] : queued_messages_) {
       effects_.emit(proto::ev::Injection{text, "message.inject"}, std::nullopt);
@@ -615,6 +713,7 @@ void RunCore::handle(const proto::cmd::FrameSet& c, const std::string& id) {
     return;
   }
   frame_pending_ = c.frame;
+  pending_step_outcome_ = c.step_outcome;
   result(id, proto::CommandOutcome::ok(std::string(kNextBoundary)));
 }
 
@@ -625,6 +724,11 @@ void RunCore::handle(const proto::cmd::MessageInject& c, const std::string& id) 
     return;
   }
   if (phase_ == Phase::idle) {
+    if (!turn_allowed()) {
+      result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                                "the run's turns budget is exhausted; no further turn will start"));
+      return;
+    }
     effects_.emit(proto::ev::Injection{c.text, "message.inject"}, std::nullopt);
     result(id, proto::CommandOutcome::ok());
     start_turn({c.text});

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "adapters/adapter.hpp"
+#include "daemon/run/budget_meter.hpp"
 #include "protocol/reader.hpp"
 
 namespace mh::daemon {
@@ -38,10 +39,15 @@ class RunEffects {
   // Forced end: close stdin, give the vendor `grace` to exit, then kill every process of the
   // run. Its stdout then ends and the host calls wind_up().
   virtual void terminate_vendor(std::chrono::milliseconds grace) = 0;
+  // The run's wall-clock budget runs out at `when`: the host calls on_wall_budget() then.
+  virtual void arm_wall_budget(Instant when) { (void)when; }
+  // What the run has spent changed (a turn, a tool call, a usage record).
+  virtual void spend_changed(const Spend& spend) { (void)spend; }
 };
 
 struct RunCoreOptions {
   std::chrono::milliseconds halt_grace{3000};
+  const PriceTable* prices = nullptr;  // for a usd budget; outlives the core
 };
 
 // A call still waiting for the embedder, as a (re)attaching controller is handed it.
@@ -82,10 +88,18 @@ class RunCore final : private adapters::AdapterSink {
   void on_idle_timeout(Instant now);
   // The daemon is shutting down: the run is stopped like a halt, and closes `killed`.
   void on_shutdown(Instant now);
+  // The run's wall_ms budget ran out (the timer armed through arm_wall_budget).
+  void on_wall_budget(Instant now);
+  // A budget kept outside the run (the daemon's daily budget of the run's owner) is exhausted:
+  // the run is stopped and closes `budget`, the warning saying which.
+  void on_budget_exhausted(const std::string& message, Instant now);
   // The vendor's stdout ended and its processes are gone. Abandons what is pending, emits
   // session.ended (if the vendor produced terminal evidence) and returns the close reason for
   // the host's stream.closed.
-  proto::CloseReason wind_up(const proto::ProcessTermination& process, Instant now);
+  // `vendor_stderr_tail` (the last lines the vendor wrote to stderr) is quoted in the warning that
+  // says why, when the vendor stopped on its own.
+  proto::CloseReason wind_up(const proto::ProcessTermination& process, Instant now,
+                             std::string_view vendor_stderr_tail = {});
 
   Phase phase() const { return phase_; }
   bool turn_active() const { return phase_ == Phase::turn; }
@@ -93,6 +107,8 @@ class RunCore final : private adapters::AdapterSink {
   std::vector<PendingCallView> pending_calls(Instant now) const;
   std::size_t pending_count() const { return pending_.size(); }
   std::uint32_t turns() const { return turn_; }
+  const Spend& spend() const { return budget_.spend(); }
+  const adapters::Budgets& budget_limits() const { return budget_.limits(); }
 
  private:
   struct CallState {
@@ -137,6 +153,10 @@ class RunCore final : private adapters::AdapterSink {
   std::optional<Verdict> frame_refuses(const CallState& call, const std::vector<proto::Operation>& ops) const;
 
   void start_turn(std::vector<std::string> texts);
+  void exhaust(const Crossing& crossing);  // BUDGET_EXHAUSTED, then stopped with reason budget
+  bool turn_allowed();                     // false (and exhausted) when the turns budget is spent
+  void announce_step();                    // step.left / step.entered for the frame now in force, if its step changed
+  void leave_step(proto::StepOutcome outcome);
   void at_boundary();  // after a turn ended: deliver queued messages, idle, or end
   void end_normally();
   void stop(proto::CloseReason reason, std::string_view why);
@@ -158,6 +178,8 @@ class RunCore final : private adapters::AdapterSink {
 
   Phase phase_ = Phase::starting;
   Instant now_{};
+  Instant started_at_{};
+  BudgetMeter budget_;
   std::uint32_t turn_ = 0;
   bool turn_announced_ = false;  // turn.started emitted for the current turn
   bool command_source_open_ = true;
@@ -167,6 +189,12 @@ class RunCore final : private adapters::AdapterSink {
   std::optional<proto::Frame> frame_in_force_;
   std::optional<proto::Frame> frame_pending_;
   bool warned_no_frame_ = false;
+  // Steps (the embedder's unit of work, named by the frame): the step announced with
+  // step.entered, and whether a frame came into force whose step is still to be announced (at the
+  // next turn.started, so both vendors order it session.started, step.entered, turn.started).
+  std::optional<proto::StepRef> step_in_force_;
+  bool step_change_pending_ = false;
+  std::optional<proto::StepOutcome> pending_step_outcome_;  // from the frame.set that changed it
 
   std::map<std::string, CallState> calls_;
   std::set<std::string> pending_;  // call ids awaiting the embedder
@@ -180,6 +208,7 @@ class RunCore final : private adapters::AdapterSink {
   };
   std::map<std::string, PendingControl> pending_controls_;  // vendor control id -> command
   bool session_ended_emitted_ = false;
+  bool session_started_seen_ = false;
 };
 
 std::string_view to_string(RunCore::Phase phase);

@@ -189,6 +189,72 @@ std::string positive_ms(const std::int64_t& v) {
   return v > 0 ? "" : "must be positive";
 }
 
+std::string describe_node(const toml::node& node) {
+  std::ostringstream ss;
+  ss << node.type();
+  return ss.str();
+}
+
+// One budget table: the keys of adapters::Budgets, integers (usd a number), by the same rules as
+// `--budget KEY=VALUE`. `daily` names the table that may nest.
+std::string read_budget_table(const toml::table& t, const std::string& prefix, adapters::Budgets& out,
+                              bool allow_daily) {
+  for (const auto& [key, node] : t) {
+    std::string k(key.str());
+    if (allow_daily && k == "daily") continue;
+    std::string text;
+    if (auto i = node.value_exact<std::int64_t>())
+      text = std::to_string(*i);
+    else if (auto d = node.value_exact<double>(); d && k == "usd")
+      text = std::to_string(*d);
+    else
+      return prefix + k + ": must be " + (k == "usd" ? "a number" : "an integer") + ", not " + describe_node(node);
+    std::string problem;
+    if (!adapters::set_budget(out, k, text, problem)) return prefix + k + ": " + problem;
+  }
+  return "";
+}
+
+std::string read_budgets(const toml::table& budgets, adapters::Budgets& defaults, adapters::Budgets& daily) {
+  if (auto problem = read_budget_table(budgets, "budgets.", defaults, true); !problem.empty()) return problem;
+  if (const toml::node* d = budgets.get("daily")) {
+    const toml::table* t = d->as_table();
+    if (!t) return "budgets.daily: must be a table ([budgets.daily])";
+    if (auto problem = read_budget_table(*t, "budgets.daily.", daily, false); !problem.empty()) return problem;
+    if (daily.turns || daily.tool_calls || daily.wall_ms)
+      return "budgets.daily: only input_tokens, output_tokens and usd are metered per day";
+  }
+  return "";
+}
+
+// [prices."<model>"] tables: USD per million tokens, each kind optional (a kind with no price
+// makes a usage of it unpriced, never free).
+std::string read_prices(const toml::table& prices, PriceTable& out) {
+  static const std::set<std::string> kKinds = {"input_per_mtok", "output_per_mtok", "cache_read_per_mtok",
+                                               "cache_creation_per_mtok"};
+  for (const auto& [model, node] : prices) {
+    std::string m(model.str());
+    const toml::table* t = node.as_table();
+    if (!t) return "prices." + m + ": must be a table ([prices.\"" + m + "\"])";
+    ModelPrice price;
+    for (const auto& [key, value] : *t) {
+      std::string k(key.str());
+      if (!kKinds.count(k))
+        return "unknown key prices." + m + "." + k +
+               " (known: input_per_mtok, output_per_mtok, cache_read_per_mtok, cache_creation_per_mtok)";
+      auto number = value.value<double>();
+      if (!number || *number < 0)
+        return "prices." + m + "." + k + ": must be a non-negative number, not " + describe_node(value);
+      (k == "input_per_mtok"        ? price.input_per_mtok
+       : k == "output_per_mtok"     ? price.output_per_mtok
+       : k == "cache_read_per_mtok" ? price.cache_read_per_mtok
+                                    : price.cache_creation_per_mtok) = *number;
+    }
+    out.set(m, price);
+  }
+  return "";
+}
+
 }  // namespace
 
 boost::system::result<DaemonConfig, std::string> load_config(const std::optional<std::filesystem::path>& file) {
@@ -205,12 +271,14 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     return Result(boost::system::in_place_error, ss.str());
   }
   std::string error;
-  static const std::set<std::string> kTables = {"paths", "vendor", "runs", "server", "access", "log"};
+  static const std::set<std::string> kTables = {"paths",  "vendor", "runs",    "server",
+                                                "access", "log",    "budgets", "prices"};
   for (const auto& [key, node] : root) {
     std::string k(key.str());
     if (!kTables.count(k))
       return Result(boost::system::in_place_error,
-                    "unknown key " + k + " (the config has the tables paths, vendor, runs, server, access, log)");
+                    "unknown key " + k +
+                        " (the config has the tables paths, vendor, runs, server, access, log, budgets, prices)");
     if (!node.is_table()) return Result(boost::system::in_place_error, k + ": must be a table ([" + k + "])");
   }
   auto table = [&](const char* name) -> const toml::table& {
@@ -298,6 +366,8 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     r.finish();
     if (error.empty()) c.log_level = kLevels.at(level);
   }
+  if (error.empty()) error = read_budgets(table("budgets"), c.default_budget, c.daily_budget);
+  if (error.empty()) error = read_prices(table("prices"), c.prices);
   if (!error.empty()) return Result(boost::system::in_place_error, error);
   return c;
 }

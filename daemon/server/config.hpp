@@ -10,6 +10,7 @@
 #include <string>
 
 #include "adapters/adapter.hpp"
+#include "daemon/run/budget_meter.hpp"
 
 namespace mh::daemon {
 
@@ -46,6 +47,12 @@ struct DaemonConfig {
   bool owner_is_admin = true;  // the daemon's own uid administers it
   // [log]
   int log_level = 6;  // syslog priority: 3 error, 4 warning, 6 info, 7 debug
+  // [budgets]: defaults for a run that names none of its own (per key).
+  adapters::Budgets default_budget;
+  // [budgets.daily]: per owner uid and UTC day, across all that uid's runs (tokens and priced usd).
+  adapters::Budgets daily_budget;
+  // [prices."<model>"]: USD per million tokens, for usd budgets.
+  PriceTable prices;
 
   // Where the defaults came from, for the start-up log line.
   std::string defaults_from;

@@ -1,0 +1,138 @@
+#include "daemon/run/budget_meter.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace mh::daemon {
+
+namespace {
+
+std::string usd_text(double usd) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", usd);
+  std::string s(buf);
+  // Trailing zeros say nothing: 0.250000 -> 0.25, 2.000000 -> 2.0.
+  while (s.size() > 1 && s.back() == '0' && s[s.size() - 2] != '.')
+    s.pop_back();
+  return "$" + s;
+}
+
+std::optional<Crossing> over(std::string_view budget, const std::optional<std::uint64_t>& limit, std::uint64_t figure,
+                             std::string_view unit) {
+  if (!limit || figure <= *limit) return std::nullopt;
+  return Crossing{std::string(budget), std::to_string(*limit) + std::string(unit),
+                  std::to_string(figure) + std::string(unit)};
+}
+
+}  // namespace
+
+const ModelPrice* PriceTable::find(std::string_view model) const {
+  if (auto it = prices_.find(model); it != prices_.end()) return &it->second;
+  const ModelPrice* best = nullptr;
+  std::size_t best_length = 0;
+  for (const auto& [key, price] : prices_) {
+    if (key.empty() || key.back() != '*') continue;
+    std::string_view prefix(key.data(), key.size() - 1);
+    if (model.substr(0, prefix.size()) == prefix && (best == nullptr || prefix.size() > best_length)) {
+      best = &price;
+      best_length = prefix.size();
+    }
+  }
+  return best;
+}
+
+std::optional<double> price_usage(const protocol::TokenUsage& u, const ModelPrice& p) {
+  double usd = 0;
+  auto add = [&](const std::optional<std::uint64_t>& tokens, const std::optional<double>& per_mtok) {
+    if (!tokens || *tokens == 0) return true;
+    if (!per_mtok) return false;  // tokens of a kind with no price: the cost is unknown
+    usd += static_cast<double>(*tokens) * *per_mtok / 1e6;
+    return true;
+  };
+  if (!add(u.input_tokens, p.input_per_mtok) || !add(u.output_tokens, p.output_per_mtok) ||
+      !add(u.cache_read_input_tokens, p.cache_read_per_mtok) ||
+      !add(u.cache_creation_input_tokens, p.cache_creation_per_mtok))
+    return std::nullopt;
+  return usd;
+}
+
+json::object Spend::to_json() const {
+  json::object o;
+  o["turns"] = turns;
+  o["tool_calls"] = tool_calls;
+  o["input_tokens"] = input_tokens;
+  o["output_tokens"] = output_tokens;
+  o["cache_read_input_tokens"] = cache_read_input_tokens;
+  o["cache_creation_input_tokens"] = cache_creation_input_tokens;
+  o["usd"] = usd ? json::value(*usd) : json::value(nullptr);
+  o["unpriced_model"] = unpriced_model ? json::value(*unpriced_model) : json::value(nullptr);
+  return o;
+}
+
+std::string Crossing::message() const {
+  return "the " + budget + " budget of " + limit + " is exhausted: " + figure;
+}
+
+BudgetMeter::BudgetMeter(adapters::Budgets limits, const PriceTable* prices, std::optional<std::string> model)
+    : limits_(std::move(limits)), prices_(prices), model_(std::move(model)) {}
+
+std::optional<Crossing> BudgetMeter::before_turn() {
+  if (!limits_.turns || spend_.turns < *limits_.turns) return std::nullopt;
+  return Crossing{"turns", std::to_string(*limits_.turns) + " turn(s)",
+                  std::to_string(spend_.turns) + " turn(s) ran and the run would start another"};
+}
+
+std::optional<Crossing> BudgetMeter::tool_call() {
+  ++spend_.tool_calls;
+  return over("tool_calls", limits_.tool_calls, spend_.tool_calls, " call(s)");
+}
+
+std::optional<Crossing> BudgetMeter::usage(const protocol::ev::Usage& record) {
+  const auto& u = record.usage;
+  spend_.input_tokens += u.input_tokens.value_or(0);
+  spend_.output_tokens += u.output_tokens.value_or(0);
+  spend_.cache_read_input_tokens += u.cache_read_input_tokens.value_or(0);
+  spend_.cache_creation_input_tokens += u.cache_creation_input_tokens.value_or(0);
+  if (spend_.usd) {
+    std::optional<double> cost = u.cost_usd;  // the vendor's own figure comes first
+    std::optional<std::string> model = record.model ? record.model : model_;
+    if (!cost && model && prices_)
+      if (const ModelPrice* price = prices_->find(*model)) cost = price_usage(u, *price);
+    if (cost) {
+      *spend_.usd += *cost;
+    } else {
+      spend_.usd.reset();
+      spend_.unpriced_model = model.value_or("(the vendor named no model)");
+    }
+  }
+  if (auto c = over("input_tokens", limits_.input_tokens, spend_.input_tokens, " token(s)")) return c;
+  if (auto c = over("output_tokens", limits_.output_tokens, spend_.output_tokens, " token(s)")) return c;
+  if (limits_.usd) {
+    if (!spend_.usd)
+      return Crossing{"usd", usd_text(*limits_.usd),
+                      "the cost is no longer known: " + *spend_.unpriced_model +
+                          " has no price, and an unknown cost is not zero"};
+    if (*spend_.usd > *limits_.usd) return Crossing{"usd", usd_text(*limits_.usd), usd_text(*spend_.usd) + " spent"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Crossing> BudgetMeter::wall(std::uint64_t elapsed_ms) const {
+  if (!limits_.wall_ms || elapsed_ms < *limits_.wall_ms) return std::nullopt;
+  return Crossing{"wall_ms", std::to_string(*limits_.wall_ms) + " ms", std::to_string(elapsed_ms) + " ms elapsed"};
+}
+
+std::optional<std::string> refuse_unpriced_budget(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
+                                                  const PriceTable& prices) {
+  if (!spec.budget.usd) return std::nullopt;
+  std::optional<std::string> model = spec.model ? spec.model : adapter.default_model();
+  if (!model)
+    return "a usd budget needs the run's model priced, and this run names no model (the " + std::string(adapter.id()) +
+           " adapter's default is only known once the vendor starts): name one with --model / \"model\"";
+  if (!prices.find(*model))
+    return "a usd budget needs the run's model priced, and the config's price table has no price for " + *model +
+           " ([prices] in the config): an unknown cost is not zero";
+  return std::nullopt;
+}
+
+}  // namespace mh::daemon

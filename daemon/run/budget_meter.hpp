@@ -1,0 +1,96 @@
+// What a run has spent, against what it may spend. Pure: it reads no clock (elapsed time comes in
+// as input) and does no I/O. The run core feeds it turns, tool calls and the vendor's usage
+// records; each input says whether it crossed one of the run's budgets.
+//
+// USD is never guessed. A usage record's cost is the vendor's own figure where it gives one, else
+// its tokens at the configured price of its model; a usage record whose model has no price makes
+// the run's USD spend unknown from then on (null, never a smaller number), and a USD budget can
+// then no longer be kept, which is itself a crossing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "adapters/adapter.hpp"
+
+namespace mh::daemon {
+
+namespace json = boost::json;
+
+// USD per million tokens of each kind; an unset kind has no price.
+struct ModelPrice {
+  std::optional<double> input_per_mtok;
+  std::optional<double> output_per_mtok;
+  std::optional<double> cache_read_per_mtok;
+  std::optional<double> cache_creation_per_mtok;
+};
+
+// Prices by model name. A key ending in `*` prices every model it is a prefix of (the longest
+// such key wins); otherwise names match exactly.
+class PriceTable {
+ public:
+  void set(std::string model, ModelPrice price) { prices_[std::move(model)] = price; }
+  const ModelPrice* find(std::string_view model) const;
+  bool empty() const { return prices_.empty(); }
+  const std::map<std::string, ModelPrice, std::less<>>& all() const { return prices_; }
+
+ private:
+  std::map<std::string, ModelPrice, std::less<>> prices_;
+};
+
+// The cost of one usage record at a price, or nullopt when a kind it used has no price.
+std::optional<double> price_usage(const protocol::TokenUsage& usage, const ModelPrice& price);
+
+struct Spend {
+  std::uint64_t turns = 0;
+  std::uint64_t tool_calls = 0;
+  std::uint64_t input_tokens = 0;
+  std::uint64_t output_tokens = 0;
+  std::uint64_t cache_read_input_tokens = 0;
+  std::uint64_t cache_creation_input_tokens = 0;
+  std::optional<double> usd = 0.0;  // nullopt: some usage could not be priced
+  std::optional<std::string> unpriced_model;  // the first model that made usd unknown
+
+  json::object to_json() const;
+};
+
+// A budget that was crossed: which, its limit and the figure that crossed it, as text.
+struct Crossing {
+  std::string budget;  // turns, tool_calls, input_tokens, output_tokens, wall_ms, usd
+  std::string limit;
+  std::string figure;
+  std::string message() const;
+};
+
+class BudgetMeter {
+ public:
+  // `model` is the run's declared model, used for usage records that name none.
+  BudgetMeter(adapters::Budgets limits, const PriceTable* prices, std::optional<std::string> model);
+
+  // A turn is about to start: crossing if the run has already had `turns` turns.
+  std::optional<Crossing> before_turn();
+  void turn_started() { ++spend_.turns; }
+  // A tool call was presented: counted, crossing when it is one more than `tool_calls`.
+  std::optional<Crossing> tool_call();
+  // A usage record: tokens (and cost) added, crossing when a budget is now exceeded.
+  std::optional<Crossing> usage(const protocol::ev::Usage& usage);
+  std::optional<Crossing> wall(std::uint64_t elapsed_ms) const;
+
+  const Spend& spend() const { return spend_; }
+  const adapters::Budgets& limits() const { return limits_; }
+
+ private:
+  adapters::Budgets limits_;
+  const PriceTable* prices_;
+  std::optional<std::string> model_;
+  Spend spend_;
+};
+
+// The run-start refusal of a USD budget nobody can meter: the run's model (declared, or the
+// adapter's default) has no price. Nullopt when the run may start.
+std::optional<std::string> refuse_unpriced_budget(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
+                                                  const PriceTable& prices);
+
+}  // namespace mh::daemon

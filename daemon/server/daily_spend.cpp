@@ -1,0 +1,132 @@
+#include "daemon/server/daily_spend.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace mh::daemon {
+
+std::int64_t utc_day(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count() / 86400;
+}
+
+DailySpendLedger::DailySpendLedger(std::filesystem::path file, adapters::Budgets daily)
+    : file_(std::move(file)), daily_(std::move(daily)) {}
+
+std::optional<std::string> DailySpendLedger::load(std::int64_t day) {
+  day_ = day;
+  by_uid_.clear();
+  reported_.clear();
+  std::ifstream in(file_, std::ios::binary);
+  if (!in) return std::nullopt;  // no file yet: nothing spent today
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  auto v = protocol::parse_json(ss.str());
+  if (!v || !v->is_object()) return file_.string() + " is not a JSON object; today's spend starts from zero";
+  const auto& o = v->get_object();
+  auto stored_day = o.if_contains("day") ? protocol::exact_int64(o.at("day")) : std::nullopt;
+  if (!stored_day || *stored_day != day) return std::nullopt;  // another day's figures
+  const json::value* owners = o.if_contains("owners");
+  if (!owners || !owners->is_object()) return file_.string() + " has no owners object; today's spend starts from zero";
+  for (const auto& kv : owners->get_object()) {
+    char* end = nullptr;
+    std::string key(kv.key());
+    unsigned long uid = std::strtoul(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || uid > UINT32_MAX || !kv.value().is_object()) continue;
+    const auto& s = kv.value().get_object();
+    DaySpend d;
+    if (auto i = s.if_contains("input_tokens") ? protocol::exact_int64(s.at("input_tokens")) : std::nullopt; i && *i >= 0)
+      d.input_tokens = static_cast<std::uint64_t>(*i);
+    if (auto i = s.if_contains("output_tokens") ? protocol::exact_int64(s.at("output_tokens")) : std::nullopt;
+        i && *i >= 0)
+      d.output_tokens = static_cast<std::uint64_t>(*i);
+    const json::value* usd = s.if_contains("usd");
+    if (usd && usd->is_double())
+      d.usd = usd->get_double();
+    else if (usd && usd->is_null())
+      d.usd.reset();
+    else if (auto whole = usd ? protocol::exact_int64(*usd) : std::nullopt)
+      d.usd = static_cast<double>(*whole);
+    by_uid_[static_cast<std::uint32_t>(uid)] = d;
+    reported_[static_cast<std::uint32_t>(uid)] = crossing(static_cast<std::uint32_t>(uid), d).has_value();
+  }
+  return std::nullopt;
+}
+
+std::optional<Crossing> DailySpendLedger::add(std::uint32_t uid, std::int64_t day, const Spend& before,
+                                              const Spend& after) {
+  if (day != day_) {  // midnight UTC: a new day
+    day_ = day;
+    by_uid_.clear();
+    reported_.clear();
+  }
+  DaySpend& d = by_uid_[uid];
+  if (after.input_tokens >= before.input_tokens) d.input_tokens += after.input_tokens - before.input_tokens;
+  if (after.output_tokens >= before.output_tokens) d.output_tokens += after.output_tokens - before.output_tokens;
+  if (d.usd) {
+    if (!after.usd)
+      d.usd.reset();  // an unpriced usage: the day's cost is unknown from here on, never smaller
+    else
+      *d.usd += *after.usd - before.usd.value_or(0.0);
+  }
+  auto c = crossing(uid, d);
+  if (!c || reported_[uid]) return std::nullopt;
+  reported_[uid] = true;
+  return c;
+}
+
+std::optional<Crossing> DailySpendLedger::crossing(std::uint32_t uid, const DaySpend& d) const {
+  std::string who = " of uid " + std::to_string(uid);
+  if (daily_.input_tokens && d.input_tokens >= *daily_.input_tokens)
+    return Crossing{"daily input_tokens" + who, std::to_string(*daily_.input_tokens) + " token(s)",
+                    std::to_string(d.input_tokens) + " token(s) today"};
+  if (daily_.output_tokens && d.output_tokens >= *daily_.output_tokens)
+    return Crossing{"daily output_tokens" + who, std::to_string(*daily_.output_tokens) + " token(s)",
+                    std::to_string(d.output_tokens) + " token(s) today"};
+  if (daily_.usd) {
+    char limit[48], spent[48];
+    std::snprintf(limit, sizeof limit, "$%.4f", *daily_.usd);
+    if (!d.usd) return Crossing{"daily usd" + who, limit, "today's cost is no longer known (an unpriced model)"};
+    std::snprintf(spent, sizeof spent, "$%.4f", *d.usd);
+    if (*d.usd >= *daily_.usd) return Crossing{"daily usd" + who, limit, std::string(spent) + " today"};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> DailySpendLedger::refusal(std::uint32_t uid, std::int64_t day) const {
+  if (day != day_) return std::nullopt;
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return std::nullopt;
+  if (auto c = crossing(uid, it->second)) return c->message() + "; new runs are refused until the UTC day ends";
+  return std::nullopt;
+}
+
+DaySpend DailySpendLedger::today(std::uint32_t uid, std::int64_t day) const {
+  if (day != day_) return {};
+  auto it = by_uid_.find(uid);
+  return it == by_uid_.end() ? DaySpend{} : it->second;
+}
+
+std::optional<std::string> DailySpendLedger::save() const {
+  json::object owners;
+  for (const auto& [uid, d] : by_uid_)
+    owners[std::to_string(uid)] = json::object{{"input_tokens", d.input_tokens},
+                                               {"output_tokens", d.output_tokens},
+                                               {"usd", d.usd ? json::value(*d.usd) : json::value(nullptr)}};
+  std::string text = protocol::canonical_json(json::object{{"day", day_}, {"owners", std::move(owners)}}) + "\n";
+  auto tmp = file_;
+  tmp += ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return "cannot write " + tmp.string();
+  ::fchmod(fd, 0640);
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fdatasync(fd) == 0;
+  ::close(fd);
+  if (!ok || std::rename(tmp.c_str(), file_.c_str()) != 0) return "cannot write " + file_.string();
+  return std::nullopt;
+}
+
+}  // namespace mh::daemon
