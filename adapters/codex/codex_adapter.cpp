@@ -1117,11 +1117,14 @@ class CodexAdapter final : public Adapter {
     return std::string(v->get_object().at("version").get_string());
   }
 
-  // The hook's timeout (the deadline + 30 s, in seconds) is kept to the same bound as Claude's:
-  // a timer of at most 2^31 - 1 ms.
+  // The bound is mh-codex-hook's, not Codex's. Measured on 0.171.0: Codex waits for an approval
+  // indefinitely, and a hook `timeout` of 2^31 ms, 2^32 ms, even 1.8e13 s held a 3 s hook (it does
+  // not overflow or fail at once). The hook program waits for the run's answer with poll(2),
+  // whose timeout is an int of milliseconds, until the deadline + 20 s: that must stay within
+  // 2^31 - 1 ms.
   std::uint64_t max_decision_deadline_ms() const override {
-    constexpr std::uint64_t kTimerMaxMs = 2'147'483'647;
-    return (kTimerMaxMs / 1000 - 30) * 1000;
+    constexpr std::uint64_t kPollMaxMs = 2'147'483'647;
+    return (kPollMaxMs / 1000 - 20) * 1000;
   }
 
   std::vector<std::string> subjects_for(const ToolCall& call) const override {

@@ -384,7 +384,7 @@ TEST(Steps, WhenRoutesAStepByARequestHeader) {
   EXPECT_EQ(first_text(post_responses(ep, false)), "main one");
   EXPECT_EQ(first_text(post_responses(ep, false)), "main two");
   EXPECT_EQ(first_text(post_sub()), "anyone") << "a step without when matches every request";
-  EXPECT_EQ(first_text(post_responses(ep, false)), "nothing left");
+  EXPECT_EQ(first_text(post_responses(ep, false)), "metaharness: the scenario has no steps left.");
   ASSERT_TRUE(ep.wait_until_ended(5));
   const auto log = ep.requests();
   EXPECT_EQ(log[0].step, 1u);
