@@ -848,6 +848,23 @@ class Session final : public AdapterSession {
       } else {
         opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
       }
+    } else if (*type == "collabAgentToolCall") {
+      // A sub-agent tool's outcome (spawn_agent, wait_agent, ...): which agents it reached and
+      // their states, so a consumer can tie a later tool.requested.agent to the spawn that made it.
+      proto::ev::ToolResult r;
+      r.call_id = *id;
+      r.outcome_source = "item/completed";
+      auto status = string_at(*item, "status");
+      if (status == "completed")
+        r.is_error = false;
+      else if (status == "failed")
+        r.is_error = true;
+      r.content = json::object{{"tool", field("tool")},
+                               {"status", field("status")},
+                               {"receiverThreadIds", field("receiverThreadIds")},
+                               {"agentsStates", field("agentsStates")}};
+      r.tool_use_result = nullptr;
+      sink.event(std::move(r), at);
     } else if (*type == "commandExecution" || *type == "fileChange" || *type == "imageView" || *type == "mcpToolCall") {
       proto::ev::ToolResult r;
       r.call_id = *id;

@@ -460,6 +460,11 @@ TEST_F(CodexRun, ASubAgentsCallNamesItsAgentAndItsDenyReasonReachesTheSubAgent) 
   for (const auto& r : logged_requests(run_dir()))
     if (r.sub_agent() && r.headers.at("thread-id") == agent) named = true;
   EXPECT_TRUE(named) << "tool.requested.agent " << agent << " is not the sub-agent's thread id";
+  bool spawned = false;
+  for (const auto& r : process->events_named("tool.result"))
+    if (r.str("call_id") == "call_spawn")
+      spawned = r.object.at("content").as_object().at("receiverThreadIds") == json::array{agent};
+  EXPECT_TRUE(spawned) << "the spawn's tool.result names the agent it started";
   for (const auto& r : logged_requests(run_dir())) {
     if (r.sub_agent()) continue;
     EXPECT_EQ(protocol::canonical_json(json::value(r.body)).find("SUPERVISOR: not for sub-agents"), std::string::npos)

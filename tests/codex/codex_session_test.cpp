@@ -504,6 +504,21 @@ TEST_F(CodexSession, ASubAgentsCallNamesItsThreadAndItsDenyReasonGoesIntoThatThr
   EXPECT_EQ(sink.calls.back().call.agent, std::optional<std::string>("thr_child"));
 }
 
+TEST_F(CodexSession, ASpawnsResultNamesTheAgentItStarted) {
+  open();
+  turn_started("t1");
+  // Captured shape (codex 0.171.0, model slug without metadata): spawn_agent's item/completed.
+  feed(R"({"method":"item/completed","params":{"item":{"type":"collabAgentToolCall","id":"call_spawn",)"
+       R"("tool":"spawnAgent","status":"completed","senderThreadId":"thr_1","receiverThreadIds":["thr_child"],)"
+       R"("prompt":"CHILD TASK","model":"mock-model","reasoningEffort":"medium",)"
+       R"("agentsStates":{"thr_child":{"status":"pendingInit","message":null}}},"threadId":"thr_1","turnId":"t1"}})");
+  auto results = sink.of<proto::ev::ToolResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].call_id, "call_spawn");
+  EXPECT_EQ(results[0].is_error, std::optional<bool>(false));
+  EXPECT_EQ(results[0].content.as_object().at("receiverThreadIds"), json::array{"thr_child"});
+}
+
 TEST_F(CodexSession, ASubAgentsTurnsAreOpaqueAndTurnsCountTheMainAgentsOnly) {
   open();
   turn_started("t1");
