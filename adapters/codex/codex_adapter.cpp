@@ -129,8 +129,16 @@ const proto::CapabilityTable& capabilities() {
         "replace is refused (UNSUPPORTED_CONTROL): an approval answer is accept or decline and carries no input",
         "abstain claims nothing, but under approvalPolicy untrusted Codex runs nothing without an approval and "
         "there is no one else to give it: an abstained shell command or patch is declined; other kinds run",
-        "allow grants, and more than on Claude: Codex may re-run an accepted command without its sandbox when "
-        "the sandboxed attempt is denied (observed on 0.171.0), with no second approval",
+        "allow grants, and more than on Claude: Codex re-runs an accepted command without its sandbox when "
+        "the sandboxed attempt is denied (observed on 0.171.0), with no second approval; so permission.set "
+        "read-only or workspace-write is refused SHADOWED unless the run is deny-only",
+        "deny-only: the thread runs under approval policy never (Codex's sandbox and rules decide, escalations "
+        "are rejected by Codex) and the PreToolUse hook decides every call, shell and patches included; an "
+        "allow is delivered as no opinion",
+        "a second approval request for an item already asked about (a re-run outside the sandbox) is its own "
+        "call, <item id>/escalation-N with escalation true, never answered by the first one's decision",
+        "sub-agents: tool.requested.agent is the sub-agent's thread id; a deny reason is injected into that "
+        "thread; a sub-agent's turns, text and thinking are opaque (turn.* count the main agent's turns)",
         "switched off at launch (registration tier): hosted web search (web_search = \"disabled\") and "
         "interactive TTY sessions (unified_exec_tty = false), the only sessions write_stdin can write into",
         "not gated, metadata only: tool_search",
@@ -161,6 +169,55 @@ bool is_known_vendor_option(std::string_view key) {
   return std::find(kVendorOptions.begin(), kVendorOptions.end(), key) != kVendorOptions.end();
 }
 
+std::vector<std::string> patch_subjects(const json::value& input) {
+  std::vector<std::string> out;
+  auto add = [&](std::string_view path) {
+    if (path.empty()) return;
+    std::string subject = "file:" + std::string(path);
+    if (std::find(out.begin(), out.end(), subject) == out.end()) out.push_back(std::move(subject));
+  };
+  if (!input.is_object()) return out;
+  const json::object& in = input.get_object();
+  // The approval's (and item/started's) changes: [{path, kind: {type, move_path?}, diff}], as
+  // Codex resolved them.
+  if (const json::value* changes = in.if_contains("changes"); changes && changes->is_array()) {
+    for (const auto& c : changes->get_array()) {
+      if (!c.is_object()) continue;
+      if (auto path = string_at(c.get_object(), "path")) add(*path);
+      if (const json::object* kind = object_at(c.get_object(), "kind")) {
+        for (auto key : {"move_path", "movePath"})
+          if (auto to = string_at(*kind, key)) add(*to);
+      }
+      for (auto key : {"move_path", "movePath"})
+        if (auto to = string_at(c.get_object(), key)) add(*to);
+    }
+    return out;
+  }
+  // The patch text (the hook's tool_input.command), as the model wrote it: every file a header
+  // names, verbatim.
+  std::optional<std::string> text = string_at(in, "command");
+  if (!text) text = string_at(in, "input");
+  if (!text) return out;
+  static constexpr std::array<std::string_view, 4> kHeaders = {
+      "*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "};
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    std::size_t end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    for (auto header : kHeaders)
+      if (line.substr(0, header.size()) == header) {
+        std::string_view path = line.substr(header.size());
+        while (!path.empty() && (path.back() == ' ' || path.back() == '\t'))
+          path.remove_suffix(1);
+        add(path);
+      }
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The session: reader + controller for one `codex app-server`
 // ---------------------------------------------------------------------------------------------
@@ -171,8 +228,11 @@ enum class Purpose { initialize, thread_start, turn_start, control, inject, clea
 
 class Session final : public AdapterSession {
  public:
-  explicit Session(const LaunchPlan& plan)
-      : cwd_(plan.cwd), attestation_(plan.attestation), transcript_(plan.transcript_path.string()) {}
+  Session(const LaunchPlan& plan, bool deny_only)
+      : cwd_(plan.cwd),
+        attestation_(plan.attestation),
+        transcript_(plan.transcript_path.string()),
+        deny_only_(deny_only) {}
 
   // --- start ---------------------------------------------------------------------------------
 
@@ -236,10 +296,13 @@ class Session final : public AdapterSession {
     }
     ToolCall call{*id, *tool, in->contains("tool_input") ? in->at("tool_input") : json::value(nullptr),
                   proto::Seam::hook};
-    if (*tool == "Bash" || *tool == "apply_patch") {
+    // A sub-agent's hook input names the sub-agent (agent_id, its own thread id) beside the
+    // root session_id; the main agent's names none.
+    call.agent = agent_of(string_at(*in, "agent_id").value_or(""));
+    if (!deny_only_ && (*tool == "Bash" || *tool == "apply_patch")) {
       // Shell commands and patches are decided at their approval, which always follows under
       // untrusted: the hook only announces the call (so it is delivered as early as possible)
-      // and has no opinion.
+      // and has no opinion. (Deny-only runs have no approvals: the hook decides every kind.)
       call.seam = proto::Seam::control_request;
       sink.call_presented(std::move(call), std::nullopt);
       sink.reply_hook(connection, "");
@@ -278,7 +341,8 @@ class Session final : public AdapterSession {
       request(
           sink, "thread/inject_items",
           json::object{
-              {"threadId", thread_id_},
+              // The thread that made the call: a sub-agent's deny reason belongs in its own thread.
+              {"threadId", call.agent.value_or(thread_id_)},
               {"items", json::array{json::object{{"type", "message"}, {"role", "developer"}, {"content", content}}}}},
           Purpose::inject);
     }
@@ -294,6 +358,14 @@ class Session final : public AdapterSession {
                             "the codex adapter cannot honour replace: an approval answer is accept or decline and "
                             "carries no input"};
     return std::nullopt;
+  }
+
+  // An accepted command that Codex's sandbox then refuses is re-run outside the sandbox with no
+  // second approval (observed on 0.171.0 under untrusted: an allowed `touch` under read-only
+  // wrote its file). So an allow overrides both sandbox postures; untrusted is an approval
+  // policy and danger-full-access has nothing to override.
+  bool allow_overrides_posture(const std::string& posture) const override {
+    return posture == "read-only" || posture == "workspace-write";
   }
 
   // Codex restates a call in several shapes (the hook's tool_input, item/started, the approval),
@@ -341,6 +413,11 @@ class Session final : public AdapterSession {
                                    "approval policy \"" + posture +
                                        "\" lets Codex run commands without asking, which "
                                        "would switch the approval seam off while calls still appeared governed");
+    if (deny_only_ && posture == "untrusted")
+      return ControlAck::refused(proto::RefusalCode::UNSUPPORTED_CONTROL,
+                                 "a deny-only Codex run keeps approval policy never, so that Codex's own rules "
+                                 "decide: under untrusted every command would wait for an approval that deny-only "
+                                 "never gives, and nothing would run");
     json::object settings{{"threadId", thread_id_}};
     if (posture == "untrusted")
       settings["approvalPolicy"] = "untrusted";
@@ -357,6 +434,14 @@ class Session final : public AdapterSession {
               "\" is not a Codex posture; the vocabulary is "
               "untrusted, read-only, workspace-write, danger-full-access (on-request, on-failure "
               "and never are refused: they switch the approval seam off)");
+    if (thread_id_.empty()) {
+      // Before the thread exists (Codex would refuse an empty thread id): sent the moment it
+      // does, before its first turn.
+      std::int64_t id = ++next_id_;
+      purposes_[id] = Purpose::control;
+      deferred_settings_.emplace_back(id, std::move(settings));
+      return ControlAck::pending("rpc:" + std::to_string(id), "the next turn boundary");
+    }
     std::int64_t id = request(sink, "thread/settings/update", std::move(settings), Purpose::control);
     return ControlAck::pending("rpc:" + std::to_string(id), "the next turn boundary");
   }
@@ -394,6 +479,13 @@ class Session final : public AdapterSession {
     sink.write_vendor(
         proto::canonical_json(json::object{{"method", method}, {"id", id}, {"params", std::move(params)}}));
     return id;
+  }
+
+  // The agent a thread id names: none for the main thread (and for a record that names no
+  // thread), else the sub-agent's own thread id (spawn_agent's agent_id).
+  std::optional<std::string> agent_of(const std::string& thread) const {
+    if (thread.empty() || thread_id_.empty() || thread == thread_id_) return std::nullopt;
+    return thread;
   }
 
   static std::string deny_hook(const std::string& reason) {
@@ -471,6 +563,12 @@ class Session final : public AdapterSession {
         s.hermetic = attestation_;
         model_ = s.model;
         sink.event(std::move(s), std::nullopt);
+        for (auto& [deferred_id, settings] : deferred_settings_) {
+          settings["threadId"] = thread_id_;
+          sink.write_vendor(proto::canonical_json(json::object{
+              {"method", "thread/settings/update"}, {"id", deferred_id}, {"params", std::move(settings)}}));
+        }
+        deferred_settings_.clear();
         release_early_notifications(sink);
         sink.session_ready();
         return;
@@ -499,12 +597,18 @@ class Session final : public AdapterSession {
     }
   }
 
+  // Under untrusted every command and patch waits for our approval, and an accepted one may be
+  // re-run outside its sandbox when the sandbox refuses it. A deny-only run lets Codex's own
+  // rules decide instead: under "never" nothing asks, the sandbox's refusal is final (an
+  // escalation is rejected by Codex itself), and the PreToolUse hook carries the denials.
+  std::string_view approval_policy() const { return deny_only_ ? "never" : "untrusted"; }
+
   void start_thread(AdapterSink& sink) {
     // approvalPolicy "untrusted" must be the per-thread parameter: as a config key this version
     // refuses it at start. bypass_hook_trust lets the hook run without a trust hash, per thread.
     request(sink, "thread/start",
             json::object{{"cwd", cwd_.string()},
-                         {"approvalPolicy", "untrusted"},
+                         {"approvalPolicy", approval_policy()},
                          {"sandbox", "workspace-write"},
                          {"config", json::object{{"bypass_hook_trust", true}}}},
             Purpose::thread_start);
@@ -519,16 +623,29 @@ class Session final : public AdapterSession {
       call.seam = proto::Seam::control_request;
       // A write into an escalated terminal carries the write's own call id as approvalId.
       call.call_id = string_at(params, "approvalId").value_or(string_at(params, "itemId").value_or(token));
+      // A second approval for the same item is Codex asking to re-run it another way (outside
+      // its sandbox after the sandbox refused it, "command failed; retry without sandbox?"): a
+      // request of its own, decided on its own, never answered by the first one's decision.
+      if (std::uint64_t asked = approvals_per_item_[call.call_id]++; asked > 0) {
+        call.call_id += "/escalation-" + std::to_string(asked);
+        call.escalation = true;
+      }
+      const json::value* reason = params.if_contains("reason");
       if (command) {
         bool write_stdin = string_at(params, "kind") == "writeStdin";
         call.name = write_stdin ? "write_stdin" : "Bash";
         call.input = json::object{{"command", params.contains("command") ? params.at("command") : json::value(nullptr)},
                                   {"cwd", params.contains("cwd") ? params.at("cwd") : json::value(nullptr)}};
+        if (call.escalation || (reason && !reason->is_null()))
+          call.input.get_object()["reason"] = reason ? *reason : nullptr;
       } else {
         call.name = "apply_patch";
         auto changes = file_changes_.find(call.call_id);
         call.input = json::object{{"changes", changes != file_changes_.end() ? changes->second : json::value(nullptr)}};
+        if (call.escalation || (reason && !reason->is_null()))
+          call.input.get_object()["reason"] = reason ? *reason : nullptr;
       }
+      call.agent = agent_of(string_at(params, "threadId").value_or(""));
       approvals_[token] = id;
       sink.call_awaits_answer(std::move(call), ReplyToken{token, proto::Seam::control_request});
       return;
@@ -564,6 +681,13 @@ class Session final : public AdapterSession {
       return;
     }
     auto at = at_of(m);
+    const std::optional<std::string> agent = agent_of(string_at(params, "threadId").value_or(""));
+    if (agent && (method == "turn/started" || method == "turn/completed")) {
+      // A sub-agent's turn happens inside one of the main agent's turns; turn.* count the main
+      // agent's turns only (a sub-agent's turn end closes nothing the run decides on).
+      opaque(sink, method, std::nullopt, proto::sha256_hex(raw), line_no, at);
+      return;
+    }
     if (method == "turn/started") {
       if (const json::object* turn = object_at(params, "turn")) active_turn_ = string_at(*turn, "id").value_or("");
       answer_this_turn_.clear();
@@ -587,7 +711,7 @@ class Session final : public AdapterSession {
       return;
     }
     if (method == "item/started" || method == "item/completed") {
-      item(method == "item/started", params, raw, line_no, at, sink);
+      item(method == "item/started", params, agent, raw, line_no, at, sink);
       return;
     }
     if (method == "thread/tokenUsage/updated") {
@@ -596,7 +720,8 @@ class Session final : public AdapterSession {
       const json::object* total = usage ? object_at(*usage, "total") : nullptr;
       if (last) {
         sink.event(proto::ev::Usage{std::nullopt, model_, token_usage(*last)}, at);
-        if (total) total_usage_ = token_usage(*total);
+        // The session's total is the main thread's; a sub-agent's spend shows in its usage events.
+        if (total && !agent) total_usage_ = token_usage(*total);
         return;
       }
     }
@@ -620,6 +745,14 @@ class Session final : public AdapterSession {
       const json::object* error = object_at(params, "error");
       bool will_retry = false;
       if (const json::value* w = params.if_contains("willRetry"); w && w->is_bool()) will_retry = w->get_bool();
+      if (error && http_status(error->if_contains("codexErrorInfo")) == 429u) {
+        // Throttled (retried or final): the vendor's HTTP status. Codex names no window, no
+        // utilization and no reset time on this notification, so those stay unknown.
+        proto::RateLimitInfo info;
+        info.status = "429";
+        sink.event(proto::ev::RateLimit{info}, at);
+        return;
+      }
       if (error && !will_retry && http_status(error->if_contains("codexErrorInfo")) == 401u) {
         // The credential the run launched with stopped working: the vendor's own words.
         std::string detail = string_at(*error, "message").value_or("");
@@ -641,8 +774,8 @@ class Session final : public AdapterSession {
     return t;
   }
 
-  void item(bool started, const json::object& params, std::string_view raw, std::uint64_t line_no,
-            std::optional<std::string> at, AdapterSink& sink) {
+  void item(bool started, const json::object& params, const std::optional<std::string>& agent, std::string_view raw,
+            std::uint64_t line_no, std::optional<std::string> at, AdapterSink& sink) {
     const json::object* item = object_at(params, "item");
     auto type = item ? string_at(*item, "type") : std::nullopt;
     auto id = item ? string_at(*item, "id") : std::nullopt;
@@ -652,33 +785,39 @@ class Session final : public AdapterSession {
       return;
     }
     auto field = [&](std::string_view k) { return item->contains(k) ? item->at(k) : json::value(nullptr); };
+    auto presented = [&](ToolCall call) {
+      call.agent = agent;
+      sink.call_presented(std::move(call), at);
+    };
     if (started) {
       // The vendor announces the call it is about to run: the call's presentation, if nothing
       // presented it before (the hook comes first for every kind it covers).
       if (*type == "commandExecution") {
-        sink.call_presented(ToolCall{*id, "Bash", json::object{{"command", field("command")}, {"cwd", field("cwd")}},
-                                     proto::Seam::control_request},
-                            at);
+        presented(ToolCall{*id, "Bash", json::object{{"command", field("command")}, {"cwd", field("cwd")}},
+                           proto::Seam::control_request});
       } else if (*type == "fileChange") {
         file_changes_[*id] = field("changes");
-        sink.call_presented(
-            ToolCall{*id, "apply_patch", json::object{{"changes", field("changes")}}, proto::Seam::control_request},
-            at);
+        presented(
+            ToolCall{*id, "apply_patch", json::object{{"changes", field("changes")}}, proto::Seam::control_request});
       } else if (*type == "imageView") {
-        sink.call_presented(ToolCall{*id, "view_image", json::object{{"path", field("path")}}, proto::Seam::hook}, at);
+        presented(ToolCall{*id, "view_image", json::object{{"path", field("path")}}, proto::Seam::hook});
       } else if (*type == "mcpToolCall") {
         std::string name =
             "mcp__" + string_at(*item, "server").value_or("") + "__" + string_at(*item, "tool").value_or("");
-        sink.call_presented(ToolCall{*id, name, field("arguments"), proto::Seam::hook}, at);
+        presented(ToolCall{*id, name, field("arguments"), proto::Seam::hook});
       } else if (*type == "webSearch") {
         // Switched off at launch; should one appear, it is recorded as what it is: ungated.
-        sink.call_presented(ToolCall{*id, "web_search", field("query"), proto::Seam::none}, at);
+        presented(ToolCall{*id, "web_search", field("query"), proto::Seam::none});
       } else {
         opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
       }
       return;
     }
-    if (*type == "agentMessage") {
+    if (agent && (*type == "agentMessage" || *type == "reasoning")) {
+      // A sub-agent's words are not the main agent's: text / thinking carry no agent, so they
+      // are kept as what they are (and are never taken for the run's final answer).
+      opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
+    } else if (*type == "agentMessage") {
       std::string text = string_at(*item, "text").value_or("");
       answer_this_turn_ = text;
       sink.event(proto::ev::Text{std::move(text), std::nullopt}, at);
@@ -709,6 +848,23 @@ class Session final : public AdapterSession {
       } else {
         opaque(sink, method, type, proto::sha256_hex(raw), line_no, at);
       }
+    } else if (*type == "collabAgentToolCall") {
+      // A sub-agent tool's outcome (spawn_agent, wait_agent, ...): which agents it reached and
+      // their states, so a consumer can tie a later tool.requested.agent to the spawn that made it.
+      proto::ev::ToolResult r;
+      r.call_id = *id;
+      r.outcome_source = "item/completed";
+      auto status = string_at(*item, "status");
+      if (status == "completed")
+        r.is_error = false;
+      else if (status == "failed")
+        r.is_error = true;
+      r.content = json::object{{"tool", field("tool")},
+                               {"status", field("status")},
+                               {"receiverThreadIds", field("receiverThreadIds")},
+                               {"agentsStates", field("agentsStates")}};
+      r.tool_use_result = nullptr;
+      sink.event(std::move(r), at);
     } else if (*type == "commandExecution" || *type == "fileChange" || *type == "imageView" || *type == "mcpToolCall") {
       proto::ev::ToolResult r;
       r.call_id = *id;
@@ -737,6 +893,9 @@ class Session final : public AdapterSession {
   std::filesystem::path cwd_;
   proto::HermeticAttestation attestation_;
   std::string transcript_;
+  bool deny_only_ = false;
+  std::map<std::string, std::uint64_t> approvals_per_item_;               // item id -> approval requests seen
+  std::vector<std::pair<std::int64_t, json::object>> deferred_settings_;  // permission.set before the thread
   std::int64_t next_id_ = 0;
   std::map<std::int64_t, Purpose> purposes_;
   std::map<std::string, json::value> approvals_;  // reply token -> the server request's id
@@ -920,24 +1079,35 @@ class CodexAdapter final : public Adapter {
     a.unavailable.push_back(
         {HermeticRow::h11, "AGENTS.md in an ancestor of the working directory is not searched for"});
     std::sort(a.unavailable.begin(), a.unavailable.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
-    a.ambient_inputs = {
-        "Codex may re-run an accepted command without its sandbox when the sandboxed attempt is denied",
-        "no network isolation beyond Codex's own sandbox",
-        "write_stdin is still offered to the model; with TTY sessions off it has nothing to write into"};
+    if (spec.deny_only)
+      a.ambient_inputs = {
+          "deny-only: approval policy never; Codex's sandbox and rules decide every call the hook does not deny, "
+          "and a sandbox refusal is final (Codex rejects escalations under never)",
+          "deny-only: the PreToolUse hook is the only seam for shell commands and patches; mh-codex-hook denies "
+          "on its own failures, but Codex fails open if the hook process itself crashes or times out",
+          "no network isolation beyond Codex's own sandbox",
+          "write_stdin is still offered to the model; with TTY sessions off it has nothing to write into"};
+    else
+      a.ambient_inputs = {
+          "Codex re-runs an accepted command without its sandbox when the sandboxed attempt is denied, with no second "
+          "approval (observed on 0.171.0): an allow overrides the read-only and workspace-write postures",
+          "no network isolation beyond Codex's own sandbox",
+          "write_stdin is still offered to the model; with TTY sessions off it has nothing to write into"};
     if (spec.decisions == proto::DecisionMode::observe)
       a.ambient_inputs.push_back("observe mode accepts every approval, and an accept on this wire grants");
-    p.notes = {"approval policy untrusted per thread; hook timeout " + std::to_string(codex_timeout_s) +
+    p.notes = {std::string("approval policy ") + (spec.deny_only ? "never (deny-only)" : "untrusted") +
+               " per thread; hook timeout " + std::to_string(codex_timeout_s) +
                " s; the hook gives up (denying) after " + std::to_string(hook_gives_up_s) + " s"};
     return p;
   }
 
-  std::unique_ptr<AdapterSession> open_session(const RunSpec&, const LaunchPlan& plan) const override {
-    return std::make_unique<Session>(plan);
+  std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
+    return std::make_unique<Session>(plan, spec.deny_only);
   }
 
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
     LaunchPlan plan;
-    Session session(plan);
+    Session session(plan, /*deny_only=*/false);
     OfflineSink sink(*this, run_id);
     proto::LineFramer framer(proto::kDefaultMaxLineBytes, /*digest_oversized=*/true);
     auto on_line = [&](const proto::FramedLine& line) { session.on_vendor_line(line, sink); };
@@ -964,11 +1134,19 @@ class CodexAdapter final : public Adapter {
     return std::string(v->get_object().at("version").get_string());
   }
 
-  // The hook's timeout (the deadline + 30 s, in seconds) is kept to the same bound as Claude's:
-  // a timer of at most 2^31 - 1 ms.
+  // The bound is mh-codex-hook's, not Codex's. Measured on 0.171.0: Codex waits for an approval
+  // indefinitely, and a hook `timeout` of 2^31 ms, 2^32 ms, even 1.8e13 s held a 3 s hook (it does
+  // not overflow or fail at once). The hook program waits for the run's answer with poll(2),
+  // whose timeout is an int of milliseconds, until the deadline + 20 s: that must stay within
+  // 2^31 - 1 ms.
   std::uint64_t max_decision_deadline_ms() const override {
-    constexpr std::uint64_t kTimerMaxMs = 2'147'483'647;
-    return (kTimerMaxMs / 1000 - 30) * 1000;
+    constexpr std::uint64_t kPollMaxMs = 2'147'483'647;
+    return (kPollMaxMs / 1000 - 20) * 1000;
+  }
+
+  std::vector<std::string> subjects_for(const ToolCall& call) const override {
+    if (call.name == "apply_patch") return patch_subjects(call.input);
+    return Adapter::subjects_for(call);
   }
 
   std::vector<proto::Operation> operations_for(const ToolCall& call) const override {

@@ -37,5 +37,10 @@ bool is_known_posture(std::string_view posture);
 // The settings a run may declare with vendor_options, and how they reach config.toml.
 bool is_known_vendor_option(std::string_view key);
 
+// What an apply_patch call touches (tool.requested.subjects): `file:<path>` for every file the
+// patch names (Add / Update / Delete File and Move to), verbatim, from the call's `changes`
+// (item/started, the approval) or else its patch text (the hook's `command`).
+std::vector<std::string> patch_subjects(const json::value& input);
+
 }  // namespace codex
 }  // namespace mh::adapters

@@ -170,10 +170,24 @@ void check_header(const std::string& path, std::string_view name, std::string_vi
 // ---------------------------------------------------------------------------------------------
 
 constexpr std::array<std::string_view, 7> kBlockKeys = {"type", "text", "signature", "id", "name", "input", "note"};
-constexpr std::array<std::string_view, 6> kBlockOverrideKeys = {"type", "text", "signature", "id", "name", "input"};
+constexpr std::array<std::string_view, 7> kBlockOverrideKeys = {"type", "text",  "signature", "id",
+                                                                "name", "input", "namespace"};
+// Keys only one wire has: allowed in that wire's override alone, never on the block itself.
+constexpr std::string_view kResponsesOnlyKey = "namespace";
+
+void check_wire_only_keys(const json::object& object, const std::string& path) {
+  if (object.contains(kResponsesOnlyKey))
+    refuse(path + "." + std::string(kResponsesOnlyKey),
+           "\"namespace\" exists on the Responses wire only: give it in the block's \"responses\" override");
+  if (const json::value* a = object.if_contains("anthropic");
+      a && a->is_object() && a->get_object().contains(kResponsesOnlyKey))
+    refuse(path + ".anthropic." + std::string(kResponsesOnlyKey),
+           "the Anthropic wire has no tool namespaces; \"namespace\" belongs in the \"responses\" override");
+}
 
 Block parse_block(const json::value& v, const std::string& path, Wire wire) {
   const json::object& object = as_object(v, path);
+  check_wire_only_keys(object, path);
   WireView view = make_view(object, path, wire, kBlockKeys, kBlockOverrideKeys);
   const Field* type = view.get("type");
   if (!type) refuse(path, "missing key \"type\" (text, thinking, tool_call or custom_tool_call)");
@@ -181,19 +195,19 @@ Block parse_block(const json::value& v, const std::string& path, Wire wire) {
 
   Block block;
   // Keys that make sense for the block's type; anything else is most likely a mistake.
-  std::array<std::string_view, 3> meaningful{};
+  std::array<std::string_view, 4> meaningful{};
   if (type_name == "text") {
     block.kind = Block::Kind::text;
-    meaningful = {"text", "", ""};
+    meaningful = {"text", "", "", ""};
   } else if (type_name == "thinking") {
     block.kind = Block::Kind::thinking;
-    meaningful = {"text", "signature", ""};
+    meaningful = {"text", "signature", "", ""};
   } else if (type_name == "tool_call") {
     block.kind = Block::Kind::tool_call;
-    meaningful = {"id", "name", "input"};
+    meaningful = {"id", "name", "input", "namespace"};
   } else if (type_name == "custom_tool_call") {
     block.kind = Block::Kind::custom_tool_call;
-    meaningful = {"id", "name", "input"};
+    meaningful = {"id", "name", "input", ""};
     if (wire == Wire::anthropic)
       refuse(type->path,
              "a custom_tool_call (raw string input) has no Anthropic form; give the block an "
@@ -226,6 +240,10 @@ Block parse_block(const json::value& v, const std::string& path, Wire wire) {
       if (const Field* id = view.get("id")) {
         block.id = read_string(*id);
         if (block.id.empty()) refuse(id->path, "an explicit id must not be empty");
+      }
+      if (const Field* ns = view.get("namespace")) {
+        block.tool_namespace = read_string(*ns);
+        if (block.tool_namespace.empty()) refuse(ns->path, "a namespace must not be empty (omit the key for none)");
       }
       const Field* input = view.get("input");
       if (block.kind == Block::Kind::tool_call) {
@@ -320,8 +338,28 @@ Timing parse_timing(const Field& f) {
   return timing;
 }
 
-constexpr std::array<std::string_view, 11> kStepKeys = {
-    "name", "note", "repeat", "sticky", "content", "stop_reason", "usage", "error", "timing", "finish", "delta_bytes"};
+constexpr std::array<std::string_view, 12> kStepKeys = {"name",  "note",    "repeat",      "sticky",
+                                                        "when",  "content", "stop_reason", "usage",
+                                                        "error", "timing",  "finish",      "delta_bytes"};
+
+When parse_when(const Field& f) {
+  const json::object& object = as_object(*f.value, f.path);
+  static constexpr std::array<std::string_view, 2> keys = {"header", "no_header"};
+  check_keys(object, f.path, keys);
+  if (object.size() != 1)
+    refuse(f.path, "give exactly one of \"header\" (the request carries it) and \"no_header\" (it does not)");
+  When when;
+  when.has_header = object.contains("header");
+  const std::string key = when.has_header ? "header" : "no_header";
+  when.header = read_string(object.at(key), f.path + "." + key);
+  static constexpr std::string_view token_chars =
+      "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  if (when.header.empty() || when.header.find_first_not_of(token_chars) != std::string::npos)
+    refuse(f.path + "." + key, "not a valid HTTP header name");
+  for (char& c : when.header)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return when;
+}
 constexpr std::array<std::string_view, 7> kStepOverrideKeys = {"content", "stop_reason", "usage",      "error",
                                                                "timing",  "finish",      "delta_bytes"};
 
@@ -390,6 +428,12 @@ Step parse_step(const json::value& v, const std::string& path, const Scenario& s
       if (sticky) step.sticky = read_bool(*sticky);
       if (repeat && step.sticky)
         refuse(repeat->path, "a sticky step is served forever; \"repeat\" would have no effect");
+      if (const Field* when = view.get("when")) {
+        if (!in_sequence) refuse(when->path, "only a step in \"steps\" can be routed with \"when\"");
+        if (step.sticky)
+          refuse(when->path, "a sticky step answers every later request; it cannot be routed with \"when\"");
+        step.when = parse_when(*when);
+      }
     }
     if (!scenario.serves(wire)) continue;
     (wire == Wire::anthropic ? step.anthropic : step.responses) = parse_form(view, path, wire);

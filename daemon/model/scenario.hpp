@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,10 @@ struct Block {
   std::string id;            // tool calls: tool_use id / call_id; empty = generated
   std::string name;          // tool calls
   boost::json::value input;  // tool_call: an object; custom_tool_call: a string
+  // Responses only, a tool_call's `namespace`: the function belongs to a namespace tool (Codex
+  // offers its sub-agent tools, spawn_agent and the rest, in "multi_agent_v1"). Set only through
+  // the block's "responses" override; empty = none (the item carries no namespace key).
+  std::string tool_namespace;
 };
 
 // An HTTP error answer instead of a model response.
@@ -94,10 +99,25 @@ struct StepForm {
   std::size_t delta_bytes = 0;  // split streamed text/arguments into deltas of at most this; 0 = one
 };
 
+// Which main-loop requests a step may answer, by a request header (names are compared
+// lower-case). Codex sends a sub-agent's requests with `x-openai-subagent`, and its main agent's
+// without: a sub-agent and its parent run concurrently, so their steps are told apart by this,
+// never by the order their requests happen to arrive in.
+struct When {
+  std::string header;  // the header that must be present (has_header) or absent (!has_header)
+  bool has_header = true;
+  bool matches(const std::map<std::string, std::string>& lower_case_headers) const {
+    return lower_case_headers.count(header) == (has_header ? 1u : 0u);
+  }
+};
+
 struct Step {
   std::string name;          // label for logs; empty = none
   std::uint64_t repeat = 1;  // served this many times before the next step
   bool sticky = false;       // served for this and every later main-loop request
+  // Set: only requests that match it take this step; a request is served the first step in
+  // order that is not used up and whose `when` (if any) it matches.
+  std::optional<When> when;
   StepForm anthropic;
   StepForm responses;
 

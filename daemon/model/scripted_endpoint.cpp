@@ -124,17 +124,20 @@ struct ScriptedEndpoint::State : std::enable_shared_from_this<State> {
     std::optional<std::size_t> index;
   };
 
-  // The answer for the next main-loop request, advancing the cursor.
-  Selection select_main() {
+  // The answer for a main-loop request: the first step in order that is not used up and whose
+  // `when` (if any) the request matches; that step is used once more. Without `when` this is a
+  // plain cursor through the steps.
+  Selection select_main(const std::map<std::string, std::string>& lower_case_headers) {
     std::lock_guard lock(script_mutex);
-    if (next_step >= scenario.steps.size()) return {Answer::exhausted, &scenario.exhausted, std::nullopt};
-    const std::size_t index = next_step;
-    const Step& step = scenario.steps[index];
-    if (!step.sticky && ++served_of_next >= step.repeat) {
-      ++next_step;
-      served_of_next = 0;
+    if (served.size() != scenario.steps.size()) served.assign(scenario.steps.size(), 0);
+    for (std::size_t index = 0; index < scenario.steps.size(); ++index) {
+      const Step& step = scenario.steps[index];
+      if (!step.sticky && served[index] >= step.repeat) continue;
+      if (step.when && !step.when->matches(lower_case_headers)) continue;
+      ++served[index];
+      return {Answer::step, &step, index};
     }
-    return {Answer::step, &step, index};
+    return {Answer::exhausted, &scenario.exhausted, std::nullopt};
   }
 
   std::chrono::milliseconds since_start() const {
@@ -161,8 +164,7 @@ struct ScriptedEndpoint::State : std::enable_shared_from_this<State> {
   const Clock::time_point started = Clock::now();
 
   std::mutex script_mutex;
-  std::size_t next_step = 0;
-  std::uint64_t served_of_next = 0;
+  std::vector<std::uint64_t> served;  // per step: how often it was served
 
   std::mutex lifecycle_mutex;
   bool running = false;
@@ -397,7 +399,7 @@ detail::Reply Connection::decide(const http::request<http::string_body>& request
   const Step* step = &scenario.aux;
   entry.answer = Answer::aux;
   if (main_loop) {
-    State::Selection selection = state_->select_main();
+    State::Selection selection = state_->select_main(entry.headers);
     entry.answer = selection.answer;
     entry.step = selection.index;
     step = selection.step;

@@ -285,10 +285,14 @@ json::object responses_item(const Block& block, std::uint64_t sequence, std::siz
       if (complete) item["encrypted_content"] = signature_of(block, sequence, index);
       return item;
     }
-    case Block::Kind::tool_call:
-      return {{"id", ids.item_id},  {"type", "function_call"},
-              {"status", status},   {"call_id", ids.call_id},
-              {"name", block.name}, {"arguments", complete ? json::serialize(block.input) : std::string()}};
+    case Block::Kind::tool_call: {
+      json::object item{{"id", ids.item_id},  {"type", "function_call"},
+                        {"status", status},   {"call_id", ids.call_id},
+                        {"name", block.name}, {"arguments", complete ? json::serialize(block.input) : std::string()}};
+      // A function of a namespace tool names its namespace beside its own name.
+      if (!block.tool_namespace.empty()) item["namespace"] = block.tool_namespace;
+      return item;
+    }
     case Block::Kind::custom_tool_call:
       return {{"id", ids.item_id},  {"type", "custom_tool_call"},
               {"status", status},   {"call_id", ids.call_id},

@@ -218,9 +218,9 @@ TEST_F(CodexRun, SteerReachesTheModelWithinTheRunningTurnAndAfterItIsTooLate) {
 }
 
 // 8. A permission change applies from the next turn; a posture that would switch the approval
-//    seam off is refused SHADOWED.
+//    seam off is refused SHADOWED. (read-only needs deny-only: see 8b.)
 TEST_F(CodexRun, PermissionChangeTakesEffectNextTurnAndNeverIsShadowed) {
-  start("two_turns", {"--keep-open"});
+  start("two_turns", {"--keep-open", "--deny-only"});
   ASSERT_TRUE(process->wait_for_event("turn.ended")) << process->stderr_text();
   send("p1", command_line("p1", "permission.set", R"("posture":"read-only")"));
   auto changed = result_for("p1");
@@ -347,6 +347,11 @@ TEST_F(CodexRun, EveryToolKindIsAskedBeforeItRunsAndDeniedCallsLeaveNothing) {
   for (auto call : {"call_ls", "call_cat", "call_pipe", "call_login", "call_patch"})
     EXPECT_EQ(seams[call], "control_request") << call;
   EXPECT_EQ(seams["call_image"], "hook") << "image views are not approvals: the hook gates them";
+  for (const auto& r : process->events_named("tool.requested"))
+    if (r.str("call_id") == "call_patch") {
+      ASSERT_TRUE(r.object.at("subjects").is_array()) << r.raw;
+      EXPECT_EQ(r.object.at("subjects").as_array(), json::array{"file:m_patch.txt"}) << "the file the patch names";
+    }
   for (auto file : {"m_ls.txt", "m_cat.txt", "m_pipe.txt", "m_login.txt", "m_patch.txt"})
     EXPECT_FALSE(std::filesystem::exists(work() / file)) << file << " exists: a denied call ran";
   for (const auto& d : process->events_named("tool.decided"))
@@ -389,6 +394,184 @@ TEST_F(CodexRun, TranslateReadsARetainedTranscriptWithNoDecisions) {
   EXPECT_FALSE(translate.events_named("tool.requested").empty());
   EXPECT_TRUE(translate.events_named("tool.decided").empty()) << "translation decides nothing";
   EXPECT_EQ(translate.events_named("session.ended").size(), 1u);
+}
+
+// --- issue 9 ------------------------------------------------------------------------------------
+
+// The headers the endpoint logged for each request, with the request's body, in order.
+struct LoggedRequest {
+  json::object headers;
+  json::object body;
+  bool sub_agent() const { return headers.contains("x-openai-subagent"); }
+};
+std::vector<LoggedRequest> logged_requests(const std::filesystem::path& run_dir) {
+  auto headers = logged_request_headers(run_dir);
+  auto bodies = logged_request_bodies(run_dir);
+  std::vector<LoggedRequest> out;
+  for (std::size_t i = 0; i < headers.size() && i < bodies.size(); ++i)
+    out.push_back({headers[i], bodies[i]});
+  return out;
+}
+
+// 13. A sub-agent: the main agent spawns it (spawn_agent in the multi_agent_v1 namespace, offered
+//     with a model slug Codex has no metadata for) and the sub-agent asks for a shell command.
+//     Its tool.requested names the sub-agent (its thread id), the main agent's name none; a deny
+//     reaches the sub-agent's own next model request; turn.* count the main agent's one turn.
+TEST_F(CodexRun, ASubAgentsCallNamesItsAgentAndItsDenyReasonReachesTheSubAgent) {
+  start("sub_agent", {"--decisions", "ask", "--model", "mock-model"});
+  auto spawn = process->wait_for(
+      [](const EventLine& e) { return e.event() == "tool.requested" && e.str("call_id") == "call_spawn"; });
+  ASSERT_TRUE(spawn) << process->stderr_text();
+  EXPECT_EQ(spawn->str("name"), "spawn_agent");
+  EXPECT_TRUE(spawn->object.at("agent").is_null()) << "the main agent's call names no agent";
+  send("d0", decide_line("d0", "call_spawn", R"({"decision":"allow"})"));
+
+  std::map<std::string, EventLine> asked;
+  while (asked.size() < 2) {
+    auto r = process->wait_for([&](const EventLine& e) {
+      return e.event() == "tool.requested" &&
+             (e.str("call_id") == "call_sub_marker" || e.str("call_id") == "call_main_wait") &&
+             !asked.count(e.str("call_id"));
+    });
+    ASSERT_TRUE(r) << "asked so far: " << asked.size() << "; " << process->stderr_text();
+    asked.emplace(r->str("call_id"), *r);
+  }
+  EXPECT_TRUE(asked.at("call_main_wait").object.at("agent").is_null());
+  const json::value& agent = asked.at("call_sub_marker").object.at("agent");
+  ASSERT_TRUE(agent.is_string()) << asked.at("call_sub_marker").raw;
+  send("d1", decide_line("d1", "call_main_wait", R"({"decision":"allow"})"));
+  send("d2", decide_line("d2", "call_sub_marker", R"({"decision":"deny","reason":"SUPERVISOR: not for sub-agents"})"));
+
+  // The reason reaches the thread that made the call: the sub-agent's next request carries it.
+  auto sub_agent_read_the_reason = [&] {
+    for (const auto& r : logged_requests(run_dir()))
+      if (r.sub_agent() &&
+          protocol::canonical_json(json::value(r.body)).find("SUPERVISOR: not for sub-agents") != std::string::npos)
+        return true;
+    return false;
+  };
+  ASSERT_TRUE(eventually(sub_agent_read_the_reason)) << "the deny reason never reached the sub-agent";
+  std::ofstream(work() / "go.txt") << "go\n";  // lets the main agent's waiting command finish
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_FALSE(std::filesystem::exists(work() / "sub_marker.txt")) << "the denied command ran";
+
+  // The agent is the sub-agent's thread: the one its requests name.
+  bool named = false;
+  for (const auto& r : logged_requests(run_dir()))
+    if (r.sub_agent() && r.headers.at("thread-id") == agent) named = true;
+  EXPECT_TRUE(named) << "tool.requested.agent " << agent << " is not the sub-agent's thread id";
+  bool spawned = false;
+  for (const auto& r : process->events_named("tool.result"))
+    if (r.str("call_id") == "call_spawn")
+      spawned = r.object.at("content").as_object().at("receiverThreadIds") == json::array{agent};
+  EXPECT_TRUE(spawned) << "the spawn's tool.result names the agent it started";
+  for (const auto& r : logged_requests(run_dir())) {
+    if (r.sub_agent()) continue;
+    EXPECT_EQ(protocol::canonical_json(json::value(r.body)).find("SUPERVISOR: not for sub-agents"), std::string::npos)
+        << "the reason belongs to the sub-agent's thread, not the main agent's";
+  }
+
+  auto started = process->events_named("turn.started");
+  auto ended = process->events_named("turn.ended");
+  ASSERT_EQ(started.size(), 1u) << "the sub-agent's turn is inside the main agent's turn";
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(started[0].object.at("turn").to_number<int>(), 1);
+  EXPECT_EQ(ended[0].object.at("turn").to_number<int>(), 1);
+  EXPECT_EQ(ended[0].str("stop_reason"), "completed");
+  EXPECT_EQ(process->events_named("text").back().str("text"), "Main agent finished.");
+  EXPECT_GE(process->events_named("opaque").size(), 2u);
+}
+
+// 14. A 429 with retry-after: Codex waits and retries; the throttle is a rate_limit event with the
+//     vendor's HTTP status, and nothing Codex did not say.
+TEST_F(CodexRun, A429IsARateLimitEventAndTheRetryIsAnswered) {
+  start("rate_limit_429", {"--vendor-option", "stream_max_retries=2", "--vendor-option", "request_max_retries=0"});
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  auto limits = process->events_named("rate_limit");
+  ASSERT_FALSE(limits.empty()) << "the throttle must not be only opaque";
+  for (const auto& l : limits) {
+    const json::object& info = l.object.at("info").as_object();
+    EXPECT_EQ(info.at("status"), "429") << l.raw;
+    // Codex says "Reconnecting... 1/2" and the last status, never the delay it honours.
+    for (auto key : {"window", "resets_at", "utilization", "using_overage"})
+      EXPECT_TRUE(info.at(key).is_null()) << key << " was invented: " << l.raw;
+  }
+  EXPECT_EQ(process->events_named("text").back().str("text"), "Answered after the throttle.");
+  EXPECT_EQ(process->events().back().str("reason"), "completed");
+}
+
+// 8b. An allow overrides Codex's sandbox postures (an accepted command the sandbox refuses is
+//     re-run outside it, with no second approval): without deny-only they are refused SHADOWED,
+//     and the refusal names deny-only.
+TEST_F(CodexRun, ASandboxPostureAnAllowWouldOverrideIsShadowedWithoutDenyOnly) {
+  start("two_turns", {"--keep-open"});
+  ASSERT_TRUE(process->wait_for_event("turn.ended")) << process->stderr_text();
+  for (auto posture : {"read-only", "workspace-write"}) {
+    std::string id = std::string("p-") + posture;
+    send(id, command_line(id, "permission.set", std::string(R"("posture":")") + posture + "\""));
+    auto refused = result_for(id);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(outcome_code(*refused), "SHADOWED") << posture;
+    EXPECT_NE(refused->raw.find("deny-only"), std::string::npos) << refused->raw;
+  }
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+}
+
+// 15. Deny-only: allows reach Codex as no opinion, so its own rules decide. Under read-only an
+//     allowed `touch` in the work directory leaves no file (Codex's sandbox refuses it and, under
+//     the deny-only approval policy never, nothing re-runs it outside the sandbox).
+TEST_F(CodexRun, DenyOnlyReadOnlyKeepsAnAllowedWriteFromHappening) {
+  start("read_only_touch", {"--decisions", "ask", "--deny-only", "--keep-open"});
+  ASSERT_TRUE(process->wait_for_event("turn.ended")) << process->stderr_text();
+  send("p1", command_line("p1", "permission.set", R"("posture":"read-only")"));
+  ASSERT_EQ(outcome_code(*result_for("p1")), "ok");
+  send("m1", command_line("m1", "message.inject", R"("text":"now write the marker")"));
+  auto requested = process->wait_for(
+      [](const EventLine& e) { return e.event() == "tool.requested" && e.str("call_id") == "call_ro_marker"; });
+  ASSERT_TRUE(requested) << process->stderr_text();
+  EXPECT_EQ(requested->str("seam"), "hook") << "deny-only: the hook carries every decision";
+  send("c1", decide_line("c1", "call_ro_marker", R"({"decision":"allow"})"));
+  EXPECT_EQ(outcome_code(*result_for("c1")), "ok");
+  ASSERT_TRUE(process->wait_for([](const EventLine& e) {
+    return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2;
+  })) << process->stderr_text();
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_FALSE(std::filesystem::exists(work() / "ro_marker.txt")) << "the allow overrode read-only";
+  auto decided = process->events_named("tool.decided");
+  ASSERT_EQ(decided.size(), 1u);
+  EXPECT_EQ(decided[0].object.at("decision").as_object().at("decision"), "abstain");
+  EXPECT_EQ(decided[0].object.at("requested").as_object().at("decision"), "allow");
+  std::string stdin_log = read_file(run_dir() / "vendor-stdin.jsonl");
+  EXPECT_NE(stdin_log.find(R"("approvalPolicy":"never")"), std::string::npos) << "Codex's own rules decide";
+}
+
+// 16. The deadline bound: the longest deadline the seam can hold keeps a hook-gated call pending
+//     (Codex's hook timeout sits above it and holds), and allow then runs it; one more is refused
+//     at start by name, before anything spawns.
+TEST_F(CodexRun, TheLongestDeadlineHoldsAndOneMoreIsRefusedAtStart) {
+  const std::string max = "2147463000";
+  start("marker", {"--decisions", "ask", "--deny-only", "--decision-deadline-ms", max});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  EXPECT_EQ(requested->str("seam"), "hook") << "the hook's timeout is the bound under test";
+  EXPECT_EQ(std::to_string(requested->object.at("deadline_ms").to_number<std::uint64_t>()), max);
+  // Upper bound only: nothing may decide the call within these seconds (a hook timeout that
+  // overflowed would fail it at once).
+  EXPECT_FALSE(process->wait_for_event("tool.decided", std::chrono::seconds(3))) << "the call did not stay pending";
+  send("c1", decide_line("c1", "call_marker", R"({"decision":"allow"})"));
+  EXPECT_EQ(outcome_code(*result_for("c1")), "ok");
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_TRUE(std::filesystem::exists(work() / "marker.txt")) << "the allowed call ran";
+
+  CliProcess over({metaharness_binary().string(), "run", "codex", "-p", "go", "--model-scenario",
+                   scenario("marker").string(), "--run-dir", (dir.path() / "over").string(), "--decisions", "ask",
+                   "--decision-deadline-ms", "2147463001"});
+  auto refused = over.wait_for_event("warning");
+  ASSERT_TRUE(refused) << over.stderr_text();
+  EXPECT_EQ(refused->str("code"), "LAUNCH_REFUSED");
+  EXPECT_NE(refused->str("message").find("at most 2147463000 ms"), std::string::npos) << refused->raw;
+  EXPECT_EQ(over.finish(std::chrono::seconds(60)), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "over/scratch/codex-home/config.toml")) << "nothing was launched";
 }
 
 }  // namespace

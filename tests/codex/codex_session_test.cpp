@@ -461,5 +461,190 @@ TEST_F(CodexSession, NumbersNoFieldCanHoldAreUnknownNotACrash) {
   EXPECT_FALSE(results[0].exit_code.has_value());
 }
 
+// --- issue 9: sub-agents, escalation, 429, deny-only, patch subjects ----------------------------
+
+json::object approval(int id, const std::string& thread, const std::string& item, json::value reason = nullptr) {
+  return json::object{{"method", "item/commandExecution/requestApproval"},
+                      {"id", id},
+                      {"params", json::object{{"kind", "command"},
+                                              {"threadId", thread},
+                                              {"turnId", "t1"},
+                                              {"itemId", item},
+                                              {"command", "/bin/bash -lc 'touch x'"},
+                                              {"cwd", "/work"},
+                                              {"reason", reason}}}};
+}
+
+TEST_F(CodexSession, ASubAgentsCallNamesItsThreadAndItsDenyReasonGoesIntoThatThread) {
+  open();
+  turn_started("t1");
+  // Captured shape: the sub-agent's approval carries its own (child) threadId.
+  feed(approval(0, "thr_child", "call_sub"));
+  ASSERT_EQ(sink.calls.size(), 1u);
+  EXPECT_EQ(sink.calls[0].call.agent, std::optional<std::string>("thr_child"));
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: not you"}, sink);
+  const json::object* inject = nullptr;
+  for (const auto& w : sink.written)
+    if (w.contains("method") && w.at("method") == "thread/inject_items") inject = &w;
+  ASSERT_TRUE(inject);
+  EXPECT_EQ(inject->at("params").as_object().at("threadId"), "thr_child") << "the thread that made the call";
+  EXPECT_EQ(sink.last_written().at("result").as_object().at("decision"), "decline");
+
+  // The main agent's own call carries no agent.
+  feed(approval(1, "thr_1", "call_main"));
+  EXPECT_FALSE(sink.calls.back().call.agent.has_value());
+  // The hook's input names a sub-agent by agent_id (its session_id is the root thread's).
+  session->on_hook_request(7,
+                           json::object{{"session_id", "thr_1"},
+                                        {"agent_id", "thr_child"},
+                                        {"tool_name", "view_image"},
+                                        {"tool_use_id", "call_img"},
+                                        {"tool_input", json::object{{"path", "a.png"}}}},
+                           sink);
+  EXPECT_EQ(sink.calls.back().call.agent, std::optional<std::string>("thr_child"));
+}
+
+TEST_F(CodexSession, ASpawnsResultNamesTheAgentItStarted) {
+  open();
+  turn_started("t1");
+  // Captured shape (codex 0.171.0, model slug without metadata): spawn_agent's item/completed.
+  feed(R"({"method":"item/completed","params":{"item":{"type":"collabAgentToolCall","id":"call_spawn",)"
+       R"("tool":"spawnAgent","status":"completed","senderThreadId":"thr_1","receiverThreadIds":["thr_child"],)"
+       R"("prompt":"CHILD TASK","model":"mock-model","reasoningEffort":"medium",)"
+       R"("agentsStates":{"thr_child":{"status":"pendingInit","message":null}}},"threadId":"thr_1","turnId":"t1"}})");
+  auto results = sink.of<proto::ev::ToolResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].call_id, "call_spawn");
+  EXPECT_EQ(results[0].is_error, std::optional<bool>(false));
+  EXPECT_EQ(results[0].content.as_object().at("receiverThreadIds"), json::array{"thr_child"});
+}
+
+TEST_F(CodexSession, ASubAgentsTurnsAreOpaqueAndTurnsCountTheMainAgentsOnly) {
+  open();
+  turn_started("t1");
+  feed(json::object{{"method", "turn/started"},
+                    {"params", json::object{{"threadId", "thr_child"}, {"turn", json::object{{"id", "t_child"}}}}}});
+  feed(json::object{
+      {"method", "item/completed"},
+      {"params",
+       json::object{{"threadId", "thr_child"},
+                    {"item", json::object{{"type", "agentMessage"}, {"id", "m1"}, {"text", "child says"}}}}}});
+  feed(json::object{{"method", "turn/completed"},
+                    {"params", json::object{{"threadId", "thr_child"},
+                                            {"turn", json::object{{"id", "t_child"}, {"status", "completed"}}}}}});
+  EXPECT_EQ(sink.turns, std::vector<std::string>{"started"}) << "the sub-agent's turn is inside the main one";
+  EXPECT_TRUE(sink.of<proto::ev::Text>().empty()) << "a sub-agent's words are not the main agent's text";
+  std::size_t opaque_turns = 0;
+  for (const auto& o : sink.of<proto::ev::Opaque>())
+    if (o.vendor_type == "turn/started" || o.vendor_type == "turn/completed") ++opaque_turns;
+  EXPECT_EQ(opaque_turns, 2u) << "nothing vanishes";
+  feed(json::object{
+      {"method", "turn/completed"},
+      {"params", json::object{{"threadId", "thr_1"}, {"turn", json::object{{"id", "t1"}, {"status", "completed"}}}}}});
+  EXPECT_EQ(sink.turns, (std::vector<std::string>{"started", "ended:completed"}));
+}
+
+TEST_F(CodexSession, ASecondApprovalForTheSameItemIsItsOwnEscalationCall) {
+  open();
+  turn_started("t1");
+  feed(approval(0, "thr_1", "call_touch"));
+  ASSERT_EQ(sink.calls.size(), 1u);
+  EXPECT_EQ(sink.calls[0].call.call_id, "call_touch");
+  EXPECT_FALSE(sink.calls[0].call.escalation);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Allow{}, sink);
+  // Captured shape (granular policy, codex-gating.md §2): the retry asks again for the same item.
+  feed(approval(1, "thr_1", "call_touch", "command failed; retry without sandbox?"));
+  ASSERT_EQ(sink.calls.size(), 2u);
+  EXPECT_EQ(sink.calls[1].call.call_id, "call_touch/escalation-1") << "a call of its own";
+  EXPECT_TRUE(sink.calls[1].call.escalation);
+  EXPECT_EQ(sink.calls[1].call.input.as_object().at("reason"), "command failed; retry without sandbox?");
+  ASSERT_TRUE(sink.calls[1].reply);
+  EXPECT_NE(sink.calls[1].reply->id, sink.calls[0].reply->id) << "answered on its own request id";
+}
+
+TEST_F(CodexSession, A429IsARateLimitWithTheVendorsStatusAndNothingInvented) {
+  open();
+  turn_started("t1");
+  for (bool retry : {true, false})
+    feed(json::object{
+        {"method", "error"},
+        {"params",
+         json::object{{"threadId", "thr_1"},
+                      {"willRetry", retry},
+                      {"error", json::object{{"message", "exceeded retry limit, last status: 429 Too Many Requests"},
+                                             {"codexErrorInfo", json::object{{"responseStreamDisconnected",
+                                                                              json::object{{"httpStatusCode", 429}}}}},
+                                             {"additionalDetails", nullptr}}}}}});
+  auto limits = sink.of<proto::ev::RateLimit>();
+  ASSERT_EQ(limits.size(), 2u);
+  for (const auto& l : limits) {
+    EXPECT_EQ(l.info.status, std::optional<std::string>("429"));
+    EXPECT_FALSE(l.info.window);
+    EXPECT_FALSE(l.info.resets_at) << "Codex tells no delay here: never invented";
+    EXPECT_FALSE(l.info.utilization);
+    EXPECT_FALSE(l.info.using_overage);
+  }
+  EXPECT_TRUE(sink.of<proto::ev::AuthExpired>().empty());
+}
+
+TEST_F(CodexSession, ADenyOnlyThreadRunsUnderNeverAndTheHookDecidesShellCalls) {
+  spec.deny_only = true;
+  session = adapter->open_session(spec, plan);
+  open();
+  EXPECT_EQ(sink.written.at(2).at("params").as_object().at("approvalPolicy"), "never");
+  session->on_hook_request(3,
+                           json::object{{"session_id", "thr_1"},
+                                        {"tool_name", "Bash"},
+                                        {"tool_use_id", "call_b"},
+                                        {"tool_input", json::object{{"command", "touch x"}}}},
+                           sink);
+  ASSERT_EQ(sink.calls.size(), 1u);
+  ASSERT_TRUE(sink.calls[0].reply) << "under never no approval follows: the hook must wait for the decision";
+  EXPECT_TRUE(sink.hook_replies.empty());
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"no"}, sink);
+  ASSERT_EQ(sink.hook_replies.size(), 1u);
+  EXPECT_NE(sink.hook_replies[0].second.find("\"deny\""), std::string::npos);
+  auto untrusted = session->set_permission("untrusted", sink);
+  EXPECT_EQ(untrusted.kind, ControlAck::Kind::refused);
+}
+
+TEST_F(CodexSession, AnAllowOverridesTheSandboxPosturesOnly) {
+  EXPECT_TRUE(session->allow_overrides_posture("read-only"));
+  EXPECT_TRUE(session->allow_overrides_posture("workspace-write"));
+  EXPECT_FALSE(session->allow_overrides_posture("untrusted"));
+  EXPECT_FALSE(session->allow_overrides_posture("danger-full-access"));
+}
+
+TEST_F(CodexSession, APermissionChangeBeforeTheThreadExistsIsSentOnceItDoes) {
+  auto ack = session->set_permission("read-only", sink);
+  EXPECT_EQ(ack.kind, ControlAck::Kind::pending_vendor);
+  EXPECT_TRUE(sink.written.empty()) << "no thread id yet: nothing is sent";
+  open();
+  const json::object* update = nullptr;
+  for (const auto& w : sink.written)
+    if (w.contains("method") && w.at("method") == "thread/settings/update") update = &w;
+  ASSERT_TRUE(update);
+  EXPECT_EQ(update->at("params").as_object().at("threadId"), "thr_1");
+  EXPECT_EQ("rpc:" + std::to_string(update->at("id").to_number<std::int64_t>()), ack.control_id);
+}
+
+TEST(CodexPatchSubjects, EveryFileThePatchNamesVerbatim) {
+  // The hook's tool_input (codex-wire.md §4): the patch text as the model wrote it.
+  json::value hook_input = json::object{
+      {"command",
+       "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** Update File: src/a.c\n*** Move to: src/b.c\n@@\n-x\n+y\n"
+       "*** Delete File: ../outside/old.txt\n*** End Patch\n"}};
+  EXPECT_EQ(codex::patch_subjects(hook_input),
+            (std::vector<std::string>{"file:hello.txt", "file:src/a.c", "file:src/b.c", "file:../outside/old.txt"}));
+  // item/started / the approval: Codex's changes (codex-gating.md §2.3), paths as Codex resolved them.
+  json::value changes = json::object{
+      {"changes", json::array{json::object{{"path", "/work/patched.txt"}, {"kind", json::object{{"type", "add"}}}},
+                              json::object{{"path", "/work/a.c"},
+                                           {"kind", json::object{{"type", "update"}, {"move_path", "/work/b.c"}}}}}}};
+  EXPECT_EQ(codex::patch_subjects(changes),
+            (std::vector<std::string>{"file:/work/patched.txt", "file:/work/a.c", "file:/work/b.c"}));
+  EXPECT_TRUE(codex::patch_subjects(json::object{}).empty());
+}
+
 }  // namespace
 }  // namespace mh::adapters

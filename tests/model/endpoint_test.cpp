@@ -342,6 +342,58 @@ TEST(Steps, RepeatServesAStepAgainAndOverridesFollowTheWire) {
   EXPECT_EQ(log[4].answer, Answer::exhausted);
 }
 
+// A tool_call's `namespace` (responses override only) is rendered on the function_call item,
+// in output_item.added, output_item.done and response.output alike.
+TEST(ResponsesWire, AToolCallsNamespaceIsRenderedOnTheFunctionCallItem) {
+  RunningEndpoint ep(R"({"format": "metaharness.scenario/1", "wires": ["responses"], "steps": [
+    {"content": [{"type": "tool_call", "id": "call_spawn", "name": "spawn_agent", "input": {"message": "go"},
+                  "responses": {"namespace": "multi_agent_v1"}}]},
+    {"content": [{"type": "tool_call", "id": "call_plain", "name": "exec_command", "input": {"cmd": "ls"}}]}]})");
+  const json::value whole = parse(post_responses(ep, false).body);
+  EXPECT_EQ(whole.at("output").at(0).at("namespace"), "multi_agent_v1");
+  EXPECT_EQ(whole.at("output").at(0).at("name"), "spawn_agent");
+  const json::value plain = parse(post_responses(ep, false).body);
+  EXPECT_FALSE(plain.at("output").at(0).as_object().contains("namespace")) << "no namespace unless given";
+
+  RunningEndpoint streamed(R"({"format": "metaharness.scenario/1", "wires": ["responses"], "steps": [
+    {"content": [{"type": "tool_call", "id": "call_spawn", "name": "spawn_agent", "input": {},
+                  "responses": {"namespace": "multi_agent_v1"}}]}]})");
+  Response r = post_responses(streamed, true);
+  int with_namespace = 0;
+  for (const auto& e : parse_sse(r.body)) {
+    const json::object& o = e.data.as_object();
+    if (const json::value* item = o.if_contains("item"))
+      if (item->at("type") == "function_call" && item->at("namespace") == "multi_agent_v1") ++with_namespace;
+  }
+  EXPECT_EQ(with_namespace, 2) << "output_item.added and output_item.done";
+}
+
+// `when` routes a step by a request header: a request takes the first step not used up whose
+// `when` it matches, so concurrent agents (Codex marks a sub-agent's requests with
+// x-openai-subagent) get their own steps whatever order their requests arrive in.
+TEST(Steps, WhenRoutesAStepByARequestHeader) {
+  RunningEndpoint ep(R"({"format": "metaharness.scenario/1", "wires": ["responses"], "steps": [
+    {"name": "main 1", "when": {"no_header": "x-openai-subagent"}, "content": [{"type": "text", "text": "main one"}]},
+    {"name": "sub 1", "when": {"header": "X-OpenAI-Subagent"}, "content": [{"type": "text", "text": "sub one"}]},
+    {"name": "main 2", "when": {"no_header": "x-openai-subagent"}, "content": [{"type": "text", "text": "main two"}]},
+    {"name": "anyone", "content": [{"type": "text", "text": "anyone"}]}]})");
+  Headers sub = openai_headers(ep.token());
+  sub.emplace_back("x-openai-subagent", "collab_spawn");
+  auto post_sub = [&] { return exchange(ep.port(), "POST", "/v1/responses", sub, responses_body(false)); };
+  EXPECT_EQ(first_text(post_sub()), "sub one") << "the sub-agent's request skips the main agent's step";
+  EXPECT_EQ(first_text(post_responses(ep, false)), "main one");
+  EXPECT_EQ(first_text(post_responses(ep, false)), "main two");
+  EXPECT_EQ(first_text(post_sub()), "anyone") << "a step without when matches every request";
+  EXPECT_EQ(first_text(post_responses(ep, false)), "metaharness: the scenario has no steps left.");
+  ASSERT_TRUE(ep.wait_until_ended(5));
+  const auto log = ep.requests();
+  EXPECT_EQ(log[0].step, 1u);
+  EXPECT_EQ(log[1].step, 0u);
+  EXPECT_EQ(log[2].step, 2u);
+  EXPECT_EQ(log[3].step, 3u);
+  EXPECT_EQ(log[4].answer, Answer::exhausted);
+}
+
 TEST(Steps, DefaultExhaustedAnswerIsAPlainEndTurn) {
   RunningEndpoint ep(R"({"format": "metaharness.scenario/1", "steps": []})");
   const json::value message = parse(post_anthropic(ep, false).body);
