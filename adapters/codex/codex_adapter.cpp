@@ -1144,6 +1144,9 @@ class CodexAdapter final : public Adapter {
     return (kPollMaxMs / 1000 - 20) * 1000;
   }
 
+  // The plan writes the model into config.toml: a run that names none gets this one.
+  std::optional<std::string> default_model() const override { return std::string(kDefaultModel); }
+
   std::vector<std::string> subjects_for(const ToolCall& call) const override {
     if (call.name == "apply_patch") return patch_subjects(call.input);
     return Adapter::subjects_for(call);
