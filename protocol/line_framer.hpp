@@ -14,6 +14,9 @@
 namespace mh::protocol {
 
 inline constexpr std::size_t kDefaultMaxLineBytes = 1u << 20;  // 1 MiB
+// A vendor's stdout line: the live run's default bound (runs.max_vendor_line_bytes), and the
+// bound `translate` reads a retained transcript with, so both read the same records the same way.
+inline constexpr std::size_t kDefaultMaxVendorLineBytes = 4u << 20;  // 4 MiB
 
 struct FramedLine {
   std::string_view text;     // the line without its '\n'; empty when too_long

@@ -40,6 +40,8 @@ struct RunOptions {
   std::chrono::milliseconds idle_timeout{0};
   bool fsync_each_event = false;
   std::size_t max_vendor_line_bytes = 4u << 20;
+  // The bound of every line of events.jsonl (runs.max_event_line_bytes; protocol/line_cut.hpp).
+  std::size_t max_event_line_bytes = 1u << 20;
 };
 
 struct RunOutcome {

@@ -657,6 +657,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     options.idle_timeout = d_->config.idle_timeout;
     options.fsync_each_event = d_->config.fsync_each_event;
     options.max_vendor_line_bytes = d_->config.max_vendor_line_bytes;
+    options.max_event_line_bytes = d_->config.max_event_line_bytes;
     std::error_code ec;
     std::filesystem::create_directories(options.run_dir, ec);
     std::string error;
