@@ -12,6 +12,7 @@
 #include "daemon/asio/process_v2.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/events.hpp"
+#include "protocol/line_cut.hpp"
 
 namespace mh::cli {
 
@@ -152,8 +153,9 @@ int translate_verb(const std::string& id, const std::string& path, const std::st
     text = ss.str();
   }
   std::string out;
-  for (const auto& e : adapter->translate(text, run_id)) {
-    protocol::serialize_to(out, e);
+  // The same line bound as a live run's stream (the default), so every reader takes every line.
+  for (auto& e : adapter->translate(text, run_id)) {
+    protocol::serialize_within(out, e);
     out.push_back('\n');
   }
   std::cout << out;

@@ -1,7 +1,5 @@
 #include "cli/event_format.hpp"
 
-#include <ctime>
-
 #include "protocol/json.hpp"
 
 namespace mh::cli {
@@ -29,18 +27,17 @@ std::string quoted(std::string_view text, std::size_t max = 80) {
   return "\"" + gist(text, max) + "\"";
 }
 
-// The vendor's time if the event carries one (HH:MM:SS.mmm of its RFC 3339 text), else ours.
+// When the line was written (`recorded_at`, the stream writer's clock on every line it writes),
+// else the vendor's own time (`at`), as HH:MM:SS.mmm UTC. Never the time of printing: a stream
+// read later would look minutes apart or out of order. A line with neither (translate's output
+// without vendor times) shows a placeholder.
 std::string time_of(const json::object& o) {
-  std::string at = str(o, "at");
-  auto t = at.find('T');
-  if (t != std::string::npos && at.size() >= t + 13) return at.substr(t + 1, 12);
-  std::timespec ts{};
-  std::timespec_get(&ts, TIME_UTC);
-  std::tm utc{};
-  gmtime_r(&ts.tv_sec, &utc);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03ld", utc.tm_hour, utc.tm_min, utc.tm_sec, ts.tv_nsec / 1'000'000);
-  return buf;
+  for (auto key : {"recorded_at", "at"}) {
+    std::string t = str(o, key);
+    auto sep = t.find('T');
+    if (sep != std::string::npos && t.size() >= sep + 13) return t.substr(sep + 1, 12);
+  }
+  return "--:--:--.---";
 }
 
 std::string decision_gist(const json::object& o) {
@@ -122,6 +119,12 @@ std::string human_line(std::string_view line) {
   } else if (event == "stream.closed") {
     g = str(o, "reason") + " after " + str(o, "events") + " event(s), process " + gist(str(o, "process"), 60);
   }
+  // A line the writer cut to the bound says so, so a reader never takes a prefix for the whole.
+  if (const json::value* cut = o.if_contains("cut"); cut && cut->is_array())
+    for (const auto& c : cut->get_array())
+      if (c.is_object())
+        g += " [" + str(c.get_object(), "field") + " cut: " + str(c.get_object(), "kept") + " of " +
+             str(c.get_object(), "bytes") + " bytes kept]";
   std::string out = time_of(o) + "  " + str(o, "seq");
   if (out.size() < 22) out.append(22 - out.size(), ' ');
   out += event;

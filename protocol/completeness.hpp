@@ -3,6 +3,7 @@
 // could are the same bytes, so "no marker" is never complete.
 #pragma once
 
+#include "protocol/line_cut.hpp"
 #include "protocol/line_framer.hpp"
 #include "protocol/types.hpp"
 
@@ -32,10 +33,12 @@ struct StreamVerdict {
   std::string summary() const;
 };
 
-// Streaming: memory stays bounded whatever the stream's length.
+// Streaming: memory stays bounded whatever the stream's length. The default bound is the longest
+// line a stream writer can be configured to write (protocol/line_cut.hpp): every line a writer
+// produces is read and judged, none is refused for its length.
 class StreamChecker {
  public:
-  explicit StreamChecker(std::size_t max_line_bytes = kDefaultMaxLineBytes);
+  explicit StreamChecker(std::size_t max_line_bytes = kMaxEventLineBytes);
   void feed(std::string_view bytes);
   StreamVerdict finish();
 

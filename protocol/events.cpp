@@ -643,7 +643,59 @@ void serialize_to(std::string& out, const Event& event) {
   if (event.recorded_at) w.field("recorded_at", *event.recorded_at);
   w.field("event", event_name(event.payload));
   write_payload(w, event.payload);
+  if (!event.cut.empty()) {
+    w.key("cut");
+    w.begin_array();
+    for (const auto& c : event.cut) {
+      w.begin_object();
+      w.field("field", c.field);
+      w.field("pointer", c.pointer);
+      w.field("form", c.form);
+      w.key("bytes");
+      w.uinteger(c.bytes);
+      w.key("kept");
+      w.uinteger(c.kept);
+      w.field("digest", c.digest);
+      w.end_object();
+    }
+    w.end_array();
+  }
   w.end_object();
+}
+
+bool read_cut_fields(const json::object& line, std::vector<CutField>& out, std::string& error) {
+  out.clear();
+  const json::value* v = line.if_contains("cut");
+  if (!v || v->is_null()) return true;
+  if (!v->is_array()) {
+    error = "field \"cut\" is " + describe_json(*v) + ", expected an array";
+    return false;
+  }
+  for (const auto& item : v->get_array()) {
+    if (!item.is_object()) {
+      error = "field \"cut\" holds " + describe_json(item) + ", expected objects";
+      return false;
+    }
+    FieldReader f(item.get_object(), "cut");
+    CutField c;
+    c.field = f.req_string("field");
+    c.pointer = f.req_string("pointer");
+    c.form = f.req_string("form");
+    c.bytes = f.req_u64("bytes");
+    c.kept = f.req_u64("kept");
+    c.digest = f.req_string("digest");
+    if (f.ok() && c.form != "text" && c.form != "json")
+      f.fail("field \"form\" is \"" + excerpt(c.form, 20) + "\", expected text or json");
+    if (f.ok() && !is_digest(c.digest)) f.fail("field \"digest\" is not a lowercase hex SHA-256");
+    if (f.ok() && c.kept > c.bytes)
+      f.fail("kept " + std::to_string(c.kept) + " is more than bytes " + std::to_string(c.bytes));
+    if (!f.ok()) {
+      error = f.error();
+      return false;
+    }
+    out.push_back(std::move(c));
+  }
+  return true;
 }
 
 std::string serialize(const Event& event) {

@@ -208,6 +208,20 @@ using EventPayload = std::variant<ev::SessionStarted, ev::SessionEnded, ev::Step
 inline constexpr std::size_t kEventCount = std::variant_size_v<EventPayload>;
 static_assert(kEventCount == 20);
 
+// Additive (issue 9): one piece of an event's content that the stream writer cut so that the line
+// stays within the event line bound (protocol/line_cut.hpp). The whole content stays in the
+// retained vendor transcript; this says exactly what the line no longer holds.
+struct CutField {
+  std::string field;    // the payload field it belongs to: text, input, content, tool_use_result, ...
+  std::string pointer;  // RFC 6901 pointer into the line: the string that now holds the kept prefix
+  // "text": that string was cut. "json": the field's value was not a string (or held too many
+  // small ones); it was replaced by a string holding the cut canonical JSON text of the value.
+  std::string form = "text";
+  std::uint64_t bytes = 0;  // byte length of the whole: the UTF-8 string, or the canonical JSON text
+  std::uint64_t kept = 0;   // bytes kept from its start (a UTF-8 character boundary)
+  std::string digest;       // SHA-256 (lowercase hex) of the whole
+};
+
 struct Event {
   std::uint64_t seq = 0;
   std::string run;
@@ -216,6 +230,8 @@ struct Event {
   // Additive (issue 9): when metaharness wrote the line (RFC 3339 UTC, milliseconds), on every
   // line a run's stream writer produces; omitted where nobody wrote it live (translate).
   std::optional<std::string> recorded_at;
+  // Additive (issue 9): what was cut to fit the line bound; the key is omitted when nothing was.
+  std::vector<CutField> cut;
 };
 
 std::string_view event_name(const EventPayload& payload);
@@ -225,6 +241,9 @@ const std::array<std::string_view, kEventCount>& event_names();
 // One event line, compact, without the trailing newline.
 std::string serialize(const Event& event);
 void serialize_to(std::string& out, const Event& event);
+// Reads the additive `cut` key of an event line (absent: nothing was cut). False, with a reason,
+// when it is there but does not fit.
+bool read_cut_fields(const json::object& line, std::vector<CutField>& out, std::string& error);
 // Just the payload fields, appended to an already-open object (for callers that frame the
 // envelope themselves, e.g. a stream writer that assigns seq).
 void write_payload(JsonWriter& w, const EventPayload& payload);

@@ -2,6 +2,11 @@
 // bound is reported as too long without ever being held whole: its bytes are discarded as they
 // arrive (optionally digested on the way, so an oversized vendor record still gets an exact
 // `opaque` digest) and the framer resynchronises at the next newline.
+//
+// Two ways to report an oversized line: at its end (the default: its whole length and, when
+// asked, its digest are known then; the vendor path needs both), or as soon as the bound is
+// crossed (report_early: a peer that sends a runaway line hears about it at once, not when its
+// newline finally arrives, which may be never).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +19,9 @@
 namespace mh::protocol {
 
 inline constexpr std::size_t kDefaultMaxLineBytes = 1u << 20;  // 1 MiB
+// A vendor's stdout line: the live run's default bound (runs.max_vendor_line_bytes), and the
+// bound `translate` reads a retained transcript with, so both read the same records the same way.
+inline constexpr std::size_t kDefaultMaxVendorLineBytes = 4u << 20;  // 4 MiB
 
 struct FramedLine {
   std::string_view text;     // the line without its '\n'; empty when too_long
@@ -23,6 +31,9 @@ struct FramedLine {
   std::string_view head;      // the first bytes of an oversized line, for the refusal message
   std::string digest;         // SHA-256 of an oversized line, when digests were requested
   bool unterminated = false;  // the stream ended without a final '\n'
+  // Reported when the bound was crossed (report_early): `length` is what had arrived by then;
+  // the rest of the line, up to its '\n', is discarded with no further report.
+  bool early = false;
   // When the host read the chunk the line completed in (wall clock, Unix ms): set by a live run
   // (LineFramer::set_received_at), unset offline. Readers that must place a vendor's relative
   // time (a retry-after) on the clock use it; nothing in protocol/ or adapters/ reads a clock.
@@ -31,8 +42,10 @@ struct FramedLine {
 
 class LineFramer {
  public:
-  explicit LineFramer(std::size_t max_line_bytes = kDefaultMaxLineBytes, bool digest_oversized = false)
-      : max_(max_line_bytes), digest_oversized_(digest_oversized) {}
+  // report_early and digest_oversized exclude each other: a digest needs the whole line.
+  explicit LineFramer(std::size_t max_line_bytes = kDefaultMaxLineBytes, bool digest_oversized = false,
+                      bool report_early = false)
+      : max_(max_line_bytes), digest_oversized_(digest_oversized && !report_early), report_early_(report_early) {}
 
   std::size_t max_line_bytes() const { return max_; }
   // Stamps the lines completed by the next feed()/finish() with when their chunk was read.
@@ -52,6 +65,7 @@ class LineFramer {
         discard(piece);
       } else if (buffer_.size() + piece.size() > max_) {
         start_discarding(piece);
+        if (report_early_) emit_too_long(sink, false);
       } else if (nl != std::string_view::npos && buffer_.empty()) {
         emit_text(piece, sink);  // the common case: a whole line inside one chunk, no copy
         chunk.remove_prefix(nl + 1);
@@ -62,7 +76,10 @@ class LineFramer {
       if (nl == std::string_view::npos) return;
       chunk.remove_prefix(nl + 1);
       if (discarding_) {
-        emit_too_long(sink, false);
+        if (early_reported_)
+          stop_discarding();
+        else
+          emit_too_long(sink, false);
       } else {
         emit_text(buffer_, sink);
         buffer_.clear();
@@ -73,7 +90,9 @@ class LineFramer {
   // End of stream: a trailing line without '\n' is still a line (flagged unterminated).
   template <class Sink>
   void finish(Sink&& sink) {
-    if (discarding_) {
+    if (discarding_ && early_reported_) {
+      stop_discarding();  // reported already; that it never ended changes nothing
+    } else if (discarding_) {
       emit_too_long(sink, true);
     } else if (!buffer_.empty()) {
       FramedLine line;
@@ -128,15 +147,26 @@ class LineFramer {
     line.head = head_;
     line.unterminated = unterminated;
     line.received_unix_ms = received_unix_ms_;
+    line.early = report_early_;
     if (digest_oversized_) line.digest = hasher_->finish_hex();
     sink(static_cast<const FramedLine&>(line));
+    if (report_early_)
+      early_reported_ = true;  // the rest is discarded up to the newline, silently
+    else
+      stop_discarding();
+  }
+
+  void stop_discarding() {
     discarding_ = false;
+    early_reported_ = false;
     discarded_ = 0;
     head_.clear();
   }
 
   std::size_t max_;
   bool digest_oversized_;
+  bool report_early_;
+  bool early_reported_ = false;
   std::string buffer_;
   std::uint64_t line_no_ = 0;
   bool discarding_ = false;

@@ -149,6 +149,8 @@ boost::system::result<Event, LineRefusal> read_event_line(std::string_view line)
   event.recorded_at = f.opt_string("recorded_at");
   if (!f.ok()) return refuse(LineRefusalKind::Malformed, "malformed event line: " + f.error());
   if (event.seq == 0) return refuse(LineRefusalKind::Malformed, "malformed event line: seq counts from 1");
+  if (std::string cut_error; !read_cut_fields(o, event.cut, cut_error))
+    return refuse(LineRefusalKind::Malformed, "malformed event line: " + cut_error);
   auto payload = read_event_payload(name, o);
   if (!payload) return payload.error();
   event.payload = std::move(*payload);

@@ -509,7 +509,7 @@ class ClaudeAdapter final : public Adapter {
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
     OfflineSink sink(*this, run_id);
     claude::Reader reader(claude::Reader::Launch{proto::HermeticAttestation{}, proto::TranscriptRef{}, std::nullopt});
-    proto::LineFramer framer(proto::kDefaultMaxLineBytes, /*digest_oversized=*/true);
+    proto::LineFramer framer(proto::kDefaultMaxVendorLineBytes, /*digest_oversized=*/true);
     auto on_line = [&](const proto::FramedLine& line) {
       if (line.too_long) {
         claude::Reader::unreadable(line, sink);

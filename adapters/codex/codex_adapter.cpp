@@ -1109,7 +1109,7 @@ class CodexAdapter final : public Adapter {
     LaunchPlan plan;
     Session session(plan, /*deny_only=*/false);
     OfflineSink sink(*this, run_id);
-    proto::LineFramer framer(proto::kDefaultMaxLineBytes, /*digest_oversized=*/true);
+    proto::LineFramer framer(proto::kDefaultMaxVendorLineBytes, /*digest_oversized=*/true);
     auto on_line = [&](const proto::FramedLine& line) { session.on_vendor_line(line, sink); };
     framer.feed(transcript, on_line);
     framer.finish(on_line);

@@ -771,8 +771,10 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   if (!write_whole_file(i.options.run_dir / "spec.json",
                         protocol::pretty_json(adapters::spec_to_json(i.options.spec), false), 0640, error))
     return fail(error);
-  auto log = EventLog::create(i.options.run_dir / "events.jsonl", i.options.spec.run_id,
-                              EventLogOptions{i.options.fsync_each_event ? Durability::fsync_each : Durability::write});
+  EventLogOptions log_options;
+  log_options.durability = i.options.fsync_each_event ? Durability::fsync_each : Durability::write;
+  log_options.max_line_bytes = i.options.max_event_line_bytes;
+  auto log = EventLog::create(i.options.run_dir / "events.jsonl", i.options.spec.run_id, log_options);
   if (!log) return fail(log.error());
   i.log.emplace(std::move(*log));
   i.shared = i.log->shared();

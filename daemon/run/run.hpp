@@ -46,6 +46,8 @@ struct RunOptions {
   // Called on the run's strand whenever what it has spent changes (the daemon meters daily
   // budgets per owner from it).
   std::function<void(const Spend&)> on_spend;
+  // The bound of every line of events.jsonl (runs.max_event_line_bytes; protocol/line_cut.hpp).
+  std::size_t max_event_line_bytes = 1u << 20;
 };
 
 struct RunOutcome {

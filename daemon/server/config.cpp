@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include "protocol/line_cut.hpp"
+
 namespace mh::daemon {
 
 std::string_view to_string(Role role) {
@@ -330,6 +332,11 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     r.read<bool>("fsync_each_event", c.fsync_each_event);
     r.read<std::size_t>("max_vendor_line_bytes", c.max_vendor_line_bytes,
                         [](const std::size_t& v) { return v >= 4096 ? "" : "must be at least 4096"; });
+    r.read<std::size_t>("max_event_line_bytes", c.max_event_line_bytes, [](const std::size_t& v) -> std::string {
+      if (v >= protocol::kMinEventLineBytes && v <= protocol::kMaxEventLineBytes) return "";
+      return "must be between " + std::to_string(protocol::kMinEventLineBytes) + " and " +
+             std::to_string(protocol::kMaxEventLineBytes) + " (the longest line every reader accepts)";
+    });
     r.finish();
     c.halt_grace = std::chrono::milliseconds(halt);
     c.exit_grace = std::chrono::milliseconds(exit_grace);

@@ -38,6 +38,7 @@ struct DaemonConfig {
   std::uint64_t decision_deadline_ms = 55000;
   bool fsync_each_event = false;
   std::size_t max_vendor_line_bytes = 4u << 20;
+  std::size_t max_event_line_bytes = 1u << 20;  // protocol/line_cut.hpp: the bound of every event line
   // [server]
   unsigned threads = 0;  // 0: one per hardware thread
   std::size_t max_line_bytes = 1u << 20;

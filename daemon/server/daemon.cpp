@@ -1,6 +1,7 @@
 #include "daemon/server/daemon.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -465,6 +466,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    closing_ = true;  // nobody reads any more: a stream pump stops
     boost::system::error_code ec;
     socket_.shutdown(asio::socket_base::shutdown_both, ec);
     socket_.close(ec);
@@ -473,40 +475,82 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   asio::awaitable<void> read_loop(std::shared_ptr<Connection>) {
-    protocol::LineFramer framer(d_->config.max_line_bytes);
-    // What one read produced, in order: a line, or the refusal of a line over the bound.
+    // A line over the bound is refused as soon as it crosses it (a runaway peer hears at once,
+    // not when its newline arrives, if ever), then discarded up to its newline.
+    protocol::LineFramer framer(d_->config.max_line_bytes, /*digest_oversized=*/false, /*report_early=*/true);
+    // What one read produced, in order: a line, the refusal of a line over the bound, or a last
+    // line the peer never terminated.
     struct Item {
-      bool oversized = false;
+      enum Kind { line, oversized, unterminated } kind = line;
       std::string text;
     };
     std::vector<Item> items;
+    auto collect = [&](const protocol::FramedLine& line) {
+      if (line.too_long)
+        items.push_back({Item::oversized, oversized_message(line, framer.max_line_bytes())});
+      else if (line.unterminated)
+        items.push_back({Item::unterminated, std::string(line.text)});
+      else
+        items.push_back({Item::line, std::string(line.text)});
+    };
     std::string buffer(16 * 1024, '\0');
+    bool end_of_input = false;
     while (!closed_) {
       auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
-      if (n > 0) {
-        framer.feed(std::string_view(buffer.data(), n), [&](const protocol::FramedLine& line) {
-          if (line.too_long)
-            items.push_back({true, protocol::too_long_refusal(line, framer.max_line_bytes()).message});
-          else
-            items.push_back({false, std::string(line.text)});
-        });
-        for (auto& item : items) {
-          if (closed_ || close_after_flush_) break;
-          if (item.oversized) {
-            on_oversized(item.text);
-            continue;
-          }
-          if (item.text.find_first_not_of(" \t\r") == std::string::npos) continue;
-          co_await on_line(std::move(item.text));
-        }
-        items.clear();
+      if (n > 0) framer.feed(std::string_view(buffer.data(), n), collect);
+      if (ec == asio::error::eof) {
+        end_of_input = true;
+        framer.finish(collect);
       }
+      for (auto& item : items) {
+        if (closed_ || close_after_flush_) break;
+        if (item.kind == Item::oversized) {
+          on_oversized(item.text);
+          continue;
+        }
+        if (item.text.find_first_not_of(" \t\r") == std::string::npos) continue;
+        if (item.kind == Item::unterminated) {
+          send(refusal_line("UNTERMINATED_LINE",
+                            "the connection's last line (" + std::to_string(item.text.size()) +
+                                " bytes) ended without a newline; a line counts only with its '\\n', so it was not "
+                                "acted on (it began \"" +
+                                protocol::excerpt(item.text, 60) + "\")",
+                            std::nullopt));
+          continue;
+        }
+        co_await on_line(std::move(item.text));
+      }
+      items.clear();
       if (ec || close_after_flush_) break;
+    }
+    if (end_of_input && !closed_ && !close_after_flush_ && !peer_hung_up()) {
+      // Half-closed (shutdown(SHUT_WR)): the peer has nothing more to say but still reads.
+      // Everything it asked is answered, a stream it asked for runs to its `end`, then the
+      // connection closes.
+      peer_done_ = true;
+      if (!streaming_) {
+        close_after_flush_ = true;
+        wake_writer_.notify();
+      }
+      co_return;
     }
     // The peer went away: a controller's departure changes nothing for the run (its deadlines
     // keep running); a stream pump notices and stops.
     closing_ = true;
     if (!close_after_flush_) close();
+  }
+
+  // Whether the peer has closed its end entirely (not just its writing half).
+  bool peer_hung_up() {
+    if (closed_) return true;
+    pollfd p{socket_.native_handle(), POLLOUT, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
+  }
+
+  static std::string oversized_message(const protocol::FramedLine& line, std::size_t bound) {
+    return "line " + std::to_string(line.number) + " is over the " + std::to_string(bound) + "-byte bound (" +
+           std::to_string(line.length) + " bytes had arrived; it began \"" + protocol::excerpt(line.head, 60) +
+           "\"); it is refused unread and the rest of it, up to its newline, is discarded";
   }
 
   void on_oversized(const std::string& message) {
@@ -625,7 +669,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
       send(refusal_line("MALFORMED", "unknown adapter \"" + protocol::excerpt(spec->adapter, 40) + "\"", r.id));
       co_return;
     }
+    // The same refusals as `metaharness run`, before anything is created.
+    if (const json::value* scenario = run->get_object().if_contains("model_scenario");
+        scenario && !scenario->is_null() && spec->model_endpoint) {
+      send(refusal_line("MALFORMED",
+                        "a run takes \"model_scenario\" (a scripted endpoint the daemon hosts) or \"model_endpoint\" "
+                        "(an endpoint to use), not both",
+                        r.id));
+      co_return;
+    }
     if (spec->decision_deadline_ms == 0) spec->decision_deadline_ms = d_->config.decision_deadline_ms;
+    if (auto too_long = adapters::refuse_deadline(*adapter, spec->decision_deadline_ms)) {
+      send(refusal_line("MALFORMED", *too_long, r.id));
+      co_return;
+    }
     std::string id = new_run_id();
     spec->run_id = id;
     // Admission, on the registry strand.
@@ -657,9 +714,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     options.idle_timeout = d_->config.idle_timeout;
     options.fsync_each_event = d_->config.fsync_each_event;
     options.max_vendor_line_bytes = d_->config.max_vendor_line_bytes;
+    options.max_event_line_bytes = d_->config.max_event_line_bytes;
     std::error_code ec;
     std::filesystem::create_directories(options.run_dir, ec);
-    std::string error;
     if (const json::value* scenario = run->get_object().if_contains("model_scenario");
         scenario && !scenario->is_null()) {
       options.model_scenario = options.run_dir / "scenario.json";
@@ -681,8 +738,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto labels = spec->labels;
     auto adapter_name = spec->adapter;
     options.spec = std::move(*spec);
+    auto run_dir = options.run_dir;
     auto created = Run::create(d_->io, *adapter, std::move(options));
     if (!created) {
+      // A refused submit leaves nothing behind: not its directory, not its reservation.
+      std::error_code rm;
+      std::filesystem::remove_all(run_dir, rm);
       auto release = [d = d_, id] {
         d->runs.erase(id);
         --d->active;
@@ -838,25 +899,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   asio::awaitable<void> status(const SocketRequest& r) {
+    // One view with the streams: a run whose stream holds stream.closed is closed here too, even
+    // in the moment before the registry hears of it (a client that has just read `end` must not
+    // see it counted active).
     auto count = [d = d_] {
-      std::vector<std::shared_ptr<Run>> active;
-      for (auto& [id, e] : d->runs)
-        if (e.run && !e.closed) active.push_back(e.run);
-      return std::make_tuple(active, d->runs.size(), d->accepting);
+      std::vector<std::shared_ptr<Run>> open;
+      std::size_t starting = 0;
+      for (auto& [id, e] : d->runs) {
+        if (e.closed || (e.stream && e.stream->final_seq())) continue;
+        if (e.run)
+          open.push_back(e.run);
+        else
+          ++starting;  // admitted, being created
+      }
+      return std::make_tuple(open, starting, d->runs.size(), d->accepting);
     };
     auto counts = co_await d_->on_registry(std::move(count));
-    auto& [active, total, accepting] = counts;
-    std::size_t idle = 0, pending = 0;
-    for (auto& run : active) {
+    auto& [open, starting, total, accepting] = counts;
+    std::size_t active = starting, idle = 0, pending = 0;
+    for (auto& run : open) {
       auto ask = [run](auto done) { run->status(done); };
       auto s = co_await await_callback<RunStatus>(std::move(ask));
+      if (s.phase == "closed") continue;  // closed since the registry looked
+      ++active;
       if (s.phase == "idle") ++idle;
       pending += s.pending_decisions;
     }
     json::object runs;
-    runs["active"] = active.size();
+    runs["active"] = active;
     runs["idle"] = idle;
-    runs["closed"] = total - active.size();
+    runs["closed"] = total - active;
     runs["pending_decisions"] = pending;
     json::object fields;
     fields["version"] = std::string(build_info::version);
@@ -919,8 +991,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<void> stream(const SocketRequest& r) {
     bool attach = r.name == "attach";
     if (streaming_) {
-      send(refusal_line(
-          "BUSY", "this connection is already streaming run " + streaming_run_ + "; open another connection", r.id));
+      send(refusal_line("ALREADY_ATTACHED",
+                        "this connection is already " + std::string(attached_ ? "attached to" : "streaming") + " run " +
+                            streaming_run_ + "; open another connection",
+                        r.id));
       co_return;
     }
     auto e = co_await find_run(r, attach);
@@ -1018,6 +1092,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     streaming_ = false;
     attached_.reset();
+    if (peer_done_) {  // half-closed: this was the last thing it asked for
+      close_after_flush_ = true;
+      wake_writer_.notify();
+    }
   }
 
   // Waits for more of the stream, or for this connection to close.
@@ -1026,6 +1104,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (;;) {
       auto outcome = co_await reader.wait_for_more(Clock::now() + std::chrono::seconds(1));
       if (outcome != WaitOutcome::timed_out || closing_) co_return outcome;
+      if (peer_done_ && peer_hung_up()) {  // a half-closed peer that has since gone entirely
+        closing_ = true;
+        co_return outcome;
+      }
     }
   }
 
@@ -1041,6 +1123,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   bool closing_ = false;
   bool streaming_ = false;
+  bool peer_done_ = false;  // the peer half-closed: close once what it asked is answered
   std::string streaming_run_;
   std::shared_ptr<Run> attached_;
 };

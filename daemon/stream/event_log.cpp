@@ -18,8 +18,9 @@ namespace {
 
 // A scratch buffer grown by one huge event is given back rather than kept for the run's life.
 constexpr std::size_t kScratchKeepBytes = 64 * 1024;
-// Recovery validates lines up to this length; a longer complete line is kept but reported.
-constexpr std::size_t kRecoveryMaxLineBytes = 16u << 20;
+// Recovery validates lines up to the longest a writer can be configured to write; a longer
+// complete line (not written by this writer) is kept but reported.
+constexpr std::size_t kRecoveryMaxLineBytes = protocol::kMaxEventLineBytes;
 constexpr std::size_t kRecoveryReadChunk = 1u << 20;
 
 // The writer's own clock on every line it writes (recorded_at), formatted once per millisecond.
@@ -107,6 +108,9 @@ void EventLog::abandon() {
 boost::system::result<EventLog, std::string> EventLog::create(const std::filesystem::path& path, std::string run_id,
                                                               EventLogOptions options) {
   if (options.index_interval == 0) return std::string("index_interval must be at least 1");
+  if (options.max_line_bytes < protocol::kMinEventLineBytes || options.max_line_bytes > protocol::kMaxEventLineBytes)
+    return "max_line_bytes " + std::to_string(options.max_line_bytes) + " is outside " +
+           std::to_string(protocol::kMinEventLineBytes) + ".." + std::to_string(protocol::kMaxEventLineBytes);
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640));
   if (!fd) return "cannot create " + path.string() + ": " + errno_text(errno);
   ::fchmod(fd.get(), 0640);  // exactly 0640, whatever the daemon's umask
@@ -150,10 +154,10 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
   const bool closing = std::holds_alternative<protocol::ev::StreamClosed>(payload);
   const std::uint64_t seq = last_seq_ + 1;
   const std::uint64_t offset = committed_bytes_ + scratch_.size();
-  // serialize_to appends, with no separator after a '\n': scratch_ is empty or ends with one.
+  // serialize_within appends, with no separator after a '\n': scratch_ is empty or ends with one.
   protocol::Event event{seq, shared_->run_id(), std::move(at), std::move(payload)};
   event.recorded_at = recorded_now();
-  protocol::serialize_to(scratch_, event);
+  protocol::serialize_within(scratch_, event, options_.max_line_bytes);
   scratch_.push_back('\n');
   if ((seq - 1) % options_.index_interval == 0) pending_index_.push_back(offset);
   last_seq_ = seq;

@@ -3,7 +3,8 @@
 // log never keeps events in memory for them, so a slow or stalled reader cannot slow the run or
 // make the daemon hold more memory.
 //
-// Writing: append() assigns the next seq, serialises with protocol::serialize_to and writes the
+// Writing: append() assigns the next seq, serialises with protocol::serialize_within (one line
+// never longer than the options' bound: oversized content is cut and the line says so) and writes the
 // whole line including its '\n' with one write(2) (looping only on a partial write), and only
 // then publishes the new committed length and seq to readers (SharedStreamState). A reader
 // therefore never sees a line before it is complete. close() appends stream.closed as the last
@@ -28,6 +29,7 @@
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/stream/stream_shared.hpp"
 #include "protocol/events.hpp"
+#include "protocol/line_cut.hpp"
 
 namespace mh::daemon {
 
@@ -38,6 +40,10 @@ struct EventLogOptions {
   // A sparse index entry every `index_interval` lines: O(N / interval) memory, and a reader
   // starting at an arbitrary seq scans at most interval - 1 lines to find it.
   std::uint32_t index_interval = 256;
+  // The bound of every line this log writes (runs.max_event_line_bytes): content that would cross
+  // it is cut, and the line says what was cut (protocol/line_cut.hpp). Within
+  // [kMinEventLineBytes, kMaxEventLineBytes], the range every reader accepts.
+  std::size_t max_line_bytes = protocol::kDefaultMaxEventLineBytes;
 };
 
 struct RecoveryReport {

@@ -378,6 +378,59 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
   EXPECT_TRUE(got->object.at("pid").is_null()) << "no vendor process after the run: null, not 0";
 }
 
+// Issue 9, item 2, the observed case on the real Codex: a command whose output is over 1 MiB.
+// Codex caps what it reports near 1 MiB, so its item/completed record is a vendor line over 1 MiB
+// and the tool.result carrying it would be too; the writer cuts it to the event line bound, the
+// stream is complete for check-stream, and translate reads the retained transcript's record as a
+// tool.result too (not as an opaque line over its bound).
+TEST_F(DaemonCli, ACodexCommandOutputOverOneMebibyteIsCutToTheLineBoundAndEveryReaderTakesIt) {
+  const std::string scenario =
+      R"({"format":"metaharness.scenario/1","wires":["responses"],"steps":[)"
+      R"({"name":"big","content":[{"type":"tool_call","id":"call_big","name":"exec_command",)"
+      R"("input":{"cmd":"head -c 3000000 /dev/zero | tr '\\0' x","max_output_tokens":1000000}}]},)"
+      R"({"name":"answer","content":[{"type":"text","text":"Done."}]}]})";
+  SocketClient c(daemon->socket());
+  auto reply = c.request(socket_request(
+      "submit", R"("run":{"adapter":"codex","prompt":"go","decisions":"observe","model_scenario":)" + scenario + "}"));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  std::string id = reply->str("run_id");
+  auto events = follow(id);
+  std::optional<EventLine> result;
+  for (const auto& e : events) {
+    EXPECT_LE(e.raw.size(), 1048576u) << e.event();
+    if (e.event() == "tool.result" && e.str("call_id") == "call_big") result = e;
+  }
+  ASSERT_TRUE(result) << "the command's result is a tool.result";
+  auto whole = result->object.at("bytes").to_number<std::uint64_t>();
+  EXPECT_GT(whole, 1000000u) << "Codex reported the capped output near 1 MiB";
+  const auto& cut = result->object.at("cut").as_array();
+  ASSERT_EQ(cut.size(), 1u) << result->raw.substr(0, 300);
+  EXPECT_EQ(cut[0].as_object().at("field"), "content");
+  EXPECT_EQ(cut[0].as_object().at("bytes").to_number<std::uint64_t>(), whole) << "bytes is the whole output";
+  EXPECT_EQ(cut[0].as_object().at("kept").to_number<std::uint64_t>(), result->object.at("content").as_string().size());
+  expect_complete(id);
+
+  auto transcript = daemon->run_dir(id) / "vendor-stdout.jsonl";
+  CliProcess translate({metaharness_binary().string(), "translate", "codex", transcript.string()});
+  translate.close_stdin();
+  std::string translated;
+  while (auto line = translate.next_line(60s))
+    translated += *line + "\n";
+  EXPECT_EQ(translate.finish(60s), 0) << translate.stderr_text();
+  auto verdict = protocol::check_stream(translated);
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+  bool translated_result = false;
+  for (std::size_t at = 0; at < translated.size();) {
+    auto nl = translated.find('\n', at);
+    auto line = protocol::parse_json(std::string_view(translated).substr(at, nl - at));
+    at = nl + 1;
+    ASSERT_TRUE(line);
+    const auto& o = line->as_object();
+    if (o.at("event") == "tool.result" && o.at("call_id") == "call_big") translated_result = o.contains("cut");
+  }
+  EXPECT_TRUE(translated_result) << "translate reads the over-1-MiB vendor record as the run did, and cuts it";
+}
+
 TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {
   daemon.reset();
   start_daemon("[access]\nowner_is_admin = false\n");

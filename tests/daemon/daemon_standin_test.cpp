@@ -2,14 +2,18 @@
 // hundreds of concurrent runs, and readers that do not keep up.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
 
 namespace mh::test {
 namespace {
 
-std::string standin_config() {
-  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nmax_active = 1000\n";
+// `runs_keys`: more keys of [runs]; `tables`: more tables.
+std::string standin_config(const std::string& runs_keys = "", const std::string& tables = "") {
+  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nmax_active = 1000\n" + runs_keys +
+         tables;
 }
 
 std::string standin_run(const std::string& script, const std::string& extra = "") {
@@ -33,9 +37,198 @@ class DaemonStandin : public ::testing::Test {
     return reply ? reply->str("run_id") : "";
   }
 
+  // The same daemon with more config.
+  void restart(const std::string& runs_keys, const std::string& tables = "") {
+    daemon.reset();
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config(runs_keys, tables));
+    ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  }
+
+  std::size_t run_dirs() const {
+    std::size_t n = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(daemon->state_dir() / "runs", ec);
+         !ec && it != std::filesystem::directory_iterator(); ++it)
+      ++n;
+    return n;
+  }
+
+  std::vector<EventLine> follow(const std::string& id) {
+    SocketClient c(daemon->socket());
+    c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+    EXPECT_TRUE(c.wait_reply("end", 120s)) << id;
+    std::vector<EventLine> events;
+    for (const auto& l : c.lines())
+      if (!l.event().empty()) events.push_back(l);
+    return events;
+  }
+
   TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::unique_ptr<DaemonUnderTest> daemon;
 };
+
+// --- Issue 9: the socket API's rough edges --------------------------------------------------
+
+TEST_F(DaemonStandin, AConnectionAlreadyStreamingIsRefusedAlreadyAttachedNotBusy) {
+  std::string id = submit(standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)"));
+  SocketClient c(daemon->socket());
+  c.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)", "a1"));
+  ASSERT_TRUE(c.wait_reply("attached"));
+  for (auto [request, id_of_request] : {std::pair{"tail", "t2"}, std::pair{"attach", "a2"}}) {
+    c.send(socket_request(request, R"("run_id":")" + id + "\"", id_of_request));
+    auto again = c.wait_for([&](const EventLine& e) { return e.str("id") == id_of_request; });
+    ASSERT_TRUE(again) << request;
+    EXPECT_EQ(again->str("reply"), "refused");
+    EXPECT_EQ(again->str("code"), "ALREADY_ATTACHED") << again->raw;
+    EXPECT_NE(again->str("reason").find("already attached to run " + id), std::string::npos) << again->raw;
+  }
+  c.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  ASSERT_TRUE(c.wait_reply("end", 60s));
+}
+
+TEST_F(DaemonStandin, ASubmitWithBothAScenarioAndAnEndpointIsRefusedNamingBothAndLeavesNothing) {
+  SocketClient c(daemon->socket());
+  auto reply = c.request(socket_request(
+      "submit", R"("run":{"adapter":"claude","prompt":"go","model_scenario":{"format":"metaharness.scenario/1"},)"
+                R"("model_endpoint":{"base_url":"http://127.0.0.1:9"}})"));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->str("code"), "MALFORMED") << reply->raw;
+  EXPECT_NE(reply->str("reason").find("model_scenario"), std::string::npos) << reply->raw;
+  EXPECT_NE(reply->str("reason").find("model_endpoint"), std::string::npos) << reply->raw;
+  EXPECT_EQ(run_dirs(), 0u);
+}
+
+TEST_F(DaemonStandin, ADeadlineTheAdaptersSeamCannotHoldIsRefusedAtSubmitByName) {
+  SocketClient c(daemon->socket());
+  auto reply =
+      c.request(socket_request("submit", standin_run("bash_marker.json", R"("decisions":"ask",)"
+                                                                         R"("decision_deadline_ms":2200000000)")));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->str("reply"), "refused") << reply->raw;
+  EXPECT_EQ(reply->str("code"), "MALFORMED") << reply->raw;
+  EXPECT_NE(reply->str("reason").find("decision_deadline_ms 2200000000"), std::string::npos) << reply->raw;
+  EXPECT_NE(reply->str("reason").find("at most"), std::string::npos) << reply->raw;
+  EXPECT_EQ(run_dirs(), 0u) << "refused before anything is created";
+  // A long deadline the seam does hold is accepted.
+  std::string id =
+      submit(standin_run("bash_marker.json", R"("decisions":"observe","decision_deadline_ms":2000000000)"));
+  ASSERT_FALSE(id.empty());
+  follow(id);
+}
+
+TEST_F(DaemonStandin, ASubmitRefusedAfterAdmissionLeavesNoRunDirectoryAndNoReservation) {
+  SocketClient c(daemon->socket());
+  // Admitted, then refused when the run is created: the scenario document does not load.
+  auto reply = c.request(socket_request(
+      "submit", R"("run":{"adapter":"claude","prompt":"go","model_scenario":{"format":"not-a-scenario"}})"));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->str("code"), "REFUSED") << reply->raw;
+  EXPECT_EQ(run_dirs(), 0u) << "no run directory behind a refused submit";
+  auto status = c.request(socket_request("status"));
+  ASSERT_TRUE(status);
+  const auto& runs = status->object.at("runs").as_object();
+  EXPECT_EQ(runs.at("active").to_number<int>(), 0) << status->raw;
+  EXPECT_EQ(runs.at("closed").to_number<int>(), 0) << "the reservation is released: " << status->raw;
+}
+
+TEST_F(DaemonStandin, ALineOverTheBoundIsRefusedAsSoonAsItCrossesItThenDiscardedToItsNewline) {
+  restart("", "[server]\nmax_line_bytes = 1024\n");
+  SocketClient c(daemon->socket());
+  c.send_raw(std::string(3000, 'x'));  // no newline, and none coming yet
+  auto refused = c.wait_reply("refused", 20s);
+  ASSERT_TRUE(refused) << "answered when the bound was crossed, not when the newline arrives";
+  EXPECT_EQ(refused->str("code"), "LINE_TOO_LONG");
+  EXPECT_NE(refused->str("reason").find("over the 1024-byte bound"), std::string::npos) << refused->raw;
+  c.send_raw(std::string(5000, 'y') + R"({"format":"metaharness.socket/1","request":"status","id":"hidden"})");
+  c.send("");  // the newline: the oversized line ends here, the request inside it is discarded
+  auto status = c.request(socket_request("status", "", "after"));
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->str("reply"), "status") << "the connection stays usable";
+  EXPECT_EQ(status->str("id"), "after") << "nothing of the discarded line was acted on";
+  std::size_t refusals = 0;
+  for (const auto& l : c.lines())
+    refusals += l.str("reply") == "refused";
+  EXPECT_EQ(refusals, 1u) << "one refusal per oversized line";
+}
+
+TEST_F(DaemonStandin, AnUnterminatedLastLineBeforeAHalfCloseIsRefusedAndEveryReplyStillArrives) {
+  SocketClient c(daemon->socket());
+  c.send(socket_request("status", "", "s1"));
+  c.send_raw(socket_request("list", "", "never"));  // no newline
+  c.close_write();
+  auto status = c.wait_reply("status", 20s);
+  ASSERT_TRUE(status) << "the reply to the terminated line reaches the peer";
+  auto refused = c.wait_reply("refused", 20s);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->str("code"), "UNTERMINATED_LINE") << refused->raw;
+  EXPECT_NE(refused->str("reason").find("without a newline"), std::string::npos) << refused->raw;
+  EXPECT_FALSE(c.next_line(20s)) << "then the daemon closes the connection";
+  EXPECT_TRUE(c.eof());
+  for (const auto& l : c.lines())
+    EXPECT_NE(l.str("reply"), "runs") << "the unterminated request was not acted on";
+}
+
+TEST_F(DaemonStandin, AHalfClosedConnectionStillGetsTheWholeStreamItAskedFor) {
+  std::string id = submit(standin_run("bash_marker.json", R"("decisions":"observe")"));
+  SocketClient c(daemon->socket());
+  c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+  c.close_write();  // like `... | nc -U`: nothing more to say, still reading
+  auto end = c.wait_reply("end", 60s);
+  ASSERT_TRUE(end);
+  auto closed = c.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(end->object.at("next_seq").to_number<std::uint64_t>(),
+            closed[0].object.at("seq").to_number<std::uint64_t>() + 1);
+  EXPECT_FALSE(c.next_line(20s));
+  EXPECT_TRUE(c.eof());
+}
+
+// Right after `end`, no view of the daemon may still count the run active.
+TEST_F(DaemonStandin, RightAfterEndStatusListAndGetAgreeWithTheStreamThatTheRunIsClosed) {
+  SocketClient observer(daemon->socket());
+  for (int i = 0; i < 15; ++i) {
+    std::string id = submit(standin_run("bash_marker.json", R"("decisions":"observe")"));
+    SocketClient tail(daemon->socket());
+    tail.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(tail.wait_reply("end", 60s)) << i;
+    auto status = observer.request(socket_request("status", "", "s" + std::to_string(i)));
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->object.at("runs").as_object().at("active").to_number<int>(), 0) << i << ": " << status->raw;
+    auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\"", "g" + std::to_string(i)));
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->str("state"), "closed") << got->raw;
+    EXPECT_EQ(got->str("close_reason"), "completed") << got->raw;
+  }
+}
+
+// --- Issue 9: one line bound, through the whole daemon ---------------------------------------
+
+TEST_F(DaemonStandin, AVendorRecordOverTheEventLineBoundIsCutInTheStreamAndWholeInTheTranscript) {
+  restart("max_event_line_bytes = 65536\n");
+  auto script = dir.path() / "huge_text.json";
+  std::ofstream(script)
+      << R"({"format":"mh-standin-claude.script/1","turns":[[{"type":"chatter","count":1,"bytes":2000000}]]})";
+  std::string id =
+      submit(R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+             R"("decisions":"observe","vendor_env":{"MH_STANDIN_SCRIPT":")" +
+             script.string() + "\"}}");
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  std::optional<EventLine> text;
+  for (const auto& e : events) {
+    EXPECT_LE(e.raw.size(), 65536u) << e.event();
+    if (e.event() == "text") text = e;
+  }
+  ASSERT_TRUE(text);
+  const auto& cut = text->object.at("cut").as_array();
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_EQ(cut[0].as_object().at("pointer"), "/text");
+  EXPECT_EQ(cut[0].as_object().at("bytes").to_number<std::uint64_t>(), 2000000u);
+  auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+  EXPECT_GT(std::filesystem::file_size(daemon->run_dir(id) / "vendor-stdout.jsonl"), 2000000u)
+      << "the whole record stays in the retained vendor transcript";
+}
 
 TEST_F(DaemonStandin, TwoHundredConcurrentRunsAreEachDecidedByTheirAttachedClient) {
   constexpr int kRuns = 200;

@@ -12,6 +12,7 @@
 #include "golden_frame.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/events.hpp"
+#include "protocol/line_cut.hpp"
 
 #ifndef MH_METAHARNESS_BIN
 #error "MH_METAHARNESS_BIN must name the metaharness binary"
@@ -120,6 +121,34 @@ TEST_F(CliVerbs, CheckStreamExitsOneForAnInconsistentStream) {
   Invocation r = run("check-stream " + shell_quote(write("after.jsonl", s).string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out.rfind("Inconsistent: ", 0), 0u) << r.out;
+}
+
+// The observed case: a Codex command output near 1 MiB in a tool.result that the writer now cuts
+// to the bound; and a line at the largest bound a writer can be configured with. check-stream
+// takes both (it refused the 1,048,898-byte line before).
+TEST_F(CliVerbs, CheckStreamTakesEveryLineTheWriterCanProduce) {
+  for (std::size_t bound : {kDefaultMaxEventLineBytes, kMaxEventLineBytes}) {
+    ev::ToolResult r;
+    r.call_id = "call_out";
+    r.exit_code = 0;
+    std::string output(bound + 322, 'o');
+    r.bytes = output.size();
+    r.content = json::string(output);
+    r.tool_use_result = nullptr;
+    Event big{1, "r-1", std::nullopt, std::move(r)};
+    std::string s;
+    serialize_within(s, big, bound);
+    ASSERT_GT(s.size(), bound - 4096) << "a line near the bound";
+    s += "\n";
+    ev::StreamClosed closed;
+    closed.events = 1;
+    closed.reason = CloseReason::completed;
+    closed.run_id = "r-1";
+    s += serialize(Event{2, "r-1", std::nullopt, closed}) + "\n";
+    Invocation inv = run("check-stream " + shell_quote(write("big.jsonl", s).string()));
+    EXPECT_EQ(inv.exit_code, 0) << bound << ": " << inv.out << inv.err;
+    EXPECT_EQ(inv.out.rfind("Complete: 1 event(s)", 0), 0u) << inv.out;
+  }
 }
 
 TEST_F(CliVerbs, CheckStreamOfAMissingFileExitsTwo) {

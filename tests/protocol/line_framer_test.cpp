@@ -23,13 +23,14 @@ struct SeenLine {
   std::string head;
   std::string digest;
   bool unterminated;
+  bool early;
 };
 
 struct Collector {
   std::vector<SeenLine> lines;
   void operator()(const FramedLine& l) {
     lines.push_back(
-        {std::string(l.text), l.number, l.too_long, l.length, std::string(l.head), l.digest, l.unterminated});
+        {std::string(l.text), l.number, l.too_long, l.length, std::string(l.head), l.digest, l.unterminated, l.early});
   }
 };
 
@@ -187,6 +188,65 @@ TEST(LineFramer, CarriageReturnsAreKeptAsPartOfTheLine) {
   auto lines = frame_in_chunks("a\r\nb\n", 1);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].text, "a\r");
+}
+
+// Early mode (the daemon's socket): the refusal goes out when the bound is crossed, not when the
+// newline arrives, and the line is then discarded up to its newline with no second report.
+TEST(LineFramer, EarlyModeReportsAnOversizedLineWhenTheBoundIsCrossedAndOnlyThen) {
+  LineFramer framer(100, /*digest_oversized=*/false, /*report_early=*/true);
+  Collector sink;
+  framer.feed("first\n", sink);
+  framer.feed(std::string(60, 'a'), sink);
+  EXPECT_EQ(sink.lines.size(), 1u) << "under the bound: nothing to say yet";
+  framer.feed(std::string(60, 'b'), sink);
+  ASSERT_EQ(sink.lines.size(), 2u) << "the bound is crossed with no newline in sight: reported now";
+  const SeenLine& refused = sink.lines[1];
+  EXPECT_TRUE(refused.too_long);
+  EXPECT_EQ(refused.number, 2u);
+  EXPECT_EQ(refused.length, 120u) << "what had arrived when the bound was crossed";
+  EXPECT_EQ(refused.head.substr(0, 3), "aaa");
+  EXPECT_TRUE(refused.early);
+  EXPECT_LE(framer.buffered(), 100u);
+  for (int i = 0; i < 100; ++i)
+    framer.feed(std::string(1000, 'c'), sink);
+  EXPECT_EQ(sink.lines.size(), 2u) << "the rest is discarded silently";
+  EXPECT_EQ(framer.buffered(), 0u);
+  framer.feed("c\nnext\n", sink);
+  framer.finish(sink);
+  ASSERT_EQ(sink.lines.size(), 3u) << "no second report at the newline";
+  EXPECT_EQ(sink.lines[2].text, "next");
+  EXPECT_EQ(sink.lines[2].number, 3u);
+}
+
+TEST(LineFramer, EarlyModeSaysSoAndTheDefaultStillReportsAtTheEndWithTheDigest) {
+  std::string big(300, 'z');
+  for (std::size_t chunk : {1, 7, 64, 1000}) {
+    LineFramer early(100, false, true);
+    Collector e;
+    for (std::size_t i = 0; i < big.size(); i += chunk)
+      early.feed(std::string_view(big).substr(i, chunk), e);
+    ASSERT_EQ(e.lines.size(), 1u) << "reported before the newline, chunk " << chunk;
+    early.feed("\n", e);
+    early.finish(e);
+    EXPECT_EQ(e.lines.size(), 1u);
+    EXPECT_GT(e.lines[0].length, 100u);
+    EXPECT_LE(e.lines[0].length, 100u + chunk);
+  }
+  auto late = frame_in_chunks(big + "\n", 7, 100, /*digest=*/true);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].length, 300u) << "the vendor path: the whole length";
+  EXPECT_FALSE(late[0].early);
+  EXPECT_EQ(late[0].digest, sha256_hex(big));
+}
+
+TEST(LineFramer, EarlyModeAtEndOfStreamReportsAnUnfinishedOversizedLineOnce) {
+  LineFramer framer(10, false, true);
+  Collector sink;
+  framer.feed("ok\n0123456789ABCDEF", sink);
+  framer.finish(sink);
+  ASSERT_EQ(sink.lines.size(), 2u);
+  EXPECT_TRUE(sink.lines[1].too_long);
+  EXPECT_FALSE(sink.lines[1].unterminated) << "reported when crossed; the end adds nothing";
 }
 
 TEST(LineFramer, ReportsItsBound) {

@@ -75,6 +75,23 @@ TEST(Config, TheDaemonRefusesABadConfigAtStartWithExitTwo) {
       << p.stderr_text();
 }
 
+TEST(Config, TheEventLineBoundDefaultsToOneMebibyteAndIsRefusedOutsideWhatEveryReaderTakes) {
+  auto defaults = daemon::load_config(std::nullopt);
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->max_event_line_bytes, 1048576u);
+  TempDir dir("bound");
+  std::ofstream(dir.path() / "ok.toml") << "[runs]\nmax_event_line_bytes = 16777216\n";
+  auto largest = daemon::load_config(dir.path() / "ok.toml");
+  ASSERT_TRUE(largest) << largest.error();
+  EXPECT_EQ(largest->max_event_line_bytes, 16777216u);
+  for (auto bad : {"1000", "16777217"}) {
+    auto error = load_error(std::string("[runs]\nmax_event_line_bytes = ") + bad + "\n");
+    ASSERT_TRUE(error) << bad;
+    EXPECT_NE(error->find("runs.max_event_line_bytes: must be between 65536 and 16777216"), std::string::npos)
+        << *error;
+  }
+}
+
 TEST(Config, RolesNestAndTheOwnerIsAdminUnlessTheConfigSaysOtherwise) {
   daemon::DaemonConfig c;
   c.observe.uids = {1001};
@@ -144,6 +161,26 @@ TEST(TailFormat, EachEventIsOneReadableLineWithItsGist) {
   EXPECT_NE(text.find("\"line one line two\""), std::string::npos) << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 0);
   EXPECT_EQ(cli::human_line("not an event"), "not an event");
+}
+
+// The time shown is when the line was written (recorded_at), else the vendor's, never the time of
+// printing: a stream read an hour later shows the run's own times.
+TEST(TailFormat, TheTimeShownIsRecordedAtElseTheVendorsElseAPlaceholder) {
+  auto both = cli::human_line(
+      R"({"format":"metaharness.event/1","seq":4,"run":"r","at":"2026-11-29T17:53:37.377Z","recorded_at":"2026-11-29T17:53:38.001Z","event":"text","text":"x","request_id":null})");
+  EXPECT_EQ(both.substr(0, 12), "17:53:38.001") << both;
+  auto recorded = cli::human_line(
+      R"({"format":"metaharness.event/1","seq":5,"run":"r","recorded_at":"2020-01-02T03:04:05.678Z","event":"turn.started","turn":1,"frame_digest":null})");
+  EXPECT_EQ(recorded.substr(0, 12), "03:04:05.678") << recorded;
+  auto neither = cli::human_line(
+      R"({"format":"metaharness.event/1","seq":6,"run":"r","event":"turn.started","turn":1,"frame_digest":null})");
+  EXPECT_EQ(neither.substr(0, 12), "--:--:--.---") << neither;
+}
+
+TEST(TailFormat, ALineTheWriterCutSaysSo) {
+  auto line = cli::human_line(
+      R"({"format":"metaharness.event/1","seq":9,"run":"r","recorded_at":"2026-11-29T17:53:38.001Z","event":"tool.result","exit_code":0,"outcome_source":null,"call_id":"c1","is_error":false,"content":"ooo","bytes":1048898,"tool_use_result":null,"cut":[{"field":"content","pointer":"/content","form":"text","bytes":1048898,"kept":1048000,"digest":"0000000000000000000000000000000000000000000000000000000000000000"}]})");
+  EXPECT_NE(line.find("[content cut: 1048000 of 1048898 bytes kept]"), std::string::npos) << line;
 }
 
 }  // namespace

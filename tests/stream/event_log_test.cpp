@@ -293,5 +293,99 @@ TEST(EventLog, ReadersStartAtAnySeqOfAHeldBatch) {
   }
 }
 
+// One line bound (issue 9): content over runs.max_event_line_bytes is cut by the writer, and
+// every reader of the daemon (recovery, stream readers, check-stream) takes what it wrote.
+protocol::EventPayload command_output(std::size_t bytes) {
+  protocol::ev::ToolResult r;
+  r.call_id = "call_out";
+  r.exit_code = 0;
+  std::string out;
+  out.reserve(bytes + 4);
+  for (std::size_t i = 0; out.size() < bytes; ++i)
+    out += i % 9 == 0 ? "\xC3\xA9" : "o";  // é every few bytes: a cut must not split one
+  r.bytes = out.size();
+  r.content = boost::json::string(out);
+  r.tool_use_result = nullptr;
+  return r;
+}
+
+TEST(EventLog, ALineOverTheBoundIsCutByTheWriterAndRecoveryReadsIt) {
+  TempDir dir;
+  const std::size_t whole = (1u << 20) + 512;  // the observed Codex case: ~1 MiB of output
+  {
+    auto log = make_log(dir, "run-big");
+    ASSERT_TRUE(log.append(text_event(1)));
+    ASSERT_TRUE(log.append(command_output(whole)));
+    ASSERT_TRUE(log.append(text_event(3)));
+    // Killed here: the next start recovers the stream.
+  }
+  auto lines = read_file(dir.events());
+  std::size_t second = lines.find('\n') + 1;
+  std::string line = lines.substr(second, lines.find('\n', second) - second);
+  EXPECT_LE(line.size(), protocol::kDefaultMaxEventLineBytes) << "the default bound, 1 MiB";
+  auto event = protocol::read_event_line(line);
+  ASSERT_TRUE(event) << event.error().message;
+  ASSERT_EQ(event->cut.size(), 1u);
+  EXPECT_EQ(event->cut[0].field, "content");
+  EXPECT_EQ(event->cut[0].bytes, whole);
+  EXPECT_EQ(std::get<protocol::ev::ToolResult>(event->payload).bytes, whole) << "bytes: the whole output";
+
+  auto recovered = EventLog::recover(dir.events(), "run-big");
+  ASSERT_TRUE(recovered) << recovered.error();
+  EXPECT_EQ(recovered->report.lines, 3u);
+  EXPECT_FALSE(recovered->report.first_bad_line) << recovered->report.first_bad_reason;
+  ASSERT_TRUE(recovered->log.close(CloseReason::error, ProcessTermination{}));
+  auto verdict = protocol::check_stream(read_file(dir.events()));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+}
+
+TEST(EventLog, AtTheLargestBoundEveryReaderStillTakesEveryLine) {
+  TempDir dir;
+  EventLogOptions options;
+  options.max_line_bytes = protocol::kMaxEventLineBytes;
+  {
+    auto log = make_log(dir, "run-max", options);
+    ASSERT_TRUE(log.append(command_output(protocol::kMaxEventLineBytes + 100)));
+    ASSERT_TRUE(log.append(command_output(3u << 20)));  // under this bound: not cut at all
+  }
+  auto recovered = EventLog::recover(dir.events(), "run-max", options);
+  ASSERT_TRUE(recovered) << recovered.error();
+  EXPECT_EQ(recovered->report.lines, 2u);
+  EXPECT_FALSE(recovered->report.first_bad_line) << recovered->report.first_bad_reason;
+  ASSERT_TRUE(recovered->log.close(CloseReason::completed, exited(0)));
+
+  auto text = read_file(dir.events());
+  auto first = text.substr(0, text.find('\n'));
+  EXPECT_LE(first.size(), protocol::kMaxEventLineBytes);
+  EXPECT_GT(first.size(), 8u << 20);
+  EXPECT_NE(first.find("\"cut\":"), std::string::npos);
+  auto verdict = protocol::check_stream(text);
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+  EXPECT_EQ(text.find("\"cut\":", first.size()), std::string::npos) << "a line under the bound is whole";
+
+  asio::io_context context;
+  auto reader = StreamReader::open(recovered->log.shared(), context.get_executor(), ReaderStart::from_beginning());
+  ASSERT_TRUE(reader) << reader.error();
+  std::uint64_t read = 0;
+  while (!reader->finished()) {
+    auto batch = reader->read_some();
+    ASSERT_TRUE(batch) << batch.error();
+    ASSERT_GT(batch->count, 0u);
+    read += check_lines(batch->bytes, batch->first_seq, "run-max");
+  }
+  EXPECT_EQ(read, 3u);
+}
+
+TEST(EventLog, ABoundOutsideTheRangeEveryReaderTakesIsRefused) {
+  TempDir dir;
+  for (std::size_t bound : {protocol::kMinEventLineBytes - 1, protocol::kMaxEventLineBytes + 1}) {
+    EventLogOptions options;
+    options.max_line_bytes = bound;
+    auto log = EventLog::create(dir.events(), "run-x", options);
+    ASSERT_FALSE(log);
+    EXPECT_NE(log.error().find("max_line_bytes"), std::string::npos) << log.error();
+  }
+}
+
 }  // namespace
 }  // namespace mh::daemon::test
