@@ -307,6 +307,14 @@ StreamRecord read_stream_record(std::string_view text) {
   return reader.finish();
 }
 
+std::optional<ev::SessionStarted> session_started_in(std::string_view line) {
+  if (!may_be(line, ev::SessionStarted::kName)) return std::nullopt;
+  auto event = read_event_line(line);
+  if (!event) return std::nullopt;
+  if (auto* s = std::get_if<ev::SessionStarted>(&event->payload)) return std::move(*s);
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Launch facts
 // ---------------------------------------------------------------------------------------------
@@ -494,6 +502,22 @@ json::object audit_report_json(const AuditReport& r) {
   facts["pins"] = optional_strings(r.facts.pins);
   o["facts"] = std::move(facts);
   o["exit_status"] = audit_exit_status(r);
+  return o;
+}
+
+json::object hermetic_view_json(std::optional<HermeticMode> mode, const ev::SessionStarted* started,
+                                const LaunchFacts& facts, bool closed) {
+  if (!mode && started) mode = started->hermetic.mode;
+  json::object o;
+  o["mode"] = mode ? json::value(to_string(*mode)) : json::value(nullptr);
+  if (mode == HermeticMode::off || (!started && !closed)) {
+    o["gating"] = nullptr;
+    o["rows"] = nullptr;
+    return o;
+  }
+  auto rows = judge_floor(started, facts);
+  o["gating"] = to_string(gating_verdict(rows));
+  o["rows"] = rows_to_json(rows);
   return o;
 }
 

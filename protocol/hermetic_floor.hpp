@@ -113,6 +113,9 @@ class StreamRecordReader {
 
 StreamRecord read_stream_record(std::string_view text);
 
+// The session.started one event line holds, if it is one (for readers that stop at it).
+std::optional<ev::SessionStarted> session_started_in(std::string_view line);
+
 // ---------------------------------------------------------------------------------------------
 // Launch facts
 // ---------------------------------------------------------------------------------------------
@@ -150,6 +153,12 @@ std::string audit_report_text(const AuditReport& report);
 json::object audit_report_json(const AuditReport& report);
 // The rows alone: [{id, verdict, severity, assertion, control, detail}…].
 json::array rows_to_json(const std::vector<RowVerdict>& rows);
+
+// The daemon's `get` view: {mode, gating, rows}. Mode off: gating and rows null (nothing is
+// judged). A run still open with no session.started yet: null too (not yet observed; the rows are
+// decided by session.started and do not change after it). Closed without one: every row unk.
+json::object hermetic_view_json(std::optional<HermeticMode> mode, const ev::SessionStarted* started,
+                                const LaunchFacts& facts, bool closed);
 
 // `metaharness audit`'s status: 1 a gating gap; 3 a gating unk, or a stream that is not complete
 // and well-formed (it cannot vouch for what it holds); else 0.

@@ -461,5 +461,50 @@ TEST(HermeticFloor, TheJsonFormCarriesRowsByWireIdAndNullsForUnknowns) {
   EXPECT_EQ(o.at("exit_status"), 3);
 }
 
+// --- the daemon's view -------------------------------------------------------------------------
+
+TEST(HermeticFloor, TheViewIsNullUnderOffAndBeforeSessionStartedOnAnOpenRun) {
+  auto s = clean_start();
+  json::object off = hermetic_view_json(HermeticMode::off, &s, clean_facts(), true);
+  EXPECT_EQ(off.at("mode"), "off");
+  EXPECT_TRUE(off.at("gating").is_null());
+  EXPECT_TRUE(off.at("rows").is_null());
+  json::object pending = hermetic_view_json(HermeticMode::on, nullptr, clean_facts(), /*closed=*/false);
+  EXPECT_EQ(pending.at("mode"), "on");
+  EXPECT_TRUE(pending.at("gating").is_null());
+  EXPECT_TRUE(pending.at("rows").is_null());
+}
+
+TEST(HermeticFloor, TheViewJudgesOnceSessionStartedExistsAndAClosedRunWithoutOneIsUnknown) {
+  auto s = clean_start();
+  json::object live = hermetic_view_json(HermeticMode::strict, &s, clean_facts(), /*closed=*/false);
+  EXPECT_EQ(live.at("gating"), "ok");
+  ASSERT_EQ(live.at("rows").as_array().size(), 12u);
+  const auto& first = live.at("rows").as_array()[0].as_object();
+  for (auto key : {"id", "verdict", "severity", "assertion", "control", "detail"})
+    EXPECT_TRUE(first.contains(key)) << key;
+  json::object never = hermetic_view_json(HermeticMode::on, nullptr, clean_facts(), /*closed=*/true);
+  EXPECT_EQ(never.at("gating"), "unk");
+  for (const auto& r : never.at("rows").as_array())
+    EXPECT_EQ(r.as_object().at("verdict"), "unk");
+  // No mode in the spec: the attestation's.
+  s.hermetic.mode = HermeticMode::strict;
+  EXPECT_EQ(hermetic_view_json(std::nullopt, &s, clean_facts(), true).at("mode"), "strict");
+}
+
+TEST(HermeticFloor, SessionStartedInOneLine) {
+  std::string l = line(1, clean_start());
+  l.pop_back();
+  auto s = session_started_in(l);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->adapter, "claude");
+  ev::Text text;
+  text.text = R"("event":"session.started")";
+  std::string other = line(2, text);
+  other.pop_back();
+  EXPECT_FALSE(session_started_in(other)) << "a payload that mentions it is not it";
+  EXPECT_FALSE(session_started_in("{not json"));
+}
+
 }  // namespace
 }  // namespace mh::protocol
