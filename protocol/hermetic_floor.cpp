@@ -379,7 +379,10 @@ AuditReport audit(StreamRecord record, LaunchFacts facts, std::optional<Hermetic
   r.gating = gating_verdict(r.rows);
   r.run_id = record.stream.run_id;
   r.adapter = record.started ? std::optional<std::string>(record.started->adapter) : facts.adapter;
-  r.mode = record.started ? std::optional<HermeticMode>(record.started->hermetic.mode) : mode_of_spec;
+  // The spec says what was asked for, and the attestation follows it; a stream alone has only the
+  // attestation. The daemon's view reads them in the same order.
+  r.mode = mode_of_spec;
+  if (!r.mode && record.started) r.mode = record.started->hermetic.mode;
   r.record = std::move(record);
   r.facts = std::move(facts);
   return r;

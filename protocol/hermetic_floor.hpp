@@ -136,7 +136,7 @@ std::optional<HermeticMode> spec_mode(const json::value& spec);
 struct AuditReport {
   std::optional<std::string> run_id;
   std::optional<std::string> adapter;
-  std::optional<HermeticMode> mode;  // the attestation's, else the spec's; nullopt: nobody said
+  std::optional<HermeticMode> mode;  // the spec's, else the attestation's; nullopt: nobody said
   std::vector<RowVerdict> rows;
   Verdict gating = Verdict::unk;
   StreamRecord record;
