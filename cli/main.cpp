@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   mh::cli::register_adapter_verbs(app, ctx);
   mh::cli::register_run_verb(app, ctx);
   mh::cli::register_daemon_verbs(app, ctx);
+  mh::cli::register_audit_verb(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -138,6 +138,23 @@ void write_latency_report(const std::string& path, const daemon::SeamLatencies& 
   out << protocol::pretty_json(report, false);
 }
 
+// The hermetic floor at the end of the run. `off`: no verdicts, the run's own status. `on`: the
+// §10.4 report on stderr (never on the event stream), the run's own status. `strict`: the report,
+// and the gating rows decide the status with the run's end (daemon::exit_status_for).
+int hermetic_exit_status(const daemon::RunOutcome& outcome, protocol::HermeticMode mode,
+                         const std::filesystem::path& run_dir, const adapters::AdapterRegistry& registry) {
+  if (mode == protocol::HermeticMode::off) return daemon::exit_status_for(outcome);
+  auto audited = audit_path(run_dir, registry);
+  if (!audited) {
+    std::cerr << "metaharness run: the hermetic audit cannot read the run: " << audited.error() << "\n";
+    // Strict promised a verdict and cannot give one: metaharness could not do its job.
+    return mode == protocol::HermeticMode::strict ? 2 : daemon::exit_status_for(outcome);
+  }
+  std::cerr << protocol::audit_report_text(*audited);
+  if (mode == protocol::HermeticMode::strict) return daemon::exit_status_for(outcome, *audited);
+  return daemon::exit_status_for(outcome);
+}
+
 int run_verb(const RunVerbOptions& o) {
   adapters::AdapterRegistry registry(adapters::host_config_from_environment());
   const adapters::Adapter* adapter = registry.find(o.spec.adapter);
@@ -150,6 +167,7 @@ int run_verb(const RunVerbOptions& o) {
     std::cerr << "metaharness run: " << spec.error() << "\n";
     return 2;
   }
+  const protocol::HermeticMode mode = spec->hermetic;
   daemon::RunOptions options;
   if (!o.config.empty()) {
     // The daemon's config file: its [budgets] defaults and [prices] apply to this run too.
@@ -205,7 +223,7 @@ int run_verb(const RunVerbOptions& o) {
   out_thread.join();
   stop_reading = true;
   in_thread.join();
-  return daemon::exit_status_for(outcome);
+  return hermetic_exit_status(outcome, mode, run->run_dir(), registry);
 }
 
 }  // namespace
@@ -214,8 +232,9 @@ void register_run_verb(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<RunVerbOptions>();
   auto* run = app.add_subcommand(
       "run",
-      "One governed run in the foreground: events on stdout, commands on stdin. Exit status: 0 completed, "
-      "2 refused at start or could not launch, 3 error, 4 halted, 5 budget, 6 killed");
+      "One governed run in the foreground: events on stdout, commands on stdin, the hermetic audit on stderr (unless "
+      "--hermetic off). Exit status: 0 completed, 2 refused at start or could not launch, 3 error, 4 halted, "
+      "5 budget, 6 killed; under --hermetic strict a gating gap exits 1 and a completed run with a gating unk 3");
   add_run_spec_options(run, o->spec);
   run->add_option("--run-dir", o->run_dir, "where the run's files go (default metaharness-runs/<run id>)");
   run->add_option("--idle-timeout-ms", o->idle_timeout_ms,

@@ -4,6 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <boost/system/result.hpp>
+#include <filesystem>
+
+#include "adapters/adapter.hpp"
+#include "protocol/hermetic_floor.hpp"
 
 namespace mh::cli {
 
@@ -16,5 +21,11 @@ void register_model_verbs(CLI::App& app, Context& ctx);     // model serve
 void register_adapter_verbs(CLI::App& app, Context& ctx);   // plan, capabilities, doctor, translate
 void register_run_verb(CLI::App& app, Context& ctx);        // run
 void register_daemon_verbs(CLI::App& app, Context& ctx);    // daemon, submit, attach, tail, ls, halt, decide, status
+void register_audit_verb(CLI::App& app, Context& ctx);      // audit
+
+// The hermetic audit of a run directory (the stream and the launch's facts from spec.json and
+// plan.json) or of a bare events.jsonl (the stream alone). The error says why it cannot be read.
+boost::system::result<protocol::AuditReport, std::string> audit_path(const std::filesystem::path& path,
+                                                                     const adapters::AdapterRegistry& registry);
 
 }  // namespace mh::cli

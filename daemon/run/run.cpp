@@ -128,6 +128,14 @@ int exit_status_for(const RunOutcome& outcome) {
   return 3;
 }
 
+int exit_status_for(const RunOutcome& outcome, const protocol::AuditReport& audit) {
+  if (outcome.refused_at_start) return 2;
+  int audited = protocol::audit_exit_status(audit);  // 0 ok, 1 gap, 3 unk or incomplete
+  if (audited == 1) return 1;
+  if (outcome.reason == protocol::CloseReason::completed) return audited;
+  return exit_status_for(outcome);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Impl: everything below runs on the strand unless it says otherwise
 // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 #include "adapters/adapter.hpp"
 #include "daemon/run/run_core.hpp"
+#include "protocol/hermetic_floor.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -133,5 +134,10 @@ class Run : public std::enable_shared_from_this<Run> {
 // Exit status of `metaharness run` for an outcome: 0 completed; 2 refused at start or could not
 // launch; 3 error; 4 halted (steer-halt); 5 budget; 6 killed.
 int exit_status_for(const RunOutcome& outcome);
+// Under `--hermetic strict` the gating rows decide too (reference §10.3): 2 refused at start (no
+// verdict); 1 a gating gap, whatever else happened (a gap outranks everything but a refusal); a
+// completed run exits 0 only when every gating row is ok and the stream is complete, else 3;
+// any other end keeps its own status (3 error, 4 halted, 5 budget, 6 killed).
+int exit_status_for(const RunOutcome& outcome, const protocol::AuditReport& audit);
 
 }  // namespace mh::daemon

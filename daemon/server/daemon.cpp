@@ -34,6 +34,7 @@
 #include "daemon/stream/event_log.hpp"
 #include "daemon/stream/stream_reader.hpp"
 #include "metaharness/build_info.hpp"
+#include "protocol/hermetic_floor.hpp"
 #include "protocol/reader.hpp"
 
 namespace mh::daemon {
@@ -895,7 +896,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::ostringstream ss;
     ss << in.rdbuf();
     fields["spec"] = protocol::parse_json(ss.str()).value_or(nullptr);
+    fields["hermetic"] = hermetic_view(*e, fields["spec"], fields["state"] == "closed");
     send(reply_line("run", r.id, fields));
+  }
+
+  // The hermetic floor's verdicts, judged as `metaharness audit` judges the run directory. They
+  // are decided by session.started (and the launch facts), so the reader stops there.
+  json::object hermetic_view(const RunEntry& e, const json::value& spec, bool closed) {
+    std::ifstream plan_in(e.dir / "plan.json");
+    std::ostringstream plan_text;
+    plan_text << plan_in.rdbuf();
+    protocol::LaunchFacts facts =
+        protocol::launch_facts_from_run_files(spec, protocol::parse_json(plan_text.str()).value_or(nullptr));
+    if (facts.cwd) {
+      std::error_code ec;
+      auto resolved = std::filesystem::weakly_canonical(facts.cwd->planned, ec);
+      if (!ec) facts.cwd->resolved = resolved.string();  // Claude reports getcwd()
+    }
+    std::optional<protocol::ev::SessionStarted> started;
+    std::ifstream events(e.dir / "events.jsonl");
+    for (std::string line; !started && std::getline(events, line);)
+      started = protocol::session_started_in(line);
+    std::string adapter = facts.adapter.value_or(started ? started->adapter : e.adapter);
+    if (const adapters::Adapter* a = d_->adapters.find(adapter)) facts.pins = a->capabilities().versions_pinned;
+    return protocol::hermetic_view_json(protocol::spec_mode(spec), started ? &*started : nullptr, facts, closed);
   }
 
   asio::awaitable<void> status(const SocketRequest& r) {

@@ -431,6 +431,56 @@ TEST_F(DaemonCli, ACodexCommandOutputOverOneMebibyteIsCutToTheLineBoundAndEveryR
   EXPECT_TRUE(translated_result) << "translate reads the over-1-MiB vendor record as the run did, and cuts it";
 }
 
+// `get` carries the hermetic floor's verdicts: judged from session.started as soon as it exists
+// (here while a call is pending), the same after the run; null under `hermetic: off`; every row
+// unk for a run refused before anything was observed.
+TEST_F(DaemonCli, GetCarriesTheHermeticVerdictsNullUnderOffUnknownWhenNothingWasObserved) {
+  auto hermetic = [&](const std::string& id) {
+    SocketClient c(daemon->socket());
+    auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+    EXPECT_TRUE(got && got->object.contains("hermetic")) << (got ? got->raw : "no reply");
+    return got && got->object.contains("hermetic") ? got->object.at("hermetic").as_object() : json::object{};
+  };
+  std::string id = submit("bash_marker", R"("decisions":"ask","decision_deadline_ms":60000,"hermetic":"strict")");
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  auto requested = control.wait_event("tool.requested");
+  ASSERT_TRUE(requested);
+  json::object live = hermetic(id);
+  EXPECT_EQ(live.at("mode"), "strict");
+  EXPECT_EQ(live.at("gating"), "ok") << protocol::canonical_json(live);
+  ASSERT_TRUE(live.at("rows").is_array());
+  const auto& rows = live.at("rows").as_array();
+  ASSERT_EQ(rows.size(), 12u);
+  EXPECT_EQ(rows[0].as_object().at("id"), "h1a");
+  EXPECT_EQ(rows[2].as_object().at("severity"), "advisory");
+  EXPECT_EQ(rows[6].as_object().at("assertion"), "effect");
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.as_object().at("verdict"), "ok") << protocol::canonical_json(r);
+    EXPECT_FALSE(r.as_object().at("control").as_string().empty());
+    EXPECT_FALSE(r.as_object().at("detail").as_string().empty());
+  }
+  control.send(tool_decide("d", requested->str("call_id"), R"({"decision":"deny","reason":"not now"})"));
+  ASSERT_TRUE(control.wait_reply("end", 120s));
+  EXPECT_EQ(hermetic(id), live) << "the verdicts are decided by session.started";
+
+  std::string off = submit("bash_marker", R"("decisions":"observe","hermetic":"off")");
+  follow(off);
+  json::object none = hermetic(off);
+  EXPECT_EQ(none.at("mode"), "off");
+  EXPECT_TRUE(none.at("gating").is_null());
+  EXPECT_TRUE(none.at("rows").is_null());
+
+  std::string refused =
+      submit("bash_marker", R"("decisions":"observe","frame":)" + frame_json({protocol::OpKind::file_read}));
+  follow(refused);
+  json::object unobserved = hermetic(refused);
+  EXPECT_EQ(unobserved.at("mode"), "on");
+  EXPECT_EQ(unobserved.at("gating"), "unk");
+  for (const auto& r : unobserved.at("rows").as_array())
+    EXPECT_EQ(r.as_object().at("verdict"), "unk") << protocol::canonical_json(r);
+}
+
 TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {
   daemon.reset();
   start_daemon("[access]\nowner_is_admin = false\n");

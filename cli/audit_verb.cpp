@@ -1,0 +1,111 @@
+// `metaharness audit RUN_DIR|events.jsonl [--json]`: the hermetic floor's verdicts (reference
+// §10.4) for a run after the fact. A run directory gives the launch's facts (spec.json,
+// plan.json); a bare events.jsonl gives only what the stream says, so more rows are unk.
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "cli/verbs.hpp"
+
+namespace mh::cli {
+
+namespace {
+
+namespace json = boost::json;
+using Result = boost::system::result<protocol::AuditReport, std::string>;
+
+// A small JSON document of the run directory; null when absent or unreadable (its facts are then
+// unknown, which the rows say).
+json::value read_json_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return nullptr;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return protocol::parse_json(text).value_or(nullptr);
+}
+
+bool read_stream(const std::filesystem::path& p, protocol::StreamRecordReader& reader, std::string& error) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    error = "cannot open " + p.string() + ": " + std::strerror(errno);
+    return false;
+  }
+  char buffer[64 * 1024];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
+    reader.feed(std::string_view(buffer, static_cast<std::size_t>(in.gcount())));
+  if (in.bad()) {
+    error = "reading " + p.string() + " failed";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result audit_path(const std::filesystem::path& path, const adapters::AdapterRegistry& registry) {
+  auto fail = [](std::string m) { return Result(boost::system::in_place_error, std::move(m)); };
+  std::error_code ec;
+  std::filesystem::path events;
+  protocol::LaunchFacts facts;
+  std::optional<protocol::HermeticMode> mode;
+  if (std::filesystem::is_directory(path, ec)) {
+    events = path / "events.jsonl";
+    if (!std::filesystem::is_regular_file(events, ec))
+      return fail(path.string() + " is not a run directory: it holds no events.jsonl");
+    json::value spec = read_json_file(path / "spec.json");
+    facts = protocol::launch_facts_from_run_files(spec, read_json_file(path / "plan.json"));
+    mode = protocol::spec_mode(spec);
+    // Claude reports getcwd(): the planned directory with its links resolved.
+    if (facts.cwd) {
+      auto resolved = std::filesystem::weakly_canonical(facts.cwd->planned, ec);
+      if (!ec) facts.cwd->resolved = resolved.string();
+    }
+  } else if (std::filesystem::is_regular_file(path, ec)) {
+    events = path;
+    facts = protocol::launch_facts_from_stream_alone();
+  } else {
+    return fail("cannot audit " + path.string() + ": neither a run directory nor an events.jsonl");
+  }
+  protocol::StreamRecordReader reader;
+  std::string error;
+  if (!read_stream(events, reader, error)) return fail(error);
+  protocol::StreamRecord record = reader.finish();
+  // The pins are the adapter's, as this metaharness knows them: the standard the audit holds the
+  // observed version to.
+  std::optional<std::string> adapter = facts.adapter;
+  if (!adapter && record.started) adapter = record.started->adapter;
+  if (adapter)
+    if (const adapters::Adapter* a = registry.find(*adapter)) facts.pins = a->capabilities().versions_pinned;
+  return protocol::audit(std::move(record), std::move(facts), mode);
+}
+
+void register_audit_verb(CLI::App& app, Context& ctx) {
+  struct Options {
+    std::string path;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* audit = app.add_subcommand(
+      "audit",
+      "The hermetic floor's verdicts for a run: one line per row H1a..H11 (ok / gap / unk), the decision census, "
+      "withheld, the stream's completeness. Exit status: 0 every gating row ok, 1 a gap, 3 an unk (or a stream "
+      "that is not complete), 2 cannot read");
+  audit->add_option("RUN", o->path, "a run directory (its launch facts are read too) or an events.jsonl")->required();
+  audit->add_flag("--json", o->json, "one JSON document instead of the report");
+  audit->callback([&ctx, o] {
+    adapters::AdapterRegistry registry(adapters::host_config_from_environment());
+    auto report = audit_path(o->path, registry);
+    if (!report) {
+      std::cerr << "metaharness audit: " << report.error() << "\n";
+      ctx.exit_code = 2;
+      return;
+    }
+    if (o->json)
+      std::cout << protocol::pretty_json(protocol::audit_report_json(*report), false);
+    else
+      std::cout << protocol::audit_report_text(*report);
+    std::cout.flush();
+    ctx.exit_code = protocol::audit_exit_status(*report);
+  });
+}
+
+}  // namespace mh::cli

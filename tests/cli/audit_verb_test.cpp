@@ -1,0 +1,309 @@
+// The hermetic floor as a user meets it: `metaharness audit RUN_DIR|events.jsonl` on streams made
+// by real runs of both adapters (real CLIs against the scripted endpoint) and on hand-made streams
+// for gap and unk; `metaharness run --hermetic on|strict|off` printing the report and (strict
+// only) deciding the exit status with it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "protocol/events.hpp"
+#include "tests/support/governed_run.hpp"
+
+namespace mh::test {
+namespace {
+
+struct Output {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+Output audit(std::vector<std::string> args) {
+  args.insert(args.begin(), {metaharness_binary().string(), "audit"});
+  CliProcess p(std::move(args));
+  p.close_stdin();
+  Output o;
+  while (auto line = p.next_line(30s))
+    o.out += *line + "\n";
+  o.status = p.finish(30s);
+  o.err = p.stderr_text();
+  return o;
+}
+
+json::object audit_json(const std::filesystem::path& p, int expected_status) {
+  auto o = audit({p.string(), "--json"});
+  EXPECT_EQ(o.status, expected_status) << o.out << o.err;
+  auto v = protocol::parse_json(o.out);
+  EXPECT_TRUE(v && v->is_object()) << o.out << o.err;
+  return v && v->is_object() ? v->as_object() : json::object{};
+}
+
+// id -> verdict, from the JSON form.
+std::map<std::string, std::string> verdicts(const json::object& report) {
+  std::map<std::string, std::string> out;
+  for (const auto& r : report.at("rows").as_array())
+    out[std::string(r.as_object().at("id").as_string())] = std::string(r.as_object().at("verdict").as_string());
+  return out;
+}
+
+// The report's row lines ("  H1a ok gating record …").
+std::vector<std::string> row_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while ((at = text.find("\n  H", at)) != std::string::npos) {
+    std::size_t end = text.find('\n', at + 1);
+    out.push_back(text.substr(at + 1, end - at - 1));
+    at = end;
+  }
+  return out;
+}
+
+std::string row_line(const std::string& text, const std::string& label) {
+  for (const auto& l : row_lines(text))
+    if (l.rfind("  " + label + " ", 0) == 0) return l;
+  return "";
+}
+
+class ClaudeAudit : public GovernedRun {
+ protected:
+  ClaudeAudit() : GovernedRun("claude") {}
+};
+
+class CodexAudit : public GovernedRun {
+ protected:
+  CodexAudit() : GovernedRun("codex") {}
+};
+
+// A scratch-cwd Claude run holds every row, so strict exits 0; the run directory reached through
+// a symbolic link still does (Claude reports getcwd(), the planned path with its links resolved).
+TEST_F(ClaudeAudit, AScratchRunIsOkOnEveryRowStrictExitsZeroEvenThroughALinkedRunDirectory) {
+  std::filesystem::create_directory_symlink(dir.path(), dir.path() / "via-link");
+  std::filesystem::path linked = dir.path() / "via-link" / "run";
+  process = std::make_unique<CliProcess>(std::vector<std::string>{
+      metaharness_binary().string(), "run", "claude", "-p", "go", "--model-scenario", scenario("bash_marker").string(),
+      "--run-dir", linked.string(), "--decisions", "observe", "--hermetic", "strict"});
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  std::string err = process->stderr_text();
+  EXPECT_NE(
+      err.find("hermetic audit: run " + run_id() + " (claude 2.1.197), mode strict, decisions observe: gating ok"),
+      std::string::npos)
+      << err;
+  ASSERT_EQ(row_lines(err).size(), 12u) << err;
+  for (const auto& line : row_lines(err))
+    EXPECT_NE(line.find(" ok "), std::string::npos) << line;
+  EXPECT_NE(row_line(err, "H7").find("with links resolved"), std::string::npos) << err;
+  EXPECT_NE(err.find("\ndecision census: allowed=1 denied=0 replaced=0 abstained=0\n  by seam    hook: 1\n"
+                     "  by decider observe: 1\n"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("\nwithheld: not stated by the harness\n"), std::string::npos);
+  EXPECT_NE(err.find("\nstream: complete — "), std::string::npos);
+
+  // The same verdicts after the fact, from the run directory.
+  auto text = audit({linked.string()});
+  EXPECT_EQ(text.status, 0) << text.out << text.err;
+  EXPECT_EQ(row_lines(text.out), row_lines(err));
+  auto report = audit_json(linked, 0);
+  EXPECT_EQ(report.at("gating"), "ok");
+  EXPECT_EQ(report.at("mode"), "strict");
+  for (const auto& [id, verdict] : verdicts(report))
+    EXPECT_EQ(verdict, "ok") << id;
+
+  // A bare events.jsonl names no planned cwd and no declared sets: those rows are unk, never ok.
+  auto bare = audit_json(run_dir() / "events.jsonl", 3);
+  auto v = verdicts(bare);
+  for (auto id : {"h1a", "h4", "h5", "h7"})
+    EXPECT_EQ(v[id], "unk") << id;
+  for (auto id : {"h1b", "h2", "h3", "h6", "h8", "h9", "h10", "h11"})
+    EXPECT_EQ(v[id], "ok") << id;
+  EXPECT_EQ(bare.at("gating"), "unk");
+}
+
+// An operator-named --cwd is not metaharness's working directory: H7 and H11 are gaps. `on` reports
+// them and keeps the run's own status; strict exits 1; audit exits 1.
+TEST_F(ClaudeAudit, AnOperatorNamedCwdIsAGapReportedUnderOnAndExitOneUnderStrict) {
+  auto cwd = dir.path() / "operator-cwd";
+  std::filesystem::create_directories(cwd);
+  start("bash_marker", {"--decisions", "observe", "--cwd", cwd.string()});
+  ASSERT_EQ(finish(), 0) << "on never changes the status: " << process->stderr_text();
+  std::string err = process->stderr_text();
+  EXPECT_NE(err.find("mode on, decisions observe: gating gap"), std::string::npos) << err;
+  EXPECT_EQ(row_line(err, "H7").rfind(
+                "  H7 gap gating record working directory is ours — unavailable: the operator named", 0),
+            0u)
+      << err;
+  EXPECT_EQ(row_line(err, "H11").rfind("  H11 gap gating launch", 0), 0u) << err;
+  EXPECT_EQ(audit({run_dir().string()}).status, 1);
+}
+
+TEST_F(ClaudeAudit, StrictWithAnOperatorNamedCwdExitsOne) {
+  auto cwd = dir.path() / "operator-cwd";
+  std::filesystem::create_directories(cwd);
+  start("bash_marker", {"--decisions", "observe", "--cwd", cwd.string(), "--hermetic", "strict"});
+  EXPECT_EQ(finish(), 1) << process->stderr_text();
+  auto v = verdicts(audit_json(run_dir(), 1));
+  EXPECT_EQ(v["h7"], "gap");
+  EXPECT_EQ(v["h11"], "gap");
+}
+
+// off: the attestation says off, nothing is printed and nothing gates; the launch is the same.
+TEST_F(ClaudeAudit, OffChangesOnlyTheAttestationsModeAndTheVerdictsAbsence) {
+  auto cwd = dir.path() / "operator-cwd";
+  std::filesystem::create_directories(cwd);
+  start("bash_marker", {"--decisions", "observe", "--cwd", cwd.string(), "--hermetic", "off"});
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_EQ(process->stderr_text().find("hermetic audit"), std::string::npos) << process->stderr_text();
+  auto started = process->events_named("session.started");
+  ASSERT_EQ(started.size(), 1u);
+  const auto& attestation = started[0].object.at("hermetic").as_object();
+  EXPECT_EQ(attestation.at("mode"), "off");
+  EXPECT_FALSE(attestation.at("imposed").as_array().empty()) << "what is imposed does not depend on the mode";
+  // Asked for explicitly, the audit still judges an off run, and says the run asked for none.
+  auto text = audit({run_dir().string()});
+  EXPECT_EQ(text.status, 1);
+  EXPECT_NE(text.out.find("mode off asks for no verdicts"), std::string::npos) << text.out;
+}
+
+// Strict keeps the run's own status for an end other than completed when no row is a gap.
+TEST_F(ClaudeAudit, StrictKeepsHaltedAsFour) {
+  start("sleep_then_more", {"--decisions", "observe", "--halt-grace-ms", "1000", "--hermetic", "strict"});
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(work() / "started.txt"); })) << process->stderr_text();
+  send("h", command_line("h", "halt", R"("reason":"stop now")"));
+  EXPECT_EQ(finish(), 4) << process->stderr_text();
+  EXPECT_NE(process->stderr_text().find("gating ok"), std::string::npos) << process->stderr_text();
+}
+
+// Refused at start: nothing was observed (every row unk), and the status is the refusal's, 2.
+TEST_F(ClaudeAudit, StrictRefusedAtStartExitsTwoWithEveryRowUnknown) {
+  start("bash_marker", {"--decisions", "observe", "--frame", write_frame({}).string(), "--hermetic", "strict"});
+  process->close_stdin();
+  EXPECT_EQ(finish(), 2) << process->stderr_text();
+  std::string err = process->stderr_text();
+  ASSERT_EQ(row_lines(err).size(), 12u) << err;
+  for (const auto& line : row_lines(err))
+    EXPECT_NE(line.find(" unk "), std::string::npos) << line;
+  EXPECT_NE(err.find("nothing was observed"), std::string::npos);
+}
+
+// Codex, scratch cwd: what its session.started carries today decides. It names no plugins, output
+// style, credential source or MCP servers (null: unk, never none), and the adapter attests H11
+// unavailable (AGENTS.md in an ancestor is not searched for): strict exits 1 on that gap.
+TEST_F(CodexAudit, StrictExitsOneOnTheAttestedH11GapAndTheNullEvidenceIsUnknown) {
+  start("marker", {"--decisions", "observe", "--hermetic", "strict"});
+  EXPECT_EQ(finish(), 1) << process->stderr_text();
+  EXPECT_NE(process->stderr_text().find("(codex 0.171.0), mode strict, decisions observe: gating gap"),
+            std::string::npos)
+      << process->stderr_text();
+  auto report = audit_json(run_dir(), 1);
+  auto v = verdicts(report);
+  for (auto id : {"h1a", "h1b", "h4", "h5"})
+    EXPECT_EQ(v[id], "unk") << id;
+  for (auto id : {"h2", "h3", "h6", "h7", "h8", "h9", "h10"})
+    EXPECT_EQ(v[id], "ok") << id;
+  EXPECT_EQ(v["h11"], "gap");
+  EXPECT_EQ(report.at("census").as_object().at("by_seam").as_object().at("control_request"), 1);
+  EXPECT_EQ(report.at("stream").as_object().at("completeness"), "Complete");
+}
+
+// --- hand-made streams -------------------------------------------------------------------------
+
+class HandMadeAudit : public ::testing::Test {
+ protected:
+  // A stream whose session.started is a clean Claude record, changed by `edit`, in a run directory
+  // with a spec and a plan (pass write_run_files false for a bare events.jsonl).
+  std::filesystem::path write_run(const std::function<void(protocol::ev::SessionStarted&)>& edit, bool closed = true) {
+    protocol::ev::SessionStarted s;
+    s.adapter = "claude";
+    s.harness_version = "2.1.197";
+    s.credential_source = "none";
+    s.output_style = "default";
+    s.cwd = (dir.path() / "scratch/work").string();
+    s.plugins = std::vector<protocol::PluginRef>{};
+    s.mcp_servers = std::vector<protocol::McpServerRef>{};
+    s.hermetic.mode = protocol::HermeticMode::on;
+    using protocol::HermeticRow;
+    for (auto r : {HermeticRow::h2, HermeticRow::h3, HermeticRow::h6, HermeticRow::h8, HermeticRow::h11})
+      s.hermetic.imposed.push_back({r, "imposed"});
+    edit(s);
+    std::string text = protocol::serialize(protocol::Event{1, "r-1", std::nullopt, s, std::nullopt}) + "\n";
+    if (closed) {
+      protocol::ev::StreamClosed c;
+      c.events = 1;
+      c.reason = protocol::CloseReason::completed;
+      c.run_id = "r-1";
+      text += protocol::serialize(protocol::Event{2, "r-1", std::nullopt, c, std::nullopt}) + "\n";
+    }
+    std::ofstream(dir.path() / "events.jsonl") << text;
+    std::ofstream(dir.path() / "spec.json") << R"({"adapter":"claude","cwd":null,"vendor_env":{},"hermetic":"on"})";
+    std::ofstream(dir.path() / "plan.json") << R"({"cwd":")" + (dir.path() / "scratch/work").string() + R"("})";
+    return dir.path();
+  }
+
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+};
+
+TEST_F(HandMadeAudit, ACleanHandMadeRunIsOk) {
+  auto o = audit({write_run([](auto&) {}).string()});
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+}
+
+TEST_F(HandMadeAudit, AnotherOutputStyleIsAGapExitOne) {
+  auto o = audit({write_run([](auto& s) { s.output_style = "Explanatory"; }).string()});
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_EQ(row_line(o.out, "H1b"),
+            "  H1b gap gating record output style is default — output style \"Explanatory\", not the default");
+}
+
+TEST_F(HandMadeAudit, NullMcpServersIsUnknownExitThreeAndAGapOutranksIt) {
+  auto o = audit({write_run([](auto& s) { s.mcp_servers = std::nullopt; }).string()});
+  EXPECT_EQ(o.status, 3) << o.out;
+  EXPECT_EQ(row_line(o.out, "H5").rfind("  H5 unk gating record", 0), 0u) << o.out;
+  o = audit({write_run([](auto& s) {
+               s.mcp_servers = std::nullopt;
+               s.harness_version = "9.9.9";
+             }).string()});
+  EXPECT_EQ(o.status, 1) << o.out;
+}
+
+TEST_F(HandMadeAudit, AnAdvisoryGapDoesNotGate) {
+  auto o = audit({write_run([](auto& s) {
+                    std::erase_if(s.hermetic.imposed, [](const auto& i) { return i.row == protocol::HermeticRow::h2; });
+                    s.hermetic.unavailable.push_back({protocol::HermeticRow::h2, "settings were loaded"});
+                  }).string()});
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_EQ(row_line(o.out, "H2"),
+            "  H2 gap advisory launch settings sources excluded — unavailable: settings were loaded");
+}
+
+TEST_F(HandMadeAudit, ATruncatedStreamExitsThreeEvenWithEveryRowOk) {
+  auto o = audit({write_run([](auto&) {}, /*closed=*/false).string()});
+  EXPECT_EQ(o.status, 3) << o.out;
+  EXPECT_NE(o.out.find(": gating ok"), std::string::npos);
+  EXPECT_NE(o.out.find("\nstream: TRUNCATED — no stream.closed marker"), std::string::npos) << o.out;
+}
+
+TEST_F(HandMadeAudit, NoSessionStartedIsEveryRowUnknown) {
+  protocol::ev::StreamClosed c;
+  c.events = 0;
+  c.run_id = "r-1";
+  std::ofstream(dir.path() / "events.jsonl")
+      << protocol::serialize(protocol::Event{1, "r-1", std::nullopt, c, std::nullopt}) << "\n";
+  auto o = audit({(dir.path() / "events.jsonl").string()});
+  EXPECT_EQ(o.status, 3) << o.out;
+  auto rows = row_lines(o.out);
+  ASSERT_EQ(rows.size(), 12u) << o.out;
+  for (const auto& l : rows)
+    EXPECT_NE(l.find(" unk "), std::string::npos) << l;
+}
+
+TEST_F(HandMadeAudit, WhatCannotBeReadExitsTwo) {
+  auto missing = audit({(dir.path() / "nothing-here").string()});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find("neither a run directory nor an events.jsonl"), std::string::npos) << missing.err;
+  auto empty_dir = audit({dir.path().string()});
+  EXPECT_EQ(empty_dir.status, 2);
+  EXPECT_NE(empty_dir.err.find("holds no events.jsonl"), std::string::npos) << empty_dir.err;
+}
+
+}  // namespace
+}  // namespace mh::test
