@@ -223,7 +223,9 @@ void Reader::map_api_retry(const json::object& r, const proto::FramedLine& line,
     proto::RateLimitInfo info;
     info.status = std::to_string(*status);
     auto delay_ms = f64_at(r, "retry_delay_ms");
-    if (line.received_unix_ms && delay_ms && *delay_ms >= 0) {
+    // A vendor number is untrusted: a delay past a millennium (or not a number) is no reset time.
+    constexpr double kMaxDelayMs = 1000.0 * 86400 * 365 * 1000;
+    if (line.received_unix_ms && delay_ms && *delay_ms >= 0 && *delay_ms <= kMaxDelayMs) {
       auto until_ms = *line.received_unix_ms + static_cast<std::int64_t>(std::ceil(*delay_ms));
       info.resets_at = until_ms / 1000 + (until_ms % 1000 != 0 ? 1 : 0);  // rounded up to a second
     }
