@@ -118,7 +118,10 @@ const proto::CapabilityTable& capabilities() {
         "then denied (\"This command requires approval\"); read-only ones run",
         "also rendered: NotebookEdit -> file.edit, WebSearch -> web.read, Task -> subagent.spawn, "
         "TaskCreate/TaskUpdate/TaskGet/TaskList -> task.todo; mcp__<server>__<tool> -> mcp.call",
-        "Glob and Grep are offered only when Bash is not; there is no LS tool"};
+        "Glob and Grep are offered only when Bash is not; there is no LS tool",
+        "permission.set: an allow overrides every posture but bypassPermissions, so without the "
+        "deny-only policy those postures are refused SHADOWED",
+        "a sub-agent's calls carry agent = the id of the Agent call that spawned it"};
     return t;
   }();
   return table;
@@ -213,7 +216,7 @@ class Session final : public AdapterSession {
         return;
       }
     }
-    reader_.read_record(record, line.text, line.number, sink);
+    reader_.read_record(record, line, sink);
   }
 
   void on_vendor_end(AdapterSink&) override {}
@@ -251,6 +254,23 @@ class Session final : public AdapterSession {
       if ((cwd_ / given).lexically_normal() != resolved.lexically_normal()) return false;
     }
     return true;
+  }
+
+  // Which postures an allow at the hook overrides, as observed on 2.1.197 (a Bash `python3 -c …`
+  // that writes a file, a `touch`, a Write; each abstained, then allowed):
+  //   plan        abstain: Write "Cannot write … while in plan mode", the python3 command denied by
+  //               the auto-mode classifier; allow: both ran.
+  //   default     abstain: touch "… was blocked", Write "Claude requested permissions …"; allow: ran.
+  //   dontAsk     abstain: denied ("don't ask mode"); allow: ran.
+  //   acceptEdits abstain: Write and touch ran, but python3 "This command requires approval";
+  //               allow: it ran. Its refusals of everything that is not an edit are overridden.
+  //   auto        abstain: the classifier denied python3; allow: it ran with no classifier request.
+  //   bypassPermissions  refuses nothing an allow could override (a hook deny still wins), and
+  //               Claude refuses the switch itself unless launched with
+  //               --dangerously-skip-permissions, which the plan never passes: not shadowed.
+  // So every posture that refuses anything is shadowed by an allow unless the run is deny-only.
+  bool allow_overrides_posture(const std::string& posture) const override {
+    return is_known_posture(posture) && posture != "bypassPermissions";
   }
 
   std::optional<proto::Refusal> check_decision(const ToolCall&, const proto::Decision& decision) const override {
@@ -323,6 +343,13 @@ class Session final : public AdapterSession {
         if (const json::value* ti = in.if_contains("tool_input")) call.input = *ti;
         if (const json::value* tu = in.if_contains("tool_use_id"); tu && tu->is_string())
           call.call_id = tu->get_string();
+        // Inside a sub-agent the input carries the sub-agent's own id. Claude asks about a
+        // sub-agent's call before it shows the call (observed on 2.1.197), so this request may be
+        // the call's presentation: attribute it as the assistant record will, to the Agent call
+        // that spawned the sub-agent (learnt from its task_started record). Were that unknown,
+        // the sub-agent's own id still says the call is not the main agent's.
+        if (const json::value* agent = in.if_contains("agent_id"); agent && agent->is_string())
+          call.agent = reader_.spawning_call(agent->get_string()).value_or(std::string(agent->get_string()));
       }
       if (call.call_id.empty())
         if (const json::value* tu = req.if_contains("tool_use_id"); tu && tu->is_string())
@@ -415,6 +442,10 @@ class ClaudeAdapter final : public Adapter {
       std::string why;
       if (claude::denied_vendor_env(name, why)) return refuse("declared vendor environment refused: " + why);
     }
+    // Claude takes no setting outside its environment that a run may declare: every key is
+    // unknown, and refused by name rather than recorded and ignored.
+    if (!spec.vendor_options.empty())
+      return refuse("unknown claude vendor option \"" + spec.vendor_options.begin()->first + "\"; claude knows none");
     std::filesystem::path program = binary();
     std::error_code ec;
     if (!std::filesystem::is_regular_file(program, ec))
@@ -493,7 +524,11 @@ class ClaudeAdapter final : public Adapter {
     std::sort(a.unavailable.begin(), a.unavailable.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
     a.ambient_inputs = {"the git status of the working directory is part of Claude's system prompt",
                         "no network isolation: tools can reach whatever the host can"};
-    if (spec.decisions == proto::DecisionMode::observe)
+    if (spec.decisions == proto::DecisionMode::observe && spec.deny_only)
+      a.ambient_inputs.push_back(
+          "observe mode answers every call with allow, delivered as abstain under the deny-only policy: "
+          "Claude's own permission pipeline decides every call");
+    else if (spec.decisions == proto::DecisionMode::observe)
       a.ambient_inputs.push_back(
           "observe mode answers every call with allow, and an allow on this wire grants: Claude "
           "then bypasses the rest of its permission pipeline");
@@ -521,7 +556,7 @@ class ClaudeAdapter final : public Adapter {
         claude::Reader::unreadable(line, sink);
         return;
       }
-      reader.read_record(value->get_object(), line.text, line.number, sink);
+      reader.read_record(value->get_object(), line, sink);
     };
     framer.feed(transcript, on_line);
     framer.finish(on_line);

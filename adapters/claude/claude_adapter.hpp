@@ -5,6 +5,8 @@
 // tool; each decision goes back as a control_response. Facts: ../shared/reference/claude-code-wire.md.
 #pragma once
 
+#include <map>
+
 #include "adapters/adapter.hpp"
 
 namespace mh::adapters {
@@ -35,14 +37,18 @@ class Reader {
   };
   explicit Reader(Launch launch) : launch_(std::move(launch)) {}
 
-  // One parsed stdout record that is not control traffic; `raw` is the line as read.
-  void read_record(const json::object& record, std::string_view raw, std::uint64_t line_no, AdapterSink& sink);
+  // One parsed stdout record that is not control traffic; `line` is the line as read (its text,
+  // its number in the transcript, and when it was read, if live).
+  void read_record(const json::object& record, const proto::FramedLine& line, AdapterSink& sink);
   // A line that is not a JSON object (or too long): opaque with the whole-line digest.
   static void unreadable(const proto::FramedLine& line, AdapterSink& sink);
 
   bool saw_session_start() const { return saw_init_; }
   std::optional<proto::ev::SessionEnded> session_ended() const;
   const std::optional<std::string>& credential_source() const { return credential_source_; }
+  // The Agent call that spawned a sub-agent, by the sub-agent's own id (a hook input inside a
+  // sub-agent carries `agent_id`; Claude's `system/task_started` pairs it with the call's id).
+  std::optional<std::string> spawning_call(std::string_view agent_id) const;
 
  private:
   void map_init(const json::object& record, const std::optional<std::string>& at, AdapterSink& sink);
@@ -50,7 +56,12 @@ class Reader {
                      AdapterSink& sink);
   void map_user(const json::object& record, const std::optional<std::string>& at, std::uint64_t line_no,
                 AdapterSink& sink);
-  void map_result(const json::object& record, const std::optional<std::string>& at, AdapterSink& sink);
+  void map_result(const json::object& record, const std::optional<std::string>& at, std::uint64_t line_no,
+                  AdapterSink& sink);
+  void map_api_retry(const json::object& record, const proto::FramedLine& line, const std::optional<std::string>& at,
+                     AdapterSink& sink);
+  void credential_given_up(std::optional<std::string> detail, std::uint64_t line_no,
+                           const std::optional<std::string>& at, AdapterSink& sink);
 
   Launch launch_;
   bool saw_init_ = false;
@@ -59,6 +70,10 @@ class Reader {
   std::vector<proto::PermissionDenial> denials_;  // every turn's, in order
   bool any_denial_list_ = false;
   std::string last_usage_message_;
+  std::map<std::string, std::string, std::less<>> spawning_calls_;  // sub-agent id -> its Agent call id
+  // This turn already reported Claude giving up on the credential (once per give-up, never per
+  // retry: the synthetic record and the result report the same one).
+  bool turn_auth_expired_ = false;
 };
 
 }  // namespace claude

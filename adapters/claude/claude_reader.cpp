@@ -1,5 +1,7 @@
 // Claude Code stdout record -> metaharness events. Every record yields at least one event or
 // sink call; one that yields nothing becomes `opaque`, so no record ever vanishes.
+#include <cmath>
+
 #include "adapters/claude/claude_adapter.hpp"
 #include "protocol/digest.hpp"
 
@@ -129,19 +131,30 @@ void Reader::unreadable(const proto::FramedLine& line, AdapterSink& sink) {
   sink.event(opaque_of(std::nullopt, std::nullopt, std::move(digest), line.number), std::nullopt);
 }
 
-void Reader::read_record(const json::object& record, std::string_view raw, std::uint64_t line_no, AdapterSink& outer) {
+void Reader::read_record(const json::object& record, const proto::FramedLine& line, AdapterSink& outer) {
   CountingSink sink(outer);
+  const std::uint64_t line_no = line.number;
   auto type = string_at(record, "type");
   auto subtype = string_at(record, "subtype");
   auto at = string_at(record, "timestamp");
+  bool retry = type == "system" && subtype == "api_retry";
 
-  // The vendor says the credential stopped working: auth.expired comes before the record's own
-  // events, in the vendor's words, so an embedder can retry without matching vendor prose.
-  if (auto error = string_at(record, "error"); error && *error == "authentication_failed") {
-    sink.event(proto::ev::AuthExpired{credential_source_, auth_failure_words(record), line_no}, at);
-  }
+  // Claude gave up on the credential (its synthetic assistant record carries the error): once,
+  // before the record's own events, in the vendor's words, so an embedder can act without
+  // matching vendor prose. A retry record carries the same error word and is not a give-up.
+  if (auto error = string_at(record, "error"); error && *error == "authentication_failed" && !retry)
+    credential_given_up(auth_failure_words(record), line_no, at, sink);
 
-  if (type == "system" && subtype == "init") {
+  if (retry) {
+    map_api_retry(record, line, at, sink);
+  } else if (type == "system" && subtype == "task_started") {
+    // A sub-agent starts: remember which Agent call spawned it, so its calls can be attributed
+    // when Claude asks about them (hook input agent_id) before it shows them. The record itself
+    // maps to nothing else and stays opaque.
+    auto task = string_at(record, "task_id");
+    auto call = string_at(record, "tool_use_id");
+    if (task && call && string_at(record, "task_type") == "local_agent") spawning_calls_[*task] = *call;
+  } else if (type == "system" && subtype == "init") {
     map_init(record, at, sink);
   } else if (type == "system" && subtype == "thinking_tokens") {
     if (auto estimate = u64_at(record, "estimated_tokens")) {
@@ -168,10 +181,56 @@ void Reader::read_record(const json::object& record, std::string_view raw, std::
       sink.event(proto::ev::RateLimit{r}, at);
     }
   } else if (type == "result") {
-    map_result(record, at, sink);
+    map_result(record, at, line_no, sink);
   }
 
-  if (sink.produced() == 0) outer.event(opaque_of(type, subtype, proto::sha256_hex(raw), line_no), at);
+  if (sink.produced() == 0) outer.event(opaque_of(type, subtype, proto::sha256_hex(line.text), line_no), at);
+}
+
+std::optional<std::string> Reader::spawning_call(std::string_view agent_id) const {
+  if (auto it = spawning_calls_.find(agent_id); it != spawning_calls_.end()) return it->second;
+  return std::nullopt;
+}
+
+void Reader::credential_given_up(std::optional<std::string> detail, std::uint64_t line_no,
+                                 const std::optional<std::string>& at, AdapterSink& sink) {
+  if (turn_auth_expired_) return;  // the synthetic record and the result report one give-up
+  turn_auth_expired_ = true;
+  sink.event(proto::ev::AuthExpired{credential_source_, std::move(detail), line_no}, at);
+}
+
+// Claude is about to retry a failed API call. A 401 it retries is not yet an expired credential
+// (one that then succeeds was never one): a warning, and auth.expired only if it gives up. A 429
+// is a throttled run: rate_limit, resetting when Claude's own retry delay (which honours the
+// endpoint's retry-after) has elapsed, placed on the clock by when the line was read. Other
+// retries (overloaded, server_error) say nothing a neutral event can carry: opaque.
+void Reader::map_api_retry(const json::object& r, const proto::FramedLine& line, const std::optional<std::string>& at,
+                           AdapterSink& sink) {
+  auto status = u64_at(r, "error_status");
+  auto error = string_at(r, "error");
+  auto attempt = u64_at(r, "attempt");
+  auto max_retries = u64_at(r, "max_retries");
+  auto count = [](const std::optional<std::uint64_t>& n) { return n ? std::to_string(*n) : std::string("?"); };
+  if (status == 401u || error == "authentication_failed") {
+    sink.event(
+        proto::ev::Warning{"VENDOR_AUTH_RETRY",
+                           "claude is retrying a request the model endpoint refused (HTTP " +
+                               (status ? std::to_string(*status) : std::string("status unknown")) + ", \"" +
+                               error.value_or("") + "\"), attempt " + count(attempt) + " of " + count(max_retries) +
+                               "; the credential counts as expired only if claude gives up (auth.expired)"},
+        at);
+  } else if (status == 429u) {
+    proto::RateLimitInfo info;
+    info.status = std::to_string(*status);
+    auto delay_ms = f64_at(r, "retry_delay_ms");
+    // A vendor number is untrusted: a delay past a millennium (or not a number) is no reset time.
+    constexpr double kMaxDelayMs = 1000.0 * 86400 * 365 * 1000;
+    if (line.received_unix_ms && delay_ms && *delay_ms >= 0 && *delay_ms <= kMaxDelayMs) {
+      auto until_ms = *line.received_unix_ms + static_cast<std::int64_t>(std::ceil(*delay_ms));
+      info.resets_at = until_ms / 1000 + (until_ms % 1000 != 0 ? 1 : 0);  // rounded up to a second
+    }
+    sink.event(proto::ev::RateLimit{info}, at);
+  }
 }
 
 void Reader::map_init(const json::object& r, const std::optional<std::string>& at, AdapterSink& sink) {
@@ -237,8 +296,11 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
         sink.event(proto::ev::Thinking{*string_at(block, "thinking"), request_id}, at);
       } else if (block_type == "tool_use" && string_at(block, "id") && string_at(block, "name")) {
         const json::value* input = block.if_contains("input");
-        sink.call_presented(
-            ToolCall{*string_at(block, "id"), *string_at(block, "name"), input ? *input : json::value(nullptr)}, at);
+        ToolCall call{*string_at(block, "id"), *string_at(block, "name"), input ? *input : json::value(nullptr)};
+        // A sub-agent's records carry the id of the Agent call that spawned it; the main
+        // agent's carry null.
+        call.agent = string_at(r, "parent_tool_use_id");
+        sink.call_presented(std::move(call), at);
       } else {
         std::optional<std::string> subtype = block_type && !block_type->empty() ? block_type : std::nullopt;
         sink.event(opaque_of("assistant", subtype, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
@@ -296,7 +358,8 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
   }
 }
 
-void Reader::map_result(const json::object& r, const std::optional<std::string>& at, AdapterSink& sink) {
+void Reader::map_result(const json::object& r, const std::optional<std::string>& at, std::uint64_t line_no,
+                        AdapterSink& sink) {
   proto::ev::SessionEnded e;
   if (const json::value* v = r.if_contains("is_error"); v && v->is_bool()) e.is_error = v->get_bool();
   e.subtype = string_at(r, "subtype");
@@ -344,6 +407,16 @@ void Reader::map_result(const json::object& r, const std::optional<std::string>&
     }
     e.model_usage = std::move(per_model);
   }
+  // The turn ended because Claude gave up on an API error: say so before the turn ends. A 401
+  // already reported by the synthetic record is not reported again; a 429 is a throttled run,
+  // with no reset time (Claude gives none when it gives up).
+  if (e.api_error_status == "401") credential_given_up(string_at(r, "result"), line_no, at, sink);
+  if (e.api_error_status == "429") {
+    proto::RateLimitInfo info;
+    info.status = e.api_error_status;
+    sink.event(proto::ev::RateLimit{info}, at);
+  }
+  turn_auth_expired_ = false;
   last_result_ = std::move(e);
   sink.turn_ended(string_at(r, "stop_reason"), at);
 }

@@ -1,6 +1,8 @@
 // One governed Claude Code run, end to end, against the REAL CLI (2.1.197, installed by
 // ./run setup) and the project's scripted model endpoint on loopback. The one-shot face is
 // driven as a user drives it: `metaharness run claude ...`, events on stdout, commands on stdin.
+#include "tests/claude/claude_run.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,15 +11,9 @@
 #include "protocol/completeness.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/frame.hpp"
-#include "tests/support/governed_run.hpp"
 
 namespace mh::test {
 namespace {
-
-class ClaudeRun : public GovernedRun {
- protected:
-  ClaudeRun() : GovernedRun("claude") {}
-};
 
 // 1. A frame that admits no shell meets a model step that asks for Bash.
 TEST_F(ClaudeRun, FrameAdmittingNoShellDeniesBashAtTheSeamAndTheVendorsDenialsPassThrough) {

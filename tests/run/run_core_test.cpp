@@ -254,6 +254,7 @@ TEST_F(RunCoreTest, SteerIsRefusedByNameOnClaude) {
 }
 
 TEST_F(RunCoreTest, PermissionSetCarriesTheVendorsRefusalInItsOwnWords) {
+  spec.deny_only = true;  // without it, plan is refused SHADOWED before it reaches the vendor
   open_and_begin(proto::DecisionMode::ask);
   command(R"({"format":"metaharness.command/1","id":"p0","command":"permission.set","posture":"yolo"})");
   EXPECT_EQ(result_for("p0").outcome.refusal->code, proto::RefusalCode::MALFORMED);
