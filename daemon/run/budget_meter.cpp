@@ -109,9 +109,9 @@ std::optional<Crossing> BudgetMeter::usage(const protocol::ev::Usage& record) {
   if (auto c = over("output_tokens", limits_.output_tokens, spend_.output_tokens, " token(s)")) return c;
   if (limits_.usd) {
     if (!spend_.usd)
-      return Crossing{"usd", usd_text(*limits_.usd),
-                      "the cost is no longer known: " + *spend_.unpriced_model +
-                          " has no price, and an unknown cost is not zero"};
+      return Crossing{
+          "usd", usd_text(*limits_.usd),
+          "the cost is no longer known: " + *spend_.unpriced_model + " has no price, and an unknown cost is not zero"};
     if (*spend_.usd > *limits_.usd) return Crossing{"usd", usd_text(*limits_.usd), usd_text(*spend_.usd) + " spent"};
   }
   return std::nullopt;

@@ -50,7 +50,7 @@ struct Spend {
   std::uint64_t output_tokens = 0;
   std::uint64_t cache_read_input_tokens = 0;
   std::uint64_t cache_creation_input_tokens = 0;
-  std::optional<double> usd = 0.0;  // nullopt: some usage could not be priced
+  std::optional<double> usd = 0.0;            // nullopt: some usage could not be priced
   std::optional<std::string> unpriced_model;  // the first model that made usd unknown
 
   json::object to_json() const;

@@ -30,6 +30,7 @@
 
 #include "daemon/process/run_processes.hpp"
 #include "daemon/run/run.hpp"
+#include "daemon/server/daily_spend.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "daemon/stream/stream_reader.hpp"
@@ -142,6 +143,9 @@ struct RunEntry {
   // Known for a run that closed in this process; a run found on disk at start has no count
   // (null in a summary, not 0: absence of evidence is not a property).
   std::optional<std::uint32_t> turns;
+  // What the run has spent (last reported) and its limits; unknown for a run found on disk.
+  std::optional<Spend> spend;
+  std::optional<adapters::Budgets> budget;
 };
 
 struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
@@ -153,6 +157,8 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
         acceptor(io),
         signals(io, SIGTERM, SIGINT),
         status_timer(registry_strand),
+        ledger_timer(registry_strand),
+        ledger(config.state_dir / "daily-spend.json", config.daily_budget),
         started_at(Clock::now()) {}
 
   unsigned threads() const {
@@ -168,6 +174,9 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
   asio::signal_set signals;
   asio::steady_timer status_timer;
   bool status_pending = false;
+  asio::steady_timer ledger_timer;
+  bool ledger_save_pending = false;
+  DailySpendLedger ledger;  // registry strand only
   Clock::time_point started_at;
   std::atomic<std::size_t> connections{0};
   std::atomic<std::uint64_t> command_counter{0};
@@ -219,6 +228,39 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
                            std::to_string(self->runs.size() - self->active) + " closed" +
                            (self->accepting ? "" : "; stopping");
       sd_notify(0, status.c_str());
+    });
+  }
+
+  // A run's spend moved (on the registry strand): the owner's day is metered, and when that
+  // crossed a daily budget every active run of the owner is stopped, saying which budget.
+  void spent(const std::string& id, std::uint32_t uid, const Spend& now) {
+    auto it = runs.find(id);
+    if (it == runs.end()) return;
+    Spend before = it->second.spend.value_or(Spend{});
+    it->second.spend = now;
+    if (!ledger.metered()) return;
+    auto crossing = ledger.add(uid, utc_day(std::chrono::system_clock::now()), before, now);
+    if (!crossing) {
+      save_ledger_soon();
+      return;
+    }
+    // The crossing itself is kept at once: a daemon killed right after must still refuse.
+    if (auto problem = ledger.save()) log(3, "daily budgets: " + *problem);
+    std::string message = crossing->message() + "; the daemon stops every run of uid " + std::to_string(uid) +
+                          " and refuses new ones until the UTC day ends";
+    log(4, message);
+    for (auto& [other_id, e] : runs)
+      if (e.run && !e.closed && e.owner_uid == uid) e.run->budget_exhausted(message);
+  }
+
+  // The ledger is written at most once a second, and at shutdown.
+  void save_ledger_soon() {
+    if (ledger_save_pending) return;
+    ledger_save_pending = true;
+    ledger_timer.expires_after(std::chrono::seconds(1));
+    ledger_timer.async_wait([self = shared_from_this()](boost::system::error_code) {
+      self->ledger_save_pending = false;
+      if (auto problem = self->ledger.save()) log(3, "daily budgets: " + *problem);
     });
   }
 
@@ -393,6 +435,9 @@ struct Daemon::Impl : std::enable_shared_from_this<Daemon::Impl> {
   void finish_shutdown() {
     signals.cancel();
     status_timer.cancel();
+    ledger_timer.cancel();
+    if (ledger.metered())
+      if (auto problem = ledger.save()) log(3, "daily budgets: " + *problem);
     io.stop();
   }
 
@@ -684,27 +729,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
       send(refusal_line("MALFORMED", *too_long, r.id));
       co_return;
     }
+    adapters::fill_unset_budgets(spec->budget, d_->config.default_budget);
+    if (auto unpriced = refuse_unpriced_budget(*spec, *adapter, d_->config.prices)) {
+      send(refusal_line("BUDGET_UNPRICED", *unpriced, r.id));
+      co_return;
+    }
     std::string id = new_run_id();
     spec->run_id = id;
     // Admission, on the registry strand.
-    auto admit = [d = d_, id]() -> std::string {
-      if (!d->accepting) return "SHUTTING_DOWN";
-      if (d->active >= d->config.max_active_runs) return "BUSY";
+    // (code, reason): empty when admitted.
+    auto admit = [d = d_, id, uid = peer_.uid]() -> std::pair<std::string, std::string> {
+      if (!d->accepting) return {"SHUTTING_DOWN", "the daemon is stopping and accepts no new run"};
+      if (d->active >= d->config.max_active_runs)
+        return {"BUSY",
+                "the daemon is at runs.max_active (" + std::to_string(d->config.max_active_runs) + ") active runs"};
+      if (auto over = d->ledger.refusal(uid, utc_day(std::chrono::system_clock::now())))
+        return {"BUDGET_EXHAUSTED", *over};
       ++d->active;  // reserved; released below if the run cannot be created
       RunEntry placeholder;
       placeholder.id = id;
       d->runs.emplace(id, std::move(placeholder));
-      return "";
+      return {};
     };
-    std::string refusal = co_await d_->on_registry(std::move(admit));
-    if (refusal == "SHUTTING_DOWN") {
-      send(refusal_line(refusal, "the daemon is stopping and accepts no new run", r.id));
-      co_return;
-    }
-    if (refusal == "BUSY") {
-      send(refusal_line(
-          refusal, "the daemon is at runs.max_active (" + std::to_string(d_->config.max_active_runs) + ") active runs",
-          r.id));
+    auto [refusal, why] = co_await d_->on_registry(std::move(admit));
+    if (!refusal.empty()) {
+      send(refusal_line(refusal, why, r.id));
       co_return;
     }
 
@@ -716,6 +765,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     options.fsync_each_event = d_->config.fsync_each_event;
     options.max_vendor_line_bytes = d_->config.max_vendor_line_bytes;
     options.max_event_line_bytes = d_->config.max_event_line_bytes;
+    options.prices = d_->config.prices;
+    options.on_spend = [d = d_, id, uid = peer_.uid](const Spend& spend) {
+      asio::post(d->registry_strand, [d, id, uid, spend] { d->spent(id, uid, spend); });
+    };
     std::error_code ec;
     std::filesystem::create_directories(options.run_dir, ec);
     if (const json::value* scenario = run->get_object().if_contains("model_scenario");
@@ -738,6 +791,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     auto labels = spec->labels;
     auto adapter_name = spec->adapter;
+    auto budget = spec->budget;
     options.spec = std::move(*spec);
     auto run_dir = options.run_dir;
     auto created = Run::create(d_->io, *adapter, std::move(options));
@@ -755,8 +809,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       co_return;
     }
     std::shared_ptr<Run> handle = *created;
-    auto record = [d = d_, id, handle, uid = peer_.uid, adapter_name, labels] {
+    auto record = [d = d_, id, handle, uid = peer_.uid, adapter_name, labels, budget] {
       RunEntry& e = d->runs[id];
+      e.budget = budget;
       e.dir = handle->run_dir();
       e.run = handle;
       e.stream = handle->stream();
@@ -835,6 +890,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       o["pid"] = status->pid;
     else
       o["pid"] = nullptr;
+    // Spend so far and the run's budgets; null for a run found on disk (not kept there).
+    std::optional<Spend> spend = status ? std::optional<Spend>(status->spend) : e.spend;
+    o["spend"] = spend ? json::value(spend->to_json()) : json::value(nullptr);
+    std::optional<adapters::Budgets> budget = status ? std::optional<adapters::Budgets>(status->budget) : e.budget;
+    o["budget"] = budget ? json::value(adapters::budgets_to_json(*budget)) : json::value(nullptr);
     co_return o;
   }
 
@@ -1208,6 +1268,7 @@ int Daemon::run() {
     return 2;
   }
   d.recover_state();
+  if (auto problem = d.ledger.load(utc_day(std::chrono::system_clock::now()))) log(4, "daily budgets: " + *problem);
   std::string error;
   if (!d.listen(error)) {
     log(3, error);

@@ -39,7 +39,8 @@ std::optional<std::string> DailySpendLedger::load(std::int64_t day) {
     if (key.empty() || *end != '\0' || uid > UINT32_MAX || !kv.value().is_object()) continue;
     const auto& s = kv.value().get_object();
     DaySpend d;
-    if (auto i = s.if_contains("input_tokens") ? protocol::exact_int64(s.at("input_tokens")) : std::nullopt; i && *i >= 0)
+    if (auto i = s.if_contains("input_tokens") ? protocol::exact_int64(s.at("input_tokens")) : std::nullopt;
+        i && *i >= 0)
       d.input_tokens = static_cast<std::uint64_t>(*i);
     if (auto i = s.if_contains("output_tokens") ? protocol::exact_int64(s.at("output_tokens")) : std::nullopt;
         i && *i >= 0)
@@ -80,19 +81,21 @@ std::optional<Crossing> DailySpendLedger::add(std::uint32_t uid, std::int64_t da
 }
 
 std::optional<Crossing> DailySpendLedger::crossing(std::uint32_t uid, const DaySpend& d) const {
-  std::string who = " of uid " + std::to_string(uid);
+  std::string who = " today by uid " + std::to_string(uid);
   if (daily_.input_tokens && d.input_tokens >= *daily_.input_tokens)
-    return Crossing{"daily input_tokens" + who, std::to_string(*daily_.input_tokens) + " token(s)",
-                    std::to_string(d.input_tokens) + " token(s) today"};
+    return Crossing{"daily input_tokens", std::to_string(*daily_.input_tokens) + " token(s)",
+                    std::to_string(d.input_tokens) + " token(s)" + who};
   if (daily_.output_tokens && d.output_tokens >= *daily_.output_tokens)
-    return Crossing{"daily output_tokens" + who, std::to_string(*daily_.output_tokens) + " token(s)",
-                    std::to_string(d.output_tokens) + " token(s) today"};
+    return Crossing{"daily output_tokens", std::to_string(*daily_.output_tokens) + " token(s)",
+                    std::to_string(d.output_tokens) + " token(s)" + who};
   if (daily_.usd) {
     char limit[48], spent[48];
     std::snprintf(limit, sizeof limit, "$%.4f", *daily_.usd);
-    if (!d.usd) return Crossing{"daily usd" + who, limit, "today's cost is no longer known (an unpriced model)"};
+    if (!d.usd)
+      return Crossing{"daily usd", limit,
+                      "the cost" + who + " is no longer known (an unpriced model), and an unknown cost is not zero"};
     std::snprintf(spent, sizeof spent, "$%.4f", *d.usd);
-    if (*d.usd >= *daily_.usd) return Crossing{"daily usd" + who, limit, std::string(spent) + " today"};
+    if (*d.usd >= *daily_.usd) return Crossing{"daily usd", limit, std::string(spent) + who};
   }
   return std::nullopt;
 }

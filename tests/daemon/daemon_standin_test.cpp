@@ -1,6 +1,7 @@
 // The daemon at volume, hosting the stand-in harness (tests/standin) in place of the real CLI:
 // hundreds of concurrent runs, and readers that do not keep up.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -236,6 +237,7 @@ TEST_F(DaemonStandin, TwoHundredConcurrentRunsAreEachDecidedByTheirAttachedClien
   std::vector<std::unique_ptr<SocketClient>> controllers;
   for (int i = 0; i < kRuns; ++i) {
     ids.push_back(submit(standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)")));
+    ASSERT_FALSE(ids.back().empty()) << "submit " << i << " was not answered";
     controllers.push_back(std::make_unique<SocketClient>(daemon->socket()));
     controllers.back()->send(socket_request("attach", R"("run_id":")" + ids.back() + R"(","from_seq":1)"));
   }
@@ -290,6 +292,82 @@ TEST_F(DaemonStandin, AStalledReaderNeverHoldsUpTheRunOrAFastReader) {
   // The stalled reader loses nothing: when it finally reads, everything is there.
   ASSERT_TRUE(stalled.wait_reply("end", 120s));
   EXPECT_EQ(stalled.events_named("text").size(), 20000u);
+}
+
+// --- Issue 9: budgets over the socket ---------------------------------------------------------
+
+std::string first_warning(const std::vector<EventLine>& events, const std::string& code) {
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == code) return e.str("message");
+  return "";
+}
+
+TEST_F(DaemonStandin, ADefaultBudgetFromTheConfigAppliesToARunThatNamesNoneAndGetShowsTheSpend) {
+  restart("", "[budgets]\ntool_calls = 0\n");
+  std::string id = submit(standin_run("bash_marker.json"));
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().str("reason"), "budget");
+  EXPECT_NE(first_warning(events, "BUDGET_EXHAUSTED").find("tool_calls budget of 0"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/marker.txt"));
+  SocketClient c(daemon->socket());
+  auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(got);
+  const auto& budget = got->object.at("budget").as_object();
+  EXPECT_EQ(budget.at("tool_calls").to_number<int>(), 0) << got->raw;
+  const auto& spend = got->object.at("spend").as_object();
+  EXPECT_EQ(spend.at("tool_calls").to_number<int>(), 1) << got->raw;
+  EXPECT_GT(spend.at("output_tokens").to_number<int>(), 0) << got->raw;
+  EXPECT_TRUE(spend.at("usd").is_double() || spend.at("usd").is_null());
+  auto listed = c.request(socket_request("list"));
+  ASSERT_TRUE(listed);
+  EXPECT_TRUE(listed->object.at("runs").as_array().at(0).as_object().contains("spend")) << listed->raw;
+}
+
+TEST_F(DaemonStandin, AUsdBudgetForAModelWithNoPriceIsRefusedAtSubmitByName) {
+  SocketClient c(daemon->socket());
+  auto reply = c.request(socket_request("submit", standin_run("bash_marker.json", R"("budget":{"usd":1})")));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->str("code"), "BUDGET_UNPRICED") << reply->raw;
+  EXPECT_NE(reply->str("reason").find("names no model"), std::string::npos) << reply->raw;
+  EXPECT_EQ(run_dirs(), 0u);
+  auto bad = c.request(socket_request("submit", standin_run("bash_marker.json", R"("budget":{"minutes":1})")));
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->str("code"), "MALFORMED");
+  EXPECT_NE(bad->str("reason").find("unknown budget \"minutes\""), std::string::npos) << bad->raw;
+}
+
+TEST_F(DaemonStandin, ADailyBudgetStopsEveryRunOfTheOwnerAndRefusesTheirNextSubmitUntilTheDayEnds) {
+  // Each stand-in assistant message reports one output token: the first run's call makes 1 (and
+  // it then waits on its decision), the second run's call the second, which reaches the owner's
+  // daily budget: both runs, each waiting on a decision, are stopped.
+  restart("", "[budgets.daily]\noutput_tokens = 2\n");
+  std::string waiting = submit(standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)"));
+  SocketClient controller(daemon->socket());
+  controller.send(socket_request("attach", R"("run_id":")" + waiting + R"(","from_seq":1)"));
+  ASSERT_TRUE(controller.wait_event("tool.requested", 60s)) << "the first run waits on its call";
+  std::string crossing = submit(standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)"));
+  for (const auto& id : {waiting, crossing}) {
+    auto events = follow(id);
+    ASSERT_FALSE(events.empty()) << id;
+    EXPECT_EQ(events.back().str("reason"), "budget") << id;
+    auto message = first_warning(events, "BUDGET_EXHAUSTED");
+    EXPECT_NE(message.find("the daily output_tokens budget of 2 token(s) is exhausted: 2 token(s) today by uid " +
+                           std::to_string(::geteuid())),
+              std::string::npos)
+        << id << ": " << message;
+  }
+  SocketClient c(daemon->socket());
+  auto refused = c.request(socket_request("submit", standin_run("bash_marker.json")));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->str("code"), "BUDGET_EXHAUSTED") << refused->raw;
+  EXPECT_NE(refused->str("reason").find("until the UTC day ends"), std::string::npos) << refused->raw;
+  // The day's figures survive a restart of the daemon, even a kill -9 right after the crossing.
+  restart("", "[budgets.daily]\noutput_tokens = 2\n");
+  SocketClient after(daemon->socket());
+  auto still = after.request(socket_request("submit", standin_run("bash_marker.json")));
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->str("code"), "BUDGET_EXHAUSTED") << still->raw;
 }
 
 }  // namespace

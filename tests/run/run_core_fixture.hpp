@@ -2,11 +2,10 @@
 // with the CLI's own record shapes, its effects recorded. Deterministic: no process, no clock.
 #pragma once
 
-#include "daemon/run/run_core.hpp"
-
 #include <gtest/gtest.h>
 
 #include "adapters/claude/claude_adapter.hpp"
+#include "daemon/run/run_core.hpp"
 #include "protocol/digest.hpp"
 #include "tests/run/claude_lines.hpp"
 
