@@ -324,6 +324,10 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
   bool synthetic = false;
   if (const json::value* s = r.if_contains("isSynthetic"); s && s->is_bool()) synthetic = s->get_bool();
   std::optional<std::string> origin = synthetic ? "synthetic" : "user";
+  // A user record inside a sub-agent's conversation (parent_tool_use_id set) was written by the
+  // agent that spawned it (its task prompt), not by whoever drives the run.
+  if (const json::value* parent = r.if_contains("parent_tool_use_id"); parent && parent->is_string() && !synthetic)
+    origin = "subagent";
   const json::value* content = message->get_object().if_contains("content");
   if (!content) return;
   if (content->is_string()) {

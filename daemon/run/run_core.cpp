@@ -315,6 +315,8 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
     again.subjects = adapter_.subjects_for(call);
     again.decision_required = false;
     again.seam = has_reply ? reply.seam : st.seam;
+    again.agent = call.agent;
+    again.escalation = call.escalation;
     st.requested_seq = effects_.emit(std::move(again), std::nullopt);
     warn("REQUEST_MUTATED", st.call.call_id +
                                 " was presented with one input and the vendor then asked to run "
