@@ -27,8 +27,9 @@ class BothVendors : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<CliProcess> start(const std::string& scenario, std::vector<std::string> extra,
                                     std::optional<std::vector<std::string>> env = std::nullopt) {
-    std::vector<std::string> argv = {metaharness_binary().string(), "run", adapter(), "-p", "go", "--model-scenario",
-                                     shared(scenario).string(), "--run-dir", run_dir().string()};
+    std::vector<std::string> argv = {
+        metaharness_binary().string(), "run",       adapter(),         "-p", "go", "--model-scenario",
+        shared(scenario).string(),     "--run-dir", run_dir().string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<CliProcess>(argv, std::move(env));
   }
@@ -89,8 +90,8 @@ TEST_P(BothVendors, AUsdBudgetAtTheModelsPriceEndsTheRunWithReasonBudget) {
 }
 
 TEST_P(BothVendors, AUsdBudgetForAModelWithNoPriceIsRefusedBeforeAnythingSpawns) {
-  auto p = start("two_turns", {"--model", "a-model-nobody-priced", "--config", write_prices(1.0).string(), "--budget",
-                               "usd=5"});
+  auto p = start("two_turns",
+                 {"--model", "a-model-nobody-priced", "--config", write_prices(1.0).string(), "--budget", "usd=5"});
   EXPECT_EQ(p->finish(60s), 2) << p->stderr_text();
   auto warnings = p->events_named("warning");
   ASSERT_EQ(warnings.size(), 1u);
@@ -156,8 +157,8 @@ TEST_P(BothVendors, AVendorThatExitsBeforeItOpensASessionIsNamedInTheStream) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     env.emplace_back(*e);
-  env.push_back(std::string(adapter() == "claude" ? "METAHARNESS_CLAUDE_BIN" : "METAHARNESS_CODEX_BIN") +
-                "=" + (source_dir() / "tests/policy/exits_at_once.sh").string());
+  env.push_back(std::string(adapter() == "claude" ? "METAHARNESS_CLAUDE_BIN" : "METAHARNESS_CODEX_BIN") + "=" +
+                (source_dir() / "tests/policy/exits_at_once.sh").string());
   auto p = start("two_turns", {}, env);
   EXPECT_EQ(p->finish(60s), 3) << p->stderr_text();
   auto warnings = p->events_named("warning");

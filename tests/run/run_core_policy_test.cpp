@@ -291,11 +291,11 @@ TEST_F(RunCorePolicy, ABudgetKeptOutsideTheRunStopsItWithTheHostsWords) {
 
 TEST_F(RunCorePolicy, ASubAgentsTaskPromptIsAnInjectionFromTheSpawningAgent) {
   open_and_begin(proto::DecisionMode::frame);
-  feed(lines::line({{"type", "user"},
-                    {"message", json::object{{"role", "user"},
-                                             {"content", json::array{json::object{{"type", "text"},
-                                                                                  {"text", "list the files"}}}}}},
-                    {"parent_tool_use_id", "toolu_agent"}}));
+  feed(lines::line(
+      {{"type", "user"},
+       {"message", json::object{{"role", "user"},
+                                {"content", json::array{json::object{{"type", "text"}, {"text", "list the files"}}}}}},
+       {"parent_tool_use_id", "toolu_agent"}}));
   auto injection = only<proto::ev::Injection>();
   EXPECT_EQ(injection.text, "list the files");
   EXPECT_EQ(injection.origin, "subagent");
@@ -303,19 +303,22 @@ TEST_F(RunCorePolicy, ASubAgentsTaskPromptIsAnInjectionFromTheSpawningAgent) {
 
 TEST_F(RunCorePolicy, ACallReAskedWithAnotherInputKeepsTheAgentThatMadeIt) {
   open_and_begin(proto::DecisionMode::ask);
-  feed(lines::line({{"type", "assistant"},
-                    {"message", json::object{{"id", "msg_s"},
-                                             {"role", "assistant"},
-                                             {"model", "claude-opus-4-8"},
-                                             {"content", json::array{json::object{{"type", "tool_use"},
-                                                                                  {"id", "toolu_sub"},
-                                                                                  {"name", "Bash"},
-                                                                                  {"input", kBash}}}}}},
-                    {"parent_tool_use_id", "toolu_agent"}}));
+  feed(lines::line(
+      {{"type", "assistant"},
+       {"message",
+        json::object{{"id", "msg_s"},
+                     {"role", "assistant"},
+                     {"model", "claude-opus-4-8"},
+                     {"content", json::array{json::object{
+                                     {"type", "tool_use"}, {"id", "toolu_sub"}, {"name", "Bash"}, {"input", kBash}}}}}},
+       {"parent_tool_use_id", "toolu_agent"}}));
   ASSERT_EQ(only<proto::ev::ToolRequested>().agent, "toolu_agent");
   json::object other{{"command", "rm -rf /"}, {"description", "not what was presented"}};
-  json::object hook_input{{"hook_event_name", "PreToolUse"}, {"tool_name", "Bash"}, {"tool_input", other},
-                          {"tool_use_id", "toolu_sub"},      {"agent_id", "toolu_agent"}};
+  json::object hook_input{{"hook_event_name", "PreToolUse"},
+                          {"tool_name", "Bash"},
+                          {"tool_input", other},
+                          {"tool_use_id", "toolu_sub"},
+                          {"agent_id", "toolu_agent"}};
   feed(lines::line({{"type", "control_request"},
                     {"request_id", "hk-9"},
                     {"request", json::object{{"subtype", "hook_callback"}, {"input", hook_input}}}}));

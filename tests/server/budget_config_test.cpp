@@ -93,7 +93,10 @@ TEST(DailySpend, AddsEachRunsDifferenceAndReportsTheCrossingOnce) {
   EXPECT_FALSE(ledger.refusal(1000, 20000));
   auto crossed = ledger.add(1000, 20000, spend(0, 0, 0), spend(5, 40, 0));  // a second run of the same owner
   ASSERT_TRUE(crossed);
-  EXPECT_NE(crossed->message().find("daily output_tokens of uid 1000"), std::string::npos) << crossed->message();
+  EXPECT_NE(crossed->message().find(
+                "the daily output_tokens budget of 100 token(s) is exhausted: 105 token(s) today by uid 1000"),
+            std::string::npos)
+      << crossed->message();
   EXPECT_FALSE(ledger.add(1000, 20000, spend(5, 40, 0), spend(6, 41, 0))) << "reported once";
   EXPECT_TRUE(ledger.refusal(1000, 20000));
   EXPECT_FALSE(ledger.refusal(1001, 20000)) << "another owner's day is their own";
