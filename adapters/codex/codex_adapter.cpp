@@ -6,8 +6,10 @@
 #include <ctime>
 #include <deque>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "adapters/codex/codex_evidence.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/time_text.hpp"
@@ -224,15 +226,32 @@ std::vector<std::string> patch_subjects(const json::value& input) {
 
 namespace {
 
-enum class Purpose { initialize, thread_start, turn_start, control, inject, clean, other };
+// What an answer of app-server is for. The evidence requests are asked while the thread starts
+// (mcp_servers right after, since it needs the thread): session.started waits for their answers.
+enum class Purpose {
+  initialize,
+  thread_start,
+  account,
+  plugins,
+  config,
+  mcp_servers,
+  turn_start,
+  control,
+  inject,
+  clean,
+  other
+};
 
 class Session final : public AdapterSession {
  public:
-  Session(const LaunchPlan& plan, bool deny_only)
+  // `offline`: the reader alone over a retained transcript (translate), where no request of ours
+  // is known and answers are recognised by their shape.
+  Session(const LaunchPlan& plan, bool deny_only, bool offline = false)
       : cwd_(plan.cwd),
         attestation_(plan.attestation),
         transcript_(plan.transcript_path.string()),
-        deny_only_(deny_only) {}
+        deny_only_(deny_only),
+        offline_(offline) {}
 
   // --- start ---------------------------------------------------------------------------------
 
@@ -268,6 +287,9 @@ class Session final : public AdapterSession {
   void read(const json::object& m, std::string_view raw, std::uint64_t line_no, AdapterSink& sink) {
     auto method = string_at(m, "method");
     const json::value* id = m.if_contains("id");
+    // Offline, where the start-up answers end is known only by what follows them: the first
+    // server request or answer that is not evidence came after the session opened.
+    if (offline_ && thread_result_ && !started_ && id && !evidence_shaped(m)) open_session(sink, /*ready=*/true);
     const json::object* params = object_at(m, "params");
     static const json::object kEmpty;
     if (method && id) {
@@ -281,7 +303,12 @@ class Session final : public AdapterSession {
     }
   }
 
-  void on_vendor_end(AdapterSink& sink) override { release_early_notifications(sink); }
+  void on_vendor_end(AdapterSink& sink) override {
+    // A thread that started is recorded even if Codex went before answering all the evidence
+    // requests (what it did not answer stays unknown); nothing is left to start a turn in.
+    if (thread_result_ && !started_) open_session(sink, /*ready=*/false);
+    release_early_notifications(sink);
+  }
 
   // --- hooks ---------------------------------------------------------------------------------
 
@@ -434,9 +461,9 @@ class Session final : public AdapterSession {
               "\" is not a Codex posture; the vocabulary is "
               "untrusted, read-only, workspace-write, danger-full-access (on-request, on-failure "
               "and never are refused: they switch the approval seam off)");
-    if (thread_id_.empty()) {
-      // Before the thread exists (Codex would refuse an empty thread id): sent the moment it
-      // does, before its first turn.
+    if (!started_) {
+      // Before the session opens (Codex would refuse an empty thread id, and the answer must not
+      // come before session.started): sent the moment it opens, before its first turn.
       std::int64_t id = ++next_id_;
       purposes_[id] = Purpose::control;
       deferred_settings_.emplace_back(id, std::move(settings));
@@ -475,7 +502,8 @@ class Session final : public AdapterSession {
 
   std::int64_t request(AdapterSink& sink, std::string_view method, json::object params, Purpose purpose) {
     std::int64_t id = ++next_id_;
-    purposes_[id] = purpose;
+    // Offline nothing is sent, and the transcript's ids are another run's: answers go by shape.
+    if (!offline_) purposes_[id] = purpose;
     sink.write_vendor(
         proto::canonical_json(json::object{{"method", method}, {"id", id}, {"params", std::move(params)}}));
     return id;
@@ -513,13 +541,15 @@ class Session final : public AdapterSession {
     const json::object* result = object_at(m, "result");
     const json::object* error = object_at(m, "error");
     std::string error_text = error ? string_at(*error, "message").value_or(proto::canonical_json(*error)) : "";
-    // Offline (translate) nothing is known of our ids: recognise the two answers that matter by
+    // Offline (translate) nothing is known of our ids: recognise the answers that matter by
     // their shape.
     if (!purpose && result) {
       if (result->contains("userAgent"))
         purpose = Purpose::initialize;
       else if (result->contains("thread"))
         purpose = Purpose::thread_start;
+      else if (offline_)
+        purpose = evidence_purpose(*result);
     }
     if (!purpose) {
       opaque(sink, std::string("response"), std::nullopt, proto::sha256_hex(raw), line_no);
@@ -549,30 +579,18 @@ class Session final : public AdapterSession {
         }
         const json::object* thread = object_at(*result, "thread");
         if (thread) thread_id_ = string_at(*thread, "id").value_or("");
-        proto::ev::SessionStarted s;
-        s.adapter = "codex";
-        s.adapter_class = proto::AdapterClass::harness;
-        s.harness_version = version_.empty() ? std::nullopt : std::optional<std::string>(version_);
-        s.session_id = thread_id_.empty() ? std::nullopt : std::optional<std::string>(thread_id_);
-        s.model = string_at(*result, "model");
-        if (const json::value* policy = result->if_contains("approvalPolicy"))
-          s.permission_mode = policy->is_string() ? std::string(policy->get_string()) : proto::canonical_json(*policy);
-        s.cwd = string_at(*result, "cwd");
-        if (!s.cwd && thread) s.cwd = string_at(*thread, "cwd");
-        s.transcript = proto::TranscriptRef{transcript_, std::nullopt, std::nullopt};
-        s.hermetic = attestation_;
-        model_ = s.model;
-        sink.event(std::move(s), std::nullopt);
-        for (auto& [deferred_id, settings] : deferred_settings_) {
-          settings["threadId"] = thread_id_;
-          sink.write_vendor(proto::canonical_json(json::object{
-              {"method", "thread/settings/update"}, {"id", deferred_id}, {"params", std::move(settings)}}));
-        }
-        deferred_settings_.clear();
-        release_early_notifications(sink);
-        sink.session_ready();
+        thread_result_ = *result;
+        // The thread's own MCP connections (not a second discovery of the configured servers).
+        if (!offline_) ask_mcp_servers(sink, std::nullopt);
+        maybe_open(sink);
         return;
       }
+      case Purpose::account:
+      case Purpose::plugins:
+      case Purpose::config:
+      case Purpose::mcp_servers:
+        evidence_answered(*purpose, result, error_text, sink);
+        return;
       case Purpose::turn_start:
         if (error) sink.fail_run("codex refused turn/start: " + error_text);
         return;
@@ -612,6 +630,164 @@ class Session final : public AdapterSession {
                          {"sandbox", "workspace-write"},
                          {"config", json::object{{"bypass_hook_trust", true}}}},
             Purpose::thread_start);
+    // What Codex says about its own surface, asked while the thread starts (each answers in a few
+    // ms, thread/start in ~200 ms: measured on 0.171.0), so the first turn waits for nothing more
+    // than the thread-scoped MCP list after it.
+    ask_evidence(sink, "account/read", json::object{}, Purpose::account);
+    ask_evidence(sink, "plugin/installed", json::object{{"cwds", json::array{cwd_.string()}}}, Purpose::plugins);
+    ask_evidence(sink, "config/read", json::object{{"cwd", cwd_.string()}}, Purpose::config);
+  }
+
+  // --- the evidence session.started carries ---------------------------------------------------
+
+  void ask_evidence(AdapterSink& sink, std::string_view method, json::object params, Purpose purpose) {
+    ++evidence_pending_;
+    request(sink, method, std::move(params), purpose);
+  }
+
+  void ask_mcp_servers(AdapterSink& sink, std::optional<std::string> cursor) {
+    json::object params{{"threadId", thread_id_}, {"detail", "toolsAndAuthOnly"}};
+    if (cursor) params["cursor"] = *cursor;
+    ask_evidence(sink, "mcpServerStatus/list", std::move(params), Purpose::mcp_servers);
+  }
+
+  static std::string_view method_of(Purpose purpose) {
+    switch (purpose) {
+      case Purpose::account:
+        return "account/read";
+      case Purpose::plugins:
+        return "plugin/installed";
+      case Purpose::config:
+        return "config/read";
+      default:
+        return "mcpServerStatus/list";
+    }
+  }
+
+  // Offline only: the evidence answers by their shape.
+  static std::optional<Purpose> evidence_purpose(const json::object& result) {
+    if (result.contains("requiresOpenaiAuth")) return Purpose::account;
+    if (result.contains("marketplaces")) return Purpose::plugins;
+    if (result.contains("config")) return Purpose::config;
+    if (result.contains("data") && result.contains("nextCursor")) return Purpose::mcp_servers;
+    return std::nullopt;
+  }
+
+  static bool evidence_shaped(const json::object& m) {
+    const json::object* result = object_at(m, "result");
+    return result && !m.contains("method") && evidence_purpose(*result).has_value();
+  }
+
+  // One evidence answer. A refusal or an answer that does not say leaves its field null (unknown),
+  // and says so after session.started; the answer itself is in the transcript.
+  void evidence_answered(Purpose purpose, const json::object* result, const std::string& error_text,
+                         AdapterSink& sink) {
+    if (evidence_pending_ > 0) --evidence_pending_;
+    std::string method(method_of(purpose));
+    bool said = false;
+    if (result && purpose == Purpose::account) {
+      credential_source_ = credential_source(*result);
+      said = credential_source_.has_value();
+    } else if (result && purpose == Purpose::plugins) {
+      plugins_ = installed_plugins(*result);
+      said = plugins_.has_value();
+    } else if (result && purpose == Purpose::config) {
+      output_style_ = output_style(*result);
+      said = output_style_.has_value();
+    } else if (result) {
+      if (auto page = mcp_server_page(*result)) {
+        for (auto& server : page->servers)
+          mcp_seen_.push_back(std::move(server));
+        // A cursor Codex already gave is a list that does not end: no list.
+        if (page->next_cursor && mcp_cursors_.insert(*page->next_cursor).second) {
+          if (!offline_) ask_mcp_servers(sink, page->next_cursor);
+          return;  // more pages follow (offline: their answers come next in the transcript)
+        }
+        said = !page->next_cursor;
+        mcp_done_ = said;
+      }
+    }
+    if (!said) {
+      std::string field = purpose == Purpose::account   ? "credential_source"
+                          : purpose == Purpose::plugins ? "plugins"
+                          : purpose == Purpose::config  ? "output_style"
+                                                        : "mcp_servers";
+      if (purpose == Purpose::mcp_servers) mcp_failed_ = true;
+      // The answer stays in the transcript; the stream says what it left unknown (after
+      // session.started, which opens every stream).
+      std::string note = (result ? "codex's answer to " + method + " does not say what metaharness reads from it"
+                                 : "codex refused " + method + ": " + error_text) +
+                         "; session.started." + field + " is null (unknown)";
+      if (started_)
+        sink.event(proto::ev::Warning{"VENDOR_REFUSED", std::move(note)}, std::nullopt);
+      else
+        evidence_notes_.push_back(std::move(note));
+    }
+    if (offline_ && purpose == Purpose::mcp_servers && thread_result_ && !started_) {
+      open_session(sink, /*ready=*/true);
+      return;
+    }
+    maybe_open(sink);
+  }
+
+  void maybe_open(AdapterSink& sink) {
+    if (thread_result_ && !started_ && evidence_pending_ == 0 && !offline_) open_session(sink, /*ready=*/true);
+  }
+
+  // session.started, from thread/start's answer and the evidence, then what waited for it. A memory
+  // file Codex reports loaded stops the run here, before its first turn, so the model never reads
+  // it: the attestation then says H11 did not hold, and why.
+  void open_session(AdapterSink& sink, bool ready) {
+    started_ = true;
+    const json::object& result = *thread_result_;
+    const json::object* thread = object_at(result, "thread");
+    proto::ev::SessionStarted s;
+    s.adapter = "codex";
+    s.adapter_class = proto::AdapterClass::harness;
+    s.harness_version = version_.empty() ? std::nullopt : std::optional<std::string>(version_);
+    s.session_id = thread_id_.empty() ? std::nullopt : std::optional<std::string>(thread_id_);
+    s.model = string_at(result, "model");
+    if (const json::value* policy = result.if_contains("approvalPolicy"))
+      s.permission_mode = policy->is_string() ? std::string(policy->get_string()) : proto::canonical_json(*policy);
+    s.cwd = string_at(result, "cwd");
+    if (!s.cwd && thread) s.cwd = string_at(*thread, "cwd");
+    s.credential_source = credential_source_;
+    s.output_style = output_style_;
+    s.plugins = plugins_;
+    if (mcp_done_ && !mcp_failed_) s.mcp_servers = mcp_seen_;
+    s.transcript = proto::TranscriptRef{transcript_, std::nullopt, std::nullopt};
+    s.hermetic = attestation_;
+    // Metaharness puts no instruction file anywhere (the run pins no input tree): every one Codex
+    // reports loaded came from outside.
+    std::vector<std::string> loaded_files = instruction_sources(result).value_or(std::vector<std::string>{});
+    std::string loaded;
+    for (const auto& path : loaded_files)
+      loaded += (loaded.empty() ? "" : ", ") + path;
+    if (!loaded_files.empty()) {
+      std::erase_if(s.hermetic.imposed, [](const auto& r) { return r.row == proto::HermeticRow::h11; });
+      s.hermetic.unavailable.push_back(
+          {proto::HermeticRow::h11, "Codex reports loading " + loaded + " (thread/start instructionSources)"});
+      std::sort(s.hermetic.unavailable.begin(), s.hermetic.unavailable.end(),
+                [](const auto& x, const auto& y) { return x.row < y.row; });
+    }
+    model_ = s.model;
+    sink.event(std::move(s), std::nullopt);
+    for (const auto& note : evidence_notes_)
+      sink.event(proto::ev::Warning{"VENDOR_REFUSED", note}, std::nullopt);
+    for (auto& [deferred_id, settings] : deferred_settings_) {
+      settings["threadId"] = thread_id_;
+      sink.write_vendor(proto::canonical_json(
+          json::object{{"method", "thread/settings/update"}, {"id", deferred_id}, {"params", std::move(settings)}}));
+    }
+    deferred_settings_.clear();
+    release_early_notifications(sink);
+    if (!loaded_files.empty()) {
+      sink.fail_run("codex loaded a memory file metaharness did not put there: " + loaded +
+                    " (thread/start instructionSources); the run stops before its first turn, so the model never "
+                    "reads it");
+      return;
+    }
+    if (ready) sink.session_ready();
   }
 
   void server_request(const std::string& method, const json::value& id, const json::object& params,
@@ -757,7 +933,7 @@ class Session final : public AdapterSession {
         // The credential the run launched with stopped working: the vendor's own words.
         std::string detail = string_at(*error, "message").value_or("");
         if (auto more = string_at(*error, "additionalDetails"); more && !more->empty()) detail += " (" + *more + ")";
-        sink.event(proto::ev::AuthExpired{std::nullopt, detail, line_no}, at);
+        sink.event(proto::ev::AuthExpired{credential_source_, detail, line_no}, at);
         return;
       }
     }
@@ -894,6 +1070,19 @@ class Session final : public AdapterSession {
   proto::HermeticAttestation attestation_;
   std::string transcript_;
   bool deny_only_ = false;
+  bool offline_ = false;
+  // Start-up: thread/start's answer and the evidence, until session.started is written.
+  std::optional<json::object> thread_result_;
+  bool started_ = false;
+  std::size_t evidence_pending_ = 0;
+  std::optional<std::string> credential_source_;
+  std::optional<std::string> output_style_;
+  std::optional<std::vector<proto::PluginRef>> plugins_;
+  std::vector<proto::McpServerRef> mcp_seen_;
+  std::set<std::string> mcp_cursors_;
+  bool mcp_done_ = false;
+  bool mcp_failed_ = false;
+  std::vector<std::string> evidence_notes_;
   std::map<std::string, std::uint64_t> approvals_per_item_;               // item id -> approval requests seen
   std::vector<std::pair<std::int64_t, json::object>> deferred_settings_;  // permission.set before the thread
   std::int64_t next_id_ = 0;
@@ -1018,7 +1207,10 @@ class CodexAdapter final : public Adapter {
          << "model = " << toml_string(spec.model.value_or(std::string(kDefaultModel))) << "\n"
          << "model_provider = \"metaharness\"\n"
          << "# Hosted web search runs on the provider's side, where nothing can gate it: off.\n"
-         << "web_search = \"disabled\"\n\n"
+         << "web_search = \"disabled\"\n"
+         << "# The project root is the working directory itself: no AGENTS.md above it is read (by default\n"
+         << "# Codex reads one in every directory from the git root down to the working directory).\n"
+         << "project_root_markers = []\n\n"
          << "[features]\n"
          << "# No interactive TTY sessions: write_stdin, which no hook or approval sees, has nothing to write into.\n"
          << "unified_exec_tty = false\n\n"
@@ -1029,7 +1221,8 @@ class CodexAdapter final : public Adapter {
          << "env_key = \"" << kTokenEnv << "\"\n";
     for (const auto& [key, value] : spec.vendor_options)
       toml << key << " = " << value << "\n";
-    toml << "\n# The project stays untrusted: no project rules or hooks can pre-approve anything.\n"
+    toml << "\n# The project stays untrusted: no project rules or hooks can pre-approve anything, and Codex\n"
+         << "# reads no AGENTS.md of it.\n"
          << "[projects." << toml_string(work.string()) << "]\n"
          << "trust_level = \"untrusted\"\n\n"
          << "[[hooks.PreToolUse]]\n"
@@ -1069,6 +1262,14 @@ class CodexAdapter final : public Adapter {
         {HermeticRow::h5, "config.toml configures no MCP server"},
         {HermeticRow::h6, "no credential file is copied: the model endpoint's per-run token is the only credential"},
         {HermeticRow::h8, "hooks run with their trust bypassed per thread (bypass_hook_trust), never skipped"},
+        // Under an operator's --cwd too: Codex reads no AGENTS.md of an untrusted project (its own
+        // or above it), and what it did load is checked before the first turn.
+        {HermeticRow::h11,
+         "the project " + work.string() +
+             " is pinned untrusted, and Codex reads no AGENTS.md of an untrusted project; project_root_markers = [] "
+             "keeps the project root at the working directory, so none above it is read either; the fresh "
+             "CODEX_HOME holds none; and the run stops before its first turn if Codex reports loading any "
+             "instruction file (thread/start instructionSources)"},
     };
     if (!spec.cwd)
       a.imposed.push_back({HermeticRow::h7, "working directory " + work.string() + " inside the run's scratch"});
@@ -1076,8 +1277,6 @@ class CodexAdapter final : public Adapter {
     if (spec.cwd) a.unavailable.push_back({HermeticRow::h7, "the operator named the working directory " + *spec.cwd});
     a.unavailable.push_back({HermeticRow::h9, "the plan runs no doctor; the version is read from initialize"});
     a.unavailable.push_back({HermeticRow::h10, "the run pins no input tree"});
-    a.unavailable.push_back(
-        {HermeticRow::h11, "AGENTS.md in an ancestor of the working directory is not searched for"});
     std::sort(a.unavailable.begin(), a.unavailable.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
     if (spec.deny_only)
       a.ambient_inputs = {
@@ -1107,7 +1306,7 @@ class CodexAdapter final : public Adapter {
 
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
     LaunchPlan plan;
-    Session session(plan, /*deny_only=*/false);
+    Session session(plan, /*deny_only=*/false, /*offline=*/true);
     OfflineSink sink(*this, run_id);
     proto::LineFramer framer(proto::kDefaultMaxVendorLineBytes, /*digest_oversized=*/true);
     auto on_line = [&](const proto::FramedLine& line) { session.on_vendor_line(line, sink); };

@@ -185,24 +185,67 @@ TEST_F(ClaudeAudit, StrictRefusedAtStartExitsTwoWithEveryRowUnknown) {
   EXPECT_NE(err.find("nothing was observed"), std::string::npos);
 }
 
-// Codex, scratch cwd: what its session.started carries today decides. It names no plugins, output
-// style, credential source or MCP servers (null: unk, never none), and the adapter attests H11
-// unavailable (AGENTS.md in an ancestor is not searched for): strict exits 1 on that gap.
-TEST_F(CodexAudit, StrictExitsOneOnTheAttestedH11GapAndTheNullEvidenceIsUnknown) {
+// Codex, scratch cwd: every row holds, so strict exits 0. The record rows read what Codex itself
+// answered at start (account/read, plugin/installed, config/read, mcpServerStatus/list); H11 is
+// imposed (the project pinned untrusted and its root to the working directory, Codex's
+// instructionSources checked).
+TEST_F(CodexAudit, AScratchRunIsOkOnEveryRowStrictExitsZeroFromCodexsOwnEvidence) {
   start("marker", {"--decisions", "observe", "--hermetic", "strict"});
-  EXPECT_EQ(finish(), 1) << process->stderr_text();
-  EXPECT_NE(process->stderr_text().find("(codex 0.171.0), mode strict, decisions observe: gating gap"),
-            std::string::npos)
-      << process->stderr_text();
-  auto report = audit_json(run_dir(), 1);
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  std::string err = process->stderr_text();
+  EXPECT_NE(err.find("(codex 0.171.0), mode strict, decisions observe: gating ok"), std::string::npos) << err;
+  EXPECT_EQ(row_line(err, "H1a"),
+            "  H1a ok gating record plugins are exactly the declared set — loaded none, as declared");
+  EXPECT_EQ(row_line(err, "H1b"), "  H1b ok gating record output style is default — output style \"default\"");
+  EXPECT_EQ(row_line(err, "H4"),
+            "  H4 ok gating record no API key unless declared — credential source \"none\", no API key declared");
+  EXPECT_EQ(row_line(err, "H5"),
+            "  H5 ok gating record MCP surface exactly the launch's — MCP servers none, as the launch configured");
+  const std::string h11 = "  H11 ok gating launch no memory file outside copied tree — imposed: the project " +
+                          work().string() + " is pinned untrusted";
+  EXPECT_EQ(row_line(err, "H11").rfind(h11, 0), 0u) << err;
+  auto report = audit_json(run_dir(), 0);
+  EXPECT_EQ(report.at("gating"), "ok");
   auto v = verdicts(report);
-  for (auto id : {"h1a", "h1b", "h4", "h5"})
-    EXPECT_EQ(v[id], "unk") << id;
-  for (auto id : {"h2", "h3", "h6", "h7", "h8", "h9", "h10"})
+  ASSERT_EQ(v.size(), 12u);
+  for (auto id : {"h1a", "h1b", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10", "h11"})
     EXPECT_EQ(v[id], "ok") << id;
-  EXPECT_EQ(v["h11"], "gap");
   EXPECT_EQ(report.at("census").as_object().at("by_seam").as_object().at("control_request"), 1);
   EXPECT_EQ(report.at("stream").as_object().at("completeness"), "Complete");
+
+  // A bare events.jsonl names no planned cwd and no declared sets: those rows are unk, never ok.
+  auto bare = verdicts(audit_json(run_dir() / "events.jsonl", 3));
+  for (auto id : {"h1a", "h4", "h5", "h7"})
+    EXPECT_EQ(bare[id], "unk") << id;
+  for (auto id : {"h1b", "h2", "h3", "h6", "h8", "h9", "h10", "h11"})
+    EXPECT_EQ(bare[id], "ok") << id;
+}
+
+// An operator-named --cwd on Codex is not metaharness's working directory: H7 is a gap, strict
+// exits 1. H11 still holds there, unlike on Claude: the operator's project is pinned untrusted too,
+// so Codex reads no AGENTS.md in it (an ancestor's under a root marker, or its own), and what
+// Codex reports loading is checked before the first turn.
+TEST_F(CodexAudit, StrictWithAnOperatorNamedCwdExitsOneOnH7AndH11StillHolds) {
+  auto cwd = dir.path() / "operator-cwd";
+  std::filesystem::create_directories(cwd);
+  std::filesystem::create_directories(dir.path() / ".git");
+  std::ofstream(dir.path() / "AGENTS.md") << "ANCESTOR-AGENTS-MD: say banana\n";
+  std::ofstream(cwd / "AGENTS.md") << "OPERATOR-AGENTS-MD: say cherry\n";
+  start("marker", {"--decisions", "observe", "--cwd", cwd.string(), "--hermetic", "strict"});
+  EXPECT_EQ(finish(), 1) << process->stderr_text();
+  std::string err = process->stderr_text();
+  EXPECT_EQ(row_line(err, "H7").rfind(
+                "  H7 gap gating record working directory is ours — unavailable: the operator named", 0),
+            0u)
+      << err;
+  auto v = verdicts(audit_json(run_dir(), 1));
+  EXPECT_EQ(v["h7"], "gap");
+  for (auto id : {"h1a", "h1b", "h2", "h3", "h4", "h5", "h6", "h8", "h9", "h10", "h11"})
+    EXPECT_EQ(v[id], "ok") << id;
+  for (const auto& body : logged_request_bodies(run_dir())) {
+    std::string text = protocol::canonical_json(json::value(body));
+    EXPECT_EQ(text.find("AGENTS-MD"), std::string::npos) << "an AGENTS.md reached the model";
+  }
 }
 
 // --- hand-made streams -------------------------------------------------------------------------

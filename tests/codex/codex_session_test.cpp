@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "adapters/codex/codex_adapter.hpp"
+#include "adapters/codex/codex_evidence.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/line_framer.hpp"
 
@@ -60,6 +61,27 @@ struct RecordingSink final : AdapterSink {
   const json::object& last_written() const { return written.back(); }
 };
 
+// What Codex 0.171.0 answers on a scratch launch (captured): no account (the provider is not
+// OpenAI's), no plugin, no instruction override, no MCP server.
+json::object no_account() {
+  return {{"account", nullptr}, {"userId", nullptr}, {"requiresOpenaiAuth", false}, {"workspaceRouting", nullptr}};
+}
+json::object no_plugins() {
+  return {{"marketplaces", json::array{}}, {"marketplaceLoadErrors", json::array{}}};
+}
+json::object default_config() {
+  return {{"config", json::object{{"model", "gpt-5.5"},
+                                  {"instructions", nullptr},
+                                  {"developer_instructions", nullptr},
+                                  {"model_instructions_file", nullptr},
+                                  {"personality", nullptr},
+                                  {"project_root_markers", json::array{}},
+                                  {"mcp_servers", json::object{}}}}};
+}
+json::object no_mcp_servers() {
+  return {{"data", json::array{}}, {"nextCursor", nullptr}};
+}
+
 class CodexSession : public ::testing::Test {
  protected:
   CodexSession() : adapter(make_codex_adapter(HostConfig{})) {
@@ -80,8 +102,28 @@ class CodexSession : public ::testing::Test {
   }
   void feed(const json::object& o) { feed(proto::canonical_json(o)); }
 
-  // initialize → initialized → thread/start → session.started, as app-server answers them.
-  void open() {
+  // The last request the session wrote with this method (null if none).
+  const json::object* request_of(std::string_view method) const {
+    for (auto it = sink.written.rbegin(); it != sink.written.rend(); ++it)
+      if (it->contains("method") && it->at("method").is_string() && it->at("method").get_string() == method &&
+          it->contains("id"))
+        return &*it;
+    return nullptr;
+  }
+  // Answers the last request with this method.
+  void answer(std::string_view method, json::object result) {
+    const json::object* r = request_of(method);
+    ASSERT_TRUE(r) << "no " << method << " request was sent";
+    feed(json::object{{"id", r->at("id")}, {"result", std::move(result)}});
+  }
+  void refuse(std::string_view method, std::string message) {
+    const json::object* r = request_of(method);
+    ASSERT_TRUE(r) << "no " << method << " request was sent";
+    feed(json::object{{"id", r->at("id")}, {"error", json::object{{"code", -32603}, {"message", std::move(message)}}}});
+  }
+
+  // initialize → initialized → thread/start (and the evidence requests beside it).
+  void start_thread(json::object thread_result = {}) {
     session->start(sink);
     ASSERT_EQ(sink.written.at(0).at("method"), "initialize");
     feed(json::object{{"id", sink.written.at(0).at("id")},
@@ -89,11 +131,26 @@ class CodexSession : public ::testing::Test {
                                               {"codexHome", "/x"}}}});
     ASSERT_EQ(sink.written.at(1).at("method"), "initialized");
     ASSERT_EQ(sink.written.at(2).at("method"), "thread/start");
-    feed(json::object{{"id", sink.written.at(2).at("id")},
-                      {"result", json::object{{"thread", json::object{{"id", "thr_1"}, {"cwd", "/work"}}},
-                                              {"model", "gpt-5.5"},
-                                              {"approvalPolicy", "untrusted"},
-                                              {"cwd", "/work"}}}});
+    if (thread_result.empty())
+      thread_result = json::object{{"thread", json::object{{"id", "thr_1"}, {"cwd", "/work"}}},
+                                   {"model", "gpt-5.5"},
+                                   {"approvalPolicy", "untrusted"},
+                                   {"cwd", "/work"},
+                                   {"instructionSources", json::array{}}};
+    answer("thread/start", std::move(thread_result));
+  }
+
+  void answer_evidence() {
+    answer("account/read", no_account());
+    answer("plugin/installed", no_plugins());
+    answer("config/read", default_config());
+    answer("mcpServerStatus/list", no_mcp_servers());
+  }
+
+  // The whole start, as app-server answers it: session.started follows the last answer.
+  void open() {
+    start_thread();
+    answer_evidence();
   }
 
   void turn_started(const std::string& turn_id) {
@@ -137,6 +194,8 @@ TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithT
   ASSERT_TRUE(sink.events.empty()) << "held until the session opens";
   feed(json::object{{"id", sink.written.at(2).at("id")},
                     {"result", json::object{{"thread", json::object{{"id", "thr_1"}}}, {"model", "m"}}}});
+  ASSERT_TRUE(sink.events.empty()) << "session.started waits for the evidence";
+  answer_evidence();
   ASSERT_EQ(sink.events.size(), 2u);
   EXPECT_TRUE(std::holds_alternative<proto::ev::SessionStarted>(sink.events[0]));
   auto opaque = sink.of<proto::ev::Opaque>();
@@ -626,6 +685,218 @@ TEST_F(CodexSession, APermissionChangeBeforeTheThreadExistsIsSentOnceItDoes) {
   ASSERT_TRUE(update);
   EXPECT_EQ(update->at("params").as_object().at("threadId"), "thr_1");
   EXPECT_EQ("rpc:" + std::to_string(update->at("id").to_number<std::int64_t>()), ack.control_id);
+}
+
+// --- the hermetic evidence: what Codex says about its own surface ---------------------------
+
+// The evidence is asked while the thread starts (the MCP list, which needs the thread, right
+// after it), and session.started waits for every answer: it carries Codex's words, never a guess.
+TEST_F(CodexSession, SessionStartedWaitsForCodexsOwnAnswersAndCarriesThem) {
+  start_thread();
+  const json::object* account = request_of("account/read");
+  const json::object* plugins = request_of("plugin/installed");
+  const json::object* config = request_of("config/read");
+  const json::object* mcp = request_of("mcpServerStatus/list");
+  ASSERT_TRUE(account && plugins && config && mcp);
+  EXPECT_EQ(plugins->at("params").at("cwds"), (json::array{"/work"})) << "repo marketplaces of the working directory";
+  EXPECT_EQ(config->at("params").at("cwd"), "/work") << "the effective config as seen from the working directory";
+  EXPECT_EQ(mcp->at("params").at("threadId"), "thr_1") << "the thread's own MCP connections";
+  EXPECT_GT(mcp->at("id").to_number<std::int64_t>(), config->at("id").to_number<std::int64_t>());
+
+  answer("account/read", no_account());
+  answer("plugin/installed", no_plugins());
+  answer("config/read", default_config());
+  EXPECT_TRUE(sink.of<proto::ev::SessionStarted>().empty()) << "the MCP answer is still out";
+  EXPECT_EQ(sink.ready, 0);
+  EXPECT_EQ(request_of("turn/start"), nullptr);
+  answer("mcpServerStatus/list", no_mcp_servers());
+
+  auto started = sink.of<proto::ev::SessionStarted>();
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].credential_source, "none") << "account: null, the provider is not OpenAI's";
+  EXPECT_EQ(started[0].output_style, "default") << "no personality, no instruction override";
+  ASSERT_TRUE(started[0].plugins);
+  EXPECT_TRUE(started[0].plugins->empty()) << "[] because Codex says none, never because nobody asked";
+  ASSERT_TRUE(started[0].mcp_servers);
+  EXPECT_TRUE(started[0].mcp_servers->empty());
+  EXPECT_EQ(sink.ready, 1);
+  EXPECT_TRUE(sink.of<proto::ev::Warning>().empty());
+}
+
+TEST_F(CodexSession, WhatCodexReportsLoadedIsNamedAsCodexSaysIt) {
+  start_thread();
+  answer("account/read", json::object{{"account", json::object{{"type", "apiKey"}}}, {"requiresOpenaiAuth", true}});
+  json::array listed{
+      json::object{{"id", "probe-plugin@probe-market"},
+                   {"name", "probe-plugin"},
+                   {"localVersion", "0.1.0"},
+                   {"installed", true},
+                   {"enabled", true}},
+      json::object{{"id", "off@probe-market"}, {"name", "off"}, {"installed", true}, {"enabled", false}},
+      json::object{{"id", "shelf@probe-market"}, {"name", "shelf"}, {"installed", false}, {"enabled", false}}};
+  answer("plugin/installed",
+         json::object{{"marketplaces", json::array{json::object{{"name", "probe-market"}, {"plugins", listed}}}},
+                      {"marketplaceLoadErrors", json::array{}}});
+  json::object config = default_config();
+  config["config"].as_object()["developer_instructions"] = "be terse";
+  config["config"].as_object()["personality"] = "friendly";
+  answer("config/read", config);
+  // Two pages: the second is asked with the first one's cursor.
+  answer("mcpServerStatus/list",
+         json::object{{"data", json::array{json::object{{"name", "probe"}, {"runtimeStatus", "failed"}}}},
+                      {"nextCursor", "c2"}});
+  ASSERT_TRUE(sink.of<proto::ev::SessionStarted>().empty());
+  EXPECT_EQ(request_of("mcpServerStatus/list")->at("params").at("cursor"), "c2");
+  answer("mcpServerStatus/list",
+         json::object{{"data", json::array{json::object{{"name", "docs"}, {"runtimeStatus", nullptr}}}},
+                      {"nextCursor", nullptr}});
+
+  auto started = sink.of<proto::ev::SessionStarted>();
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].credential_source, "apiKey");
+  ASSERT_TRUE(started[0].plugins);
+  ASSERT_EQ(started[0].plugins->size(), 1u) << "a disabled or uninstalled plugin does not load";
+  EXPECT_EQ(started[0].plugins->at(0).name, "probe-plugin");
+  EXPECT_EQ(started[0].plugins->at(0).source, "probe-market");
+  EXPECT_EQ(started[0].plugins->at(0).version, "0.1.0");
+  EXPECT_EQ(started[0].output_style, "custom: personality friendly, developer_instructions");
+  ASSERT_TRUE(started[0].mcp_servers);
+  ASSERT_EQ(started[0].mcp_servers->size(), 2u);
+  EXPECT_EQ(started[0].mcp_servers->at(0).name, "probe");
+  EXPECT_EQ(started[0].mcp_servers->at(0).status, "failed");
+  EXPECT_EQ(started[0].mcp_servers->at(1).name, "docs");
+  EXPECT_EQ(started[0].mcp_servers->at(1).status, std::nullopt);
+}
+
+// A refusal, or an answer without what is read from it, leaves that field null (unknown, never
+// none): the session still opens, and a warning after session.started says which and why.
+TEST_F(CodexSession, AnAnswerThatDoesNotSayLeavesItsFieldUnknownAndTheStreamSaysSo) {
+  start_thread();
+  refuse("account/read", "not now");
+  answer("plugin/installed",
+         json::object{{"marketplaces", json::array{}},
+                      {"marketplaceLoadErrors",
+                       json::array{json::object{{"marketplacePath", "/m.json"}, {"message", "bad json"}}}}});
+  json::object config = default_config();
+  config["config"].as_object().erase("personality");
+  answer("config/read", config);
+  answer("mcpServerStatus/list", json::object{{"nextCursor", nullptr}});
+
+  ASSERT_FALSE(sink.events.empty());
+  ASSERT_TRUE(std::holds_alternative<proto::ev::SessionStarted>(sink.events[0])) << "the stream opens with it";
+  const auto& started = std::get<proto::ev::SessionStarted>(sink.events[0]);
+  EXPECT_EQ(started.credential_source, std::nullopt);
+  EXPECT_EQ(started.plugins, std::nullopt) << "a marketplace Codex could not read may hold a plugin";
+  EXPECT_EQ(started.output_style, std::nullopt);
+  EXPECT_EQ(started.mcp_servers, std::nullopt);
+  auto warnings = sink.of<proto::ev::Warning>();
+  ASSERT_EQ(warnings.size(), 4u);
+  EXPECT_EQ(warnings[0].code, "VENDOR_REFUSED");
+  EXPECT_NE(warnings[0].message.find("codex refused account/read: not now"), std::string::npos) << warnings[0].message;
+  EXPECT_NE(warnings[0].message.find("session.started.credential_source is null (unknown)"), std::string::npos);
+  for (const auto& w : warnings)
+    EXPECT_NE(w.message.find("is null (unknown)"), std::string::npos) << w.message;
+  EXPECT_EQ(sink.ready, 1) << "unknown evidence is for the floor to judge; the run goes on";
+}
+
+// H11: Codex names the instruction files it loaded. Metaharness puts none anywhere, so any one
+// (here an AGENTS.md in the CODEX_HOME, and one in the working directory) stops the run before its
+// first turn, so the model never reads it, and the attestation says H11 did not hold, naming them.
+TEST_F(CodexSession, AMemoryFileCodexReportsLoadedStopsTheRunBeforeItsFirstTurn) {
+  plan.attestation.imposed = {{proto::HermeticRow::h11, "pinned untrusted"}};
+  session = adapter->open_session(spec, plan);
+  start_thread(json::object{{"thread", json::object{{"id", "thr_1"}}},
+                            {"cwd", "/work"},
+                            {"instructionSources", json::array{"/x/codex-home/AGENTS.md", "/work/AGENTS.md"}}});
+  answer_evidence();
+  auto started = sink.of<proto::ev::SessionStarted>();
+  ASSERT_EQ(started.size(), 1u);
+  const auto& h = started[0].hermetic;
+  EXPECT_TRUE(h.imposed.empty()) << "H11 is no longer claimed";
+  ASSERT_EQ(h.unavailable.size(), 1u);
+  EXPECT_EQ(h.unavailable[0].row, proto::HermeticRow::h11);
+  EXPECT_EQ(h.unavailable[0].why,
+            "Codex reports loading /x/codex-home/AGENTS.md, /work/AGENTS.md (thread/start instructionSources)");
+  ASSERT_EQ(sink.failures.size(), 1u);
+  EXPECT_NE(sink.failures[0].find("/x/codex-home/AGENTS.md, /work/AGENTS.md"), std::string::npos) << sink.failures[0];
+  EXPECT_EQ(sink.ready, 0);
+  EXPECT_EQ(request_of("turn/start"), nullptr);
+}
+
+TEST_F(CodexSession, NoInstructionFileLoadedKeepsTheH11ClaimAndTheRunStarts) {
+  plan.attestation.imposed = {{proto::HermeticRow::h11, "pinned untrusted"}};
+  for (bool listed : {true, false}) {
+    sink = RecordingSink{};
+    session = adapter->open_session(spec, plan);
+    json::object thread{{"thread", json::object{{"id", "thr_1"}}}, {"cwd", "/work"}};
+    // Without the list (a Codex that does not say) the launch's own controls are the claim.
+    if (listed) thread["instructionSources"] = json::array{};
+    start_thread(thread);
+    answer_evidence();
+    auto started = sink.of<proto::ev::SessionStarted>();
+    ASSERT_EQ(started.size(), 1u);
+    ASSERT_EQ(started[0].hermetic.imposed.size(), 1u);
+    EXPECT_EQ(started[0].hermetic.imposed[0].row, proto::HermeticRow::h11);
+    EXPECT_TRUE(sink.failures.empty());
+    EXPECT_EQ(sink.ready, 1);
+  }
+}
+
+// A permission change asked for while the thread exists but the evidence is still out waits for
+// session.started too: its answer must not come before the record that opens the stream.
+TEST_F(CodexSession, APermissionChangeBeforeSessionStartedIsSentWhenItIsWritten) {
+  start_thread();
+  auto ack = session->set_permission("untrusted", sink);
+  EXPECT_EQ(ack.kind, ControlAck::Kind::pending_vendor);
+  EXPECT_EQ(request_of("thread/settings/update"), nullptr);
+  answer_evidence();
+  const json::object* update = request_of("thread/settings/update");
+  ASSERT_TRUE(update);
+  EXPECT_EQ(update->at("params").at("threadId"), "thr_1");
+  ASSERT_EQ(sink.of<proto::ev::SessionStarted>().size(), 1u);
+}
+
+// The reader alone (translate) over a retained transcript: no id of ours is known, the evidence
+// answers are recognised by their shape, and session.started carries them as it did live.
+TEST(CodexTranslate, TheEvidenceInARetainedTranscriptReachesSessionStarted) {
+  auto adapter = make_codex_adapter(HostConfig{});
+  auto line = [](json::object o) { return proto::canonical_json(o) + "\n"; };
+  std::string start = line({{"id", 1}, {"result", json::object{{"userAgent", "metaharness/0.171.0 (x)"}}}}) +
+                      line({{"id", 3}, {"result", no_account()}}) + line({{"id", 4}, {"result", no_plugins()}}) +
+                      line({{"id", 5}, {"result", default_config()}}) +
+                      line({{"method", "thread/started"}, {"params", json::object{}}}) +
+                      line({{"id", 2},
+                            {"result", json::object{{"thread", json::object{{"id", "thr_1"}}},
+                                                    {"cwd", "/work"},
+                                                    {"instructionSources", json::array{}}}}});
+  std::string turn = line({{"id", 7}, {"result", json::object{{"turn", json::object{{"id", "t1"}}}}}}) +
+                     line({{"method", "turn/started"},
+                           {"params", json::object{{"threadId", "thr_1"}, {"turn", json::object{{"id", "t1"}}}}}});
+  auto events = adapter->translate(start + line({{"id", 6}, {"result", no_mcp_servers()}}) + turn, "r1");
+  ASSERT_FALSE(events.empty());
+  const auto* started = std::get_if<proto::ev::SessionStarted>(&events[0].payload);
+  ASSERT_TRUE(started);
+  EXPECT_EQ(started->credential_source, "none");
+  EXPECT_EQ(started->output_style, "default");
+  EXPECT_TRUE(started->plugins && started->plugins->empty());
+  EXPECT_TRUE(started->mcp_servers && started->mcp_servers->empty());
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(),
+                          [](const auto& e) { return std::holds_alternative<proto::ev::TurnStarted>(e.payload); }));
+
+  // A transcript with no MCP answer: the session opens at the first answer after the thread's,
+  // with the MCP surface unknown.
+  events = adapter->translate(start + turn, "r2");
+  ASSERT_FALSE(events.empty());
+  started = std::get_if<proto::ev::SessionStarted>(&events[0].payload);
+  ASSERT_TRUE(started);
+  EXPECT_EQ(started->mcp_servers, std::nullopt);
+  EXPECT_EQ(started->credential_source, "none");
+}
+
+TEST(CodexEvidence, EveryInstructionSourceIsNamedAsCodexWroteIt) {
+  json::object result{{"instructionSources", json::array{"/w/AGENTS.md", "relative/AGENTS.md", 7}}};
+  EXPECT_EQ(codex::instruction_sources(result), (std::vector<std::string>{"/w/AGENTS.md", "relative/AGENTS.md", "7"}));
+  EXPECT_EQ(codex::instruction_sources(json::object{}), std::nullopt) << "no list: Codex did not say";
 }
 
 TEST(CodexPatchSubjects, EveryFileThePatchNamesVerbatim) {
