@@ -1,10 +1,9 @@
 #include "daemon/server/server.hpp"
 
-#include <systemd/sd-daemon.h>
-
 #include <thread>
 
 #include "daemon/log.hpp"
+#include "daemon/server/notify.hpp"
 
 namespace mh::daemon {
 
@@ -60,7 +59,7 @@ void Server::schedule_status() {
   status_timer_.expires_after(std::chrono::milliseconds(200));
   status_timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
     self->status_pending_ = false;
-    sd_notify(0, self->registry.status_text().c_str());
+    notify_without_waiting(self->registry.status_text());  // dropped if systemd is not reading
   });
 }
 

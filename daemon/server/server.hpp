@@ -68,7 +68,8 @@ class Server : public std::enable_shared_from_this<Server> {
   std::function<void(const Spend&)> spend_reporter(const std::string& id, std::uint32_t uid);
   std::function<void(const RunOutcome&)> close_reporter(const std::string& id);
 
-  // Registry strand only: the sd_notify STATUS line, at most every 200 ms.
+  // Registry strand only: the STATUS line to systemd, at most every 200 ms, never waiting on it
+  // (notify.hpp).
   void schedule_status();
 
   DaemonConfig config;
