@@ -170,6 +170,17 @@ class Builder {
     }
     for (const auto& e : events_)
       walk(e);
+    if (main_.steps.empty()) {
+      // ATIF needs one step; a run refused at start, or cut off before the vendor said anything,
+      // has none of its own. Said so, not invented.
+      StepDraft s;
+      s.source = "system";
+      s.texts.push_back(
+          "The stream records no conversation: nothing was prompted, said or called "
+          "(extra.metaharness holds what it does record).");
+      s.closed = true;
+      main_.steps.push_back(std::move(s));
+    }
     return render_main();
   }
 

@@ -432,6 +432,19 @@ TEST_F(AtifTrajectory, ATruncatedStreamIsExportedAsFarAsItGoesAndSaysSo) {
   EXPECT_EQ(step(doc, 1).at("message"), "half");
 }
 
+TEST_F(AtifTrajectory, ARunRefusedAtStartIsStillOneValidTrajectoryThatSaysSo) {
+  HandStream s;
+  s.add(R"("event":"warning","code":"LAUNCH_REFUSED","message":"vendor_env would switch the seam off")")
+      .stream_closed("error");
+  auto doc = convert(s);
+  ASSERT_EQ(steps(doc).size(), 1u) << "ATIF needs a step; this one says there was nothing";
+  EXPECT_EQ(step(doc, 1).at("source"), "system");
+  EXPECT_EQ(control(doc).at(0).at("code"), "LAUNCH_REFUSED");
+  EXPECT_EQ(mh(doc).at("stream").at("stream_closed").at("reason"), "error");
+  EXPECT_EQ(doc.at("agent").at("name"), "unknown") << "no session.started, no spec: nobody said which adapter";
+  EXPECT_EQ(doc.at("agent").at("version"), "unknown");
+}
+
 TEST_F(AtifTrajectory, ResultsAndInputsOfEveryShapeAreKeptWhole) {
   HandStream s;
   s.session_started("codex")
