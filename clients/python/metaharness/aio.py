@@ -109,7 +109,15 @@ class AsyncClient:
         return await self._request("get", run_id=run_id)
 
     async def shutdown(self):
-        await self._request("shutdown")
+        try:
+            await self._request("shutdown")
+        except ConnectionLost:
+            # As Client.shutdown: confirmed by its effect when the reply did not leave in time.
+            try:
+                await self.status()
+            except DaemonUnreachable:
+                return
+            raise
 
     async def command(self, run_id, command):
         reply = await self._request("command", run_id=run_id, command=command)

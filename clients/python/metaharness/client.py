@@ -76,8 +76,18 @@ class Client:
         return self._request("get", run_id=run_id)
 
     def shutdown(self):
-        """Stops the daemon as SIGTERM does (admin only)."""
-        self._request("shutdown")
+        """Stops the daemon as SIGTERM does (admin only). Returns once the daemon said
+        `shutting_down`, or once it verifiably stopped accepting connections."""
+        try:
+            self._request("shutdown")
+        except ConnectionLost:
+            # A daemon with no run to halt can stop before its reply has left: the request was
+            # read, and its effect, a socket that no longer accepts, is what confirms it.
+            try:
+                self.status()
+            except DaemonUnreachable:
+                return
+            raise
 
     # --- commands without attaching ------------------------------------------------------------
 
