@@ -21,10 +21,11 @@ def peer(path, keep_listening):
     def serve():
         conn, _ = server.accept()
         conn.makefile("rb").readline()
-        conn.close()
         if not keep_listening:
-            server.close()
+            server.close()  # as the daemon: its acceptor closes first, then the connections go
+            conn.close()
             return
+        conn.close()
         conn, _ = server.accept()
         request = json.loads(conn.makefile("rb").readline())
         reply = {"format": "metaharness.socket/1", "reply": "status", "id": request["id"], "accepting": True}
