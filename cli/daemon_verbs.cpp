@@ -220,17 +220,20 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
   run["keep_open"] = o.keep_open;
   run["deny_only"] = o.deny_only;
   run["hermetic"] = o.hermetic;
-  json::object budget;
+  adapters::Budgets budget;  // read by the same rules as `metaharness run`, sent as numbers
   for (const auto& kv : o.budgets) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
       error = "--budget: expected KEY=VALUE, got \"" + kv + "\"";
       return {};
     }
-    // Sent as text: the daemon checks key and value by the same rules as `metaharness run`.
-    budget[kv.substr(0, eq)] = kv.substr(eq + 1);
+    std::string problem;
+    if (!adapters::set_budget(budget, kv.substr(0, eq), kv.substr(eq + 1), problem)) {
+      error = "--budget: " + problem;
+      return {};
+    }
   }
-  run["budget"] = std::move(budget);
+  run["budget"] = adapters::budgets_to_json(budget);
   return run;
 }
 

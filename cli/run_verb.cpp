@@ -245,7 +245,7 @@ void register_run_verb(CLI::App& app, Context& ctx) {
                   "write metaharness's own seam latencies (p50/p90/p99) to this JSON file at the end");
   run->add_flag("--fsync", o->fsync, "fdatasync events.jsonl after every event (default: at close)");
   run->add_option("--config", o->config,
-                  "a daemon config file whose [budgets] defaults and [prices] apply to this run (docs/budgets.md)");
+                  "a daemon config file whose [budgets] defaults and [prices] apply to this run (docs/policies.md)");
   run->callback([&ctx, o] { ctx.exit_code = run_verb(*o); });
 }
 

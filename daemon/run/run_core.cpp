@@ -420,7 +420,7 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
   if (over_budget) {
     // The call that crosses the budget does not run: it is recorded, refused, and the run stops.
     st.requested_seq = effects_.emit(std::move(requested), std::move(at));
-    decide(st, proto::decision::Deny{"the run's " + over_budget->message() + ", so this call did not run"},
+    decide(st, proto::decision::Deny{"the run's budget: " + over_budget->message() + ", so this call did not run"},
            proto::DecidedBy::adapter, seam);
     exhaust(*over_budget);
     return st;
@@ -558,7 +558,7 @@ std::optional<RunCore::Verdict> RunCore::frame_refuses(const CallState& st,
 
 void RunCore::exhaust(const Crossing& crossing) {
   if (forced_close_ || phase_ == Phase::closed) return;
-  warn("BUDGET_EXHAUSTED", "the run's " + crossing.message());
+  warn("BUDGET_EXHAUSTED", crossing.message());
   stop(proto::CloseReason::budget, "the run's budget was exhausted");
 }
 

@@ -359,6 +359,10 @@ TEST_F(DaemonStandin, AUsdBudgetForAModelWithNoPriceIsRefusedAtSubmitByName) {
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->str("code"), "MALFORMED");
   EXPECT_NE(bad->str("reason").find("unknown budget \"minutes\""), std::string::npos) << bad->raw;
+  auto text = c.request(socket_request("submit", standin_run("bash_marker.json", R"("budget":{"turns":"3"})")));
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->str("code"), "MALFORMED") << "a budget is a number, never a string read as one: " << text->raw;
+  EXPECT_EQ(run_dirs(), 0u);
 }
 
 TEST_F(DaemonStandin, ADailyBudgetStopsEveryRunOfTheOwnerAndRefusesTheirNextSubmitUntilTheDayEnds) {

@@ -1,0 +1,352 @@
+"""The blocking client: `Client`, and the run streams it opens (`Tail`, `Attachment`)."""
+
+import time
+
+from . import commands as cmd
+from .connection import LineConnection
+from .errors import ConnectionLost, DaemonUnreachable, ProtocolError, Refused, Timeout
+from .events import parse_event
+from .outcome import Outcome
+from .paths import resolve_socket_path
+from .records import Record
+from .spec import build_run_spec
+from .stream import StreamCore, new_id
+from .wire import EVENT_FORMAT, request
+
+# How long a reconnect keeps trying before it gives up (the daemon restarting, say).
+RECONNECT_TIMEOUT = 30.0
+
+
+class Client:
+    """A metaharness daemon over its socket (docs/socket-api.md).
+
+    `socket_path`: the argument, else $METAHARNESS_SOCKET, else the daemon's default. `timeout`
+    bounds every wait for a reply (seconds). Each request uses its own connection; a refusal
+    raises `Refused` (with `code` and `reason`)."""
+
+    def __init__(self, socket_path=None, timeout=60.0):
+        self.socket_path = resolve_socket_path(socket_path)
+        self.timeout = timeout
+
+    # --- requests --------------------------------------------------------------------------
+
+    def _request(self, name, timeout=None, **fields):
+        rid = new_id("r")
+        conn = LineConnection(self.socket_path)
+        try:
+            try:
+                conn.send(request(name, rid, **fields))
+            except OSError as e:
+                raise ConnectionLost(f"{name}: the daemon closed the connection: {e}") from None
+            while True:
+                reply = conn.read(self.timeout if timeout is None else timeout)
+                if reply is None:
+                    raise ConnectionLost(f"{name}: the daemon closed the connection before replying")
+                if reply.get("format") == EVENT_FORMAT or reply.get("id") != rid:
+                    raise ProtocolError(f"{name}: a line that is not its reply", reply)
+                if reply.get("reply") == "refused":
+                    raise Refused(reply.get("code"), reply.get("reason"), Record.wrap(reply), name)
+                return Record.wrap(reply)
+        finally:
+            conn.close()
+
+    def status(self):
+        """The daemon: version, pid, uptime_ms, socket, state_dir, runs {active, idle, closed,
+        pending_decisions}, accepting, connections."""
+        return self._request("status")
+
+    def submit(self, **run_spec):
+        """Submits a run and returns its id. The keywords are the run spec's fields (adapter,
+        prompt, decisions, decision_deadline_ms, frame, model_scenario, ...); a scenario or
+        frame given as a pathlib.Path is read and sent inline. An unknown keyword is a
+        TypeError; a refusal (MALFORMED, BUSY, ...) raises Refused."""
+        return self.submit_spec(build_run_spec(run_spec))
+
+    def submit_spec(self, spec):
+        """Submits a run spec dict as it is (no check of its keys); returns the run id."""
+        return self._request("submit", run=spec).run_id
+
+    def list(self):
+        """Every run the daemon knows, as run summaries (run_id, adapter, state, close_reason,
+        pending_decisions, spend, ...)."""
+        return self._request("list").runs
+
+    def get(self, run_id):
+        """One run: its summary plus run_dir, spec and hermetic."""
+        return self._request("get", run_id=run_id)
+
+    def shutdown(self):
+        """Stops the daemon as SIGTERM does (admin only). Returns once the daemon said
+        `shutting_down`, or once it verifiably stopped accepting connections."""
+        try:
+            self._request("shutdown")
+        except ConnectionLost:
+            # A daemon with no run to halt can stop before its reply has left: the request was
+            # read, and its effect, a socket that no longer accepts, is what confirms it.
+            try:
+                self.status()
+            except DaemonUnreachable:
+                return
+            raise
+
+    # --- commands without attaching ------------------------------------------------------------
+
+    def command(self, run_id, command):
+        """Sends one metaharness.command/1 object to a run; returns its Outcome."""
+        reply = self._request("command", run_id=run_id, command=command)
+        return Outcome.from_wire(reply.get("command_id"), reply.get("outcome"), reply.get("recorded", False))
+
+    def decide(self, run_id, call_id, decision, reason=None, input=None):  # noqa: A002
+        """Decides one pending call: a Decision (Allow(), Deny(reason), Replace(input),
+        Abstain()) or its name with reason= / input=. Returns the Outcome (TOO_LATE when the
+        call was already decided, UNKNOWN_CALL when there is no such call)."""
+        return self.command(run_id, cmd.tool_decide(new_id("c"), call_id, decision, reason, input))
+
+    def halt(self, run_id, reason=None):
+        """Halts a run (its stream then closes `steer-halt`); returns the Outcome."""
+        fields = {"run_id": run_id}
+        if reason is not None:
+            fields["reason"] = reason
+        reply = self._request("halt", **fields)
+        return Outcome.from_wire(reply.get("command_id"), reply.get("outcome"), reply.get("recorded", False))
+
+    def inject(self, run_id, text):
+        return self.command(run_id, cmd.message_inject(new_id("c"), text))
+
+    def set_frame(self, run_id, frame, step_outcome=None):
+        return self.command(run_id, cmd.frame_set(new_id("c"), frame, step_outcome))
+
+    def interrupt(self, run_id, reason=None):
+        return self.command(run_id, cmd.interrupt(new_id("c"), reason))
+
+    def steer(self, run_id, text):
+        return self.command(run_id, cmd.steer(new_id("c"), text))
+
+    def set_permission(self, run_id, posture):
+        return self.command(run_id, cmd.permission_set(new_id("c"), posture))
+
+    # --- streams ---------------------------------------------------------------------------
+
+    def tail(self, run_id, from_seq=1, follow=False, timeout=None):
+        """The run's events from `from_seq` (0 = from the end): what exists, or with
+        `follow` up to stream.closed. Iterate it; `timeout` bounds each wait for a line."""
+        return Tail(self, run_id, from_seq, follow, timeout)
+
+    def attach(self, run_id, from_seq=1, timeout=None):
+        """Becomes the run's controller: iterate it for events and Pending decisions, and send
+        commands on it. A dropped connection is resumed where it stopped."""
+        return Attachment(self, run_id, from_seq, timeout)
+
+
+class _Stream:
+    """What Tail and Attachment share: one connection following one run, resumed on a drop."""
+
+    def __init__(self, client, core, timeout):
+        self._client = client
+        self._core = core
+        self.timeout = timeout
+        self.reconnect_timeout = RECONNECT_TIMEOUT
+        self._conn = None
+        self._closed = False  # by the caller: never reconnected
+        self._connect()
+
+    @property
+    def run_id(self):
+        return self._core.run_id
+
+    @property
+    def last_seq(self):
+        """The seq of the last event read (None before the first)."""
+        return self._core.last_seq
+
+    @property
+    def next_seq(self):
+        """Where this stream continues: the seq a reader that stops here would resume from."""
+        return self._core.next_seq
+
+    @property
+    def connections(self):
+        """How many connections this stream has used (1 + the reconnects)."""
+        return self._core.connections
+
+    def _connect(self):
+        conn = LineConnection(self._client.socket_path)
+        try:
+            if self._core.attach:
+                rid = new_id("g")
+                conn.send(request("get", rid, run_id=self._core.run_id))
+                reply = conn.read(self._client.timeout)
+                if reply is None:
+                    raise ConnectionLost("the daemon closed the connection before replying to get")
+                if reply.get("reply") == "refused":
+                    raise Refused(reply.get("code"), reply.get("reason"), Record.wrap(reply), "attach")
+                self._core.set_horizon(reply)
+            conn.send(self._core.stream_request())
+            self._conn = conn
+            while self._core._served_from is None:
+                self._handle(conn.read(self._client.timeout), during_connect=True)
+        except BaseException:
+            conn.close()
+            self._conn = None
+            raise
+        for obj in self._core.take_unsent():
+            self._send(obj)
+
+    def _reconnect(self):
+        self._drop()
+        if self._closed:
+            raise ConnectionLost(f"the stream of run {self.run_id} was closed")
+        deadline = time.monotonic() + self.reconnect_timeout
+        delay = 0.05
+        while True:
+            try:
+                self._connect()
+                return
+            except (DaemonUnreachable, ConnectionLost, OSError) as e:
+                if time.monotonic() + delay > deadline:
+                    raise ConnectionLost(
+                        f"run {self.run_id}: the connection dropped and could not be resumed within "
+                        f"{self.reconnect_timeout} s: {e}") from None
+            time.sleep(delay)  # a retry interval, waiting for the daemon to come back
+            delay = min(delay * 2, 1.0)
+
+    def _handle(self, obj, during_connect=False):
+        if obj is None:
+            if during_connect:
+                raise ConnectionLost("the daemon closed the connection while attaching")
+            self._core.connection_closed()
+            if not self._core.ended:
+                self._reconnect()
+            return
+        for call_id, seq in self._core.on_line(obj):
+            self._core.on_fetched(call_id, self._fetch(seq))
+
+    def _fetch(self, seq):
+        """One event line by its seq, on a connection of its own."""
+        conn = LineConnection(self._client.socket_path)
+        try:
+            conn.send(request("tail", new_id("f"), run_id=self.run_id, from_seq=seq, follow=False))
+            while True:
+                obj = conn.read(self._client.timeout)
+                if obj is None:
+                    raise ConnectionLost(f"reading seq {seq} of run {self.run_id}: the connection closed")
+                if obj.get("format") == EVENT_FORMAT:
+                    return parse_event(obj)
+                if obj.get("reply") == "refused":
+                    raise Refused(obj.get("code"), obj.get("reason"), Record.wrap(obj), "tail")
+        finally:
+            conn.close()
+
+    def _pump(self, timeout):
+        if self._conn is None or self._conn.closed:
+            if self._core.ended:
+                raise ConnectionLost(f"run {self.run_id}'s stream has ended and its connection is closed")
+            self._reconnect()
+        self._handle(self._conn.read(timeout))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while not self._core.items:
+            if self._core.ended:
+                if not self._core.attach:
+                    self._drop()  # a tail is done at its end; an attachment still answers commands
+                raise StopIteration
+            self._pump(self.timeout)
+        return self._core.items.popleft()
+
+    def close(self):
+        """Ends this stream's connection; it is not resumed."""
+        self._closed = True
+        self._drop()
+
+    def _drop(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _send(self, obj):
+        try:
+            if self._conn is None:
+                raise BrokenPipeError("no connection")
+            self._conn.send(obj)
+        except OSError:
+            # Not handed over whole, so not acted on: sent again on the next connection.
+            self._core.send_failed(obj)
+            if self._core.ended:
+                raise ConnectionLost(f"run {self.run_id}'s stream has ended and its connection is closed") from None
+            self._reconnect()
+
+
+class Tail(_Stream):
+    """A run's events, read-only. Iterate it; `next_seq` afterwards is where to resume."""
+
+    def __init__(self, client, run_id, from_seq, follow, timeout):
+        super().__init__(client, StreamCore(run_id, from_seq, attach=False, follow=follow), timeout)
+
+
+class Attachment(_Stream):
+    """The run's controller. Iterating yields its events and, for each call that waits for this
+    controller's decision, a `Pending` (after the call's tool.requested; again, `reoffered`, when
+    a reconnect finds it still waiting). Commands wait for their one result and return it as an
+    Outcome (`outcome.check()` raises CommandRefused on a refusal). Not for use from several
+    threads at once."""
+
+    command_timeout = 120.0
+
+    def __init__(self, client, run_id, from_seq, timeout):
+        super().__init__(client, StreamCore(run_id, from_seq, attach=True), timeout)
+
+    @property
+    def pending(self):
+        """The calls waiting for a decision, as far as this controller knows: call id -> Pending."""
+        return self._core.pending
+
+    def send(self, command, timeout=None):
+        """Sends one metaharness.command/1 object and returns its Outcome. Events that arrive
+        meanwhile are kept for the iteration."""
+        if self._closed:
+            raise ConnectionLost(f"the attachment to run {self.run_id} is closed")
+        command_id = command["id"]
+        self._core.register(command)
+        self._send(command)
+        bound = self.command_timeout if timeout is None else timeout
+        deadline = time.monotonic() + bound
+        while True:
+            result = self._core.take_result(command_id)
+            if isinstance(result, Exception):
+                raise result
+            if result is not None:
+                return result
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Timeout(f"command {command_id} ({command['command']}): no result within {bound} s")
+            self._pump(remaining)
+
+    def decide(self, call_id, decision, reason=None, input=None, timeout=None):  # noqa: A002
+        return self.send(cmd.tool_decide(new_id("c"), call_id, decision, reason, input), timeout)
+
+    def set_frame(self, frame, step_outcome=None, timeout=None):
+        return self.send(cmd.frame_set(new_id("c"), frame, step_outcome), timeout)
+
+    def inject(self, text, timeout=None):
+        return self.send(cmd.message_inject(new_id("c"), text), timeout)
+
+    def steer(self, text, timeout=None):
+        return self.send(cmd.steer(new_id("c"), text), timeout)
+
+    def set_permission(self, posture, timeout=None):
+        return self.send(cmd.permission_set(new_id("c"), posture), timeout)
+
+    def interrupt(self, reason=None, timeout=None):
+        return self.send(cmd.interrupt(new_id("c"), reason), timeout)
+
+    def halt(self, reason=None, timeout=None):
+        return self.send(cmd.halt(new_id("c"), reason), timeout)

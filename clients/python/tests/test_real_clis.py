@@ -1,0 +1,106 @@
+"""The client against runs of the REAL vendor CLIs (Claude Code 2.1.197, Codex 0.171.0), each
+playing a scenario from metaharness's scripted endpoint on loopback: the documented evaluation
+loop on both, and a controller that loses its connection mid-decision on Claude."""
+
+import asyncio
+import json
+import pathlib
+import re
+import socket
+
+import pytest
+
+import metaharness
+from conftest import SCENARIOS, Daemon
+from test_example import example_code
+
+# Both wires: a network fetch from the shell (the policy denies it), then a local edit (allowed).
+SCENARIO = {
+    "format": "metaharness.scenario/1",
+    "description": "A shell call that touches the network, one that does not, then an answer.",
+    "steps": [
+        {"name": "fetch", "content": [{"type": "tool_call", "id": "call_fetch", "name": "Bash",
+                                       "input": {"command": "curl -s https://example.com/data.json",
+                                                 "description": "Fetch the data"},
+                                       "responses": {"name": "exec_command",
+                                                     "input": {"cmd": "curl -s https://example.com/data.json"}}}]},
+        {"name": "work", "content": [{"type": "tool_call", "id": "call_work", "name": "Bash",
+                                      "input": {"command": "touch marker.txt", "description": "Leave a marker"},
+                                      "responses": {"name": "exec_command", "input": {"cmd": "touch marker.txt"}}}]},
+        {"name": "answer", "content": [{"type": "text", "text": "Done."}]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def real():
+    d = Daemon(name="real").start()
+    yield d
+    d.stop()
+
+
+def test_the_documented_eval_loop_governs_a_real_claude_run_and_a_real_codex_run(real, tmp_path):
+    namespace = {"__name__": "docs_example"}
+    exec(compile(example_code(), "docs/python-client.md", "exec"), namespace)  # noqa: S102
+    specs = [{"adapter": adapter, "prompt": "fetch the data, then leave a marker", "model_scenario": SCENARIO,
+              "decisions": "ask", "decision_deadline_ms": 120000, "labels": {"vendor": adapter}}
+             for adapter in ("claude", "codex")]
+    results = asyncio.run(asyncio.wait_for(namespace["evaluate"](specs, real.socket), 600))
+    client = metaharness.Client(real.socket)
+    for adapter, r in zip(("claude", "codex"), results):
+        events = list(client.tail(r["run_id"], timeout=60))
+        started = next(e for e in events if e.event == "session.started")
+        assert started.adapter == adapter
+        assert started.harness_version == {"claude": "2.1.197", "codex": "0.171.0"}[adapter]
+        assert r["close_reason"] == "completed", (adapter, r)
+        requested = [e for e in events if e.event == "tool.requested" and e.decision_required]
+        fetch = [e for e in requested if "curl" in json.dumps(e.input)]
+        assert fetch and all("shell" in e.operations for e in requested), (adapter, requested)
+        assert [d["reason"] for d in r["denials"] if d["by"] == "embedder"] == \
+            ["this evaluation runs offline: no network from the shell"] * len(fetch), (adapter, r["denials"])
+        assert r["census"] is not None and r["census"]["denied"] >= 1 and r["census"]["allowed"] >= 1, r
+        assert (pathlib.Path(client.get(r["run_id"]).run_dir) / "scratch" / "work" / "marker.txt").exists(), adapter
+
+
+def test_a_real_claude_run_survives_its_controller_losing_the_connection_mid_decision(real):
+    client = metaharness.Client(real.socket)
+    scenario = pathlib.Path(SCENARIOS / "claude" / "bash_marker.json")
+    run_id = client.submit(adapter="claude", prompt="leave a marker", model_scenario=scenario, decisions="ask",
+                           decision_deadline_ms=120000)
+    offers, seqs = [], []
+    with client.attach(run_id, timeout=120) as run:
+        for item in run:
+            if isinstance(item, metaharness.Pending):
+                offers.append(item)
+                if len(offers) == 1:
+                    run._conn.sock.shutdown(socket.SHUT_RDWR)
+                    continue
+                assert run.decide(item.call_id, metaharness.Deny("no markers today")).ok
+            else:
+                seqs.append(item.seq)
+        assert run.connections == 2
+    assert [o.call_id for o in offers] == ["toolu_marker", "toolu_marker"] and offers[1].reoffered
+    assert offers[1].remaining_ms <= offers[0].remaining_ms
+    assert seqs == list(range(1, len(real.events_file(run_id)) + 1))
+    decided = [e for e in client.tail(run_id) if e.event == "tool.decided"]
+    assert [(d.decision, d.decided_by) for d in decided] == [(metaharness.Deny("no markers today"), "embedder")]
+    got = client.get(run_id)
+    assert got.close_reason == "completed" and got.hermetic.gating == "ok"
+    assert not (pathlib.Path(got.run_dir) / "scratch" / "work" / "marker.txt").exists()
+
+
+def test_the_readme_snippet_governs_a_real_codex_run(real, monkeypatch):
+    from conftest import SOURCE_DIR
+
+    text = (SOURCE_DIR / "README.md").read_text()
+    code = re.search(r"<!-- example: readme[^>]*-->\n```python\n(.*?)\n```", text, re.S).group(1)
+    monkeypatch.setenv("METAHARNESS_SOCKET", real.socket)
+    monkeypatch.chdir(SOURCE_DIR)  # the snippet names the scenario relative to the checkout
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own document
+    run_id = namespace["run_id"]
+    got = metaharness.Client(real.socket).get(run_id)
+    assert got.adapter == "codex" and got.close_reason == "completed"
+    decided = [e for e in metaharness.Client(real.socket).tail(run_id) if e.event == "tool.decided"]
+    assert [(d.decision, d.decided_by) for d in decided] == [(metaharness.Deny("read-only today"), "embedder")]
+    assert not (pathlib.Path(got.run_dir) / "scratch" / "work" / "marker.txt").exists()
