@@ -917,5 +917,55 @@ TEST(CodexPatchSubjects, EveryFileThePatchNamesVerbatim) {
   EXPECT_TRUE(codex::patch_subjects(json::object{}).empty());
 }
 
+// --- issue 9 follow-ups: the first approval's escalation, a steer that never landed, the attestation
+
+// The attestation's ambient inputs say whether an allow grants: under deny-only it never does.
+TEST(CodexAdapter, TheAttestationSaysWhatAnAllowDoesUnderEveryModeWithAndWithoutDenyOnly) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("mh-codex-attest-" + std::to_string(::getpid()));
+  fs::create_directories(root / "bin");
+  std::ofstream(root / "bin/codex") << "";
+  std::ofstream(root / "bin/hook") << "";
+  HostConfig config;
+  config.binaries["codex"] = root / "bin/codex";
+  config.binaries["codex-hook"] = root / "bin/hook";
+  auto adapter = make_codex_adapter(config);
+  for (auto mode : {proto::DecisionMode::observe, proto::DecisionMode::ask, proto::DecisionMode::frame})
+    for (bool deny_only : {false, true}) {
+      RunSpec spec;
+      spec.run_id = "r9";
+      spec.adapter = "codex";
+      spec.prompt = "go";
+      spec.decisions = mode;
+      spec.deny_only = deny_only;
+      spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
+      auto planned = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+      ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << std::get<LaunchRefusal>(planned).message;
+      const auto& a = std::get<LaunchPlan>(planned).attestation;
+      std::string ambient;
+      for (const auto& line : a.ambient_inputs)
+        ambient += line + "\n";
+      std::string what = std::string(proto::to_string(mode)) + (deny_only ? " deny-only" : "") + ":\n" + ambient;
+      EXPECT_EQ(a.deny_only, deny_only) << what;
+      if (deny_only) {
+        EXPECT_EQ(ambient.find("grants"), std::string::npos) << what;
+        EXPECT_EQ(ambient.find("an allow overrides"), std::string::npos) << what;
+        EXPECT_NE(ambient.find("Codex's sandbox and rules decide"), std::string::npos) << what;
+      } else {
+        EXPECT_NE(ambient.find("an allow overrides the read-only and workspace-write postures"), std::string::npos)
+            << what;
+      }
+      bool observe = mode == proto::DecisionMode::observe;
+      EXPECT_EQ(ambient.find("observe mode answers every call with allow, delivered as abstain") != std::string::npos,
+                observe && deny_only)
+          << what;
+      EXPECT_EQ(
+          ambient.find("observe mode accepts every approval, and an accept on this wire grants") != std::string::npos,
+          observe && !deny_only)
+          << what;
+    }
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace mh::adapters
