@@ -28,7 +28,7 @@ const proto::CapabilityTable& capabilities() {
          {true, {}, "approvals (accept / decline) for shell and patches; the PreToolUse hook for every other kind"}},
         {CommandName::frame_set, {true, {}, "enforced at the call seam from the next turn; its text opens that turn"}},
         {CommandName::message_inject, {true, {}, "the next turn/start"}},
-        {CommandName::steer, {true, {}, "turn/steer against the active turn"}},
+        {CommandName::steer, {true, {}, "turn/steer against the active turn (lost with its turn: STEER_UNDELIVERED)"}},
         {CommandName::permission_set, {true, {}, "thread/settings/update, from the next turn"}},
         {CommandName::interrupt, {true, {}, "turn/interrupt, then thread/backgroundTerminals/clean"}},
         {CommandName::halt, {true, {}, "interrupt, close app-server's stdin, then kill the run's processes"}},

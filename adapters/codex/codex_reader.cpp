@@ -105,6 +105,9 @@ void Reader::notification(const std::string& method, const json::object& m, cons
       if (const json::object* error = object_at(*turn, "error"))
         if (auto code = http_status(error->if_contains("codexErrorInfo"))) last_http_status_ = std::to_string(*code);
     if (turn_id == active_turn_) active_turn_.clear();
+    // A steer this turn never showed in the thread cannot land in a later one: the run core
+    // reports it (STEER_UNDELIVERED), and a later user message of the same words is not it.
+    steers_in_flight_.clear();
     sink.turn_ended(status.empty() ? std::nullopt : std::optional<std::string>(status), at);
     return;
   }

@@ -919,6 +919,21 @@ TEST(CodexPatchSubjects, EveryFileThePatchNamesVerbatim) {
 
 // --- issue 9 follow-ups: the first approval's escalation, a steer that never landed, the attestation
 
+// A steer Codex took and never showed in its turn is gone with the turn: the same words in a later
+// turn are not that steer (the run core reports the lost one, STEER_UNDELIVERED).
+TEST_F(CodexSession, ASteerThatNeverLandedIsNotTakenForALaterMessageOfTheSameWords) {
+  open();
+  turn_started("turn_1");
+  session->steer("STEER", sink);
+  feed(json::object{{"method", "turn/completed"},
+                    {"params", json::object{{"threadId", "thr_1"},
+                                            {"turn", json::object{{"id", "turn_1"}, {"status", "interrupted"}}}}}});
+  turn_started("turn_2");
+  feed(
+      R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u3","content":[{"type":"text","text":"STEER"}]}}})");
+  EXPECT_TRUE(sink.of<proto::ev::Injection>().empty()) << "turn 2's own input, not the lost steer";
+}
+
 // The attestation's ambient inputs say whether an allow grants: under deny-only it never does.
 TEST(CodexAdapter, TheAttestationSaysWhatAnAllowDoesUnderEveryModeWithAndWithoutDenyOnly) {
   namespace fs = std::filesystem;
