@@ -697,5 +697,33 @@ TEST_F(CodexRun, ASteerAcceptedAndThenInterruptedIsReportedUndelivered) {
   EXPECT_EQ(reported, 1u);
 }
 
+// 21. The model's first call already asks to run outside the sandbox (exec_command with
+//     sandbox_permissions "require_escalated" and a justification): Codex asks one approval
+//     (its reason is the justification) and runs the command unsandboxed once accepted. That
+//     call is presented as an escalation, with what the model asked kept on its input.
+TEST_F(CodexRun, AFirstCallAskingForEscalationIsPresentedAsAnEscalationWithTheModelsWords) {
+  start("escalated_first", {"--decisions", "ask"});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  EXPECT_EQ(requested->str("call_id"), "call_esc") << "the call itself, not a re-run";
+  EXPECT_TRUE(requested->object.at("escalation").as_bool()) << requested->raw;
+  EXPECT_EQ(requested->str("seam"), "control_request");
+  const auto& input = requested->object.at("input").as_object();
+  EXPECT_EQ(input.at("command"), "touch escalated.txt") << requested->raw;
+  ASSERT_TRUE(input.contains("sandbox_permissions")) << requested->raw;
+  EXPECT_EQ(input.at("sandbox_permissions"), "require_escalated");
+  ASSERT_TRUE(input.contains("justification")) << requested->raw;
+  EXPECT_EQ(input.at("justification"), "ESCALATE: the marker must be written outside the sandbox");
+  send("c1", decide_line("c1", "call_esc", R"({"decision":"allow"})"));
+  EXPECT_EQ(outcome_code(*result_for("c1")), "ok");
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_TRUE(std::filesystem::exists(work() / "escalated.txt")) << "the allow granted the escalation";
+  EXPECT_EQ(process->events_named("tool.requested").size(), 1u) << "one approval, one call";
+  // Codex's own record: the approval's reason is the model's justification.
+  std::string transcript = read_file(run_dir() / "vendor-stdout.jsonl");
+  EXPECT_NE(transcript.find(R"("reason":"ESCALATE: the marker must be written outside the sandbox")"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mh::test

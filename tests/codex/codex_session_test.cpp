@@ -276,8 +276,24 @@ TEST_F(CodexSession, ReplaceIsRefusedByNameForThisWire) {
   EXPECT_FALSE(session->check_decision(call, proto::decision::Allow{}));
 }
 
+// The model's own function_call, as app-server reports it under experimentalRawEvents (captured on
+// 0.171.0): Codex sends it before it runs the hook, starts the item or asks for an approval.
+json::object raw_call(const std::string& call_id, const json::object& arguments) {
+  return json::object{
+      {"method", "rawResponseItem/completed"},
+      {"params", json::object{{"threadId", "thr_1"},
+                              {"turnId", "t1"},
+                              {"item", json::object{{"type", "function_call"},
+                                                    {"status", "completed"},
+                                                    {"id", "fc_mh_0001_0"},
+                                                    {"name", "exec_command"},
+                                                    {"arguments", proto::canonical_json(json::value(arguments))},
+                                                    {"call_id", call_id}}}}}};
+}
+
 TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
   open();
+  feed(raw_call("call_a", json::object{{"cmd", "ls"}}));
   session->on_hook_request(
       1,
       json::object{{"tool_name", "Bash"}, {"tool_use_id", "call_a"}, {"tool_input", json::object{{"command", "ls"}}}},
@@ -918,6 +934,92 @@ TEST(CodexPatchSubjects, EveryFileThePatchNamesVerbatim) {
 }
 
 // --- issue 9 follow-ups: the first approval's escalation, a steer that never landed, the attestation
+
+json::object escalated_args() {
+  return json::object{{"cmd", "touch escalated.txt"},
+                      {"sandbox_permissions", "require_escalated"},
+                      {"justification", "ESCALATE: outside the sandbox"}};
+}
+
+// Captured (0.171.0, untrusted): a first call with require_escalated asks one approval whose reason
+// is the justification; nothing but the model's raw function_call says the sandbox was asked off.
+TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModelsWords) {
+  open();
+  turn_started("t1");
+  feed(raw_call("call_esc", escalated_args()));
+  EXPECT_TRUE(sink.calls.empty()) << "the raw record restates the call; the hook presents it";
+  ASSERT_EQ(sink.of<proto::ev::Opaque>().back().vendor_type, "rawResponseItem/completed") << "kept, as opaque";
+  session->on_hook_request(1,
+                           json::object{{"tool_name", "Bash"},
+                                        {"tool_use_id", "call_esc"},
+                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
+                           sink);
+  ASSERT_EQ(sink.calls.size(), 1u);
+  const ToolCall presented = sink.calls[0].call;  // a copy: later calls grow the vector
+  EXPECT_TRUE(presented.escalation);
+  EXPECT_EQ(presented.input.at("command"), "touch escalated.txt");
+  EXPECT_EQ(presented.input.at("sandbox_permissions"), "require_escalated");
+  EXPECT_EQ(presented.input.at("justification"), "ESCALATE: outside the sandbox");
+
+  feed(approval(0, "thr_1", "call_esc", "ESCALATE: outside the sandbox"));
+  ASSERT_EQ(sink.calls.size(), 2u);
+  const ToolCall& asked = sink.calls[1].call;
+  EXPECT_EQ(asked.call_id, "call_esc") << "the first approval is the call itself, not a re-run";
+  EXPECT_TRUE(asked.escalation);
+  EXPECT_EQ(asked.input.at("justification"), "ESCALATE: outside the sandbox");
+  EXPECT_EQ(asked.input.at("sandbox_permissions"), "require_escalated");
+  EXPECT_EQ(asked.input.at("reason"), "ESCALATE: outside the sandbox");
+  EXPECT_TRUE(session->same_request(presented, asked));
+
+  // A plain call of the same turn asks for nothing of the kind.
+  feed(raw_call("call_ls", json::object{{"cmd", "ls"}}));
+  feed(approval(1, "thr_1", "call_ls"));
+  EXPECT_FALSE(sink.calls.back().call.escalation);
+  EXPECT_FALSE(sink.calls.back().call.input.as_object().contains("sandbox_permissions"));
+}
+
+TEST_F(CodexSession, AShellHookAheadOfTheModelsRecordLeavesThePresentationToTheItem) {
+  open();
+  turn_started("t1");
+  session->on_hook_request(1,
+                           json::object{{"tool_name", "Bash"},
+                                        {"tool_use_id", "call_esc"},
+                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
+                           sink);
+  EXPECT_TRUE(sink.calls.empty()) << "not presented without what the model asked";
+  ASSERT_EQ(sink.hook_replies.size(), 1u);
+  EXPECT_EQ(sink.hook_replies[0].second, "") << "the approval decides: no opinion at the hook";
+  feed(raw_call("call_esc", escalated_args()));
+  feed(R"({"method":"item/started","params":{"item":{"type":"commandExecution","id":"call_esc",)"
+       R"("command":"/bin/bash -lc 'touch escalated.txt'","cwd":"/work","status":"inProgress"},)"
+       R"("threadId":"thr_1","turnId":"t1"}})");
+  ASSERT_EQ(sink.calls.size(), 1u);
+  EXPECT_TRUE(sink.calls[0].call.escalation);
+  EXPECT_EQ(sink.calls[0].call.input.at("sandbox_permissions"), "require_escalated");
+  EXPECT_EQ(sink.calls[0].call.input.at("justification"), "ESCALATE: outside the sandbox");
+}
+
+TEST_F(CodexSession, UnderDenyOnlyTheHookPresentsTheEscalationItDecides) {
+  spec.deny_only = true;
+  session = adapter->open_session(spec, plan);
+  open();
+  turn_started("t1");
+  feed(raw_call("call_esc", escalated_args()));
+  session->on_hook_request(1,
+                           json::object{{"tool_name", "Bash"},
+                                        {"tool_use_id", "call_esc"},
+                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
+                           sink);
+  ASSERT_EQ(sink.calls.size(), 1u);
+  ASSERT_TRUE(sink.calls[0].reply);
+  EXPECT_TRUE(sink.calls[0].call.escalation);
+  EXPECT_EQ(sink.calls[0].call.input.at("justification"), "ESCALATE: outside the sandbox");
+}
+
+TEST_F(CodexSession, AStartedThreadAsksForTheModelsRawItems) {
+  open();
+  EXPECT_EQ(sink.written.at(2).at("params").as_object().at("experimentalRawEvents"), true);
+}
 
 // A steer Codex took and never showed in its turn is gone with the turn: the same words in a later
 // turn are not that steer (the run core reports the lost one, STEER_UNDELIVERED).
