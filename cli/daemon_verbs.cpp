@@ -12,6 +12,7 @@
 
 #include "cli/event_format.hpp"
 #include "cli/run_spec_options.hpp"
+#include "cli/socket_client.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/daemon.hpp"
@@ -27,55 +28,7 @@ namespace json = boost::json;
 using daemon::reply_line;
 using daemon::request_line;
 
-// A blocking line client on the daemon's socket.
-class Client {
- public:
-  bool connect(const std::filesystem::path& path, std::string& error) {
-    if (path.string().size() >= 108) {
-      error = "the socket path " + path.string() + " is longer than a Unix socket path may be (107 bytes)";
-      return false;
-    }
-    boost::system::error_code ec;
-    socket_.connect(asio::local::stream_protocol::endpoint(path.string()), ec);
-    if (ec) error = "cannot reach the daemon at " + path.string() + ": " + ec.message();
-    return !ec;
-  }
-  bool send(const std::string& line) {
-    boost::system::error_code ec;
-    asio::write(socket_, asio::buffer(line + "\n"), ec);
-    return !ec;
-  }
-  void shutdown_send() {
-    boost::system::error_code ec;
-    socket_.shutdown(asio::socket_base::shutdown_send, ec);
-  }
-  // The next line, or nullopt when the daemon closed the connection.
-  std::optional<std::string> next() {
-    for (;;) {
-      auto nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      char chunk[65536];
-      boost::system::error_code ec;
-      std::size_t n = socket_.read_some(asio::buffer(chunk), ec);
-      if (n == 0 || ec) {
-        if (buffer_.empty()) return std::nullopt;
-        std::string rest = std::move(buffer_);
-        buffer_.clear();
-        return rest;
-      }
-      buffer_.append(chunk, n);
-    }
-  }
-
- private:
-  asio::io_context io_;
-  asio::local::stream_protocol::socket socket_{io_};
-  std::string buffer_;
-};
+using Client = SocketClient;
 
 struct ReplyView {
   json::object o;
@@ -108,9 +61,8 @@ int refused(const ReplyView& r) {
 
 // Connects, sends one request and returns the first reply line.
 std::optional<ReplyView> ask(Client& c, const std::string& socket, const std::string& request, int& status) {
-  std::string error;
-  if (!c.connect(socket, error)) {
-    std::cerr << "metaharness: " << error << "\n";
+  if (auto error = c.connect(socket)) {
+    std::cerr << "metaharness: " << *error << "\n";
     status = 2;
     return std::nullopt;
   }
@@ -281,9 +233,8 @@ int submit_verb(const ClientOptions& o) {
   }
   std::cerr << "metaharness: run " << id << "\n";
   Client t;
-  std::string terror;
-  if (!t.connect(o.socket, terror)) {
-    std::cerr << "metaharness: " << terror << "\n";
+  if (auto terror = t.connect(o.socket)) {
+    std::cerr << "metaharness: " << *terror << "\n";
     return 2;
   }
   t.send(request_line("tail", "tail", json::object{{"run_id", id}, {"from_seq", 1}, {"follow", true}}));

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/atif_trajectory.hpp"
+#include "cli/socket_client.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/socket_api.hpp"
@@ -102,51 +103,7 @@ Read from_path(const std::filesystem::path& path) {
   return s;
 }
 
-// A blocking line client on the daemon's socket, for two requests.
-class Connection {
- public:
-  std::optional<std::string> open(const std::string& path) {
-    if (path.size() >= 108) return "the socket path " + path + " is longer than a Unix socket path may be (107 bytes)";
-    boost::system::error_code ec;
-    socket_.connect(asio::local::stream_protocol::endpoint(path), ec);
-    if (ec) return "cannot reach the daemon at " + path + ": " + ec.message();
-    return std::nullopt;
-  }
-  bool send(const std::string& line) {
-    boost::system::error_code ec;
-    asio::write(socket_, asio::buffer(line + "\n"), ec);
-    return !ec;
-  }
-  std::optional<std::string> next() {
-    for (;;) {
-      auto nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      char chunk[65536];
-      boost::system::error_code ec;
-      std::size_t n = socket_.read_some(asio::buffer(chunk), ec);
-      if (n == 0 || ec) return std::nullopt;
-      buffer_.append(chunk, n);
-    }
-  }
-
- private:
-  asio::io_context io_;
-  asio::local::stream_protocol::socket socket_{io_};
-  std::string buffer_;
-};
-
-// A socket reply line's object, when the line is one.
-std::optional<json::object> socket_reply(const std::string& line) {
-  auto v = protocol::parse_json(line);
-  if (!v || !v->is_object()) return std::nullopt;
-  const auto* format = v->as_object().if_contains("format");
-  if (!format || !format->is_string() || format->as_string() != daemon::kSocketFormat) return std::nullopt;
-  return std::move(v->as_object());
-}
+using Connection = SocketClient;
 
 std::string text_of(const json::object& o, std::string_view key) {
   const auto* v = o.if_contains(key);
@@ -160,7 +117,7 @@ Read refused(const json::object& reply) {
 // One request, its first reply.
 boost::system::result<json::object, Failure> ask(Connection& c, const std::string& socket, const std::string& line) {
   using R = boost::system::result<json::object, Failure>;
-  if (auto error = c.open(socket)) return R(boost::system::in_place_error, Failure{2, *error});
+  if (auto error = c.connect(socket)) return R(boost::system::in_place_error, Failure{2, *error});
   if (!c.send(line)) return R(boost::system::in_place_error, Failure{2, "the daemon closed the connection"});
   auto reply_line = c.next();
   if (!reply_line)
