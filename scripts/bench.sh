@@ -114,7 +114,7 @@ bench_daemon() {
   esac
 }
 
-# The Codex approval seam (issue 5): the real `codex app-server` (the pinned native binary)
+# The Codex approval seam (issue 5; mh_seam_bench --vendor codex): the real `codex app-server` (the pinned native binary)
 # against the scripted model endpoint, 40 sequential exec_command calls per turn, three variants
 # interleaved round-robin: approvalPolicy never (the floor), a bare JSON-RPC driver accepting
 # every approval at once, metaharness ask mode. About 2 minutes at the default 5 rounds (runs of
@@ -123,13 +123,13 @@ bench_daemon() {
 # Environment: MH_CODEX_SEAM_RUNS (measured rounds, default 5), MH_CODEX_SEAM_JSON (summary file,
 # default codex-seam-bench.json in a fresh temporary directory, named in the output).
 bench_codex_seam() {
-  local program="$BIN/mh_codex_seam_bench"
+  local program="$BIN/mh_seam_bench"
   [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
   [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
   [ -x "$BIN/mh-codex-hook" ] || { say "missing $BIN/mh-codex-hook (build first)"; return 1; }
   local runs="${MH_CODEX_SEAM_RUNS:-5}" out
   say "codex seam: $runs interleaved rounds of 3 variants (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  local args=(--runs "$runs" --metaharness "$BIN/metaharness")
+  local args=(--vendor codex --runs "$runs" --metaharness "$BIN/metaharness")
   [ -n "${MH_CODEX_SEAM_JSON:-}" ] && args+=(--json "$MH_CODEX_SEAM_JSON")
   out="$("$program" "${args[@]}")" || { printf '%s\n' "$out"; say "codex seam: a variant did not complete"; return 1; }
   printf '%s\n' "$out"

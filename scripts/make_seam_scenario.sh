@@ -5,9 +5,9 @@
 # call.
 #   scripts/make_seam_scenario.sh [N] [claude|codex] > bench/scenarios/<cli>_<N>_calls.json
 #
-# claude (bench/seam_bench.cpp): Anthropic wire, Bash calls. Read-only commands such as `ls` or
+# claude (bench/seam/seam_claude.cpp): Anthropic wire, Bash calls. Read-only commands such as `ls` or
 # `echo` are auto-allowed by Claude and would skip its permission pipeline.
-# codex (bench/codex_seam_bench.cpp): Responses wire, exec_command calls (Codex's shell tool).
+# codex (bench/seam/seam_codex.cpp): Responses wire, exec_command calls (Codex's shell tool).
 # Under approvalPolicy "untrusted" Codex asks before every exec_command, read-only or not; a
 # write is still the fairer test, and under "never" it needs a sandbox that lets it write.
 set -euo pipefail

@@ -1,0 +1,248 @@
+// The call seam bench (bench/seam_bench.cpp): what deciding a tool call costs per call on a REAL
+// vendor CLI against the project's scripted model endpoint, every variant in one invocation,
+// interleaved round-robin. What is shared by the vendors lives here and in seam_bench.cpp (the
+// variant loop, the metaharness ask variant, the run record, the statistics); what differs
+// between Claude Code and Codex is one VendorDriver row each (seam_claude.cpp, seam_codex.cpp):
+// how the bench drives the CLI directly, how it reads metaharness's latency report, and the
+// report it prints (the figures of each vendor's RESULTS.md section).
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "testkit/line_reader.hpp"
+#include "testkit/proc.hpp"
+#include "testkit/stats.hpp"
+#include "testkit/subprocess.hpp"
+
+namespace mh::seam {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+using testkit::fixed;
+using testkit::LineReader;
+using testkit::median;
+using testkit::ms_between;
+using testkit::quantile_of_sorted;
+using testkit::Spread;
+using testkit::spread_of;
+using testkit::spread_text;
+using testkit::Subprocess;
+using testkit::to_json;
+
+// Ctrl-C / SIGTERM: the signal is passed on to the running child (the CLI exits; metaharness
+// stops its run and kills the run's processes), and the bench stops after reaping it.
+extern std::atomic<pid_t> g_running_child;
+extern volatile std::sig_atomic_t g_stop_requested;
+
+// The floor is the variant every added time is measured against: Claude's `baseline` (no hook,
+// Bash pre-approved), Codex's `never_ask` (approvalPolicy never). A vendor offers the variants
+// its row names.
+enum class Variant { floor, bare_driver, command_hook, metaharness_ask };
+constexpr std::array<Variant, 4> kVariants = {Variant::floor, Variant::bare_driver, Variant::command_hook,
+                                              Variant::metaharness_ask};
+std::string_view name_of(Variant v);  // the active vendor's name for it
+
+struct Options {
+  int runs = 0;    // measured rounds; every round runs each variant once (default: the vendor's)
+  int warmup = 1;  // rounds run first and discarded (cold page cache, first CLI start-up)
+  int timeout_s = 0;
+  fs::path scenario;
+  fs::path vendor_bin;  // --claude / --codex
+  fs::path metaharness;
+  fs::path work_root;
+  fs::path json_out;
+  std::vector<Variant> variants;
+  std::string hook_command;  // claude: the command hook's command
+  std::string prompt = "Touch the files.";
+  std::string model = "gpt-5.5";  // codex: the adapter's default slug (Codex knows it: real tool metadata)
+  bool keep = false;
+};
+
+struct LatencySummary {
+  std::uint64_t samples = 0;
+  double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
+};
+
+struct RunRecord {
+  Variant variant = Variant::floor;
+  int round = 0;  // negative: warm-up
+  bool ok = false;
+  std::string failure;
+  double wall_turn_ms = 0;  // spawn -> the turn's end read (claude `result`, codex turn/completed; turn.ended)
+  double wall_end_ms = 0;   // spawn -> stdout EOF (metaharness: stream.closed read by the client)
+  double span_ms = 0;       // first -> last main-loop request at the endpoint (the N call cycles)
+  double child_cpu_ms = 0;  // CPU of the spawned process and its descendants (the CLI, tools; metaharness)
+  double bench_cpu_ms = 0;  // CPU of this process during the run (driver/client, in-process endpoint)
+  double cpu_ms = 0;        // the two together: all the CPU the run cost, wherever its endpoint ran
+  double load_before = 0;   // 1-minute load average when the run started
+  int calls_answered = 0;   // hook_callbacks / approvals answered, tool.decide sent
+  int aux_requests = 0;     // codex: requests the endpoint answered as not main-loop (no tools offered)
+  std::vector<double> driver_reaction_us;  // bare driver: the ask read -> the answer written
+  // When the driver saw each call, ms since the spawn (the vendor's announcement; the first
+  // tool.requested for metaharness). Successive differences are the call cycles.
+  std::vector<double> call_seen_ms;
+  // Per call, from the driver seeing it to the driver seeing its result: the seam and the tool
+  // run, without the model round trip that makes most of a cycle's noise.
+  std::vector<double> call_latency_ms;
+  std::map<std::string, double> seen_by_id, done_by_id;  // ms since the spawn, by call id
+
+  void match_latencies() {
+    for (const auto& [id, seen] : seen_by_id)
+      if (auto it = done_by_id.find(id); it != done_by_id.end()) call_latency_ms.push_back(it->second - seen);
+  }
+  std::optional<LatencySummary> line_to_requested, decide_to_answer;  // claude metaharness_ask
+  // codex metaharness_ask: every PreToolUse hook run as Codex timed it (hook/completed durationMs).
+  std::vector<double> hook_ms;
+  // codex metaharness_ask: the raw samples of its --latency-report, in µs.
+  std::map<std::string, std::vector<double>> own_share_us;
+  fs::path dir;
+};
+
+// What one run of a vendor's direct variant gets: the options, N, the endpoint's io_context.
+struct RunContext {
+  const Options& o;
+  int calls;
+  boost::asio::io_context& io;
+
+  Clock::time_point deadline_from(Clock::time_point start) const { return start + std::chrono::seconds(o.timeout_s); }
+  // Every one of f1..fN exists: each call really ran, whoever decided it.
+  std::string check_files(const fs::path& work) const;
+  // The span of the N call cycles: main-loop request 1 (the prompt) to request N+1 (after the
+  // last tool result), from the arrival times of the step-answered requests.
+  std::string span_from(const std::vector<double>& step_received_ms, RunRecord& r) const;
+  // What the endpoint served, checked strictly (see seam_bench.cpp): exactly N + 1 step answers,
+  // aux ones counted, any other answer fails the run.
+  struct Served {
+    std::string answer;
+    double received_ms;
+  };
+  std::string check_requests(const std::vector<Served>& served, RunRecord& r) const;
+};
+
+// How the metaharness ask variant differs between the vendors (the loop itself is shared).
+struct MetaharnessShape {
+  bool pass_locale;  // LANG, LC_ALL, TZ passed through (the codex adapter's plan passes them)
+  bool model_flag;   // `--model <o.model>` given
+  // The first tool.requested of a call is the client's first sight of it, before the one asking
+  // for the decision (codex: the hook's); otherwise only decision_required ones are counted.
+  bool seen_at_first_announcement;
+  // When stdin (the command source) is closed: after the N-th decision, or at turn.ended.
+  bool close_at_turn_end;
+  bool check_stop_reason;  // turn.ended must say stop_reason completed
+  // Every request of the model log counts (an answer other than step/aux/exhausted fails the
+  // run), or only the step-answered ones.
+  bool strict_requests;
+};
+
+struct VendorDriver {
+  std::string_view name;                          // `metaharness run <name>`, --<name> FILE
+  std::string_view program;                       // the name it reports under (its target before the two merged)
+  std::array<std::string_view, 4> variant_names;  // by Variant; "" = not offered
+  int default_runs;
+  int default_timeout_s;
+  std::string_view scenario;              // under <source>/bench/scenarios
+  std::string_view bin_env;               // METAHARNESS_<VENDOR>_BIN
+  std::string_view bin_under_vendor;      // default under <source>/.vendor
+  std::string_view json_name;             // default summary file name
+  std::string_view default_hook_command;  // "" = no command_hook variant
+  std::string_view usage;                 // the vendor's own options, for --help
+  bool responses_wire;                  // the scenario's tool calls are counted on the responses wire (else anthropic)
+  std::string_view metaharness_helper;  // a program metaharness runs beside it ("" = none)
+  MetaharnessShape metaharness;
+  void (*run_directly)(const RunContext&, RunRecord&);
+  std::string (*read_latency_report)(const fs::path& file, RunRecord& r);
+  void (*after_metaharness_run)(const fs::path& run_dir, RunRecord& r);  // may be null
+  int (*report)(const Options& o, int calls, const std::vector<RunRecord>& records);
+};
+
+extern const VendorDriver kClaude;
+extern const VendorDriver kCodex;
+extern const VendorDriver* g_vendor;  // the active one
+
+// ---- shared report pieces ------------------------------------------------------------------
+
+using Runs = std::vector<const RunRecord*>;
+
+// The completed runs and the failure count of each variant (warm-ups left out).
+struct Outcome {
+  std::map<Variant, Runs> ok;
+  std::map<Variant, int> failed;
+  explicit Outcome(const std::vector<RunRecord>& records);
+  std::vector<double> values(Variant v, double RunRecord::*field);
+};
+
+// The call cycles of a set of runs, pooled: the gaps between successive calls as the driver saw
+// them; and every call latency, pooled.
+std::vector<double> call_cycles(const Runs& runs);
+std::vector<double> call_latencies(const Runs& runs);
+
+// How a variant's runs are summed up into one figure, and whether that figure is for the whole
+// turn (then the added time per call is the difference over N) or already per call.
+struct Metric {
+  std::string_view key;
+  std::string_view title;
+  bool per_turn;
+  double (*statistic)(const Runs&);
+};
+
+template <double RunRecord::*field>
+double median_of(const Runs& runs) {
+  std::vector<double> v;
+  for (const RunRecord* r : runs)
+    v.push_back(r->*field);
+  return median(v);
+}
+double median_call_cycle(const Runs& runs);
+double median_call_latency(const Runs& runs);
+
+// A 95% bootstrap interval of a statistic of several variants' runs (runs resampled with
+// replacement, each variant on its own): how far the noise of this many runs moves the figure.
+template <typename Statistic>
+std::optional<std::pair<double, double>> bootstrap_interval(const std::vector<Runs>& groups, Statistic statistic) {
+  for (const auto& g : groups)
+    if (g.size() < 2) return std::nullopt;
+  std::mt19937_64 random(20261129);  // fixed: the same data gives the same interval
+  std::vector<double> estimates;
+  constexpr int kResamples = 2000;
+  for (int i = 0; i < kResamples; ++i) {
+    std::vector<Runs> resampled;
+    for (const auto& g : groups) {
+      std::uniform_int_distribution<std::size_t> pick(0, g.size() - 1);
+      Runs r;
+      for (std::size_t k = 0; k < g.size(); ++k)
+        r.push_back(g[pick(random)]);
+      resampled.push_back(std::move(r));
+    }
+    if (auto e = statistic(resampled)) estimates.push_back(*e);
+  }
+  if (estimates.size() < kResamples / 2) return std::nullopt;
+  std::sort(estimates.begin(), estimates.end());
+  return std::make_pair(quantile_of_sorted(estimates, 0.025), quantile_of_sorted(estimates, 0.975));
+}
+
+// The summary's head every vendor writes first.
+json::object summary_head(const Options& o, int calls);
+// The CPU table (child, bench[, together], load) every vendor prints.
+void print_cpu_table(const Options& o, Outcome& out, bool with_total);
+// Writes the JSON summary, names the failed runs; the exit status.
+int finish_report(const Options& o, const json::object& summary, const Outcome& out,
+                  const std::vector<RunRecord>& records);
+
+}  // namespace mh::seam
