@@ -94,14 +94,15 @@ TEST(Config, TheEventLineBoundDefaultsToOneMebibyteAndIsRefusedOutsideWhatEveryR
 
 TEST(Config, RolesNestAndTheOwnerIsAdminUnlessTheConfigSaysOtherwise) {
   daemon::DaemonConfig c;
+  c.root_is_admin = false;  // access_config_test.cpp covers root
   c.observe.uids = {1001};
   c.control.gids = {2000};
-  EXPECT_EQ(c.role_of(1001, 1), daemon::Role::observe);
-  EXPECT_EQ(c.role_of(1002, 2000), daemon::Role::control);
-  EXPECT_EQ(c.role_of(1003, 3), daemon::Role::none);
-  EXPECT_EQ(c.role_of(::geteuid(), 0), daemon::Role::admin);
+  EXPECT_EQ(c.role_of(1001, std::set<std::uint32_t>{1}), daemon::Role::observe);
+  EXPECT_EQ(c.role_of(1002, std::set<std::uint32_t>{2000}), daemon::Role::control);
+  EXPECT_EQ(c.role_of(1003, std::set<std::uint32_t>{3}), daemon::Role::none);
+  EXPECT_EQ(c.role_of(::geteuid(), std::set<std::uint32_t>{0}), daemon::Role::admin);
   c.owner_is_admin = false;
-  EXPECT_EQ(c.role_of(::geteuid(), 12345), daemon::Role::none);
+  EXPECT_EQ(c.role_of(::geteuid(), std::set<std::uint32_t>{12345}), daemon::Role::none);
 }
 
 // systemd-analyze verify, with the unit pointed at the binary under test. Any warning fails too.
