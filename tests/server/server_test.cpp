@@ -109,7 +109,7 @@ TEST(Config, RolesNestAndTheOwnerIsAdminUnlessTheConfigSaysOtherwise) {
 TEST(Systemd, TheUnitsVerifyClean) {
   TempDir dir("systemd");
   std::string service = read_file(source_dir() / "systemd/metaharness.service");
-  const std::string installed = "/usr/local/bin/metaharness";
+  const std::string installed = "/usr/bin/metaharness";
   ASSERT_NE(service.find(installed), std::string::npos);
   for (auto at = service.find(installed); at != std::string::npos; at = service.find(installed, at + 1))
     service.replace(at, installed.size(), metaharness_binary().string());
