@@ -240,6 +240,37 @@ std::vector<proto::ev::CommandResult> refuse_unhonoured_commands(const RunSpec& 
   return refused;
 }
 
+proto::CapabilityTable harness_capabilities(std::string_view adapter_id) {
+  proto::CapabilityTable t;
+  t.adapter_id = std::string(adapter_id);
+  t.adapter_class = proto::AdapterClass::harness;
+  for (const auto& pin : build_info::vendor_pins)
+    if (pin.adapter == adapter_id) t.versions_pinned.emplace_back(pin.version);
+  t.tiers = {{proto::Tier::registration, proto::TierStatus::delivered},
+             {proto::Tier::call, proto::TierStatus::delivered},
+             {proto::Tier::turn, proto::TierStatus::delivered},
+             {proto::Tier::kill, proto::TierStatus::delivered}};
+  t.decision_modes = {{proto::DecisionMode::frame, proto::TierStatus::delivered},
+                      {proto::DecisionMode::ask, proto::TierStatus::delivered},
+                      {proto::DecisionMode::observe, proto::TierStatus::delivered}};
+  return t;
+}
+
+std::vector<proto::Operation> operations_with(const proto::CapabilityTable& table, std::string_view tool,
+                                              const std::vector<proto::OpKind>& also) {
+  auto ops = table.operations_for_tool(tool);
+  for (auto op : also)
+    ops.push_back(proto::Operation{op, {}, {}});
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.op < b.op; });
+  return ops;
+}
+
+void read_transcript(std::string_view transcript, const std::function<void(const proto::FramedLine&)>& on_line) {
+  proto::LineFramer framer(proto::kDefaultMaxVendorLineBytes, /*digest_oversized=*/true);
+  framer.feed(transcript, on_line);
+  framer.finish(on_line);
+}
+
 proto::CloseReason classify_close(bool halted, const std::optional<proto::ev::SessionEnded>& terminal) {
   if (halted) return proto::CloseReason::steer_halt;
   if (!terminal) return proto::CloseReason::error;

@@ -7,6 +7,7 @@
 
 #include <boost/system/result.hpp>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -378,6 +379,20 @@ class AdapterRegistry {
 
 // Close-reason classification (reference §4.3) from what the run knows at its end.
 proto::CloseReason classify_close(bool halted, const std::optional<proto::ev::SessionEnded>& terminal);
+
+// The start of a harness adapter's capability table: its id, the versions pinned for it
+// (vendor/pins), and every tier and decision mode delivered. Commands, rendering and notes are
+// the adapter's own.
+proto::CapabilityTable harness_capabilities(std::string_view adapter_id);
+
+// The operations a call of `tool` is: the table's rendering plus `also` (the vendor's aliases),
+// in vocabulary order.
+std::vector<proto::Operation> operations_with(const proto::CapabilityTable& table, std::string_view tool,
+                                              const std::vector<proto::OpKind>& also);
+
+// Frames a retained transcript (`metaharness translate`) as the live run frames the vendor's
+// stdout: the same line bound, an oversized line digested whole.
+void read_transcript(std::string_view transcript, const std::function<void(const proto::FramedLine&)>& on_line);
 
 // Run-start refusal shared by every adapter: the commands this run's configuration needs
 // (interrupt, halt; tool.decide for ask / observe / a frame; whatever the spec declares), each

@@ -1,10 +1,7 @@
 #include "cli/run_spec_options.hpp"
 
-#include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "protocol/commands.hpp"
@@ -125,19 +122,6 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
     if (!adapters::set_budget(spec.budget, split->first, split->second, error)) return fail("--budget: " + error);
   }
   return spec;
-}
-
-std::string new_run_id() {
-  std::time_t t = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-  std::random_device rd;
-  std::uniform_int_distribution<std::uint32_t> dist;
-  char suffix[16];
-  std::snprintf(suffix, sizeof suffix, "%08x", dist(rd));
-  return std::string(stamp) + "-" + suffix;
 }
 
 }  // namespace mh::cli

@@ -6,6 +6,7 @@
 #include <boost/system/result.hpp>
 
 #include "adapters/adapter.hpp"
+#include "daemon/run/run_dir.hpp"
 
 namespace mh::cli {
 
@@ -37,8 +38,8 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o);
 // The model endpoint is left empty when a scenario is given (the host starts one and fills it).
 boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOptions& o, std::string run_id);
 
-// A fresh run id: UTC time plus random bits ("20261129T184844Z-3fa9c1d2"). Never a path a
-// client could steer.
-std::string new_run_id();
+// A fresh run id, the daemon's own (daemon/run/run_dir.hpp): `run` and `plan` name their runs as
+// the daemon does.
+using daemon::new_run_id;
 
 }  // namespace mh::cli

@@ -641,14 +641,6 @@ std::optional<bool> FieldReader::opt_bool(std::string_view k) {
   return v->get_bool();
 }
 
-namespace {
-std::optional<std::uint64_t> as_u64(const json::value& v) {
-  if (v.is_uint64()) return v.get_uint64();
-  if (v.is_int64() && v.get_int64() >= 0) return static_cast<std::uint64_t>(v.get_int64());
-  return std::nullopt;
-}
-}  // namespace
-
 std::uint64_t FieldReader::req_u64(std::string_view k) {
   const json::value* v = find(k);
   if (!v) {
@@ -693,11 +685,9 @@ std::optional<std::int64_t> FieldReader::opt_i64(std::string_view k) {
 std::optional<double> FieldReader::opt_f64(std::string_view k) {
   const json::value* v = find(k);
   if (!v || v->is_null()) return std::nullopt;
-  if (v->is_double()) return v->get_double();
-  if (v->is_int64()) return static_cast<double>(v->get_int64());
-  if (v->is_uint64()) return static_cast<double>(v->get_uint64());
-  wrong_type(k, "a number or null", *v);
-  return std::nullopt;
+  auto n = as_f64(*v);
+  if (!n) wrong_type(k, "a number or null", *v);
+  return n;
 }
 
 json::value FieldReader::any(std::string_view k) {

@@ -10,6 +10,7 @@
 
 #include <boost/json/value.hpp>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -139,6 +140,27 @@ class FieldReader {
   std::string context_;
   std::string error_;
 };
+
+// Lenient getters for vendor records, which are untrusted and shaped as the vendor pleases: a
+// field that is missing, null or of another type reads as unknown (nullopt, or nullptr), never as
+// an error and never as a default. FieldReader above is the strict counterpart for the wire's own
+// lines; both read numbers through as_u64 / as_f64, so a number means the same to each.
+std::optional<std::string> string_at(const json::object& o, std::string_view key);
+std::optional<bool> bool_at(const json::object& o, std::string_view key);
+std::optional<std::uint64_t> u64_at(const json::object& o, std::string_view key);
+// The first of `keys` that holds a non-negative integer (a vendor that spells one field two ways).
+std::optional<std::uint64_t> u64_at(const json::object& o, std::initializer_list<std::string_view> keys);
+std::optional<double> f64_at(const json::object& o, std::string_view key);
+const json::object* object_at(const json::object& o, std::string_view key);
+const json::array* array_at(const json::object& o, std::string_view key);
+// The string elements of an array, in order (other elements are skipped); a missing key or a
+// value that is not an array is unknown (nullopt), never [].
+std::optional<std::vector<std::string>> strings_at(const json::object& o, std::string_view key);
+
+// A non-negative integer (int64 >= 0 or uint64); anything else, a double included, is nullopt.
+std::optional<std::uint64_t> as_u64(const json::value& v);
+// Any number, as a double; anything else is nullopt.
+std::optional<double> as_f64(const json::value& v);
 
 // An integer a vendor wrote, when it is one that fits: int64, a uint64 up to INT64_MAX, or a
 // double with no fraction inside the int64 range. Anything else (1e300, 2^64-1, 1.5, a string)

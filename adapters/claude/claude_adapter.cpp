@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
-#include "metaharness/build_info.hpp"
-#include "protocol/digest.hpp"
+#include "adapters/hook_output.hpp"
+#include "adapters/plan_common.hpp"
+#include "protocol/vendor_line.hpp"
 
 namespace mh::adapters {
 namespace claude {
@@ -32,43 +30,13 @@ constexpr ToolAlias kAliases[] = {
     {"TaskList", proto::OpKind::task_todo},
 };
 
-// Environment a caller may pass through (locale and time zone only); everything else is
-// constructed by the plan.
-constexpr std::array<std::string_view, 3> kPassThroughEnv = {"LANG", "LC_ALL", "TZ"};
-
-// Declared vendor variables that would take the seam away, or override what the plan owns.
-bool denied_vendor_env(std::string_view name, std::string& why) {
-  static constexpr std::array<std::string_view, 11> kOwned = {"HOME",
-                                                              "PATH",
-                                                              "TMPDIR",
-                                                              "CLAUDE_CONFIG_DIR",
-                                                              "ANTHROPIC_BASE_URL",
-                                                              "ANTHROPIC_AUTH_TOKEN",
-                                                              "ANTHROPIC_API_KEY",
-                                                              "CLAUDE_CODE_OAUTH_TOKEN",
-                                                              "METAHARNESS_RUN",
-                                                              "CLAUDE_CODE_ENTRYPOINT",
-                                                              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"};
-  static constexpr std::array<std::string_view, 2> kSeamBreakers = {"CLAUDE_CODE_SAFE_MODE", "CLAUDE_CODE_SIMPLE"};
-  for (auto k : kSeamBreakers)
-    if (name == k) {
-      why = std::string(name) + " switches hooks off silently (safe/bare mode), which would remove the call seam";
-      return true;
-    }
-  for (auto k : kOwned)
-    if (name == k) {
-      why = std::string(name) + " is set by the launch plan itself and cannot be overridden";
-      return true;
-    }
-  return false;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// Variables the plan sets besides HOME, PATH, TMPDIR, CLAUDE_CONFIG_DIR and the run marker (or
+// that would replace its credential): a run may not declare them.
+constexpr std::array<std::string_view, 6> kOwnedEnv = {
+    "ANTHROPIC_BASE_URL",      "ANTHROPIC_AUTH_TOKEN",   "ANTHROPIC_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"};
+// Safe and bare mode skip hooks silently: declared, they would take the call seam away.
+constexpr std::array<std::string_view, 2> kSeamBreakers = {"CLAUDE_CODE_SAFE_MODE", "CLAUDE_CODE_SIMPLE"};
 
 std::string control_request(std::string_view id, json::object request) {
   json::object o;
@@ -82,15 +50,7 @@ std::string control_request(std::string_view id, json::object request) {
 
 const proto::CapabilityTable& capabilities() {
   static const proto::CapabilityTable table = [] {
-    proto::CapabilityTable t;
-    t.adapter_id = "claude";
-    t.adapter_class = proto::AdapterClass::harness;
-    for (const auto& pin : build_info::vendor_pins)
-      if (pin.adapter == "claude") t.versions_pinned.emplace_back(pin.version);
-    t.tiers = {{proto::Tier::registration, proto::TierStatus::delivered},
-               {proto::Tier::call, proto::TierStatus::delivered},
-               {proto::Tier::turn, proto::TierStatus::delivered},
-               {proto::Tier::kill, proto::TierStatus::delivered}};
+    proto::CapabilityTable t = harness_capabilities("claude");
     using proto::CommandName;
     t.commands = {
         {CommandName::tool_decide, {true, {}, "in-band PreToolUse hook callback, answered with a control_response"}},
@@ -104,9 +64,6 @@ const proto::CapabilityTable& capabilities() {
         {CommandName::interrupt, {true, {}, "interrupt control request"}},
         {CommandName::halt, {true, {}, "interrupt, end_session, close stdin, then kill the run's processes"}},
     };
-    t.decision_modes = {{proto::DecisionMode::frame, proto::TierStatus::delivered},
-                        {proto::DecisionMode::ask, proto::TierStatus::delivered},
-                        {proto::DecisionMode::observe, proto::TierStatus::delivered}};
     t.rendering = {{"file.read", "Read"},      {"file.write", "Write"},   {"file.edit", "Edit"},
                    {"dir.list", "Glob"},       {"search", "Grep"},        {"shell", "Bash"},
                    {"web.read", "WebFetch"},   {"skill.load", "Skill"},   {"subagent.spawn", "Agent"},
@@ -129,28 +86,6 @@ const proto::CapabilityTable& capabilities() {
 
 std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
   return vendor_dir / "node_modules/@anthropic-ai/claude-code-linux-x64/claude";
-}
-
-json::value hook_output(const proto::Decision& decision) {
-  json::object specific;
-  specific["hookEventName"] = "PreToolUse";
-  return std::visit(
-      [&](const auto& d) -> json::value {
-        using T = std::decay_t<decltype(d)>;
-        if constexpr (std::is_same_v<T, proto::decision::Abstain>) {
-          return json::object{};  // no opinion: the vendor's own permission pipeline decides
-        } else if constexpr (std::is_same_v<T, proto::decision::Allow>) {
-          specific["permissionDecision"] = "allow";
-        } else if constexpr (std::is_same_v<T, proto::decision::Deny>) {
-          specific["permissionDecision"] = "deny";
-          specific["permissionDecisionReason"] = d.reason;
-        } else {
-          specific["permissionDecision"] = "allow";
-          specific["updatedInput"] = d.input;
-        }
-        return json::object{{"hookSpecificOutput", std::move(specific)}};
-      },
-      decision);
 }
 
 bool is_known_posture(std::string_view posture) {
@@ -195,17 +130,14 @@ class Session final : public AdapterSession {
   }
 
   void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) override {
-    if (line.too_long) {
-      Reader::unreadable(line, sink);
+    auto classified = proto::classify_vendor_line(line);
+    if (auto* opaque = std::get_if<proto::ev::Opaque>(&classified)) {
+      sink.event(std::move(*opaque), std::nullopt);
       return;
     }
-    if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) return;  // blank: counts, says nothing
-    auto value = proto::parse_json(line.text);
-    if (!value || !value->is_object()) {
-      Reader::unreadable(line, sink);
-      return;
-    }
-    const auto& record = value->get_object();
+    const auto* record_ptr = std::get_if<json::object>(&classified);
+    if (!record_ptr) return;  // blank: counts as a line, says nothing
+    const json::object& record = *record_ptr;
     const json::value* type = record.if_contains("type");
     std::string_view t = type && type->is_string() ? std::string_view(type->get_string()) : std::string_view();
     if (t == "control_request" && handle_control_request(record, line, sink)) return;
@@ -417,44 +349,26 @@ class ClaudeAdapter final : public Adapter {
   std::string_view id() const override { return "claude"; }
   const proto::CapabilityTable& capabilities() const override { return claude::capabilities(); }
 
-  std::filesystem::path binary() const {
-    if (auto it = config_.binaries.find("claude"); it != config_.binaries.end()) return it->second;
-    return claude::default_binary(config_.vendor_dir);
-  }
-
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
-    auto refuse = [](std::string message) { return LaunchRefusal{{}, std::move(message)}; };
-    if (auto refused = refuse_unhonoured_commands(spec, capabilities()); !refused.empty())
-      return LaunchRefusal{std::move(refused), "the run needs controls the claude adapter cannot honour"};
-    if (spec.decisions == proto::DecisionMode::observe && spec.frame)
-      return LaunchRefusal{
-          {proto::ev::CommandResult{"start/tool.decide",
-                                    proto::CommandOutcome::refused(
-                                        proto::RefusalCode::UNSUPPORTED_CONTROL,
-                                        "observe mode allows every call, so a frame would be told to the model and "
-                                        "enforced by nothing; use decisions frame (or ask) with a frame")}},
-          "observe mode refuses a frame"};
-    if (spec.prompt.empty()) return refuse("the run has no prompt");
-    if (auto too_long = refuse_deadline(*this, spec.decision_deadline_ms)) return refuse(*too_long);
-    if (!spec.model_endpoint)
-      return refuse("no model endpoint: give a scripted scenario (--model-scenario) or an endpoint (--model-endpoint)");
-    for (const auto& [name, value] : spec.vendor_env) {
-      std::string why;
-      if (claude::denied_vendor_env(name, why)) return refuse("declared vendor environment refused: " + why);
-    }
-    // Claude takes no setting outside its environment that a run may declare: every key is
-    // unknown, and refused by name rather than recorded and ignored.
-    if (!spec.vendor_options.empty())
-      return refuse("unknown claude vendor option \"" + spec.vendor_options.begin()->first + "\"; claude knows none");
-    std::filesystem::path program = binary();
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(program, ec))
-      return refuse("the pinned claude CLI is not at " + program.string() +
-                    " (run ./run setup, or set METAHARNESS_CLAUDE_BIN / the config's claude binary)");
+    // Claude takes no setting outside its environment that a run may declare (no vendor_options):
+    // every key is unknown, and refused by name rather than recorded and ignored.
+    VendorRules rules{
+        .binary = configured_binary(config_, "claude", claude::default_binary(config_.vendor_dir)),
+        .config_env = "CLAUDE_CONFIG_DIR",
+        .config_home = "home/.claude",
+        .owned_env = claude::kOwnedEnv,
+        .seam_breakers = claude::kSeamBreakers,
+        .seam_breaker_effect = "switches hooks off silently (safe/bare mode), which would remove the call seam",
+        .vendor_options = {},
+        .own_env_summary = "the model endpoint",
+        .credential_detail = "",
+        .version_source = "session.started"};
+    auto drafted = common_plan(*this, spec, paths, rules);
+    auto* draft = std::get_if<PlanDraft>(&drafted);
+    if (!draft) return std::get<LaunchRefusal>(std::move(drafted));
+    LaunchPlan& p = draft->plan;
+    const std::string config_dir = draft->scratch.config_home.string();
 
-    LaunchPlan p;
-    p.adapter = "claude";
-    p.program = program;
     p.args = {
         "-p", "--input-format",     "stream-json", "--output-format", "stream-json", "--verbose", "--setting-sources",
         "",   "--strict-mcp-config"};
@@ -462,66 +376,27 @@ class ClaudeAdapter final : public Adapter {
       p.args.push_back("--model");
       p.args.push_back(*spec.model);
     }
-    // Every path the vendor sees is absolute: its cwd differs from ours.
-    const std::filesystem::path scratch = std::filesystem::absolute(paths.scratch);
-    const std::filesystem::path run_dir = std::filesystem::absolute(paths.run_dir);
-    std::filesystem::path home = scratch / "home";
-    std::filesystem::path config_dir = home / ".claude";
-    std::filesystem::path tmp = scratch / "tmp";
-    std::filesystem::path work = spec.cwd ? std::filesystem::absolute(*spec.cwd) : scratch / "work";
-    p.cwd = work;
-    p.directories = {home, config_dir, tmp};
-    if (!spec.cwd) p.directories.push_back(work);
-    p.transcript_path = run_dir / "vendor-stdout.jsonl";
-    p.stdin_log_path = run_dir / "vendor-stdin.jsonl";
-    p.run_marker = {"METAHARNESS_RUN", spec.run_id};
-
-    for (auto name : claude::kPassThroughEnv)
-      if (const char* v = std::getenv(std::string(name).c_str())) p.env.emplace_back(std::string(name), v);
-    p.env.emplace_back("HOME", home.string());
-    p.env.emplace_back("CLAUDE_CONFIG_DIR", config_dir.string());
-    p.env.emplace_back("PATH", "/usr/local/bin:/usr/bin:/bin");
-    p.env.emplace_back("TMPDIR", tmp.string());
     p.env.emplace_back("ANTHROPIC_BASE_URL", spec.model_endpoint->base_url);
     p.env.emplace_back("ANTHROPIC_AUTH_TOKEN", spec.model_endpoint->token);
     p.env.emplace_back("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
-    p.env.push_back(p.run_marker);
-    for (const auto& [name, value] : spec.vendor_env)
-      p.env.emplace_back(name, value);
 
     using proto::HermeticRow;
     auto& a = p.attestation;
-    a.mode = spec.hermetic;
-    a.deny_only = spec.deny_only;
-    a.decisions = spec.decisions;
-    a.imposed = {
-        {HermeticRow::h1a,
-         "CLAUDE_CONFIG_DIR=" + config_dir.string() + " (a fresh scratch config home); no plugin was injected"},
-        {HermeticRow::h1b, "CLAUDE_CONFIG_DIR=" + config_dir.string() + " (no output style configured)"},
-        {HermeticRow::h2, "--setting-sources \"\" (user, project and local settings and CLAUDE.md are not loaded)"},
-        {HermeticRow::h3,
-         "environment constructed from an allowlist (LANG, LC_ALL, TZ passed through) plus HOME, "
-         "CLAUDE_CONFIG_DIR, PATH, TMPDIR, the model endpoint and the run marker"},
-        {HermeticRow::h4, "no API key in the environment: a per-run bearer token for the configured model endpoint"},
-        {HermeticRow::h5, "--strict-mcp-config with no --mcp-config: no MCP server"},
-        {HermeticRow::h6, "no credential file is copied: the model endpoint's per-run token is the only credential"},
-        {HermeticRow::h8,
-         "argv and environment carry none of --bare, --safe-mode, --dangerously-skip-permissions, "
-         "--add-dir, CLAUDE_CODE_SAFE_MODE, CLAUDE_CODE_SIMPLE"},
-    };
-    if (!spec.cwd) {
-      a.imposed.push_back({HermeticRow::h7, "working directory " + work.string() + " inside the run's scratch"});
+    a.imposed.insert(
+        a.imposed.end(),
+        {{HermeticRow::h1a,
+          "CLAUDE_CONFIG_DIR=" + config_dir + " (a fresh scratch config home); no plugin was injected"},
+         {HermeticRow::h1b, "CLAUDE_CONFIG_DIR=" + config_dir + " (no output style configured)"},
+         {HermeticRow::h2, "--setting-sources \"\" (user, project and local settings and CLAUDE.md are not loaded)"},
+         {HermeticRow::h5, "--strict-mcp-config with no --mcp-config: no MCP server"},
+         {HermeticRow::h8,
+          "argv and environment carry none of --bare, --safe-mode, --dangerously-skip-permissions, "
+          "--add-dir, CLAUDE_CODE_SAFE_MODE, CLAUDE_CODE_SIMPLE"}});
+    if (spec.cwd)
+      a.unavailable.push_back({HermeticRow::h11, "the operator named the working directory " + *spec.cwd});
+    else
       a.imposed.push_back(
           {HermeticRow::h11, "scratch working directory, and --setting-sources \"\" keeps CLAUDE.md out"});
-    }
-    std::sort(a.imposed.begin(), a.imposed.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
-    if (spec.cwd) {
-      a.unavailable.push_back({HermeticRow::h7, "the operator named the working directory " + *spec.cwd});
-    }
-    a.unavailable.push_back({HermeticRow::h9, "the plan runs no doctor; the version is read from session.started"});
-    a.unavailable.push_back({HermeticRow::h10, "the run pins no input tree"});
-    if (spec.cwd) a.unavailable.push_back({HermeticRow::h11, "the operator named the working directory " + *spec.cwd});
-    std::sort(a.unavailable.begin(), a.unavailable.end(), [](const auto& x, const auto& y) { return x.row < y.row; });
     a.ambient_inputs = {"the git status of the working directory is part of Claude's system prompt",
                         "no network isolation: tools can reach whatever the host can"};
     if (spec.decisions == proto::DecisionMode::observe && spec.deny_only)
@@ -534,7 +409,7 @@ class ClaudeAdapter final : public Adapter {
           "then bypasses the rest of its permission pipeline");
     p.notes = {"hook callback timeout " + std::to_string(claude::Session::hook_timeout_for(spec)) +
                " s, above the decision deadline of " + std::to_string(spec.decision_deadline_ms) + " ms"};
-    return p;
+    return finish_plan(std::move(*draft), spec);
   }
 
   std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
@@ -544,38 +419,18 @@ class ClaudeAdapter final : public Adapter {
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
     OfflineSink sink(*this, run_id);
     claude::Reader reader(claude::Reader::Launch{proto::HermeticAttestation{}, proto::TranscriptRef{}, std::nullopt});
-    proto::LineFramer framer(proto::kDefaultMaxVendorLineBytes, /*digest_oversized=*/true);
-    auto on_line = [&](const proto::FramedLine& line) {
-      if (line.too_long) {
-        claude::Reader::unreadable(line, sink);
-        return;
-      }
-      if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) return;
-      auto value = proto::parse_json(line.text);
-      if (!value || !value->is_object()) {
-        claude::Reader::unreadable(line, sink);
-        return;
-      }
-      reader.read_record(value->get_object(), line, sink);
-    };
-    framer.feed(transcript, on_line);
-    framer.finish(on_line);
+    read_transcript(transcript, [&](const proto::FramedLine& line) {
+      auto classified = proto::classify_vendor_line(line);
+      if (auto* opaque = std::get_if<proto::ev::Opaque>(&classified))
+        sink.event(std::move(*opaque), std::nullopt);
+      else if (auto* record = std::get_if<json::object>(&classified))
+        reader.read_record(*record, line, sink);
+    });
     return sink.finish(reader.session_ended());
   }
 
   std::optional<std::string> installed_version(std::string& error) const override {
-    std::filesystem::path manifest = config_.vendor_dir / "node_modules/@anthropic-ai/claude-code/package.json";
-    if (config_.binaries.count("claude")) {
-      error = "the claude binary is overridden; its package manifest is unknown";
-      return std::nullopt;
-    }
-    auto text = claude::slurp(manifest);
-    auto v = proto::parse_json(text);
-    if (!v || !v->is_object() || !v->get_object().contains("version") || !v->get_object().at("version").is_string()) {
-      error = "no readable package manifest at " + manifest.string();
-      return std::nullopt;
-    }
-    return std::string(v->get_object().at("version").get_string());
+    return installed_package_version(config_, "claude", "node_modules/@anthropic-ai/claude-code/package.json", error);
   }
 
   // Claude's hook timeout is declared in seconds (the deadline + 30 s) and kept as a JavaScript
@@ -586,11 +441,10 @@ class ClaudeAdapter final : public Adapter {
   }
 
   std::vector<proto::Operation> operations_for(const ToolCall& call) const override {
-    auto ops = capabilities().operations_for_tool(call.name);
+    std::vector<proto::OpKind> also;
     for (const auto& alias : claude::kAliases)
-      if (alias.tool == call.name) ops.push_back(proto::Operation{alias.op, {}, {}});
-    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.op < b.op; });
-    return ops;
+      if (alias.tool == call.name) also.push_back(alias.op);
+    return operations_with(capabilities(), call.name, also);
   }
 
  private:

@@ -20,9 +20,6 @@ const proto::CapabilityTable& capabilities();
 // Where the pinned CLI lives under a vendor dir (the native binary, so the pid is exact).
 std::filesystem::path default_binary(const std::filesystem::path& vendor_dir);
 
-// The hook output JSON for a decision (abstain = {} : the vendor's own pipeline decides).
-json::value hook_output(const proto::Decision& decision);
-
 // Claude's permission postures (set_permission_mode), in the vendor's vocabulary.
 bool is_known_posture(std::string_view posture);
 std::string_view posture_vocabulary();
@@ -37,11 +34,10 @@ class Reader {
   };
   explicit Reader(Launch launch) : launch_(std::move(launch)) {}
 
-  // One parsed stdout record that is not control traffic; `line` is the line as read (its text,
-  // its number in the transcript, and when it was read, if live).
+  // One stdout record that is not control traffic (protocol::classify_vendor_line made opaque what
+  // is not a JSON object); `line` is the line as read (its text, its number in the transcript,
+  // and when it was read, if live).
   void read_record(const json::object& record, const proto::FramedLine& line, AdapterSink& sink);
-  // A line that is not a JSON object (or too long): opaque with the whole-line digest.
-  static void unreadable(const proto::FramedLine& line, AdapterSink& sink);
 
   bool saw_session_start() const { return saw_init_; }
   std::optional<proto::ev::SessionEnded> session_ended() const;

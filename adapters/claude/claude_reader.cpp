@@ -9,7 +9,13 @@ namespace mh::adapters::claude {
 
 namespace {
 
-using proto::FieldReader;
+using proto::array_at;
+using proto::bool_at;
+using proto::f64_at;
+using proto::object_at;
+using proto::string_at;
+using proto::strings_at;
+using proto::u64_at;
 
 // Forwards to the real sink and counts what the mapping produced.
 class CountingSink final : public AdapterSink {
@@ -57,50 +63,30 @@ class CountingSink final : public AdapterSink {
   int produced_ = 0;
 };
 
-std::optional<std::string> string_at(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  if (v && v->is_string()) return std::string(v->get_string());
-  return std::nullopt;
-}
+// The token counts of a usage object, which Claude spells two ways: snake_case in the API's usage
+// (assistant message.usage, result.usage), camelCase in result.modelUsage.
+struct CountKeys {
+  std::string_view input, output, cache_read, cache_creation;
+};
+constexpr CountKeys kApiUsage = {"input_tokens", "output_tokens", "cache_read_input_tokens",
+                                 "cache_creation_input_tokens"};
+constexpr CountKeys kModelUsage = {"inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"};
 
-std::optional<std::uint64_t> u64_at(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  if (!v) return std::nullopt;
-  if (v->is_uint64()) return v->get_uint64();
-  if (v->is_int64() && v->get_int64() >= 0) return static_cast<std::uint64_t>(v->get_int64());
-  return std::nullopt;
-}
-
-std::optional<double> f64_at(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  if (!v) return std::nullopt;
-  if (v->is_double()) return v->get_double();
-  if (v->is_int64()) return static_cast<double>(v->get_int64());
-  if (v->is_uint64()) return static_cast<double>(v->get_uint64());
-  return std::nullopt;
-}
-
-// A list of strings; non-string elements are dropped; a missing key is null, never [].
-std::optional<std::vector<std::string>> strings_at(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  if (!v || !v->is_array()) return std::nullopt;
-  std::vector<std::string> out;
-  for (const auto& e : v->get_array())
-    if (e.is_string()) out.emplace_back(e.get_string());
-  return out;
+proto::TokenUsage token_counts(const json::object& u, const CountKeys& keys) {
+  proto::TokenUsage t;
+  t.input_tokens = u64_at(u, keys.input);
+  t.output_tokens = u64_at(u, keys.output);
+  t.cache_read_input_tokens = u64_at(u, keys.cache_read);
+  t.cache_creation_input_tokens = u64_at(u, keys.cache_creation);
+  return t;
 }
 
 // Claude's usage object (assistant message.usage and result.usage) -> TokenUsage (§8.5).
 proto::TokenUsage map_usage(const json::object& u) {
-  proto::TokenUsage t;
-  t.input_tokens = u64_at(u, "input_tokens");
-  t.output_tokens = u64_at(u, "output_tokens");
-  t.cache_read_input_tokens = u64_at(u, "cache_read_input_tokens");
-  t.cache_creation_input_tokens = u64_at(u, "cache_creation_input_tokens");
+  proto::TokenUsage t = token_counts(u, kApiUsage);
   t.service_tier = string_at(u, "service_tier");
-  if (const json::value* d = u.if_contains("output_tokens_details"); d && d->is_object())
-    t.thinking_tokens = u64_at(d->get_object(), "thinking_tokens");
-  if (const json::value* it = u.if_contains("iterations"); it && it->is_array()) t.iterations = it->get_array().size();
+  if (const json::object* d = object_at(u, "output_tokens_details")) t.thinking_tokens = u64_at(*d, "thinking_tokens");
+  if (const json::array* it = array_at(u, "iterations")) t.iterations = it->size();
   t.speed = string_at(u, "speed");
   return t;
 }
@@ -125,11 +111,6 @@ std::optional<std::string> auth_failure_words(const json::object& record) {
 }
 
 }  // namespace
-
-void Reader::unreadable(const proto::FramedLine& line, AdapterSink& sink) {
-  std::string digest = line.too_long ? line.digest : proto::sha256_hex(line.text);
-  sink.event(opaque_of(std::nullopt, std::nullopt, std::move(digest), line.number), std::nullopt);
-}
 
 void Reader::read_record(const json::object& record, const proto::FramedLine& line, AdapterSink& outer) {
   CountingSink sink(outer);
@@ -170,14 +151,14 @@ void Reader::read_record(const json::object& record, const proto::FramedLine& li
   } else if (type == "user") {
     map_user(record, at, line_no, sink);
   } else if (type == "rate_limit_event") {
-    if (const json::value* info = record.if_contains("rate_limit_info"); info && info->is_object()) {
-      const auto& i = info->get_object();
+    if (const json::object* info = object_at(record, "rate_limit_info")) {
+      const auto& i = *info;
       proto::RateLimitInfo r;
       r.status = string_at(i, "status");
       r.window = string_at(i, "rateLimitType");
       if (const json::value* resets = i.if_contains("resetsAt")) r.resets_at = proto::exact_int64(*resets);
       r.utilization = f64_at(i, "utilization");
-      if (const json::value* o = i.if_contains("isUsingOverage"); o && o->is_bool()) r.using_overage = o->get_bool();
+      r.using_overage = bool_at(i, "isUsingOverage");
       sink.event(proto::ev::RateLimit{r}, at);
     }
   } else if (type == "result") {
@@ -321,8 +302,7 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
                       AdapterSink& sink) {
   const json::value* message = r.if_contains("message");
   if (!message || !message->is_object()) return;
-  bool synthetic = false;
-  if (const json::value* s = r.if_contains("isSynthetic"); s && s->is_bool()) synthetic = s->get_bool();
+  bool synthetic = bool_at(r, "isSynthetic").value_or(false);
   std::optional<std::string> origin = synthetic ? "synthetic" : "user";
   // A user record inside a sub-agent's conversation (parent_tool_use_id set) was written by the
   // agent that spawned it (its task prompt), not by whoever drives the run.
@@ -347,7 +327,7 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
     if (block_type == "tool_result" && string_at(block, "tool_use_id")) {
       proto::ev::ToolResult result;
       result.call_id = *string_at(block, "tool_use_id");
-      if (const json::value* e = block.if_contains("is_error"); e && e->is_bool()) result.is_error = e->get_bool();
+      result.is_error = bool_at(block, "is_error");
       if (const json::value* c = block.if_contains("content")) {
         result.content = *c;
         result.bytes = c->is_string() ? c->get_string().size() : proto::canonical_json(*c).size();
@@ -365,7 +345,7 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
 void Reader::map_result(const json::object& r, const std::optional<std::string>& at, std::uint64_t line_no,
                         AdapterSink& sink) {
   proto::ev::SessionEnded e;
-  if (const json::value* v = r.if_contains("is_error"); v && v->is_bool()) e.is_error = v->get_bool();
+  e.is_error = bool_at(r, "is_error");
   e.subtype = string_at(r, "subtype");
   e.stop_reason = string_at(r, "stop_reason");
   e.terminal_reason = string_at(r, "terminal_reason");
@@ -393,19 +373,14 @@ void Reader::map_result(const json::object& r, const std::optional<std::string>&
                                                  input ? *input : json::value(nullptr)});
     }
   }
-  if (const json::value* s = r.if_contains("subagent_stats"); s && s->is_object())
-    e.subagents_spawned = u64_at(s->get_object(), "spawned");
-  if (const json::value* u = r.if_contains("usage"); u && u->is_object()) e.usage = map_usage(u->get_object());
+  if (const json::object* s = object_at(r, "subagent_stats")) e.subagents_spawned = u64_at(*s, "spawned");
+  if (const json::object* u = object_at(r, "usage")) e.usage = map_usage(*u);
   if (const json::value* mu = r.if_contains("modelUsage"); mu && mu->is_object()) {
     std::map<std::string, proto::TokenUsage> per_model;
     for (const auto& kv : mu->get_object()) {
       if (!kv.value().is_object()) continue;
       const auto& u = kv.value().get_object();
-      proto::TokenUsage t;
-      t.input_tokens = u64_at(u, "inputTokens");
-      t.output_tokens = u64_at(u, "outputTokens");
-      t.cache_read_input_tokens = u64_at(u, "cacheReadInputTokens");
-      t.cache_creation_input_tokens = u64_at(u, "cacheCreationInputTokens");
+      proto::TokenUsage t = token_counts(u, kModelUsage);
       t.cost_usd = f64_at(u, "costUSD");
       per_model.emplace(std::string(kv.key()), t);
     }

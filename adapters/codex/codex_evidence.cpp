@@ -4,20 +4,8 @@
 
 namespace mh::adapters::codex {
 
-namespace {
-
-std::optional<std::string> string_at(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  if (v && v->is_string()) return std::string(v->get_string());
-  return std::nullopt;
-}
-
-const json::array* array_at(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  return v && v->is_array() ? &v->get_array() : nullptr;
-}
-
-}  // namespace
+using protocol::array_at;
+using protocol::string_at;
 
 std::optional<std::string> credential_source(const json::object& result) {
   const json::value* account = result.if_contains("account");

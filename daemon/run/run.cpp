@@ -1,7 +1,6 @@
 #include "daemon/run/run.hpp"
 
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,11 +19,13 @@
 #include <boost/asio/write.hpp>
 #include <deque>
 #include <fstream>
-#include <iostream>
 
+#include "daemon/log.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
+#include "daemon/peer.hpp"
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_processes.hpp"
+#include "daemon/run/run_dir.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "protocol/line_framer.hpp"
 
@@ -61,24 +62,6 @@ class AppendFile {
  private:
   UniqueFd fd_;
 };
-
-bool write_whole_file(const std::filesystem::path& path, std::string_view contents, unsigned mode, std::string& error) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
-  if (!fd) {
-    error = "cannot write " + path.string() + ": " + std::strerror(errno);
-    return false;
-  }
-  while (!contents.empty()) {
-    ssize_t n = ::write(fd.get(), contents.data(), contents.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = "cannot write " + path.string() + ": " + std::strerror(errno);
-      return false;
-    }
-    contents.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
 
 constexpr std::size_t kMaxLatencySamples = 100'000;
 constexpr std::size_t kMaxHookRequestBytes = 1u << 20;
@@ -216,7 +199,7 @@ struct Run::Impl final : RunEffects {
     if (!seq) {
       // The record cannot be kept: say so where the operator looks, and stop the run rather
       // than govern it off the record.
-      std::cerr << "<3>metaharness: run " << log->run_id() << ": " << seq.error() << "\n";
+      daemon::log(LogPriority::error, "run " + log->run_id() + ": " + seq.error());
       log_failed = true;  // after_core() stops the run once the core has returned
       return log->last_seq();
     }
@@ -250,7 +233,7 @@ struct Run::Impl final : RunEffects {
   void release_log() {
     auto written = log->release();
     if (!written) {
-      std::cerr << "<3>metaharness: run " << log->run_id() << ": " << written.error() << "\n";
+      daemon::log(LogPriority::error, "run " + log->run_id() + ": " + written.error());
       log_failed = true;
     }
     for (; held_requested > 0; --held_requested)
@@ -329,10 +312,9 @@ struct Run::Impl final : RunEffects {
       auto bytes = std::make_shared<std::string>(why + "\n");
       asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {});
     };
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(socket->native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid() ||
-        !process_carries(cred.pid, plan.run_marker.first + "=" + plan.run_marker.second)) {
+    auto peer = peer_credentials(socket->native_handle());
+    if (!peer || peer->uid != ::geteuid() ||
+        !process_carries(peer->pid, plan.run_marker.first + "=" + plan.run_marker.second)) {
       refuse("refused: the peer is not a process of this run");
       co_return;
     }
@@ -403,7 +385,7 @@ struct Run::Impl final : RunEffects {
   // when the vendor stopped on its own.
   std::string stderr_tail() const {
     constexpr std::size_t kTail = 480;
-    UniqueFd fd(::open((options.run_dir / "vendor-stderr.log").c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(RunDir(options.run_dir).vendor_stderr().c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return {};
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return {};
@@ -552,7 +534,7 @@ struct Run::Impl final : RunEffects {
     const auto& plan = std::get<adapters::LaunchPlan>(planned);
     KillReport report = co_await kill_run_processes(strand, std::nullopt, plan.run_marker, std::chrono::seconds(10));
     if (!report.clean())
-      std::cerr << "<4>metaharness: run " << log->run_id() << ": leftover processes: " << report.summary() << "\n";
+      daemon::log(LogPriority::warning, "run " + log->run_id() + ": leftover processes: " + report.summary());
     co_return termination;
   }
 
@@ -685,22 +667,24 @@ struct Run::Impl final : RunEffects {
         co_return;
       }
     }
+    const RunDir dir(options.run_dir);
     for (const auto& f : plan.files) {
-      if (!write_whole_file(f.path, f.contents, f.mode, error)) {
-        refuse("LAUNCH_FAILED", error, {});
+      if (auto problem = write_file(f.path, f.contents, f.mode)) {
+        refuse("LAUNCH_FAILED", *problem, {});
         co_return;
       }
     }
-    if (!write_whole_file(options.run_dir / "plan.json", protocol::pretty_json(adapters::plan_to_json(plan), false),
-                          0640, error) ||
-        !transcript.open(plan.transcript_path, error) || !stdin_log.open(plan.stdin_log_path, error) ||
-        !stderr_log.open(options.run_dir / "vendor-stderr.log", error)) {
+    if (auto problem = dir.write_plan(plan)) {
+      refuse("LAUNCH_FAILED", *problem, {});
+      co_return;
+    }
+    if (!transcript.open(plan.transcript_path, error) || !stdin_log.open(plan.stdin_log_path, error) ||
+        !stderr_log.open(dir.vendor_stderr(), error)) {
       refuse("LAUNCH_FAILED", error, {});
       co_return;
     }
     if (plan.hook_channel) {
-      if (!hook_log.open(options.run_dir / "vendor-hooks.jsonl", error) ||
-          !open_hook_channel(*plan.hook_channel, error)) {
+      if (!hook_log.open(dir.vendor_hooks(), error) || !open_hook_channel(*plan.hook_channel, error)) {
         refuse("LAUNCH_FAILED", error, {});
         co_return;
       }
@@ -756,7 +740,8 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   options.run_dir = std::filesystem::absolute(options.run_dir, ec);
   std::filesystem::create_directories(options.run_dir, ec);
   if (ec) return fail("cannot create the run directory " + options.run_dir.string() + ": " + ec.message());
-  if (std::filesystem::exists(options.run_dir / "events.jsonl"))
+  const RunDir dir(options.run_dir);
+  if (std::filesystem::exists(dir.events()))
     return fail("the run directory " + options.run_dir.string() + " already holds a run");
   auto impl = std::make_unique<Impl>(io, adapter, std::move(options));
   Impl& i = *impl;
@@ -768,25 +753,22 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
       return fail("the model scenario " + i.options.model_scenario->string() +
                   " is refused: " + scenario.error().message());
     model::EndpointOptions endpoint_options;
-    endpoint_options.log_path = i.options.run_dir / "model-requests.jsonl";
+    endpoint_options.log_path = dir.model_requests();
     i.endpoint = std::make_unique<model::ScriptedEndpoint>(io, std::move(*scenario), endpoint_options);
     auto port = i.endpoint->start();
     if (!port) return fail("the scripted model endpoint could not start: " + port.error().message());
     i.options.spec.model_endpoint = adapters::ModelEndpoint{i.endpoint->base_url(), i.endpoint->token()};
   }
 
-  std::string error;
-  if (!write_whole_file(i.options.run_dir / "spec.json",
-                        protocol::pretty_json(adapters::spec_to_json(i.options.spec), false), 0640, error))
-    return fail(error);
+  if (auto problem = dir.write_spec(i.options.spec)) return fail(*problem);
   EventLogOptions log_options;
   log_options.durability = i.options.fsync_each_event ? Durability::fsync_each : Durability::write;
   log_options.max_line_bytes = i.options.max_event_line_bytes;
-  auto log = EventLog::create(i.options.run_dir / "events.jsonl", i.options.spec.run_id, log_options);
+  auto log = EventLog::create(dir.events(), i.options.spec.run_id, log_options);
   if (!log) return fail(log.error());
   i.log.emplace(std::move(*log));
   i.shared = i.log->shared();
-  i.planned = adapter.plan(i.options.spec, adapters::RunPaths{i.options.run_dir, i.options.run_dir / "scratch"});
+  i.planned = adapter.plan(i.options.spec, dir.paths());
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
   return run;

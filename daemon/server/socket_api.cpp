@@ -1,17 +1,10 @@
 #include "daemon/server/socket_api.hpp"
 
-#include <algorithm>
+#include "daemon/server/requests.hpp"
 
 namespace mh::daemon {
 
 namespace {
-std::string vocabulary() {
-  std::string out;
-  for (auto r : kRequests)
-    out += (out.empty() ? "" : ", ") + std::string(r);
-  return out;
-}
-
 void write_fields(protocol::JsonWriter& w, const json::object& fields) {
   // Insertion order: a reply's fields read in the order the API documents them.
   for (const auto& kv : fields) {
@@ -20,6 +13,13 @@ void write_fields(protocol::JsonWriter& w, const json::object& fields) {
   }
 }
 }  // namespace
+
+std::string request_vocabulary() {
+  std::string out;
+  for (const auto& r : request_table())
+    out += (out.empty() ? "" : ", ") + std::string(r.name);
+  return out;
+}
 
 LineKind classify_line(std::string_view line) {
   // A cheap look for the tag: the full read happens in the handler for that kind.
@@ -53,11 +53,12 @@ boost::system::result<SocketRequest, SocketRefusal> read_request(std::string_vie
         id);
   const json::value* name = o.if_contains("request");
   if (!name || !name->is_string())
-    return refuse("MALFORMED", "no \"request\" name; the vocabulary is " + vocabulary(), id);
+    return refuse("MALFORMED", "no \"request\" name; the vocabulary is " + request_vocabulary(), id);
   std::string n(name->get_string());
-  if (std::find(kRequests.begin(), kRequests.end(), n) == kRequests.end())
+  if (!find_request(n))
     return refuse("UNKNOWN_REQUEST",
-                  "unknown request \"" + protocol::excerpt(n, 40) + "\"; the vocabulary is " + vocabulary(), id);
+                  "unknown request \"" + protocol::excerpt(n, 40) + "\"; the vocabulary is " + request_vocabulary(),
+                  id);
   return SocketRequest{std::move(n), std::move(id), std::move(o)};
 }
 

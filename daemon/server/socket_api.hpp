@@ -2,7 +2,6 @@
 // daemon and the client verbs. No I/O here.
 #pragma once
 
-#include <array>
 #include <boost/system/result.hpp>
 #include <optional>
 #include <string>
@@ -14,9 +13,6 @@ namespace mh::daemon {
 namespace json = boost::json;
 
 inline constexpr std::string_view kSocketFormat = "metaharness.socket/1";
-
-inline constexpr std::array<std::string_view, 9> kRequests = {"submit",  "list", "get",    "attach",  "tail",
-                                                              "command", "halt", "status", "shutdown"};
 
 struct SocketRequest {
   std::string name;
@@ -34,7 +30,11 @@ struct SocketRefusal {
 enum class LineKind { request, command, other };
 LineKind classify_line(std::string_view line);
 
+// A request line: refused by name when it is not one (NOT_JSON, UNKNOWN_FORMAT, MALFORMED), or
+// names no request of the table (UNKNOWN_REQUEST, naming the vocabulary: requests.hpp).
 boost::system::result<SocketRequest, SocketRefusal> read_request(std::string_view line);
+// The request names, in table order: "submit, list, …".
+std::string request_vocabulary();
 
 // One reply line (no trailing newline): format, reply, id, then the fields in order.
 std::string reply_line(std::string_view reply, const std::optional<std::string>& id, const json::object& fields = {});

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
@@ -67,6 +68,29 @@ class DaemonStandin : public ::testing::Test {
   TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::unique_ptr<DaemonUnderTest> daemon;
 };
+
+// --- Issue 10: one owner of run ids --------------------------------------------------------
+
+// The daemon and the one-shot `run` take their ids from daemon/run/run_dir.hpp: one format.
+TEST_F(DaemonStandin, TheDaemonAndTheOneShotRunNameTheirRunsTheSameWay) {
+  const std::regex id_format("[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}");
+  // Both refused at start by the plan (a seam breaker declared): nothing spawns.
+  std::string id =
+      submit(R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+             R"("vendor_env":{"CLAUDE_CODE_SIMPLE":"1"}})");
+  EXPECT_TRUE(std::regex_match(id, id_format)) << id;
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front().str("run"), id);
+  CliProcess run({metaharness_binary().string(), "run", "claude", "-p", "go", "--model-endpoint", "http://127.0.0.1:9",
+                  "--vendor-env", "CLAUDE_CODE_SIMPLE=1", "--run-dir", (dir.path() / "one-shot").string()});
+  run.close_stdin();
+  EXPECT_EQ(run.finish(60s), 2) << run.stderr_text();
+  ASSERT_FALSE(run.events().empty()) << run.stderr_text();
+  std::string one_shot = run.events().front().str("run");
+  EXPECT_TRUE(std::regex_match(one_shot, id_format)) << one_shot;
+  EXPECT_NE(run.stderr_text().find("metaharness: run " + one_shot + " in "), std::string::npos) << run.stderr_text();
+}
 
 // --- Issue 9: the socket API's rough edges --------------------------------------------------
 

@@ -1,0 +1,74 @@
+// What every adapter's launch plan has in common, written once: the refusals before anything
+// spawns, the scratch layout, the constructed environment, the run marker and the attestation
+// rows whose evidence is the same for every vendor. An adapter's plan() states its VendorRules,
+// calls common_plan, adds only what is its own (argv, config file, its own environment, its own
+// rows) and ends with finish_plan.
+#pragma once
+
+#include <span>
+
+#include "adapters/adapter.hpp"
+
+namespace mh::adapters {
+
+// What differs between vendors in the common part of a plan.
+struct VendorRules {
+  std::filesystem::path binary;  // the vendor CLI, absolute (configured_binary)
+  // The variable naming the vendor's scratch config home, and where it is under the scratch.
+  std::string_view config_env;        // CLAUDE_CONFIG_DIR, CODEX_HOME
+  std::filesystem::path config_home;  // relative to the scratch: home/.claude, codex-home
+  // Variables the plan sets beyond HOME, PATH, TMPDIR, the config home and the run marker: a run
+  // may not declare them (vendor_env) either.
+  std::span<const std::string_view> owned_env;
+  // Declared variables that would take the call seam away, and what they do (for the refusal).
+  std::span<const std::string_view> seam_breakers;
+  std::string_view seam_breaker_effect;
+  // The vendor_options keys the vendor takes, each a non-negative integer; any other key refuses
+  // the run by name.
+  std::span<const std::string_view> vendor_options;
+  // Attestation wording: what the vendor's own environment carries (H3, after "TMPDIR, "), how
+  // its per-run credential reaches it (H4, appended when set), where the version is read (H9).
+  std::string_view own_env_summary;
+  std::string_view credential_detail;
+  std::string_view version_source;
+};
+
+// The scratch paths of a plan, absolute (the vendor's cwd differs from ours).
+struct ScratchLayout {
+  std::filesystem::path home;
+  std::filesystem::path config_home;
+  std::filesystem::path tmp;
+  std::filesystem::path work;  // the operator's --cwd, else inside the scratch
+};
+
+// A plan with its common part done: program, cwd, directories, transcript and stdin log, run
+// marker, the environment up to the vendor's own variables, the shared attestation rows (H3, H4,
+// H6, H7, H9, H10; mode, deny_only, decisions). The adapter appends to it, then finish_plan.
+struct PlanDraft {
+  LaunchPlan plan;
+  ScratchLayout scratch;
+};
+
+// The shared refusals, in order: commands the adapter cannot honour, observe mode with a frame,
+// no prompt, a deadline the seam cannot hold, no model endpoint, a declared variable the vendor
+// rules deny, an unknown or malformed vendor option, no vendor binary. Otherwise the draft.
+std::variant<PlanDraft, LaunchRefusal> common_plan(const Adapter& adapter, const RunSpec& spec, const RunPaths& paths,
+                                                   const VendorRules& rules);
+
+// Appends the run marker and the declared vendor environment (after the vendor's own variables)
+// and sorts the attestation rows, once.
+LaunchPlan finish_plan(PlanDraft draft, const RunSpec& spec);
+
+// The vendor CLI for `adapter`: the host's override if it names one, else `fallback`.
+std::filesystem::path configured_binary(const HostConfig& config, std::string_view adapter,
+                                        std::filesystem::path fallback);
+
+// The installed vendor version (`metaharness doctor`): the `version` of the npm package manifest
+// at `manifest` under the host's vendor dir; unknown, saying why, when the host overrides the
+// adapter's binary (its manifest is then unknown) or the manifest is unreadable.
+std::optional<std::string> installed_package_version(const HostConfig& config, std::string_view adapter,
+                                                     const std::filesystem::path& manifest, std::string& error);
+// The `version` string of one package.json; nullopt when the file is missing or says none.
+std::optional<std::string> read_package_version(const std::filesystem::path& manifest);
+
+}  // namespace mh::adapters

@@ -1,0 +1,201 @@
+#include "daemon/server/connection.hpp"
+
+#include <poll.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <vector>
+
+#include "daemon/server/socket_api.hpp"
+#include "protocol/line_framer.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+
+Signal::Signal(asio::any_io_executor ex) : timer_(ex, std::chrono::steady_clock::time_point::max()) {}
+
+void Signal::notify() {
+  set_ = true;
+  timer_.cancel();
+}
+
+asio::awaitable<void> Signal::wait() {
+  if (!set_) co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+  set_ = false;
+}
+
+namespace {
+
+std::string oversized_message(const protocol::FramedLine& line, std::size_t bound) {
+  return "line " + std::to_string(line.number) + " is over the " + std::to_string(bound) + "-byte bound (" +
+         std::to_string(line.length) + " bytes had arrived; it began \"" + protocol::excerpt(line.head, 60) +
+         "\"); it is refused unread and the rest of it, up to its newline, is discarded";
+}
+
+std::string unterminated_refusal(const std::string& text) {
+  return refusal_line("UNTERMINATED_LINE",
+                      "the connection's last line (" + std::to_string(text.size()) +
+                          " bytes) ended without a newline; a line counts only with its '\\n', so it was not "
+                          "acted on (it began \"" +
+                          protocol::excerpt(text, 60) + "\")",
+                      std::nullopt);
+}
+
+}  // namespace
+
+Connection::Connection(local_socket socket, std::size_t max_line_bytes, std::function<void()> on_gone)
+    : socket_(std::move(socket)),
+      max_line_bytes_(max_line_bytes),
+      on_gone_(std::move(on_gone)),
+      wake_writer_(socket_.get_executor()),
+      drained_(socket_.get_executor()) {}
+
+Connection::~Connection() {
+  if (on_gone_) on_gone_();
+}
+
+void Connection::start(std::shared_ptr<Handler> handler) {
+  auto self = shared_from_this();
+  asio::co_spawn(socket_.get_executor(), write_loop(self), asio::detached);
+  asio::co_spawn(socket_.get_executor(), read_loop(self, std::move(handler)), asio::detached);
+}
+
+void Connection::start_refused(std::string line) {
+  // Queued before the writer starts: the caller is not on the connection's strand.
+  send(std::move(line));
+  close_after_flush_ = true;
+  asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
+}
+
+void Connection::send(std::string line) {
+  line.push_back('\n');
+  outbox_bytes_ += line.size();
+  outbox_.push_back(std::move(line));
+  wake_writer_.notify();
+}
+
+void Connection::close_after_flush() {
+  close_after_flush_ = true;
+  wake_writer_.notify();
+}
+
+void Connection::hold() {
+  ++holds_;
+}
+
+void Connection::release() {
+  if (holds_ > 0) --holds_;
+  if (holds_ == 0 && peer_done_) close_after_flush();  // that was the last thing it asked for
+}
+
+asio::awaitable<bool> Connection::writable() {
+  while (outbox_bytes_ >= kOutboxHighWater && !closing_)
+    co_await drained_.wait();
+  co_return !closing_;
+}
+
+bool Connection::peer_gone() {
+  if (closing_) return true;
+  if (peer_done_ && peer_hung_up()) closing_ = true;  // a half-closed peer that has since gone entirely
+  return closing_;
+}
+
+asio::awaitable<void> Connection::write_loop(std::shared_ptr<Connection>) {
+  for (;;) {
+    while (!outbox_.empty()) {
+      std::string next = std::move(outbox_.front());
+      outbox_.pop_front();
+      auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(next), asio::as_tuple(asio::use_awaitable));
+      (void)n;
+      outbox_bytes_ -= next.size();
+      if (outbox_bytes_ < kOutboxHighWater) drained_.notify();
+      if (ec) {
+        close();
+        co_return;
+      }
+    }
+    drained_.notify();
+    if (close_after_flush_ || closed_) {
+      close();
+      co_return;
+    }
+    co_await wake_writer_.wait();
+  }
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  closing_ = true;  // nobody reads any more: a producer stops
+  boost::system::error_code ec;
+  socket_.shutdown(asio::socket_base::shutdown_both, ec);
+  socket_.close(ec);
+  wake_writer_.notify();
+  drained_.notify();
+}
+
+asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection>, std::shared_ptr<Handler> handler) {
+  protocol::LineFramer framer(max_line_bytes_, /*digest_oversized=*/false, /*report_early=*/true);
+  // What one read produced, in order: a line, the refusal of a line over the bound, or a last
+  // line the peer never terminated.
+  struct Item {
+    enum Kind { line, oversized, unterminated } kind = line;
+    std::string text;
+  };
+  std::vector<Item> items;
+  auto collect = [&](const protocol::FramedLine& line) {
+    if (line.too_long)
+      items.push_back({Item::oversized, oversized_message(line, framer.max_line_bytes())});
+    else if (line.unterminated)
+      items.push_back({Item::unterminated, std::string(line.text)});
+    else
+      items.push_back({Item::line, std::string(line.text)});
+  };
+  std::string buffer(16 * 1024, '\0');
+  bool end_of_input = false;
+  while (!closed_) {
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
+    if (n > 0) framer.feed(std::string_view(buffer.data(), n), collect);
+    if (ec == asio::error::eof) {
+      end_of_input = true;
+      framer.finish(collect);
+    }
+    for (auto& item : items) {
+      if (closed_ || close_after_flush_) break;
+      if (item.kind == Item::oversized) {
+        handler->on_oversized(std::move(item.text));
+        continue;
+      }
+      if (item.text.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (item.kind == Item::unterminated) {
+        send(unterminated_refusal(item.text));
+        continue;
+      }
+      co_await handler->on_line(std::move(item.text));
+    }
+    items.clear();
+    if (ec || close_after_flush_) break;
+  }
+  if (end_of_input && !closed_ && !close_after_flush_ && !peer_hung_up()) {
+    // Half-closed (shutdown(SHUT_WR)): the peer has nothing more to say but still reads.
+    peer_done_ = true;
+    if (holds_ == 0) close_after_flush();
+    co_return;
+  }
+  // The peer went away: a controller's departure changes nothing for the run (its deadlines
+  // keep running); a producer notices and stops.
+  closing_ = true;
+  if (!close_after_flush_) close();
+}
+
+bool Connection::peer_hung_up() {
+  if (closed_) return true;
+  pollfd p{socket_.native_handle(), POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,44 @@
+// The socket API's requests, in one table: each name, the role it needs, and its handler.
+// Adding a request is one row here (and its handler); socket_api.cpp refuses a name outside
+// the table, naming the table's vocabulary, and the session checks the role before the handler
+// runs.
+//
+// Handlers, by concern: requests_runs.cpp (submit, list, get, status, shutdown),
+// requests_control.cpp (command, halt), stream_pump.cpp (tail, attach).
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <span>
+#include <string_view>
+
+#include "daemon/server/config.hpp"
+#include "daemon/server/socket_api.hpp"
+
+namespace mh::daemon {
+
+class Session;
+
+// A handler answers on the session (at least one line, unless the connection closes).
+using RequestHandler = boost::asio::awaitable<void> (*)(Session& session, const SocketRequest& request);
+
+struct RequestDef {
+  std::string_view name;
+  Role needs;
+  RequestHandler run;
+};
+
+// Every request, in the order the vocabulary names them.
+std::span<const RequestDef> request_table();
+const RequestDef* find_request(std::string_view name);
+
+boost::asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_list(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_get(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_status(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_shutdown(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_command(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_halt(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_tail(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_attach(Session& s, const SocketRequest& r);
+
+}  // namespace mh::daemon

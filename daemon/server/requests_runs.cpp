@@ -1,0 +1,288 @@
+// The requests about runs as a whole: submit, list, get, status, and shutdown.
+#include <unistd.h>
+
+#include <fstream>
+
+#include "daemon/log.hpp"
+#include "daemon/run/run_dir.hpp"
+#include "daemon/server/requests.hpp"
+#include "daemon/server/server.hpp"
+#include "daemon/server/session.hpp"
+#include "metaharness/build_info.hpp"
+#include "protocol/hermetic_floor.hpp"
+#include "protocol/reader.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  std::time_t s = std::chrono::system_clock::to_time_t(t);
+  std::tm utc{};
+  gmtime_r(&s, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+asio::awaitable<std::optional<RunStatus>> status_of(const std::shared_ptr<Run>& run) {
+  if (!run) co_return std::nullopt;
+  auto ask = [run](auto done) { run->status(done); };
+  co_return co_await await_callback<RunStatus>(std::move(ask));
+}
+
+// A run summary (docs/socket-api.md), with the live status of a running run.
+asio::awaitable<json::object> summary(const RunEntry& e) {
+  json::object o;
+  o["run_id"] = e.id;
+  o["adapter"] = e.adapter;
+  std::optional<RunStatus> status = co_await status_of(e.run);
+  o["state"] = status ? status->phase : std::string("closed");
+  o["created_at"] = rfc3339(e.created_at);
+  o["age_ms"] =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.created_at).count();
+  o["pending_decisions"] = status ? status->pending_decisions : 0;
+  if (status)
+    o["turns"] = status->turns;
+  else if (e.turns)
+    o["turns"] = *e.turns;
+  else
+    o["turns"] = nullptr;
+  o["last_seq"] = status ? status->last_seq : e.last_seq;
+  if (status && status->close_reason)
+    o["close_reason"] = protocol::to_string(*status->close_reason);
+  else if (e.close_reason)
+    o["close_reason"] = protocol::to_string(*e.close_reason);
+  else
+    o["close_reason"] = nullptr;
+  json::object labels;
+  for (const auto& [k, v] : e.labels)
+    labels[k] = v;
+  o["labels"] = std::move(labels);
+  o["owner_uid"] = e.owner_uid;
+  // The vendor process while it runs; none after.
+  if (status && status->pid > 0)
+    o["pid"] = status->pid;
+  else
+    o["pid"] = nullptr;
+  // Spend so far and the run's budgets; null for a run found on disk (not kept there).
+  std::optional<Spend> spend = status ? std::optional<Spend>(status->spend) : e.spend;
+  o["spend"] = spend ? json::value(spend->to_json()) : json::value(nullptr);
+  std::optional<adapters::Budgets> budget = status ? std::optional<adapters::Budgets>(status->budget) : e.budget;
+  o["budget"] = budget ? json::value(adapters::budgets_to_json(*budget)) : json::value(nullptr);
+  co_return o;
+}
+
+// The hermetic floor's verdicts, judged as `metaharness audit` judges the run directory. They
+// are decided by session.started (and the launch facts), so the reader stops there.
+json::object hermetic_view(Server& server, const RunEntry& e, const json::value& spec, bool closed) {
+  RunDir dir(e.dir);
+  protocol::LaunchFacts facts = protocol::launch_facts_from_run_files(spec, dir.read_plan());
+  if (facts.cwd) {
+    std::error_code ec;
+    auto resolved = std::filesystem::weakly_canonical(facts.cwd->planned, ec);
+    if (!ec) facts.cwd->resolved = resolved.string();  // Claude reports getcwd()
+  }
+  std::optional<protocol::ev::SessionStarted> started;
+  std::ifstream events(dir.events());
+  for (std::string line; !started && std::getline(events, line);)
+    started = protocol::session_started_in(line);
+  std::string adapter = facts.adapter.value_or(started ? started->adapter : e.adapter);
+  if (const adapters::Adapter* a = server.adapters.find(adapter)) facts.pins = a->capabilities().versions_pinned;
+  return protocol::hermetic_view_json(protocol::spec_mode(spec), started ? &*started : nullptr, facts, closed);
+}
+
+// The refusals `metaharness run` makes too, before anything is created; the spec gets the
+// daemon's defaults. nullopt: refused (the session has answered).
+std::optional<adapters::RunSpec> checked_spec(Session& s, const SocketRequest& r, const json::object& run,
+                                              const adapters::Adapter*& adapter) {
+  const DaemonConfig& config = s.server().config;
+  auto spec = adapters::spec_from_json(run);
+  if (!spec) {
+    s.refuse("MALFORMED", spec.error(), r.id);
+    return std::nullopt;
+  }
+  adapter = s.server().adapters.find(spec->adapter);
+  if (!adapter) {
+    s.refuse("MALFORMED", "unknown adapter \"" + protocol::excerpt(spec->adapter, 40) + "\"", r.id);
+    return std::nullopt;
+  }
+  if (const json::value* scenario = run.if_contains("model_scenario");
+      scenario && !scenario->is_null() && spec->model_endpoint) {
+    s.refuse("MALFORMED",
+             "a run takes \"model_scenario\" (a scripted endpoint the daemon hosts) or \"model_endpoint\" "
+             "(an endpoint to use), not both",
+             r.id);
+    return std::nullopt;
+  }
+  if (spec->decision_deadline_ms == 0) spec->decision_deadline_ms = config.decision_deadline_ms;
+  if (auto too_long = adapters::refuse_deadline(*adapter, spec->decision_deadline_ms)) {
+    s.refuse("MALFORMED", *too_long, r.id);
+    return std::nullopt;
+  }
+  adapters::fill_unset_budgets(spec->budget, config.default_budget);
+  if (auto unpriced = refuse_unpriced_budget(*spec, *adapter, config.prices)) {
+    s.refuse("BUDGET_UNPRICED", *unpriced, r.id);
+    return std::nullopt;
+  }
+  return std::move(*spec);
+}
+
+RunOptions run_options(Server& server, const RunDir& dir) {
+  const DaemonConfig& config = server.config;
+  RunOptions options;
+  options.run_dir = dir.root();
+  options.halt_grace = config.halt_grace;
+  options.exit_grace = config.exit_grace;
+  options.idle_timeout = config.idle_timeout;
+  options.fsync_each_event = config.fsync_each_event;
+  options.max_vendor_line_bytes = config.max_vendor_line_bytes;
+  options.max_event_line_bytes = config.max_event_line_bytes;
+  options.prices = config.prices;
+  return options;
+}
+
+// Writes what the daemon keeps beside the run (run.json, an inline scenario) and creates it.
+boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, const RunDir& dir,
+                                                                    const adapters::Adapter& adapter,
+                                                                    adapters::RunSpec spec, const json::object& run) {
+  using Result = boost::system::result<std::shared_ptr<Run>, std::string>;
+  RunOptions options = run_options(s.server(), dir);
+  options.on_spend = s.server().spend_reporter(spec.run_id, s.peer().uid);
+  std::error_code ec;
+  std::filesystem::create_directories(dir.root(), ec);
+  if (const json::value* scenario = run.if_contains("model_scenario"); scenario && !scenario->is_null()) {
+    if (auto problem = dir.write_scenario(*scenario)) return Result(boost::system::in_place_error, *problem);
+    options.model_scenario = dir.scenario_json();
+  }
+  RunMeta meta{
+      s.peer().uid, s.peer().pid, spec.adapter, spec.labels,
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};
+  if (auto problem = dir.write_meta(meta)) return Result(boost::system::in_place_error, *problem);
+  options.spec = std::move(spec);
+  return Run::create(s.server().io, adapter, std::move(options));
+}
+
+}  // namespace
+
+asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
+  const json::value* run = r.body.if_contains("run");
+  if (!run || !run->is_object()) {
+    s.refuse("MALFORMED", "submit needs a \"run\" object (docs/socket-api.md)", r.id);
+    co_return;
+  }
+  const adapters::Adapter* adapter = nullptr;
+  auto spec = checked_spec(s, r, run->get_object(), adapter);
+  if (!spec) co_return;
+  auto server = s.server_ptr();
+  std::uint32_t uid = s.peer().uid;
+  auto admit = [server, uid] { return server->registry.admit(uid, std::chrono::system_clock::now()); };
+  auto admitted = co_await server->on_registry(std::move(admit));
+  if (!admitted) {
+    s.refuse(admitted.error().code, admitted.error().reason, r.id);
+    co_return;
+  }
+  const std::string id = *admitted;
+  spec->run_id = id;
+  RunDir dir = RunDir::in_state_dir(server->config.state_dir, id);
+  const std::string adapter_name = spec->adapter;
+  RunRecord record{{}, nullptr, nullptr, uid, spec->adapter, spec->labels, spec->budget};
+  auto created = create_run(s, dir, *adapter, std::move(*spec), run->get_object());
+  if (!created) {
+    // A refused submit leaves nothing behind: not its directory, not its reservation.
+    std::error_code rm;
+    std::filesystem::remove_all(dir.root(), rm);
+    auto release = [server, id] {
+      server->registry.release(id);
+      return true;
+    };
+    co_await server->on_registry(std::move(release));
+    s.refuse("REFUSED", created.error(), r.id);
+    co_return;
+  }
+  std::shared_ptr<Run> handle = *created;
+  record.dir = handle->run_dir();
+  record.run = handle;
+  record.stream = handle->stream();
+  auto keep = [server, id, record = std::move(record)]() mutable {
+    server->registry.record(id, std::move(record), std::chrono::system_clock::now());
+    server->schedule_status();
+    return true;
+  };
+  co_await server->on_registry(std::move(keep));
+  handle->start(server->close_reporter(id));
+  log(LogPriority::info, "run " + id + " submitted by uid " + std::to_string(uid) + " (" + adapter_name + ")");
+  json::object fields;
+  fields["run_id"] = id;
+  fields["run_dir"] = handle->run_dir().string();
+  s.reply("submitted", r.id, fields);
+}
+
+asio::awaitable<void> handle_list(Session& s, const SocketRequest& r) {
+  auto server = s.server_ptr();
+  auto snapshot = [server] { return server->registry.snapshot(); };
+  auto entries = co_await server->on_registry(std::move(snapshot));
+  json::array runs;
+  for (auto& e : entries) {
+    json::object one = co_await summary(e);
+    runs.push_back(std::move(one));
+  }
+  json::object fields;
+  fields["runs"] = std::move(runs);
+  s.reply("runs", r.id, fields);
+}
+
+asio::awaitable<void> handle_get(Session& s, const SocketRequest& r) {
+  auto e = co_await s.find_run(r, false);
+  if (!e) co_return;
+  json::object fields = co_await summary(*e);
+  RunDir dir(e->dir);
+  fields["run_dir"] = e->dir.string();
+  fields["spec"] = dir.read_spec();
+  fields["hermetic"] = hermetic_view(s.server(), *e, fields["spec"], fields["state"] == "closed");
+  s.reply("run", r.id, fields);
+}
+
+asio::awaitable<void> handle_status(Session& s, const SocketRequest& r) {
+  // One view with the streams: a run whose stream holds stream.closed is closed here too, even
+  // in the moment before the registry hears of it (a client that has just read `end` must not
+  // see it counted active).
+  auto server = s.server_ptr();
+  auto count = [server] { return server->registry.counts(); };
+  RegistryCounts counts = co_await server->on_registry(std::move(count));
+  std::size_t active = counts.starting, idle = 0, pending = 0;
+  for (auto& run : counts.open) {
+    auto status = co_await status_of(run);
+    if (status->phase == "closed") continue;  // closed since the registry looked
+    ++active;
+    if (status->phase == "idle") ++idle;
+    pending += status->pending_decisions;
+  }
+  json::object runs;
+  runs["active"] = active;
+  runs["idle"] = idle;
+  runs["closed"] = counts.total - active;
+  runs["pending_decisions"] = pending;
+  json::object fields;
+  fields["version"] = std::string(build_info::version);
+  fields["pid"] = ::getpid();
+  fields["uptime_ms"] =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - server->started_at).count();
+  fields["socket"] = server->config.socket.string();
+  fields["state_dir"] = server->config.state_dir.string();
+  fields["runs"] = std::move(runs);
+  fields["accepting"] = counts.accepting;
+  fields["connections"] = server->connections.load();
+  s.reply("status", r.id, fields);
+}
+
+asio::awaitable<void> handle_shutdown(Session& s, const SocketRequest& r) {
+  s.reply("shutting_down", r.id);
+  s.server().begin_shutdown("a shutdown request from uid " + std::to_string(s.peer().uid));
+  co_return;
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,82 @@
+#include "daemon/server/server.hpp"
+
+#include <thread>
+
+#include "daemon/log.hpp"
+#include "daemon/server/notify.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+
+namespace {
+unsigned thread_count(const DaemonConfig& config) {
+  unsigned n = config.threads ? config.threads : std::thread::hardware_concurrency();
+  return n ? n : 2;
+}
+}  // namespace
+
+Server::Server(DaemonConfig c)
+    : config(std::move(c)),
+      io(static_cast<int>(thread_count(config))),
+      registry_strand(asio::make_strand(io)),
+      registry(config.state_dir, config.max_active_runs, config.daily_budget),
+      adapters(config.vendor),
+      started_at(Clock::now()),
+      status_timer_(registry_strand),
+      ledger_timer_(registry_strand) {}
+
+Server::~Server() = default;
+
+unsigned Server::threads() const {
+  return thread_count(config);
+}
+
+std::function<void(const Spend&)> Server::spend_reporter(const std::string& id, std::uint32_t uid) {
+  return [self = shared_from_this(), id, uid](const Spend& spend) {
+    asio::post(self->registry_strand, [self, id, uid, spend] {
+      auto outcome = self->registry.spent(id, uid, spend, std::chrono::system_clock::now());
+      if (outcome.save_soon) self->save_ledger_soon();
+    });
+  };
+}
+
+std::function<void(const RunOutcome&)> Server::close_reporter(const std::string& id) {
+  return [self = shared_from_this(), id](const RunOutcome& outcome) {
+    asio::post(self->registry_strand, [self, id, outcome] { self->run_closed(id, outcome); });
+  };
+}
+
+void Server::run_closed(const std::string& id, const RunOutcome& outcome) {
+  if (!registry.closed(id, outcome)) return;
+  schedule_status();
+  if (!registry.accepting() && registry.active() == 0) drained();
+}
+
+void Server::schedule_status() {
+  if (status_pending_) return;
+  status_pending_ = true;
+  status_timer_.expires_after(std::chrono::milliseconds(200));
+  status_timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
+    self->status_pending_ = false;
+    notify_without_waiting(self->registry.status_text());  // dropped if systemd is not reading
+  });
+}
+
+// The ledger is written at most once a second, and at shutdown.
+void Server::save_ledger_soon() {
+  if (ledger_save_pending_) return;
+  ledger_save_pending_ = true;
+  ledger_timer_.expires_after(std::chrono::seconds(1));
+  ledger_timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
+    self->ledger_save_pending_ = false;
+    if (auto problem = self->registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
+  });
+}
+
+void Server::cancel_timers() {
+  status_timer_.cancel();
+  ledger_timer_.cancel();
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,100 @@
+// The daemon as its request handlers see it: the config, the io_context, the adapters, and the
+// run registry on its own strand. Daemon::Impl (daemon.cpp) is the process around it — listening,
+// signals, threads, shutdown — and implements the two lifecycle hooks below.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <memory>
+
+#include "daemon/server/config.hpp"
+#include "daemon/server/registry.hpp"
+
+namespace mh::daemon {
+
+// Turns a callback API ("call done(value) exactly once, on any thread") into an awaitable that
+// resumes on the awaiting coroutine's executor.
+//
+// GCC 12 double-destroys a capturing lambda that is a temporary inside a co_await expression,
+// and miscompiles capturing lambda coroutines. So these helpers are plain functions (not
+// coroutines), and every call site binds its lambda to a name before the co_await.
+template <class T, class Initiate>
+auto await_callback(Initiate initiate) {
+  namespace asio = boost::asio;
+  return asio::async_initiate<decltype(asio::use_awaitable), void(T)>(
+      [](auto handler, Initiate initiate) {
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        initiate([shared](T value) {
+          auto executor = asio::get_associated_executor(*shared);
+          asio::post(executor, [shared, value = std::move(value)]() mutable { (*shared)(std::move(value)); });
+        });
+      },
+      asio::use_awaitable, std::move(initiate));
+}
+
+class Server : public std::enable_shared_from_this<Server> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Server(DaemonConfig config);
+  virtual ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Stops accepting, halts every run, and stops the daemon once they closed (or the shutdown
+  // grace passed). Any thread.
+  virtual void begin_shutdown(const std::string& why) = 0;
+
+  unsigned threads() const;
+
+  // Runs f() on the registry strand and resumes the awaiting coroutine with its result.
+  template <class F>
+  auto on_registry(F f) {
+    using R = decltype(f());
+    auto run_there = [strand = registry_strand, f = std::move(f)](auto done) mutable {
+      boost::asio::post(strand, [f = std::move(f), done = std::move(done)]() mutable { done(f()); });
+    };
+    return await_callback<R>(std::move(run_there));
+  }
+
+  // What a run reports back, posted to the registry strand: its spend (daily budgets) and its
+  // close.
+  std::function<void(const Spend&)> spend_reporter(const std::string& id, std::uint32_t uid);
+  std::function<void(const RunOutcome&)> close_reporter(const std::string& id);
+
+  // Registry strand only: the STATUS line to systemd, at most every 200 ms, never waiting on it
+  // (notify.hpp).
+  void schedule_status();
+
+  DaemonConfig config;
+  boost::asio::io_context io;
+  boost::asio::strand<boost::asio::io_context::executor_type> registry_strand;
+  RunRegistry registry;  // registry_strand only
+  adapters::AdapterRegistry adapters;
+  Clock::time_point started_at;
+  std::atomic<std::size_t> connections{0};
+  std::atomic<std::uint64_t> command_counter{0};
+
+ protected:
+  // Registry strand: the daemon is stopping and its last run has closed.
+  virtual void drained() = 0;
+  // Registry strand: timers the daemon cancels at its stop.
+  void cancel_timers();
+
+ private:
+  void save_ledger_soon();
+  void run_closed(const std::string& id, const RunOutcome& outcome);
+
+  boost::asio::steady_timer status_timer_;
+  bool status_pending_ = false;
+  boost::asio::steady_timer ledger_timer_;
+  bool ledger_save_pending_ = false;
+};
+
+}  // namespace mh::daemon
