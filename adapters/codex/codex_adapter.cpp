@@ -28,7 +28,7 @@ const proto::CapabilityTable& capabilities() {
          {true, {}, "approvals (accept / decline) for shell and patches; the PreToolUse hook for every other kind"}},
         {CommandName::frame_set, {true, {}, "enforced at the call seam from the next turn; its text opens that turn"}},
         {CommandName::message_inject, {true, {}, "the next turn/start"}},
-        {CommandName::steer, {true, {}, "turn/steer against the active turn"}},
+        {CommandName::steer, {true, {}, "turn/steer against the active turn (lost with its turn: STEER_UNDELIVERED)"}},
         {CommandName::permission_set, {true, {}, "thread/settings/update, from the next turn"}},
         {CommandName::interrupt, {true, {}, "turn/interrupt, then thread/backgroundTerminals/clean"}},
         {CommandName::halt, {true, {}, "interrupt, close app-server's stdin, then kill the run's processes"}},
@@ -52,6 +52,9 @@ const proto::CapabilityTable& capabilities() {
         "allow is delivered as no opinion",
         "a second approval request for an item already asked about (a re-run outside the sandbox) is its own "
         "call, <item id>/escalation-N with escalation true, never answered by the first one's decision",
+        "a call the model itself asks to run outside the sandbox (exec_command sandbox_permissions "
+        "require_escalated) is presented with escalation true and its sandbox_permissions and justification "
+        "(from the model's raw function_call); an allow of it grants the escalation",
         "sub-agents: tool.requested.agent is the sub-agent's thread id; a deny reason is injected into that "
         "thread; a sub-agent's turns, text and thinking are opaque (turn.* count the main agent's turns)",
         "switched off at launch (registration tier): hosted web search (web_search = \"disabled\") and "

@@ -58,6 +58,13 @@ class Reader {
   void steer_sent(std::string text) { steers_in_flight_.push_back(std::move(text)); }
   // A patch's changes as item/started gave them (null until then): its approval restates none.
   json::value file_changes(const std::string& item) const;
+  // Has the model's own function_call for this call id been read (rawResponseItem/completed,
+  // which Codex sends before it runs the hook, starts the item or asks for an approval)?
+  bool model_call_seen(const std::string& call_id) const { return model_calls_.count(call_id) > 0; }
+  // What no hook input, item or approval restates: the model's own request to run a shell call
+  // outside the sandbox (exec_command's sandbox_permissions and justification). Copies them into
+  // the call's input, verbatim, and marks a require_escalated call escalation.
+  void add_model_request(ToolCall& call) const;
 
   std::optional<proto::ev::SessionEnded> session_ended() const;
 
@@ -69,6 +76,7 @@ class Reader {
   std::optional<std::string> model_;
   std::optional<std::string> credential_source_;
   std::map<std::string, json::value> file_changes_;  // item id -> its changes
+  std::map<std::string, json::object> model_calls_;  // call id -> the escalation fields its arguments carry
   std::string active_turn_;
   std::deque<std::string> steers_in_flight_;  // sent with turn/steer, not yet seen in the thread
   std::uint64_t turns_completed_ = 0;

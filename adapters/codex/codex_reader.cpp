@@ -5,6 +5,7 @@
 
 #include "adapters/codex/codex_internal.hpp"
 #include "protocol/digest.hpp"
+#include "protocol/json.hpp"
 #include "protocol/time_text.hpp"
 
 namespace mh::adapters::codex {
@@ -59,6 +60,18 @@ proto::ev::ToolResult item_result(const std::string& id, const json::object& ite
   return r;
 }
 
+// The fields of a model's function_call arguments that ask to run it another way: Codex's hook
+// input, item and approval drop them (the approval's reason is the justification, nothing says
+// the sandbox was asked off).
+json::object escalation_fields(std::string_view arguments) {
+  json::object out;
+  auto args = proto::parse_json(arguments);
+  if (!args || !args->is_object()) return out;
+  for (std::string_view key : {"sandbox_permissions", "justification"})
+    if (const json::value* v = args->get_object().if_contains(key)) out[key] = *v;
+  return out;
+}
+
 void append_line(std::string& text, std::string_view part) {
   if (!text.empty()) text += '\n';
   text += part;
@@ -74,6 +87,14 @@ std::optional<std::string> Reader::agent_of(const std::string& thread) const {
 json::value Reader::file_changes(const std::string& item) const {
   auto it = file_changes_.find(item);
   return it != file_changes_.end() ? it->second : json::value(nullptr);
+}
+
+void Reader::add_model_request(ToolCall& call) const {
+  auto it = model_calls_.find(call.call_id);
+  if (it == model_calls_.end() || !call.input.is_object()) return;
+  for (const auto& kv : it->second)
+    call.input.get_object()[kv.key()] = kv.value();
+  if (string_at(it->second, "sandbox_permissions") == "require_escalated") call.escalation = true;
 }
 
 void Reader::notification(const std::string& method, const json::object& m, const json::object& params,
@@ -105,6 +126,11 @@ void Reader::notification(const std::string& method, const json::object& m, cons
       if (const json::object* error = object_at(*turn, "error"))
         if (auto code = http_status(error->if_contains("codexErrorInfo"))) last_http_status_ = std::to_string(*code);
     if (turn_id == active_turn_) active_turn_.clear();
+    // What this turn's steers and calls left behind cannot reach a later turn: a steer Codex took
+    // and never showed in the thread is the run core's to report (STEER_UNDELIVERED), and a later
+    // user message of the same words is not that steer.
+    steers_in_flight_.clear();
+    model_calls_.clear();
     sink.turn_ended(status.empty() ? std::nullopt : std::optional<std::string>(status), at);
     return;
   }
@@ -158,6 +184,14 @@ void Reader::notification(const std::string& method, const json::object& m, cons
       return;
     }
   }
+  if (method == "rawResponseItem/completed") {
+    // The model's own output item (experimentalRawEvents), read before Codex asks anything about
+    // the call. It restates the call, so it stays opaque; what only it says is kept for the call.
+    const json::object* raw = object_at(params, "item");
+    if (raw && string_at(*raw, "type") == "function_call")
+      if (auto call_id = string_at(*raw, "call_id"))
+        model_calls_[*call_id] = escalation_fields(string_at(*raw, "arguments").value_or(""));
+  }
   if (method == "serverRequest/resolved") return;  // control traffic: the answer it confirms is recorded
   emit_opaque(sink, method, std::nullopt, proto::sha256_hex(raw), line_no, at);
 }
@@ -181,8 +215,10 @@ void Reader::item(bool started, const json::object& params, const std::optional<
     // The vendor announces the call it is about to run: the call's presentation, if nothing
     // presented it before (the hook comes first for every kind it covers).
     if (*type == "commandExecution") {
-      presented(ToolCall{*id, "Bash", json::object{{"command", field("command")}, {"cwd", field("cwd")}},
-                         proto::Seam::control_request});
+      ToolCall call{*id, "Bash", json::object{{"command", field("command")}, {"cwd", field("cwd")}},
+                    proto::Seam::control_request};
+      add_model_request(call);
+      presented(std::move(call));
     } else if (*type == "fileChange") {
       file_changes_[*id] = field("changes");
       presented(

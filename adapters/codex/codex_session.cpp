@@ -129,12 +129,18 @@ class Session final : public AdapterSession {
     // A sub-agent's hook input names the sub-agent (agent_id, its own thread id) beside the
     // root session_id; the main agent's names none.
     call.agent = reader_.agent_of(string_at(*in, "agent_id").value_or(""));
+    reader_.add_model_request(call);
     if (!deny_only_ && (*tool == "Bash" || *tool == "apply_patch")) {
       // Shell commands and patches are decided at their approval, which always follows under
       // untrusted: the hook only announces the call (so it is delivered as early as possible)
       // and has no opinion. (Deny-only runs have no approvals: the hook decides every kind.)
+      // A shell hook's input lacks what the model asked beyond the command (an escalation): a
+      // shell call whose own function_call has not been read yet is presented by item/started
+      // instead, which follows that record on Codex's stdout. (A patch asks for nothing of the
+      // kind, and its hook input is the patch text as the model wrote it.)
       call.seam = proto::Seam::control_request;
-      sink.call_presented(std::move(call), std::nullopt);
+      if (*tool == "apply_patch" || reader_.model_call_seen(call.call_id))
+        sink.call_presented(std::move(call), std::nullopt);
       sink.reply_hook(connection, "");
       return;
     }
@@ -398,7 +404,10 @@ class Session final : public AdapterSession {
             json::object{{"cwd", cwd_.string()},
                          {"approvalPolicy", approval_policy()},
                          {"sandbox", "workspace-write"},
-                         {"config", json::object{{"bypass_hook_trust", true}}}},
+                         {"config", json::object{{"bypass_hook_trust", true}}},
+                         // The model's own output items (rawResponseItem/completed): the only
+                         // record of a call's sandbox_permissions and justification.
+                         {"experimentalRawEvents", true}},
             Purpose::thread_start);
     // What Codex says about its own surface, asked while the thread starts (each answers in a few
     // ms, thread/start in ~200 ms: measured on 0.171.0), so the first turn waits for nothing more
@@ -593,6 +602,9 @@ class Session final : public AdapterSession {
           call.input.get_object()["reason"] = reason ? *reason : nullptr;
       }
       call.agent = reader_.agent_of(string_at(params, "threadId").value_or(""));
+      // The call's first approval, when the model asked to run it outside the sandbox
+      // (require_escalated: Codex's reason is then the model's justification), is that escalation.
+      if (!call.escalation) reader_.add_model_request(call);
       approvals_[token] = id;
       sink.call_awaits_answer(std::move(call), ReplyToken{token, proto::Seam::control_request});
       return;

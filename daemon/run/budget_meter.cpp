@@ -125,12 +125,18 @@ std::optional<Crossing> BudgetMeter::wall(std::uint64_t elapsed_ms) const {
 std::optional<std::string> refuse_unpriced_budget(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
                                                   const PriceTable& prices) {
   if (!spec.budget.usd) return std::nullopt;
+  return refuse_unpriced_model(spec, adapter, prices, "a usd budget");
+}
+
+std::optional<std::string> refuse_unpriced_model(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
+                                                 const PriceTable& prices, std::string_view needed_by) {
   std::optional<std::string> model = spec.model ? spec.model : adapter.default_model();
+  const std::string needs = std::string(needed_by) + " needs the run's model priced";
   if (!model)
-    return "a usd budget needs the run's model priced, and this run names no model (the " + std::string(adapter.id()) +
+    return needs + ", and this run names no model (the " + std::string(adapter.id()) +
            " adapter's default is only known once the vendor starts): name one with --model / \"model\"";
   if (!prices.find(*model))
-    return "a usd budget needs the run's model priced, and the config's price table has no price for " + *model +
+    return needs + ", and the config's price table has no price for " + *model +
            " ([prices] in the config): an unknown cost is not zero";
   return std::nullopt;
 }

@@ -92,5 +92,9 @@ class BudgetMeter {
 // adapter's default) has no price. Nullopt when the run may start.
 std::optional<std::string> refuse_unpriced_budget(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
                                                   const PriceTable& prices);
+// The same judgement for whatever else meters the run in USD (`needed_by` names it, e.g. the
+// daemon's daily budget): nullopt when the run's model has a price.
+std::optional<std::string> refuse_unpriced_model(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
+                                                 const PriceTable& prices, std::string_view needed_by);
 
 }  // namespace mh::daemon

@@ -605,11 +605,19 @@ struct Run::Impl final : RunEffects {
   void finish(protocol::CloseReason reason, protocol::ProcessTermination process) {
     if (closed) return;
     closed = true;
-    auto closed_seq = log->close(reason, process);
     outcome.reason = reason;
     outcome.process = process;
-    outcome.events = closed_seq ? *closed_seq : log->last_seq();
     outcome.turns = core ? core->turns() : 0;
+    // The daemon hears of the close before any reader can see stream.closed (and before the
+    // teardown below): a client that has just read it and submits again finds the slot free.
+    bool reported = false;
+    auto report = [this, &reported](std::uint64_t events) {
+      outcome.events = events;
+      reported = true;
+      if (on_closed) on_closed(outcome);
+    };
+    auto closed_seq = log->close(reason, process, report);
+    if (!reported) report(closed_seq ? *closed_seq : log->last_seq());
     deadlines.clear();
     idle_timer.cancel();
     grace_timer.cancel();
@@ -633,7 +641,6 @@ struct Run::Impl final : RunEffects {
                                                                                  "the run ended before answering")},
                false);
     result_waiters.clear();
-    if (on_closed) on_closed(outcome);
   }
 
   // Refused before anything spawned: the command results (one per needed command the adapter

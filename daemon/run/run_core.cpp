@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "protocol/digest.hpp"
+
 namespace mh::daemon {
 
 namespace {
@@ -213,6 +215,9 @@ proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, In
                                                               "the run ended before the vendor answered " +
                                                                   std::string(proto::to_string(pending.name))));
   pending_controls_.clear();
+  for (const auto& steer : steers_)
+    if (steer.accepted) steer_undelivered(steer, "the run ended first");
+  steers_.clear();
   for (const auto& [command_id, text] : queued_messages_)
     warn("INJECTION_UNDELIVERED", "message.inject " + command_id +
                                       " was queued for the next turn boundary, but the run ended first; "
@@ -255,6 +260,11 @@ std::vector<PendingCallView> RunCore::pending_calls(Instant now) const {
 void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) {
   std::optional<Crossing> crossing;
   if (std::holds_alternative<proto::ev::SessionStarted>(payload)) session_started_seen_ = true;
+  if (auto* injection = std::get_if<proto::ev::Injection>(&payload); injection && injection->origin == "steer") {
+    auto delivered =
+        std::find_if(steers_.begin(), steers_.end(), [&](const auto& s) { return s.text == injection->text; });
+    if (delivered != steers_.end()) steers_.erase(delivered);
+  }
   if (auto* usage = std::get_if<proto::ev::Usage>(&payload)) {
     crossing = budget_.usage(*usage);
     effects_.spend_changed(budget_.spend());
@@ -357,6 +367,15 @@ void RunCore::control_answered(adapters::ControlReply reply) {
   if (it == pending_controls_.end()) return;  // e.g. the interrupt a halt sends: no command waits on it
   PendingControl pending = std::move(it->second);
   pending_controls_.erase(it);
+  auto steer =
+      std::find_if(steers_.begin(), steers_.end(), [&](const auto& s) { return s.control_id == reply.control_id; });
+  if (steer != steers_.end()) {
+    steer->accepted = reply.ok;
+    if (!reply.ok || steer->turn_over) {
+      if (reply.ok) steer_undelivered(*steer, "its turn ended before the vendor answered");
+      steers_.erase(steer);
+    }
+  }
   if (reply.ok) {
     result(pending.command_id, proto::CommandOutcome::ok(pending.applies_at));
   } else {
@@ -382,7 +401,13 @@ void RunCore::turn_started(std::optional<std::string> at) {
 void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
   // A turn end closes the decision window: nothing still pending can run any more.
   abandon_pending("the turn ended");
-  effects_.emit(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), std::move(stop_reason)}, std::move(at));
+  effects_.emit(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), stop_reason}, std::move(at));
+  // A steer belongs to its turn: one accepted that the vendor never showed in it is gone.
+  std::erase_if(steers_, [&](auto& s) {
+    if (s.accepted) steer_undelivered(s, "the turn ended (" + stop_reason.value_or("no stop reason") + ") first");
+    s.turn_over = true;
+    return s.accepted;
+  });
   turn_announced_ = false;
   if (phase_ == Phase::turn) at_boundary();
 }
@@ -746,7 +771,17 @@ void RunCore::handle(const proto::cmd::Steer& c, const std::string& id) {
     result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "no turn is running to steer"));
     return;
   }
-  track(session_->steer(c.text, *this), id, proto::CommandName::steer);
+  adapters::ControlAck ack = session_->steer(c.text, *this);
+  if (ack.kind != adapters::ControlAck::Kind::refused)
+    steers_.push_back({id, ack.control_id, c.text, ack.kind == adapters::ControlAck::Kind::done});
+  track(ack, id, proto::CommandName::steer);
+}
+
+void RunCore::steer_undelivered(const SteerInFlight& steer, std::string_view why) {
+  warn("STEER_UNDELIVERED", "steer " + steer.command_id + " was accepted, but " + std::string(why) + " and " +
+                                std::string(adapter_.id()) + " never delivered it: the text (sha256 " +
+                                proto::sha256_hex(steer.text) + ", \"" + proto::excerpt(steer.text, 40) +
+                                "\") never reached the model");
 }
 
 void RunCore::handle(const proto::cmd::PermissionSet& c, const std::string& id) {

@@ -207,6 +207,17 @@ class RunCore final : private adapters::AdapterSink {
     std::optional<std::string> applies_at;  // what the ok says when the vendor accepts
   };
   std::map<std::string, PendingControl> pending_controls_;  // vendor control id -> command
+  // A steer sent to the vendor, until it reaches the model (an injection with origin steer) or
+  // its turn ends; one the vendor accepted that never arrived is STEER_UNDELIVERED.
+  struct SteerInFlight {
+    std::string command_id;
+    std::string control_id;
+    std::string text;
+    bool accepted = false;
+    bool turn_over = false;  // its turn ended while the vendor had not answered yet
+  };
+  std::deque<SteerInFlight> steers_;
+  void steer_undelivered(const SteerInFlight& steer, std::string_view why);
   bool session_ended_emitted_ = false;
   bool session_started_seen_ = false;
 };

@@ -1,6 +1,7 @@
 #include "daemon/server/connection.hpp"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -68,7 +69,10 @@ void Connection::start_refused(std::string line) {
   // Queued before the writer starts: the caller is not on the connection's strand.
   send(std::move(line));
   close_after_flush_ = true;
-  asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
+  reader_active_ = true;
+  auto self = shared_from_this();
+  asio::co_spawn(socket_.get_executor(), write_loop(self), asio::detached);
+  asio::co_spawn(socket_.get_executor(), discard_then_close(self), asio::detached);
 }
 
 void Connection::send(std::string line) {
@@ -119,8 +123,14 @@ asio::awaitable<void> Connection::write_loop(std::shared_ptr<Connection>) {
       }
     }
     drained_.notify();
-    if (close_after_flush_ || closed_) {
-      close();
+    if (closed_) co_return;
+    if (close_after_flush_) {
+      // Everything is said: the peer reads end of stream. The socket itself closes once the
+      // reader has taken in what the peer still sends (discard_then_close), or now.
+      boost::system::error_code ec;
+      socket_.shutdown(asio::socket_base::shutdown_send, ec);
+      sent_all_ = true;
+      if (!reader_active_ || !unread_input()) close();
       co_return;
     }
     co_await wake_writer_.wait();
@@ -138,7 +148,7 @@ void Connection::close() {
   drained_.notify();
 }
 
-asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection>, std::shared_ptr<Handler> handler) {
+asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection> self, std::shared_ptr<Handler> handler) {
   protocol::LineFramer framer(max_line_bytes_, /*digest_oversized=*/false, /*report_early=*/true);
   // What one read produced, in order: a line, the refusal of a line over the bound, or a last
   // line the peer never terminated.
@@ -155,8 +165,10 @@ asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection>, std::sh
     else
       items.push_back({Item::line, std::string(line.text)});
   };
+  reader_active_ = true;
   std::string buffer(16 * 1024, '\0');
   bool end_of_input = false;
+  bool read_failed = false;
   while (!closed_) {
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
     if (n > 0) framer.feed(std::string_view(buffer.data(), n), collect);
@@ -178,18 +190,65 @@ asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection>, std::sh
       co_await handler->on_line(std::move(item.text));
     }
     items.clear();
-    if (ec || close_after_flush_) break;
+    if (ec || close_after_flush_) {
+      read_failed = ec && ec != asio::error::eof;
+      break;
+    }
   }
   if (end_of_input && !closed_ && !close_after_flush_ && !peer_hung_up()) {
     // Half-closed (shutdown(SHUT_WR)): the peer has nothing more to say but still reads.
     peer_done_ = true;
+    reader_active_ = false;
     if (holds_ == 0) close_after_flush();
+    co_return;
+  }
+  if (close_after_flush_ && !closed_ && !end_of_input && !read_failed) {
+    // Closing on our side (FORBIDDEN, say) while the peer may still be writing.
+    co_await discard_then_close(self);
     co_return;
   }
   // The peer went away: a controller's departure changes nothing for the run (its deadlines
   // keep running); a producer notices and stops.
   closing_ = true;
-  if (!close_after_flush_) close();
+  reader_active_ = false;
+  if (!close_after_flush_ || sent_all_) close();
+}
+
+asio::awaitable<void> Connection::discard_then_close(std::shared_ptr<Connection> self) {
+  // Closing a Unix socket that still holds unread bytes resets the peer (ECONNRESET) and can
+  // cost it the lines it was sent. So what the peer still sends is read and dropped until it
+  // ends, within a bound of bytes and time: a peer that neither reads nor hangs up cannot keep
+  // the connection (and its slot under server.max_connections).
+  reader_active_ = true;
+  closing_ = true;
+  asio::steady_timer bound(socket_.get_executor(), kLingerBound);
+  auto give_up = [self](boost::system::error_code ec) {
+    if (ec) return;
+    boost::system::error_code ignored;
+    self->socket_.cancel(ignored);
+  };
+  bound.async_wait(give_up);
+  std::string buffer(16 * 1024, '\0');
+  std::size_t discarded = 0;
+  bool peer_ended = false;
+  while (!closed_ && discarded < kLingerBytes) {
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
+    discarded += n;
+    if (ec) {
+      peer_ended = ec == asio::error::eof;
+      break;
+    }
+    if (sent_all_ && !unread_input()) break;  // nothing left that a close would throw away
+  }
+  bound.cancel();
+  reader_active_ = false;
+  // A peer that ended cleanly may still be reading what is left to flush: the writer closes then.
+  if (sent_all_ || !peer_ended) close();
+}
+
+bool Connection::unread_input() {
+  int pending = 0;
+  return ::ioctl(socket_.native_handle(), FIONREAD, &pending) == 0 && pending > 0;
 }
 
 bool Connection::peer_hung_up() {

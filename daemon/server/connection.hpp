@@ -22,6 +22,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -90,8 +91,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   boost::asio::awaitable<void> write_loop(std::shared_ptr<Connection> self);
   boost::asio::awaitable<void> read_loop(std::shared_ptr<Connection> self, std::shared_ptr<Handler> handler);
+  boost::asio::awaitable<void> discard_then_close(std::shared_ptr<Connection> self);
   void close();
   bool peer_hung_up();
+  // Whether the peer's bytes wait unread in the socket (closing now would reset the peer).
+  bool unread_input();
+
+  // How long, and how much, a closing connection keeps reading what its peer still sends.
+  static constexpr std::chrono::seconds kLingerBound{2};
+  static constexpr std::size_t kLingerBytes = 1024 * 1024;
 
   local_socket socket_;
   std::size_t max_line_bytes_;
@@ -103,7 +111,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_after_flush_ = false;
   bool closed_ = false;
   bool closing_ = false;
-  bool peer_done_ = false;  // the peer half-closed: close once what it asked is answered
+  bool peer_done_ = false;      // the peer half-closed: close once what it asked is answered
+  bool reader_active_ = false;  // a reader still takes in the peer's bytes: it closes the socket
+  bool sent_all_ = false;       // the outbox is flushed and our side shut for writing
   std::size_t holds_ = 0;
 };
 

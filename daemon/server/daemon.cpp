@@ -11,7 +11,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "daemon/log.hpp"
 #include "daemon/peer.hpp"
@@ -29,6 +31,12 @@ struct Daemon::Impl final : Server {
 
   asio::local::stream_protocol::acceptor acceptor;
   asio::signal_set signals;
+  // The open connections, so the stop can let each flush what it was told (a shutdown's own
+  // reply among it) before the io_context stops. Any thread: guarded.
+  std::mutex live_mu;
+  std::vector<std::weak_ptr<Connection>> live;
+  std::atomic<bool> stopping{false};
+  std::optional<asio::steady_timer> flush_bound;
 
   std::shared_ptr<Impl> self() { return std::static_pointer_cast<Impl>(shared_from_this()); }
 
@@ -108,8 +116,15 @@ struct Daemon::Impl final : Server {
       log(LogPriority::notice,
           "refused a connection from uid " + std::to_string(peer->uid) + " pid " + std::to_string(peer->pid));
     ++connections;
-    auto connection = std::make_shared<Connection>(std::move(socket), config.max_line_bytes,
-                                                   [self = self()] { --self->connections; });
+    auto gone = [self = self()] {
+      if (--self->connections == 0 && self->stopping) asio::post(self->io, [self] { self->io.stop(); });
+    };
+    auto connection = std::make_shared<Connection>(std::move(socket), config.max_line_bytes, std::move(gone));
+    {
+      std::lock_guard lock(live_mu);
+      std::erase_if(live, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
+      live.push_back(connection);
+    }
     if (refusal) {
       connection->start_refused(std::move(*refusal));
       return;
@@ -142,13 +157,38 @@ struct Daemon::Impl final : Server {
     });
   }
 
-  // Registry strand: every run has closed (or the grace is over). Keeps the day's spend, stops.
+  // Registry strand: every run has closed (or the grace is over). Keeps the day's spend, lets
+  // every connection flush what it was told (the `shutdown` reply, a tail's `end`), then stops:
+  // when the last connection has gone, or after kFlushBound for a peer that does not hang up.
   void drained() override {
     signals.cancel();
     cancel_timers();
     if (auto problem = registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
-    io.stop();
+    if (stopping.exchange(true)) return;
+    std::vector<std::shared_ptr<Connection>> open;
+    {
+      std::lock_guard lock(live_mu);
+      for (auto& weak : live)
+        if (auto c = weak.lock()) open.push_back(std::move(c));
+      live.clear();
+    }
+    for (auto& c : open)
+      asio::post(c->executor(), [c] { c->close_after_flush(); });
+    open.clear();  // the connections' own loops hold them from here
+    if (connections.load() == 0) {
+      io.stop();
+      return;
+    }
+    flush_bound.emplace(registry_strand, kFlushBound);
+    flush_bound->async_wait([self = self()](boost::system::error_code ec) {
+      if (ec) return;
+      log(LogPriority::notice,
+          std::to_string(self->connections.load()) + " connection(s) still open at the stop; closing them unflushed");
+      self->io.stop();
+    });
   }
+
+  static constexpr std::chrono::seconds kFlushBound{3};
 };
 
 Daemon::Daemon(DaemonConfig config) : impl_(std::make_shared<Impl>(std::move(config))) {}

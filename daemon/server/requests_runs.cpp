@@ -128,6 +128,14 @@ std::optional<adapters::RunSpec> checked_spec(Session& s, const SocketRequest& r
     s.refuse("BUDGET_UNPRICED", *unpriced, r.id);
     return std::nullopt;
   }
+  // A daily USD budget meters every run's spend: a run it could not price would spend unseen.
+  if (config.daily_budget.usd) {
+    if (auto unpriced = refuse_unpriced_model(*spec, *adapter, config.prices,
+                                              "the daemon's daily usd budget ([budgets.daily] usd)")) {
+      s.refuse("BUDGET_UNPRICED", *unpriced, r.id);
+      return std::nullopt;
+    }
+  }
   return std::move(*spec);
 }
 
@@ -168,6 +176,18 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, 
 
 }  // namespace
 
+// Whether a run the registry still counts active has in fact closed: a client that has just read
+// its stream.closed must not be refused BUSY for it (status counts the same way).
+asio::awaitable<bool> a_run_has_just_closed(std::shared_ptr<Server> server) {
+  auto count = [server] { return server->registry.counts(); };
+  RegistryCounts counts = co_await server->on_registry(std::move(count));
+  for (auto& run : counts.open) {
+    auto status = co_await status_of(run);
+    if (status && status->phase == "closed") co_return true;
+  }
+  co_return false;
+}
+
 asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
   const json::value* run = r.body.if_contains("run");
   if (!run || !run->is_object()) {
@@ -180,7 +200,14 @@ asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
   auto server = s.server_ptr();
   std::uint32_t uid = s.peer().uid;
   auto admit = [server, uid] { return server->registry.admit(uid, std::chrono::system_clock::now()); };
-  auto admitted = co_await server->on_registry(std::move(admit));
+  auto admitted = co_await server->on_registry(admit);
+  bool retry = !admitted && admitted.error().code == "BUSY";
+  if (retry) retry = co_await a_run_has_just_closed(server);
+  if (retry) {
+    // Its close is on its way to the registry (posted before its stream.closed was readable):
+    // asking again queues behind it.
+    admitted = co_await server->on_registry(admit);
+  }
   if (!admitted) {
     s.refuse(admitted.error().code, admitted.error().reason, r.id);
     co_return;

@@ -130,8 +130,9 @@ boost::system::result<std::uint64_t, std::string> EventLog::append(protocol::Eve
   return write_event(std::move(payload), std::move(at));
 }
 
-boost::system::result<std::uint64_t, std::string> EventLog::close(protocol::CloseReason reason,
-                                                                  protocol::ProcessTermination process) {
+boost::system::result<std::uint64_t, std::string> EventLog::close(
+    protocol::CloseReason reason, protocol::ProcessTermination process,
+    std::function<void(std::uint64_t seq)> before_readers_see) {
   if (!shared_) return std::string("close on a moved-from EventLog");
   if (closed_) return "the stream of run " + shared_->run_id() + " is closed already";
   protocol::ev::StreamClosed marker;
@@ -141,11 +142,15 @@ boost::system::result<std::uint64_t, std::string> EventLog::close(protocol::Clos
   marker.reason = reason;
   marker.run_id = shared_->run_id();
   marker.process = process;
+  before_final_publish_ = std::move(before_readers_see);
+  final_sync_error_ = 0;
   auto seq = write_event(std::move(marker), std::nullopt);
+  before_final_publish_ = nullptr;
   if (!seq) return seq;
   closed_ = true;
-  if (::fdatasync(fd_.get()) == -1)
-    return "stream.closed written as seq " + std::to_string(*seq) + ", but fdatasync failed: " + errno_text(errno);
+  if (final_sync_error_ != 0)
+    return "stream.closed written as seq " + std::to_string(*seq) +
+           ", but fdatasync failed: " + errno_text(final_sync_error_);
   return seq;
 }
 
@@ -201,7 +206,11 @@ boost::system::result<void, std::string> EventLog::commit_pending(bool closing) 
   pending_index_.clear();
   committed_bytes_ += scratch_.size();
   committed_seq_ = last_seq_;
-  if (closing) shared_->set_final_seq(committed_seq_);
+  if (closing) {
+    if (::fdatasync(fd_.get()) == -1) final_sync_error_ = errno;
+    if (before_final_publish_) before_final_publish_(committed_seq_);
+    shared_->set_final_seq(committed_seq_);
+  }
   shared_->publish(committed_bytes_, committed_seq_);
   shared_->wake_waiters();
   scratch_.clear();

@@ -8,7 +8,9 @@
 // whole line including its '\n' with one write(2) (looping only on a partial write), and only
 // then publishes the new committed length and seq to readers (SharedStreamState). A reader
 // therefore never sees a line before it is complete. close() appends stream.closed as the last
-// line (events = its seq - 1, run_id = this run) and fdatasyncs.
+// line (events = its seq - 1, run_id = this run), fdatasyncs, and only then publishes it: a reader
+// that sees stream.closed sees a durable stream, and whoever close() told first (the daemon's
+// registry) heard of the close before any reader could.
 //
 // Durability: `write` (default) leaves the line in the page cache once write(2) returns: it
 // survives a crash of the daemon, not of the machine. `fsync_each` fdatasyncs every line before
@@ -21,6 +23,7 @@
 
 #include <boost/system/result.hpp>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,9 +101,11 @@ class EventLog {
   boost::system::result<void, std::string> release();
 
   // Appends stream.closed (events = seq - 1, run_id = this run) as the last line, fdatasyncs,
-  // and returns its seq (after writing what a hold kept, if any). A second close is refused.
-  boost::system::result<std::uint64_t, std::string> close(protocol::CloseReason reason,
-                                                          protocol::ProcessTermination process);
+  // calls `before_readers_see(seq)` (if given), publishes it, and returns its seq (after writing
+  // what a hold kept, if any). A second close is refused.
+  boost::system::result<std::uint64_t, std::string> close(
+      protocol::CloseReason reason, protocol::ProcessTermination process,
+      std::function<void(std::uint64_t seq)> before_readers_see = {});
 
   const std::string& run_id() const { return shared_->run_id(); }
   const std::filesystem::path& path() const { return shared_->path(); }
@@ -132,6 +137,9 @@ class EventLog {
   std::uint64_t committed_bytes_ = 0;
   bool closed_ = false;
   bool holding_ = false;
+  // Set only for the duration of close(): what runs between the final line's sync and its publication.
+  std::function<void(std::uint64_t)> before_final_publish_;
+  int final_sync_error_ = 0;
   std::string scratch_;                       // serialized events not written yet (one, or a hold's worth)
   std::vector<std::uint64_t> pending_index_;  // index entries (file offsets) for them
 };

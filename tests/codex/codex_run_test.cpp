@@ -211,6 +211,8 @@ TEST_F(CodexRun, SteerReachesTheModelWithinTheRunningTurnAndAfterItIsTooLate) {
   for (const auto& e : process->events_named("injection"))
     if (e.str("origin") == "steer" && e.str("text") == "STEER: prefer the short path") injected = true;
   EXPECT_TRUE(injected) << "the steer is recorded as an injection with origin steer";
+  for (const auto& w : process->events_named("warning"))
+    EXPECT_NE(w.str("code"), "STEER_UNDELIVERED") << "a delivered steer is not reported lost: " << w.raw;
 
   send("s2", command_line("s2", "steer", R"("text":"too late")"));
   EXPECT_EQ(outcome_code(*result_for("s2")), "TOO_LATE");
@@ -654,6 +656,73 @@ TEST_F(CodexRun, SessionStartedCarriesWhatCodexReportsOfItsOwnSurface) {
   for (auto method : {"account/read", "plugin/installed", "config/read", "mcpServerStatus/list"})
     EXPECT_NE(stdin_log.find(std::string(R"("method":")") + method + "\""), std::string::npos) << method;
   EXPECT_TRUE(process->events_named("warning").empty()) << "every evidence request was answered";
+}
+
+// 20. A steer Codex accepted, whose turn is interrupted while the command it waits behind still
+//     runs: Codex drops it (no userMessage, no model request carries it), and the stream says so
+//     by name, once; the thread stays usable.
+TEST_F(CodexRun, ASteerAcceptedAndThenInterruptedIsReportedUndelivered) {
+  start("sleep_then_more", {"--decisions", "observe", "--keep-open"});
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(work() / "started.txt"); }))
+      << "the command never started; " << process->stderr_text();
+  const std::string text = "STEER: never mind the sleep";
+  send("s1", command_line("s1", "steer", R"("text":")" + text + "\""));
+  auto steered = result_for("s1");
+  ASSERT_TRUE(steered);
+  ASSERT_EQ(outcome_code(*steered), "ok") << "Codex accepted the steer";
+  send("i1", command_line("i1", "interrupt", R"("reason":"enough")"));
+  auto ended = process->wait_for_event("turn.ended");
+  ASSERT_TRUE(ended) << process->stderr_text();
+  EXPECT_EQ(ended->str("stop_reason"), "interrupted");
+  EXPECT_EQ(outcome_code(*result_for("i1")), "ok");
+  auto lost = process->wait_for(
+      [](const EventLine& e) { return e.event() == "warning" && e.str("code") == "STEER_UNDELIVERED"; });
+  ASSERT_TRUE(lost) << "an accepted steer vanished without a trace; " << process->stderr_text();
+  EXPECT_NE(lost->str("message").find("steer s1 "), std::string::npos) << lost->raw;
+  EXPECT_NE(lost->str("message").find(protocol::sha256_hex(text)), std::string::npos) << lost->raw;
+  EXPECT_GT(lost->object.at("seq").to_number<std::uint64_t>(), ended->object.at("seq").to_number<std::uint64_t>())
+      << "reported when its turn ended";
+
+  send("m1", command_line("m1", "message.inject", R"("text":"carry on")"));
+  ASSERT_TRUE(process->wait_for([](const EventLine& e) {
+    return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2;
+  })) << process->stderr_text();
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+  for (const auto& e : process->events_named("injection"))
+    EXPECT_NE(e.str("origin"), "steer") << "Codex never showed the steer in the thread: " << e.raw;
+  EXPECT_FALSE(a_later_request_carries(text)) << "the steer must really have been dropped by Codex";
+  std::size_t reported = 0;
+  for (const auto& w : process->events_named("warning"))
+    if (w.str("code") == "STEER_UNDELIVERED") ++reported;
+  EXPECT_EQ(reported, 1u);
+}
+
+// 21. The model's first call already asks to run outside the sandbox (exec_command with
+//     sandbox_permissions "require_escalated" and a justification): Codex asks one approval
+//     (its reason is the justification) and runs the command unsandboxed once accepted. That
+//     call is presented as an escalation, with what the model asked kept on its input.
+TEST_F(CodexRun, AFirstCallAskingForEscalationIsPresentedAsAnEscalationWithTheModelsWords) {
+  start("escalated_first", {"--decisions", "ask"});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  EXPECT_EQ(requested->str("call_id"), "call_esc") << "the call itself, not a re-run";
+  EXPECT_TRUE(requested->object.at("escalation").as_bool()) << requested->raw;
+  EXPECT_EQ(requested->str("seam"), "control_request");
+  const auto& input = requested->object.at("input").as_object();
+  EXPECT_EQ(input.at("command"), "touch escalated.txt") << requested->raw;
+  ASSERT_TRUE(input.contains("sandbox_permissions")) << requested->raw;
+  EXPECT_EQ(input.at("sandbox_permissions"), "require_escalated");
+  ASSERT_TRUE(input.contains("justification")) << requested->raw;
+  EXPECT_EQ(input.at("justification"), "ESCALATE: the marker must be written outside the sandbox");
+  send("c1", decide_line("c1", "call_esc", R"({"decision":"allow"})"));
+  EXPECT_EQ(outcome_code(*result_for("c1")), "ok");
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_TRUE(std::filesystem::exists(work() / "escalated.txt")) << "the allow granted the escalation";
+  EXPECT_EQ(process->events_named("tool.requested").size(), 1u) << "one approval, one call";
+  // Codex's own record: the approval's reason is the model's justification.
+  std::string transcript = read_file(run_dir() / "vendor-stdout.jsonl");
+  EXPECT_NE(transcript.find(R"("reason":"ESCALATE: the marker must be written outside the sandbox")"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -276,8 +276,24 @@ TEST_F(CodexSession, ReplaceIsRefusedByNameForThisWire) {
   EXPECT_FALSE(session->check_decision(call, proto::decision::Allow{}));
 }
 
+// The model's own function_call, as app-server reports it under experimentalRawEvents (captured on
+// 0.171.0): Codex sends it before it runs the hook, starts the item or asks for an approval.
+json::object raw_call(const std::string& call_id, const json::object& arguments) {
+  return json::object{
+      {"method", "rawResponseItem/completed"},
+      {"params", json::object{{"threadId", "thr_1"},
+                              {"turnId", "t1"},
+                              {"item", json::object{{"type", "function_call"},
+                                                    {"status", "completed"},
+                                                    {"id", "fc_mh_0001_0"},
+                                                    {"name", "exec_command"},
+                                                    {"arguments", proto::canonical_json(json::value(arguments))},
+                                                    {"call_id", call_id}}}}}};
+}
+
 TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
   open();
+  feed(raw_call("call_a", json::object{{"cmd", "ls"}}));
   session->on_hook_request(
       1,
       json::object{{"tool_name", "Bash"}, {"tool_use_id", "call_a"}, {"tool_input", json::object{{"command", "ls"}}}},
@@ -915,6 +931,157 @@ TEST(CodexPatchSubjects, EveryFileThePatchNamesVerbatim) {
   EXPECT_EQ(codex::patch_subjects(changes),
             (std::vector<std::string>{"file:/work/patched.txt", "file:/work/a.c", "file:/work/b.c"}));
   EXPECT_TRUE(codex::patch_subjects(json::object{}).empty());
+}
+
+// --- issue 9 follow-ups: the first approval's escalation, a steer that never landed, the attestation
+
+json::object escalated_args() {
+  return json::object{{"cmd", "touch escalated.txt"},
+                      {"sandbox_permissions", "require_escalated"},
+                      {"justification", "ESCALATE: outside the sandbox"}};
+}
+
+// Captured (0.171.0, untrusted): a first call with require_escalated asks one approval whose reason
+// is the justification; nothing but the model's raw function_call says the sandbox was asked off.
+TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModelsWords) {
+  open();
+  turn_started("t1");
+  feed(raw_call("call_esc", escalated_args()));
+  EXPECT_TRUE(sink.calls.empty()) << "the raw record restates the call; the hook presents it";
+  ASSERT_EQ(sink.of<proto::ev::Opaque>().back().vendor_type, "rawResponseItem/completed") << "kept, as opaque";
+  session->on_hook_request(1,
+                           json::object{{"tool_name", "Bash"},
+                                        {"tool_use_id", "call_esc"},
+                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
+                           sink);
+  ASSERT_EQ(sink.calls.size(), 1u);
+  const ToolCall presented = sink.calls[0].call;  // a copy: later calls grow the vector
+  EXPECT_TRUE(presented.escalation);
+  EXPECT_EQ(presented.input.at("command"), "touch escalated.txt");
+  EXPECT_EQ(presented.input.at("sandbox_permissions"), "require_escalated");
+  EXPECT_EQ(presented.input.at("justification"), "ESCALATE: outside the sandbox");
+
+  feed(approval(0, "thr_1", "call_esc", "ESCALATE: outside the sandbox"));
+  ASSERT_EQ(sink.calls.size(), 2u);
+  const ToolCall& asked = sink.calls[1].call;
+  EXPECT_EQ(asked.call_id, "call_esc") << "the first approval is the call itself, not a re-run";
+  EXPECT_TRUE(asked.escalation);
+  EXPECT_EQ(asked.input.at("justification"), "ESCALATE: outside the sandbox");
+  EXPECT_EQ(asked.input.at("sandbox_permissions"), "require_escalated");
+  EXPECT_EQ(asked.input.at("reason"), "ESCALATE: outside the sandbox");
+  EXPECT_TRUE(session->same_request(presented, asked));
+
+  // A plain call of the same turn asks for nothing of the kind.
+  feed(raw_call("call_ls", json::object{{"cmd", "ls"}}));
+  feed(approval(1, "thr_1", "call_ls"));
+  EXPECT_FALSE(sink.calls.back().call.escalation);
+  EXPECT_FALSE(sink.calls.back().call.input.as_object().contains("sandbox_permissions"));
+}
+
+TEST_F(CodexSession, AShellHookAheadOfTheModelsRecordLeavesThePresentationToTheItem) {
+  open();
+  turn_started("t1");
+  session->on_hook_request(1,
+                           json::object{{"tool_name", "Bash"},
+                                        {"tool_use_id", "call_esc"},
+                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
+                           sink);
+  EXPECT_TRUE(sink.calls.empty()) << "not presented without what the model asked";
+  ASSERT_EQ(sink.hook_replies.size(), 1u);
+  EXPECT_EQ(sink.hook_replies[0].second, "") << "the approval decides: no opinion at the hook";
+  feed(raw_call("call_esc", escalated_args()));
+  feed(R"({"method":"item/started","params":{"item":{"type":"commandExecution","id":"call_esc",)"
+       R"("command":"/bin/bash -lc 'touch escalated.txt'","cwd":"/work","status":"inProgress"},)"
+       R"("threadId":"thr_1","turnId":"t1"}})");
+  ASSERT_EQ(sink.calls.size(), 1u);
+  EXPECT_TRUE(sink.calls[0].call.escalation);
+  EXPECT_EQ(sink.calls[0].call.input.at("sandbox_permissions"), "require_escalated");
+  EXPECT_EQ(sink.calls[0].call.input.at("justification"), "ESCALATE: outside the sandbox");
+}
+
+TEST_F(CodexSession, UnderDenyOnlyTheHookPresentsTheEscalationItDecides) {
+  spec.deny_only = true;
+  session = adapter->open_session(spec, plan);
+  open();
+  turn_started("t1");
+  feed(raw_call("call_esc", escalated_args()));
+  session->on_hook_request(1,
+                           json::object{{"tool_name", "Bash"},
+                                        {"tool_use_id", "call_esc"},
+                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
+                           sink);
+  ASSERT_EQ(sink.calls.size(), 1u);
+  ASSERT_TRUE(sink.calls[0].reply);
+  EXPECT_TRUE(sink.calls[0].call.escalation);
+  EXPECT_EQ(sink.calls[0].call.input.at("justification"), "ESCALATE: outside the sandbox");
+}
+
+TEST_F(CodexSession, AStartedThreadAsksForTheModelsRawItems) {
+  open();
+  EXPECT_EQ(sink.written.at(2).at("params").as_object().at("experimentalRawEvents"), true);
+}
+
+// A steer Codex took and never showed in its turn is gone with the turn: the same words in a later
+// turn are not that steer (the run core reports the lost one, STEER_UNDELIVERED).
+TEST_F(CodexSession, ASteerThatNeverLandedIsNotTakenForALaterMessageOfTheSameWords) {
+  open();
+  turn_started("turn_1");
+  session->steer("STEER", sink);
+  feed(json::object{{"method", "turn/completed"},
+                    {"params", json::object{{"threadId", "thr_1"},
+                                            {"turn", json::object{{"id", "turn_1"}, {"status", "interrupted"}}}}}});
+  turn_started("turn_2");
+  feed(
+      R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u3","content":[{"type":"text","text":"STEER"}]}}})");
+  EXPECT_TRUE(sink.of<proto::ev::Injection>().empty()) << "turn 2's own input, not the lost steer";
+}
+
+// The attestation's ambient inputs say whether an allow grants: under deny-only it never does.
+TEST(CodexAdapter, TheAttestationSaysWhatAnAllowDoesUnderEveryModeWithAndWithoutDenyOnly) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("mh-codex-attest-" + std::to_string(::getpid()));
+  fs::create_directories(root / "bin");
+  std::ofstream(root / "bin/codex") << "";
+  std::ofstream(root / "bin/hook") << "";
+  HostConfig config;
+  config.binaries["codex"] = root / "bin/codex";
+  config.binaries["codex-hook"] = root / "bin/hook";
+  auto adapter = make_codex_adapter(config);
+  for (auto mode : {proto::DecisionMode::observe, proto::DecisionMode::ask, proto::DecisionMode::frame})
+    for (bool deny_only : {false, true}) {
+      RunSpec spec;
+      spec.run_id = "r9";
+      spec.adapter = "codex";
+      spec.prompt = "go";
+      spec.decisions = mode;
+      spec.deny_only = deny_only;
+      spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
+      auto planned = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+      ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << std::get<LaunchRefusal>(planned).message;
+      const auto& a = std::get<LaunchPlan>(planned).attestation;
+      std::string ambient;
+      for (const auto& line : a.ambient_inputs)
+        ambient += line + "\n";
+      std::string what = std::string(proto::to_string(mode)) + (deny_only ? " deny-only" : "") + ":\n" + ambient;
+      EXPECT_EQ(a.deny_only, deny_only) << what;
+      if (deny_only) {
+        EXPECT_EQ(ambient.find("grants"), std::string::npos) << what;
+        EXPECT_EQ(ambient.find("an allow overrides"), std::string::npos) << what;
+        EXPECT_NE(ambient.find("Codex's sandbox and rules decide"), std::string::npos) << what;
+      } else {
+        EXPECT_NE(ambient.find("an allow overrides the read-only and workspace-write postures"), std::string::npos)
+            << what;
+      }
+      bool observe = mode == proto::DecisionMode::observe;
+      EXPECT_EQ(ambient.find("observe mode answers every call with allow, delivered as abstain") != std::string::npos,
+                observe && deny_only)
+          << what;
+      EXPECT_EQ(
+          ambient.find("observe mode accepts every approval, and an accept on this wire grants") != std::string::npos,
+          observe && !deny_only)
+          << what;
+    }
+  fs::remove_all(root);
 }
 
 }  // namespace

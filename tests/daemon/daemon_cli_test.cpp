@@ -246,6 +246,20 @@ TEST_F(DaemonCli, SigtermStopsAcceptingHaltsEveryRunAndExitsZero) {
   }
 }
 
+TEST_F(DaemonCli, ARunsSlotIsFreeAsSoonAsItsStreamHasClosed) {
+  // runs.max_active = 1: a client that has read a run's `end` submits the next one at once, and
+  // is never refused BUSY for the run it has just seen close.
+  daemon.reset();
+  start_daemon("[runs]\nmax_active = 1\n");
+  for (int round = 0; round < 4; ++round) {
+    std::string id = submit("bash_marker", R"("decisions":"observe")");
+    ASSERT_FALSE(id.empty()) << "round " << round;
+    auto events = follow(id);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().event(), "stream.closed");
+  }
+}
+
 TEST_F(DaemonCli, AfterASigkillTheNextStartClosesCutOffRunsAndKillsTheirLeftovers) {
   std::string id = submit("sleep_then_more", R"("decisions":"observe")");
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(daemon->run_dir(id) / "scratch/work/started.txt"); }));

@@ -365,6 +365,24 @@ TEST_F(DaemonStandin, AUsdBudgetForAModelWithNoPriceIsRefusedAtSubmitByName) {
   EXPECT_EQ(run_dirs(), 0u);
 }
 
+TEST_F(DaemonStandin, UnderADailyUsdBudgetARunWhoseModelHasNoPriceIsRefusedAtSubmitByName) {
+  restart("", "[budgets.daily]\nusd = 5\n[prices.\"priced-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n");
+  SocketClient c(daemon->socket());
+  auto unnamed = c.request(socket_request("submit", standin_run("bash_marker.json")));
+  ASSERT_TRUE(unnamed);
+  EXPECT_EQ(unnamed->str("code"), "BUDGET_UNPRICED") << unnamed->raw;
+  EXPECT_NE(unnamed->str("reason").find("daily usd budget"), std::string::npos) << unnamed->raw;
+  auto unpriced = c.request(socket_request("submit", standin_run("bash_marker.json", R"("model":"other-model")")));
+  ASSERT_TRUE(unpriced);
+  EXPECT_EQ(unpriced->str("code"), "BUDGET_UNPRICED") << unpriced->raw;
+  EXPECT_NE(unpriced->str("reason").find("no price for other-model"), std::string::npos) << unpriced->raw;
+  EXPECT_EQ(run_dirs(), 0u);
+  auto priced = c.request(socket_request("submit", standin_run("bash_marker.json", R"("model":"priced-model")")));
+  ASSERT_TRUE(priced);
+  EXPECT_EQ(priced->str("reply"), "submitted") << priced->raw;
+  follow(priced->str("run_id"));
+}
+
 TEST_F(DaemonStandin, ADailyBudgetStopsEveryRunOfTheOwnerAndRefusesTheirNextSubmitUntilTheDayEnds) {
   // Each stand-in assistant message reports one output token: the first run's call makes 1 (and
   // it then waits on its decision), the second run's call the second, which reaches the owner's

@@ -9,6 +9,8 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <map>
 #include <set>
@@ -17,6 +19,7 @@
 #include "daemon/server/connection.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
+#include "daemon/server/socket_api.hpp"
 #include "tests/support/cli_process.hpp"
 
 namespace mh::test {
@@ -104,19 +107,22 @@ class Peer {
       if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) != 1) return std::nullopt;
       char chunk[4096];
       ssize_t n = ::read(fd_, chunk, sizeof chunk);
-      if (n <= 0) {
-        eof_ = true;
-        return std::nullopt;
-      }
+      if (n == 0) eof_ = true;
+      if (n < 0) error_ = errno;
+      if (n <= 0) return std::nullopt;
       buffer_.append(chunk, static_cast<std::size_t>(n));
     }
   }
+  // A clean end of stream: the daemon shut its side after its last line.
   bool eof() const { return eof_; }
+  // The errno of a failed read (ECONNRESET when the daemon dropped the connection unflushed).
+  int error() const { return error_; }
 
  private:
   int fd_;
   std::string buffer_;
   bool eof_ = false;
+  int error_ = 0;
 };
 
 std::string field(const std::string& line, std::string_view key) {
@@ -278,6 +284,37 @@ TEST_F(ServerConnection, AHalfClosedPeerWithNothingPendingIsClosedAfterItsAnswer
   ASSERT_TRUE(one);
   EXPECT_EQ(*one, "line one");
   EXPECT_FALSE(peer->line());
+  EXPECT_TRUE(peer->eof());
+}
+
+TEST_F(ServerConnection, ARefusedPeerThatHadAlreadySentARequestReadsTheRefusalAndThenACleanEnd) {
+  // A peer with no role writes its request at once and then reads. Closing a Unix socket with
+  // unread bytes in it resets the peer (ECONNRESET), so the daemon reads what it had sent before
+  // it lets go: the peer sees the refusal and then end of stream.
+  peer->send(request("status", "s1") + request("status", "s2"));
+  auto c = connection;
+  std::promise<void> started;
+  asio::post(c->executor(), [c, &started] {
+    c->start_refused(daemon::refusal_line("FORBIDDEN", "no role", std::nullopt));
+    started.set_value();
+  });
+  started.get_future().wait();
+  auto refused = peer->line();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(field(*refused, "code"), "FORBIDDEN") << *refused;
+  EXPECT_FALSE(peer->line());
+  EXPECT_EQ(peer->error(), 0) << std::strerror(peer->error());
+  EXPECT_TRUE(peer->eof());
+}
+
+TEST_F(ServerConnection, AForbiddenRequestFollowedByMoreLinesStillEndsCleanly) {
+  serve(Role::observe);
+  peer->send(request("submit", "x1") + request("status", "s1") + request("status", "s2"));
+  auto refused = peer->line();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(field(*refused, "code"), "FORBIDDEN") << *refused;
+  EXPECT_FALSE(peer->line());
+  EXPECT_EQ(peer->error(), 0) << std::strerror(peer->error());
   EXPECT_TRUE(peer->eof());
 }
 

@@ -56,6 +56,27 @@ TEST(EventLog, AppendAssignsSeqAndCloseWritesStreamClosedLast) {
   EXPECT_NE(text.find("\"at\":\"2025-01-01T00:00:00Z\""), std::string::npos);
 }
 
+TEST(EventLog, CloseTellsItsCallerBeforeAnyReaderCanSeeStreamClosed) {
+  TempDir dir;
+  auto log = make_log(dir, "run-1");
+  ASSERT_TRUE(log.append(text_event(1), std::nullopt));
+  auto shared = log.shared();
+  std::optional<std::uint64_t> told;
+  std::uint64_t visible_when_told = 0;
+  bool final_when_told = true;
+  auto closed = log.close(CloseReason::completed, exited(0), [&](std::uint64_t seq) {
+    told = seq;
+    visible_when_told = shared->committed_seq();
+    final_when_told = shared->final_seq().has_value();
+  });
+  ASSERT_TRUE(closed) << closed.error();
+  EXPECT_EQ(told, std::optional<std::uint64_t>(2));
+  EXPECT_EQ(visible_when_told, 1u) << "stream.closed was not yet readable";
+  EXPECT_FALSE(final_when_told);
+  EXPECT_EQ(shared->committed_seq(), 2u);
+  EXPECT_EQ(shared->final_seq(), std::optional<std::uint64_t>(2));
+}
+
 TEST(EventLog, RefusalsAreValues) {
   TempDir dir;
   auto log = make_log(dir, "run-r");
