@@ -286,7 +286,7 @@ HostConfig host_config_from_environment() {
   if (const char* dir = std::getenv("METAHARNESS_VENDOR_DIR"); dir && *dir)
     config.vendor_dir = dir;
   else
-    config.vendor_dir = std::filesystem::path(build_info::source_dir) / ".vendor";
+    config.vendor_dir = std::filesystem::path(build_info::default_vendor_dir);
   for (const auto& pin : build_info::vendor_pins) {
     std::string var = "METAHARNESS_" + std::string(pin.adapter) + "_BIN";
     std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });

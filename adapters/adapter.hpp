@@ -359,7 +359,7 @@ struct HostConfig {
   std::map<std::string, std::filesystem::path> binaries;  // per-adapter override
 };
 
-// The default host configuration: vendor_dir from $METAHARNESS_VENDOR_DIR, else <source>/.vendor;
+// The default host configuration: vendor_dir from $METAHARNESS_VENDOR_DIR, else build_info::default_vendor_dir;
 // a binary override from $METAHARNESS_<ADAPTER>_BIN (e.g. METAHARNESS_CLAUDE_BIN).
 HostConfig host_config_from_environment();
 

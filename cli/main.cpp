@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   mh::cli::register_daemon_verbs(app, ctx);
   mh::cli::register_audit_verb(app, ctx);
   mh::cli::register_export_verb(app, ctx);
+  mh::cli::register_vendor_verb(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

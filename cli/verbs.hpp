@@ -23,6 +23,7 @@ void register_run_verb(CLI::App& app, Context& ctx);        // run
 void register_daemon_verbs(CLI::App& app, Context& ctx);    // daemon, submit, attach, tail, ls, halt, decide, status
 void register_audit_verb(CLI::App& app, Context& ctx);      // audit
 void register_export_verb(CLI::App& app, Context& ctx);     // export (ATIF trajectories)
+void register_vendor_verb(CLI::App& app, Context& ctx);     // vendor install
 
 // The hermetic audit of a run directory (the stream and the launch's facts from spec.json and
 // plan.json) or of a bare events.jsonl (the stream alone). The error says why it cannot be read.

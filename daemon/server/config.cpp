@@ -1,9 +1,14 @@
 #include "daemon/server/config.hpp"
 
+#include <grp.h>
+#include <pwd.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -26,12 +31,46 @@ std::string_view to_string(Role role) {
   return "none";
 }
 
+std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid) {
+  std::set<std::uint32_t> out{gid};
+  long hint = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(hint > 0 ? static_cast<std::size_t>(hint) : 16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  int rc;
+  while ((rc = ::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
+    buffer.resize(buffer.size() * 2);
+  if (rc != 0 || !found) return out;
+  std::vector<gid_t> list(64);
+  for (;;) {
+    int n = static_cast<int>(list.size());
+    if (::getgrouplist(entry.pw_name, gid, list.data(), &n) >= 0) {
+      out.insert(list.begin(), list.begin() + n);
+      return out;
+    }
+    // n now holds how many there are.
+    list.resize(std::max<std::size_t>(static_cast<std::size_t>(n), list.size() * 2));
+  }
+}
+
 Role DaemonConfig::role_of(std::uint32_t uid, std::uint32_t gid) const {
-  // The daemon's own user administers it (unless the config says otherwise); root is not
-  // special unless granted.
-  if ((owner_is_admin && uid == ::geteuid()) || admin.uids.count(uid) || admin.gids.count(gid)) return Role::admin;
-  if (control.uids.count(uid) || control.gids.count(gid)) return Role::control;
-  if (observe.uids.count(uid) || observe.gids.count(gid)) return Role::observe;
+  // The group database is asked only when a group grant could change the answer.
+  bool any_group_grant = !observe.gids.empty() || !control.gids.empty() || !admin.gids.empty();
+  return role_of(uid, any_group_grant ? groups_of(uid, gid) : std::set<std::uint32_t>{gid});
+}
+
+Role DaemonConfig::role_of(std::uint32_t uid, const std::set<std::uint32_t>& groups) const {
+  auto granted = [&](const Grants& g) {
+    if (g.uids.count(uid)) return true;
+    for (auto gid : groups)
+      if (g.gids.count(gid)) return true;
+    return false;
+  };
+  // Root administers a system daemon whoever it runs as, as an operator expects; the daemon's own
+  // user administers it too. Either can be switched off.
+  if ((root_is_admin && uid == 0) || (owner_is_admin && uid == ::geteuid()) || granted(admin)) return Role::admin;
+  if (granted(control)) return Role::control;
+  if (granted(observe)) return Role::observe;
   return Role::none;
 }
 
@@ -74,12 +113,42 @@ DaemonConfig default_config() {
   return c;
 }
 
+std::filesystem::path client_socket_choice(const std::filesystem::path& own_default,
+                                           const std::filesystem::path& system_socket) {
+  std::error_code ec;
+  if (std::filesystem::exists(own_default, ec)) return own_default;
+  // The directory is world-visible even where the socket is not (0750): a peer outside the group
+  // is then told it cannot reach the system socket, which is the truth, rather than about a
+  // local folder it never meant.
+  if (std::filesystem::is_directory(system_socket.parent_path(), ec)) return system_socket;
+  return own_default;
+}
+
 std::filesystem::path default_socket_path() {
   if (const char* explicit_path = env("METAHARNESS_SOCKET")) return explicit_path;
-  return default_config().socket;
+  return client_socket_choice(default_config().socket, kSystemSocket);
 }
 
 namespace {
+
+std::optional<std::uint32_t> gid_of(const std::string& name, std::string& problem) {
+  long hint = ::sysconf(_SC_GETGR_R_SIZE_MAX);
+  std::vector<char> buffer(hint > 0 ? static_cast<std::size_t>(hint) : 16384);
+  group entry{};
+  group* found = nullptr;
+  int rc;
+  while ((rc = ::getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
+    buffer.resize(buffer.size() * 2);
+  if (rc != 0) {
+    problem = "cannot look up the group \"" + name + "\": " + std::strerror(rc);
+    return std::nullopt;
+  }
+  if (!found) {
+    problem = "no group named \"" + name + "\" on this host";
+    return std::nullopt;
+  }
+  return static_cast<std::uint32_t>(entry.gr_gid);
+}
 
 // Applies one TOML table's keys through typed setters; anything else is an unknown key.
 class TableReader {
@@ -141,6 +210,32 @@ class TableReader {
         return;
       }
       target.insert(static_cast<std::uint32_t>(*id));
+    }
+  }
+
+  // Group names, resolved now (getgrnam): an unknown name is refused here, at start, by name.
+  void read_group_names(const char* key, std::set<std::uint32_t>& gids) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (!node || !error_.empty()) return;
+    const toml::array* array = node->as_array();
+    if (!array) {
+      fail(key, "must be an array of group names, not " + describe(*node));
+      return;
+    }
+    for (const auto& element : *array) {
+      auto name = element.value_exact<std::string>();
+      if (!name || name->empty()) {
+        fail(key, "must hold group names only (numeric gids go in the _gids keys); found " + describe(element));
+        return;
+      }
+      std::string problem;
+      auto gid = gid_of(*name, problem);
+      if (!gid) {
+        fail(key, problem);
+        return;
+      }
+      gids.insert(*gid);
     }
   }
 
@@ -360,7 +455,11 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     r.read_ids("control_gids", c.control.gids);
     r.read_ids("admin_uids", c.admin.uids);
     r.read_ids("admin_gids", c.admin.gids);
+    r.read_group_names("observe_groups", c.observe.gids);
+    r.read_group_names("control_groups", c.control.gids);
+    r.read_group_names("admin_groups", c.admin.gids);
     r.read<bool>("owner_is_admin", c.owner_is_admin);
+    r.read<bool>("root_is_admin", c.root_is_admin);
     r.finish();
   }
   {

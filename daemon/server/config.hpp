@@ -6,6 +6,7 @@
 #include <boost/system/result.hpp>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -17,10 +18,16 @@ namespace mh::daemon {
 enum class Role { none = 0, observe = 1, control = 2, admin = 3 };
 std::string_view to_string(Role role);
 
+// gids hold the numeric grants and the groups granted by name (resolved when the config loads).
 struct Grants {
   std::set<std::uint32_t> uids;
   std::set<std::uint32_t> gids;
 };
+
+// The groups a peer belongs to: the gid its credentials carry, and the supplementary groups of its
+// uid's user in the host's group database (getgrouplist), which is where `usermod -aG` puts a
+// member. A uid with no user entry has its gid alone.
+std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid);
 
 struct DaemonConfig {
   // [paths]
@@ -46,6 +53,7 @@ struct DaemonConfig {
   // [access]
   Grants observe, control, admin;
   bool owner_is_admin = true;  // the daemon's own uid administers it
+  bool root_is_admin = true;   // uid 0 administers it, whatever user the daemon runs as
   // [log]
   int log_level = 6;  // syslog priority: 3 error, 4 warning, 6 info, 7 debug
   // [budgets]: defaults for a run that names none of its own (per key).
@@ -58,7 +66,10 @@ struct DaemonConfig {
   // Where the defaults came from, for the start-up log line.
   std::string defaults_from;
 
+  // The peer's role: the highest that its uid or any of its groups (groups_of) is granted.
   Role role_of(std::uint32_t uid, std::uint32_t gid) const;
+  // The same over groups already known (the pure rule, for tests).
+  Role role_of(std::uint32_t uid, const std::set<std::uint32_t>& groups) const;
 };
 
 // The defaults for this environment:
@@ -72,7 +83,16 @@ DaemonConfig default_config();
 // Defaults, then the file (if any) on top. Errors name the key and the reason.
 boost::system::result<DaemonConfig, std::string> load_config(const std::optional<std::filesystem::path>& file);
 
-// The client side's idea of where the daemon's socket is (same rules, plus $METAHARNESS_SOCKET).
+// The socket the packaged metaharness.socket listens on.
+inline constexpr const char* kSystemSocket = "/run/metaharness/metaharness.sock";
+
+// The client side's idea of where the daemon's socket is: $METAHARNESS_SOCKET, else the daemon's
+// default for this environment when a socket is there, else the system daemon's (kSystemSocket)
+// when its directory exists (a host with the package), else the daemon's default.
 std::filesystem::path default_socket_path();
+// The rule above without the environment: the daemon's default for this environment, and the
+// system socket.
+std::filesystem::path client_socket_choice(const std::filesystem::path& own_default,
+                                           const std::filesystem::path& system_socket);
 
 }  // namespace mh::daemon

@@ -497,7 +497,7 @@ TEST_F(DaemonCli, GetCarriesTheHermeticVerdictsNullUnderOffUnknownWhenNothingWas
 
 TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {
   daemon.reset();
-  start_daemon("[access]\nowner_is_admin = false\n");
+  start_daemon("[access]\nowner_is_admin = false\nroot_is_admin = false\n");
   SocketClient c(daemon->socket());
   auto line = c.next_line(10s);
   ASSERT_TRUE(line);
@@ -511,7 +511,8 @@ TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {
 
 TEST_F(DaemonCli, AnObserverMayListButNotSubmit) {
   daemon.reset();
-  start_daemon("[access]\nowner_is_admin = false\nobserve_uids = [" + std::to_string(::getuid()) + "]\n");
+  start_daemon("[access]\nowner_is_admin = false\nroot_is_admin = false\nobserve_uids = [" +
+               std::to_string(::getuid()) + "]\n");
   SocketClient c(daemon->socket());
   auto list = c.request(socket_request("list"));
   ASSERT_TRUE(list);

@@ -94,21 +94,22 @@ TEST(Config, TheEventLineBoundDefaultsToOneMebibyteAndIsRefusedOutsideWhatEveryR
 
 TEST(Config, RolesNestAndTheOwnerIsAdminUnlessTheConfigSaysOtherwise) {
   daemon::DaemonConfig c;
+  c.root_is_admin = false;  // access_config_test.cpp covers root
   c.observe.uids = {1001};
   c.control.gids = {2000};
-  EXPECT_EQ(c.role_of(1001, 1), daemon::Role::observe);
-  EXPECT_EQ(c.role_of(1002, 2000), daemon::Role::control);
-  EXPECT_EQ(c.role_of(1003, 3), daemon::Role::none);
-  EXPECT_EQ(c.role_of(::geteuid(), 0), daemon::Role::admin);
+  EXPECT_EQ(c.role_of(1001, std::set<std::uint32_t>{1}), daemon::Role::observe);
+  EXPECT_EQ(c.role_of(1002, std::set<std::uint32_t>{2000}), daemon::Role::control);
+  EXPECT_EQ(c.role_of(1003, std::set<std::uint32_t>{3}), daemon::Role::none);
+  EXPECT_EQ(c.role_of(::geteuid(), std::set<std::uint32_t>{0}), daemon::Role::admin);
   c.owner_is_admin = false;
-  EXPECT_EQ(c.role_of(::geteuid(), 12345), daemon::Role::none);
+  EXPECT_EQ(c.role_of(::geteuid(), std::set<std::uint32_t>{12345}), daemon::Role::none);
 }
 
 // systemd-analyze verify, with the unit pointed at the binary under test. Any warning fails too.
 TEST(Systemd, TheUnitsVerifyClean) {
   TempDir dir("systemd");
   std::string service = read_file(source_dir() / "systemd/metaharness.service");
-  const std::string installed = "/usr/local/bin/metaharness";
+  const std::string installed = "/usr/bin/metaharness";
   ASSERT_NE(service.find(installed), std::string::npos);
   for (auto at = service.find(installed); at != std::string::npos; at = service.find(installed, at + 1))
     service.replace(at, installed.size(), metaharness_binary().string());

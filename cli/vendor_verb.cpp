@@ -1,0 +1,166 @@
+// `metaharness vendor install [--dir DIR]`: the pinned vendor CLIs (vendor/pins, compiled in as
+// build_info::vendor_pins) installed with npm where the daemon finds them. Idempotent: a folder
+// already on every pin is left untouched (not even read-write), so it may be read-only.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "adapters/claude/claude_adapter.hpp"
+#include "adapters/codex/codex_adapter.hpp"
+#include "cli/verbs.hpp"
+#include "daemon/asio/process_v2.hpp"
+#include "metaharness/build_info.hpp"
+#include "protocol/json.hpp"
+
+namespace mh::cli {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace bp2 = boost::process::v2;
+namespace fs = std::filesystem;
+
+// What is in DIR for one pin: the npm package's manifest version and the native binary the
+// adapter runs (the CLI's platform package, an optional npm dependency that may be missing).
+struct PinState {
+  const build_info::VendorPin* pin;
+  std::optional<std::string> version;  // nullopt: no readable manifest
+  fs::path binary;
+  bool binary_ok = false;
+
+  bool on_pin() const { return version == pin->version && binary_ok; }
+  std::string describe() const {
+    std::string what = std::string(pin->npm_package) + " ";
+    if (!version) return what + "not installed";
+    if (*version != pin->version) return what + *version + " (the pin is " + std::string(pin->version) + ")";
+    if (!binary_ok) return what + *version + ", but its binary " + binary.string() + " is missing or not executable";
+    return what + *version;
+  }
+};
+
+std::optional<std::string> manifest_version(const fs::path& dir, std::string_view package) {
+  std::ifstream in(dir / "node_modules" / package / "package.json", std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto parsed = protocol::parse_json(text);
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  const auto* version = parsed->as_object().if_contains("version");
+  if (!version || !version->is_string()) return std::nullopt;
+  return std::string(version->as_string());
+}
+
+fs::path native_binary(std::string_view adapter, const fs::path& dir) {
+  if (adapter == "claude") return adapters::claude::default_binary(dir);
+  if (adapter == "codex") return adapters::codex::default_binary(dir);
+  return {};
+}
+
+PinState inspect(const build_info::VendorPin& pin, const fs::path& dir) {
+  PinState s{&pin, manifest_version(dir, pin.npm_package), native_binary(pin.adapter, dir)};
+  s.binary_ok = !s.binary.empty() && ::access(s.binary.c_str(), X_OK) == 0;
+  return s;
+}
+
+// npm install of `wanted` in `dir`, its output on our stderr (our stdout says what we did).
+// Returns npm's exit status, or -1 with `error` when it could not be started.
+int run_npm(const fs::path& npm, const fs::path& dir, const std::vector<std::string>& wanted, std::string& error) {
+  std::vector<std::string> args = {"install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact"};
+  args.insert(args.end(), wanted.begin(), wanted.end());
+  try {
+    asio::io_context io;
+    bp2::process proc(io, npm, args, bp2::process_stdio{nullptr, STDERR_FILENO, {}}, bp2::process_start_dir{dir});
+    return proc.wait();
+  } catch (const std::exception& e) {
+    error = e.what();
+    return -1;
+  }
+}
+
+int vendor_install(const std::string& dir_option) {
+  fs::path dir = dir_option.empty() ? adapters::host_config_from_environment().vendor_dir : fs::path(dir_option);
+  dir = fs::absolute(dir);
+  std::vector<PinState> before;
+  std::vector<std::string> wanted;
+  for (const auto& pin : build_info::vendor_pins) {
+    before.push_back(inspect(pin, dir));
+    if (!before.back().on_pin()) wanted.push_back(std::string(pin.npm_package) + "@" + std::string(pin.version));
+  }
+  if (wanted.empty()) {
+    for (const auto& s : before)
+      std::cout << s.pin->adapter << ": " << s.describe() << " already in " << dir.string() << " (on pin)\n";
+    std::cout << "vendor install: nothing to do\n";
+    return 0;
+  }
+  for (const auto& s : before)
+    if (!s.on_pin()) std::cout << s.pin->adapter << ": " << s.describe() << "\n";
+
+  fs::path npm = bp2::environment::find_executable("npm");
+  if (npm.empty()) {
+    std::cerr
+        << "metaharness vendor install: npm is not on PATH (Debian: apt-get install npm); nothing was installed\n";
+    return 2;
+  }
+  // The daemon's user reads what root installs here: never let a tight umask hide it.
+  ::umask(022);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    std::cerr << "metaharness vendor install: cannot create " << dir.string() << ": " << ec.message() << "\n";
+    return 2;
+  }
+  // A private manifest of its own, so npm installs here and not in some enclosing project.
+  if (!fs::exists(dir / "package.json")) {
+    std::ofstream manifest(dir / "package.json");
+    manifest << "{\"name\":\"metaharness-vendor-clis\",\"private\":true}\n";
+    if (!manifest.flush()) {
+      std::cerr << "metaharness vendor install: cannot write " << (dir / "package.json").string() << "\n";
+      return 2;
+    }
+  }
+  std::string joined;
+  for (const auto& w : wanted)
+    joined += " " + w;
+  std::cout << "vendor install: " << npm.string() << " install" << joined << " in " << dir.string() << std::endl;
+  std::string error;
+  int status = run_npm(npm, dir, wanted, error);
+  if (status != 0) {
+    std::cerr << "metaharness vendor install: "
+              << (status < 0 ? "npm could not be started: " + error
+                             : "npm failed with exit status " + std::to_string(status) + " (its output is above)")
+              << "\n";
+    return 2;
+  }
+  int result = 0;
+  for (const auto& pin : build_info::vendor_pins) {
+    PinState after = inspect(pin, dir);
+    if (after.on_pin()) {
+      std::cout << pin.adapter << ": " << after.describe() << " installed in " << dir.string() << " (binary "
+                << after.binary.string() << ")\n";
+    } else {
+      std::cerr << "metaharness vendor install: after npm, " << pin.adapter << " is " << after.describe() << "\n";
+      result = 2;
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+void register_vendor_verb(CLI::App& app, Context& ctx) {
+  auto dir = std::make_shared<std::string>();
+  auto* vendor = app.add_subcommand("vendor", "The pinned vendor CLIs the daemon runs");
+  vendor->require_subcommand(1);
+  auto* install = vendor->add_subcommand(
+      "install",
+      "Install the pinned vendor CLIs with npm where the daemon finds them (idempotent; exit 0 when on pin, 2 when "
+      "not)");
+  install->add_option("--dir", *dir,
+                      "the folder (holding node_modules/); default $METAHARNESS_VENDOR_DIR, else " +
+                          std::string(build_info::default_vendor_dir));
+  install->callback([&ctx, dir] { ctx.exit_code = vendor_install(*dir); });
+}
+
+}  // namespace mh::cli

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds metaharness_<version>_<arch>.deb into BUILD_DIR from a staged tree, with Debian's own
+# tools only (dpkg-shlibdeps for the library Depends, dpkg-deb); nothing is downloaded.
+#   packaging/build-deb.sh SOURCE_DIR BUILD_DIR      (./run package calls it)
+# The binaries come from a build of their own in BUILD_DIR/package/build: configured with the
+# package's defaults (the vendor CLIs in /var/lib/metaharness/vendor), without tests or benches.
+# Prints the path of the .deb on stdout.
+set -euo pipefail
+
+ROOT="$1"
+OUT="$2"
+JOBS="${MH_JOBS:-$(nproc)}"
+WORK="$OUT/package"
+CBUILD="$WORK/build"
+STAGE="$WORK/root"
+SHLIBS_DIR="$WORK/shlibs"
+HERE="$ROOT/packaging"
+
+say() { printf '%s\n' "package: $*" >&2; }
+
+# ---- 1. the package's own build -------------------------------------------------------------
+launcher=()
+if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if [ ! -f "$CBUILD/build.ninja" ]; then
+  cmake -S "$ROOT" -B "$CBUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
+    -DMH_BUILD_TESTS=OFF -DMH_BUILD_BENCH=OFF \
+    -DMH_DEFAULT_VENDOR_DIR=/var/lib/metaharness/vendor >/dev/null
+fi
+say "building metaharness and mh-codex-hook in $CBUILD"
+cmake --build "$CBUILD" -j "$JOBS" --target metaharness mh-codex-hook >&2
+
+VERSION="$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$CBUILD/CMakeCache.txt")"
+[ -n "$VERSION" ] || { say "no CMAKE_PROJECT_VERSION in $CBUILD/CMakeCache.txt"; exit 1; }
+ARCH="$(dpkg --print-architecture)"
+DEB="$OUT/metaharness_${VERSION}_${ARCH}.deb"
+
+# ---- 2. the staged tree -----------------------------------------------------------------------
+rm -rf "$STAGE"
+umask 022
+install -d "$STAGE/DEBIAN"
+# Binaries, stripped (the debug information stays in the build tree).
+install -D -m 0755 "$CBUILD/bin/metaharness" "$STAGE/usr/bin/metaharness"
+install -D -m 0755 "$CBUILD/bin/mh-codex-hook" "$STAGE/usr/lib/metaharness/mh-codex-hook"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note \
+  "$STAGE/usr/bin/metaharness" "$STAGE/usr/lib/metaharness/mh-codex-hook"
+# The units, the user, the directories, the config.
+install -D -m 0644 "$ROOT/systemd/metaharness.service" "$STAGE/usr/lib/systemd/system/metaharness.service"
+install -D -m 0644 "$ROOT/systemd/metaharness.socket" "$STAGE/usr/lib/systemd/system/metaharness.socket"
+install -D -m 0644 "$ROOT/systemd/metaharness.sysusers.conf" "$STAGE/usr/lib/sysusers.d/metaharness.conf"
+install -D -m 0644 "$ROOT/systemd/metaharness.tmpfiles.conf" "$STAGE/usr/lib/tmpfiles.d/metaharness.conf"
+install -D -m 0644 "$HERE/metaharness.toml" "$STAGE/etc/metaharness/metaharness.toml"
+# Documentation: the unit's Documentation= points here.
+DOC="$STAGE/usr/share/doc/metaharness"
+install -d "$DOC"
+install -m 0644 "$ROOT"/docs/*.md "$ROOT/README.md" "$DOC/"
+install -m 0644 "$ROOT/config/metaharness.toml" "$DOC/metaharness.toml.example"
+install -m 0644 "$HERE/debian/copyright" "$DOC/copyright"
+
+# ---- 3. the control files -----------------------------------------------------------------------
+# dpkg-shlibdeps wants a debian/control of a source package to read; it needs nothing else.
+rm -rf "$SHLIBS_DIR"
+mkdir -p "$SHLIBS_DIR/debian"
+printf 'Source: metaharness\n\nPackage: metaharness\nArchitecture: any\n' >"$SHLIBS_DIR/debian/control"
+SHLIBS="$(cd "$SHLIBS_DIR" && dpkg-shlibdeps -O -e"$STAGE/usr/bin/metaharness" \
+  -e"$STAGE/usr/lib/metaharness/mh-codex-hook" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
+[ -n "$SHLIBS" ] || { say "dpkg-shlibdeps found no library dependencies"; exit 1; }
+INSTALLED_SIZE="$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)"
+sed -e "s|@VERSION@|$VERSION|" -e "s|@ARCH@|$ARCH|" -e "s|@SHLIBS@|$SHLIBS|" \
+  -e "s|@INSTALLED_SIZE@|$INSTALLED_SIZE|" "$HERE/debian/control.in" >"$STAGE/DEBIAN/control"
+echo /etc/metaharness/metaharness.toml >"$STAGE/DEBIAN/conffiles"
+for script in postinst prerm postrm; do
+  install -m 0755 "$HERE/debian/$script" "$STAGE/DEBIAN/$script"
+done
+(cd "$STAGE" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
+  xargs -0 md5sum >DEBIAN/md5sums)
+chmod 0644 "$STAGE/DEBIAN/md5sums" "$STAGE/DEBIAN/conffiles" "$STAGE/DEBIAN/control"
+
+# ---- 4. the .deb ---------------------------------------------------------------------------------
+# The archive's own timestamps from the commit (dpkg-deb reads SOURCE_DATE_EPOCH).
+if epoch="$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null)" && [ -n "$epoch" ]; then
+  export SOURCE_DATE_EPOCH="$epoch"
+fi
+rm -f "$DEB"
+dpkg-deb --root-owner-group -Zxz --build "$STAGE" "$DEB" >&2
+say "built $DEB"
+echo "$DEB"

@@ -1,0 +1,176 @@
+// `metaharness vendor install`: npm is asked for exactly the pins that are not in place, the result
+// is checked against the pins, a folder already on pin is left untouched, and every failure is
+// refused by name. npm here is a stand-in on PATH that records how it was called (the real npm
+// and registry were exercised by hand, see docs/install.md); the on-pin case reads the real CLIs.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/systemd/package_support.hpp"
+
+extern char** environ;
+
+namespace mh::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Pin {
+  std::string adapter, package, version;
+};
+
+std::vector<Pin> pins() {
+  std::vector<Pin> out;
+  std::istringstream in(read_file(source_dir() / "vendor/pins"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] < 'a' || line[0] > 'z') continue;
+    std::istringstream fields(line);
+    Pin p;
+    fields >> p.adapter >> p.package >> p.version;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Records its working directory and arguments; then fails (NPM_EXIT), or installs each
+// package@version argument (at NPM_VERSION when set) with the native binary its adapter runs.
+const char* kFakeNpm = R"SH(#!/bin/sh
+printf '%s\n' "$PWD" "$@" > "$NPM_LOG"
+if [ -n "$NPM_EXIT" ]; then echo "npm: failing as told" >&2; exit "$NPM_EXIT"; fi
+for spec in "$@"; do
+  case "$spec" in -*|install) continue ;; esac
+  pkg="${spec%@*}"; ver="${NPM_VERSION:-${spec##*@}}"
+  mkdir -p "node_modules/$pkg"
+  printf '{"name":"%s","version":"%s"}\n' "$pkg" "$ver" > "node_modules/$pkg/package.json"
+  case "$pkg" in
+    @anthropic-ai/claude-code) b=node_modules/@anthropic-ai/claude-code-linux-x64/claude ;;
+    @openai/codex) b=node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex ;;
+    *) continue ;;
+  esac
+  mkdir -p "$(dirname "$b")"
+  printf '#!/bin/sh\n' > "$b"; chmod +x "$b"
+done
+)SH";
+
+class VendorInstall : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir.path() / "bin");
+    fs::create_directories(dir.path() / "nobin");
+    // The few tools the stand-in uses, and no real npm (merged /usr: /bin and /usr/bin have it).
+    fs::create_directories(dir.path() / "tools");
+    for (const char* tool : {"mkdir", "dirname", "chmod"})
+      fs::create_symlink(fs::path("/usr/bin") / tool, dir.path() / "tools" / tool);
+    std::ofstream(dir.path() / "bin/npm") << kFakeNpm;
+    fs::permissions(dir.path() / "bin/npm", fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  }
+
+  // The verb with PATH holding only the stand-in npm (or no npm) and the tools it uses.
+  Output install(const fs::path& target, std::vector<std::string> extra_env = {}, bool with_npm = true) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string entry(*e);
+      if (entry.rfind("PATH=", 0) == 0 || entry.rfind("METAHARNESS_VENDOR_DIR=", 0) == 0) continue;
+      env.push_back(entry);
+    }
+    env.push_back("PATH=" + (dir.path() / (with_npm ? "bin" : "nobin")).string() + ":" +
+                  (dir.path() / "tools").string());
+    env.push_back("NPM_LOG=" + npm_log().string());
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    CliProcess p({metaharness_binary().string(), "vendor", "install", "--dir", target.string()}, env);
+    p.close_stdin();
+    Output o;
+    o.status = p.finish(60s);
+    for (const auto& l : p.events())
+      o.out += l.raw + "\n";
+    o.err = p.stderr_text();
+    return o;
+  }
+
+  fs::path npm_log() const { return dir.path() / "npm.log"; }
+  std::vector<std::string> npm_call() const { return read_lines(npm_log()); }
+
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+};
+
+TEST_F(VendorInstall, AFolderWithNothingAsksNpmForEveryPinAndReportsEachInstalled) {
+  auto target = dir.path() / "vendor";
+  auto o = install(target);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  auto call = npm_call();
+  ASSERT_FALSE(call.empty()) << "npm was not run";
+  EXPECT_EQ(fs::path(call[0]), target) << "npm runs in the folder";
+  EXPECT_EQ(call[1], "install");
+  EXPECT_NE(std::find(call.begin(), call.end(), "--save-exact"), call.end());
+  for (const auto& p : pins()) {
+    EXPECT_NE(std::find(call.begin(), call.end(), p.package + "@" + p.version), call.end()) << p.package;
+    EXPECT_NE(o.out.find(p.adapter + ": " + p.package + " " + p.version + " installed in " + target.string()),
+              std::string::npos)
+        << o.out;
+  }
+  EXPECT_NE(o.out.find("vendor install: "), std::string::npos) << "it says what it runs: " << o.out;
+  // npm installs into a manifest of the folder's own, not an enclosing project.
+  EXPECT_NE(read_file(target / "package.json").find("metaharness-vendor-clis"), std::string::npos);
+}
+
+TEST_F(VendorInstall, AFolderAlreadyOnEveryPinIsLeftUntouchedAndNpmIsNotRun) {
+  auto real = source_dir() / ".vendor";
+  ASSERT_TRUE(fs::exists(real / "node_modules")) << "the pinned vendor CLIs (./run setup) are needed";
+  auto target = dir.path() / "vendor";
+  fs::create_directories(target);
+  fs::create_directory_symlink(fs::canonical(real / "node_modules"), target / "node_modules");
+  auto o = install(target, {"NPM_EXIT=1"});
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_FALSE(fs::exists(npm_log())) << "npm was run";
+  EXPECT_FALSE(fs::exists(target / "package.json")) << "nothing is written";
+  for (const auto& p : pins())
+    EXPECT_NE(o.out.find(p.adapter + ": " + p.package + " " + p.version + " already in"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("vendor install: nothing to do"), std::string::npos) << o.out;
+}
+
+TEST_F(VendorInstall, OnlyThePinsNotInPlaceAreAskedFor) {
+  auto all = pins();
+  ASSERT_GE(all.size(), 2u);
+  auto target = dir.path() / "vendor";
+  fs::create_directories(target);
+  // The first pin in place (by the stand-in itself), then a second install.
+  CliProcess seed({"/bin/sh", "-c",
+                   "cd \"$0\" && NPM_LOG=/dev/null \"$1\" install " + all[0].package + "@" + all[0].version,
+                   target.string(), (dir.path() / "bin/npm").string()});
+  ASSERT_EQ(seed.finish(30s), 0);
+  auto o = install(target);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  auto call = npm_call();
+  EXPECT_EQ(std::find(call.begin(), call.end(), all[0].package + "@" + all[0].version), call.end());
+  for (std::size_t i = 1; i < all.size(); ++i)
+    EXPECT_NE(std::find(call.begin(), call.end(), all[i].package + "@" + all[i].version), call.end());
+}
+
+TEST_F(VendorInstall, NpmFailingIsRefusedByNameWithItsExitStatus) {
+  auto o = install(dir.path() / "vendor", {"NPM_EXIT=3"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("npm failed with exit status 3"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("npm: failing as told"), std::string::npos) << "npm's own output is shown: " << o.err;
+}
+
+TEST_F(VendorInstall, WhatNpmLeavesIsCheckedAgainstThePins) {
+  auto o = install(dir.path() / "vendor", {"NPM_VERSION=9.9.9"});
+  EXPECT_EQ(o.status, 2);
+  for (const auto& p : pins())
+    EXPECT_NE(o.err.find("after npm, " + p.adapter + " is " + p.package + " 9.9.9 (the pin is " + p.version + ")"),
+              std::string::npos)
+        << o.err;
+}
+
+TEST_F(VendorInstall, NoNpmOnPathIsRefusedByNameAndNothingIsCreated) {
+  auto target = dir.path() / "vendor";
+  auto o = install(target, {}, /*with_npm=*/false);
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("npm is not on PATH"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(target));
+}
+
+}  // namespace
+}  // namespace mh::test
