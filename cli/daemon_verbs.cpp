@@ -104,7 +104,10 @@ int print_stream(Client& c, bool human) {
     std::cout << (human ? human_line(*line) : *line) << "\n";
     std::cout.flush();
   }
-  return 0;
+  // No `end`: the stream was cut short (the daemon went away mid-stream). Never a quiet success.
+  std::cerr << "metaharness: the daemon closed the connection before the stream's end; what was printed is "
+               "all that arrived (tail again with --from to resume)\n";
+  return 2;
 }
 
 // ---------------------------------------------------------------------------------------------

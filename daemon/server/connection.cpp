@@ -93,7 +93,12 @@ void Connection::hold() {
 
 void Connection::release() {
   if (holds_ > 0) --holds_;
-  if (holds_ == 0 && peer_done_) close_after_flush();  // that was the last thing it asked for
+  if (holds_ == 0 && (peer_done_ || finishing_)) close_after_flush();  // that was the last thing it asked for
+}
+
+void Connection::finish() {
+  finishing_ = true;
+  if (holds_ == 0) close_after_flush();
 }
 
 asio::awaitable<bool> Connection::writable() {

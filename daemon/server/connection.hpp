@@ -77,6 +77,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void hold();
   void release();
+  // Closes once nothing holds the connection (a stream it asked for has sent its `end`) and
+  // the outbox is flushed: the daemon's stop, which must not cut a follower short.
+  void finish();
 
   // The peer is gone or the connection is closing: a producer stops.
   bool closing() const { return closing_; }
@@ -112,6 +115,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   bool closing_ = false;
   bool peer_done_ = false;      // the peer half-closed: close once what it asked is answered
+  bool finishing_ = false;      // finish(): close at the last release
   bool reader_active_ = false;  // a reader still takes in the peer's bytes: it closes the socket
   bool sent_all_ = false;       // the outbox is flushed and our side shut for writing
   std::size_t holds_ = 0;

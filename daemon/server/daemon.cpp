@@ -173,7 +173,7 @@ struct Daemon::Impl final : Server {
       live.clear();
     }
     for (auto& c : open)
-      asio::post(c->executor(), [c] { c->close_after_flush(); });
+      asio::post(c->executor(), [c] { c->finish(); });
     open.clear();  // the connections' own loops hold them from here
     if (connections.load() == 0) {
       io.stop();

@@ -1,6 +1,7 @@
 // The daemon at volume, hosting the stand-in harness (tests/standin) in place of the real CLI:
 // hundreds of concurrent runs, and readers that do not keep up.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -363,6 +364,24 @@ TEST_F(DaemonStandin, AUsdBudgetForAModelWithNoPriceIsRefusedAtSubmitByName) {
   ASSERT_TRUE(text);
   EXPECT_EQ(text->str("code"), "MALFORMED") << "a budget is a number, never a string read as one: " << text->raw;
   EXPECT_EQ(run_dirs(), 0u);
+}
+
+TEST_F(DaemonStandin, AtSigtermAFollowerReadsItsRunsStreamToStreamClosedAndEnd) {
+  // The stop closes every run, then lets each connection's stream run to its `end` before the
+  // daemon lets go. Several rounds: a follower cut short was a race.
+  for (int round = 0; round < 4; ++round) {
+    if (round > 0) restart("", "");
+    std::string id = submit(standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)"));
+    SocketClient follower(daemon->socket());
+    follower.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(follower.wait_event("tool.requested", 60s)) << "round " << round;
+    daemon->signal(SIGTERM);
+    auto closed = follower.wait_event("stream.closed", 60s);
+    ASSERT_TRUE(closed) << "round " << round << ": the follower was cut off before stream.closed";
+    EXPECT_EQ(closed->str("reason"), "killed");
+    EXPECT_TRUE(follower.wait_reply("end", 30s)) << "round " << round;
+    EXPECT_EQ(daemon->wait_exit(60s), 0) << daemon->stderr_text();
+  }
 }
 
 TEST_F(DaemonStandin, UnderADailyUsdBudgetARunWhoseModelHasNoPriceIsRefusedAtSubmitByName) {
