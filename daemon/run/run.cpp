@@ -195,6 +195,10 @@ struct Run::Impl final : RunEffects {
     bool requested = std::holds_alternative<protocol::ev::ToolRequested>(payload);
     std::optional<protocol::ev::CommandResult> answered;
     if (auto* r = std::get_if<protocol::ev::CommandResult>(&payload); r && !result_waiters.empty()) answered = *r;
+    // The observer hears of the event while the payload is still in hand, before readers can
+    // see it; only a failed write (which stops the run, logged above all) could make it differ
+    // from the record.
+    if (options.observer && !log->closed()) options.observer->appended(payload);
     auto seq = log->append(std::move(payload), std::move(at));
     if (!seq) {
       // The record cannot be kept: say so where the operator looks, and stop the run rather
@@ -616,7 +620,13 @@ struct Run::Impl final : RunEffects {
       reported = true;
       if (on_closed) on_closed(outcome);
     };
-    auto closed_seq = log->close(reason, process, report);
+    // stream.closed is durable and not yet readable: the observer hears of it, then the daemon.
+    auto written = [this, &report, reason, process](std::uint64_t seq) {
+      if (options.observer)
+        options.observer->appended(protocol::ev::StreamClosed{seq - 1, reason, log->run_id(), process});
+      report(seq);
+    };
+    auto closed_seq = log->close(reason, process, written);
     if (!reported) report(closed_seq ? *closed_seq : log->last_seq());
     deadlines.clear();
     idle_timer.cancel();

@@ -28,6 +28,16 @@ namespace mh::daemon {
 
 class SharedStreamState;
 
+// Sees every event the run hands its log, on the run's strand, in stream order, with the
+// payload in hand, before any reader can see it (stream.closed included, between its sync and
+// its publication). The daemon's metrics (daemon/metrics) are derived from it, so they tell the
+// story the record tells. Optional: a run without one pays nothing.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void appended(const protocol::EventPayload& event) = 0;
+};
+
 struct RunOptions {
   adapters::RunSpec spec;
   std::filesystem::path run_dir;                        // created if missing; must be empty
@@ -49,6 +59,8 @@ struct RunOptions {
   std::function<void(const Spend&)> on_spend;
   // The bound of every line of events.jsonl (runs.max_event_line_bytes; protocol/line_cut.hpp).
   std::size_t max_event_line_bytes = 1u << 20;
+  // Told of every event appended (nullptr: nobody is).
+  std::shared_ptr<RunObserver> observer;
 };
 
 struct RunOutcome {

@@ -1,5 +1,6 @@
 #include "daemon/server/config.hpp"
 
+#include <arpa/inet.h>
 #include <grp.h>
 #include <pwd.h>
 #include <toml++/toml.h>
@@ -354,6 +355,33 @@ std::string read_prices(const toml::table& prices, PriceTable& out) {
 
 }  // namespace
 
+boost::system::result<DaemonConfig::HttpListen, std::string> parse_http_listen(std::string_view text) {
+  using Result = boost::system::result<DaemonConfig::HttpListen, std::string>;
+  auto refuse = [&](const std::string& why) {
+    return Result(boost::system::in_place_error, "\"" + std::string(text) + "\" " + why +
+                                                     " (give ADDRESS:PORT, e.g. \"127.0.0.1:9464\" or \"[::1]:9464\")");
+  };
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) return refuse("has no port");
+  std::string_view host = text.substr(0, colon), port_text = text.substr(colon + 1);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  if (host.empty()) return refuse("names no address (nothing is listened on by default; say which)");
+  const std::string address(host);
+  unsigned char scratch[sizeof(in6_addr)];
+  const bool v4 = !bracketed && ::inet_pton(AF_INET, address.c_str(), scratch) == 1;
+  const bool v6 = bracketed && ::inet_pton(AF_INET6, address.c_str(), scratch) == 1;
+  if (!v4 && !v6) {
+    if (!bracketed && address.find(':') != std::string::npos)
+      return refuse("is not ADDRESS:PORT (an IPv6 address goes in brackets)");
+    return refuse("does not name an IP address (" + address + "; a host name is not resolved)");
+  }
+  if (port_text.empty() || port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(std::string(port_text)) > 65535)
+    return refuse("has no port between 0 and 65535");
+  return DaemonConfig::HttpListen{address, static_cast<std::uint16_t>(std::stoul(std::string(port_text)))};
+}
+
 boost::system::result<DaemonConfig, std::string> load_config(const std::optional<std::filesystem::path>& file) {
   using Result = boost::system::result<DaemonConfig, std::string>;
   DaemonConfig c = default_config();
@@ -368,14 +396,14 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     return Result(boost::system::in_place_error, ss.str());
   }
   std::string error;
-  static const std::set<std::string> kTables = {"paths",  "vendor", "runs",    "server",
-                                                "access", "log",    "budgets", "prices"};
+  static const std::set<std::string> kTables = {"paths", "vendor",  "runs",   "server", "access",
+                                                "log",   "budgets", "prices", "http"};
   for (const auto& [key, node] : root) {
     std::string k(key.str());
     if (!kTables.count(k))
       return Result(boost::system::in_place_error,
                     "unknown key " + k +
-                        " (the config has the tables paths, vendor, runs, server, access, log, budgets, prices)");
+                        " (the config has the tables paths, vendor, runs, server, access, log, budgets, prices, http)");
     if (!node.is_table()) return Result(boost::system::in_place_error, k + ": must be a table ([" + k + "])");
   }
   auto table = [&](const char* name) -> const toml::table& {
@@ -471,6 +499,19 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     });
     r.finish();
     if (error.empty()) c.log_level = kLevels.at(level);
+  }
+  {
+    TableReader r(table("http"), "http.", error);
+    std::optional<std::string> listen;
+    std::string text;
+    r.read<std::string>("listen", text, [&listen](const std::string& v) -> std::string {
+      auto parsed = parse_http_listen(v);
+      if (!parsed) return parsed.error();
+      listen = v;
+      return "";
+    });
+    r.finish();
+    if (error.empty() && listen) c.http_listen = *parse_http_listen(*listen);
   }
   if (error.empty()) error = read_budgets(table("budgets"), c.default_budget, c.daily_budget);
   if (error.empty()) error = read_prices(table("prices"), c.prices);

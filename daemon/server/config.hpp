@@ -63,6 +63,13 @@ struct DaemonConfig {
   // [prices."<model>"]: USD per million tokens, for usd budgets.
   PriceTable prices;
 
+  // [http]: the metrics listener (docs/metrics.md). Absent: nothing listens and nothing is counted.
+  struct HttpListen {
+    std::string address;     // an IP address, bound exactly as given
+    std::uint16_t port = 0;  // 0: any free port (the bound one is written to <state_dir>/http.addr)
+  };
+  std::optional<HttpListen> http_listen;
+
   // Where the defaults came from, for the start-up log line.
   std::string defaults_from;
 
@@ -79,6 +86,10 @@ struct DaemonConfig {
 //     ${XDG_STATE_HOME:-~/.local/state}/metaharness;
 //   otherwise a local folder: ./metaharness-state/{metaharness.sock,runs}.
 DaemonConfig default_config();
+
+// [http] listen: "ADDRESS:PORT" with an IP address ("127.0.0.1:9464", "[::1]:9464"); a host
+// name, a missing address or a bad port is refused, saying why.
+boost::system::result<DaemonConfig::HttpListen, std::string> parse_http_listen(std::string_view text);
 
 // Defaults, then the file (if any) on top. Errors name the key and the reason.
 boost::system::result<DaemonConfig, std::string> load_config(const std::optional<std::filesystem::path>& file);

@@ -9,13 +9,17 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "daemon/http/http_listener.hpp"
 #include "daemon/log.hpp"
+#include "daemon/metrics/exposition.hpp"
 #include "daemon/peer.hpp"
 #include "daemon/server/connection.hpp"
 #include "daemon/server/server.hpp"
@@ -25,6 +29,33 @@
 namespace mh::daemon {
 
 namespace asio = boost::asio;
+
+namespace {
+
+asio::awaitable<http::Response> metrics_response(std::shared_ptr<Server> server) {
+  http::Response r;
+  r.content_type = std::string(metrics::Exposition::kContentType);
+  r.body = co_await server->metrics_page();
+  co_return r;
+}
+
+// Where a test or a scraper's wrapper finds the bound address (port 0 picks one): written
+// whole, then renamed into place, so a reader never sees half of it.
+std::optional<std::string> write_http_addr(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out.flush()) return "cannot write " + tmp.string();
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return "cannot write " + path.string() + ": " + ec.message();
+  return std::nullopt;
+}
+
+}  // namespace
 
 struct Daemon::Impl final : Server {
   explicit Impl(DaemonConfig c) : Server(std::move(c)), acceptor(io), signals(io, SIGTERM, SIGINT) {}
@@ -37,6 +68,31 @@ struct Daemon::Impl final : Server {
   std::vector<std::weak_ptr<Connection>> live;
   std::atomic<bool> stopping{false};
   std::optional<asio::steady_timer> flush_bound;
+  std::optional<http::Listener> http_listener;  // [http] listen
+
+  std::filesystem::path http_addr_file() const { return config.state_dir / "http.addr"; }
+
+  // [http] listen: /metrics on the address exactly as configured; the bound address goes to the
+  // log and to <state_dir>/http.addr.
+  std::optional<std::string> listen_http() {
+    if (!config.http_listen) return std::nullopt;
+    auto server = std::static_pointer_cast<Server>(self());
+    auto metrics_route = [server](http::Request) { return metrics_response(server); };
+    std::vector<http::Route> routes{{"/metrics", {"GET"}, metrics_route}};
+    http_listener.emplace(io, std::move(routes));
+    auto bound = http_listener->start(config.http_listen->address, config.http_listen->port);
+    if (!bound) return "http.listen: " + bound.error();
+    if (auto problem = write_http_addr(http_addr_file(), bound->text())) return "http.listen: " + *problem;
+    boost::system::error_code ec;
+    const auto ip = asio::ip::make_address(bound->address, ec);
+    if (!ec && !ip.is_loopback())
+      log(LogPriority::warning, "http: " + bound->text() +
+                                    " is not a loopback address: /metrics answers anyone who can reach it, without "
+                                    "authentication");
+    log(LogPriority::info,
+        "http: metrics on http://" + bound->text() + "/metrics (also in " + http_addr_file().string() + ")");
+    return std::nullopt;
+  }
 
   std::shared_ptr<Impl> self() { return std::static_pointer_cast<Impl>(shared_from_this()); }
 
@@ -163,6 +219,7 @@ struct Daemon::Impl final : Server {
   void drained() override {
     signals.cancel();
     cancel_timers();
+    if (http_listener) http_listener->stop();
     if (auto problem = registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
     if (stopping.exchange(true)) return;
     std::vector<std::shared_ptr<Connection>> open;
@@ -212,6 +269,11 @@ int Daemon::run() {
     log(LogPriority::error, *error);
     return 2;
   }
+  if (auto error = d.listen_http()) {
+    log(LogPriority::error, *error);
+    if (!sd_listen_fds(0)) std::filesystem::remove(d.config.socket, ec);
+    return 2;
+  }
   d.signals.async_wait([self = impl_](boost::system::error_code e, int signal) {
     if (!e) self->begin_shutdown(signal == SIGTERM ? "SIGTERM" : "SIGINT");
   });
@@ -229,6 +291,7 @@ int Daemon::run() {
   boost::system::error_code close_ec;
   d.acceptor.close(close_ec);
   if (!sd_listen_fds(0)) std::filesystem::remove(d.config.socket, ec);
+  if (d.http_listener) std::filesystem::remove(d.http_addr_file(), ec);
   log(LogPriority::info, "stopped");
   return 0;
 }

@@ -160,6 +160,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, 
   using Result = boost::system::result<std::shared_ptr<Run>, std::string>;
   RunOptions options = run_options(s.server(), dir);
   options.on_spend = s.server().spend_reporter(spec.run_id, s.peer().uid);
+  options.observer = s.server().run_observer(spec);
   std::error_code ec;
   std::filesystem::create_directories(dir.root(), ec);
   if (const json::value* scenario = run.if_contains("model_scenario"); scenario && !scenario->is_null()) {

@@ -24,7 +24,9 @@ Server::Server(DaemonConfig c)
       adapters(config.vendor),
       started_at(Clock::now()),
       status_timer_(registry_strand),
-      ledger_timer_(registry_strand) {}
+      ledger_timer_(registry_strand) {
+  if (config.http_listen) daemon_metrics = std::make_shared<metrics::DaemonMetrics>(config.prices);
+}
 
 Server::~Server() = default;
 
@@ -72,6 +74,37 @@ void Server::save_ledger_soon() {
     self->ledger_save_pending_ = false;
     if (auto problem = self->registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
   });
+}
+
+std::shared_ptr<RunObserver> Server::run_observer(const adapters::RunSpec& spec) {
+  return daemon_metrics ? daemon_metrics->observer_for(spec.model) : nullptr;
+}
+
+namespace {
+asio::awaitable<RunStatus> status_now(std::shared_ptr<Run> run) {
+  auto ask = [run](auto done) { run->status(done); };
+  co_return co_await await_callback<RunStatus>(std::move(ask));
+}
+}  // namespace
+
+asio::awaitable<std::string> Server::metrics_page() {
+  auto self = shared_from_this();
+  auto snapshot = [self] { return self->registry.snapshot(); };
+  std::vector<RunEntry> entries = co_await on_registry(std::move(snapshot));
+  metrics::Gauges gauges;
+  // Every adapter in every state, so a series reads 0 rather than vanishing when it empties.
+  for (auto id : adapters.ids())
+    for (auto state : metrics::kRunStates)
+      gauges.runs[{std::string(id), std::string(state)}] = 0;
+  for (const auto& e : entries) {
+    std::string state = "closed";
+    if (e.run && !e.closed) state = (co_await status_now(e.run)).phase;
+    ++gauges.runs[{e.adapter, state}];
+  }
+  gauges.connections = connections.load();
+  gauges.tails = tails.load();
+  gauges.attaches = attaches.load();
+  co_return daemon_metrics->render(gauges);
 }
 
 void Server::cancel_timers() {

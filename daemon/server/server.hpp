@@ -13,6 +13,7 @@
 #include <chrono>
 #include <memory>
 
+#include "daemon/metrics/daemon_metrics.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/registry.hpp"
 
@@ -72,6 +73,25 @@ class Server : public std::enable_shared_from_this<Server> {
   // (notify.hpp).
   void schedule_status();
 
+  // What a new run reports its events to: the daemon's metrics (nullptr when no [http] listener
+  // is configured; then nothing is counted).
+  std::shared_ptr<RunObserver> run_observer(const adapters::RunSpec& spec);
+  // The /metrics page (docs/metrics.md): the counters, and the gauges read now from the registry
+  // and the runs, as `status` reads them. Any executor.
+  boost::asio::awaitable<std::string> metrics_page();
+
+  // A tail or attach being read (the stream readers gauge), from its start to just before its `end`.
+  class StreamReading {
+   public:
+    StreamReading(Server& server, bool attach) : count_(attach ? server.attaches : server.tails) { ++count_; }
+    ~StreamReading() { --count_; }
+    StreamReading(const StreamReading&) = delete;
+    StreamReading& operator=(const StreamReading&) = delete;
+
+   private:
+    std::atomic<std::size_t>& count_;
+  };
+
   DaemonConfig config;
   boost::asio::io_context io;
   boost::asio::strand<boost::asio::io_context::executor_type> registry_strand;
@@ -80,6 +100,8 @@ class Server : public std::enable_shared_from_this<Server> {
   Clock::time_point started_at;
   std::atomic<std::size_t> connections{0};
   std::atomic<std::uint64_t> command_counter{0};
+  std::atomic<std::size_t> tails{0}, attaches{0};          // streams being read (StreamReading)
+  std::shared_ptr<metrics::DaemonMetrics> daemon_metrics;  // [http] configured; else null
 
  protected:
   // Registry strand: the daemon is stopping and its last run has closed.

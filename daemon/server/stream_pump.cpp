@@ -107,6 +107,8 @@ asio::awaitable<void> pump_stream(std::shared_ptr<Session> session, StreamReader
                                   bool follow, std::optional<std::string> request_id, std::string run_id) {
   (void)keep;
   Connection& connection = session->connection();
+  std::optional<Server::StreamReading> reading;  // the stream readers gauge, until just before `end`
+  reading.emplace(session->server(), session->stream().attached != nullptr);
   for (;;) {
     if (!co_await connection.writable()) break;
     auto batch = reader.read_some();
@@ -126,6 +128,7 @@ asio::awaitable<void> pump_stream(std::shared_ptr<Session> session, StreamReader
       if (outcome == WaitOutcome::writer_gone || connection.closing()) break;
     }
   }
+  reading.reset();
   if (!connection.closing()) {
     json::object fields;
     fields["run_id"] = run_id;
