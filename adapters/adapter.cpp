@@ -343,14 +343,33 @@ std::vector<std::string> Adapter::subjects_for(const ToolCall& call) const {
 
 namespace mh::adapters {
 
+void AdapterSink::event_cut(proto::EventPayload payload, std::optional<std::string> at,
+                            std::vector<proto::CutField> cut) {
+  std::string name(proto::event_name(payload));
+  event(std::move(payload), at);
+  std::string what;
+  for (const auto& c : cut)
+    what += (what.empty() ? "" : "; ") + c.pointer + " kept " + std::to_string(c.kept) + " of " +
+            std::to_string(c.bytes) + " bytes (SHA-256 " + c.digest + ")";
+  event(proto::ev::Warning{"CONTENT_CUT", "the " + name + " event before this holds its content cut: " + what},
+        std::move(at));
+}
+
 OfflineSink::OfflineSink(const Adapter& adapter, std::string run_id) : adapter_(adapter), run_id_(std::move(run_id)) {}
 
-void OfflineSink::push(proto::EventPayload payload, std::optional<std::string> at) {
-  events_.push_back(proto::Event{events_.size() + 1, run_id_, std::move(at), std::move(payload)});
+void OfflineSink::push(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) {
+  proto::Event e{events_.size() + 1, run_id_, std::move(at), std::move(payload)};
+  e.cut = std::move(cut);
+  events_.push_back(std::move(e));
 }
 
 void OfflineSink::event(proto::EventPayload payload, std::optional<std::string> at) {
   push(std::move(payload), std::move(at));
+}
+
+void OfflineSink::event_cut(proto::EventPayload payload, std::optional<std::string> at,
+                            std::vector<proto::CutField> cut) {
+  push(std::move(payload), std::move(at), std::move(cut));
 }
 
 void OfflineSink::call_presented(ToolCall call, std::optional<std::string> at) {

@@ -202,6 +202,11 @@ class AdapterSink {
   // A mapped event (text, thinking, usage, tool.result, opaque, ...). `at` is the vendor's own
   // timestamp on the source record, passed through.
   virtual void event(proto::EventPayload payload, std::optional<std::string> at) = 0;
+  // A mapped event whose content the adapter holds only cut (a vendor line over the line bound,
+  // read as a skeleton): `cut` says what each field no longer holds, as the stream writer's own
+  // cuts do (protocol/line_cut.hpp). This default, for a sink that cannot carry cuts, emits the
+  // event and then a warning CONTENT_CUT listing them: never a silent truncation.
+  virtual void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut);
   // The model asked for a tool call (the run loop emits tool.requested and decides per mode).
   virtual void call_presented(ToolCall call, std::optional<std::string> at) = 0;
   // The vendor is blocked until this call is answered through `reply`.
@@ -329,6 +334,7 @@ class OfflineSink final : public AdapterSink {
  public:
   OfflineSink(const Adapter& adapter, std::string run_id);
   void event(proto::EventPayload payload, std::optional<std::string> at) override;
+  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) override;
   void call_presented(ToolCall call, std::optional<std::string> at) override;
   void call_awaits_answer(ToolCall call, ReplyToken reply) override;
   void call_withdrawn(const ReplyToken&) override {}
@@ -344,7 +350,7 @@ class OfflineSink final : public AdapterSink {
   std::vector<proto::Event> finish(std::optional<proto::ev::SessionEnded> ended);
 
  private:
-  void push(proto::EventPayload payload, std::optional<std::string> at);
+  void push(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut = {});
   const Adapter& adapter_;
   std::string run_id_;
   std::uint32_t turn_ = 0;

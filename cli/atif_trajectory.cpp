@@ -414,6 +414,10 @@ class Builder {
 
   void usage(const Event& e, const ev::Usage& p) {
     usage_events_.push_back(&e);
+    usage_turns_.push_back(turn_);
+    // A turn's own totals (Claude's, at its end) belong to no one step: they stay with the
+    // stream's events and replace that turn's request figures in the totals.
+    if (p.scope == "turn") return control(e);
     // A vendor reports usage right after (Codex: once the response is done, after its calls ran)
     // the content of the inference it paid for: the step that content went to.
     if (last_draft_) {
@@ -733,8 +737,13 @@ class Builder {
 
   json::object final_metrics() const {
     Sum prompt, completion, cached, cost;
-    for (const Event* e : usage_events_) {
-      const auto& u = std::get<ev::Usage>(e->payload).usage;
+    std::set<std::optional<std::uint32_t>> turns_with_totals;
+    for (std::size_t i = 0; i < usage_events_.size(); ++i)
+      if (std::get<ev::Usage>(usage_events_[i]->payload).scope == "turn") turns_with_totals.insert(usage_turns_[i]);
+    for (std::size_t i = 0; i < usage_events_.size(); ++i) {
+      const auto& p = std::get<ev::Usage>(usage_events_[i]->payload);
+      if (p.scope != "turn" && turns_with_totals.count(usage_turns_[i])) continue;  // counted by its turn's totals
+      const auto& u = p.usage;
       prompt.add(as_double(prompt_tokens(u)));
       completion.add(as_double(u.output_tokens));
       cached.add(as_double(u.cache_read_input_tokens));
@@ -829,6 +838,7 @@ class Builder {
   Draft* last_draft_ = nullptr;
   std::size_t last_step_ = 0;
   std::vector<const Event*> usage_events_;
+  std::vector<std::optional<std::uint32_t>> usage_turns_;  // the turn each usage came in
   std::size_t usage_in_steps_ = 0;
   json::array control_;
 };

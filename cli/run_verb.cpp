@@ -178,6 +178,9 @@ int run_verb(const RunVerbOptions& o) {
     }
     adapters::fill_unset_budgets(spec->budget, config->default_budget);
     options.prices = config->prices;
+    // Its line bounds too: the run reads and writes lines as the daemon's runs would.
+    options.max_vendor_line_bytes = config->max_vendor_line_bytes;
+    options.max_event_line_bytes = config->max_event_line_bytes;
   }
   options.spec = std::move(*spec);
   options.run_dir = o.run_dir.empty() ? std::filesystem::path("metaharness-runs") / options.spec.run_id
@@ -245,7 +248,8 @@ void register_run_verb(CLI::App& app, Context& ctx) {
                   "write metaharness's own seam latencies (p50/p90/p99) to this JSON file at the end");
   run->add_flag("--fsync", o->fsync, "fdatasync events.jsonl after every event (default: at close)");
   run->add_option("--config", o->config,
-                  "a daemon config file whose [budgets] defaults and [prices] apply to this run (docs/policies.md)");
+                  "a daemon config file whose [budgets] defaults, [prices] and [runs] line bounds apply to this run "
+                  "(docs/policies.md)");
   run->callback([&ctx, o] { ctx.exit_code = run_verb(*o); });
 }
 

@@ -206,6 +206,7 @@ void write_fields(JsonWriter& w, const ev::Usage& e) {
   w.field("model", e.model);
   w.key("usage");
   write(w, e.usage);
+  if (e.scope) w.field("scope", *e.scope);  // additive: omitted when null, so older lines stay byte-identical
 }
 void write_fields(JsonWriter& w, const ev::RateLimit& e) {
   w.key("info");
@@ -536,6 +537,7 @@ void read_fields(FieldReader& f, ev::Usage& e) {
   e.request_id = f.opt_string("request_id");
   e.model = f.opt_string("model");
   if (const json::object* u = f.req_object("usage")) e.usage = read_usage_object(f, *u, "usage");
+  e.scope = f.opt_string("scope");
 }
 void read_fields(FieldReader& f, ev::RateLimit& e) {
   if (const json::object* o = f.req_object("info")) {

@@ -155,6 +155,11 @@ struct Usage {
   std::optional<std::string> request_id;
   std::optional<std::string> model;
   TokenUsage usage;
+  // Additive (issue 9): what the figures cover. "request": one model request, as the vendor reported
+  // it while the turn ran (provisional: Claude reports a request's usage as of its start); "turn":
+  // the vendor's own totals for one turn (per model), which supersede that turn's request figures.
+  // Null (the key omitted) where the adapter does not say, as every usage line before it.
+  std::optional<std::string> scope = std::nullopt;
 };
 
 struct RateLimit {

@@ -3,6 +3,9 @@
 // arrive (optionally digested on the way, so an oversized vendor record still gets an exact
 // `opaque` digest) and the framer resynchronises at the next newline.
 //
+// An oversized vendor line (digest_oversized) is also read as it passes by a SkeletonReader
+// bounded by the line bound, so an adapter can still map the record it was (its long strings cut).
+//
 // Two ways to report an oversized line: at its end (the default: its whole length and, when
 // asked, its digest are known then; the vendor path needs both), or as soon as the bound is
 // crossed (report_early: a peer that sends a runaway line hears about it at once, not when its
@@ -15,6 +18,7 @@
 #include <string_view>
 
 #include "protocol/digest.hpp"
+#include "protocol/record_skeleton.hpp"
 
 namespace mh::protocol {
 
@@ -34,6 +38,9 @@ struct FramedLine {
   // Reported when the bound was crossed (report_early): `length` is what had arrived by then;
   // the rest of the line, up to its '\n', is discarded with no further report.
   bool early = false;
+  // An oversized vendor line read as it passed (digest_oversized): the record with its long
+  // strings cut, or null when the line was not one JSON object.
+  const RecordSkeleton* skeleton = nullptr;
   // When the host read the chunk the line completed in (wall clock, Unix ms): set by a live run
   // (LineFramer::set_received_at), unset offline. Readers that must place a vendor's relative
   // time (a retry-after) on the clock use it; nothing in protocol/ or adapters/ reads a clock.
@@ -127,6 +134,8 @@ class LineFramer {
     if (digest_oversized_) {
       if (!hasher_) hasher_.emplace();
       hasher_->update(buffer_);
+      skeleton_.emplace(max_);
+      skeleton_->feed(buffer_);
     }
     buffer_.clear();
     buffer_.shrink_to_fit();  // an oversized line must not pin a max-sized buffer
@@ -135,7 +144,10 @@ class LineFramer {
 
   void discard(std::string_view piece) {
     discarded_ += piece.size();
-    if (digest_oversized_) hasher_->update(piece);
+    if (digest_oversized_) {
+      hasher_->update(piece);
+      skeleton_->feed(piece);
+    }
   }
 
   template <class Sink>
@@ -148,8 +160,12 @@ class LineFramer {
     line.unterminated = unterminated;
     line.received_unix_ms = received_unix_ms_;
     line.early = report_early_;
-    if (digest_oversized_) line.digest = hasher_->finish_hex();
+    if (digest_oversized_) {
+      line.digest = hasher_->finish_hex();
+      line.skeleton = skeleton_->finish();
+    }
     sink(static_cast<const FramedLine&>(line));
+    skeleton_.reset();
     if (report_early_)
       early_reported_ = true;  // the rest is discarded up to the newline, silently
     else
@@ -173,6 +189,7 @@ class LineFramer {
   std::uint64_t discarded_ = 0;
   std::string head_;
   std::optional<Sha256> hasher_;
+  std::optional<SkeletonReader> skeleton_;
   std::optional<std::int64_t> received_unix_ms_;
 };
 

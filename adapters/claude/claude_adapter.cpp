@@ -48,6 +48,15 @@ std::string control_request(std::string_view id, json::object request) {
 
 }  // namespace
 
+// A line over the vendor line bound that was one JSON object, and not control traffic: its
+// skeleton is mapped (a result still ends its turn). Control traffic is never answered on a cut
+// reading of it: it stays opaque.
+bool oversized_record(const proto::FramedLine& line) {
+  if (!line.too_long || !line.skeleton) return false;
+  auto type = proto::string_at(line.skeleton->record, "type");
+  return !(type && type->rfind("control_", 0) == 0);
+}
+
 const proto::CapabilityTable& capabilities() {
   static const proto::CapabilityTable table = [] {
     proto::CapabilityTable t = harness_capabilities("claude");
@@ -130,6 +139,10 @@ class Session final : public AdapterSession {
   }
 
   void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) override {
+    if (oversized_record(line)) {
+      reader_.read_skeleton(*line.skeleton, line, sink);
+      return;
+    }
     auto classified = proto::classify_vendor_line(line);
     if (auto* opaque = std::get_if<proto::ev::Opaque>(&classified)) {
       sink.event(std::move(*opaque), std::nullopt);
@@ -420,6 +433,7 @@ class ClaudeAdapter final : public Adapter {
     OfflineSink sink(*this, run_id);
     claude::Reader reader(claude::Reader::Launch{proto::HermeticAttestation{}, proto::TranscriptRef{}, std::nullopt});
     read_transcript(transcript, [&](const proto::FramedLine& line) {
+      if (claude::oversized_record(line)) return reader.read_skeleton(*line.skeleton, line, sink);
       auto classified = proto::classify_vendor_line(line);
       if (auto* opaque = std::get_if<proto::ev::Opaque>(&classified))
         sink.event(std::move(*opaque), std::nullopt);

@@ -27,6 +27,10 @@ class CountingSink final : public AdapterSink {
     ++produced_;
     inner_.event(std::move(p), std::move(at));
   }
+  void event_cut(proto::EventPayload p, std::optional<std::string> at, std::vector<proto::CutField> cut) override {
+    ++produced_;
+    inner_.event_cut(std::move(p), std::move(at), std::move(cut));
+  }
   void call_presented(ToolCall call, std::optional<std::string> at) override {
     ++produced_;
     inner_.call_presented(std::move(call), std::move(at));
@@ -165,7 +169,57 @@ void Reader::read_record(const json::object& record, const proto::FramedLine& li
     map_result(record, at, line_no, sink);
   }
 
-  if (sink.produced() == 0) outer.event(opaque_of(type, subtype, proto::sha256_hex(line.text), line_no), at);
+  if (sink.produced() == 0)
+    outer.event(opaque_of(type, subtype, line.too_long ? line.digest : proto::sha256_hex(line.text), line_no), at);
+}
+
+void Reader::read_skeleton(const proto::RecordSkeleton& skeleton, const proto::FramedLine& line, AdapterSink& sink) {
+  skeleton_cuts_ = &skeleton.cuts;
+  carried_.assign(skeleton.cuts.size(), false);
+  read_record(skeleton.record, line, sink);
+  skeleton_cuts_ = nullptr;
+  auto list = [&](bool which) {
+    std::string out;
+    for (std::size_t i = 0; i < skeleton.cuts.size(); ++i) {
+      if (carried_[i] != which) continue;
+      const auto& c = skeleton.cuts[i];
+      out += (out.empty() ? "" : ", ") + c.pointer + " (" + std::to_string(c.kept) + " of " + std::to_string(c.bytes) +
+             " bytes kept, SHA-256 " + c.digest + ")";
+    }
+    return out;
+  };
+  std::string message = "line " + std::to_string(line.number) + " of claude's stdout is " +
+                        std::to_string(line.length) + " bytes, over the vendor line bound (max_vendor_line_bytes); " +
+                        "it was read as it passed, its long strings cut, and the transcript holds it whole (SHA-256 " +
+                        line.digest + ")";
+  if (auto carried = list(true); !carried.empty()) message += "; cut, and said so in the events' cut: " + carried;
+  if (auto dropped = list(false); !dropped.empty()) message += "; cut, and carried by no event: " + dropped;
+  if (!skeleton.complete)
+    message += "; the record from " + skeleton.missing_from + " on was over what may be held, and is not mapped";
+  sink.event(proto::ev::Warning{"VENDOR_LINE_CUT", std::move(message)}, std::nullopt);
+}
+
+std::vector<proto::CutField> Reader::carry(const std::string& from, std::string_view field, std::string_view to) {
+  std::vector<proto::CutField> out;
+  if (!skeleton_cuts_) return out;
+  for (std::size_t i = 0; i < skeleton_cuts_->size(); ++i) {
+    const auto& c = (*skeleton_cuts_)[i];
+    bool under = c.pointer == from || (c.pointer.size() > from.size() && c.pointer.compare(0, from.size(), from) == 0 &&
+                                       c.pointer[from.size()] == '/');
+    if (!under) continue;
+    carried_[i] = true;
+    out.push_back(proto::CutField{std::string(field), std::string(to) + c.pointer.substr(from.size()), "text", c.bytes,
+                                  c.kept, c.digest});
+  }
+  return out;
+}
+
+void Reader::emit(AdapterSink& sink, proto::EventPayload payload, const std::optional<std::string>& at,
+                  std::vector<proto::CutField> cut) {
+  if (cut.empty())
+    sink.event(std::move(payload), at);
+  else
+    sink.event_cut(std::move(payload), at, std::move(cut));
 }
 
 std::optional<std::string> Reader::spawning_call(std::string_view agent_id) const {
@@ -263,7 +317,9 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
   const auto& m = message->get_object();
   auto request_id = string_at(r, "request_id");
   if (const json::value* content = m.if_contains("content"); content && content->is_array()) {
+    std::size_t index = 0;
     for (const auto& block_value : content->get_array()) {
+      const std::string at_block = "/message/content/" + std::to_string(index++);
       if (!block_value.is_object()) {
         sink.event(opaque_of("assistant", std::nullopt, proto::sha256_hex(proto::canonical_json(block_value)), line_no),
                    at);
@@ -272,9 +328,11 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
       const auto& block = block_value.get_object();
       auto block_type = string_at(block, "type");
       if (block_type == "text" && string_at(block, "text")) {
-        sink.event(proto::ev::Text{*string_at(block, "text"), request_id}, at);
+        emit(sink, proto::ev::Text{*string_at(block, "text"), request_id}, at,
+             carry(at_block + "/text", "text", "/text"));
       } else if (block_type == "thinking" && string_at(block, "thinking")) {
-        sink.event(proto::ev::Thinking{*string_at(block, "thinking"), request_id}, at);
+        emit(sink, proto::ev::Thinking{*string_at(block, "thinking"), request_id}, at,
+             carry(at_block + "/thinking", "text", "/text"));
       } else if (block_type == "tool_use" && string_at(block, "id") && string_at(block, "name")) {
         const json::value* input = block.if_contains("input");
         ToolCall call{*string_at(block, "id"), *string_at(block, "name"), input ? *input : json::value(nullptr)};
@@ -293,7 +351,8 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
   auto message_id = string_at(m, "id");
   bool repeated = message_id && *message_id == last_usage_message_;
   if (const json::value* usage = m.if_contains("usage"); usage && usage->is_object() && !repeated) {
-    sink.event(proto::ev::Usage{request_id, string_at(m, "model"), map_usage(usage->get_object())}, at);
+    // As of the request's start (output_tokens is ~1): provisional until the turn's own figures.
+    sink.event(proto::ev::Usage{request_id, string_at(m, "model"), map_usage(usage->get_object()), "request"}, at);
     if (message_id) last_usage_message_ = *message_id;
   }
 }
@@ -311,13 +370,16 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
   const json::value* content = message->get_object().if_contains("content");
   if (!content) return;
   if (content->is_string()) {
-    sink.event(proto::ev::Injection{std::string(content->get_string()), origin}, at);
+    emit(sink, proto::ev::Injection{std::string(content->get_string()), origin}, at,
+         carry("/message/content", "text", "/text"));
     return;
   }
   if (!content->is_array()) return;
   json::value tool_use_result = nullptr;
   if (const json::value* t = r.if_contains("tool_use_result")) tool_use_result = *t;
+  std::size_t index = 0;
   for (const auto& block_value : content->get_array()) {
+    const std::string at_block = "/message/content/" + std::to_string(index++);
     if (!block_value.is_object()) {
       sink.event(opaque_of("user", std::nullopt, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
       continue;
@@ -328,14 +390,21 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
       proto::ev::ToolResult result;
       result.call_id = *string_at(block, "tool_use_id");
       result.is_error = bool_at(block, "is_error");
+      auto cut = carry(at_block + "/content", "content", "/content");
       if (const json::value* c = block.if_contains("content")) {
         result.content = *c;
         result.bytes = c->is_string() ? c->get_string().size() : proto::canonical_json(*c).size();
+        // Cut content: a string's whole size is known; other JSON's is not.
+        if (!cut.empty())
+          result.bytes = c->is_string() ? std::optional<std::uint64_t>(cut.front().bytes) : std::nullopt;
       }
       result.tool_use_result = tool_use_result;
-      sink.event(std::move(result), at);
+      auto cut_sibling = carry("/tool_use_result", "tool_use_result", "/tool_use_result");
+      cut.insert(cut.end(), cut_sibling.begin(), cut_sibling.end());
+      emit(sink, std::move(result), at, std::move(cut));
     } else if (block_type == "text" && string_at(block, "text")) {
-      sink.event(proto::ev::Injection{*string_at(block, "text"), origin}, at);
+      emit(sink, proto::ev::Injection{*string_at(block, "text"), origin}, at,
+           carry(at_block + "/text", "text", "/text"));
     } else {
       sink.event(opaque_of("user", block_type, proto::sha256_hex(proto::canonical_json(block_value)), line_no), at);
     }
@@ -395,9 +464,78 @@ void Reader::map_result(const json::object& r, const std::optional<std::string>&
     info.status = e.api_error_status;
     sink.event(proto::ev::RateLimit{info}, at);
   }
+  turn_usage(r, e, at, sink);
   turn_auth_expired_ = false;
   last_result_ = std::move(e);
   sink.turn_ended(string_at(r, "stop_reason"), at);
+}
+
+namespace {
+
+// A cumulative figure's growth since the previous result: null where either is unknown, or where
+// it shrank (that is no turn's figure: the vendor's count did not simply grow).
+std::optional<std::uint64_t> growth(const std::optional<std::uint64_t>& now, const std::optional<std::uint64_t>& before,
+                                    bool seen_before) {
+  if (!now) return std::nullopt;
+  if (!seen_before) return now;
+  if (!before || *now < *before) return std::nullopt;
+  return *now - *before;
+}
+std::optional<double> growth(const std::optional<double>& now, const std::optional<double>& before, bool seen_before) {
+  if (!now) return std::nullopt;
+  if (!seen_before) return now;
+  if (!before || *now < *before) return std::nullopt;
+  return *now - *before;
+}
+
+bool moved(const proto::TokenUsage& d) {
+  for (const auto* n : {&d.input_tokens, &d.output_tokens, &d.cache_read_input_tokens, &d.cache_creation_input_tokens})
+    if (!*n || **n != 0) return true;  // unknown is not "did not move"
+  return !d.cost_usd || *d.cost_usd != 0;
+}
+
+}  // namespace
+
+// The turn's own figures, as `usage` events of scope "turn" (before turn.ended). Claude's assistant
+// records carry each request's usage as of its start (output_tokens ~1, observed on 2.1.197); its
+// result carries the turn's `usage`, but `modelUsage` and `total_cost_usd` summed over the session
+// so far. So a turn's per-model figures are the growth of the cumulative ones since the previous
+// result, and its cost is the growth of the vendor's own cost: never computed, null where unknown.
+void Reader::turn_usage(const json::object& r, const proto::ev::SessionEnded& e, const std::optional<std::string>& at,
+                        AdapterSink& sink) {
+  std::optional<double> turn_cost = growth(e.total_cost_usd, session_cost_, session_cost_.has_value());
+  if (e.total_cost_usd && (!session_cost_ || *e.total_cost_usd >= *session_cost_)) session_cost_ = e.total_cost_usd;
+  std::vector<proto::ev::Usage> per_model;
+  if (e.model_usage) {
+    for (const auto& [model, now] : *e.model_usage) {
+      auto before = session_models_.find(model);
+      bool seen = before != session_models_.end();
+      const proto::TokenUsage none;
+      const proto::TokenUsage& prev = seen ? before->second : none;
+      proto::TokenUsage d;
+      d.input_tokens = growth(now.input_tokens, prev.input_tokens, seen);
+      d.output_tokens = growth(now.output_tokens, prev.output_tokens, seen);
+      d.cache_read_input_tokens = growth(now.cache_read_input_tokens, prev.cache_read_input_tokens, seen);
+      d.cache_creation_input_tokens = growth(now.cache_creation_input_tokens, prev.cache_creation_input_tokens, seen);
+      d.cost_usd = growth(now.cost_usd, prev.cost_usd, seen);
+      session_models_[model] = now;
+      if (moved(d)) per_model.push_back(proto::ev::Usage{std::nullopt, model, d, "turn"});
+    }
+  }
+  // One model's cost left unsaid is still the session cost's growth, when no other model moved.
+  if (per_model.size() == 1 && !per_model.front().usage.cost_usd) per_model.front().usage.cost_usd = turn_cost;
+  if (!per_model.empty()) {
+    for (auto& u : per_model)
+      sink.event(std::move(u), at);
+    return;
+  }
+  // No model's figures moved (or Claude gave none per model): the turn's own usage, at the
+  // session cost's growth.
+  if (const json::object* u = object_at(r, "usage")) {
+    proto::TokenUsage t = map_usage(*u);
+    t.cost_usd = turn_cost;
+    sink.event(proto::ev::Usage{std::nullopt, std::nullopt, t, "turn"}, at);
+  }
 }
 
 std::optional<proto::ev::SessionEnded> Reader::session_ended() const {

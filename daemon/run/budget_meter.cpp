@@ -87,24 +87,72 @@ std::optional<Crossing> BudgetMeter::tool_call() {
   return over("tool_calls", limits_.tool_calls, spend_.tool_calls, " call(s)");
 }
 
+void BudgetMeter::turn_started() {
+  (void)turn_ended();  // a turn that never said it ended is over now
+  ++spend_.turns;
+}
+
+std::optional<Crossing> BudgetMeter::turn_ended() {
+  bool deferred = !turn_figures_in_ && turn_requests_.unpriced_model;
+  std::optional<std::string> model = turn_requests_.unpriced_model;
+  turn_requests_ = {};
+  turn_figures_in_ = false;
+  if (!deferred) return std::nullopt;
+  mark_unpriced(*model);
+  return crossed();
+}
+
+void BudgetMeter::mark_unpriced(const std::string& model) {
+  if (!spend_.usd) return;
+  spend_.usd.reset();
+  spend_.unpriced_model = model;
+}
+
 std::optional<Crossing> BudgetMeter::usage(const protocol::ev::Usage& record) {
+  const bool request = record.scope == "request";
+  if (record.scope == "turn" && !turn_figures_in_) {
+    // The turn's own figures arrive: its request figures were provisional, and leave the spend.
+    spend_.input_tokens -= turn_requests_.input_tokens;
+    spend_.output_tokens -= turn_requests_.output_tokens;
+    spend_.cache_read_input_tokens -= turn_requests_.cache_read_input_tokens;
+    spend_.cache_creation_input_tokens -= turn_requests_.cache_creation_input_tokens;
+    if (spend_.usd) *spend_.usd -= turn_requests_.usd;
+    turn_requests_ = {};
+    turn_figures_in_ = true;
+  } else if (request && turn_figures_in_) {
+    turn_figures_in_ = false;  // a request after the turn's figures opens the next turn's
+  }
   const auto& u = record.usage;
   spend_.input_tokens += u.input_tokens.value_or(0);
   spend_.output_tokens += u.output_tokens.value_or(0);
   spend_.cache_read_input_tokens += u.cache_read_input_tokens.value_or(0);
   spend_.cache_creation_input_tokens += u.cache_creation_input_tokens.value_or(0);
+  if (request) {
+    turn_requests_.input_tokens += u.input_tokens.value_or(0);
+    turn_requests_.output_tokens += u.output_tokens.value_or(0);
+    turn_requests_.cache_read_input_tokens += u.cache_read_input_tokens.value_or(0);
+    turn_requests_.cache_creation_input_tokens += u.cache_creation_input_tokens.value_or(0);
+  }
   if (spend_.usd) {
     std::optional<double> cost = u.cost_usd;  // the vendor's own figure comes first
     std::optional<std::string> model = record.model ? record.model : model_;
     if (!cost && model && prices_)
       if (const ModelPrice* price = prices_->find(*model)) cost = price_usage(u, *price);
+    std::string name = model.value_or("(the vendor named no model)");
     if (cost) {
       *spend_.usd += *cost;
+      if (request) turn_requests_.usd += *cost;
+    } else if (request) {
+      // Judged at the turn's end: its figures carry the vendor's own cost.
+      if (!turn_requests_.unpriced_model) turn_requests_.unpriced_model = name;
     } else {
-      spend_.usd.reset();
-      spend_.unpriced_model = model.value_or("(the vendor named no model)");
+      mark_unpriced(name);
     }
   }
+  return crossed();
+}
+
+std::optional<Crossing> BudgetMeter::crossed() const {
   if (auto c = over("input_tokens", limits_.input_tokens, spend_.input_tokens, " token(s)")) return c;
   if (auto c = over("output_tokens", limits_.output_tokens, spend_.output_tokens, " token(s)")) return c;
   if (limits_.usd) {

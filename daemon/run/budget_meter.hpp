@@ -6,6 +6,14 @@
 // its tokens at the configured price of its model; a usage record whose model has no price makes
 // the run's USD spend unknown from then on (null, never a smaller number), and a USD budget can
 // then no longer be kept, which is itself a crossing.
+//
+// A turn's tokens count once. Claude reports each request's usage as of its start (scope
+// "request": provisional, output_tokens ~1) and the turn's own totals at its end (scope "turn"):
+// the first turn-scoped record of a turn takes that turn's request figures out of the spend and
+// its own figures go in instead. Request figures still cross budgets as they come (a floor: a
+// runaway turn is stopped mid-turn); a request of a model with no price only makes the cost
+// unknown if the turn ends without turn figures (they carry the vendor's own cost). A usage
+// record of no scope (Codex) counts as final when it arrives.
 #pragma once
 
 #include <cstdint>
@@ -71,10 +79,15 @@ class BudgetMeter {
 
   // A turn is about to start: crossing if the run has already had `turns` turns.
   std::optional<Crossing> before_turn();
-  void turn_started() { ++spend_.turns; }
+  void turn_started();
+  // The vendor ended the turn: a request-scoped usage it left unpriced, with no turn figures to
+  // supersede it, makes the cost unknown now (a crossing of a usd budget). Also called when the
+  // run winds up mid-turn.
+  std::optional<Crossing> turn_ended();
   // A tool call was presented: counted, crossing when it is one more than `tool_calls`.
   std::optional<Crossing> tool_call();
-  // A usage record: tokens (and cost) added, crossing when a budget is now exceeded.
+  // A usage record: tokens (and cost) added (a turn-scoped one first removes its turn's request
+  // figures), crossing when a budget is now exceeded.
   std::optional<Crossing> usage(const protocol::ev::Usage& usage);
   std::optional<Crossing> wall(std::uint64_t elapsed_ms) const;
 
@@ -82,10 +95,24 @@ class BudgetMeter {
   const adapters::Budgets& limits() const { return limits_; }
 
  private:
+  std::optional<Crossing> crossed() const;
+  void mark_unpriced(const std::string& model);
+
   adapters::Budgets limits_;
   const PriceTable* prices_;
   std::optional<std::string> model_;
   Spend spend_;
+  // The current turn's request-scoped figures, in the spend until its turn figures replace them.
+  struct Provisional {
+    std::uint64_t input_tokens = 0;
+    std::uint64_t output_tokens = 0;
+    std::uint64_t cache_read_input_tokens = 0;
+    std::uint64_t cache_creation_input_tokens = 0;
+    double usd = 0;                             // the priced part
+    std::optional<std::string> unpriced_model;  // the first request of the turn with no price
+  };
+  Provisional turn_requests_;
+  bool turn_figures_in_ = false;  // this turn's turn-scoped figures have superseded its requests
 };
 
 // The run-start refusal of a USD budget nobody can meter: the run's model (declared, or the

@@ -192,6 +192,11 @@ struct Run::Impl final : RunEffects {
   // --- RunEffects --------------------------------------------------------------------------
 
   std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override {
+    return emit_cut(std::move(payload), std::move(at), {});
+  }
+
+  std::uint64_t emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
+                         std::vector<protocol::CutField> cut) override {
     bool requested = std::holds_alternative<protocol::ev::ToolRequested>(payload);
     std::optional<protocol::ev::CommandResult> answered;
     if (auto* r = std::get_if<protocol::ev::CommandResult>(&payload); r && !result_waiters.empty()) answered = *r;
@@ -199,7 +204,7 @@ struct Run::Impl final : RunEffects {
     // see it; only a failed write (which stops the run, logged above all) could make it differ
     // from the record.
     if (options.observer && !log->closed()) options.observer->appended(payload);
-    auto seq = log->append(std::move(payload), std::move(at));
+    auto seq = log->append(std::move(payload), std::move(at), std::move(cut));
     if (!seq) {
       // The record cannot be kept: say so where the operator looks, and stop the run rather
       // than govern it off the record.

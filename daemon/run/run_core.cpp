@@ -199,6 +199,9 @@ static std::string describe(const proto::ProcessTermination& p) {
 proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, Instant now,
                                     std::string_view vendor_stderr_tail) {
   now_ = now;
+  // A turn cut short: what it spent is judged as at a turn's end (an unpriced request is unknown).
+  (void)budget_.turn_ended();
+  effects_.spend_changed(budget_.spend());
   bool we_ended_it = phase_ == Phase::ending;
   if (!we_ended_it && !forced_close_) {
     // The vendor stopped on its own: the stream says so, and why as far as anyone can tell, so
@@ -271,6 +274,11 @@ void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) 
   }
   effects_.emit(std::move(payload), std::move(at));
   if (crossing) exhaust(*crossing);  // the tokens are spent already: the record first, then the stop
+}
+
+void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) {
+  // Content events (text, thinking, tool.result, injection): nothing the core meters or tracks.
+  effects_.emit_cut(std::move(payload), std::move(at), std::move(cut));
 }
 
 void RunCore::write_vendor(std::string line) {
@@ -401,6 +409,9 @@ void RunCore::turn_started(std::optional<std::string> at) {
 void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
   // A turn end closes the decision window: nothing still pending can run any more.
   abandon_pending("the turn ended");
+  // A request of an unpriced model was judged at the turn's end (its figures had no cost).
+  auto crossing = budget_.turn_ended();
+  effects_.spend_changed(budget_.spend());
   effects_.emit(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), stop_reason}, std::move(at));
   // A steer belongs to its turn: one accepted that the vendor never showed in it is gone.
   std::erase_if(steers_, [&](auto& s) {
@@ -409,6 +420,11 @@ void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<s
     return s.accepted;
   });
   turn_announced_ = false;
+  if (crossing) {
+    if (phase_ == Phase::turn) phase_ = Phase::idle;  // the turn is over: nothing to interrupt
+    exhaust(*crossing);
+    return;
+  }
   if (phase_ == Phase::turn) at_boundary();
 }
 

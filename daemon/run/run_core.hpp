@@ -28,6 +28,9 @@ class RunEffects {
   // Appends one event to the run's stream (the host assigns seq and makes it durable before
   // anyone sees it) and returns the seq it got.
   virtual std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) = 0;
+  // The same, for a payload whose content the adapter holds only cut (Event::cut, kept as given).
+  virtual std::uint64_t emit_cut(proto::EventPayload payload, std::optional<std::string> at,
+                                 std::vector<proto::CutField> cut) = 0;
   // One line to the vendor's stdin (the host appends the newline and keeps a copy).
   virtual void write_vendor(std::string line) = 0;
   // The answer to a hook-channel request: written to that connection, which is then closed.
@@ -126,6 +129,7 @@ class RunCore final : private adapters::AdapterSink {
 
   // AdapterSink
   void event(proto::EventPayload payload, std::optional<std::string> at) override;
+  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) override;
   void call_presented(adapters::ToolCall call, std::optional<std::string> at) override;
   void call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply) override;
   void call_withdrawn(const adapters::ReplyToken& reply) override;

@@ -120,14 +120,15 @@ boost::system::result<EventLog, std::string> EventLog::create(const std::filesys
 }
 
 boost::system::result<std::uint64_t, std::string> EventLog::append(protocol::EventPayload payload,
-                                                                   std::optional<std::string> at) {
+                                                                   std::optional<std::string> at,
+                                                                   std::vector<protocol::CutField> cut) {
   if (!shared_) return std::string("append on a moved-from EventLog");
   if (closed_)
     return "append after stream.closed (seq " + std::to_string(last_seq_) + "): the stream of run " +
            shared_->run_id() + " is closed";
   if (std::holds_alternative<protocol::ev::StreamClosed>(payload))
     return std::string("stream.closed is written by close(), never appended");
-  return write_event(std::move(payload), std::move(at));
+  return write_event(std::move(payload), std::move(at), std::move(cut));
 }
 
 boost::system::result<std::uint64_t, std::string> EventLog::close(
@@ -155,13 +156,15 @@ boost::system::result<std::uint64_t, std::string> EventLog::close(
 }
 
 boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol::EventPayload payload,
-                                                                        std::optional<std::string> at) {
+                                                                        std::optional<std::string> at,
+                                                                        std::vector<protocol::CutField> cut) {
   const bool closing = std::holds_alternative<protocol::ev::StreamClosed>(payload);
   const std::uint64_t seq = last_seq_ + 1;
   const std::uint64_t offset = committed_bytes_ + scratch_.size();
   // serialize_within appends, with no separator after a '\n': scratch_ is empty or ends with one.
   protocol::Event event{seq, shared_->run_id(), std::move(at), std::move(payload)};
   event.recorded_at = recorded_now();
+  event.cut = std::move(cut);
   protocol::serialize_within(scratch_, event, options_.max_line_bytes);
   scratch_.push_back('\n');
   if ((seq - 1) % options_.index_interval == 0) pending_index_.push_back(offset);

@@ -87,8 +87,11 @@ class EventLog {
   // Appends one event and returns its seq. Refused (as a value) after close(), for a
   // stream.closed payload (that is close()'s job), or when the write fails; a failed write is
   // cut back so the file still ends with a complete line, and the seq is not consumed.
+  // `cut`: what the producer already cut from the payload's content (an oversized vendor record
+  // read as a skeleton); the writer keeps those records and cuts further only if it must.
   boost::system::result<std::uint64_t, std::string> append(protocol::EventPayload payload,
-                                                           std::optional<std::string> at = std::nullopt);
+                                                           std::optional<std::string> at = std::nullopt,
+                                                           std::vector<protocol::CutField> cut = {});
 
   // Batching: between hold() and release(), appends take their seq and are serialized into one
   // buffer; release() writes them with one write(2), then publishes them to readers and wakes
@@ -123,7 +126,8 @@ class EventLog {
  private:
   EventLog(UniqueFd fd, std::shared_ptr<SharedStreamState> shared, EventLogOptions options);
   boost::system::result<std::uint64_t, std::string> write_event(protocol::EventPayload payload,
-                                                                std::optional<std::string> at);
+                                                                std::optional<std::string> at,
+                                                                std::vector<protocol::CutField> cut = {});
   // Writes scratch_ (the events past committed_seq_) and publishes them; on failure cuts the file
   // back to committed_bytes_ and forgets them.
   boost::system::result<void, std::string> commit_pending(bool closing);

@@ -121,6 +121,19 @@ inline std::string result(json::array denials = {}, bool is_error = false, const
        {"terminal_reason", terminal}});
 }
 
+// A result that carries no usage figures at all (neither usage, modelUsage nor total_cost_usd).
+inline std::string result_without_usage() {
+  return line({{"type", "result"},
+               {"subtype", "success"},
+               {"is_error", false},
+               {"num_turns", 1},
+               {"result", "Done."},
+               {"stop_reason", "end_turn"},
+               {"session_id", "sess-1"},
+               {"permission_denials", json::array{}},
+               {"terminal_reason", "completed"}});
+}
+
 inline json::object denial(const std::string& tool_use_id, const std::string& name, json::value input) {
   return json::object{{"tool_name", name}, {"tool_use_id", tool_use_id}, {"tool_input", input}};
 }

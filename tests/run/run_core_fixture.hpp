@@ -20,12 +20,18 @@ struct Recorded {
   std::uint64_t seq;
   proto::EventPayload payload;
   std::optional<std::string> at;
+  std::vector<proto::CutField> cut = {};
 };
 
 class RecordingEffects final : public RunEffects {
  public:
   std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) override {
     events.push_back(Recorded{events.size() + 1, std::move(payload), std::move(at)});
+    return events.size();
+  }
+  std::uint64_t emit_cut(proto::EventPayload payload, std::optional<std::string> at,
+                         std::vector<proto::CutField> cut) override {
+    events.push_back(Recorded{events.size() + 1, std::move(payload), std::move(at), std::move(cut)});
     return events.size();
   }
   void write_vendor(std::string line) override { vendor.push_back(std::move(line)); }

@@ -240,9 +240,25 @@ TEST_F(RunCorePolicy, AUsageOfAnUnpricedModelMakesTheCostUnknownNotZero) {
   options.prices = &prices;
   open_and_begin(proto::DecisionMode::frame);
   feed(lines::text("one"));
+  EXPECT_TRUE(fx.spend.usd) << "a request's figures are judged at the turn's end";
+  feed(lines::result_without_usage());
   EXPECT_FALSE(fx.spend.usd) << "an unpriced usage makes the spend unknown";
   EXPECT_EQ(fx.spend.unpriced_model, "claude-opus-4-8");
   EXPECT_FALSE(fx.terminated) << "without a usd budget the run goes on";
+}
+
+TEST_F(RunCorePolicy, AnUnpricedRequestIsPricedByTheVendorsCostForItsTurn) {
+  PriceTable prices;
+  prices.set("some-other-model", ModelPrice{1.0, 1.0, 1.0, 1.0});
+  options.prices = &prices;
+  spec.budget.usd = 100.0;
+  open_and_begin(proto::DecisionMode::frame);
+  feed(lines::text("one"));
+  feed(lines::result());  // modelUsage: claude-opus-4-8 at the vendor's $0.00065
+  EXPECT_FALSE(fx.terminated) << "the turn's figures carry the vendor's own cost";
+  ASSERT_TRUE(fx.spend.usd);
+  EXPECT_DOUBLE_EQ(*fx.spend.usd, 0.00065);
+  EXPECT_EQ(fx.spend.output_tokens, 0u) << "the turn's figures (modelUsage gives no output) replaced the request's";
 }
 
 TEST_F(RunCorePolicy, AUsdBudgetThatCanNoLongerBeMeteredStopsTheRun) {
@@ -257,6 +273,8 @@ TEST_F(RunCorePolicy, AUsdBudgetThatCanNoLongerBeMeteredStopsTheRun) {
                                              {"model", "claude-haiku-9"},
                                              {"content", json::array{json::object{{"type", "text"}, {"text", "sub"}}}},
                                              {"usage", json::object{{"input_tokens", 5}, {"output_tokens", 1}}}}}}));
+  EXPECT_FALSE(fx.terminated) << "judged at the turn's end, where the vendor's cost could price it";
+  feed(lines::result_without_usage());
   EXPECT_TRUE(fx.terminated);
   EXPECT_NE(only<proto::ev::Warning>().message.find("claude-haiku-9 has no price"), std::string::npos);
 }
