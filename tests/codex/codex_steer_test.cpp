@@ -21,6 +21,10 @@ class Effects final : public RunEffects {
     events.push_back(std::move(payload));
     return events.size();
   }
+  std::uint64_t emit_cut(proto::EventPayload payload, std::optional<std::string> at,
+                         std::vector<proto::CutField>) override {
+    return emit(std::move(payload), std::move(at));
+  }
   void write_vendor(std::string line) override {
     auto v = proto::parse_json(line);
     ASSERT_TRUE(v && v->is_object()) << line;
