@@ -57,6 +57,9 @@ class RunMetricsObserver final : public daemon::RunObserver {
   }
 
   void on(const proto::ev::Usage& e) {
+    // Settled usage only, as the budgets meter it: a request-scoped record (Claude's provisional
+    // per-request figures) is superseded by its turn's own `scope: "turn"` record.
+    if (e.scope && *e.scope == "request") return;
     const auto& u = e.usage;
     add(m_->tokens_[0], u.input_tokens.value_or(0));
     add(m_->tokens_[1], u.output_tokens.value_or(0));

@@ -63,6 +63,8 @@ class MetricsDaemon : public ::testing::Test {
 struct RecordFigures {
   std::map<std::string, std::uint64_t> events;
   std::uint64_t input = 0, output = 0, cache_read = 0, cache_creation = 0, usage_events = 0;
+  std::uint64_t request_usage_events = 0, vendor_costed = 0;
+  double vendor_cost = 0;
 };
 
 void add_record(RecordFigures& f, const std::filesystem::path& events) {
@@ -73,8 +75,18 @@ void add_record(RecordFigures& f, const std::filesystem::path& events) {
     std::string name(o.at("event").as_string());
     ++f.events[name];
     if (name != "usage") continue;
+    const auto* scope = o.if_contains("scope");
+    if (scope && scope->is_string() && scope->as_string() == "request") {
+      ++f.request_usage_events;  // superseded by the turn's own figures
+      continue;
+    }
     ++f.usage_events;
     const auto& u = o.at("usage").as_object();
+    const auto* cost = u.if_contains("cost_usd");
+    if (cost && !cost->is_null()) {
+      ++f.vendor_costed;
+      f.vendor_cost += cost->to_number<double>();
+    }
     auto n = [&](const char* key) -> std::uint64_t {
       const auto* v = u.if_contains(key);
       return v && !v->is_null() ? v->to_number<std::uint64_t>() : 0;
@@ -167,10 +179,11 @@ TEST_F(MetricsDaemon, AnAllowADenyAndADeadlineDenialLeaveExactlyTheirFiguresOnMe
   EXPECT_EQ(m[R"(metaharness_tokens_total{kind="output"})"], std::to_string(record.output));
   EXPECT_EQ(m[R"(metaharness_tokens_total{kind="cache_read"})"], std::to_string(record.cache_read));
   EXPECT_EQ(m[R"(metaharness_tokens_total{kind="cache_creation"})"], std::to_string(record.cache_creation));
-  const double spend = (record.input * kInputPerMtok + record.output * kOutputPerMtok +
-                        (record.cache_read + record.cache_creation) * kCachePerMtok) /
-                       1e6;
-  EXPECT_NEAR(std::stod(m["metaharness_spend_usd_total"]), spend, 1e-12);
+  // Each settled record at the vendor's own cost where it gives one (the stand-in, as Claude,
+  // does at each turn's end), else at the configured price.
+  ASSERT_EQ(record.vendor_costed, record.usage_events) << "every settled record here carries the vendor's cost";
+  EXPECT_NEAR(std::stod(m["metaharness_spend_usd_total"]), record.vendor_cost, 1e-12);
+  EXPECT_GT(record.request_usage_events, 0u) << "the provisional request figures are in the record, not the metrics";
   EXPECT_EQ(m["metaharness_priced_usage_total"], std::to_string(record.usage_events));
   EXPECT_EQ(m["metaharness_unpriced_usage_total"], "0");
 }
@@ -181,12 +194,16 @@ TEST_F(MetricsDaemon, UsageWithNoPriceIsCountedUnpricedAndAddsNoSpend) {
   SocketClient c(daemon->socket());
   c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
   ASSERT_TRUE(c.wait_reply("end", 60s));
-  auto usage = c.events_named("usage");
-  ASSERT_FALSE(usage.empty());
+  RecordFigures record;
+  add_record(record, daemon->run_dir(id) / "events.jsonl");
+  ASSERT_GT(record.usage_events, 0u);
   auto m = page();
-  EXPECT_EQ(m["metaharness_unpriced_usage_total"], std::to_string(usage.size()));
-  EXPECT_EQ(m["metaharness_priced_usage_total"], "0");
-  EXPECT_EQ(m["metaharness_spend_usd_total"], "0") << "an unknown cost is not added as zero: it is counted apart";
+  // No price in the config: only the vendor's own cost (the stand-in gives one at each turn's
+  // end) prices a record; every other settled record is unpriced, never free.
+  EXPECT_EQ(m["metaharness_unpriced_usage_total"], std::to_string(record.usage_events - record.vendor_costed));
+  EXPECT_EQ(m["metaharness_priced_usage_total"], std::to_string(record.vendor_costed));
+  EXPECT_NEAR(std::stod(m["metaharness_spend_usd_total"]), record.vendor_cost, 1e-12)
+      << "an unknown cost is not added as zero: it is counted apart";
   EXPECT_EQ(m[R"(metaharness_decisions_total{decision="allow",decided_by="observe"})"], "1");
 }
 
