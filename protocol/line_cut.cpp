@@ -57,20 +57,6 @@ std::vector<Slot> slots(EventPayload& payload) {
   return out;
 }
 
-// RFC 6901: '~' and '/' in a key are escaped.
-std::string pointer_token(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out.push_back(c);
-  }
-  return out;
-}
-
 // One string that may be shortened, wherever it sits.
 struct Leaf {
   std::string field;
@@ -210,6 +196,20 @@ std::size_t serialize_within(std::string& out, Event& event, std::size_t max_lin
   warning.recorded_at = original.recorded_at;
   event = std::move(warning);
   return reserialize(out, start, event);
+}
+
+// RFC 6901: '~' and '/' in a key are escaped.
+std::string pointer_token(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out.push_back(c);
+  }
+  return out;
 }
 
 }  // namespace mh::protocol

@@ -35,4 +35,8 @@ inline constexpr std::size_t kMaxEventLineBytes = 16u << 20;  // 16 MiB
 // Returns the number of bytes appended.
 std::size_t serialize_within(std::string& out, Event& event, std::size_t max_line_bytes = kDefaultMaxEventLineBytes);
 
+// One JSON Pointer reference token for `key` (RFC 6901: '~' and '/' escaped), as a cut field's
+// path names it.
+std::string pointer_token(std::string_view key);
+
 }  // namespace mh::protocol

@@ -5,6 +5,7 @@
 
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
+#include "protocol/line_cut.hpp"
 
 namespace mh::protocol {
 
@@ -15,19 +16,6 @@ using boost::system::error_code;
 // What one kept value costs beyond its bytes (its slot in a container).
 constexpr std::size_t kValueBytes = 16;
 constexpr std::size_t kMaxKeyBytes = 4096;
-
-std::string pointer_token(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out.push_back(c);
-  }
-  return out;
-}
 
 // The longest prefix of at most n bytes that ends on a character boundary.
 std::size_t boundary(std::string_view s, std::size_t n) {
