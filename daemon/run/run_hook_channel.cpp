@@ -1,0 +1,134 @@
+// The hook channel (plan.hook_channel): an abstract unix socket on which the vendor's hook program
+// asks for a decision and waits for its answer. Separate because it is a second input beside the
+// vendor's stdout, with its own peer check and its own retained log (vendor-hooks.jsonl).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include "daemon/peer.hpp"
+#include "daemon/run/run_impl.hpp"
+
+namespace mh::daemon {
+
+namespace {
+
+constexpr std::size_t kMaxHookRequestBytes = 1u << 20;
+
+// Does /proc/<pid>/environ hold `entry` as a whole entry? A hook program inherits the vendor's
+// environment, so a connection whose peer does not carry the run's marker is not this run's hook.
+bool process_carries(pid_t pid, const std::string& entry) {
+  std::string path = "/proc/" + std::to_string(pid) + "/environ";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  std::string env;
+  char chunk[16 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+    if (n <= 0) break;
+    env.append(chunk, static_cast<std::size_t>(n));
+    if (env.size() > (1u << 20)) break;  // an environment that large is not worth reading on
+  }
+  std::size_t start = 0;
+  while (start < env.size()) {
+    std::size_t end = env.find('\0', start);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(start, end - start, entry) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+void Run::Impl::reply_hook(std::uint64_t connection, std::string line) {
+  auto it = hook_waiting.find(connection);
+  if (it == hook_waiting.end()) return;  // the hook already went away
+  auto socket = std::move(it->second);
+  hook_waiting.erase(it);
+  log_hook(connection, "out", json::value(line));
+  auto bytes = std::make_shared<std::string>(std::move(line));
+  bytes->push_back('\n');
+  asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {
+    boost::system::error_code ec;
+    socket->shutdown(asio::socket_base::shutdown_both, ec);
+    socket->close(ec);
+  });
+}
+
+// One line per message on the hook channel, so the vendor traffic is retained whole.
+void Run::Impl::log_hook(std::uint64_t connection, std::string_view direction, const json::value& message) {
+  hook_log.append(protocol::canonical_json(
+                      json::object{{"connection", connection}, {"direction", direction}, {"message", message}}) +
+                  "\n");
+}
+
+bool Run::Impl::open_hook_channel(const adapters::HookChannel& channel, std::string& error) {
+  // An abstract socket: no path, so no path-length limit and nothing left on disk.
+  std::string name = channel.address;
+  if (!name.empty() && name.front() == '@') name.front() = '\0';
+  boost::system::error_code ec;
+  hook_acceptor.emplace(strand);
+  hook_acceptor->open(asio::local::stream_protocol(), ec);
+  if (!ec) hook_acceptor->bind(asio::local::stream_protocol::endpoint(name), ec);
+  if (!ec) hook_acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) error = "cannot open the hook channel " + channel.address + ": " + ec.message();
+  return !ec;
+}
+
+asio::awaitable<void> Run::Impl::accept_hooks(std::shared_ptr<Run> keep) {
+  for (;;) {
+    auto [ec, socket] = co_await hook_acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    auto shared = std::make_shared<local_socket>(std::move(socket));
+    asio::co_spawn(strand, serve_hook(keep, shared), asio::detached);
+  }
+}
+
+asio::awaitable<void> Run::Impl::serve_hook(std::shared_ptr<Run> keep, std::shared_ptr<local_socket> socket) {
+  (void)keep;
+  const auto& plan = std::get<adapters::LaunchPlan>(planned);
+  auto refuse = [&](const std::string& why) {
+    // The hook program prints a deny on any answer it cannot use; say why for its stderr.
+    auto bytes = std::make_shared<std::string>(why + "\n");
+    asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {});
+  };
+  auto peer = peer_credentials(socket->native_handle());
+  if (!peer || peer->uid != ::geteuid() ||
+      !process_carries(peer->pid, plan.run_marker.first + "=" + plan.run_marker.second)) {
+    refuse("refused: the peer is not a process of this run");
+    co_return;
+  }
+  std::string request;
+  auto [ec, n] = co_await asio::async_read_until(*socket, asio::dynamic_buffer(request, kMaxHookRequestBytes), '\n',
+                                                 asio::as_tuple(asio::use_awaitable));
+  if (ec || closed || !core) {
+    refuse("refused: no request line");
+    co_return;
+  }
+  auto input = protocol::parse_json(std::string_view(request).substr(0, n));
+  if (!input) {
+    refuse("refused: the request is not JSON");
+    co_return;
+  }
+  std::uint64_t id = ++hook_connections;
+  log_hook(id, "in", *input);
+  hook_waiting.emplace(id, socket);
+  core->on_hook_request(id, *input, Clock::now());
+  after_core();
+  // Watch for the hook going away before its answer (the vendor's own timeout kills it).
+  if (!hook_waiting.count(id)) co_return;
+  char probe;
+  co_await socket->async_read_some(asio::buffer(&probe, 1), asio::as_tuple(asio::use_awaitable));
+  if (hook_waiting.erase(id) && core && !closed) {
+    core->on_hook_gone(id, Clock::now());
+    after_core();
+  }
+}
+
+}  // namespace mh::daemon

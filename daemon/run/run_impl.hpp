@@ -1,0 +1,184 @@
+// Run::Impl, the state of one run on its strand, shared by the files that implement it: run.cpp
+// (the public Run: create, the posts onto the strand, the snapshots), run_lifecycle.cpp (launch,
+// command delivery, the core's timers and wind-up), run_record.cpp (the event log and the close),
+// run_vendor_io.cpp (the child's pipes and its exit), run_hook_channel.cpp (the hook socket).
+// Internal to daemon/run: nothing outside these files includes it.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <variant>
+
+#include "daemon/model/scripted_endpoint.hpp"
+#include "daemon/process/child_process.hpp"
+#include "daemon/process/unique_fd.hpp"
+#include "daemon/run/run.hpp"
+#include "daemon/stream/event_log.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+// Appends bytes to a file with write(2), for the raw transcripts. A failure is reported once
+// and then ignored: losing the copy must not stop the run (the event stream is the record).
+class AppendFile {
+ public:
+  bool open(const std::filesystem::path& path, std::string& error) {
+    fd_.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+    if (!fd_) error = "cannot open " + path.string() + ": " + std::strerror(errno);
+    return bool(fd_);
+  }
+  void append(std::string_view bytes) {
+    while (fd_ && !bytes.empty()) {
+      ssize_t n = ::write(fd_.get(), bytes.data(), bytes.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fd_.reset();
+        return;
+      }
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+// Everything here runs on the strand unless it says otherwise.
+struct Run::Impl final : RunEffects {
+  using Clock = std::chrono::steady_clock;
+  using local_socket = asio::local::stream_protocol::socket;
+
+  static constexpr std::size_t kMaxLatencySamples = 100'000;
+
+  Impl(asio::io_context& io, const adapters::Adapter& adapter, RunOptions options)
+      : io(io),
+        strand(asio::make_strand(io)),
+        adapter(adapter),
+        options(std::move(options)),
+        idle_timer(strand),
+        grace_timer(strand),
+        wall_timer(strand) {}
+
+  asio::io_context& io;
+  asio::strand<asio::io_context::executor_type> strand;
+  const adapters::Adapter& adapter;
+  RunOptions options;
+  std::weak_ptr<Run> self;
+  std::chrono::system_clock::time_point created_at = std::chrono::system_clock::now();
+
+  std::optional<EventLog> log;
+  std::shared_ptr<SharedStreamState> shared;
+  std::variant<adapters::LaunchPlan, adapters::LaunchRefusal> planned;
+  std::unique_ptr<model::ScriptedEndpoint> endpoint;
+  std::unique_ptr<ChildProcess> child;
+  std::unique_ptr<RunCore> core;
+  std::function<void(const RunOutcome&)> on_closed;
+  RunOutcome outcome;
+  bool closed = false;
+  bool started = false;
+  bool log_failed = false;
+
+  AppendFile transcript, stdin_log, stderr_log;
+  AppendFile hook_log;  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
+  std::optional<asio::posix::stream_descriptor> vendor_stdout, vendor_stderr;
+  // The hook channel (plan.hook_channel): pending hook connections wait for their answer here.
+  std::optional<asio::local::stream_protocol::acceptor> hook_acceptor;
+  std::map<std::uint64_t, std::shared_ptr<local_socket>> hook_waiting;
+  std::uint64_t hook_connections = 0;
+  std::deque<std::optional<std::string>> to_vendor;  // nullopt: close stdin after what precedes
+  bool writing = false;
+  bool stdin_closed = false;
+  bool vendor_exited = false;
+  std::map<std::string, std::unique_ptr<asio::steady_timer>> deadlines;
+  asio::steady_timer idle_timer;
+  asio::steady_timer grace_timer;
+  asio::steady_timer wall_timer;
+  bool grace_armed = false;
+
+  // Commands that arrived before the core existed (the spawn is still under way).
+  struct Early {
+    std::variant<protocol::Command, protocol::LineRefusal> what;
+    std::optional<protocol::PeerIdentity> peer;
+    ResultCallback on_result;
+    Clock::time_point received_at;
+  };
+  // Callbacks waiting for the command.result of a command id, in arrival order.
+  std::multimap<std::string, ResultCallback> result_waiters;
+  std::vector<Early> early;
+
+  // Events emitted while the log holds a chunk's events (see release_log).
+  std::size_t held_requested = 0;
+  std::vector<protocol::ev::CommandResult> held_results;
+
+  // Seam instrumentation.
+  Clock::time_point line_read_at{};
+  std::optional<Clock::time_point> command_received_at;
+  SeamLatencies latencies;
+
+  // RunEffects: the record (run_record.cpp), the vendor (run_vendor_io.cpp), the hook channel
+  // (run_hook_channel.cpp), the timers and spend (run_lifecycle.cpp).
+  std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override;
+  std::uint64_t emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
+                         std::vector<protocol::CutField> cut) override;
+  void sample_line_to_requested();
+  void result_recorded(const protocol::ev::CommandResult& result, bool recorded);
+  void release_log();
+  void finish(protocol::CloseReason reason, protocol::ProcessTermination process);
+
+  // The hook channel (run_hook_channel.cpp).
+  void reply_hook(std::uint64_t connection, std::string line) override;
+  void log_hook(std::uint64_t connection, std::string_view direction, const json::value& message);
+  bool open_hook_channel(const adapters::HookChannel& channel, std::string& error);
+  asio::awaitable<void> accept_hooks(std::shared_ptr<Run> keep);
+  asio::awaitable<void> serve_hook(std::shared_ptr<Run> keep, std::shared_ptr<local_socket> socket);
+
+  // Vendor I/O (run_vendor_io.cpp).
+  // Reading the vendor's output: wait until the pipe is readable, then drain it into a buffer
+  // that belongs to the io thread, not to the run. An idle run therefore holds no read buffer at
+  // all (1,000 idle runs cost no 80 MiB of buffers); the framer keeps only a partial line.
+  static constexpr std::size_t kChunk = 64 * 1024;
+  static constexpr std::size_t kDrainPerTurn = 256 * 1024;  // then yield to other runs
+  void write_vendor(std::string line) override;
+  std::string stderr_tail() const;
+  void close_vendor_stdin() override;
+  void terminate_vendor(std::chrono::milliseconds grace) override;
+  void pump_stdin();
+  asio::awaitable<void> write_stdin(std::shared_ptr<Run> keep);
+  static char* thread_buffer();
+  template <class Consume>
+  asio::awaitable<bool> drain(asio::posix::stream_descriptor& from, Consume&& consume);
+  template <class Consume>
+  asio::awaitable<void> read_until_end(asio::posix::stream_descriptor& from, Consume& consume);
+  asio::awaitable<void> read_stdout();
+  asio::awaitable<void> read_stderr();
+  asio::awaitable<protocol::ProcessTermination> supervise_exit();
+  void arm_grace(std::chrono::milliseconds grace);
+  asio::awaitable<void> kill_everything(std::shared_ptr<Run> keep);
+
+  // Launch, delivery, the core's timers and wind-up (run_lifecycle.cpp).
+  asio::awaitable<void> main(std::shared_ptr<Run> keep);
+  static asio::awaitable<bool> wrap(asio::awaitable<void> a);
+  void refuse(const std::string& code, const std::string& message,
+              const std::vector<protocol::ev::CommandResult>& results);
+  void after_core();
+  void deliver(Early e);
+  void arm_deadline(const std::string& call_id, Instant when) override;
+  void cancel_deadline(const std::string& call_id) override;
+  void arm_wall_budget(Instant when) override;
+  void spend_changed(const Spend& spend) override;
+};
+
+}  // namespace mh::daemon

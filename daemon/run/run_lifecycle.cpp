@@ -1,0 +1,187 @@
+// One run from launch to wind-up: main writes the plan's files, opens the transcripts and the hook
+// channel, spawns the vendor, starts the core and waits for stdout, exit and stderr to end;
+// deliver hands commands to the core; after_core and the deadline, wall-budget and idle timers
+// wake the core on the strand. Separate from the I/O files: this is the order of things.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "daemon/run/run_dir.hpp"
+#include "daemon/run/run_impl.hpp"
+
+namespace mh::daemon {
+
+using namespace asio::experimental::awaitable_operators;
+
+asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
+  (void)keep;
+  if (auto* refusal = std::get_if<adapters::LaunchRefusal>(&planned)) {
+    refuse("LAUNCH_REFUSED", refusal->message, refusal->command_results);
+    co_return;
+  }
+  if (auto unpriced = refuse_unpriced_budget(options.spec, adapter, options.prices)) {
+    refuse("LAUNCH_REFUSED", *unpriced, {});
+    co_return;
+  }
+  auto& plan = std::get<adapters::LaunchPlan>(planned);
+  std::string error;
+  std::error_code ec;
+  for (const auto& d : plan.directories) {
+    std::filesystem::create_directories(d, ec);
+    if (ec) {
+      refuse("LAUNCH_FAILED", "cannot create " + d.string() + ": " + ec.message(), {});
+      co_return;
+    }
+  }
+  const RunDir dir(options.run_dir);
+  for (const auto& f : plan.files) {
+    if (auto problem = write_file(f.path, f.contents, f.mode)) {
+      refuse("LAUNCH_FAILED", *problem, {});
+      co_return;
+    }
+  }
+  if (auto problem = dir.write_plan(plan)) {
+    refuse("LAUNCH_FAILED", *problem, {});
+    co_return;
+  }
+  if (!transcript.open(plan.transcript_path, error) || !stdin_log.open(plan.stdin_log_path, error) ||
+      !stderr_log.open(dir.vendor_stderr(), error)) {
+    refuse("LAUNCH_FAILED", error, {});
+    co_return;
+  }
+  if (plan.hook_channel) {
+    if (!hook_log.open(dir.vendor_hooks(), error) || !open_hook_channel(*plan.hook_channel, error)) {
+      refuse("LAUNCH_FAILED", error, {});
+      co_return;
+    }
+    asio::co_spawn(strand, accept_hooks(self.lock()), asio::detached);
+  }
+  auto spawned = ChildProcess::spawn(strand, plan);
+  if (!spawned) {
+    refuse("LAUNCH_FAILED", spawned.error(), {});
+    co_return;
+  }
+  child = std::move(*spawned);
+  // The run reads the vendor's output itself (readiness, then a drain into the io thread's
+  // buffer), so it takes the two read ends over from the pipe objects.
+  vendor_stdout.emplace(strand, child->stdout_pipe().release());
+  vendor_stderr.emplace(strand, child->stderr_pipe().release());
+  core = std::make_unique<RunCore>(options.spec, adapter, adapter.open_session(options.spec, plan), *this,
+                                   RunCoreOptions{options.halt_grace, &options.prices});
+  core->start(Clock::now());
+  after_core();
+  for (auto& e : early)
+    deliver(std::move(e));
+  early.clear();
+
+  auto [stdout_done, termination, stderr_done] =
+      co_await (wrap(read_stdout()) && supervise_exit() && wrap(read_stderr()));
+  (void)stdout_done;
+  (void)stderr_done;
+  // The vendor's stdout has ended and no process of the run is left: wind up.
+  protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
+  finish(reason, termination);
+}
+
+// awaitable_operators combine awaitable<T> results; give void coroutines a value.
+asio::awaitable<bool> Run::Impl::wrap(asio::awaitable<void> a) {
+  co_await std::move(a);
+  co_return true;
+}
+
+// Refused before anything spawned: the command results (one per needed command the adapter
+// cannot honour) or a warning naming the launch refusal, then the marker.
+void Run::Impl::refuse(const std::string& code, const std::string& message,
+                       const std::vector<protocol::ev::CommandResult>& results) {
+  for (const auto& r : results)
+    emit(r, std::nullopt);
+  if (results.empty()) emit(protocol::ev::Warning{code, message}, std::nullopt);
+  outcome.refused_at_start = true;
+  finish(protocol::CloseReason::error, protocol::ProcessTermination{});
+}
+
+void Run::Impl::after_core() {
+  if (!core || closed) return;
+  if (log_failed && core->phase() != RunCore::Phase::ending) core->on_shutdown(Clock::now());
+  if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
+    idle_timer.expires_after(options.idle_timeout);
+    idle_timer.async_wait([weak = self](boost::system::error_code ec) {
+      if (ec) return;
+      if (auto run = weak.lock()) {
+        Impl& impl = *run->impl_;
+        if (impl.core && !impl.closed) {
+          impl.core->on_idle_timeout(Clock::now());
+          impl.after_core();
+        }
+      }
+    });
+  } else {
+    idle_timer.cancel();
+  }
+}
+
+void Run::Impl::deliver(Early e) {
+  std::string id = "-";
+  if (auto* c = std::get_if<protocol::Command>(&e.what))
+    id = c->id;
+  else if (auto* r = std::get_if<protocol::LineRefusal>(&e.what))
+    id = r->id.value_or("-");
+  if (closed || !core) {
+    if (e.on_result)
+      e.on_result(protocol::ev::CommandResult{id, protocol::CommandOutcome::refused(
+                                                      protocol::RefusalCode::TOO_LATE,
+                                                      "the run's stream is closed; nothing more can be recorded")},
+                  false);
+    return;
+  }
+  if (e.on_result) result_waiters.emplace(id, std::move(e.on_result));
+  if (auto* c = std::get_if<protocol::Command>(&e.what)) {
+    command_received_at = e.received_at;
+    core->on_command(std::move(*c), e.peer, Clock::now());
+    command_received_at.reset();
+  } else {
+    core->on_unreadable_command(std::get<protocol::LineRefusal>(e.what), Clock::now());
+  }
+  after_core();
+}
+
+void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
+  auto timer = std::make_unique<asio::steady_timer>(strand, when);
+  timer->async_wait([weak = self, call_id](boost::system::error_code ec) {
+    if (ec) return;  // disarmed
+    if (auto run = weak.lock()) {
+      Impl& impl = *run->impl_;
+      impl.deadlines.erase(call_id);
+      if (impl.core && !impl.closed) {
+        impl.core->on_deadline(call_id, Clock::now());
+        impl.after_core();
+      }
+    }
+  });
+  deadlines[call_id] = std::move(timer);
+}
+
+void Run::Impl::cancel_deadline(const std::string& call_id) {
+  deadlines.erase(call_id);
+}
+
+void Run::Impl::arm_wall_budget(Instant when) {
+  wall_timer.expires_at(when);
+  wall_timer.async_wait([weak = self](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto run = weak.lock()) {
+      Impl& impl = *run->impl_;
+      if (impl.core && !impl.closed) {
+        impl.core->on_wall_budget(Clock::now());
+        impl.after_core();
+      }
+    }
+  });
+}
+
+void Run::Impl::spend_changed(const Spend& spend) {
+  if (options.on_spend) options.on_spend(spend);
+}
+
+}  // namespace mh::daemon
