@@ -1,6 +1,6 @@
 // The lenient getters of protocol/json.hpp: vendor records read field by field, where a field
-// that is missing or of another type is unknown. Kept apart from the writer and FieldReader so
-// json.cpp stays the wire's own reading and writing.
+// that is missing or of another type is unknown. Kept apart from the writer (json.cpp), the parser
+// (json_parse.cpp) and FieldReader (json_field_reader.cpp), which are the wire's own.
 #include "protocol/json.hpp"
 
 namespace mh::protocol {

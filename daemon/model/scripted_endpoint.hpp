@@ -69,7 +69,7 @@ class ScriptedEndpoint {
   bool wait_for(const std::function<bool(const std::vector<ServedRequest>&)>& predicate,
                 std::chrono::milliseconds timeout) const;
 
-  struct State;  // shared with the connections; defined in scripted_endpoint.cpp
+  struct State;  // shared with the connections; defined in endpoint_impl.hpp
 
  private:
   std::shared_ptr<State> state_;
