@@ -128,8 +128,8 @@ struct Run::Impl final : RunEffects {
   std::optional<Clock::time_point> command_received_at;
   SeamLatencies latencies;
 
-  // RunEffects: the record (run_record.cpp), the vendor (run_vendor_io.cpp), the hook channel
-  // (run_hook_channel.cpp), the timers and spend (run_lifecycle.cpp).
+  // The record and the close (run_record.cpp). The other RunEffects overrides sit below with
+  // the file that defines them: vendor I/O, the hook channel, the timers and spend.
   std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override;
   std::uint64_t emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
                          std::vector<protocol::CutField> cut) override;
