@@ -1,4 +1,4 @@
-// `metaharness daemon` and its clients: submit, attach, tail, ls, halt, decide, status. The
+// `metaharness daemon` and its clients: submit, attach, tail, ls, halt, decide, status, viewer. The
 // clients speak docs/socket-api.md and nothing else.
 #include <unistd.h>
 
@@ -10,13 +10,13 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/event_format.hpp"
 #include "cli/run_spec_options.hpp"
 #include "cli/socket_client.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/daemon.hpp"
 #include "daemon/server/socket_api.hpp"
+#include "protocol/event_text.hpp"
 #include "protocol/line_framer.hpp"
 
 namespace mh::cli {
@@ -101,7 +101,7 @@ int print_stream(Client& c, bool human) {
       std::cout.flush();
       continue;
     }
-    std::cout << (human ? human_line(*line) : *line) << "\n";
+    std::cout << (human ? protocol::human_line(*line) : *line) << "\n";
     std::cout.flush();
   }
   // No `end`: the stream was cut short (the daemon went away mid-stream). Never a quiet success.
@@ -210,6 +210,9 @@ struct ClientOptions {
   std::string config_file;
   std::string socket_override;
   std::string state_dir_override;
+  // viewer
+  std::string role;
+  std::int64_t ttl_s = 0;
 };
 
 bool human_output(const ClientOptions& o) {
@@ -303,6 +306,26 @@ int status_verb(const ClientOptions& o) {
   if (reply->reply() != "status") return refused(*reply);
   std::cout << (o.json_out ? protocol::canonical_json(reply->o) : protocol::pretty_json(reply->o, false));
   if (o.json_out) std::cout << "\n";
+  return 0;
+}
+
+// A token for the viewer page, and the page's address carrying it (docs/viewer.md).
+int viewer_verb(const ClientOptions& o) {
+  json::object fields;
+  if (!o.role.empty()) fields["role"] = o.role;
+  if (o.ttl_s > 0) fields["ttl_s"] = o.ttl_s;
+  Client c;
+  int status = 0;
+  auto reply = ask(c, o.socket, request_line("viewer", "viewer", fields), status);
+  if (!reply) return status;
+  if (reply->reply() != "viewer") return refused(*reply);
+  if (o.json_out) {
+    std::cout << protocol::canonical_json(reply->o) << "\n";
+    return 0;
+  }
+  std::cout << field(reply->o, "url") << "\n";
+  std::cerr << "metaharness viewer: a page with the role " << field(reply->o, "role") << " until "
+            << field(reply->o, "expires_at") << "; the address carries its token: share it as you would the role\n";
   return 0;
 }
 
@@ -430,6 +453,16 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
   status->add_flag("--json", o->json_out, "compact JSON");
   socket_option(status);
   status->callback([&ctx, o] { ctx.exit_code = status_verb(*o); });
+
+  auto* viewer = app.add_subcommand(
+      "viewer", "Print the address of the viewer page (runs, streams, approvals in a browser), with a token for it");
+  viewer->add_option("--role", o->role, "the page's role: observe, control or admin (default: yours; never more)")
+      ->check(CLI::IsMember({"observe", "control", "admin"}));
+  viewer->add_option("--ttl", o->ttl_s, "seconds the token lives (default 43200: 12 h; at most 7 days)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{7 * 24 * 3600}));
+  viewer->add_flag("--json", o->json_out, "the daemon's reply: token, role, expires_at, url");
+  socket_option(viewer);
+  viewer->callback([&ctx, o] { ctx.exit_code = viewer_verb(*o); });
 }
 
 }  // namespace mh::cli

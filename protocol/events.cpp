@@ -511,6 +511,7 @@ void read_fields(FieldReader& f, ev::ToolDecided& e) {
     PeerIdentity peer;
     peer.uid = r.req_u32("uid");
     peer.pid = read_int(r, "pid");
+    peer.via = r.opt_string("via");
     if (r.ok())
       e.peer = peer;
     else

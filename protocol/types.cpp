@@ -327,6 +327,10 @@ void write(JsonWriter& w, const PeerIdentity& v) {
   w.uinteger(v.uid);
   w.key("pid");
   w.integer(v.pid);
+  if (v.via) {
+    w.key("via");
+    w.string(*v.via);
+  }
   w.end_object();
 }
 

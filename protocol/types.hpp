@@ -255,6 +255,10 @@ struct ProcessTermination {
 struct PeerIdentity {
   std::uint32_t uid = 0;
   std::int32_t pid = 0;
+  // How the answer came when not over the socket itself: "viewer" for the browser page, where
+  // uid is the user who asked for the page's token and pid the process that asked (`metaharness
+  // viewer`). Absent: the socket peer answered.
+  std::optional<std::string> via;
 };
 
 // Writers for the nested structs.

@@ -10,7 +10,8 @@
 // short linger, so the client reads it instead of a reset. Keep-alive as the client asks; a
 // connection that sends nothing (or too slowly) for idle_timeout is closed.
 //
-// No authentication: whoever can reach the address can read what it serves (docs/metrics.md).
+// No authentication of its own: a route that needs one checks the request (the viewer's bearer
+// token, daemon/server/viewer_routes.hpp); /metrics answers whoever can reach the address.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>

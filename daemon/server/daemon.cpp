@@ -25,6 +25,7 @@
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 #include "daemon/server/socket_api.hpp"
+#include "daemon/server/viewer_routes.hpp"
 
 namespace mh::daemon {
 
@@ -72,25 +73,28 @@ struct Daemon::Impl final : Server {
 
   std::filesystem::path http_addr_file() const { return config.state_dir / "http.addr"; }
 
-  // [http] listen: /metrics on the address exactly as configured; the bound address goes to the
-  // log and to <state_dir>/http.addr.
+  // [http] listen: /metrics and the viewer (viewer_routes.hpp) on the address exactly as configured; the bound address
+  // goes to the log and to <state_dir>/http.addr.
   std::optional<std::string> listen_http() {
     if (!config.http_listen) return std::nullopt;
     auto server = std::static_pointer_cast<Server>(self());
     auto metrics_route = [server](http::Request) { return metrics_response(server); };
     std::vector<http::Route> routes{{"/metrics", {"GET"}, metrics_route}};
+    for (auto& route : viewer_routes(server))
+      routes.push_back(std::move(route));
     http_listener.emplace(io, std::move(routes));
     auto bound = http_listener->start(config.http_listen->address, config.http_listen->port);
     if (!bound) return "http.listen: " + bound.error();
     if (auto problem = write_http_addr(http_addr_file(), bound->text())) return "http.listen: " + *problem;
+    http_address = bound->text();
     boost::system::error_code ec;
     const auto ip = asio::ip::make_address(bound->address, ec);
     if (!ec && !ip.is_loopback())
       log(LogPriority::warning, "http: " + bound->text() +
                                     " is not a loopback address: /metrics answers anyone who can reach it, without "
-                                    "authentication");
-    log(LogPriority::info,
-        "http: metrics on http://" + bound->text() + "/metrics (also in " + http_addr_file().string() + ")");
+                                    "authentication, and viewer tokens cross the network in clear text");
+    log(LogPriority::info, "http: metrics on http://" + bound->text() + "/metrics, the viewer on /viewer (also in " +
+                               http_addr_file().string() + ")");
     return std::nullopt;
   }
 

@@ -17,6 +17,7 @@ constexpr std::array kRequests = {
     RequestDef{"halt",     Role::control, &handle_halt},
     RequestDef{"status",   Role::observe, &handle_status},
     RequestDef{"shutdown", Role::admin,   &handle_shutdown},
+    RequestDef{"viewer",   Role::observe, &handle_viewer},
 };
 // clang-format on
 

@@ -4,7 +4,8 @@
 // runs.
 //
 // Handlers, by concern: requests_runs.cpp (submit, list, get, status, shutdown),
-// requests_control.cpp (command, halt), stream_pump.cpp (tail, attach).
+// requests_control.cpp (command, halt), stream_pump.cpp (tail, attach), requests_viewer.cpp
+// (viewer: a token for the viewer page).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -40,5 +41,6 @@ boost::asio::awaitable<void> handle_command(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> handle_halt(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> handle_tail(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> handle_attach(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_viewer(Session& s, const SocketRequest& r);
 
 }  // namespace mh::daemon

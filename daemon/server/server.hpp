@@ -16,6 +16,7 @@
 #include "daemon/metrics/daemon_metrics.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/registry.hpp"
+#include "daemon/server/viewer_tokens.hpp"
 
 namespace mh::daemon {
 
@@ -102,6 +103,10 @@ class Server : public std::enable_shared_from_this<Server> {
   std::atomic<std::uint64_t> command_counter{0};
   std::atomic<std::size_t> tails{0}, attaches{0};          // streams being read (StreamReading)
   std::shared_ptr<metrics::DaemonMetrics> daemon_metrics;  // [http] configured; else null
+  // The viewer page's tokens (viewer_tokens.hpp), and where the page is served: host:port of the
+  // [http] listener, empty when none is configured. Set before the first connection is accepted.
+  ViewerTokens viewer_tokens;
+  std::string http_address;
 
  protected:
   // Registry strand: the daemon is stopping and its last run has closed.

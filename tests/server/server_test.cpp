@@ -3,9 +3,9 @@
 
 #include <fstream>
 
-#include "cli/event_format.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/socket_api.hpp"
+#include "protocol/event_text.hpp"
 #include "tests/support/cli_process.hpp"
 
 namespace mh::test {
@@ -147,39 +147,45 @@ TEST(SocketApi, RequestsAreRefusedByName) {
 }
 
 TEST(TailFormat, EachEventIsOneReadableLineWithItsGist) {
-  auto line = cli::human_line(
+  auto line = protocol::human_line(
       R"({"format":"metaharness.event/1","seq":7,"run":"r","event":"tool.decided","call_id":"toolu_1","decision":{"decision":"deny","reason":"no shell here"},"decided_by":"frame","seam":"hook","latency_ms":null,"peer":null})");
   EXPECT_NE(line.find("7"), std::string::npos);
   EXPECT_NE(line.find("tool.decided"), std::string::npos);
   EXPECT_NE(line.find("deny \"no shell here\" by frame"), std::string::npos) << line;
-  auto requested = cli::human_line(
+  auto requested = protocol::human_line(
       R"({"format":"metaharness.event/1","seq":3,"run":"r","event":"tool.requested","call_id":"toolu_1","name":"Bash","input":{"command":"ls"},"decision_required":true,"deadline_ms":55000,"seam":"hook"})");
   EXPECT_NE(requested.find("Bash {\"command\":\"ls\"}"), std::string::npos) << requested;
   EXPECT_NE(requested.find("awaiting a decision"), std::string::npos) << requested;
-  auto text = cli::human_line(
+  auto text = protocol::human_line(
       R"({"format":"metaharness.event/1","seq":4,"run":"r","at":"2026-11-29T17:53:37.377Z","event":"text","text":"line one\nline two","request_id":null})");
   EXPECT_EQ(text.substr(0, 12), "17:53:37.377") << "the vendor's own time when the event has one";
   EXPECT_NE(text.find("\"line one line two\""), std::string::npos) << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 0);
-  EXPECT_EQ(cli::human_line("not an event"), "not an event");
+  EXPECT_EQ(protocol::human_line("not an event"), "not an event");
 }
 
 // The time shown is when the line was written (recorded_at), else the vendor's, never the time of
 // printing: a stream read an hour later shows the run's own times.
 TEST(TailFormat, TheTimeShownIsRecordedAtElseTheVendorsElseAPlaceholder) {
-  auto both = cli::human_line(
+  auto both = protocol::human_line(
       R"({"format":"metaharness.event/1","seq":4,"run":"r","at":"2026-11-29T17:53:37.377Z","recorded_at":"2026-11-29T17:53:38.001Z","event":"text","text":"x","request_id":null})");
   EXPECT_EQ(both.substr(0, 12), "17:53:38.001") << both;
-  auto recorded = cli::human_line(
+  auto recorded = protocol::human_line(
       R"({"format":"metaharness.event/1","seq":5,"run":"r","recorded_at":"2020-01-02T03:04:05.678Z","event":"turn.started","turn":1,"frame_digest":null})");
   EXPECT_EQ(recorded.substr(0, 12), "03:04:05.678") << recorded;
-  auto neither = cli::human_line(
+  auto neither = protocol::human_line(
       R"({"format":"metaharness.event/1","seq":6,"run":"r","event":"turn.started","turn":1,"frame_digest":null})");
   EXPECT_EQ(neither.substr(0, 12), "--:--:--.---") << neither;
 }
 
+TEST(TailFormat, ADecisionTakenOnTheViewerPageSaysSo) {
+  auto line = protocol::human_line(
+      R"({"format":"metaharness.event/1","seq":5,"run":"r","event":"tool.decided","call_id":"c1","decision":{"decision":"allow"},"decided_by":"embedder","seam":"hook","latency_ms":40,"peer":{"uid":1001,"pid":77,"via":"viewer"}})");
+  EXPECT_NE(line.find("allow by embedder (uid 1001, pid 77, via viewer) after 40 ms"), std::string::npos) << line;
+}
+
 TEST(TailFormat, ALineTheWriterCutSaysSo) {
-  auto line = cli::human_line(
+  auto line = protocol::human_line(
       R"({"format":"metaharness.event/1","seq":9,"run":"r","recorded_at":"2026-11-29T17:53:38.001Z","event":"tool.result","exit_code":0,"outcome_source":null,"call_id":"c1","is_error":false,"content":"ooo","bytes":1048898,"tool_use_result":null,"cut":[{"field":"content","pointer":"/content","form":"text","bytes":1048898,"kept":1048000,"digest":"0000000000000000000000000000000000000000000000000000000000000000"}]})");
   EXPECT_NE(line.find("[content cut: 1048000 of 1048898 bytes kept]"), std::string::npos) << line;
 }

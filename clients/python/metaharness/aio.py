@@ -108,6 +108,14 @@ class AsyncClient:
     async def get(self, run_id):
         return await self._request("get", run_id=run_id)
 
+    async def viewer(self, role=None, ttl_s=None):
+        fields = {}
+        if role is not None:
+            fields["role"] = role
+        if ttl_s is not None:
+            fields["ttl_s"] = ttl_s
+        return await self._request("viewer", **fields)
+
     async def shutdown(self):
         try:
             await self._request("shutdown")

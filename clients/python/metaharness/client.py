@@ -75,6 +75,17 @@ class Client:
         """One run: its summary plus run_dir, spec and hermetic."""
         return self._request("get", run_id=run_id)
 
+    def viewer(self, role=None, ttl_s=None):
+        """A token for the viewer page (docs/viewer.md): a record with token, role, expires_at
+        and url (the page's address, carrying the token). The role is at most the caller's;
+        Refused NOT_CONFIGURED when the daemon has no [http] listener."""
+        fields = {}
+        if role is not None:
+            fields["role"] = role
+        if ttl_s is not None:
+            fields["ttl_s"] = ttl_s
+        return self._request("viewer", **fields)
+
     def shutdown(self):
         """Stops the daemon as SIGTERM does (admin only). Returns once the daemon said
         `shutting_down`, or once it verifiably stopped accepting connections."""

@@ -170,3 +170,26 @@ def test_shutdown_stops_the_daemon_as_sigterm_does():
             metaharness.Client(d.socket).status()
     finally:
         d.stop()
+
+
+def test_viewer_gives_a_token_and_the_address_of_the_page_on_the_http_listener():
+    from conftest import Daemon
+
+    d = Daemon("[http]\nlisten = \"127.0.0.1:0\"\n", name="viewer").start()
+    try:
+        c = metaharness.Client(d.socket)
+        page = c.viewer(role="observe", ttl_s=60)
+        assert page.role == "observe"
+        address = (d.state_dir / "http.addr").read_text().strip()
+        assert page.url == f"http://{address}/viewer#token={page.token}"
+        with pytest.raises(metaharness.Refused) as refused:
+            c.viewer(role="root")
+        assert refused.value.code == "MALFORMED"
+    finally:
+        d.stop()
+
+
+def test_viewer_without_an_http_listener_is_refused_not_configured(client):
+    with pytest.raises(metaharness.Refused) as refused:
+        client.viewer()
+    assert refused.value.code == "NOT_CONFIGURED"

@@ -1,8 +1,8 @@
-#include "cli/event_format.hpp"
+#include "protocol/event_text.hpp"
 
 #include "protocol/json.hpp"
 
-namespace mh::cli {
+namespace mh::protocol {
 
 namespace {
 
@@ -12,7 +12,7 @@ std::string str(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   if (!v || v->is_null()) return "";
   if (v->is_string()) return std::string(v->get_string());
-  return protocol::canonical_json(*v);
+  return canonical_json(*v);
 }
 
 // Single line, bounded: newlines folded, long text cut.
@@ -20,7 +20,7 @@ std::string gist(std::string_view text, std::size_t max = 80) {
   std::string flat;
   for (char c : text)
     flat.push_back(c == '\n' || c == '\r' || c == '\t' ? ' ' : c);
-  return protocol::excerpt(flat, max);
+  return excerpt(flat, max);
 }
 
 std::string quoted(std::string_view text, std::size_t max = 80) {
@@ -50,7 +50,8 @@ std::string decision_gist(const json::object& o) {
   if (kind == "replace") out += " with " + gist(str(dec, "input"), 60);
   out += " by " + str(o, "decided_by");
   if (const json::value* peer = o.if_contains("peer"); peer && peer->is_object())
-    out += " (uid " + str(peer->get_object(), "uid") + ", pid " + str(peer->get_object(), "pid") + ")";
+    out += " (uid " + str(peer->get_object(), "uid") + ", pid " + str(peer->get_object(), "pid") +
+           (str(peer->get_object(), "via").empty() ? std::string() : ", via " + str(peer->get_object(), "via")) + ")";
   if (!str(o, "latency_ms").empty()) out += " after " + str(o, "latency_ms") + " ms";
   return out;
 }
@@ -71,7 +72,7 @@ std::string outcome_gist(const json::object& o) {
 }  // namespace
 
 std::string human_line(std::string_view line) {
-  auto v = protocol::parse_json(line);
+  auto v = parse_json(line);
   if (!v || !v->is_object() || str(v->get_object(), "format") != "metaharness.event/1") return std::string(line);
   const auto& o = v->get_object();
   std::string event = str(o, "event");
@@ -135,4 +136,4 @@ std::string human_line(std::string_view line) {
   return out;
 }
 
-}  // namespace mh::cli
+}  // namespace mh::protocol

@@ -1,0 +1,68 @@
+#include "daemon/server/run_summary.hpp"
+
+#include <ctime>
+
+#include "daemon/server/server.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  std::time_t s = std::chrono::system_clock::to_time_t(t);
+  std::tm utc{};
+  gmtime_r(&s, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+asio::awaitable<std::optional<RunStatus>> status_of(const std::shared_ptr<Run>& run) {
+  if (!run) co_return std::nullopt;
+  auto ask = [run](auto done) { run->status(done); };
+  co_return co_await await_callback<RunStatus>(std::move(ask));
+}
+
+asio::awaitable<json::object> summary(const RunEntry& e) {
+  json::object o;
+  o["run_id"] = e.id;
+  o["adapter"] = e.adapter;
+  std::optional<RunStatus> status = co_await status_of(e.run);
+  o["state"] = status ? status->phase : std::string("closed");
+  o["created_at"] = rfc3339(e.created_at);
+  o["age_ms"] =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.created_at).count();
+  o["pending_decisions"] = status ? status->pending_decisions : 0;
+  if (status)
+    o["turns"] = status->turns;
+  else if (e.turns)
+    o["turns"] = *e.turns;
+  else
+    o["turns"] = nullptr;
+  o["last_seq"] = status ? status->last_seq : e.last_seq;
+  if (status && status->close_reason)
+    o["close_reason"] = protocol::to_string(*status->close_reason);
+  else if (e.close_reason)
+    o["close_reason"] = protocol::to_string(*e.close_reason);
+  else
+    o["close_reason"] = nullptr;
+  json::object labels;
+  for (const auto& [k, v] : e.labels)
+    labels[k] = v;
+  o["labels"] = std::move(labels);
+  o["owner_uid"] = e.owner_uid;
+  // The vendor process while it runs; none after.
+  if (status && status->pid > 0)
+    o["pid"] = status->pid;
+  else
+    o["pid"] = nullptr;
+  // Spend so far and the run's budgets; null for a run found on disk (not kept there).
+  std::optional<Spend> spend = status ? std::optional<Spend>(status->spend) : e.spend;
+  o["spend"] = spend ? json::value(spend->to_json()) : json::value(nullptr);
+  std::optional<adapters::Budgets> budget = status ? std::optional<adapters::Budgets>(status->budget) : e.budget;
+  o["budget"] = budget ? json::value(adapters::budgets_to_json(*budget)) : json::value(nullptr);
+  co_return o;
+}
+
+}  // namespace mh::daemon

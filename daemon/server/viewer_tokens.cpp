@@ -1,0 +1,80 @@
+#include "daemon/server/viewer_tokens.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "protocol/digest.hpp"
+
+namespace mh::daemon {
+
+namespace {
+
+// base64url without padding (RFC 4648 §5): a token travels in a URL fragment and a header.
+std::string base64url(const unsigned char* bytes, int n) {
+  std::string out(4 * ((n + 2) / 3) + 1, '\0');
+  int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes, n);
+  out.resize(written);
+  while (!out.empty() && out.back() == '=')
+    out.pop_back();
+  for (char& c : out) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<ViewerTokens::Minted> ViewerTokens::mint(Role role, protocol::PeerIdentity by, std::chrono::seconds ttl,
+                                                       std::chrono::system_clock::time_point now,
+                                                       std::string& why_not) {
+  if (ttl < std::chrono::seconds(1) || ttl > kMaxTtl) {
+    why_not = "a viewer token lives from 1 s to " + std::to_string(kMaxTtl.count()) + " s, not " +
+              std::to_string(ttl.count()) + " s";
+    return std::nullopt;
+  }
+  if (role == Role::none) {
+    why_not = "a viewer token needs a role";
+    return std::nullopt;
+  }
+  unsigned char random[32];
+  if (RAND_bytes(random, sizeof random) != 1) {
+    why_not = "the system gave no randomness for a token";
+    return std::nullopt;
+  }
+  std::string token = base64url(random, sizeof random);
+  std::lock_guard lock(mu_);
+  forget_expired(now);
+  if (by_digest_.size() >= kMaxTokens) {
+    why_not = std::to_string(kMaxTokens) + " viewer tokens are live; one frees when it expires (or at a restart)";
+    return std::nullopt;
+  }
+  ViewerGrant grant{role, std::move(by), now + ttl};
+  by_digest_[protocol::sha256_hex(token)] = grant;
+  return Minted{std::move(token), grant.expires_at};
+}
+
+std::optional<ViewerGrant> ViewerTokens::check(std::string_view token, std::chrono::system_clock::time_point now) {
+  // The digest is what is compared: how long a lookup takes says nothing about the token.
+  const std::string digest = protocol::sha256_hex(token);
+  std::lock_guard lock(mu_);
+  auto it = by_digest_.find(digest);
+  if (it == by_digest_.end()) return std::nullopt;
+  if (it->second.expires_at <= now) {
+    by_digest_.erase(it);
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+std::size_t ViewerTokens::live(std::chrono::system_clock::time_point now) {
+  std::lock_guard lock(mu_);
+  forget_expired(now);
+  return by_digest_.size();
+}
+
+void ViewerTokens::forget_expired(std::chrono::system_clock::time_point now) {
+  std::erase_if(by_digest_, [now](const auto& entry) { return entry.second.expires_at <= now; });
+}
+
+}  // namespace mh::daemon

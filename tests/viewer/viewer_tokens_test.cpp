@@ -1,0 +1,82 @@
+// The viewer's token book: what a token grants, for how long, and the bounds it keeps.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "daemon/server/viewer_tokens.hpp"
+
+namespace mh::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+const auto kNow = std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
+
+TEST(ViewerTokens, ATokenCarriesTheRoleAndThePeerItWasMintedForUntilItExpires) {
+  ViewerTokens book;
+  std::string why;
+  auto minted = book.mint(Role::control, protocol::PeerIdentity{1001, 4242}, 60s, kNow, why);
+  ASSERT_TRUE(minted) << why;
+  EXPECT_EQ(minted->expires_at, kNow + 60s);
+  auto grant = book.check(minted->token, kNow + 59s);
+  ASSERT_TRUE(grant);
+  EXPECT_EQ(grant->role, Role::control);
+  EXPECT_EQ(grant->minted_by.uid, 1001u);
+  EXPECT_EQ(grant->minted_by.pid, 4242);
+  EXPECT_FALSE(book.check(minted->token, kNow + 60s)) << "expired at its expires_at";
+  EXPECT_FALSE(book.check(minted->token, kNow)) << "an expired token is forgotten, not revived";
+}
+
+TEST(ViewerTokens, AnUnknownOrAlteredTokenGrantsNothing) {
+  ViewerTokens book;
+  std::string why;
+  auto minted = book.mint(Role::admin, protocol::PeerIdentity{0, 1}, 60s, kNow, why);
+  ASSERT_TRUE(minted);
+  std::string altered = minted->token;
+  altered[0] = altered[0] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(book.check(altered, kNow));
+  EXPECT_FALSE(book.check("", kNow));
+  EXPECT_FALSE(book.check(minted->token + "x", kNow));
+  EXPECT_TRUE(book.check(minted->token, kNow));
+}
+
+TEST(ViewerTokens, TokensAre256RandomBitsInBase64Url) {
+  ViewerTokens book;
+  std::set<std::string> seen;
+  std::string why;
+  for (int i = 0; i < 64; ++i) {
+    auto minted = book.mint(Role::observe, protocol::PeerIdentity{}, 60s, kNow, why);
+    ASSERT_TRUE(minted) << why;
+    EXPECT_EQ(minted->token.size(), 43u) << minted->token;
+    EXPECT_EQ(minted->token.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+              std::string::npos)
+        << minted->token;
+    seen.insert(minted->token);
+  }
+  EXPECT_EQ(seen.size(), 64u);
+}
+
+TEST(ViewerTokens, ATtlOutOfRangeOrNoRoleIsRefusedByName) {
+  ViewerTokens book;
+  std::string why;
+  EXPECT_FALSE(book.mint(Role::observe, {}, 0s, kNow, why));
+  EXPECT_NE(why.find("from 1 s"), std::string::npos) << why;
+  EXPECT_FALSE(book.mint(Role::observe, {}, ViewerTokens::kMaxTtl + 1s, kNow, why));
+  EXPECT_FALSE(book.mint(Role::none, {}, 60s, kNow, why));
+  EXPECT_NE(why.find("role"), std::string::npos) << why;
+  EXPECT_EQ(book.live(kNow), 0u);
+}
+
+TEST(ViewerTokens, AFullBookRefusesOneMoreUntilATokenExpires) {
+  ViewerTokens book;
+  std::string why;
+  for (std::size_t i = 0; i < ViewerTokens::kMaxTokens; ++i)
+    ASSERT_TRUE(book.mint(Role::observe, {}, i == 0 ? 10s : 3600s, kNow, why)) << why;
+  EXPECT_FALSE(book.mint(Role::observe, {}, 60s, kNow + 1s, why));
+  EXPECT_NE(why.find("live"), std::string::npos) << why;
+  // The first one expires: there is room again, and nobody else's token was pushed out.
+  EXPECT_TRUE(book.mint(Role::observe, {}, 60s, kNow + 10s, why)) << why;
+  EXPECT_EQ(book.live(kNow + 10s), ViewerTokens::kMaxTokens);
+}
+
+}  // namespace
+}  // namespace mh::daemon
