@@ -220,7 +220,8 @@ asio::awaitable<http::Response> api_events(std::shared_ptr<Server> server, http:
   }
   auto executor = co_await asio::this_coro::executor;
   auto reader = StreamReader::open(shared, executor, ReaderStart::at_seq(from));
-  if (!reader) co_return refusal(400, "MALFORMED", "cannot start at seq " + std::to_string(from) + ": " + reader.error());
+  if (!reader)
+    co_return refusal(400, "MALFORMED", "cannot start at seq " + std::to_string(from) + ": " + reader.error());
   bool live = true;
   auto batch = reader->read_some();
   if (batch && batch->count == 0 && !batch->reached_end && wait.count() > 0) {
@@ -280,8 +281,8 @@ asio::awaitable<http::Response> api_decide(std::shared_ptr<Server> server, http:
                             protocol::cmd::ToolDecide{std::string(call_id->get_string()), std::move(*decision)}};
   std::pair<protocol::ev::CommandResult, bool> answer;
   if (!e->run) {
-    answer = {protocol::ev::CommandResult{command.id, protocol::CommandOutcome::refused(
-                                                          protocol::RefusalCode::TOO_LATE, "the run has closed")},
+    answer = {protocol::ev::CommandResult{
+                  command.id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE, "the run has closed")},
               false};
   } else {
     auto run = e->run;

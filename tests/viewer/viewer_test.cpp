@@ -175,8 +175,9 @@ TEST_F(Viewer, AnObserveTokenSeesTheRunButCannotAnswerIt) {
   // A deny needs a reason, from the page as on the wire; a malformed body is refused by name.
   auto control = mint(R"("role":"control")");
   ASSERT_TRUE(control);
-  auto blank = api("POST", "/viewer/api/decide", control->token,
-                   R"({"run_id":")" + run + R"(","call_id":)" + json_string(call) + R"(,"decision":{"decision":"deny"}})");
+  auto blank =
+      api("POST", "/viewer/api/decide", control->token,
+          R"({"run_id":")" + run + R"(","call_id":)" + json_string(call) + R"(,"decision":{"decision":"deny"}})");
   ASSERT_TRUE(blank);
   EXPECT_EQ(blank->status, 400u);
   EXPECT_EQ(body_of(blank).at("code"), "MALFORMED");
@@ -234,8 +235,8 @@ TEST_F(Viewer, TheStreamIsReadFromAnySeqAndAWaitEndsWhenTheNextLineIsWritten) {
                    "&wait_ms=20000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + minted->token + "\r\n\r\n");
   const auto asked = std::chrono::steady_clock::now();
   SocketClient c(daemon->socket());
-  auto result = c.request(socket_request("command", R"("run_id":")" + run + R"(","command":)" +
-                                                        tool_decide("d1", call, R"({"decision":"allow"})")));
+  auto result = c.request(socket_request(
+      "command", R"("run_id":")" + run + R"(","command":)" + tool_decide("d1", call, R"({"decision":"allow"})")));
   ASSERT_TRUE(result && result->str("reply") == "result") << (result ? result->raw : "no reply");
   auto woke = waiting.read_answer();
   ASSERT_TRUE(woke);
@@ -278,8 +279,7 @@ TEST_F(Viewer, APendingApprovalIsAnsweredFromThePageInARealBrowser) {
   ASSERT_TRUE(browser.started()) << browser.error();
   ASSERT_TRUE(browser.navigate(minted->url)) << browser.error();
   const std::string row = "#runs tbody tr[data-run-id='" + run + "']";
-  ASSERT_TRUE(browser.wait_until("return document.querySelector(\"" + row + "\") !== null;", 20s))
-      << browser.error();
+  ASSERT_TRUE(browser.wait_until("return document.querySelector(\"" + row + "\") !== null;", 20s)) << browser.error();
   auto href = browser.script("return location.href;");
   ASSERT_TRUE(href && href->is_string());
   EXPECT_EQ(std::string(href->as_string()).find("token="), std::string::npos)
@@ -297,10 +297,10 @@ TEST_F(Viewer, APendingApprovalIsAnsweredFromThePageInARealBrowser) {
   const std::string pending = "#pending .pending[data-call-id='toolu_marker']";
   ASSERT_TRUE(browser.wait_until("return document.querySelector(\"" + pending + " button.allow\") !== null;", 20s))
       << browser.error();
-  ASSERT_TRUE(browser.wait_until(
-      "const c = document.querySelector(\"#calls tr.call[data-call-id='toolu_marker'] td.tool\");"
-      "return c !== null && c.textContent === 'Bash';",
-      20s));
+  ASSERT_TRUE(
+      browser.wait_until("const c = document.querySelector(\"#calls tr.call[data-call-id='toolu_marker'] td.tool\");"
+                         "return c !== null && c.textContent === 'Bash';",
+                         20s));
   auto remaining = browser.find(pending + " .remaining");
   ASSERT_TRUE(remaining);
   std::string left = browser.text(*remaining);
@@ -316,9 +316,9 @@ TEST_F(Viewer, APendingApprovalIsAnsweredFromThePageInARealBrowser) {
   ASSERT_TRUE(allow);
   ASSERT_TRUE(browser.click(*allow)) << browser.error();
   const std::string call_row = "#calls tr.call[data-call-id='toolu_marker']";
-  ASSERT_TRUE(browser.wait_until("const r = document.querySelector(\"" + call_row +
-                                     "\"); return r !== null && r.dataset.decision === 'allow';",
-                                 30s))
+  ASSERT_TRUE(browser.wait_until(
+      "const r = document.querySelector(\"" + call_row + "\"); return r !== null && r.dataset.decision === 'allow';",
+      30s))
       << browser.error();
   auto by = browser.find(call_row + " td.by");
   ASSERT_TRUE(by);
@@ -326,9 +326,8 @@ TEST_F(Viewer, APendingApprovalIsAnsweredFromThePageInARealBrowser) {
   EXPECT_NE(browser.text(*by).find("viewer"), std::string::npos) << browser.text(*by);
   ASSERT_TRUE(browser.wait_until("return document.getElementById('stream').dataset.closed === 'true';", 90s))
       << "the page follows the stream to its end";
-  ASSERT_TRUE(browser.wait_until("const r = document.querySelector(\"" + call_row +
-                                     "\"); return r !== null && r.dataset.result === 'ok';",
-                                 10s));
+  ASSERT_TRUE(browser.wait_until(
+      "const r = document.querySelector(\"" + call_row + "\"); return r !== null && r.dataset.result === 'ok';", 10s));
   auto stream = browser.find("#stream");
   ASSERT_TRUE(stream);
   std::string lines = browser.text(*stream);
@@ -336,9 +335,8 @@ TEST_F(Viewer, APendingApprovalIsAnsweredFromThePageInARealBrowser) {
   EXPECT_NE(lines.find("tool.decided"), std::string::npos);
   ASSERT_TRUE(browser.wait_until("return document.querySelector(\"#pending .pending\") === null;", 10s))
       << "an answered approval leaves the list";
-  ASSERT_TRUE(browser.wait_until("const r = document.querySelector(\"" + row +
-                                     "\"); return r !== null && r.dataset.state === 'closed';",
-                                 10s))
+  ASSERT_TRUE(browser.wait_until(
+      "const r = document.querySelector(\"" + row + "\"); return r !== null && r.dataset.state === 'closed';", 10s))
       << "the runs list shows the run closed";
   auto closed = browser.screenshot();
   ASSERT_TRUE(closed);

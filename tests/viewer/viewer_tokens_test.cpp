@@ -1,9 +1,9 @@
 // The viewer's token book: what a token grants, for how long, and the bounds it keeps.
+#include "daemon/server/viewer_tokens.hpp"
+
 #include <gtest/gtest.h>
 
 #include <set>
-
-#include "daemon/server/viewer_tokens.hpp"
 
 namespace mh::daemon {
 namespace {

@@ -82,8 +82,7 @@ Browser::~Browser() {
   if (driver_.running()) driver_.terminate(std::chrono::seconds(5));
 }
 
-std::optional<json::value> Browser::call(const std::string& method, const std::string& path,
-                                         const json::object& body) {
+std::optional<json::value> Browser::call(const std::string& method, const std::string& path, const json::object& body) {
   if (!http_) return std::nullopt;
   std::vector<std::pair<std::string, std::string>> headers{{"Content-Type", "application/json"}};
   auto answer = http_->request(method, path, headers, method == "POST" ? protocol::canonical_json(body) : "");
@@ -126,8 +125,8 @@ bool Browser::wait_until(const std::string& body, std::chrono::milliseconds time
 }
 
 std::optional<std::string> Browser::find(const std::string& css) {
-  auto value = call("POST", "/session/" + session_ + "/element",
-                    json::object{{"using", "css selector"}, {"value", css}});
+  auto value =
+      call("POST", "/session/" + session_ + "/element", json::object{{"using", "css selector"}, {"value", css}});
   if (!value) return std::nullopt;
   if (!value->is_object() || !value->as_object().contains(kElementKey)) {
     error_ = "no element for " + css + ": " + protocol::canonical_json(*value).substr(0, 300);

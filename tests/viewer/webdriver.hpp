@@ -11,8 +11,8 @@
 #include <string>
 
 #include "protocol/json.hpp"
-#include "tests/http/http_test_client.hpp"
 #include "testkit/subprocess.hpp"
+#include "tests/http/http_test_client.hpp"
 
 namespace mh::test {
 
