@@ -242,7 +242,10 @@ class AdapterSession {
   virtual void start(AdapterSink& sink) = 0;
   // One line of the vendor's stdout (line.number is its 1-based line in the transcript).
   virtual void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) = 0;
-  // The vendor's stdout ended. Adapters that synthesise a terminal record do it here.
+  // The vendor's stdout ended. Adapters that synthesise a terminal record do it here, and what
+  // they held for a later line (Codex: notifications before its thread exists) is released here,
+  // never dropped. Called once, after the last line: live by RunCore::on_vendor_end, before the
+  // run's wind-up records; offline by translate.
   virtual void on_vendor_end(AdapterSink& sink) = 0;
   // One request from a hook program over the plan's HookChannel (`input` is the hook's stdin
   // JSON). Adapters without a hook channel never get one.

@@ -133,6 +133,13 @@ void RunCore::on_command(proto::Command command, std::optional<proto::PeerIdenti
       command.payload);
 }
 
+void RunCore::on_vendor_end(Instant now) {
+  now_ = now;
+  if (vendor_end_told_ || phase_ == Phase::closed) return;
+  vendor_end_told_ = true;
+  session_->on_vendor_end(*this);
+}
+
 static std::string describe(const proto::ProcessTermination& p) {
   switch (p.kind) {
     case proto::ProcessKind::exited:
@@ -147,7 +154,8 @@ static std::string describe(const proto::ProcessTermination& p) {
 
 proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, Instant now,
                                     std::string_view vendor_stderr_tail) {
-  now_ = now;
+  // What the session held is the vendor's own record: it comes before why the run ends.
+  on_vendor_end(now);
   // A turn cut short: what it spent is judged as at a turn's end (an unpriced request is unknown).
   (void)budget_.turn_ended();
   effects_.spend_changed(budget_.spend());

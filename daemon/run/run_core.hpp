@@ -96,6 +96,10 @@ class RunCore final : private adapters::AdapterSink {
   // A budget kept outside the run (the daemon's daily budget of the run's owner) is exhausted:
   // the run is stopped and closes `budget`, the warning saying which.
   void on_budget_exhausted(const std::string& message, Instant now);
+  // The vendor's stdout ended (its last line was handed in): the session flushes what it still
+  // holds (Codex: the notifications it held for a thread that never came), in the stream before
+  // the wind-up's records. The session is told once; wind_up tells it first if the host has not.
+  void on_vendor_end(Instant now);
   // The vendor's stdout ended and its processes are gone. Abandons what is pending, emits
   // session.ended (if the vendor produced terminal evidence) and returns the close reason for
   // the host's stream.closed.
@@ -224,6 +228,7 @@ class RunCore final : private adapters::AdapterSink {
   void steer_undelivered(const SteerInFlight& steer, std::string_view why);
   bool session_ended_emitted_ = false;
   bool session_started_seen_ = false;
+  bool vendor_end_told_ = false;  // session_->on_vendor_end was called (exactly once per run)
 };
 
 std::string_view to_string(RunCore::Phase phase);

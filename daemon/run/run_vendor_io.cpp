@@ -162,6 +162,12 @@ asio::awaitable<void> Run::Impl::read_stdout() {
   };
   co_await read_until_end(*vendor_stdout, consume);
   framer.finish(on_line);
+  // Nothing more will come: the adapter flushes what it held for a later line (wind_up would
+  // too, but only once the vendor's processes are gone; the record is due now).
+  if (!closed) {
+    core->on_vendor_end(Clock::now());
+    after_core();
+  }
 }
 
 asio::awaitable<void> Run::Impl::read_stderr() {

@@ -53,13 +53,13 @@ class RecordingEffects final : public RunEffects {
   Spend spend;
 };
 
-json::object parse_object(const std::string& text) {
+inline json::object parse_object(const std::string& text) {
   auto v = proto::parse_json(text);
   EXPECT_TRUE(v && v->is_object()) << text;
   return v && v->is_object() ? v->get_object() : json::object{};
 }
 
-proto::Frame frame_admitting(std::vector<proto::OpKind> ops) {
+inline proto::Frame frame_admitting(std::vector<proto::OpKind> ops) {
   proto::Frame f;
   f.workflow_id = "development/default";
   f.workflow_version = "1";
@@ -85,7 +85,9 @@ class RunCoreTest : public ::testing::Test {
     plan.transcript_path = "/runs/r-1/vendor-stdout.jsonl";
     plan.cwd = "/scratch/work";
     const adapters::Adapter* adapter = registry.find("claude");
-    core = std::make_unique<RunCore>(spec, *adapter, adapter->open_session(spec, plan), fx, options);
+    auto session = adapter->open_session(spec, plan);
+    if (wrap_session) session = wrap_session(std::move(session));
+    core = std::make_unique<RunCore>(spec, *adapter, std::move(session), fx, options);
     core->start(now);
   }
 
@@ -162,6 +164,8 @@ class RunCoreTest : public ::testing::Test {
   adapters::AdapterRegistry registry{adapters::HostConfig{"/nonexistent", {}}};
   adapters::RunSpec spec;
   RunCoreOptions options;
+  // Set before open(): wraps the Claude session (a test's own session around the real one).
+  std::function<std::unique_ptr<adapters::AdapterSession>(std::unique_ptr<adapters::AdapterSession>)> wrap_session;
   RecordingEffects fx;
   std::unique_ptr<RunCore> core;
   Instant now = Instant{} + 1000s;
