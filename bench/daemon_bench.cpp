@@ -1195,9 +1195,10 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   std::size_t ended = 0, gates_answered = 0, measured_decisions = 0;
   const std::size_t all_measured = ids.size() * static_cast<std::size_t>(o.rt_calls);
   // The daemon's CPU is read when the last gate is answered (every run is up, none has asked a
-  // measured call before that except the few released in the last moments) and when the last
-  // measured call is decided: CPU per call without the runs' start-up; the runs that finished
-  // early have closed inside the window, and their close is counted.
+  // measured call before that except the few released in the last moments) and when the first
+  // run has had its last call decided: CPU per call with neither the runs' start-up nor their
+  // close (a close scans /proc for the run's processes, tens of milliseconds of CPU that belong
+  // to the run, not to its decisions). Only the calls asked inside the window are counted.
   double cpu_at_last_gate = 0, cpu_at_last_decision = 0;
   CpuWindow machine;  // the same window, for the whole machine
   std::future<void> machine_window_start;
@@ -1232,7 +1233,9 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
             }
           }
           measured_decisions += c.decisions - decisions_before - (was_gated && c.gate_answered ? 1 : 0);
-          if (measured_decisions == all_measured && cpu_at_last_decision == 0) {
+          const bool first_run_done = gates_answered == controllers.size() &&
+                                      c.decisions == static_cast<std::size_t>(o.rt_calls) + 1;
+          if ((first_run_done || measured_decisions == all_measured) && cpu_at_last_decision == 0) {
             cpu_at_last_decision = cpu_ms_of(daemon.pid());
             r.cpu_window_end_ns = monotonic_ns();
             if (machine_window_start.valid()) {
