@@ -6,9 +6,11 @@
 #pragma once
 
 #include <boost/system/result.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "protocol/capabilities.hpp"
@@ -160,11 +162,20 @@ struct ToolCall {
   bool escalation = false;
 };
 
-// The reply channel for one vendor decision request (Claude: the control request_id of a
-// hook_callback; Codex: the JSON-RPC id of an approval request).
+// The reply channel for one vendor decision request: the vendor's own request id (Claude: the
+// control request_id of a hook_callback; Codex: the JSON-RPC id of an approval request), or the
+// hook channel's connection that is waiting (Codex's PreToolUse hook). Typed, so an adapter
+// never parses its own token back out of a string. No id and no connection: no reply channel.
 struct ReplyToken {
   std::string id;
+  std::optional<std::uint64_t> hook_connection;
   proto::Seam seam = proto::Seam::hook;
+
+  bool empty() const { return id.empty() && !hook_connection; }
+  // The same channel (the seam says where the request came from, not which one it is).
+  bool same_channel(const ReplyToken& other) const {
+    return id == other.id && hook_connection == other.hook_connection;
+  }
 };
 
 // The vendor's answer to a control request metaharness sent.

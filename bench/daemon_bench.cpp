@@ -1233,8 +1233,8 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
             }
           }
           measured_decisions += c.decisions - decisions_before - (was_gated && c.gate_answered ? 1 : 0);
-          const bool first_run_done = gates_answered == controllers.size() &&
-                                      c.decisions == static_cast<std::size_t>(o.rt_calls) + 1;
+          const bool first_run_done =
+              gates_answered == controllers.size() && c.decisions == static_cast<std::size_t>(o.rt_calls) + 1;
           if ((first_run_done || measured_decisions == all_measured) && cpu_at_last_decision == 0) {
             cpu_at_last_decision = cpu_ms_of(daemon.pid());
             r.cpu_window_end_ns = monotonic_ns();

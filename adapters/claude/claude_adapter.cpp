@@ -157,7 +157,7 @@ class Session final : public AdapterSession {
     if (t == "control_response" && handle_control_response(record, sink)) return;
     if (t == "control_cancel_request") {
       if (const json::value* id = record.if_contains("request_id"); id && id->is_string()) {
-        sink.call_withdrawn(ReplyToken{std::string(id->get_string()), proto::Seam::hook});
+        sink.call_withdrawn(ReplyToken{.id = std::string(id->get_string()), .seam = proto::Seam::hook});
         return;
       }
     }
@@ -301,7 +301,7 @@ class Session final : public AdapterSession {
           call.call_id = tu->get_string();
       // A request we cannot correlate still gets an identity (and is decided like any call).
       if (call.call_id.empty()) call.call_id = "hook-" + request_id;
-      sink.call_awaits_answer(std::move(call), ReplyToken{request_id, proto::Seam::hook});
+      sink.call_awaits_answer(std::move(call), ReplyToken{.id = request_id, .seam = proto::Seam::hook});
       return true;
     }
     // can_use_tool, elicitation, mcp_message, request_user_dialog: nothing we enabled asks for

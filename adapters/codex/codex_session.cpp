@@ -144,20 +144,19 @@ class Session final : public AdapterSession {
       sink.reply_hook(connection, "");
       return;
     }
-    sink.call_awaits_answer(std::move(call), ReplyToken{"hook:" + std::to_string(connection), proto::Seam::hook});
+    sink.call_awaits_answer(std::move(call), ReplyToken{.hook_connection = connection, .seam = proto::Seam::hook});
   }
 
   void on_hook_gone(std::uint64_t connection, AdapterSink& sink) override {
-    sink.call_withdrawn(ReplyToken{"hook:" + std::to_string(connection), proto::Seam::hook});
+    sink.call_withdrawn(ReplyToken{.hook_connection = connection, .seam = proto::Seam::hook});
   }
 
   // --- answering -----------------------------------------------------------------------------
 
   void answer(const ReplyToken& reply, const ToolCall& call, const proto::Decision& decision,
               AdapterSink& sink) override {
-    if (reply.id.rfind("hook:", 0) == 0) {
-      std::uint64_t connection = std::stoull(reply.id.substr(5));
-      sink.reply_hook(connection, hook_reply(decision));
+    if (reply.hook_connection) {
+      sink.reply_hook(*reply.hook_connection, hook_reply(decision));
       return;
     }
     auto it = approvals_.find(reply.id);
@@ -606,7 +605,7 @@ class Session final : public AdapterSession {
       // (require_escalated: Codex's reason is then the model's justification), is that escalation.
       if (!call.escalation) reader_.add_model_request(call);
       approvals_[token] = id;
-      sink.call_awaits_answer(std::move(call), ReplyToken{token, proto::Seam::control_request});
+      sink.call_awaits_answer(std::move(call), ReplyToken{.id = token, .seam = proto::Seam::control_request});
       return;
     }
     // Nothing this run configures asks for these (no MCP servers, no dynamic tools, no user to

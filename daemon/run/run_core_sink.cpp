@@ -72,7 +72,7 @@ void RunCore::call_presented(adapters::ToolCall call, std::optional<std::string>
 }
 
 void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply) {
-  bool has_reply = !reply.id.empty();
+  bool has_reply = !reply.empty();
   auto it = calls_.find(call.call_id);
   if (it == calls_.end()) {
     // Asked before (or without) being presented: this request is its presentation.
@@ -117,7 +117,7 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
 
 void RunCore::call_withdrawn(const adapters::ReplyToken& reply) {
   for (auto& [id, st] : calls_) {
-    if (!st.reply || st.reply->id != reply.id) continue;
+    if (!st.reply || !st.reply->same_channel(reply)) continue;
     st.answered = true;  // nobody is listening for an answer any more
     if (!st.decision) {
       decide(st,
