@@ -40,6 +40,7 @@ class ClaudeVendor : public VendorBase<ClaudeRun> {
   static constexpr bool allows_every_one_of_three_calls = true;
   // claude, its tool shell and the setsid'd sleep.
   static constexpr std::size_t marked_processes_while_a_tool_runs = 3;
+  static constexpr bool ends_before_later_commands_arrive = false;
 
  protected:
   // The vendor's own denials pass through to session.ended.

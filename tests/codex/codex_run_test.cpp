@@ -61,6 +61,7 @@ class CodexVendor : public VendorBase<CodexRun> {
   static constexpr bool allows_every_one_of_three_calls = false;
   // codex, its command shell and the setsid'd sleep.
   static constexpr std::size_t marked_processes_while_a_tool_runs = 3;
+  static constexpr bool ends_before_later_commands_arrive = false;
 
  protected:
   // Shell calls are gated by the approval in-band, and the vendor's answer went back as decline:

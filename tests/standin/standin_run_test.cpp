@@ -84,6 +84,8 @@ class StandinVendor : public VendorBase<StandinRun> {
   static constexpr bool allows_every_one_of_three_calls = false;
   // the stand-in and its setsid'd background sleep.
   static constexpr std::size_t marked_processes_while_a_tool_runs = 2;
+  // Its turn ends within a millisecond of the decision: the deadline behaviour holds the run open.
+  static constexpr bool ends_before_later_commands_arrive = true;
 
  protected:
   void expect_frame_denial_extras() {
