@@ -38,6 +38,7 @@
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "metaharness/build_info.hpp"
+#include "testkit/stop_signals.hpp"
 
 namespace mh::seam {
 
@@ -458,12 +459,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace mh::seam;
-  ::signal(SIGPIPE, SIG_IGN);  // a child that died must not take the bench with it
-  struct sigaction stop {};
-  stop.sa_handler = on_stop_signal;
-  sigemptyset(&stop.sa_mask);
-  ::sigaction(SIGINT, &stop, nullptr);
-  ::sigaction(SIGTERM, &stop, nullptr);
+  mh::testkit::route_stop_signals(on_stop_signal);
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
