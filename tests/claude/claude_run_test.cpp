@@ -20,38 +20,19 @@ namespace {
 // its call ids and words, and what only its records show.
 class ClaudeVendor : public VendorBase<ClaudeRun> {
  public:
-  static constexpr const char* adapter = "claude";
-  static std::string scenario(Behaviour b) {
-    switch (b) {
-      case Behaviour::one_shell_call:
-        return "bash_marker";
-      case Behaviour::three_calls:
-        return "three_calls";
-      case Behaviour::sleep_then_more:
-        return "sleep_then_more";
-      case Behaviour::auth_failure:
-        return "auth_401";
-    }
-    return "";
-  }
-  static std::string call(std::string_view tag) { return "toolu_" + std::string(tag); }
-  static std::vector<std::string> auth_failure_args() { return {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=0"}; }
-  static constexpr const char* auth_expired_words = "OAuth token has expired";
-  static constexpr bool allows_every_one_of_three_calls = true;
-  // claude, its tool shell and the setsid'd sleep.
-  static constexpr std::size_t marked_processes_while_a_tool_runs = 3;
-  static constexpr bool ends_before_later_commands_arrive = false;
+  // Marked while a tool runs: claude, its tool shell and the setsid'd sleep.
+  static inline const VendorFacts facts{.adapter = "claude",
+                                        .one_shell_call = "bash_marker",
+                                        .call_prefix = "toolu_",
+                                        .auth_failure_args = {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=0"},
+                                        .auth_expired_words = "OAuth token has expired",
+                                        .allows_every_one_of_three_calls = true,
+                                        .marked_processes_while_a_tool_runs = 3,
+                                        .ends_before_later_commands_arrive = false};
 
  protected:
   // The vendor's own denials pass through to session.ended.
-  void expect_frame_denial_extras() {
-    auto ended = process->events_named("session.ended");
-    ASSERT_EQ(ended.size(), 1u);
-    const auto& denials = ended[0].object.at("permission_denials").as_array();
-    ASSERT_EQ(denials.size(), 1u);
-    EXPECT_EQ(denials[0].as_object().at("tool_name"), "Bash");
-    EXPECT_EQ(denials[0].as_object().at("tool_use_id"), "toolu_marker");
-  }
+  void expect_frame_denial_extras() { expect_one_vendor_denial("Bash", "toolu_marker"); }
   void expect_allow_extras(const EventLine& requested) {
     EXPECT_EQ(requested.object.at("deadline_ms").to_number<int>(), 55000);
   }

@@ -39,29 +39,16 @@ class CodexRun : public GovernedRun {
 // its call ids and words, and what only its records show.
 class CodexVendor : public VendorBase<CodexRun> {
  public:
-  static constexpr const char* adapter = "codex";
-  static std::string scenario(Behaviour b) {
-    switch (b) {
-      case Behaviour::one_shell_call:
-        return "marker";
-      case Behaviour::three_calls:
-        return "three_calls";
-      case Behaviour::sleep_then_more:
-        return "sleep_then_more";
-      case Behaviour::auth_failure:
-        return "auth_401";
-    }
-    return "";
-  }
-  static std::string call(std::string_view tag) { return "call_" + std::string(tag); }
-  static std::vector<std::string> auth_failure_args() {
-    return {"--vendor-option", "stream_max_retries=0", "--vendor-option", "request_max_retries=0"};
-  }
-  static constexpr const char* auth_expired_words = "Your authentication token has been revoked.";
-  static constexpr bool allows_every_one_of_three_calls = false;
-  // codex, its command shell and the setsid'd sleep.
-  static constexpr std::size_t marked_processes_while_a_tool_runs = 3;
-  static constexpr bool ends_before_later_commands_arrive = false;
+  // Marked while a tool runs: codex, its command shell and the setsid'd sleep.
+  static inline const VendorFacts facts{
+      .adapter = "codex",
+      .one_shell_call = "marker",
+      .call_prefix = "call_",
+      .auth_failure_args = {"--vendor-option", "stream_max_retries=0", "--vendor-option", "request_max_retries=0"},
+      .auth_expired_words = "Your authentication token has been revoked.",
+      .allows_every_one_of_three_calls = false,
+      .marked_processes_while_a_tool_runs = 3,
+      .ends_before_later_commands_arrive = false};
 
  protected:
   // Shell calls are gated by the approval in-band, and the vendor's answer went back as decline:

@@ -64,40 +64,22 @@ class StandinRun : public GovernedRun {
 // and what its records show beyond the shared checks.
 class StandinVendor : public VendorBase<StandinRun> {
  public:
-  static constexpr const char* adapter = "claude";
-  static std::string scenario(Behaviour b) {
-    switch (b) {
-      case Behaviour::one_shell_call:
-        return "bash_marker";
-      case Behaviour::three_calls:
-        return "three_calls";
-      case Behaviour::sleep_then_more:
-        return "sleep_then_more";
-      case Behaviour::auth_failure:
-        return "auth_401";
-    }
-    return "";
-  }
-  static std::string call(std::string_view tag) { return "toolu_" + std::string(tag); }
-  static std::vector<std::string> auth_failure_args() { return {}; }
-  static constexpr const char* auth_expired_words = "OAuth token has expired";
-  static constexpr bool allows_every_one_of_three_calls = false;
-  // the stand-in and its setsid'd background sleep.
-  static constexpr std::size_t marked_processes_while_a_tool_runs = 2;
-  // Its turn ends within a millisecond of the decision: the deadline behaviour holds the run open.
-  static constexpr bool ends_before_later_commands_arrive = true;
+  // Marked while a tool runs: the stand-in and its setsid'd background sleep.
+  static inline const VendorFacts facts{.adapter = "claude",
+                                        .one_shell_call = "bash_marker",
+                                        .call_prefix = "toolu_",
+                                        .auth_failure_args = {},
+                                        .auth_expired_words = "OAuth token has expired",
+                                        .allows_every_one_of_three_calls = false,
+                                        .marked_processes_while_a_tool_runs = 2,
+                                        .ends_before_later_commands_arrive = true};
 
  protected:
   void expect_frame_denial_extras() {
     auto started = process->events_named("session.started");
     ASSERT_EQ(started.size(), 1u);
     EXPECT_EQ(started[0].str("harness_version"), "2.1.197");
-    auto ended = process->events_named("session.ended");
-    ASSERT_EQ(ended.size(), 1u);
-    const auto& denials = ended[0].object.at("permission_denials").as_array();
-    ASSERT_EQ(denials.size(), 1u);
-    EXPECT_EQ(denials[0].as_object().at("tool_name"), "Bash");
-    EXPECT_EQ(denials[0].as_object().at("tool_use_id"), "toolu_marker");
+    expect_one_vendor_denial("Bash", "toolu_marker");
   }
   void expect_allow_extras(const EventLine& /*requested*/) {
     auto results = tool_results("toolu_marker");

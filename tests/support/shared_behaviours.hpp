@@ -9,12 +9,10 @@
 // tests with NO_PRETTY_TYPES: <0> is the one type; the vendor-only tests stay ClaudeRun.*).
 //
 // A Vendor derives from VendorBase<its fixture> (GovernedRun, or one built on it whose start() it
-// uses) and provides, statically: adapter, scenario(Behaviour), call(tag) ("marker" ->
-// "toolu_marker"), auth_failure_args(), auth_expired_words, allows_every_one_of_three_calls,
-// marked_processes_while_a_tool_runs and ends_before_later_commands_arrive (the stand-in: its turn
-// ends within a millisecond of a decision, so the deadline behaviour holds its run open); and as members
-// expect_deny_reason_delivered(reason, requests_before) and whichever extra checks it makes (VendorBase's make none).
-// Every check a vendor's suite made before the suites were merged is made here or in that vendor's extras.
+// uses) and provides `static inline const VendorFacts facts`, the member
+// expect_deny_reason_delivered(reason, requests_before), and whichever extra checks it makes
+// (VendorBase's make none). Every check a vendor's suite made before the suites were merged is
+// made here or in that vendor's extras.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -29,13 +27,34 @@
 
 namespace mh::test {
 
-// The behaviours a Vendor names a scenario for.
-enum class Behaviour { one_shell_call, three_calls, sleep_then_more, auth_failure };
+// What a vendor's runs differ in. Scenario names are the same for every vendor (three_calls,
+// sleep_then_more, auth_401) but for the one with a single shell call.
+struct VendorFacts {
+  std::string adapter;                         // `metaharness run|translate <adapter>`
+  std::string one_shell_call;                  // the scenario whose one shell call would leave marker.txt
+  std::string call_prefix;                     // call ids are <prefix>marker, <prefix>a, <prefix>b, <prefix>c
+  std::vector<std::string> auth_failure_args;  // what stops the vendor retrying a 401
+  std::string auth_expired_words;              // the vendor's own words in auth.expired's detail
+  bool allows_every_one_of_three_calls;        // else call b is denied
+  std::size_t marked_processes_while_a_tool_runs;
+  // A turn that ends within a millisecond of a decision (the stand-in): the deadline behaviour
+  // holds the run open, or the later commands could arrive after the stream closed.
+  bool ends_before_later_commands_arrive;
+};
 
 // A Vendor's base: its fixture, and no extra checks until the Vendor names some.
 template <typename Fixture>
 class VendorBase : public Fixture {
  protected:
+  // session.ended carries the vendor's own one denial (the Claude wire's permission_denials).
+  void expect_one_vendor_denial(const char* tool_name, const char* tool_use_id) {
+    auto ended = this->process->events_named("session.ended");
+    ASSERT_EQ(ended.size(), 1u);
+    const auto& denials = ended[0].object.at("permission_denials").as_array();
+    ASSERT_EQ(denials.size(), 1u);
+    EXPECT_EQ(denials[0].as_object().at("tool_name"), tool_name);
+    EXPECT_EQ(denials[0].as_object().at("tool_use_id"), tool_use_id);
+  }
   void expect_frame_denial_extras() {}
   void expect_allow_extras(const EventLine& /*requested*/) {}
   void expect_interrupt_extras(const EventLine& /*turn_ended*/) {}
@@ -52,8 +71,7 @@ TYPED_TEST_SUITE_P(SharedRun);
 // runs, and the run still completes.
 TYPED_TEST_P(SharedRun, FrameAdmittingNoShellDeniesTheCommandAndNothingRuns) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::one_shell_call),
-              {"--frame", this->write_frame({protocol::OpKind::file_read}).string()});
+  this->start(V::facts.one_shell_call, {"--frame", this->write_frame({protocol::OpKind::file_read}).string()});
   this->process->close_stdin();
   std::optional<EventLine> decided = this->process->wait_for_event("tool.decided");
   ASSERT_TRUE(decided) << this->process->stderr_text();
@@ -73,12 +91,12 @@ TYPED_TEST_P(SharedRun, FrameAdmittingNoShellDeniesTheCommandAndNothingRuns) {
 // Ask mode: the call waits for a decision; allow runs the command.
 TYPED_TEST_P(SharedRun, AskModeAllowRunsTheCommand) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::one_shell_call), {"--decisions", "ask"});
+  this->start(V::facts.one_shell_call, {"--decisions", "ask"});
   std::optional<EventLine> requested = this->process->wait_for_event("tool.requested");
   ASSERT_TRUE(requested) << this->process->stderr_text();
   EXPECT_TRUE(requested->object.at("decision_required").as_bool());
-  EXPECT_EQ(requested->str("call_id"), V::call("marker"));
-  this->send("c1", decide_line("c1", V::call("marker"), R"({"decision":"allow"})"));
+  EXPECT_EQ(requested->str("call_id"), V::facts.call_prefix + "marker");
+  this->send("c1", decide_line("c1", V::facts.call_prefix + "marker", R"({"decision":"allow"})"));
   std::optional<EventLine> result = this->result_for("c1");
   ASSERT_TRUE(result);
   EXPECT_EQ(outcome_code(*result), "ok");
@@ -94,11 +112,12 @@ TYPED_TEST_P(SharedRun, AskModeAllowRunsTheCommand) {
 // tool result), and nothing runs.
 TYPED_TEST_P(SharedRun, AskModeDenyCarriesTheReasonOnAndNothingRuns) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::one_shell_call), {"--decisions", "ask"});
+  this->start(V::facts.one_shell_call, {"--decisions", "ask"});
   ASSERT_TRUE(this->process->wait_for_event("tool.requested")) << this->process->stderr_text();
   std::size_t before = logged_request_bodies(this->run_dir()).size();
   const std::string reason = "SUPERVISOR: not on my watch";
-  this->send("c1", decide_line("c1", V::call("marker"), R"({"decision":"deny","reason":")" + reason + "\"}"));
+  this->send("c1",
+             decide_line("c1", V::facts.call_prefix + "marker", R"({"decision":"deny","reason":")" + reason + "\"}"));
   ASSERT_EQ(this->finish(), 0) << this->process->stderr_text();
   EXPECT_FALSE(std::filesystem::exists(this->work() / "marker.txt"));
   EXPECT_EQ(outcome_code(*this->result_for("c1")), "ok");
@@ -110,16 +129,16 @@ TYPED_TEST_P(SharedRun, AskModeDenyCarriesTheReasonOnAndNothingRuns) {
 TYPED_TEST_P(SharedRun, DeadlineDeniesSilenceAndEveryLaterCommandIsAnsweredOnceByName) {
   using V = TypeParam;
   std::vector<std::string> args = {"--decisions", "ask", "--decision-deadline-ms", "1500"};
-  if (V::ends_before_later_commands_arrive) args.push_back("--keep-open");
-  this->start(V::scenario(Behaviour::one_shell_call), args);
-  this->expect_deadline_denial_then_named_refusals(V::call("marker"), "marker.txt");
+  if (V::facts.ends_before_later_commands_arrive) args.push_back("--keep-open");
+  this->start(V::facts.one_shell_call, args);
+  this->expect_deadline_denial_then_named_refusals(V::facts.call_prefix + "marker", "marker.txt");
 }
 
 // Several calls in one model message: all delivered before any answer is due, decided out of
 // order, each decision honoured.
 TYPED_TEST_P(SharedRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyOrder) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::three_calls), {"--decisions", "ask"});
+  this->start("three_calls", {"--decisions", "ask"});
   std::set<std::string> seen;
   while (seen.size() < 3) {
     std::optional<EventLine> r = this->process->wait_for(
@@ -128,13 +147,14 @@ TYPED_TEST_P(SharedRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyO
                    << this->process->stderr_text();
     seen.insert(r->str("call_id"));
   }
-  EXPECT_EQ(seen, (std::set<std::string>{V::call("a"), V::call("b"), V::call("c")}));
+  EXPECT_EQ(seen, (std::set<std::string>{V::facts.call_prefix + "a", V::facts.call_prefix + "b",
+                                         V::facts.call_prefix + "c"}));
   EXPECT_TRUE(this->process->events_named("tool.decided").empty()) << "nothing was decided before we answered";
-  const bool b_allowed = V::allows_every_one_of_three_calls;
-  this->send("dc", decide_line("dc", V::call("c"), R"({"decision":"allow"})"));
-  this->send("db", decide_line("db", V::call("b"),
+  const bool b_allowed = V::facts.allows_every_one_of_three_calls;
+  this->send("dc", decide_line("dc", V::facts.call_prefix + "c", R"({"decision":"allow"})"));
+  this->send("db", decide_line("db", V::facts.call_prefix + "b",
                                b_allowed ? R"({"decision":"allow"})" : R"({"decision":"deny","reason":"not b"})"));
-  this->send("da", decide_line("da", V::call("a"), R"({"decision":"allow"})"));
+  this->send("da", decide_line("da", V::facts.call_prefix + "a", R"({"decision":"allow"})"));
   ASSERT_EQ(this->finish(), 0) << this->process->stderr_text();
   EXPECT_TRUE(std::filesystem::exists(this->work() / "a.txt"));
   EXPECT_EQ(std::filesystem::exists(this->work() / "b.txt"), b_allowed) << "b was allowed: " << b_allowed;
@@ -151,8 +171,7 @@ TYPED_TEST_P(SharedRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyO
 // Interrupt during a running tool: the turn ends, the session stays usable, the next message
 // starts a new turn, and no process of the run outlives it.
 TYPED_TEST_P(SharedRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageStartsANewOne) {
-  using V = TypeParam;
-  this->start(V::scenario(Behaviour::sleep_then_more), {"--decisions", "observe"});
+  this->start("sleep_then_more", {"--decisions", "observe"});
   std::string id = this->run_id();
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(this->work() / "started.txt"); }))
       << "the tool never started; " << this->process->stderr_text();
@@ -181,14 +200,14 @@ TYPED_TEST_P(SharedRun, InterruptDuringARunningToolEndsTheTurnAndTheNextMessageS
 // tool process that escaped with setsid.
 TYPED_TEST_P(SharedRun, HaltClosesSteerHaltAndLeavesNoProcessOfTheRunBehind) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::sleep_then_more), {"--decisions", "observe", "--halt-grace-ms", "1000"});
+  this->start("sleep_then_more", {"--decisions", "observe", "--halt-grace-ms", "1000"});
   std::string id = this->run_id();
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(this->work() / "started.txt"); }))
       << this->process->stderr_text();
   std::vector<int> marked;
   ASSERT_TRUE(eventually([&] {
     marked = processes_with_env("METAHARNESS_RUN=" + id);
-    return marked.size() >= V::marked_processes_while_a_tool_runs;
+    return marked.size() >= V::facts.marked_processes_while_a_tool_runs;
   })) << "the vendor, its tool's processes and the setsid'd sleep should all carry the run marker";
   this->expect_before_halt(id, marked);
   this->send("h", command_line("h", "halt", R"("reason":"stop now")"));
@@ -203,7 +222,7 @@ TYPED_TEST_P(SharedRun, HaltClosesSteerHaltAndLeavesNoProcessOfTheRunBehind) {
 // A persistent 401: auth.expired in the vendor's words, then session.ended, then the marker.
 TYPED_TEST_P(SharedRun, PersistentAuthFailureIsAuthExpiredThenSessionEndedThenStreamClosed) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::auth_failure), V::auth_failure_args());
+  this->start("auth_401", V::facts.auth_failure_args);
   this->process->close_stdin();
   EXPECT_EQ(this->finish(), 3) << this->process->stderr_text();
   std::vector<std::string_view> order;
@@ -213,7 +232,7 @@ TYPED_TEST_P(SharedRun, PersistentAuthFailureIsAuthExpiredThenSessionEndedThenSt
   EXPECT_EQ(order, (std::vector<std::string_view>{"auth.expired", "session.ended", "stream.closed"}));
   std::vector<EventLine> expired = this->process->events_named("auth.expired");
   ASSERT_EQ(expired.size(), 1u);
-  EXPECT_NE(expired[0].str("detail").find(V::auth_expired_words), std::string::npos) << expired[0].raw;
+  EXPECT_NE(expired[0].str("detail").find(V::facts.auth_expired_words), std::string::npos) << expired[0].raw;
   EXPECT_EQ(this->process->events().back().str("reason"), "error");
   this->expect_auth_failure_extras();
 }
@@ -222,7 +241,7 @@ TYPED_TEST_P(SharedRun, PersistentAuthFailureIsAuthExpiredThenSessionEndedThenSt
 // spawns: observe mode with a frame would enforce nothing.
 TYPED_TEST_P(SharedRun, ObserveModeWithAFrameIsRefusedAtStart) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::one_shell_call),
+  this->start(V::facts.one_shell_call,
               {"--decisions", "observe", "--frame", this->write_frame({protocol::OpKind::shell}).string()});
   this->process->close_stdin();
   EXPECT_EQ(this->finish(), 2);
@@ -236,11 +255,10 @@ TYPED_TEST_P(SharedRun, ObserveModeWithAFrameIsRefusedAtStart) {
 // decides nothing.
 TYPED_TEST_P(SharedRun, TranslateReadsARetainedTranscriptWithNoDecisions) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::one_shell_call),
-              {"--frame", this->write_frame({protocol::OpKind::file_read}).string()});
+  this->start(V::facts.one_shell_call, {"--frame", this->write_frame({protocol::OpKind::file_read}).string()});
   this->process->close_stdin();
   ASSERT_EQ(this->finish(), 0) << this->process->stderr_text();
-  CliProcess translate({metaharness_binary().string(), "translate", V::adapter,
+  CliProcess translate({metaharness_binary().string(), "translate", V::facts.adapter,
                         (this->run_dir() / "vendor-stdout.jsonl").string(), "--run", "audit-1"});
   translate.close_stdin();
   ASSERT_EQ(translate.finish(), 0) << translate.stderr_text();
@@ -273,10 +291,10 @@ TYPED_TEST_SUITE_P(ReplaceRun);
 
 TYPED_TEST_P(ReplaceRun, AskModeReplaceRunsTheReplacedInputInstead) {
   using V = TypeParam;
-  this->start(V::scenario(Behaviour::one_shell_call), {"--decisions", "ask"});
+  this->start(V::facts.one_shell_call, {"--decisions", "ask"});
   ASSERT_TRUE(this->process->wait_for_event("tool.requested")) << this->process->stderr_text();
   this->send(
-      "c1", decide_line("c1", V::call("marker"),
+      "c1", decide_line("c1", V::facts.call_prefix + "marker",
                         R"({"decision":"replace","input":{"command":"touch replaced.txt","description":"replaced"}})"));
   ASSERT_EQ(this->finish(), 0) << this->process->stderr_text();
   EXPECT_EQ(outcome_code(*this->result_for("c1")), "ok");
