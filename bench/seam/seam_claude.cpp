@@ -26,6 +26,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// An assistant or user record's message.content blocks (null when it has none).
+const json::array* message_content(const json::object& record) {
+  const json::value* message = record.if_contains("message");
+  const json::value* content = message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
+  return content && content->is_array() ? &content->get_array() : nullptr;
+}
+
 void run_claude_directly(const RunContext& c, RunRecord& r) {
   const fs::path home = r.dir / "home", config = home / ".claude", tmp = r.dir / "tmp", work = r.dir / "work";
   for (const auto& d : {home, config, tmp, work})
@@ -106,11 +113,8 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
       r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - read_at).count());
       ++r.calls_answered;
     } else if (type->get_string() == "assistant") {
-      const json::value* message = record.if_contains("message");
-      const json::value* content =
-          message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
-      if (content && content->is_array())
-        for (const auto& block : content->get_array())
+      if (const json::array* content = message_content(record))
+        for (const auto& block : *content)
           if (block.is_object() && block.get_object().if_contains("type") &&
               block.get_object().at("type") == "tool_use") {
             r.call_seen_ms.push_back(ms_between(started, read_at));
@@ -118,11 +122,8 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
               r.seen_by_id[std::string(id->get_string())] = ms_between(started, read_at);
           }
     } else if (type->get_string() == "user") {
-      const json::value* message = record.if_contains("message");
-      const json::value* content =
-          message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
-      if (content && content->is_array())
-        for (const auto& block : content->get_array())
+      if (const json::array* content = message_content(record))
+        for (const auto& block : *content)
           if (block.is_object() && block.get_object().if_contains("tool_use_id") &&
               block.get_object().at("tool_use_id").is_string())
             r.done_by_id[std::string(block.get_object().at("tool_use_id").get_string())] = ms_between(started, read_at);

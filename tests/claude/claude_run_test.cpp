@@ -1,6 +1,8 @@
 // One governed Claude Code run, end to end, against the REAL CLI (2.1.197, installed by
 // ./run setup) and the project's scripted model endpoint on loopback. The one-shot face is
 // driven as a user drives it: `metaharness run claude ...`, events on stdout, commands on stdin.
+// The behaviours every vendor shares run from tests/support/shared_behaviours.hpp (Claude.*);
+// the tests here (ClaudeRun.*) are what only this adapter shows.
 #include "tests/claude/claude_run.hpp"
 
 #include <gtest/gtest.h>

@@ -1,8 +1,9 @@
 // One governed Codex run end to end, against the REAL CLI (0.171.0, `codex app-server`, installed
-// by ./run setup) and the project's scripted model endpoint speaking the Responses wire. The same
-// behaviours as the Claude suite where the tier exists, stated in the same words through the same
-// fixture, plus what only this adapter has: a hook channel for the tool kinds approvals miss, steer
-// inside a running turn, and permission changes from the next turn.
+// by ./run setup) and the project's scripted model endpoint speaking the Responses wire. The
+// behaviours every vendor shares run from tests/support/shared_behaviours.hpp (Codex.*), with
+// what only Codex's records show as its extras; the tests here (CodexRun.*, numbered as before
+// the shared ones moved) are what only this adapter has: a hook channel for the tool kinds
+// approvals miss, steer inside a running turn, and permission changes from the next turn.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>

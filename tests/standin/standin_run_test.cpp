@@ -1,7 +1,7 @@
-// `metaharness run claude` with the stand-in as the claude binary (METAHARNESS_CLAUDE_BIN):
-// the same kinds of end-to-end tests as tests/claude/claude_run_test.cpp runs against the real
-// CLI, at a fraction of the cost. Passing here shows the stand-in is faithful enough to stand in
-// for the real CLI in daemon tests.
+// `metaharness run claude` with the stand-in as the claude binary (METAHARNESS_CLAUDE_BIN): the
+// shared behaviours (tests/support/shared_behaviours.hpp) the real CLIs run, at a fraction of the
+// cost (Standin.*), and a crash only the stand-in can stage. Passing here shows the stand-in is
+// faithful enough to stand in for the real CLI in daemon tests.
 #include <gtest/gtest.h>
 #include <signal.h>
 
