@@ -109,6 +109,8 @@ class CodexVendor : public VendorBase<CodexRun> {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Codex, SharedRun, CodexVendor);
+// Replace cannot ride an approval answer (CodexRun.ReplaceIsRefusedByName... shows the refusal).
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReplaceRun);
 
 // 2b. Replace cannot ride an approval answer: refused by name, and the call stays pending for a
 //     decision that can.
