@@ -78,6 +78,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "testkit/stop_signals.hpp"
+
 extern char** environ;
 
 namespace {
@@ -504,6 +506,15 @@ class DaemonProcess {
       kill_and_reap();
       return error;
     }
+    return "";
+  }
+
+  // start(), then READY=1 within 30 s: "" (and, in *ready_ns, when READY=1 came), or why not.
+  std::string start_until_ready(std::int64_t* ready_ns = nullptr) {
+    if (auto e = start(); !e.empty()) return e;
+    auto ready = wait_notify("READY=1", std::chrono::seconds(30));
+    if (!ready) return "the daemon did not become ready: " + log_tail();
+    if (ready_ns) *ready_ns = *ready;
     return "";
   }
 
@@ -1145,12 +1156,8 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   fs::create_directories(dir / "scripts");
 
   DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 2000, o.daemon_threads));
-  if (auto e = daemon.start(); !e.empty()) {
+  if (auto e = daemon.start_until_ready(); !e.empty()) {
     r.failure = e;
-    return r;
-  }
-  if (!daemon.wait_notify("READY=1", 30s)) {
-    r.failure = "the daemon did not become ready: " + daemon.log_tail();
     return r;
   }
   std::vector<json::object> specs;
@@ -1370,12 +1377,8 @@ IdleResult measure_idle_memory(const Options& o) {
   }
   DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state",
                        daemon_config(o.standin, static_cast<std::size_t>(o.idle_runs) + 10, o.daemon_threads));
-  if (auto e = daemon.start(); !e.empty()) {
+  if (auto e = daemon.start_until_ready(); !e.empty()) {
     r.failure = e;
-    return r;
-  }
-  if (!daemon.wait_notify("READY=1", 30s)) {
-    r.failure = "the daemon did not become ready: " + daemon.log_tail();
     return r;
   }
   auto parked = [](const fs::path& run_dir) {
@@ -1607,12 +1610,8 @@ StreamResult measure_stream(const Options& o) {
                      R"("turns":[[{"type":"chatter","count":)" +
                          std::to_string(o.stream_events) + R"(,"bytes":)" + std::to_string(o.stream_bytes) + "}]]}");
   DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 100, o.daemon_threads));
-  if (auto e = daemon.start(); !e.empty()) {
+  if (auto e = daemon.start_until_ready(); !e.empty()) {
     r.failure = e;
-    return r;
-  }
-  if (!daemon.wait_notify("READY=1", 30s)) {
-    r.failure = "the daemon did not become ready: " + daemon.log_tail();
     return r;
   }
   // Alternating, with the order flipped every repetition, so drift on the machine lands on both.
@@ -1719,12 +1718,8 @@ ReadyResult measure_ready(const Options& o) {
                                                     {"turns", json::array{steps}}}));
     DaemonProcess daemon(dir / "template_daemon", o.metaharness, full_state,
                          daemon_config(o.standin, 100, o.daemon_threads));
-    if (auto e = daemon.start(); !e.empty()) {
+    if (auto e = daemon.start_until_ready(); !e.empty()) {
       r.failure = e;
-      return r;
-    }
-    if (!daemon.wait_notify("READY=1", 30s)) {
-      r.failure = "the daemon did not become ready: " + daemon.log_tail();
       return r;
     }
     std::string error;
@@ -1767,16 +1762,12 @@ ReadyResult measure_ready(const Options& o) {
     for (bool with_runs : {true, false}) {
       DaemonProcess daemon(dir / (with_runs ? "daemon_full" : "daemon_empty"), o.metaharness,
                            with_runs ? full_state : empty_state, daemon_config(o.standin, 100, o.daemon_threads));
-      if (auto e = daemon.start(); !e.empty()) {
+      std::int64_t ready_ns = 0;
+      if (auto e = daemon.start_until_ready(&ready_ns); !e.empty()) {
         r.failure = e;
         return r;
       }
-      auto ready = daemon.wait_notify("READY=1", 30s);
-      if (!ready) {
-        r.failure = "the daemon did not become ready: " + daemon.log_tail();
-        return r;
-      }
-      double ms = static_cast<double>(*ready - daemon.start_ns()) / 1e6;
+      double ms = static_cast<double>(ready_ns - daemon.start_ns()) / 1e6;
       (with_runs ? r.with_runs_ms : r.empty_ms).push_back(ms);
       if (with_runs && start == 0) {
         LineClient status(daemon.socket());
@@ -1910,12 +1901,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::signal(SIGPIPE, SIG_IGN);
-  struct sigaction stop {};
-  stop.sa_handler = on_stop_signal;
-  sigemptyset(&stop.sa_mask);
-  ::sigaction(SIGINT, &stop, nullptr);
-  ::sigaction(SIGTERM, &stop, nullptr);
+  mh::testkit::route_stop_signals(on_stop_signal);
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);

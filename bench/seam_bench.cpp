@@ -38,6 +38,7 @@
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "metaharness/build_info.hpp"
+#include "testkit/stop_signals.hpp"
 
 namespace mh::seam {
 
@@ -47,6 +48,21 @@ const VendorDriver* g_vendor = &kClaude;
 
 std::string_view name_of(Variant v) {
   return g_vendor->variant_names[static_cast<std::size_t>(v)];
+}
+
+std::unique_ptr<model::ScriptedEndpoint> RunContext::start_endpoint(RunRecord& r) const {
+  auto scenario = model::load_scenario_file(o.scenario);
+  if (!scenario) {
+    r.failure = "scenario: " + scenario.error().message();
+    return nullptr;
+  }
+  auto endpoint = std::make_unique<model::ScriptedEndpoint>(
+      io, std::move(*scenario), model::EndpointOptions{.log_path = r.dir / "model-requests.jsonl"});
+  if (auto port = endpoint->start(); !port) {
+    r.failure = "endpoint: " + port.error().message();
+    return nullptr;
+  }
+  return endpoint;
 }
 
 std::string RunContext::check_files(const fs::path& work) const {
@@ -61,6 +77,24 @@ std::string RunContext::span_from(const std::vector<double>& step_received_ms, R
            std::to_string(calls + 1);
   r.span_ms = step_received_ms.back() - step_received_ms.front();
   return "";
+}
+
+std::optional<json::object> next_object(LineReader& reader, std::string& line, Clock::time_point& read_at,
+                                        Clock::time_point deadline, std::string_view before, RunRecord& r,
+                                        std::vector<std::string>* keep) {
+  for (;;) {
+    auto status = reader.next(line, read_at, deadline);
+    if (status != LineReader::Status::line) {
+      r.failure = g_stop_requested                        ? "stopped by a signal"
+                  : status == LineReader::Status::timeout ? "timed out before " + std::string(before)
+                                                          : "stdout ended before " + std::string(before);
+      return std::nullopt;
+    }
+    if (keep) keep->push_back(line);
+    boost::system::error_code ec;
+    json::value v = json::parse(line, ec);
+    if (!ec && v.is_object()) return std::move(v.get_object());
+  }
 }
 
 // What the endpoint served, checked. Main-loop requests are the ones that offer tools (the
@@ -93,101 +127,6 @@ std::string RunContext::check_requests(const std::vector<Served>& served, RunRec
   return "";
 }
 
-Outcome::Outcome(const std::vector<RunRecord>& records) {
-  for (const auto& r : records) {
-    if (r.round < 0) continue;
-    if (r.ok)
-      ok[r.variant].push_back(&r);
-    else
-      ++failed[r.variant];
-  }
-}
-
-std::vector<double> Outcome::values(Variant v, double RunRecord::*field) {
-  std::vector<double> out;
-  for (const RunRecord* r : ok[v])
-    out.push_back(r->*field);
-  return out;
-}
-
-std::vector<double> call_cycles(const Runs& runs) {
-  std::vector<double> gaps;
-  for (const RunRecord* r : runs)
-    for (std::size_t i = 1; i < r->call_seen_ms.size(); ++i)
-      gaps.push_back(r->call_seen_ms[i] - r->call_seen_ms[i - 1]);
-  return gaps;
-}
-
-std::vector<double> call_latencies(const Runs& runs) {
-  std::vector<double> all;
-  for (const RunRecord* r : runs)
-    all.insert(all.end(), r->call_latency_ms.begin(), r->call_latency_ms.end());
-  return all;
-}
-
-double median_call_cycle(const Runs& runs) {
-  return median(call_cycles(runs));
-}
-
-double median_call_latency(const Runs& runs) {
-  return median(call_latencies(runs));
-}
-
-json::object summary_head(const Options& o, int calls) {
-  json::object summary;
-  summary["calls_per_turn"] = calls;
-  summary["rounds"] = o.runs;
-  summary["warmup_rounds"] = o.warmup;
-  summary["scenario"] = o.scenario.string();
-  summary[g_vendor->name] = o.vendor_bin.string();
-  summary["metaharness"] = o.metaharness.string();
-  return summary;
-}
-
-void print_cpu_table(const Options& o, Outcome& out, bool with_total) {
-  // Where the CPU went: on 2 cores, CPU spent beside the CLI competes with the CLI.
-  std::cout << "\nCPU per run in ms (child: the spawned process and what it reaped; bench: driver/client and, for the\n"
-               "direct variants, the in-process endpoint), and the 1-minute load average at the start of each run\n";
-  if (with_total)
-    std::printf("%-16s %-22s %-22s %-22s %-16s\n", "variant", "child CPU", "bench CPU", "together", "load");
-  else
-    std::printf("%-16s %-22s %-22s %-16s\n", "variant", "child CPU", "bench CPU", "load");
-  for (Variant v : o.variants) {
-    std::string child = spread_text(spread_of(out.values(v, &RunRecord::child_cpu_ms)), 0);
-    std::string bench = spread_text(spread_of(out.values(v, &RunRecord::bench_cpu_ms)), 0);
-    std::string load = spread_text(spread_of(out.values(v, &RunRecord::load_before)), 1);
-    if (with_total)
-      std::printf("%-16s %-22s %-22s %-22s %-16s\n", std::string(name_of(v)).c_str(), child.c_str(), bench.c_str(),
-                  spread_text(spread_of(out.values(v, &RunRecord::cpu_ms)), 0).c_str(), load.c_str());
-    else
-      std::printf("%-16s %-22s %-22s %-16s\n", std::string(name_of(v)).c_str(), child.c_str(), bench.c_str(),
-                  load.c_str());
-  }
-}
-
-int finish_report(const Options& o, const json::object& summary, const Outcome& out,
-                  const std::vector<RunRecord>& records) {
-  if (!o.json_out.empty()) {
-    std::ofstream file(o.json_out, std::ios::trunc);
-    file << json::serialize(summary) << "\n";
-    std::cout << "\nsummary: " << o.json_out.string() << "\n";
-  }
-  int failures = 0;
-  for (auto [v, n] : out.failed)
-    failures += n;
-  for (Variant v : o.variants)
-    if (auto it = out.ok.find(v); it == out.ok.end() || it->second.empty()) ++failures;
-  if (failures > 0) {
-    std::cerr << g_vendor->program << ": " << failures << " run(s) did not complete; their directories are kept:\n";
-    for (const auto& r : records)
-      if (!r.ok)
-        std::cerr << "  " << name_of(r.variant) << " round " << r.round << ": " << r.failure << " (" << r.dir.string()
-                  << ")\n";
-    return 1;
-  }
-  return 0;
-}
-
 namespace {
 
 using namespace std::chrono_literals;
@@ -213,6 +152,17 @@ std::optional<std::string> string_at(const json::object& o, std::string_view key
   const json::value* v = o.if_contains(key);
   if (v && v->is_string()) return std::string(v->get_string());
   return std::nullopt;
+}
+
+// metaharness's --latency-report, parsed, then read by the vendor.
+std::string read_latency_report(const fs::path& file, RunRecord& r) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::system::error_code ec;
+  json::value v = json::parse(text.str(), ec);
+  if (ec || !v.is_object()) return "cannot read the latency report " + file.string();
+  return g_vendor->read_latency_report(v.get_object(), r);
 }
 
 class Bench {
@@ -288,17 +238,9 @@ class Bench {
     std::string close_reason, stop_reason;
     int command_number = 0;
     while (!closed_at) {
-      auto status = reader.next(line, read_at, deadline);
-      if (status != LineReader::Status::line) {
-        r.failure = g_stop_requested                        ? "stopped by a signal"
-                    : status == LineReader::Status::timeout ? "timed out before stream.closed"
-                                                            : "stdout ended before stream.closed";
-        break;
-      }
-      boost::system::error_code ec;
-      json::value v = json::parse(line, ec);
-      if (ec || !v.is_object()) continue;
-      const json::object& e = v.get_object();
+      auto object = next_object(reader, line, read_at, deadline, "stream.closed", r);
+      if (!object) break;
+      const json::object& e = *object;
       auto event = string_at(e, "event");
       if (!event) continue;
       if (*event == "tool.requested") {
@@ -376,7 +318,7 @@ class Bench {
     }
     r.failure = shape.strict_requests ? c.check_requests(served, r) : c.span_from(steps, r);
     if (r.failure.empty()) r.failure = c.check_files(run_dir / "scratch/work");
-    if (r.failure.empty()) r.failure = g_vendor->read_latency_report(latency_file, r);
+    if (r.failure.empty()) r.failure = read_latency_report(latency_file, r);
     if (r.failure.empty() && g_vendor->after_metaharness_run) g_vendor->after_metaharness_run(run_dir, r);
     r.ok = r.failure.empty();
   }
@@ -517,12 +459,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace mh::seam;
-  ::signal(SIGPIPE, SIG_IGN);  // a child that died must not take the bench with it
-  struct sigaction stop {};
-  stop.sa_handler = on_stop_signal;
-  sigemptyset(&stop.sa_mask);
-  ::sigaction(SIGINT, &stop, nullptr);
-  ::sigaction(SIGTERM, &stop, nullptr);
+  mh::testkit::route_stop_signals(on_stop_signal);
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);

@@ -1,7 +1,8 @@
 // The call seam bench (bench/seam_bench.cpp): what deciding a tool call costs per call on a REAL
 // vendor CLI against the project's scripted model endpoint, every variant in one invocation,
-// interleaved round-robin. What is shared by the vendors lives here and in seam_bench.cpp (the
-// variant loop, the metaharness ask variant, the run record, the statistics); what differs
+// interleaved round-robin. What is shared by the vendors lives here, in seam_bench.cpp (the
+// variant loop, the metaharness ask variant, the run record) and in seam_report.cpp (the
+// statistics and the tables every vendor prints); what differs
 // between Claude Code and Codex is one VendorDriver row each (seam_claude.cpp, seam_codex.cpp):
 // how the bench drives the CLI directly, how it reads metaharness's latency report, and the
 // report it prints (the figures of each vendor's RESULTS.md section).
@@ -17,7 +18,9 @@
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -29,6 +32,10 @@
 #include "testkit/proc.hpp"
 #include "testkit/stats.hpp"
 #include "testkit/subprocess.hpp"
+
+namespace mh::model {
+class ScriptedEndpoint;
+}
 
 namespace mh::seam {
 
@@ -122,6 +129,10 @@ struct RunContext {
   boost::asio::io_context& io;
 
   Clock::time_point deadline_from(Clock::time_point start) const { return start + std::chrono::seconds(o.timeout_s); }
+  // The scripted endpoint of a direct run, playing the bench's scenario and keeping the same
+  // request log as metaharness's own (a file in the run dir), so that its work is alike in every
+  // variant; null, with r.failure saying why, when it cannot start.
+  std::unique_ptr<model::ScriptedEndpoint> start_endpoint(RunRecord& r) const;
   // Every one of f1..fN exists: each call really ran, whoever decided it.
   std::string check_files(const fs::path& work) const;
   // The span of the N call cycles: main-loop request 1 (the prompt) to request N+1 (after the
@@ -135,6 +146,13 @@ struct RunContext {
   };
   std::string check_requests(const std::vector<Served>& served, RunRecord& r) const;
 };
+
+// The next line the child wrote that is a JSON object (lines that are not are passed over), and
+// when it was read; nullopt, with r.failure saying why none came "before <before>" (a signal,
+// the deadline, the end of stdout). keep: every line read, JSON or not, is appended to it.
+std::optional<json::object> next_object(LineReader& reader, std::string& line, Clock::time_point& read_at,
+                                        Clock::time_point deadline, std::string_view before, RunRecord& r,
+                                        std::vector<std::string>* keep = nullptr);
 
 // How the metaharness ask variant differs between the vendors (the loop itself is shared).
 struct MetaharnessShape {
@@ -167,7 +185,8 @@ struct VendorDriver {
   std::string_view metaharness_helper;  // a program metaharness runs beside it ("" = none)
   MetaharnessShape metaharness;
   void (*run_directly)(const RunContext&, RunRecord&);
-  std::string (*read_latency_report)(const fs::path& file, RunRecord& r);
+  // Takes what it needs from metaharness's --latency-report (read by the shared variant).
+  std::string (*read_latency_report)(const json::object& report, RunRecord& r);
   void (*after_metaharness_run)(const fs::path& run_dir, RunRecord& r);  // may be null
   int (*report)(const Options& o, int calls, const std::vector<RunRecord>& records);
 };
@@ -212,6 +231,23 @@ double median_of(const Runs& runs) {
 double median_call_cycle(const Runs& runs);
 double median_call_latency(const Runs& runs);
 
+// The metrics every vendor reports, the turn's wall time first under the vendor's name for it
+// (claude: wall_result_ms "spawn -> result"; codex: wall_turn_ms "spawn -> turn end").
+constexpr std::array<Metric, 5> shared_metrics(std::string_view turn_key, std::string_view turn_title) {
+  return {
+      // The definition: the turn's wall time, medians of runs, difference over N.
+      Metric{turn_key, turn_title, true, &median_of<&RunRecord::wall_turn_ms>},
+      Metric{"wall_end_ms", "spawn -> end of stream", true, &median_of<&RunRecord::wall_end_ms>},
+      // The N call cycles alone, on the endpoint's clock (ms resolution): no start-up, no end.
+      Metric{"span_ms", "model request 1 -> N+1", true, &median_of<&RunRecord::span_ms>},
+      // The typical call: the median of every call cycle of every run, robust to the slow outlier
+      // calls (the first call, the CLI's garbage collections) that dominate the noise of sums.
+      Metric{"call_cycle_ms", "median call cycle", false, &median_call_cycle},
+      // The part of a cycle the seam is in (the call seen -> its result seen), median of all calls.
+      Metric{"call_latency_ms", "median call latency", false, &median_call_latency},
+  };
+}
+
 // A 95% bootstrap interval of a statistic of several variants' runs (runs resampled with
 // replacement, each variant on its own): how far the noise of this many runs moves the figure.
 template <typename Statistic>
@@ -239,8 +275,23 @@ std::optional<std::pair<double, double>> bootstrap_interval(const std::vector<Ru
 
 // The summary's head every vendor writes first.
 json::object summary_head(const Options& o, int calls);
-// The CPU table (child, bench[, together], load) every vendor prints.
-void print_cpu_table(const Options& o, Outcome& out, bool with_total);
+// The per-variant table every vendor prints first, and the summary's "variants" it returns: the
+// turn's wall times, the pooled call cycles and latencies, CPU and load, the completed and
+// failed runs, and each run's own figures (seam_report.cpp). A VariantTable says what differs.
+struct VariantTable {
+  std::string_view seam_title;    // "Claude call seam"
+  std::string_view call_kind;     // "Bash": N sequential <kind> calls per turn
+  std::string_view turn_key;      // the turn's wall time's key: "wall_result_ms", "wall_turn_ms"
+  std::string_view turn_title;    // and its column: "spawn -> result", "spawn -> turn end"
+  std::string_view latency_span;  // what one call latency spans, for the legend
+  bool counts_aux_requests;       // the endpoint's aux answers, per variant and per run (codex)
+  std::function<void(Variant, json::object& entry)> entry_extras;       // may be empty
+  std::function<void(const RunRecord&, json::object& run)> run_extras;  // may be empty
+};
+json::object variant_table(const Options& o, int calls, Outcome& out, const std::vector<RunRecord>& records,
+                           const VariantTable& t);
+// The CPU table (child, bench, together, load) every vendor prints.
+void print_cpu_table(const Options& o, Outcome& out);
 // Writes the JSON summary, names the failed runs; the exit status.
 int finish_report(const Options& o, const json::object& summary, const Outcome& out,
                   const std::vector<RunRecord>& records);

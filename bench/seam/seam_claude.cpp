@@ -26,23 +26,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// An assistant or user record's message.content blocks (null when it has none).
+const json::array* message_content(const json::object& record) {
+  const json::value* message = record.if_contains("message");
+  const json::value* content = message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
+  return content && content->is_array() ? &content->get_array() : nullptr;
+}
+
 void run_claude_directly(const RunContext& c, RunRecord& r) {
   const fs::path home = r.dir / "home", config = home / ".claude", tmp = r.dir / "tmp", work = r.dir / "work";
   for (const auto& d : {home, config, tmp, work})
     fs::create_directories(d);
 
-  auto scenario = mh::model::load_scenario_file(c.o.scenario);
-  if (!scenario) {
-    r.failure = "scenario: " + scenario.error().message();
-    return;
-  }
-  // The endpoint keeps the same request log as metaharness's own (a file in the run dir), so
-  // the endpoint's work is alike in every variant.
-  mh::model::ScriptedEndpoint endpoint(c.io, std::move(*scenario), {.log_path = r.dir / "model-requests.jsonl"});
-  if (auto port = endpoint.start(); !port) {
-    r.failure = "endpoint: " + port.error().message();
-    return;
-  }
+  auto endpoint = c.start_endpoint(r);
+  if (!endpoint) return;
 
   std::vector<std::string> args = {
       "-p", "--input-format",     "stream-json", "--output-format", "stream-json", "--verbose", "--setting-sources",
@@ -60,8 +57,8 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
                                   "CLAUDE_CONFIG_DIR=" + config.string(),
                                   "PATH=/usr/local/bin:/usr/bin:/bin",
                                   "TMPDIR=" + tmp.string(),
-                                  "ANTHROPIC_BASE_URL=" + endpoint.base_url(),
-                                  "ANTHROPIC_AUTH_TOKEN=" + endpoint.token(),
+                                  "ANTHROPIC_BASE_URL=" + endpoint->base_url(),
+                                  "ANTHROPIC_AUTH_TOKEN=" + endpoint->token(),
                                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
 
   const json::object user_line{
@@ -98,17 +95,9 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
   std::optional<Clock::time_point> result_at;
   std::string result_problem;
   while (!result_at) {
-    auto status = reader.next(line, read_at, deadline);
-    if (status != LineReader::Status::line) {
-      r.failure = g_stop_requested                        ? "stopped by a signal"
-                  : status == LineReader::Status::timeout ? "timed out before the result"
-                                                          : "stdout ended before the result";
-      break;
-    }
-    boost::system::error_code ec;
-    json::value v = json::parse(line, ec);
-    if (ec || !v.is_object()) continue;
-    const json::object& record = v.get_object();
+    auto object = next_object(reader, line, read_at, deadline, "the result", r);
+    if (!object) break;
+    const json::object& record = *object;
     const json::value* type = record.if_contains("type");
     if (!type || !type->is_string()) continue;
     if (type->get_string() == "control_request") {
@@ -124,11 +113,8 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
       r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - read_at).count());
       ++r.calls_answered;
     } else if (type->get_string() == "assistant") {
-      const json::value* message = record.if_contains("message");
-      const json::value* content =
-          message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
-      if (content && content->is_array())
-        for (const auto& block : content->get_array())
+      if (const json::array* content = message_content(record))
+        for (const auto& block : *content)
           if (block.is_object() && block.get_object().if_contains("type") &&
               block.get_object().at("type") == "tool_use") {
             r.call_seen_ms.push_back(ms_between(started, read_at));
@@ -136,11 +122,8 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
               r.seen_by_id[std::string(id->get_string())] = ms_between(started, read_at);
           }
     } else if (type->get_string() == "user") {
-      const json::value* message = record.if_contains("message");
-      const json::value* content =
-          message && message->is_object() ? message->get_object().if_contains("content") : nullptr;
-      if (content && content->is_array())
-        for (const auto& block : content->get_array())
+      if (const json::array* content = message_content(record))
+        for (const auto& block : *content)
           if (block.is_object() && block.get_object().if_contains("tool_use_id") &&
               block.get_object().at("tool_use_id").is_string())
             r.done_by_id[std::string(block.get_object().at("tool_use_id").get_string())] = ms_between(started, read_at);
@@ -167,13 +150,13 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
   if (r.failure.empty() && !child.wait_exit(eof_at ? *eof_at + 10s : deadline)) r.failure = "claude did not exit";
   child.kill_and_reap();
   r.child_cpu_ms = child.cpu_ms();
-  endpoint.stop();
+  endpoint->stop();
   if (!r.failure.empty()) return;
 
   r.wall_turn_ms = ms_between(started, *result_at);
   r.wall_end_ms = ms_between(started, *eof_at);
   std::vector<double> received;
-  for (const auto& request : endpoint.requests())
+  for (const auto& request : endpoint->requests())
     if (request.answer == mh::model::Answer::step) received.push_back(static_cast<double>(request.received_at.count()));
   r.failure = result_problem;
   if (r.failure.empty()) r.failure = c.span_from(received, r);
@@ -183,13 +166,7 @@ void run_claude_directly(const RunContext& c, RunRecord& r) {
   r.ok = r.failure.empty();
 }
 
-std::string read_latency_report(const fs::path& file, RunRecord& r) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  boost::system::error_code ec;
-  json::value v = json::parse(text.str(), ec);
-  if (ec || !v.is_object()) return "cannot read the latency report " + file.string();
+std::string read_latency_report(const json::object& report, RunRecord& r) {
   auto summary = [](const json::value* s) -> std::optional<LatencySummary> {
     if (!s || !s->is_object()) return std::nullopt;
     const auto& o = s->get_object();
@@ -202,24 +179,13 @@ std::string read_latency_report(const fs::path& file, RunRecord& r) {
     l.max_us = o.at("max_us").to_number<double>();
     return l;
   };
-  r.line_to_requested = summary(v.get_object().if_contains("line_to_requested"));
-  r.decide_to_answer = summary(v.get_object().if_contains("decide_to_answer"));
+  r.line_to_requested = summary(report.if_contains("line_to_requested"));
+  r.decide_to_answer = summary(report.if_contains("decide_to_answer"));
   if (!r.line_to_requested || !r.decide_to_answer) return "the latency report lacks a section";
   return "";
 }
 
-constexpr std::array<Metric, 5> kMetrics = {
-    // The definition: the turn's wall time, medians of runs, difference over N.
-    Metric{"wall_result_ms", "spawn -> result", true, &median_of<&RunRecord::wall_turn_ms>},
-    Metric{"wall_end_ms", "spawn -> end of stream", true, &median_of<&RunRecord::wall_end_ms>},
-    // The N call cycles alone, on the endpoint's clock (ms resolution): no start-up, no end.
-    Metric{"span_ms", "model request 1 -> N+1", true, &median_of<&RunRecord::span_ms>},
-    // The typical call: the median of every call cycle of every run, robust to the slow outlier
-    // calls (the first call, the CLI's garbage collections) that dominate the noise of sums.
-    Metric{"call_cycle_ms", "median call cycle", false, &median_call_cycle},
-    // The part of a cycle the seam is in (tool_use seen -> its result seen), median of all calls.
-    Metric{"call_latency_ms", "median call latency", false, &median_call_latency},
-};
+constexpr std::array<Metric, 5> kMetrics = shared_metrics("wall_result_ms", "spawn -> result");
 
 std::optional<double> added_per_call(const Metric& m, const Runs& variant, const Runs& baseline, int calls) {
   if (variant.empty() || baseline.empty()) return std::nullopt;
@@ -230,106 +196,40 @@ std::optional<double> added_per_call(const Metric& m, const Runs& variant, const
 int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
   Outcome out(records);
   auto& ok = out.ok;
-  auto& failed = out.failed;
-  auto values = [&](Variant v, double RunRecord::*field) { return out.values(v, field); };
   auto added = [&](const Metric& m, Variant v) { return added_per_call(m, ok[v], ok[Variant::floor], calls); };
 
   json::object summary = summary_head(o, calls);
   summary["command_hook"] = o.hook_command;
   summary["hardware_concurrency"] = std::thread::hardware_concurrency();
+  VariantTable table{
+      .seam_title = "Claude call seam",
+      .call_kind = "Bash",
+      .turn_key = "wall_result_ms",
+      .turn_title = "spawn -> result",
+      .latency_span = "tool_use seen -> tool_result seen",
+      .counts_aux_requests = false,
+      .entry_extras =
+          [&](Variant v, json::object& entry) {
+            json::object added_json;
+            for (const auto& m : kMetrics)
+              if (auto a = added(m, v)) added_json[m.key] = *a;
+            entry["added_ms_per_call_vs_baseline"] = std::move(added_json);
+          },
+      // metaharness's in-process percentiles of each run.
+      .run_extras =
+          [](const RunRecord& r, json::object& run) {
+            if (r.line_to_requested) run["line_to_requested_p50_us"] = r.line_to_requested->p50_us;
+            if (r.line_to_requested) run["line_to_requested_p99_us"] = r.line_to_requested->p99_us;
+            if (r.decide_to_answer) run["decide_to_answer_samples"] = r.decide_to_answer->samples;
+            if (r.decide_to_answer && r.decide_to_answer->samples)
+              run["decide_to_answer_p50_us"] = r.decide_to_answer->p50_us;
+            if (r.decide_to_answer && r.decide_to_answer->samples)
+              run["decide_to_answer_p99_us"] = r.decide_to_answer->p99_us;
+          },
+  };
+  summary["variants"] = variant_table(o, calls, out, records, table);
 
-  std::cout << "\nClaude call seam: " << calls << " sequential Bash calls per turn, " << o.runs
-            << " interleaved rounds (+" << o.warmup << " warm-up)\n";
-  std::cout << "times in ms: median [min..max] over the runs that completed; call cycle: median [p10..p90] of every\n"
-               "gap between successive calls of every run; call latency: median [p10..p90] over every call of every\n"
-               "run of tool_use seen -> tool_result seen\n\n";
-  std::printf("%-16s %5s  %-22s %-22s %-22s %-20s %-20s\n", "variant", "ok", "spawn -> result",
-              "spawn -> end of stream", "model request 1->N+1", "call cycle", "call latency");
-  json::object variants;
-  for (Variant v : o.variants) {
-    json::object entry;
-    std::vector<std::string> cells;
-    for (auto field : {&RunRecord::wall_turn_ms, &RunRecord::wall_end_ms, &RunRecord::span_ms})
-      cells.push_back(spread_text(spread_of(values(v, field)), 0));
-    entry["wall_result_ms"] = to_json(spread_of(values(v, &RunRecord::wall_turn_ms)));
-    entry["wall_end_ms"] = to_json(spread_of(values(v, &RunRecord::wall_end_ms)));
-    entry["span_ms"] = to_json(spread_of(values(v, &RunRecord::span_ms)));
-    std::vector<double> cycles = call_cycles(ok[v]);
-    std::sort(cycles.begin(), cycles.end());
-    auto quantile = [&](double q) {
-      return cycles.empty() ? 0.0 : cycles[static_cast<std::size_t>(q * static_cast<double>(cycles.size() - 1))];
-    };
-    double cycle_mean = 0;
-    for (double c : cycles)
-      cycle_mean += c;
-    if (!cycles.empty()) cycle_mean /= static_cast<double>(cycles.size());
-    entry["call_cycle_ms"] = json::object{{"median", median(cycles)},
-                                          {"p10", quantile(0.10)},
-                                          {"p90", quantile(0.90)},
-                                          {"mean", cycle_mean},
-                                          {"max", cycles.empty() ? 0.0 : cycles.back()},
-                                          {"n", cycles.size()}};
-    cells.push_back(fixed(median(cycles), 1) + " [" + fixed(quantile(0.10), 1) + ".." + fixed(quantile(0.90), 1) + "]");
-    std::vector<double> latencies = call_latencies(ok[v]);
-    std::sort(latencies.begin(), latencies.end());
-    auto latency_quantile = [&](double q) {
-      return latencies.empty() ? 0.0
-                               : latencies[static_cast<std::size_t>(q * static_cast<double>(latencies.size() - 1))];
-    };
-    entry["call_latency_ms"] = json::object{{"median", median(latencies)},
-                                            {"p10", latency_quantile(0.10)},
-                                            {"p90", latency_quantile(0.90)},
-                                            {"n", latencies.size()}};
-    cells.push_back(fixed(median(latencies), 1) + " [" + fixed(latency_quantile(0.10), 1) + ".." +
-                    fixed(latency_quantile(0.90), 1) + "]");
-    entry["child_cpu_ms"] = to_json(spread_of(values(v, &RunRecord::child_cpu_ms)));
-    entry["bench_cpu_ms"] = to_json(spread_of(values(v, &RunRecord::bench_cpu_ms)));
-    entry["load_before"] = to_json(spread_of(values(v, &RunRecord::load_before)));
-    entry["completed"] = ok[v].size();
-    entry["failed"] = failed[v];
-    json::object added_json;
-    for (const auto& m : kMetrics)
-      if (auto a = added(m, v)) added_json[m.key] = *a;
-    entry["added_ms_per_call_vs_baseline"] = std::move(added_json);
-    if (v == Variant::bare_driver) {
-      std::vector<double> reactions;
-      for (const RunRecord* r : ok[v])
-        reactions.insert(reactions.end(), r->driver_reaction_us.begin(), r->driver_reaction_us.end());
-      entry["driver_reaction_us"] = to_json(spread_of(reactions));
-    }
-    json::array runs;
-    for (const auto& r : records) {
-      if (r.variant != v) continue;
-      json::object run{{"round", r.round}, {"ok", r.ok}};
-      if (!r.ok) run["failure"] = r.failure;
-      if (!r.ok) run["dir"] = r.dir.string();
-      run["wall_result_ms"] = r.wall_turn_ms;
-      run["wall_end_ms"] = r.wall_end_ms;
-      run["span_ms"] = r.span_ms;
-      run["child_cpu_ms"] = r.child_cpu_ms;
-      run["bench_cpu_ms"] = r.bench_cpu_ms;
-      run["load_before"] = r.load_before;
-      json::array seen;
-      for (double t : r.call_seen_ms)
-        seen.push_back(t);
-      run["call_seen_ms"] = std::move(seen);
-      if (r.line_to_requested) run["line_to_requested_p50_us"] = r.line_to_requested->p50_us;
-      if (r.line_to_requested) run["line_to_requested_p99_us"] = r.line_to_requested->p99_us;
-      if (r.decide_to_answer) run["decide_to_answer_samples"] = r.decide_to_answer->samples;
-      if (r.decide_to_answer && r.decide_to_answer->samples)
-        run["decide_to_answer_p50_us"] = r.decide_to_answer->p50_us;
-      if (r.decide_to_answer && r.decide_to_answer->samples)
-        run["decide_to_answer_p99_us"] = r.decide_to_answer->p99_us;
-      runs.push_back(std::move(run));
-    }
-    entry["runs"] = std::move(runs);
-    variants[name_of(v)] = std::move(entry);
-    std::printf("%-16s %2zu/%-2d  %-22s %-22s %-22s %-20s %-20s\n", std::string(name_of(v)).c_str(), ok[v].size(),
-                o.runs, cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str(), cells[4].c_str());
-  }
-  summary["variants"] = std::move(variants);
-
-  print_cpu_table(o, out, false);
+  print_cpu_table(o, out);
 
   std::cout << "\nadded ms per call vs baseline: (median(variant) - median(baseline)) / " << calls
             << "; call cycle and latency: difference of the medians\n";

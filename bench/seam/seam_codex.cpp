@@ -94,26 +94,16 @@ void run_codex_directly(const RunContext& c, RunRecord& r) {
   for (const auto& d : {home, codex_home, tmp, work})
     fs::create_directories(d);
 
-  auto scenario = mh::model::load_scenario_file(c.o.scenario);
-  if (!scenario) {
-    r.failure = "scenario: " + scenario.error().message();
-    return;
-  }
-  // The endpoint keeps the same request log as metaharness's own (a file in the run dir), so
-  // the endpoint's work is alike in every variant.
-  mh::model::ScriptedEndpoint endpoint(c.io, std::move(*scenario), {.log_path = r.dir / "model-requests.jsonl"});
-  if (auto port = endpoint.start(); !port) {
-    r.failure = "endpoint: " + port.error().message();
-    return;
-  }
-  std::ofstream(codex_home / "config.toml") << config_toml(c, endpoint.base_url(), work);
+  auto endpoint = c.start_endpoint(r);
+  if (!endpoint) return;
+  std::ofstream(codex_home / "config.toml") << config_toml(c, endpoint->base_url(), work);
   fs::permissions(codex_home / "config.toml", fs::perms::owner_read | fs::perms::owner_write);
 
   std::vector<std::string> env;
   pass_locale(env);
   env.insert(env.end(),
              {"HOME=" + home.string(), "CODEX_HOME=" + codex_home.string(), "PATH=/usr/local/bin:/usr/bin:/bin",
-              "TMPDIR=" + tmp.string(), std::string(kTokenEnv) + "=" + endpoint.token()});
+              "TMPDIR=" + tmp.string(), std::string(kTokenEnv) + "=" + endpoint->token()});
 
   // The adapter's messages, in its order: initialize; on its answer initialized and
   // thread/start; on that answer turn/start with the prompt.
@@ -148,7 +138,7 @@ void run_codex_directly(const RunContext& c, RunRecord& r) {
                                 .stderr_file = r.dir / "stderr.txt"});
       !error.empty()) {
     r.failure = error;
-    endpoint.stop();
+    endpoint->stop();
     return;
   }
   LineReader reader(child.stdout_fd(), &g_stop_requested);
@@ -162,18 +152,9 @@ void run_codex_directly(const RunContext& c, RunRecord& r) {
   // costs the measured turn nothing (metaharness keeps its own, vendor-stdout.jsonl).
   std::vector<std::string> transcript;
   while (!turn_done_at && r.failure.empty()) {
-    auto status = reader.next(line, read_at, deadline);
-    if (status != LineReader::Status::line) {
-      r.failure = g_stop_requested                        ? "stopped by a signal"
-                  : status == LineReader::Status::timeout ? "timed out before turn/completed"
-                                                          : "stdout ended before turn/completed";
-      break;
-    }
-    if (c.o.keep) transcript.push_back(line);
-    boost::system::error_code ec;
-    json::value v = json::parse(line, ec);
-    if (ec || !v.is_object()) continue;
-    const json::object& m = v.get_object();
+    auto object = next_object(reader, line, read_at, deadline, "turn/completed", r, c.o.keep ? &transcript : nullptr);
+    if (!object) break;
+    const json::object& m = *object;
     const json::value* id = m.if_contains("id");
     auto method = string_at(m, "method");
     static const json::object kEmpty;
@@ -252,7 +233,7 @@ void run_codex_directly(const RunContext& c, RunRecord& r) {
   }
   child.terminate(5s);
   r.child_cpu_ms = child.cpu_ms();
-  endpoint.stop();
+  endpoint->stop();
   if (c.o.keep) {
     std::ofstream out(r.dir / "codex-stdout.jsonl");
     for (const auto& l : transcript)
@@ -267,7 +248,7 @@ void run_codex_directly(const RunContext& c, RunRecord& r) {
   r.wall_turn_ms = ms_between(started, *turn_done_at);
   r.wall_end_ms = ms_between(started, *eof_at);
   std::vector<RunContext::Served> served;
-  for (const auto& request : endpoint.requests())
+  for (const auto& request : endpoint->requests())
     served.push_back(
         {std::string(mh::model::to_string(request.answer)), static_cast<double>(request.received_at.count())});
   r.failure = c.check_requests(served, r);
@@ -293,15 +274,9 @@ void read_hook_durations(const fs::path& run_dir, RunRecord& r) {
   }
 }
 
-std::string read_latency_report(const fs::path& file, RunRecord& r) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  boost::system::error_code ec;
-  json::value v = json::parse(text.str(), ec);
-  if (ec || !v.is_object()) return "cannot read the latency report " + file.string();
+std::string read_latency_report(const json::object& report, RunRecord& r) {
   for (auto name : kOwnShares) {
-    const json::object* section = object_at(v.get_object(), name);
+    const json::object* section = object_at(report, name);
     if (!section) return "the latency report lacks " + std::string(name);
     auto& samples = r.own_share_us[std::string(name)];
     if (const json::value* raw = section->if_contains("samples_us"); raw && raw->is_array())
@@ -311,103 +286,34 @@ std::string read_latency_report(const fs::path& file, RunRecord& r) {
   return "";
 }
 
-constexpr std::array<Metric, 6> kMetrics = {
-    // The definition: the turn's wall time, medians of runs, difference over N.
-    Metric{"wall_turn_ms", "spawn -> turn end", true, &median_of<&RunRecord::wall_turn_ms>},
-    Metric{"wall_end_ms", "spawn -> end of stream", true, &median_of<&RunRecord::wall_end_ms>},
-    // The N call cycles alone, on the endpoint's clock (ms resolution): no start-up, no end.
-    Metric{"span_ms", "model request 1 -> N+1", true, &median_of<&RunRecord::span_ms>},
-    // The typical call: the median of every call cycle of every run, robust to slow outliers.
-    Metric{"call_cycle_ms", "median call cycle", false, &median_call_cycle},
-    // The part of a cycle the seam is in (call announced -> its result), median of all calls.
-    Metric{"call_latency_ms", "median call latency", false, &median_call_latency},
-    // What the seam costs in CPU (the process tree plus the bench's driver and endpoint): on a
-    // shared 2-core machine wall time moves with everyone else's load, CPU time far less.
-    Metric{"cpu_ms", "CPU of the run", true, &median_of<&RunRecord::cpu_ms>},
-};
+constexpr std::array<Metric, 6> kMetrics = [] {
+  constexpr auto shared = shared_metrics("wall_turn_ms", "spawn -> turn end");
+  // What the seam costs in CPU (the process tree plus the bench's driver and endpoint): on a
+  // shared 2-core machine wall time moves with everyone else's load, CPU time far less.
+  return std::array<Metric, 6>{shared[0], shared[1],
+                               shared[2], shared[3],
+                               shared[4], Metric{"cpu_ms", "CPU of the run", true, &median_of<&RunRecord::cpu_ms>}};
+}();
 
 int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
   Outcome out(records);
   auto& ok = out.ok;
-  auto& failed = out.failed;
-  auto values = [&](Variant v, double RunRecord::*field) { return out.values(v, field); };
   auto has = [&](Variant v) { return std::find(o.variants.begin(), o.variants.end(), v) != o.variants.end(); };
 
   json::object summary = summary_head(o, calls);
   summary["model"] = o.model;
   summary["hardware_concurrency"] = std::thread::hardware_concurrency();
+  VariantTable table{.seam_title = "Codex approval seam",
+                     .call_kind = "exec_command",
+                     .turn_key = "wall_turn_ms",
+                     .turn_title = "spawn -> turn end",
+                     .latency_span = "call announced -> its result",
+                     .counts_aux_requests = true,
+                     .entry_extras = {},
+                     .run_extras = {}};
+  summary["variants"] = variant_table(o, calls, out, records, table);
 
-  std::cout << "\nCodex approval seam: " << calls << " sequential exec_command calls per turn, " << o.runs
-            << " interleaved rounds (+" << o.warmup << " warm-up)\n";
-  std::cout << "times in ms: median [min..max] over the runs that completed; call cycle: median [p10..p90] of every\n"
-               "gap between successive calls of every run; call latency: median [p10..p90] over every call of every\n"
-               "run of call announced -> its result\n\n";
-  std::printf("%-16s %5s  %-22s %-22s %-22s %-20s %-20s\n", "variant", "ok", "spawn -> turn end",
-              "spawn -> end of stream", "model request 1->N+1", "call cycle", "call latency");
-  json::object variants;
-  for (Variant v : o.variants) {
-    json::object entry;
-    std::vector<std::string> cells;
-    for (auto field : {&RunRecord::wall_turn_ms, &RunRecord::wall_end_ms, &RunRecord::span_ms})
-      cells.push_back(spread_text(spread_of(values(v, field)), 0));
-    entry["wall_turn_ms"] = to_json(spread_of(values(v, &RunRecord::wall_turn_ms)));
-    entry["wall_end_ms"] = to_json(spread_of(values(v, &RunRecord::wall_end_ms)));
-    entry["span_ms"] = to_json(spread_of(values(v, &RunRecord::span_ms)));
-    for (auto [key, pooled] :
-         {std::pair{"call_cycle_ms", call_cycles(ok[v])}, std::pair{"call_latency_ms", call_latencies(ok[v])}}) {
-      std::sort(pooled.begin(), pooled.end());
-      entry[key] = json::object{{"median", median(pooled)},
-                                {"p10", quantile_of_sorted(pooled, 0.10)},
-                                {"p90", quantile_of_sorted(pooled, 0.90)},
-                                {"max", pooled.empty() ? 0.0 : pooled.back()},
-                                {"n", pooled.size()}};
-      cells.push_back(fixed(median(pooled), 1) + " [" + fixed(quantile_of_sorted(pooled, 0.10), 1) + ".." +
-                      fixed(quantile_of_sorted(pooled, 0.90), 1) + "]");
-    }
-    entry["child_cpu_ms"] = to_json(spread_of(values(v, &RunRecord::child_cpu_ms)));
-    entry["bench_cpu_ms"] = to_json(spread_of(values(v, &RunRecord::bench_cpu_ms)));
-    entry["cpu_ms"] = to_json(spread_of(values(v, &RunRecord::cpu_ms)));
-    entry["load_before"] = to_json(spread_of(values(v, &RunRecord::load_before)));
-    entry["completed"] = ok[v].size();
-    entry["failed"] = failed[v];
-    int aux = 0;
-    for (const RunRecord* r : ok[v])
-      aux += r->aux_requests;
-    entry["aux_requests"] = aux;
-    if (v == Variant::bare_driver) {
-      std::vector<double> reactions;
-      for (const RunRecord* r : ok[v])
-        reactions.insert(reactions.end(), r->driver_reaction_us.begin(), r->driver_reaction_us.end());
-      entry["driver_reaction_us"] = to_json(spread_of(reactions));
-    }
-    json::array runs;
-    for (const auto& r : records) {
-      if (r.variant != v) continue;
-      json::object run{{"round", r.round}, {"ok", r.ok}};
-      if (!r.ok) run["failure"] = r.failure;
-      if (!r.ok) run["dir"] = r.dir.string();
-      run["wall_turn_ms"] = r.wall_turn_ms;
-      run["wall_end_ms"] = r.wall_end_ms;
-      run["span_ms"] = r.span_ms;
-      run["child_cpu_ms"] = r.child_cpu_ms;
-      run["bench_cpu_ms"] = r.bench_cpu_ms;
-      run["cpu_ms"] = r.cpu_ms;
-      run["load_before"] = r.load_before;
-      run["aux_requests"] = r.aux_requests;
-      json::array seen;
-      for (double t : r.call_seen_ms)
-        seen.push_back(t);
-      run["call_seen_ms"] = std::move(seen);
-      runs.push_back(std::move(run));
-    }
-    entry["runs"] = std::move(runs);
-    variants[name_of(v)] = std::move(entry);
-    std::printf("%-16s %2zu/%-2d  %-22s %-22s %-22s %-20s %-20s\n", std::string(name_of(v)).c_str(), ok[v].size(),
-                o.runs, cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str(), cells[4].c_str());
-  }
-  summary["variants"] = std::move(variants);
-
-  print_cpu_table(o, out, true);
+  print_cpu_table(o, out);
 
   // Added time per call, each comparison with its 95% bootstrap interval: the two seams against
   // the floor, and metaharness against the bare driver (metaharness's own share: its hook

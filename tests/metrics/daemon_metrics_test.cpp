@@ -5,7 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <sstream>
+
+#include "tests/metrics/metrics_support.hpp"
 
 namespace mh::metrics {
 namespace {
@@ -13,16 +14,7 @@ namespace {
 namespace ev = protocol::ev;
 
 // The page's samples: series (name and labels, as written) -> value.
-std::map<std::string, std::string> samples(const std::string& page) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(page);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    auto space = line.rfind(' ');
-    out[line.substr(0, space)] = line.substr(space + 1);
-  }
-  return out;
-}
+using mh::test::parse_samples;
 
 class DaemonMetricsTest : public ::testing::Test {
  protected:
@@ -36,7 +28,7 @@ class DaemonMetricsTest : public ::testing::Test {
   }
 
   std::string value(const std::string& series, const Gauges& gauges = {}) {
-    auto all = samples(metrics->render(gauges));
+    auto all = parse_samples(metrics->render(gauges));
     auto it = all.find(series);
     return it == all.end() ? "(absent)" : it->second;
   }

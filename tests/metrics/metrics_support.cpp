@@ -1,7 +1,5 @@
 #include "tests/metrics/metrics_support.hpp"
 
-#include <sstream>
-
 namespace mh::test {
 
 std::string metrics_daemon_config(const std::string& more) {
@@ -22,17 +20,6 @@ std::string http_address(const DaemonUnderTest& daemon) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
   return text;
-}
-
-std::map<std::string, std::string> parse_samples(const std::string& page) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(page);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    auto space = line.rfind(' ');
-    out[line.substr(0, space)] = line.substr(space + 1);
-  }
-  return out;
 }
 
 std::map<std::string, std::string> scrape(const std::string& address, std::string* failure) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "tests/http/http_test_client.hpp"
@@ -17,8 +18,18 @@ std::string metrics_daemon_config(const std::string& more = "");
 std::string standin_run_fields(const std::string& script, const std::string& extra = "");
 // The address in <state_dir>/http.addr ("" when the file is absent).
 std::string http_address(const DaemonUnderTest& daemon);
-// A page's samples: series (name and labels, as written) -> value.
-std::map<std::string, std::string> parse_samples(const std::string& page);
+// A page's samples: series (name and labels, as written) -> value. Inline, so the unit tests use
+// it without linking the daemon side of this kit.
+inline std::map<std::string, std::string> parse_samples(const std::string& page) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    auto space = line.rfind(' ');
+    out[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return out;
+}
 // GET /metrics: its samples (empty when the scrape failed; `failure` says why).
 std::map<std::string, std::string> scrape(const std::string& address, std::string* failure = nullptr);
 

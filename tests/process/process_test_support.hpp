@@ -1,5 +1,5 @@
-// Shared helpers for the process tests: an io_context on two threads, running a coroutine on a
-// strand with an upper bound on its duration, temporary directories, /proc probes.
+// Shared helpers for the process tests: the io threads and scratch directory of
+// tests/support/io_threads.hpp, launch plans, /proc probes.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,68 +26,17 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "tests/support/io_threads.hpp"
 
 namespace mh::daemon::test {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// Two io threads, like the daemon on this machine, so strands really hop threads.
-class IoThreads {
- public:
-  explicit IoThreads(int threads = 2) : guard_(asio::make_work_guard(context_)) {
-    for (int i = 0; i < threads; ++i)
-      threads_.emplace_back([this] { context_.run(); });
-  }
-  ~IoThreads() { stop(); }
-  IoThreads(const IoThreads&) = delete;
-  IoThreads& operator=(const IoThreads&) = delete;
+using mh::test::IoThreads;
 
-  asio::io_context& context() { return context_; }
-  asio::strand<asio::io_context::executor_type> make_strand() { return asio::make_strand(context_); }
-
-  void stop() {
-    guard_.reset();
-    context_.stop();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-
-  // Runs the coroutine on `executor` and returns its value. If it does not finish within
-  // `limit`, the io threads are stopped (so nothing runs on with dangling references) and the
-  // test fails by exception.
-  template <class T, class Executor>
-  T run(Executor executor, asio::awaitable<T> work, std::chrono::milliseconds limit = 20s) {
-    auto future = asio::co_spawn(executor, std::move(work), asio::use_future);
-    if (future.wait_for(limit) != std::future_status::ready) {
-      stop();
-      throw std::runtime_error("coroutine did not finish within " + std::to_string(limit.count()) + " ms");
-    }
-    return future.get();
-  }
-
- private:
-  asio::io_context context_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-  std::vector<std::thread> threads_;
-};
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/mh-process-test-XXXXXX";
-    char* made = ::mkdtemp(pattern);
-    if (!made) throw std::runtime_error("mkdtemp failed");
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
+struct TempDir : mh::test::ScratchDir {
+  TempDir() : ScratchDir("mh-process-test") {}
 };
 
 inline adapters::LaunchPlan make_plan(std::filesystem::path program, std::vector<std::string> args,

@@ -1,5 +1,5 @@
-// Shared helpers for the stream tests: two io threads with strands, bounded waits on
-// coroutines, temporary directories, event payloads and line checks.
+// Shared helpers for the stream tests: the io threads and scratch directory of
+// tests/support/io_threads.hpp, event payloads and line checks.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,6 +24,7 @@
 #include "daemon/stream/event_log.hpp"
 #include "daemon/stream/stream_reader.hpp"
 #include "protocol/reader.hpp"
+#include "tests/support/io_threads.hpp"
 
 namespace mh::daemon::test {
 
@@ -31,70 +32,11 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using Strand = asio::strand<asio::io_context::executor_type>;
 
-class IoThreads {
- public:
-  explicit IoThreads(int threads = 2) : guard_(asio::make_work_guard(context_)) {
-    for (int i = 0; i < threads; ++i)
-      threads_.emplace_back([this] { context_.run(); });
-  }
-  ~IoThreads() { stop(); }
-  IoThreads(const IoThreads&) = delete;
-  IoThreads& operator=(const IoThreads&) = delete;
+using mh::test::IoThreads;
 
-  Strand make_strand() { return asio::make_strand(context_); }
-
-  void stop() {
-    guard_.reset();
-    context_.stop();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-
-  template <class T>
-  std::future<T> spawn(Strand strand, asio::awaitable<T> work) {
-    return asio::co_spawn(strand, std::move(work), asio::use_future);
-  }
-
-  // Waits for the future with an upper bound; on overrun stops the io threads (nothing keeps
-  // running against the test's locals) and fails by exception.
-  template <class T>
-  T get(std::future<T>& future, std::chrono::milliseconds limit = 30s) {
-    if (future.wait_for(limit) != std::future_status::ready) {
-      stop();
-      throw std::runtime_error("coroutine did not finish within " + std::to_string(limit.count()) + " ms");
-    }
-    return future.get();
-  }
-
-  template <class T>
-  T run(Strand strand, asio::awaitable<T> work, std::chrono::milliseconds limit = 30s) {
-    auto future = spawn(strand, std::move(work));
-    return get(future, limit);
-  }
-
- private:
-  asio::io_context context_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-  std::vector<std::thread> threads_;
-};
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/mh-stream-test-XXXXXX";
-    char* made = ::mkdtemp(pattern);
-    if (!made) throw std::runtime_error("mkdtemp failed");
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path events() const { return path_ / "events.jsonl"; }
-
- private:
-  std::filesystem::path path_;
+struct TempDir : mh::test::ScratchDir {
+  TempDir() : ScratchDir("mh-stream-test") {}
+  std::filesystem::path events() const { return path() / "events.jsonl"; }
 };
 
 // A text event of roughly `bytes` bytes once serialised (the envelope adds ~80).

@@ -55,6 +55,7 @@ CliProcess::CliProcess(std::vector<std::string> argv, std::optional<std::vector<
   ::close(err[1]);
   in_ = in[1];
   out_ = out[0];
+  out_lines_.emplace(out_);
   err_ = err[0];
   ::fcntl(err_, F_SETFL, ::fcntl(err_, F_GETFL) | O_NONBLOCK);
   if (rc != 0) throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
@@ -86,53 +87,40 @@ void CliProcess::close_stdin() {
   in_ = -1;
 }
 
-bool CliProcess::fill(std::chrono::steady_clock::time_point deadline) {
-  if (eof_) return false;
-  auto now = std::chrono::steady_clock::now();
-  if (now >= deadline) return false;
-  int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
-  pollfd p{out_, POLLIN, 0};
-  int ready = ::poll(&p, 1, ms);
-  if (ready <= 0) return false;
-  char buf[65536];
-  ssize_t n = ::read(out_, buf, sizeof buf);
-  if (n <= 0) {
-    eof_ = true;
-    return false;
-  }
-  out_buffer_.append(buf, static_cast<std::size_t>(n));
-  return true;
-}
-
 std::optional<std::string> CliProcess::next_line(std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto nl = out_buffer_.find('\n');
-    if (nl != std::string::npos) {
-      std::string line = out_buffer_.substr(0, nl);
-      out_buffer_.erase(0, nl + 1);
-      return line;
-    }
-    if (eof_ || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    fill(deadline);
-  }
+  if (!out_lines_) return std::nullopt;
+  std::string line;
+  testkit::LineReader::Clock::time_point read_at;
+  if (out_lines_->next(line, read_at, testkit::LineReader::Clock::now() + timeout) != testkit::LineReader::Status::line)
+    return std::nullopt;
+  return line;
 }
 
-std::optional<EventLine> CliProcess::wait_for(const std::function<bool(const EventLine&)>& match,
-                                              std::chrono::milliseconds timeout) {
+EventLine to_event_line(std::string raw) {
+  EventLine e;
+  e.raw = std::move(raw);
+  auto v = protocol::parse_json(e.raw);
+  if (v && v->is_object()) e.object = v->get_object();
+  return e;
+}
+
+std::optional<EventLine> read_until(
+    const std::function<std::optional<std::string>(std::chrono::milliseconds)>& next_line, std::vector<EventLine>& kept,
+    const std::function<bool(const EventLine&)>& match, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (remaining.count() <= 0) return std::nullopt;
     auto line = next_line(remaining);
     if (!line) return std::nullopt;
-    EventLine e;
-    e.raw = *line;
-    auto v = protocol::parse_json(*line);
-    if (v && v->is_object()) e.object = v->get_object();
-    events_.push_back(e);
-    if (match(e)) return e;
+    kept.push_back(to_event_line(std::move(*line)));
+    if (match(kept.back())) return kept.back();
   }
+}
+
+std::optional<EventLine> CliProcess::wait_for(const std::function<bool(const EventLine&)>& match,
+                                              std::chrono::milliseconds timeout) {
+  return read_until([this](std::chrono::milliseconds t) { return next_line(t); }, events_, match, timeout);
 }
 
 std::optional<EventLine> CliProcess::wait_for_event(std::string_view name, std::chrono::milliseconds timeout) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "protocol/json.hpp"
+#include "testkit/line_reader.hpp"
 
 namespace mh::test {
 
@@ -25,6 +26,16 @@ struct EventLine {
   std::string_view event() const;
   std::string str(std::string_view key) const;  // "" when absent / not a string
 };
+
+// A line as read, parsed when it is a JSON object.
+EventLine to_event_line(std::string raw);
+
+// Reads lines with `next_line` until one satisfies `match` (returned) or the timeout passes or
+// the lines end (nullopt); every line read is kept in `kept`. What CliProcess and SocketClient
+// wait with.
+std::optional<EventLine> read_until(
+    const std::function<std::optional<std::string>(std::chrono::milliseconds)>& next_line, std::vector<EventLine>& kept,
+    const std::function<bool(const EventLine&)>& match, std::chrono::milliseconds timeout);
 
 class CliProcess {
  public:
@@ -55,14 +66,12 @@ class CliProcess {
   const std::string& stderr_text();  // everything on stderr so far (non-blocking drain)
 
  private:
-  bool fill(std::chrono::steady_clock::time_point deadline);
   void drain_stderr();
 
   int pid_ = -1;
   int in_ = -1, out_ = -1, err_ = -1;
-  std::string out_buffer_;
+  std::optional<testkit::LineReader> out_lines_;
   std::string err_text_;
-  bool eof_ = false;
   std::optional<int> status_;
   std::vector<EventLine> events_;
 };

@@ -23,13 +23,6 @@ sockaddr_un address_of(const std::filesystem::path& p) {
   return a;
 }
 
-EventLine to_event_line(std::string raw) {
-  EventLine e;
-  e.raw = std::move(raw);
-  auto v = protocol::parse_json(e.raw);
-  if (v && v->is_object()) e.object = v->get_object();
-  return e;
-}
 }  // namespace
 
 DaemonUnderTest::DaemonUnderTest(const std::filesystem::path& dir, const std::string& config,
@@ -119,7 +112,9 @@ SocketClient::SocketClient(const std::filesystem::path& socket) {
   if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd_);
     fd_ = -1;
+    return;
   }
+  lines_from_.emplace(fd_);
 }
 
 SocketClient::~SocketClient() {
@@ -145,43 +140,19 @@ void SocketClient::close_write() {
 }
 
 std::optional<std::string> SocketClient::next_line(std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto nl = buffer_.find('\n');
-    if (nl != std::string::npos) {
-      std::string line = buffer_.substr(0, nl);
-      buffer_.erase(0, nl + 1);
-      return line;
-    }
-    if (eof_ || fd_ < 0) return std::nullopt;
-    auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return std::nullopt;
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1,
-               static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1) <=
-        0)
-      continue;
-    char buf[65536];
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) {
-      eof_ = true;
-      continue;
-    }
-    buffer_.append(buf, static_cast<std::size_t>(n));
-  }
+  if (!lines_from_ || eof_) return std::nullopt;
+  std::string line;
+  testkit::LineReader::Clock::time_point read_at;
+  auto status = lines_from_->next(line, read_at, testkit::LineReader::Clock::now() + timeout);
+  if (status == testkit::LineReader::Status::line) return line;
+  // A reset connection ends the lines as its end does.
+  if (status != testkit::LineReader::Status::timeout) eof_ = true;
+  return std::nullopt;
 }
 
 std::optional<EventLine> SocketClient::wait_for(const std::function<bool(const EventLine&)>& match,
                                                 std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (remaining.count() <= 0) return std::nullopt;
-    auto line = next_line(remaining);
-    if (!line) return std::nullopt;
-    lines_.push_back(to_event_line(std::move(*line)));
-    if (match(lines_.back())) return lines_.back();
-  }
+  return read_until([this](std::chrono::milliseconds t) { return next_line(t); }, lines_, match, timeout);
 }
 
 std::optional<EventLine> SocketClient::wait_reply(std::string_view reply, std::chrono::milliseconds timeout) {

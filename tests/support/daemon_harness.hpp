@@ -64,7 +64,7 @@ class SocketClient {
 
  private:
   int fd_ = -1;
-  std::string buffer_;
+  std::optional<testkit::LineReader> lines_from_;  // while connected
   bool eof_ = false;
   std::vector<EventLine> lines_;
 };

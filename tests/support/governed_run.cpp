@@ -80,6 +80,11 @@ std::optional<EventLine> GovernedRun::result_for(const std::string& id) {
   return process->wait_for([&](const EventLine& e) { return e.event() == "command.result" && e.str("id") == id; });
 }
 
+std::string GovernedRun::result_code(const std::string& id) {
+  auto result = result_for(id);
+  return result ? outcome_code(*result) : "no command.result for " + id;
+}
+
 std::filesystem::path GovernedRun::write_frame(std::vector<protocol::OpKind> ops) {
   auto path = dir.path() / "frame.json";
   std::ofstream(path) << protocol::frame_document(sealed_test_frame(std::move(ops)));
@@ -110,11 +115,11 @@ void GovernedRun::expect_deadline_denial_then_named_refusals(const std::string& 
   send("-", "{this is not json");
   send("oops", R"({"format":"metaharness.command/1","id":"oops","command":"tool.decide"})");
   ASSERT_EQ(finish(), 0) << process->stderr_text();
-  EXPECT_EQ(outcome_code(*result_for("late")), "TOO_LATE");
-  EXPECT_EQ(outcome_code(*result_for("nobody")), "UNKNOWN_CALL");
-  EXPECT_EQ(outcome_code(*result_for("blank")), "MALFORMED");
-  EXPECT_EQ(outcome_code(*result_for("-")), "MALFORMED");
-  EXPECT_EQ(outcome_code(*result_for("oops")), "MALFORMED");
+  EXPECT_EQ(result_code("late"), "TOO_LATE");
+  EXPECT_EQ(result_code("nobody"), "UNKNOWN_CALL");
+  EXPECT_EQ(result_code("blank"), "MALFORMED");
+  EXPECT_EQ(result_code("-"), "MALFORMED");
+  EXPECT_EQ(result_code("oops"), "MALFORMED");
   EXPECT_FALSE(std::filesystem::exists(work() / marker_file));
 }
 

@@ -42,12 +42,15 @@ class GovernedRun : public ::testing::Test {
   int finish();
   // The command.result for a command id (waits for it).
   std::optional<EventLine> result_for(const std::string& id);
+  // Its outcome_code, or a sentence saying none came (a failed check, not a crash).
+  std::string result_code(const std::string& id);
   // A sealed frame admitting these operations, written into the test's directory.
   std::filesystem::path write_frame(std::vector<protocol::OpKind> ops);
   // Sends a command line and remembers its id: every one must get exactly one command.result.
   void send(const std::string& id, const std::string& line);
 
-  // Started in ask mode with a 1500 ms deadline, one call pending: nobody answers, so the
+  // Started in ask mode with a 1500 ms deadline (held open, for a vendor quick enough to end its
+  // turn before the later commands arrive), one call pending: nobody answers, so the
   // deadline denies it; then a late answer (TOO_LATE), an unknown call (UNKNOWN_CALL), a blank
   // deny reason, a line that is not JSON and a command with no payload (MALFORMED) are each
   // answered once, by name; the run completes and the call's marker file was never made.

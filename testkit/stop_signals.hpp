@@ -1,0 +1,10 @@
+// How a bench stops: SIGINT and SIGTERM go to the bench's own handler (which asks its loops to
+// stop and passes the signal on to a running child), and SIGPIPE is ignored, so that a child
+// that died cannot take the bench with it.
+#pragma once
+
+namespace mh::testkit {
+
+void route_stop_signals(void (*on_stop)(int));
+
+}  // namespace mh::testkit
