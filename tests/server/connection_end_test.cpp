@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "daemon/run/run_dir.hpp"
@@ -70,10 +71,22 @@ std::string refused_peer_sees(const std::filesystem::path& socket, uid_t uid, co
 
 TEST(ConnectionEnd, PeersWithNoRoleReadTheirRefusalAndACleanEndAndAreNotCountedAfterwards) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as a second uid (nobody)";
-  TempDir dir("no-role-peers");
-  std::filesystem::permissions(dir.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
-                                               std::filesystem::perms::others_exec);
-  DaemonUnderTest daemon(dir.path(), "[paths]\nsocket_mode = \"0666\"\n[server]\nmax_connections = 4\n");
+  // The second uid must reach the socket: every directory above it must let it pass, which a
+  // checkout's (say a mkdtemp 0700 one) need not. So the daemon lives under /tmp, in a directory
+  // of its own that others may traverse but not read.
+  char templ[] = "/tmp/mh-no-role-XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr) << std::strerror(errno);
+  const std::filesystem::path dir(templ);
+  struct RemoveAtEnd {
+    std::filesystem::path path;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_at_end{dir};
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                        std::filesystem::perms::others_exec);
+  DaemonUnderTest daemon(dir, "[paths]\nsocket_mode = \"0666\"\n[server]\nmax_connections = 4\n");
   ASSERT_TRUE(daemon.wait_notify("READY=1")) << daemon.stderr_text();
   // Each sends its request at once, before the refusal arrives: the bytes the daemon never reads
   // must not turn its close into a reset.
