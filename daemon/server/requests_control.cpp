@@ -1,6 +1,7 @@
 // The requests that command a run without attaching to it: command (any metaharness.command/1)
 // and halt. Each answers with the command's `result` once its command.result exists.
 #include "daemon/server/requests.hpp"
+#include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 #include "protocol/reader.hpp"
@@ -11,25 +12,10 @@ namespace asio = boost::asio;
 
 namespace {
 
-// Hands the command to the run and answers with its result: the one recorded in the stream, or
-// TOO_LATE (not recorded) for a run that has closed.
+// Hands the command to the run and answers with its result (run_access.hpp).
 asio::awaitable<void> deliver(Session& s, const SocketRequest& r, const RunEntry& e, protocol::Command cmd) {
-  std::pair<protocol::ev::CommandResult, bool> answer;
-  if (!e.run) {
-    answer = {protocol::ev::CommandResult{
-                  cmd.id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE, "the run has closed")},
-              false};
-  } else {
-    auto run = e.run;
-    auto peer = s.peer().identity();
-    auto send_command = [run, cmd, peer](auto done) mutable {
-      run->command(std::move(cmd), peer, [done](const protocol::ev::CommandResult& result, bool recorded) {
-        done(std::make_pair(result, recorded));
-      });
-    };
-    answer = co_await await_callback<std::pair<protocol::ev::CommandResult, bool>>(std::move(send_command));
-  }
-  s.connection().send(result_line(r.id, answer.first, answer.second));
+  DeliveredResult answer = co_await deliver_command(e, std::move(cmd), s.peer().identity());
+  s.connection().send(result_line(r.id, answer.result, answer.recorded));
 }
 
 }  // namespace

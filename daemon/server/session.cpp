@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 
 #include "daemon/server/requests.hpp"
+#include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "protocol/reader.hpp"
 
@@ -102,7 +103,7 @@ asio::awaitable<std::optional<RunEntry>> Session::find_run(const SocketRequest& 
     refuse("UNKNOWN_RUN", "no run \"" + protocol::excerpt(*id, 80) + "\" on this daemon", r.id);
     co_return std::nullopt;
   }
-  if (to_control && role_ != Role::admin && e->owner_uid != peer_.uid) {
+  if (to_control && !may_control(role_, peer_.uid, *e)) {
     forbid("run " + *id + " belongs to uid " + std::to_string(e->owner_uid) +
                "; controlling another user's run needs the admin role",
            r.id);
@@ -120,14 +121,7 @@ Run::ResultCallback Session::unrecorded_result_sender() {
 }
 
 std::string result_line(const std::optional<std::string>& id, const protocol::ev::CommandResult& r, bool recorded) {
-  std::string outcome;
-  protocol::JsonWriter w(outcome);
-  protocol::write_outcome(w, r.outcome);
-  json::object fields;
-  fields["command_id"] = r.id;
-  fields["outcome"] = protocol::parse_json(outcome).value_or(nullptr);
-  fields["recorded"] = recorded;
-  return reply_line("result", id, fields);
+  return reply_line("result", id, result_fields(r, recorded));
 }
 
 }  // namespace mh::daemon

@@ -3,8 +3,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
-#include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
+#include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 
@@ -68,18 +68,12 @@ asio::awaitable<void> stream(Session& s, const SocketRequest& r, bool attach) {
   bool follow = attach;
   if (const json::value* v = r.body.if_contains("follow"); v && v->is_bool()) follow = follow || v->get_bool();
 
-  std::shared_ptr<SharedStreamState> shared = e->stream;
-  std::optional<EventLog> closed_log;  // keeps a recovered log's state while we read it
-  if (!shared) {
-    auto recovered = EventLog::recover(RunDir(e->dir).events(), e->id);
-    if (!recovered) {
-      s.refuse("REFUSED", "cannot read run " + e->id + ": " + recovered.error(), r.id);
-      co_return;
-    }
-    shared = recovered->log.shared();
-    closed_log.emplace(std::move(recovered->log));
+  auto opened = open_stream(*e);
+  if (!opened) {
+    s.refuse("REFUSED", opened.error(), r.id);
+    co_return;
   }
-  auto reader = StreamReader::open(shared, s.connection().executor(),
+  auto reader = StreamReader::open(opened->shared, s.connection().executor(),
                                    *from == 0 ? ReaderStart::at_end() : ReaderStart::at_seq(*from));
   if (!reader) {
     s.refuse("MALFORMED", "cannot start at seq " + std::to_string(*from) + ": " + reader.error(), r.id);
@@ -97,7 +91,7 @@ asio::awaitable<void> stream(Session& s, const SocketRequest& r, bool attach) {
   state.run_id = e->id;
   s.connection().hold();
   asio::co_spawn(s.connection().executor(),
-                 pump_stream(s.shared_from_this(), std::move(*reader), std::move(closed_log), follow, r.id, e->id),
+                 pump_stream(s.shared_from_this(), std::move(*reader), std::move(opened->keep), follow, r.id, e->id),
                  asio::detached);
 }
 

@@ -5,10 +5,9 @@
 #include <boost/url/parse.hpp>
 #include <charconv>
 
-#include "daemon/run/run_dir.hpp"
+#include "daemon/server/run_access.hpp"
 #include "daemon/server/run_summary.hpp"
 #include "daemon/server/server.hpp"
-#include "daemon/stream/event_log.hpp"
 #include "daemon/stream/stream_reader.hpp"
 #include "daemon/viewer/viewer_assets.hpp"
 #include "protocol/event_text.hpp"
@@ -101,11 +100,9 @@ std::optional<std::uint64_t> number(const std::string& text) {
   return n;
 }
 
-// Whether a grant may command the run: control on one's own runs, admin on any (as the socket's
-// find_run decides for a peer).
+// Whether a grant may command the run: the socket's rule, for the peer that asked for the token.
 bool may_control(const ViewerGrant& grant, const RunEntry& e) {
-  if (grant.role == Role::admin) return true;
-  return grant.role >= Role::control && e.owner_uid == grant.minted_by.uid;
+  return daemon::may_control(grant.role, grant.minted_by.uid, e);
 }
 
 json::object grant_json(const ViewerGrant& grant) {
@@ -210,16 +207,10 @@ asio::awaitable<http::Response> api_events(std::shared_ptr<Server> server, http:
   auto e = co_await find(server, id);
   if (!e) co_return unknown_run(id);
 
-  std::shared_ptr<SharedStreamState> shared = e->stream;
-  std::optional<EventLog> closed_log;  // keeps a recovered log's state while it is read
-  if (!shared) {
-    auto recovered = EventLog::recover(RunDir(e->dir).events(), e->id);
-    if (!recovered) co_return refusal(500, "REFUSED", "cannot read run " + e->id + ": " + recovered.error());
-    shared = recovered->log.shared();
-    closed_log.emplace(std::move(recovered->log));
-  }
+  auto opened = open_stream(*e);  // holds a recovered log's state while it is read
+  if (!opened) co_return refusal(500, "REFUSED", opened.error());
   auto executor = co_await asio::this_coro::executor;
-  auto reader = StreamReader::open(shared, executor, ReaderStart::at_seq(from));
+  auto reader = StreamReader::open(opened->shared, executor, ReaderStart::at_seq(from));
   if (!reader)
     co_return refusal(400, "MALFORMED", "cannot start at seq " + std::to_string(from) + ": " + reader.error());
   bool live = true;
@@ -279,30 +270,10 @@ asio::awaitable<http::Response> api_decide(std::shared_ptr<Server> server, http:
 
   protocol::Command command{"viewer-" + std::to_string(++server->command_counter),
                             protocol::cmd::ToolDecide{std::string(call_id->get_string()), std::move(*decision)}};
-  std::pair<protocol::ev::CommandResult, bool> answer;
-  if (!e->run) {
-    answer = {protocol::ev::CommandResult{
-                  command.id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE, "the run has closed")},
-              false};
-  } else {
-    auto run = e->run;
-    protocol::PeerIdentity peer = access.grant->minted_by;
-    peer.via = "viewer";
-    auto send = [run, command, peer](auto done) mutable {
-      run->command(std::move(command), peer, [done](const protocol::ev::CommandResult& result, bool recorded) {
-        done(std::make_pair(result, recorded));
-      });
-    };
-    answer = co_await await_callback<std::pair<protocol::ev::CommandResult, bool>>(std::move(send));
-  }
-  std::string outcome;
-  protocol::JsonWriter w(outcome);
-  protocol::write_outcome(w, answer.first.outcome);
-  json::object body;
-  body["command_id"] = answer.first.id;
-  body["outcome"] = protocol::parse_json(outcome).value_or(nullptr);
-  body["recorded"] = answer.second;
-  co_return json_answer(200, body);
+  protocol::PeerIdentity peer = access.grant->minted_by;
+  peer.via = "viewer";
+  DeliveredResult answer = co_await deliver_command(*e, std::move(command), peer);
+  co_return json_answer(200, result_fields(answer.result, answer.recorded));
 }
 
 }  // namespace
