@@ -98,7 +98,13 @@ void close_descriptors_except(const std::vector<int>& keep) {
 // changed): own process group, default signal dispositions, empty mask, nothing else open.
 // On failure errno is left set, which is what the launcher reports to the parent.
 struct ChildSideSetup {
+  int join_cgroup_fd = -1;  // the run's cgroup.procs, or -1
+
   error_code on_exec_setup(bp2::posix::default_launcher& launcher, const fs::path&, const char* const*) {
+    // First of all, move into the run's cgroup: from here on everything this child starts is
+    // born there. Writing "0" moves the writing process.
+    if (join_cgroup_fd >= 0 && ::write(join_cgroup_fd, "0", 1) != 1)
+      return error_code(errno, boost::system::system_category());
     if (::setpgid(0, 0) == -1) return error_code(errno, boost::system::system_category());
     struct sigaction default_action {};
     default_action.sa_handler = SIG_DFL;
@@ -193,8 +199,9 @@ struct ChildProcess::Parts {
   UniqueFd stderr_read;
 };
 
-boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(
-    executor_type executor, const adapters::LaunchPlan& plan) {
+boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(executor_type executor,
+                                                                                      const adapters::LaunchPlan& plan,
+                                                                                      int join_cgroup_fd) {
   if (auto problem = check_plan(plan)) return *problem;
 
   auto in = make_pipe("stdin");
@@ -222,7 +229,8 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
     AllSignalsBlocked blocked;
     auto process = launcher(launch_context.get_executor(), ec, plan.program, plan.args,
                             bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
-                            bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd}, ChildSideSetup{});
+                            bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd},
+                            ChildSideSetup{join_cgroup_fd});
     if (!ec) {
       pid = process.id();
       process.detach();  // ours now; the basic_process must not kill it on destruction

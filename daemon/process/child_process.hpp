@@ -48,8 +48,12 @@ class ChildProcess {
   // environment entry, or the exec itself ("exec of /x/y failed: Exec format error"). The plan's
   // `directories` and `files` are not created here (that is the run loop's step before this one).
   // Blocks the calling thread for the fork+exec handshake only (until the child has exec'd).
+  // `join_cgroup_fd` (a run's cgroup.procs, RunCgroup::procs_fd) makes the child move itself
+  // into that cgroup before anything else, so it and all it starts are born there; a failure to
+  // join fails the spawn ("exec of … failed: <the write's errno>").
   static boost::system::result<std::unique_ptr<ChildProcess>, std::string> spawn(executor_type executor,
-                                                                                 const adapters::LaunchPlan& plan);
+                                                                                 const adapters::LaunchPlan& plan,
+                                                                                 int join_cgroup_fd = -1);
 
   ~ChildProcess();  // SIGKILL + reap if the child was not reaped yet; closes every descriptor
   ChildProcess(const ChildProcess&) = delete;
