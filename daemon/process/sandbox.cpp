@@ -1,0 +1,122 @@
+#include "daemon/process/sandbox.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace mh::daemon {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The system's read-only part: directories bound as they are.
+constexpr const char* kSystemDirs[] = {"/usr", "/etc"};
+// Top-level names that Debian (merged /usr) makes links into /usr; mirrored as links where they
+// are links on the host, bound read-only where they are directories.
+constexpr const char* kSystemLinks[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+bool is_under(const fs::path& path, const fs::path& root) {
+  auto p = path.lexically_normal();
+  auto r = root.lexically_normal();
+  auto [pi, ri] = std::mismatch(p.begin(), p.end(), r.begin(), r.end());
+  return ri == r.end() || (std::next(ri) == r.end() && ri->empty());  // "root/" ends in an empty element
+}
+
+bool path_exists(const fs::path& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0;
+}
+
+bool is_dir(const fs::path& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+void add(std::vector<std::string>& args, std::initializer_list<std::string> more) {
+  args.insert(args.end(), more);
+}
+
+}  // namespace
+
+std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const SandboxSpec& spec) {
+  std::vector<std::string> args;
+  // Its own session: no terminal ioctl (TIOCSTI) can reach a terminal outside.
+  add(args, {"--new-session"});
+  std::vector<fs::path> bound;  // sources whose host contents are visible inside
+  for (const char* dir : kSystemDirs)
+    if (is_dir(dir)) {
+      add(args, {"--ro-bind", dir, dir});
+      bound.emplace_back(dir);
+    }
+  for (const char* name : kSystemLinks) {
+    std::error_code ec;
+    if (fs::is_symlink(name, ec)) {
+      add(args, {"--symlink", fs::read_symlink(name, ec).string(), name});
+    } else if (is_dir(name)) {
+      add(args, {"--ro-bind", name, name});
+      bound.emplace_back(name);
+    }
+  }
+  add(args, {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+  for (const fs::path& path : spec.read_only)
+    if (path_exists(path)) {
+      add(args, {"--ro-bind", path.string(), path.string()});
+      bound.push_back(path);
+    }
+
+  std::vector<fs::path> writable;
+  writable.push_back(plan.cwd);
+  for (const fs::path& dir : plan.directories)
+    writable.push_back(dir);
+  for (const fs::path& path : spec.writable)
+    if (path_exists(path)) writable.push_back(path);
+  // Outer directories first, so an inner bind is not shadowed by its parent's; drop repeats and
+  // paths inside one already bound (they are visible through it).
+  std::sort(writable.begin(), writable.end(),
+            [](const fs::path& a, const fs::path& b) { return a.lexically_normal() < b.lexically_normal(); });
+  std::vector<fs::path> kept;
+  for (const fs::path& path : writable)
+    if (std::none_of(kept.begin(), kept.end(), [&](const fs::path& k) { return is_under(path, k); }))
+      kept.push_back(path);
+  auto bind_writable = [&](const fs::path& path) { add(args, {"--bind", path.string(), path.string()}); };
+  for (const fs::path& path : kept) {
+    bind_writable(path);
+    bound.push_back(path);
+  }
+
+  // Hidden paths whose contents would show through a bound path: covered, then any writable path
+  // inside them bound again on top.
+  for (const fs::path& path : spec.hidden) {
+    bool visible = std::any_of(bound.begin(), bound.end(), [&](const fs::path& b) { return is_under(path, b); });
+    if (!visible || !path_exists(path)) continue;
+    if (is_dir(path))
+      add(args, {"--tmpfs", path.string()});
+    else
+      add(args, {"--ro-bind", "/dev/null", path.string()});
+    for (const fs::path& w : kept)
+      if (is_under(w, path)) bind_writable(w);
+  }
+
+  if (spec.passwd_file) add(args, {"--ro-bind", spec.passwd_file->string(), "/etc/passwd"});
+  if (spec.group_file) add(args, {"--ro-bind", spec.group_file->string(), "/etc/group"});
+  // The root itself (bwrap's own tmpfs holding the mount points) read-only: nothing but the
+  // writable binds and /tmp takes a write.
+  add(args, {"--remount-ro", "/", "--chdir", plan.cwd.string()});
+  return args;
+}
+
+adapters::LaunchPlan sandboxed(const adapters::LaunchPlan& plan, const SandboxSpec& spec) {
+  adapters::LaunchPlan out = plan;
+  out.program = spec.bwrap;
+  out.args = sandbox_args(plan, spec);
+  out.args.push_back("--");
+  out.args.push_back(plan.program.string());
+  out.args.insert(out.args.end(), plan.args.begin(), plan.args.end());
+  out.notes.push_back("sandboxed with " + spec.bwrap.string() + ": the system read-only, writable only " +
+                      plan.cwd.string() + " and the run's scratch");
+  return out;
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,50 @@
+// The filesystem a run's processes see, made with bubblewrap: the launch plan is rewritten to
+// start `bwrap <layout> -- <the vendor> <its args>`, and everything the run starts inherits that
+// view.
+//
+// The view is built from an allowlist, so what is not named does not exist in it:
+//   - the system, read-only: /usr and /etc, the top-level links into /usr (/bin, /lib, /lib64,
+//     /sbin, …) as links, and any extra read-only path the daemon names (the vendor's install,
+//     metaharness's own hook programs);
+//   - writable: the run's scratch (its HOME and TMPDIR), its work directory, nothing else;
+//   - fresh: /proc, /dev (bwrap's minimal one), /tmp (an empty tmpfs: the host's /tmp is not
+//     there), and /etc/passwd and /etc/group replaced by files naming the run's user when the
+//     run has an identity of its own;
+//   - hidden even under a bound path: every path in `hidden` (the daemon's config, state
+//     directory and socket), as an empty tmpfs (a directory) or /dev/null (a file).
+// So /root, /home, the daemon's state (other runs), its config and its socket are invisible.
+// The network is not touched (the model endpoint must stay reachable; abstract sockets — the
+// hook channel — are per network namespace and stay reachable too). The vendors' own sandboxes
+// (Codex starts its own bwrap) nest inside: bwrap needs nothing but /proc and user namespaces.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/adapter.hpp"
+
+namespace mh::daemon {
+
+struct SandboxSpec {
+  std::filesystem::path bwrap = "/usr/bin/bwrap";
+  std::vector<std::filesystem::path> read_only;  // beyond the system
+  std::vector<std::filesystem::path> writable;   // beyond the plan's scratch and cwd
+  std::vector<std::filesystem::path> hidden;
+  // The run's own /etc/passwd and /etc/group (written by the caller), bound over the system's.
+  std::optional<std::filesystem::path> passwd_file, group_file;
+};
+
+// The plan, rewritten to run inside the sandbox. The writable set is the plan's cwd, every
+// directory it creates (its scratch), and spec.writable. Paths that do not exist on the host are
+// left out (bwrap would refuse them), except the plan's own, which exist by the time it spawns.
+// Reads the host's top-level entries (lstat) to mirror /bin → usr/bin style links.
+adapters::LaunchPlan sandboxed(const adapters::LaunchPlan& plan, const SandboxSpec& spec);
+
+// The bwrap arguments alone (for plan.json and the tests).
+std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const SandboxSpec& spec);
+
+}  // namespace mh::daemon

@@ -1,0 +1,116 @@
+// The sandbox a run's processes see (real bubblewrap): the run's cwd and scratch writable, the
+// system read-only, the host's /tmp and /root and a hidden path invisible, its own passwd, and a
+// nested bwrap (as Codex starts) still working inside.
+#include "daemon/process/sandbox.hpp"
+
+#include <fstream>
+
+#include "daemon/process/child_process.hpp"
+#include "process_test_support.hpp"
+
+namespace mh::daemon::test {
+namespace {
+
+struct Result {
+  std::string out;
+  protocol::ProcessTermination termination;
+};
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access(spec_.bwrap.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << spec_.bwrap;
+    work_ = run_.path() / "work";
+    scratch_ = run_.path() / "scratch";
+    std::filesystem::create_directories(work_);
+    std::filesystem::create_directories(scratch_);
+  }
+
+  // Runs `script` with /bin/sh inside the sandbox; returns its stdout and termination.
+  Result run(const std::string& script) {
+    auto plan = make_plan("/bin/sh", {"-c", script}, {{"PATH", "/usr/bin:/bin"}}, work_);
+    plan.directories = {scratch_};
+    auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_));
+    if (!child) throw std::runtime_error(child.error());
+    Result r;
+    r.out = io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s);
+    r.termination = io_.run(strand_, (*child)->async_wait(), 30s);
+    return r;
+  }
+
+  IoThreads io_{1};
+  IoThreads::Strand strand_ = io_.make_strand();
+  TempDir run_;       // the run's own directory: scratch and work inside
+  TempDir elsewhere;  // the host's /tmp, outside the run
+  SandboxSpec spec_;
+  std::filesystem::path work_, scratch_;
+};
+
+TEST_F(SandboxTest, TheRunWritesItsOwnDirectoriesAndNothingElse) {
+  auto r = run("echo a > work.txt && echo cwd-ok; echo b > " + scratch_.string() +
+               "/s.txt && echo scratch-ok; "
+               "touch /usr/mh-sandbox-probe 2>/dev/null && echo usr-written; "
+               "touch /etc/mh-sandbox-probe 2>/dev/null && echo etc-written; "
+               "touch /mh-sandbox-probe 2>/dev/null && echo root-written; "
+               "echo done");
+  EXPECT_EQ(r.out, "cwd-ok\nscratch-ok\ndone\n");
+  EXPECT_TRUE(std::filesystem::exists(work_ / "work.txt"));
+  EXPECT_TRUE(std::filesystem::exists(scratch_ / "s.txt"));
+  EXPECT_FALSE(std::filesystem::exists("/usr/mh-sandbox-probe"));
+}
+
+TEST_F(SandboxTest, TheHostsTmpRootAndAPlantedFileAreInvisible) {
+  std::ofstream(elsewhere.path() / "planted") << "secret";
+  auto r = run("cat " + (elsewhere.path() / "planted").string() +
+               " 2>/dev/null && echo planted-read; "
+               "ls -A /tmp | grep -v '^" +
+               run_.path().filename().string() +
+               "$' | grep -q . && echo tmp-not-empty; "
+               "ls -A /root 2>/dev/null | grep -q . && echo root-listed; "
+               "ls -A /home 2>/dev/null | grep -q . && echo home-listed; "
+               "echo done");
+  EXPECT_EQ(r.out, "done\n");
+}
+
+// A path the daemon hides (its state, config, socket) stays hidden even under a bound path, and
+// a writable path inside it stays writable.
+TEST_F(SandboxTest, AHiddenPathUnderABoundOneIsEmptyAndTheRunsOwnDirectoryInsideItStays) {
+  std::ofstream(run_.path() / "events.jsonl") << "the run's own record";
+  spec_.read_only.push_back(run_.path());  // as if the run's parent were visible
+  spec_.hidden.push_back(run_.path());
+  auto r = run("ls -A " + run_.path().string() + " | sort | tr '\\n' ' '; echo; echo x > w && echo cwd-ok");
+  EXPECT_EQ(r.out, "scratch work \ncwd-ok\n") << "only the run's writable directories, re-bound";
+}
+
+TEST_F(SandboxTest, TheRunsOwnPasswdNamesItsUser) {
+  std::ofstream(run_.path() / "passwd") << "mh-run:x:61234:61234:metaharness run:/nonexistent:/bin/sh\n";
+  spec_.passwd_file = run_.path() / "passwd";
+  auto r = run("cat /etc/passwd");
+  EXPECT_EQ(r.out, "mh-run:x:61234:61234:metaharness run:/nonexistent:/bin/sh\n");
+}
+
+// Codex starts its own bwrap for each command: a nested sandbox must work inside ours.
+TEST_F(SandboxTest, ANestedBwrapRunsInside) {
+  auto r =
+      run("bwrap --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 "
+          "--proc /proc --dev /dev --unshare-pid -- /bin/echo nested-ok");
+  EXPECT_EQ(r.out, "nested-ok\n");
+  EXPECT_EQ(r.termination.kind, protocol::ProcessKind::exited);
+  EXPECT_EQ(r.termination.code, 0);
+}
+
+TEST(SandboxArgs, TheLayoutIsSystemThenFreshThenWritableThenTheDirectory) {
+  auto plan = make_plan("/bin/true", {}, {}, "/srv/run/work");
+  plan.directories = {"/srv/run/scratch", "/srv/run/scratch/home"};
+  auto args = sandbox_args(plan, SandboxSpec{});
+  auto at = [&](const std::string& a) { return std::find(args.begin(), args.end(), a) - args.begin(); };
+  ASSERT_LT(at("/usr"), static_cast<long>(args.size()));
+  EXPECT_LT(at("/usr"), at("--proc"));
+  EXPECT_LT(at("--tmpfs"), at("/srv/run/work"));
+  EXPECT_EQ(std::count(args.begin(), args.end(), "/srv/run/scratch/home"), 0) << "inside a bound scratch";
+  EXPECT_EQ(args[args.size() - 2], "--chdir");
+  EXPECT_EQ(args.back(), "/srv/run/work");
+}
+
+}  // namespace
+}  // namespace mh::daemon::test
