@@ -5,6 +5,7 @@
 // wrapper (daemon/asio/process_v2.hpp, not ours) only covers remove_pointer, and asio_impl.cpp
 // gets these through Beast. Bring them in first.
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -98,13 +99,18 @@ void close_descriptors_except(const std::vector<int>& keep) {
 // changed): own process group, default signal dispositions, empty mask, nothing else open.
 // On failure errno is left set, which is what the launcher reports to the parent.
 struct ChildSideSetup {
-  int join_cgroup_fd = -1;  // the run's cgroup.procs, or -1
+  SpawnOptions options;
 
   error_code on_exec_setup(bp2::posix::default_launcher& launcher, const fs::path&, const char* const*) {
-    // First of all, move into the run's cgroup: from here on everything this child starts is
-    // born there. Writing "0" moves the writing process.
-    if (join_cgroup_fd >= 0 && ::write(join_cgroup_fd, "0", 1) != 1)
+    // First of all, move into the run's cgroup (while still privileged to): from here on
+    // everything this child starts is born there. Writing "0" moves the writing process.
+    if (options.join_cgroup_fd >= 0 && ::write(options.join_cgroup_fd, "0", 1) != 1)
       return error_code(errno, boost::system::system_category());
+    if (options.identity) {
+      if (::setgroups(0, nullptr) == -1 || ::setgid(options.identity->gid) == -1 ||
+          ::setuid(options.identity->uid) == -1)
+        return error_code(errno, boost::system::system_category());
+    }
     if (::setpgid(0, 0) == -1) return error_code(errno, boost::system::system_category());
     struct sigaction default_action {};
     default_action.sa_handler = SIG_DFL;
@@ -201,7 +207,7 @@ struct ChildProcess::Parts {
 
 boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(executor_type executor,
                                                                                       const adapters::LaunchPlan& plan,
-                                                                                      int join_cgroup_fd) {
+                                                                                      const SpawnOptions& options) {
   if (auto problem = check_plan(plan)) return *problem;
 
   auto in = make_pipe("stdin");
@@ -227,10 +233,10 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
   pid_t pid = -1;
   try {
     AllSignalsBlocked blocked;
-    auto process = launcher(launch_context.get_executor(), ec, plan.program, plan.args,
-                            bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
-                            bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd},
-                            ChildSideSetup{join_cgroup_fd});
+    auto process =
+        launcher(launch_context.get_executor(), ec, plan.program, plan.args,
+                 bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
+                 bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd}, ChildSideSetup{options});
     if (!ec) {
       pid = process.id();
       process.detach();  // ours now; the basic_process must not kill it on destruction

@@ -39,6 +39,21 @@ namespace mh::daemon {
 
 namespace asio = boost::asio;
 
+// How the child is placed, beyond the plan. Both steps run in the forked child before exec, in
+// this order; a failure fails the spawn ("exec of … failed: <errno text>").
+struct SpawnOptions {
+  // A run's cgroup.procs (RunCgroup::procs_fd): the child moves itself in first, so it and all
+  // it starts are born there.
+  int join_cgroup_fd = -1;
+  // The identity the child runs as (the daemon must be root to give it): supplementary groups
+  // cleared, then gid, then uid. Unset: the daemon's own.
+  struct Identity {
+    uid_t uid = 0;
+    gid_t gid = 0;
+  };
+  std::optional<Identity> identity;
+};
+
 class ChildProcess {
  public:
   using executor_type = asio::any_io_executor;
@@ -48,12 +63,9 @@ class ChildProcess {
   // environment entry, or the exec itself ("exec of /x/y failed: Exec format error"). The plan's
   // `directories` and `files` are not created here (that is the run loop's step before this one).
   // Blocks the calling thread for the fork+exec handshake only (until the child has exec'd).
-  // `join_cgroup_fd` (a run's cgroup.procs, RunCgroup::procs_fd) makes the child move itself
-  // into that cgroup before anything else, so it and all it starts are born there; a failure to
-  // join fails the spawn ("exec of … failed: <the write's errno>").
   static boost::system::result<std::unique_ptr<ChildProcess>, std::string> spawn(executor_type executor,
                                                                                  const adapters::LaunchPlan& plan,
-                                                                                 int join_cgroup_fd = -1);
+                                                                                 const SpawnOptions& options = {});
 
   ~ChildProcess();  // SIGKILL + reap if the child was not reaped yet; closes every descriptor
   ChildProcess(const ChildProcess&) = delete;

@@ -38,7 +38,7 @@ class RunCgroupTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> spawn_until_ready(RunCgroup& group, const std::string& script,
                                                   std::set<std::string> expect = {"ready"}) {
     auto plan = make_plan("/bin/sh", {"-c", script}, {{"PATH", "/usr/bin:/bin"}}, scratch_.path());
-    auto child = ChildProcess::spawn(strand_, plan, group.procs_fd());
+    auto child = ChildProcess::spawn(strand_, plan, {.join_cgroup_fd = group.procs_fd()});
     if (!child) throw std::runtime_error(child.error());
     io_.run(strand_, read_lines(**child, std::move(expect)), 20s);
     return std::move(*child);

@@ -3,6 +3,8 @@
 // nested bwrap (as Codex starts) still working inside.
 #include "daemon/process/sandbox.hpp"
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "daemon/process/child_process.hpp"
@@ -27,10 +29,10 @@ class SandboxTest : public ::testing::Test {
   }
 
   // Runs `script` with /bin/sh inside the sandbox; returns its stdout and termination.
-  Result run(const std::string& script) {
+  Result run(const std::string& script, const SpawnOptions& options = {}) {
     auto plan = make_plan("/bin/sh", {"-c", script}, {{"PATH", "/usr/bin:/bin"}}, work_);
     plan.directories = {scratch_};
-    auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_));
+    auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_), options);
     if (!child) throw std::runtime_error(child.error());
     Result r;
     r.out = io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s);
@@ -87,6 +89,25 @@ TEST_F(SandboxTest, TheRunsOwnPasswdNamesItsUser) {
   spec_.passwd_file = run_.path() / "passwd";
   auto r = run("cat /etc/passwd");
   EXPECT_EQ(r.out, "mh-run:x:61234:61234:metaharness run:/nonexistent:/bin/sh\n");
+}
+
+// Under a root daemon the run is somebody else: an unprivileged uid that owns only the run's own
+// directories. It writes those, cannot write the system, and cannot read root's files.
+TEST_F(SandboxTest, UnderARootDaemonTheRunIsAnUnprivilegedUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the daemon is not root here: the run keeps the daemon's user";
+  constexpr uid_t kUid = 61234;
+  for (const auto& dir : {run_.path(), work_, scratch_})
+    ASSERT_EQ(::chown(dir.c_str(), kUid, kUid), 0) << dir;
+  std::ofstream(run_.path() / "passwd") << "mh-run:x:61234:61234:metaharness run:/nonexistent:/bin/sh\n";
+  spec_.passwd_file = run_.path() / "passwd";
+  auto r =
+      run("id -u; id -un; echo x > mine && echo wrote-cwd; cat /etc/shadow >/dev/null 2>&1 && echo read-shadow; "
+          "echo done",
+          {.identity = SpawnOptions::Identity{kUid, kUid}});
+  EXPECT_EQ(r.out, "61234\nmh-run\nwrote-cwd\ndone\n");
+  struct stat info {};
+  ASSERT_EQ(::stat((work_ / "mine").c_str(), &info), 0);
+  EXPECT_EQ(info.st_uid, kUid);
 }
 
 // Codex starts its own bwrap for each command: a nested sandbox must work inside ours.
