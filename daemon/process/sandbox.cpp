@@ -111,6 +111,12 @@ adapters::LaunchPlan sandboxed(const adapters::LaunchPlan& plan, const SandboxSp
   adapters::LaunchPlan out = plan;
   out.program = spec.bwrap;
   out.args = sandbox_args(plan, spec);
+  if (spec.run_as) {
+    out.args.insert(out.args.end(),
+                    {"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", spec.setpriv.string(),
+                     "--reuid=" + std::to_string(spec.run_as->uid), "--regid=" + std::to_string(spec.run_as->gid),
+                     "--clear-groups", "--inh-caps=-all"});
+  }
   out.args.push_back("--");
   out.args.push_back(plan.program.string());
   out.args.insert(out.args.end(), plan.args.begin(), plan.args.end());

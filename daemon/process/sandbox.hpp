@@ -36,6 +36,17 @@ struct SandboxSpec {
   std::vector<std::filesystem::path> hidden;
   // The run's own /etc/passwd and /etc/group (written by the caller), bound over the system's.
   std::optional<std::filesystem::path> passwd_file, group_file;
+  // Under a root daemon: the identity the run takes once the sandbox is built. bwrap runs as root
+  // (so it can bind paths only root may reach) keeping just CAP_SETUID and CAP_SETGID, and
+  // setpriv (util-linux) drops to this uid/gid with no supplementary groups and no inheritable
+  // capabilities before it execs the vendor; bwrap's no_new_privs keeps file capabilities and
+  // setuid binaries from giving anything back.
+  struct RunAs {
+    uid_t uid = 0;
+    gid_t gid = 0;
+  };
+  std::optional<RunAs> run_as;
+  std::filesystem::path setpriv = "/usr/bin/setpriv";
 };
 
 // The plan, rewritten to run inside the sandbox. The writable set is the plan's cwd, every

@@ -29,10 +29,10 @@ class SandboxTest : public ::testing::Test {
   }
 
   // Runs `script` with /bin/sh inside the sandbox; returns its stdout and termination.
-  Result run(const std::string& script, const SpawnOptions& options = {}) {
+  Result run(const std::string& script) {
     auto plan = make_plan("/bin/sh", {"-c", script}, {{"PATH", "/usr/bin:/bin"}}, work_);
     plan.directories = {scratch_};
-    auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_), options);
+    auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_));
     if (!child) throw std::runtime_error(child.error());
     Result r;
     r.out = io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s);
@@ -96,18 +96,29 @@ TEST_F(SandboxTest, TheRunsOwnPasswdNamesItsUser) {
 TEST_F(SandboxTest, UnderARootDaemonTheRunIsAnUnprivilegedUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "the daemon is not root here: the run keeps the daemon's user";
   constexpr uid_t kUid = 61234;
-  for (const auto& dir : {run_.path(), work_, scratch_})
+  // Only the run's own directories are its; the run directory above them stays root's (0700), so
+  // only a bwrap that builds the view as root can reach them.
+  ::chmod(run_.path().c_str(), 0700);
+  for (const auto& dir : {work_, scratch_})
     ASSERT_EQ(::chown(dir.c_str(), kUid, kUid), 0) << dir;
   std::ofstream(run_.path() / "passwd") << "mh-run:x:61234:61234:metaharness run:/nonexistent:/bin/sh\n";
   spec_.passwd_file = run_.path() / "passwd";
-  auto r =
-      run("id -u; id -un; echo x > mine && echo wrote-cwd; cat /etc/shadow >/dev/null 2>&1 && echo read-shadow; "
-          "echo done",
-          {.identity = SpawnOptions::Identity{kUid, kUid}});
-  EXPECT_EQ(r.out, "61234\nmh-run\nwrote-cwd\ndone\n");
+  const std::string script =
+      "id -u; id -un; echo x > mine && echo wrote-cwd; cat /etc/shadow >/dev/null 2>&1 && echo read-shadow; "
+      "grep -E '^Cap(Prm|Eff|Inh|Amb)' /proc/self/status | grep -v '0000000000000000' ; echo done";
+  // Sandboxed: bwrap builds the view as root, then the run drops to its uid inside.
+  spec_.run_as = SandboxSpec::RunAs{kUid, kUid};
+  auto r = run(script);
+  EXPECT_EQ(r.out, "61234\nmh-run\nwrote-cwd\ndone\n") << "and no capability left in any set";
   struct stat info {};
   ASSERT_EQ(::stat((work_ / "mine").c_str(), &info), 0);
   EXPECT_EQ(info.st_uid, kUid);
+  // Without a sandbox the child drops to the uid itself, before exec.
+  ::chmod(run_.path().c_str(), 0755);
+  auto plan = make_plan("/bin/sh", {"-c", "id -u; echo y > mine2 && echo wrote"}, {{"PATH", "/usr/bin:/bin"}}, work_);
+  auto child = ChildProcess::spawn(strand_, plan, {.identity = SpawnOptions::Identity{kUid, kUid}});
+  ASSERT_TRUE(child) << child.error();
+  EXPECT_EQ(io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s), "61234\nwrote\n");
 }
 
 // Codex starts its own bwrap for each command: a nested sandbox must work inside ours.
