@@ -1,0 +1,200 @@
+#include "daemon/process/run_containment.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+
+#include "daemon/process/run_processes.hpp"
+
+namespace mh::daemon {
+
+namespace fs = std::filesystem;
+
+std::optional<uid_t> RunUidPool::acquire(const std::string& run_id) {
+  constexpr uid_t span = kLast - kFirst + 1;
+  std::lock_guard lock(mutex_);
+  uid_t start = kFirst + static_cast<uid_t>(std::hash<std::string>{}(run_id) % span);
+  for (uid_t i = 0; i < span; ++i) {
+    uid_t uid = kFirst + (start - kFirst + i) % span;
+    if (taken_.insert(uid).second) return uid;
+  }
+  return std::nullopt;
+}
+
+void RunUidPool::release(uid_t uid) {
+  std::lock_guard lock(mutex_);
+  taken_.erase(uid);
+}
+
+namespace {
+
+bool is_under(const fs::path& path, const fs::path& root) {
+  auto p = path.lexically_normal().string(), r = root.lexically_normal().string();
+  return p == r || (p.size() > r.size() && p.compare(0, r.size(), r) == 0 && (r.back() == '/' || p[r.size()] == '/'));
+}
+
+// Gives the run's own directories and files to its uid: each directory the plan creates, every
+// file the daemon wrote in them, and its cwd when that is inside the run's directory.
+std::optional<std::string> hand_over(const adapters::LaunchPlan& plan, const fs::path& run_dir, uid_t uid, gid_t gid) {
+  std::vector<fs::path> roots = plan.directories;
+  if (is_under(plan.cwd, run_dir)) roots.push_back(plan.cwd);
+  for (const fs::path& root : roots) {
+    std::error_code ec;
+    if (::lchown(root.c_str(), uid, gid) == -1) return "cannot give " + root.string() + " to the run's user";
+    for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (::lchown(it->path().c_str(), uid, gid) == -1)
+        return "cannot give " + it->path().string() + " to the run's user";
+    if (ec) return "cannot walk " + root.string() + ": " + ec.message();
+  }
+  for (const auto& file : plan.files)
+    if (::lchown(file.path.c_str(), uid, gid) == -1 && errno != ENOENT)
+      return "cannot give " + file.path.string() + " to the run's user";
+  return std::nullopt;
+}
+
+// A small file with exactly `mode`, whatever the umask.
+std::optional<std::string> write_file(const fs::path& path, std::string_view text, mode_t mode) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd || ::fchmod(fd.get(), mode) == -1) return "cannot write " + path.string() + ": " + std::strerror(errno);
+  while (!text.empty()) {
+    ssize_t n = ::write(fd.get(), text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "cannot write " + path.string() + ": " + std::strerror(errno);
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return std::nullopt;
+}
+
+std::string limit_names(const CgroupLimits& limits) {
+  std::string names;
+  auto add = [&](bool set, const char* name) {
+    if (!set) return;
+    if (!names.empty()) names += ", ";
+    names += name;
+  };
+  add(bool(limits.memory_max_bytes), "memory.max");
+  add(bool(limits.pids_max), "pids.max");
+  add(bool(limits.cpu_max_percent), "cpu.max");
+  return names;
+}
+
+}  // namespace
+
+boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainment::prepare(
+    const ContainmentPolicy& policy, const std::string& run_id, const fs::path& run_dir,
+    const adapters::LaunchPlan& plan, const CgroupLimits& requested) {
+  std::unique_ptr<RunContainment> c(new RunContainment());
+  c->plan_ = plan;
+
+  CgroupLimits limits = requested;
+  if (!limits.memory_max_bytes) limits.memory_max_bytes = policy.default_limits.memory_max_bytes;
+  if (!limits.pids_max) limits.pids_max = policy.default_limits.pids_max;
+  if (!limits.cpu_max_percent) limits.cpu_max_percent = policy.default_limits.cpu_max_percent;
+
+  if (policy.cgroups) {
+    auto group = policy.cgroups->create(run_id, limits);
+    if (!group) return group.error();
+    c->cgroup_ = std::move(*group);
+  } else {
+    if (limits.any())
+      return limit_names(limits) + " needs a cgroup of the run's own, and there is none: " + policy.no_cgroups_why;
+    c->warnings_.emplace_back("CGROUP_UNAVAILABLE",
+                              "no cgroup of the run's own (" + policy.no_cgroups_why +
+                                  "): its processes are found at its end by their environment marker, which a "
+                                  "process that drops its environment escapes");
+  }
+
+  if (policy.daemon_is_root) {
+    SandboxSpec::RunAs who;
+    if (policy.fixed_user) {
+      who = *policy.fixed_user;
+    } else {
+      auto uid = policy.uids ? policy.uids->acquire(run_id) : std::nullopt;
+      if (!uid) return std::string("no unprivileged uid is free for the run");
+      c->uid_pool_ = policy.uids;
+      who = {*uid, static_cast<gid_t>(*uid)};
+    }
+    c->identity_ = SpawnOptions::Identity{who.uid, who.gid};
+    if (auto problem = hand_over(plan, run_dir, who.uid, who.gid)) return *problem;
+  }
+
+  if (policy.sandbox) {
+    SandboxSpec spec = policy.sandbox_spec;
+    if (c->identity_) {
+      spec.run_as = SandboxSpec::RunAs{c->identity_->uid, c->identity_->gid};
+      std::string uid = std::to_string(c->identity_->uid), gid = std::to_string(c->identity_->gid);
+      fs::path home;
+      for (const auto& [name, value] : plan.env)
+        if (name == "HOME") home = value;
+      fs::path passwd = run_dir / "sandbox-passwd", group = run_dir / "sandbox-group";
+      std::string passwd_text = "root:x:0:0:root:/root:/usr/sbin/nologin\nmh-run:x:" + uid + ":" + gid +
+                                ":metaharness run " + run_id + ":" +
+                                (home.empty() ? std::string("/nonexistent") : home.string()) +
+                                ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+      std::string group_text = "root:x:0:\nmh-run:x:" + gid + ":\nnogroup:x:65534:\n";
+      if (auto problem = write_file(passwd, passwd_text, 0644)) return *problem;
+      if (auto problem = write_file(group, group_text, 0644)) return *problem;
+      spec.passwd_file = passwd;
+      spec.group_file = group;
+    }
+    c->plan_ = daemon::sandboxed(plan, spec);
+    c->sandboxed_ = true;
+  } else {
+    c->warnings_.emplace_back("SANDBOX_UNAVAILABLE",
+                              "the run sees the host's filesystem as " +
+                                  std::string(c->identity_ ? "its own user" : "the daemon's user") + ": " +
+                                  policy.no_sandbox_why);
+  }
+  return c;
+}
+
+RunContainment::~RunContainment() {
+  if (uid_pool_ && identity_) uid_pool_->release(identity_->uid);
+}
+
+SpawnOptions RunContainment::spawn_options() const {
+  SpawnOptions options;
+  if (cgroup_) options.join_cgroup_fd = cgroup_->procs_fd();
+  // Sandboxed, the drop to the run's user happens inside the sandbox (setpriv), after bwrap built
+  // the view as root.
+  if (!sandboxed_) options.identity = identity_;
+  return options;
+}
+
+std::optional<uid_t> RunContainment::uid() const {
+  if (identity_) return identity_->uid;
+  return std::nullopt;
+}
+
+boost::asio::awaitable<std::string> RunContainment::end(boost::asio::any_io_executor executor,
+                                                        std::optional<pid_t> root, std::chrono::milliseconds timeout) {
+  if (!cgroup_) {
+    KillReport report = co_await kill_run_processes(executor, root, plan_.run_marker, timeout);
+    co_return report.clean() ? std::string() : report.summary();
+  }
+  std::string problems;
+  if (auto killed = cgroup_->kill(); !killed) problems = killed.error();
+  if (!co_await cgroup_->wait_empty(executor, timeout))
+    problems += std::string(problems.empty() ? "" : "; ") + "processes still in " + cgroup_->dir().string() +
+                " after " + std::to_string(timeout.count()) + " ms";
+  facts_ = cgroup_->facts();
+  if (!cgroup_->populated())
+    if (auto removed = cgroup_->remove(); !removed) problems += (problems.empty() ? "" : "; ") + removed.error();
+  co_return problems;
+}
+
+protocol::ProcessTermination RunContainment::vendor_termination(const protocol::ProcessTermination& spawned) const {
+  if (!sandboxed_ || spawned.kind != protocol::ProcessKind::exited || spawned.code <= 128 || spawned.code > 128 + 64)
+    return spawned;
+  protocol::ProcessTermination t;
+  t.kind = protocol::ProcessKind::signaled;
+  t.signal = spawned.code - 128;
+  return t;
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,179 @@
+// One run's body, contained end to end: prepared from a plan, spawned as the containment says,
+// escapees started from inside, ended — nothing left, its user not root, its facts read; and
+// what is not available said by name (a warning) or refused (a limit without a cgroup).
+#include "daemon/process/run_containment.hpp"
+
+#include <sys/stat.h>
+
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <fstream>
+#include <set>
+
+#include "daemon/process/run_processes.hpp"
+#include "process_test_support.hpp"
+
+namespace mh::daemon::test {
+namespace {
+
+class RunContainmentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    run_dir_ = state_.path() / "runs" / "run-1";
+    scratch_ = run_dir_ / "scratch";
+    std::filesystem::create_directories(scratch_ / "work");
+    std::ofstream(run_dir_ / "events.jsonl") << "the record";
+    if (auto base = CgroupParent::own_cgroup_dir()) {
+      auto parent = CgroupParent::open(*base, unique_marker_value("containment"));
+      if (parent)
+        policy_.cgroups.emplace(std::move(*parent));
+      else
+        policy_.no_cgroups_why = parent.error();
+    } else {
+      policy_.no_cgroups_why = "no cgroup2 mount";
+    }
+    policy_.sandbox = ::access("/usr/bin/bwrap", X_OK) == 0;
+    policy_.no_sandbox_why = "no bwrap";
+    policy_.sandbox_spec.hidden = {state_.path()};
+    policy_.daemon_is_root = ::geteuid() == 0;
+    policy_.uids = std::make_shared<RunUidPool>();
+  }
+  void TearDown() override {
+    if (policy_.cgroups) ::rmdir(policy_.cgroups->dir().c_str());
+  }
+
+  adapters::LaunchPlan plan(const std::string& script) {
+    auto p = make_plan("/bin/sh", {"-c", script},
+                       {{"PATH", "/usr/bin:/bin"}, {"HOME", scratch_.string()}, {"MH_TEST_RUN", marker_}},
+                       scratch_ / "work");
+    p.directories = {scratch_};
+    p.run_marker = {"MH_TEST_RUN", marker_};
+    return p;
+  }
+
+  // Spawns the contained plan and reads its stdout until every line in `expect` was seen.
+  std::unique_ptr<ChildProcess> spawn(RunContainment& c, std::set<std::string> expect,
+                                      std::vector<std::string>* lines) {
+    auto child = ChildProcess::spawn(strand_, c.launch_plan(), c.spawn_options());
+    if (!child) throw std::runtime_error(child.error());
+    *lines = io_.run(strand_, read_lines(**child, std::move(expect)), 20s);
+    return std::move(*child);
+  }
+
+  static asio::awaitable<std::vector<std::string>> read_lines(ChildProcess& child, std::set<std::string> expect) {
+    std::vector<std::string> lines;
+    asio::streambuf buffer;
+    while (!expect.empty()) {
+      co_await asio::async_read_until(child.stdout_pipe(), buffer, '\n', asio::use_awaitable);
+      std::istream in(&buffer);
+      std::string line;
+      std::getline(in, line);
+      expect.erase(line);
+      lines.push_back(line);
+    }
+    co_return lines;
+  }
+
+  IoThreads io_{1};
+  IoThreads::Strand strand_ = io_.make_strand();
+  TempDir state_;
+  std::filesystem::path run_dir_, scratch_;
+  std::string marker_ = unique_marker_value("containment");
+  ContainmentPolicy policy_;
+};
+
+TEST_F(RunContainmentTest, EscapeesAreGoneAfterTheEndAndTheRunWasNotRoot) {
+  if (!policy_.cgroups || !policy_.sandbox) GTEST_SKIP() << "needs a writable cgroup2 and bwrap";
+  auto c =
+      RunContainment::prepare(policy_, "run-1", run_dir_,
+                              plan("(/usr/bin/env -i /usr/bin/setsid /bin/sh -c 'echo escaped; exec sleep 1001' &)\n"
+                                   "cat " +
+                                   (run_dir_ / "events.jsonl").string() +
+                                   " 2>/dev/null && echo record-read\n"
+                                   "echo uid=$(id -u)\necho ready\nexec sleep 1000\n"),
+                              {});
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_TRUE((*c)->warnings().empty());
+  std::vector<std::string> lines;
+  auto child = spawn(**c, {"escaped", "ready"}, &lines);
+  EXPECT_EQ(std::find(lines.begin(), lines.end(), "record-read"), lines.end()) << "the run read its own record";
+  if (policy_.daemon_is_root) {
+    auto uid_line =
+        std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("uid=", 0) == 0; });
+    ASSERT_NE(uid_line, lines.end());
+    uid_t uid = static_cast<uid_t>(std::stoul(uid_line->substr(4)));
+    EXPECT_GE(uid, RunUidPool::kFirst);
+    EXPECT_LE(uid, RunUidPool::kLast);
+    EXPECT_EQ((*c)->uid(), std::optional<uid_t>(uid));
+  }
+  auto problems = io_.run(strand_, (*c)->end(strand_, child->pid(), 10s), 20s);
+  EXPECT_EQ(problems, "");
+  auto termination = io_.run(strand_, child->async_wait(), 10s);
+  EXPECT_EQ((*c)->vendor_termination(termination).kind, protocol::ProcessKind::signaled);
+  EXPECT_TRUE(find_run_processes(std::nullopt, {"MH_TEST_RUN", marker_}).empty());
+  ASSERT_TRUE((*c)->facts());
+  EXPECT_GE((*c)->facts()->processes_killed.value_or(0), 2u) << "the root and the escapee";
+  EXPECT_TRUE((*c)->facts()->cpu_usec);
+}
+
+TEST_F(RunContainmentTest, WithoutACgroupTheRunSaysSoAndALimitIsRefused) {
+  policy_.cgroups.reset();
+  policy_.no_cgroups_why = "runs.cgroup_root is \"none\"";
+  auto limited = RunContainment::prepare(policy_, "run-1", run_dir_, plan("exit 0"), CgroupLimits{.pids_max = 10});
+  ASSERT_FALSE(limited);
+  EXPECT_EQ(limited.error(),
+            "pids.max needs a cgroup of the run's own, and there is none: runs.cgroup_root is \"none\"");
+
+  auto c = RunContainment::prepare(policy_, "run-1", run_dir_, plan("echo ready; exec sleep 1000"), {});
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_GE((*c)->warnings().size(), 1u);
+  EXPECT_EQ((*c)->warnings()[0].first, "CGROUP_UNAVAILABLE");
+  EXPECT_NE((*c)->warnings()[0].second.find("runs.cgroup_root is \"none\""), std::string::npos);
+  std::vector<std::string> lines;
+  auto child = spawn(**c, {"ready"}, &lines);
+  EXPECT_EQ(io_.run(strand_, (*c)->end(strand_, child->pid(), 10s), 20s), "") << "the marker sweep ends it";
+  EXPECT_FALSE((*c)->facts()) << "no cgroup, no counters: unknown, not zero";
+}
+
+TEST_F(RunContainmentTest, WithoutASandboxTheRunSaysSo) {
+  policy_.sandbox = false;
+  policy_.no_sandbox_why = "runs.sandbox is \"none\"";
+  auto c = RunContainment::prepare(policy_, "run-1", run_dir_, plan("exit 0"), {});
+  ASSERT_TRUE(c) << c.error();
+  auto w = std::find_if((*c)->warnings().begin(), (*c)->warnings().end(),
+                        [](const auto& w) { return w.first == "SANDBOX_UNAVAILABLE"; });
+  ASSERT_NE(w, (*c)->warnings().end());
+  EXPECT_NE(w->second.find("runs.sandbox is \"none\""), std::string::npos);
+  EXPECT_EQ((*c)->launch_plan().program, "/bin/sh");
+}
+
+TEST_F(RunContainmentTest, UnderARootDaemonTheRunsDirectoriesBecomeItsOwn) {
+  if (!policy_.daemon_is_root) GTEST_SKIP() << "not root";
+  std::ofstream(scratch_ / "config.json") << "{}";
+  auto p = plan("exit 0");
+  p.files.push_back({scratch_ / "config.json", "{}", 0600});
+  auto c = RunContainment::prepare(policy_, "run-1", run_dir_, p, {});
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE((*c)->uid());
+  for (const auto& path : {scratch_, scratch_ / "work", scratch_ / "config.json"}) {
+    struct stat info {};
+    ASSERT_EQ(::lstat(path.c_str(), &info), 0);
+    EXPECT_EQ(info.st_uid, *(*c)->uid()) << path;
+  }
+  struct stat info {};
+  ASSERT_EQ(::lstat((run_dir_ / "events.jsonl").c_str(), &info), 0);
+  EXPECT_EQ(info.st_uid, 0u) << "the record stays the daemon's";
+}
+
+TEST(RunUidPool, NoTwoLiveRunsShareAUidAndAReleasedOneIsFreeAgain) {
+  RunUidPool pool;
+  auto a = pool.acquire("run-a");
+  auto b = pool.acquire("run-a");  // same id, same preferred uid: must still differ
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(*a, *b);
+  pool.release(*a);
+  EXPECT_EQ(pool.acquire("run-a"), a);
+}
+
+}  // namespace
+}  // namespace mh::daemon::test
