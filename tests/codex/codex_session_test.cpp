@@ -9,6 +9,7 @@
 
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/codex/codex_evidence.hpp"
+#include "app_server_answers.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/line_framer.hpp"
 
@@ -61,26 +62,10 @@ struct RecordingSink final : AdapterSink {
   const json::object& last_written() const { return written.back(); }
 };
 
-// What Codex 0.171.0 answers on a scratch launch (captured): no account (the provider is not
-// OpenAI's), no plugin, no instruction override, no MCP server.
-json::object no_account() {
-  return {{"account", nullptr}, {"userId", nullptr}, {"requiresOpenaiAuth", false}, {"workspaceRouting", nullptr}};
-}
-json::object no_plugins() {
-  return {{"marketplaces", json::array{}}, {"marketplaceLoadErrors", json::array{}}};
-}
-json::object default_config() {
-  return {{"config", json::object{{"model", "gpt-5.5"},
-                                  {"instructions", nullptr},
-                                  {"developer_instructions", nullptr},
-                                  {"model_instructions_file", nullptr},
-                                  {"personality", nullptr},
-                                  {"project_root_markers", json::array{}},
-                                  {"mcp_servers", json::object{}}}}};
-}
-json::object no_mcp_servers() {
-  return {{"data", json::array{}}, {"nextCursor", nullptr}};
-}
+using codex_answers::default_config;
+using codex_answers::no_account;
+using codex_answers::no_mcp_servers;
+using codex_answers::no_plugins;
 
 class CodexSession : public ::testing::Test {
  protected:
@@ -104,11 +89,7 @@ class CodexSession : public ::testing::Test {
 
   // The last request the session wrote with this method (null if none).
   const json::object* request_of(std::string_view method) const {
-    for (auto it = sink.written.rbegin(); it != sink.written.rend(); ++it)
-      if (it->contains("method") && it->at("method").is_string() && it->at("method").get_string() == method &&
-          it->contains("id"))
-        return &*it;
-    return nullptr;
+    return codex_answers::last_request(sink.written, method);
   }
   // Answers the last request with this method.
   void answer(std::string_view method, json::object result) {
@@ -126,17 +107,10 @@ class CodexSession : public ::testing::Test {
   void start_thread(json::object thread_result = {}) {
     session->start(sink);
     ASSERT_EQ(sink.written.at(0).at("method"), "initialize");
-    feed(json::object{{"id", sink.written.at(0).at("id")},
-                      {"result", json::object{{"userAgent", "metaharness/0.171.0 (Debian 12; x86_64) unknown"},
-                                              {"codexHome", "/x"}}}});
+    feed(json::object{{"id", sink.written.at(0).at("id")}, {"result", codex_answers::initialize()}});
     ASSERT_EQ(sink.written.at(1).at("method"), "initialized");
     ASSERT_EQ(sink.written.at(2).at("method"), "thread/start");
-    if (thread_result.empty())
-      thread_result = json::object{{"thread", json::object{{"id", "thr_1"}, {"cwd", "/work"}}},
-                                   {"model", "gpt-5.5"},
-                                   {"approvalPolicy", "untrusted"},
-                                   {"cwd", "/work"},
-                                   {"instructionSources", json::array{}}};
+    if (thread_result.empty()) thread_result = codex_answers::thread_start();
     answer("thread/start", std::move(thread_result));
   }
 
@@ -461,24 +435,40 @@ TEST_F(CodexSession, ASteerShowsAsAnInjectionOnceItLandsAndOurOwnTurnInputIsOnly
   EXPECT_EQ(injections[0].origin, "steer");
 }
 
-TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
-  namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / ("mh-codex-plan-" + std::to_string(::getpid()));
-  fs::create_directories(root / "bin");
-  std::ofstream(root / "bin/codex") << "";
-  std::ofstream(root / "bin/hook") << "";
+// A scratch tree with the two programs a Codex plan names (empty files: planning only looks for
+// them), the host config naming them, and the run spec the plan tests start from.
+struct PlanBench {
+  explicit PlanBench(const std::string& tag)
+      : root(std::filesystem::temp_directory_path() / (tag + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(root / "bin");
+    std::ofstream(root / "bin/codex") << "";
+    std::ofstream(root / "bin/hook") << "";
+    config.binaries["codex"] = root / "bin/codex";
+    config.binaries["codex-hook"] = root / "bin/hook";
+  }
+  ~PlanBench() { std::filesystem::remove_all(root); }
+  RunPaths paths() const { return RunPaths{root / "run", root / "run/scratch"}; }
+  static RunSpec spec() {
+    RunSpec spec;
+    spec.run_id = "r9";
+    spec.adapter = "codex";
+    spec.prompt = "go";
+    spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
+    return spec;
+  }
+
+  std::filesystem::path root;
   HostConfig config;
-  config.binaries["codex"] = root / "bin/codex";
-  config.binaries["codex-hook"] = root / "bin/hook";
-  auto adapter = make_codex_adapter(config);
-  RunSpec spec;
-  spec.run_id = "r9";
-  spec.adapter = "codex";
-  spec.prompt = "go";
+};
+
+TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
+  PlanBench bench("mh-codex-plan-");
+  const auto& root = bench.root;
+  auto adapter = make_codex_adapter(bench.config);
+  RunSpec spec = PlanBench::spec();
   spec.decision_deadline_ms = 55'000;
-  spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
   spec.vendor_options["stream_max_retries"] = "0";
-  auto planned = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  auto planned = adapter->plan(spec, bench.paths());
   ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << std::get<LaunchRefusal>(planned).message;
   const auto& p = std::get<LaunchPlan>(planned);
   EXPECT_EQ(p.program, root / "bin/codex");
@@ -498,16 +488,15 @@ TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
   EXPECT_FALSE(env.count("OPENAI_API_KEY"));
 
   spec.vendor_options = {{"approval_policy", "never"}};
-  auto refused = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  auto refused = adapter->plan(spec, bench.paths());
   ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(refused)) << "an unknown vendor option is refused";
   spec.vendor_options.clear();
   spec.vendor_env = {{"CODEX_HOME", "/elsewhere"}};
-  EXPECT_TRUE(std::holds_alternative<LaunchRefusal>(adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"})));
+  EXPECT_TRUE(std::holds_alternative<LaunchRefusal>(adapter->plan(spec, bench.paths())));
   spec.vendor_env.clear();
-  config.binaries["codex-hook"] = root / "bin/missing";
-  auto no_hook = make_codex_adapter(config)->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  bench.config.binaries["codex-hook"] = root / "bin/missing";
+  auto no_hook = make_codex_adapter(bench.config)->plan(spec, bench.paths());
   ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(no_hook)) << "no hook program, no run: the seam would be half";
-  fs::remove_all(root);
 }
 
 }  // namespace
@@ -940,6 +929,12 @@ json::object escalated_args() {
                       {"sandbox_permissions", "require_escalated"},
                       {"justification", "ESCALATE: outside the sandbox"}};
 }
+// The PreToolUse hook's input for that call, as Codex sends it (the shell command only).
+json::object escalated_hook_input() {
+  return json::object{{"tool_name", "Bash"},
+                      {"tool_use_id", "call_esc"},
+                      {"tool_input", json::object{{"command", "touch escalated.txt"}}}};
+}
 
 // Captured (0.171.0, untrusted): a first call with require_escalated asks one approval whose reason
 // is the justification; nothing but the model's raw function_call says the sandbox was asked off.
@@ -949,11 +944,7 @@ TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModel
   feed(raw_call("call_esc", escalated_args()));
   EXPECT_TRUE(sink.calls.empty()) << "the raw record restates the call; the hook presents it";
   ASSERT_EQ(sink.of<proto::ev::Opaque>().back().vendor_type, "rawResponseItem/completed") << "kept, as opaque";
-  session->on_hook_request(1,
-                           json::object{{"tool_name", "Bash"},
-                                        {"tool_use_id", "call_esc"},
-                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
-                           sink);
+  session->on_hook_request(1, escalated_hook_input(), sink);
   ASSERT_EQ(sink.calls.size(), 1u);
   const ToolCall presented = sink.calls[0].call;  // a copy: later calls grow the vector
   EXPECT_TRUE(presented.escalation);
@@ -981,11 +972,7 @@ TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModel
 TEST_F(CodexSession, AShellHookAheadOfTheModelsRecordLeavesThePresentationToTheItem) {
   open();
   turn_started("t1");
-  session->on_hook_request(1,
-                           json::object{{"tool_name", "Bash"},
-                                        {"tool_use_id", "call_esc"},
-                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
-                           sink);
+  session->on_hook_request(1, escalated_hook_input(), sink);
   EXPECT_TRUE(sink.calls.empty()) << "not presented without what the model asked";
   ASSERT_EQ(sink.hook_replies.size(), 1u);
   EXPECT_EQ(sink.hook_replies[0].second, "") << "the approval decides: no opinion at the hook";
@@ -1005,11 +992,7 @@ TEST_F(CodexSession, UnderDenyOnlyTheHookPresentsTheEscalationItDecides) {
   open();
   turn_started("t1");
   feed(raw_call("call_esc", escalated_args()));
-  session->on_hook_request(1,
-                           json::object{{"tool_name", "Bash"},
-                                        {"tool_use_id", "call_esc"},
-                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
-                           sink);
+  session->on_hook_request(1, escalated_hook_input(), sink);
   ASSERT_EQ(sink.calls.size(), 1u);
   ASSERT_TRUE(sink.calls[0].reply);
   EXPECT_TRUE(sink.calls[0].call.escalation);
@@ -1038,25 +1021,14 @@ TEST_F(CodexSession, ASteerThatNeverLandedIsNotTakenForALaterMessageOfTheSameWor
 
 // The attestation's ambient inputs say whether an allow grants: under deny-only it never does.
 TEST(CodexAdapter, TheAttestationSaysWhatAnAllowDoesUnderEveryModeWithAndWithoutDenyOnly) {
-  namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / ("mh-codex-attest-" + std::to_string(::getpid()));
-  fs::create_directories(root / "bin");
-  std::ofstream(root / "bin/codex") << "";
-  std::ofstream(root / "bin/hook") << "";
-  HostConfig config;
-  config.binaries["codex"] = root / "bin/codex";
-  config.binaries["codex-hook"] = root / "bin/hook";
-  auto adapter = make_codex_adapter(config);
+  PlanBench bench("mh-codex-attest-");
+  auto adapter = make_codex_adapter(bench.config);
   for (auto mode : {proto::DecisionMode::observe, proto::DecisionMode::ask, proto::DecisionMode::frame})
     for (bool deny_only : {false, true}) {
-      RunSpec spec;
-      spec.run_id = "r9";
-      spec.adapter = "codex";
-      spec.prompt = "go";
+      RunSpec spec = PlanBench::spec();
       spec.decisions = mode;
       spec.deny_only = deny_only;
-      spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
-      auto planned = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+      auto planned = adapter->plan(spec, bench.paths());
       ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << std::get<LaunchRefusal>(planned).message;
       const auto& a = std::get<LaunchPlan>(planned).attestation;
       std::string ambient;
@@ -1081,7 +1053,6 @@ TEST(CodexAdapter, TheAttestationSaysWhatAnAllowDoesUnderEveryModeWithAndWithout
           observe && !deny_only)
           << what;
     }
-  fs::remove_all(root);
 }
 
 }  // namespace
