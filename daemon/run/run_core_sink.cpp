@@ -50,7 +50,7 @@ void RunCore::reply_hook(std::uint64_t connection, std::string line) {
 }
 
 void RunCore::session_ready() {
-  if (phase_ != Phase::starting) return;
+  if (life_.phase != Phase::starting) return;
   if (turn_allowed()) start_turn({spec_.prompt});
 }
 
@@ -145,9 +145,9 @@ void RunCore::control_answered(adapters::ControlReply reply) {
     }
   }
   if (reply.ok) {
-    result(pending.command_id, proto::CommandOutcome::ok(pending.applies_at));
+    result(pending.command, proto::CommandOutcome::ok(pending.applies_at));
   } else {
-    result(pending.command_id,
+    result(pending.command,
            proto::CommandOutcome::refused(reply.refusal_code, std::string(adapter_.id()) + " refused " +
                                                                   std::string(proto::to_string(pending.name)) + ": " +
                                                                   reply.vendor_error));
@@ -159,11 +159,10 @@ void RunCore::turn_started(std::optional<std::string> at) {
   budget_.turn_started();
   effects_.spend_changed(budget_.spend());
   ++turn_;
-  turn_announced_ = true;
   effects_.emit(proto::ev::TurnStarted{turn_, frame_in_force_ ? std::optional<std::string>(frame_in_force_->digest)
                                                               : std::nullopt},
                 std::move(at));
-  if (phase_ == Phase::idle || phase_ == Phase::starting) phase_ = Phase::turn;
+  if (life_.phase == Phase::idle || life_.phase == Phase::starting) life_.phase = Phase::turn;
 }
 
 void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
@@ -179,13 +178,12 @@ void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<s
     s.turn_over = true;
     return s.accepted;
   });
-  turn_announced_ = false;
   if (crossing) {
-    if (phase_ == Phase::turn) phase_ = Phase::idle;  // the turn is over: nothing to interrupt
+    if (life_.phase == Phase::turn) life_.phase = Phase::idle;  // the turn is over: nothing to interrupt
     exhaust(*crossing);
     return;
   }
-  if (phase_ == Phase::turn) at_boundary();
+  if (life_.phase == Phase::turn) at_boundary();
 }
 
 }  // namespace mh::daemon
