@@ -75,7 +75,9 @@ void RunCore::start(Instant now) {
   started_at_ = now;
   life_.phase = Phase::starting;
   if (spec_.budget.wall_ms) effects_.arm_wall_budget(now + std::chrono::milliseconds(*spec_.budget.wall_ms));
-  session_->start(*this);
+  adapters::AdapterOutputs outputs;
+  session_->start(outputs);
+  fold(outputs);
   auto waiting = std::move(waiting_start_);
   waiting_start_.clear();
   for (auto& w : waiting) {
@@ -103,7 +105,9 @@ void RunCore::on_budget_exhausted(const std::string& message, Instant now) {
 void RunCore::on_vendor_line(const proto::FramedLine& line, Instant now) {
   now_ = now;
   if (!session_ || life_.phase == Phase::closed) return;
-  session_->on_vendor_line(line, *this);
+  adapters::AdapterOutputs outputs;
+  session_->on_vendor_line(line, outputs);
+  fold(outputs);
 }
 
 void RunCore::on_hook_request(std::uint64_t connection, const json::value& input, Instant now) {
@@ -112,13 +116,17 @@ void RunCore::on_hook_request(std::uint64_t connection, const json::value& input
     effects_.reply_hook(connection, "");
     return;
   }
-  session_->on_hook_request(connection, input, *this);
+  adapters::AdapterOutputs outputs;
+  session_->on_hook_request(connection, input, outputs);
+  fold(outputs);
 }
 
 void RunCore::on_hook_gone(std::uint64_t connection, Instant now) {
   now_ = now;
   if (!session_ || life_.phase == Phase::closed) return;
-  session_->on_hook_gone(connection, *this);
+  adapters::AdapterOutputs outputs;
+  session_->on_hook_gone(connection, outputs);
+  fold(outputs);
 }
 
 void RunCore::on_unreadable_command(Ticket ticket, const proto::LineRefusal& refusal, Instant now) {
@@ -238,7 +246,9 @@ void RunCore::on_vendor_end(Instant now) {
   if (!session_ || !(live() || life_.phase == Phase::ending)) return;
   // What the session held is the vendor's own record, handled in the phase the vendor left the
   // run in (a turn end it held still reaches its boundary); then nothing more comes from it.
-  session_->on_vendor_end(*this);
+  adapters::AdapterOutputs outputs;
+  session_->on_vendor_end(outputs);
+  fold(outputs);
   if (life_.phase != Phase::closed) life_.phase = Phase::vendor_ended;
 }
 
@@ -342,7 +352,9 @@ void RunCore::start_turn(std::vector<std::string> texts) {
   }
   life_.phase = Phase::turn;
   turn_interrupted_ = false;
-  session_->send_user_turn(texts, *this);
+  adapters::AdapterOutputs outputs;
+  session_->send_user_turn(texts, outputs);
+  fold(outputs);
 }
 
 void RunCore::announce_step() {
@@ -404,8 +416,10 @@ void RunCore::stop(proto::CloseReason reason, std::string_view why) {
   abandon_pending(why);
   // Graceful first (the vendor kills its own running tools on interrupt and end_session), then
   // the host closes stdin and kills whatever of the run is left after the grace period.
-  if (was == Phase::turn) session_->interrupt(*this);
-  session_->end_session(*this);
+  adapters::AdapterOutputs outputs;
+  if (was == Phase::turn) (void)session_->interrupt(outputs);
+  session_->end_session(outputs);
+  fold(outputs);
   effects_.terminate_vendor(options_.halt_grace);
 }
 

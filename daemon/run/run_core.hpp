@@ -109,7 +109,7 @@ struct PendingCallView {
   std::uint64_t remaining_ms = 0;   // until the deadline denies it
 };
 
-class RunCore final : private adapters::AdapterSink {
+class RunCore final {
  public:
   // The run's lifecycle (the table at the top of this file).
   enum class Phase {
@@ -208,19 +208,20 @@ class RunCore final : private adapters::AdapterSink {
     bool answered = false;
   };
 
-  // AdapterSink
-  void event(proto::EventPayload payload, std::optional<std::string> at) override;
-  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) override;
-  void call_presented(adapters::ToolCall call, std::optional<std::string> at) override;
-  void call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply) override;
-  void call_withdrawn(const adapters::ReplyToken& reply) override;
-  void control_answered(adapters::ControlReply reply) override;
-  void turn_started(std::optional<std::string> at) override;
-  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override;
-  void write_vendor(std::string line) override;
-  void reply_hook(std::uint64_t connection, std::string line) override;
-  void session_ready() override;
-  void fail_run(std::string reason) override;
+  // What the adapter session reported for one input (adapters::AdapterOutputs), folded in order
+  // once the session has returned (run_core_sink.cpp). An output that makes the core call the
+  // session again (an answer, the first turn) has that call's outputs folded in its place.
+  void fold(adapters::AdapterOutputs& outputs);
+  void event(proto::EventPayload payload, std::optional<std::string> at);
+  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut);
+  void call_presented(adapters::ToolCall call, std::optional<std::string> at);
+  void call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply);
+  void call_withdrawn(const adapters::ReplyToken& reply);
+  void control_answered(adapters::ControlReply reply);
+  void turn_started(std::optional<std::string> at);
+  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at);
+  void session_ready();
+  void fail_run(std::string reason);
 
   CallState& present(adapters::ToolCall call, std::optional<std::string> at, proto::Seam seam);
   void decide(CallState& call, proto::Decision decision, proto::DecidedBy by, proto::Seam seam,

@@ -101,7 +101,9 @@ void RunCore::handle(const proto::cmd::Steer& c, const CommandRef& ref) {
     result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "no turn is running to steer"));
     return;
   }
-  adapters::ControlAck ack = session_->steer(c.text, *this);
+  adapters::AdapterOutputs outputs;
+  adapters::ControlAck ack = session_->steer(c.text, outputs);
+  fold(outputs);
   if (ack.kind != adapters::ControlAck::Kind::refused)
     steers_.push_back({ref.id, ack.control_id, c.text, ack.kind == adapters::ControlAck::Kind::done});
   track(ack, ref, proto::CommandName::steer);
@@ -129,7 +131,10 @@ void RunCore::handle(const proto::cmd::PermissionSet& c, const CommandRef& ref) 
                    "delivered as abstain"));
     return;
   }
-  track(session_->set_permission(c.posture, *this), ref, proto::CommandName::permission_set);
+  adapters::AdapterOutputs outputs;
+  adapters::ControlAck ack = session_->set_permission(c.posture, outputs);
+  fold(outputs);
+  track(ack, ref, proto::CommandName::permission_set);
 }
 
 void RunCore::handle(const proto::cmd::Interrupt&, const CommandRef& ref) {
@@ -140,7 +145,10 @@ void RunCore::handle(const proto::cmd::Interrupt&, const CommandRef& ref) {
   }
   abandon_pending("the run was interrupted");
   turn_interrupted_ = true;
-  track(session_->interrupt(*this), ref, proto::CommandName::interrupt);
+  adapters::AdapterOutputs outputs;
+  adapters::ControlAck ack = session_->interrupt(outputs);
+  fold(outputs);
+  track(ack, ref, proto::CommandName::interrupt);
 }
 
 void RunCore::handle(const proto::cmd::Halt&, const CommandRef& ref) {

@@ -1,6 +1,7 @@
-// RunCore as the adapter's sink (adapters::AdapterSink): what the vendor session reports (events,
-// calls presented, awaiting an answer or withdrawn, controls answered, turns) turned into records
-// and decisions. Separate from the inputs because this is the adapter's side of the seam.
+// What the vendor session reports, folded: each input's outputs (adapters::AdapterOutputs: events,
+// calls presented, awaiting an answer or withdrawn, controls answered, turns, writes, hook
+// replies) turned into records, decisions and effects, in order. Separate from the inputs because
+// this is the adapter's side of the seam.
 #include <algorithm>
 
 #include "daemon/run/run_core.hpp"
@@ -41,12 +42,39 @@ void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> 
   effects_.emit_cut(std::move(payload), std::move(at), std::move(cut));
 }
 
-void RunCore::write_vendor(std::string line) {
-  effects_.write_vendor(std::move(line));
-}
-
-void RunCore::reply_hook(std::uint64_t connection, std::string line) {
-  effects_.reply_hook(connection, std::move(line));
+void RunCore::fold(adapters::AdapterOutputs& outputs) {
+  namespace out = adapters::out;
+  for (auto& output : outputs.take()) {
+    std::visit(
+        [&](auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, out::Event>)
+            event(std::move(o.payload), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::EventCut>)
+            event_cut(std::move(o.payload), std::move(o.at), std::move(o.cut));
+          else if constexpr (std::is_same_v<T, out::CallPresented>)
+            call_presented(std::move(o.call), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::CallAwaitsAnswer>)
+            call_awaits_answer(std::move(o.call), std::move(o.reply));
+          else if constexpr (std::is_same_v<T, out::CallWithdrawn>)
+            call_withdrawn(o.reply);
+          else if constexpr (std::is_same_v<T, out::ControlAnswered>)
+            control_answered(std::move(o.reply));
+          else if constexpr (std::is_same_v<T, out::TurnStarted>)
+            turn_started(std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::TurnEnded>)
+            turn_ended(std::move(o.stop_reason), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::WriteVendor>)
+            effects_.write_vendor(std::move(o.line));  // straight to the host: nothing to decide
+          else if constexpr (std::is_same_v<T, out::ReplyHook>)
+            effects_.reply_hook(o.connection, std::move(o.line));
+          else if constexpr (std::is_same_v<T, out::SessionReady>)
+            session_ready();
+          else if constexpr (std::is_same_v<T, out::FailRun>)
+            fail_run(std::move(o.reason));
+        },
+        output);
+  }
 }
 
 void RunCore::session_ready() {
