@@ -1,7 +1,7 @@
 // The Codex adapter's session (reader + controller) driven line by line with app-server's own
-// record shapes (captured from codex 0.171.0, see ../shared/reference/codex-wire.md §5), and a
-// sink that records what it is asked to do. No process, no clock: the run-loop side is the
-// recording sink.
+// record shapes (captured from codex 0.171.0, see ../shared/reference/codex-wire.md §5); the
+// outputs it returns for each input are recorded by kind. No process, no clock: the run-loop side
+// is the recording sink.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,7 +18,9 @@ namespace {
 
 namespace json = boost::json;
 
-struct RecordingSink final : AdapterSink {
+// What the session's outputs said, by kind. A session fills an AdapterOutputs per input; `in()`
+// hands one to the call and takes its outputs in, in order, when the statement ends.
+struct RecordingSink {
   struct Presented {
     ToolCall call;
     std::optional<ReplyToken> reply;  // set when the vendor waits for the answer
@@ -32,25 +34,39 @@ struct RecordingSink final : AdapterSink {
   std::vector<std::string> turns;  // "started" / "ended:<reason>"
   int ready = 0;
 
-  void event(proto::EventPayload p, std::optional<std::string>) override { events.push_back(std::move(p)); }
-  void call_presented(ToolCall c, std::optional<std::string>) override {
-    calls.push_back({std::move(c), std::nullopt});
+  void take(AdapterOutputs& outputs) {
+    for (auto& output : outputs.take())
+      std::visit([&](auto& o) { take_one(o); }, output);
   }
-  void call_awaits_answer(ToolCall c, ReplyToken r) override { calls.push_back({std::move(c), std::move(r)}); }
-  void call_withdrawn(const ReplyToken&) override {}
-  void control_answered(ControlReply r) override { control_replies.push_back(std::move(r)); }
-  void turn_started(std::optional<std::string>) override { turns.push_back("started"); }
-  void turn_ended(std::optional<std::string> reason, std::optional<std::string>) override {
-    turns.push_back("ended:" + reason.value_or(""));
+  void take_one(out::Event& o) { events.push_back(std::move(o.payload)); }
+  void take_one(out::EventCut& o) {
+    // As a host that cannot carry cuts: the event, then a warning saying it is cut.
+    events.push_back(std::move(o.payload));
+    events.push_back(proto::ev::Warning{"CONTENT_CUT", "cut"});
   }
-  void write_vendor(std::string line) override {
-    auto v = proto::parse_json(line);
-    ASSERT_TRUE(v && v->is_object()) << line;
+  void take_one(out::CallPresented& o) { calls.push_back({std::move(o.call), std::nullopt}); }
+  void take_one(out::CallAwaitsAnswer& o) { calls.push_back({std::move(o.call), std::move(o.reply)}); }
+  void take_one(out::CallWithdrawn&) {}
+  void take_one(out::ControlAnswered& o) { control_replies.push_back(std::move(o.reply)); }
+  void take_one(out::TurnStarted&) { turns.push_back("started"); }
+  void take_one(out::TurnEnded& o) { turns.push_back("ended:" + o.stop_reason.value_or("")); }
+  void take_one(out::WriteVendor& o) {
+    auto v = proto::parse_json(o.line);
+    ASSERT_TRUE(v && v->is_object()) << o.line;
     written.push_back(v->as_object());
   }
-  void reply_hook(std::uint64_t c, std::string line) override { hook_replies.emplace_back(c, std::move(line)); }
-  void session_ready() override { ++ready; }
-  void fail_run(std::string why) override { failures.push_back(std::move(why)); }
+  void take_one(out::ReplyHook& o) { hook_replies.emplace_back(o.connection, std::move(o.line)); }
+  void take_one(out::SessionReady&) { ++ready; }
+  void take_one(out::FailRun& o) { failures.push_back(std::move(o.reason)); }
+
+  // One input's outputs, taken in when the full expression that made them ends.
+  struct Feed {
+    RecordingSink& into;
+    AdapterOutputs outputs;
+    operator AdapterOutputs&() { return outputs; }
+    ~Feed() { into.take(outputs); }
+  };
+  Feed in() { return Feed{*this, {}}; }
 
   template <class T>
   std::vector<T> of() const {
@@ -83,7 +99,7 @@ class CodexSession : public ::testing::Test {
     framed.text = line;
     framed.number = ++line_no;
     framed.length = line.size();
-    session->on_vendor_line(framed, sink);
+    session->on_vendor_line(framed, sink.in());
   }
   void feed(const json::object& o) { feed(proto::canonical_json(o)); }
 
@@ -105,7 +121,7 @@ class CodexSession : public ::testing::Test {
 
   // initialize → initialized → thread/start (and the evidence requests beside it).
   void start_thread(json::object thread_result = {}) {
-    session->start(sink);
+    session->start(sink.in());
     ASSERT_EQ(sink.written.at(0).at("method"), "initialize");
     feed(json::object{{"id", sink.written.at(0).at("id")}, {"result", codex_answers::initialize()}});
     ASSERT_EQ(sink.written.at(1).at("method"), "initialized");
@@ -160,7 +176,7 @@ TEST_F(CodexSession, StartsTheThreadUntrustedWithHookTrustBypassedAndOpensWithSe
 }
 
 TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithTheirOwnLines) {
-  session->start(sink);
+  session->start(sink.in());
   feed(json::object{{"id", sink.written.at(0).at("id")},
                     {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
   std::string warning = R"({"method":"configWarning","params":{"summary":"bubblewrap"}})";
@@ -180,7 +196,7 @@ TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithT
 }
 
 TEST_F(CodexSession, HeldNotificationsAreReleasedWhenTheThreadNeverStarts) {
-  session->start(sink);
+  session->start(sink.in());
   feed(json::object{{"id", sink.written.at(0).at("id")},
                     {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
   feed(R"({"method":"configWarning","params":{"summary":"x"}})");
@@ -209,7 +225,7 @@ TEST_F(CodexSession, AnApprovalIsACallAwaitingItsAnswerAndAllowIsAcceptNeverForS
   EXPECT_EQ(asked.call.name, "Bash");
   EXPECT_EQ(asked.call.seam, proto::Seam::control_request);
   EXPECT_EQ(asked.call.input.at("command"), "/bin/bash -lc ls");
-  session->answer(*asked.reply, asked.call, proto::decision::Allow{}, sink);
+  session->answer(*asked.reply, asked.call, proto::decision::Allow{}, sink.in());
   EXPECT_EQ(sink.last_written().at("id"), 7);
   EXPECT_EQ(sink.last_written().at("result").at("decision"), "accept");
 }
@@ -223,7 +239,7 @@ TEST_F(CodexSession, DenyPutsTheReasonBeforeTheDecline) {
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_EQ(sink.calls[0].call.name, "apply_patch");
   std::size_t before = sink.written.size();
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: no patches"}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: no patches"}, sink.in());
   ASSERT_EQ(sink.written.size(), before + 2);
   const auto& inject = sink.written[before];
   EXPECT_EQ(inject.at("method"), "thread/inject_items");
@@ -237,7 +253,7 @@ TEST_F(CodexSession, AbstainDeclinesUnderUntrustedBecauseNobodyElseApproves) {
   feed(json::object{{"method", "item/commandExecution/requestApproval"},
                     {"id", 9},
                     {"params", json::object{{"itemId", "call_x"}, {"command", "ls"}}}});
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Abstain{}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Abstain{}, sink.in());
   EXPECT_EQ(sink.last_written().at("result").at("decision"), "decline");
 }
 
@@ -271,7 +287,7 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
   session->on_hook_request(
       1,
       json::object{{"tool_name", "Bash"}, {"tool_use_id", "call_a"}, {"tool_input", json::object{{"command", "ls"}}}},
-      sink);
+      sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_FALSE(sink.calls[0].reply) << "the approval that follows decides a shell call";
   EXPECT_EQ(sink.calls[0].call.seam, proto::Seam::control_request);
@@ -282,11 +298,11 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
       2,
       json::object{
           {"tool_name", "view_image"}, {"tool_use_id", "call_i"}, {"tool_input", json::object{{"path", "p.png"}}}},
-      sink);
+      sink.in());
   ASSERT_EQ(sink.calls.size(), 2u);
   ASSERT_TRUE(sink.calls[1].reply);
   EXPECT_EQ(sink.calls[1].call.seam, proto::Seam::hook);
-  session->answer(*sink.calls[1].reply, sink.calls[1].call, proto::decision::Deny{"no images"}, sink);
+  session->answer(*sink.calls[1].reply, sink.calls[1].call, proto::decision::Deny{"no images"}, sink.in());
   ASSERT_EQ(sink.hook_replies.size(), 2u);
   EXPECT_EQ(sink.hook_replies[1].first, 2u);
   auto out = proto::parse_json(sink.hook_replies[1].second);
@@ -294,7 +310,7 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
   EXPECT_EQ(out->at("hookSpecificOutput").at("permissionDecision"), "deny");
   EXPECT_EQ(out->at("hookSpecificOutput").at("permissionDecisionReason"), "no images");
 
-  session->on_hook_request(3, json::object{{"tool_input", json::object{}}}, sink);
+  session->on_hook_request(3, json::object{{"tool_input", json::object{}}}, sink.in());
   ASSERT_EQ(sink.hook_replies.size(), 3u);
   EXPECT_NE(sink.hook_replies[2].second.find("\"deny\""), std::string::npos)
       << "a hook input naming no tool is denied, never let through";
@@ -302,10 +318,10 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
 
 TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
   open();
-  EXPECT_EQ(session->steer("x", sink).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
-  EXPECT_EQ(session->interrupt(sink).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
+  EXPECT_EQ(session->steer("x", sink.in()).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
+  EXPECT_EQ(session->interrupt(sink.in()).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
   turn_started("turn_1");
-  auto steer = session->steer("prefer short", sink);
+  auto steer = session->steer("prefer short", sink.in());
   EXPECT_EQ(steer.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(sink.last_written().at("method"), "turn/steer");
   EXPECT_EQ(sink.last_written().at("params").at("expectedTurnId"), "turn_1");
@@ -316,7 +332,7 @@ TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
   EXPECT_FALSE(sink.control_replies[0].ok);
   EXPECT_EQ(sink.control_replies[0].refusal_code, proto::RefusalCode::TOO_LATE);
 
-  auto interrupt = session->interrupt(sink);
+  auto interrupt = session->interrupt(sink.in());
   EXPECT_EQ(interrupt.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(sink.written[sink.written.size() - 2].at("method"), "turn/interrupt");
   EXPECT_EQ(sink.last_written().at("method"), "thread/backgroundTerminals/clean")
@@ -326,9 +342,10 @@ TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
 TEST_F(CodexSession, APostureThatWouldSwitchTheSeamOffIsShadowed) {
   open();
   for (auto posture : {"never", "on-request", "on-failure"})
-    EXPECT_EQ(session->set_permission(posture, sink).outcome.refusal->code, proto::RefusalCode::SHADOWED) << posture;
-  EXPECT_EQ(session->set_permission("bogus", sink).outcome.refusal->code, proto::RefusalCode::MALFORMED);
-  auto ok = session->set_permission("read-only", sink);
+    EXPECT_EQ(session->set_permission(posture, sink.in()).outcome.refusal->code, proto::RefusalCode::SHADOWED)
+        << posture;
+  EXPECT_EQ(session->set_permission("bogus", sink.in()).outcome.refusal->code, proto::RefusalCode::MALFORMED);
+  auto ok = session->set_permission("read-only", sink.in());
   EXPECT_EQ(ok.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(ok.outcome.applies_at, "the next turn boundary");
   EXPECT_EQ(sink.last_written().at("method"), "thread/settings/update");
@@ -426,7 +443,7 @@ TEST_F(CodexSession, ASteerShowsAsAnInjectionOnceItLandsAndOurOwnTurnInputIsOnly
   feed(
       R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u1","content":[{"type":"text","text":"go"}]}}})");
   EXPECT_TRUE(sink.of<proto::ev::Injection>().empty());
-  session->steer("STEER", sink);
+  session->steer("STEER", sink.in());
   feed(
       R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u2","content":[{"type":"text","text":"STEER"}]}}})");
   auto injections = sink.of<proto::ev::Injection>();
@@ -546,7 +563,7 @@ TEST_F(CodexSession, ASubAgentsCallNamesItsThreadAndItsDenyReasonGoesIntoThatThr
   feed(approval(0, "thr_child", "call_sub"));
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_EQ(sink.calls[0].call.agent, std::optional<std::string>("thr_child"));
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: not you"}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: not you"}, sink.in());
   const json::object* inject = nullptr;
   for (const auto& w : sink.written)
     if (w.contains("method") && w.at("method") == "thread/inject_items") inject = &w;
@@ -564,7 +581,7 @@ TEST_F(CodexSession, ASubAgentsCallNamesItsThreadAndItsDenyReasonGoesIntoThatThr
                                         {"tool_name", "view_image"},
                                         {"tool_use_id", "call_img"},
                                         {"tool_input", json::object{{"path", "a.png"}}}},
-                           sink);
+                           sink.in());
   EXPECT_EQ(sink.calls.back().call.agent, std::optional<std::string>("thr_child"));
 }
 
@@ -615,7 +632,7 @@ TEST_F(CodexSession, ASecondApprovalForTheSameItemIsItsOwnEscalationCall) {
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_EQ(sink.calls[0].call.call_id, "call_touch");
   EXPECT_FALSE(sink.calls[0].call.escalation);
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Allow{}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Allow{}, sink.in());
   // Captured shape (granular policy, codex-gating.md §2): the retry asks again for the same item.
   feed(approval(1, "thr_1", "call_touch", "command failed; retry without sandbox?"));
   ASSERT_EQ(sink.calls.size(), 2u);
@@ -661,14 +678,14 @@ TEST_F(CodexSession, ADenyOnlyThreadRunsUnderNeverAndTheHookDecidesShellCalls) {
                                         {"tool_name", "Bash"},
                                         {"tool_use_id", "call_b"},
                                         {"tool_input", json::object{{"command", "touch x"}}}},
-                           sink);
+                           sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   ASSERT_TRUE(sink.calls[0].reply) << "under never no approval follows: the hook must wait for the decision";
   EXPECT_TRUE(sink.hook_replies.empty());
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"no"}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"no"}, sink.in());
   ASSERT_EQ(sink.hook_replies.size(), 1u);
   EXPECT_NE(sink.hook_replies[0].second.find("\"deny\""), std::string::npos);
-  auto untrusted = session->set_permission("untrusted", sink);
+  auto untrusted = session->set_permission("untrusted", sink.in());
   EXPECT_EQ(untrusted.kind, ControlAck::Kind::refused);
 }
 
@@ -680,7 +697,7 @@ TEST_F(CodexSession, AnAllowOverridesTheSandboxPosturesOnly) {
 }
 
 TEST_F(CodexSession, APermissionChangeBeforeTheThreadExistsIsSentOnceItDoes) {
-  auto ack = session->set_permission("read-only", sink);
+  auto ack = session->set_permission("read-only", sink.in());
   EXPECT_EQ(ack.kind, ControlAck::Kind::pending_vendor);
   EXPECT_TRUE(sink.written.empty()) << "no thread id yet: nothing is sent";
   open();
@@ -851,7 +868,7 @@ TEST_F(CodexSession, NoInstructionFileLoadedKeepsTheH11ClaimAndTheRunStarts) {
 // session.started too: its answer must not come before the record that opens the stream.
 TEST_F(CodexSession, APermissionChangeBeforeSessionStartedIsSentWhenItIsWritten) {
   start_thread();
-  auto ack = session->set_permission("untrusted", sink);
+  auto ack = session->set_permission("untrusted", sink.in());
   EXPECT_EQ(ack.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(request_of("thread/settings/update"), nullptr);
   answer_evidence();
@@ -944,7 +961,7 @@ TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModel
   feed(raw_call("call_esc", escalated_args()));
   EXPECT_TRUE(sink.calls.empty()) << "the raw record restates the call; the hook presents it";
   ASSERT_EQ(sink.of<proto::ev::Opaque>().back().vendor_type, "rawResponseItem/completed") << "kept, as opaque";
-  session->on_hook_request(1, escalated_hook_input(), sink);
+  session->on_hook_request(1, escalated_hook_input(), sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   const ToolCall presented = sink.calls[0].call;  // a copy: later calls grow the vector
   EXPECT_TRUE(presented.escalation);
@@ -972,7 +989,7 @@ TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModel
 TEST_F(CodexSession, AShellHookAheadOfTheModelsRecordLeavesThePresentationToTheItem) {
   open();
   turn_started("t1");
-  session->on_hook_request(1, escalated_hook_input(), sink);
+  session->on_hook_request(1, escalated_hook_input(), sink.in());
   EXPECT_TRUE(sink.calls.empty()) << "not presented without what the model asked";
   ASSERT_EQ(sink.hook_replies.size(), 1u);
   EXPECT_EQ(sink.hook_replies[0].second, "") << "the approval decides: no opinion at the hook";
@@ -992,7 +1009,7 @@ TEST_F(CodexSession, UnderDenyOnlyTheHookPresentsTheEscalationItDecides) {
   open();
   turn_started("t1");
   feed(raw_call("call_esc", escalated_args()));
-  session->on_hook_request(1, escalated_hook_input(), sink);
+  session->on_hook_request(1, escalated_hook_input(), sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   ASSERT_TRUE(sink.calls[0].reply);
   EXPECT_TRUE(sink.calls[0].call.escalation);
@@ -1009,7 +1026,7 @@ TEST_F(CodexSession, AStartedThreadAsksForTheModelsRawItems) {
 TEST_F(CodexSession, ASteerThatNeverLandedIsNotTakenForALaterMessageOfTheSameWords) {
   open();
   turn_started("turn_1");
-  session->steer("STEER", sink);
+  session->steer("STEER", sink.in());
   feed(json::object{{"method", "turn/completed"},
                     {"params", json::object{{"threadId", "thr_1"},
                                             {"turn", json::object{{"id", "turn_1"}, {"status", "interrupted"}}}}}});
