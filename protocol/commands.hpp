@@ -65,13 +65,9 @@ static_assert(kCommandCount == 7);
 
 // Command names as an enum, for capability tables keyed by command.
 enum class CommandName { tool_decide, frame_set, message_inject, steer, permission_set, interrupt, halt };
-template <>
-struct EnumNames<CommandName> {
-  static constexpr std::array names = {
-      std::string_view("tool.decide"), std::string_view("frame.set"),      std::string_view("message.inject"),
-      std::string_view("steer"),       std::string_view("permission.set"), std::string_view("interrupt"),
-      std::string_view("halt")};
-};
+// The names are the payload types' own kName, in variant order.
+MH_ENUM_NAMES(CommandName, cmd::ToolDecide::kName, cmd::FrameSet::kName, cmd::MessageInject::kName, cmd::Steer::kName,
+              cmd::PermissionSet::kName, cmd::Interrupt::kName, cmd::Halt::kName);
 
 struct Command {
   std::string id;

@@ -141,6 +141,8 @@ class FieldReader {
  private:
   const json::value* find(std::string_view k) const;
   void wrong_type(std::string_view k, std::string_view expected, const json::value& found);
+  template <class T, class Get>
+  std::optional<T> read_as(std::string_view k, bool nullable, std::string_view expected, Get get);
 
   const json::object& object_;
   std::string context_;

@@ -37,7 +37,7 @@ enum class HermeticRow { h1a, h1b, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11 };
 enum class ProcessKind { exited, signaled, unknown };
 
 template <class E>
-struct EnumNames;  // specialised below: static constexpr std::array names
+struct EnumNames;  // specialised by MH_ENUM_NAMES (here and beside other wire enums)
 
 #define MH_ENUM_NAMES(E, ...)                          \
   template <>                                          \
@@ -64,7 +64,6 @@ MH_ENUM_NAMES(HermeticRow, std::string_view("h1a"), std::string_view("h1b"), std
               std::string_view("h7"), std::string_view("h8"), std::string_view("h9"), std::string_view("h10"),
               std::string_view("h11"));
 MH_ENUM_NAMES(ProcessKind, std::string_view("exited"), std::string_view("signaled"), std::string_view("unknown"));
-#undef MH_ENUM_NAMES
 
 template <class E>
 constexpr std::string_view to_string(E e) {
