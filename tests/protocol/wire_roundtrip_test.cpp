@@ -11,23 +11,15 @@
 #include <set>
 
 #include "protocol/reader.hpp"
+#include "protocol/wire_codec.hpp"
 #include "wire_samples.hpp"
 
 namespace mh::protocol {
 namespace {
 
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
-template <class T>
-struct is_vector : std::false_type {};
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
-template <class T>
-struct is_map : std::false_type {};
-template <class K, class V>
-struct is_map<std::map<K, V>> : std::true_type {};
+using wire::is_name_map;
+using wire::is_optional;
+using wire::is_vector;
 template <class T>
 struct is_variant : std::false_type {};
 template <class... A>
@@ -51,7 +43,7 @@ std::string difference(const T& a, const T& b, const std::string& path) {
     for (std::size_t i = 0; i < a.size(); ++i)
       if (auto d = difference(a[i], b[i], path + "[" + std::to_string(i) + "]"); !d.empty()) return d;
     return "";
-  } else if constexpr (is_map<T>::value) {
+  } else if constexpr (is_name_map<T>::value) {
     if (a.size() != b.size()) return path + " (sizes differ)";
     for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
       if (ia->first != ib->first) return path + " (keys differ)";
