@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -301,10 +302,72 @@ void BM_Typed_SerializeOnly(benchmark::State& state) {
   report(state);
 }
 
+// One event kind at a time: the corpus's lines of that kind, read (read_event_line) or written
+// (serialize, from events read once). The time is per pass over those lines; `lines` says how
+// many, so time / lines is the cost of one line. The three commonest events on a governed run.
+struct Kind {
+  std::vector<std::string> lines;
+  std::vector<Event> events;
+  std::int64_t bytes = 0;
+};
+
+const Kind& kind(std::string_view name) {
+  static std::map<std::string, Kind, std::less<>> kinds;
+  auto it = kinds.find(name);
+  if (it != kinds.end()) return it->second;
+  Kind k;
+  for (const auto& line : corpus().lines) {
+    auto event = read_event_line(line);
+    if (event_name(event->payload) != name) continue;
+    k.lines.push_back(line);
+    k.events.push_back(std::move(*event));
+    k.bytes += static_cast<std::int64_t>(line.size());
+  }
+  return kinds.emplace(std::string(name), std::move(k)).first->second;
+}
+
+void report_kind(benchmark::State& state, const Kind& k) {
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(k.lines.size()));
+  state.SetBytesProcessed(state.iterations() * k.bytes);
+  state.counters["lines"] = static_cast<double>(k.lines.size());
+  state.counters["ns_per_line"] = benchmark::Counter(
+      static_cast<double>(k.lines.size()), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void BM_Event_Read(benchmark::State& state, std::string_view name) {
+  const Kind& k = kind(name);
+  for (auto _ : state) {
+    for (const auto& line : k.lines) {
+      auto event = read_event_line(line);
+      benchmark::DoNotOptimize(&event);
+    }
+  }
+  report_kind(state, k);
+}
+
+void BM_Event_Write(benchmark::State& state, std::string_view name) {
+  const Kind& k = kind(name);
+  std::string out;
+  for (auto _ : state) {
+    for (const auto& e : k.events) {
+      out.clear();
+      serialize_to(out, e);
+      benchmark::DoNotOptimize(out.data());
+    }
+  }
+  report_kind(state, k);
+}
+
 BENCHMARK(BM_Typed_ReadAndSerialize)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Raw_BoostJsonParseAndSerialize)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Typed_ReadOnly)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Typed_SerializeOnly)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Event_Read, tool_requested, "tool.requested")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Event_Write, tool_requested, "tool.requested")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Event_Read, text, "text")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Event_Write, text, "text")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Event_Read, command_result, "command.result")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Event_Write, command_result, "command.result")->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace mh::protocol

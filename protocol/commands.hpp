@@ -13,6 +13,7 @@ struct ToolDecide {
   std::string call_id;
   Decision decision;
 };
+BOOST_DESCRIBE_STRUCT(ToolDecide, (), (call_id, decision))
 
 struct FrameSet {
   static constexpr std::string_view kName = "frame.set";
@@ -21,31 +22,38 @@ struct FrameSet {
   // (step.left carries it); without it the step is left with no_verdict.
   std::optional<StepOutcome> step_outcome;
 };
+BOOST_DESCRIBE_STRUCT(FrameSet, (), (frame, step_outcome))
+MH_WIRE_RULES(FrameSet, WireFieldRule{"step_outcome", kOmitNull})
 
 struct MessageInject {
   static constexpr std::string_view kName = "message.inject";
   std::string text;
 };
+BOOST_DESCRIBE_STRUCT(MessageInject, (), (text))
 
 struct Steer {
   static constexpr std::string_view kName = "steer";
   std::string text;
 };
+BOOST_DESCRIBE_STRUCT(Steer, (), (text))
 
 struct PermissionSet {
   static constexpr std::string_view kName = "permission.set";
   std::string posture;  // in the vendor's own vocabulary
 };
+BOOST_DESCRIBE_STRUCT(PermissionSet, (), (posture))
 
 struct Interrupt {
   static constexpr std::string_view kName = "interrupt";
   std::optional<std::string> reason;
 };
+BOOST_DESCRIBE_STRUCT(Interrupt, (), (reason))
 
 struct Halt {
   static constexpr std::string_view kName = "halt";
   std::optional<std::string> reason;
 };
+BOOST_DESCRIBE_STRUCT(Halt, (), (reason))
 
 }  // namespace cmd
 
@@ -57,13 +65,9 @@ static_assert(kCommandCount == 7);
 
 // Command names as an enum, for capability tables keyed by command.
 enum class CommandName { tool_decide, frame_set, message_inject, steer, permission_set, interrupt, halt };
-template <>
-struct EnumNames<CommandName> {
-  static constexpr std::array names = {
-      std::string_view("tool.decide"), std::string_view("frame.set"),      std::string_view("message.inject"),
-      std::string_view("steer"),       std::string_view("permission.set"), std::string_view("interrupt"),
-      std::string_view("halt")};
-};
+// The names are the payload types' own kName, in variant order.
+MH_ENUM_NAMES(CommandName, cmd::ToolDecide::kName, cmd::FrameSet::kName, cmd::MessageInject::kName, cmd::Steer::kName,
+              cmd::PermissionSet::kName, cmd::Interrupt::kName, cmd::Halt::kName);
 
 struct Command {
   std::string id;

@@ -11,11 +11,8 @@ namespace mh::protocol {
 
 enum class Completeness { Complete, Truncated, Inconsistent };
 
-template <>
-struct EnumNames<Completeness> {
-  static constexpr std::array names = {std::string_view("Complete"), std::string_view("Truncated"),
-                                       std::string_view("Inconsistent")};
-};
+MH_ENUM_NAMES(Completeness, std::string_view("Complete"), std::string_view("Truncated"),
+              std::string_view("Inconsistent"));
 
 struct StreamVerdict {
   Completeness kind = Completeness::Truncated;

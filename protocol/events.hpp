@@ -35,6 +35,11 @@ struct SessionStarted {
   TranscriptRef transcript;
   HermeticAttestation hermetic;
 };
+BOOST_DESCRIBE_STRUCT(SessionStarted, (),
+                      (adapter, adapter_class, harness_version, session_id, model, permission_mode, credential_source,
+                       output_style, cwd, offered_tools, available_operations, withheld, slash_commands, skills, agents,
+                       plugins, mcp_servers, inputs_digest, transcript, hermetic))
+MH_WIRE_RULES(SessionStarted, WireFieldRule{"available_operations", kOmitNull}, WireFieldRule{"inputs_digest", kDigest})
 
 struct SessionEnded {
   static constexpr std::string_view kName = "session.ended";
@@ -57,54 +62,68 @@ struct SessionEnded {
   std::optional<std::map<std::string, TokenUsage>> model_usage;
   DecisionCensus census;
 };
+BOOST_DESCRIBE_STRUCT(SessionEnded, (),
+                      (final_answer, observed_models, is_error, subtype, stop_reason, terminal_reason, api_error_status,
+                       num_turns, duration_ms, duration_api_ms, ttft_ms, time_to_request_ms, total_cost_usd,
+                       permission_denials, subagents_spawned, usage, model_usage, census))
 
 struct StepEntered {
   static constexpr std::string_view kName = "step.entered";
   StepRef step;
   std::optional<std::string> frame_digest;
 };
+BOOST_DESCRIBE_STRUCT(StepEntered, (), (step, frame_digest))
+MH_WIRE_RULES(StepEntered, WireFieldRule{"frame_digest", kDigest})
 
 struct StepLeft {
   static constexpr std::string_view kName = "step.left";
   StepRef step;
   StepOutcome outcome;
 };
+BOOST_DESCRIBE_STRUCT(StepLeft, (), (step, outcome))
 
 struct TurnStarted {
   static constexpr std::string_view kName = "turn.started";
   std::uint32_t turn = 1;
   std::optional<std::string> frame_digest;
 };
+BOOST_DESCRIBE_STRUCT(TurnStarted, (), (turn, frame_digest))
+MH_WIRE_RULES(TurnStarted, WireFieldRule{"frame_digest", kDigest})
 
 struct TurnEnded {
   static constexpr std::string_view kName = "turn.ended";
   std::uint32_t turn = 1;
   std::optional<std::string> stop_reason;
 };
+BOOST_DESCRIBE_STRUCT(TurnEnded, (), (turn, stop_reason))
 
 struct Text {
   static constexpr std::string_view kName = "text";
   std::string text;
   std::optional<std::string> request_id;
 };
+BOOST_DESCRIBE_STRUCT(Text, (), (text, request_id))
 
 struct Thinking {
   static constexpr std::string_view kName = "thinking";
   std::string text;
   std::optional<std::string> request_id;
 };
+BOOST_DESCRIBE_STRUCT(Thinking, (), (text, request_id))
 
 struct ThinkingEstimate {
   static constexpr std::string_view kName = "thinking.estimate";
   std::uint64_t estimate = 0;
   std::optional<std::int64_t> delta;
 };
+BOOST_DESCRIBE_STRUCT(ThinkingEstimate, (), (estimate, delta))
 
 struct Injection {
   static constexpr std::string_view kName = "injection";
   std::string text;
   std::optional<std::string> origin;
 };
+BOOST_DESCRIBE_STRUCT(Injection, (), (text, origin))
 
 struct ToolRequested {
   static constexpr std::string_view kName = "tool.requested";
@@ -123,6 +142,11 @@ struct ToolRequested {
   // sandboxed attempt failed. It is its own call and is never answered by an earlier decision.
   bool escalation = false;
 };
+BOOST_DESCRIBE_STRUCT(ToolRequested, (),
+                      (call_id, name, input, operations, subjects, decision_required, deadline_ms, seam, agent,
+                       escalation))
+MH_WIRE_RULES(ToolRequested, WireFieldRule{"input", kPresent}, WireFieldRule{"operations", kOmitEmpty},
+              WireFieldRule{"subjects", kOmitEmpty}, WireFieldRule{"escalation", kAdditive})
 
 struct ToolDecided {
   static constexpr std::string_view kName = "tool.decided";
@@ -138,6 +162,7 @@ struct ToolDecided {
   // rules still decide); null otherwise. `decision` is always what the vendor was given.
   std::optional<Decision> requested;
 };
+BOOST_DESCRIBE_STRUCT(ToolDecided, (), (call_id, decision, decided_by, seam, latency_ms, peer, requested))
 
 struct ToolResult {
   static constexpr std::string_view kName = "tool.result";
@@ -149,6 +174,7 @@ struct ToolResult {
   std::optional<std::uint64_t> bytes;
   json::value tool_use_result;
 };
+BOOST_DESCRIBE_STRUCT(ToolResult, (), (exit_code, outcome_source, call_id, is_error, content, bytes, tool_use_result))
 
 struct Usage {
   static constexpr std::string_view kName = "usage";
@@ -161,23 +187,28 @@ struct Usage {
   // Null (the key omitted) where the adapter does not say, as every usage line before it.
   std::optional<std::string> scope = std::nullopt;
 };
+BOOST_DESCRIBE_STRUCT(Usage, (), (request_id, model, usage, scope))
+MH_WIRE_RULES(Usage, WireFieldRule{"scope", kOmitNull})
 
 struct RateLimit {
   static constexpr std::string_view kName = "rate_limit";
   RateLimitInfo info;
 };
+BOOST_DESCRIBE_STRUCT(RateLimit, (), (info))
 
 struct CommandResult {
   static constexpr std::string_view kName = "command.result";
   std::string id;
   CommandOutcome outcome;
 };
+BOOST_DESCRIBE_STRUCT(CommandResult, (), (id, outcome))
 
 struct Warning {
   static constexpr std::string_view kName = "warning";
   std::string code;
   std::string message;
 };
+BOOST_DESCRIBE_STRUCT(Warning, (), (code, message))
 
 struct Opaque {
   static constexpr std::string_view kName = "opaque";
@@ -186,6 +217,8 @@ struct Opaque {
   std::string digest;
   std::optional<std::uint64_t> source_line;
 };
+BOOST_DESCRIBE_STRUCT(Opaque, (), (vendor_type, vendor_subtype, digest, source_line))
+MH_WIRE_RULES(Opaque, WireFieldRule{"digest", kDigest})
 
 struct AuthExpired {
   static constexpr std::string_view kName = "auth.expired";
@@ -193,6 +226,7 @@ struct AuthExpired {
   std::optional<std::string> detail;
   std::optional<std::uint64_t> source_line;
 };
+BOOST_DESCRIBE_STRUCT(AuthExpired, (), (credential_source, detail, source_line))
 
 struct StreamClosed {
   static constexpr std::string_view kName = "stream.closed";
@@ -201,6 +235,8 @@ struct StreamClosed {
   std::string run_id;
   ProcessTermination process;
 };
+BOOST_DESCRIBE_STRUCT(StreamClosed, (), (events, reason, run_id, process))
+MH_WIRE_RULES(StreamClosed, WireFieldRule{"process", kAdditive})
 
 }  // namespace ev
 
@@ -226,6 +262,7 @@ struct CutField {
   std::uint64_t kept = 0;   // bytes kept from its start (a UTF-8 character boundary)
   std::string digest;       // SHA-256 (lowercase hex) of the whole
 };
+BOOST_DESCRIBE_STRUCT(CutField, (), (field, pointer, form, bytes, kept, digest))
 
 struct Event {
   std::uint64_t seq = 0;

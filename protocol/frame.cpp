@@ -80,6 +80,25 @@ json::value notes_json(const std::vector<FrameNote>& notes, std::string_view att
   return a;
 }
 
+// An operations array (the frame's own, or a subject rule's): objects only, each one an operation.
+// `not_objects` begins the complaint about an element that is not an object.
+void read_operations(FieldReader& f, const json::array& ops, std::string_view not_objects,
+                     std::vector<Operation>& out) {
+  for (const auto& op : ops) {
+    if (!op.is_object()) {
+      f.fail(std::string(not_objects) + describe_json(op) + ", expected objects");
+      return;
+    }
+    FieldReader r(op.get_object(), "operations");
+    auto parsed = read_operation(r);
+    if (!parsed) {
+      f.fail(r.error());
+      return;
+    }
+    out.push_back(*parsed);
+  }
+}
+
 }  // namespace
 
 bool Frame::admits(const Operation& op) const {
@@ -150,41 +169,15 @@ boost::system::result<Frame, FrameRefusal> frame_from_json(const json::value& v,
     read_objects(r, "rules", frame.subject_rules, [](FieldReader& rule) {
       SubjectRule out;
       out.subjects = rule.strings_or_empty("subjects");
-      if (const json::array* ops = rule.req_array("operations")) {
-        for (const auto& op : *ops) {
-          if (!op.is_object()) {
-            rule.fail("a rule's operations hold " + describe_json(op) + ", expected objects");
-            break;
-          }
-          FieldReader opr(op.get_object(), "operations");
-          auto parsed = read_operation(opr);
-          if (!parsed) {
-            rule.fail(opr.error());
-            break;
-          }
-          out.operations.push_back(*parsed);
-        }
-      }
+      if (const json::array* ops = rule.req_array("operations"))
+        read_operations(rule, *ops, "a rule's operations hold ", out.operations);
       normalise_operations(out.operations);
       return out;
     });
     if (!r.ok()) f.fail(r.error());
   }
-  if (const json::array* ops = f.req_array("operations")) {
-    for (const auto& op : *ops) {
-      if (!op.is_object()) {
-        f.fail("\"operations\" holds " + describe_json(op) + ", expected objects");
-        break;
-      }
-      FieldReader r(op.get_object(), "operations");
-      auto parsed = read_operation(r);
-      if (!parsed) {
-        f.fail(r.error());
-        break;
-      }
-      frame.operations.push_back(*parsed);
-    }
-  }
+  if (const json::array* ops = f.req_array("operations"))
+    read_operations(f, *ops, "\"operations\" holds ", frame.operations);
   normalise_operations(frame.operations);
   if (const json::object* e = f.opt_object("entities")) {
     FieldReader r(*e, "entities");

@@ -24,14 +24,10 @@ enum class OpKind {
   mcp_call,
 };
 
-template <>
-struct EnumNames<OpKind> {
-  static constexpr std::array names = {
-      std::string_view("file.read"), std::string_view("file.write"), std::string_view("file.edit"),
-      std::string_view("dir.list"),  std::string_view("search"),     std::string_view("shell"),
-      std::string_view("web.read"),  std::string_view("skill.load"), std::string_view("subagent.spawn"),
-      std::string_view("task.todo"), std::string_view("mcp.call")};
-};
+MH_ENUM_NAMES(OpKind, std::string_view("file.read"), std::string_view("file.write"), std::string_view("file.edit"),
+              std::string_view("dir.list"), std::string_view("search"), std::string_view("shell"),
+              std::string_view("web.read"), std::string_view("skill.load"), std::string_view("subagent.spawn"),
+              std::string_view("task.todo"), std::string_view("mcp.call"));
 
 struct Operation {
   OpKind op = OpKind::file_read;
@@ -90,12 +86,8 @@ struct Frame {
 
 enum class FrameRefusalKind { NotJson, UnknownFormat, Invalid, DigestMismatch, Unreadable };
 
-template <>
-struct EnumNames<FrameRefusalKind> {
-  static constexpr std::array names = {std::string_view("NotJson"), std::string_view("UnknownFormat"),
-                                       std::string_view("Invalid"), std::string_view("DigestMismatch"),
-                                       std::string_view("Unreadable")};
-};
+MH_ENUM_NAMES(FrameRefusalKind, std::string_view("NotJson"), std::string_view("UnknownFormat"),
+              std::string_view("Invalid"), std::string_view("DigestMismatch"), std::string_view("Unreadable"));
 
 struct FrameRefusal {
   FrameRefusalKind kind;

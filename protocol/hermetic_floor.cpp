@@ -87,13 +87,19 @@ Judged from_attestation(const HermeticAttestation& a, R row) {
   return {Verdict::unk, "the attestation neither imposes it nor marks it unavailable"};
 }
 
+// The names a record lists (plugins, MCP servers), sorted; one the vendor left unnamed still counts.
+template <class Ref>
+std::vector<std::string> sorted_names(const std::vector<Ref>& refs) {
+  std::vector<std::string> names;
+  for (const auto& r : refs)
+    names.push_back(r.name.value_or("<unnamed>"));
+  return sorted(std::move(names));
+}
+
 Judged h1a(const ev::SessionStarted& s, const LaunchFacts& f) {
   if (!s.plugins) return {Verdict::unk, "session.started.plugins is null: the vendor did not say which plugins loaded"};
   if (!f.plugins) return {Verdict::unk, unknown_fact(f, "the declared plugin set")};
-  std::vector<std::string> loaded;
-  for (const auto& p : *s.plugins)
-    loaded.push_back(p.name.value_or("<unnamed>"));
-  loaded = sorted(std::move(loaded));
+  auto loaded = sorted_names(*s.plugins);
   auto declared = sorted(*f.plugins);
   if (loaded == declared) return {Verdict::ok, "loaded " + listed(loaded) + ", as declared"};
   return {Verdict::gap, "loaded " + listed(loaded) + " where " + listed(declared) + " was declared"};
@@ -125,10 +131,7 @@ Judged h5(const ev::SessionStarted& s, const LaunchFacts& f) {
   if (!s.mcp_servers)
     return {Verdict::unk, "session.started.mcp_servers is null: the vendor did not say (unknown, never zero)"};
   if (!f.mcp_servers) return {Verdict::unk, unknown_fact(f, "the MCP servers the launch configured")};
-  std::vector<std::string> seen;
-  for (const auto& m : *s.mcp_servers)
-    seen.push_back(m.name.value_or("<unnamed>"));
-  seen = sorted(std::move(seen));
+  auto seen = sorted_names(*s.mcp_servers);
   auto configured = sorted(*f.mcp_servers);
   if (seen == configured) return {Verdict::ok, "MCP servers " + listed(seen) + ", as the launch configured"};
   return {Verdict::gap, "MCP servers " + listed(seen) + " where the launch configured " + listed(configured)};

@@ -17,19 +17,9 @@ enum class Verdict { ok, gap, unk };
 enum class Severity { gating, advisory };
 enum class Assertion { record, launch, effect };
 
-template <>
-struct EnumNames<Verdict> {
-  static constexpr std::array names = {std::string_view("ok"), std::string_view("gap"), std::string_view("unk")};
-};
-template <>
-struct EnumNames<Severity> {
-  static constexpr std::array names = {std::string_view("gating"), std::string_view("advisory")};
-};
-template <>
-struct EnumNames<Assertion> {
-  static constexpr std::array names = {std::string_view("record"), std::string_view("launch"),
-                                       std::string_view("effect")};
-};
+MH_ENUM_NAMES(Verdict, std::string_view("ok"), std::string_view("gap"), std::string_view("unk"));
+MH_ENUM_NAMES(Severity, std::string_view("gating"), std::string_view("advisory"));
+MH_ENUM_NAMES(Assertion, std::string_view("record"), std::string_view("launch"), std::string_view("effect"));
 
 // One row of the contract as the reference's table states it.
 struct HermeticRowInfo {

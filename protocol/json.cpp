@@ -50,6 +50,21 @@ constexpr std::array<bool, 256> make_escape_table() {
 }
 constexpr auto kNeedsEscape = make_escape_table();
 
+// The characters JSON escapes with a letter (\" \\ \n \r \t \b \f); 0 for the rest, which are
+// written \u00xx.
+constexpr std::array<char, 128> make_short_escapes() {
+  std::array<char, 128> t{};
+  t['"'] = '"';
+  t['\\'] = '\\';
+  t['\n'] = 'n';
+  t['\r'] = 'r';
+  t['\t'] = 't';
+  t['\b'] = 'b';
+  t['\f'] = 'f';
+  return t;
+}
+constexpr auto kShortEscapes = make_short_escapes();
+
 constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD
 
 void append_escaped(std::string& out, std::string_view s) {
@@ -78,32 +93,12 @@ void append_escaped(std::string& out, std::string_view s) {
     }
     out.append(s.data() + run_start, i - run_start);
     run_start = ++i;
-    switch (c) {
-      case '"':
-        out.append("\\\"");
-        break;
-      case '\\':
-        out.append("\\\\");
-        break;
-      case '\n':
-        out.append("\\n");
-        break;
-      case '\r':
-        out.append("\\r");
-        break;
-      case '\t':
-        out.append("\\t");
-        break;
-      case '\b':
-        out.append("\\b");
-        break;
-      case '\f':
-        out.append("\\f");
-        break;
-      default: {
-        char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
-        out.append(u, 6);
-      }
+    if (char letter = kShortEscapes[c]) {
+      char e[2] = {'\\', letter};
+      out.append(e, 2);
+    } else {
+      char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
+      out.append(u, 6);
     }
   }
   out.append(s.data() + run_start, s.size() - run_start);

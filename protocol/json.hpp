@@ -46,6 +46,12 @@ class JsonWriter {
   void end_array() { out_.push_back(']'); }
 
   void key(std::string_view name);
+  // A key already in its written form (`"name":`), for keys known at compile time that need no
+  // escaping (protocol/wire_codec.hpp builds them from the type descriptions).
+  void key_literal(std::string_view quoted_key) {
+    separate();
+    out_.append(quoted_key);
+  }
   // Escapes '"', '\\' and controls (\n \r \t \b \f short, others \u00xx); writes '/' and UTF-8
   // raw; a byte that is not part of well-formed UTF-8 is written as U+FFFD.
   void string(std::string_view text);
@@ -135,6 +141,8 @@ class FieldReader {
  private:
   const json::value* find(std::string_view k) const;
   void wrong_type(std::string_view k, std::string_view expected, const json::value& found);
+  template <class T, class Get>
+  std::optional<T> read_as(std::string_view k, bool nullable, std::string_view expected, Get get);
 
   const json::object& object_;
   std::string context_;

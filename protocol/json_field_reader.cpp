@@ -56,72 +56,68 @@ void FieldReader::wrong_type(std::string_view k, std::string_view expected, cons
   fail("field \"" + std::string(k) + "\" is " + describe_json(found) + ", expected " + std::string(expected));
 }
 
-std::string FieldReader::req_string(std::string_view k) {
+// One typed field: `get` converts the value (nullopt: it is of another type, refused as not
+// `expected`). A missing key is refused when the field is required; absent or null reads as
+// nullopt when it is nullable.
+template <class T, class Get>
+std::optional<T> FieldReader::read_as(std::string_view k, bool nullable, std::string_view expected, Get get) {
   const json::value* v = find(k);
-  if (!v) {
-    fail("missing required field \"" + std::string(k) + "\"");
-    return {};
+  if (!v || (nullable && v->is_null())) {
+    if (!nullable) fail("missing required field \"" + std::string(k) + "\"");
+    return std::nullopt;
   }
-  if (!v->is_string()) {
-    wrong_type(k, "a string", *v);
-    return {};
-  }
-  return std::string(v->get_string());
+  std::optional<T> out = get(*v);
+  if (!out) wrong_type(k, expected, *v);
+  return out;
+}
+
+namespace {
+std::optional<std::string> get_string(const json::value& v) {
+  if (!v.is_string()) return std::nullopt;
+  return std::string(v.get_string());
+}
+std::optional<bool> get_bool(const json::value& v) {
+  if (!v.is_bool()) return std::nullopt;
+  return v.get_bool();
+}
+std::optional<std::int64_t> get_i64(const json::value& v) {
+  if (v.is_int64()) return v.get_int64();
+  if (v.is_uint64() && v.get_uint64() <= static_cast<std::uint64_t>(INT64_MAX))
+    return static_cast<std::int64_t>(v.get_uint64());
+  return std::nullopt;
+}
+std::optional<const json::object*> get_object(const json::value& v) {
+  if (!v.is_object()) return std::nullopt;
+  return &v.get_object();
+}
+std::optional<const json::array*> get_array(const json::value& v) {
+  if (!v.is_array()) return std::nullopt;
+  return &v.get_array();
+}
+}  // namespace
+
+std::string FieldReader::req_string(std::string_view k) {
+  return read_as<std::string>(k, false, "a string", get_string).value_or(std::string());
 }
 
 std::optional<std::string> FieldReader::opt_string(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_string()) {
-    wrong_type(k, "a string or null", *v);
-    return std::nullopt;
-  }
-  return std::string(v->get_string());
+  return read_as<std::string>(k, true, "a string or null", get_string);
 }
 
 bool FieldReader::req_bool(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v) {
-    fail("missing required field \"" + std::string(k) + "\"");
-    return false;
-  }
-  if (!v->is_bool()) {
-    wrong_type(k, "a boolean", *v);
-    return false;
-  }
-  return v->get_bool();
+  return read_as<bool>(k, false, "a boolean", get_bool).value_or(false);
 }
 
 std::optional<bool> FieldReader::opt_bool(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_bool()) {
-    wrong_type(k, "a boolean or null", *v);
-    return std::nullopt;
-  }
-  return v->get_bool();
+  return read_as<bool>(k, true, "a boolean or null", get_bool);
 }
 
 std::uint64_t FieldReader::req_u64(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v) {
-    fail("missing required field \"" + std::string(k) + "\"");
-    return 0;
-  }
-  auto n = as_u64(*v);
-  if (!n) {
-    wrong_type(k, "a non-negative integer", *v);
-    return 0;
-  }
-  return *n;
+  return read_as<std::uint64_t>(k, false, "a non-negative integer", as_u64).value_or(0);
 }
 
 std::optional<std::uint64_t> FieldReader::opt_u64(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v || v->is_null()) return std::nullopt;
-  auto n = as_u64(*v);
-  if (!n) wrong_type(k, "a non-negative integer or null", *v);
-  return n;
+  return read_as<std::uint64_t>(k, true, "a non-negative integer or null", as_u64);
 }
 
 std::uint32_t FieldReader::req_u32(std::string_view k) {
@@ -134,21 +130,11 @@ std::uint32_t FieldReader::req_u32(std::string_view k) {
 }
 
 std::optional<std::int64_t> FieldReader::opt_i64(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v || v->is_null()) return std::nullopt;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64() && v->get_uint64() <= static_cast<std::uint64_t>(INT64_MAX))
-    return static_cast<std::int64_t>(v->get_uint64());
-  wrong_type(k, "an integer or null", *v);
-  return std::nullopt;
+  return read_as<std::int64_t>(k, true, "an integer or null", get_i64);
 }
 
 std::optional<double> FieldReader::opt_f64(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v || v->is_null()) return std::nullopt;
-  auto n = as_f64(*v);
-  if (!n) wrong_type(k, "a number or null", *v);
-  return n;
+  return read_as<double>(k, true, "a number or null", as_f64);
 }
 
 json::value FieldReader::any(std::string_view k) {
@@ -180,50 +166,21 @@ std::vector<std::string> FieldReader::strings_or_empty(std::string_view k) {
   return v ? std::move(*v) : std::vector<std::string>{};
 }
 
+// Objects and arrays are read in place: the pointer is into the parsed document.
 const json::object* FieldReader::req_object(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v) {
-    fail("missing required field \"" + std::string(k) + "\"");
-    return nullptr;
-  }
-  if (!v->is_object()) {
-    wrong_type(k, "an object", *v);
-    return nullptr;
-  }
-  return &v->get_object();
+  return read_as<const json::object*>(k, false, "an object", get_object).value_or(nullptr);
 }
 
 const json::object* FieldReader::opt_object(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v || v->is_null()) return nullptr;
-  if (!v->is_object()) {
-    wrong_type(k, "an object or null", *v);
-    return nullptr;
-  }
-  return &v->get_object();
+  return read_as<const json::object*>(k, true, "an object or null", get_object).value_or(nullptr);
 }
 
 const json::array* FieldReader::opt_array(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v || v->is_null()) return nullptr;
-  if (!v->is_array()) {
-    wrong_type(k, "an array or null", *v);
-    return nullptr;
-  }
-  return &v->get_array();
+  return read_as<const json::array*>(k, true, "an array or null", get_array).value_or(nullptr);
 }
 
 const json::array* FieldReader::req_array(std::string_view k) {
-  const json::value* v = find(k);
-  if (!v) {
-    fail("missing required field \"" + std::string(k) + "\"");
-    return nullptr;
-  }
-  if (!v->is_array()) {
-    wrong_type(k, "an array", *v);
-    return nullptr;
-  }
-  return &v->get_array();
+  return read_as<const json::array*>(k, false, "an array", get_array).value_or(nullptr);
 }
 
 }  // namespace mh::protocol

@@ -3,6 +3,8 @@
 #include <boost/throw_exception.hpp>
 #include <stdexcept>
 
+#include "protocol/wire_codec.hpp"
+
 namespace mh::protocol {
 
 namespace {
@@ -58,81 +60,6 @@ std::string command_vocabulary() {
   return out;
 }
 
-std::optional<CommandPayload> read_command_payload(CommandName name, FieldReader& f) {
-  switch (name) {
-    case CommandName::tool_decide: {
-      cmd::ToolDecide c;
-      c.call_id = f.req_string("call_id");
-      if (!f.ok()) return std::nullopt;
-      const json::value* d = f.object().if_contains("decision");
-      if (!d) {
-        f.fail("missing required field \"decision\"");
-        return std::nullopt;
-      }
-      std::string error;
-      auto decision = read_decision(*d, error);
-      if (!decision) {
-        f.fail(error);
-        return std::nullopt;
-      }
-      c.decision = std::move(*decision);
-      return c;
-    }
-    case CommandName::frame_set: {
-      const json::value* fv = f.object().if_contains("frame");
-      if (!fv) {
-        f.fail("missing required field \"frame\"");
-        return std::nullopt;
-      }
-      auto frame = frame_from_json(*fv, /*require_sealed=*/true);
-      if (!frame) {
-        f.fail("the frame is refused (" + std::string(to_string(frame.error().kind)) + "): " + frame.error().message);
-        return std::nullopt;
-      }
-      std::optional<StepOutcome> step_outcome;
-      if (const json::value* so = f.object().if_contains("step_outcome"); so && !so->is_null()) {
-        std::string error;
-        step_outcome = read_step_outcome(*so, error);
-        if (!step_outcome) {
-          f.fail("step_outcome: " + error);
-          return std::nullopt;
-        }
-      }
-      return cmd::FrameSet{std::move(*frame), std::move(step_outcome)};
-    }
-    case CommandName::message_inject: {
-      std::string text = f.req_string("text");
-      if (!f.ok()) return std::nullopt;
-      return cmd::MessageInject{std::move(text)};
-    }
-    case CommandName::steer: {
-      std::string text = f.req_string("text");
-      if (!f.ok()) return std::nullopt;
-      return cmd::Steer{std::move(text)};
-    }
-    case CommandName::permission_set: {
-      std::string posture = f.req_string("posture");
-      if (!f.ok()) return std::nullopt;
-      if (posture.empty()) {
-        f.fail("field \"posture\" is empty");
-        return std::nullopt;
-      }
-      return cmd::PermissionSet{std::move(posture)};
-    }
-    case CommandName::interrupt: {
-      auto reason = f.opt_string("reason");
-      if (!f.ok()) return std::nullopt;
-      return cmd::Interrupt{std::move(reason)};
-    }
-    case CommandName::halt: {
-      auto reason = f.opt_string("reason");
-      if (!f.ok()) return std::nullopt;
-      return cmd::Halt{std::move(reason)};
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 boost::system::result<Event, LineRefusal> read_event_line(std::string_view line) {
@@ -176,9 +103,10 @@ boost::system::result<Command, LineRefusal> read_command_line(std::string_view l
     return refuse(LineRefusalKind::Malformed, "malformed " + name + ": " + f.error(), std::nullopt);
   }
   FieldReader payload_reader(o, "");
-  auto payload = read_command_payload(*command_name, payload_reader);
-  if (!payload) return refuse(LineRefusalKind::Malformed, "malformed " + name + ": " + payload_reader.error(), id);
-  return Command{std::move(*id), std::move(*payload)};
+  CommandPayload payload = wire::kReaders<CommandPayload>[static_cast<std::size_t>(*command_name)](payload_reader);
+  if (!payload_reader.ok())
+    return refuse(LineRefusalKind::Malformed, "malformed " + name + ": " + payload_reader.error(), id);
+  return Command{std::move(*id), std::move(payload)};
 }
 
 LineRefusal too_long_refusal(const FramedLine& line, std::size_t bound) {
@@ -207,28 +135,7 @@ std::string serialize(const Command& command) {
   w.field("format", kCommandFormat);
   w.field("id", command.id);
   w.field("command", to_string(command_name(command.payload)));
-  std::visit(
-      [&](const auto& c) {
-        using T = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<T, cmd::ToolDecide>) {
-          w.field("call_id", c.call_id);
-          w.key("decision");
-          write_decision(w, c.decision);
-        } else if constexpr (std::is_same_v<T, cmd::FrameSet>) {
-          w.field_json("frame", frame_to_json(c.frame, true));
-          if (c.step_outcome) {
-            w.key("step_outcome");
-            write(w, *c.step_outcome);
-          }
-        } else if constexpr (std::is_same_v<T, cmd::MessageInject> || std::is_same_v<T, cmd::Steer>) {
-          w.field("text", c.text);
-        } else if constexpr (std::is_same_v<T, cmd::PermissionSet>) {
-          w.field("posture", c.posture);
-        } else {
-          w.field("reason", c.reason);
-        }
-      },
-      command.payload);
+  wire::write_alternative(w, command.payload);
   w.end_object();
   return out;
 }

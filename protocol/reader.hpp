@@ -14,12 +14,8 @@ namespace mh::protocol {
 
 enum class LineRefusalKind { TooLong, NotAnObject, UnknownFormat, UnknownName, Malformed };
 
-template <>
-struct EnumNames<LineRefusalKind> {
-  static constexpr std::array names = {std::string_view("TooLong"), std::string_view("NotAnObject"),
-                                       std::string_view("UnknownFormat"), std::string_view("UnknownName"),
-                                       std::string_view("Malformed")};
-};
+MH_ENUM_NAMES(LineRefusalKind, std::string_view("TooLong"), std::string_view("NotAnObject"),
+              std::string_view("UnknownFormat"), std::string_view("UnknownName"), std::string_view("Malformed"));
 
 struct LineRefusal {
   LineRefusalKind kind;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "protocol/wire_codec.hpp"
+
 namespace mh::protocol {
 
 namespace {
@@ -172,14 +174,7 @@ void DecisionCensus::count(const Decision& d, Seam seam, DecidedBy by) {
 // ---------------------------------------------------------------------------------------------
 
 void write(JsonWriter& w, const StepRef& v) {
-  w.begin_object();
-  w.field("workflow", v.workflow);
-  w.field("state", v.state);
-  w.key("index");
-  w.uinteger(v.index);
-  w.key("attempt");
-  w.uinteger(v.attempt);
-  w.end_object();
+  wire::write_value(w, v);
 }
 
 void write(JsonWriter& w, const StepOutcome& v) {
@@ -201,111 +196,27 @@ void write(JsonWriter& w, const StepOutcome& v) {
 }
 
 void write(JsonWriter& w, const TranscriptRef& v) {
-  w.begin_object();
-  w.field("path", v.path);
-  w.field("digest", v.digest);
-  w.field_u64("bytes", v.bytes);
-  w.end_object();
+  wire::write_value(w, v);
 }
 
 void write(JsonWriter& w, const TokenUsage& v) {
-  w.begin_object();
-  w.field_u64("input_tokens", v.input_tokens);
-  w.field_u64("output_tokens", v.output_tokens);
-  w.field_u64("cache_read_input_tokens", v.cache_read_input_tokens);
-  w.field_u64("cache_creation_input_tokens", v.cache_creation_input_tokens);
-  w.field("service_tier", v.service_tier);
-  w.field_u64("thinking_tokens", v.thinking_tokens);
-  w.field_u64("iterations", v.iterations);
-  w.field("speed", v.speed);
-  w.field_f64("cost_usd", v.cost_usd);
-  w.end_object();
+  wire::write_value(w, v);
 }
 
 void write(JsonWriter& w, const PermissionDenial& v) {
-  w.begin_object();
-  w.field("tool_name", v.tool_name);
-  w.field("tool_use_id", v.tool_use_id);
-  w.field_json("tool_input", v.tool_input);
-  w.end_object();
+  wire::write_value(w, v);
 }
-
-namespace {
-void write_counts(JsonWriter& w, const std::map<std::string, std::uint32_t>& m) {
-  w.begin_object();
-  for (const auto& [k, n] : m) {
-    w.key(k);
-    w.uinteger(n);
-  }
-  w.end_object();
-}
-}  // namespace
 
 void write(JsonWriter& w, const DecisionCensus& v) {
-  w.begin_object();
-  w.key("allowed");
-  w.uinteger(v.allowed);
-  w.key("denied");
-  w.uinteger(v.denied);
-  w.key("replaced");
-  w.uinteger(v.replaced);
-  w.key("abstained");
-  w.uinteger(v.abstained);
-  w.key("by_seam");
-  write_counts(w, v.by_seam);
-  w.key("by_decider");
-  write_counts(w, v.by_decider);
-  w.end_object();
+  wire::write_value(w, v);
 }
 
 void write(JsonWriter& w, const RateLimitInfo& v) {
-  w.begin_object();
-  w.field("status", v.status);
-  w.field("window", v.window);
-  w.field_i64("resets_at", v.resets_at);
-  w.field_f64("utilization", v.utilization);
-  w.field_bool("using_overage", v.using_overage);
-  w.end_object();
+  wire::write_value(w, v);
 }
 
 void write(JsonWriter& w, const HermeticAttestation& v) {
-  w.begin_object();
-  w.field("mode", to_string(v.mode));
-  w.field("decisions", to_string(v.decisions));
-  w.key("imposed");
-  w.begin_array();
-  for (const auto& r : v.imposed) {
-    w.begin_object();
-    w.field("row", to_string(r.row));
-    w.field("how", r.how);
-    w.end_object();
-  }
-  w.end_array();
-  w.key("unavailable");
-  w.begin_array();
-  for (const auto& r : v.unavailable) {
-    w.begin_object();
-    w.field("row", to_string(r.row));
-    w.field("why", r.why);
-    w.end_object();
-  }
-  w.end_array();
-  w.key("ambient_inputs");
-  w.strings(v.ambient_inputs);
-  w.key("installed_plugins");
-  w.begin_array();
-  for (const auto& p : v.installed_plugins) {
-    w.begin_object();
-    w.field("name", p.name);
-    w.field("source", p.source);
-    w.field("installed_at", p.installed_at);
-    w.field("digest", p.digest);
-    w.field("loaded_by", p.loaded_by);
-    w.end_object();
-  }
-  w.end_array();
-  w.field_bool("deny_only", v.deny_only);
-  w.end_object();
+  wire::write_value(w, v);
 }
 
 void write(JsonWriter& w, const ProcessTermination& v) {
@@ -322,16 +233,7 @@ void write(JsonWriter& w, const ProcessTermination& v) {
 }
 
 void write(JsonWriter& w, const PeerIdentity& v) {
-  w.begin_object();
-  w.key("uid");
-  w.uinteger(v.uid);
-  w.key("pid");
-  w.integer(v.pid);
-  if (v.via) {
-    w.key("via");
-    w.string(*v.via);
-  }
-  w.end_object();
+  wire::write_value(w, v);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -373,11 +275,7 @@ std::optional<StepRef> read_step_ref(const json::value& v, std::string& error) {
   }
   FieldReader f(v.get_object(), "step");
   StepRef s;
-  s.workflow = f.req_string("workflow");
-  s.state = f.req_string("state");
-  s.index = f.req_u32("index");
-  s.attempt = f.req_u32("attempt");
-  if (f.ok() && s.attempt == 0) f.fail("field \"attempt\" counts from 1");
+  wire::read_fields(f, s);
   if (!f.ok()) {
     error = f.error();
     return std::nullopt;
@@ -387,15 +285,7 @@ std::optional<StepRef> read_step_ref(const json::value& v, std::string& error) {
 
 TokenUsage read_usage(FieldReader& f) {
   TokenUsage u;
-  u.input_tokens = f.opt_u64("input_tokens");
-  u.output_tokens = f.opt_u64("output_tokens");
-  u.cache_read_input_tokens = f.opt_u64("cache_read_input_tokens");
-  u.cache_creation_input_tokens = f.opt_u64("cache_creation_input_tokens");
-  u.service_tier = f.opt_string("service_tier");
-  u.thinking_tokens = f.opt_u64("thinking_tokens");
-  u.iterations = f.opt_u64("iterations");
-  u.speed = f.opt_string("speed");
-  u.cost_usd = f.opt_f64("cost_usd");
+  wire::read_fields(f, u);
   return u;
 }
 

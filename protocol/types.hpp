@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "protocol/json.hpp"
+#include "protocol/wire_describe.hpp"
 
 namespace mh::protocol {
 
@@ -36,7 +37,7 @@ enum class HermeticRow { h1a, h1b, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11 };
 enum class ProcessKind { exited, signaled, unknown };
 
 template <class E>
-struct EnumNames;  // specialised below: static constexpr std::array names
+struct EnumNames;  // specialised by MH_ENUM_NAMES (here and beside other wire enums)
 
 #define MH_ENUM_NAMES(E, ...)                          \
   template <>                                          \
@@ -63,7 +64,6 @@ MH_ENUM_NAMES(HermeticRow, std::string_view("h1a"), std::string_view("h1b"), std
               std::string_view("h7"), std::string_view("h8"), std::string_view("h9"), std::string_view("h10"),
               std::string_view("h11"));
 MH_ENUM_NAMES(ProcessKind, std::string_view("exited"), std::string_view("signaled"), std::string_view("unknown"));
-#undef MH_ENUM_NAMES
 
 template <class E>
 constexpr std::string_view to_string(E e) {
@@ -146,6 +146,7 @@ struct StepRef {
   std::uint32_t index = 0;
   std::uint32_t attempt = 1;
 };
+BOOST_DESCRIBE_STRUCT(StepRef, (), (workflow, state, index, attempt))
 
 struct StepOutcome {
   enum class Kind { completed, failed, no_verdict } kind = Kind::completed;
@@ -155,21 +156,26 @@ struct StepOutcome {
 struct PluginRef {
   std::optional<std::string> name, source, version;
 };
+BOOST_DESCRIBE_STRUCT(PluginRef, (), (name, source, version))
 
 struct McpServerRef {
   std::optional<std::string> name, status;
 };
+BOOST_DESCRIBE_STRUCT(McpServerRef, (), (name, status))
 
 struct TranscriptRef {
   std::optional<std::string> path;
   std::optional<std::string> digest;
   std::optional<std::uint64_t> bytes;
 };
+BOOST_DESCRIBE_STRUCT(TranscriptRef, (), (path, digest, bytes))
+MH_WIRE_RULES(TranscriptRef, WireFieldRule{"digest", kDigest})
 
 struct WithheldTool {
   std::string tool;
   std::string reason;
 };
+BOOST_DESCRIBE_STRUCT(WithheldTool, (), (tool, reason))
 
 struct TokenUsage {
   std::optional<std::uint64_t> input_tokens;
@@ -182,12 +188,16 @@ struct TokenUsage {
   std::optional<std::string> speed;
   std::optional<double> cost_usd;
 };
+BOOST_DESCRIBE_STRUCT(TokenUsage, (),
+                      (input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens, service_tier,
+                       thinking_tokens, iterations, speed, cost_usd))
 
 struct PermissionDenial {
   std::string tool_name;
   std::optional<std::string> tool_use_id;
   json::value tool_input;  // null when the vendor gave none
 };
+BOOST_DESCRIBE_STRUCT(PermissionDenial, (), (tool_name, tool_use_id, tool_input))
 
 struct DecisionCensus {
   std::uint32_t allowed = 0;
@@ -200,6 +210,7 @@ struct DecisionCensus {
   void count(const Decision& d, Seam seam, DecidedBy by);
   std::uint32_t total() const { return allowed + denied + replaced + abstained; }
 };
+BOOST_DESCRIBE_STRUCT(DecisionCensus, (), (allowed, denied, replaced, abstained, by_seam, by_decider))
 
 struct RateLimitInfo {
   std::optional<std::string> status;
@@ -208,18 +219,22 @@ struct RateLimitInfo {
   std::optional<double> utilization;
   std::optional<bool> using_overage;
 };
+BOOST_DESCRIBE_STRUCT(RateLimitInfo, (), (status, window, resets_at, utilization, using_overage))
 
 struct ImposedRow {
   HermeticRow row;
   std::string how;
 };
+BOOST_DESCRIBE_STRUCT(ImposedRow, (), (row, how))
 struct UnavailableRow {
   HermeticRow row;
   std::string why;
 };
+BOOST_DESCRIBE_STRUCT(UnavailableRow, (), (row, why))
 struct InstalledPlugin {
   std::string name, source, installed_at, digest, loaded_by;
 };
+BOOST_DESCRIBE_STRUCT(InstalledPlugin, (), (name, source, installed_at, digest, loaded_by))
 
 struct HermeticAttestation {
   HermeticMode mode = HermeticMode::off;
@@ -232,11 +247,15 @@ struct HermeticAttestation {
   // vendor's own permission rules still decide what runs.
   bool deny_only = false;
 };
+BOOST_DESCRIBE_STRUCT(HermeticAttestation, (),
+                      (mode, decisions, imposed, unavailable, ambient_inputs, installed_plugins, deny_only))
+MH_WIRE_RULES(HermeticAttestation, WireFieldRule{"deny_only", kAdditive})
 
 struct FinalAnswer {
   std::string text;
   std::optional<std::string> turn_id;
 };
+BOOST_DESCRIBE_STRUCT(FinalAnswer, (), (text, turn_id))
 
 struct ObservedModel {
   std::uint64_t turn = 0;
@@ -244,6 +263,7 @@ struct ObservedModel {
   std::optional<std::string> model;
   std::string scope = "turn_selection";
 };
+BOOST_DESCRIBE_STRUCT(ObservedModel, (), (turn, turn_id, model, scope))
 
 struct ProcessTermination {
   ProcessKind kind = ProcessKind::unknown;
@@ -260,6 +280,8 @@ struct PeerIdentity {
   // viewer`). Absent: the socket peer answered.
   std::optional<std::string> via;
 };
+BOOST_DESCRIBE_STRUCT(PeerIdentity, (), (uid, pid, via))
+MH_WIRE_RULES(PeerIdentity, WireFieldRule{"via", kOmitNull})
 
 // Writers for the nested structs.
 void write(JsonWriter& w, const StepRef& v);

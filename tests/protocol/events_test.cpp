@@ -12,17 +12,16 @@
 
 #include "protocol/digest.hpp"
 #include "protocol/reader.hpp"
+#include "wire_samples.hpp"
 
 namespace mh::protocol {
 namespace {
 
 constexpr std::string_view kEnvelope = R"({"format":"metaharness.event/1","seq":1,"run":"r-1",)";
-const std::string kDigestA = sha256_hex("a");
-const std::string kDigestB = sha256_hex("b");
-
-Event make_event(EventPayload payload) {
-  return Event{1, "r-1", std::nullopt, std::move(payload)};
-}
+using samples::kDigestA;
+using samples::kDigestB;
+using samples::make_event;
+using samples::sample_step;
 
 std::string with_envelope(std::string_view rest) {
   return std::string(kEnvelope) + std::string(rest);
@@ -32,10 +31,6 @@ json::value parse_or_die(std::string_view text) {
   auto v = parse_json(text);
   EXPECT_TRUE(v.has_value()) << text;
   return v ? *v : json::value();
-}
-
-StepRef sample_step() {
-  return StepRef{"development/default", "implement", 2, 1};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -197,139 +192,10 @@ std::vector<GoldenCase> minimal_cases() {
 // Every nullable field set (the full form): no `null` anywhere in the line
 // ---------------------------------------------------------------------------------------------
 
-TokenUsage full_usage(double cost) {
-  return TokenUsage{100, 20, 3000, 400, std::string("standard"), 7, 2, std::string("fast"), cost};
-}
-
 std::vector<GoldenCase> full_cases() {
   std::vector<GoldenCase> cases;
-  auto add = [&](std::string label, std::function<Event()> build) {
-    cases.push_back({std::move(label), std::move(build), ""});
-  };
-  add("session_started", [] {
-    ev::SessionStarted e;
-    e.adapter = "codex";
-    e.adapter_class = AdapterClass::direct_provider;
-    e.harness_version = "2.1.241";
-    e.session_id = "s-1";
-    e.model = "claude-opus";
-    e.permission_mode = "default";
-    e.credential_source = "none";
-    e.output_style = "default";
-    e.cwd = "/work";
-    e.offered_tools = std::vector<std::string>{"Bash", "Read"};
-    e.available_operations = std::vector<std::string>{"shell", "file.read"};
-    e.withheld = std::vector<WithheldTool>{{"WebFetch", "denied by policy"}};
-    e.slash_commands = std::vector<std::string>{"/compact"};
-    e.skills = std::vector<std::string>{"tdd"};
-    e.agents = std::vector<std::string>{"reviewer"};
-    e.plugins = std::vector<PluginRef>{{"p", "repo@p", "1.0"}};
-    e.mcp_servers = std::vector<McpServerRef>{{"github", "connected"}};
-    e.inputs_digest = kDigestA;
-    e.transcript = TranscriptRef{"/tmp/t.jsonl", kDigestB, 1234};
-    e.hermetic.mode = HermeticMode::strict;
-    e.hermetic.decisions = DecisionMode::ask;
-    e.hermetic.imposed = {{HermeticRow::h1a, "empty plugin dir"}, {HermeticRow::h10, "copied tree"}};
-    e.hermetic.unavailable = {{HermeticRow::h11, "no sandbox"}};
-    e.hermetic.ambient_inputs = {"allow grants on this wire"};
-    e.hermetic.installed_plugins = {{"p", "repo@p", "/scratch/p", kDigestB, "--plugin-dir"}};
-    return make_event(e);
-  });
-  add("session_ended", [] {
-    ev::SessionEnded e;
-    e.final_answer = FinalAnswer{"done", std::string("turn-1")};
-    e.observed_models = std::vector<ObservedModel>{{1, std::string("turn-1"), std::string("gpt-5"), "turn_selection"}};
-    e.is_error = false;
-    e.subtype = "success";
-    e.stop_reason = "end_turn";
-    e.terminal_reason = "completed";
-    e.api_error_status = "529";
-    e.num_turns = 3;
-    e.duration_ms = 1000;
-    e.duration_api_ms = 900;
-    e.ttft_ms = 50;
-    e.time_to_request_ms = 10;
-    e.total_cost_usd = 0.0010919999999999999;
-    e.permission_denials = std::vector<PermissionDenial>{
-        {"Bash", std::string("toolu_9"), parse_or_die(R"({"command":"rm -rf /","b":[2,1]})")}};
-    e.subagents_spawned = 0;
-    e.usage = full_usage(0.25);
-    e.model_usage = std::map<std::string, TokenUsage>{{"opus", full_usage(0.0)}, {"haiku", full_usage(3.0)}};
-    e.census.allowed = 1;
-    e.census.denied = 2;
-    e.census.by_seam = {{"hook", 3}};
-    e.census.by_decider = {{"frame", 2}, {"embedder", 1}};
-    return make_event(e);
-  });
-  add("step_entered", [] { return make_event(ev::StepEntered{sample_step(), kDigestA}); });
-  add("step_left", [] {
-    return make_event(ev::StepLeft{sample_step(), StepOutcome{StepOutcome::Kind::failed, "suite red"}});
-  });
-  add("turn_started", [] { return make_event(ev::TurnStarted{4, kDigestB}); });
-  add("turn_ended", [] { return make_event(ev::TurnEnded{4, std::string("end_turn")}); });
-  add("text", [] { return make_event(ev::Text{"hello", std::string("req_1")}); });
-  add("thinking", [] { return make_event(ev::Thinking{"let me see", std::string("req_1")}); });
-  add("thinking_estimate", [] { return make_event(ev::ThinkingEstimate{120, -5}); });
-  add("injection", [] { return make_event(ev::Injection{"frame text", std::string("frame")}); });
-  add("tool_requested", [] {
-    ev::ToolRequested e;
-    e.call_id = "toolu_01";
-    e.name = "apply_patch";
-    e.input = parse_or_die(R"({"patch":"*** Begin Patch","path":"src/lib.rs"})");
-    e.operations = {"file.write", "file.edit"};
-    e.subjects = {"file:src/lib.rs"};
-    e.decision_required = true;
-    e.deadline_ms = 55000;
-    e.seam = Seam::hook;
-    e.agent = "toolu_parent";
-    e.escalation = true;
-    return make_event(e);
-  });
-  add("tool_decided", [] {
-    ev::ToolDecided e;
-    e.call_id = "toolu_01";
-    e.decision = decision::Replace{parse_or_die(R"({"command":"ls -la"})")};
-    e.decided_by = DecidedBy::embedder;
-    e.seam = Seam::control_request;
-    e.latency_ms = 12;
-    e.peer = PeerIdentity{1000, 4242};
-    e.requested = decision::Allow{};
-    return make_event(e);
-  });
-  add("tool_result", [] {
-    ev::ToolResult e;
-    e.exit_code = -1;
-    e.outcome_source = "retained_tool_completion";
-    e.call_id = "toolu_01";
-    e.is_error = true;
-    e.content = json::value("exit 1");
-    e.bytes = 6;
-    e.tool_use_result = parse_or_die(R"({"stdout":"","stderr":"boom","interrupted":false})");
-    return make_event(e);
-  });
-  add("usage", [] { return make_event(ev::Usage{std::string("req_1"), std::string("opus"), full_usage(0.0123)}); });
-  add("rate_limit", [] {
-    return make_event(
-        ev::RateLimit{RateLimitInfo{std::string("allowed"), std::string("five_hour"), 1767225600, 0.238876, false}});
-  });
-  add("command_result", [] {
-    return make_event(ev::CommandResult{"c2", CommandOutcome::ok("the next turn or step boundary")});
-  });
-  add("warning", [] { return make_event(ev::Warning{"UNCOVERED_TOOL", "NotebookEdit is uncovered"}); });
-  add("opaque", [] { return make_event(ev::Opaque{std::string("system"), std::string("hologram"), kDigestA, 7}); });
-  add("auth_expired", [] {
-    return make_event(ev::AuthExpired{std::string("operator-login"), std::string("OAuth token expired"), 12});
-  });
-  add("stream_closed", [] {
-    ev::StreamClosed e;
-    e.events = 41;
-    e.reason = CloseReason::completed;
-    e.run_id = "r-1";
-    e.process = ProcessTermination{ProcessKind::exited, 0, 0};
-    Event event = make_event(e);
-    event.seq = 42;
-    return event;
-  });
+  for (auto& sample : samples::full_events())
+    cases.push_back({std::move(sample.label), std::move(sample.build), ""});
   return cases;
 }
 
