@@ -343,16 +343,13 @@ std::vector<std::string> Adapter::subjects_for(const ToolCall& call) const {
 
 namespace mh::adapters {
 
-void AdapterSink::event_cut(proto::EventPayload payload, std::optional<std::string> at,
-                            std::vector<proto::CutField> cut) {
-  std::string name(proto::event_name(payload));
-  event(std::move(payload), at);
-  std::string what;
-  for (const auto& c : cut)
-    what += (what.empty() ? "" : "; ") + c.pointer + " kept " + std::to_string(c.kept) + " of " +
-            std::to_string(c.bytes) + " bytes (SHA-256 " + c.digest + ")";
-  event(proto::ev::Warning{"CONTENT_CUT", "the " + name + " event before this holds its content cut: " + what},
-        std::move(at));
+std::size_t AdapterOutputs::records_since(std::size_t from) const {
+  std::size_t n = 0;
+  for (std::size_t i = from; i < list_.size(); ++i)
+    if (!std::holds_alternative<out::WriteVendor>(list_[i]) && !std::holds_alternative<out::ReplyHook>(list_[i]) &&
+        !std::holds_alternative<out::SessionReady>(list_[i]) && !std::holds_alternative<out::FailRun>(list_[i]))
+      ++n;
+  return n;
 }
 
 OfflineSink::OfflineSink(const Adapter& adapter, std::string run_id) : adapter_(adapter), run_id_(std::move(run_id)) {}
@@ -363,13 +360,27 @@ void OfflineSink::push(proto::EventPayload payload, std::optional<std::string> a
   events_.push_back(std::move(e));
 }
 
-void OfflineSink::event(proto::EventPayload payload, std::optional<std::string> at) {
-  push(std::move(payload), std::move(at));
-}
-
-void OfflineSink::event_cut(proto::EventPayload payload, std::optional<std::string> at,
-                            std::vector<proto::CutField> cut) {
-  push(std::move(payload), std::move(at), std::move(cut));
+void OfflineSink::fold(AdapterOutputs& outputs) {
+  for (auto& output : outputs.take()) {
+    std::visit(
+        [&](auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, out::Event>)
+            push(std::move(o.payload), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::EventCut>)
+            push(std::move(o.payload), std::move(o.at), std::move(o.cut));
+          else if constexpr (std::is_same_v<T, out::CallPresented>)
+            call_presented(std::move(o.call), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::CallAwaitsAnswer>)
+            call_presented(std::move(o.call), std::nullopt);
+          else if constexpr (std::is_same_v<T, out::TurnStarted>)
+            push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::TurnEnded>)
+            push(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), std::move(o.stop_reason)}, std::move(o.at));
+          // Withdrawals, control answers, writes, hook replies, readiness, failure: nothing offline.
+        },
+        output);
+  }
 }
 
 void OfflineSink::call_presented(ToolCall call, std::optional<std::string> at) {
@@ -387,18 +398,6 @@ void OfflineSink::call_presented(ToolCall call, std::optional<std::string> at) {
   r.agent = std::move(call.agent);
   r.escalation = call.escalation;
   push(std::move(r), std::move(at));
-}
-
-void OfflineSink::call_awaits_answer(ToolCall call, ReplyToken) {
-  call_presented(std::move(call), std::nullopt);
-}
-
-void OfflineSink::turn_started(std::optional<std::string> at) {
-  push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(at));
-}
-
-void OfflineSink::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
-  push(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), std::move(stop_reason)}, std::move(at));
 }
 
 std::vector<proto::Event> OfflineSink::finish(std::optional<proto::ev::SessionEnded> ended) {

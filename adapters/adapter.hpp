@@ -1,7 +1,7 @@
 // What every adapter is: a launch plan computed as a value before anything spawns, a reader
 // (vendor record -> events), a controller (command -> vendor control line) and a capability
 // table. Adapters spawn nothing, read no clock and do no I/O: the run loop feeds them lines and
-// carries out what they ask for through AdapterSink. That is what lets the same run machinery
+// folds the outputs each input returns as values (AdapterOutputs), in order. That is what lets the same run machinery
 // host every vendor, and lets the governing logic be tested without processes.
 #pragma once
 
@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
+#include <variant>
 
 #include "protocol/capabilities.hpp"
 #include "protocol/events.hpp"
@@ -205,43 +207,117 @@ struct ControlAck {
   }
 };
 
-// Everything an adapter session asks of the run loop, called synchronously and in order while
-// the adapter handles one input. Events emitted here appear in the stream in call order.
-class AdapterSink {
+// What an adapter session produces for one input, as values: the session fills an ordered list
+// while it handles the input, and the run loop folds the list in order once the session has
+// returned (RunCore::fold; offline, OfflineSink::fold). Nothing calls back into the run loop
+// mid-parse. Events appear in the stream in list order.
+namespace out {
+// A mapped event (text, thinking, usage, tool.result, opaque, ...). `at` is the vendor's own
+// timestamp on the source record, passed through.
+struct Event {
+  proto::EventPayload payload;
+  std::optional<std::string> at;
+};
+// A mapped event whose content the adapter holds only cut (a vendor line over the line bound,
+// read as a skeleton): `cut` says what each field no longer holds, as the stream writer's own
+// cuts do (protocol/line_cut.hpp).
+struct EventCut {
+  proto::EventPayload payload;
+  std::optional<std::string> at;
+  std::vector<proto::CutField> cut;
+};
+// The model asked for a tool call (the run loop emits tool.requested and decides per mode).
+struct CallPresented {
+  ToolCall call;
+  std::optional<std::string> at;
+};
+// The vendor is blocked until this call is answered through `reply`.
+struct CallAwaitsAnswer {
+  ToolCall call;
+  ReplyToken reply;
+};
+// The vendor withdrew a decision request (e.g. its own timeout, or an interrupt).
+struct CallWithdrawn {
+  ReplyToken reply;
+};
+// The vendor answered a control request metaharness sent.
+struct ControlAnswered {
+  ControlReply reply;
+};
+// Turn boundaries as the vendor reports them. The run loop numbers turns and emits turn.started /
+// turn.ended (it knows which frame is in force); a turn end closes the decision window and is
+// where queued messages are delivered or the run winds up.
+struct TurnStarted {
+  std::optional<std::string> at;
+};
+struct TurnEnded {
+  std::optional<std::string> stop_reason;
+  std::optional<std::string> at;
+};
+// A line to write to the vendor's stdin (newline added by the run loop).
+struct WriteVendor {
+  std::string line;
+};
+// The answer to one hook-channel request (see HookChannel); the run loop writes it to that
+// hook's connection and closes it. An empty line means "no opinion".
+struct ReplyHook {
+  std::uint64_t connection = 0;
+  std::string line;
+};
+// The adapter's control channel is established (e.g. Claude answered initialize, so the call
+// seam is installed): the run loop may now start the first turn.
+struct SessionReady {};
+// Something makes it unsafe to go on (e.g. the vendor refused to install the call seam): the run
+// loop ends the run with reason error, saying why.
+struct FailRun {
+  std::string reason;
+};
+}  // namespace out
+
+using AdapterOutput = std::variant<out::Event, out::EventCut, out::CallPresented, out::CallAwaitsAnswer,
+                                   out::CallWithdrawn, out::ControlAnswered, out::TurnStarted, out::TurnEnded,
+                                   out::WriteVendor, out::ReplyHook, out::SessionReady, out::FailRun>;
+
+// The ordered list a session fills for one input, with one short verb per kind of output.
+class AdapterOutputs {
  public:
-  virtual ~AdapterSink() = default;
-  // A mapped event (text, thinking, usage, tool.result, opaque, ...). `at` is the vendor's own
-  // timestamp on the source record, passed through.
-  virtual void event(proto::EventPayload payload, std::optional<std::string> at) = 0;
-  // A mapped event whose content the adapter holds only cut (a vendor line over the line bound,
-  // read as a skeleton): `cut` says what each field no longer holds, as the stream writer's own
-  // cuts do (protocol/line_cut.hpp). This default, for a sink that cannot carry cuts, emits the
-  // event and then a warning CONTENT_CUT listing them: never a silent truncation.
-  virtual void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut);
-  // The model asked for a tool call (the run loop emits tool.requested and decides per mode).
-  virtual void call_presented(ToolCall call, std::optional<std::string> at) = 0;
-  // The vendor is blocked until this call is answered through `reply`.
-  virtual void call_awaits_answer(ToolCall call, ReplyToken reply) = 0;
-  // The vendor withdrew a decision request (e.g. its own timeout, or an interrupt).
-  virtual void call_withdrawn(const ReplyToken& reply) = 0;
-  // The vendor answered a control request metaharness sent.
-  virtual void control_answered(ControlReply reply) = 0;
-  // Turn boundaries as the vendor reports them. The run loop numbers turns and emits
-  // turn.started / turn.ended (it knows which frame is in force); a turn end closes the
-  // decision window and is where queued messages are delivered or the run winds up.
-  virtual void turn_started(std::optional<std::string> at) = 0;
-  virtual void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) = 0;
-  // A line to write to the vendor's stdin (newline added by the run loop).
-  virtual void write_vendor(std::string line) = 0;
-  // The answer to one hook-channel request (see HookChannel); the run loop writes it to that
-  // hook's connection and closes it. An empty line means "no opinion".
-  virtual void reply_hook(std::uint64_t connection, std::string line) = 0;
-  // The adapter's control channel is established (e.g. Claude answered initialize, so the
-  // call seam is installed): the run loop may now start the first turn.
-  virtual void session_ready() = 0;
-  // Something makes it unsafe to go on (e.g. the vendor refused to install the call seam): the
-  // run loop ends the run with reason error, saying why.
-  virtual void fail_run(std::string reason) = 0;
+  void event(proto::EventPayload payload, std::optional<std::string> at) {
+    list_.emplace_back(out::Event{std::move(payload), std::move(at)});
+  }
+  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) {
+    list_.emplace_back(out::EventCut{std::move(payload), std::move(at), std::move(cut)});
+  }
+  void call_presented(ToolCall call, std::optional<std::string> at) {
+    list_.emplace_back(out::CallPresented{std::move(call), std::move(at)});
+  }
+  void call_awaits_answer(ToolCall call, ReplyToken reply) {
+    list_.emplace_back(out::CallAwaitsAnswer{std::move(call), std::move(reply)});
+  }
+  void call_withdrawn(ReplyToken reply) { list_.emplace_back(out::CallWithdrawn{std::move(reply)}); }
+  void control_answered(ControlReply reply) { list_.emplace_back(out::ControlAnswered{std::move(reply)}); }
+  void turn_started(std::optional<std::string> at) { list_.emplace_back(out::TurnStarted{std::move(at)}); }
+  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
+    list_.emplace_back(out::TurnEnded{std::move(stop_reason), std::move(at)});
+  }
+  void write_vendor(std::string line) { list_.emplace_back(out::WriteVendor{std::move(line)}); }
+  void reply_hook(std::uint64_t connection, std::string line) {
+    list_.emplace_back(out::ReplyHook{connection, std::move(line)});
+  }
+  void session_ready() { list_.emplace_back(out::SessionReady{}); }
+  void fail_run(std::string reason) { list_.emplace_back(out::FailRun{std::move(reason)}); }
+
+  std::size_t size() const { return list_.size(); }
+  bool empty() const { return list_.empty(); }
+  // How many outputs from index `from` on are records of the vendor's (events, calls, controls
+  // answered, turns) rather than effects (writes, hook replies, readiness, failure): a vendor
+  // record that produced none of these becomes opaque.
+  std::size_t records_since(std::size_t from) const;
+  const std::vector<AdapterOutput>& list() const { return list_; }
+  // Hands the list over (for folding) and leaves this one empty.
+  std::vector<AdapterOutput> take() { return std::exchange(list_, {}); }
+
+ private:
+  std::vector<AdapterOutput> list_;
 };
 
 // Per-run adapter state: reader + controller for one vendor process.
@@ -250,29 +326,29 @@ class AdapterSession {
   virtual ~AdapterSession() = default;
 
   // The first lines to the vendor (e.g. initialize, then the prompt as the first user turn).
-  virtual void start(AdapterSink& sink) = 0;
+  virtual void start(AdapterOutputs& sink) = 0;
   // One line of the vendor's stdout (line.number is its 1-based line in the transcript).
-  virtual void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) = 0;
+  virtual void on_vendor_line(const proto::FramedLine& line, AdapterOutputs& sink) = 0;
   // The vendor's stdout ended. Adapters that synthesise a terminal record do it here, and what
   // they held for a later line (Codex: notifications before its thread exists) is released here,
   // never dropped. Called once, after the last line: live by RunCore::on_vendor_end, before the
   // run's wind-up records; offline by translate.
-  virtual void on_vendor_end(AdapterSink& sink) = 0;
+  virtual void on_vendor_end(AdapterOutputs& sink) = 0;
   // One request from a hook program over the plan's HookChannel (`input` is the hook's stdin
   // JSON). Adapters without a hook channel never get one.
-  virtual void on_hook_request(std::uint64_t connection, const json::value& input, AdapterSink& sink) {
+  virtual void on_hook_request(std::uint64_t connection, const json::value& input, AdapterOutputs& sink) {
     (void)input;
     sink.reply_hook(connection, "");
   }
   // A hook program went away before it was answered (the vendor's own hook timeout killed it).
-  virtual void on_hook_gone(std::uint64_t connection, AdapterSink& sink) {
+  virtual void on_hook_gone(std::uint64_t connection, AdapterOutputs& sink) {
     (void)connection;
     (void)sink;
   }
 
   // Answer a vendor decision request.
   virtual void answer(const ReplyToken& reply, const ToolCall& call, const proto::Decision& decision,
-                      AdapterSink& sink) = 0;
+                      AdapterOutputs& sink) = 0;
   // Is the request the vendor blocks on (`asked`) the same request as the one it presented
   // (`presented`)? A decision is bound to what was presented; the vendor may restate it in its
   // own normal form (Claude resolves a relative file_path against its cwd) without changing what
@@ -294,13 +370,13 @@ class AdapterSession {
 
   // Start a new turn with one user message made of these texts, in order (a frame that comes
   // into force at this boundary is delivered as the first text).
-  virtual void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) = 0;
-  virtual ControlAck interrupt(AdapterSink& sink) = 0;
-  virtual ControlAck steer(const std::string& text, AdapterSink& sink) = 0;
-  virtual ControlAck set_permission(const std::string& posture, AdapterSink& sink) = 0;
+  virtual void send_user_turn(const std::vector<std::string>& texts, AdapterOutputs& sink) = 0;
+  virtual ControlAck interrupt(AdapterOutputs& sink) = 0;
+  virtual ControlAck steer(const std::string& text, AdapterOutputs& sink) = 0;
+  virtual ControlAck set_permission(const std::string& posture, AdapterOutputs& sink) = 0;
   // Halt, step by step: the adapter's graceful end (e.g. end_session), before stdin is closed
   // and the process tree is killed by the run loop.
-  virtual void end_session(AdapterSink& sink) = 0;
+  virtual void end_session(AdapterOutputs& sink) = 0;
   // After the vendor's stdin is closed, does the vendor finish on its own? (Claude: yes, it
   // exits after the current turn.)
   virtual bool exits_on_stdin_close() const { return true; }
@@ -344,26 +420,17 @@ std::optional<std::string> refuse_deadline(const Adapter& adapter, std::uint64_t
 
 // Collects what an adapter's reader produces offline (`metaharness translate`): no decisions are
 // made, so every tool call is a record nobody adjudicates (seam none); turns are numbered here.
-class OfflineSink final : public AdapterSink {
+class OfflineSink final {
  public:
   OfflineSink(const Adapter& adapter, std::string run_id);
-  void event(proto::EventPayload payload, std::optional<std::string> at) override;
-  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) override;
-  void call_presented(ToolCall call, std::optional<std::string> at) override;
-  void call_awaits_answer(ToolCall call, ReplyToken reply) override;
-  void call_withdrawn(const ReplyToken&) override {}
-  void control_answered(ControlReply) override {}
-  void turn_started(std::optional<std::string> at) override;
-  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override;
-  void write_vendor(std::string) override {}
-  void reply_hook(std::uint64_t, std::string) override {}
-  void session_ready() override {}
-  void fail_run(std::string) override {}
+  // Folds one input's outputs, in order (effects for a live vendor are ignored: there is none).
+  void fold(AdapterOutputs& outputs);
   // The stream: what was read, the session's terminal record (census empty: nothing was
   // decided) if any, and stream.closed.
   std::vector<proto::Event> finish(std::optional<proto::ev::SessionEnded> ended);
 
  private:
+  void call_presented(ToolCall call, std::optional<std::string> at);
   void push(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut = {});
   const Adapter& adapter_;
   std::string run_id_;

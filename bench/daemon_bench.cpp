@@ -37,7 +37,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -79,6 +78,7 @@
 #include <vector>
 
 #include "testkit/stop_signals.hpp"
+#include "testkit/subprocess.hpp"
 
 extern char** environ;
 
@@ -450,7 +450,7 @@ class DaemonProcess {
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
   ~DaemonProcess() {
-    if (pid_ > 0) kill_and_reap();
+    if (daemon_.running()) kill_and_reap();
     char stop = 1;
     [[maybe_unused]] ssize_t n = ::write(stop_drain_[1], &stop, 1);
     drain_.join();
@@ -458,7 +458,8 @@ class DaemonProcess {
       if (fd >= 0) ::close(fd);
   }
 
-  // Spawns the daemon; start_ns() is stamped right before posix_spawn (which execs at once).
+  // Spawns the daemon (stdin /dev/null, stdout and stderr appended to daemon.log); start_ns() is
+  // stamped right before the spawn (posix_spawn, which execs at once).
   std::string start() {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
@@ -468,39 +469,16 @@ class DaemonProcess {
       env.emplace_back(entry);
     }
     env.push_back("NOTIFY_SOCKET=" + notify_.string());
-    std::vector<std::string> args = {metaharness_.string(), "daemon",      "--config",     config_.string(), "--socket",
-                                     socket_.string(),      "--state-dir", state_.string()};
-    std::vector<char*> argv, envp;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    std::string log = (dir_ / "daemon.log").string();
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+    mh::testkit::SpawnOptions options{
+        .program = metaharness_,
+        .args = {"daemon", "--config", config_.string(), "--socket", socket_.string(), "--state-dir", state_.string()},
+        .env = std::move(env),
+        .stdin_null = true,
+        .output_log = dir_ / "daemon.log"};
     start_ns_ = monotonic_ns();
-    int rc = ::posix_spawn(&pid_, args[0].c_str(), &actions, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-      pid_ = -1;
-      return "posix_spawn " + args[0] + ": " + std::strerror(rc);
-    }
+    if (auto error = daemon_.spawn(options); !error.empty()) return error;
     // Our unreaped child: its pid cannot be recycled before the pidfd is held.
-    pidfd_ = open_pidfd(pid_);
+    pidfd_ = open_pidfd(daemon_.pid());
     if (pidfd_ < 0) {
       std::string error = std::string("pidfd_open: ") + std::strerror(errno);
       kill_and_reap();
@@ -536,9 +514,9 @@ class DaemonProcess {
   // SIGTERM, then a bounded wait; SIGKILL to its group if it does not go. Returns the ms it took
   // to exit on its own, or nullopt if it had to be killed.
   std::optional<double> stop(std::chrono::milliseconds grace) {
-    if (pid_ <= 0) return 0.0;
+    if (!daemon_.running()) return 0.0;
     std::int64_t asked = monotonic_ns();
-    ::kill(pid_, SIGTERM);
+    ::kill(daemon_.pid(), SIGTERM);
     if (wait_pidfd(pidfd_, asked + std::chrono::nanoseconds(grace).count())) {
       double took_ms = ms_since(asked);
       reap();
@@ -548,7 +526,7 @@ class DaemonProcess {
     return std::nullopt;
   }
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return daemon_.pid(); }
   std::int64_t start_ns() const { return start_ns_; }
   const fs::path& socket() const { return socket_; }
   const fs::path& state_dir() const { return state_; }
@@ -578,19 +556,20 @@ class DaemonProcess {
     }
   }
 
+  // Once its pidfd said it exited: reaped at once.
   void reap() {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    if (pidfd_ >= 0) ::close(pidfd_);
-    pidfd_ = -1;
+    if (!daemon_.wait_exit(mh::testkit::Subprocess::Clock::now() + std::chrono::seconds(10))) daemon_.kill_and_reap();
+    close_pidfd();
   }
 
   void kill_and_reap() {
-    ::kill(-pid_, SIGKILL);
-    ::kill(pid_, SIGKILL);
-    reap();
+    daemon_.kill_and_reap();  // its whole process group
+    close_pidfd();
+  }
+
+  void close_pidfd() {
+    if (pidfd_ >= 0) ::close(pidfd_);
+    pidfd_ = -1;
   }
 
   fs::path dir_, metaharness_, state_, socket_, notify_, config_;
@@ -600,7 +579,7 @@ class DaemonProcess {
   std::condition_variable notify_arrived_;
   std::vector<std::pair<std::int64_t, std::string>> notifications_;  // (arrival, datagram)
   std::thread drain_;
-  pid_t pid_ = -1;
+  mh::testkit::Subprocess daemon_;
   int pidfd_ = -1;
   std::int64_t start_ns_ = 0;
 };

@@ -137,24 +137,15 @@ int translate_verb(const std::string& id, const std::string& path, const std::st
   adapters::AdapterRegistry registry(adapters::host_config_from_environment());
   const adapters::Adapter* adapter = require_adapter(registry, id);
   if (!adapter) return 2;
-  std::string text;
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      std::cerr << "metaharness translate: cannot read " << path << "\n";
-      return 2;
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+  std::string error;
+  auto text = read_input(path, error);
+  if (!text) {
+    std::cerr << "metaharness translate: " << error << "\n";
+    return 2;
   }
   std::string out;
   // The same line bound as a live run's stream (the default), so every reader takes every line.
-  for (auto& e : adapter->translate(text, run_id)) {
+  for (auto& e : adapter->translate(*text, run_id)) {
     protocol::serialize_within(out, e);
     out.push_back('\n');
   }

@@ -81,6 +81,18 @@ std::optional<ReplyView> ask(Client& c, const std::string& socket, const std::st
   return reply;
 }
 
+// ask(), wanting the reply named `expected`: a refusal (or another reply) is reported, and its
+// exit status set.
+std::optional<ReplyView> ask_for(Client& c, const std::string& socket, const std::string& request,
+                                 std::string_view expected, int& status) {
+  auto reply = ask(c, socket, request, status);
+  if (reply && reply->reply() != expected) {
+    status = refused(*reply);
+    return std::nullopt;
+  }
+  return reply;
+}
+
 bool stdout_is_terminal() {
   return ::isatty(STDOUT_FILENO) == 1;
 }
@@ -119,15 +131,10 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
   run["decisions"] = o.decisions;
   run["decision_deadline_ms"] = o.decision_deadline_ms;
   auto read = [&](const std::string& path) -> std::optional<json::value> {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      error = "cannot read " + path;
-      return std::nullopt;
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
+    auto bytes = read_file_bytes(path, error);
+    if (!bytes) return std::nullopt;
     std::string parse_error;
-    auto v = protocol::parse_json(ss.str(), &parse_error);
+    auto v = protocol::parse_json(*bytes, &parse_error);
     if (!v) error = path + " is not JSON: " + parse_error;
     return v;
   };
@@ -229,9 +236,8 @@ int submit_verb(const ClientOptions& o) {
   }
   Client c;
   int status = 0;
-  auto reply = ask(c, o.socket, request_line("submit", "submit", json::object{{"run", run}}), status);
+  auto reply = ask_for(c, o.socket, request_line("submit", "submit", json::object{{"run", run}}), "submitted", status);
   if (!reply) return status;
-  if (reply->reply() != "submitted") return refused(*reply);
   std::string id = field(reply->o, "run_id");
   if (!o.tail_after_submit) {
     std::cout << id << "\n";
@@ -257,9 +263,9 @@ int tail_verb(const ClientOptions& o, bool attach) {
   json::object fields{{"run_id", o.run_id}};
   if (o.from_seq >= 0) fields["from_seq"] = o.from_seq;
   if (!attach) fields["follow"] = o.follow;
-  auto reply = ask(c, o.socket, request_line(attach ? "attach" : "tail", "stream", fields), status);
+  auto reply = ask_for(c, o.socket, request_line(attach ? "attach" : "tail", "stream", fields),
+                       attach ? "attached" : "tailing", status);
   if (!reply) return status;
-  if (reply->reply() != (attach ? "attached" : "tailing")) return refused(*reply);
   if (!attach) return print_stream(c, human_output(o));
   // Attached: our stdin is the run's command source; its stream is our stdout.
   std::thread forward([&c] {
@@ -274,9 +280,8 @@ int tail_verb(const ClientOptions& o, bool attach) {
 int ls_verb(const ClientOptions& o) {
   Client c;
   int status = 0;
-  auto reply = ask(c, o.socket, request_line("list", "ls"), status);
+  auto reply = ask_for(c, o.socket, request_line("list", "ls"), "runs", status);
   if (!reply) return status;
-  if (reply->reply() != "runs") return refused(*reply);
   if (o.json_out || !stdout_is_terminal()) {
     std::cout << protocol::canonical_json(reply->o.at("runs")) << "\n";
     return 0;
@@ -301,9 +306,8 @@ int ls_verb(const ClientOptions& o) {
 int status_verb(const ClientOptions& o) {
   Client c;
   int status = 0;
-  auto reply = ask(c, o.socket, request_line("status", "status"), status);
+  auto reply = ask_for(c, o.socket, request_line("status", "status"), "status", status);
   if (!reply) return status;
-  if (reply->reply() != "status") return refused(*reply);
   std::cout << (o.json_out ? protocol::canonical_json(reply->o) : protocol::pretty_json(reply->o, false));
   if (o.json_out) std::cout << "\n";
   return 0;
@@ -316,9 +320,8 @@ int viewer_verb(const ClientOptions& o) {
   if (o.ttl_s > 0) fields["ttl_s"] = o.ttl_s;
   Client c;
   int status = 0;
-  auto reply = ask(c, o.socket, request_line("viewer", "viewer", fields), status);
+  auto reply = ask_for(c, o.socket, request_line("viewer", "viewer", fields), "viewer", status);
   if (!reply) return status;
-  if (reply->reply() != "viewer") return refused(*reply);
   if (o.json_out) {
     std::cout << protocol::canonical_json(reply->o) << "\n";
     return 0;
@@ -329,11 +332,10 @@ int viewer_verb(const ClientOptions& o) {
   return 0;
 }
 
-int result_of(Client& c, const std::optional<ReplyView>& reply) {
-  (void)c;
-  if (reply->reply() != "result") return refused(*reply);
-  std::cout << protocol::canonical_json(reply->o) << "\n";
-  const auto& outcome = reply->o.at("outcome").as_object();
+// A command's `result` reply, printed; exit status 0 when it was taken, 1 when refused.
+int print_result(const ReplyView& reply) {
+  std::cout << protocol::canonical_json(reply.o) << "\n";
+  const auto& outcome = reply.o.at("outcome").as_object();
   return outcome.at("result") == "ok" ? 0 : 1;
 }
 
@@ -342,9 +344,9 @@ int halt_verb(const ClientOptions& o) {
   int status = 0;
   json::object fields{{"run_id", o.run_id}};
   if (!o.reason.empty()) fields["reason"] = o.reason;
-  auto reply = ask(c, o.socket, request_line("halt", "halt", fields), status);
+  auto reply = ask_for(c, o.socket, request_line("halt", "halt", fields), "result", status);
   if (!reply) return status;
-  return result_of(c, reply);
+  return print_result(*reply);
 }
 
 int decide_verb(const ClientOptions& o) {
@@ -367,10 +369,11 @@ int decide_verb(const ClientOptions& o) {
                        {"decision", decision}};
   Client c;
   int status = 0;
-  auto reply = ask(c, o.socket,
-                   request_line("command", "decide", json::object{{"run_id", o.run_id}, {"command", command}}), status);
+  auto reply =
+      ask_for(c, o.socket, request_line("command", "decide", json::object{{"run_id", o.run_id}, {"command", command}}),
+              "result", status);
   if (!reply) return status;
-  return result_of(c, reply);
+  return print_result(*reply);
 }
 
 int daemon_verb(const ClientOptions& o) {

@@ -12,23 +12,6 @@ namespace mh::cli {
 
 namespace {
 
-// Reads a whole file (or stdin for "-") as bytes; nullopt with a message when unreadable.
-std::optional<std::string> read_file(const std::string& path, std::string& error) {
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot read " + path;
-    return std::nullopt;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int check_stream(const std::string& path) {
   protocol::StreamChecker checker;
   if (path == "-") {
@@ -53,7 +36,7 @@ int check_stream(const std::string& path) {
 
 int frame_seal(const std::string& in_path, const std::string& out_path) {
   std::string error;
-  auto text = read_file(in_path, error);
+  auto text = read_input(in_path, error);
   if (!text) {
     std::cerr << "metaharness frame seal: " << error << "\n";
     return 2;
@@ -81,7 +64,7 @@ int frame_seal(const std::string& in_path, const std::string& out_path) {
 
 int frame_verify(const std::string& path) {
   std::string error;
-  auto text = read_file(path, error);
+  auto text = read_input(path, error);
   if (!text) {
     std::cout << "Unreadable: " << error << "\n";
     return 2;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/verbs.hpp"
 #include "protocol/commands.hpp"
 
 namespace mh::cli {
@@ -67,11 +68,10 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
   spec.decision_deadline_ms = o.decision_deadline_ms;
   if (o.decision_deadline_ms == 0) return fail(std::string("--decision-deadline-ms must be positive"));
   if (!o.frame_path.empty()) {
-    std::ifstream in(o.frame_path, std::ios::binary);
-    if (!in) return fail("cannot read the frame " + o.frame_path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    auto frame = protocol::load_frame(ss.str());
+    std::string error;
+    auto text = read_file_bytes(o.frame_path, error);
+    if (!text) return fail("cannot read the frame " + o.frame_path);
+    auto frame = protocol::load_frame(*text);
     if (!frame)
       return fail("the frame " + o.frame_path + " is refused (" + std::string(protocol::to_string(frame.error().kind)) +
                   "): " + frame.error().message);

@@ -18,6 +18,7 @@
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/run/run.hpp"
+#include "daemon/run/seam_timer.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/stream/stream_reader.hpp"
 #include "protocol/reader.hpp"
@@ -189,6 +190,9 @@ int run_verb(const RunVerbOptions& o) {
   options.idle_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
   options.halt_grace = std::chrono::milliseconds(o.halt_grace_ms);
   options.fsync_each_event = o.fsync;
+  // Timing only when a report is asked for: a run without one is not timed at all.
+  std::shared_ptr<daemon::SeamTimer> timer;
+  if (!o.latency_report.empty()) options.seam_probe = timer = std::make_shared<daemon::SeamTimer>();
 
   asio::io_context io;
   auto created = daemon::Run::create(io, *adapter, std::move(options));
@@ -209,8 +213,7 @@ int run_verb(const RunVerbOptions& o) {
   run->start([&](const daemon::RunOutcome& result) {
     outcome = result;
     signals.cancel();
-    if (!o.latency_report.empty())
-      run->latencies([path = o.latency_report](daemon::SeamLatencies l) { write_latency_report(path, l); });
+    if (timer) write_latency_report(o.latency_report, timer->latencies());  // on the run's strand, as the timer
   });
 
   asio::io_context out_io;

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <boost/system/result.hpp>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "adapters/adapter.hpp"
 #include "protocol/hermetic_floor.hpp"
@@ -24,6 +26,11 @@ void register_daemon_verbs(CLI::App& app, Context& ctx);    // daemon, submit, a
 void register_audit_verb(CLI::App& app, Context& ctx);      // audit
 void register_export_verb(CLI::App& app, Context& ctx);     // export (ATIF trajectories)
 void register_vendor_verb(CLI::App& app, Context& ctx);     // vendor install
+
+// A file's bytes, whole; nullopt with "cannot read <path>" in `error` when it cannot be opened.
+std::optional<std::string> read_file_bytes(const std::string& path, std::string& error);
+// The same, where "-" is stdin.
+std::optional<std::string> read_input(const std::string& path, std::string& error);
 
 // The hermetic audit of a run directory (the stream and the launch's facts from spec.json and
 // plan.json) or of a bare events.jsonl (the stream alone). The error says why it cannot be read.

@@ -34,23 +34,35 @@ Subprocess::~Subprocess() {
 }
 
 std::string Subprocess::spawn(const SpawnOptions& o) {
-  int in[2], out[2], err[2] = {-1, -1};
-  if (::pipe2(in, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
-  if (::pipe2(out, O_CLOEXEC) != 0 || (o.stderr_file.empty() && ::pipe2(err, O_CLOEXEC) != 0)) {
-    for (int fd : {in[0], in[1], out[0], out[1]})
-      if (fd >= 0) ::close(fd);
-    return std::string("pipe: ") + std::strerror(errno);
+  const bool stdout_piped = o.output_log.empty();
+  const bool stderr_piped = stdout_piped && o.stderr_file.empty();
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+  if ((!o.stdin_null && ::pipe2(in, O_CLOEXEC) != 0) || (stdout_piped && ::pipe2(out, O_CLOEXEC) != 0) ||
+      (stderr_piped && ::pipe2(err, O_CLOEXEC) != 0)) {
+    std::string error = std::string("pipe: ") + std::strerror(errno);
+    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1]})
+      close_fd(*fd);
+    return error;
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   // dup2 onto 0/1/2 clears close-on-exec on the copies; the originals close at exec.
-  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  if (o.stderr_file.empty())
-    posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  if (o.stdin_null)
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   else
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, o.stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  if (!stdout_piped) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, o.output_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
                                      0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  } else {
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    if (stderr_piped)
+      posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+    else
+      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, o.stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+  }
   if (!o.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, o.cwd.c_str());
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -81,14 +93,12 @@ std::string Subprocess::spawn(const SpawnOptions& o) {
   int rc = ::posix_spawn(&pid_, program.c_str(), &actions, &attr, argv.data(), o.env ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  ::close(in[0]);
-  ::close(out[1]);
-  if (err[1] >= 0) ::close(err[1]);
+  for (int* child_end : {&in[0], &out[1], &err[1]})
+    close_fd(*child_end);
   if (rc != 0) {
     pid_ = -1;
-    ::close(in[1]);
-    ::close(out[0]);
-    if (err[0] >= 0) ::close(err[0]);
+    for (int* our_end : {&in[1], &out[0], &err[0]})
+      close_fd(*our_end);
     return "posix_spawn " + program + ": " + std::strerror(rc);
   }
   group_ = o.own_process_group;

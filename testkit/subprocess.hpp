@@ -1,5 +1,6 @@
 // A child process with piped stdin/stdout (posix_spawn), in its own process group, waited for
-// with a bound and stopped terminate-then-kill. Shared by the tests and the benches so that
+// with a bound and stopped terminate-then-kill. Or, for a long-lived server such as the daemon a
+// bench hosts, stdin from /dev/null and its output appended to a log. Shared by the tests and the benches so that
 // every harness spawns, reaps and cleans up one way.
 #pragma once
 
@@ -22,6 +23,10 @@ struct SpawnOptions {
   std::filesystem::path cwd;                    // empty: ours
   std::filesystem::path stderr_file;            // empty: stderr is a pipe (stderr_fd())
   bool own_process_group = true;                // so a failed run can be killed whole
+  bool stdin_null = false;                      // stdin is /dev/null (no stdin_fd())
+  // Non-empty: stdout and stderr both appended to this file (no stdout_fd(), no stderr_fd();
+  // stderr_file is then not used).
+  std::filesystem::path output_log;
 };
 
 class Subprocess {

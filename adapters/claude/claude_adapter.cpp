@@ -126,7 +126,7 @@ class Session final : public AdapterSession {
   // silence is always metaharness's own (decided_by deadline), never the vendor's.
   static std::uint64_t hook_timeout_for(const RunSpec& spec) { return (spec.decision_deadline_ms + 999) / 1000 + 30; }
 
-  void start(AdapterSink& sink) override {
+  void start(AdapterOutputs& sink) override {
     json::object matcher;
     matcher["matcher"] = "*";  // every tool, including MCP and sub-agent tools
     matcher["hookCallbackIds"] = json::array{kHookCallbackId};
@@ -138,7 +138,7 @@ class Session final : public AdapterSession {
     sink.write_vendor(control_request(kInitializeId, std::move(request)));
   }
 
-  void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) override {
+  void on_vendor_line(const proto::FramedLine& line, AdapterOutputs& sink) override {
     if (oversized_record(line)) {
       reader_.read_skeleton(*line.skeleton, line, sink);
       return;
@@ -164,9 +164,10 @@ class Session final : public AdapterSession {
     reader_.read_record(record, line, sink);
   }
 
-  void on_vendor_end(AdapterSink&) override {}
+  void on_vendor_end(AdapterOutputs&) override {}
 
-  void answer(const ReplyToken& reply, const ToolCall&, const proto::Decision& decision, AdapterSink& sink) override {
+  void answer(const ReplyToken& reply, const ToolCall&, const proto::Decision& decision,
+              AdapterOutputs& sink) override {
     json::object response;
     response["subtype"] = "success";
     response["request_id"] = reply.id;
@@ -226,7 +227,7 @@ class Session final : public AdapterSession {
     return std::nullopt;
   }
 
-  void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) override {
+  void send_user_turn(const std::vector<std::string>& texts, AdapterOutputs& sink) override {
     json::array content;
     for (const auto& t : texts)
       content.push_back(json::object{{"type", "text"}, {"text", t}});
@@ -236,18 +237,18 @@ class Session final : public AdapterSession {
     sink.write_vendor(proto::canonical_json(o));
   }
 
-  ControlAck interrupt(AdapterSink& sink) override {
+  ControlAck interrupt(AdapterOutputs& sink) override {
     std::string id = next_control_id();
     sink.write_vendor(control_request(id, json::object{{"subtype", "interrupt"}}));
     return ControlAck::pending(id);
   }
 
-  ControlAck steer(const std::string&, AdapterSink&) override {
+  ControlAck steer(const std::string&, AdapterOutputs&) override {
     return ControlAck::refused(proto::RefusalCode::UNSUPPORTED_CONTROL,
                                capabilities().refusal_reason(proto::CommandName::steer));
   }
 
-  ControlAck set_permission(const std::string& posture, AdapterSink& sink) override {
+  ControlAck set_permission(const std::string& posture, AdapterOutputs& sink) override {
     // Claude accepts any string here without validation ("yolo" succeeds and does nothing):
     // a posture outside its vocabulary would be a control that appears to work and does not.
     if (!is_known_posture(posture))
@@ -260,7 +261,7 @@ class Session final : public AdapterSession {
     return ControlAck::pending(id);
   }
 
-  void end_session(AdapterSink& sink) override {
+  void end_session(AdapterOutputs& sink) override {
     sink.write_vendor(
         control_request(next_control_id(), json::object{{"subtype", "end_session"}, {"reason", "metaharness halt"}}));
   }
@@ -271,7 +272,7 @@ class Session final : public AdapterSession {
   std::string next_control_id() { return "mh-ctl-" + std::to_string(++control_counter_); }
 
   // Returns false when the record is not one we handle (it then goes to the reader -> opaque).
-  bool handle_control_request(const json::object& record, const proto::FramedLine&, AdapterSink& sink) {
+  bool handle_control_request(const json::object& record, const proto::FramedLine&, AdapterOutputs& sink) {
     const json::value* id = record.if_contains("request_id");
     const json::value* request = record.if_contains("request");
     if (!id || !id->is_string() || !request || !request->is_object()) return false;
@@ -314,7 +315,7 @@ class Session final : public AdapterSession {
     return false;
   }
 
-  bool handle_control_response(const json::object& record, AdapterSink& sink) {
+  bool handle_control_response(const json::object& record, AdapterOutputs& sink) {
     const json::value* response = record.if_contains("response");
     if (!response || !response->is_object()) return false;
     const auto& r = response->get_object();
@@ -430,17 +431,22 @@ class ClaudeAdapter final : public Adapter {
   }
 
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
-    OfflineSink sink(*this, run_id);
+    OfflineSink offline(*this, run_id);
     claude::Reader reader(claude::Reader::Launch{proto::HermeticAttestation{}, proto::TranscriptRef{}, std::nullopt});
     read_transcript(transcript, [&](const proto::FramedLine& line) {
-      if (claude::oversized_record(line)) return reader.read_skeleton(*line.skeleton, line, sink);
-      auto classified = proto::classify_vendor_line(line);
-      if (auto* opaque = std::get_if<proto::ev::Opaque>(&classified))
-        sink.event(std::move(*opaque), std::nullopt);
-      else if (auto* record = std::get_if<json::object>(&classified))
-        reader.read_record(*record, line, sink);
+      AdapterOutputs sink;
+      if (claude::oversized_record(line)) {
+        reader.read_skeleton(*line.skeleton, line, sink);
+      } else {
+        auto classified = proto::classify_vendor_line(line);
+        if (auto* opaque = std::get_if<proto::ev::Opaque>(&classified))
+          sink.event(std::move(*opaque), std::nullopt);
+        else if (auto* record = std::get_if<json::object>(&classified))
+          reader.read_record(*record, line, sink);
+      }
+      offline.fold(sink);
     });
-    return sink.finish(reader.session_ended());
+    return offline.finish(reader.session_ended());
   }
 
   std::optional<std::string> installed_version(std::string& error) const override {

@@ -40,11 +40,11 @@ class Reader {
   // One stdout record that is not control traffic (protocol::classify_vendor_line made opaque what
   // is not a JSON object); `line` is the line as read (its text, its number in the transcript,
   // and when it was read, if live).
-  void read_record(const json::object& record, const proto::FramedLine& line, AdapterSink& sink);
+  void read_record(const json::object& record, const proto::FramedLine& line, AdapterOutputs& sink);
   // A record over the vendor line bound, read as a skeleton (protocol/record_skeleton.hpp): mapped
   // as any record, each event that holds a cut string saying so in its `cut`, then a warning
   // VENDOR_LINE_CUT naming the line and every cut (and which no event carries).
-  void read_skeleton(const proto::RecordSkeleton& skeleton, const proto::FramedLine& line, AdapterSink& sink);
+  void read_skeleton(const proto::RecordSkeleton& skeleton, const proto::FramedLine& line, AdapterOutputs& sink);
 
   bool saw_session_start() const { return saw_init_; }
   std::optional<proto::ev::SessionEnded> session_ended() const;
@@ -54,24 +54,24 @@ class Reader {
   std::optional<std::string> spawning_call(std::string_view agent_id) const;
 
  private:
-  void map_init(const json::object& record, const std::optional<std::string>& at, AdapterSink& sink);
+  void map_init(const json::object& record, const std::optional<std::string>& at, AdapterOutputs& sink);
   void map_assistant(const json::object& record, const std::optional<std::string>& at, std::uint64_t line_no,
-                     AdapterSink& sink);
+                     AdapterOutputs& sink);
   void map_user(const json::object& record, const std::optional<std::string>& at, std::uint64_t line_no,
-                AdapterSink& sink);
+                AdapterOutputs& sink);
   void map_result(const json::object& record, const std::optional<std::string>& at, std::uint64_t line_no,
-                  AdapterSink& sink);
+                  AdapterOutputs& sink);
   void turn_usage(const json::object& record, const proto::ev::SessionEnded& mapped,
-                  const std::optional<std::string>& at, AdapterSink& sink);
+                  const std::optional<std::string>& at, AdapterOutputs& sink);
   void map_api_retry(const json::object& record, const proto::FramedLine& line, const std::optional<std::string>& at,
-                     AdapterSink& sink);
+                     AdapterOutputs& sink);
   // The skeleton's cuts under `from` (a pointer into the record), re-based onto `to` in the
   // payload's `field`, and marked carried. Empty outside read_skeleton.
   std::vector<proto::CutField> carry(const std::string& from, std::string_view field, std::string_view to);
-  void emit(AdapterSink& sink, proto::EventPayload payload, const std::optional<std::string>& at,
+  void emit(AdapterOutputs& sink, proto::EventPayload payload, const std::optional<std::string>& at,
             std::vector<proto::CutField> cut);
   void credential_given_up(std::optional<std::string> detail, std::uint64_t line_no,
-                           const std::optional<std::string>& at, AdapterSink& sink);
+                           const std::optional<std::string>& at, AdapterOutputs& sink);
 
   Launch launch_;
   bool saw_init_ = false;

@@ -1,5 +1,5 @@
-// Claude Code stdout record -> metaharness events. Every record yields at least one event or
-// sink call; one that yields nothing becomes `opaque`, so no record ever vanishes.
+// Claude Code stdout record -> metaharness events. Every record yields at least one output (an
+// event, a call, a turn); one that yields nothing becomes `opaque`, so no record ever vanishes.
 #include <cmath>
 
 #include "adapters/claude/claude_adapter.hpp"
@@ -16,56 +16,6 @@ using proto::object_at;
 using proto::string_at;
 using proto::strings_at;
 using proto::u64_at;
-
-// Forwards to the real sink and counts what the mapping produced.
-class CountingSink final : public AdapterSink {
- public:
-  explicit CountingSink(AdapterSink& inner) : inner_(inner) {}
-  int produced() const { return produced_; }
-
-  void event(proto::EventPayload p, std::optional<std::string> at) override {
-    ++produced_;
-    inner_.event(std::move(p), std::move(at));
-  }
-  void event_cut(proto::EventPayload p, std::optional<std::string> at, std::vector<proto::CutField> cut) override {
-    ++produced_;
-    inner_.event_cut(std::move(p), std::move(at), std::move(cut));
-  }
-  void call_presented(ToolCall call, std::optional<std::string> at) override {
-    ++produced_;
-    inner_.call_presented(std::move(call), std::move(at));
-  }
-  void call_awaits_answer(ToolCall call, ReplyToken reply) override {
-    ++produced_;
-    inner_.call_awaits_answer(std::move(call), std::move(reply));
-  }
-  void call_withdrawn(const ReplyToken& reply) override {
-    ++produced_;
-    inner_.call_withdrawn(reply);
-  }
-  void control_answered(ControlReply reply) override {
-    ++produced_;
-    inner_.control_answered(std::move(reply));
-  }
-  void turn_started(std::optional<std::string> at) override {
-    ++produced_;
-    inner_.turn_started(std::move(at));
-  }
-  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override {
-    ++produced_;
-    inner_.turn_ended(std::move(stop_reason), std::move(at));
-  }
-  void write_vendor(std::string line) override { inner_.write_vendor(std::move(line)); }
-  void reply_hook(std::uint64_t connection, std::string line) override {
-    inner_.reply_hook(connection, std::move(line));
-  }
-  void session_ready() override { inner_.session_ready(); }
-  void fail_run(std::string reason) override { inner_.fail_run(std::move(reason)); }
-
- private:
-  AdapterSink& inner_;
-  int produced_ = 0;
-};
 
 // The token counts of a usage object, which Claude spells two ways: snake_case in the API's usage
 // (assistant message.usage, result.usage), camelCase in result.modelUsage.
@@ -116,8 +66,8 @@ std::optional<std::string> auth_failure_words(const json::object& record) {
 
 }  // namespace
 
-void Reader::read_record(const json::object& record, const proto::FramedLine& line, AdapterSink& outer) {
-  CountingSink sink(outer);
+void Reader::read_record(const json::object& record, const proto::FramedLine& line, AdapterOutputs& sink) {
+  const std::size_t before = sink.size();  // what this record produced is what follows
   const std::uint64_t line_no = line.number;
   auto type = string_at(record, "type");
   auto subtype = string_at(record, "subtype");
@@ -169,11 +119,11 @@ void Reader::read_record(const json::object& record, const proto::FramedLine& li
     map_result(record, at, line_no, sink);
   }
 
-  if (sink.produced() == 0)
-    outer.event(opaque_of(type, subtype, line.too_long ? line.digest : proto::sha256_hex(line.text), line_no), at);
+  if (sink.records_since(before) == 0)
+    sink.event(opaque_of(type, subtype, line.too_long ? line.digest : proto::sha256_hex(line.text), line_no), at);
 }
 
-void Reader::read_skeleton(const proto::RecordSkeleton& skeleton, const proto::FramedLine& line, AdapterSink& sink) {
+void Reader::read_skeleton(const proto::RecordSkeleton& skeleton, const proto::FramedLine& line, AdapterOutputs& sink) {
   skeleton_cuts_ = &skeleton.cuts;
   carried_.assign(skeleton.cuts.size(), false);
   read_record(skeleton.record, line, sink);
@@ -214,7 +164,7 @@ std::vector<proto::CutField> Reader::carry(const std::string& from, std::string_
   return out;
 }
 
-void Reader::emit(AdapterSink& sink, proto::EventPayload payload, const std::optional<std::string>& at,
+void Reader::emit(AdapterOutputs& sink, proto::EventPayload payload, const std::optional<std::string>& at,
                   std::vector<proto::CutField> cut) {
   if (cut.empty())
     sink.event(std::move(payload), at);
@@ -228,7 +178,7 @@ std::optional<std::string> Reader::spawning_call(std::string_view agent_id) cons
 }
 
 void Reader::credential_given_up(std::optional<std::string> detail, std::uint64_t line_no,
-                                 const std::optional<std::string>& at, AdapterSink& sink) {
+                                 const std::optional<std::string>& at, AdapterOutputs& sink) {
   if (turn_auth_expired_) return;  // the synthetic record and the result report one give-up
   turn_auth_expired_ = true;
   sink.event(proto::ev::AuthExpired{credential_source_, std::move(detail), line_no}, at);
@@ -240,7 +190,7 @@ void Reader::credential_given_up(std::optional<std::string> detail, std::uint64_
 // endpoint's retry-after) has elapsed, placed on the clock by when the line was read. Other
 // retries (overloaded, server_error) say nothing a neutral event can carry: opaque.
 void Reader::map_api_retry(const json::object& r, const proto::FramedLine& line, const std::optional<std::string>& at,
-                           AdapterSink& sink) {
+                           AdapterOutputs& sink) {
   auto status = u64_at(r, "error_status");
   auto error = string_at(r, "error");
   auto attempt = u64_at(r, "attempt");
@@ -268,7 +218,7 @@ void Reader::map_api_retry(const json::object& r, const proto::FramedLine& line,
   }
 }
 
-void Reader::map_init(const json::object& r, const std::optional<std::string>& at, AdapterSink& sink) {
+void Reader::map_init(const json::object& r, const std::optional<std::string>& at, AdapterOutputs& sink) {
   if (!saw_init_) {
     saw_init_ = true;
     credential_source_ = string_at(r, "apiKeySource");
@@ -311,7 +261,7 @@ void Reader::map_init(const json::object& r, const std::optional<std::string>& a
 }
 
 void Reader::map_assistant(const json::object& r, const std::optional<std::string>& at, std::uint64_t line_no,
-                           AdapterSink& sink) {
+                           AdapterOutputs& sink) {
   const json::value* message = r.if_contains("message");
   if (!message || !message->is_object()) return;  // -> whole-record opaque
   const auto& m = message->get_object();
@@ -358,7 +308,7 @@ void Reader::map_assistant(const json::object& r, const std::optional<std::strin
 }
 
 void Reader::map_user(const json::object& r, const std::optional<std::string>& at, std::uint64_t line_no,
-                      AdapterSink& sink) {
+                      AdapterOutputs& sink) {
   const json::value* message = r.if_contains("message");
   if (!message || !message->is_object()) return;
   bool synthetic = bool_at(r, "isSynthetic").value_or(false);
@@ -412,7 +362,7 @@ void Reader::map_user(const json::object& r, const std::optional<std::string>& a
 }
 
 void Reader::map_result(const json::object& r, const std::optional<std::string>& at, std::uint64_t line_no,
-                        AdapterSink& sink) {
+                        AdapterOutputs& sink) {
   proto::ev::SessionEnded e;
   e.is_error = bool_at(r, "is_error");
   e.subtype = string_at(r, "subtype");
@@ -502,7 +452,7 @@ bool moved(const proto::TokenUsage& d) {
 // so far. So a turn's per-model figures are the growth of the cumulative ones since the previous
 // result, and its cost is the growth of the vendor's own cost: never computed, null where unknown.
 void Reader::turn_usage(const json::object& r, const proto::ev::SessionEnded& e, const std::optional<std::string>& at,
-                        AdapterSink& sink) {
+                        AdapterOutputs& sink) {
   std::optional<double> turn_cost = growth(e.total_cost_usd, session_cost_, session_cost_.has_value());
   if (e.total_cost_usd && (!session_cost_ || *e.total_cost_usd >= *session_cost_)) session_cost_ = e.total_cost_usd;
   std::vector<proto::ev::Usage> per_model;

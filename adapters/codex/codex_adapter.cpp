@@ -156,10 +156,15 @@ class CodexAdapter final : public Adapter {
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
     LaunchPlan plan;
     auto session = make_session(plan, /*deny_only=*/false, /*offline=*/true);
-    OfflineSink sink(*this, run_id);
-    read_transcript(transcript, [&](const proto::FramedLine& line) { session->on_vendor_line(line, sink); });
-    session->on_vendor_end(sink);
-    return sink.finish(session->session_ended());
+    OfflineSink offline(*this, run_id);
+    AdapterOutputs outputs;
+    read_transcript(transcript, [&](const proto::FramedLine& line) {
+      session->on_vendor_line(line, outputs);
+      offline.fold(outputs);
+    });
+    session->on_vendor_end(outputs);
+    offline.fold(outputs);
+    return offline.finish(session->session_ended());
   }
 
   std::optional<std::string> installed_version(std::string& error) const override {

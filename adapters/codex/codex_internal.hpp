@@ -27,7 +27,7 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
 // known and answers are recognised by their shape.
 std::unique_ptr<AdapterSession> make_session(const LaunchPlan& plan, bool deny_only, bool offline);
 
-inline void emit_opaque(AdapterSink& sink, std::optional<std::string> method, std::optional<std::string> item_type,
+inline void emit_opaque(AdapterOutputs& sink, std::optional<std::string> method, std::optional<std::string> item_type,
                         std::string digest, std::uint64_t line_no, std::optional<std::string> at = std::nullopt) {
   sink.event(proto::ev::Opaque{std::move(method), std::move(item_type), std::move(digest), line_no}, std::move(at));
 }
@@ -50,7 +50,7 @@ class Reader {
 
   // One notification (`m` the whole message, `params` its params or {}), once the session is open.
   void notification(const std::string& method, const json::object& m, const json::object& params, std::string_view raw,
-                    std::uint64_t line_no, AdapterSink& sink);
+                    std::uint64_t line_no, AdapterOutputs& sink);
 
   // The turn running now, empty between turns: what interrupt and steer act on.
   const std::string& active_turn() const { return active_turn_; }
@@ -70,7 +70,7 @@ class Reader {
 
  private:
   void item(bool started, const json::object& params, const std::optional<std::string>& agent, std::string_view raw,
-            std::uint64_t line_no, std::optional<std::string> at, AdapterSink& sink);
+            std::uint64_t line_no, std::optional<std::string> at, AdapterOutputs& sink);
 
   std::string main_thread_;
   std::optional<std::string> model_;

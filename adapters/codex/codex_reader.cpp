@@ -98,7 +98,7 @@ void Reader::add_model_request(ToolCall& call) const {
 }
 
 void Reader::notification(const std::string& method, const json::object& m, const json::object& params,
-                          std::string_view raw, std::uint64_t line_no, AdapterSink& sink) {
+                          std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink) {
   auto at = at_of(m);
   const std::optional<std::string> agent = agent_of(string_at(params, "threadId").value_or(""));
   if (agent && (method == "turn/started" || method == "turn/completed")) {
@@ -197,7 +197,7 @@ void Reader::notification(const std::string& method, const json::object& m, cons
 }
 
 void Reader::item(bool started, const json::object& params, const std::optional<std::string>& agent,
-                  std::string_view raw, std::uint64_t line_no, std::optional<std::string> at, AdapterSink& sink) {
+                  std::string_view raw, std::uint64_t line_no, std::optional<std::string> at, AdapterOutputs& sink) {
   const json::object* item = object_at(params, "item");
   auto type = item ? string_at(*item, "type") : std::nullopt;
   auto id = item ? string_at(*item, "id") : std::nullopt;

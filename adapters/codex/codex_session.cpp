@@ -64,7 +64,7 @@ class Session final : public AdapterSession {
 
   // --- start ---------------------------------------------------------------------------------
 
-  void start(AdapterSink& sink) override {
+  void start(AdapterOutputs& sink) override {
     json::array opt_out;
     for (auto m : kOptOut)
       opt_out.emplace_back(m);
@@ -79,7 +79,7 @@ class Session final : public AdapterSession {
 
   // --- reading -------------------------------------------------------------------------------
 
-  void on_vendor_line(const proto::FramedLine& line, AdapterSink& sink) override {
+  void on_vendor_line(const proto::FramedLine& line, AdapterOutputs& sink) override {
     auto classified = proto::classify_vendor_line(line);
     if (auto* opaque = std::get_if<proto::ev::Opaque>(&classified))
       sink.event(std::move(*opaque), std::nullopt);
@@ -87,7 +87,7 @@ class Session final : public AdapterSession {
       read(*message, line.text, line.number, sink);
   }
 
-  void read(const json::object& m, std::string_view raw, std::uint64_t line_no, AdapterSink& sink) {
+  void read(const json::object& m, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink) {
     auto method = string_at(m, "method");
     const json::value* id = m.if_contains("id");
     // Offline, where the start-up answers end is known only by what follows them: the first
@@ -106,7 +106,7 @@ class Session final : public AdapterSession {
     }
   }
 
-  void on_vendor_end(AdapterSink& sink) override {
+  void on_vendor_end(AdapterOutputs& sink) override {
     // A thread that started is recorded even if Codex went before answering all the evidence
     // requests (what it did not answer stays unknown); nothing is left to start a turn in.
     if (thread_result_ && !started_) open_session(sink, /*ready=*/false);
@@ -115,7 +115,7 @@ class Session final : public AdapterSession {
 
   // --- hooks ---------------------------------------------------------------------------------
 
-  void on_hook_request(std::uint64_t connection, const json::value& input, AdapterSink& sink) override {
+  void on_hook_request(std::uint64_t connection, const json::value& input, AdapterOutputs& sink) override {
     const json::object* in = input.is_object() ? &input.get_object() : nullptr;
     auto tool = in ? string_at(*in, "tool_name") : std::nullopt;
     auto id = in ? string_at(*in, "tool_use_id") : std::nullopt;
@@ -147,14 +147,14 @@ class Session final : public AdapterSession {
     sink.call_awaits_answer(std::move(call), ReplyToken{.hook_connection = connection, .seam = proto::Seam::hook});
   }
 
-  void on_hook_gone(std::uint64_t connection, AdapterSink& sink) override {
+  void on_hook_gone(std::uint64_t connection, AdapterOutputs& sink) override {
     sink.call_withdrawn(ReplyToken{.hook_connection = connection, .seam = proto::Seam::hook});
   }
 
   // --- answering -----------------------------------------------------------------------------
 
   void answer(const ReplyToken& reply, const ToolCall& call, const proto::Decision& decision,
-              AdapterSink& sink) override {
+              AdapterOutputs& sink) override {
     if (reply.hook_connection) {
       sink.reply_hook(*reply.hook_connection, hook_reply(decision));
       return;
@@ -209,7 +209,7 @@ class Session final : public AdapterSession {
 
   // --- controlling ---------------------------------------------------------------------------
 
-  void send_user_turn(const std::vector<std::string>& texts, AdapterSink& sink) override {
+  void send_user_turn(const std::vector<std::string>& texts, AdapterOutputs& sink) override {
     json::array input;
     for (const auto& t : texts)
       input.push_back(json::object{{"type", "text"}, {"text", t}});
@@ -217,7 +217,7 @@ class Session final : public AdapterSession {
             Purpose::turn_start);
   }
 
-  ControlAck interrupt(AdapterSink& sink) override {
+  ControlAck interrupt(AdapterOutputs& sink) override {
     if (reader_.active_turn().empty())
       return ControlAck::refused(proto::RefusalCode::TOO_LATE, "no turn is running; nothing to interrupt");
     std::int64_t id =
@@ -229,7 +229,7 @@ class Session final : public AdapterSession {
     return ControlAck::pending("rpc:" + std::to_string(id));
   }
 
-  ControlAck steer(const std::string& text, AdapterSink& sink) override {
+  ControlAck steer(const std::string& text, AdapterOutputs& sink) override {
     if (reader_.active_turn().empty())
       return ControlAck::refused(proto::RefusalCode::TOO_LATE, "no turn is running to steer");
     std::int64_t id = request(sink, "turn/steer",
@@ -241,7 +241,7 @@ class Session final : public AdapterSession {
     return ControlAck::pending("rpc:" + std::to_string(id));
   }
 
-  ControlAck set_permission(const std::string& posture, AdapterSink& sink) override {
+  ControlAck set_permission(const std::string& posture, AdapterOutputs& sink) override {
     for (auto off : kSeamOffPostures)
       if (posture == off)
         return ControlAck::refused(proto::RefusalCode::SHADOWED,
@@ -281,7 +281,7 @@ class Session final : public AdapterSession {
     return ControlAck::pending("rpc:" + std::to_string(id), "the next turn boundary");
   }
 
-  void end_session(AdapterSink& sink) override {
+  void end_session(AdapterOutputs& sink) override {
     // app-server ends on stdin EOF (which the run loop closes next) and kills its children then;
     // cleaning the background terminals first stops anything a turn left running.
     if (!reader_.main_thread().empty())
@@ -294,7 +294,7 @@ class Session final : public AdapterSession {
  private:
   // --- JSON-RPC ------------------------------------------------------------------------------
 
-  std::int64_t request(AdapterSink& sink, std::string_view method, json::object params, Purpose purpose) {
+  std::int64_t request(AdapterOutputs& sink, std::string_view method, json::object params, Purpose purpose) {
     std::int64_t id = ++next_id_;
     // Offline nothing is sent, and the transcript's ids are another run's: answers go by shape.
     if (!offline_) purposes_[id] = purpose;
@@ -304,7 +304,7 @@ class Session final : public AdapterSession {
   }
 
   void response(const json::value& id, const json::object& m, std::string_view raw, std::uint64_t line_no,
-                AdapterSink& sink) {
+                AdapterOutputs& sink) {
     std::optional<Purpose> purpose;
     if (auto number = proto::exact_int64(id)) {
       auto it = purposes_.find(*number);
@@ -396,7 +396,7 @@ class Session final : public AdapterSession {
   // escalation is rejected by Codex itself), and the PreToolUse hook carries the denials.
   std::string_view approval_policy() const { return deny_only_ ? "never" : "untrusted"; }
 
-  void start_thread(AdapterSink& sink) {
+  void start_thread(AdapterOutputs& sink) {
     // approvalPolicy "untrusted" must be the per-thread parameter: as a config key this version
     // refuses it at start. bypass_hook_trust lets the hook run without a trust hash, per thread.
     request(sink, "thread/start",
@@ -418,12 +418,12 @@ class Session final : public AdapterSession {
 
   // --- the evidence session.started carries ---------------------------------------------------
 
-  void ask_evidence(AdapterSink& sink, std::string_view method, json::object params, Purpose purpose) {
+  void ask_evidence(AdapterOutputs& sink, std::string_view method, json::object params, Purpose purpose) {
     ++evidence_pending_;
     request(sink, method, std::move(params), purpose);
   }
 
-  void ask_mcp_servers(AdapterSink& sink, std::optional<std::string> cursor) {
+  void ask_mcp_servers(AdapterOutputs& sink, std::optional<std::string> cursor) {
     json::object params{{"threadId", reader_.main_thread()}, {"detail", "toolsAndAuthOnly"}};
     if (cursor) params["cursor"] = *cursor;
     ask_evidence(sink, "mcpServerStatus/list", std::move(params), Purpose::mcp_servers);
@@ -459,7 +459,7 @@ class Session final : public AdapterSession {
   // One evidence answer. A refusal or an answer that does not say leaves its field null (unknown),
   // and says so after session.started; the answer itself is in the transcript.
   void evidence_answered(Purpose purpose, const json::object* result, const std::string& error_text,
-                         AdapterSink& sink) {
+                         AdapterOutputs& sink) {
     if (evidence_pending_ > 0) --evidence_pending_;
     std::string method(method_of(purpose));
     bool said = false;
@@ -509,14 +509,14 @@ class Session final : public AdapterSession {
     maybe_open(sink);
   }
 
-  void maybe_open(AdapterSink& sink) {
+  void maybe_open(AdapterOutputs& sink) {
     if (thread_result_ && !started_ && evidence_pending_ == 0 && !offline_) open_session(sink, /*ready=*/true);
   }
 
   // session.started, from thread/start's answer and the evidence, then what waited for it. A memory
   // file Codex reports loaded stops the run here, before its first turn, so the model never reads
   // it: the attestation then says H11 did not hold, and why.
-  void open_session(AdapterSink& sink, bool ready) {
+  void open_session(AdapterOutputs& sink, bool ready) {
     started_ = true;
     const json::object& result = *thread_result_;
     const json::object* thread = object_at(result, "thread");
@@ -571,7 +571,7 @@ class Session final : public AdapterSession {
   }
 
   void server_request(const std::string& method, const json::value& id, const json::object& params,
-                      std::string_view raw, std::uint64_t line_no, AdapterSink& sink) {
+                      std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink) {
     std::string token = "rpc-in:" + proto::canonical_json(id);
     if (method == "item/commandExecution/requestApproval" || method == "item/fileChange/requestApproval") {
       bool command = method == "item/commandExecution/requestApproval";
@@ -624,7 +624,7 @@ class Session final : public AdapterSession {
   // are held until session.started, so the stream opens with the session as it does for every
   // vendor; they keep their own source line and clock. A run that never gets a thread releases
   // them when it ends: nothing is dropped.
-  void release_early_notifications(AdapterSink& sink) {
+  void release_early_notifications(AdapterOutputs& sink) {
     session_open_ = true;
     auto held = std::move(early_);
     early_.clear();
@@ -636,7 +636,7 @@ class Session final : public AdapterSession {
   // are held until session.started (release_early_notifications), so the stream opens with the
   // session as it does for every vendor.
   void notification(const std::string& method, const json::object& m, const json::object& params, std::string_view raw,
-                    std::uint64_t line_no, AdapterSink& sink) {
+                    std::uint64_t line_no, AdapterOutputs& sink) {
     if (!session_open_) {
       early_.emplace_back(std::string(raw), line_no);
       return;

@@ -4,27 +4,30 @@
 #include <charconv>
 #include <cmath>
 
+#include "protocol/types.hpp"
+
+template <>
+struct mh::protocol::EnumNames<mh::metrics::MetricType> {
+  static constexpr std::array names = {std::string_view("counter"), std::string_view("gauge"),
+                                       std::string_view("histogram")};
+};
+
 namespace mh::metrics {
 
 std::string_view to_string(MetricType type) {
-  switch (type) {
-    case MetricType::counter:
-      return "counter";
-    case MetricType::gauge:
-      return "gauge";
-    case MetricType::histogram:
-      return "histogram";
-  }
-  return "untyped";
+  return protocol::to_string(type);
 }
 
-std::string escape_label_value(std::string_view value) {
+namespace {
+
+// The text format's escapes: backslash and newline always, the double quote inside a label value.
+std::string escaped(std::string_view text, bool quote) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\')
       out += "\\\\";
-    else if (c == '"')
+    else if (c == '"' && quote)
       out += "\\\"";
     else if (c == '\n')
       out += "\\n";
@@ -34,18 +37,14 @@ std::string escape_label_value(std::string_view value) {
   return out;
 }
 
+}  // namespace
+
+std::string escape_label_value(std::string_view value) {
+  return escaped(value, true);
+}
+
 std::string escape_help(std::string_view help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out.push_back(c);
-  }
-  return out;
+  return escaped(help, false);
 }
 
 std::string format_value(double value) {

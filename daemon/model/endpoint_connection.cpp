@@ -299,11 +299,26 @@ net::awaitable<bool> Connection::answer(http::request<http::string_body> request
   co_return keep_alive&& ending == Ending::completed;
 }
 
+// The scenario's hold, where an answer has one (before the whole of an answer without a stream,
+// between a stream's content and its end): held until the client goes, or for a while, and then
+// perhaps a scripted disconnect. nullopt: the answer goes on.
+net::awaitable<std::optional<Ending>> Connection::hold(const detail::Reply& reply, const Timing& timing) {
+  if (timing.hold_until_disconnect) {
+    const Wait waited = co_await wait_watching(std::nullopt);
+    co_return as_ending(waited);
+  }
+  if (timing.hold.count() > 0) {
+    const Wait waited = co_await wait_watching(timing.hold);
+    if (waited != Wait::elapsed) co_return as_ending(waited);
+  }
+  if (reply.disconnect_after_hold) co_return Ending::disconnected_by_scenario;
+  co_return std::nullopt;
+}
+
 net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const Timing& timing, bool keep_alive,
                                                bool head_only) {
   const EndpointOptions& options = state_->options;
   auto pause = [this](std::optional<std::chrono::milliseconds> d) { return wait_watching(d); };
-  auto as_ending = [](Wait w) { return w == Wait::stopped ? Ending::stopped : Ending::client_disconnected; };
   beast::error_code ec;
 
   if (timing.headers_delay.count() > 0) {
@@ -313,15 +328,7 @@ net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const
 
   if (!reply.streaming) {
     // Without a stream the hold delays (or, held until disconnect, withholds) the whole answer.
-    if (timing.hold_until_disconnect) {
-      const Wait waited = co_await pause(std::nullopt);
-      co_return as_ending(waited);
-    }
-    if (timing.hold.count() > 0) {
-      const Wait waited = co_await pause(timing.hold);
-      if (waited != Wait::elapsed) co_return as_ending(waited);
-    }
-    if (reply.disconnect_after_hold) co_return Ending::disconnected_by_scenario;
+    if (auto ended = co_await hold(reply, timing)) co_return *ended;
     if (head_only) {
       // A HEAD answer announces the body's length but must not carry it: on a keep-alive
       // connection those bytes would be read as the start of the next response. (Claude
@@ -369,15 +376,7 @@ net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const
   };
 
   if (auto ended = co_await send_events(reply.content_events)) co_return *ended;
-  if (timing.hold_until_disconnect) {
-    const Wait waited = co_await pause(std::nullopt);
-    co_return as_ending(waited);
-  }
-  if (timing.hold.count() > 0) {
-    const Wait waited = co_await pause(timing.hold);
-    if (waited != Wait::elapsed) co_return as_ending(waited);
-  }
-  if (reply.disconnect_after_hold) co_return Ending::disconnected_by_scenario;
+  if (auto ended = co_await hold(reply, timing)) co_return *ended;
   if (auto ended = co_await send_events(reply.final_events)) co_return *ended;
   stream_.expires_after(options.write_timeout);
   co_await net::async_write(stream_, http::make_chunk_last(), net::redirect_error(net::use_awaitable, ec));

@@ -116,6 +116,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                      Incoming incoming = Incoming::keep);
   net::awaitable<bool> answer(http::request<http::string_body> request);
   net::awaitable<Ending> write_reply(const detail::Reply& reply, const Timing& timing, bool keep_alive, bool head_only);
+  net::awaitable<std::optional<Ending>> hold(const detail::Reply& reply, const Timing& timing);
   net::awaitable<void> refuse_malformed(http::request_parser<http::string_body>& parser, const beast::error_code& ec);
   net::awaitable<void> linger_and_close();
 
@@ -123,6 +124,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void apply_headers(http::response<Body>& response, const detail::Reply& reply, bool keep_alive);
 
   Ending ending_for(const beast::error_code& ec) const;
+  // What a wait that did not run its course means for the answer.
+  static Ending as_ending(Wait w) { return w == Wait::stopped ? Ending::stopped : Ending::client_disconnected; }
 
   detail::Reply decide(const http::request<http::string_body>& request, ServedRequest& entry, Timing& timing);
 

@@ -2,68 +2,45 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "protocol/types.hpp"
+
+// The names, in each enum's order, through the protocol's one enum-name table.
+template <>
+struct mh::protocol::EnumNames<mh::model::Answer> {
+  static constexpr std::array names = {std::string_view("step"),           std::string_view("aux"),
+                                       std::string_view("exhausted"),      std::string_view("unauthorized"),
+                                       std::string_view("not_found"),      std::string_view("method_not_allowed"),
+                                       std::string_view("bad_request"),    std::string_view("unsupported_encoding"),
+                                       std::string_view("body_too_large"), std::string_view("headers_too_large"),
+                                       std::string_view("wire_not_served")};
+};
+template <>
+struct mh::protocol::EnumNames<mh::model::Credential> {
+  static constexpr std::array names = {std::string_view("matched"), std::string_view("mismatched"),
+                                       std::string_view("missing"), std::string_view("not_checked")};
+};
+template <>
+struct mh::protocol::EnumNames<mh::model::Ending> {
+  static constexpr std::array names = {
+      std::string_view("in_progress"),         std::string_view("completed"),
+      std::string_view("client_disconnected"), std::string_view("disconnected_by_scenario"),
+      std::string_view("write_failed"),        std::string_view("stopped")};
+};
+
 namespace mh::model {
 
 namespace json = boost::json;
 
 std::string_view to_string(Answer answer) {
-  switch (answer) {
-    case Answer::step:
-      return "step";
-    case Answer::aux:
-      return "aux";
-    case Answer::exhausted:
-      return "exhausted";
-    case Answer::unauthorized:
-      return "unauthorized";
-    case Answer::not_found:
-      return "not_found";
-    case Answer::method_not_allowed:
-      return "method_not_allowed";
-    case Answer::bad_request:
-      return "bad_request";
-    case Answer::unsupported_encoding:
-      return "unsupported_encoding";
-    case Answer::body_too_large:
-      return "body_too_large";
-    case Answer::headers_too_large:
-      return "headers_too_large";
-    case Answer::wire_not_served:
-      return "wire_not_served";
-  }
-  return "?";
+  return protocol::to_string(answer);
 }
 
 std::string_view to_string(Credential credential) {
-  switch (credential) {
-    case Credential::matched:
-      return "matched";
-    case Credential::mismatched:
-      return "mismatched";
-    case Credential::missing:
-      return "missing";
-    case Credential::not_checked:
-      return "not_checked";
-  }
-  return "?";
+  return protocol::to_string(credential);
 }
 
 std::string_view to_string(Ending ending) {
-  switch (ending) {
-    case Ending::in_progress:
-      return "in_progress";
-    case Ending::completed:
-      return "completed";
-    case Ending::client_disconnected:
-      return "client_disconnected";
-    case Ending::disconnected_by_scenario:
-      return "disconnected_by_scenario";
-    case Ending::write_failed:
-      return "write_failed";
-    case Ending::stopped:
-      return "stopped";
-  }
-  return "?";
+  return protocol::to_string(ending);
 }
 
 std::string ServedRequest::header(std::string_view name) const {

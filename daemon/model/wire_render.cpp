@@ -50,41 +50,43 @@ struct ErrorDefaults {
   std::string_view openai_message;
 };
 
+// The answer each status gets unless the scenario words its own, per wire.
+struct StatusDefaults {
+  unsigned status;
+  ErrorDefaults defaults;
+};
+constexpr StatusDefaults kErrorDefaults[] = {
+    {400, {"invalid_request_error", "invalid request", "invalid_request_error", "", "Invalid request."}},
+    {401,
+     {"authentication_error", "invalid x-api-key", "invalid_request_error", "invalid_api_key",
+      "Incorrect API key provided."}},
+    {403,
+     {"permission_error", "Your API key does not have permission to use the specified resource.", "permission_error",
+      "", "You are not allowed to sample from this model."}},
+    {404, {"not_found_error", "Not found", "invalid_request_error", "not_found", "Not found."}},
+    {405, {"invalid_request_error", "Method not allowed", "invalid_request_error", "", "Method not allowed."}},
+    {413,
+     {"request_too_large", "Request exceeds the maximum allowed number of bytes.", "invalid_request_error",
+      "request_too_large", "Request too large."}},
+    {415,
+     {"invalid_request_error", "Unsupported content encoding", "invalid_request_error", "",
+      "Unsupported content encoding."}},
+    {429,
+     {"rate_limit_error", "Number of requests has exceeded your rate limit", "requests", "rate_limit_exceeded",
+      "Rate limit reached. Please try again later."}},
+    {431,
+     {"invalid_request_error", "Request headers too large", "invalid_request_error", "", "Request headers too large."}},
+    {500,
+     {"api_error", "Internal server error", "server_error", "",
+      "The server had an error while processing your request."}},
+    {529,
+     {"overloaded_error", "Overloaded", "server_error", "overloaded",
+      "The engine is currently overloaded, please try again later."}},
+};
+
 ErrorDefaults defaults_for(unsigned status) {
-  switch (status) {
-    case 400:
-      return {"invalid_request_error", "invalid request", "invalid_request_error", "", "Invalid request."};
-    case 401:
-      return {"authentication_error", "invalid x-api-key", "invalid_request_error", "invalid_api_key",
-              "Incorrect API key provided."};
-    case 403:
-      return {"permission_error", "Your API key does not have permission to use the specified resource.",
-              "permission_error", "", "You are not allowed to sample from this model."};
-    case 404:
-      return {"not_found_error", "Not found", "invalid_request_error", "not_found", "Not found."};
-    case 405:
-      return {"invalid_request_error", "Method not allowed", "invalid_request_error", "", "Method not allowed."};
-    case 413:
-      return {"request_too_large", "Request exceeds the maximum allowed number of bytes.", "invalid_request_error",
-              "request_too_large", "Request too large."};
-    case 415:
-      return {"invalid_request_error", "Unsupported content encoding", "invalid_request_error", "",
-              "Unsupported content encoding."};
-    case 429:
-      return {"rate_limit_error", "Number of requests has exceeded your rate limit", "requests", "rate_limit_exceeded",
-              "Rate limit reached. Please try again later."};
-    case 431:
-      return {"invalid_request_error", "Request headers too large", "invalid_request_error", "",
-              "Request headers too large."};
-    case 500:
-      return {"api_error", "Internal server error", "server_error", "",
-              "The server had an error while processing your request."};
-    case 529:
-      return {"overloaded_error", "Overloaded", "server_error", "overloaded",
-              "The engine is currently overloaded, please try again later."};
-    default:
-      break;
-  }
+  for (const auto& row : kErrorDefaults)
+    if (row.status == status) return row.defaults;
   if (status >= 500) return {"api_error", "Internal server error", "server_error", "", "Server error."};
   return {"invalid_request_error", "invalid request", "invalid_request_error", "", "Invalid request."};
 }
@@ -354,6 +356,14 @@ Reply responses_reply(const StepForm& form, const RenderContext& ctx) {
     add_event(events, std::move(data));
   };
   auto& events = reply.content_events;
+  // A piece of output streamed as `<kind>.delta` events, form.delta_bytes at a time, then whole in
+  // `<kind>.done` under `whole_key`.
+  auto deltas_then_done = [&](std::string_view kind, const json::object& where, std::string_view whole,
+                              std::string_view whole_key) {
+    for (const std::string& piece : split_utf8(whole, form.delta_bytes))
+      emit(events, event_at(std::string(kind) + ".delta", where, {{"delta", piece}}));
+    emit(events, event_at(std::string(kind) + ".done", where, {{whole_key, whole}}));
+  };
   emit(events, {{"type", "response.created"}, {"response", response_object(form, ctx, "in_progress", false)}});
   emit(events, {{"type", "response.in_progress"}, {"response", response_object(form, ctx, "in_progress", false)}});
 
@@ -368,9 +378,7 @@ Reply responses_reply(const StepForm& form, const RenderContext& ctx) {
       case Block::Kind::text: {
         const json::object where{{"item_id", item_id}, {"output_index", output_index}, {"content_index", 0}};
         emit(events, event_at("response.content_part.added", where, {{"part", output_text_part("")}}));
-        for (const std::string& piece : split_utf8(block.text, form.delta_bytes))
-          emit(events, event_at("response.output_text.delta", where, {{"delta", piece}}));
-        emit(events, event_at("response.output_text.done", where, {{"text", block.text}}));
+        deltas_then_done("response.output_text", where, block.text, "text");
         emit(events, event_at("response.content_part.done", where, {{"part", output_text_part(block.text)}}));
         break;
       }
@@ -378,37 +386,19 @@ Reply responses_reply(const StepForm& form, const RenderContext& ctx) {
         const json::object where{{"item_id", item_id}, {"output_index", output_index}, {"summary_index", 0}};
         emit(events, event_at("response.reasoning_summary_part.added", where,
                               {{"part", {{"type", "summary_text"}, {"text", ""}}}}));
-        for (const std::string& piece : split_utf8(block.text, form.delta_bytes))
-          emit(events, event_at("response.reasoning_summary_text.delta", where, {{"delta", piece}}));
-        emit(events, event_at("response.reasoning_summary_text.done", where, {{"text", block.text}}));
+        deltas_then_done("response.reasoning_summary_text", where, block.text, "text");
         emit(events, event_at("response.reasoning_summary_part.done", where,
                               {{"part", {{"type", "summary_text"}, {"text", block.text}}}}));
         break;
       }
       case Block::Kind::tool_call: {
-        const std::string arguments = json::serialize(block.input);
-        for (const std::string& piece : split_utf8(arguments, form.delta_bytes))
-          emit(events, {{"type", "response.function_call_arguments.delta"},
-                        {"item_id", item_id},
-                        {"output_index", output_index},
-                        {"delta", piece}});
-        emit(events, {{"type", "response.function_call_arguments.done"},
-                      {"item_id", item_id},
-                      {"output_index", output_index},
-                      {"arguments", arguments}});
+        const json::object where{{"item_id", item_id}, {"output_index", output_index}};
+        deltas_then_done("response.function_call_arguments", where, json::serialize(block.input), "arguments");
         break;
       }
       case Block::Kind::custom_tool_call: {
-        const std::string_view input = block.input.as_string();
-        for (const std::string& piece : split_utf8(input, form.delta_bytes))
-          emit(events, {{"type", "response.custom_tool_call_input.delta"},
-                        {"item_id", item_id},
-                        {"output_index", output_index},
-                        {"delta", piece}});
-        emit(events, {{"type", "response.custom_tool_call_input.done"},
-                      {"item_id", item_id},
-                      {"output_index", output_index},
-                      {"input", input}});
+        const json::object where{{"item_id", item_id}, {"output_index", output_index}};
+        deltas_then_done("response.custom_tool_call_input", where, block.input.as_string(), "input");
         break;
       }
     }

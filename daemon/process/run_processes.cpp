@@ -403,25 +403,44 @@ bool out_of_budget(const RunKiller& killer, Clock::time_point deadline) {
   return killer.rounds() >= kMaxFreezeRounds || Clock::now() >= deadline;
 }
 
+// One pass's freeze, a round per step(): what the driver does next (the two drivers differ only
+// in how they pause and how they let other work in before the next scan).
+class FreezePass {
+ public:
+  enum class Next { over, pause, scan_again };
+  Next step(RunKiller& killer, Clock::time_point deadline) {
+    if (out_of_budget(killer, deadline)) return Next::over;
+    FreezeStep s = freeze_step(killer, unsettled_since_);
+    if (s == FreezeStep::fixed_point) fixed_point_ = true;
+    if (s == FreezeStep::fixed_point || s == FreezeStep::give_up) return Next::over;
+    return s == FreezeStep::pause ? Next::pause : Next::scan_again;
+  }
+  bool fixed_point() const { return fixed_point_; }
+
+ private:
+  bool fixed_point_ = false;
+  Clock::time_point unsettled_since_ = Clock::time_point::max();
+};
+
+// After a pass's kill: whether another pass is due (the check after the kill found more).
+bool another_pass(RunKiller& killer, Clock::time_point deadline) {
+  if (killer.tracked() == 0 || out_of_budget(killer, deadline)) return false;
+  return killer.freeze_round() > 0;  // the check after the kill
+}
+
 KillReport kill_run_processes_sync(std::optional<pid_t> root, const RunMarker& marker,
                                    std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   RunKiller killer(root, marker);
   bool fixed_point = false;
-  for (;;) {
-    fixed_point = false;
-    auto unsettled_since = Clock::time_point::max();
-    while (!out_of_budget(killer, deadline)) {
-      FreezeStep step = freeze_step(killer, unsettled_since);
-      if (step == FreezeStep::fixed_point) fixed_point = true;
-      if (step == FreezeStep::fixed_point || step == FreezeStep::give_up) break;
-      if (step == FreezeStep::pause) ::usleep(1000);  // blocking is this variant's contract
-    }
+  do {
+    FreezePass pass;
+    for (auto next = pass.step(killer, deadline); next != FreezePass::Next::over; next = pass.step(killer, deadline))
+      if (next == FreezePass::Next::pause) ::usleep(1000);  // blocking is this variant's contract
+    fixed_point = pass.fixed_point();
     killer.kill_all();
     killer.wait_until_dead(deadline);
-    if (killer.tracked() == 0 || out_of_budget(killer, deadline)) break;
-    if (killer.freeze_round() == 0) break;  // the check after the kill
-  }
+  } while (another_pass(killer, deadline));
   return killer.report(fixed_point);
 }
 
@@ -431,14 +450,10 @@ asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, s
   RunKiller killer(root, marker);
   asio::steady_timer timer(executor);
   bool fixed_point = false;
-  for (;;) {
-    fixed_point = false;
-    auto unsettled_since = Clock::time_point::max();
-    while (!out_of_budget(killer, deadline)) {
-      FreezeStep step = freeze_step(killer, unsettled_since);
-      if (step == FreezeStep::fixed_point) fixed_point = true;
-      if (step == FreezeStep::fixed_point || step == FreezeStep::give_up) break;
-      if (step == FreezeStep::pause) {
+  do {
+    FreezePass pass;
+    for (auto next = pass.step(killer, deadline); next != FreezePass::Next::over; next = pass.step(killer, deadline)) {
+      if (next == FreezePass::Next::pause) {
         timer.expires_after(std::chrono::milliseconds(1));
         co_await timer.async_wait(asio::use_awaitable);
       } else {
@@ -446,6 +461,7 @@ asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, s
         co_await asio::post(executor, asio::use_awaitable);
       }
     }
+    fixed_point = pass.fixed_point();
     killer.kill_all();
     auto wait = std::chrono::milliseconds(1);
     while (killer.count_alive() > 0 && Clock::now() < deadline) {
@@ -453,9 +469,7 @@ asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, s
       co_await timer.async_wait(asio::use_awaitable);
       wait = std::min(wait * 2, std::chrono::milliseconds(25));
     }
-    if (killer.tracked() == 0 || out_of_budget(killer, deadline)) break;
-    if (killer.freeze_round() == 0) break;  // the check after the kill
-  }
+  } while (another_pass(killer, deadline));
   co_return killer.report(fixed_point);
 }
 

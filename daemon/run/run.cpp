@@ -85,16 +85,36 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   i.log.emplace(std::move(*log));
   i.shared = i.log->shared();
   i.planned = adapter.plan(i.options.spec, dir.paths());
+  // The core exists from here on: it owns the lifecycle, so commands sent before the vendor is
+  // spawned wait in it, and a run refused at launch is closed by it.
+  auto* plan = std::get_if<adapters::LaunchPlan>(&i.planned);
+  i.core =
+      std::make_unique<RunCore>(i.options.spec, adapter, plan ? adapter.open_session(i.options.spec, *plan) : nullptr,
+                                i, RunCoreOptions{i.options.halt_grace, &i.options.prices});
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
   return run;
 }
 
+namespace {
+
+// One input for the core, posted onto the run's strand; afterwards the shell tells the core
+// what is durable and rearms what the new phase needs (after_core).
+template <class Input>
+void post_input(std::shared_ptr<Run> run, Run::Impl& i, Input input) {
+  asio::post(i.strand, [run = std::move(run), &i, input = std::move(input)]() mutable {
+    input(*i.core);
+    i.after_core();
+  });
+}
+
+}  // namespace
+
 void Run::start(std::function<void(const RunOutcome&)> on_closed) {
   asio::post(impl_->strand, [run = shared_from_this(), on_closed = std::move(on_closed)]() mutable {
     Impl& i = *run->impl_;
-    if (i.started) return;
-    i.started = true;
+    if (i.core->phase() != RunCore::Phase::created) return;  // started once
+    i.core->launch();
     i.on_closed = std::move(on_closed);
     asio::co_spawn(i.strand, i.main(run), asio::detached);
   });
@@ -102,57 +122,37 @@ void Run::start(std::function<void(const RunOutcome&)> on_closed) {
 
 void Run::command(protocol::Command command, std::optional<protocol::PeerIdentity> peer, ResultCallback on_result,
                   Clock::time_point received_at) {
-  asio::post(impl_->strand, [run = shared_from_this(), command = std::move(command), peer,
-                             on_result = std::move(on_result), received_at]() mutable {
-    Impl& i = *run->impl_;
-    Impl::Early e{std::move(command), peer, std::move(on_result), received_at};
-    if (!i.core && !i.closed)
-      i.early.push_back(std::move(e));
-    else
-      i.deliver(std::move(e));
-  });
+  Impl& i = *impl_;
+  post_input(
+      shared_from_this(), i,
+      [&i, command = std::move(command), peer, on_result = std::move(on_result), received_at](RunCore& core) mutable {
+        SeamProbe* probe = i.options.seam_probe.get();
+        if (probe) probe->command_received(received_at);
+        core.on_command(i.route(std::move(on_result)), std::move(command), peer, Clock::now());
+        i.report_recorded(true);  // before command_done: the probe hears the record in the command's time
+        if (probe) probe->command_done();
+      });
 }
 
 void Run::unreadable_command(protocol::LineRefusal refusal, ResultCallback on_result) {
-  asio::post(impl_->strand,
-             [run = shared_from_this(), refusal = std::move(refusal), on_result = std::move(on_result)]() mutable {
-               Impl& i = *run->impl_;
-               Impl::Early e{std::move(refusal), std::nullopt, std::move(on_result), Clock::now()};
-               if (!i.core && !i.closed)
-                 i.early.push_back(std::move(e));
-               else
-                 i.deliver(std::move(e));
+  Impl& i = *impl_;
+  post_input(shared_from_this(), i,
+             [&i, refusal = std::move(refusal), on_result = std::move(on_result)](RunCore& core) mutable {
+               core.on_unreadable_command(i.route(std::move(on_result)), refusal, Clock::now());
              });
 }
 
 void Run::command_source_closed() {
-  asio::post(impl_->strand, [run = shared_from_this()] {
-    Impl& i = *run->impl_;
-    if (i.core && !i.closed) {
-      i.core->on_command_source_closed(Clock::now());
-      i.after_core();
-    }
-  });
+  post_input(shared_from_this(), *impl_, [](RunCore& core) { core.on_command_source_closed(Clock::now()); });
 }
 
 void Run::budget_exhausted(std::string message) {
-  asio::post(impl_->strand, [run = shared_from_this(), message = std::move(message)] {
-    Impl& i = *run->impl_;
-    if (i.core && !i.closed) {
-      i.core->on_budget_exhausted(message, Clock::now());
-      i.after_core();
-    }
-  });
+  post_input(shared_from_this(), *impl_,
+             [message = std::move(message)](RunCore& core) { core.on_budget_exhausted(message, Clock::now()); });
 }
 
 void Run::shutdown() {
-  asio::post(impl_->strand, [run = shared_from_this()] {
-    Impl& i = *run->impl_;
-    if (i.core && !i.closed) {
-      i.core->on_shutdown(Clock::now());
-      i.after_core();
-    }
-  });
+  post_input(shared_from_this(), *impl_, [](RunCore& core) { core.on_shutdown(Clock::now()); });
 }
 
 std::shared_ptr<SharedStreamState> Run::stream() const {
@@ -171,15 +171,16 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     RunStatus s;
     s.run_id = i.options.spec.run_id;
     s.adapter = i.options.spec.adapter;
-    s.phase = i.closed ? "closed" : i.core ? std::string(to_string(i.core->phase())) : "starting";
-    s.pending_decisions = i.core ? i.core->pending_count() : 0;
-    s.turns = i.core ? i.core->turns() : 0;
+    bool closed = i.core->phase() == RunCore::Phase::closed;
+    s.phase = std::string(i.core->public_phase());
+    s.pending_decisions = i.core->pending_count();
+    s.turns = i.core->turns();
     s.last_seq = i.log->last_seq();
-    if (i.closed) s.close_reason = i.outcome.reason;
-    s.pid = i.child && !i.closed ? i.child->pid() : 0;  // a closed run's child is reaped
+    if (closed) s.close_reason = i.outcome.reason;
+    s.pid = i.child && !closed ? i.child->pid() : 0;  // a closed run's child is reaped
     s.created_at = i.created_at;
     s.labels = i.options.spec.labels;
-    if (i.core) s.spend = i.core->spend();
+    s.spend = i.core->spend();
     s.budget = i.options.spec.budget;
     callback(std::move(s));
   });
@@ -188,13 +189,8 @@ void Run::status(std::function<void(RunStatus)> callback) const {
 void Run::pending_calls(std::function<void(std::vector<PendingCallView>)> callback) const {
   asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
     const Impl& i = *run->impl_;
-    callback(i.core && !i.closed ? i.core->pending_calls(Clock::now()) : std::vector<PendingCallView>{});
-  });
-}
-
-void Run::latencies(std::function<void(SeamLatencies)> callback) const {
-  asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
-    callback(run->impl_->latencies);
+    callback(i.core->phase() != RunCore::Phase::closed ? i.core->pending_calls(Clock::now())
+                                                       : std::vector<PendingCallView>{});
   });
 }
 

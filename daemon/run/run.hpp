@@ -39,6 +39,29 @@ class RunObserver {
   virtual void appended(const protocol::EventPayload& event) = 0;
 };
 
+// Times metaharness's own share of the call seam, for the benches (`metaharness run
+// --latency-report` installs a SeamTimer, seam_timer.hpp). Optional and absent in the daemon: a
+// run without one pays a null test per input. Called on the run's strand, in this order per
+// input: input_read or command_received, then appending / answer_written as the core acts, then
+// recorded once what was appended is durable, then input_done or command_done.
+class SeamProbe {
+ public:
+  virtual ~SeamProbe() = default;
+  // Vendor input is being handled, read at `at`: a chunk of its stdout, or one hook-channel
+  // request (Codex's calls arrive there).
+  virtual void input_read(Instant at) = 0;
+  virtual void input_done() = 0;
+  // A command (received at `at` by whoever read its line) is being handled.
+  virtual void command_received(Instant at) = 0;
+  virtual void command_done() = 0;
+  // An event is about to be appended to the run's stream.
+  virtual void appending(const protocol::EventPayload& event) = 0;
+  // What was appended since the last call is durable and visible to readers (or, !durable, lost).
+  virtual void recorded(bool durable) = 0;
+  // An answer left for the vendor: a line handed to its stdin, or a hook-channel reply.
+  virtual void answer_written() = 0;
+};
+
 struct RunOptions {
   adapters::RunSpec spec;
   std::filesystem::path run_dir;                        // created if missing; must be empty
@@ -62,6 +85,8 @@ struct RunOptions {
   std::size_t max_event_line_bytes = 1u << 20;
   // Told of every event appended (nullptr: nobody is).
   std::shared_ptr<RunObserver> observer;
+  // Times the seam (nullptr, as in the daemon: nothing is timed).
+  std::shared_ptr<SeamProbe> seam_probe;
   // The run's body: its cgroup, sandbox and identity (daemon/process/run_containment.hpp).
   // nullptr: none of them — the vendor is spawned as the plan says and its processes are found by
   // their marker at the end (the unit tests' and `metaharness run`'s way).
@@ -79,7 +104,7 @@ struct RunOutcome {
 struct RunStatus {
   std::string run_id;
   std::string adapter;
-  std::string phase;  // starting, turn, idle, ending, closed
+  std::string phase;  // starting, turn, idle, ending, closed (RunCore::public_phase)
   std::size_t pending_decisions = 0;
   std::uint32_t turns = 0;
   std::uint64_t last_seq = 0;
@@ -89,17 +114,6 @@ struct RunStatus {
   std::map<std::string, std::string> labels;
   Spend spend;               // so far
   adapters::Budgets budget;  // the run's limits
-};
-
-// metaharness's own share of the call seam, measured inside the process (for bench/).
-struct SeamLatencies {
-  // A vendor line read -> the tool.requested it produced is durable and visible to readers.
-  std::vector<std::chrono::nanoseconds> line_to_requested;
-  // A tool.decide received -> the vendor's answer line handed to its stdin.
-  std::vector<std::chrono::nanoseconds> decide_to_answer;
-  // A vendor line read -> an answer written from it (a hook_callback answered from a decision
-  // already parked on the call: the path on the vendor's critical path in ask mode).
-  std::vector<std::chrono::nanoseconds> line_to_answer;
 };
 
 class Run : public std::enable_shared_from_this<Run> {
@@ -115,10 +129,11 @@ class Run : public std::enable_shared_from_this<Run> {
   // durable (also for a run refused at start: it gets its command results, then the marker).
   void start(std::function<void(const RunOutcome&)> on_closed = {});
 
-  // Commands. Thread-safe. `received_at` is when the line was read (for the seam latency).
-  // `on_result` (optional) is called on the strand exactly once with the command's result:
-  // `recorded` when it is the command.result in the stream; not recorded when the stream had
-  // already closed, so the client must be told directly.
+  // Commands. Thread-safe. `received_at` is when the line was read (for a SeamProbe).
+  // `on_result` (optional) is called on the strand exactly once with the command's result, as
+  // the core decides it (RunCore::command_answered): `recorded` when it is the command.result in
+  // the stream, durable; not recorded when the stream had already closed (or could not take
+  // it), so the client must be told directly.
   using ResultCallback = std::function<void(const protocol::ev::CommandResult&, bool recorded)>;
   void command(protocol::Command command, std::optional<protocol::PeerIdentity> peer, ResultCallback on_result = {},
                std::chrono::steady_clock::time_point received_at = std::chrono::steady_clock::now());
@@ -139,7 +154,6 @@ class Run : public std::enable_shared_from_this<Run> {
   // Snapshots taken on the strand; the callback runs there.
   void status(std::function<void(RunStatus)> callback) const;
   void pending_calls(std::function<void(std::vector<PendingCallView>)> callback) const;
-  void latencies(std::function<void(SeamLatencies)> callback) const;
 
   struct Impl;
 

@@ -1,6 +1,7 @@
 // RunCore's inputs and its lifecycle: construction, the on_* entry points the shell calls with
-// `now`, the wind-up when the vendor is gone, and the turn and end-of-run steps (start_turn,
-// at_boundary, stop). What the adapter reports is run_core_sink.cpp, how a call is decided
+// `now`, every command's one result (result, on_recorded), the wind-up when the vendor is gone,
+// and the turn and end-of-run steps (start_turn, at_boundary, stop). The state machine is the
+// table in run_core.hpp. What the adapter reports is run_core_sink.cpp, how a call is decided
 // run_core_decide.cpp, and each command run_core_commands.cpp.
 #include "daemon/run/run_core.hpp"
 
@@ -14,6 +15,12 @@ using namespace run_core_detail;
 
 std::string_view to_string(RunCore::Phase phase) {
   switch (phase) {
+    case RunCore::Phase::created:
+      return "created";
+    case RunCore::Phase::launching:
+      return "launching";
+    case RunCore::Phase::vendor_ended:
+      return "vendor_ended";
     case RunCore::Phase::starting:
       return "starting";
     case RunCore::Phase::turn:
@@ -41,50 +48,94 @@ RunCore::RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter
 
 RunCore::~RunCore() = default;
 
+std::string_view RunCore::public_phase() const {
+  switch (life_.phase) {
+    case Phase::created:
+    case Phase::launching:
+      return "starting";
+    case Phase::vendor_ended:
+      return "ending";
+    default:
+      return to_string(life_.phase);
+  }
+}
+
+// Between start and the vendor's end: the vendor can still be told something.
+bool RunCore::live() const {
+  return life_.phase == Phase::starting || life_.phase == Phase::turn || life_.phase == Phase::idle;
+}
+
+void RunCore::launch() {
+  if (life_.phase == Phase::created) life_.phase = Phase::launching;
+}
+
 void RunCore::start(Instant now) {
+  if (life_.phase != Phase::created && life_.phase != Phase::launching) return;
   now_ = now;
   started_at_ = now;
+  life_.phase = Phase::starting;
   if (spec_.budget.wall_ms) effects_.arm_wall_budget(now + std::chrono::milliseconds(*spec_.budget.wall_ms));
-  session_->start(*this);
+  adapters::AdapterOutputs outputs;
+  session_->start(outputs);
+  fold(outputs);
+  auto waiting = std::move(waiting_start_);
+  waiting_start_.clear();
+  for (auto& w : waiting) {
+    if (auto* c = std::get_if<proto::Command>(&w.what))
+      on_command(w.ticket, std::move(*c), std::move(w.peer), now);
+    else
+      on_unreadable_command(w.ticket, std::get<proto::LineRefusal>(w.what), now);
+  }
 }
 
 void RunCore::on_wall_budget(Instant now) {
   now_ = now;
-  if (phase_ == Phase::closed) return;
+  if (life_.phase == Phase::closed) return;
   if (auto crossing = budget_.wall(ms_between(started_at_, now))) exhaust(*crossing);
 }
 
 void RunCore::on_budget_exhausted(const std::string& message, Instant now) {
   now_ = now;
-  if (phase_ == Phase::closed || forced_close_) return;
+  if (!(live() || life_.phase == Phase::ending || life_.phase == Phase::vendor_ended)) return;
+  if (life_.ending && life_.ending->forced) return;
   warn("BUDGET_EXHAUSTED", message);
   stop(proto::CloseReason::budget, "the run's budget was exhausted");
 }
 
 void RunCore::on_vendor_line(const proto::FramedLine& line, Instant now) {
   now_ = now;
-  if (phase_ == Phase::closed) return;
-  session_->on_vendor_line(line, *this);
+  if (!session_ || life_.phase == Phase::closed) return;
+  adapters::AdapterOutputs outputs;
+  session_->on_vendor_line(line, outputs);
+  fold(outputs);
 }
 
 void RunCore::on_hook_request(std::uint64_t connection, const json::value& input, Instant now) {
   now_ = now;
-  if (phase_ == Phase::closed) {
+  if (!session_ || life_.phase == Phase::closed) {
     effects_.reply_hook(connection, "");
     return;
   }
-  session_->on_hook_request(connection, input, *this);
+  adapters::AdapterOutputs outputs;
+  session_->on_hook_request(connection, input, outputs);
+  fold(outputs);
 }
 
 void RunCore::on_hook_gone(std::uint64_t connection, Instant now) {
   now_ = now;
-  if (phase_ == Phase::closed) return;
-  session_->on_hook_gone(connection, *this);
+  if (!session_ || life_.phase == Phase::closed) return;
+  adapters::AdapterOutputs outputs;
+  session_->on_hook_gone(connection, outputs);
+  fold(outputs);
 }
 
-void RunCore::on_unreadable_command(const proto::LineRefusal& refusal, Instant now) {
+void RunCore::on_unreadable_command(Ticket ticket, const proto::LineRefusal& refusal, Instant now) {
   now_ = now;
-  result(refusal.id.value_or("-"), proto::outcome_for(refusal));
+  if (life_.phase == Phase::created || life_.phase == Phase::launching) {
+    waiting_start_.push_back(Waiting{ticket, refusal, std::nullopt});
+    return;
+  }
+  result(CommandRef{ticket, refusal.id.value_or("-")}, proto::outcome_for(refusal));
 }
 
 void RunCore::on_deadline(const std::string& call_id, Instant now) {
@@ -100,13 +151,13 @@ void RunCore::on_deadline(const std::string& call_id, Instant now) {
 
 void RunCore::on_command_source_closed(Instant now) {
   now_ = now;
-  command_source_open_ = false;
-  if (phase_ == Phase::idle) end_normally();
+  command_source_closed_ = true;
+  if (life_.phase == Phase::idle) end_normally();
 }
 
 void RunCore::on_idle_timeout(Instant now) {
   now_ = now;
-  if (phase_ == Phase::idle) end_normally();
+  if (life_.phase == Phase::idle) end_normally();
 }
 
 void RunCore::on_shutdown(Instant now) {
@@ -114,30 +165,91 @@ void RunCore::on_shutdown(Instant now) {
   stop(proto::CloseReason::killed, "the daemon shut down");
 }
 
-void RunCore::on_command(proto::Command command, std::optional<proto::PeerIdentity> peer, Instant now) {
+void RunCore::on_command(Ticket ticket, proto::Command command, std::optional<proto::PeerIdentity> peer, Instant now) {
   now_ = now;
+  switch (life_.phase) {
+    case Phase::created:
+    case Phase::launching:
+      waiting_start_.push_back(Waiting{ticket, std::move(command), std::move(peer)});
+      return;
+    case Phase::closed: {
+      CommandRef ref{ticket, command.id};
+      result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                                 "the run's stream is closed; nothing more can be recorded"));
+      return;
+    }
+    default:
+      break;
+  }
+  CommandRef ref{ticket, command.id};  // before the command is moved
+  dispatch(ref, std::move(command), std::move(peer));
+}
+
+void RunCore::dispatch(const CommandRef& ref, proto::Command command, std::optional<proto::PeerIdentity> peer) {
   proto::CommandName name = proto::command_name(command.payload);
   proto::CommandSupport support = adapter_.capabilities().command(name);
   if (!support.honoured) {
-    result(command.id, proto::CommandOutcome::refused(support.code, adapter_.capabilities().refusal_reason(name)));
+    result(ref, proto::CommandOutcome::refused(support.code, adapter_.capabilities().refusal_reason(name)));
     return;
   }
   std::visit(
       [&](auto& c) {
         using T = std::decay_t<decltype(c)>;
         if constexpr (std::is_same_v<T, proto::cmd::ToolDecide>)
-          handle(c, command.id, peer);
+          handle(c, ref, peer);
         else
-          handle(c, command.id);
+          handle(c, ref);
       },
       command.payload);
 }
 
+void RunCore::result(const CommandRef& ref, proto::CommandOutcome outcome) {
+  proto::ev::CommandResult r{ref.id, std::move(outcome)};
+  if (life_.phase == Phase::closed) {
+    // Nothing more can be recorded: the sender hears it directly.
+    effects_.command_answered(ref.ticket, r, false);
+    return;
+  }
+  std::uint64_t seq = effects_.emit(r, std::nullopt);
+  unrecorded_.push_back(Unrecorded{seq, ref.ticket, std::move(r)});
+}
+
+void RunCore::on_recorded(std::uint64_t seq) {
+  auto answered = std::move(unrecorded_);
+  unrecorded_.clear();
+  for (const auto& u : answered)
+    effects_.command_answered(u.ticket, u.result, u.seq != 0 && u.seq <= seq);
+}
+
+void RunCore::on_stream_closed() {
+  // Whatever the host could not confirm durable before the close is not recorded.
+  on_recorded(0);
+  if (life_.phase == Phase::closed) return;
+  // Never started (refused or failed at launch): what waited for the start hears it never came.
+  life_.phase = Phase::closed;
+  auto waiting = std::move(waiting_start_);
+  waiting_start_.clear();
+  for (const auto& w : waiting) {
+    std::string id = "-";
+    if (auto* c = std::get_if<proto::Command>(&w.what))
+      id = c->id;
+    else
+      id = std::get<proto::LineRefusal>(w.what).id.value_or("-");
+    result(CommandRef{w.ticket, id},
+           proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                          "the run's stream is closed; nothing more can be recorded"));
+  }
+}
+
 void RunCore::on_vendor_end(Instant now) {
   now_ = now;
-  if (vendor_end_told_ || phase_ == Phase::closed) return;
-  vendor_end_told_ = true;
-  session_->on_vendor_end(*this);
+  if (!session_ || !(live() || life_.phase == Phase::ending)) return;
+  // What the session held is the vendor's own record, handled in the phase the vendor left the
+  // run in (a turn end it held still reaches its boundary); then nothing more comes from it.
+  adapters::AdapterOutputs outputs;
+  session_->on_vendor_end(outputs);
+  fold(outputs);
+  if (life_.phase != Phase::closed) life_.phase = Phase::vendor_ended;
 }
 
 static std::string describe(const proto::ProcessTermination& p) {
@@ -159,8 +271,10 @@ proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, In
   // A turn cut short: what it spent is judged as at a turn's end (an unpriced request is unknown).
   (void)budget_.turn_ended();
   effects_.spend_changed(budget_.spend());
-  bool we_ended_it = phase_ == Phase::ending;
-  if (!we_ended_it && !forced_close_) {
+  bool we_ended_it = life_.ending.has_value();
+  std::optional<proto::CloseReason> forced;
+  if (we_ended_it) forced = life_.ending->forced;
+  if (!we_ended_it) {
     // The vendor stopped on its own: the stream says so, and why as far as anyone can tell, so
     // a stream that closes `error` is never silent about it.
     std::string message =
@@ -171,9 +285,9 @@ proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, In
   }
   abandon_pending("the stream ended");
   for (const auto& [control_id, pending] : pending_controls_)
-    result(pending.command_id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
-                                                              "the run ended before the vendor answered " +
-                                                                  std::string(proto::to_string(pending.name))));
+    result(pending.command, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                                           "the run ended before the vendor answered " +
+                                                               std::string(proto::to_string(pending.name))));
   pending_controls_.clear();
   for (const auto& steer : steers_)
     if (steer.accepted) steer_undelivered(steer, "the run ended first");
@@ -189,14 +303,13 @@ proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, In
   if (step_in_force_)
     leave_step(proto::StepOutcome{proto::StepOutcome::Kind::no_verdict,
                                   "the run ended in this step; metaharness does not judge steps"});
-  auto ended = session_->session_ended();
-  if (ended && !session_ended_emitted_) {
+  auto ended = session_ ? session_->session_ended() : std::nullopt;
+  if (ended) {
     ended->census = census_;
-    session_ended_emitted_ = true;
     effects_.emit(std::move(*ended), std::nullopt);
   }
-  phase_ = Phase::closed;
-  if (forced_close_) return *forced_close_;
+  life_.phase = Phase::closed;
+  if (forced) return *forced;
   // The vendor stopped on its own (crash, kill, exit mid-turn): that is an error whatever it
   // said before; so is a vendor that was killed by a signal after we closed its stdin.
   if (!we_ended_it || process.kind == proto::ProcessKind::signaled) return proto::CloseReason::error;
@@ -214,7 +327,7 @@ std::vector<PendingCallView> RunCore::pending_calls(Instant now) const {
 }
 
 void RunCore::exhaust(const Crossing& crossing) {
-  if (forced_close_ || phase_ == Phase::closed) return;
+  if ((life_.ending && life_.ending->forced) || life_.phase == Phase::closed) return;
   warn("BUDGET_EXHAUSTED", crossing.message());
   stop(proto::CloseReason::budget, "the run's budget was exhausted");
 }
@@ -237,9 +350,11 @@ void RunCore::start_turn(std::vector<std::string> texts) {
     effects_.emit(proto::ev::Injection{text, "frame"}, std::nullopt);
     texts.insert(texts.begin(), std::move(text));
   }
-  phase_ = Phase::turn;
-  hold_after_interrupt_ = false;
-  session_->send_user_turn(texts, *this);
+  life_.phase = Phase::turn;
+  turn_interrupted_ = false;
+  adapters::AdapterOutputs outputs;
+  session_->send_user_turn(texts, outputs);
+  fold(outputs);
 }
 
 void RunCore::announce_step() {
@@ -263,7 +378,7 @@ void RunCore::leave_step(proto::StepOutcome outcome) {
 }
 
 void RunCore::at_boundary() {
-  if (forced_close_) return;
+  if (life_.ending) return;
   if (!queued_messages_.empty()) {
     if (!turn_allowed()) return;  // stopped: the queued texts are reported undelivered at wind-up
     std::vector<std::string> texts;
@@ -276,15 +391,16 @@ void RunCore::at_boundary() {
     return;
   }
   // An interrupted run waits for its embedder's next word rather than ending under it.
-  if ((spec_.keep_open || hold_after_interrupt_) && command_source_open_) {
-    phase_ = Phase::idle;
+  if ((spec_.keep_open || turn_interrupted_) && !command_source_closed_) {
+    life_.phase = Phase::idle;
     return;
   }
   end_normally();
 }
 
 void RunCore::end_normally() {
-  phase_ = Phase::ending;
+  life_.phase = Phase::ending;
+  life_.ending = Ending{std::nullopt};
   if (session_->exits_on_stdin_close())
     effects_.close_vendor_stdin();
   else
@@ -292,23 +408,23 @@ void RunCore::end_normally() {
 }
 
 void RunCore::stop(proto::CloseReason reason, std::string_view why) {
-  if (forced_close_ || phase_ == Phase::closed) return;
-  forced_close_ = reason;
+  if ((life_.ending && life_.ending->forced) || life_.phase == Phase::closed) return;
+  if (life_.phase == Phase::created || life_.phase == Phase::launching) return;  // nothing runs yet
+  Phase was = life_.phase;
+  life_.ending = Ending{reason};
+  if (was != Phase::vendor_ended) life_.phase = Phase::ending;
   abandon_pending(why);
   // Graceful first (the vendor kills its own running tools on interrupt and end_session), then
   // the host closes stdin and kills whatever of the run is left after the grace period.
-  if (phase_ == Phase::turn) session_->interrupt(*this);
-  session_->end_session(*this);
-  phase_ = Phase::ending;
+  adapters::AdapterOutputs outputs;
+  if (was == Phase::turn) (void)session_->interrupt(outputs);
+  session_->end_session(outputs);
+  fold(outputs);
   effects_.terminate_vendor(options_.halt_grace);
 }
 
 void RunCore::warn(std::string code, std::string message) {
   effects_.emit(proto::ev::Warning{std::move(code), std::move(message)}, std::nullopt);
-}
-
-void RunCore::result(const std::string& id, proto::CommandOutcome outcome) {
-  effects_.emit(proto::ev::CommandResult{id, std::move(outcome)}, std::nullopt);
 }
 
 }  // namespace mh::daemon

@@ -1,10 +1,46 @@
 // The governing logic of one run, vendor-neutral and free of I/O: it reads no clock (every
 // input carries `now`), spawns nothing and touches no socket. It decides each tool call before
-// it runs (frame / ask / observe), keeps the deadlines, the census, the turn boundaries and the
-// command results, and asks its host (RunEffects) to write, arm timers and stop the vendor.
+// it runs (frame / ask / observe), keeps the deadlines, the census, the turn boundaries, the
+// run's lifecycle and every command's one result, and asks its host (RunEffects) to write, arm
+// timers and stop the vendor.
 //
-// The Asio shell (run.hpp) owns one RunCore per run and drives it from the run's strand; the
-// unit tests drive it directly with a scripted adapter session, deterministically.
+// The Asio shell (run.hpp) owns one RunCore per run from the moment the run is created and
+// drives it from the run's strand; the unit tests drive it directly with a scripted adapter
+// session, deterministically.
+//
+// The lifecycle is one state, the phase (with, once the end is decided, how it was decided):
+//
+//   phase         input that moves it                         next
+//   ------------  ------------------------------------------  -----------------------------------
+//   created       launch()                                    launching
+//   created,      start(now) (the vendor is spawned)          starting; queued commands handled
+//    launching    on_stream_closed() (refused / failed)       closed; queued commands TOO_LATE
+//   starting      session ready (adapter)                     turn (or ending: turns budget)
+//   turn          turn ended (adapter), nothing queued        idle (keep_open, interrupted) or
+//                                                             ending (normal end)
+//   turn          turn ended, messages queued                 turn (the next one)
+//   idle          message.inject                              turn
+//   idle          on_command_source_closed, on_idle_timeout   ending (normal end)
+//   any live      halt, shutdown, budget, fail_run,           ending{forced: reason}
+//                 on_budget_exhausted, on_wall_budget
+//   live, ending  on_vendor_end (the vendor's stdout ended)   vendor_ended (ending kept)
+//   any           wind_up(process) (its processes are gone)   closed
+//
+// "live" is starting, turn or idle. Commands that arrive while created or launching wait in the
+// core and are handled, in order, once started. Every command that enters (on_command,
+// on_unreadable_command) leaves as exactly one RunEffects::command_answered: now, later when the
+// vendor acknowledges a control, at wind-up (TOO_LATE), or at once unrecorded once closed. A
+// result in the stream is answered `recorded` only when the host says it is durable
+// (on_recorded), so a caller is never told "recorded" of a line that was lost.
+//
+// What an adopting host (a daemon taking over a run that outlived its predecessor) would have
+// to rebuild this state from: the stream's last seq (from events.jsonl), the phase and the
+// ending (from the last turn.started / turn.ended and whether a halt or budget warning was
+// recorded), the calls still pending with their deadlines (tool.requested with decision_required
+// and no tool.decided: requested_seq, deadline_ms from delivery), the controls still awaiting a
+// vendor acknowledgement (their vendor control ids are not in the stream: a per-run supervisor
+// would keep them), the frame in force and the step, the budget spent, and the census.
+// Nothing of it lives in the shell. (No adoption code exists yet: this is its shape.)
 #pragma once
 
 #include <chrono>
@@ -20,13 +56,18 @@ namespace mh::daemon {
 namespace proto = mh::protocol;
 namespace json = boost::json;
 using Instant = std::chrono::steady_clock::time_point;
+// The host's name for one command it handed in, so the command's one result is routed back to
+// whoever sent it. kUnrouted: nobody waits on this command's result (it is in the stream only).
+using Ticket = std::uint64_t;
+inline constexpr Ticket kUnrouted = 0;
 
 // What the core asks of its host. Called synchronously, in order.
 class RunEffects {
  public:
   virtual ~RunEffects() = default;
   // Appends one event to the run's stream (the host assigns seq and makes it durable before
-  // anyone sees it) and returns the seq it got.
+  // anyone sees it) and returns the seq it got; 0 when the stream could not take it (its write
+  // failed: the host then stops the run, and the core tells no one it was recorded).
   virtual std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) = 0;
   // The same, for a payload whose content the adapter holds only cut (Event::cut, kept as given).
   virtual std::uint64_t emit_cut(proto::EventPayload payload, std::optional<std::string> at,
@@ -46,6 +87,14 @@ class RunEffects {
   virtual void arm_wall_budget(Instant when) { (void)when; }
   // What the run has spent changed (a turn, a tool call, a usage record).
   virtual void spend_changed(const Spend& spend) { (void)spend; }
+  // The one result of the command handed in under `ticket`: `recorded` when it is the
+  // command.result in the stream and durable; not recorded when the stream could not take it
+  // (closed, or its write failed), so the sender must be told directly. Exactly once per ticket.
+  virtual void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) {
+    (void)ticket;
+    (void)result;
+    (void)recorded;
+  }
 };
 
 struct RunCoreOptions {
@@ -60,14 +109,23 @@ struct PendingCallView {
   std::uint64_t remaining_ms = 0;   // until the deadline denies it
 };
 
-class RunCore final : private adapters::AdapterSink {
+class RunCore final {
  public:
+  // The run's lifecycle (the table at the top of this file).
   enum class Phase {
-    starting,  // spawned, control channel not yet confirmed
-    turn,      // a turn is running (or its first message is on the way)
-    idle,      // between turns, held open for message.inject
-    ending,    // the end was decided; waiting for the vendor's stdout to close
-    closed,    // wound up; the host writes stream.closed
+    created,       // constructed; nothing spawned yet; commands wait
+    launching,     // the host is writing the plan's files and spawning; commands wait
+    starting,      // spawned, control channel not yet confirmed
+    turn,          // a turn is running (or its first message is on the way)
+    idle,          // between turns, held open for message.inject
+    ending,        // the end was decided (see Ending); waiting for the vendor's stdout to close
+    vendor_ended,  // the vendor's stdout ended; waiting for its processes to be gone
+    closed,        // wound up, or never started; the host writes stream.closed
+  };
+  // How the end was decided, from the moment it was (phase ending, and kept through
+  // vendor_ended and closed). Absent when the vendor stopped on its own.
+  struct Ending {
+    std::optional<proto::CloseReason> forced;  // halt / shutdown / budget / failure; nullopt: a normal end
   };
 
   RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter,
@@ -75,14 +133,31 @@ class RunCore final : private adapters::AdapterSink {
   ~RunCore();
 
   // Inputs. Each may emit events and effects before it returns.
+  // The host begins launching (writing files, spawning); commands keep waiting. Once only.
+  void launch();
+  // The vendor is spawned: the session's first lines go out and waiting commands are handled.
   void start(Instant now);
   void on_vendor_line(const proto::FramedLine& line, Instant now);
   // A hook program's request over the run's hook channel, and its disappearance.
   void on_hook_request(std::uint64_t connection, const json::value& input, Instant now);
   void on_hook_gone(std::uint64_t connection, Instant now);
-  void on_command(proto::Command command, std::optional<proto::PeerIdentity> peer, Instant now);
-  // A command line that could not be read: answered MALFORMED under its id (or "-").
-  void on_unreadable_command(const proto::LineRefusal& refusal, Instant now);
+  // A command, and a command line that could not be read (answered MALFORMED under its id, or
+  // "-"). Each yields exactly one command_answered(ticket, ...), whatever the phase.
+  void on_command(Ticket ticket, proto::Command command, std::optional<proto::PeerIdentity> peer, Instant now);
+  void on_unreadable_command(Ticket ticket, const proto::LineRefusal& refusal, Instant now);
+  // The same, for a host nobody waits on (the result is in the stream only).
+  void on_command(proto::Command command, std::optional<proto::PeerIdentity> peer, Instant now) {
+    on_command(kUnrouted, std::move(command), std::move(peer), now);
+  }
+  void on_unreadable_command(const proto::LineRefusal& refusal, Instant now) {
+    on_unreadable_command(kUnrouted, refusal, now);
+  }
+  // Every event up to `seq` is durable and nothing is held: the results emitted up to it are
+  // answered recorded, any emitted past it (their write failed and was cut back) unrecorded.
+  void on_recorded(std::uint64_t seq);
+  // The host wrote stream.closed (or could not): the final input. A run that never started
+  // closes here, answering what waited TOO_LATE, unrecorded.
+  void on_stream_closed();
   void on_deadline(const std::string& call_id, Instant now);
   // The command source will send nothing more (one-shot stdin EOF): the run ends at its next
   // idle point instead of waiting for another message.
@@ -108,8 +183,10 @@ class RunCore final : private adapters::AdapterSink {
   proto::CloseReason wind_up(const proto::ProcessTermination& process, Instant now,
                              std::string_view vendor_stderr_tail = {});
 
-  Phase phase() const { return phase_; }
-  bool turn_active() const { return phase_ == Phase::turn; }
+  Phase phase() const { return life_.phase; }
+  const std::optional<Ending>& ending() const { return life_.ending; }
+  // The phase as the socket API names it (starting, turn, idle, ending, closed).
+  std::string_view public_phase() const;
   const proto::DecisionCensus& census() const { return census_; }
   std::vector<PendingCallView> pending_calls(Instant now) const;
   std::size_t pending_count() const { return pending_.size(); }
@@ -131,19 +208,20 @@ class RunCore final : private adapters::AdapterSink {
     bool answered = false;
   };
 
-  // AdapterSink
-  void event(proto::EventPayload payload, std::optional<std::string> at) override;
-  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) override;
-  void call_presented(adapters::ToolCall call, std::optional<std::string> at) override;
-  void call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply) override;
-  void call_withdrawn(const adapters::ReplyToken& reply) override;
-  void control_answered(adapters::ControlReply reply) override;
-  void turn_started(std::optional<std::string> at) override;
-  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) override;
-  void write_vendor(std::string line) override;
-  void reply_hook(std::uint64_t connection, std::string line) override;
-  void session_ready() override;
-  void fail_run(std::string reason) override;
+  // What the adapter session reported for one input (adapters::AdapterOutputs), folded in order
+  // once the session has returned (run_core_sink.cpp). An output that makes the core call the
+  // session again (an answer, the first turn) has that call's outputs folded in its place.
+  void fold(adapters::AdapterOutputs& outputs);
+  void event(proto::EventPayload payload, std::optional<std::string> at);
+  void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut);
+  void call_presented(adapters::ToolCall call, std::optional<std::string> at);
+  void call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply);
+  void call_withdrawn(const adapters::ReplyToken& reply);
+  void control_answered(adapters::ControlReply reply);
+  void turn_started(std::optional<std::string> at);
+  void turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at);
+  void session_ready();
+  void fail_run(std::string reason);
 
   CallState& present(adapters::ToolCall call, std::optional<std::string> at, proto::Seam seam);
   void decide(CallState& call, proto::Decision decision, proto::DecidedBy by, proto::Seam seam,
@@ -151,7 +229,17 @@ class RunCore final : private adapters::AdapterSink {
   void answer_vendor(CallState& call);
   void abandon_pending(std::string_view why);
   void warn(std::string code, std::string message);
-  void result(const std::string& id, proto::CommandOutcome outcome);
+
+  // One command in flight: who sent it (ticket) and its id (for command.result).
+  struct CommandRef {
+    Ticket ticket = kUnrouted;
+    std::string id;
+  };
+  // The one result of a command: into the stream (answered once on_recorded says it is
+  // durable), or straight back unrecorded once the stream is closed.
+  void result(const CommandRef& ref, proto::CommandOutcome outcome);
+  void dispatch(const CommandRef& ref, proto::Command command, std::optional<proto::PeerIdentity> peer);
+  bool live() const;
 
   // Frame verdict for a call: nullopt when the frame admits it.
   struct Verdict {
@@ -169,14 +257,14 @@ class RunCore final : private adapters::AdapterSink {
   void end_normally();
   void stop(proto::CloseReason reason, std::string_view why);
 
-  void handle(const proto::cmd::ToolDecide& c, const std::string& id, std::optional<proto::PeerIdentity> peer);
-  void handle(const proto::cmd::FrameSet& c, const std::string& id);
-  void handle(const proto::cmd::MessageInject& c, const std::string& id);
-  void handle(const proto::cmd::Steer& c, const std::string& id);
-  void handle(const proto::cmd::PermissionSet& c, const std::string& id);
-  void handle(const proto::cmd::Interrupt& c, const std::string& id);
-  void handle(const proto::cmd::Halt& c, const std::string& id);
-  void track(const adapters::ControlAck& ack, const std::string& command_id, proto::CommandName name);
+  void handle(const proto::cmd::ToolDecide& c, const CommandRef& ref, std::optional<proto::PeerIdentity> peer);
+  void handle(const proto::cmd::FrameSet& c, const CommandRef& ref);
+  void handle(const proto::cmd::MessageInject& c, const CommandRef& ref);
+  void handle(const proto::cmd::Steer& c, const CommandRef& ref);
+  void handle(const proto::cmd::PermissionSet& c, const CommandRef& ref);
+  void handle(const proto::cmd::Interrupt& c, const CommandRef& ref);
+  void handle(const proto::cmd::Halt& c, const CommandRef& ref);
+  void track(const adapters::ControlAck& ack, const CommandRef& ref, proto::CommandName name);
 
   const adapters::RunSpec& spec_;
   const adapters::Adapter& adapter_;
@@ -184,15 +272,20 @@ class RunCore final : private adapters::AdapterSink {
   RunEffects& effects_;
   RunCoreOptions options_;
 
-  Phase phase_ = Phase::starting;
+  // The lifecycle: the only state that says where the run is in its life.
+  struct Lifecycle {
+    Phase phase = Phase::created;
+    std::optional<Ending> ending;
+  };
+  Lifecycle life_;
   Instant now_{};
   Instant started_at_{};
   BudgetMeter budget_;
   std::uint32_t turn_ = 0;
-  bool turn_announced_ = false;  // turn.started emitted for the current turn
-  bool command_source_open_ = true;
-  bool hold_after_interrupt_ = false;
-  std::optional<proto::CloseReason> forced_close_;  // halt / shutdown / failure
+  // Facts, not lifecycle: they shape what the next boundary does, not where the run is.
+  bool command_source_closed_ = false;  // no further message can come: the next idle point ends the run
+  bool turn_interrupted_ = false;       // the running turn was interrupted: its boundary waits for the embedder
+  bool session_started_seen_ = false;   // the vendor recorded session.started (for the VENDOR_EXITED message)
 
   std::optional<proto::Frame> frame_in_force_;
   std::optional<proto::Frame> frame_pending_;
@@ -210,7 +303,7 @@ class RunCore final : private adapters::AdapterSink {
 
   std::deque<std::pair<std::string, std::string>> queued_messages_;  // (command id, text)
   struct PendingControl {
-    std::string command_id;
+    CommandRef command;
     proto::CommandName name;
     std::optional<std::string> applies_at;  // what the ok says when the vendor accepts
   };
@@ -226,9 +319,21 @@ class RunCore final : private adapters::AdapterSink {
   };
   std::deque<SteerInFlight> steers_;
   void steer_undelivered(const SteerInFlight& steer, std::string_view why);
-  bool session_ended_emitted_ = false;
-  bool session_started_seen_ = false;
-  bool vendor_end_told_ = false;  // session_->on_vendor_end was called (exactly once per run)
+
+  // Commands that arrived before start (created, launching), in arrival order.
+  struct Waiting {
+    Ticket ticket = kUnrouted;
+    std::variant<proto::Command, proto::LineRefusal> what;
+    std::optional<proto::PeerIdentity> peer;
+  };
+  std::vector<Waiting> waiting_start_;
+  // Results in the stream not yet known durable: answered at the next on_recorded.
+  struct Unrecorded {
+    std::uint64_t seq = 0;  // 0: the stream did not take it
+    Ticket ticket = kUnrouted;
+    proto::ev::CommandResult result;
+  };
+  std::vector<Unrecorded> unrecorded_;
 };
 
 std::string_view to_string(RunCore::Phase phase);

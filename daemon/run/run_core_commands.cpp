@@ -1,6 +1,7 @@
 // RunCore's commands: one handler per command (tool.decide, frame.set, message.inject, steer,
 // permission.set, interrupt, halt), and the tracking of controls the vendor answers later. Each
-// ends in exactly one command.result, now or when the vendor answers.
+// ends in exactly one result (RunCore::result), now or when the vendor answers; one the vendor
+// never answers is answered TOO_LATE at wind-up.
 #include "daemon/run/run_core.hpp"
 #include "protocol/digest.hpp"
 
@@ -12,22 +13,22 @@ constexpr std::string_view kNextBoundary = "the next turn boundary";
 
 }  // namespace
 
-void RunCore::track(const adapters::ControlAck& ack, const std::string& command_id, proto::CommandName name) {
+void RunCore::track(const adapters::ControlAck& ack, const CommandRef& ref, proto::CommandName name) {
   switch (ack.kind) {
     case adapters::ControlAck::Kind::done:
     case adapters::ControlAck::Kind::refused:
-      result(command_id, ack.outcome);
+      result(ref, ack.outcome);
       return;
     case adapters::ControlAck::Kind::pending_vendor:
-      pending_controls_[ack.control_id] = PendingControl{command_id, name, ack.outcome.applies_at};
+      pending_controls_[ack.control_id] = PendingControl{ref, name, ack.outcome.applies_at};
       return;
   }
 }
 
-void RunCore::handle(const proto::cmd::ToolDecide& c, const std::string& id, std::optional<proto::PeerIdentity> peer) {
+void RunCore::handle(const proto::cmd::ToolDecide& c, const CommandRef& ref, std::optional<proto::PeerIdentity> peer) {
   auto it = calls_.find(c.call_id);
   if (it == calls_.end()) {
-    result(id,
+    result(ref,
            proto::CommandOutcome::refused(proto::RefusalCode::UNKNOWN_CALL,
                                           "no call " + proto::excerpt(c.call_id, 80) + " was presented in this run"));
     return;
@@ -38,72 +39,74 @@ void RunCore::handle(const proto::cmd::ToolDecide& c, const std::string& id, std
                                         std::string(proto::decision_name(*st.decision)) + " by " +
                                         std::string(proto::to_string(*st.decided_by)) + "); its window is closed"
                                   : "call " + c.call_id + " is a record nobody adjudicates (seam none)";
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, why));
+    result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, why));
     return;
   }
   if (spec_.deny_only && std::holds_alternative<proto::decision::Replace>(c.decision)) {
-    result(id, proto::CommandOutcome::refused(
-                   proto::RefusalCode::UNSUPPORTED_CONTROL,
-                   "this run is deny-only: a replace is an allow with another input, so it would grant and bypass "
-                   "the vendor's own rules; deny, abstain or allow (delivered as abstain) instead"));
+    result(ref, proto::CommandOutcome::refused(
+                    proto::RefusalCode::UNSUPPORTED_CONTROL,
+                    "this run is deny-only: a replace is an allow with another input, so it would grant and bypass "
+                    "the vendor's own rules; deny, abstain or allow (delivered as abstain) instead"));
     return;
   }
   if (auto refusal = session_->check_decision(st.call, c.decision)) {
-    result(id, proto::CommandOutcome{std::move(*refusal), std::nullopt});
+    result(ref, proto::CommandOutcome{std::move(*refusal), std::nullopt});
     return;
   }
   decide(st, c.decision, proto::DecidedBy::embedder, st.seam, peer);
-  result(id, proto::CommandOutcome::ok());
+  result(ref, proto::CommandOutcome::ok());
 }
 
-void RunCore::handle(const proto::cmd::FrameSet& c, const std::string& id) {
+void RunCore::handle(const proto::cmd::FrameSet& c, const CommandRef& ref) {
   if (spec_.decisions == proto::DecisionMode::observe) {
-    result(id, proto::CommandOutcome::refused(
-                   proto::RefusalCode::UNSUPPORTED_CONTROL,
-                   "observe mode allows every call: a frame would be shown to the model and enforced by nothing"));
+    result(ref, proto::CommandOutcome::refused(
+                    proto::RefusalCode::UNSUPPORTED_CONTROL,
+                    "observe mode allows every call: a frame would be shown to the model and enforced by nothing"));
     return;
   }
-  if (phase_ == Phase::ending || phase_ == Phase::closed) {
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
-                                              "the run is ending; no further turn boundary will come"));
+  if (!live()) {
+    result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                               "the run is ending; no further turn boundary will come"));
     return;
   }
   frame_pending_ = c.frame;
   pending_step_outcome_ = c.step_outcome;
-  result(id, proto::CommandOutcome::ok(std::string(kNextBoundary)));
+  result(ref, proto::CommandOutcome::ok(std::string(kNextBoundary)));
 }
 
-void RunCore::handle(const proto::cmd::MessageInject& c, const std::string& id) {
-  if (phase_ == Phase::ending || phase_ == Phase::closed) {
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
-                                              "the run is ending; no further turn will start"));
+void RunCore::handle(const proto::cmd::MessageInject& c, const CommandRef& ref) {
+  if (!live()) {
+    result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                               "the run is ending; no further turn will start"));
     return;
   }
-  if (phase_ == Phase::idle) {
+  if (life_.phase == Phase::idle) {
     if (!turn_allowed()) {
-      result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
-                                                "the run's turns budget is exhausted; no further turn will start"));
+      result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE,
+                                                 "the run's turns budget is exhausted; no further turn will start"));
       return;
     }
     effects_.emit(proto::ev::Injection{c.text, "message.inject"}, std::nullopt);
-    result(id, proto::CommandOutcome::ok());
+    result(ref, proto::CommandOutcome::ok());
     start_turn({c.text});
     return;
   }
   // Mid-turn (or before the first turn has begun): it waits for the boundary, and says so.
-  queued_messages_.emplace_back(id, c.text);
-  result(id, proto::CommandOutcome::ok(std::string(kNextBoundary)));
+  queued_messages_.emplace_back(ref.id, c.text);
+  result(ref, proto::CommandOutcome::ok(std::string(kNextBoundary)));
 }
 
-void RunCore::handle(const proto::cmd::Steer& c, const std::string& id) {
-  if (phase_ != Phase::turn) {
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "no turn is running to steer"));
+void RunCore::handle(const proto::cmd::Steer& c, const CommandRef& ref) {
+  if (life_.phase != Phase::turn) {
+    result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "no turn is running to steer"));
     return;
   }
-  adapters::ControlAck ack = session_->steer(c.text, *this);
+  adapters::AdapterOutputs outputs;
+  adapters::ControlAck ack = session_->steer(c.text, outputs);
+  fold(outputs);
   if (ack.kind != adapters::ControlAck::Kind::refused)
-    steers_.push_back({id, ack.control_id, c.text, ack.kind == adapters::ControlAck::Kind::done});
-  track(ack, id, proto::CommandName::steer);
+    steers_.push_back({ref.id, ack.control_id, c.text, ack.kind == adapters::ControlAck::Kind::done});
+  track(ack, ref, proto::CommandName::steer);
 }
 
 void RunCore::steer_undelivered(const SteerInFlight& steer, std::string_view why) {
@@ -113,13 +116,13 @@ void RunCore::steer_undelivered(const SteerInFlight& steer, std::string_view why
                                 "\") never reached the model");
 }
 
-void RunCore::handle(const proto::cmd::PermissionSet& c, const std::string& id) {
-  if (phase_ == Phase::ending || phase_ == Phase::closed) {
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "the run is ending"));
+void RunCore::handle(const proto::cmd::PermissionSet& c, const CommandRef& ref) {
+  if (!live()) {
+    result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "the run is ending"));
     return;
   }
   if (!spec_.deny_only && session_->allow_overrides_posture(c.posture)) {
-    result(id,
+    result(ref,
            proto::CommandOutcome::refused(
                proto::RefusalCode::SHADOWED,
                "posture \"" + proto::excerpt(c.posture, 40) + "\" would appear to work and would not: an allow at " +
@@ -128,32 +131,38 @@ void RunCore::handle(const proto::cmd::PermissionSet& c, const std::string& id) 
                    "delivered as abstain"));
     return;
   }
-  track(session_->set_permission(c.posture, *this), id, proto::CommandName::permission_set);
+  adapters::AdapterOutputs outputs;
+  adapters::ControlAck ack = session_->set_permission(c.posture, outputs);
+  fold(outputs);
+  track(ack, ref, proto::CommandName::permission_set);
 }
 
-void RunCore::handle(const proto::cmd::Interrupt&, const std::string& id) {
-  if (phase_ != Phase::turn) {
-    result(id,
+void RunCore::handle(const proto::cmd::Interrupt&, const CommandRef& ref) {
+  if (life_.phase != Phase::turn) {
+    result(ref,
            proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "no turn is running; nothing to interrupt"));
     return;
   }
   abandon_pending("the run was interrupted");
-  hold_after_interrupt_ = true;
-  track(session_->interrupt(*this), id, proto::CommandName::interrupt);
+  turn_interrupted_ = true;
+  adapters::AdapterOutputs outputs;
+  adapters::ControlAck ack = session_->interrupt(outputs);
+  fold(outputs);
+  track(ack, ref, proto::CommandName::interrupt);
 }
 
-void RunCore::handle(const proto::cmd::Halt&, const std::string& id) {
-  if (phase_ == Phase::closed) {
-    result(id, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "the run has already closed"));
+void RunCore::handle(const proto::cmd::Halt&, const CommandRef& ref) {
+  if (life_.phase == Phase::closed) {
+    result(ref, proto::CommandOutcome::refused(proto::RefusalCode::TOO_LATE, "the run has already closed"));
     return;
   }
-  if (forced_close_ && *forced_close_ == proto::CloseReason::steer_halt) {
-    result(id, proto::CommandOutcome::ok());  // already halting: the same end, said again
+  if (life_.ending && life_.ending->forced == proto::CloseReason::steer_halt) {
+    result(ref, proto::CommandOutcome::ok());  // already halting: the same end, said again
     return;
   }
-  forced_close_.reset();  // a halt outranks a normal end already under way
+  if (life_.ending) life_.ending->forced.reset();  // a halt outranks any end already under way
   stop(proto::CloseReason::steer_halt, "the run was halted");
-  result(id, proto::CommandOutcome::ok());
+  result(ref, proto::CommandOutcome::ok());
 }
 
 }  // namespace mh::daemon

@@ -153,7 +153,9 @@ void RunCore::decide(CallState& st, proto::Decision decision, proto::DecidedBy b
 void RunCore::answer_vendor(CallState& st) {
   if (!st.reply || st.answered || !st.decision) return;
   st.answered = true;
-  session_->answer(*st.reply, st.call, *st.decision, *this);
+  adapters::AdapterOutputs outputs;
+  session_->answer(*st.reply, st.call, *st.decision, outputs);
+  fold(outputs);
 }
 
 void RunCore::abandon_pending(std::string_view why) {

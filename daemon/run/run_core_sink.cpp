@@ -1,6 +1,7 @@
-// RunCore as the adapter's sink (adapters::AdapterSink): what the vendor session reports (events,
-// calls presented, awaiting an answer or withdrawn, controls answered, turns) turned into records
-// and decisions. Separate from the inputs because this is the adapter's side of the seam.
+// What the vendor session reports, folded: each input's outputs (adapters::AdapterOutputs: events,
+// calls presented, awaiting an answer or withdrawn, controls answered, turns, writes, hook
+// replies) turned into records, decisions and effects, in order. Separate from the inputs because
+// this is the adapter's side of the seam.
 #include <algorithm>
 
 #include "daemon/run/run_core.hpp"
@@ -41,16 +42,43 @@ void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> 
   effects_.emit_cut(std::move(payload), std::move(at), std::move(cut));
 }
 
-void RunCore::write_vendor(std::string line) {
-  effects_.write_vendor(std::move(line));
-}
-
-void RunCore::reply_hook(std::uint64_t connection, std::string line) {
-  effects_.reply_hook(connection, std::move(line));
+void RunCore::fold(adapters::AdapterOutputs& outputs) {
+  namespace out = adapters::out;
+  for (auto& output : outputs.take()) {
+    std::visit(
+        [&](auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, out::Event>)
+            event(std::move(o.payload), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::EventCut>)
+            event_cut(std::move(o.payload), std::move(o.at), std::move(o.cut));
+          else if constexpr (std::is_same_v<T, out::CallPresented>)
+            call_presented(std::move(o.call), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::CallAwaitsAnswer>)
+            call_awaits_answer(std::move(o.call), std::move(o.reply));
+          else if constexpr (std::is_same_v<T, out::CallWithdrawn>)
+            call_withdrawn(o.reply);
+          else if constexpr (std::is_same_v<T, out::ControlAnswered>)
+            control_answered(std::move(o.reply));
+          else if constexpr (std::is_same_v<T, out::TurnStarted>)
+            turn_started(std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::TurnEnded>)
+            turn_ended(std::move(o.stop_reason), std::move(o.at));
+          else if constexpr (std::is_same_v<T, out::WriteVendor>)
+            effects_.write_vendor(std::move(o.line));  // straight to the host: nothing to decide
+          else if constexpr (std::is_same_v<T, out::ReplyHook>)
+            effects_.reply_hook(o.connection, std::move(o.line));
+          else if constexpr (std::is_same_v<T, out::SessionReady>)
+            session_ready();
+          else if constexpr (std::is_same_v<T, out::FailRun>)
+            fail_run(std::move(o.reason));
+        },
+        output);
+  }
 }
 
 void RunCore::session_ready() {
-  if (phase_ != Phase::starting) return;
+  if (life_.phase != Phase::starting) return;
   if (turn_allowed()) start_turn({spec_.prompt});
 }
 
@@ -145,9 +173,9 @@ void RunCore::control_answered(adapters::ControlReply reply) {
     }
   }
   if (reply.ok) {
-    result(pending.command_id, proto::CommandOutcome::ok(pending.applies_at));
+    result(pending.command, proto::CommandOutcome::ok(pending.applies_at));
   } else {
-    result(pending.command_id,
+    result(pending.command,
            proto::CommandOutcome::refused(reply.refusal_code, std::string(adapter_.id()) + " refused " +
                                                                   std::string(proto::to_string(pending.name)) + ": " +
                                                                   reply.vendor_error));
@@ -159,11 +187,10 @@ void RunCore::turn_started(std::optional<std::string> at) {
   budget_.turn_started();
   effects_.spend_changed(budget_.spend());
   ++turn_;
-  turn_announced_ = true;
   effects_.emit(proto::ev::TurnStarted{turn_, frame_in_force_ ? std::optional<std::string>(frame_in_force_->digest)
                                                               : std::nullopt},
                 std::move(at));
-  if (phase_ == Phase::idle || phase_ == Phase::starting) phase_ = Phase::turn;
+  if (life_.phase == Phase::idle || life_.phase == Phase::starting) life_.phase = Phase::turn;
 }
 
 void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
@@ -179,13 +206,12 @@ void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<s
     s.turn_over = true;
     return s.accepted;
   });
-  turn_announced_ = false;
   if (crossing) {
-    if (phase_ == Phase::turn) phase_ = Phase::idle;  // the turn is over: nothing to interrupt
+    if (life_.phase == Phase::turn) life_.phase = Phase::idle;  // the turn is over: nothing to interrupt
     exhaust(*crossing);
     return;
   }
-  if (phase_ == Phase::turn) at_boundary();
+  if (life_.phase == Phase::turn) at_boundary();
 }
 
 }  // namespace mh::daemon

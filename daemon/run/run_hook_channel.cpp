@@ -49,6 +49,7 @@ bool process_carries(pid_t pid, const std::string& entry) {
 void Run::Impl::reply_hook(std::uint64_t connection, std::string line) {
   auto it = hook_waiting.find(connection);
   if (it == hook_waiting.end()) return;  // the hook already went away
+  if (options.seam_probe) options.seam_probe->answer_written();
   auto socket = std::move(it->second);
   hook_waiting.erase(it);
   log_hook(connection, "out", json::value(line));
@@ -112,10 +113,11 @@ asio::awaitable<void> Run::Impl::serve_hook(std::shared_ptr<Run> keep, std::shar
   std::string request;
   auto [ec, n] = co_await asio::async_read_until(*socket, asio::dynamic_buffer(request, kMaxHookRequestBytes), '\n',
                                                  asio::as_tuple(asio::use_awaitable));
-  if (ec || closed || !core) {
+  if (ec || core->phase() == RunCore::Phase::closed) {
     refuse("refused: no request line");
     co_return;
   }
+  Clock::time_point read_at = Clock::now();
   auto input = protocol::parse_json(std::string_view(request).substr(0, n));
   if (!input) {
     refuse("refused: the request is not JSON");
@@ -124,13 +126,17 @@ asio::awaitable<void> Run::Impl::serve_hook(std::shared_ptr<Run> keep, std::shar
   std::uint64_t id = ++hook_connections;
   log_hook(id, "in", *input);
   hook_waiting.emplace(id, socket);
+  // The request is vendor input like a line of its stdout (Codex's calls arrive here), timed so.
+  SeamProbe* timing = options.seam_probe.get();
+  if (timing) timing->input_read(read_at);
   core->on_hook_request(id, *input, Clock::now());
   after_core();
+  if (timing) timing->input_done();
   // Watch for the hook going away before its answer (the vendor's own timeout kills it).
   if (!hook_waiting.count(id)) co_return;
   char probe;
   co_await socket->async_read_some(asio::buffer(&probe, 1), asio::as_tuple(asio::use_awaitable));
-  if (hook_waiting.erase(id) && core && !closed) {
+  if (hook_waiting.erase(id)) {
     core->on_hook_gone(id, Clock::now());
     after_core();
   }

@@ -57,12 +57,13 @@ class AppendFile {
   UniqueFd fd_;
 };
 
-// Everything here runs on the strand unless it says otherwise.
+// Everything here runs on the strand unless it says otherwise. The run's lifecycle is the
+// core's (RunCore::phase, run_core.hpp): the shell keeps no lifecycle flags of its own, only the
+// facts of its I/O (the stdin queue, the grace timer, whether the child was reaped, whether the
+// record failed) and the routes of command results back to their senders.
 struct Run::Impl final : RunEffects {
   using Clock = std::chrono::steady_clock;
   using local_socket = asio::local::stream_protocol::socket;
-
-  static constexpr std::size_t kMaxLatencySamples = 100'000;
 
   Impl(asio::io_context& io, const adapters::Adapter& adapter, RunOptions options)
       : io(io),
@@ -86,12 +87,10 @@ struct Run::Impl final : RunEffects {
   std::unique_ptr<model::ScriptedEndpoint> endpoint;
   std::unique_ptr<RunContainment> containment;  // when options.containment: made before the spawn
   std::unique_ptr<ChildProcess> child;
-  std::unique_ptr<RunCore> core;
+  std::unique_ptr<RunCore> core;  // from create on: the run's lifecycle and governing logic
   std::function<void(const RunOutcome&)> on_closed;
   RunOutcome outcome;
-  bool closed = false;
-  bool started = false;
-  bool log_failed = false;
+  bool log_failed = false;  // a write to the record failed: the run is stopped (after_core)
 
   AppendFile transcript, stdin_log, stderr_log;
   AppendFile hook_log;  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
@@ -100,43 +99,28 @@ struct Run::Impl final : RunEffects {
   std::optional<asio::local::stream_protocol::acceptor> hook_acceptor;
   std::map<std::uint64_t, std::shared_ptr<local_socket>> hook_waiting;
   std::uint64_t hook_connections = 0;
+  // The vendor's stdin: the queue and the one writer coroutine's plumbing.
   std::deque<std::optional<std::string>> to_vendor;  // nullopt: close stdin after what precedes
   bool writing = false;
   bool stdin_closed = false;
-  bool vendor_exited = false;
+  bool vendor_reaped = false;  // the child was waited for: nothing is left to kill by pid
   std::map<std::string, std::unique_ptr<asio::steady_timer>> deadlines;
   asio::steady_timer idle_timer;
   asio::steady_timer grace_timer;
   asio::steady_timer wall_timer;
   bool grace_armed = false;
 
-  // Commands that arrived before the core existed (the spawn is still under way).
-  struct Early {
-    std::variant<protocol::Command, protocol::LineRefusal> what;
-    std::optional<protocol::PeerIdentity> peer;
-    ResultCallback on_result;
-    Clock::time_point received_at;
-  };
-  // Callbacks waiting for the command.result of a command id, in arrival order.
-  std::multimap<std::string, ResultCallback> result_waiters;
-  std::vector<Early> early;
-
-  // Events emitted while the log holds a chunk's events (see release_log).
-  std::size_t held_requested = 0;
-  std::vector<protocol::ev::CommandResult> held_results;
-
-  // Seam instrumentation.
-  Clock::time_point line_read_at{};
-  std::optional<Clock::time_point> command_received_at;
-  SeamLatencies latencies;
+  // Where each command's one result goes (the core decides it; the shell only routes it).
+  Ticket next_ticket = kUnrouted;
+  std::map<Ticket, ResultCallback> result_routes;
 
   // The record and the close (run_record.cpp). The other RunEffects overrides sit below with
   // the file that defines them: vendor I/O, the hook channel, the timers and spend.
   std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override;
   std::uint64_t emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
                          std::vector<protocol::CutField> cut) override;
-  void sample_line_to_requested();
-  void result_recorded(const protocol::ev::CommandResult& result, bool recorded);
+  void command_answered(Ticket ticket, const protocol::ev::CommandResult& result, bool recorded) override;
+  void report_recorded(bool durable);
   void release_log();
   void finish(protocol::CloseReason reason, protocol::ProcessTermination process);
 
@@ -176,7 +160,7 @@ struct Run::Impl final : RunEffects {
   void refuse(const std::string& code, const std::string& message,
               const std::vector<protocol::ev::CommandResult>& results);
   void after_core();
-  void deliver(Early e);
+  Ticket route(ResultCallback on_result);
   void arm_deadline(const std::string& call_id, Instant when) override;
   void cancel_deadline(const std::string& call_id) override;
   void arm_wall_budget(Instant when) override;

@@ -1,7 +1,8 @@
 // One run from launch to wind-up: main writes the plan's files, opens the transcripts and the hook
 // channel, spawns the vendor, starts the core and waits for stdout, exit and stderr to end;
-// deliver hands commands to the core; after_core and the deadline, wall-budget and idle timers
-// wake the core on the strand. Separate from the I/O files: this is the order of things.
+// route keeps where a command's result goes; after_core (after every input) tells the core what
+// is durable and rearms the idle timer; the deadline, wall-budget and idle timers wake the core
+// on the strand. Separate from the I/O files: this is the order of things.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -81,13 +82,8 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   // buffer), so it takes the two read ends over from the pipe objects.
   vendor_stdout.emplace(strand, child->stdout_pipe().release());
   vendor_stderr.emplace(strand, child->stderr_pipe().release());
-  core = std::make_unique<RunCore>(options.spec, adapter, adapter.open_session(options.spec, plan), *this,
-                                   RunCoreOptions{options.halt_grace, &options.prices});
-  core->start(Clock::now());
+  core->start(Clock::now());  // the commands that waited for the spawn are handled here, in order
   after_core();
-  for (auto& e : early)
-    deliver(std::move(e));
-  early.clear();
 
   auto [stdout_done, termination, stderr_done] =
       co_await (wrap(read_stdout()) && supervise_exit() && wrap(read_stderr()));
@@ -95,6 +91,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   (void)stderr_done;
   // The vendor's stdout has ended and no process of the run is left: wind up.
   protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
+  report_recorded(true);
   finish(reason, termination);
 }
 
@@ -115,19 +112,21 @@ void Run::Impl::refuse(const std::string& code, const std::string& message,
   finish(protocol::CloseReason::error, protocol::ProcessTermination{});
 }
 
+// After every input: what the core emitted is durable unless the log holds it (release_log
+// reports it then); a failed record stops the run; an idle run's idle timer is (re)armed.
 void Run::Impl::after_core() {
-  if (!core || closed) return;
-  if (log_failed && core->phase() != RunCore::Phase::ending) core->on_shutdown(Clock::now());
+  report_recorded(true);
+  RunCore::Phase phase = core->phase();
+  if (phase == RunCore::Phase::closed) return;
+  if (log_failed && !core->ending()) core->on_shutdown(Clock::now());  // not governed off the record
   if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
     idle_timer.expires_after(options.idle_timeout);
     idle_timer.async_wait([weak = self](boost::system::error_code ec) {
       if (ec) return;
       if (auto run = weak.lock()) {
         Impl& impl = *run->impl_;
-        if (impl.core && !impl.closed) {
-          impl.core->on_idle_timeout(Clock::now());
-          impl.after_core();
-        }
+        impl.core->on_idle_timeout(Clock::now());
+        impl.after_core();
       }
     });
   } else {
@@ -135,29 +134,18 @@ void Run::Impl::after_core() {
   }
 }
 
-void Run::Impl::deliver(Early e) {
-  std::string id = "-";
-  if (auto* c = std::get_if<protocol::Command>(&e.what))
-    id = c->id;
-  else if (auto* r = std::get_if<protocol::LineRefusal>(&e.what))
-    id = r->id.value_or("-");
-  if (closed || !core) {
-    if (e.on_result)
-      e.on_result(protocol::ev::CommandResult{id, protocol::CommandOutcome::refused(
-                                                      protocol::RefusalCode::TOO_LATE,
-                                                      "the run's stream is closed; nothing more can be recorded")},
-                  false);
-    return;
-  }
-  if (e.on_result) result_waiters.emplace(id, std::move(e.on_result));
-  if (auto* c = std::get_if<protocol::Command>(&e.what)) {
-    command_received_at = e.received_at;
-    core->on_command(std::move(*c), e.peer, Clock::now());
-    command_received_at.reset();
-  } else {
-    core->on_unreadable_command(std::get<protocol::LineRefusal>(e.what), Clock::now());
-  }
-  after_core();
+Ticket Run::Impl::route(ResultCallback on_result) {
+  Ticket ticket = ++next_ticket;
+  if (on_result) result_routes.emplace(ticket, std::move(on_result));
+  return ticket;
+}
+
+void Run::Impl::command_answered(Ticket ticket, const protocol::ev::CommandResult& result, bool recorded) {
+  auto it = result_routes.find(ticket);
+  if (it == result_routes.end()) return;  // nobody waits on it: it is in the stream only
+  ResultCallback callback = std::move(it->second);
+  result_routes.erase(it);
+  callback(result, recorded);
 }
 
 void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
@@ -167,10 +155,8 @@ void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
     if (auto run = weak.lock()) {
       Impl& impl = *run->impl_;
       impl.deadlines.erase(call_id);
-      if (impl.core && !impl.closed) {
-        impl.core->on_deadline(call_id, Clock::now());
-        impl.after_core();
-      }
+      impl.core->on_deadline(call_id, Clock::now());
+      impl.after_core();
     }
   });
   deadlines[call_id] = std::move(timer);
@@ -186,10 +172,8 @@ void Run::Impl::arm_wall_budget(Instant when) {
     if (ec) return;
     if (auto run = weak.lock()) {
       Impl& impl = *run->impl_;
-      if (impl.core && !impl.closed) {
-        impl.core->on_wall_budget(Clock::now());
-        impl.after_core();
-      }
+      impl.core->on_wall_budget(Clock::now());
+      impl.after_core();
     }
   });
 }

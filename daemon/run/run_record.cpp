@@ -1,6 +1,7 @@
 // The record and the close: every event the run emits goes through emit_cut into the event log
-// (held while a chunk of vendor output is handled, released in one write), what waits on a
-// command.result being recorded is told here, and finish writes stream.closed and tears down.
+// (held while a chunk of vendor output is handled, released in one write), the core is told how
+// far the stream is durable (report_recorded; it answers the commands whose results are), and
+// finish writes stream.closed and tears down.
 // Separate from the vendor I/O because this is the path that decides what the record says.
 #include "daemon/log.hpp"
 #include "daemon/run/run_impl.hpp"
@@ -13,66 +14,46 @@ std::uint64_t Run::Impl::emit(protocol::EventPayload payload, std::optional<std:
 
 std::uint64_t Run::Impl::emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
                                   std::vector<protocol::CutField> cut) {
-  bool requested = std::holds_alternative<protocol::ev::ToolRequested>(payload);
-  std::optional<protocol::ev::CommandResult> answered;
-  if (auto* r = std::get_if<protocol::ev::CommandResult>(&payload); r && !result_waiters.empty()) answered = *r;
   // The observer hears of the event while the payload is still in hand, before readers can
   // see it; only a failed write (which stops the run, logged above all) could make it differ
   // from the record.
   if (options.observer && !log->closed()) options.observer->appended(payload);
+  if (options.seam_probe) options.seam_probe->appending(payload);
   auto seq = log->append(std::move(payload), std::move(at), std::move(cut));
   if (!seq) {
     // The record cannot be kept: say so where the operator looks, and stop the run rather
     // than govern it off the record.
     daemon::log(LogPriority::error, "run " + log->run_id() + ": " + seq.error());
     log_failed = true;  // after_core() stops the run once the core has returned
-    return log->last_seq();
+    return 0;           // not in the stream: the core tells nobody it was recorded
   }
-  // While the log holds a chunk's events, they are not recorded yet: what waits on "recorded"
-  // and the delivery latency wait for release_log().
-  if (log->holding()) {
-    if (requested) ++held_requested;
-    if (answered) held_results.push_back(std::move(*answered));
-    return *seq;
-  }
-  if (requested) sample_line_to_requested();
-  if (answered) result_recorded(*answered, true);
   return *seq;
 }
 
-void Run::Impl::sample_line_to_requested() {
-  if (line_read_at != Clock::time_point{} && latencies.line_to_requested.size() < kMaxLatencySamples)
-    latencies.line_to_requested.push_back(Clock::now() - line_read_at);
-}
-
-void Run::Impl::result_recorded(const protocol::ev::CommandResult& result, bool recorded) {
-  if (auto it = result_waiters.find(result.id); it != result_waiters.end()) {
-    ResultCallback callback = std::move(it->second);
-    result_waiters.erase(it);
-    callback(result, recorded);
-  }
+// Tells the core (and the probe) that everything appended so far is durable, once nothing is
+// held: what waited on "recorded" (a command's result) is the core's to answer.
+void Run::Impl::report_recorded(bool durable) {
+  if (log->holding()) return;
+  core->on_recorded(log->last_seq());
+  if (options.seam_probe) options.seam_probe->recorded(durable);
 }
 
 // Writes the events held while a chunk of vendor output was handled (one write, one wake-up
-// of the readers), then does what waited on them being recorded.
+// of the readers), then reports how far the stream is durable (a failed write cut the held
+// events back, so their seqs are past it).
 void Run::Impl::release_log() {
   auto written = log->release();
   if (!written) {
     daemon::log(LogPriority::error, "run " + log->run_id() + ": " + written.error());
     log_failed = true;
   }
-  for (; held_requested > 0; --held_requested)
-    if (written) sample_line_to_requested();
-  auto results = std::move(held_results);
-  held_results.clear();
-  for (const auto& r : results)
-    result_recorded(r, written.has_value());
+  report_recorded(written.has_value());
   if (!written) after_core();  // stops the run: it is not governed off the record
 }
 
 void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTermination process) {
-  if (closed) return;
-  closed = true;
+  if (log->closed()) return;
+  report_recorded(true);
   outcome.reason = reason;
   outcome.process = process;
   outcome.turns = core ? core->turns() : 0;
@@ -106,15 +87,9 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
   }
   hook_waiting.clear();
   if (endpoint) endpoint->stop();
-  for (auto& e : early)
-    deliver(std::move(e));
-  early.clear();
-  // Results that will never come now (e.g. the stream failed): every caller still hears once.
-  for (auto& [id, callback] : result_waiters)
-    callback(protocol::ev::CommandResult{id, protocol::CommandOutcome::refused(protocol::RefusalCode::TOO_LATE,
-                                                                               "the run ended before answering")},
-             false);
-  result_waiters.clear();
+  // The final input: a run that never started answers what waited for it (TOO_LATE), and every
+  // command from here on is answered by the core, unrecorded.
+  core->on_stream_closed();
 }
 
 }  // namespace mh::daemon

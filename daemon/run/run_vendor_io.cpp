@@ -21,13 +21,7 @@
 namespace mh::daemon {
 
 void Run::Impl::write_vendor(std::string line) {
-  if (command_received_at) {
-    if (latencies.decide_to_answer.size() < kMaxLatencySamples)
-      latencies.decide_to_answer.push_back(Clock::now() - *command_received_at);
-    command_received_at.reset();
-  } else if (line_read_at != Clock::time_point{} && latencies.line_to_answer.size() < kMaxLatencySamples) {
-    latencies.line_to_answer.push_back(Clock::now() - line_read_at);
-  }
+  if (options.seam_probe) options.seam_probe->answer_written();
   line.push_back('\n');
   to_vendor.emplace_back(std::move(line));
   pump_stdin();
@@ -140,12 +134,12 @@ asio::awaitable<void> Run::Impl::read_until_end(asio::posix::stream_descriptor& 
 asio::awaitable<void> Run::Impl::read_stdout() {
   protocol::LineFramer framer(options.max_vendor_line_bytes, /*digest_oversized=*/true);
   auto on_line = [this](const protocol::FramedLine& line) {
-    if (closed) return;
     core->on_vendor_line(line, Clock::now());
     after_core();
   };
+  SeamProbe* probe = options.seam_probe.get();
   auto consume = [&](std::string_view chunk) {
-    line_read_at = Clock::now();
+    if (probe) probe->input_read(Clock::now());
     // One chunk's events go to the log in one write: a chatty vendor costs a write and a
     // readers' wake-up per chunk, not per line. Answers to the vendor are written as the lines
     // are handled, before the records (the effect goes out before its record).
@@ -155,7 +149,7 @@ asio::awaitable<void> Run::Impl::read_stdout() {
             .count());
     framer.feed(chunk, on_line);
     release_log();
-    line_read_at = {};
+    if (probe) probe->input_done();
     // Byte for byte, as read. Written after the chunk's lines are handled so that answering
     // the vendor never waits on the copy; it is on disk before the next read.
     transcript.append(chunk);
@@ -164,10 +158,8 @@ asio::awaitable<void> Run::Impl::read_stdout() {
   framer.finish(on_line);
   // Nothing more will come: the adapter flushes what it held for a later line (wind_up would
   // too, but only once the vendor's processes are gone; the record is due now).
-  if (!closed) {
-    core->on_vendor_end(Clock::now());
-    after_core();
-  }
+  core->on_vendor_end(Clock::now());
+  after_core();
 }
 
 asio::awaitable<void> Run::Impl::read_stderr() {
@@ -179,7 +171,7 @@ asio::awaitable<void> Run::Impl::read_stderr() {
 // setsid'd tool processes), so nothing of the run survives it and its stdout can end.
 asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_exit() {
   protocol::ProcessTermination termination = co_await child->async_wait();
-  vendor_exited = true;
+  vendor_reaped = true;
   grace_timer.cancel();
   const auto& plan = std::get<adapters::LaunchPlan>(planned);
   if (containment) {
@@ -194,7 +186,7 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_exit() {
 }
 
 void Run::Impl::arm_grace(std::chrono::milliseconds grace) {
-  if (grace_armed || vendor_exited) return;
+  if (grace_armed || vendor_reaped) return;
   grace_armed = true;
   grace_timer.expires_after(grace);
   grace_timer.async_wait([weak = self](boost::system::error_code ec) {
@@ -205,7 +197,7 @@ void Run::Impl::arm_grace(std::chrono::milliseconds grace) {
 
 asio::awaitable<void> Run::Impl::kill_everything(std::shared_ptr<Run> keep) {
   (void)keep;
-  if (vendor_exited || !child) co_return;
+  if (vendor_reaped || !child) co_return;
   if (containment) {
     co_await containment->end(strand, child->pid(), std::chrono::seconds(10));
     co_return;

@@ -15,21 +15,18 @@
 #include <sstream>
 
 #include "protocol/line_cut.hpp"
+#include "protocol/types.hpp"
+
+template <>
+struct mh::protocol::EnumNames<mh::daemon::Role> {  // Role's values are 0..3, in this order
+  static constexpr std::array names = {std::string_view("none"), std::string_view("observe"),
+                                       std::string_view("control"), std::string_view("admin")};
+};
 
 namespace mh::daemon {
 
 std::string_view to_string(Role role) {
-  switch (role) {
-    case Role::none:
-      return "none";
-    case Role::observe:
-      return "observe";
-    case Role::control:
-      return "control";
-    case Role::admin:
-      return "admin";
-  }
-  return "none";
+  return protocol::to_string(role);
 }
 
 std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid) {
@@ -216,48 +213,24 @@ class TableReader {
   }
 
   void read_ids(const char* key, std::set<std::uint32_t>& target) {
-    seen_.insert(key);
-    const toml::node* node = table_.get(key);
-    if (!node || !error_.empty()) return;
-    const toml::array* array = node->as_array();
-    if (!array) {
-      fail(key, "must be an array of numeric ids, not " + describe(*node));
-      return;
-    }
-    for (const auto& element : *array) {
+    read_set(key, "numeric ids", target, [](const toml::node& element, std::string& problem) {
       auto id = element.value<std::int64_t>();
-      if (!id || *id < 0 || *id > UINT32_MAX) {
-        fail(key, "must hold numeric uids/gids only; found " + describe(element));
-        return;
-      }
-      target.insert(static_cast<std::uint32_t>(*id));
-    }
+      if (id && *id >= 0 && *id <= UINT32_MAX) return std::optional<std::uint32_t>(static_cast<std::uint32_t>(*id));
+      problem = "must hold numeric uids/gids only; found " + describe(element);
+      return std::optional<std::uint32_t>();
+    });
   }
 
   // Group names, resolved now (getgrnam): an unknown name is refused here, at start, by name.
   void read_group_names(const char* key, std::set<std::uint32_t>& gids) {
-    seen_.insert(key);
-    const toml::node* node = table_.get(key);
-    if (!node || !error_.empty()) return;
-    const toml::array* array = node->as_array();
-    if (!array) {
-      fail(key, "must be an array of group names, not " + describe(*node));
-      return;
-    }
-    for (const auto& element : *array) {
+    read_set(key, "group names", gids, [](const toml::node& element, std::string& problem) {
       auto name = element.value_exact<std::string>();
       if (!name || name->empty()) {
-        fail(key, "must hold group names only (numeric gids go in the _gids keys); found " + describe(element));
-        return;
+        problem = "must hold group names only (numeric gids go in the _gids keys); found " + describe(element);
+        return std::optional<std::uint32_t>();
       }
-      std::string problem;
-      auto gid = gid_of(*name, problem);
-      if (!gid) {
-        fail(key, problem);
-        return;
-      }
-      gids.insert(*gid);
-    }
+      return gid_of(*name, problem);
+    });
   }
 
   void finish() {
@@ -291,6 +264,28 @@ class TableReader {
     else
       return "an integer";
   }
+  // An array each element of which `each` reads into the set (or, with a problem, refuses the key).
+  using ReadElement = std::function<std::optional<std::uint32_t>(const toml::node&, std::string& problem)>;
+  void read_set(const char* key, const char* array_of, std::set<std::uint32_t>& target, const ReadElement& each) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (!node || !error_.empty()) return;
+    const toml::array* array = node->as_array();
+    if (!array) {
+      fail(key, std::string("must be an array of ") + array_of + ", not " + describe(*node));
+      return;
+    }
+    for (const auto& element : *array) {
+      std::string problem;
+      auto value = each(element, problem);
+      if (!value) {
+        fail(key, problem);
+        return;
+      }
+      target.insert(*value);
+    }
+  }
+
   static std::string describe(const toml::node& node) {
     std::ostringstream ss;
     ss << node.type();

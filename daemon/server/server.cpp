@@ -14,6 +14,19 @@ unsigned thread_count(const DaemonConfig& config) {
   unsigned n = config.threads ? config.threads : std::thread::hardware_concurrency();
   return n ? n : 2;
 }
+
+// `then` once, `delay` from the first ask; asks meanwhile are folded into it (`pending` says one
+// is due). `then` holds the server alive, and with it `pending` and `timer`.
+template <class Then>
+void once_after(bool& pending, asio::steady_timer& timer, std::chrono::steady_clock::duration delay, Then then) {
+  if (pending) return;
+  pending = true;
+  timer.expires_after(delay);
+  timer.async_wait([&pending, then = std::move(then)](boost::system::error_code) {
+    pending = false;
+    then();
+  });
+}
 }  // namespace
 
 Server::Server(DaemonConfig c)
@@ -56,22 +69,14 @@ void Server::run_closed(const std::string& id, const RunOutcome& outcome) {
 }
 
 void Server::schedule_status() {
-  if (status_pending_) return;
-  status_pending_ = true;
-  status_timer_.expires_after(std::chrono::milliseconds(200));
-  status_timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
-    self->status_pending_ = false;
+  once_after(status_pending_, status_timer_, std::chrono::milliseconds(200), [self = shared_from_this()] {
     notify_without_waiting(self->registry.status_text());  // dropped if systemd is not reading
   });
 }
 
 // The ledger is written at most once a second, and at shutdown.
 void Server::save_ledger_soon() {
-  if (ledger_save_pending_) return;
-  ledger_save_pending_ = true;
-  ledger_timer_.expires_after(std::chrono::seconds(1));
-  ledger_timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
-    self->ledger_save_pending_ = false;
+  once_after(ledger_save_pending_, ledger_timer_, std::chrono::seconds(1), [self = shared_from_this()] {
     if (auto problem = self->registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
   });
 }

@@ -62,16 +62,27 @@ boost::system::result<SocketRequest, SocketRefusal> read_request(std::string_vie
   return SocketRequest{std::move(n), std::move(id), std::move(o)};
 }
 
-std::string reply_line(std::string_view reply, const std::optional<std::string>& id, const json::object& fields) {
+namespace {
+
+// One metaharness.socket/1 line: the format, `kind` ("reply" or "request") naming it, the id
+// (written null when absent only where `null_id`), then the fields.
+std::string socket_line(std::string_view kind, std::string_view name, const std::optional<std::string>& id,
+                        bool null_id, const json::object& fields) {
   std::string out;
   protocol::JsonWriter w(out);
   w.begin_object();
   w.field("format", kSocketFormat);
-  w.field("reply", reply);
-  w.field("id", id);
+  w.field(kind, name);
+  if (id || null_id) w.field("id", id);
   write_fields(w, fields);
   w.end_object();
   return out;
+}
+
+}  // namespace
+
+std::string reply_line(std::string_view reply, const std::optional<std::string>& id, const json::object& fields) {
+  return socket_line("reply", reply, id, /*null_id=*/true, fields);
 }
 
 std::string refusal_line(std::string_view code, std::string reason, const std::optional<std::string>& id) {
@@ -86,15 +97,7 @@ std::string refusal_line(const SocketRefusal& r) {
 }
 
 std::string request_line(std::string_view request, const std::optional<std::string>& id, const json::object& fields) {
-  std::string out;
-  protocol::JsonWriter w(out);
-  w.begin_object();
-  w.field("format", kSocketFormat);
-  w.field("request", request);
-  if (id) w.field("id", *id);
-  write_fields(w, fields);
-  w.end_object();
-  return out;
+  return socket_line("request", request, id, /*null_id=*/false, fields);
 }
 
 }  // namespace mh::daemon

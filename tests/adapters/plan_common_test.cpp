@@ -88,14 +88,28 @@ RunSpec good_spec() {
   return spec;
 }
 
-std::string refusal_message(const std::variant<PlanDraft, LaunchRefusal>& planned) {
+template <class Planned>  // a PlanDraft or a LaunchPlan
+std::string refusal_message(const std::variant<Planned, LaunchRefusal>& planned) {
   if (auto* r = std::get_if<LaunchRefusal>(&planned)) return r->message;
   return "(planned)";
 }
 
-std::string refusal_message(const std::variant<LaunchPlan, LaunchRefusal>& planned) {
-  if (auto* r = std::get_if<LaunchRefusal>(&planned)) return r->message;
-  return "(planned)";
+// A refusal at start, with `message`, carrying exactly one command.result, for the start command
+// `result_id`: that result's refusal (nullopt, and the test failed, when the plan is otherwise).
+std::optional<proto::Refusal> start_refusal(const std::variant<PlanDraft, LaunchRefusal>& planned,
+                                            std::string_view message, std::string_view result_id) {
+  const auto* refused = std::get_if<LaunchRefusal>(&planned);
+  if (!refused) {
+    ADD_FAILURE() << "planned, where it should refuse: " << message;
+    return std::nullopt;
+  }
+  EXPECT_EQ(refused->message, message);
+  if (refused->command_results.size() != 1) {
+    ADD_FAILURE() << refused->command_results.size() << " command results, not 1: " << message;
+    return std::nullopt;
+  }
+  EXPECT_EQ(refused->command_results[0].id, result_id);
+  return refused->command_results[0].outcome.refusal;
 }
 
 // Each refusal, in order: the spec breaks every rule, and each fix uncovers the next refusal.
@@ -115,24 +129,16 @@ TEST(CommonPlan, RefusesEachSharedReasonInItsOrderAndWords) {
   spec.vendor_env = {{"FAKE_NO_HOOKS", "1"}};
   spec.vendor_options = {{"bogus", "1"}};
 
-  auto planned = common_plan(adapter, spec, paths, rules);
-  ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(planned));
-  const auto& unhonoured = std::get<LaunchRefusal>(planned);
-  EXPECT_EQ(unhonoured.message, "the run needs controls the fake adapter cannot honour");
-  ASSERT_EQ(unhonoured.command_results.size(), 1u);
-  EXPECT_EQ(unhonoured.command_results[0].id, "start/steer");
-  ASSERT_TRUE(unhonoured.command_results[0].outcome.refusal);
-  EXPECT_EQ(unhonoured.command_results[0].outcome.refusal->code, proto::RefusalCode::UNSUPPORTED_CONTROL);
+  auto unhonoured = start_refusal(common_plan(adapter, spec, paths, rules),
+                                  "the run needs controls the fake adapter cannot honour", "start/steer");
+  ASSERT_TRUE(unhonoured);
+  EXPECT_EQ(unhonoured->code, proto::RefusalCode::UNSUPPORTED_CONTROL);
 
   spec.requires_commands.clear();
-  planned = common_plan(adapter, spec, paths, rules);
-  ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(planned));
-  const auto& framed = std::get<LaunchRefusal>(planned);
-  EXPECT_EQ(framed.message, "observe mode refuses a frame");
-  ASSERT_EQ(framed.command_results.size(), 1u);
-  EXPECT_EQ(framed.command_results[0].id, "start/tool.decide");
-  ASSERT_TRUE(framed.command_results[0].outcome.refusal);
-  EXPECT_EQ(framed.command_results[0].outcome.refusal->reason,
+  auto framed =
+      start_refusal(common_plan(adapter, spec, paths, rules), "observe mode refuses a frame", "start/tool.decide");
+  ASSERT_TRUE(framed);
+  EXPECT_EQ(framed->reason,
             "observe mode allows every call, so a frame would be told to the model and enforced by nothing; use "
             "decisions frame (or ask) with a frame");
 

@@ -17,10 +17,15 @@ std::int64_t unix_ms_now() {
       .count();
 }
 
-// The api_retry records of a retained transcript, in order.
-std::vector<json::object> api_retries(const std::filesystem::path& transcript) {
+// The run's arguments that let Claude retry a failed API call this many times.
+std::vector<std::string> retrying(int times) {
+  return {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=" + std::to_string(times)};
+}
+
+// The api_retry records of the run's retained transcript, in order.
+std::vector<json::object> api_retries(const std::filesystem::path& run_dir) {
   std::vector<json::object> out;
-  for (const auto& line : read_lines(transcript)) {
+  for (const auto& line : read_lines(run_dir / "vendor-stdout.jsonl")) {
     auto v = protocol::parse_json(line);
     if (v && v->is_object() && v->as_object().contains("subtype") && v->as_object().at("subtype") == "api_retry")
       out.push_back(v->as_object());
@@ -37,9 +42,9 @@ std::vector<std::string_view> names_among(const CliProcess& p, std::initializer_
 }
 
 TEST_F(ClaudeRun, A401ThatClaudeRetriedAndRecoveredFromIsAWarningNeverAuthExpired) {
-  start("auth_401_once", {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=2"});
+  start("auth_401_once", retrying(2));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
-  ASSERT_EQ(api_retries(run_dir() / "vendor-stdout.jsonl").size(), 1u) << "Claude retried the 401 once";
+  ASSERT_EQ(api_retries(run_dir()).size(), 1u) << "Claude retried the 401 once";
   EXPECT_TRUE(process->events_named("auth.expired").empty()) << "the credential worked on the retry";
   auto warnings = process->events_named("warning");
   ASSERT_EQ(warnings.size(), 1u);
@@ -51,9 +56,9 @@ TEST_F(ClaudeRun, A401ThatClaudeRetriedAndRecoveredFromIsAWarningNeverAuthExpire
 }
 
 TEST_F(ClaudeRun, A401ThatClaudeRetriesAndThenGivesUpOnIsOneAuthExpired) {
-  start("auth_401", {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=2"});
+  start("auth_401", retrying(2));
   EXPECT_EQ(finish(), 3) << process->stderr_text();
-  ASSERT_EQ(api_retries(run_dir() / "vendor-stdout.jsonl").size(), 2u);
+  ASSERT_EQ(api_retries(run_dir()).size(), 2u);
   EXPECT_EQ(names_among(*process, {"warning", "auth.expired", "session.ended"}),
             (std::vector<std::string_view>{"warning", "warning", "auth.expired", "session.ended"}));
   auto expired = process->events_named("auth.expired");
@@ -66,10 +71,10 @@ TEST_F(ClaudeRun, A401ThatClaudeRetriesAndThenGivesUpOnIsOneAuthExpired) {
 
 TEST_F(ClaudeRun, A429IsARateLimitThatResetsWhenClaudesRetryDelayElapses) {
   auto before = unix_ms_now();
-  start("rate_limited_once", {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=2"});
+  start("rate_limited_once", retrying(2));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   auto after = unix_ms_now();
-  auto retries = api_retries(run_dir() / "vendor-stdout.jsonl");
+  auto retries = api_retries(run_dir());
   ASSERT_EQ(retries.size(), 1u);
   double delay = retries[0].at("retry_delay_ms").to_number<double>();
   EXPECT_GE(delay, 2000) << "Claude honours retry-after: 2";
@@ -100,9 +105,9 @@ TEST_F(ClaudeRun, A429IsARateLimitThatResetsWhenClaudesRetryDelayElapses) {
 }
 
 TEST_F(ClaudeRun, A429ClaudeGivesUpOnIsOneMoreRateLimitBeforeTheTurnEnds) {
-  start("rate_limited_for_good", {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=1"});
+  start("rate_limited_for_good", retrying(1));
   EXPECT_EQ(finish(), 3) << process->stderr_text();
-  ASSERT_EQ(api_retries(run_dir() / "vendor-stdout.jsonl").size(), 1u);
+  ASSERT_EQ(api_retries(run_dir()).size(), 1u);
   EXPECT_EQ(names_among(*process, {"rate_limit", "turn.ended", "session.ended"}),
             (std::vector<std::string_view>{"rate_limit", "rate_limit", "turn.ended", "session.ended"}));
   auto limits = process->events_named("rate_limit");

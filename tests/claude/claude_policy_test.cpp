@@ -89,14 +89,10 @@ TEST(ClaudePlanAttestation, ObserveModeUnderDenyOnlySaysAllowsAreDeliveredAsAbst
                                      "--decisions",
                                      "observe"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    CliProcess plan(argv);
-    plan.close_stdin();
-    EXPECT_EQ(plan.finish(), 0) << plan.stderr_text();
-    std::string out;
-    for (const auto& line : plan.events())
-      out += line.raw + "\n";
-    auto v = protocol::parse_json(out);
-    EXPECT_TRUE(v && v->is_object()) << out;
+    auto plan = run_to_end(std::move(argv), std::nullopt, 60s);
+    EXPECT_EQ(plan.status, 0) << plan.err;
+    auto v = protocol::parse_json(plan.out);
+    EXPECT_TRUE(v && v->is_object()) << plan.out;
     return v && v->is_object() ? v->as_object().at("hermetic").as_object() : json::object{};
   };
   auto ambient = [](const json::object& hermetic) { return protocol::canonical_json(hermetic.at("ambient_inputs")); };

@@ -13,22 +13,11 @@
 namespace mh::test {
 namespace {
 
-struct Output {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using Output = CliOutput;
 
 Output run_verb(std::vector<std::string> args, std::optional<std::vector<std::string>> env = std::nullopt) {
   args.insert(args.begin(), metaharness_binary().string());
-  CliProcess p(std::move(args), std::move(env));
-  p.close_stdin();
-  Output o;
-  while (auto line = p.next_line(30s))
-    o.out += *line + "\n";
-  o.status = p.finish(30s);
-  o.err = p.stderr_text();
-  return o;
+  return run_to_end(std::move(args), std::move(env));
 }
 
 json::object parsed(const Output& o) {

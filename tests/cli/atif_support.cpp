@@ -87,12 +87,9 @@ Validation validate_files(const std::vector<std::string>& files) {
   std::vector<std::string> argv = {python, (source_dir() / "tests/cli/atif_validate.py").string(),
                                    (source_dir() / "docs/atif/atif-v1.8.schema.json").string()};
   argv.insert(argv.end(), files.begin(), files.end());
-  CliProcess p(argv);
-  p.close_stdin();
-  while (auto line = p.next_line(60s))
-    v.output += *line + "\n";
-  v.status = p.finish(60s);
-  v.output += p.stderr_text();
+  auto run = run_to_end(std::move(argv), std::nullopt, 60s);
+  v.status = run.status;
+  v.output = run.out + run.err;
   return v;
 }
 

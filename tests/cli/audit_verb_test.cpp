@@ -12,22 +12,11 @@
 namespace mh::test {
 namespace {
 
-struct Output {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using Output = CliOutput;
 
 Output audit(std::vector<std::string> args) {
   args.insert(args.begin(), {metaharness_binary().string(), "audit"});
-  CliProcess p(std::move(args));
-  p.close_stdin();
-  Output o;
-  while (auto line = p.next_line(30s))
-    o.out += *line + "\n";
-  o.status = p.finish(30s);
-  o.err = p.stderr_text();
-  return o;
+  return run_to_end(std::move(args));
 }
 
 json::object audit_json(const std::filesystem::path& p, int expected_status) {

@@ -25,12 +25,11 @@ class CodexEarlyEnd : public GovernedRun {
   // The codex binary a run would spawn, as `metaharness plan` computes it (the adapter's own
   // lookup: vendor directory, overrides).
   std::filesystem::path planned_codex() {
-    CliProcess plan({metaharness_binary().string(), "plan", "codex", "-p", "go", "--model-scenario",
-                     scenario("marker").string(), "--run-dir", (dir.path() / "plan-run").string()});
-    std::string text;
-    while (auto line = plan.next_line(60s))
-      text += *line + "\n";
-    EXPECT_EQ(plan.finish(60s), 0) << plan.stderr_text();
+    auto plan = run_to_end({metaharness_binary().string(), "plan", "codex", "-p", "go", "--model-scenario",
+                            scenario("marker").string(), "--run-dir", (dir.path() / "plan-run").string()},
+                           std::nullopt, 60s);
+    const std::string& text = plan.out;
+    EXPECT_EQ(plan.status, 0) << plan.err;
     auto v = protocol::parse_json(text);
     if (!v || !v->is_object() || !v->as_object().contains("program")) {
       ADD_FAILURE() << "metaharness plan printed no program: " << text;

@@ -85,9 +85,7 @@ HookRun run_hook(std::vector<std::string> env, const std::string& input = kInput
   CliProcess hook({hook_binary().string()}, env);
   hook.send(input);
   hook.close_stdin();
-  std::string out;
-  while (auto line = hook.next_line(30s))
-    out += *line + "\n";
+  std::string out = hook.read_out(30s);
   return {hook.finish(30s), out};
 }
 

@@ -1,7 +1,7 @@
 // The Codex adapter's session (reader + controller) driven line by line with app-server's own
-// record shapes (captured from codex 0.171.0, see ../shared/reference/codex-wire.md §5), and a
-// sink that records what it is asked to do. No process, no clock: the run-loop side is the
-// recording sink.
+// record shapes (captured from codex 0.171.0, see ../shared/reference/codex-wire.md §5); the
+// outputs it returns for each input are recorded by kind. No process, no clock: the run-loop side
+// is the recording sink.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +9,7 @@
 
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/codex/codex_evidence.hpp"
+#include "app_server_answers.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/line_framer.hpp"
 
@@ -17,7 +18,9 @@ namespace {
 
 namespace json = boost::json;
 
-struct RecordingSink final : AdapterSink {
+// What the session's outputs said, by kind. A session fills an AdapterOutputs per input; `in()`
+// hands one to the call and takes its outputs in, in order, when the statement ends.
+struct RecordingSink {
   struct Presented {
     ToolCall call;
     std::optional<ReplyToken> reply;  // set when the vendor waits for the answer
@@ -31,25 +34,39 @@ struct RecordingSink final : AdapterSink {
   std::vector<std::string> turns;  // "started" / "ended:<reason>"
   int ready = 0;
 
-  void event(proto::EventPayload p, std::optional<std::string>) override { events.push_back(std::move(p)); }
-  void call_presented(ToolCall c, std::optional<std::string>) override {
-    calls.push_back({std::move(c), std::nullopt});
+  void take(AdapterOutputs& outputs) {
+    for (auto& output : outputs.take())
+      std::visit([&](auto& o) { take_one(o); }, output);
   }
-  void call_awaits_answer(ToolCall c, ReplyToken r) override { calls.push_back({std::move(c), std::move(r)}); }
-  void call_withdrawn(const ReplyToken&) override {}
-  void control_answered(ControlReply r) override { control_replies.push_back(std::move(r)); }
-  void turn_started(std::optional<std::string>) override { turns.push_back("started"); }
-  void turn_ended(std::optional<std::string> reason, std::optional<std::string>) override {
-    turns.push_back("ended:" + reason.value_or(""));
+  void take_one(out::Event& o) { events.push_back(std::move(o.payload)); }
+  void take_one(out::EventCut& o) {
+    // As a host that cannot carry cuts: the event, then a warning saying it is cut.
+    events.push_back(std::move(o.payload));
+    events.push_back(proto::ev::Warning{"CONTENT_CUT", "cut"});
   }
-  void write_vendor(std::string line) override {
-    auto v = proto::parse_json(line);
-    ASSERT_TRUE(v && v->is_object()) << line;
+  void take_one(out::CallPresented& o) { calls.push_back({std::move(o.call), std::nullopt}); }
+  void take_one(out::CallAwaitsAnswer& o) { calls.push_back({std::move(o.call), std::move(o.reply)}); }
+  void take_one(out::CallWithdrawn&) {}
+  void take_one(out::ControlAnswered& o) { control_replies.push_back(std::move(o.reply)); }
+  void take_one(out::TurnStarted&) { turns.push_back("started"); }
+  void take_one(out::TurnEnded& o) { turns.push_back("ended:" + o.stop_reason.value_or("")); }
+  void take_one(out::WriteVendor& o) {
+    auto v = proto::parse_json(o.line);
+    ASSERT_TRUE(v && v->is_object()) << o.line;
     written.push_back(v->as_object());
   }
-  void reply_hook(std::uint64_t c, std::string line) override { hook_replies.emplace_back(c, std::move(line)); }
-  void session_ready() override { ++ready; }
-  void fail_run(std::string why) override { failures.push_back(std::move(why)); }
+  void take_one(out::ReplyHook& o) { hook_replies.emplace_back(o.connection, std::move(o.line)); }
+  void take_one(out::SessionReady&) { ++ready; }
+  void take_one(out::FailRun& o) { failures.push_back(std::move(o.reason)); }
+
+  // One input's outputs, taken in when the full expression that made them ends.
+  struct Feed {
+    RecordingSink& into;
+    AdapterOutputs outputs;
+    operator AdapterOutputs&() { return outputs; }
+    ~Feed() { into.take(outputs); }
+  };
+  Feed in() { return Feed{*this, {}}; }
 
   template <class T>
   std::vector<T> of() const {
@@ -61,26 +78,10 @@ struct RecordingSink final : AdapterSink {
   const json::object& last_written() const { return written.back(); }
 };
 
-// What Codex 0.171.0 answers on a scratch launch (captured): no account (the provider is not
-// OpenAI's), no plugin, no instruction override, no MCP server.
-json::object no_account() {
-  return {{"account", nullptr}, {"userId", nullptr}, {"requiresOpenaiAuth", false}, {"workspaceRouting", nullptr}};
-}
-json::object no_plugins() {
-  return {{"marketplaces", json::array{}}, {"marketplaceLoadErrors", json::array{}}};
-}
-json::object default_config() {
-  return {{"config", json::object{{"model", "gpt-5.5"},
-                                  {"instructions", nullptr},
-                                  {"developer_instructions", nullptr},
-                                  {"model_instructions_file", nullptr},
-                                  {"personality", nullptr},
-                                  {"project_root_markers", json::array{}},
-                                  {"mcp_servers", json::object{}}}}};
-}
-json::object no_mcp_servers() {
-  return {{"data", json::array{}}, {"nextCursor", nullptr}};
-}
+using codex_answers::default_config;
+using codex_answers::no_account;
+using codex_answers::no_mcp_servers;
+using codex_answers::no_plugins;
 
 class CodexSession : public ::testing::Test {
  protected:
@@ -98,17 +99,13 @@ class CodexSession : public ::testing::Test {
     framed.text = line;
     framed.number = ++line_no;
     framed.length = line.size();
-    session->on_vendor_line(framed, sink);
+    session->on_vendor_line(framed, sink.in());
   }
   void feed(const json::object& o) { feed(proto::canonical_json(o)); }
 
   // The last request the session wrote with this method (null if none).
   const json::object* request_of(std::string_view method) const {
-    for (auto it = sink.written.rbegin(); it != sink.written.rend(); ++it)
-      if (it->contains("method") && it->at("method").is_string() && it->at("method").get_string() == method &&
-          it->contains("id"))
-        return &*it;
-    return nullptr;
+    return codex_answers::last_request(sink.written, method);
   }
   // Answers the last request with this method.
   void answer(std::string_view method, json::object result) {
@@ -124,19 +121,12 @@ class CodexSession : public ::testing::Test {
 
   // initialize → initialized → thread/start (and the evidence requests beside it).
   void start_thread(json::object thread_result = {}) {
-    session->start(sink);
+    session->start(sink.in());
     ASSERT_EQ(sink.written.at(0).at("method"), "initialize");
-    feed(json::object{{"id", sink.written.at(0).at("id")},
-                      {"result", json::object{{"userAgent", "metaharness/0.171.0 (Debian 12; x86_64) unknown"},
-                                              {"codexHome", "/x"}}}});
+    feed(json::object{{"id", sink.written.at(0).at("id")}, {"result", codex_answers::initialize()}});
     ASSERT_EQ(sink.written.at(1).at("method"), "initialized");
     ASSERT_EQ(sink.written.at(2).at("method"), "thread/start");
-    if (thread_result.empty())
-      thread_result = json::object{{"thread", json::object{{"id", "thr_1"}, {"cwd", "/work"}}},
-                                   {"model", "gpt-5.5"},
-                                   {"approvalPolicy", "untrusted"},
-                                   {"cwd", "/work"},
-                                   {"instructionSources", json::array{}}};
+    if (thread_result.empty()) thread_result = codex_answers::thread_start();
     answer("thread/start", std::move(thread_result));
   }
 
@@ -186,7 +176,7 @@ TEST_F(CodexSession, StartsTheThreadUntrustedWithHookTrustBypassedAndOpensWithSe
 }
 
 TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithTheirOwnLines) {
-  session->start(sink);
+  session->start(sink.in());
   feed(json::object{{"id", sink.written.at(0).at("id")},
                     {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
   std::string warning = R"({"method":"configWarning","params":{"summary":"bubblewrap"}})";
@@ -206,7 +196,7 @@ TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithT
 }
 
 TEST_F(CodexSession, HeldNotificationsAreReleasedWhenTheThreadNeverStarts) {
-  session->start(sink);
+  session->start(sink.in());
   feed(json::object{{"id", sink.written.at(0).at("id")},
                     {"result", json::object{{"userAgent", "metaharness/0.171.0"}}}});
   feed(R"({"method":"configWarning","params":{"summary":"x"}})");
@@ -235,7 +225,7 @@ TEST_F(CodexSession, AnApprovalIsACallAwaitingItsAnswerAndAllowIsAcceptNeverForS
   EXPECT_EQ(asked.call.name, "Bash");
   EXPECT_EQ(asked.call.seam, proto::Seam::control_request);
   EXPECT_EQ(asked.call.input.at("command"), "/bin/bash -lc ls");
-  session->answer(*asked.reply, asked.call, proto::decision::Allow{}, sink);
+  session->answer(*asked.reply, asked.call, proto::decision::Allow{}, sink.in());
   EXPECT_EQ(sink.last_written().at("id"), 7);
   EXPECT_EQ(sink.last_written().at("result").at("decision"), "accept");
 }
@@ -249,7 +239,7 @@ TEST_F(CodexSession, DenyPutsTheReasonBeforeTheDecline) {
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_EQ(sink.calls[0].call.name, "apply_patch");
   std::size_t before = sink.written.size();
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: no patches"}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: no patches"}, sink.in());
   ASSERT_EQ(sink.written.size(), before + 2);
   const auto& inject = sink.written[before];
   EXPECT_EQ(inject.at("method"), "thread/inject_items");
@@ -263,7 +253,7 @@ TEST_F(CodexSession, AbstainDeclinesUnderUntrustedBecauseNobodyElseApproves) {
   feed(json::object{{"method", "item/commandExecution/requestApproval"},
                     {"id", 9},
                     {"params", json::object{{"itemId", "call_x"}, {"command", "ls"}}}});
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Abstain{}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Abstain{}, sink.in());
   EXPECT_EQ(sink.last_written().at("result").at("decision"), "decline");
 }
 
@@ -297,7 +287,7 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
   session->on_hook_request(
       1,
       json::object{{"tool_name", "Bash"}, {"tool_use_id", "call_a"}, {"tool_input", json::object{{"command", "ls"}}}},
-      sink);
+      sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_FALSE(sink.calls[0].reply) << "the approval that follows decides a shell call";
   EXPECT_EQ(sink.calls[0].call.seam, proto::Seam::control_request);
@@ -308,11 +298,11 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
       2,
       json::object{
           {"tool_name", "view_image"}, {"tool_use_id", "call_i"}, {"tool_input", json::object{{"path", "p.png"}}}},
-      sink);
+      sink.in());
   ASSERT_EQ(sink.calls.size(), 2u);
   ASSERT_TRUE(sink.calls[1].reply);
   EXPECT_EQ(sink.calls[1].call.seam, proto::Seam::hook);
-  session->answer(*sink.calls[1].reply, sink.calls[1].call, proto::decision::Deny{"no images"}, sink);
+  session->answer(*sink.calls[1].reply, sink.calls[1].call, proto::decision::Deny{"no images"}, sink.in());
   ASSERT_EQ(sink.hook_replies.size(), 2u);
   EXPECT_EQ(sink.hook_replies[1].first, 2u);
   auto out = proto::parse_json(sink.hook_replies[1].second);
@@ -320,7 +310,7 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
   EXPECT_EQ(out->at("hookSpecificOutput").at("permissionDecision"), "deny");
   EXPECT_EQ(out->at("hookSpecificOutput").at("permissionDecisionReason"), "no images");
 
-  session->on_hook_request(3, json::object{{"tool_input", json::object{}}}, sink);
+  session->on_hook_request(3, json::object{{"tool_input", json::object{}}}, sink.in());
   ASSERT_EQ(sink.hook_replies.size(), 3u);
   EXPECT_NE(sink.hook_replies[2].second.find("\"deny\""), std::string::npos)
       << "a hook input naming no tool is denied, never let through";
@@ -328,10 +318,10 @@ TEST_F(CodexSession, TheHookAnnouncesShellCallsAndWaitsForEveryOtherKind) {
 
 TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
   open();
-  EXPECT_EQ(session->steer("x", sink).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
-  EXPECT_EQ(session->interrupt(sink).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
+  EXPECT_EQ(session->steer("x", sink.in()).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
+  EXPECT_EQ(session->interrupt(sink.in()).outcome.refusal->code, proto::RefusalCode::TOO_LATE);
   turn_started("turn_1");
-  auto steer = session->steer("prefer short", sink);
+  auto steer = session->steer("prefer short", sink.in());
   EXPECT_EQ(steer.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(sink.last_written().at("method"), "turn/steer");
   EXPECT_EQ(sink.last_written().at("params").at("expectedTurnId"), "turn_1");
@@ -342,7 +332,7 @@ TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
   EXPECT_FALSE(sink.control_replies[0].ok);
   EXPECT_EQ(sink.control_replies[0].refusal_code, proto::RefusalCode::TOO_LATE);
 
-  auto interrupt = session->interrupt(sink);
+  auto interrupt = session->interrupt(sink.in());
   EXPECT_EQ(interrupt.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(sink.written[sink.written.size() - 2].at("method"), "turn/interrupt");
   EXPECT_EQ(sink.last_written().at("method"), "thread/backgroundTerminals/clean")
@@ -352,9 +342,10 @@ TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
 TEST_F(CodexSession, APostureThatWouldSwitchTheSeamOffIsShadowed) {
   open();
   for (auto posture : {"never", "on-request", "on-failure"})
-    EXPECT_EQ(session->set_permission(posture, sink).outcome.refusal->code, proto::RefusalCode::SHADOWED) << posture;
-  EXPECT_EQ(session->set_permission("bogus", sink).outcome.refusal->code, proto::RefusalCode::MALFORMED);
-  auto ok = session->set_permission("read-only", sink);
+    EXPECT_EQ(session->set_permission(posture, sink.in()).outcome.refusal->code, proto::RefusalCode::SHADOWED)
+        << posture;
+  EXPECT_EQ(session->set_permission("bogus", sink.in()).outcome.refusal->code, proto::RefusalCode::MALFORMED);
+  auto ok = session->set_permission("read-only", sink.in());
   EXPECT_EQ(ok.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(ok.outcome.applies_at, "the next turn boundary");
   EXPECT_EQ(sink.last_written().at("method"), "thread/settings/update");
@@ -452,7 +443,7 @@ TEST_F(CodexSession, ASteerShowsAsAnInjectionOnceItLandsAndOurOwnTurnInputIsOnly
   feed(
       R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u1","content":[{"type":"text","text":"go"}]}}})");
   EXPECT_TRUE(sink.of<proto::ev::Injection>().empty());
-  session->steer("STEER", sink);
+  session->steer("STEER", sink.in());
   feed(
       R"({"method":"item/completed","params":{"item":{"type":"userMessage","id":"u2","content":[{"type":"text","text":"STEER"}]}}})");
   auto injections = sink.of<proto::ev::Injection>();
@@ -461,24 +452,40 @@ TEST_F(CodexSession, ASteerShowsAsAnInjectionOnceItLandsAndOurOwnTurnInputIsOnly
   EXPECT_EQ(injections[0].origin, "steer");
 }
 
-TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
-  namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / ("mh-codex-plan-" + std::to_string(::getpid()));
-  fs::create_directories(root / "bin");
-  std::ofstream(root / "bin/codex") << "";
-  std::ofstream(root / "bin/hook") << "";
+// A scratch tree with the two programs a Codex plan names (empty files: planning only looks for
+// them), the host config naming them, and the run spec the plan tests start from.
+struct PlanBench {
+  explicit PlanBench(const std::string& tag)
+      : root(std::filesystem::temp_directory_path() / (tag + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(root / "bin");
+    std::ofstream(root / "bin/codex") << "";
+    std::ofstream(root / "bin/hook") << "";
+    config.binaries["codex"] = root / "bin/codex";
+    config.binaries["codex-hook"] = root / "bin/hook";
+  }
+  ~PlanBench() { std::filesystem::remove_all(root); }
+  RunPaths paths() const { return RunPaths{root / "run", root / "run/scratch"}; }
+  static RunSpec spec() {
+    RunSpec spec;
+    spec.run_id = "r9";
+    spec.adapter = "codex";
+    spec.prompt = "go";
+    spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
+    return spec;
+  }
+
+  std::filesystem::path root;
   HostConfig config;
-  config.binaries["codex"] = root / "bin/codex";
-  config.binaries["codex-hook"] = root / "bin/hook";
-  auto adapter = make_codex_adapter(config);
-  RunSpec spec;
-  spec.run_id = "r9";
-  spec.adapter = "codex";
-  spec.prompt = "go";
+};
+
+TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
+  PlanBench bench("mh-codex-plan-");
+  const auto& root = bench.root;
+  auto adapter = make_codex_adapter(bench.config);
+  RunSpec spec = PlanBench::spec();
   spec.decision_deadline_ms = 55'000;
-  spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
   spec.vendor_options["stream_max_retries"] = "0";
-  auto planned = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  auto planned = adapter->plan(spec, bench.paths());
   ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << std::get<LaunchRefusal>(planned).message;
   const auto& p = std::get<LaunchPlan>(planned);
   EXPECT_EQ(p.program, root / "bin/codex");
@@ -498,16 +505,15 @@ TEST(CodexAdapter, PlanIsAValueNamingTheNativeBinaryAScratchHomeAndTheHook) {
   EXPECT_FALSE(env.count("OPENAI_API_KEY"));
 
   spec.vendor_options = {{"approval_policy", "never"}};
-  auto refused = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  auto refused = adapter->plan(spec, bench.paths());
   ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(refused)) << "an unknown vendor option is refused";
   spec.vendor_options.clear();
   spec.vendor_env = {{"CODEX_HOME", "/elsewhere"}};
-  EXPECT_TRUE(std::holds_alternative<LaunchRefusal>(adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"})));
+  EXPECT_TRUE(std::holds_alternative<LaunchRefusal>(adapter->plan(spec, bench.paths())));
   spec.vendor_env.clear();
-  config.binaries["codex-hook"] = root / "bin/missing";
-  auto no_hook = make_codex_adapter(config)->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+  bench.config.binaries["codex-hook"] = root / "bin/missing";
+  auto no_hook = make_codex_adapter(bench.config)->plan(spec, bench.paths());
   ASSERT_TRUE(std::holds_alternative<LaunchRefusal>(no_hook)) << "no hook program, no run: the seam would be half";
-  fs::remove_all(root);
 }
 
 }  // namespace
@@ -557,7 +563,7 @@ TEST_F(CodexSession, ASubAgentsCallNamesItsThreadAndItsDenyReasonGoesIntoThatThr
   feed(approval(0, "thr_child", "call_sub"));
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_EQ(sink.calls[0].call.agent, std::optional<std::string>("thr_child"));
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: not you"}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"SUPERVISOR: not you"}, sink.in());
   const json::object* inject = nullptr;
   for (const auto& w : sink.written)
     if (w.contains("method") && w.at("method") == "thread/inject_items") inject = &w;
@@ -575,7 +581,7 @@ TEST_F(CodexSession, ASubAgentsCallNamesItsThreadAndItsDenyReasonGoesIntoThatThr
                                         {"tool_name", "view_image"},
                                         {"tool_use_id", "call_img"},
                                         {"tool_input", json::object{{"path", "a.png"}}}},
-                           sink);
+                           sink.in());
   EXPECT_EQ(sink.calls.back().call.agent, std::optional<std::string>("thr_child"));
 }
 
@@ -626,7 +632,7 @@ TEST_F(CodexSession, ASecondApprovalForTheSameItemIsItsOwnEscalationCall) {
   ASSERT_EQ(sink.calls.size(), 1u);
   EXPECT_EQ(sink.calls[0].call.call_id, "call_touch");
   EXPECT_FALSE(sink.calls[0].call.escalation);
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Allow{}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Allow{}, sink.in());
   // Captured shape (granular policy, codex-gating.md §2): the retry asks again for the same item.
   feed(approval(1, "thr_1", "call_touch", "command failed; retry without sandbox?"));
   ASSERT_EQ(sink.calls.size(), 2u);
@@ -672,14 +678,14 @@ TEST_F(CodexSession, ADenyOnlyThreadRunsUnderNeverAndTheHookDecidesShellCalls) {
                                         {"tool_name", "Bash"},
                                         {"tool_use_id", "call_b"},
                                         {"tool_input", json::object{{"command", "touch x"}}}},
-                           sink);
+                           sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   ASSERT_TRUE(sink.calls[0].reply) << "under never no approval follows: the hook must wait for the decision";
   EXPECT_TRUE(sink.hook_replies.empty());
-  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"no"}, sink);
+  session->answer(*sink.calls[0].reply, sink.calls[0].call, proto::decision::Deny{"no"}, sink.in());
   ASSERT_EQ(sink.hook_replies.size(), 1u);
   EXPECT_NE(sink.hook_replies[0].second.find("\"deny\""), std::string::npos);
-  auto untrusted = session->set_permission("untrusted", sink);
+  auto untrusted = session->set_permission("untrusted", sink.in());
   EXPECT_EQ(untrusted.kind, ControlAck::Kind::refused);
 }
 
@@ -691,7 +697,7 @@ TEST_F(CodexSession, AnAllowOverridesTheSandboxPosturesOnly) {
 }
 
 TEST_F(CodexSession, APermissionChangeBeforeTheThreadExistsIsSentOnceItDoes) {
-  auto ack = session->set_permission("read-only", sink);
+  auto ack = session->set_permission("read-only", sink.in());
   EXPECT_EQ(ack.kind, ControlAck::Kind::pending_vendor);
   EXPECT_TRUE(sink.written.empty()) << "no thread id yet: nothing is sent";
   open();
@@ -862,7 +868,7 @@ TEST_F(CodexSession, NoInstructionFileLoadedKeepsTheH11ClaimAndTheRunStarts) {
 // session.started too: its answer must not come before the record that opens the stream.
 TEST_F(CodexSession, APermissionChangeBeforeSessionStartedIsSentWhenItIsWritten) {
   start_thread();
-  auto ack = session->set_permission("untrusted", sink);
+  auto ack = session->set_permission("untrusted", sink.in());
   EXPECT_EQ(ack.kind, ControlAck::Kind::pending_vendor);
   EXPECT_EQ(request_of("thread/settings/update"), nullptr);
   answer_evidence();
@@ -940,6 +946,12 @@ json::object escalated_args() {
                       {"sandbox_permissions", "require_escalated"},
                       {"justification", "ESCALATE: outside the sandbox"}};
 }
+// The PreToolUse hook's input for that call, as Codex sends it (the shell command only).
+json::object escalated_hook_input() {
+  return json::object{{"tool_name", "Bash"},
+                      {"tool_use_id", "call_esc"},
+                      {"tool_input", json::object{{"command", "touch escalated.txt"}}}};
+}
 
 // Captured (0.171.0, untrusted): a first call with require_escalated asks one approval whose reason
 // is the justification; nothing but the model's raw function_call says the sandbox was asked off.
@@ -949,11 +961,7 @@ TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModel
   feed(raw_call("call_esc", escalated_args()));
   EXPECT_TRUE(sink.calls.empty()) << "the raw record restates the call; the hook presents it";
   ASSERT_EQ(sink.of<proto::ev::Opaque>().back().vendor_type, "rawResponseItem/completed") << "kept, as opaque";
-  session->on_hook_request(1,
-                           json::object{{"tool_name", "Bash"},
-                                        {"tool_use_id", "call_esc"},
-                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
-                           sink);
+  session->on_hook_request(1, escalated_hook_input(), sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   const ToolCall presented = sink.calls[0].call;  // a copy: later calls grow the vector
   EXPECT_TRUE(presented.escalation);
@@ -981,11 +989,7 @@ TEST_F(CodexSession, AFirstCallThatAsksForEscalationIsPresentedAsOneWithTheModel
 TEST_F(CodexSession, AShellHookAheadOfTheModelsRecordLeavesThePresentationToTheItem) {
   open();
   turn_started("t1");
-  session->on_hook_request(1,
-                           json::object{{"tool_name", "Bash"},
-                                        {"tool_use_id", "call_esc"},
-                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
-                           sink);
+  session->on_hook_request(1, escalated_hook_input(), sink.in());
   EXPECT_TRUE(sink.calls.empty()) << "not presented without what the model asked";
   ASSERT_EQ(sink.hook_replies.size(), 1u);
   EXPECT_EQ(sink.hook_replies[0].second, "") << "the approval decides: no opinion at the hook";
@@ -1005,11 +1009,7 @@ TEST_F(CodexSession, UnderDenyOnlyTheHookPresentsTheEscalationItDecides) {
   open();
   turn_started("t1");
   feed(raw_call("call_esc", escalated_args()));
-  session->on_hook_request(1,
-                           json::object{{"tool_name", "Bash"},
-                                        {"tool_use_id", "call_esc"},
-                                        {"tool_input", json::object{{"command", "touch escalated.txt"}}}},
-                           sink);
+  session->on_hook_request(1, escalated_hook_input(), sink.in());
   ASSERT_EQ(sink.calls.size(), 1u);
   ASSERT_TRUE(sink.calls[0].reply);
   EXPECT_TRUE(sink.calls[0].call.escalation);
@@ -1026,7 +1026,7 @@ TEST_F(CodexSession, AStartedThreadAsksForTheModelsRawItems) {
 TEST_F(CodexSession, ASteerThatNeverLandedIsNotTakenForALaterMessageOfTheSameWords) {
   open();
   turn_started("turn_1");
-  session->steer("STEER", sink);
+  session->steer("STEER", sink.in());
   feed(json::object{{"method", "turn/completed"},
                     {"params", json::object{{"threadId", "thr_1"},
                                             {"turn", json::object{{"id", "turn_1"}, {"status", "interrupted"}}}}}});
@@ -1038,25 +1038,14 @@ TEST_F(CodexSession, ASteerThatNeverLandedIsNotTakenForALaterMessageOfTheSameWor
 
 // The attestation's ambient inputs say whether an allow grants: under deny-only it never does.
 TEST(CodexAdapter, TheAttestationSaysWhatAnAllowDoesUnderEveryModeWithAndWithoutDenyOnly) {
-  namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / ("mh-codex-attest-" + std::to_string(::getpid()));
-  fs::create_directories(root / "bin");
-  std::ofstream(root / "bin/codex") << "";
-  std::ofstream(root / "bin/hook") << "";
-  HostConfig config;
-  config.binaries["codex"] = root / "bin/codex";
-  config.binaries["codex-hook"] = root / "bin/hook";
-  auto adapter = make_codex_adapter(config);
+  PlanBench bench("mh-codex-attest-");
+  auto adapter = make_codex_adapter(bench.config);
   for (auto mode : {proto::DecisionMode::observe, proto::DecisionMode::ask, proto::DecisionMode::frame})
     for (bool deny_only : {false, true}) {
-      RunSpec spec;
-      spec.run_id = "r9";
-      spec.adapter = "codex";
-      spec.prompt = "go";
+      RunSpec spec = PlanBench::spec();
       spec.decisions = mode;
       spec.deny_only = deny_only;
-      spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:9", "tok"};
-      auto planned = adapter->plan(spec, RunPaths{root / "run", root / "run/scratch"});
+      auto planned = adapter->plan(spec, bench.paths());
       ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << std::get<LaunchRefusal>(planned).message;
       const auto& a = std::get<LaunchPlan>(planned).attestation;
       std::string ambient;
@@ -1081,7 +1070,6 @@ TEST(CodexAdapter, TheAttestationSaysWhatAnAllowDoesUnderEveryModeWithAndWithout
           observe && !deny_only)
           << what;
     }
-  fs::remove_all(root);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "adapters/codex/codex_adapter.hpp"
+#include "app_server_answers.hpp"
 #include "daemon/run/run_core.hpp"
 #include "protocol/digest.hpp"
 
@@ -55,16 +56,12 @@ class CodexSteer : public ::testing::Test {
     core = std::make_unique<RunCore>(spec, *adapter, adapter->open_session(spec, plan), fx);
     core->start(now);
     // initialize, then thread/start and the evidence requests, each answered as 0.171.0 does.
-    answer("initialize", {{"userAgent", "metaharness/0.171.0 (Debian 12; x86_64) unknown"}, {"codexHome", "/x"}});
-    answer("thread/start", {{"thread", json::object{{"id", "thr_1"}, {"cwd", "/work"}}},
-                            {"model", "gpt-5.5"},
-                            {"approvalPolicy", "untrusted"},
-                            {"cwd", "/work"},
-                            {"instructionSources", json::array{}}});
-    answer("account/read", {{"account", nullptr}, {"requiresOpenaiAuth", false}});
-    answer("plugin/installed", {{"marketplaces", json::array{}}, {"marketplaceLoadErrors", json::array{}}});
-    answer("config/read", {{"config", json::object{{"model", "gpt-5.5"}}}});
-    answer("mcpServerStatus/list", {{"data", json::array{}}, {"nextCursor", nullptr}});
+    answer("initialize", codex_answers::initialize());
+    answer("thread/start", codex_answers::thread_start());
+    answer("account/read", codex_answers::no_account());
+    answer("plugin/installed", codex_answers::no_plugins());
+    answer("config/read", codex_answers::default_config());
+    answer("mcpServerStatus/list", codex_answers::no_mcp_servers());
     EXPECT_TRUE(request_of("turn/start")) << "the session opened and the first turn was asked for";
     feed({{"method", "turn/started"},
           {"params", json::object{{"threadId", "thr_1"}, {"turn", json::object{{"id", "turn_1"}}}}}});
@@ -79,11 +76,7 @@ class CodexSteer : public ::testing::Test {
     core->on_vendor_line(line, now);
   }
   const json::object* request_of(std::string_view method) const {
-    for (auto it = fx.written.rbegin(); it != fx.written.rend(); ++it)
-      if (it->contains("method") && it->at("method").is_string() && it->at("method").get_string() == method &&
-          it->contains("id"))
-        return &*it;
-    return nullptr;
+    return codex_answers::last_request(fx.written, method);
   }
   void answer(std::string_view method, json::object result) {
     const json::object* r = request_of(method);

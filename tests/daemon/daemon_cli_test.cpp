@@ -425,12 +425,10 @@ TEST_F(DaemonCli, ACodexCommandOutputOverOneMebibyteIsCutToTheLineBoundAndEveryR
   expect_complete(id);
 
   auto transcript = daemon->run_dir(id) / "vendor-stdout.jsonl";
-  CliProcess translate({metaharness_binary().string(), "translate", "codex", transcript.string()});
-  translate.close_stdin();
-  std::string translated;
-  while (auto line = translate.next_line(60s))
-    translated += *line + "\n";
-  EXPECT_EQ(translate.finish(60s), 0) << translate.stderr_text();
+  auto translate =
+      run_to_end({metaharness_binary().string(), "translate", "codex", transcript.string()}, std::nullopt, 60s);
+  const std::string& translated = translate.out;
+  EXPECT_EQ(translate.status, 0) << translate.err;
   auto verdict = protocol::check_stream(translated);
   EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
   bool translated_result = false;

@@ -60,6 +60,14 @@ class HttpListenerTest : public ::testing::Test {
 
   HttpTestClient client() { return HttpTestClient("127.0.0.1", port, 10s); }
 
+  // An answer came, with `status`, and its body names why.
+  static void expect_refusal(const HttpTestClient& c, const std::optional<HttpAnswer>& a, unsigned status,
+                             std::string_view why) {
+    ASSERT_TRUE(a) << c.error();
+    EXPECT_EQ(a->status, status);
+    EXPECT_NE(a->body.find(why), std::string::npos) << a->body;
+  }
+
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{asio::make_work_guard(io)};
   std::unique_ptr<http::Listener> listener;
@@ -81,9 +89,7 @@ TEST_F(HttpListenerTest, ARouteAnswersWithItsHandler) {
 TEST_F(HttpListenerTest, APathWithNoRouteIs404NamingItAndWhatTheListenerServes) {
   auto c = client();
   auto a = c.get("/nope");
-  ASSERT_TRUE(a) << c.error();
-  EXPECT_EQ(a->status, 404u);
-  EXPECT_NE(a->body.find("no route for /nope"), std::string::npos) << a->body;
+  ASSERT_NO_FATAL_FAILURE(expect_refusal(c, a, 404u, "no route for /nope"));
   EXPECT_NE(a->body.find("/metrics, /both, /fails"), std::string::npos) << a->body;
   EXPECT_TRUE(a->keep_alive) << "a 404 is an answer, not a reason to hang up";
   auto again = c.get("/metrics");
@@ -139,9 +145,7 @@ TEST_F(HttpListenerTest, AnOversizedHeaderIsRefused431ByNameAndTheConnectionClos
   auto c = client();
   c.send_raw("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4000, 'a') + "\r\n\r\n");
   auto a = c.read_answer();
-  ASSERT_TRUE(a) << c.error();
-  EXPECT_EQ(a->status, 431u);
-  EXPECT_NE(a->body.find("the request header is over 1024 bytes"), std::string::npos) << a->body;
+  ASSERT_NO_FATAL_FAILURE(expect_refusal(c, a, 431u, "the request header is over 1024 bytes"));
   EXPECT_FALSE(a->keep_alive);
   EXPECT_TRUE(c.closed_by_server()) << c.error();
 }
@@ -152,29 +156,20 @@ TEST_F(HttpListenerTest, TooManyHeaderFieldsAreRefused431) {
   for (int i = 0; i < 20; ++i)
     request += "X-" + std::to_string(i) + ": y\r\n";
   c.send_raw(request + "\r\n");
-  auto a = c.read_answer();
-  ASSERT_TRUE(a) << c.error();
-  EXPECT_EQ(a->status, 431u);
-  EXPECT_NE(a->body.find("21 header fields; at most 8"), std::string::npos) << a->body;
+  expect_refusal(c, c.read_answer(), 431u, "21 header fields; at most 8");
   EXPECT_TRUE(c.closed_by_server()) << c.error();
 }
 
 TEST_F(HttpListenerTest, AnOversizedBodyIsRefused413) {
   auto c = client();
-  auto a = c.request("POST", "/both", {}, std::string(1000, 'b'));
-  ASSERT_TRUE(a) << c.error();
-  EXPECT_EQ(a->status, 413u);
-  EXPECT_NE(a->body.find("the request body is over 100 bytes"), std::string::npos) << a->body;
+  expect_refusal(c, c.request("POST", "/both", {}, std::string(1000, 'b')), 413u, "the request body is over 100 bytes");
   EXPECT_TRUE(c.closed_by_server()) << c.error();
 }
 
 TEST_F(HttpListenerTest, BytesThatAreNotHttpAreRefused400) {
   auto c = client();
   c.send_raw("NOT HTTP AT ALL\r\n\r\n");
-  auto a = c.read_answer();
-  ASSERT_TRUE(a) << c.error();
-  EXPECT_EQ(a->status, 400u);
-  EXPECT_NE(a->body.find("malformed request"), std::string::npos) << a->body;
+  expect_refusal(c, c.read_answer(), 400u, "malformed request");
 }
 
 TEST_F(HttpListenerTest, AConnectionThatSendsNothingIsClosedAtTheIdleTimeout) {
@@ -188,10 +183,7 @@ TEST_F(HttpListenerTest, AConnectionThatSendsNothingIsClosedAtTheIdleTimeout) {
 
 TEST_F(HttpListenerTest, AHandlerThatFailsIsAnswered500) {
   auto c = client();
-  auto a = c.get("/fails");
-  ASSERT_TRUE(a) << c.error();
-  EXPECT_EQ(a->status, 500u);
-  EXPECT_NE(a->body.find("/fails failed"), std::string::npos) << a->body;
+  expect_refusal(c, c.get("/fails"), 500u, "/fails failed");
 }
 
 // Connections that stay open while the test holds them.
@@ -212,10 +204,7 @@ TEST_F(HttpListenerLongIdle, ConnectionsBeyondTheBoundAreRefused503) {
     ASSERT_TRUE(a) << i;
   }
   auto extra = client();
-  auto a = extra.get("/metrics");
-  ASSERT_TRUE(a) << extra.error();
-  EXPECT_EQ(a->status, 503u);
-  EXPECT_NE(a->body.find("at its 4 connections"), std::string::npos) << a->body;
+  expect_refusal(extra, extra.get("/metrics"), 503u, "at its 4 connections");
 }
 
 TEST(HttpListenerStart, AnAddressThatIsNotAnIpOrIsTakenIsRefusedByName) {

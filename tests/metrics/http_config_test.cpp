@@ -2,19 +2,13 @@
 // refused naming the key and why.
 #include <gtest/gtest.h>
 
-#include <fstream>
-
-#include "daemon/server/config.hpp"
-#include "tests/support/cli_process.hpp"
+#include "tests/support/config_text.hpp"
 
 namespace mh::test {
 namespace {
 
 boost::system::result<daemon::DaemonConfig, std::string> load(const std::string& toml) {
-  TempDir dir("http-config");
-  auto path = dir.path() / "c.toml";
-  std::ofstream(path) << toml;
-  return daemon::load_config(path);
+  return load_config_text(toml, "http-config");
 }
 
 TEST(HttpConfig, AbsentMeansNothingListens) {

@@ -35,6 +35,17 @@ std::string text_of(const Response& r) {
   return r.status == 0 ? "(no response: " + r.error + ")" : r.body;
 }
 
+// The events of a streamed first answer, once the status, the content type, the request id (in
+// header `id_header`) and at least `at_least` events are as both wires have them.
+void streamed_events(const Response& r, std::string_view id_header, std::size_t at_least,
+                     std::vector<SseEvent>& events) {
+  ASSERT_EQ(r.status, 200u) << text_of(r);
+  EXPECT_EQ(r.header("content-type"), "text/event-stream; charset=utf-8");
+  EXPECT_EQ(r.header(id_header), "req_mh_0001");
+  events = parse_sse(r.body);
+  ASSERT_GE(events.size(), at_least);
+}
+
 // The events of one Anthropic content block, concatenated per delta kind.
 struct AnthropicBlock {
   json::object start;
@@ -89,13 +100,9 @@ constexpr const char* kAllBlocksScenario = R"({
 TEST(AnthropicWire, StreamsThinkingTextAndToolUse) {
   RunningEndpoint ep(kAllBlocksScenario);
   const Response r = post_anthropic(ep, true);
-  ASSERT_EQ(r.status, 200u) << text_of(r);
+  std::vector<SseEvent> events;
+  ASSERT_NO_FATAL_FAILURE(streamed_events(r, "request-id", 5, events));
   EXPECT_TRUE(r.complete);
-  EXPECT_EQ(r.header("content-type"), "text/event-stream; charset=utf-8");
-  EXPECT_EQ(r.header("request-id"), "req_mh_0001");
-
-  const auto events = parse_sse(r.body);
-  ASSERT_GE(events.size(), 5u);
   EXPECT_EQ(events.front().name, "message_start");
   EXPECT_EQ(events[events.size() - 2].name, "message_delta");
   EXPECT_EQ(events.back().name, "message_stop");
@@ -186,12 +193,8 @@ constexpr const char* kResponsesScenario = R"({
 
 TEST(ResponsesWire, StreamsMessageReasoningFunctionAndCustomToolCalls) {
   RunningEndpoint ep(kResponsesScenario);
-  const Response r = post_responses(ep, true);
-  ASSERT_EQ(r.status, 200u) << text_of(r);
-  EXPECT_EQ(r.header("content-type"), "text/event-stream; charset=utf-8");
-  EXPECT_EQ(r.header("x-request-id"), "req_mh_0001");
-  const auto events = parse_sse(r.body);
-  ASSERT_GE(events.size(), 4u);
+  std::vector<SseEvent> events;
+  ASSERT_NO_FATAL_FAILURE(streamed_events(post_responses(ep, true), "x-request-id", 4, events));
   EXPECT_EQ(events[0].name, "response.created");
   EXPECT_EQ(events[1].name, "response.in_progress");
   EXPECT_EQ(events.back().name, "response.completed");

@@ -70,6 +70,36 @@ void expect_only_scripted_traffic(const RunningEndpoint& ep) {
   }
 }
 
+using Runner = ProcessResult (*)(const RunningEndpoint&, const TempDir&, const std::string&, std::vector<std::string>);
+
+// One CLI run against its scenario, with what every test here checks first: the CLI is
+// installed, it ran in a scratch directory against the scenario's endpoint, finished and exited
+// 0; `records` is what it printed. Then `served(n)`: the endpoint saw n scripted steps.
+class CliRun : public ::testing::Test {
+ protected:
+  void launch(Runner runner, const fs::path& cli, std::string_view scenario, std::string_view label,
+              const std::string& prompt, std::vector<std::string> extra_args = {}) {
+    ASSERT_TRUE(fs::exists(cli)) << cli << " is missing; run ./run setup";
+    ep.emplace(scenario_file_text(scenario));
+    dir.emplace(label);
+    run = runner(*ep, *dir, prompt, std::move(extra_args));
+    ASSERT_TRUE(run.finished) << describe(run);
+    EXPECT_EQ(run.exit_code, 0) << describe(run);
+    records = jsonl(run.out);
+  }
+  void served(std::size_t count) {
+    ASSERT_TRUE(ep->wait_until_ended(count));
+    steps = step_requests(*ep);
+    ASSERT_EQ(steps.size(), count);
+  }
+
+  std::optional<RunningEndpoint> ep;
+  std::optional<TempDir> dir;
+  ProcessResult run;
+  std::vector<json::value> records;
+  std::vector<ServedRequest> steps;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Claude Code
 // ---------------------------------------------------------------------------------------------
@@ -93,15 +123,10 @@ ProcessResult run_claude(const RunningEndpoint& ep, const TempDir& dir, const st
   return run_process(spec, kCliTimeout);
 }
 
-TEST(ClaudeCli, CompletesATextTurn) {
-  ASSERT_TRUE(fs::exists(kClaude)) << kClaude << " is missing; run ./run setup";
-  RunningEndpoint ep(scenario_file_text("claude_text.json"));
-  TempDir dir("claude-text");
-  const ProcessResult run = run_claude(ep, dir, "hi");
-  ASSERT_TRUE(run.finished) << describe(run);
-  EXPECT_EQ(run.exit_code, 0) << describe(run);
+class ClaudeCli : public CliRun {};
 
-  const auto records = jsonl(run.out);
+TEST_F(ClaudeCli, CompletesATextTurn) {
+  ASSERT_NO_FATAL_FAILURE(launch(run_claude, kClaude, "claude_text.json", "claude-text", "hi"));
   const json::object* init = find_record(records, "system", "init");
   ASSERT_NE(init, nullptr) << describe(run);
   EXPECT_EQ(init->at("apiKeySource"), "ANTHROPIC_API_KEY");
@@ -112,9 +137,7 @@ TEST(ClaudeCli, CompletesATextTurn) {
   EXPECT_EQ(result->at("result"), "Hello from the scripted model.");
   EXPECT_EQ(result->at("usage").at("output_tokens"), 6);
 
-  ASSERT_TRUE(ep.wait_until_ended(1));
-  const auto steps = step_requests(ep);
-  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(served(1));
   const ServedRequest& request = steps[0];
   EXPECT_EQ(request.wire, Wire::anthropic);
   EXPECT_TRUE(request.target.starts_with("/v1/messages"));
@@ -123,28 +146,21 @@ TEST(ClaudeCli, CompletesATextTurn) {
   EXPECT_TRUE(request.stream);
   EXPECT_FALSE(request.body.at("tools").as_array().empty());
   EXPECT_NE(json::serialize(request.body.at("messages")).find("hi"), std::string::npos);
-  expect_only_scripted_traffic(ep);
+  expect_only_scripted_traffic(*ep);
 }
 
-TEST(ClaudeCli, RunsABashToolCallAndSendsItsResultBack) {
-  ASSERT_TRUE(fs::exists(kClaude)) << kClaude << " is missing; run ./run setup";
-  RunningEndpoint ep(scenario_file_text("claude_bash.json"));
-  TempDir dir("claude-bash");
-  const ProcessResult run = run_claude(ep, dir, "create the marker", {"--allowedTools", "Bash"});
-  ASSERT_TRUE(run.finished) << describe(run);
-  EXPECT_EQ(run.exit_code, 0) << describe(run);
-  EXPECT_TRUE(fs::exists(dir / "work/marker.txt")) << "the Bash call did not run\n" << describe(run);
+TEST_F(ClaudeCli, RunsABashToolCallAndSendsItsResultBack) {
+  ASSERT_NO_FATAL_FAILURE(
+      launch(run_claude, kClaude, "claude_bash.json", "claude-bash", "create the marker", {"--allowedTools", "Bash"}));
+  EXPECT_TRUE(fs::exists(*dir / "work/marker.txt")) << "the Bash call did not run\n" << describe(run);
 
-  const auto records = jsonl(run.out);
   const json::object* result = find_record(records, "result");
   ASSERT_NE(result, nullptr) << describe(run);
   EXPECT_EQ(result->at("subtype"), "success");
   EXPECT_EQ(result->at("result"), "Marker created.");
   EXPECT_EQ(result->at("num_turns"), 2);
 
-  ASSERT_TRUE(ep.wait_until_ended(2));
-  const auto steps = step_requests(ep);
-  ASSERT_EQ(steps.size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(served(2));
   EXPECT_EQ(steps[0].step, 0u);
   EXPECT_EQ(steps[1].step, 1u);
   // The second request carries the tool's output back to the model.
@@ -160,7 +176,7 @@ TEST(ClaudeCli, RunsABashToolCallAndSendsItsResultBack) {
     EXPECT_NE(json::serialize(block.at("content")).find("marker-made"), std::string::npos);
   }
   EXPECT_TRUE(found) << json::serialize(last);
-  expect_only_scripted_traffic(ep);
+  expect_only_scripted_traffic(*ep);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,15 +218,10 @@ const json::object* find_item(const std::vector<json::value>& records, std::stri
   return nullptr;
 }
 
-TEST(CodexCli, CompletesATextTurn) {
-  ASSERT_TRUE(fs::exists(kCodex)) << kCodex << " is missing; run ./run setup";
-  RunningEndpoint ep(scenario_file_text("codex_text.json"));
-  TempDir dir("codex-text");
-  const ProcessResult run = run_codex(ep, dir, "hi");
-  ASSERT_TRUE(run.finished) << describe(run);
-  EXPECT_EQ(run.exit_code, 0) << describe(run);
+class CodexCli : public CliRun {};
 
-  const auto records = jsonl(run.out);
+TEST_F(CodexCli, CompletesATextTurn) {
+  ASSERT_NO_FATAL_FAILURE(launch(run_codex, kCodex, "codex_text.json", "codex-text", "hi"));
   const json::object* message = find_item(records, "agent_message");
   ASSERT_NE(message, nullptr) << describe(run);
   EXPECT_EQ(message->at("text"), "Hello from the scripted model.");
@@ -223,9 +234,7 @@ TEST(CodexCli, CompletesATextTurn) {
   EXPECT_EQ(completed->at("usage").at("cached_input_tokens"), 8);
   EXPECT_EQ(completed->at("usage").at("reasoning_output_tokens"), 3);
 
-  ASSERT_TRUE(ep.wait_until_ended(1));
-  const auto steps = step_requests(ep);
-  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(served(1));
   const ServedRequest& request = steps[0];
   EXPECT_EQ(request.wire, Wire::responses);
   EXPECT_EQ(request.target, "/v1/responses");
@@ -236,20 +245,15 @@ TEST(CodexCli, CompletesATextTurn) {
   EXPECT_EQ(request.body.at("model"), "gpt-5.5");
   EXPECT_FALSE(request.body.at("tools").as_array().empty());
   EXPECT_NE(json::serialize(request.body.at("input").as_array().back()).find("hi"), std::string::npos);
-  expect_only_scripted_traffic(ep);
+  expect_only_scripted_traffic(*ep);
 }
 
-TEST(CodexCli, RunsAnExecCommandCallAndSendsItsOutputBack) {
-  ASSERT_TRUE(fs::exists(kCodex)) << kCodex << " is missing; run ./run setup";
-  RunningEndpoint ep(scenario_file_text("codex_exec.json"));
-  TempDir dir("codex-exec");
+TEST_F(CodexCli, RunsAnExecCommandCallAndSendsItsOutputBack) {
   // The default read-only sandbox would refuse the write; the smoke is about the endpoint.
-  const ProcessResult run = run_codex(ep, dir, "create the marker", {"--dangerously-bypass-approvals-and-sandbox"});
-  ASSERT_TRUE(run.finished) << describe(run);
-  EXPECT_EQ(run.exit_code, 0) << describe(run);
-  EXPECT_TRUE(fs::exists(dir / "work/marker.txt")) << "exec_command did not run\n" << describe(run);
+  ASSERT_NO_FATAL_FAILURE(launch(run_codex, kCodex, "codex_exec.json", "codex-exec", "create the marker",
+                                 {"--dangerously-bypass-approvals-and-sandbox"}));
+  EXPECT_TRUE(fs::exists(*dir / "work/marker.txt")) << "exec_command did not run\n" << describe(run);
 
-  const auto records = jsonl(run.out);
   const json::object* command = find_item(records, "command_execution");
   ASSERT_NE(command, nullptr) << describe(run);
   EXPECT_EQ(command->at("exit_code"), 0);
@@ -259,9 +263,7 @@ TEST(CodexCli, RunsAnExecCommandCallAndSendsItsOutputBack) {
   EXPECT_EQ(message->at("text"), "Marker created.");
   EXPECT_NE(find_record(records, "turn.completed"), nullptr) << describe(run);
 
-  ASSERT_TRUE(ep.wait_until_ended(2));
-  const auto steps = step_requests(ep);
-  ASSERT_EQ(steps.size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(served(2));
   bool found = false;
   for (const auto& item : steps[1].body.at("input").as_array()) {
     if (item.at("type") != "function_call_output") continue;
@@ -270,7 +272,7 @@ TEST(CodexCli, RunsAnExecCommandCallAndSendsItsOutputBack) {
     EXPECT_NE(item.at("output").as_string().find("marker-made"), std::string::npos);
   }
   EXPECT_TRUE(found) << json::serialize(steps[1].body.at("input"));
-  expect_only_scripted_traffic(ep);
+  expect_only_scripted_traffic(*ep);
 }
 
 }  // namespace

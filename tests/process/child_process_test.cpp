@@ -30,9 +30,8 @@ struct Output {
 Output run_plan(IoThreads& io, const adapters::LaunchPlan& plan, std::string input = {}) {
   auto strand = io.make_strand();
   return io.run(strand, [&]() -> asio::awaitable<Output> {
-    auto spawned = ChildProcess::spawn(strand, plan);
-    if (!spawned) throw std::runtime_error("spawn failed: " + spawned.error());
-    auto& child = **spawned;
+    auto spawned = spawn_or_throw(strand, plan);
+    auto& child = *spawned;
     if (!input.empty()) co_await asio::async_write(child.stdin_pipe(), asio::buffer(input), asio::use_awaitable);
     child.close_stdin();
     Output result;
@@ -112,9 +111,8 @@ TEST(ChildProcess, SendSignalReachesTheChildAndIsRefusedAfterReaping) {
   auto strand = io.make_strand();
   auto [termination, after] =
       io.run(strand, [&]() -> asio::awaitable<std::pair<ProcessTermination, boost::system::error_code>> {
-        auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
-        if (!spawned) throw std::runtime_error(spawned.error());
-        auto& child = **spawned;
+        auto spawned = spawn_or_throw(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
+        auto& child = *spawned;
         auto sent = child.send_signal(SIGUSR1);
         if (sent) throw std::runtime_error("send_signal: " + sent.message());
         auto t = co_await child.async_wait();
@@ -208,9 +206,8 @@ TEST(ChildProcess, ChildHasItsOwnProcessGroupDefaultSignalsAndOnlyItsPipes) {
   auto seen = io.run(strand, [&]() -> asio::awaitable<Seen> {
     // ls lists its own descriptors: 0, 1, 2 and the one it opened to read the directory.
     auto spawned =
-        ChildProcess::spawn(strand, make_plan("/bin/sh", {"-c", "read x; exec /bin/ls /proc/self/fd"}, {}, dir.path()));
-    if (!spawned) throw std::runtime_error(spawned.error());
-    auto& child = **spawned;
+        spawn_or_throw(strand, make_plan("/bin/sh", {"-c", "read x; exec /bin/ls /proc/self/fd"}, {}, dir.path()));
+    auto& child = *spawned;
     Seen s;
     s.pid = child.pid();
     s.pgid = ::getpgid(child.pid());
@@ -233,27 +230,25 @@ TEST(ChildProcess, ChildHasItsOwnProcessGroupDefaultSignalsAndOnlyItsPipes) {
   EXPECT_EQ(seen.fds, "0\n1\n2\n3\n");
 }
 
-// The io_context creates its reactor descriptors (epoll, eventfd, timerfd) on first use; count
-// descriptors only after that.
-void warm_up(IoThreads& io, const TempDir& dir) {
+// The io_context creates its reactor descriptors (epoll, eventfd, timerfd) on first use: the
+// count of open descriptors once it has.
+std::size_t descriptors_after_warm_up(IoThreads& io, const TempDir& dir) {
   auto strand = io.make_strand();
   io.run(strand, [&]() -> asio::awaitable<void> {
-    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/true", {}, {}, dir.path()));
-    if (!spawned) throw std::runtime_error(spawned.error());
-    co_await (*spawned)->async_wait();
+    auto spawned = spawn_or_throw(strand, make_plan("/bin/true", {}, {}, dir.path()));
+    co_await spawned->async_wait();
   }());
+  return open_descriptor_count();
 }
 
 TEST(ChildProcess, DestroyingARunningChildKillsAndReapsItAndLeavesNoDescriptor) {
   IoThreads io;
   TempDir dir;
   auto strand = io.make_strand();
-  warm_up(io, dir);
-  const auto descriptors_before = open_descriptor_count();
+  const auto descriptors_before = descriptors_after_warm_up(io, dir);
   pid_t pid = io.run(strand, [&]() -> asio::awaitable<pid_t> {
-    auto spawned = ChildProcess::spawn(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
-    if (!spawned) throw std::runtime_error(spawned.error());
-    pid_t p = (*spawned)->pid();
+    auto spawned = spawn_or_throw(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
+    pid_t p = spawned->pid();
     if (proc_state(p) == std::nullopt) throw std::runtime_error("child not running");
     co_return p;  // the unique_ptr goes here
   }());
@@ -265,14 +260,12 @@ TEST(ChildProcess, ManySpawnsLeaveNoDescriptorsOrZombies) {
   IoThreads io;
   TempDir dir;
   auto strand = io.make_strand();
-  warm_up(io, dir);
-  const auto descriptors_before = open_descriptor_count();
+  const auto descriptors_before = descriptors_after_warm_up(io, dir);
   int exits = io.run(strand, [&]() -> asio::awaitable<int> {
     int ok = 0;
     for (int i = 0; i < 20; ++i) {
-      auto spawned = ChildProcess::spawn(strand, make_plan("/bin/true", {}, {}, dir.path()));
-      if (!spawned) throw std::runtime_error(spawned.error());
-      auto t = co_await (*spawned)->async_wait();
+      auto spawned = spawn_or_throw(strand, make_plan("/bin/true", {}, {}, dir.path()));
+      auto t = co_await spawned->async_wait();
       if (t.kind == ProcessKind::exited && t.code == 0) ++ok;
     }
     co_return ok;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "daemon/process/child_process.hpp"
 #include "tests/support/io_threads.hpp"
 
 namespace mh::daemon::test {
@@ -48,6 +49,14 @@ inline adapters::LaunchPlan make_plan(std::filesystem::path program, std::vector
   plan.env = std::move(env);
   plan.cwd = std::move(cwd);
   return plan;
+}
+
+// A spawned child, or what refused the spawn thrown (inside the coroutines the tests run on the
+// io threads, where a throw is how a test's setup fails).
+inline std::unique_ptr<ChildProcess> spawn_or_throw(ChildProcess::executor_type executor, adapters::LaunchPlan plan) {
+  auto spawned = ChildProcess::spawn(std::move(executor), std::move(plan));
+  if (!spawned) throw std::runtime_error("spawn failed: " + spawned.error());
+  return std::move(*spawned);
 }
 
 // A marker value no other process on this host carries: tests must never touch processes that

@@ -75,31 +75,43 @@ struct KillOutcome {
   pid_t orphan_parent = 0;
 };
 
-TEST(RunProcesses, KillsTheWholeRunIncludingEscapeesAndLeavesOthersAlone) {
+// Each test's io threads, scratch directory and strand, and the marker its run's processes carry.
+class RunProcesses : public ::testing::Test {
+ protected:
+  // A fresh marker for this test's run: its value (in `value`) is unique to this host.
+  RunMarker mark(const char* what) {
+    value = unique_marker_value(what);
+    return RunMarker{kMarkerName, value};
+  }
+  // /bin/sh running kRunScript, carrying the marker.
+  adapters::LaunchPlan run_script() const {
+    return make_plan("/bin/sh", {"-c", kRunScript}, {{kMarkerName, value}, {"PATH", "/usr/bin:/bin"}}, dir.path());
+  }
+
   IoThreads io;
   TempDir dir;
-  const std::string value = unique_marker_value("kill");
-  const RunMarker marker{kMarkerName, value};
-  auto strand = io.make_strand();
+  IoThreads::Strand strand = io.make_strand();
+  std::string value;
+};
+
+TEST_F(RunProcesses, KillsTheWholeRunIncludingEscapeesAndLeavesOthersAlone) {
+  const RunMarker marker = mark("kill");
 
   auto outcome = io.run(strand, [&]() -> asio::awaitable<KillOutcome> {
     KillOutcome o;
     // An unrelated process whose marker value merely starts with ours.
     auto unrelated =
-        ChildProcess::spawn(strand, make_plan("/bin/sleep", {"300"}, {{kMarkerName, value + "-other"}}, dir.path()));
-    if (!unrelated) throw std::runtime_error(unrelated.error());
-    o.unrelated = (*unrelated)->pid();
+        spawn_or_throw(strand, make_plan("/bin/sleep", {"300"}, {{kMarkerName, value + "-other"}}, dir.path()));
+    o.unrelated = unrelated->pid();
 
-    auto root = ChildProcess::spawn(strand, make_plan("/bin/sh", {"-c", kRunScript},
-                                                      {{kMarkerName, value}, {"PATH", "/usr/bin:/bin"}}, dir.path()));
-    if (!root) throw std::runtime_error(root.error());
-    o.root = (*root)->pid();
-    o.pids = co_await read_pids(**root);
+    auto root = spawn_or_throw(strand, run_script());
+    o.root = root->pid();
+    o.pids = co_await read_pids(*root);
     o.orphan_parent = proc_field_pid(o.pids["orphan"], 4).value_or(0);
 
     o.found_before = find_run_processes(o.root, marker);
     o.report = co_await kill_run_processes(strand, o.root, marker, std::chrono::seconds(10));
-    o.root_termination = co_await (*root)->async_wait();
+    o.root_termination = co_await root->async_wait();
     o.found_after = find_run_processes(o.root, marker);
     o.unrelated_state_after = proc_state(o.unrelated);
     co_return o;  // the unrelated ChildProcess is killed and reaped by its destructor
@@ -128,22 +140,15 @@ TEST(RunProcesses, KillsTheWholeRunIncludingEscapeesAndLeavesOthersAlone) {
   EXPECT_NE(*outcome.unrelated_state_after, 'Z');
 }
 
-TEST(RunProcesses, SynchronousKillFindsEscapeesByMarkerWithoutARoot) {
-  IoThreads io;
-  TempDir dir;
-  const std::string value = unique_marker_value("sync");
-  const RunMarker marker{kMarkerName, value};
-  auto strand = io.make_strand();
+TEST_F(RunProcesses, SynchronousKillFindsEscapeesByMarkerWithoutARoot) {
+  const RunMarker marker = mark("sync");
 
   std::map<std::string, pid_t> pids;
   pid_t root_pid = 0;
   auto root = io.run(strand, [&]() -> asio::awaitable<std::unique_ptr<ChildProcess>> {
-    auto spawned = ChildProcess::spawn(
-        strand,
-        make_plan("/bin/sh", {"-c", kRunScript}, {{kMarkerName, value}, {"PATH", "/usr/bin:/bin"}}, dir.path()));
-    if (!spawned) throw std::runtime_error(spawned.error());
-    pids = co_await read_pids(**spawned);
-    co_return std::move(*spawned);
+    auto spawned = spawn_or_throw(strand, run_script());
+    pids = co_await read_pids(*spawned);
+    co_return std::move(spawned);
   }());
   root_pid = root->pid();
 
@@ -166,28 +171,23 @@ TEST(RunProcesses, SynchronousKillFindsEscapeesByMarkerWithoutARoot) {
   EXPECT_FALSE(proc_state(root_pid).has_value());
 }
 
-TEST(RunProcesses, AProcessThatKeepsForkingIsFrozenThenKilled) {
-  IoThreads io;
-  TempDir dir;
-  const std::string value = unique_marker_value("forker");
-  const RunMarker marker{kMarkerName, value};
-  auto strand = io.make_strand();
+TEST_F(RunProcesses, AProcessThatKeepsForkingIsFrozenThenKilled) {
+  const RunMarker marker = mark("forker");
 
   auto [report, leftovers, root_pid] = io.run(
       strand,
       [&]() -> asio::awaitable<std::tuple<KillReport, std::vector<pid_t>, pid_t>> {
         // Forks up to 300 sleepers as fast as it can; we kill it while it is at it (after 30).
-        auto spawned = ChildProcess::spawn(
+        auto spawned = spawn_or_throw(
             strand, make_plan("/bin/sh",
                               {"-c",
                                "i=0; while [ $i -lt 300 ]; do /bin/sleep 300 </dev/null >/dev/null 2>&1 & i=$((i+1)); "
                                "if [ $i = 30 ]; then echo ready; fi; done; wait"},
                               {{kMarkerName, value}}, dir.path()));
-        if (!spawned) throw std::runtime_error(spawned.error());
-        co_await read_pids(**spawned);
-        auto r = co_await kill_run_processes(strand, (*spawned)->pid(), marker, std::chrono::seconds(15));
-        co_await (*spawned)->async_wait();
-        co_return std::tuple{r, find_run_processes(std::nullopt, marker), (*spawned)->pid()};
+        co_await read_pids(*spawned);
+        auto r = co_await kill_run_processes(strand, spawned->pid(), marker, std::chrono::seconds(15));
+        co_await spawned->async_wait();
+        co_return std::tuple{r, find_run_processes(std::nullopt, marker), spawned->pid()};
       }(),
       30s);
   EXPECT_TRUE(report.clean()) << report.summary();
@@ -199,7 +199,7 @@ TEST(RunProcesses, AProcessThatKeepsForkingIsFrozenThenKilled) {
     EXPECT_TRUE(is_dead(pid)) << pid;
 }
 
-TEST(RunProcesses, NeverWalksOrIncludesInitTheCallerOrItsAncestors) {
+TEST_F(RunProcesses, NeverWalksOrIncludesInitTheCallerOrItsAncestors) {
   const RunMarker marker{kMarkerName, unique_marker_value("protected")};
   // Nothing carries this marker, and neither pid 1's tree nor our own may be walked.
   EXPECT_TRUE(find_run_processes(1, marker).empty());
@@ -210,10 +210,8 @@ TEST(RunProcesses, NeverWalksOrIncludesInitTheCallerOrItsAncestors) {
   EXPECT_TRUE(report.fixed_point);
 }
 
-TEST(RunProcesses, AnEmptyRunIsAFixedPointAtOnce) {
-  IoThreads io;
-  auto strand = io.make_strand();
-  const RunMarker marker{kMarkerName, unique_marker_value("empty")};
+TEST_F(RunProcesses, AnEmptyRunIsAFixedPointAtOnce) {
+  const RunMarker marker = mark("empty");
   auto report = io.run(strand, kill_run_processes(strand, std::nullopt, marker, std::chrono::seconds(2)));
   EXPECT_TRUE(report.killed.empty());
   EXPECT_TRUE(report.survivors.empty());

@@ -23,9 +23,16 @@ struct Recorded {
   std::vector<proto::CutField> cut = {};
 };
 
+struct Answered {
+  Ticket ticket;
+  proto::ev::CommandResult result;
+  bool recorded;
+};
+
 class RecordingEffects final : public RunEffects {
  public:
   std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) override {
+    if (refuse_emit) return 0;
     events.push_back(Recorded{events.size() + 1, std::move(payload), std::move(at)});
     return events.size();
   }
@@ -42,6 +49,9 @@ class RecordingEffects final : public RunEffects {
   void terminate_vendor(std::chrono::milliseconds) override { terminated = true; }
   void arm_wall_budget(Instant when) override { wall_budget_at = when; }
   void spend_changed(const Spend& s) override { spend = s; }
+  void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override {
+    answered.push_back(Answered{ticket, result, recorded});
+  }
 
   std::vector<Recorded> events;
   std::vector<std::string> vendor;
@@ -51,6 +61,8 @@ class RecordingEffects final : public RunEffects {
   bool terminated = false;
   std::optional<Instant> wall_budget_at;
   Spend spend;
+  std::vector<Answered> answered;
+  bool refuse_emit = false;  // the stream cannot take an event (its write failed): emit returns 0
 };
 
 inline json::object parse_object(const std::string& text) {
@@ -88,7 +100,7 @@ class RunCoreTest : public ::testing::Test {
     auto session = adapter->open_session(spec, plan);
     if (wrap_session) session = wrap_session(std::move(session));
     core = std::make_unique<RunCore>(spec, *adapter, std::move(session), fx, options);
-    core->start(now);
+    if (start_now) core->start(now);
   }
 
   // Starts the run up to its first turn: initialize answered, prompt written, init record read.
@@ -107,12 +119,21 @@ class RunCoreTest : public ::testing::Test {
     core->on_vendor_line(line, now);
   }
 
-  void command(const std::string& text, std::optional<proto::PeerIdentity> peer = std::nullopt) {
+  void command(const std::string& text, std::optional<proto::PeerIdentity> peer = std::nullopt,
+               Ticket ticket = kUnrouted) {
     auto read = proto::read_command_line(text);
     if (read)
-      core->on_command(std::move(*read), peer, now);
+      core->on_command(ticket, std::move(*read), peer, now);
     else
-      core->on_unreadable_command(read.error(), now);
+      core->on_unreadable_command(ticket, read.error(), now);
+  }
+
+  // The answers given for one ticket (exactly one is the rule).
+  std::vector<Answered> answers_for(Ticket ticket) const {
+    std::vector<Answered> out;
+    for (const auto& a : fx.answered)
+      if (a.ticket == ticket) out.push_back(a);
+    return out;
   }
 
   template <class T>
@@ -164,6 +185,7 @@ class RunCoreTest : public ::testing::Test {
   adapters::AdapterRegistry registry{adapters::HostConfig{"/nonexistent", {}}};
   adapters::RunSpec spec;
   RunCoreOptions options;
+  bool start_now = true;  // open() starts the core (false: it stays created, as before a spawn)
   // Set before open(): wraps the Claude session (a test's own session around the real one).
   std::function<std::unique_ptr<adapters::AdapterSession>(std::unique_ptr<adapters::AdapterSession>)> wrap_session;
   RecordingEffects fx;

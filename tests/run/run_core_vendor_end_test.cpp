@@ -13,35 +13,35 @@ class HoldingSession final : public adapters::AdapterSession {
  public:
   HoldingSession(std::unique_ptr<adapters::AdapterSession> inner, int& told) : inner_(std::move(inner)), told_(told) {}
 
-  void on_vendor_end(adapters::AdapterSink& sink) override {
+  void on_vendor_end(adapters::AdapterOutputs& sink) override {
     ++told_;
     inner_->on_vendor_end(sink);
     sink.event(proto::ev::Opaque{"held", std::nullopt, "digest-of-the-held-line", 2}, std::nullopt);
   }
 
-  void start(adapters::AdapterSink& sink) override { inner_->start(sink); }
-  void on_vendor_line(const proto::FramedLine& line, adapters::AdapterSink& sink) override {
+  void start(adapters::AdapterOutputs& sink) override { inner_->start(sink); }
+  void on_vendor_line(const proto::FramedLine& line, adapters::AdapterOutputs& sink) override {
     inner_->on_vendor_line(line, sink);
   }
   void answer(const adapters::ReplyToken& reply, const adapters::ToolCall& call, const proto::Decision& decision,
-              adapters::AdapterSink& sink) override {
+              adapters::AdapterOutputs& sink) override {
     inner_->answer(reply, call, decision, sink);
   }
   std::optional<proto::Refusal> check_decision(const adapters::ToolCall& call,
                                                const proto::Decision& decision) const override {
     return inner_->check_decision(call, decision);
   }
-  void send_user_turn(const std::vector<std::string>& texts, adapters::AdapterSink& sink) override {
+  void send_user_turn(const std::vector<std::string>& texts, adapters::AdapterOutputs& sink) override {
     inner_->send_user_turn(texts, sink);
   }
-  adapters::ControlAck interrupt(adapters::AdapterSink& sink) override { return inner_->interrupt(sink); }
-  adapters::ControlAck steer(const std::string& text, adapters::AdapterSink& sink) override {
+  adapters::ControlAck interrupt(adapters::AdapterOutputs& sink) override { return inner_->interrupt(sink); }
+  adapters::ControlAck steer(const std::string& text, adapters::AdapterOutputs& sink) override {
     return inner_->steer(text, sink);
   }
-  adapters::ControlAck set_permission(const std::string& posture, adapters::AdapterSink& sink) override {
+  adapters::ControlAck set_permission(const std::string& posture, adapters::AdapterOutputs& sink) override {
     return inner_->set_permission(posture, sink);
   }
-  void end_session(adapters::AdapterSink& sink) override { inner_->end_session(sink); }
+  void end_session(adapters::AdapterOutputs& sink) override { inner_->end_session(sink); }
   std::optional<proto::ev::SessionEnded> session_ended() const override { return inner_->session_ended(); }
 
  private:

@@ -7,17 +7,13 @@
 
 #include <fstream>
 
-#include "daemon/server/config.hpp"
-#include "tests/support/cli_process.hpp"
+#include "tests/support/config_text.hpp"
 
 namespace mh::test {
 namespace {
 
 boost::system::result<daemon::DaemonConfig, std::string> load_text(const std::string& toml) {
-  TempDir dir("access");
-  auto path = dir.path() / "c.toml";
-  std::ofstream(path) << toml;
-  return daemon::load_config(path);
+  return load_config_text(toml, "access");
 }
 
 std::string group_name(gid_t gid) {

@@ -7,16 +7,13 @@
 #include "adapters/adapter.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/daily_spend.hpp"
-#include "tests/support/cli_process.hpp"
+#include "tests/support/config_text.hpp"
 
 namespace mh::test {
 namespace {
 
 boost::system::result<daemon::DaemonConfig, std::string> load(const std::string& toml) {
-  TempDir dir("budget-config");
-  auto path = dir.path() / "c.toml";
-  std::ofstream(path) << toml;
-  return daemon::load_config(path);
+  return load_config_text(toml, "budget-config");
 }
 
 TEST(BudgetConfig, DefaultsDailyBudgetsAndPricesLoad) {
@@ -75,6 +72,18 @@ TEST(BudgetKeys, SetBudgetReadsEachKeyAndRefusesByName) {
   EXPECT_EQ(b.tool_calls, 12u) << "set by the run: kept";
 }
 
+// Daily budgets of one kind: output tokens, or dollars.
+adapters::Budgets daily_output_tokens(std::uint64_t tokens) {
+  adapters::Budgets b;
+  b.output_tokens = tokens;
+  return b;
+}
+adapters::Budgets daily_usd(double usd) {
+  adapters::Budgets b;
+  b.usd = usd;
+  return b;
+}
+
 daemon::Spend spend(std::uint64_t in, std::uint64_t out, std::optional<double> usd) {
   daemon::Spend s;
   s.input_tokens = in;
@@ -85,9 +94,7 @@ daemon::Spend spend(std::uint64_t in, std::uint64_t out, std::optional<double> u
 
 TEST(DailySpend, AddsEachRunsDifferenceAndReportsTheCrossingOnce) {
   TempDir dir("daily");
-  adapters::Budgets daily;
-  daily.output_tokens = 100;
-  daemon::DailySpendLedger ledger(dir.path() / "daily-spend.json", daily);
+  daemon::DailySpendLedger ledger(dir.path() / "daily-spend.json", daily_output_tokens(100));
   ASSERT_FALSE(ledger.load(20000));
   EXPECT_FALSE(ledger.add(1000, 20000, spend(0, 0, 0), spend(10, 60, 0)));
   EXPECT_FALSE(ledger.refusal(1000, 20000));
@@ -105,8 +112,7 @@ TEST(DailySpend, AddsEachRunsDifferenceAndReportsTheCrossingOnce) {
 
 TEST(DailySpend, SurvivesARestartWithinTheDayButNotAcrossDays) {
   TempDir dir("daily-restart");
-  adapters::Budgets daily;
-  daily.usd = 1.0;
+  const adapters::Budgets daily = daily_usd(1.0);
   auto file = dir.path() / "daily-spend.json";
   {
     daemon::DailySpendLedger ledger(file, daily);
@@ -125,9 +131,7 @@ TEST(DailySpend, SurvivesARestartWithinTheDayButNotAcrossDays) {
 
 TEST(DailySpend, AnUnpricedUsageMakesTheDaysCostUnknownAndCrossesAUsdBudget) {
   TempDir dir("daily-unpriced");
-  adapters::Budgets daily;
-  daily.usd = 100.0;
-  daemon::DailySpendLedger ledger(dir.path() / "d.json", daily);
+  daemon::DailySpendLedger ledger(dir.path() / "d.json", daily_usd(100.0));
   ASSERT_FALSE(ledger.load(1));
   auto crossed = ledger.add(5, 1, spend(0, 0, 0.0), spend(1, 1, std::nullopt));
   ASSERT_TRUE(crossed);

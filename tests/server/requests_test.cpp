@@ -160,6 +160,13 @@ class ServerSession : public ::testing::Test {
     return daemon::request_line(name, std::string(id)) + "\n";
   }
 
+  // The daemon shut its side after its last line: end of stream, no reset.
+  void expect_clean_end() {
+    EXPECT_FALSE(peer->line()) << "nothing after the last answer";
+    EXPECT_EQ(peer->error(), 0) << std::strerror(peer->error());
+    EXPECT_TRUE(peer->eof());
+  }
+
   TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::shared_ptr<TestServer> server;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
@@ -181,8 +188,7 @@ TEST_F(ServerSession, ARequestBeyondThePeersRoleIsRefusedForbiddenNamingTheRoleA
   EXPECT_EQ(field(*refused, "id"), "x1");
   EXPECT_NE(field(*refused, "reason").find("request submit needs the control role"), std::string::npos) << *refused;
   EXPECT_NE(field(*refused, "reason").find("has observe"), std::string::npos) << *refused;
-  EXPECT_FALSE(peer->line()) << "nothing after FORBIDDEN: the second status is not served";
-  EXPECT_TRUE(peer->eof());
+  expect_clean_end();  // nothing after FORBIDDEN: the second status is not served
 }
 
 TEST_F(ServerSession, ShutdownNeedsAdminAndAnAdminsShutdownIsAnsweredThenBegun) {
@@ -224,9 +230,6 @@ TEST_F(ServerSession, AnUnknownRequestIsRefusedByNameAndTheConnectionStaysUsable
   EXPECT_EQ(field(*status, "reply"), "status") << *status;
 }
 
-// The connection alone, under a handler that only echoes: the framing and the half-close.
-using ServerConnection = ServerSession;
-
 // A handler that records what the connection hands it, and on "hold" keeps the connection open.
 class Recorder : public daemon::Connection::Handler {
  public:
@@ -240,8 +243,20 @@ class Recorder : public daemon::Connection::Handler {
   std::shared_ptr<daemon::Connection> connection;
 };
 
+// The connection alone, under a handler that only echoes: the framing and the half-close.
+class ServerConnection : public ServerSession {
+ protected:
+  void record() { connection->start(std::make_shared<Recorder>(connection)); }
+  // The peer sends `bytes` to a recording connection and half-closes.
+  void send_and_half_close(const std::string& bytes) {
+    record();
+    peer->send(bytes);
+    peer->close_write();
+  }
+};
+
 TEST_F(ServerConnection, ALineOverTheBoundIsHandedOverAsSoonAsItCrossesItAndTheNextLineIsRead) {
-  connection->start(std::make_shared<Recorder>(connection));
+  record();
   peer->send(std::string(100, 'x'));  // the bound is 64, and no newline yet
   auto oversized = peer->line();
   ASSERT_TRUE(oversized) << "answered before its newline";
@@ -253,12 +268,8 @@ TEST_F(ServerConnection, ALineOverTheBoundIsHandedOverAsSoonAsItCrossesItAndTheN
 }
 
 TEST_F(ServerConnection, AHalfClosedPeerIsAnsweredAndTheConnectionClosesOnceNothingHoldsIt) {
-  connection->start(std::make_shared<Recorder>(connection));
-  peer->send("hold\nunterminated");
-  peer->close_write();
-  auto held = peer->line();
-  ASSERT_TRUE(held);
-  EXPECT_EQ(*held, "line hold");
+  send_and_half_close("hold\nunterminated");
+  EXPECT_EQ(peer->line(), "line hold");
   auto unterminated = peer->line();
   ASSERT_TRUE(unterminated);
   EXPECT_EQ(field(*unterminated, "code"), "UNTERMINATED_LINE") << *unterminated;
@@ -272,19 +283,13 @@ TEST_F(ServerConnection, AHalfClosedPeerIsAnsweredAndTheConnectionClosesOnceNoth
   auto last = peer->line();
   ASSERT_TRUE(last) << "a held connection stays open after the peer half-closed";
   EXPECT_EQ(*last, "last");
-  EXPECT_FALSE(peer->line());
-  EXPECT_TRUE(peer->eof());
+  expect_clean_end();
 }
 
 TEST_F(ServerConnection, AHalfClosedPeerWithNothingPendingIsClosedAfterItsAnswers) {
-  connection->start(std::make_shared<Recorder>(connection));
-  peer->send("one\n");
-  peer->close_write();
-  auto one = peer->line();
-  ASSERT_TRUE(one);
-  EXPECT_EQ(*one, "line one");
-  EXPECT_FALSE(peer->line());
-  EXPECT_TRUE(peer->eof());
+  send_and_half_close("one\n");
+  EXPECT_EQ(peer->line(), "line one");
+  expect_clean_end();
 }
 
 TEST_F(ServerConnection, ARefusedPeerThatHadAlreadySentARequestReadsTheRefusalAndThenACleanEnd) {
@@ -302,9 +307,7 @@ TEST_F(ServerConnection, ARefusedPeerThatHadAlreadySentARequestReadsTheRefusalAn
   auto refused = peer->line();
   ASSERT_TRUE(refused);
   EXPECT_EQ(field(*refused, "code"), "FORBIDDEN") << *refused;
-  EXPECT_FALSE(peer->line());
-  EXPECT_EQ(peer->error(), 0) << std::strerror(peer->error());
-  EXPECT_TRUE(peer->eof());
+  expect_clean_end();
 }
 
 TEST_F(ServerConnection, AForbiddenRequestFollowedByMoreLinesStillEndsCleanly) {
@@ -313,9 +316,7 @@ TEST_F(ServerConnection, AForbiddenRequestFollowedByMoreLinesStillEndsCleanly) {
   auto refused = peer->line();
   ASSERT_TRUE(refused);
   EXPECT_EQ(field(*refused, "code"), "FORBIDDEN") << *refused;
-  EXPECT_FALSE(peer->line());
-  EXPECT_EQ(peer->error(), 0) << std::strerror(peer->error());
-  EXPECT_TRUE(peer->eof());
+  expect_clean_end();
 }
 
 }  // namespace

@@ -3,19 +3,15 @@
 
 #include <fstream>
 
-#include "daemon/server/config.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "protocol/event_text.hpp"
-#include "tests/support/cli_process.hpp"
+#include "tests/support/config_text.hpp"
 
 namespace mh::test {
 namespace {
 
 std::optional<std::string> load_error(const std::string& toml) {
-  TempDir dir("config");
-  auto path = dir.path() / "c.toml";
-  std::ofstream(path) << toml;
-  auto c = daemon::load_config(path);
+  auto c = load_config_text(toml, "config");
   if (c) return std::nullopt;
   return c.error();
 }
@@ -42,27 +38,24 @@ TEST(Config, SystemdDirectoriesDecideTheDefaultsUnderSystemd) {
 }
 
 TEST(Config, ABadConfigIsRefusedNamingTheKeyAndTheReason) {
-  auto unknown = load_error("[runs]\nhalt_grace = 5\n");
-  ASSERT_TRUE(unknown);
-  EXPECT_NE(unknown->find("runs.halt_grace"), std::string::npos) << *unknown;
-  auto type = load_error("[runs]\nhalt_grace_ms = \"soon\"\n");
-  ASSERT_TRUE(type);
-  EXPECT_NE(type->find("runs.halt_grace_ms: must be an integer"), std::string::npos) << *type;
-  auto range = load_error("[runs]\nhalt_grace_ms = 0\n");
-  ASSERT_TRUE(range);
-  EXPECT_NE(range->find("runs.halt_grace_ms: must be positive"), std::string::npos) << *range;
-  auto table = load_error("[network]\nport = 1\n");
-  ASSERT_TRUE(table);
-  EXPECT_NE(table->find("unknown key network"), std::string::npos) << *table;
-  auto syntax = load_error("[runs\n");
-  ASSERT_TRUE(syntax);
-  EXPECT_NE(syntax->find("line 1"), std::string::npos) << *syntax;
-  auto mode = load_error("[paths]\nsocket_mode = \"rw\"\n");
-  ASSERT_TRUE(mode);
-  EXPECT_NE(mode->find("paths.socket_mode"), std::string::npos) << *mode;
-  auto ids = load_error("[access]\ncontrol_uids = [\"alice\"]\n");
-  ASSERT_TRUE(ids);
-  EXPECT_NE(ids->find("access.control_uids"), std::string::npos) << *ids;
+  struct Case {
+    const char* toml;
+    const char* named;  // what the refusal must say
+  };
+  const Case cases[] = {
+      {"[runs]\nhalt_grace = 5\n", "runs.halt_grace"},                                   // unknown key
+      {"[runs]\nhalt_grace_ms = \"soon\"\n", "runs.halt_grace_ms: must be an integer"},  // type
+      {"[runs]\nhalt_grace_ms = 0\n", "runs.halt_grace_ms: must be positive"},           // range
+      {"[network]\nport = 1\n", "unknown key network"},                                  // table
+      {"[runs\n", "line 1"},                                                             // syntax
+      {"[paths]\nsocket_mode = \"rw\"\n", "paths.socket_mode"},
+      {"[access]\ncontrol_uids = [\"alice\"]\n", "access.control_uids"},
+  };
+  for (const Case& c : cases) {
+    auto error = load_error(c.toml);
+    ASSERT_TRUE(error) << c.toml;
+    EXPECT_NE(error->find(c.named), std::string::npos) << *error;
+  }
 }
 
 TEST(Config, TheDaemonRefusesABadConfigAtStartWithExitTwo) {

@@ -169,12 +169,9 @@ json::object Records::assistant(const std::string& message_id, const std::string
                                               {"cache_creation_input_tokens", 0},
                                               {"cache_read_input_tokens", 0}}},
                        {"context_management", nullptr}};
-  return json::object{{"type", "assistant"},
-                      {"message", std::move(message)},
-                      {"parent_tool_use_id", nullptr},
-                      {"session_id", id_.session_id},
-                      {"uuid", uuid()},
-                      {"request_id", request_id}};
+  json::object record = message_record("assistant", std::move(message));
+  record["request_id"] = request_id;
+  return record;
 }
 
 json::object Records::synthetic_assistant(const std::string& text, const std::string& error) {
@@ -200,13 +197,10 @@ json::object Records::synthetic_assistant(const std::string& text, const std::st
                        {"usage", std::move(usage)},
                        {"content", json::array{json::object{{"type", "text"}, {"text", text}}}},
                        {"context_management", nullptr}};
-  return json::object{{"type", "assistant"},
-                      {"message", std::move(message)},
-                      {"parent_tool_use_id", nullptr},
-                      {"session_id", id_.session_id},
-                      {"uuid", uuid()},
-                      {"error", error},
-                      {"request_id", "req_standin_err"}};
+  json::object record = message_record("assistant", std::move(message));
+  record["error"] = error;
+  record["request_id"] = "req_standin_err";
+  return record;
 }
 
 json::object Records::api_retry(int attempt, int max_retries, int status, const std::string& error) {
@@ -242,36 +236,33 @@ json::object Records::tool_result_ok(const std::string& tool_use_id, const std::
                                      bool write_is_error_key, json::value tool_use_result) {
   json::object block{{"tool_use_id", tool_use_id}, {"type", "tool_result"}, {"content", content}};
   if (write_is_error_key) block["is_error"] = false;
-  return json::object{{"type", "user"},
-                      {"message", json::object{{"role", "user"}, {"content", json::array{std::move(block)}}}},
-                      {"parent_tool_use_id", nullptr},
-                      {"session_id", id_.session_id},
-                      {"uuid", uuid()},
-                      {"timestamp", iso_timestamp_now()},
-                      {"tool_use_result", std::move(tool_use_result)}};
+  return user_record(std::move(block), std::move(tool_use_result));
 }
 
 json::object Records::tool_result_error(const std::string& tool_use_id, const std::string& content,
                                         json::value tool_use_result) {
   json::object block{{"type", "tool_result"}, {"content", content}, {"is_error", true}, {"tool_use_id", tool_use_id}};
-  return json::object{{"type", "user"},
-                      {"message", json::object{{"role", "user"}, {"content", json::array{std::move(block)}}}},
-                      {"parent_tool_use_id", nullptr},
-                      {"session_id", id_.session_id},
-                      {"uuid", uuid()},
-                      {"timestamp", iso_timestamp_now()},
-                      {"tool_use_result", std::move(tool_use_result)}};
+  return user_record(std::move(block), std::move(tool_use_result));
 }
 
 json::object Records::user_text(const std::string& text) {
-  return json::object{
-      {"type", "user"},
-      {"message",
-       json::object{{"role", "user"}, {"content", json::array{json::object{{"type", "text"}, {"text", text}}}}}},
-      {"parent_tool_use_id", nullptr},
-      {"session_id", id_.session_id},
-      {"uuid", uuid()},
-      {"timestamp", iso_timestamp_now()}};
+  return user_record(json::object{{"type", "text"}, {"text", text}});
+}
+
+json::object Records::message_record(std::string_view type, json::object message) {
+  return json::object{{"type", type},
+                      {"message", std::move(message)},
+                      {"parent_tool_use_id", nullptr},
+                      {"session_id", id_.session_id},
+                      {"uuid", uuid()}};
+}
+
+json::object Records::user_record(json::object block, std::optional<json::value> tool_use_result) {
+  json::object record =
+      message_record("user", json::object{{"role", "user"}, {"content", json::array{std::move(block)}}});
+  record["timestamp"] = iso_timestamp_now();
+  if (tool_use_result) record["tool_use_result"] = std::move(*tool_use_result);
+  return record;
 }
 
 json::object Records::usage_object(const TurnUsage& u) const {

@@ -81,6 +81,10 @@ class Records {
   json::object result(const ResultFields& f);
 
  private:
+  // A record carrying one message: type, message, parent_tool_use_id, session_id, uuid.
+  json::object message_record(std::string_view type, json::object message);
+  // A "user" record carrying one content block (and, for a tool's result, its tool_use_result).
+  json::object user_record(json::object block, std::optional<json::value> tool_use_result = std::nullopt);
   json::object usage_object(const TurnUsage& u) const;
   std::string transcript_path() const;
   std::string project_dir() const;

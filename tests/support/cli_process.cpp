@@ -127,6 +127,24 @@ std::optional<EventLine> CliProcess::wait_for_event(std::string_view name, std::
   return wait_for([name](const EventLine& e) { return e.event() == name; }, timeout);
 }
 
+std::string CliProcess::read_out(std::chrono::milliseconds timeout) {
+  std::string out;
+  while (auto line = next_line(timeout))
+    out += *line + "\n";
+  return out;
+}
+
+CliOutput run_to_end(std::vector<std::string> argv, std::optional<std::vector<std::string>> env,
+                     std::chrono::milliseconds timeout) {
+  CliProcess p(std::move(argv), std::move(env));
+  p.close_stdin();
+  CliOutput o;
+  o.out = p.read_out(timeout);
+  o.status = p.finish(timeout);
+  o.err = p.stderr_text();
+  return o;
+}
+
 int CliProcess::finish(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (wait_for([](const EventLine&) { return false; },

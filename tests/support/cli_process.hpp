@@ -53,6 +53,8 @@ class CliProcess {
 
   // The next stdout line, or nullopt at EOF / after the timeout.
   std::optional<std::string> next_line(std::chrono::milliseconds timeout);
+  // Every stdout line from here to EOF, each with its newline (each wait bounded by `timeout`).
+  std::string read_out(std::chrono::milliseconds timeout);
   // Reads events until one satisfies `match` (returned) or the timeout passes (nullopt). Every
   // event read is kept in events().
   std::optional<EventLine> wait_for(const std::function<bool(const EventLine&)>& match,
@@ -75,6 +77,17 @@ class CliProcess {
   std::optional<int> status_;
   std::vector<EventLine> events_;
 };
+
+// What a command-line process printed and how it exited.
+struct CliOutput {
+  int status = -1;  // -1: it did not end within the timeout
+  std::string out;
+  std::string err;
+};
+// Runs argv (argv[0] the program) to its end with stdin closed: stdout read to EOF, then the exit
+// status, then stderr; every wait bounded by `timeout`.
+CliOutput run_to_end(std::vector<std::string> argv, std::optional<std::vector<std::string>> env = std::nullopt,
+                     std::chrono::milliseconds timeout = 30s);
 
 // The metaharness binary under test and the source dir (set from CMake).
 std::filesystem::path metaharness_binary();

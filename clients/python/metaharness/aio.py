@@ -7,18 +7,15 @@ read lock reads the next line, and every waiter looks again at what it waits for
 import asyncio
 import time
 
-from . import commands as cmd
+from . import exchange as ex
 from . import wire
-from .errors import ConnectionLost, DaemonUnreachable, ProtocolError, Refused, Timeout
-from .events import parse_event
-from .outcome import Outcome
+from .errors import ConnectionLost, DaemonUnreachable, ProtocolError, Timeout
 from .paths import resolve_socket_path
-from .records import Record
 from .spec import build_run_spec
 from .stream import StreamCore, new_id
-from .wire import EVENT_FORMAT, request
+from .wire import request
 
-RECONNECT_TIMEOUT = 30.0
+RECONNECT_TIMEOUT = ex.RECONNECT_TIMEOUT
 
 
 class _LineConnection:
@@ -66,7 +63,7 @@ class _LineConnection:
             self._writer.close()
 
 
-class AsyncClient:
+class AsyncClient(ex.RunCommands):
     """The daemon over its socket, for asyncio. Same methods as `Client`, as coroutines;
     `tail()` and `attach()` return streams to use with `async for` / `async with`."""
 
@@ -82,14 +79,7 @@ class AsyncClient:
                 await conn.send(request(name, rid, **fields))
             except OSError as e:
                 raise ConnectionLost(f"{name}: the daemon closed the connection: {e}") from None
-            reply = await conn.read(self.timeout if timeout is None else timeout)
-            if reply is None:
-                raise ConnectionLost(f"{name}: the daemon closed the connection before replying")
-            if reply.get("format") == EVENT_FORMAT or reply.get("id") != rid:
-                raise ProtocolError(f"{name}: a line that is not its reply", reply)
-            if reply.get("reply") == "refused":
-                raise Refused(reply.get("code"), reply.get("reason"), Record.wrap(reply), name)
-            return Record.wrap(reply)
+            return ex.request_reply(name, rid, await conn.read(self.timeout if timeout is None else timeout))
         finally:
             conn.close()
 
@@ -109,12 +99,7 @@ class AsyncClient:
         return await self._request("get", run_id=run_id)
 
     async def viewer(self, role=None, ttl_s=None):
-        fields = {}
-        if role is not None:
-            fields["role"] = role
-        if ttl_s is not None:
-            fields["ttl_s"] = ttl_s
-        return await self._request("viewer", **fields)
+        return await self._request("viewer", **ex.given(role=role, ttl_s=ttl_s))
 
     async def shutdown(self):
         try:
@@ -128,33 +113,13 @@ class AsyncClient:
             raise
 
     async def command(self, run_id, command):
-        reply = await self._request("command", run_id=run_id, command=command)
-        return Outcome.from_wire(reply.get("command_id"), reply.get("outcome"), reply.get("recorded", False))
-
-    async def decide(self, run_id, call_id, decision, reason=None, input=None):  # noqa: A002
-        return await self.command(run_id, cmd.tool_decide(new_id("c"), call_id, decision, reason, input))
+        return ex.reply_outcome(await self._request("command", run_id=run_id, command=command))
 
     async def halt(self, run_id, reason=None):
-        fields = {"run_id": run_id}
-        if reason is not None:
-            fields["reason"] = reason
-        reply = await self._request("halt", **fields)
-        return Outcome.from_wire(reply.get("command_id"), reply.get("outcome"), reply.get("recorded", False))
+        return ex.reply_outcome(await self._request("halt", run_id=run_id, **ex.given(reason=reason)))
 
-    async def inject(self, run_id, text):
-        return await self.command(run_id, cmd.message_inject(new_id("c"), text))
-
-    async def set_frame(self, run_id, frame, step_outcome=None):
-        return await self.command(run_id, cmd.frame_set(new_id("c"), frame, step_outcome))
-
-    async def interrupt(self, run_id, reason=None):
-        return await self.command(run_id, cmd.interrupt(new_id("c"), reason))
-
-    async def steer(self, run_id, text):
-        return await self.command(run_id, cmd.steer(new_id("c"), text))
-
-    async def set_permission(self, run_id, posture):
-        return await self.command(run_id, cmd.permission_set(new_id("c"), posture))
+    # decide, inject, set_frame, interrupt, steer, set_permission: ex.RunCommands, each returning
+    # the coroutine command() makes.
 
     def tail(self, run_id, from_seq=1, follow=False, timeout=None):
         return AsyncTail(self, StreamCore(run_id, from_seq, attach=False, follow=follow), timeout)
@@ -163,21 +128,11 @@ class AsyncClient:
         return AsyncAttachment(self, StreamCore(run_id, from_seq, attach=True), timeout)
 
 
-class _AsyncStream:
+class _AsyncStream(ex.StreamViews):
     def __init__(self, client, core, timeout):
-        self._client = client
-        self._core = core
-        self.timeout = timeout
-        self.reconnect_timeout = RECONNECT_TIMEOUT
-        self._conn = None
+        self._init_stream(client, core, timeout)
         self._opened = False
-        self._closed = False  # by the caller: never reconnected
         self._lock = asyncio.Lock()
-
-    run_id = property(lambda self: self._core.run_id)
-    last_seq = property(lambda self: self._core.last_seq)
-    next_seq = property(lambda self: self._core.next_seq)
-    connections = property(lambda self: self._core.connections)
 
     async def open(self):
         if not self._opened:
@@ -196,28 +151,13 @@ class _AsyncStream:
     async def __aexit__(self, *exc):
         self.close()
 
-    def close(self):
-        """Ends this stream's connection; it is not resumed."""
-        self._closed = True
-        self._drop()
-
-    def _drop(self):
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
     async def _connect(self):
         conn = await _LineConnection.open(self._client.socket_path)
         try:
             if self._core.attach:
                 rid = new_id("g")
                 await conn.send(request("get", rid, run_id=self._core.run_id))
-                reply = await conn.read(self._client.timeout)
-                if reply is None:
-                    raise ConnectionLost("the daemon closed the connection before replying to get")
-                if reply.get("reply") == "refused":
-                    raise Refused(reply.get("code"), reply.get("reason"), Record.wrap(reply), "attach")
-                self._core.set_horizon(reply)
+                self._core.set_horizon(ex.attach_horizon(await conn.read(self._client.timeout)))
             await conn.send(self._core.stream_request())
             self._conn = conn
             while self._core._served_from is None:
@@ -230,22 +170,9 @@ class _AsyncStream:
             await self._send(obj)
 
     async def _reconnect(self):
-        self._drop()
-        if self._closed:
-            raise ConnectionLost(f"the stream of run {self.run_id} was closed")
-        deadline = time.monotonic() + self.reconnect_timeout
-        delay = 0.05
-        while True:
-            try:
-                await self._connect()
-                return
-            except (DaemonUnreachable, ConnectionLost, OSError) as e:
-                if time.monotonic() + delay > deadline:
-                    raise ConnectionLost(
-                        f"run {self.run_id}: the connection dropped and could not be resumed within "
-                        f"{self.reconnect_timeout} s: {e}") from None
+        backoff = self._reconnect_backoff()
+        while (delay := await backoff.attempt_async(self._connect)) is not None:
             await asyncio.sleep(delay)  # a retry interval, waiting for the daemon to come back
-            delay = min(delay * 2, 1.0)
 
     async def _handle(self, obj, during_connect=False):
         if obj is None:
@@ -263,13 +190,9 @@ class _AsyncStream:
         try:
             await conn.send(request("tail", new_id("f"), run_id=self.run_id, from_seq=seq, follow=False))
             while True:
-                obj = await conn.read(self._client.timeout)
-                if obj is None:
-                    raise ConnectionLost(f"reading seq {seq} of run {self.run_id}: the connection closed")
-                if obj.get("format") == EVENT_FORMAT:
-                    return parse_event(obj)
-                if obj.get("reply") == "refused":
-                    raise Refused(obj.get("code"), obj.get("reason"), Record.wrap(obj), "tail")
+                event = ex.fetched_event(await conn.read(self._client.timeout), seq, self.run_id)
+                if event is not None:
+                    return event
         finally:
             conn.close()
 
@@ -290,7 +213,7 @@ class _AsyncStream:
                     return
                 if self._conn is None or self._conn.closed:
                     if self._core.ended:
-                        raise ConnectionLost(f"run {self.run_id}'s stream has ended and its connection is closed")
+                        raise ex.ended_and_closed(self.run_id)
                     await self._reconnect()
                 remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
                 await self._handle(await self._conn.read(remaining))
@@ -321,7 +244,7 @@ class _AsyncStream:
                 except OSError:
                     conn.close()
             if self._core.ended:
-                raise ConnectionLost(f"run {self.run_id}'s stream has ended and its connection is closed")
+                raise ex.ended_and_closed(self.run_id)
             if self._conn is conn or self._conn is None or self._conn.closed:
                 self._core.send_failed(obj)
                 return
@@ -332,15 +255,11 @@ class AsyncTail(_AsyncStream):
     """A run's events, read-only: `async for event in client.tail(...)`."""
 
 
-class AsyncAttachment(_AsyncStream):
+class AsyncAttachment(ex.AttachedCommands, _AsyncStream):
     """The run's controller, for asyncio: `async for` yields events and Pending decisions;
     commands are coroutines returning their Outcome."""
 
     command_timeout = 120.0
-
-    @property
-    def pending(self):
-        return self._core.pending
 
     async def send(self, command, timeout=None):
         await self.open()
@@ -362,23 +281,5 @@ class AsyncAttachment(_AsyncStream):
             raise result
         return result
 
-    async def decide(self, call_id, decision, reason=None, input=None, timeout=None):  # noqa: A002
-        return await self.send(cmd.tool_decide(new_id("c"), call_id, decision, reason, input), timeout)
-
-    async def set_frame(self, frame, step_outcome=None, timeout=None):
-        return await self.send(cmd.frame_set(new_id("c"), frame, step_outcome), timeout)
-
-    async def inject(self, text, timeout=None):
-        return await self.send(cmd.message_inject(new_id("c"), text), timeout)
-
-    async def steer(self, text, timeout=None):
-        return await self.send(cmd.steer(new_id("c"), text), timeout)
-
-    async def set_permission(self, posture, timeout=None):
-        return await self.send(cmd.permission_set(new_id("c"), posture), timeout)
-
-    async def interrupt(self, reason=None, timeout=None):
-        return await self.send(cmd.interrupt(new_id("c"), reason), timeout)
-
-    async def halt(self, reason=None, timeout=None):
-        return await self.send(cmd.halt(new_id("c"), reason), timeout)
+    # decide, set_frame, inject, steer, set_permission, interrupt, halt: ex.AttachedCommands,
+    # each returning the coroutine send() makes.

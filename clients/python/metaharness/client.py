@@ -2,22 +2,19 @@
 
 import time
 
-from . import commands as cmd
+from . import exchange as ex
 from .connection import LineConnection
-from .errors import ConnectionLost, DaemonUnreachable, ProtocolError, Refused, Timeout
-from .events import parse_event
-from .outcome import Outcome
+from .errors import ConnectionLost, DaemonUnreachable, Timeout
 from .paths import resolve_socket_path
-from .records import Record
 from .spec import build_run_spec
 from .stream import StreamCore, new_id
-from .wire import EVENT_FORMAT, request
+from .wire import request
 
 # How long a reconnect keeps trying before it gives up (the daemon restarting, say).
-RECONNECT_TIMEOUT = 30.0
+RECONNECT_TIMEOUT = ex.RECONNECT_TIMEOUT
 
 
-class Client:
+class Client(ex.RunCommands):
     """A metaharness daemon over its socket (docs/socket-api.md).
 
     `socket_path`: the argument, else $METAHARNESS_SOCKET, else the daemon's default. `timeout`
@@ -38,15 +35,7 @@ class Client:
                 conn.send(request(name, rid, **fields))
             except OSError as e:
                 raise ConnectionLost(f"{name}: the daemon closed the connection: {e}") from None
-            while True:
-                reply = conn.read(self.timeout if timeout is None else timeout)
-                if reply is None:
-                    raise ConnectionLost(f"{name}: the daemon closed the connection before replying")
-                if reply.get("format") == EVENT_FORMAT or reply.get("id") != rid:
-                    raise ProtocolError(f"{name}: a line that is not its reply", reply)
-                if reply.get("reply") == "refused":
-                    raise Refused(reply.get("code"), reply.get("reason"), Record.wrap(reply), name)
-                return Record.wrap(reply)
+            return ex.request_reply(name, rid, conn.read(self.timeout if timeout is None else timeout))
         finally:
             conn.close()
 
@@ -79,12 +68,7 @@ class Client:
         """A token for the viewer page (docs/viewer.md): a record with token, role, expires_at
         and url (the page's address, carrying the token). The role is at most the caller's;
         Refused NOT_CONFIGURED when the daemon has no [http] listener."""
-        fields = {}
-        if role is not None:
-            fields["role"] = role
-        if ttl_s is not None:
-            fields["ttl_s"] = ttl_s
-        return self._request("viewer", **fields)
+        return self._request("viewer", **ex.given(role=role, ttl_s=ttl_s))
 
     def shutdown(self):
         """Stops the daemon as SIGTERM does (admin only). Returns once the daemon said
@@ -104,37 +88,13 @@ class Client:
 
     def command(self, run_id, command):
         """Sends one metaharness.command/1 object to a run; returns its Outcome."""
-        reply = self._request("command", run_id=run_id, command=command)
-        return Outcome.from_wire(reply.get("command_id"), reply.get("outcome"), reply.get("recorded", False))
-
-    def decide(self, run_id, call_id, decision, reason=None, input=None):  # noqa: A002
-        """Decides one pending call: a Decision (Allow(), Deny(reason), Replace(input),
-        Abstain()) or its name with reason= / input=. Returns the Outcome (TOO_LATE when the
-        call was already decided, UNKNOWN_CALL when there is no such call)."""
-        return self.command(run_id, cmd.tool_decide(new_id("c"), call_id, decision, reason, input))
+        return ex.reply_outcome(self._request("command", run_id=run_id, command=command))
 
     def halt(self, run_id, reason=None):
         """Halts a run (its stream then closes `steer-halt`); returns the Outcome."""
-        fields = {"run_id": run_id}
-        if reason is not None:
-            fields["reason"] = reason
-        reply = self._request("halt", **fields)
-        return Outcome.from_wire(reply.get("command_id"), reply.get("outcome"), reply.get("recorded", False))
+        return ex.reply_outcome(self._request("halt", run_id=run_id, **ex.given(reason=reason)))
 
-    def inject(self, run_id, text):
-        return self.command(run_id, cmd.message_inject(new_id("c"), text))
-
-    def set_frame(self, run_id, frame, step_outcome=None):
-        return self.command(run_id, cmd.frame_set(new_id("c"), frame, step_outcome))
-
-    def interrupt(self, run_id, reason=None):
-        return self.command(run_id, cmd.interrupt(new_id("c"), reason))
-
-    def steer(self, run_id, text):
-        return self.command(run_id, cmd.steer(new_id("c"), text))
-
-    def set_permission(self, run_id, posture):
-        return self.command(run_id, cmd.permission_set(new_id("c"), posture))
+    # decide, inject, set_frame, interrupt, steer, set_permission: ex.RunCommands, through command().
 
     # --- streams ---------------------------------------------------------------------------
 
@@ -149,36 +109,12 @@ class Client:
         return Attachment(self, run_id, from_seq, timeout)
 
 
-class _Stream:
+class _Stream(ex.StreamViews):
     """What Tail and Attachment share: one connection following one run, resumed on a drop."""
 
     def __init__(self, client, core, timeout):
-        self._client = client
-        self._core = core
-        self.timeout = timeout
-        self.reconnect_timeout = RECONNECT_TIMEOUT
-        self._conn = None
-        self._closed = False  # by the caller: never reconnected
+        self._init_stream(client, core, timeout)
         self._connect()
-
-    @property
-    def run_id(self):
-        return self._core.run_id
-
-    @property
-    def last_seq(self):
-        """The seq of the last event read (None before the first)."""
-        return self._core.last_seq
-
-    @property
-    def next_seq(self):
-        """Where this stream continues: the seq a reader that stops here would resume from."""
-        return self._core.next_seq
-
-    @property
-    def connections(self):
-        """How many connections this stream has used (1 + the reconnects)."""
-        return self._core.connections
 
     def _connect(self):
         conn = LineConnection(self._client.socket_path)
@@ -186,12 +122,7 @@ class _Stream:
             if self._core.attach:
                 rid = new_id("g")
                 conn.send(request("get", rid, run_id=self._core.run_id))
-                reply = conn.read(self._client.timeout)
-                if reply is None:
-                    raise ConnectionLost("the daemon closed the connection before replying to get")
-                if reply.get("reply") == "refused":
-                    raise Refused(reply.get("code"), reply.get("reason"), Record.wrap(reply), "attach")
-                self._core.set_horizon(reply)
+                self._core.set_horizon(ex.attach_horizon(conn.read(self._client.timeout)))
             conn.send(self._core.stream_request())
             self._conn = conn
             while self._core._served_from is None:
@@ -204,22 +135,9 @@ class _Stream:
             self._send(obj)
 
     def _reconnect(self):
-        self._drop()
-        if self._closed:
-            raise ConnectionLost(f"the stream of run {self.run_id} was closed")
-        deadline = time.monotonic() + self.reconnect_timeout
-        delay = 0.05
-        while True:
-            try:
-                self._connect()
-                return
-            except (DaemonUnreachable, ConnectionLost, OSError) as e:
-                if time.monotonic() + delay > deadline:
-                    raise ConnectionLost(
-                        f"run {self.run_id}: the connection dropped and could not be resumed within "
-                        f"{self.reconnect_timeout} s: {e}") from None
+        backoff = self._reconnect_backoff()
+        while (delay := backoff.attempt(self._connect)) is not None:
             time.sleep(delay)  # a retry interval, waiting for the daemon to come back
-            delay = min(delay * 2, 1.0)
 
     def _handle(self, obj, during_connect=False):
         if obj is None:
@@ -238,20 +156,16 @@ class _Stream:
         try:
             conn.send(request("tail", new_id("f"), run_id=self.run_id, from_seq=seq, follow=False))
             while True:
-                obj = conn.read(self._client.timeout)
-                if obj is None:
-                    raise ConnectionLost(f"reading seq {seq} of run {self.run_id}: the connection closed")
-                if obj.get("format") == EVENT_FORMAT:
-                    return parse_event(obj)
-                if obj.get("reply") == "refused":
-                    raise Refused(obj.get("code"), obj.get("reason"), Record.wrap(obj), "tail")
+                event = ex.fetched_event(conn.read(self._client.timeout), seq, self.run_id)
+                if event is not None:
+                    return event
         finally:
             conn.close()
 
     def _pump(self, timeout):
         if self._conn is None or self._conn.closed:
             if self._core.ended:
-                raise ConnectionLost(f"run {self.run_id}'s stream has ended and its connection is closed")
+                raise ex.ended_and_closed(self.run_id)
             self._reconnect()
         self._handle(self._conn.read(timeout))
 
@@ -266,16 +180,6 @@ class _Stream:
                 raise StopIteration
             self._pump(self.timeout)
         return self._core.items.popleft()
-
-    def close(self):
-        """Ends this stream's connection; it is not resumed."""
-        self._closed = True
-        self._drop()
-
-    def _drop(self):
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     def __enter__(self):
         return self
@@ -292,7 +196,7 @@ class _Stream:
             # Not handed over whole, so not acted on: sent again on the next connection.
             self._core.send_failed(obj)
             if self._core.ended:
-                raise ConnectionLost(f"run {self.run_id}'s stream has ended and its connection is closed") from None
+                raise ex.ended_and_closed(self.run_id) from None
             self._reconnect()
 
 
@@ -303,7 +207,7 @@ class Tail(_Stream):
         super().__init__(client, StreamCore(run_id, from_seq, attach=False, follow=follow), timeout)
 
 
-class Attachment(_Stream):
+class Attachment(ex.AttachedCommands, _Stream):
     """The run's controller. Iterating yields its events and, for each call that waits for this
     controller's decision, a `Pending` (after the call's tool.requested; again, `reoffered`, when
     a reconnect finds it still waiting). Commands wait for their one result and return it as an
@@ -314,11 +218,6 @@ class Attachment(_Stream):
 
     def __init__(self, client, run_id, from_seq, timeout):
         super().__init__(client, StreamCore(run_id, from_seq, attach=True), timeout)
-
-    @property
-    def pending(self):
-        """The calls waiting for a decision, as far as this controller knows: call id -> Pending."""
-        return self._core.pending
 
     def send(self, command, timeout=None):
         """Sends one metaharness.command/1 object and returns its Outcome. Events that arrive
@@ -341,23 +240,5 @@ class Attachment(_Stream):
                 raise Timeout(f"command {command_id} ({command['command']}): no result within {bound} s")
             self._pump(remaining)
 
-    def decide(self, call_id, decision, reason=None, input=None, timeout=None):  # noqa: A002
-        return self.send(cmd.tool_decide(new_id("c"), call_id, decision, reason, input), timeout)
-
-    def set_frame(self, frame, step_outcome=None, timeout=None):
-        return self.send(cmd.frame_set(new_id("c"), frame, step_outcome), timeout)
-
-    def inject(self, text, timeout=None):
-        return self.send(cmd.message_inject(new_id("c"), text), timeout)
-
-    def steer(self, text, timeout=None):
-        return self.send(cmd.steer(new_id("c"), text), timeout)
-
-    def set_permission(self, posture, timeout=None):
-        return self.send(cmd.permission_set(new_id("c"), posture), timeout)
-
-    def interrupt(self, reason=None, timeout=None):
-        return self.send(cmd.interrupt(new_id("c"), reason), timeout)
-
-    def halt(self, reason=None, timeout=None):
-        return self.send(cmd.halt(new_id("c"), reason), timeout)
+    # decide, set_frame, inject, steer, set_permission, interrupt, halt: ex.AttachedCommands,
+    # each through send().

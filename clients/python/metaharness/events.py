@@ -66,6 +66,14 @@ _NULLABLE_REQUIRED = {"input"}
 _OMITTED_WHEN_EMPTY = {"operations": list, "subjects": list}
 
 
+def _envelope(key, empty=None):
+    """A read-only attribute for one envelope key of the line; with `empty`, a missing or empty
+    value reads as `empty()`."""
+    if empty is None:
+        return property(lambda self: self.raw.get(key))
+    return property(lambda self: self.raw.get(key) or empty())
+
+
 class Event:
     """One event line. `event`, `seq`, `run`, `at` (None when the vendor gave no time),
     `recorded_at` (None where nobody wrote the line live), `cut` ([] when nothing was cut), the
@@ -95,34 +103,14 @@ class Event:
     def _convert(self):
         """Per-event typing of nested values (decisions, command outcomes)."""
 
-    # The envelope.
-    @property
-    def format(self):
-        return self.raw.get("format")
-
-    @property
-    def event(self):
-        return self.raw.get("event")
-
-    @property
-    def seq(self):
-        return self.raw.get("seq")
-
-    @property
-    def run(self):
-        return self.raw.get("run")
-
-    @property
-    def at(self):
-        return self.raw.get("at")
-
-    @property
-    def recorded_at(self):
-        return self.raw.get("recorded_at")
-
-    @property
-    def cut(self):
-        return self.raw.get("cut") or []
+    # The envelope (ENVELOPE), read off the line; `cut` reads [] when nothing was cut.
+    format = _envelope("format")
+    event = _envelope("event")
+    seq = _envelope("seq")
+    run = _envelope("run")
+    at = _envelope("at")
+    recorded_at = _envelope("recorded_at")
+    cut = _envelope("cut", empty=list)
 
     @property
     def payload(self):

@@ -163,6 +163,30 @@ def bash(call_id, command):
     return {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command, "description": call_id}}
 
 
+def drop(attachment):
+    """The connection breaks under the attachment (as a network or a daemon restart would)."""
+    attachment._conn.sock.shutdown(socket.SHUT_RDWR)
+
+
+def read_deciding_after_a_drop(run, decision):
+    """Reads an attachment to its end: the first call offered is left undecided as the
+    connection drops under it; every later offer (the re-offer) is decided `decision`, and
+    each decision's outcome must be ok. Returns (the offers, the seqs of the events read)."""
+    import metaharness
+
+    offers, seqs = [], []
+    for item in run:
+        if isinstance(item, metaharness.Pending):
+            offers.append(item)
+            if len(offers) == 1:
+                drop(run)  # undecided when the connection goes
+                continue
+            assert run.decide(item.call_id, decision).ok
+        else:
+            seqs.append(item.seq)
+    return offers, seqs
+
+
 def sealed_frame(directory, operations):
     """A frame sealed by `metaharness frame seal`."""
     frame = {"format": "metaharness.frame/1", "workflow": {"id": "py", "version": "1"}, "node": {"id": "step"},

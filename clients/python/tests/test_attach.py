@@ -1,19 +1,12 @@
 """The controller's side: decisions round trip, every command's one result, and an attachment
 that survives a dropped connection with no gap, no duplicate and the pending call re-offered."""
 
-import socket
-
 import pytest
 
 import metaharness
-from conftest import bash, sealed_frame, standin_spec, write_script
+from conftest import bash, drop, read_deciding_after_a_drop, sealed_frame, standin_spec, write_script
 
 ASK = {"decisions": "ask", "decision_deadline_ms": 120000}
-
-
-def drop(attachment):
-    """The connection breaks under the attachment (as a network or a daemon restart would)."""
-    attachment._conn.sock.shutdown(socket.SHUT_RDWR)
 
 
 def work(daemon, run_id, name):
@@ -118,17 +111,8 @@ def test_a_dropped_connection_resumes_at_the_next_seq_with_no_gap_and_no_duplica
 
 def test_after_a_drop_the_still_pending_call_is_offered_again_with_its_time_left(client, daemon):
     run_id = client.submit(**standin_spec("bash_marker.json", **ASK))
-    seqs, offers = [], []
     with client.attach(run_id, timeout=60) as run:
-        for item in run:
-            if isinstance(item, metaharness.Pending):
-                offers.append(item)
-                if len(offers) == 1:
-                    drop(run)  # undecided when the connection goes
-                    continue
-                assert run.decide(item.call_id, metaharness.Allow()).ok
-            else:
-                seqs.append(item.seq)
+        offers, seqs = read_deciding_after_a_drop(run, metaharness.Allow())
         assert run.connections == 2
     first, again = offers
     assert again.call_id == first.call_id and again.reoffered and not first.reoffered

@@ -6,12 +6,11 @@ import asyncio
 import json
 import pathlib
 import re
-import socket
 
 import pytest
 
 import metaharness
-from conftest import SCENARIOS, Daemon
+from conftest import SCENARIOS, Daemon, read_deciding_after_a_drop
 from test_example import example_code
 
 # Both wires: a network fetch from the shell (the policy denies it), then a local edit (allowed).
@@ -67,17 +66,8 @@ def test_a_real_claude_run_survives_its_controller_losing_the_connection_mid_dec
     scenario = pathlib.Path(SCENARIOS / "claude" / "bash_marker.json")
     run_id = client.submit(adapter="claude", prompt="leave a marker", model_scenario=scenario, decisions="ask",
                            decision_deadline_ms=120000)
-    offers, seqs = [], []
     with client.attach(run_id, timeout=120) as run:
-        for item in run:
-            if isinstance(item, metaharness.Pending):
-                offers.append(item)
-                if len(offers) == 1:
-                    run._conn.sock.shutdown(socket.SHUT_RDWR)
-                    continue
-                assert run.decide(item.call_id, metaharness.Deny("no markers today")).ok
-            else:
-                seqs.append(item.seq)
+        offers, seqs = read_deciding_after_a_drop(run, metaharness.Deny("no markers today"))
         assert run.connections == 2
     assert [o.call_id for o in offers] == ["toolu_marker", "toolu_marker"] and offers[1].reoffered
     assert offers[1].remaining_ms <= offers[0].remaining_ms
