@@ -252,6 +252,18 @@ bool RunCgroup::populated() const {
   return keyed_value(read_file_at(dir_fd_.get(), "cgroup.events"), "populated").value_or(0) != 0;
 }
 
+bool RunCgroup::holds(pid_t pid) const {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("0::", 0) != 0) continue;
+    std::string path = line.substr(3);  // relative to the cgroup2 mount (our namespace's root)
+    const std::string dir = dir_.string();
+    return path.size() > 1 && dir.size() >= path.size() &&
+           dir.compare(dir.size() - path.size(), path.size(), path) == 0;
+  }
+  return false;
+}
+
 boost::system::result<void, std::string> RunCgroup::kill() {
   std::uint64_t alive = processes().size();
   if (!killed_)

@@ -112,6 +112,8 @@ class RunCgroup {
   // The processes in the group now (cgroup.procs).
   std::vector<pid_t> processes() const;
   bool populated() const;
+  // Whether `pid` is in this group (its /proc/<pid>/cgroup names it).
+  bool holds(pid_t pid) const;
 
   // Kills every process in the group (cgroup.kill), counting them first for the facts. Does not
   // wait. Errors name the file.

@@ -177,6 +177,7 @@ boost::asio::awaitable<std::string> RunContainment::end(boost::asio::any_io_exec
     KillReport report = co_await kill_run_processes(executor, root, plan_.run_marker, timeout);
     co_return report.clean() ? std::string() : report.summary();
   }
+  if (ended_) co_return std::string();
   std::string problems;
   if (auto killed = cgroup_->kill(); !killed) problems = killed.error();
   if (!co_await cgroup_->wait_empty(executor, timeout))
@@ -185,6 +186,8 @@ boost::asio::awaitable<std::string> RunContainment::end(boost::asio::any_io_exec
   facts_ = cgroup_->facts();
   if (!cgroup_->populated())
     if (auto removed = cgroup_->remove(); !removed) problems += (problems.empty() ? "" : "; ") + removed.error();
+  // Once empty and removed there is nothing left to end, and the counters read are the last.
+  ended_ = problems.empty();
   co_return problems;
 }
 

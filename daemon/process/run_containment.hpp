@@ -81,6 +81,8 @@ class RunContainment {
   bool has_cgroup() const { return bool(cgroup_); }
   bool sandboxed() const { return sandboxed_; }
   std::optional<uid_t> uid() const;
+  // Whether `pid` is a process of this run: in its cgroup (true for any pid when it has none).
+  bool holds(pid_t pid) const { return !cgroup_ || cgroup_->holds(pid); }
 
   // Kills every process of the run and waits (bounded) until none is left: through the cgroup,
   // else the marker sweep with `root` walked too. Returns what went wrong ("" when clean).
@@ -104,6 +106,7 @@ class RunContainment {
   std::shared_ptr<RunUidPool> uid_pool_;  // set when identity_ came from it
   std::vector<std::pair<std::string, std::string>> warnings_;
   std::optional<CgroupFacts> facts_;
+  bool ended_ = false;
 };
 
 }  // namespace mh::daemon

@@ -60,8 +60,24 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
     }
   }
   add(args, {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+  // bwrap makes the missing parents of a mount point 0700, so a run that is not root could not
+  // reach what is bound below them: make them 0755 first (they hold nothing but mount points).
+  std::vector<fs::path> made = {"/tmp", "/proc", "/dev"};
+  auto make_parents = [&](const fs::path& path) {
+    fs::path normal = path.lexically_normal();
+    fs::path at = "/";
+    for (auto part = std::next(normal.begin()); part != normal.end() && std::next(part) != normal.end(); ++part) {
+      at /= *part;
+      bool exists_inside = std::any_of(made.begin(), made.end(), [&](const fs::path& m) { return m == at; }) ||
+                           std::any_of(bound.begin(), bound.end(), [&](const fs::path& b) { return is_under(at, b); });
+      if (exists_inside) continue;
+      add(args, {"--perms", "0755", "--dir", at.string()});
+      made.push_back(at);
+    }
+  };
   for (const fs::path& path : spec.read_only)
     if (path_exists(path)) {
+      make_parents(path);
       add(args, {"--ro-bind", path.string(), path.string()});
       bound.push_back(path);
     }
@@ -82,6 +98,7 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
       kept.push_back(path);
   auto bind_writable = [&](const fs::path& path) { add(args, {"--bind", path.string(), path.string()}); };
   for (const fs::path& path : kept) {
+    make_parents(path);
     bind_writable(path);
     bound.push_back(path);
   }

@@ -27,6 +27,7 @@ class io_context;
 namespace mh::daemon {
 
 class SharedStreamState;
+struct ContainmentPolicy;
 
 // Sees every event the run hands its log, on the run's strand, in stream order, with the
 // payload in hand, before any reader can see it (stream.closed included, between its sync and
@@ -86,6 +87,10 @@ struct RunOptions {
   std::shared_ptr<RunObserver> observer;
   // Times the seam (nullptr, as in the daemon: nothing is timed).
   std::shared_ptr<SeamProbe> seam_probe;
+  // The run's body: its cgroup, sandbox and identity (daemon/process/run_containment.hpp).
+  // nullptr: none of them — the vendor is spawned as the plan says and its processes are found by
+  // their marker at the end (the unit tests' and `metaharness run`'s way).
+  std::shared_ptr<const ContainmentPolicy> containment;
 };
 
 struct RunOutcome {

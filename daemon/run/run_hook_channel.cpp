@@ -100,8 +100,13 @@ asio::awaitable<void> Run::Impl::serve_hook(std::shared_ptr<Run> keep, std::shar
     asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {});
   };
   auto peer = peer_credentials(socket->native_handle());
-  if (!peer || peer->uid != ::geteuid() ||
-      !process_carries(peer->pid, plan.run_marker.first + "=" + plan.run_marker.second)) {
+  // The peer must be a process of this run: its user (the run's own under a root daemon), its
+  // marker, and, when the run has a cgroup, inside it (a marker can be copied; a cgroup cannot
+  // be joined from outside without privilege).
+  const uid_t run_uid = containment && containment->uid() ? *containment->uid() : ::geteuid();
+  if (!peer || peer->uid != run_uid ||
+      !process_carries(peer->pid, plan.run_marker.first + "=" + plan.run_marker.second) ||
+      (containment && !containment->holds(peer->pid))) {
     refuse("refused: the peer is not a process of this run");
     co_return;
   }

@@ -22,6 +22,7 @@
 
 #include "daemon/model/scripted_endpoint.hpp"
 #include "daemon/process/child_process.hpp"
+#include "daemon/process/run_containment.hpp"
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/stream/event_log.hpp"
@@ -84,6 +85,7 @@ struct Run::Impl final : RunEffects {
   std::shared_ptr<SharedStreamState> shared;
   std::variant<adapters::LaunchPlan, adapters::LaunchRefusal> planned;
   std::unique_ptr<model::ScriptedEndpoint> endpoint;
+  std::unique_ptr<RunContainment> containment;  // when options.containment: made before the spawn
   std::unique_ptr<ChildProcess> child;
   std::unique_ptr<RunCore> core;  // from create on: the run's lifecycle and governing logic
   std::function<void(const RunOutcome&)> on_closed;

@@ -58,7 +58,21 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     }
     asio::co_spawn(strand, accept_hooks(self.lock()), asio::detached);
   }
-  auto spawned = ChildProcess::spawn(strand, plan);
+  SpawnOptions spawn_options;
+  const adapters::LaunchPlan* to_spawn = &plan;
+  if (options.containment) {
+    auto prepared = RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan, CgroupLimits{});
+    if (!prepared) {
+      refuse("LAUNCH_REFUSED", prepared.error(), {});
+      co_return;
+    }
+    containment = std::move(*prepared);
+    for (const auto& [code, message] : containment->warnings())
+      emit(protocol::ev::Warning{code, message}, std::nullopt);
+    to_spawn = &containment->launch_plan();
+    spawn_options = containment->spawn_options();
+  }
+  auto spawned = ChildProcess::spawn(strand, *to_spawn, spawn_options);
   if (!spawned) {
     refuse("LAUNCH_FAILED", spawned.error(), {});
     co_return;

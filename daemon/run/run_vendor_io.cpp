@@ -174,6 +174,11 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_exit() {
   vendor_reaped = true;
   grace_timer.cancel();
   const auto& plan = std::get<adapters::LaunchPlan>(planned);
+  if (containment) {
+    std::string problems = co_await containment->end(strand, std::nullopt, std::chrono::seconds(10));
+    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + log->run_id() + ": at its end: " + problems);
+    co_return containment->vendor_termination(termination);
+  }
   KillReport report = co_await kill_run_processes(strand, std::nullopt, plan.run_marker, std::chrono::seconds(10));
   if (!report.clean())
     daemon::log(LogPriority::warning, "run " + log->run_id() + ": leftover processes: " + report.summary());
@@ -193,6 +198,10 @@ void Run::Impl::arm_grace(std::chrono::milliseconds grace) {
 asio::awaitable<void> Run::Impl::kill_everything(std::shared_ptr<Run> keep) {
   (void)keep;
   if (vendor_reaped || !child) co_return;
+  if (containment) {
+    co_await containment->end(strand, child->pid(), std::chrono::seconds(10));
+    co_return;
+  }
   const auto& plan = std::get<adapters::LaunchPlan>(planned);
   co_await kill_run_processes(strand, child->pid(), plan.run_marker, std::chrono::seconds(10));
 }

@@ -192,6 +192,26 @@ class TableReader {
     target = std::chrono::milliseconds(ms);
   }
 
+  // Absolute paths, normalised.
+  void read_paths(const char* key, std::vector<std::filesystem::path>& target) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (!node || !error_.empty()) return;
+    const toml::array* array = node->as_array();
+    if (!array) {
+      fail(key, "must be an array of absolute paths, not " + describe(*node));
+      return;
+    }
+    for (const auto& element : *array) {
+      auto path = element.value_exact<std::string>();
+      if (!path || path->empty() || path->front() != '/') {
+        fail(key, "must hold absolute paths only; found " + describe(element));
+        return;
+      }
+      target.push_back(std::filesystem::path(*path).lexically_normal());
+    }
+  }
+
   void read_ids(const char* key, std::set<std::uint32_t>& target) {
     read_set(key, "numeric ids", target, [](const toml::node& element, std::string& problem) {
       auto id = element.value<std::int64_t>();
@@ -381,6 +401,7 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
   using Result = boost::system::result<DaemonConfig, std::string>;
   DaemonConfig c = default_config();
   if (!file) return c;
+  c.config_file = std::filesystem::absolute(*file);
   toml::table root;
   try {
     root = toml::parse_file(file->string());
@@ -455,6 +476,26 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
       return "must be between " + std::to_string(protocol::kMinEventLineBytes) + " and " +
              std::to_string(protocol::kMaxEventLineBytes) + " (the longest line every reader accepts)";
     });
+    r.read<std::string>("cgroup_root", c.cgroup_root, [](const std::string& v) -> std::string {
+      return v.empty() || v == "none" || v.front() == '/' ? "" : "must be \"none\" or an absolute path";
+    });
+    r.read<std::string>("sandbox", c.sandbox, [](const std::string& v) -> std::string {
+      return v == "auto" || v == "bwrap" || v == "none" ? "" : "must be \"auto\", \"bwrap\" or \"none\"";
+    });
+    r.read<std::string>("user", c.run_user);
+    r.read_paths("workspace_roots", c.workspace_roots);
+    std::uint64_t memory_max = 0, pids_max = 0, cpu_max = 0;
+    auto at_least = [](std::uint64_t min) {
+      return [min](const std::uint64_t& v) {
+        return v >= min ? std::string() : "must be at least " + std::to_string(min);
+      };
+    };
+    r.read<std::uint64_t>("memory_max_bytes", memory_max, at_least(1u << 20));
+    r.read<std::uint64_t>("pids_max", pids_max, at_least(1));
+    r.read<std::uint64_t>("cpu_max_percent", cpu_max, at_least(1));
+    if (memory_max) c.memory_max_bytes = memory_max;
+    if (pids_max) c.pids_max = pids_max;
+    if (cpu_max) c.cpu_max_percent = static_cast<std::uint32_t>(cpu_max);
     r.finish();
     c.halt_grace = std::chrono::milliseconds(halt);
     c.exit_grace = std::chrono::milliseconds(exit_grace);

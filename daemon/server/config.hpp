@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "adapters/adapter.hpp"
 #include "daemon/run/budget_meter.hpp"
@@ -46,6 +47,13 @@ struct DaemonConfig {
   bool fsync_each_event = false;
   std::size_t max_vendor_line_bytes = 4u << 20;
   std::size_t max_event_line_bytes = 1u << 20;  // protocol/line_cut.hpp: the bound of every event line
+  // The run's body (docs/containment.md).
+  std::string cgroup_root;       // "": the daemon's own cgroup; "none": no cgroups; else a cgroup2 path
+  std::string sandbox = "auto";  // "auto": bwrap if installed; "bwrap": required; "none"
+  std::string run_user;          // root daemon: "" one uid per run, else this user (name or uid)
+  std::vector<std::filesystem::path> workspace_roots;       // where a non-admin peer may name a cwd
+  std::optional<std::uint64_t> memory_max_bytes, pids_max;  // per-run defaults (cgroup limits)
+  std::optional<std::uint32_t> cpu_max_percent;
   // [server]
   unsigned threads = 0;  // 0: one per hardware thread
   std::size_t max_line_bytes = 1u << 20;
@@ -69,6 +77,9 @@ struct DaemonConfig {
     std::uint16_t port = 0;  // 0: any free port (the bound one is written to <state_dir>/http.addr)
   };
   std::optional<HttpListen> http_listen;
+
+  // The file this config was read from (nullopt: defaults only); runs never see it.
+  std::optional<std::filesystem::path> config_file;
 
   // Where the defaults came from, for the start-up log line.
   std::string defaults_from;

@@ -22,6 +22,7 @@
 #include "daemon/metrics/exposition.hpp"
 #include "daemon/peer.hpp"
 #include "daemon/server/connection.hpp"
+#include "daemon/server/containment_policy.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 #include "daemon/server/socket_api.hpp"
@@ -252,6 +253,22 @@ struct Daemon::Impl final : Server {
   static constexpr std::chrono::seconds kFlushBound{3};
 };
 
+namespace {
+
+// One start-up line saying what each run's body gets, and what it does not and why.
+void log_containment(const ContainmentPolicy& p) {
+  std::string line = "runs: ";
+  line += p.cgroups ? "a cgroup each under " + p.cgroups->dir().string() : "no cgroups (" + p.no_cgroups_why + ")";
+  line += p.sandbox ? "; sandboxed with " + p.sandbox_spec.bwrap.string() : "; no sandbox (" + p.no_sandbox_why + ")";
+  if (p.daemon_is_root)
+    line += p.fixed_user ? "; as uid " + std::to_string(p.fixed_user->uid) : "; as a uid of their own each";
+  else
+    line += "; as the daemon's user";
+  log(p.cgroups && p.sandbox ? LogPriority::info : LogPriority::warning, line);
+}
+
+}  // namespace
+
 Daemon::Daemon(DaemonConfig config) : impl_(std::make_shared<Impl>(std::move(config))) {}
 Daemon::~Daemon() = default;
 
@@ -266,7 +283,14 @@ int Daemon::run() {
     log(LogPriority::error, "cannot create the state directory " + d.config.state_dir.string() + ": " + ec.message());
     return 2;
   }
-  d.registry.recover();
+  auto containment = make_containment_policy(d.config, d.config.config_file);
+  if (!containment) {
+    log(LogPriority::error, "cannot start: " + containment.error());
+    return 2;
+  }
+  d.containment = *containment;
+  log_containment(*d.containment);
+  d.registry.recover(d.containment->cgroups ? &*d.containment->cgroups : nullptr);
   if (auto problem = d.registry.load_ledger(std::chrono::system_clock::now()))
     log(LogPriority::warning, "daily budgets: " + *problem);
   if (auto error = d.listen()) {

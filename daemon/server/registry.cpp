@@ -19,7 +19,7 @@ RunRegistry::RunRegistry(std::filesystem::path state_dir, std::size_t max_active
 
 // --- start ------------------------------------------------------------------------------------
 
-void RunRegistry::recover() {
+void RunRegistry::recover(const CgroupParent* cgroups) {
   std::error_code ec;
   auto root = RunDir::runs_of(state_dir_);
   std::filesystem::create_directories(root, ec);
@@ -35,7 +35,7 @@ void RunRegistry::recover() {
       entry.close_reason = closed->first;
       entry.last_seq = closed->second;
     } else {
-      recover_run(entry, dir.events());
+      recover_run(entry, dir.events(), cgroups);
     }
     runs_.emplace(entry.id, std::move(entry));
   }
@@ -65,18 +65,27 @@ std::optional<std::pair<protocol::CloseReason, std::uint64_t>> RunRegistry::clos
   return std::make_pair(closed->reason, event->seq);
 }
 
-void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& events) {
+void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& events, const CgroupParent* cgroups) {
   auto recovered = EventLog::recover(events, entry.id);
   if (!recovered) {
     log(LogPriority::error, "run " + entry.id + ": cannot recover its stream: " + recovered.error());
     return;
   }
   if (recovered->report.already_closed) return;
+  std::size_t in_cgroup = 0;
+  if (cgroups) {
+    if (auto group = cgroups->find(entry.id)) {
+      in_cgroup = (*group)->processes().size();
+      (void)(*group)->kill();
+      (void)(*group)->wait_empty_sync(std::chrono::seconds(10));
+      (void)(*group)->remove();
+    }
+  }
   KillReport killed =
       kill_run_processes_sync(std::nullopt, RunMarker{"METAHARNESS_RUN", entry.id}, std::chrono::seconds(10));
   std::string message =
       "metaharness restarted after it was stopped without closing this run: " + recovered->report.describe() + "; " +
-      std::to_string(killed.killed.size()) + " leftover process(es) of the run killed";
+      std::to_string(killed.killed.size() + in_cgroup) + " leftover process(es) of the run killed";
   if (!killed.survivors.empty()) message += ", " + std::to_string(killed.survivors.size()) + " survived";
   (void)recovered->log.append(protocol::ev::Warning{"RECOVERED_AFTER_RESTART", message});
   auto closed = recovered->log.close(protocol::CloseReason::error, protocol::ProcessTermination{});

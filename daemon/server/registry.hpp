@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/process/run_cgroup.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/server/daily_spend.hpp"
 
@@ -82,9 +83,10 @@ class RunRegistry {
   // --- start --------------------------------------------------------------------------------
   // Every run directory under <state_dir>/runs that holds a stream. A stream that lacks
   // stream.closed was cut off by a crash of a previous daemon: its torn last line is cut, what is
-  // left of its processes is killed, and it is closed with a warning naming the recovery. A
+  // left of its processes is killed (its cgroup, when `cgroups` holds one of that name, and
+  // anything still carrying its marker), and it is closed with a warning naming the recovery. A
   // closed run costs one read of its file's tail.
-  void recover();
+  void recover(const CgroupParent* cgroups = nullptr);
   // Today's spend per owner (nullopt, or a problem to log: the day then starts from zero).
   std::optional<std::string> load_ledger(std::chrono::system_clock::time_point now);
 
@@ -131,7 +133,7 @@ class RunRegistry {
 
  private:
   void load_meta(RunEntry& e);
-  void recover_run(RunEntry& entry, const std::filesystem::path& events);
+  void recover_run(RunEntry& entry, const std::filesystem::path& events, const CgroupParent* cgroups);
 
   std::filesystem::path state_dir_;
   std::size_t max_active_;

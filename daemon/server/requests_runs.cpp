@@ -5,6 +5,7 @@
 
 #include "daemon/log.hpp"
 #include "daemon/run/run_dir.hpp"
+#include "daemon/server/containment_policy.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_summary.hpp"
 #include "daemon/server/server.hpp"
@@ -62,6 +63,16 @@ std::optional<adapters::RunSpec> checked_spec(Session& s, const SocketRequest& r
              r.id);
     return std::nullopt;
   }
+  // A cwd is where an allowed call writes: below admin, only under the configured roots (none by
+  // default: a run works in its own scratch).
+  if (spec->cwd && s.role() < Role::admin && !cwd_within_roots(*spec->cwd, config.workspace_roots)) {
+    s.refuse("CWD_OUTSIDE_ROOTS",
+             "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\" is not under runs.workspace_roots" +
+                 (config.workspace_roots.empty() ? " (none are configured: a run works in its own scratch)" : "") +
+                 "; only an admin peer may name it",
+             r.id);
+    return std::nullopt;
+  }
   if (spec->decision_deadline_ms == 0) spec->decision_deadline_ms = config.decision_deadline_ms;
   if (auto too_long = adapters::refuse_deadline(*adapter, spec->decision_deadline_ms)) {
     s.refuse("MALFORMED", *too_long, r.id);
@@ -94,6 +105,7 @@ RunOptions run_options(Server& server, const RunDir& dir) {
   options.max_vendor_line_bytes = config.max_vendor_line_bytes;
   options.max_event_line_bytes = config.max_event_line_bytes;
   options.prices = config.prices;
+  options.containment = server.containment;
   return options;
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "daemon/metrics/daemon_metrics.hpp"
+#include "daemon/process/run_containment.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/registry.hpp"
 #include "daemon/server/viewer_tokens.hpp"
@@ -94,6 +95,8 @@ class Server : public std::enable_shared_from_this<Server> {
   };
 
   DaemonConfig config;
+  // What each run's body gets (cgroup, sandbox, identity): decided once, at start.
+  std::shared_ptr<const ContainmentPolicy> containment;
   boost::asio::io_context io;
   boost::asio::strand<boost::asio::io_context::executor_type> registry_strand;
   RunRegistry registry;  // registry_strand only

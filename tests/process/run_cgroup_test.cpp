@@ -82,6 +82,9 @@ TEST_F(RunCgroupTest, NothingEscapesAndTheKillTakesEverything) {
   std::vector<pid_t> members = (*group)->processes();
   ASSERT_GE(members.size(), 4u) << "the root and its three escapees";
   for (pid_t pid : members)
+    EXPECT_TRUE((*group)->holds(pid)) << pid;
+  EXPECT_FALSE((*group)->holds(::getpid())) << "the test itself is not in the run's group";
+  for (pid_t pid : members)
     EXPECT_FALSE(is_dead(pid)) << pid;
 
   ASSERT_TRUE((*group)->kill());

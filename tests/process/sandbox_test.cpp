@@ -105,11 +105,14 @@ TEST_F(SandboxTest, UnderARootDaemonTheRunIsAnUnprivilegedUser) {
   spec_.passwd_file = run_.path() / "passwd";
   const std::string script =
       "id -u; id -un; echo x > mine && echo wrote-cwd; cat /etc/shadow >/dev/null 2>&1 && echo read-shadow; "
+      "echo y > " +
+      (scratch_ / "s").string() +
+      " && echo wrote-scratch-by-path; "
       "grep -E '^Cap(Prm|Eff|Inh|Amb)' /proc/self/status | grep -v '0000000000000000' ; echo done";
   // Sandboxed: bwrap builds the view as root, then the run drops to its uid inside.
   spec_.run_as = SandboxSpec::RunAs{kUid, kUid};
   auto r = run(script);
-  EXPECT_EQ(r.out, "61234\nmh-run\nwrote-cwd\ndone\n") << "and no capability left in any set";
+  EXPECT_EQ(r.out, "61234\nmh-run\nwrote-cwd\nwrote-scratch-by-path\ndone\n") << "and no capability left in any set";
   struct stat info {};
   ASSERT_EQ(::stat((work_ / "mine").c_str(), &info), 0);
   EXPECT_EQ(info.st_uid, kUid);

@@ -1,0 +1,110 @@
+#include "daemon/server/containment_policy.hpp"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <charconv>
+
+namespace mh::daemon {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using PolicyResult = boost::system::result<std::shared_ptr<const ContainmentPolicy>, std::string>;
+
+PolicyResult refuse(std::string message) {
+  return PolicyResult(boost::system::in_place_error, std::move(message));
+}
+
+// The directory of this program (metaharness's own hook programs ship beside it).
+std::optional<fs::path> own_bin_dir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  return self.parent_path();
+}
+
+}  // namespace
+
+PolicyResult make_containment_policy(const DaemonConfig& config, const std::optional<fs::path>& config_file) {
+  auto policy = std::make_shared<ContainmentPolicy>();
+  policy->daemon_is_root = ::geteuid() == 0;
+  policy->default_limits = {config.memory_max_bytes, config.pids_max, config.cpu_max_percent};
+
+  // Cgroups.
+  if (config.cgroup_root == "none") {
+    policy->no_cgroups_why = "runs.cgroup_root is \"none\"";
+  } else {
+    std::optional<fs::path> base =
+        config.cgroup_root.empty() ? CgroupParent::own_cgroup_dir() : std::optional<fs::path>(config.cgroup_root);
+    if (!base) {
+      policy->no_cgroups_why = "this host has no cgroup2 mount";
+    } else {
+      auto parent = CgroupParent::open(*base, CgroupParent::group_for_state_dir(config.state_dir));
+      if (parent)
+        policy->cgroups.emplace(std::move(*parent));
+      else if (!config.cgroup_root.empty())
+        return refuse("runs.cgroup_root: " + parent.error());
+      else
+        policy->no_cgroups_why = parent.error();
+    }
+  }
+  if (!policy->cgroups && policy->default_limits.any())
+    return refuse(
+        "runs.memory_max_bytes, pids_max and cpu_max_percent need a cgroup of each run's own, and there "
+        "is none: " +
+        policy->no_cgroups_why);
+  if (policy->cgroups)
+    if (auto refusal = policy->cgroups->refuse_limits(policy->default_limits)) return refuse("runs: " + *refusal);
+
+  // The sandbox.
+  SandboxSpec& spec = policy->sandbox_spec;
+  bool have_bwrap = ::access(spec.bwrap.c_str(), X_OK) == 0;
+  if (config.sandbox == "none") {
+    policy->no_sandbox_why = "runs.sandbox is \"none\"";
+  } else if (!have_bwrap) {
+    if (config.sandbox == "bwrap") return refuse("runs.sandbox: \"bwrap\" needs " + spec.bwrap.string());
+    policy->no_sandbox_why = spec.bwrap.string() + " is not installed";
+  } else {
+    policy->sandbox = true;
+  }
+  spec.read_only.push_back(config.vendor.vendor_dir);
+  for (const auto& [name, binary] : config.vendor.binaries)
+    spec.read_only.push_back(binary.parent_path());
+  if (auto bin = own_bin_dir()) spec.read_only.push_back(*bin);
+  spec.hidden = {config.state_dir, config.socket};
+  if (config_file) spec.hidden.push_back(*config_file);
+
+  // The runs' identity.
+  if (!config.run_user.empty()) {
+    if (!policy->daemon_is_root) return refuse("runs.user: only a root daemon can run its runs as another user");
+    const struct passwd* pw = nullptr;
+    unsigned long uid = 0;
+    const std::string& u = config.run_user;
+    auto [end, ec] = std::from_chars(u.data(), u.data() + u.size(), uid);
+    pw =
+        (ec == std::errc() && end == u.data() + u.size()) ? ::getpwuid(static_cast<uid_t>(uid)) : ::getpwnam(u.c_str());
+    if (!pw) return refuse("runs.user: no user \"" + u + "\" on this host");
+    if (pw->pw_uid == 0) return refuse("runs.user: \"" + u + "\" is root; runs never run as root");
+    policy->fixed_user = SandboxSpec::RunAs{pw->pw_uid, pw->pw_gid};
+  }
+  policy->uids = std::make_shared<RunUidPool>();
+  return std::shared_ptr<const ContainmentPolicy>(std::move(policy));
+}
+
+bool cwd_within_roots(const fs::path& cwd, const std::vector<fs::path>& roots) {
+  if (!cwd.is_absolute()) return false;
+  std::error_code ec;
+  fs::path resolved = fs::weakly_canonical(cwd, ec);
+  if (ec) return false;
+  for (const fs::path& root : roots) {
+    fs::path r = fs::weakly_canonical(root, ec);
+    if (ec) continue;
+    auto [ri, ci] = std::mismatch(r.begin(), r.end(), resolved.begin(), resolved.end());
+    if (ri == r.end() || (std::next(ri) == r.end() && ri->empty())) return true;
+  }
+  return false;
+}
+
+}  // namespace mh::daemon
