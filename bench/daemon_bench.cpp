@@ -729,7 +729,9 @@ bool wait_run_closed(const fs::path& socket, const std::string& run_id, std::chr
 
 // threads = 0: the daemon's default (one io thread per hardware thread).
 std::string daemon_config(const fs::path& standin, std::size_t max_active, unsigned threads) {
-  return "[vendor]\nclaude = \"" + standin.string() + "\"\n[runs]\nmax_active = " + std::to_string(max_active) +
+  // The stand-in reads its scripts (written under the bench's work dir) inside each run's sandbox.
+  return "[vendor]\nclaude = \"" + standin.string() + "\"\n[runs]\nsandbox_read_only = [\"" +
+         fs::temp_directory_path().string() + "\"]\nmax_active = " + std::to_string(max_active) +
          "\ndecision_deadline_ms = 600000\n[server]\nmax_connections = 8192\n" +
          (threads ? "threads = " + std::to_string(threads) + "\n" : std::string()) + "[log]\nlevel = \"warning\"\n";
 }

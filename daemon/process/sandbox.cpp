@@ -112,8 +112,17 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
       add(args, {"--tmpfs", path.string()});
     else
       add(args, {"--ro-bind", "/dev/null", path.string()});
-    for (const fs::path& w : kept)
-      if (is_under(w, path)) bind_writable(w);
+    for (const fs::path& w : kept) {
+      if (!is_under(w, path)) continue;
+      // The cover is empty: remake, 0755, the directories between it and the writable path.
+      std::vector<fs::path> between;
+      for (fs::path at = w.lexically_normal().parent_path(); is_under(at, path) && at != path.lexically_normal();
+           at = at.parent_path())
+        between.push_back(at);
+      for (auto it = between.rbegin(); it != between.rend(); ++it)
+        add(args, {"--perms", "0755", "--dir", it->string()});
+      bind_writable(w);
+    }
   }
 
   if (spec.passwd_file) add(args, {"--ro-bind", spec.passwd_file->string(), "/etc/passwd"});

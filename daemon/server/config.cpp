@@ -484,6 +484,7 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     });
     r.read<std::string>("user", c.run_user);
     r.read_paths("workspace_roots", c.workspace_roots);
+    r.read_paths("sandbox_read_only", c.sandbox_read_only);
     std::uint64_t memory_max = 0, pids_max = 0, cpu_max = 0;
     auto at_least = [](std::uint64_t min) {
       return [min](const std::uint64_t& v) {

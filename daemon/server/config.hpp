@@ -52,6 +52,7 @@ struct DaemonConfig {
   std::string sandbox = "auto";  // "auto": bwrap if installed; "bwrap": required; "none"
   std::string run_user;          // root daemon: "" one uid per run, else this user (name or uid)
   std::vector<std::filesystem::path> workspace_roots;       // where a non-admin peer may name a cwd
+  std::vector<std::filesystem::path> sandbox_read_only;     // more paths every sandboxed run sees, read-only
   std::optional<std::uint64_t> memory_max_bytes, pids_max;  // per-run defaults (cgroup limits)
   std::optional<std::uint32_t> cpu_max_percent;
   // [server]

@@ -73,6 +73,8 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
   for (const auto& [name, binary] : config.vendor.binaries)
     spec.read_only.push_back(binary.parent_path());
   if (auto bin = own_bin_dir()) spec.read_only.push_back(*bin);
+  for (const fs::path& path : config.sandbox_read_only)
+    spec.read_only.push_back(path);
   spec.hidden = {config.state_dir, config.socket};
   if (config_file) spec.hidden.push_back(*config_file);
 

@@ -14,8 +14,12 @@ namespace mh::test {
 namespace {
 
 // `runs_keys`: more keys of [runs]; `tables`: more tables.
-std::string standin_config(const std::string& runs_keys = "", const std::string& tables = "") {
-  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nmax_active = 1000\n" + runs_keys +
+// `scripts`: where the stand-in's scripts are. It reads them inside the run's sandbox, so they are
+// shown to every run read-only (runs.sandbox_read_only).
+std::string standin_config(const std::string& runs_keys = "", const std::string& tables = "",
+                           const std::string& scripts = MH_TEST_STANDIN_SCRIPTS) {
+  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nmax_active = 1000\n" +
+         "sandbox_read_only = [\"" + std::string(MH_TEST_STANDIN_SCRIPTS) + "\", \"" + scripts + "\"]\n" + runs_keys +
          tables;
 }
 
@@ -41,9 +45,10 @@ class DaemonStandin : public ::testing::Test {
   }
 
   // The same daemon with more config.
-  void restart(const std::string& runs_keys, const std::string& tables = "") {
+  void restart(const std::string& runs_keys, const std::string& tables = "",
+               const std::string& scripts = MH_TEST_STANDIN_SCRIPTS) {
     daemon.reset();
-    daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config(runs_keys, tables));
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config(runs_keys, tables, scripts));
     ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
   }
 
@@ -230,8 +235,9 @@ TEST_F(DaemonStandin, RightAfterEndStatusListAndGetAgreeWithTheStreamThatTheRunI
 // --- Issue 9: one line bound, through the whole daemon ---------------------------------------
 
 TEST_F(DaemonStandin, AVendorRecordOverTheEventLineBoundIsCutInTheStreamAndWholeInTheTranscript) {
-  restart("max_event_line_bytes = 65536\n");
-  auto script = dir.path() / "huge_text.json";
+  std::filesystem::create_directories(dir.path() / "scripts");
+  restart("max_event_line_bytes = 65536\n", "", (dir.path() / "scripts").string());
+  auto script = dir.path() / "scripts/huge_text.json";
   std::ofstream(script)
       << R"({"format":"mh-standin-claude.script/1","turns":[[{"type":"chatter","count":1,"bytes":2000000}]]})";
   std::string id =

@@ -84,6 +84,27 @@ TEST_F(SandboxTest, AHiddenPathUnderABoundOneIsEmptyAndTheRunsOwnDirectoryInside
   EXPECT_EQ(r.out, "scratch work \ncwd-ok\n") << "only the run's writable directories, re-bound";
 }
 
+// The daemon's state directory hidden under a bound path, the run's scratch deep inside it, and
+// the run not root: the directories between the cover and the scratch are remade reachable.
+TEST_F(SandboxTest, ARunThatIsNotRootReachesItsScratchDeepInsideAHiddenPath) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs a root daemon to run the run as another uid";
+  const auto state = run_.path() / "state";
+  const auto deep = state / "runs" / "r1" / "scratch";
+  std::filesystem::create_directories(deep);
+  ASSERT_EQ(::chown(deep.c_str(), 61235, 61235), 0);
+  // A bound directory keeps its host mode inside: one the run must pass through must let it.
+  ::chmod(run_.path().c_str(), 0711);
+  spec_.read_only.push_back(run_.path());
+  spec_.hidden.push_back(state);
+  spec_.run_as = SandboxSpec::RunAs{61235, 61235};
+  auto plan = make_plan("/bin/sh", {"-c", "echo x > " + (deep / "f").string() + " && echo wrote"},
+                        {{"PATH", "/usr/bin:/bin"}}, deep);
+  plan.directories = {deep};
+  auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_));
+  ASSERT_TRUE(child) << child.error();
+  EXPECT_EQ(io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s), "wrote\n");
+}
+
 TEST_F(SandboxTest, TheRunsOwnPasswdNamesItsUser) {
   std::ofstream(run_.path() / "passwd") << "mh-run:x:61234:61234:metaharness run:/nonexistent:/bin/sh\n";
   spec_.passwd_file = run_.path() / "passwd";

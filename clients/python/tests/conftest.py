@@ -138,7 +138,10 @@ class Daemon:
 
 
 def standin_config():
-    return f'[vendor]\nclaude = "{STANDIN}"\n[runs]\nmax_active = 200\n'
+    # The stand-in reads its script inside the run's sandbox: the scripts are shown to it read-only
+    # (the source tree's, and the `scripts` fixture's under the temporary directory).
+    return (f'[vendor]\nclaude = "{STANDIN}"\n[runs]\nmax_active = 200\n'
+            f'sandbox_read_only = ["{STANDIN_SCRIPTS}", "{tempfile.gettempdir()}"]\n')
 
 
 def standin_spec(script, **fields):
@@ -217,5 +220,10 @@ def client(daemon):
 
 
 @pytest.fixture
-def scripts(tmp_path):
-    return tmp_path
+def scripts():
+    # Under a root daemon each run is a uid of its own (docs/containment.md): the scripts it reads
+    # live where that uid can read them, not in pytest's private (0700) temporary directory.
+    directory = tempfile.mkdtemp(prefix="mh-scripts-")
+    os.chmod(directory, 0o755)
+    yield pathlib.Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
