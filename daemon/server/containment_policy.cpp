@@ -1,8 +1,11 @@
 #include "daemon/server/containment_policy.hpp"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 
 namespace mh::daemon {
@@ -23,6 +26,33 @@ std::optional<fs::path> own_bin_dir() {
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return std::nullopt;
   return self.parent_path();
+}
+
+// Runs argv to its end (fork + exec, no shell, stdio to /dev/null), first moving the child into a
+// cgroup when `join_cgroup_fd` is one; its exit status, or -1. Called at start, before the io
+// threads exist.
+int run_probe(const std::vector<std::string>& argv, int join_cgroup_fd = -1) {
+  std::vector<char*> args;
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+    }
+    if (join_cgroup_fd >= 0 && ::write(join_cgroup_fd, "0", 1) != 1) ::_exit(126);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) == -1 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace
@@ -50,6 +80,20 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
         policy->no_cgroups_why = parent.error();
     }
   }
+  // Making a group is not enough: a process must be able to move into one (a delegated subtree
+  // can be writable without that). Probe it once with /bin/true.
+  if (policy->cgroups) {
+    std::string probe_id = "probe-" + std::to_string(::getpid());
+    auto group = policy->cgroups->create(probe_id, {});
+    int status = group ? run_probe({"/bin/true"}, (*group)->procs_fd()) : -1;
+    if (status != 0) {
+      std::string why =
+          group ? "a process cannot be moved into a group under " + policy->cgroups->dir().string() : group.error();
+      if (!config.cgroup_root.empty()) return refuse("runs.cgroup_root: " + why);
+      policy->cgroups.reset();
+      policy->no_cgroups_why = why;
+    }
+  }
   if (!policy->cgroups && policy->default_limits.any())
     return refuse(
         "runs.memory_max_bytes, pids_max and cpu_max_percent need a cgroup of each run's own, and there "
@@ -66,6 +110,11 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
   } else if (!have_bwrap) {
     if (config.sandbox == "bwrap") return refuse("runs.sandbox: \"bwrap\" needs " + spec.bwrap.string());
     policy->no_sandbox_why = spec.bwrap.string() + " is not installed";
+  } else if (run_probe({spec.bwrap.string(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
+                        "/bin/true"}) != 0) {
+    // Installed but unable to build a sandbox here (e.g. no user namespaces for this user).
+    if (config.sandbox == "bwrap") return refuse("runs.sandbox: \"bwrap\" cannot build a sandbox on this host");
+    policy->no_sandbox_why = spec.bwrap.string() + " cannot build a sandbox on this host";
   } else {
     policy->sandbox = true;
   }
