@@ -10,8 +10,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/read_until.hpp>
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/streambuf.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <chrono>
@@ -19,6 +21,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -76,6 +79,22 @@ inline asio::awaitable<std::string> read_to_eof(asio::readable_pipe& pipe) {
     if (ec) break;
   }
   co_return out;
+}
+
+// Reads the child's stdout line by line until every line in `expect` was seen (in any order:
+// background processes write them); returns every line read.
+inline asio::awaitable<std::vector<std::string>> read_lines_until(ChildProcess& child, std::set<std::string> expect) {
+  std::vector<std::string> lines;
+  asio::streambuf buffer;
+  while (!expect.empty()) {
+    co_await asio::async_read_until(child.stdout_pipe(), buffer, '\n', asio::use_awaitable);
+    std::istream in(&buffer);
+    std::string line;
+    std::getline(in, line);
+    expect.erase(line);
+    lines.push_back(line);
+  }
+  co_return lines;
 }
 
 // The state letter of /proc/<pid>/stat, or nullopt when the process is gone.

@@ -40,19 +40,8 @@ class RunCgroupTest : public ::testing::Test {
     auto plan = make_plan("/bin/sh", {"-c", script}, {{"PATH", "/usr/bin:/bin"}}, scratch_.path());
     auto child = ChildProcess::spawn(strand_, plan, {.join_cgroup_fd = group.procs_fd()});
     if (!child) throw std::runtime_error(child.error());
-    io_.run(strand_, read_lines(**child, std::move(expect)), 20s);
+    io_.run(strand_, read_lines_until(**child, std::move(expect)), 20s);
     return std::move(*child);
-  }
-
-  static asio::awaitable<void> read_lines(ChildProcess& child, std::set<std::string> expect) {
-    asio::streambuf buffer;
-    while (!expect.empty()) {
-      co_await asio::async_read_until(child.stdout_pipe(), buffer, '\n', asio::use_awaitable);
-      std::istream in(&buffer);
-      std::string line;
-      std::getline(in, line);
-      expect.erase(line);
-    }
   }
 
   bool wait_empty(RunCgroup& group, std::chrono::milliseconds timeout) {

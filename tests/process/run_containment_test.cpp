@@ -56,22 +56,8 @@ class RunContainmentTest : public ::testing::Test {
                                       std::vector<std::string>* lines) {
     auto child = ChildProcess::spawn(strand_, c.launch_plan(), c.spawn_options());
     if (!child) throw std::runtime_error(child.error());
-    *lines = io_.run(strand_, read_lines(**child, std::move(expect)), 20s);
+    *lines = io_.run(strand_, read_lines_until(**child, std::move(expect)), 20s);
     return std::move(*child);
-  }
-
-  static asio::awaitable<std::vector<std::string>> read_lines(ChildProcess& child, std::set<std::string> expect) {
-    std::vector<std::string> lines;
-    asio::streambuf buffer;
-    while (!expect.empty()) {
-      co_await asio::async_read_until(child.stdout_pipe(), buffer, '\n', asio::use_awaitable);
-      std::istream in(&buffer);
-      std::string line;
-      std::getline(in, line);
-      expect.erase(line);
-      lines.push_back(line);
-    }
-    co_return lines;
   }
 
   IoThreads io_{1};
