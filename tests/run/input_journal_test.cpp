@@ -1,0 +1,117 @@
+// The input journal: every kind of input round-trips through its line exactly (a replay must hand
+// the core what the live run handed it), a torn last line is dropped, anything else bad refuses
+// the journal by name.
+#include "daemon/run/input_journal.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "protocol/commands.hpp"
+
+namespace mh::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using journal::Entry;
+
+std::chrono::steady_clock::time_point at(std::int64_t ns) {
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
+}
+
+std::vector<Entry> one_of_each() {
+  protocol::PeerIdentity peer{1000, 4242, std::string("viewer")};
+  protocol::LineRefusal refusal{protocol::LineRefusalKind::UnknownName, "no command \"x\"", std::string("c-9")};
+  return {
+      {at(1), journal::Start{}},
+      {at(2), journal::VendorOut{65536, 1764633600123}},
+      {at(3), journal::VendorEnd{}},
+      {at(4), journal::HookRequest{7, R"({"tool_name":"Bash","tool_input":{"command":"ls \"x\"\n"}})"}},
+      {at(5), journal::HookGone{7}},
+      {at(6), journal::CommandLine{R"({"format":"metaharness.command/1","id":"c1","name":"halt","payload":{}})", peer}},
+      {at(7), journal::CommandLine{"{}", std::nullopt}},
+      {at(8), journal::Unreadable{refusal}},
+      {at(9), journal::SourceClosed{}},
+      {at(10), journal::BudgetExhausted{"owner 1000: usd 5 of 5 spent today"}},
+      {at(11), journal::Shutdown{}},
+      {at(12), journal::Deadline{"toolu_01"}},
+      {at(13), journal::IdleTimeout{}},
+      {at(std::numeric_limits<std::int64_t>::max()), journal::WallBudget{}},
+  };
+}
+
+TEST(InputJournal, EveryKindOfInputRoundTripsThroughItsLine) {
+  for (const Entry& entry : one_of_each()) {
+    std::string line = journal::serialize(entry);
+    ASSERT_EQ(line.back(), '\n');
+    ASSERT_EQ(line.find('\n'), line.size() - 1) << "one line per input: " << line;
+    auto back = journal::parse(std::string_view(line).substr(0, line.size() - 1));
+    ASSERT_TRUE(back) << back.error();
+    EXPECT_EQ(back->now, entry.now);
+    ASSERT_EQ(back->input.index(), entry.input.index());
+    // Serialising what was read gives the same bytes: nothing was lost or changed.
+    EXPECT_EQ(journal::serialize(*back), line);
+  }
+}
+
+TEST(InputJournal, ALineThatIsNotAnInputIsRefusedByName) {
+  EXPECT_NE(journal::parse("[1]").error().find("not a JSON object"), std::string::npos);
+  EXPECT_NE(journal::parse(R"({"k":"teleport","now":1})").error().find("teleport"), std::string::npos);
+  EXPECT_NE(journal::parse(R"({"k":"out","now":1,"at":5})").error().find("\"to\""), std::string::npos);
+  EXPECT_NE(journal::parse(R"({"k":"out","now":1,"to":-3,"at":5})").error().find("\"to\""), std::string::npos);
+  EXPECT_NE(journal::parse(R"({"k":"deadline"})").error().find("\"now\""), std::string::npos);
+  EXPECT_NE(journal::parse(R"({"k":"unreadable","now":1,"refusal":"Nope","message":"m"})").error().find("Nope"),
+            std::string::npos);
+}
+
+class JournalFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mh-journal-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(JournalFile, WhatWasAppendedIsReadBackInOrderAndATornTailIsDropped) {
+  auto path = dir_ / "core-inputs.jsonl";
+  {
+    auto j = InputJournal::create(path);
+    ASSERT_TRUE(j) << j.error();
+    for (const Entry& e : one_of_each())
+      j->append(e);
+    EXPECT_FALSE(j->failed());
+    EXPECT_FALSE(InputJournal::create(path)) << "a second journal never overwrites the first";
+  }
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  {
+    std::ofstream torn(path, std::ios::app);
+    torn << R"({"k":"command","now":99,"li)";  // the daemon died mid-write
+  }
+  auto read = read_journal(path);
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_TRUE(read->torn_tail);
+  auto expected = one_of_each();
+  ASSERT_EQ(read->entries.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(journal::serialize(read->entries[i]), journal::serialize(expected[i])) << i;
+}
+
+TEST_F(JournalFile, AJournalWithABadLineInsideOrNoHeaderIsRefused) {
+  auto path = dir_ / "j.jsonl";
+  std::ofstream(path) << "{\"journal\":\"metaharness.core-inputs/1\"}\n{\"k\":\"start\",\"now\":1}\nnot json\n"
+                      << "{\"k\":\"start\",\"now\":2}\n";
+  auto bad = read_journal(path);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("line 3"), std::string::npos) << bad.error();
+  std::ofstream(path) << "{\"k\":\"start\",\"now\":1}\n";
+  EXPECT_NE(read_journal(path).error().find("metaharness.core-inputs/1"), std::string::npos);
+  EXPECT_FALSE(read_journal(dir_ / "missing.jsonl"));
+}
+
+}  // namespace
+}  // namespace mh::daemon
