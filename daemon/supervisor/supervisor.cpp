@@ -236,7 +236,7 @@ asio::awaitable<void> Supervisor::Impl::accept_daemons() {
       continue;
     }
     // The newest daemon is the one in charge: the connection it replaces is closed.
-    if (daemon) drop_daemon(daemon);
+    if (auto replaced = daemon) drop_daemon(replaced);
     daemon = std::make_shared<DaemonConnection>(std::move(socket));
     asio::co_spawn(io, read_daemon(daemon), asio::detached);
   }
@@ -378,7 +378,7 @@ asio::awaitable<void> Supervisor::Impl::write_daemon(std::shared_ptr<DaemonConne
   }
 }
 
-void Supervisor::Impl::drop_daemon(const std::shared_ptr<DaemonConnection>& connection) {
+void Supervisor::Impl::drop_daemon(std::shared_ptr<DaemonConnection> connection) {
   if (connection->closed) return;
   connection->closed = true;
   connection->queue.clear();

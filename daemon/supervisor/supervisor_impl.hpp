@@ -104,7 +104,8 @@ struct Supervisor::Impl {
   void tell_out();                           // the transcript grew
   void pump_daemon(const std::shared_ptr<DaemonConnection>& connection);
   asio::awaitable<void> write_daemon(std::shared_ptr<DaemonConnection> connection);
-  void drop_daemon(const std::shared_ptr<DaemonConnection>& connection);
+  // By value: the caller's pointer may be `daemon` itself, which this resets.
+  void drop_daemon(std::shared_ptr<DaemonConnection> connection);
 
   void arm_adopt_timer();
   void abandon();
