@@ -15,6 +15,7 @@ using protocol::FieldReader;
 namespace {
 
 constexpr std::size_t kMaxSpecBytes = 16u << 20;
+constexpr std::size_t kMaxSocketPathBytes = 107;
 
 json::value path_or_null(const std::optional<fs::path>& path) {
   return path ? json::value(path->string()) : json::value(nullptr);
@@ -78,6 +79,10 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
   spec.run_id = f.req_string("run_id");
   if (f.ok() && spec.run_id.empty()) f.fail("field \"run_id\" is empty");
   spec.socket = read_path(f, "socket");
+  // A Unix socket address holds 107 bytes and a NUL.
+  if (f.ok() && spec.socket.native().size() > kMaxSocketPathBytes)
+    f.fail("field \"socket\" is " + std::to_string(spec.socket.native().size()) + " bytes long, over the " +
+           std::to_string(kMaxSocketPathBytes) + " a Unix socket address holds");
   spec.program = read_path(f, "program");
   if (const json::array* args = f.req_array("args")) {
     for (const json::value& arg : *args) {

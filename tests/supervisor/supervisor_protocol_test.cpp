@@ -239,6 +239,10 @@ TEST(SupervisorSpec, RefusesByName) {
   EXPECT_NE(refusal([](auto& o) { o["protocol"] = 2; }).find("reads spec 1"), std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o["hook_channel"].as_object()["address"] = "no-at"; }).find("@<abstract name>"),
             std::string::npos);
+  EXPECT_NE(refusal([](auto& o) {
+              o["socket"] = "/" + std::string(120, 's') + "/supervisor.sock";
+            }).find("over the 107 a Unix socket address holds"),
+            std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o.erase("adopt_within_ms"); }).find("adopt_within_ms"), std::string::npos);
   EXPECT_NE(parse_spec("{").error().find("not JSON"), std::string::npos);
 }
