@@ -55,12 +55,12 @@ TEST_F(Package, ItIsNamedAndVersionedFromCMakeWithRealDepends) {
 TEST_F(Package, ItShipsTheBinariesUnitsUserDirectoriesConfigAndDocsAndNotTheStandIn) {
   auto contents = dpkg_deb({"-c", deb_.string()});
   ASSERT_EQ(contents.status, 0) << contents.err;
-  for (auto path :
-       {"./usr/bin/metaharness", "./usr/lib/metaharness/mh-codex-hook", "./usr/lib/systemd/system/metaharness.service",
-        "./usr/lib/systemd/system/metaharness.socket", "./usr/lib/sysusers.d/metaharness.conf",
-        "./usr/lib/tmpfiles.d/metaharness.conf", "./etc/metaharness/metaharness.toml",
-        "./usr/share/doc/metaharness/install.md", "./usr/share/doc/metaharness/README.md",
-        "./usr/share/doc/metaharness/copyright", "./usr/share/doc/metaharness/metaharness.toml.example"})
+  for (auto path : {"./usr/bin/metaharness", "./usr/lib/metaharness/mh-codex-hook",
+                    "./usr/lib/metaharness/metaharness-supervisor", "./usr/lib/systemd/system/metaharness.service",
+                    "./usr/lib/systemd/system/metaharness.socket", "./usr/lib/sysusers.d/metaharness.conf",
+                    "./usr/lib/tmpfiles.d/metaharness.conf", "./etc/metaharness/metaharness.toml",
+                    "./usr/share/doc/metaharness/install.md", "./usr/share/doc/metaharness/README.md",
+                    "./usr/share/doc/metaharness/copyright", "./usr/share/doc/metaharness/metaharness.toml.example"})
     EXPECT_TRUE(has(contents.out, std::string(" ") + path + "\n") || contents.out.ends_with(path)) << path;
   EXPECT_FALSE(has(contents.out, "/mh-standin")) << "the stand-in harness is a test tool, not shipped";
   std::istringstream lines(contents.out);

@@ -1,0 +1,131 @@
+// The supervisor's state and coroutines, shared by supervisor.cpp (setup, the daemon's
+// connection, the vendor's pipes, the adopt bound) and supervisor_hooks.cpp (the hook channel).
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "daemon/process/child_process.hpp"
+#include "daemon/process/unique_fd.hpp"
+#include "daemon/supervisor/supervisor.hpp"
+#include "daemon/supervisor/supervisor_protocol.hpp"
+
+namespace mh::supervisor {
+
+namespace asio = boost::asio;
+using local = asio::local::stream_protocol;
+
+// One daemon connection. The newest one is the one in charge; it is `attached` once its attach
+// was answered, and only then does it hear what happens.
+struct DaemonConnection {
+  explicit DaemonConnection(local::socket s) : socket(std::move(s)) {}
+  local::socket socket;
+  bool attached = false;
+  bool closed = false;
+  // What is to be written, in order. An OutMark is written as an `out` with the transcript's
+  // size at the time of writing: at most one is queued, so a slow daemon never makes the
+  // supervisor hold more than the latest size.
+  struct OutMark {};
+  std::deque<std::variant<std::string, OutMark>> queue;
+  bool out_queued = false;
+  bool writing = false;
+  std::optional<int> exit_when_written;  // the failed spawn was reported: exit once written
+};
+
+// A hook program waiting for its answer.
+struct HookConnection {
+  explicit HookConnection(local::socket s) : socket(std::move(s)) {}
+  local::socket socket;
+  std::uint64_t id = 0;
+  std::string line;
+};
+
+struct Supervisor::Impl {
+  Impl(asio::io_context& io, SupervisorSpec spec);
+
+  asio::io_context& io;
+  SupervisorSpec spec;
+  std::optional<int> exit_code;
+
+  // Files of the run directory, appended to.
+  daemon::UniqueFd transcript, stderr_log, stdin_log;
+  std::uint64_t stdout_bytes = 0, stdin_bytes = 0;
+
+  // The vendor.
+  std::unique_ptr<daemon::ChildProcess> child;
+  std::optional<std::string> spawn_error;
+  bool stdout_ended = false, stderr_ended = false, stdin_closed = false;
+  std::optional<protocol::ProcessTermination> exited;
+  std::deque<std::optional<std::string>> to_vendor;  // nullopt: close stdin here
+  bool writing_stdin = false;
+  // The child's stdout and stderr, taken from it to be read edge-triggered with plain read(2).
+  std::optional<asio::posix::stream_descriptor> vendor_stdout, vendor_stderr;
+
+  // The daemon.
+  local::acceptor acceptor;
+  std::shared_ptr<DaemonConnection> daemon;
+  asio::steady_timer adopt_timer;
+  std::uint64_t adopt_generation = 0;
+  bool abandoned = false;
+
+  // The hook channel.
+  std::optional<local::acceptor> hook_acceptor;
+  std::map<std::uint64_t, std::shared_ptr<HookConnection>> hooks_open;
+  std::vector<std::uint64_t> hooks_gone;
+  std::uint64_t hook_connections = 0;
+
+  // supervisor.cpp
+  std::optional<std::string> open_files();
+  std::optional<std::string> listen();
+  void spawn();
+  std::optional<std::string> write_state_file() const;
+  void start_loops();
+  void finish(int code);
+  void log(const std::string& message) const { supervisor_log(spec.run_id, message); }
+
+  asio::awaitable<void> accept_daemons();
+  asio::awaitable<void> read_daemon(std::shared_ptr<DaemonConnection> connection);
+  void on_daemon_line(const std::shared_ptr<DaemonConnection>& connection, std::string_view line);
+  void on_attach(const std::shared_ptr<DaemonConnection>& connection, const Attach& attach);
+  Hello hello() const;
+  void send(const std::shared_ptr<DaemonConnection>& connection, const FromSupervisor& message);
+  void tell(const FromSupervisor& message);  // to the attached daemon, if any
+  void tell_out();                           // the transcript grew
+  void pump_daemon(const std::shared_ptr<DaemonConnection>& connection);
+  asio::awaitable<void> write_daemon(std::shared_ptr<DaemonConnection> connection);
+  // By value: the caller's pointer may be `daemon` itself, which this resets.
+  void drop_daemon(std::shared_ptr<DaemonConnection> connection);
+
+  void arm_adopt_timer();
+  void abandon();
+  void kill_run();
+
+  void accept_in(std::string line);
+  void close_vendor_stdin();
+  void pump_stdin();
+  asio::awaitable<void> write_stdin();
+  asio::awaitable<void> read_vendor(asio::posix::stream_descriptor& pipe, bool is_stdout);
+  asio::awaitable<void> wait_vendor();
+
+  // supervisor_hooks.cpp
+  std::optional<std::string> open_hook_channel();
+  asio::awaitable<void> accept_hooks();
+  asio::awaitable<void> serve_hook(std::shared_ptr<HookConnection> hook);
+  void reply_hook(std::uint64_t connection, std::string line);
+};
+
+// Appends all of `bytes` to `fd` (retrying short writes). False, with errno, when it failed.
+bool append_all(int fd, std::string_view bytes);
+
+}  // namespace mh::supervisor

@@ -1,0 +1,288 @@
+// SupervisorLink and spawn_supervisor: the daemon's side of a run's supervisor.
+#include "daemon/supervisor/supervisor_link.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json/serialize.hpp>
+#include <deque>
+#include <system_error>
+
+#include "daemon/log.hpp"
+#include "daemon/process/unique_fd.hpp"
+#include "protocol/line_framer.hpp"
+
+namespace mh::daemon {
+
+namespace fs = std::filesystem;
+namespace sv = mh::supervisor;
+using local = asio::local::stream_protocol;
+
+namespace {
+
+constexpr std::size_t kChunk = 64 * 1024;
+#ifndef CLOSE_RANGE_CLOEXEC
+constexpr unsigned kCloseRangeCloexec = 1u << 2;
+#else
+constexpr unsigned kCloseRangeCloexec = CLOSE_RANGE_CLOEXEC;
+#endif
+
+std::string errno_text(int error) {
+  return std::system_category().message(error);
+}
+
+// A Unix socket path must fit sun_path (107 bytes and its NUL).
+std::optional<std::string> refuse_socket_path(const fs::path& socket) {
+  if (socket.native().size() >= sizeof(sockaddr_un::sun_path))
+    return "the supervisor socket path " + socket.string() + " is longer than " +
+           std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes";
+  return std::nullopt;
+}
+
+// In the grandchild, between fork and exec: system calls only.
+[[noreturn]] void exec_supervisor(int null_fd, int log_fd, int error_fd, const char* binary, char* const* argv) {
+  if (::dup2(null_fd, STDIN_FILENO) == -1 || ::dup2(log_fd, STDOUT_FILENO) == -1 ||
+      ::dup2(log_fd, STDERR_FILENO) == -1) {
+    int error = errno;
+    (void)!::write(error_fd, &error, sizeof error);
+    ::_exit(127);
+  }
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigemptyset(&default_action.sa_mask);
+  for (int signal = 1; signal < NSIG; ++signal)
+    if (signal != SIGKILL && signal != SIGSTOP) ::sigaction(signal, &default_action, nullptr);
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Nothing of the daemon's survives the exec (the error pipe is close-on-exec already).
+  if (::syscall(SYS_close_range, 3u, ~0u, kCloseRangeCloexec) == -1) {
+    struct rlimit limit {};
+    long last = 1024;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) last = limit.rlim_cur;
+    for (long fd = 3; fd < last; ++fd)
+      ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+  }
+  char* const empty_env[] = {nullptr};
+  ::execve(binary, argv, empty_env);
+  int error = errno;
+  (void)!::write(error_fd, &error, sizeof error);
+  ::_exit(127);
+}
+
+}  // namespace
+
+boost::system::result<void, std::string> spawn_supervisor(const fs::path& supervisor_binary,
+                                                          const sv::SupervisorSpec& spec, const fs::path& spec_file) {
+  if (auto problem = refuse_socket_path(spec.socket)) return *problem;
+  {
+    std::string text = boost::json::serialize(sv::spec_to_json(spec));
+    UniqueFd fd(::open(spec_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    bool ok = fd && ::fchmod(fd.get(), 0600) == 0;
+    for (std::string_view rest = text; ok && !rest.empty();) {
+      ssize_t n = ::write(fd.get(), rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    if (!ok) return "cannot write " + spec_file.string() + ": " + errno_text(errno);
+  }
+  UniqueFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null_fd) return "cannot open /dev/null: " + errno_text(errno);
+  UniqueFd log_fd(::open(spec.log_file().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+  if (!log_fd || ::fchmod(log_fd.get(), 0640) != 0)
+    return "cannot open " + spec.log_file().string() + ": " + errno_text(errno);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) == -1) return "cannot create a pipe: " + errno_text(errno);
+  UniqueFd error_read(pipe_fds[0]), error_write(pipe_fds[1]);
+
+  // Everything the children use is made before the fork: after it, system calls only.
+  std::string binary = supervisor_binary.string();
+  std::string spec_arg = spec_file.string();
+  std::string flag = "--spec";
+  char* argv[] = {binary.data(), flag.data(), spec_arg.data(), nullptr};
+
+  // No handler of the daemon may run in a child before it resets them.
+  sigset_t all, previous;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pid_t intermediate = ::fork();
+  if (intermediate == 0) {
+    ::setsid();
+    pid_t supervisor = ::fork();
+    if (supervisor == 0) exec_supervisor(null_fd.get(), log_fd.get(), error_write.get(), binary.c_str(), argv);
+    if (supervisor == -1) {
+      int error = errno;
+      (void)!::write(error_write.get(), &error, sizeof error);
+    }
+    ::_exit(0);
+  }
+  int fork_error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (intermediate == -1) return "cannot fork: " + errno_text(fork_error);
+  error_write.reset();
+  // The intermediate exits right after its fork: a short, targeted wait.
+  int status = 0;
+  while (::waitpid(intermediate, &status, 0) == -1 && errno == EINTR) {
+  }
+  int exec_error = 0;
+  ssize_t n;
+  while ((n = ::read(error_read.get(), &exec_error, sizeof exec_error)) == -1 && errno == EINTR) {
+  }
+  if (n > 0) return "exec of " + binary + " failed: " + errno_text(exec_error);
+  return {};
+}
+
+// ---- SupervisorLink ---------------------------------------------------------------------------
+
+struct SupervisorLink::State {
+  explicit State(asio::any_io_executor ex) : socket(ex), framer(sv::kMaxFromSupervisorLineBytes, false, true) {}
+  local::socket socket;
+  fs::path path;
+  protocol::LineFramer framer;
+  std::deque<sv::FromSupervisor> ready;
+  std::optional<std::string> ended;  // why the connection is over
+  std::deque<std::string> out;
+  bool writing = false;
+
+  void end(std::string why) {
+    if (!ended) ended = "supervisor gone: " + why;
+    boost::system::error_code ec;
+    socket.close(ec);
+    out.clear();
+  }
+};
+
+namespace {
+
+void take_lines(SupervisorLink::State& s, std::string_view chunk, bool at_end) {
+  auto on_line = [&s](const protocol::FramedLine& line) {
+    if (line.too_long) {
+      log(LogPriority::warning, "supervisor at " + s.path.string() + " sent " +
+                                    sv::refuse_oversized(line.length, sv::kMaxFromSupervisorLineBytes));
+      return;
+    }
+    auto parsed = sv::parse_from_supervisor(line.text);
+    if (!parsed) {
+      log(LogPriority::warning,
+          "supervisor at " + s.path.string() + " sent a line this daemon cannot use: " + parsed.error());
+      return;
+    }
+    if (*parsed) s.ready.push_back(std::move(**parsed));
+  };
+  s.framer.feed(chunk, on_line);
+  if (at_end) s.framer.finish(on_line);
+}
+
+asio::awaitable<boost::system::result<sv::FromSupervisor, std::string>> next_message(
+    std::shared_ptr<SupervisorLink::State> s) {
+  std::unique_ptr<char[]> buffer;
+  for (;;) {
+    if (!s->ready.empty()) {
+      sv::FromSupervisor message = std::move(s->ready.front());
+      s->ready.pop_front();
+      co_return message;
+    }
+    if (s->ended) co_return *s->ended;
+    if (!buffer) buffer.reset(new char[kChunk]);
+    auto [ec, n] =
+        co_await s->socket.async_read_some(asio::buffer(buffer.get(), kChunk), asio::as_tuple(asio::use_awaitable));
+    take_lines(*s, std::string_view(buffer.get(), n), static_cast<bool>(ec));
+    if (ec) s->end(ec == asio::error::eof ? "it closed the connection" : ec.message());
+  }
+}
+
+asio::awaitable<void> write_out(std::shared_ptr<SupervisorLink::State> s) {
+  while (!s->out.empty() && !s->ended) {
+    std::string bytes = std::move(s->out.front());
+    s->out.pop_front();
+    auto [ec, n] = co_await asio::async_write(s->socket, asio::buffer(bytes), asio::as_tuple(asio::use_awaitable));
+    (void)n;
+    if (ec) s->end("writing to it failed: " + ec.message());
+  }
+  s->writing = false;
+}
+
+void queue(const std::shared_ptr<SupervisorLink::State>& s, std::string bytes) {
+  if (s->ended) return;
+  s->out.push_back(std::move(bytes));
+  if (s->writing) return;
+  s->writing = true;
+  asio::co_spawn(s->socket.get_executor(), write_out(s), asio::detached);
+}
+
+bool worth_retrying(const boost::system::error_code& ec) {
+  return ec == boost::system::errc::no_such_file_or_directory || ec == boost::system::errc::connection_refused ||
+         ec == boost::system::errc::resource_unavailable_try_again;
+}
+
+}  // namespace
+
+asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::string>> SupervisorLink::attach(
+    asio::any_io_executor ex, fs::path socket, std::chrono::milliseconds within) {
+  if (auto problem = refuse_socket_path(socket)) co_return *problem;
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  auto state = std::make_shared<State>(ex);
+  state->path = socket;
+  asio::steady_timer timer(ex);
+  std::chrono::milliseconds pause(2);
+  for (;;) {
+    state->socket = local::socket(ex);
+    auto [ec] =
+        co_await state->socket.async_connect(local::endpoint(socket.string()), asio::as_tuple(asio::use_awaitable));
+    if (!ec) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!worth_retrying(ec) || left.count() <= 0) co_return "no supervisor at " + socket.string() + ": " + ec.message();
+    // The supervisor binds before it spawns, so this waits only for its start.
+    timer.expires_after(std::min(pause, left));
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+  queue(state, sv::serialize(sv::ToSupervisor(sv::Attach{sv::kProtocol})));
+  // The hello within what is left of the bound: past it, the connection is closed.
+  timer.expires_at(deadline);
+  std::weak_ptr<State> weak = state;
+  auto answered = std::make_shared<bool>(false);
+  auto on_expiry = [weak, answered](boost::system::error_code ec) {
+    if (auto s = weak.lock(); s && !ec && !*answered) s->end("no hello in time");
+  };
+  timer.async_wait(on_expiry);
+  auto first = co_await next_message(state);
+  *answered = true;
+  timer.cancel();
+  if (!first) co_return "supervisor at " + socket.string() + " went away before its hello (" + first.error() + ")";
+  if (auto* refused = std::get_if<sv::Refused>(&*first))
+    co_return "supervisor at " + socket.string() + " refused the attach: " + refused->why;
+  auto* hello = std::get_if<sv::Hello>(&*first);
+  if (!hello) co_return "supervisor at " + socket.string() + " did not answer the attach with a hello";
+  if (auto accepted = sv::daemon_accepts(hello->protocol); !accepted) co_return accepted.error();
+  std::unique_ptr<SupervisorLink> link(new SupervisorLink(state));
+  link->hello_ = std::move(*hello);
+  co_return link;
+}
+
+SupervisorLink::~SupervisorLink() {
+  if (!state_->ended) state_->end("this daemon closed the link");
+}
+
+asio::awaitable<boost::system::result<sv::FromSupervisor, std::string>> SupervisorLink::next() {
+  return next_message(state_);
+}
+
+void SupervisorLink::send(sv::ToSupervisor message) {
+  queue(state_, sv::serialize(message));
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,75 @@
+// The daemon's side of a run's supervisor (docs/supervisor.md): start one for a run, attach to
+// it (at the run's start, and again after a daemon restart), hear what the vendor does, tell it
+// what to write. Used on the run's strand, like every I/O object of a run.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/result.hpp>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "daemon/supervisor/supervisor_protocol.hpp"
+#include "daemon/supervisor/supervisor_spec.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+
+// Writes `spec` to `spec_file` (0600) and starts `supervisor_binary --spec <spec_file>`, with
+// stdin from /dev/null and stdout/stderr appended to <run dir>/supervisor.log, in a session of
+// its own (no signal to the daemon's group or terminal reaches it), with an empty environment,
+// every signal at default and no descriptor of the daemon's.
+//
+// It is started through an intermediate child that exits at once (a double fork), so the
+// supervisor is never the daemon's child: the nearest subreaper (PID 1, or systemd) reaps it,
+// as it reaps the supervisors of an earlier daemon after a restart. The daemon thus never holds
+// a zombie and never waits for a supervisor. Blocks until the supervisor has exec'd (or failed
+// to: "exec of /x/metaharness-supervisor failed: No such file or directory").
+//
+// Returning does not mean the supervisor is serving: attach (below) waits for its socket.
+boost::system::result<void, std::string> spawn_supervisor(const std::filesystem::path& supervisor_binary,
+                                                          const supervisor::SupervisorSpec& spec,
+                                                          const std::filesystem::path& spec_file);
+
+class SupervisorLink {
+ public:
+  // Connects to `socket` (retrying while it does not exist yet or refuses, up to `within`),
+  // sends attach and reads hello (within the same bound). Errors as values: "no supervisor at
+  // …: …", "supervisor at … refused the attach: …", "supervisor speaks protocol 7, this daemon
+  // 1..1", "supervisor at … went away before its hello".
+  static asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::string>> attach(
+      asio::any_io_executor ex, std::filesystem::path socket, std::chrono::milliseconds within);
+
+  // Closes the connection: the supervisor keeps the run, and waits for the next attach (within
+  // its adopt bound). Safe while a next() is awaited: that next() completes with an error and
+  // touches only state it shares.
+  ~SupervisorLink();
+  SupervisorLink(const SupervisorLink&) = delete;
+  SupervisorLink& operator=(const SupervisorLink&) = delete;
+
+  const supervisor::Hello& hello() const { return hello_; }
+  // The version spoken on this connection (hello's).
+  std::uint32_t protocol() const { return hello_.protocol; }
+
+  // The next message from the supervisor (out / out_end / err_end / exited / hook / hook_gone /
+  // refused), or an error value once the connection ended ("supervisor gone: …"). A line the
+  // supervisor should never have sent (malformed, over the bound) is logged as a warning and
+  // skipped; messages of an unknown kind are ignored (the versioning rule). One next() at a time.
+  asio::awaitable<boost::system::result<supervisor::FromSupervisor, std::string>> next();
+
+  // Fire-and-forget, written in order by one writer: In, CloseStdin, HookReply, Release. A
+  // write that fails ends the connection; next() then reports it.
+  void send(supervisor::ToSupervisor message);
+
+  struct State;
+
+ private:
+  explicit SupervisorLink(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+  supervisor::Hello hello_;
+};
+
+}  // namespace mh::daemon

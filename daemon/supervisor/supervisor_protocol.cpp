@@ -1,0 +1,319 @@
+// The daemon <-> supervisor wire: messages written with the project's one JSON writer (fields in
+// a fixed order, compact) and read with its strict field reader (a refusal names the field).
+#include "daemon/supervisor/supervisor_protocol.hpp"
+
+#include <limits>
+
+#include "protocol/json.hpp"
+
+namespace mh::supervisor {
+
+namespace json = boost::json;
+using protocol::FieldReader;
+using protocol::JsonWriter;
+
+namespace {
+
+// ---- writing ----------------------------------------------------------------------------------
+
+void begin(JsonWriter& w, std::string_view t) {
+  w.begin_object();
+  w.field("t", t);
+}
+
+void write_termination(JsonWriter& w, const protocol::ProcessTermination& termination) {
+  protocol::write(w, termination);
+}
+
+void write_hook(JsonWriter& w, const Hook& hook) {
+  w.key("connection");
+  w.uinteger(hook.connection);
+  w.field("line", hook.line);
+}
+
+struct ToWriter {
+  JsonWriter& w;
+  void operator()(const Attach& m) {
+    begin(w, "attach");
+    w.key("protocol");
+    w.uinteger(m.protocol);
+  }
+  void operator()(const In& m) {
+    begin(w, "in");
+    w.field("line", m.line);
+  }
+  void operator()(const CloseStdin&) { begin(w, "close_stdin"); }
+  void operator()(const HookReply& m) {
+    begin(w, "hook_reply");
+    w.key("connection");
+    w.uinteger(m.connection);
+    w.field("line", m.line);
+  }
+  void operator()(const Release&) { begin(w, "release"); }
+};
+
+struct FromWriter {
+  JsonWriter& w;
+  void operator()(const Hello& m) {
+    begin(w, "hello");
+    w.key("protocol");
+    w.uinteger(m.protocol);
+    w.field("version", m.version);
+    w.field_i64("supervisor_pid", m.supervisor_pid);
+    w.field_i64("vendor_pid", m.vendor_pid ? std::optional<std::int64_t>(*m.vendor_pid) : std::nullopt);
+    w.field("spawn_error", m.spawn_error);
+    w.field_u64("stdout_bytes", m.stdout_bytes);
+    w.field_bool("stdout_ended", m.stdout_ended);
+    w.field_bool("stderr_ended", m.stderr_ended);
+    w.field_u64("stdin_bytes", m.stdin_bytes);
+    w.field_bool("stdin_closed", m.stdin_closed);
+    w.key("exited");
+    if (m.exited)
+      write_termination(w, *m.exited);
+    else
+      w.null();
+    w.key("hooks_open");
+    w.begin_array();
+    for (const Hook& hook : m.hooks_open) {
+      w.begin_object();
+      write_hook(w, hook);
+      w.end_object();
+    }
+    w.end_array();
+    w.key("hooks_gone");
+    w.begin_array();
+    for (std::uint64_t id : m.hooks_gone)
+      w.uinteger(id);
+    w.end_array();
+  }
+  void operator()(const Out& m) {
+    begin(w, "out");
+    w.field_u64("bytes", m.bytes);
+  }
+  void operator()(const OutEnd& m) {
+    begin(w, "out_end");
+    w.field_u64("bytes", m.bytes);
+  }
+  void operator()(const ErrEnd&) { begin(w, "err_end"); }
+  void operator()(const Exited& m) {
+    begin(w, "exited");
+    w.key("termination");
+    write_termination(w, m.termination);
+  }
+  void operator()(const Hook& m) {
+    begin(w, "hook");
+    write_hook(w, m);
+  }
+  void operator()(const HookGone& m) {
+    begin(w, "hook_gone");
+    w.field_u64("connection", m.connection);
+  }
+  void operator()(const Refused& m) {
+    begin(w, "refused");
+    w.field("why", m.why);
+  }
+};
+
+template <class Writer, class Message>
+std::string write_line(const Message& message) {
+  std::string out;
+  JsonWriter w(out);
+  std::visit(Writer{w}, message);
+  w.end_object();
+  out.push_back('\n');
+  return out;
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+std::string size_text(std::size_t bytes) {
+  return bytes % (1u << 20) == 0 ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes) + " bytes";
+}
+
+// The object of a line and its kind, or a refusal.
+struct Envelope {
+  json::value value;
+  std::string t;
+};
+
+boost::system::result<Envelope, std::string> open_line(std::string_view line, std::size_t bound) {
+  if (line.size() > bound) return refuse_oversized(line.size(), bound);
+  std::string error;
+  auto value = protocol::parse_json(line, &error);
+  if (!value) return "the line is not JSON: " + error;
+  if (!value->is_object()) return "the line is " + protocol::describe_json(*value) + ", expected an object";
+  const json::value* t = value->get_object().if_contains("t");
+  if (!t) return std::string("the message has no \"t\"");
+  if (!t->is_string()) return "field \"t\" is " + protocol::describe_json(*t) + ", expected a string";
+  std::string kind(t->get_string());
+  return Envelope{std::move(*value), std::move(kind)};
+}
+
+std::optional<protocol::ProcessTermination> read_termination(const json::object& o, FieldReader& outer,
+                                                             std::string_view key) {
+  FieldReader f(o, std::string(key));
+  protocol::ProcessTermination termination;
+  std::string kind = f.req_string("kind");
+  if (f.ok()) {
+    auto parsed = protocol::parse_enum<protocol::ProcessKind>(kind);
+    if (!parsed) f.fail("field \"kind\" is \"" + protocol::excerpt(kind, 40) + "\", expected exited|signaled|unknown");
+    if (parsed) termination.kind = *parsed;
+  }
+  auto int_field = [&](std::string_view name) -> int {
+    auto v = f.opt_i64(name);
+    if (!v) {
+      f.fail("missing required field \"" + std::string(name) + "\"");
+      return 0;
+    }
+    if (*v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max()) {
+      f.fail("field \"" + std::string(name) + "\" is out of range");
+      return 0;
+    }
+    return static_cast<int>(*v);
+  };
+  if (f.ok() && termination.kind == protocol::ProcessKind::exited) termination.code = int_field("code");
+  if (f.ok() && termination.kind == protocol::ProcessKind::signaled) termination.signal = int_field("signal");
+  if (!f.ok()) {
+    outer.fail(f.error());
+    return std::nullopt;
+  }
+  return termination;
+}
+
+std::optional<std::int32_t> to_pid(std::optional<std::int64_t> v, FieldReader& f, std::string_view name) {
+  if (!v) return std::nullopt;
+  if (*v <= 0 || *v > std::numeric_limits<std::int32_t>::max()) {
+    f.fail("field \"" + std::string(name) + "\" is not a process id");
+    return std::nullopt;
+  }
+  return static_cast<std::int32_t>(*v);
+}
+
+Hello read_hello(FieldReader& f) {
+  Hello m;
+  m.protocol = f.req_u32("protocol");
+  m.version = f.req_string("version");
+  m.supervisor_pid = to_pid(f.opt_i64("supervisor_pid"), f, "supervisor_pid").value_or(0);
+  if (f.ok() && m.supervisor_pid == 0) f.fail("missing required field \"supervisor_pid\"");
+  m.vendor_pid = to_pid(f.opt_i64("vendor_pid"), f, "vendor_pid");
+  m.spawn_error = f.opt_string("spawn_error");
+  m.stdout_bytes = f.req_u64("stdout_bytes");
+  m.stdout_ended = f.req_bool("stdout_ended");
+  m.stderr_ended = f.req_bool("stderr_ended");
+  m.stdin_bytes = f.req_u64("stdin_bytes");
+  m.stdin_closed = f.req_bool("stdin_closed");
+  if (const json::object* exited = f.opt_object("exited")) m.exited = read_termination(*exited, f, "exited");
+  if (const json::array* open = f.req_array("hooks_open")) {
+    for (const json::value& v : *open) {
+      if (!v.is_object()) {
+        f.fail("an entry of \"hooks_open\" is " + protocol::describe_json(v) + ", expected an object");
+        break;
+      }
+      FieldReader h(v.get_object(), "hooks_open");
+      Hook hook{h.req_u64("connection"), h.req_string("line")};
+      if (!h.ok()) {
+        f.fail(h.error());
+        break;
+      }
+      m.hooks_open.push_back(std::move(hook));
+    }
+  }
+  if (const json::array* gone = f.req_array("hooks_gone")) {
+    for (const json::value& v : *gone) {
+      auto id = protocol::as_u64(v);
+      if (!id) {
+        f.fail("an entry of \"hooks_gone\" is " + protocol::describe_json(v) + ", expected a connection id");
+        break;
+      }
+      m.hooks_gone.push_back(*id);
+    }
+  }
+  return m;
+}
+
+template <class Message>
+boost::system::result<std::optional<Message>, std::string> done(FieldReader& f, Message m) {
+  if (!f.ok()) return f.error();
+  return std::optional<Message>(std::move(m));
+}
+
+}  // namespace
+
+std::string serialize(const ToSupervisor& message) {
+  return write_line<ToWriter>(message);
+}
+
+std::string serialize(const FromSupervisor& message) {
+  return write_line<FromWriter>(message);
+}
+
+std::string refuse_oversized(std::uint64_t length, std::size_t bound) {
+  return "a line of at least " + std::to_string(length) + " bytes, over the " + size_text(bound) + " bound";
+}
+
+ParsedToSupervisor parse_to_supervisor(std::string_view line) {
+  auto envelope = open_line(line, kMaxToSupervisorLineBytes);
+  if (!envelope) return envelope.error();
+  const std::string& t = envelope->t;
+  FieldReader f(envelope->value.get_object(), "\"" + protocol::excerpt(t, 40) + "\"");
+  if (t == "attach") return done<ToSupervisor>(f, Attach{f.req_u32("protocol")});
+  if (t == "in") return done<ToSupervisor>(f, In{f.req_string("line")});
+  if (t == "close_stdin") return done<ToSupervisor>(f, CloseStdin{});
+  if (t == "hook_reply") {
+    HookReply m;
+    m.connection = f.req_u64("connection");
+    m.line = f.req_string("line");
+    return done<ToSupervisor>(f, std::move(m));
+  }
+  if (t == "release") return done<ToSupervisor>(f, Release{});
+  return std::optional<ToSupervisor>();  // a later daemon's message: ignored
+}
+
+ParsedFromSupervisor parse_from_supervisor(std::string_view line) {
+  auto envelope = open_line(line, kMaxFromSupervisorLineBytes);
+  if (!envelope) return envelope.error();
+  const std::string& t = envelope->t;
+  FieldReader f(envelope->value.get_object(), "\"" + protocol::excerpt(t, 40) + "\"");
+  if (t == "hello") {
+    Hello m = read_hello(f);
+    return done<FromSupervisor>(f, std::move(m));
+  }
+  if (t == "out") return done<FromSupervisor>(f, Out{f.req_u64("bytes")});
+  if (t == "out_end") return done<FromSupervisor>(f, OutEnd{f.req_u64("bytes")});
+  if (t == "err_end") return done<FromSupervisor>(f, ErrEnd{});
+  if (t == "exited") {
+    Exited m;
+    const json::object* termination = f.req_object("termination");
+    if (termination) {
+      auto read = read_termination(*termination, f, "termination");
+      if (read) m.termination = *read;
+    }
+    return done<FromSupervisor>(f, m);
+  }
+  if (t == "hook") {
+    Hook m;
+    m.connection = f.req_u64("connection");
+    m.line = f.req_string("line");
+    return done<FromSupervisor>(f, std::move(m));
+  }
+  if (t == "hook_gone") return done<FromSupervisor>(f, HookGone{f.req_u64("connection")});
+  if (t == "refused") return done<FromSupervisor>(f, Refused{f.req_string("why")});
+  return std::optional<FromSupervisor>();  // a later supervisor's message: ignored
+}
+
+boost::system::result<std::uint32_t, std::string> supervisor_speaks(std::uint32_t daemon_highest) {
+  std::uint32_t speak = std::min(daemon_highest, kProtocol);
+  if (speak < kOldestProtocol)
+    return "this supervisor speaks protocol " + std::to_string(kOldestProtocol) + ".." + std::to_string(kProtocol) +
+           ", the daemon at most " + std::to_string(daemon_highest);
+  return speak;
+}
+
+boost::system::result<std::uint32_t, std::string> daemon_accepts(std::uint32_t hello_protocol) {
+  if (hello_protocol < kOldestProtocol || hello_protocol > kProtocol)
+    return "supervisor speaks protocol " + std::to_string(hello_protocol) + ", this daemon " +
+           std::to_string(kOldestProtocol) + ".." + std::to_string(kProtocol);
+  return hello_protocol;
+}
+
+}  // namespace mh::supervisor

@@ -1,0 +1,123 @@
+// The wire between the daemon and a run's supervisor (docs/supervisor.md): one JSON object per
+// line over the supervisor's Unix socket, each with its kind in "t". Types, parse and serialize;
+// no I/O, no clock.
+//
+// Versioning, the rule both sides keep:
+//   - Unknown "t" and unknown keys are ignored by both sides, so an additive change (a new
+//     message, a new field) keeps the version.
+//   - The version is bumped only for an incompatible change (a field that changes meaning, a
+//     message that becomes required).
+//   - A daemon keeps speaking every version it ever shipped (kOldestProtocol..kProtocol), so a
+//     newer daemon adopts the runs of an older supervisor after an upgrade.
+//   - `attach` carries the daemon's highest version; the supervisor answers `hello` with the
+//     version it will speak: min(the daemon's, its own), refusing when that is below the oldest
+//     it speaks. The daemon then speaks that version, refusing a hello outside its own range.
+//
+// Parsing never throws: a line is a message, an ignored line (nullopt: an unknown "t"), or a
+// refusal naming what is wrong. Lines are bounded (kMaxToSupervisorLineBytes one way,
+// kMaxFromSupervisorLineBytes the other); a longer one is refused by name.
+#pragma once
+
+#include <boost/system/result.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "protocol/types.hpp"
+
+namespace mh::supervisor {
+
+// The versions this build speaks.
+inline constexpr std::uint32_t kProtocol = 1;
+inline constexpr std::uint32_t kOldestProtocol = 1;
+
+// A daemon's line (an `in` line carries a vendor input line, bounded by the run's own limits).
+inline constexpr std::size_t kMaxToSupervisorLineBytes = 8u << 20;
+// A supervisor's line: a hook request is at most 1 MiB, but a hello lists every open one.
+inline constexpr std::size_t kMaxFromSupervisorLineBytes = 64u << 20;
+// A hook request line read from the hook channel.
+inline constexpr std::size_t kMaxHookLineBytes = 1u << 20;
+
+// ---- daemon -> supervisor ---------------------------------------------------------------------
+
+struct Attach {                        // must be the first message; answered by Hello
+  std::uint32_t protocol = kProtocol;  // the daemon's highest
+};
+struct In {  // a line for the vendor's stdin, without its '\n'
+  std::string line;
+};
+struct CloseStdin {};  // after everything queued before it
+struct HookReply {     // the answer to a hook connection, without its '\n'
+  std::uint64_t connection = 0;
+  std::string line;
+};
+struct Release {};  // the daemon recorded the run's end: the supervisor exits
+
+using ToSupervisor = std::variant<Attach, In, CloseStdin, HookReply, Release>;
+
+// ---- supervisor -> daemon ---------------------------------------------------------------------
+
+struct Hook {  // a hook program's request, held open until the daemon's hook_reply
+  std::uint64_t connection = 0;
+  std::string line;  // as read, without its '\n'
+};
+
+struct Hello {
+  std::uint32_t protocol = kProtocol;  // the version the supervisor speaks on this connection
+  std::string version;                 // the supervisor's build
+  std::int32_t supervisor_pid = 0;
+  std::optional<std::int32_t> vendor_pid;  // null: the spawn failed
+  std::optional<std::string> spawn_error;
+  std::uint64_t stdout_bytes = 0;  // the transcript's size now
+  bool stdout_ended = false;
+  bool stderr_ended = false;
+  std::uint64_t stdin_bytes = 0;  // the stdin log's size now (every line accepted for the vendor)
+  bool stdin_closed = false;
+  std::optional<protocol::ProcessTermination> exited;  // null: still running (or never ran)
+  std::vector<Hook> hooks_open;                        // not replied to, peer still there
+  std::vector<std::uint64_t> hooks_gone;               // every connection whose peer hung up unanswered
+};
+struct Out {  // the transcript grew to `bytes`
+  std::uint64_t bytes = 0;
+};
+struct OutEnd {  // the vendor's stdout ended; the transcript's final size
+  std::uint64_t bytes = 0;
+};
+struct ErrEnd {};
+struct Exited {
+  protocol::ProcessTermination termination;
+};
+struct HookGone {
+  std::uint64_t connection = 0;
+};
+struct Refused {  // the answer to a daemon line that could not be used
+  std::string why;
+};
+
+using FromSupervisor = std::variant<Hello, Out, OutEnd, ErrEnd, Exited, Hook, HookGone, Refused>;
+
+// ---- codec ------------------------------------------------------------------------------------
+
+// One line each, '\n' included.
+std::string serialize(const ToSupervisor& message);
+std::string serialize(const FromSupervisor& message);
+
+// A line without its '\n'. nullopt: a message of an unknown kind, to be ignored.
+using ParsedToSupervisor = boost::system::result<std::optional<ToSupervisor>, std::string>;
+using ParsedFromSupervisor = boost::system::result<std::optional<FromSupervisor>, std::string>;
+ParsedToSupervisor parse_to_supervisor(std::string_view line);
+ParsedFromSupervisor parse_from_supervisor(std::string_view line);
+
+// The refusal of a line over the bound ("a line of at least N bytes, over the 8 MiB bound").
+std::string refuse_oversized(std::uint64_t length, std::size_t bound);
+
+// The version the supervisor speaks to a daemon whose highest is `daemon_highest`, or why not.
+boost::system::result<std::uint32_t, std::string> supervisor_speaks(std::uint32_t daemon_highest);
+// The daemon's check of a hello's version: it is the session's version, or why not
+// ("supervisor speaks protocol 7, this daemon 1..1").
+boost::system::result<std::uint32_t, std::string> daemon_accepts(std::uint32_t hello_protocol);
+
+}  // namespace mh::supervisor

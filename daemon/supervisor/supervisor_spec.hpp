@@ -1,0 +1,62 @@
+// What the daemon hands a run's supervisor: a JSON file (mode 0600) the supervisor reads once at
+// start (`metaharness-supervisor --spec <file>`). The vendor's plan as it is to be spawned, the
+// run directory's files it writes, where it joins and as whom, the hook channel it serves, and
+// how long it waits with no daemon attached before it kills the run. See docs/supervisor.md.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/json/value.hpp>
+#include <boost/system/result.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mh::supervisor {
+
+namespace fs = std::filesystem;
+
+struct SpecIdentity {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+};
+
+struct SpecHookChannel {
+  std::string address;    // abstract socket name, written with a leading '@'
+  std::uint32_t uid = 0;  // the peer must be this user (the run's own)
+  std::string marker;     // NAME=VALUE: the peer's environment must carry it whole
+};
+
+struct SupervisorSpec {
+  std::uint32_t protocol = 1;  // the spec's own format (the wire's version at the time)
+  std::string run_id;
+  fs::path socket;  // "<run dir>/supervisor.sock": the supervisor listens here
+  // The plan as spawned.
+  fs::path program;
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+  fs::path cwd;
+  fs::path transcript;             // vendor stdout, appended byte for byte
+  fs::path stderr_log;             // vendor stderr, appended ("stderr" in the file)
+  fs::path stdin_log;              // every byte accepted for the vendor's stdin
+  std::optional<fs::path> cgroup;  // the run's cgroup directory: the vendor joins it before exec
+  std::optional<SpecIdentity> identity;
+  std::optional<SpecHookChannel> hook_channel;
+  std::uint64_t adopt_within_ms = 0;  // how long to wait with no daemon attached
+
+  // The run directory: where supervisor.json and supervisor.log are (the socket's directory).
+  fs::path run_dir() const { return socket.parent_path(); }
+  fs::path state_file() const { return run_dir() / "supervisor.json"; }
+  fs::path log_file() const { return run_dir() / "supervisor.log"; }
+};
+
+boost::json::value spec_to_json(const SupervisorSpec& spec);
+// Refuses by name: a missing or mistyped field, a relative path, an empty run id.
+boost::system::result<SupervisorSpec, std::string> spec_from_json(const boost::json::value& value);
+boost::system::result<SupervisorSpec, std::string> parse_spec(std::string_view text);
+
+}  // namespace mh::supervisor

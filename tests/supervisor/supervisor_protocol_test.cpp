@@ -1,0 +1,251 @@
+// The daemon <-> supervisor wire and the supervisor's spec: every message round-trips; malformed
+// and oversized lines are refused by name; unknown keys and unknown kinds are ignored (the
+// versioning rule); the version negotiation of both sides.
+#include "daemon/supervisor/supervisor_protocol.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "daemon/supervisor/supervisor_spec.hpp"
+
+namespace mh::supervisor {
+namespace {
+
+ToSupervisor to_round_trip(const ToSupervisor& message) {
+  std::string line = serialize(message);
+  EXPECT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line: " << line;
+  line.pop_back();
+  auto parsed = parse_to_supervisor(line);
+  EXPECT_TRUE(parsed) << (parsed ? "" : parsed.error());
+  EXPECT_TRUE(parsed && *parsed) << line;
+  if (!parsed || !*parsed) return CloseStdin{};
+  EXPECT_EQ(serialize(**parsed), line + "\n");
+  return **parsed;
+}
+
+FromSupervisor from_round_trip(const FromSupervisor& message) {
+  std::string line = serialize(message);
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line: " << line;
+  line.pop_back();
+  auto parsed = parse_from_supervisor(line);
+  EXPECT_TRUE(parsed) << (parsed ? "" : parsed.error());
+  EXPECT_TRUE(parsed && *parsed) << line;
+  if (!parsed || !*parsed) return ErrEnd{};
+  EXPECT_EQ(serialize(**parsed), line + "\n");
+  return **parsed;
+}
+
+TEST(SupervisorProtocol, EveryDaemonMessageRoundTrips) {
+  EXPECT_EQ(std::get<Attach>(to_round_trip(Attach{3})).protocol, 3u);
+  EXPECT_EQ(std::get<In>(to_round_trip(In{"{\"type\":\"user\",\"text\":\"a\\nb \\u00e9\"}"})).line,
+            "{\"type\":\"user\",\"text\":\"a\\nb \\u00e9\"}");
+  EXPECT_TRUE(std::holds_alternative<CloseStdin>(to_round_trip(CloseStdin{})));
+  auto reply = std::get<HookReply>(to_round_trip(HookReply{42, "{\"decision\":\"deny\"}"}));
+  EXPECT_EQ(reply.connection, 42u);
+  EXPECT_EQ(reply.line, "{\"decision\":\"deny\"}");
+  EXPECT_TRUE(std::holds_alternative<Release>(to_round_trip(Release{})));
+  EXPECT_EQ(serialize(ToSupervisor(In{"x"})), "{\"t\":\"in\",\"line\":\"x\"}\n");
+}
+
+TEST(SupervisorProtocol, EverySupervisorMessageRoundTrips) {
+  Hello hello;
+  hello.protocol = 1;
+  hello.version = "0.1.0";
+  hello.supervisor_pid = 100;
+  hello.vendor_pid = 101;
+  hello.stdout_bytes = 5000000000ull;
+  hello.stdout_ended = true;
+  hello.stderr_ended = false;
+  hello.stdin_bytes = 12;
+  hello.stdin_closed = true;
+  hello.exited = protocol::ProcessTermination{protocol::ProcessKind::signaled, 0, 9};
+  hello.hooks_open = {Hook{3, "{\"a\":1}"}, Hook{5, "{}"}};
+  hello.hooks_gone = {1, 4};
+  auto back = std::get<Hello>(from_round_trip(hello));
+  EXPECT_EQ(back.supervisor_pid, 100);
+  EXPECT_EQ(back.vendor_pid, 101);
+  EXPECT_EQ(back.stdout_bytes, 5000000000ull);
+  EXPECT_TRUE(back.stdout_ended);
+  EXPECT_FALSE(back.stderr_ended);
+  EXPECT_EQ(back.stdin_bytes, 12u);
+  ASSERT_TRUE(back.exited);
+  EXPECT_EQ(back.exited->kind, protocol::ProcessKind::signaled);
+  EXPECT_EQ(back.exited->signal, 9);
+  ASSERT_EQ(back.hooks_open.size(), 2u);
+  EXPECT_EQ(back.hooks_open[1].connection, 5u);
+  EXPECT_EQ(back.hooks_gone, (std::vector<std::uint64_t>{1, 4}));
+
+  // A failed spawn: null is unknown, never 0.
+  Hello failed;
+  failed.version = "dev";
+  failed.supervisor_pid = 7;
+  failed.spawn_error = "missing binary: /nope";
+  std::string line = serialize(FromSupervisor(failed));
+  EXPECT_NE(line.find("\"vendor_pid\":null"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"exited\":null"), std::string::npos) << line;
+  auto failed_back = std::get<Hello>(from_round_trip(failed));
+  EXPECT_FALSE(failed_back.vendor_pid);
+  EXPECT_FALSE(failed_back.exited);
+  EXPECT_EQ(failed_back.spawn_error, "missing binary: /nope");
+
+  EXPECT_EQ(std::get<Out>(from_round_trip(Out{77})).bytes, 77u);
+  EXPECT_EQ(std::get<OutEnd>(from_round_trip(OutEnd{78})).bytes, 78u);
+  EXPECT_TRUE(std::holds_alternative<ErrEnd>(from_round_trip(ErrEnd{})));
+  auto exited = std::get<Exited>(from_round_trip(Exited{{protocol::ProcessKind::exited, 3, 0}}));
+  EXPECT_EQ(exited.termination.kind, protocol::ProcessKind::exited);
+  EXPECT_EQ(exited.termination.code, 3);
+  auto hook = std::get<Hook>(from_round_trip(Hook{9, "{\"tool\":\"Bash\"}"}));
+  EXPECT_EQ(hook.connection, 9u);
+  EXPECT_EQ(hook.line, "{\"tool\":\"Bash\"}");
+  EXPECT_EQ(std::get<HookGone>(from_round_trip(HookGone{9})).connection, 9u);
+  EXPECT_EQ(std::get<Refused>(from_round_trip(Refused{"attach first"})).why, "attach first");
+  EXPECT_EQ(serialize(FromSupervisor(Exited{{protocol::ProcessKind::signaled, 0, 15}})),
+            "{\"t\":\"exited\",\"termination\":{\"kind\":\"signaled\",\"signal\":15}}\n");
+}
+
+TEST(SupervisorProtocol, MalformedLinesAreRefusedByName) {
+  auto refusal = [](std::string_view line) {
+    auto parsed = parse_to_supervisor(line);
+    EXPECT_FALSE(parsed) << line;
+    return parsed ? std::string() : parsed.error();
+  };
+  EXPECT_NE(refusal("not json").find("not JSON"), std::string::npos);
+  EXPECT_NE(refusal("[1,2]").find("expected an object"), std::string::npos);
+  EXPECT_NE(refusal("{\"line\":\"x\"}").find("no \"t\""), std::string::npos);
+  EXPECT_NE(refusal("{\"t\":5}").find("field \"t\""), std::string::npos);
+  EXPECT_NE(refusal("{\"t\":\"in\"}").find("missing required field \"line\""), std::string::npos);
+  EXPECT_NE(refusal("{\"t\":\"in\",\"line\":7}").find("field \"line\" is the number 7"), std::string::npos);
+  EXPECT_NE(refusal("{\"t\":\"hook_reply\",\"connection\":-1,\"line\":\"{}\"}").find("\"connection\""),
+            std::string::npos);
+  EXPECT_NE(refusal("{\"t\":\"attach\",\"protocol\":\"1\"}").find("\"protocol\""), std::string::npos);
+
+  auto from = parse_from_supervisor("{\"t\":\"exited\",\"termination\":{\"kind\":\"vanished\"}}");
+  ASSERT_FALSE(from);
+  EXPECT_NE(from.error().find("vanished"), std::string::npos) << from.error();
+  from = parse_from_supervisor("{\"t\":\"exited\",\"termination\":{\"kind\":\"exited\"}}");
+  ASSERT_FALSE(from);
+  EXPECT_NE(from.error().find("\"code\""), std::string::npos) << from.error();
+  from = parse_from_supervisor("{\"t\":\"hello\",\"protocol\":1}");
+  ASSERT_FALSE(from);
+  EXPECT_NE(from.error().find("missing required field"), std::string::npos) << from.error();
+}
+
+TEST(SupervisorProtocol, OversizedLinesAreRefusedByName) {
+  std::string line = "{\"t\":\"in\",\"line\":\"" + std::string(kMaxToSupervisorLineBytes, 'a') + "\"}";
+  auto parsed = parse_to_supervisor(line);
+  ASSERT_FALSE(parsed);
+  EXPECT_NE(parsed.error().find("over the 8 MiB bound"), std::string::npos) << parsed.error();
+  // Just under the bound is a message.
+  std::string fits = "{\"t\":\"in\",\"line\":\"" + std::string(kMaxToSupervisorLineBytes - 20, 'a') + "\"}";
+  ASSERT_LE(fits.size(), kMaxToSupervisorLineBytes);
+  auto ok = parse_to_supervisor(fits);
+  ASSERT_TRUE(ok) << ok.error();
+  EXPECT_EQ(std::get<In>(**ok).line.size(), kMaxToSupervisorLineBytes - 20);
+  EXPECT_EQ(refuse_oversized(9000000, kMaxToSupervisorLineBytes),
+            "a line of at least 9000000 bytes, over the 8 MiB bound");
+}
+
+TEST(SupervisorProtocol, UnknownKindsAndKeysAreIgnored) {
+  auto unknown = parse_to_supervisor("{\"t\":\"resize\",\"rows\":40}");
+  ASSERT_TRUE(unknown) << unknown.error();
+  EXPECT_FALSE(*unknown) << "a later daemon's message is ignored";
+  auto later = parse_from_supervisor("{\"t\":\"cpu\",\"usec\":5}");
+  ASSERT_TRUE(later) << later.error();
+  EXPECT_FALSE(*later);
+
+  auto extra = parse_to_supervisor("{\"t\":\"in\",\"line\":\"x\",\"priority\":\"high\"}");
+  ASSERT_TRUE(extra && *extra);
+  EXPECT_EQ(std::get<In>(**extra).line, "x");
+  auto out = parse_from_supervisor("{\"bytes\":5,\"t\":\"out\",\"mtime\":1}");
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(std::get<Out>(**out).bytes, 5u);
+}
+
+TEST(SupervisorProtocol, VersionNegotiation) {
+  // The supervisor speaks min(the daemon's highest, its own), never below its oldest.
+  EXPECT_EQ(*supervisor_speaks(1), 1u);
+  EXPECT_EQ(*supervisor_speaks(9), kProtocol) << "a newer daemon is answered in this supervisor's version";
+  auto old = supervisor_speaks(0);
+  ASSERT_FALSE(old);
+  EXPECT_EQ(old.error(), "this supervisor speaks protocol 1..1, the daemon at most 0");
+  // The daemon speaks what the hello says, within the versions it ever shipped.
+  EXPECT_EQ(*daemon_accepts(1), 1u);
+  auto newer = daemon_accepts(7);
+  ASSERT_FALSE(newer);
+  EXPECT_EQ(newer.error(), "supervisor speaks protocol 7, this daemon 1..1");
+  EXPECT_FALSE(daemon_accepts(0));
+}
+
+SupervisorSpec sample_spec() {
+  SupervisorSpec spec;
+  spec.run_id = "20261129T184844Z-3fa9c1d27b04";
+  spec.socket = "/state/runs/r/supervisor.sock";
+  spec.program = "/usr/bin/claude";
+  spec.args = {"-p", "--output-format", "stream-json"};
+  spec.env = {{"HOME", "/state/runs/r/scratch"}, {"METAHARNESS_RUN", "r"}};
+  spec.cwd = "/state/runs/r/scratch";
+  spec.transcript = "/state/runs/r/vendor-stdout.jsonl";
+  spec.stderr_log = "/state/runs/r/vendor-stderr.log";
+  spec.stdin_log = "/state/runs/r/vendor-stdin.jsonl";
+  spec.cgroup = "/sys/fs/cgroup/mh-abc/r";
+  spec.identity = SpecIdentity{999, 998};
+  spec.hook_channel = SpecHookChannel{"@mh-hook-r", 999, "METAHARNESS_RUN=r"};
+  spec.adopt_within_ms = 30000;
+  return spec;
+}
+
+TEST(SupervisorSpec, RoundTripsAndNamesTheRunDirectoryFiles) {
+  SupervisorSpec spec = sample_spec();
+  auto back = parse_spec(boost::json::serialize(spec_to_json(spec)));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->run_id, spec.run_id);
+  EXPECT_EQ(back->args, spec.args);
+  EXPECT_EQ(back->env, spec.env);
+  EXPECT_EQ(back->stderr_log, spec.stderr_log);
+  EXPECT_EQ(back->cgroup, spec.cgroup);
+  ASSERT_TRUE(back->identity);
+  EXPECT_EQ(back->identity->gid, 998u);
+  ASSERT_TRUE(back->hook_channel);
+  EXPECT_EQ(back->hook_channel->marker, "METAHARNESS_RUN=r");
+  EXPECT_EQ(back->adopt_within_ms, 30000u);
+  EXPECT_EQ(back->state_file(), "/state/runs/r/supervisor.json");
+  EXPECT_EQ(back->log_file(), "/state/runs/r/supervisor.log");
+
+  SupervisorSpec bare = sample_spec();
+  bare.cgroup.reset();
+  bare.identity.reset();
+  bare.hook_channel.reset();
+  auto bare_back = parse_spec(boost::json::serialize(spec_to_json(bare)));
+  ASSERT_TRUE(bare_back) << bare_back.error();
+  EXPECT_FALSE(bare_back->cgroup);
+  EXPECT_FALSE(bare_back->identity);
+  EXPECT_FALSE(bare_back->hook_channel);
+}
+
+TEST(SupervisorSpec, RefusesByName) {
+  auto refusal = [](const std::function<void(boost::json::object&)>& edit) {
+    auto value = spec_to_json(sample_spec());
+    edit(value.as_object());
+    auto parsed = spec_from_json(value);
+    EXPECT_FALSE(parsed);
+    return parsed ? std::string() : parsed.error();
+  };
+  EXPECT_NE(refusal([](auto& o) { o.erase("program"); }).find("missing required field \"program\""), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["cwd"] = "relative/dir"; }).find("expected an absolute path"), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["env"] = boost::json::array{boost::json::array{"ONLY"}}; }).find("\"env\""),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["protocol"] = 2; }).find("reads spec 1"), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["hook_channel"].as_object()["address"] = "no-at"; }).find("@<abstract name>"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& o) {
+              o["socket"] = "/" + std::string(120, 's') + "/supervisor.sock";
+            }).find("over the 107 a Unix socket address holds"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o.erase("adopt_within_ms"); }).find("adopt_within_ms"), std::string::npos);
+  EXPECT_NE(parse_spec("{").error().find("not JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mh::supervisor

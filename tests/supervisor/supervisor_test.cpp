@@ -1,0 +1,579 @@
+// metaharness-supervisor as a real process with real vendors (/bin/sh scripts, cat), driven by
+// the daemon's own SupervisorLink: the transcript and the stdin log, the vendor's exit, a daemon
+// that goes away and comes back (nothing lost, the vendor never blocked), the hook channel, the
+// adopt bound, and the supervisor outliving the process that started it.
+//
+// The supervisors are double-forked (spawn_supervisor): this test process makes itself their
+// subreaper so that it can wait for their exit codes and reap them (and what they leave).
+#include "daemon/supervisor/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "daemon/process/child_process.hpp"
+#include "daemon/process/run_cgroup.hpp"
+#include "daemon/supervisor/supervisor_link.hpp"
+#include "tests/process/process_test_support.hpp"
+
+namespace mh::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+using daemon::SupervisorLink;
+using daemon::test::TempDir;
+using daemon::test::unique_marker_value;
+using mh::test::IoThreads;
+using namespace std::chrono_literals;
+using Link = std::unique_ptr<SupervisorLink>;
+using Messages = std::vector<FromSupervisor>;
+
+class Subreaper : public ::testing::Environment {
+ public:
+  void SetUp() override { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
+};
+[[maybe_unused]] ::testing::Environment* const kSubreaper = ::testing::AddGlobalTestEnvironment(new Subreaper);
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
+// Waits until `pid` has terminated (a zombie counts), within `timeout`.
+bool wait_gone(pid_t pid, std::chrono::milliseconds timeout) {
+  daemon::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) return errno == ESRCH;
+  struct pollfd wait {
+    pidfd.get(), POLLIN, 0
+  };
+  return ::poll(&wait, 1, static_cast<int>(timeout.count())) == 1;
+}
+
+// The exit code of `pid`, a child of ours (as subreaper), once it exits within `timeout`.
+std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
+  if (!wait_gone(pid, timeout)) return std::nullopt;
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return std::nullopt;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits for `dir`/`name` to exist (on inotify; the supervisor writes it by a rename).
+bool wait_for_file(const fs::path& dir, const std::string& name, std::chrono::milliseconds timeout) {
+  daemon::UniqueFd inotify(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  ::inotify_add_watch(inotify.get(), dir.c_str(), IN_MOVED_TO | IN_CREATE);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!fs::exists(dir / name)) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    struct pollfd wait {
+      inotify.get(), POLLIN, 0
+    };
+    if (::poll(&wait, 1, static_cast<int>(left.count())) > 0) {
+      char drain[4096];
+      while (::read(inotify.get(), drain, sizeof drain) > 0) {
+      }
+    }
+  }
+  return true;
+}
+
+// ---- the "daemon": SupervisorLink on the test's strand --------------------------------------
+
+asio::awaitable<Link> attach_link(asio::any_io_executor ex, fs::path socket) {
+  auto attached = co_await SupervisorLink::attach(ex, std::move(socket), 10s);
+  if (!attached) throw std::runtime_error(attached.error());
+  co_return std::move(*attached);
+}
+
+// Reads messages until `done` says so (or the link ends: thrown); returns them all.
+asio::awaitable<Messages> read_until(SupervisorLink& link, std::function<bool(const FromSupervisor&)> done) {
+  Messages seen;
+  for (;;) {
+    auto next = co_await link.next();
+    if (!next) throw std::runtime_error(next.error());
+    seen.push_back(*next);
+    if (done(*next)) co_return seen;
+  }
+}
+
+// The link's end, as next() reports it.
+asio::awaitable<std::string> read_to_end(SupervisorLink& link) {
+  for (;;) {
+    auto next = co_await link.next();
+    if (!next) co_return next.error();
+  }
+}
+
+asio::awaitable<void> send_all(SupervisorLink& link, std::vector<ToSupervisor> messages) {
+  for (auto& message : messages)
+    link.send(std::move(message));
+  co_return;
+}
+
+asio::awaitable<void> drop(Link link) {
+  link.reset();
+  co_return;
+}
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Nothing of a test is left: its supervisor (a child of this subreaper), and every process
+    // carrying its marker.
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      std::string name = entry.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      pid_t pid = std::stoi(name);
+      if (daemon::test::is_dead(pid)) continue;
+      if (daemon::test::proc_field_pid(pid, 4) == ::getpid() ||
+          slurp(entry.path() / "environ").find(marker_entry()) != std::string::npos)
+        ::kill(pid, SIGKILL);
+    }
+    io_.stop();
+    // Reap what this (subreaper) process inherited.
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, __WALL);
+      if (pid <= 0) break;
+    }
+    // A cgroup goes once its processes are reaped (the escapees were this process's zombies).
+    if (!cgroup_parent_.empty()) {
+      ::rmdir((cgroup_parent_ / "run").c_str());
+      EXPECT_EQ(::rmdir(cgroup_parent_.c_str()), 0) << cgroup_parent_ << ": " << std::strerror(errno);
+    }
+  }
+
+  std::string marker_entry() const { return "METAHARNESS_RUN=" + marker_; }
+
+  SupervisorSpec make_spec(fs::path program, std::vector<std::string> args) {
+    SupervisorSpec spec;
+    spec.run_id = marker_;
+    spec.socket = dir_.path() / "supervisor.sock";
+    spec.program = std::move(program);
+    spec.args = std::move(args);
+    spec.env = {{"PATH", "/usr/bin:/bin"}, {"METAHARNESS_RUN", marker_}};
+    spec.cwd = dir_.path();
+    spec.transcript = dir_.path() / "vendor-stdout.jsonl";
+    spec.stderr_log = dir_.path() / "vendor-stderr.log";
+    spec.stdin_log = dir_.path() / "vendor-stdin.jsonl";
+    spec.adopt_within_ms = 30000;
+    return spec;
+  }
+  SupervisorSpec sh_spec(const std::string& script) { return make_spec("/bin/sh", {"-c", script}); }
+
+  void start(const SupervisorSpec& spec) {
+    auto spawned = daemon::spawn_supervisor(MH_TEST_SUPERVISOR, spec, dir_.path() / "supervisor-spec.json");
+    ASSERT_TRUE(spawned) << spawned.error();
+  }
+
+  Link attach() {
+    Link link = io_.run(strand_, attach_link(strand_, dir_.path() / "supervisor.sock"), 20s);
+    supervisor_pid_ = link->hello().supervisor_pid;
+    return link;
+  }
+  Messages until(SupervisorLink& link, std::function<bool(const FromSupervisor&)> done) {
+    return io_.run(strand_, read_until(link, std::move(done)), 30s);
+  }
+  // Until the transcript has grown to `bytes`: it has already (the file is written before any
+  // `out`, and what grew before the attach is in the file), or an out or out_end says so.
+  Messages until_out(SupervisorLink& link, std::uint64_t bytes) {
+    if (fs::file_size(dir_.path() / "vendor-stdout.jsonl") >= bytes) return {};
+    auto grown = [bytes](const FromSupervisor& m) {
+      if (auto* out = std::get_if<Out>(&m)) return out->bytes >= bytes;
+      if (auto* end = std::get_if<OutEnd>(&m)) return end->bytes >= bytes;
+      return false;
+    };
+    return until(link, grown);
+  }
+  void send(SupervisorLink& link, std::vector<ToSupervisor> messages) {
+    io_.run(strand_, send_all(link, std::move(messages)), 10s);
+  }
+  void drop_link(Link link) { io_.run(strand_, drop(std::move(link)), 10s); }
+
+  boost::json::value state_file() { return boost::json::parse(slurp(dir_.path() / "supervisor.json")); }
+
+  IoThreads io_{1};
+  IoThreads::Strand strand_ = io_.make_strand();
+  TempDir dir_;
+  std::string marker_ = unique_marker_value("supervisor");
+  pid_t supervisor_pid_ = -1;
+  fs::path cgroup_parent_;  // made by the test, removed at its end
+};
+
+template <class T>
+const T* first_of(const Messages& messages) {
+  for (const auto& m : messages)
+    if (auto* found = std::get_if<T>(&m)) return found;
+  return nullptr;
+}
+
+bool ended_stdout(const FromSupervisor& m) {
+  return std::holds_alternative<OutEnd>(m);
+}
+
+// `cat` as the vendor: each `in` line reaches it and the stdin log; what it writes reaches the
+// transcript byte for byte, told as `out` sizes; close_stdin ends it; release ends the supervisor.
+TEST_F(SupervisorTest, InLinesReachTheVendorAndItsOutputTheTranscript) {
+  start(make_spec("/bin/cat", {}));
+  Link link = attach();
+  const Hello& hello = link->hello();
+  EXPECT_EQ(hello.protocol, kProtocol);
+  EXPECT_FALSE(hello.version.empty());
+  ASSERT_TRUE(hello.vendor_pid);
+  EXPECT_FALSE(hello.spawn_error);
+  EXPECT_EQ(hello.stdout_bytes, 0u);
+  EXPECT_FALSE(hello.exited);
+  EXPECT_FALSE(hello.stdin_closed);
+
+  // supervisor.json names whom to adopt; the socket is the daemon's alone.
+  auto state = state_file();
+  EXPECT_EQ(state.at("supervisor_pid").to_number<pid_t>(), hello.supervisor_pid);
+  EXPECT_EQ(state.at("vendor_pid").to_number<pid_t>(), *hello.vendor_pid);
+  EXPECT_EQ(state.at("protocol").to_number<int>(), 1);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_.path() / "supervisor.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_.path() / "vendor-stdout.jsonl").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+
+  const std::string expected = "{\"a\":1}\nsecond line\n";
+  send(*link, {In{"{\"a\":1}"}, In{"second line"}});
+  until_out(*link, expected.size());
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdout.jsonl"), expected);
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdin.jsonl"), expected);
+
+  send(*link, {CloseStdin{}});
+  bool out_end = false, err_end = false;
+  std::optional<protocol::ProcessTermination> exited;
+  auto all_ended = [&](const FromSupervisor& m) {
+    if (auto* end = std::get_if<OutEnd>(&m)) {
+      out_end = true;
+      EXPECT_EQ(end->bytes, expected.size());
+    }
+    if (std::holds_alternative<ErrEnd>(m)) err_end = true;
+    if (auto* e = std::get_if<Exited>(&m)) exited = e->termination;
+    return out_end && err_end && exited;
+  };
+  until(*link, all_ended);
+  EXPECT_EQ(exited->kind, protocol::ProcessKind::exited);
+  EXPECT_EQ(exited->code, 0);
+
+  // An `in` after close_stdin is not accepted: nothing more is recorded.
+  send(*link, {In{"too late"}, Release{}});
+  EXPECT_EQ(wait_exit(hello.supervisor_pid, 20s), kExitReleased);
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdin.jsonl"), expected);
+  EXPECT_NE(slurp(dir_.path() / "supervisor.log").find("released"), std::string::npos);
+}
+
+// The vendor's stderr reaches its log, and a vendor killed by a signal is told as signaled.
+TEST_F(SupervisorTest, ExitedCarriesTheSignalAndStderrReachesItsLog) {
+  start(sh_spec("echo oops >&2; kill -TERM $$"));
+  Link link = attach();
+  std::optional<protocol::ProcessTermination> exited = link->hello().exited;
+  bool err_ended = link->hello().stderr_ended;
+  auto done = [&](const FromSupervisor& m) {
+    if (auto* e = std::get_if<Exited>(&m)) exited = e->termination;
+    if (std::holds_alternative<ErrEnd>(m)) err_ended = true;
+    return exited && err_ended;
+  };
+  if (!exited || !err_ended) until(*link, done);
+  EXPECT_EQ(exited->kind, protocol::ProcessKind::signaled);
+  EXPECT_EQ(exited->signal, SIGTERM);
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stderr.log"), "oops\n");
+  send(*link, {Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// The daemon goes away mid-run: the vendor keeps writing (far more than a pipe holds, so it would
+// block if anything waited for the daemon) and exits; the next attach's hello covers everything,
+// the transcript has every byte, the stdin log what was accepted, the exit is known.
+TEST_F(SupervisorTest, ADaemonThatGoesAwayLosesNothing) {
+  const fs::path fifo = dir_.path() / "go";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  constexpr std::size_t kBulk = 300000;
+  start(sh_spec("echo ready; read x; echo \"got $x\"; read y < go; head -c " + std::to_string(kBulk) +
+                " /dev/zero | tr '\\0' a; echo; echo \"end $y\"; exit 3"));
+  Link link = attach();
+  const pid_t vendor = link->hello().vendor_pid.value_or(-1);
+  until_out(*link, 6);
+  send(*link, {In{"one"}});
+  until_out(*link, std::string("ready\ngot one\n").size());
+  drop_link(std::move(link));  // the daemon dies
+
+  {  // the vendor goes on: it is let through the fifo, writes 300 kB and exits
+    std::ofstream go(fifo);
+    go << "two\n";
+  }
+  ASSERT_TRUE(wait_gone(vendor, 30s)) << "the vendor blocked with no daemon attached";
+
+  link = attach();
+  Hello hello = link->hello();
+  if (!hello.stdout_ended) {
+    auto messages = until(*link, ended_stdout);
+    hello.stdout_bytes = first_of<OutEnd>(messages)->bytes;
+    if (auto* e = first_of<Exited>(messages)) hello.exited = e->termination;
+  }
+  const std::string head = "ready\ngot one\n";
+  const std::string tail = "\nend two\n";
+  EXPECT_EQ(hello.stdout_bytes, head.size() + kBulk + tail.size());
+  std::string transcript = slurp(dir_.path() / "vendor-stdout.jsonl");
+  EXPECT_EQ(transcript.size(), hello.stdout_bytes);
+  EXPECT_EQ(transcript, head + std::string(kBulk, 'a') + tail);
+  EXPECT_EQ(hello.stdin_bytes, 4u);
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdin.jsonl"), "one\n");
+  if (!hello.exited) {
+    auto exited = [](const FromSupervisor& m) { return std::holds_alternative<Exited>(m); };
+    hello.exited = std::get<Exited>(until(*link, exited).back()).termination;
+  }
+  EXPECT_EQ(hello.exited->kind, protocol::ProcessKind::exited);
+  EXPECT_EQ(hello.exited->code, 3);
+  send(*link, {Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// The hook channel: a hook program started by the vendor (its marker, its uid) is relayed and
+// held until the daemon answers, across a re-attach (hello.hooks_open); a foreign peer is
+// refused; a peer that hangs up unanswered is told as hook_gone and remembered.
+TEST_F(SupervisorTest, HookRequestsAreRelayedHeldAndAnswered) {
+  const std::string address = "@mh-test-hook-" + marker_;
+  const std::string peer = MH_TEST_HOOK_PEER;
+  SupervisorSpec spec = sh_spec(peer + " " + address + " '{\"n\":1}'; echo; " + peer + " " + address +
+                                " '{\"n\":2}' hangup; echo done; read z");
+  spec.hook_channel = SpecHookChannel{address, static_cast<std::uint32_t>(::geteuid()), marker_entry()};
+  start(spec);
+  Link link = attach();
+  auto is_hook = [](const FromSupervisor& m) { return std::holds_alternative<Hook>(m); };
+  const Hook first = link->hello().hooks_open.empty() ? std::get<Hook>(until(*link, is_hook).back())
+                                                      : link->hello().hooks_open.front();
+  EXPECT_EQ(first.connection, 1u);
+  EXPECT_EQ(first.line, "{\"n\":1}");
+
+  {  // this test process is not a process of the run
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    timeval bound{20, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::string name = address;
+    name[0] = '\0';
+    std::memcpy(sa.sun_path, name.data(), name.size());
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa),
+                        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size())),
+              0);
+    std::string answer;
+    char c;
+    while (::read(fd, &c, 1) == 1 && c != '\n')
+      answer.push_back(c);
+    ::close(fd);
+    EXPECT_EQ(answer, "refused: the peer is not a process of this run");
+  }
+
+  // The daemon goes away and comes back: the request is still held, and answered now.
+  drop_link(std::move(link));
+  link = attach();
+  ASSERT_EQ(link->hello().hooks_open.size(), 1u);
+  EXPECT_EQ(link->hello().hooks_open[0].connection, 1u);
+  EXPECT_EQ(link->hello().hooks_open[0].line, "{\"n\":1}");
+  EXPECT_TRUE(link->hello().hooks_gone.empty());
+  send(*link, {HookReply{1, "{\"ok\":true}"}});
+
+  auto second = std::get<Hook>(until(*link, is_hook).back());
+  EXPECT_EQ(second.connection, 2u);
+  EXPECT_EQ(second.line, "{\"n\":2}");
+  auto is_gone = [](const FromSupervisor& m) { return std::holds_alternative<HookGone>(m); };
+  EXPECT_EQ(std::get<HookGone>(until(*link, is_gone).back()).connection, 2u);
+  const std::string expected = "{\"ok\":true}\n\ndone\n";
+  until_out(*link, expected.size());
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdout.jsonl"), expected);
+  send(*link, {HookReply{2, "{\"late\":true}"}});  // gone: ignored
+
+  drop_link(std::move(link));
+  link = attach();
+  EXPECT_TRUE(link->hello().hooks_open.empty());
+  EXPECT_EQ(link->hello().hooks_gone, std::vector<std::uint64_t>{2});
+  send(*link, {CloseStdin{}, Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// No daemon within adopt_within_ms, counted from the start: the run is killed, the supervisor
+// exits 3 and says why in its log.
+TEST_F(SupervisorTest, ARunNoDaemonAdoptsIsKilled) {
+  SupervisorSpec spec = sh_spec("echo ready; exec /bin/sleep 1000");
+  spec.adopt_within_ms = 500;
+  start(spec);
+  ASSERT_TRUE(wait_for_file(dir_.path(), "supervisor.json", 20s));
+  auto state = state_file();
+  supervisor_pid_ = state.at("supervisor_pid").to_number<pid_t>();
+  pid_t vendor = state.at("vendor_pid").to_number<pid_t>();
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitAbandoned);
+  EXPECT_TRUE(wait_gone(vendor, 10s));
+  EXPECT_NE(slurp(dir_.path() / "supervisor.log").find("abandoned"), std::string::npos);
+}
+
+// The bound counts again from a detach.
+TEST_F(SupervisorTest, ARunWhoseDaemonLeftIsKilledAfterTheBound) {
+  SupervisorSpec spec = sh_spec("exec /bin/sleep 1000");
+  spec.adopt_within_ms = 500;
+  start(spec);
+  Link link = attach();
+  pid_t vendor = link->hello().vendor_pid.value_or(-1);
+  // Attached, the bound does not run: the vendor is still there well past it... which a test
+  // cannot show without waiting; what it shows is that the detach starts it.
+  drop_link(std::move(link));
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitAbandoned);
+  EXPECT_TRUE(wait_gone(vendor, 10s));
+}
+
+// With a cgroup, the abandoned run is killed whole: a setsid'd escapee of the vendor too.
+TEST_F(SupervisorTest, AnAbandonedRunInACgroupDiesWhole) {
+  auto base = daemon::CgroupParent::own_cgroup_dir();
+  if (!base) GTEST_SKIP() << "no cgroup2 mount on this host";
+  auto parent = daemon::CgroupParent::open(*base, unique_marker_value("supervisor-cgroup"));
+  if (!parent) GTEST_SKIP() << "no writable cgroup2 here: " << parent.error();
+  cgroup_parent_ = parent->dir();
+  {
+    auto group = parent->create("run", {});
+    ASSERT_TRUE(group) << group.error();
+    SupervisorSpec spec = sh_spec(
+        "/usr/bin/setsid /bin/sh -c 'echo escapee $$; exec /bin/sleep 1001' </dev/null & "
+        "echo ready; exec /bin/sleep 1000");
+    spec.cgroup = (*group)->dir();
+    spec.adopt_within_ms = 500;
+    start(spec);
+    Link link = attach();
+    pid_t vendor = link->hello().vendor_pid.value_or(-1);
+    // Both lines, in either order: "ready" is 6 bytes, "escapee <pid>" at least 10.
+    until_out(*link, 16);
+    std::string transcript = slurp(dir_.path() / "vendor-stdout.jsonl");
+    auto at = transcript.find("escapee ");
+    ASSERT_NE(at, std::string::npos) << transcript;
+    pid_t escapee = std::stoi(transcript.substr(at + 8));
+    EXPECT_TRUE((*group)->holds(escapee));
+    EXPECT_NE(::getsid(escapee), ::getsid(vendor)) << "the escapee left the vendor's session";
+    drop_link(std::move(link));
+    EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitAbandoned);
+    EXPECT_TRUE(wait_gone(vendor, 10s));
+    EXPECT_TRUE(wait_gone(escapee, 10s));
+    EXPECT_FALSE((*group)->populated());
+  }
+}
+
+// The supervisor is in a session of its own, not a child of whoever started it (that
+// intermediate is gone), and serves on; the newest daemon connection is the one in charge.
+TEST_F(SupervisorTest, TheSupervisorOutlivesItsStarterAndTheNewestDaemonIsInCharge) {
+  start(make_spec("/bin/cat", {}));
+  Link first = attach();
+  const pid_t pid = first->hello().supervisor_pid;
+  EXPECT_EQ(::getsid(pid), pid) << "its own session";
+  EXPECT_NE(::getpgid(pid), ::getpgrp()) << "not in the starter's process group";
+  EXPECT_EQ(daemon::test::proc_field_pid(pid, 4), ::getpid()) << "reparented to the subreaper: its starter is gone";
+
+  Link second = attach();
+  EXPECT_NE(io_.run(strand_, read_to_end(*first), 10s).find("supervisor gone"), std::string::npos);
+  send(*second, {In{"still here"}});
+  until_out(*second, 11);
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdout.jsonl"), "still here\n");
+  drop_link(std::move(first));
+  send(*second, {Release{}});
+  EXPECT_EQ(wait_exit(pid, 20s), kExitReleased);
+}
+
+// A vendor that cannot start is reported in the hello, and the supervisor exits once told.
+TEST_F(SupervisorTest, AFailedSpawnIsReportedThenTheSupervisorExits) {
+  start(make_spec(dir_.path() / "no-such-vendor", {}));
+  Link link = attach();
+  ASSERT_TRUE(link->hello().spawn_error);
+  EXPECT_NE(link->hello().spawn_error->find("missing binary"), std::string::npos) << *link->hello().spawn_error;
+  EXPECT_FALSE(link->hello().vendor_pid);
+  EXPECT_FALSE(link->hello().exited);
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitSpawnFailed);
+}
+
+// A spec that cannot be used is refused by name on stderr, exit 2.
+TEST_F(SupervisorTest, ABadSpecIsRefusedByName) {
+  const fs::path spec_file = dir_.path() / "bad-spec.json";
+  std::ofstream(spec_file) << "{\"protocol\":1,\"run_id\":\"r\"}";
+  auto plan = daemon::test::make_plan(MH_TEST_SUPERVISOR, {"--spec", spec_file.string()}, {}, dir_.path());
+  auto child = daemon::test::spawn_or_throw(strand_, plan);
+  std::string err = io_.run(strand_, daemon::test::read_to_eof(child->stderr_pipe()), 20s);
+  auto termination = io_.run(strand_, child->async_wait(), 20s);
+  EXPECT_EQ(termination.code, kExitBadSpec);
+  EXPECT_NE(err.find("missing required field \"socket\""), std::string::npos) << err;
+}
+
+// The wire refuses by name and stays up: a message before attach, a line that is not JSON, a
+// line over the bound; then it serves.
+TEST_F(SupervisorTest, BadDaemonLinesAreRefusedAndTheConnectionStaysUp) {
+  start(make_spec("/bin/cat", {}));
+  Link link = attach();  // waits for the socket; then a raw connection replaces it
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval bound{20, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::string path = (dir_.path() / "supervisor.sock").string();
+  std::memcpy(sa.sun_path, path.data(), path.size());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  auto write_all = [fd](const std::string& bytes) {
+    for (std::size_t at = 0; at < bytes.size();) {
+      ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+      ASSERT_GT(n, 0);
+      at += static_cast<std::size_t>(n);
+    }
+  };
+  std::string pending;
+  auto read_line = [fd, &pending]() {
+    char buffer[4096];
+    while (pending.find('\n') == std::string::npos) {
+      ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n <= 0) return std::string("<end>");
+      pending.append(buffer, static_cast<std::size_t>(n));
+    }
+    std::string line = pending.substr(0, pending.find('\n'));
+    pending.erase(0, line.size() + 1);
+    return line;
+  };
+  write_all("{\"t\":\"in\",\"line\":\"early\"}\n");
+  EXPECT_EQ(read_line(), "{\"t\":\"refused\",\"why\":\"attach first\"}");
+  write_all("this is not json\n");
+  EXPECT_NE(read_line().find("not JSON"), std::string::npos);
+  write_all("{\"t\":\"attach\",\"protocol\":1}\n");
+  EXPECT_NE(read_line().find("\"t\":\"hello\""), std::string::npos);
+  write_all(std::string(kMaxToSupervisorLineBytes + 10, 'x') + "\n");
+  EXPECT_NE(read_line().find("over the 8 MiB bound"), std::string::npos);
+  write_all("{\"t\":\"future\",\"x\":1}\n{\"t\":\"in\",\"line\":\"works\",\"extra\":2}\n");
+  auto out = read_line();
+  EXPECT_NE(out.find("\"t\":\"out\""), std::string::npos) << out;
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdout.jsonl"), "works\n");
+  write_all("{\"t\":\"release\"}\n");
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+  ::close(fd);
+  drop_link(std::move(link));
+}
+
+TEST_F(SupervisorTest, AttachingWhereNoSupervisorIsSaysSo) {
+  auto attached = io_.run(strand_, SupervisorLink::attach(strand_, dir_.path() / "nobody.sock", 200ms), 20s);
+  ASSERT_FALSE(attached);
+  EXPECT_EQ(attached.error().rfind("no supervisor at " + (dir_.path() / "nobody.sock").string(), 0), 0u)
+      << attached.error();
+}
+
+}  // namespace
+}  // namespace mh::supervisor
