@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/json.hpp>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <functional>
 
 #include "daemon/process/run_processes.hpp"
@@ -23,6 +25,11 @@ std::optional<uid_t> RunUidPool::acquire(const std::string& run_id) {
     if (taken_.insert(uid).second) return uid;
   }
   return std::nullopt;
+}
+
+bool RunUidPool::claim(uid_t uid) {
+  std::lock_guard lock(mutex_);
+  return taken_.insert(uid).second;
 }
 
 void RunUidPool::release(uid_t uid) {
@@ -149,6 +156,78 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
                               "the run sees the host's filesystem as " +
                                   std::string(c->identity_ ? "its own user" : "the daemon's user") + ": " +
                                   policy.no_sandbox_why);
+  }
+  return c;
+}
+
+RunContainment::Record RunContainment::record() const {
+  Record r;
+  r.cgroup = cgroup_dir();
+  r.identity = identity_;
+  r.sandboxed = sandboxed_;
+  return r;
+}
+
+std::optional<fs::path> RunContainment::cgroup_dir() const {
+  if (cgroup_) return cgroup_->dir();
+  return std::nullopt;
+}
+
+std::optional<std::string> RunContainment::write_record(const fs::path& file, const Record& r) {
+  boost::json::object o;
+  o["cgroup"] = r.cgroup ? boost::json::value(r.cgroup->string()) : boost::json::value(nullptr);
+  o["uid"] = r.identity ? boost::json::value(r.identity->uid) : boost::json::value(nullptr);
+  o["gid"] = r.identity ? boost::json::value(r.identity->gid) : boost::json::value(nullptr);
+  o["sandboxed"] = r.sandboxed;
+  return write_file(file, boost::json::serialize(o) + "\n", 0640);
+}
+
+boost::system::result<RunContainment::Record, std::string> RunContainment::read_record(const fs::path& file) {
+  using Result = boost::system::result<Record, std::string>;
+  auto fail = [&](const std::string& why) { return Result(boost::system::in_place_error, file.string() + ": " + why); };
+  std::ifstream in(file);
+  if (!in) return fail("cannot be read");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);
+  if (ec || !v.is_object()) return fail("is not a JSON object");
+  const auto& o = v.get_object();
+  Record r;
+  const auto* cgroup = o.if_contains("cgroup");
+  const auto* uid = o.if_contains("uid");
+  const auto* gid = o.if_contains("gid");
+  const auto* sandboxed = o.if_contains("sandboxed");
+  if (!cgroup || !uid || !gid || !sandboxed || !sandboxed->is_bool())
+    return fail("lacks cgroup, uid, gid or sandboxed");
+  if (cgroup->is_string()) r.cgroup = fs::path(std::string(cgroup->get_string()));
+  if (uid->is_uint64() || uid->is_int64()) {
+    auto u = uid->to_number<std::int64_t>(ec), g = gid->to_number<std::int64_t>(ec);
+    if (ec || u < 0 || g < 0 || u > 0xfffffffe || g > 0xfffffffe) return fail("uid or gid out of range");
+    r.identity = SpawnOptions::Identity{static_cast<uid_t>(u), static_cast<gid_t>(g)};
+  }
+  r.sandboxed = sandboxed->get_bool();
+  return r;
+}
+
+boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainment::adopt(
+    const ContainmentPolicy& policy, const std::string& run_id, const adapters::LaunchPlan& plan, const Record& r) {
+  std::unique_ptr<RunContainment> c(new RunContainment());
+  c->plan_ = plan;
+  c->sandboxed_ = r.sandboxed;
+  c->identity_ = r.identity;
+  if (r.cgroup) {
+    if (!policy.cgroups) return std::string("the run had a cgroup, and this daemon has none: ") + policy.no_cgroups_why;
+    if (policy.cgroups->dir() / run_id != *r.cgroup)
+      return "the run's cgroup " + r.cgroup->string() + " is not under this daemon's " + policy.cgroups->dir().string();
+    auto group = policy.cgroups->find(run_id);
+    if (!group) return group.error();
+    c->cgroup_ = std::move(*group);
+  }
+  if (r.identity && !policy.fixed_user && policy.uids && r.identity->uid >= RunUidPool::kFirst &&
+      r.identity->uid <= RunUidPool::kLast) {
+    if (!policy.uids->claim(r.identity->uid))
+      return "the run's uid " + std::to_string(r.identity->uid) + " is another run's already";
+    c->uid_pool_ = policy.uids;
   }
   return c;
 }

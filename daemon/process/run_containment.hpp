@@ -38,6 +38,9 @@ class RunUidPool {
   // A uid free now, preferring one derived from the run id; nullopt when all are taken.
   std::optional<uid_t> acquire(const std::string& run_id);
   void release(uid_t uid);
+  // A uid a run adopted from a previous daemon already runs as: taken from now on (false when it
+  // was taken already).
+  bool claim(uid_t uid);
 
  private:
   std::mutex mutex_;  // runs start on their own strands; held only to pick a number
@@ -69,6 +72,23 @@ class RunContainment {
   static boost::system::result<std::unique_ptr<RunContainment>, std::string> prepare(
       const ContainmentPolicy& policy, const std::string& run_id, const std::filesystem::path& run_dir,
       const adapters::LaunchPlan& plan, const CgroupLimits& limits);
+  // What a run's containment was, so a daemon that adopts the run can end it: its cgroup, its
+  // identity, whether it was sandboxed. Kept in the run directory (body.json) from the spawn on.
+  struct Record {
+    std::optional<std::filesystem::path> cgroup;
+    std::optional<SpawnOptions::Identity> identity;
+    bool sandboxed = false;
+  };
+  Record record() const;
+  static std::optional<std::string> write_record(const std::filesystem::path& file, const Record& record);
+  static boost::system::result<Record, std::string> read_record(const std::filesystem::path& file);
+  // The containment of a run a previous daemon started, taken over: its cgroup found again (it
+  // must still be there when the record names one), its uid claimed in the pool.
+  static boost::system::result<std::unique_ptr<RunContainment>, std::string> adopt(const ContainmentPolicy& policy,
+                                                                                   const std::string& run_id,
+                                                                                   const adapters::LaunchPlan& plan,
+                                                                                   const Record& record);
+  std::optional<std::filesystem::path> cgroup_dir() const;
   ~RunContainment();
   RunContainment(const RunContainment&) = delete;
   RunContainment& operator=(const RunContainment&) = delete;

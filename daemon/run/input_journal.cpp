@@ -22,9 +22,9 @@ namespace {
 namespace json = boost::json;
 
 // The kinds, in variant order: the line's "k".
-constexpr std::string_view kKinds[] = {"start",    "out",      "out_end",      "hook",     "hook_gone",
+constexpr std::string_view kKinds[] = {"start",    "out",        "out_end",       "hook",   "hook_gone",
                                        "command",  "unreadable", "source_closed", "budget", "shutdown",
-                                       "deadline", "idle",     "wall"};
+                                       "deadline", "idle",       "wall"};
 static_assert(std::size(kKinds) == std::variant_size_v<Input>);
 
 std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
@@ -192,11 +192,22 @@ boost::system::result<InputJournal, std::string> InputJournal::create(const std:
   using Result = boost::system::result<InputJournal, std::string>;
   InputJournal j;
   j.fd_.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640));
-  if (!j.fd_) return Result(boost::system::in_place_error, "cannot create " + path.string() + ": " + std::strerror(errno));
+  if (!j.fd_)
+    return Result(boost::system::in_place_error, "cannot create " + path.string() + ": " + std::strerror(errno));
   ::fchmod(j.fd_.get(), 0640);  // whatever the umask
   std::string head = "{\"journal\":\"" + std::string(journal::kFormat) + "\"}\n";
   if (::write(j.fd_.get(), head.data(), head.size()) != static_cast<ssize_t>(head.size()))
     return Result(boost::system::in_place_error, "cannot write " + path.string() + ": " + std::strerror(errno));
+  return j;
+}
+
+boost::system::result<InputJournal, std::string> InputJournal::open_append(const std::filesystem::path& path,
+                                                                           std::uint64_t complete_bytes) {
+  using Result = boost::system::result<InputJournal, std::string>;
+  InputJournal j;
+  j.fd_.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  if (!j.fd_ || ::ftruncate(j.fd_.get(), static_cast<off_t>(complete_bytes)) != 0)
+    return Result(boost::system::in_place_error, "cannot append to " + path.string() + ": " + std::strerror(errno));
   return j;
 }
 
@@ -233,6 +244,7 @@ boost::system::result<JournalRead, std::string> read_journal(const std::filesyst
     }
     std::string_view line(all.data() + at, nl - at);
     at = nl + 1;
+    read.complete_bytes = at;
     if (++number == 1) {
       auto head = protocol::parse_json(line);
       const json::value* format = head && head->is_object() ? head->get_object().if_contains("journal") : nullptr;

@@ -39,8 +39,8 @@ inline constexpr std::string_view kFormat = "metaharness.core-inputs/1";
 
 struct Start {};  // the vendor was spawned (RunCore::start)
 struct VendorOut {
-  std::uint64_t to = 0;                  // transcript bytes [previous to, to) were fed
-  std::int64_t received_unix_ms = 0;     // when the chunk was read (the lines' received_at)
+  std::uint64_t to = 0;               // transcript bytes [previous to, to) were fed
+  std::int64_t received_unix_ms = 0;  // when the chunk was read (the lines' received_at)
 };
 struct VendorEnd {};  // the vendor's stdout ended (the framer's finish, then on_vendor_end)
 struct HookRequest {
@@ -87,6 +87,10 @@ boost::system::result<Entry, std::string> parse(std::string_view line);
 class InputJournal {
  public:
   static boost::system::result<InputJournal, std::string> create(const std::filesystem::path& path);
+  // The journal a previous daemon wrote, appended to after its `complete_bytes` (what follows, a
+  // line torn by its crash, is cut).
+  static boost::system::result<InputJournal, std::string> open_append(const std::filesystem::path& path,
+                                                                      std::uint64_t complete_bytes);
   void append(const journal::Entry& entry);
   bool failed() const { return failed_; }
 
@@ -100,6 +104,7 @@ class InputJournal {
 struct JournalRead {
   std::vector<journal::Entry> entries;
   bool torn_tail = false;
+  std::uint64_t complete_bytes = 0;  // the file's length up to its last complete line
 };
 boost::system::result<JournalRead, std::string> read_journal(const std::filesystem::path& path);
 

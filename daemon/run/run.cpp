@@ -96,6 +96,52 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   return run;
 }
 
+boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_context& io,
+                                                                    const adapters::Adapter& adapter,
+                                                                    RunOptions options) {
+  using Result = boost::system::result<std::shared_ptr<Run>, std::string>;
+  auto fail = [](std::string m) { return Result(boost::system::in_place_error, std::move(m)); };
+  if (!options.supervision) return fail("only a supervised run can be adopted");
+  const RunDir dir(options.run_dir);
+  json::value spec_json = dir.read_spec();
+  if (!spec_json.is_object()) return fail("its spec.json cannot be read");
+  auto spec = adapters::spec_from_json(spec_json.get_object());
+  if (!spec) return fail("its spec.json is refused: " + spec.error());
+  options.spec = std::move(*spec);
+  options.spec.run_id = options.run_dir.filename().string();  // a submit's spec names none; the run is its directory
+  auto impl = std::make_unique<Impl>(io, adapter, std::move(options));
+  Impl& i = *impl;
+  EventLogOptions log_options;
+  log_options.durability = i.options.fsync_each_event ? Durability::fsync_each : Durability::write;
+  log_options.max_line_bytes = i.options.max_event_line_bytes;
+  auto recovered = EventLog::recover(dir.events(), i.options.spec.run_id, log_options);
+  if (!recovered) return fail(recovered.error());
+  if (recovered->report.already_closed) return fail("its stream is closed already");
+  i.log.emplace(std::move(recovered->log));
+  i.shared = i.log->shared();
+  i.planned = adapter.plan(i.options.spec, dir.paths());
+  auto* plan = std::get_if<adapters::LaunchPlan>(&i.planned);
+  if (!plan) return fail("its adapter no longer plans it: " + std::get<adapters::LaunchRefusal>(i.planned).message);
+  if (i.options.containment) {
+    if (auto record = RunContainment::read_record(dir.root() / "body.json")) {
+      auto adopted = RunContainment::adopt(*i.options.containment, i.options.spec.run_id, *plan, *record);
+      if (!adopted) return fail(adopted.error());
+      i.containment = std::move(*adopted);
+    }
+  }
+  if (plan->hook_channel) {
+    std::string error;
+    if (!i.hook_log.open(dir.vendor_hooks(), error)) return fail(error);
+  }
+  i.core = std::make_unique<RunCore>(i.options.spec, adapter, adapter.open_session(i.options.spec, *plan), i,
+                                     RunCoreOptions{i.options.halt_grace, &i.options.prices});
+  i.adopting = true;
+  i.adoption_pending = true;
+  auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
+  run->impl_->self = run;
+  return run;
+}
+
 namespace {
 
 // One input for the core, posted onto the run's strand; afterwards the shell tells the core
@@ -103,8 +149,11 @@ namespace {
 template <class Input>
 void post_input(std::shared_ptr<Run> run, Run::Impl& i, Input input) {
   asio::post(i.strand, [run = std::move(run), &i, input = std::move(input)]() mutable {
-    input(*i.core);
-    i.after_core();
+    auto handle = [run, &i, input = std::move(input)]() mutable {
+      input(*i.core);
+      i.after_core();
+    };
+    i.when_adopted(std::move(handle));
   });
 }
 
@@ -116,7 +165,7 @@ void Run::start(std::function<void(const RunOutcome&)> on_closed) {
     if (i.core->phase() != RunCore::Phase::created) return;  // started once
     i.core->launch();
     i.on_closed = std::move(on_closed);
-    asio::co_spawn(i.strand, i.main(run), asio::detached);
+    asio::co_spawn(i.strand, i.adopting ? i.adopt_main(run) : i.main(run), asio::detached);
   });
 }
 
@@ -128,7 +177,11 @@ void Run::command(protocol::Command command, std::optional<protocol::PeerIdentit
       [&i, command = std::move(command), peer, on_result = std::move(on_result), received_at](RunCore& core) mutable {
         SeamProbe* probe = i.options.seam_probe.get();
         if (probe) probe->command_received(received_at);
-        core.on_command(i.route(std::move(on_result)), std::move(command), peer, Clock::now());
+        (void)core;
+        Impl::InputExtras extras;
+        extras.ticket = i.route(std::move(on_result));
+        extras.command = std::move(command);
+        i.input(journal::CommandLine{{}, peer}, Clock::now(), std::move(extras));
         i.report_recorded(true);  // before command_done: the probe hears the record in the command's time
         if (probe) probe->command_done();
       });
@@ -137,22 +190,28 @@ void Run::command(protocol::Command command, std::optional<protocol::PeerIdentit
 void Run::unreadable_command(protocol::LineRefusal refusal, ResultCallback on_result) {
   Impl& i = *impl_;
   post_input(shared_from_this(), i,
-             [&i, refusal = std::move(refusal), on_result = std::move(on_result)](RunCore& core) mutable {
-               core.on_unreadable_command(i.route(std::move(on_result)), refusal, Clock::now());
+             [&i, refusal = std::move(refusal), on_result = std::move(on_result)](RunCore&) mutable {
+               Impl::InputExtras extras;
+               extras.ticket = i.route(std::move(on_result));
+               i.input(journal::Unreadable{refusal}, Clock::now(), std::move(extras));
              });
 }
 
 void Run::command_source_closed() {
-  post_input(shared_from_this(), *impl_, [](RunCore& core) { core.on_command_source_closed(Clock::now()); });
+  Impl& i = *impl_;
+  post_input(shared_from_this(), i, [&i](RunCore&) { i.input(journal::SourceClosed{}, Clock::now()); });
 }
 
 void Run::budget_exhausted(std::string message) {
-  post_input(shared_from_this(), *impl_,
-             [message = std::move(message)](RunCore& core) { core.on_budget_exhausted(message, Clock::now()); });
+  Impl& i = *impl_;
+  post_input(shared_from_this(), i, [&i, message = std::move(message)](RunCore&) {
+    i.input(journal::BudgetExhausted{message}, Clock::now());
+  });
 }
 
 void Run::shutdown() {
-  post_input(shared_from_this(), *impl_, [](RunCore& core) { core.on_shutdown(Clock::now()); });
+  Impl& i = *impl_;
+  post_input(shared_from_this(), i, [&i](RunCore&) { i.input(journal::Shutdown{}, Clock::now()); });
 }
 
 std::shared_ptr<SharedStreamState> Run::stream() const {
@@ -177,7 +236,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.turns = i.core->turns();
     s.last_seq = i.log->last_seq();
     if (closed) s.close_reason = i.outcome.reason;
-    s.pid = i.child && !closed ? i.child->pid() : 0;  // a closed run's child is reaped
+    s.pid = closed ? 0 : i.child ? i.child->pid() : i.vendor_pid;  // a closed run's child is reaped
     s.created_at = i.created_at;
     s.labels = i.options.spec.labels;
     s.spend = i.core->spend();
@@ -188,9 +247,11 @@ void Run::status(std::function<void(RunStatus)> callback) const {
 
 void Run::pending_calls(std::function<void(std::vector<PendingCallView>)> callback) const {
   asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
-    const Impl& i = *run->impl_;
-    callback(i.core->phase() != RunCore::Phase::closed ? i.core->pending_calls(Clock::now())
-                                                       : std::vector<PendingCallView>{});
+    Impl& i = *run->impl_;
+    i.when_adopted([run, &i, callback] {
+      callback(i.core->phase() != RunCore::Phase::closed ? i.core->pending_calls(Clock::now())
+                                                         : std::vector<PendingCallView>{});
+    });
   });
 }
 

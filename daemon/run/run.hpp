@@ -91,6 +91,15 @@ struct RunOptions {
   // nullptr: none of them — the vendor is spawned as the plan says and its processes are found by
   // their marker at the end (the unit tests' and `metaharness run`'s way).
   std::shared_ptr<const ContainmentPolicy> containment;
+  // The run's body in a supervisor process of its own (daemon/supervisor, docs/supervisor.md),
+  // so the run outlives this process and a later daemon can adopt it (Run::adopt). nullopt: the
+  // vendor is this process's child and dies with it (`metaharness run`, the unit tests).
+  struct Supervision {
+    std::filesystem::path binary;                    // metaharness-supervisor
+    std::chrono::milliseconds adopt_within{600000};  // how long the body waits for a daemon
+    std::chrono::milliseconds attach_within{10000};  // how long a daemon waits for its supervisor
+  };
+  std::optional<Supervision> supervision;
 };
 
 struct RunOutcome {
@@ -123,6 +132,16 @@ class Run : public std::enable_shared_from_this<Run> {
   static boost::system::result<std::shared_ptr<Run>, std::string> create(boost::asio::io_context& io,
                                                                          const adapters::Adapter& adapter,
                                                                          RunOptions options);
+  // Takes over a run a previous daemon left open, whose supervisor still holds its body
+  // (options.run_dir names it; its spec is read from spec.json). The stream goes on in the same
+  // events.jsonl; start() then rebuilds the core from the run's input journal, reconciles it with
+  // what the supervisor says happened meanwhile, writes a RUN_ADOPTED warning where the gap was,
+  // and governs the run on. When the run cannot be taken over once started, it is ended through
+  // its cgroup and closed with a warning saying why (RECOVERED_AFTER_RESTART). Fails (as a value)
+  // only when the run directory cannot be read at all.
+  static boost::system::result<std::shared_ptr<Run>, std::string> adopt(boost::asio::io_context& io,
+                                                                        const adapters::Adapter& adapter,
+                                                                        RunOptions options);
   ~Run();
 
   // Starts the run on its strand. `on_closed` is called on the strand once stream.closed is

@@ -47,6 +47,16 @@ bool process_carries(pid_t pid, const std::string& entry) {
 }  // namespace
 
 void Run::Impl::reply_hook(std::uint64_t connection, std::string line) {
+  if (replay) {  // sent once the replay is reconciled, if that hook still waits
+    replay->hook_replies[connection] = std::move(line);
+    return;
+  }
+  if (link) {
+    if (options.seam_probe) options.seam_probe->answer_written();
+    log_hook(connection, "out", json::value(line));
+    link->send(supervisor::HookReply{connection, std::move(line)});
+    return;
+  }
   auto it = hook_waiting.find(connection);
   if (it == hook_waiting.end()) return;  // the hook already went away
   if (options.seam_probe) options.seam_probe->answer_written();
@@ -118,18 +128,19 @@ asio::awaitable<void> Run::Impl::serve_hook(std::shared_ptr<Run> keep, std::shar
     co_return;
   }
   Clock::time_point read_at = Clock::now();
-  auto input = protocol::parse_json(std::string_view(request).substr(0, n));
-  if (!input) {
+  auto parsed = protocol::parse_json(std::string_view(request).substr(0, n));
+  if (!parsed) {
     refuse("refused: the request is not JSON");
     co_return;
   }
   std::uint64_t id = ++hook_connections;
-  log_hook(id, "in", *input);
   hook_waiting.emplace(id, socket);
   // The request is vendor input like a line of its stdout (Codex's calls arrive here), timed so.
   SeamProbe* timing = options.seam_probe.get();
   if (timing) timing->input_read(read_at);
-  core->on_hook_request(id, *input, Clock::now());
+  InputExtras extras;
+  extras.hook_request = std::move(*parsed);
+  input(journal::HookRequest{id, journal ? request.substr(0, n - 1) : std::string()}, Clock::now(), std::move(extras));
   after_core();
   if (timing) timing->input_done();
   // Watch for the hook going away before its answer (the vendor's own timeout kills it).
@@ -137,7 +148,7 @@ asio::awaitable<void> Run::Impl::serve_hook(std::shared_ptr<Run> keep, std::shar
   char probe;
   co_await socket->async_read_some(asio::buffer(&probe, 1), asio::as_tuple(asio::use_awaitable));
   if (hook_waiting.erase(id)) {
-    core->on_hook_gone(id, Clock::now());
+    input(journal::HookGone{id}, Clock::now());
     after_core();
   }
 }

@@ -18,14 +18,18 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <variant>
 
 #include "daemon/model/scripted_endpoint.hpp"
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_containment.hpp"
 #include "daemon/process/unique_fd.hpp"
+#include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/stream/event_log.hpp"
+#include "daemon/supervisor/supervisor_link.hpp"
+#include "protocol/line_framer.hpp"
 
 namespace mh::daemon {
 
@@ -56,6 +60,9 @@ class AppendFile {
  private:
   UniqueFd fd_;
 };
+
+// The wall clock now, in Unix milliseconds (a chunk's received_at).
+std::int64_t unix_ms_now();
 
 // Everything here runs on the strand unless it says otherwise. The run's lifecycle is the
 // core's (RunCore::phase, run_core.hpp): the shell keeps no lifecycle flags of its own, only the
@@ -110,6 +117,61 @@ struct Run::Impl final : RunEffects {
   asio::steady_timer wall_timer;
   bool grace_armed = false;
 
+  // The vendor's stdout, framed. A member because a supervised run feeds it across the
+  // supervisor's messages, and an adoption's replay feeds it before the live run goes on.
+  std::optional<protocol::LineFramer> framer;
+
+  // Supervised (options.supervision): the vendor is the child of a supervisor process of the
+  // run's own (daemon/supervisor), which outlives this daemon; every input to the core is
+  // journaled first, so a daemon that adopts the run can rebuild the core (run_supervised.cpp).
+  std::unique_ptr<SupervisorLink> link;
+  std::optional<InputJournal> journal;
+  UniqueFd transcript_reader;    // the transcript the supervisor writes, read back as it grows
+  std::uint64_t stdout_fed = 0;  // transcript bytes handed to the framer
+  pid_t vendor_pid = 0;          // the supervisor's child (not ours: it is not reaped here)
+  std::optional<protocol::ProcessTermination> vendor_exit;  // as the supervisor reported it
+  bool vendor_stdout_ended = false, vendor_stderr_ended = false;
+  std::set<std::uint64_t> hooks_handed, hooks_gone_handed;  // hook connections the core was handed
+  bool adopting = false;  // made by Run::adopt: main takes the run over instead of launching it
+  // While an adopted run is being rebuilt, what arrives from outside (commands, snapshots) waits
+  // here, in order, and runs once the run is live: the replay hands the core only what the
+  // journal holds, and a snapshot shows the rebuilt run, not a half-built one.
+  bool adoption_pending = false;
+  std::vector<std::function<void()>> until_adopted;
+  void when_adopted(std::function<void()> f);
+  void adoption_over();
+
+  // An adoption's replay of the journal: what the core does while it is rebuilt is checked
+  // against the record (events up to the stream's last seq are not written again) and collected
+  // (answers to the vendor, timers), then reconciled with what the supervisor says happened.
+  struct Replay {
+    std::uint64_t recorded_last = 0;          // the stream's last seq when the adoption began
+    std::uint64_t seq = 0;                    // the seq the core's last replayed event got
+    std::vector<std::string> recorded_types;  // the type of each recorded event, by seq - 1
+    Instant now{};                            // the entry being replayed
+    std::string stdin_bytes;                  // every line the core wrote to the vendor, with its '\n'
+    bool stdin_closed = false;
+    std::optional<Instant> kill_at;  // a grace that began before the adoption ends then
+    std::map<std::uint64_t, std::string> hook_replies;
+    std::map<std::string, Instant> deadlines;
+    std::optional<Instant> wall;
+    std::optional<std::string> diverged;  // the core did not do what the record says: not adoptable
+  };
+  std::optional<Replay> replay;
+
+  // Every input to the core goes through input(): journaled (when the run keeps a journal), then
+  // applied; a replay applies the journal's entries the same way (run_inputs.cpp).
+  struct InputExtras {
+    Ticket ticket = kUnrouted;
+    std::optional<protocol::Command> command;  // a live command, already parsed
+    std::optional<json::value> hook_request;   // a live hook request, already parsed
+    std::string_view bytes;                    // a live chunk of vendor stdout, already read
+  };
+  void input(journal::Input in, Instant now);
+  void input(journal::Input in, Instant now, InputExtras extras);
+  void apply(const journal::Input& in, Instant now, InputExtras& extras);
+  void feed_stdout(std::string_view bytes, std::int64_t received_unix_ms, Instant now);
+
   // Where each command's one result goes (the core decides it; the shell only routes it).
   Ticket next_ticket = kUnrouted;
   std::map<Ticket, ResultCallback> result_routes;
@@ -153,6 +215,18 @@ struct Run::Impl final : RunEffects {
   asio::awaitable<protocol::ProcessTermination> supervise_exit();
   void arm_grace(std::chrono::milliseconds grace);
   asio::awaitable<void> kill_everything(std::shared_ptr<Run> keep);
+  void arm_grace_at(Instant when);
+
+  // Supervised runs (run_supervised.cpp).
+  asio::awaitable<bool> launch_supervised(const adapters::LaunchPlan& to_spawn, const SpawnOptions& spawn_options);
+  asio::awaitable<protocol::ProcessTermination> supervise_body();
+  asio::awaitable<void> read_transcript_to(std::uint64_t end);
+  asio::awaitable<void> end_body(std::optional<pid_t> root);
+  asio::awaitable<void> adopt_main(std::shared_ptr<Run> keep);
+  void give_up_adoption(const std::string& why);
+  asio::awaitable<void> end_unadoptable(std::string why);
+  std::optional<std::string> replay_journal();
+  void reconcile_after_replay(Instant now);
 
   // Launch, delivery, the core's timers and wind-up (run_lifecycle.cpp).
   asio::awaitable<void> main(std::shared_ptr<Run> keep);

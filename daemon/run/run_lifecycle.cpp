@@ -46,12 +46,20 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     refuse("LAUNCH_FAILED", *problem, {});
     co_return;
   }
-  if (!transcript.open(plan.transcript_path, error) || !stdin_log.open(plan.stdin_log_path, error) ||
-      !stderr_log.open(dir.vendor_stderr(), error)) {
+  // A supervised run's transcripts are its supervisor's to write, and its hook channel is the
+  // supervisor's to serve; this daemon keeps only the hook log.
+  const bool supervised = options.supervision.has_value();
+  if (!supervised && (!transcript.open(plan.transcript_path, error) || !stdin_log.open(plan.stdin_log_path, error) ||
+                      !stderr_log.open(dir.vendor_stderr(), error))) {
     refuse("LAUNCH_FAILED", error, {});
     co_return;
   }
-  if (plan.hook_channel) {
+  if (plan.hook_channel && supervised) {
+    if (!hook_log.open(dir.vendor_hooks(), error)) {
+      refuse("LAUNCH_FAILED", error, {});
+      co_return;
+    }
+  } else if (plan.hook_channel) {
     if (!hook_log.open(dir.vendor_hooks(), error) || !open_hook_channel(*plan.hook_channel, error)) {
       refuse("LAUNCH_FAILED", error, {});
       co_return;
@@ -72,6 +80,16 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     to_spawn = &containment->launch_plan();
     spawn_options = containment->spawn_options();
   }
+  if (supervised) {
+    if (!co_await launch_supervised(*to_spawn, spawn_options)) co_return;
+    input(journal::Start{}, Clock::now());  // the commands that waited for the spawn are handled here, in order
+    after_core();
+    protocol::ProcessTermination termination = co_await supervise_body();
+    protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
+    report_recorded(true);
+    finish(reason, termination);
+    co_return;
+  }
   auto spawned = ChildProcess::spawn(strand, *to_spawn, spawn_options);
   if (!spawned) {
     refuse("LAUNCH_FAILED", spawned.error(), {});
@@ -82,7 +100,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   // buffer), so it takes the two read ends over from the pipe objects.
   vendor_stdout.emplace(strand, child->stdout_pipe().release());
   vendor_stderr.emplace(strand, child->stderr_pipe().release());
-  core->start(Clock::now());  // the commands that waited for the spawn are handled here, in order
+  input(journal::Start{}, Clock::now());  // the commands that waited for the spawn are handled here, in order
   after_core();
 
   auto [stdout_done, termination, stderr_done] =
@@ -118,14 +136,15 @@ void Run::Impl::after_core() {
   report_recorded(true);
   RunCore::Phase phase = core->phase();
   if (phase == RunCore::Phase::closed) return;
-  if (log_failed && !core->ending()) core->on_shutdown(Clock::now());  // not governed off the record
+  if (replay) return;  // the timers are the reconciliation's to arm, once the replay is over
+  if (log_failed && !core->ending()) input(journal::Shutdown{}, Clock::now());  // not governed off the record
   if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
     idle_timer.expires_after(options.idle_timeout);
     idle_timer.async_wait([weak = self](boost::system::error_code ec) {
       if (ec) return;
       if (auto run = weak.lock()) {
         Impl& impl = *run->impl_;
-        impl.core->on_idle_timeout(Clock::now());
+        impl.input(journal::IdleTimeout{}, Clock::now());
         impl.after_core();
       }
     });
@@ -149,13 +168,17 @@ void Run::Impl::command_answered(Ticket ticket, const protocol::ev::CommandResul
 }
 
 void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
+  if (replay) {
+    replay->deadlines[call_id] = when;
+    return;
+  }
   auto timer = std::make_unique<asio::steady_timer>(strand, when);
   timer->async_wait([weak = self, call_id](boost::system::error_code ec) {
     if (ec) return;  // disarmed
     if (auto run = weak.lock()) {
       Impl& impl = *run->impl_;
       impl.deadlines.erase(call_id);
-      impl.core->on_deadline(call_id, Clock::now());
+      impl.input(journal::Deadline{call_id}, Clock::now());
       impl.after_core();
     }
   });
@@ -163,16 +186,21 @@ void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
 }
 
 void Run::Impl::cancel_deadline(const std::string& call_id) {
+  if (replay) replay->deadlines.erase(call_id);
   deadlines.erase(call_id);
 }
 
 void Run::Impl::arm_wall_budget(Instant when) {
+  if (replay) {
+    replay->wall = when;
+    return;
+  }
   wall_timer.expires_at(when);
   wall_timer.async_wait([weak = self](boost::system::error_code ec) {
     if (ec) return;
     if (auto run = weak.lock()) {
       Impl& impl = *run->impl_;
-      impl.core->on_wall_budget(Clock::now());
+      impl.input(journal::WallBudget{}, Clock::now());
       impl.after_core();
     }
   });

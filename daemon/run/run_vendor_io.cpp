@@ -16,12 +16,25 @@
 #include "daemon/process/run_processes.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
-#include "protocol/line_framer.hpp"
 
 namespace mh::daemon {
 
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 void Run::Impl::write_vendor(std::string line) {
+  if (replay) {  // delivered before, or to be delivered once the replay is reconciled
+    replay->stdin_bytes += line;
+    replay->stdin_bytes.push_back('\n');
+    return;
+  }
   if (options.seam_probe) options.seam_probe->answer_written();
+  if (link) {  // the supervisor writes it to the vendor and keeps the copy
+    link->send(supervisor::In{std::move(line)});
+    return;
+  }
   line.push_back('\n');
   to_vendor.emplace_back(std::move(line));
   pump_stdin();
@@ -50,12 +63,33 @@ std::string Run::Impl::stderr_tail() const {
 }
 
 void Run::Impl::close_vendor_stdin() {
+  if (replay) {
+    replay->stdin_closed = true;
+    if (!replay->kill_at) replay->kill_at = replay->now + options.exit_grace;
+    return;
+  }
+  if (link) {
+    link->send(supervisor::CloseStdin{});
+    arm_grace(options.exit_grace);
+    return;
+  }
   to_vendor.emplace_back(std::nullopt);
   pump_stdin();
   arm_grace(options.exit_grace);
 }
 
 void Run::Impl::terminate_vendor(std::chrono::milliseconds grace) {
+  if (replay) {
+    replay->stdin_closed = true;
+    Instant at = replay->now + grace;
+    if (!replay->kill_at || at < *replay->kill_at) replay->kill_at = at;
+    return;
+  }
+  if (link) {
+    link->send(supervisor::CloseStdin{});
+    arm_grace(grace);
+    return;
+  }
   to_vendor.emplace_back(std::nullopt);
   pump_stdin();
   arm_grace(grace);
@@ -132,33 +166,22 @@ asio::awaitable<void> Run::Impl::read_until_end(asio::posix::stream_descriptor& 
 }
 
 asio::awaitable<void> Run::Impl::read_stdout() {
-  protocol::LineFramer framer(options.max_vendor_line_bytes, /*digest_oversized=*/true);
-  auto on_line = [this](const protocol::FramedLine& line) {
-    core->on_vendor_line(line, Clock::now());
-    after_core();
-  };
   SeamProbe* probe = options.seam_probe.get();
   auto consume = [&](std::string_view chunk) {
-    if (probe) probe->input_read(Clock::now());
-    // One chunk's events go to the log in one write: a chatty vendor costs a write and a
-    // readers' wake-up per chunk, not per line. Answers to the vendor are written as the lines
-    // are handled, before the records (the effect goes out before its record).
-    log->hold();
-    framer.set_received_at(
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count());
-    framer.feed(chunk, on_line);
-    release_log();
+    Instant now = Clock::now();
+    if (probe) probe->input_read(now);
+    InputExtras extras;
+    extras.bytes = chunk;
+    input(journal::VendorOut{stdout_fed + chunk.size(), unix_ms_now()}, now, std::move(extras));
     if (probe) probe->input_done();
     // Byte for byte, as read. Written after the chunk's lines are handled so that answering
     // the vendor never waits on the copy; it is on disk before the next read.
     transcript.append(chunk);
   };
   co_await read_until_end(*vendor_stdout, consume);
-  framer.finish(on_line);
   // Nothing more will come: the adapter flushes what it held for a later line (wind_up would
   // too, but only once the vendor's processes are gone; the record is due now).
-  core->on_vendor_end(Clock::now());
+  input(journal::VendorEnd{}, Clock::now());
   after_core();
 }
 
@@ -195,8 +218,23 @@ void Run::Impl::arm_grace(std::chrono::milliseconds grace) {
   });
 }
 
+// A grace that began before an adoption: it ends when it would have (at once, if it is over).
+void Run::Impl::arm_grace_at(Instant when) {
+  if (grace_armed || vendor_reaped) return;
+  grace_armed = true;
+  grace_timer.expires_at(when);
+  grace_timer.async_wait([weak = self](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto run = weak.lock()) asio::co_spawn(run->impl_->strand, run->impl_->kill_everything(run), asio::detached);
+  });
+}
+
 asio::awaitable<void> Run::Impl::kill_everything(std::shared_ptr<Run> keep) {
   (void)keep;
+  if (link) {
+    if (!vendor_exit) co_await end_body(vendor_pid ? std::optional<pid_t>(vendor_pid) : std::nullopt);
+    co_return;
+  }
   if (vendor_reaped || !child) co_return;
   if (containment) {
     co_await containment->end(strand, child->pid(), std::chrono::seconds(10));

@@ -494,9 +494,23 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     r.read<std::uint64_t>("memory_max_bytes", memory_max, at_least(1u << 20));
     r.read<std::uint64_t>("pids_max", pids_max, at_least(1));
     r.read<std::uint64_t>("cpu_max_percent", cpu_max, at_least(1));
+    r.read<bool>("supervise", c.supervise);
+    std::string supervisor_binary = c.supervisor.string();
+    r.read<std::string>("supervisor", supervisor_binary, [](const std::string& v) -> std::string {
+      return v.empty() || v.front() == '/' ? "" : "must be an absolute path";
+    });
+    c.supervisor = supervisor_binary;
+    std::int64_t adopt_within = c.adopt_within.count();
+    r.read<std::int64_t>("adopt_within_ms", adopt_within, positive_ms);
+    c.adopt_within = std::chrono::milliseconds(adopt_within);
+    r.read<std::string>("on_stop", c.on_stop, [](const std::string& v) -> std::string {
+      return v == "halt" || v == "detach" ? "" : "must be \"halt\" or \"detach\"";
+    });
     if (memory_max) c.memory_max_bytes = memory_max;
     if (pids_max) c.pids_max = pids_max;
     if (cpu_max) c.cpu_max_percent = static_cast<std::uint32_t>(cpu_max);
+    if (error.empty() && c.on_stop == "detach" && !c.supervise)
+      error = "runs.on_stop = \"detach\" needs runs.supervise = true: a run that is the daemon's child dies with it";
     r.finish();
     c.halt_grace = std::chrono::milliseconds(halt);
     c.exit_grace = std::chrono::milliseconds(exit_grace);

@@ -55,6 +55,12 @@ struct DaemonConfig {
   std::vector<std::filesystem::path> sandbox_read_only;     // more paths every sandboxed run sees, read-only
   std::optional<std::uint64_t> memory_max_bytes, pids_max;  // per-run defaults (cgroup limits)
   std::optional<std::uint32_t> cpu_max_percent;
+  // Runs that outlive the daemon (docs/supervisor.md): each run's body in a supervisor process of
+  // its own, adopted by the next daemon after a crash, a kill or a restart.
+  bool supervise = false;
+  std::filesystem::path supervisor;                // "": metaharness-supervisor beside this executable
+  std::chrono::milliseconds adopt_within{600000};  // how long a body waits for a daemon to come back
+  std::string on_stop = "halt";  // "halt": a stop ends every run; "detach": runs go on (supervise only)
   // [server]
   unsigned threads = 0;  // 0: one per hardware thread
   std::size_t max_line_bytes = 1u << 20;

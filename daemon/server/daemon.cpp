@@ -21,6 +21,7 @@
 #include "daemon/log.hpp"
 #include "daemon/metrics/exposition.hpp"
 #include "daemon/peer.hpp"
+#include "daemon/server/adoption.hpp"
 #include "daemon/server/connection.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/server.hpp"
@@ -198,9 +199,16 @@ struct Daemon::Impl final : Server {
       if (!self->registry.accepting()) return;
       auto open = self->registry.stop_accepting();
       sd_notify(0, "STOPPING=1");
-      log(LogPriority::info, "stopping (" + why + "): halting " + std::to_string(self->registry.active()) + " run(s)");
       boost::system::error_code ec;
       self->acceptor.close(ec);
+      if (self->config.on_stop == "detach") {
+        // The runs go on with their supervisors; the next daemon adopts them.
+        log(LogPriority::info, "stopping (" + why + "): " + std::to_string(self->registry.active()) +
+                                   " run(s) left to their supervisors, for the next start to adopt");
+        self->drained();
+        return;
+      }
+      log(LogPriority::info, "stopping (" + why + "): halting " + std::to_string(self->registry.active()) + " run(s)");
       for (auto& run : open)
         run->shutdown();
       if (self->registry.active() == 0) {
@@ -290,7 +298,10 @@ int Daemon::run() {
   }
   d.containment = *containment;
   log_containment(*d.containment);
-  d.registry.recover(d.containment->cgroups ? &*d.containment->cgroups : nullptr);
+  auto left = d.registry.recover(d.containment->cgroups ? &*d.containment->cgroups : nullptr, d.config.supervise);
+  if (!left.empty())
+    log(LogPriority::info, "adopted " + std::to_string(adopt_runs(d, left)) + " of the " + std::to_string(left.size()) +
+                               " run(s) the previous daemon left to their supervisors");
   if (auto problem = d.registry.load_ledger(std::chrono::system_clock::now()))
     log(LogPriority::warning, "daily budgets: " + *problem);
   if (auto error = d.listen()) {

@@ -8,6 +8,7 @@
 #include "daemon/process/run_processes.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/stream/event_log.hpp"
+#include "daemon/supervisor/supervisor_link.hpp"
 #include "protocol/reader.hpp"
 
 namespace mh::daemon {
@@ -19,7 +20,8 @@ RunRegistry::RunRegistry(std::filesystem::path state_dir, std::size_t max_active
 
 // --- start ------------------------------------------------------------------------------------
 
-void RunRegistry::recover(const CgroupParent* cgroups) {
+std::vector<std::string> RunRegistry::recover(const CgroupParent* cgroups, bool adoptable) {
+  std::vector<std::string> to_adopt;
   std::error_code ec;
   auto root = RunDir::runs_of(state_dir_);
   std::filesystem::create_directories(root, ec);
@@ -34,11 +36,32 @@ void RunRegistry::recover(const CgroupParent* cgroups) {
     if (auto closed = closed_marker(dir.events())) {
       entry.close_reason = closed->first;
       entry.last_seq = closed->second;
+    } else if (adoptable && std::filesystem::exists(dirent.path() / "supervisor.json")) {
+      entry.closed = false;
+      to_adopt.push_back(entry.id);
     } else {
-      recover_run(entry, dir.events(), cgroups);
+      recover_run(entry, dir.events(), cgroups, {});
     }
     runs_.emplace(entry.id, std::move(entry));
   }
+  return to_adopt;
+}
+
+void RunRegistry::recover_cut_off(const std::string& id, const CgroupParent* cgroups, const std::string& why) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  it->second.closed = true;
+  recover_run(it->second, RunDir(it->second.dir).events(), cgroups, why);
+}
+
+void RunRegistry::adopted(const std::string& id, RunRecord r) {
+  auto created = runs_.count(id) ? runs_[id].created_at : std::chrono::system_clock::time_point{};
+  record(id, std::move(r), created);
+  RunEntry& e = runs_[id];
+  e.closed = false;
+  e.meta_loaded = false;
+  load_meta(e);  // its owner, labels and creation time are the submit's
+  ++active_;
 }
 
 std::optional<std::pair<protocol::CloseReason, std::uint64_t>> RunRegistry::closed_marker(
@@ -65,13 +88,17 @@ std::optional<std::pair<protocol::CloseReason, std::uint64_t>> RunRegistry::clos
   return std::make_pair(closed->reason, event->seq);
 }
 
-void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& events, const CgroupParent* cgroups) {
+void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& events, const CgroupParent* cgroups,
+                              const std::string& why) {
   auto recovered = EventLog::recover(events, entry.id);
   if (!recovered) {
     log(LogPriority::error, "run " + entry.id + ": cannot recover its stream: " + recovered.error());
     return;
   }
   if (recovered->report.already_closed) return;
+  // A supervisor that still holds the run (it was not adopted) goes first: its vendor then has no
+  // one to write to, and the rest of the run goes with its cgroup.
+  bool supervisor_ended = end_stale_supervisor(entry.dir);
   std::size_t in_cgroup = 0;
   if (cgroups) {
     if (auto group = cgroups->find(entry.id)) {
@@ -83,9 +110,10 @@ void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& even
   }
   KillReport killed =
       kill_run_processes_sync(std::nullopt, RunMarker{"METAHARNESS_RUN", entry.id}, std::chrono::seconds(10));
-  std::string message =
-      "metaharness restarted after it was stopped without closing this run: " + recovered->report.describe() + "; " +
-      std::to_string(killed.killed.size() + in_cgroup) + " leftover process(es) of the run killed";
+  std::string message = "metaharness restarted after it was stopped without closing this run" +
+                        (why.empty() ? "" : " (" + why + ")") + ": " + recovered->report.describe() + "; " +
+                        std::to_string(killed.killed.size() + in_cgroup) + " leftover process(es) of the run killed" +
+                        (supervisor_ended ? ", and its supervisor" : "");
   if (!killed.survivors.empty()) message += ", " + std::to_string(killed.survivors.size()) + " survived";
   (void)recovered->log.append(protocol::ev::Warning{"RECOVERED_AFTER_RESTART", message});
   auto closed = recovered->log.close(protocol::CloseReason::error, protocol::ProcessTermination{});

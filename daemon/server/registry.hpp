@@ -86,7 +86,15 @@ class RunRegistry {
   // left of its processes is killed (its cgroup, when `cgroups` holds one of that name, and
   // anything still carrying its marker), and it is closed with a warning naming the recovery. A
   // closed run costs one read of its file's tail.
-  void recover(const CgroupParent* cgroups = nullptr);
+  //
+  // With `adoptable`, an open run whose body is held by a supervisor (supervisor.json beside its
+  // stream) is neither killed nor closed: its id is returned, for the daemon to adopt (adopted())
+  // or, failing that, to recover as cut off (recover_cut_off()).
+  std::vector<std::string> recover(const CgroupParent* cgroups = nullptr, bool adoptable = false);
+  // A run a previous daemon left open: killed (its cgroup, its marker) and closed, saying why.
+  void recover_cut_off(const std::string& id, const CgroupParent* cgroups, const std::string& why = {});
+  // A run a previous daemon started, taken over by this one: active until it closes.
+  void adopted(const std::string& id, RunRecord record);
   // Today's spend per owner (nullopt, or a problem to log: the day then starts from zero).
   std::optional<std::string> load_ledger(std::chrono::system_clock::time_point now);
 
@@ -133,7 +141,8 @@ class RunRegistry {
 
  private:
   void load_meta(RunEntry& e);
-  void recover_run(RunEntry& entry, const std::filesystem::path& events, const CgroupParent* cgroups);
+  void recover_run(RunEntry& entry, const std::filesystem::path& events, const CgroupParent* cgroups,
+                   const std::string& why);
 
   std::filesystem::path state_dir_;
   std::size_t max_active_;

@@ -18,6 +18,15 @@
 namespace mh::daemon {
 
 class Session;
+class Server;
+class RunDir;
+struct RunOptions;
+
+// The options every run of this daemon gets: its config's graces and bounds, its containment and
+// (runs.supervise) its supervision.
+RunOptions run_options(Server& server, const RunDir& dir);
+// The supervisor binary: runs.supervisor, else metaharness-supervisor beside this executable.
+std::filesystem::path supervisor_binary(const DaemonConfig& config);
 
 // A handler answers on the session (at least one line, unless the connection closes).
 using RequestHandler = boost::asio::awaitable<void> (*)(Session& session, const SocketRequest& request);

@@ -94,6 +94,15 @@ std::optional<adapters::RunSpec> checked_spec(Session& s, const SocketRequest& r
   return std::move(*spec);
 }
 
+}  // namespace
+
+std::filesystem::path supervisor_binary(const DaemonConfig& config) {
+  if (!config.supervisor.empty()) return config.supervisor;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (ec ? std::filesystem::path("/usr/bin") : self.parent_path()) / "metaharness-supervisor";
+}
+
 RunOptions run_options(Server& server, const RunDir& dir) {
   const DaemonConfig& config = server.config;
   RunOptions options;
@@ -106,8 +115,16 @@ RunOptions run_options(Server& server, const RunDir& dir) {
   options.max_event_line_bytes = config.max_event_line_bytes;
   options.prices = config.prices;
   options.containment = server.containment;
+  if (config.supervise) {
+    RunOptions::Supervision supervision;
+    supervision.binary = supervisor_binary(config);
+    supervision.adopt_within = config.adopt_within;
+    options.supervision = supervision;
+  }
   return options;
 }
+
+namespace {
 
 // Writes what the daemon keeps beside the run (run.json, an inline scenario) and creates it.
 boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, const RunDir& dir,

@@ -127,7 +127,13 @@ std::optional<std::string> Supervisor::Impl::listen() {
     // Born 0600: the umask only for the bind (one thread: nothing else creates files meanwhile;
     // the vendor is not spawned yet and gets the supervisor's umask as it was).
     mode_t previous = ::umask(0177);
-    acceptor.bind(local::endpoint(spec.socket.string()), ec);
+    int dir_fd = -1;
+    std::string path = reachable_socket_path(spec.socket, dir_fd);
+    if (path.empty())
+      ec = boost::system::errc::make_error_code(boost::system::errc::filename_too_long);
+    else
+      acceptor.bind(local::endpoint(path), ec);
+    if (dir_fd >= 0) ::close(dir_fd);
     ::umask(previous);
   }
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);

@@ -16,8 +16,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <deque>
+#include <fstream>
 #include <system_error>
 
 #include "daemon/log.hpp"
@@ -41,14 +43,6 @@ constexpr unsigned kCloseRangeCloexec = CLOSE_RANGE_CLOEXEC;
 
 std::string errno_text(int error) {
   return std::system_category().message(error);
-}
-
-// A Unix socket path must fit sun_path (107 bytes and its NUL).
-std::optional<std::string> refuse_socket_path(const fs::path& socket) {
-  if (socket.native().size() >= sizeof(sockaddr_un::sun_path))
-    return "the supervisor socket path " + socket.string() + " is longer than " +
-           std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes";
-  return std::nullopt;
 }
 
 // In the grandchild, between fork and exec: system calls only.
@@ -86,7 +80,6 @@ std::optional<std::string> refuse_socket_path(const fs::path& socket) {
 
 boost::system::result<void, std::string> spawn_supervisor(const fs::path& supervisor_binary,
                                                           const sv::SupervisorSpec& spec, const fs::path& spec_file) {
-  if (auto problem = refuse_socket_path(spec.socket)) return *problem;
   {
     std::string text = boost::json::serialize(sv::spec_to_json(spec));
     UniqueFd fd(::open(spec_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
@@ -232,7 +225,6 @@ bool worth_retrying(const boost::system::error_code& ec) {
 
 asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::string>> SupervisorLink::attach(
     asio::any_io_executor ex, fs::path socket, std::chrono::milliseconds within) {
-  if (auto problem = refuse_socket_path(socket)) co_return *problem;
   const auto deadline = std::chrono::steady_clock::now() + within;
   auto state = std::make_shared<State>(ex);
   state->path = socket;
@@ -240,8 +232,11 @@ asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::stri
   std::chrono::milliseconds pause(2);
   for (;;) {
     state->socket = local::socket(ex);
-    auto [ec] =
-        co_await state->socket.async_connect(local::endpoint(socket.string()), asio::as_tuple(asio::use_awaitable));
+    int dir_fd = -1;
+    std::string path = supervisor::reachable_socket_path(socket, dir_fd);
+    if (path.empty()) co_return "no supervisor at " + socket.string() + ": its directory cannot be opened";
+    auto [ec] = co_await state->socket.async_connect(local::endpoint(path), asio::as_tuple(asio::use_awaitable));
+    if (dir_fd >= 0) ::close(dir_fd);
     if (!ec) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (!worth_retrying(ec) || left.count() <= 0) co_return "no supervisor at " + socket.string() + ": " + ec.message();
@@ -283,6 +278,20 @@ asio::awaitable<boost::system::result<sv::FromSupervisor, std::string>> Supervis
 
 void SupervisorLink::send(sv::ToSupervisor message) {
   queue(state_, sv::serialize(message));
+}
+
+bool end_stale_supervisor(const std::filesystem::path& run_dir) {
+  std::ifstream state(run_dir / "supervisor.json");
+  std::string text((std::istreambuf_iterator<char>(state)), std::istreambuf_iterator<char>());
+  boost::system::error_code ec;
+  auto value = boost::json::parse(text, ec);
+  const boost::json::value* pid = !ec && value.is_object() ? value.get_object().if_contains("supervisor_pid") : nullptr;
+  if (!pid || !pid->is_int64() || pid->get_int64() <= 1) return false;
+  const auto id = static_cast<pid_t>(pid->get_int64());
+  std::ifstream cmdline("/proc/" + std::to_string(id) + "/cmdline");
+  std::string argv((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  if (argv.find((run_dir / "supervisor-spec.json").string()) == std::string::npos) return false;
+  return ::kill(id, SIGKILL) == 0;
 }
 
 }  // namespace mh::daemon

@@ -34,6 +34,12 @@ boost::system::result<void, std::string> spawn_supervisor(const std::filesystem:
                                                           const supervisor::SupervisorSpec& spec,
                                                           const std::filesystem::path& spec_file);
 
+// Ends the supervisor a run's directory names (its supervisor.json), when that process is still
+// there and still this run's (its command line names the run's spec file): for a run that is
+// recovered instead of adopted, whose body was killed through its cgroup. False when there was
+// none to end.
+bool end_stale_supervisor(const std::filesystem::path& run_dir);
+
 class SupervisorLink {
  public:
   // Connects to `socket` (retrying while it does not exist yet or refuses, up to `within`),

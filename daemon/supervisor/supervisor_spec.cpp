@@ -3,6 +3,9 @@
 // never defaulted. Unknown keys are ignored (a newer daemon may say more).
 #include "daemon/supervisor/supervisor_spec.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <boost/json.hpp>
 
 #include "protocol/json.hpp"
@@ -79,10 +82,6 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
   spec.run_id = f.req_string("run_id");
   if (f.ok() && spec.run_id.empty()) f.fail("field \"run_id\" is empty");
   spec.socket = read_path(f, "socket");
-  // A Unix socket address holds 107 bytes and a NUL.
-  if (f.ok() && spec.socket.native().size() > kMaxSocketPathBytes)
-    f.fail("field \"socket\" is " + std::to_string(spec.socket.native().size()) + " bytes long, over the " +
-           std::to_string(kMaxSocketPathBytes) + " a Unix socket address holds");
   spec.program = read_path(f, "program");
   if (const json::array* args = f.req_array("args")) {
     for (const json::value& arg : *args) {
@@ -131,6 +130,20 @@ boost::system::result<SupervisorSpec, std::string> parse_spec(std::string_view t
   auto value = protocol::parse_json(text, &error);
   if (!value) return "the spec is not JSON: " + error;
   return spec_from_json(*value);
+}
+
+std::string reachable_socket_path(const fs::path& socket, int& dir_fd) {
+  dir_fd = -1;
+  if (socket.native().size() <= kMaxSocketPathBytes) return socket.string();
+  dir_fd = ::open(socket.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return {};
+  std::string via = "/proc/self/fd/" + std::to_string(dir_fd) + "/" + socket.filename().string();
+  if (via.size() > kMaxSocketPathBytes) {
+    ::close(dir_fd);
+    dir_fd = -1;
+    return {};
+  }
+  return via;
 }
 
 }  // namespace mh::supervisor

@@ -54,6 +54,11 @@ struct SupervisorSpec {
   fs::path log_file() const { return run_dir() / "supervisor.log"; }
 };
 
+// A Unix socket address holds 107 bytes: a longer path (a deep state directory) is reached through
+// a descriptor of its directory, as /proc/self/fd/<N>/<name>, which `dir_fd` keeps open (-1: the
+// path was short enough, and is returned as it is). Empty when the directory cannot be opened.
+std::string reachable_socket_path(const fs::path& socket, int& dir_fd);
+
 boost::json::value spec_to_json(const SupervisorSpec& spec);
 // Refuses by name: a missing or mistyped field, a relative path, an empty run id.
 boost::system::result<SupervisorSpec, std::string> spec_from_json(const boost::json::value& value);

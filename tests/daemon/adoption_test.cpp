@@ -1,0 +1,281 @@
+// Runs outlive the daemon (runs.supervise): with the REAL Claude CLI against scripted model
+// endpoints that are not the daemon's (each its own `metaharness model serve`, so the model is
+// still there while no daemon is), the daemon is killed with SIGKILL while one run waits for a
+// decision, one is inside a tool call and one is idle between turns. The next daemon adopts all
+// three: the pending call is decided, the tool call's result arrives, the idle run takes its next
+// message; each closes `completed`, its stream complete and contiguous with a RUN_ADOPTED warning
+// where the gap was. A deadline that ran out while no daemon was there is applied at adoption (and
+// a later answer is TOO_LATE); a stop with runs.on_stop = "detach" leaves the runs to the next
+// start; a supervisor that dies takes its run with it (SUPERVISOR_LOST), nothing left running.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "protocol/completeness.hpp"
+#include "tests/support/daemon_harness.hpp"
+#include "tests/support/governed_run.hpp"
+
+namespace mh::test {
+namespace {
+
+std::string bash_scenario(const std::string& command) {
+  json::object input{{"command", command}, {"description", "probe"}};
+  json::object call{{"type", "tool_call"}, {"id", "toolu_probe"}, {"name", "Bash"}, {"input", input}};
+  json::object ask{{"name", "ask"}, {"content", json::array{call}}};
+  json::object answer{{"name", "answer"}, {"content", json::array{json::object{{"type", "text"}, {"text", "Done."}}}}};
+  json::object scenario{
+      {"format", "metaharness.scenario/1"}, {"wires", json::array{"anthropic"}}, {"steps", json::array{ask, answer}}};
+  return protocol::canonical_json(scenario);
+}
+
+// A scripted model endpoint of its own for one run: it outlives the daemon under test.
+class ModelServer {
+ public:
+  ModelServer(const std::filesystem::path& dir, const std::string& name, const std::string& scenario) {
+    auto file = dir / (name + ".scenario.json");
+    std::ofstream(file) << scenario;
+    process_ = std::make_unique<CliProcess>(
+        std::vector<std::string>{metaharness_binary().string(), "model", "serve", "--scenario", file.string()});
+    auto line = process_->next_line(30s);
+    auto parsed = line ? protocol::parse_json(*line) : std::nullopt;
+    if (parsed && parsed->is_object()) {
+      base_url_ = std::string(parsed->get_object().at("base_url").get_string());
+      token_ = std::string(parsed->get_object().at("token").get_string());
+    }
+  }
+  bool up() const { return !base_url_.empty(); }
+  std::string endpoint_json() const {
+    return protocol::canonical_json(json::object{{"base_url", base_url_}, {"token", token_}});
+  }
+
+ private:
+  std::unique_ptr<CliProcess> process_;
+  std::string base_url_, token_;
+};
+
+std::string read_scenario(const std::string& name) {
+  return read_file(source_dir() / "tests/scenarios/claude" / (name + ".json"));
+}
+
+class DaemonAdoption : public ::testing::Test {
+ protected:
+  static constexpr const char* kConfig =
+      "[runs]\nsupervise = true\non_stop = \"detach\"\nadopt_within_ms = 120000\nidle_timeout_ms = 20000\n";
+
+  void SetUp() override { start_daemon(); }
+  void TearDown() override {
+    // A run this test left open (a failed assertion) must not outlive it: end every supervisor of
+    // this state directory, then the runs' processes go with their supervisors' vendors.
+    for (const auto& run : std::filesystem::directory_iterator(dir.path() / "state" / "runs", ec_))
+      end_supervisor(run.path());
+  }
+
+  void start_daemon(const std::string& extra = "") {
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), std::string(kConfig) + extra);
+    ASSERT_TRUE(daemon->wait_notify("READY=1")) << "daemon stderr: " << daemon->stderr_text();
+  }
+
+  void kill_daemon() {
+    daemon->signal(SIGKILL);
+    daemon->wait_exit(30s);
+  }
+
+  std::string submit(const ModelServer& model, const std::string& extra) {
+    SocketClient c(daemon->socket());
+    auto reply = c.request(socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","model_endpoint":)" +
+                                                        model.endpoint_json() + "," + extra + "}"));
+    EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    return reply ? reply->str("run_id") : "";
+  }
+
+  std::vector<EventLine> events_of(const std::string& id) {
+    std::vector<EventLine> out;
+    std::ifstream in(daemon->run_dir(id) / "events.jsonl");
+    for (std::string line; std::getline(in, line);)
+      out.push_back(to_event_line(line));
+    return out;
+  }
+  std::string what_happened(const std::string& id) {
+    auto run = daemon->run_dir(id);
+    return "events:\n" + read_file(run / "events.jsonl") + "supervisor.log:\n" + read_file(run / "supervisor.log") +
+           "vendor-stderr.log:\n" + read_file(run / "vendor-stderr.log") + "daemon:\n" + daemon->stderr_text();
+  }
+  bool has_event(const std::string& id, std::string_view name) {
+    for (const auto& e : events_of(id))
+      if (e.event() == name) return true;
+    return false;
+  }
+
+  // Follows a run to its end through the (new) daemon; the events it read.
+  std::vector<EventLine> follow(const std::string& id) {
+    SocketClient c(daemon->socket());
+    c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+    c.wait_reply("end", 180s);
+    std::vector<EventLine> events;
+    for (const auto& l : c.lines())
+      if (!l.event().empty()) events.push_back(l);
+    return events;
+  }
+
+  void expect_adopted_and_complete(const std::string& id, const std::vector<EventLine>& events) {
+    ASSERT_FALSE(events.empty()) << id;
+    EXPECT_EQ(events.back().event(), "stream.closed") << id;
+    EXPECT_EQ(events.back().str("reason"), "completed") << id << ": " << events.back().raw;
+    std::size_t adopted = 0, closed = 0;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      EXPECT_EQ(events[i].object.at("seq").to_number<std::uint64_t>(), i + 1) << id << ": seq contiguous";
+      if (events[i].event() == "warning" && events[i].str("code") == "RUN_ADOPTED") ++adopted;
+      if (events[i].event() == "stream.closed") ++closed;
+    }
+    EXPECT_EQ(adopted, 1u) << id;
+    EXPECT_EQ(closed, 1u) << id;
+    auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
+    EXPECT_TRUE(verdict.complete_and_well_formed()) << id << ": " << verdict.summary();
+  }
+
+  std::optional<int> supervisor_pid(const std::string& id) {
+    auto state = protocol::parse_json(read_file(daemon->run_dir(id) / "supervisor.json"));
+    if (!state || !state->is_object()) return std::nullopt;
+    return static_cast<int>(state->get_object().at("supervisor_pid").to_number<std::int64_t>());
+  }
+  void end_supervisor(const std::filesystem::path& run) {
+    auto state = protocol::parse_json(read_file(run / "supervisor.json"));
+    if (!state || !state->is_object()) return;
+    int pid = static_cast<int>(state->get_object().at("supervisor_pid").to_number<std::int64_t>());
+    std::string argv = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    if (argv.find((run / "supervisor-spec.json").string()) != std::string::npos) ::kill(pid, SIGKILL);
+  }
+
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  std::unique_ptr<DaemonUnderTest> daemon;
+  std::error_code ec_;
+};
+
+TEST_F(DaemonAdoption, AKilledDaemonLosesNoRunPendingADecisionInsideAToolCallOrIdle) {
+  ModelServer pending_model(dir.path(), "pending", bash_scenario("echo decided > decided.txt"));
+  ModelServer tool_model(dir.path(), "tool", bash_scenario("sleep 4; echo ran > ran.txt"));
+  ModelServer idle_model(dir.path(), "idle", read_scenario("two_turns_keep_open"));
+  ASSERT_TRUE(pending_model.up() && tool_model.up() && idle_model.up());
+  std::string pending = submit(pending_model, R"("decisions":"ask","decision_deadline_ms":120000)");
+  std::string tool = submit(tool_model, R"("decisions":"observe")");
+  std::string idle = submit(idle_model, R"("decisions":"observe","keep_open":true)");
+  ASSERT_TRUE(eventually([&] { return has_event(pending, "tool.requested"); }, 90s));
+  ASSERT_TRUE(eventually([&] { return has_event(tool, "tool.requested"); }, 90s));
+  ASSERT_TRUE(eventually([&] { return has_event(idle, "turn.ended"); }, 90s));
+  ASSERT_FALSE(has_event(tool, "tool.result")) << "the call is still running when the daemon dies";
+
+  kill_daemon();
+  start_daemon();
+
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + pending + R"(","from_seq":0)"));
+  ASSERT_TRUE(control.wait_reply("attached")) << daemon->stderr_text();
+  // The adopted run's pending call is handed to the controller with the time it has left.
+  auto offered = control.wait_reply("pending");
+  ASSERT_TRUE(offered) << daemon->stderr_text();
+  EXPECT_EQ(offered->str("call_id"), "toolu_probe") << offered->raw;
+  auto remaining = offered->object.at("remaining_ms").to_number<std::int64_t>();
+  EXPECT_GT(remaining, 0);
+  EXPECT_LE(remaining, 120000) << "the time it has left, not a fresh deadline";
+  control.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_probe",)"
+               R"("decision":{"decision":"allow"}})");
+  SocketClient inject(daemon->socket());
+  inject.send(socket_request("attach", R"("run_id":")" + idle + R"(","from_seq":0)"));
+  ASSERT_TRUE(inject.wait_reply("attached"));
+  inject.send(R"({"format":"metaharness.command/1","id":"m1","command":"message.inject","text":"again"})");
+
+  auto pending_events = follow(pending);
+  auto tool_events = follow(tool);
+  auto idle_events = follow(idle);
+  expect_adopted_and_complete(pending, pending_events);
+  expect_adopted_and_complete(tool, tool_events);
+  expect_adopted_and_complete(idle, idle_events);
+  EXPECT_EQ(read_file(daemon->run_dir(pending) / "scratch/work/decided.txt"), "decided\n");
+  EXPECT_EQ(read_file(daemon->run_dir(tool) / "scratch/work/ran.txt"), "ran\n");
+  std::size_t turns = 0;
+  for (const auto& e : idle_events)
+    turns += e.event() == "turn.ended";
+  EXPECT_EQ(turns, 2u) << "the idle run took its next message after the adoption";
+  // Nothing of the vendor was lost: every byte it wrote is in the transcript, and was read.
+  for (const auto& id : {pending, tool, idle}) {
+    EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "supervisor.sock") && supervisor_pid(id) &&
+                 ::kill(*supervisor_pid(id), 0) == 0 &&
+                 read_file("/proc/" + std::to_string(*supervisor_pid(id)) + "/status").find("State:\tZ") ==
+                     std::string::npos)
+        << id << ": its supervisor left once the run closed";
+  }
+}
+
+TEST_F(DaemonAdoption, ADeadlineThatRanOutWhileNoDaemonWasThereIsAppliedAtAdoption) {
+  ModelServer model(dir.path(), "deadline", bash_scenario("echo never > never.txt"));
+  ASSERT_TRUE(model.up());
+  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":2000)");
+  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  kill_daemon();
+  // Longer than the deadline: it runs out while no daemon is there.
+  auto gone_at = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - gone_at < 2500ms)
+    ASSERT_FALSE(has_event(id, "tool.decided")) << "nothing decides while no daemon is there";
+  start_daemon();
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(control.wait_reply("attached"));
+  auto decided = control.wait_event("tool.decided", 60s);
+  ASSERT_TRUE(decided);
+  EXPECT_EQ(decided->object.at("decision").at("decision").as_string(), "deny") << decided->raw;
+  control.send(R"({"format":"metaharness.command/1","id":"late","command":"tool.decide","call_id":"toolu_probe",)"
+               R"("decision":{"decision":"allow"}})");
+  auto late = control.wait_for([](const EventLine& e) { return e.event() == "command.result"; }, 60s);
+  ASSERT_TRUE(late);
+  EXPECT_NE(late->raw.find("TOO_LATE"), std::string::npos) << late->raw;
+  auto events = follow(id);
+  expect_adopted_and_complete(id, events);
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/never.txt"));
+}
+
+TEST_F(DaemonAdoption, AStopWithOnStopDetachLeavesTheRunToTheNextStart) {
+  ModelServer model(dir.path(), "detach", bash_scenario("echo after > after.txt"));
+  ASSERT_TRUE(model.up());
+  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
+  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  daemon->signal(SIGTERM);
+  EXPECT_EQ(daemon->wait_exit(60s), 0) << daemon->stderr_text();
+  EXPECT_FALSE(has_event(id, "stream.closed")) << "the stop left the run open";
+  auto pid = supervisor_pid(id);
+  ASSERT_TRUE(pid);
+  EXPECT_EQ(::kill(*pid, 0), 0) << "its supervisor still holds it";
+  start_daemon();
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":0)"));
+  ASSERT_TRUE(control.wait_reply("attached"));
+  control.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_probe",)"
+               R"("decision":{"decision":"allow"}})");
+  auto events = follow(id);
+  expect_adopted_and_complete(id, events);
+  EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/after.txt"), "after\n");
+}
+
+TEST_F(DaemonAdoption, ARunWhoseSupervisorDiesIsKilledAndClosedSayingSo) {
+  ModelServer model(dir.path(), "lost", bash_scenario("echo x > x.txt"));
+  ASSERT_TRUE(model.up());
+  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
+  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  auto pid = supervisor_pid(id);
+  ASSERT_TRUE(pid);
+  ASSERT_EQ(::kill(*pid, SIGKILL), 0);
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  bool lost = false;
+  for (const auto& e : events)
+    lost = lost || (e.event() == "warning" && e.str("code") == "SUPERVISOR_LOST");
+  EXPECT_TRUE(lost) << "the close says why";
+  auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/x.txt"));
+}
+
+}  // namespace
+}  // namespace mh::test
