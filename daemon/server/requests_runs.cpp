@@ -98,9 +98,12 @@ std::optional<adapters::RunSpec> checked_spec(Session& s, const SocketRequest& r
 
 std::filesystem::path supervisor_binary(const DaemonConfig& config) {
   if (!config.supervisor.empty()) return config.supervisor;
+  // Beside this executable (a build tree: build/bin), else where the package puts it.
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (ec ? std::filesystem::path("/usr/bin") : self.parent_path()) / "metaharness-supervisor";
+  if (!ec && std::filesystem::exists(self.parent_path() / "metaharness-supervisor", ec))
+    return self.parent_path() / "metaharness-supervisor";
+  return "/usr/lib/metaharness/metaharness-supervisor";
 }
 
 RunOptions run_options(Server& server, const RunDir& dir) {

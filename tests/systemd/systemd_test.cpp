@@ -2,7 +2,8 @@
 // namespaces over a tmpfs-backed overlay of the root filesystem (boot.sh; ../shared/notes/
 // real-systemd.md): dpkg -i, vendor install, socket activation, READY and STATUS, a governed run of
 // the real Claude CLI decided by a member of the group metaharness, journald's priorities,
-// `systemctl stop` closing a run that is still open, and root's `metaharness status`.
+// `systemctl restart` and `stop` leaving a run that is still open to its supervisor, the next
+// daemon adopting it, and root's `metaharness status`.
 //
 // The cgroup layout of these machines is hybrid (v1 controllers, an empty unified v2 hierarchy)
 // and the test records what it found (cgroup_layout); a production Debian 12 host is pure cgroup v2.
@@ -209,7 +210,7 @@ std::optional<json::object> journal_entry(const BootedSystemd& sd, const std::st
   return found;
 }
 
-TEST(SystemdPackage, InstalledUnderARealSystemdTheSocketStartsTheDaemonRunsAreGovernedAndStopClosesThem) {
+TEST(SystemdPackage, InstalledUnderARealSystemdTheSocketStartsTheDaemonRunsAreGovernedAndOutliveRestartAndStop) {
   if (auto why = cannot_unshare()) GTEST_SKIP() << *why;
   const fs::path vendor = source_dir() / ".vendor";
   ASSERT_TRUE(fs::exists(vendor / "node_modules")) << "the pinned vendor CLIs (./run setup) are needed in " << vendor;
@@ -339,41 +340,98 @@ TEST(SystemdPackage, InstalledUnderARealSystemdTheSocketStartsTheDaemonRunsAreGo
   auto errors = sd.inside("journalctl -u metaharness.service -p err -o cat --no-pager -q");
   EXPECT_EQ(trim(errors.out), "") << "no error in a clean run";
 
-  // --- systemctl stop with a run still waiting for a decision: its stream closes killed -------
+  // --- systemctl restart with a run waiting for a decision: the next daemon adopts it ----------
+  // Its model is a scripted endpoint of its own (a transient unit), so it is there while no daemon
+  // is; the package's config supervises runs and leaves them to their supervisors at a stop.
+  ASSERT_EQ(sd.inside("systemd-run --unit=mh-model --quiet /usr/bin/metaharness model serve "
+                      "--scenario /var/tmp/bash_marker.json --token restart-token")
+                .status,
+            0);
+  std::string model_url;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto printed = protocol::parse_json(trim(sd.inside("journalctl -u mh-model -o cat --no-pager -q").out));
+        if (!printed || !printed->is_object()) return false;
+        model_url = field(printed->as_object(), "base_url");
+        return !model_url.empty();
+      },
+      60s));
+  auto adoptee = sd.inside(
+      "MH_MODEL_TOKEN=restart-token metaharness submit claude -p 'leave a marker' "
+      "--model-endpoint " +
+          model_url + " --model-token-env MH_MODEL_TOKEN --decisions ask --decision-deadline-ms 300000",
+      90s);
+  ASSERT_EQ(adoptee.status, 0) << adoptee.out << adoptee.err;
+  const std::string run3 = trim(adoptee.out);
+  {
+    CliProcess before(sd.inside_argv("metaharness tail -f --json " + run3));
+    ASSERT_TRUE(before.wait_for([](const EventLine& e) { return e.event() == "tool.requested"; }, 180s))
+        << before.stderr_text();
+  }
+  const std::string pid_before = sd.show("metaharness.service")["MainPID"];
+  auto restart = sd.inside("systemctl restart metaharness.service", 90s);
+  EXPECT_EQ(restart.status, 0) << restart.err;
+  EXPECT_NE(sd.show("metaharness.service")["MainPID"], pid_before) << "a new daemon";
+  EXPECT_TRUE(eventually([&] { return bool(journal_entry(sd, "adopted 1 of the 1 run(s)")); }, 60s))
+      << sd.inside("journalctl -u metaharness.service -o cat --no-pager -n 30").out;
+  CliProcess follow3(sd.inside_argv("metaharness tail -f --json " + run3));
+  auto adopted = follow3.wait_for(
+      [](const EventLine& e) { return e.event() == "warning" && e.str("code") == "RUN_ADOPTED"; }, 120s);
+  ASSERT_TRUE(adopted) << follow3.stderr_text();
+  auto decided3 = sd.inside("metaharness decide " + run3 + " toolu_marker allow");
+  EXPECT_EQ(decided3.status, 0) << decided3.out << decided3.err;
+  auto closed3 = follow3.wait_for_event("stream.closed", 180s);
+  ASSERT_TRUE(closed3) << follow3.stderr_text();
+  EXPECT_EQ(closed3->str("reason"), "completed") << closed3->raw;
+  EXPECT_EQ(follow3.finish(30s), 0);
+  auto check3 = sd.inside("metaharness check-stream /var/lib/metaharness/runs/" + run3 + "/events.jsonl");
+  EXPECT_EQ(check3.status, 0) << "the adopted stream is complete: " << check3.out << check3.err;
+  EXPECT_EQ(sd.inside("test -f /var/lib/metaharness/runs/" + run3 + "/scratch/work/marker.txt").status, 0)
+      << "the call decided after the restart ran";
+  sd.inside("systemctl stop mh-model");
+
+  // --- systemctl stop with a run still waiting: the run stays with its supervisor; the next
+  // start adopts it, and a halt then closes it ------------------------------------------------
   auto pending = sd.inside(
       "metaharness submit claude -p 'leave a marker' --model-scenario /var/tmp/bash_marker.json --decisions ask "
       "--decision-deadline-ms 300000",
       90s);
   ASSERT_EQ(pending.status, 0) << pending.out << pending.err;
   const std::string run2 = trim(pending.out);
-  CliProcess follow2(sd.inside_argv("metaharness tail -f --json " + run2));
-  ASSERT_TRUE(follow2.wait_for([](const EventLine& e) { return e.event() == "tool.requested"; }, 180s))
-      << follow2.stderr_text();
-  auto stop = sd.inside("systemctl stop metaharness.service", 90s);
-  EXPECT_EQ(stop.status, 0) << stop.err;
-  // The stream itself (the durable record every reader replays) ends closed `killed`.
-  auto last = sd.inside("tail -n 1 /var/lib/metaharness/runs/" + run2 + "/events.jsonl");
-  auto last_event = protocol::parse_json(last.out);
-  ASSERT_TRUE(last_event && last_event->is_object()) << last.out;
-  EXPECT_EQ(field(last_event->as_object(), "event"), "stream.closed") << last.out;
-  EXPECT_EQ(field(last_event->as_object(), "reason"), "killed") << last.out;
-  // A live follower hears it too: the stop lets every stream it asked for run to its end.
-  const int follower_status = follow2.finish(60s);
-  auto closed2 = follow2.events_named("stream.closed");
-  EXPECT_EQ(follower_status, 0) << follow2.stderr_text();
-  ASSERT_FALSE(closed2.empty()) << "the live follower was cut off before stream.closed";
-  EXPECT_EQ(closed2.back().str("reason"), "killed");
+  {
+    CliProcess follow2(sd.inside_argv("metaharness tail -f --json " + run2));
+    ASSERT_TRUE(follow2.wait_for([](const EventLine& e) { return e.event() == "tool.requested"; }, 180s))
+        << follow2.stderr_text();
+    auto stop = sd.inside("systemctl stop metaharness.service", 90s);
+    EXPECT_EQ(stop.status, 0) << stop.err;
+    follow2.finish(60s);
+  }
   auto stopped = sd.show("metaharness.service");
   EXPECT_EQ(stopped["ActiveState"], "inactive");
   EXPECT_EQ(stopped["Result"], "success") << "the daemon exited cleanly on SIGTERM";
+  auto last = sd.inside("tail -n 1 /var/lib/metaharness/runs/" + run2 + "/events.jsonl");
+  auto last_event = protocol::parse_json(last.out);
+  ASSERT_TRUE(last_event && last_event->is_object()) << last.out;
+  EXPECT_NE(field(last_event->as_object(), "event"), "stream.closed") << "the stop left the run open: " << last.out;
+  EXPECT_FALSE(processes_with_env("METAHARNESS_RUN=" + run2).empty()) << "the run's vendor outlived the stop";
+  EXPECT_TRUE(journal_entry(sd, "left to their supervisors")) << "the stop says what it did with the runs";
+  auto restarted = sd.inside("metaharness status", 90s);  // the socket starts the daemon again
+  EXPECT_EQ(restarted.status, 0) << restarted.out << restarted.err;
+  auto halted = sd.inside("metaharness halt " + run2 + " --reason done", 60s);
+  EXPECT_EQ(halted.status, 0) << halted.out << halted.err;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto tail =
+            protocol::parse_json(sd.inside("tail -n 1 /var/lib/metaharness/runs/" + run2 + "/events.jsonl").out);
+        return tail && tail->is_object() && field(tail->as_object(), "event") == "stream.closed";
+      },
+      90s));
   auto check = sd.inside("metaharness check-stream /var/lib/metaharness/runs/" + run2 + "/events.jsonl");
   EXPECT_EQ(check.status, 0) << "the stream is complete: " << check.out << check.err;
-  EXPECT_TRUE(processes_with_env("METAHARNESS_RUN=" + run2).empty()) << "a process of the run outlived the stop";
+  EXPECT_TRUE(eventually([&] { return processes_with_env("METAHARNESS_RUN=" + run2).empty(); }, 30s))
+      << "a process of the run outlived its halt";
   EXPECT_TRUE(journal_entry(sd, "stopping (")) << "the stop is in the journal";
 
-  // --- root's status after the stop: the socket starts the daemon again ------------------------
-  auto again = sd.inside("metaharness status", 90s);
-  EXPECT_EQ(again.status, 0) << again.out << again.err;
   EXPECT_EQ(sd.show("metaharness.service")["ActiveState"], "active");
 }
 
