@@ -81,6 +81,10 @@ struct RunOptions {
   // Called on the run's strand whenever what it has spent changes (the daemon meters daily
   // budgets per owner from it).
   std::function<void(const Spend&)> on_spend;
+  // An adopted run's spend as its replay rebuilt it: what the run had spent under the previous
+  // daemon, already metered there (the daily ledger must not count it twice). Called once, on the
+  // strand, before the run goes live; on_spend then reports from there on.
+  std::function<void(const Spend&)> on_spend_replayed;
   // The bound of every line of events.jsonl (runs.max_event_line_bytes; protocol/line_cut.hpp).
   std::size_t max_event_line_bytes = 1u << 20;
   // Told of every event appended (nullptr: nobody is).

@@ -16,7 +16,11 @@ void Run::Impl::input(journal::Input in, Instant now, InputExtras extras) {
     // The command's wire line is made only for a journal: an unsupervised run pays nothing.
     if (auto* c = std::get_if<journal::CommandLine>(&in); c && extras.command)
       c->line = protocol::serialize(*extras.command);
+    bool failed_before = journal->failed();
     journal->append(journal::Entry{now, in});
+    if (journal->failed() && !failed_before)
+      daemon::log(LogPriority::error,
+                  "run " + log->run_id() + ": its input journal cannot be written: a later daemon cannot adopt it");
   }
   apply(in, now, extras);
 }

@@ -207,6 +207,7 @@ void Run::Impl::arm_wall_budget(Instant when) {
 }
 
 void Run::Impl::spend_changed(const Spend& spend) {
+  if (replay) return;  // reported once, when the replay is over (reconcile_after_replay)
   if (options.on_spend) options.on_spend(spend);
 }
 

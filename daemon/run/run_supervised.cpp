@@ -355,6 +355,7 @@ void Run::Impl::reconcile_after_replay(Instant now) {
 
   Replay done = std::move(r);
   replay.reset();  // live from here on
+  if (options.on_spend_replayed) options.on_spend_replayed(core->spend());
   Instant last = done.now;
   emit(protocol::ev::Warning{"RUN_ADOPTED",
                              "metaharness restarted and took this run over: no daemon governed it for " +

@@ -30,6 +30,7 @@ std::size_t adopt_runs(Server& server, const std::vector<std::string>& ids) {
                                       : adapters::spec_from_json(json::object{});
     if (spec) {
       options.on_spend = server.spend_reporter(id, meta->owner_uid);
+      options.on_spend_replayed = server.spend_seeder(id);
       options.observer = server.run_observer(*spec);
     }
     auto run = Run::adopt(server.io, *adapter, std::move(options));

@@ -169,6 +169,10 @@ void RunRegistry::record(const std::string& id, RunRecord r, std::chrono::system
   e.created_at = now;
 }
 
+void RunRegistry::seed_spend(const std::string& id, const Spend& spend) {
+  if (auto it = runs_.find(id); it != runs_.end()) it->second.spend = spend;
+}
+
 // --- while runs run ---------------------------------------------------------------------------
 
 SpendOutcome RunRegistry::spent(const std::string& id, std::uint32_t uid, const Spend& now,

@@ -95,6 +95,9 @@ class RunRegistry {
   void recover_cut_off(const std::string& id, const CgroupParent* cgroups, const std::string& why = {});
   // A run a previous daemon started, taken over by this one: active until it closes.
   void adopted(const std::string& id, RunRecord record);
+  // What an adopted run had spent before (metered by the previous daemon): the next spend report
+  // meters only what comes after it.
+  void seed_spend(const std::string& id, const Spend& spend);
   // Today's spend per owner (nullopt, or a problem to log: the day then starts from zero).
   std::optional<std::string> load_ledger(std::chrono::system_clock::time_point now);
 

@@ -56,6 +56,12 @@ std::function<void(const Spend&)> Server::spend_reporter(const std::string& id, 
   };
 }
 
+std::function<void(const Spend&)> Server::spend_seeder(const std::string& id) {
+  return [self = shared_from_this(), id](const Spend& spend) {
+    asio::post(self->registry_strand, [self, id, spend] { self->registry.seed_spend(id, spend); });
+  };
+}
+
 std::function<void(const RunOutcome&)> Server::close_reporter(const std::string& id) {
   return [self = shared_from_this(), id](const RunOutcome& outcome) {
     asio::post(self->registry_strand, [self, id, outcome] { self->run_closed(id, outcome); });

@@ -69,6 +69,8 @@ class Server : public std::enable_shared_from_this<Server> {
   // What a run reports back, posted to the registry strand: its spend (daily budgets) and its
   // close.
   std::function<void(const Spend&)> spend_reporter(const std::string& id, std::uint32_t uid);
+  // An adopted run's spend under the previous daemon: known, not metered again.
+  std::function<void(const Spend&)> spend_seeder(const std::string& id);
   std::function<void(const RunOutcome&)> close_reporter(const std::string& id);
 
   // Registry strand only: the STATUS line to systemd, at most every 200 ms, never waiting on it
