@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <charconv>
 
+#include "daemon/log.hpp"
+
 namespace mh::daemon {
 
 namespace fs = std::filesystem;
@@ -59,6 +61,14 @@ int run_probe(const std::vector<std::string>& argv, int join_cgroup_fd = -1) {
 
 PolicyResult make_containment_policy(const DaemonConfig& config, const std::optional<fs::path>& config_file) {
   auto policy = std::make_shared<ContainmentPolicy>();
+  // A start refused after the cgroup parent was made leaves none behind.
+  struct RemoveParentUnlessKept {
+    ContainmentPolicy& policy;
+    bool keep = false;
+    ~RemoveParentUnlessKept() {
+      if (!keep && policy.cgroups) (void)policy.cgroups->remove();
+    }
+  } parent_guard{*policy};
   policy->daemon_is_root = ::geteuid() == 0;
   policy->default_limits = {config.memory_max_bytes, config.pids_max, config.cpu_max_percent};
 
@@ -90,6 +100,8 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
       std::string why =
           group ? "a process cannot be moved into a group under " + policy->cgroups->dir().string() : group.error();
       if (!config.cgroup_root.empty()) return refuse("runs.cgroup_root: " + why);
+      if (group) group->reset();  // the probe group first: the parent goes only when empty
+      (void)policy->cgroups->remove();
       policy->cgroups.reset();
       policy->no_cgroups_why = why;
     }
@@ -141,6 +153,7 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
     policy->fixed_user = SandboxSpec::RunAs{pw->pw_uid, pw->pw_gid};
   }
   policy->uids = std::make_shared<RunUidPool>();
+  parent_guard.keep = true;
   return std::shared_ptr<const ContainmentPolicy>(std::move(policy));
 }
 

@@ -289,6 +289,7 @@ int Daemon::run() {
     return 2;
   }
   d.containment = *containment;
+  ContainmentCleanup containment_cleanup(d.containment);  // no empty cgroup parent outlives the daemon
   log_containment(*d.containment);
   d.registry.recover(d.containment->cgroups ? &*d.containment->cgroups : nullptr);
   if (auto problem = d.registry.load_ledger(std::chrono::system_clock::now()))

@@ -25,9 +25,10 @@ class RunContainmentTest : public ::testing::Test {
     std::ofstream(run_dir_ / "events.jsonl") << "the record";
     if (auto base = CgroupParent::own_cgroup_dir()) {
       auto parent = CgroupParent::open(*base, unique_marker_value("containment"));
-      if (parent)
+      if (parent) {
+        parent_dir_ = parent->dir();
         policy_.cgroups.emplace(std::move(*parent));
-      else
+      } else
         policy_.no_cgroups_why = parent.error();
     } else {
       policy_.no_cgroups_why = "no cgroup2 mount";
@@ -39,7 +40,8 @@ class RunContainmentTest : public ::testing::Test {
     policy_.uids = std::make_shared<RunUidPool>();
   }
   void TearDown() override {
-    if (policy_.cgroups) ::rmdir(policy_.cgroups->dir().c_str());
+    // The parent this test made, even when the test dropped it from the policy.
+    if (!parent_dir_.empty()) ::rmdir(parent_dir_.c_str());
   }
 
   adapters::LaunchPlan plan(const std::string& script) {
@@ -66,6 +68,7 @@ class RunContainmentTest : public ::testing::Test {
   std::filesystem::path run_dir_, scratch_;
   std::string marker_ = unique_marker_value("containment");
   ContainmentPolicy policy_;
+  std::filesystem::path parent_dir_;
 };
 
 TEST_F(RunContainmentTest, EscapeesAreGoneAfterTheEndAndTheRunWasNotRoot) {
