@@ -191,6 +191,12 @@ boost::asio::awaitable<std::string> RunContainment::end(boost::asio::any_io_exec
   co_return problems;
 }
 
+std::optional<protocol::ev::RunResources> RunContainment::resources() const {
+  if (!cgroup_) return std::nullopt;
+  CgroupFacts f = facts_ ? *facts_ : cgroup_->facts();
+  return protocol::ev::RunResources{f.cpu_usec, f.memory_peak_bytes, f.tasks_peak, f.oom_kills, f.processes_killed};
+}
+
 protocol::ProcessTermination RunContainment::vendor_termination(const protocol::ProcessTermination& spawned) const {
   if (!sandboxed_ || spawned.kind != protocol::ProcessKind::exited || spawned.code <= 128 || spawned.code > 128 + 64)
     return spawned;

@@ -134,6 +134,75 @@ TEST_F(DaemonContainment, EscapeesOfAnAllowedCallAreGoneAfterHalt) {
   EXPECT_TRUE(processes_running("." + token_).empty()) << "an escapee outlived the halt";
 }
 
+// stream.closed counts what the run's cgroup saw: CPU time (cpu.stat is on every cgroup2 group),
+// the escapees the end killed, and null, never 0, for what a controller not enabled here would
+// have counted (these machines offer none of memory and pids to cgroup2).
+TEST_F(DaemonContainment, StreamClosedCarriesTheRunsResourcesNullWhereUnknown) {
+  std::string id = submit(bash_scenario(escapes() + "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"));
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  const EventLine& closed = events.back();
+  ASSERT_EQ(closed.event(), "stream.closed") << closed.raw;
+  bool has_cgroup = true;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == "CGROUP_UNAVAILABLE") has_cgroup = false;
+  if (!has_cgroup) {
+    EXPECT_FALSE(closed.object.contains("resources")) << "a run without a cgroup counts nothing: " << closed.raw;
+    GTEST_SKIP() << "no cgroup per run here: " << closed.raw;
+  }
+  const json::object* resources =
+      closed.object.if_contains("resources") ? closed.object.at("resources").if_object() : nullptr;
+  ASSERT_TRUE(resources) << closed.raw;
+  ASSERT_TRUE(resources->at("cpu_usec").is_number()) << closed.raw;
+  EXPECT_GT(resources->at("cpu_usec").to_number<std::uint64_t>(), 0u) << closed.raw;
+  ASSERT_TRUE(resources->at("processes_killed").is_number()) << closed.raw;
+  EXPECT_GE(resources->at("processes_killed").to_number<std::uint64_t>(), 3u) << "the three escapees: " << closed.raw;
+  // What the controllers enabled for the runs' groups let the group count.
+  auto parent = cgroup_parent_of(daemon->state_dir());
+  ASSERT_TRUE(parent);
+  std::set<std::string> controllers;
+  std::istringstream words(read_file(*parent / "cgroup.subtree_control"));
+  for (std::string word; words >> word;)
+    controllers.insert(word);
+  auto enabled = [&](const std::string& c) { return controllers.count(c) > 0; };
+  for (const char* key : {"memory_peak_bytes", "oom_kills"})
+    EXPECT_EQ(resources->at(key).is_null(), !enabled("memory")) << key << ": " << closed.raw;
+  EXPECT_EQ(resources->at("tasks_peak").is_null(), !enabled("pids")) << closed.raw;
+  if (enabled("memory")) {
+    EXPECT_GT(resources->at("memory_peak_bytes").to_number<std::uint64_t>(), 0u) << closed.raw;
+  }
+}
+
+// run.limits through a real submit: a value out of bounds is refused MALFORMED naming it; a limit
+// whose controller the host does not offer (these machines: memory, pids and cpu are all bound to
+// cgroup v1) refuses the run at its start, naming the limit and the controller, never ignored.
+TEST_F(DaemonContainment, ARunSpecsLimitsAreBoundedAndRefusedByNameWithoutTheirController) {
+  std::string code;
+  EXPECT_EQ(submit(bash_scenario("true"), R"("limits":{"pids_max":0})", &code), "");
+  EXPECT_EQ(code, "MALFORMED");
+  auto parent = cgroup_parent_of(daemon->state_dir());
+  if (!parent || !std::filesystem::exists(*parent)) GTEST_SKIP() << "runs get no cgroup here";
+  std::set<std::string> controllers;
+  std::istringstream words(read_file(*parent / "cgroup.subtree_control"));
+  for (std::string word; words >> word;)
+    controllers.insert(word);
+  if (controllers.count("memory")) GTEST_SKIP() << "the memory controller is offered here: the limit would apply";
+  std::string id = submit(bash_scenario("touch started.txt"), R"("limits":{"memory_max_bytes":268435456})");
+  ASSERT_FALSE(id.empty());
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  EXPECT_EQ(events.back().str("reason"), "error") << events.back().raw;
+  bool named = false;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == "LAUNCH_REFUSED")
+      named =
+          e.str("message") == "memory.max needs the memory controller, which is not available in " + parent->string();
+  EXPECT_TRUE(named) << "the refusal names the limit and the controller";
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/started.txt")) << "nothing ran";
+  EXPECT_FALSE(std::filesystem::exists(*parent / id)) << "a refused run leaves no group";
+}
+
 TEST_F(DaemonContainment, TheRunIsNotRootAndSeesNeitherAPlantedFileNorAnotherRun) {
   std::string first = submit(bash_scenario("true"));
   follow(first);
