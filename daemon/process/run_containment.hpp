@@ -45,6 +45,12 @@ class RunUidPool {
   std::set<uid_t> taken_;
 };
 
+// The limits a run spec asks for (run.limits), as its cgroup takes them; unset ones leave the
+// policy's defaults.
+inline CgroupLimits limits_of(const adapters::RunSpec& spec) {
+  return CgroupLimits{spec.limits.memory_max_bytes, spec.limits.pids_max, spec.limits.cpu_max_percent};
+}
+
 struct ContainmentPolicy {
   // The runs' cgroups' parent; nullopt with the reason when there is none.
   std::optional<CgroupParent> cgroups;

@@ -61,7 +61,8 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   SpawnOptions spawn_options;
   const adapters::LaunchPlan* to_spawn = &plan;
   if (options.containment) {
-    auto prepared = RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan, CgroupLimits{});
+    auto prepared =
+        RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan, limits_of(options.spec));
     if (!prepared) {
       refuse("LAUNCH_REFUSED", prepared.error(), {});
       co_return;
