@@ -29,7 +29,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   std::string error;
   std::error_code ec;
   for (const auto& d : plan.directories) {
-    std::filesystem::create_directories(d, ec);
+    make_directories(d, ec);  // 0750 whatever the umask
     if (ec) {
       refuse("LAUNCH_FAILED", "cannot create " + d.string() + ": " + ec.message(), {});
       co_return;

@@ -22,7 +22,7 @@ RunRegistry::RunRegistry(std::filesystem::path state_dir, std::size_t max_active
 void RunRegistry::recover(const CgroupParent* cgroups) {
   std::error_code ec;
   auto root = RunDir::runs_of(state_dir_);
-  std::filesystem::create_directories(root, ec);
+  make_directories(root, ec);  // runs/: 0750 whatever the umask
   for (const auto& dirent : std::filesystem::directory_iterator(root, ec)) {
     if (!dirent.is_directory()) continue;
     RunDir dir(dirent.path());

@@ -118,7 +118,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, 
   options.on_spend = s.server().spend_reporter(spec.run_id, s.peer().uid);
   options.observer = s.server().run_observer(spec);
   std::error_code ec;
-  std::filesystem::create_directories(dir.root(), ec);
+  make_directories(dir.root(), ec);  // 0750 whatever the umask
   if (const json::value* scenario = run.if_contains("model_scenario"); scenario && !scenario->is_null()) {
     if (auto problem = dir.write_scenario(*scenario)) return Result(boost::system::in_place_error, *problem);
     options.model_scenario = dir.scenario_json();
