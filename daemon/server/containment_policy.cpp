@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/json/array.hpp>
+#include <boost/json/value.hpp>
 #include <cerrno>
 #include <charconv>
 
@@ -155,6 +157,31 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
   policy->uids = std::make_shared<RunUidPool>();
   parent_guard.keep = true;
   return std::shared_ptr<const ContainmentPolicy>(std::move(policy));
+}
+
+boost::json::object containment_facts(const ContainmentPolicy& p) {
+  boost::json::object o, unavailable;
+  o["end"] = p.cgroups ? "cgroup" : "marker-sweep";
+  if (p.cgroups) {
+    boost::json::array controllers;
+    for (const auto& c : p.cgroups->controllers())
+      controllers.emplace_back(c);
+    o["cgroup"] = boost::json::object{{"dir", p.cgroups->dir().string()}, {"controllers", std::move(controllers)}};
+  } else {
+    o["cgroup"] = nullptr;
+    unavailable["cgroup"] = p.no_cgroups_why;
+  }
+  o["sandbox"] = p.sandbox ? "bwrap" : "none";
+  if (!p.sandbox) unavailable["sandbox"] = p.no_sandbox_why;
+  o["identity"] = !p.daemon_is_root ? "daemon-user" : p.fixed_user ? "runs.user" : "uid-per-run";
+  o["unavailable"] = std::move(unavailable);
+  return o;
+}
+
+ContainmentCleanup::~ContainmentCleanup() {
+  if (!policy_ || !policy_->cgroups) return;
+  if (auto removed = policy_->cgroups->remove(); !removed)
+    log(LogPriority::notice, "runs' cgroups: " + removed.error());
 }
 
 bool cwd_within_roots(const fs::path& cwd, const std::vector<fs::path>& roots) {

@@ -260,6 +260,8 @@ asio::awaitable<void> handle_status(Session& s, const SocketRequest& r) {
   fields["runs"] = std::move(runs);
   fields["accepting"] = counts.accepting;
   fields["connections"] = server->connections.load();
+  // What a run's body gets here (a host property: docs/containment.md).
+  if (server->containment) fields["containment"] = containment_facts(*server->containment);
   s.reply("status", r.id, fields);
 }
 
