@@ -121,6 +121,17 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
     }
     c->identity_ = SpawnOptions::Identity{who.uid, who.gid};
     if (auto problem = hand_over(plan, run_dir, who.uid, who.gid)) return *problem;
+    // Unsandboxed, the run reaches its scratch through its run directory and the directories
+    // between it and the plan's (0750, the daemon's): their group becomes the run's so it may
+    // pass; the record's files stay the daemon's, 0640, unreadable to it. (Sandboxed, the view
+    // remakes the directories above the scratch.)
+    if (!policy.sandbox)
+      for (const fs::path& made : plan.directories)
+        for (fs::path dir = made.parent_path(); is_under(dir, run_dir); dir = dir.parent_path()) {
+          if (::chown(dir.c_str(), static_cast<uid_t>(-1), who.gid) == -1)
+            return "cannot give " + dir.string() + " to the run's group: " + std::strerror(errno);
+          if (dir == run_dir || dir == dir.parent_path()) break;
+        }
   }
 
   if (policy.sandbox) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 
+#include "daemon/file_modes.hpp"
 #include "daemon/log.hpp"
 
 namespace mh::daemon {
@@ -155,6 +157,16 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
     policy->fixed_user = SandboxSpec::RunAs{pw->pw_uid, pw->pw_gid};
   }
   policy->uids = std::make_shared<RunUidPool>();
+  // A root daemon's unsandboxed runs (each its own uid) must pass through the state directory
+  // and runs/ to reach their scratch: there they are 0711, so a run may pass but list nothing
+  // (each run's own directory lets its group in: RunContainment::prepare).
+  if (policy->daemon_is_root && !policy->sandbox) {
+    std::error_code ec;
+    for (const fs::path& dir : {config.state_dir, config.state_dir / "runs"}) {
+      make_directories(dir, ec);
+      if (ec || ::chmod(dir.c_str(), 0711) == -1) return refuse("cannot let the runs pass through " + dir.string());
+    }
+  }
   parent_guard.keep = true;
   return std::shared_ptr<const ContainmentPolicy>(std::move(policy));
 }

@@ -457,5 +457,40 @@ TEST(DaemonContainmentFacts, ADefaultCgroupThatCannotWorkIsLeftOutAndEveryRunSay
   EXPECT_EQ(::rmdir(cage.c_str()), 0) << cage << ": " << std::strerror(errno);
 }
 
+// A root daemon without the sandbox: its runs (each its own uid) still reach their scratch
+// through the 0750 tree (the state directory and runs/ 0711 there, the run directory the run's
+// group), and list nothing of it.
+TEST(DaemonUnsandboxed, ARootDaemonsRunReachesItsScratchAndListsNoOtherRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root";
+  TempDir dir{"unsandboxed-root"};
+  DaemonUnderTest d(dir.path(), "[runs]\nsandbox = \"none\"\n");
+  ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+  SocketClient c(d.socket());
+  auto probe =
+      "touch started.txt; ls " + (d.state_dir() / "runs").string() + " >listed.txt 2>&1 || echo refused >listed.txt";
+  auto reply = c.request(
+      socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
+                                   bash_scenario(probe) + "}"));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string id = reply->str("run_id");
+  SocketClient t(d.socket());
+  t.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+  bool ended = bool(t.wait_reply("end", 45s));
+  std::string record;
+  for (const auto& l : t.lines())
+    record += l.raw.substr(0, 400) + "\n";
+  ASSERT_TRUE(ended) << record << read_file(d.run_dir(id) / "vendor-stderr.log");
+  auto closed = t.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].str("reason"), "completed") << record << read_file(d.run_dir(id) / "vendor-stderr.log");
+  EXPECT_TRUE(std::filesystem::exists(d.run_dir(id) / "scratch/work/started.txt")) << "the run reached its scratch";
+  EXPECT_EQ(read_file(d.run_dir(id) / "scratch/work/listed.txt"), "refused\n") << "runs/ is not listable";
+  struct stat info {};
+  for (const auto& p : {d.state_dir(), d.state_dir() / "runs"}) {
+    ASSERT_EQ(::stat(p.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, 0711u) << p;
+  }
+}
+
 }  // namespace
 }  // namespace mh::test

@@ -208,6 +208,26 @@ TEST_F(RunContainmentTest, UnderARootDaemonTheRunsDirectoriesBecomeItsOwn) {
   EXPECT_EQ(info.st_uid, 0u) << "the record stays the daemon's";
 }
 
+// Unsandboxed under a root daemon, the run passes through its own run directory (0750, the
+// daemon's) by its group, which becomes the run's; the record in it stays the daemon's.
+TEST_F(RunContainmentTest, UnderARootDaemonUnsandboxedTheRunDirectoryLetsTheRunsGroupPass) {
+  if (!policy_.daemon_is_root) GTEST_SKIP() << "not root";
+  policy_.sandbox = false;
+  auto p = plan("exit 0");
+  p.directories = {scratch_ / "work"};  // scratch_ itself lies between it and the run directory
+  auto c = RunContainment::prepare(policy_, "run-1", run_dir_, p, {});
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE((*c)->uid());
+  struct stat info {};
+  for (const auto& dir : {run_dir_, scratch_}) {
+    ASSERT_EQ(::lstat(dir.c_str(), &info), 0);
+    EXPECT_EQ(info.st_uid, 0u) << dir;
+    EXPECT_EQ(info.st_gid, static_cast<gid_t>(*(*c)->uid())) << dir << ": the run's group may pass";
+  }
+  ASSERT_EQ(::lstat((run_dir_ / "events.jsonl").c_str(), &info), 0);
+  EXPECT_EQ(info.st_gid, 0u) << "the record stays the daemon's";
+}
+
 TEST(RunUidPool, NoTwoLiveRunsShareAUidAndAReleasedOneIsFreeAgain) {
   RunUidPool pool;
   auto a = pool.acquire("run-a");
