@@ -106,8 +106,50 @@ json::value spec_to_json(const RunSpec& spec) {
   o["deny_only"] = spec.deny_only;
   o["hermetic"] = proto::to_string(spec.hermetic);
   o["budget"] = budgets_to_json(spec.budget);
+  json::object limits;
+  if (spec.limits.memory_max_bytes) limits["memory_max_bytes"] = *spec.limits.memory_max_bytes;
+  if (spec.limits.pids_max) limits["pids_max"] = *spec.limits.pids_max;
+  if (spec.limits.cpu_max_percent) limits["cpu_max_percent"] = *spec.limits.cpu_max_percent;
+  o["limits"] = std::move(limits);
   return o;
 }
+
+namespace {
+
+// run.limits: each key known, each value an integer within its bounds (no value is guessed or
+// clamped). "" when it fits, else the refusal.
+std::string read_limits(const json::object& limits, RunLimits& out) {
+  for (const auto& kv : limits) {
+    const std::string key(kv.key());
+    std::uint64_t low = 1, high = 0;
+    if (key == "memory_max_bytes")
+      low = RunLimits::kMemoryMin, high = RunLimits::kMemoryMax;
+    else if (key == "pids_max")
+      high = RunLimits::kPidsMax;
+    else if (key == "cpu_max_percent")
+      high = RunLimits::kCpuPercentMax;
+    else
+      return "run: limits has an unknown key \"" + proto::excerpt(key, 40) +
+             "\"; expected memory_max_bytes, pids_max or cpu_max_percent";
+    const json::value& v = kv.value();
+    std::optional<std::uint64_t> n;
+    if (v.is_uint64()) n = v.get_uint64();
+    if (v.is_int64() && v.get_int64() >= 0) n = static_cast<std::uint64_t>(v.get_int64());
+    if (!n) return "run: limits." + key + " is " + proto::describe_json(v) + "; expected a whole number";
+    if (*n < low || *n > high)
+      return "run: limits." + key + " is " + std::to_string(*n) + "; expected " + std::to_string(low) + " to " +
+             std::to_string(high);
+    if (key == "memory_max_bytes")
+      out.memory_max_bytes = *n;
+    else if (key == "pids_max")
+      out.pids_max = *n;
+    else
+      out.cpu_max_percent = static_cast<std::uint32_t>(*n);
+  }
+  return "";
+}
+
+}  // namespace
 
 boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o) {
   using Result = boost::system::result<RunSpec, std::string>;
@@ -176,6 +218,8 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
       if (!set_budget(spec.budget, kv.key(), text, error)) return fail("run: " + error);
     }
   }
+  if (const json::object* limits = f.opt_object("limits"))
+    if (auto refusal = read_limits(*limits, spec.limits); !refusal.empty()) return fail(refusal);
   if (!f.ok()) return fail(f.error());
   return spec;
 }

@@ -56,6 +56,19 @@ json::object budgets_to_json(const Budgets& budgets);
 // Each budget `budgets` leaves unset takes the value of `defaults` (the host's [budgets]).
 void fill_unset_budgets(Budgets& budgets, const Budgets& defaults);
 
+// The run's own resource limits (its cgroup's memory.max, pids.max, cpu.max); each one set
+// overrides the daemon's default (runs.*), an unset one leaves it. A limit whose controller the
+// host does not offer refuses the run at its start, by name.
+struct RunLimits {
+  static constexpr std::uint64_t kMemoryMin = 1u << 20;                // 1 MiB: less cannot start a vendor
+  static constexpr std::uint64_t kMemoryMax = std::uint64_t(1) << 50;  // 1 PiB
+  static constexpr std::uint64_t kPidsMax = 1u << 22;                  // the kernel's PID_MAX_LIMIT
+  static constexpr std::uint32_t kCpuPercentMax = 100'000;             // a thousand CPUs
+  std::optional<std::uint64_t> memory_max_bytes;
+  std::optional<std::uint64_t> pids_max;
+  std::optional<std::uint32_t> cpu_max_percent;  // 100 = one CPU
+};
+
 struct RunSpec {
   std::string run_id;
   std::string adapter;  // "claude" | "codex"
@@ -87,6 +100,7 @@ struct RunSpec {
   // decide `metaharness run`'s exit status). What is imposed at launch is the same in every mode.
   proto::HermeticMode hermetic = proto::HermeticMode::on;
   Budgets budget;
+  RunLimits limits;
 };
 
 json::value spec_to_json(const RunSpec& spec);

@@ -20,6 +20,7 @@ namespace {
 
 namespace asio = boost::asio;
 namespace bp2 = boost::process::v2;
+namespace json = boost::json;
 
 const adapters::Adapter* require_adapter(const adapters::AdapterRegistry& registry, const std::string& id) {
   const adapters::Adapter* a = registry.find(id);
@@ -65,14 +66,37 @@ int plan_verb(const RunSpecOptions& o, const std::string& run_dir) {
   return 0;
 }
 
+// The run's body is contained the same whichever adapter runs in it: a property of the host the
+// daemon runs on, which its `status` reply states (`containment`). The table names it, and what
+// each part falls back to, so a reader of either knows where to look (docs/containment.md).
+json::object containment_row() {
+  return json::object{
+      {"property_of", "host"},
+      {"reported_by", "status.containment"},
+      {"end", json::object{{"cgroup", "a cgroup per run: everything the run starts is killed with it"},
+                           {"marker-sweep",
+                            "where no writable cgroup2 exists (warning CGROUP_UNAVAILABLE at run start): "
+                            "processes found by their environment marker, which one that drops its "
+                            "environment escapes"}}},
+      {"sandbox", json::object{{"bwrap", "a filesystem of the run's own making"},
+                               {"none", "where bwrap is absent or off (warning SANDBOX_UNAVAILABLE)"}}},
+      {"identity", json::object{{"uid-per-run", "a root daemon's runs each get an unprivileged uid"},
+                                {"runs.user", "a root daemon's runs run as the configured user"},
+                                {"daemon-user", "a daemon that is not root runs its runs as itself"}}}};
+}
+
 int capabilities_verb(const std::string& id, bool render) {
   adapters::AdapterRegistry registry(adapters::host_config_from_environment());
   const adapters::Adapter* adapter = require_adapter(registry, id);
   if (!adapter) return 2;
-  if (render)
+  if (render) {
     std::cout << protocol::render_rendering_table(adapter->capabilities());
-  else
-    std::cout << protocol::pretty_json(protocol::capabilities_to_json(adapter->capabilities()), false);
+    std::cout << "containment      -> a host property: the daemon's `status` (containment)\n";
+    return 0;
+  }
+  json::value table = protocol::capabilities_to_json(adapter->capabilities());
+  table.as_object()["containment"] = containment_row();
+  std::cout << protocol::pretty_json(table, false);
   return 0;
 }
 

@@ -228,15 +228,28 @@ struct AuthExpired {
 };
 BOOST_DESCRIBE_STRUCT(AuthExpired, (), (credential_source, detail, source_line))
 
+// Additive (issue 11): what the run's own cgroup counted, read at its end. Each field is null
+// where it is unknown here (its controller is not enabled for the run's group), never 0.
+struct RunResources {
+  std::optional<std::uint64_t> cpu_usec;           // cpu.stat usage_usec
+  std::optional<std::uint64_t> memory_peak_bytes;  // memory.peak
+  std::optional<std::uint64_t> tasks_peak;         // pids.peak
+  std::optional<std::uint64_t> oom_kills;          // memory.events oom_kill
+  std::optional<std::uint64_t> processes_killed;   // still alive in the group when the end killed it
+};
+BOOST_DESCRIBE_STRUCT(RunResources, (), (cpu_usec, memory_peak_bytes, tasks_peak, oom_kills, processes_killed))
+
 struct StreamClosed {
   static constexpr std::string_view kName = "stream.closed";
   std::uint64_t events = 0;
   CloseReason reason = CloseReason::error;
   std::string run_id;
   ProcessTermination process;
+  // Absent for a run that had no cgroup of its own (nothing counted it), and in older lines.
+  std::optional<RunResources> resources;
 };
-BOOST_DESCRIBE_STRUCT(StreamClosed, (), (events, reason, run_id, process))
-MH_WIRE_RULES(StreamClosed, WireFieldRule{"process", kAdditive})
+BOOST_DESCRIBE_STRUCT(StreamClosed, (), (events, reason, run_id, process, resources))
+MH_WIRE_RULES(StreamClosed, WireFieldRule{"process", kAdditive}, WireFieldRule{"resources", kOmitNull})
 
 }  // namespace ev
 

@@ -135,9 +135,22 @@ bench_codex_seam() {
   printf '%s\n' "$out"
 }
 
+# The run body (issue 11; mh_containment_bench): the end of a run with 500 unrelated processes on
+# the host, the marker sweep against the run's cgroup, rounds interleaved; and the sandbox's added
+# wall per run start and per exec inside it. About a minute. Environment: MH_CONTAINMENT_JSON
+# (also write the summary there).
+bench_containment() {
+  local program="$BIN/mh_containment_bench"
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  say "containment: end of a run (marker sweep vs cgroup), sandbox start and exec (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  local args=()
+  [ -n "${MH_CONTAINMENT_JSON:-}" ] && args+=(--json "$MH_CONTAINMENT_JSON")
+  "$program" "${args[@]}"
+}
+
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_containment}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

@@ -1,7 +1,11 @@
 #include "daemon/model/request_log.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <boost/json/serialize.hpp>
 
+#include "daemon/file_modes.hpp"
 #include "protocol/types.hpp"
 
 // The names, in each enum's order, through the protocol's one enum-name table.
@@ -75,6 +79,11 @@ json::object to_json(const ServedRequest& r) {
 
 bool RequestLog::open_file(const std::filesystem::path& path) {
   std::lock_guard lock(mutex_);
+  // Exactly 0640 whatever the umask (it holds every model request of the run): made, or narrowed,
+  // before the stream opens it.
+  int fd = daemon::open_with_mode(path, O_WRONLY | O_APPEND, daemon::kFileMode);
+  if (fd < 0) return false;
+  ::close(fd);
   file_.open(path, std::ios::binary | std::ios::app);
   return file_.is_open();
 }

@@ -223,6 +223,14 @@ boost::system::result<std::unique_ptr<RunCgroup>, std::string> CgroupParent::fin
   return std::unique_ptr<RunCgroup>(new RunCgroup(std::move(dir), std::move(dir_fd), std::move(procs)));
 }
 
+boost::system::result<void, std::string> CgroupParent::remove() const {
+  if (::rmdir(dir_.c_str()) == -1 && errno != ENOENT) {
+    if (errno == EBUSY) return dir_.string() + " still holds a run's group; it is left for the next start";
+    return "cannot remove " + dir_.string() + ": " + errno_text(errno);
+  }
+  return {};
+}
+
 // ---- RunCgroup -------------------------------------------------------------------------------
 
 RunCgroup::RunCgroup(fs::path dir, UniqueFd dir_fd, UniqueFd procs)

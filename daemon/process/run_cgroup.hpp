@@ -93,6 +93,12 @@ class CgroupParent {
   // The group of an existing run (after a restart: to kill what is left of it), or an error.
   boost::system::result<std::unique_ptr<RunCgroup>, std::string> find(const std::string& run_id) const;
 
+  // Removes <group> itself (the daemon's stop). rmdir removes only a group with no child group
+  // left, and that is the check: while a run's group is still there (a run that did not end in
+  // the shutdown grace) it stays, for the next start to find, and the error says so. A group
+  // already gone is fine.
+  boost::system::result<void, std::string> remove() const;
+
  private:
   fs::path dir_;
   std::vector<std::string> controllers_;

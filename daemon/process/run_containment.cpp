@@ -128,6 +128,17 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
     }
     c->identity_ = SpawnOptions::Identity{who.uid, who.gid};
     if (auto problem = hand_over(plan, run_dir, who.uid, who.gid)) return *problem;
+    // Unsandboxed, the run reaches its scratch through its run directory and the directories
+    // between it and the plan's (0750, the daemon's): their group becomes the run's so it may
+    // pass; the record's files stay the daemon's, 0640, unreadable to it. (Sandboxed, the view
+    // remakes the directories above the scratch.)
+    if (!policy.sandbox)
+      for (const fs::path& made : plan.directories)
+        for (fs::path dir = made.parent_path(); is_under(dir, run_dir); dir = dir.parent_path()) {
+          if (::chown(dir.c_str(), static_cast<uid_t>(-1), who.gid) == -1)
+            return "cannot give " + dir.string() + " to the run's group: " + std::strerror(errno);
+          if (dir == run_dir || dir == dir.parent_path()) break;
+        }
   }
 
   if (policy.sandbox) {
@@ -268,6 +279,12 @@ boost::asio::awaitable<std::string> RunContainment::end(boost::asio::any_io_exec
   // Once empty and removed there is nothing left to end, and the counters read are the last.
   ended_ = problems.empty();
   co_return problems;
+}
+
+std::optional<protocol::ev::RunResources> RunContainment::resources() const {
+  if (!cgroup_) return std::nullopt;
+  CgroupFacts f = facts_ ? *facts_ : cgroup_->facts();
+  return protocol::ev::RunResources{f.cpu_usec, f.memory_peak_bytes, f.tasks_peak, f.oom_kills, f.processes_killed};
 }
 
 protocol::ProcessTermination RunContainment::vendor_termination(const protocol::ProcessTermination& spawned) const {

@@ -27,6 +27,7 @@
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_cgroup.hpp"
 #include "daemon/process/sandbox.hpp"
+#include "protocol/events.hpp"
 
 namespace mh::daemon {
 
@@ -46,6 +47,12 @@ class RunUidPool {
   std::mutex mutex_;  // runs start on their own strands; held only to pick a number
   std::set<uid_t> taken_;
 };
+
+// The limits a run spec asks for (run.limits), as its cgroup takes them; unset ones leave the
+// policy's defaults.
+inline CgroupLimits limits_of(const adapters::RunSpec& spec) {
+  return CgroupLimits{spec.limits.memory_max_bytes, spec.limits.pids_max, spec.limits.cpu_max_percent};
+}
 
 struct ContainmentPolicy {
   // The runs' cgroups' parent; nullopt with the reason when there is none.
@@ -112,6 +119,9 @@ class RunContainment {
 
   // The cgroup's counters (read at end(), kept); nullopt without a cgroup.
   const std::optional<CgroupFacts>& facts() const { return facts_; }
+  // The same for stream.closed: nullopt without a cgroup; read now when end() has not run (a
+  // run that never spawned), whose processes_killed is then unknown.
+  std::optional<protocol::ev::RunResources> resources() const;
 
   // A sandboxed plan's bwrap exits 128+N when the vendor died of signal N: read it as that signal.
   protocol::ProcessTermination vendor_termination(const protocol::ProcessTermination& spawned) const;

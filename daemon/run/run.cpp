@@ -54,7 +54,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   auto fail = [](std::string m) { return Result(boost::system::in_place_error, std::move(m)); };
   std::error_code ec;
   options.run_dir = std::filesystem::absolute(options.run_dir, ec);
-  std::filesystem::create_directories(options.run_dir, ec);
+  make_directories(options.run_dir, ec);  // 0750 whatever the umask (daemon/file_modes.hpp)
   if (ec) return fail("cannot create the run directory " + options.run_dir.string() + ": " + ec.message());
   const RunDir dir(options.run_dir);
   if (std::filesystem::exists(dir.events()))

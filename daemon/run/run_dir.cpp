@@ -26,7 +26,7 @@ std::string new_run_id() {
 }
 
 std::optional<std::string> write_file(const std::filesystem::path& path, std::string_view contents, unsigned mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  int fd = open_with_mode(path, O_WRONLY | O_TRUNC, mode);  // exactly `mode`, whatever the umask
   if (fd < 0) return "cannot write " + path.string() + ": " + std::strerror(errno);
   std::optional<std::string> error;
   while (!contents.empty()) {

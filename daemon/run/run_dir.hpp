@@ -25,6 +25,7 @@
 #include <string>
 
 #include "adapters/adapter.hpp"
+#include "daemon/file_modes.hpp"
 #include "protocol/json.hpp"
 
 namespace mh::daemon {

@@ -21,6 +21,7 @@
 #include <set>
 #include <variant>
 
+#include "daemon/file_modes.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_containment.hpp"
@@ -41,7 +42,7 @@ namespace json = boost::json;
 class AppendFile {
  public:
   bool open(const std::filesystem::path& path, std::string& error) {
-    fd_.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+    fd_.reset(open_with_mode(path, O_WRONLY | O_APPEND, kFileMode));  // 0640 whatever the umask
     if (!fd_) error = "cannot open " + path.string() + ": " + std::strerror(errno);
     return bool(fd_);
   }

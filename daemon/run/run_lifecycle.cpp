@@ -29,7 +29,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   std::string error;
   std::error_code ec;
   for (const auto& d : plan.directories) {
-    std::filesystem::create_directories(d, ec);
+    make_directories(d, ec);  // 0750 whatever the umask
     if (ec) {
       refuse("LAUNCH_FAILED", "cannot create " + d.string() + ": " + ec.message(), {});
       co_return;
@@ -69,7 +69,8 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   SpawnOptions spawn_options;
   const adapters::LaunchPlan* to_spawn = &plan;
   if (options.containment) {
-    auto prepared = RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan, CgroupLimits{});
+    auto prepared =
+        RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan, limits_of(options.spec));
     if (!prepared) {
       refuse("LAUNCH_REFUSED", prepared.error(), {});
       co_return;

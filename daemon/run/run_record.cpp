@@ -82,7 +82,7 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
       options.observer->appended(protocol::ev::StreamClosed{seq - 1, reason, log->run_id(), process});
     report(seq);
   };
-  auto closed_seq = log->close(reason, process, written);
+  auto closed_seq = log->close(reason, process, written, containment ? containment->resources() : std::nullopt);
   if (!reported) report(closed_seq ? *closed_seq : log->last_seq());
   deadlines.clear();
   idle_timer.cancel();

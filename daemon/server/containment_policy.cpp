@@ -2,11 +2,17 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/json/array.hpp>
+#include <boost/json/value.hpp>
 #include <cerrno>
 #include <charconv>
+
+#include "daemon/file_modes.hpp"
+#include "daemon/log.hpp"
 
 namespace mh::daemon {
 
@@ -59,6 +65,14 @@ int run_probe(const std::vector<std::string>& argv, int join_cgroup_fd = -1) {
 
 PolicyResult make_containment_policy(const DaemonConfig& config, const std::optional<fs::path>& config_file) {
   auto policy = std::make_shared<ContainmentPolicy>();
+  // A start refused after the cgroup parent was made leaves none behind.
+  struct RemoveParentUnlessKept {
+    ContainmentPolicy& policy;
+    bool keep = false;
+    ~RemoveParentUnlessKept() {
+      if (!keep && policy.cgroups) (void)policy.cgroups->remove();
+    }
+  } parent_guard{*policy};
   policy->daemon_is_root = ::geteuid() == 0;
   policy->default_limits = {config.memory_max_bytes, config.pids_max, config.cpu_max_percent};
 
@@ -90,6 +104,8 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
       std::string why =
           group ? "a process cannot be moved into a group under " + policy->cgroups->dir().string() : group.error();
       if (!config.cgroup_root.empty()) return refuse("runs.cgroup_root: " + why);
+      if (group) group->reset();  // the probe group first: the parent goes only when empty
+      (void)policy->cgroups->remove();
       policy->cgroups.reset();
       policy->no_cgroups_why = why;
     }
@@ -141,7 +157,43 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
     policy->fixed_user = SandboxSpec::RunAs{pw->pw_uid, pw->pw_gid};
   }
   policy->uids = std::make_shared<RunUidPool>();
+  // A root daemon's unsandboxed runs (each its own uid) must pass through the state directory
+  // and runs/ to reach their scratch: there they are 0711, so a run may pass but list nothing
+  // (each run's own directory lets its group in: RunContainment::prepare).
+  if (policy->daemon_is_root && !policy->sandbox) {
+    std::error_code ec;
+    for (const fs::path& dir : {config.state_dir, config.state_dir / "runs"}) {
+      make_directories(dir, ec);
+      if (ec || ::chmod(dir.c_str(), 0711) == -1) return refuse("cannot let the runs pass through " + dir.string());
+    }
+  }
+  parent_guard.keep = true;
   return std::shared_ptr<const ContainmentPolicy>(std::move(policy));
+}
+
+boost::json::object containment_facts(const ContainmentPolicy& p) {
+  boost::json::object o, unavailable;
+  o["end"] = p.cgroups ? "cgroup" : "marker-sweep";
+  if (p.cgroups) {
+    boost::json::array controllers;
+    for (const auto& c : p.cgroups->controllers())
+      controllers.emplace_back(c);
+    o["cgroup"] = boost::json::object{{"dir", p.cgroups->dir().string()}, {"controllers", std::move(controllers)}};
+  } else {
+    o["cgroup"] = nullptr;
+    unavailable["cgroup"] = p.no_cgroups_why;
+  }
+  o["sandbox"] = p.sandbox ? "bwrap" : "none";
+  if (!p.sandbox) unavailable["sandbox"] = p.no_sandbox_why;
+  o["identity"] = !p.daemon_is_root ? "daemon-user" : p.fixed_user ? "runs.user" : "uid-per-run";
+  o["unavailable"] = std::move(unavailable);
+  return o;
+}
+
+ContainmentCleanup::~ContainmentCleanup() {
+  if (!policy_ || !policy_->cgroups) return;
+  if (auto removed = policy_->cgroups->remove(); !removed)
+    log(LogPriority::notice, "runs' cgroups: " + removed.error());
 }
 
 bool cwd_within_roots(const fs::path& cwd, const std::vector<fs::path>& roots) {

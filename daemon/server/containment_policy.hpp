@@ -4,6 +4,7 @@
 // the key; a default part that cannot work here is left out, and every run then says so.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <boost/system/result.hpp>
 #include <filesystem>
 #include <memory>
@@ -17,6 +18,28 @@ namespace mh::daemon {
 // `config_file`: the config the daemon read (hidden from runs), if any.
 boost::system::result<std::shared_ptr<const ContainmentPolicy>, std::string> make_containment_policy(
     const DaemonConfig& config, const std::optional<std::filesystem::path>& config_file);
+
+// What a run's body gets on this host, by name (the `status` reply's `containment`; a host
+// property, not an adapter's): `end` "cgroup" or "marker-sweep" (the fallback a process that
+// drops its environment escapes), `cgroup` {dir, controllers} or null, `sandbox` "bwrap" or
+// "none", `identity` "uid-per-run", "runs.user" or "daemon-user", and `unavailable`: each part
+// left out, with the reason its runs' warnings carry.
+boost::json::object containment_facts(const ContainmentPolicy& policy);
+
+// Held by the daemon for its whole life: when it goes (the daemon's stop, or a start that failed
+// after the policy was made) it removes the runs' cgroup parent, which rmdir does only when no
+// run's group is left in it. A run that did not end within the shutdown grace keeps it, for the
+// next start to find; that is logged.
+class ContainmentCleanup {
+ public:
+  explicit ContainmentCleanup(std::shared_ptr<const ContainmentPolicy> policy) : policy_(std::move(policy)) {}
+  ~ContainmentCleanup();
+  ContainmentCleanup(const ContainmentCleanup&) = delete;
+  ContainmentCleanup& operator=(const ContainmentCleanup&) = delete;
+
+ private:
+  std::shared_ptr<const ContainmentPolicy> policy_;
+};
 
 // Whether `cwd` is one a peer below admin may name: under one of `roots` (after resolving `..`
 // and symlinks of the parts that exist). No roots: none is.

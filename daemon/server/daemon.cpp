@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/file_modes.hpp"
 #include "daemon/http/http_listener.hpp"
 #include "daemon/log.hpp"
 #include "daemon/metrics/exposition.hpp"
@@ -52,6 +53,7 @@ std::optional<std::string> write_http_addr(const std::filesystem::path& path, co
     out << text << "\n";
     if (!out.flush()) return "cannot write " + tmp.string();
   }
+  ::chmod(tmp.c_str(), kFileMode);  // 0640 whatever the umask
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) return "cannot write " + path.string() + ": " + ec.message();
@@ -122,7 +124,7 @@ struct Daemon::Impl final : Server {
       return "the socket path " + path + " is " + std::to_string(path.size()) +
              " bytes; Unix socket paths are limited to " + std::to_string(sizeof(sockaddr_un::sun_path) - 1);
     std::error_code fsec;
-    std::filesystem::create_directories(config.socket.parent_path(), fsec);
+    make_directories(config.socket.parent_path(), fsec, 0755);  // peers must reach the socket
     // A socket file left by a daemon that died: remove it only if nobody answers on it.
     if (std::filesystem::exists(config.socket)) {
       boost::system::error_code ec;
@@ -286,7 +288,7 @@ int Daemon::run() {
   log(LogPriority::info,
       "starting: state in " + d.config.state_dir.string() + ", defaults from " + d.config.defaults_from);
   std::error_code ec;
-  std::filesystem::create_directories(d.config.state_dir, ec);
+  make_directories(d.config.state_dir, ec);  // 0750 whatever the umask (daemon/file_modes.hpp)
   if (ec) {
     log(LogPriority::error, "cannot create the state directory " + d.config.state_dir.string() + ": " + ec.message());
     return 2;
@@ -297,6 +299,7 @@ int Daemon::run() {
     return 2;
   }
   d.containment = *containment;
+  ContainmentCleanup containment_cleanup(d.containment);  // no empty cgroup parent outlives the daemon
   log_containment(*d.containment);
   auto left = d.registry.recover(d.containment->cgroups ? &*d.containment->cgroups : nullptr, d.config.supervise);
   if (!left.empty())

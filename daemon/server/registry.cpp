@@ -24,7 +24,7 @@ std::vector<std::string> RunRegistry::recover(const CgroupParent* cgroups, bool 
   std::vector<std::string> to_adopt;
   std::error_code ec;
   auto root = RunDir::runs_of(state_dir_);
-  std::filesystem::create_directories(root, ec);
+  make_directories(root, ec);  // runs/: 0750 whatever the umask
   for (const auto& dirent : std::filesystem::directory_iterator(root, ec)) {
     if (!dirent.is_directory()) continue;
     RunDir dir(dirent.path());

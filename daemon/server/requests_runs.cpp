@@ -138,7 +138,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, 
   options.on_spend = s.server().spend_reporter(spec.run_id, s.peer().uid);
   options.observer = s.server().run_observer(spec);
   std::error_code ec;
-  std::filesystem::create_directories(dir.root(), ec);
+  make_directories(dir.root(), ec);  // 0750 whatever the umask
   if (const json::value* scenario = run.if_contains("model_scenario"); scenario && !scenario->is_null()) {
     if (auto problem = dir.write_scenario(*scenario)) return Result(boost::system::in_place_error, *problem);
     options.model_scenario = dir.scenario_json();
@@ -280,6 +280,8 @@ asio::awaitable<void> handle_status(Session& s, const SocketRequest& r) {
   fields["runs"] = std::move(runs);
   fields["accepting"] = counts.accepting;
   fields["connections"] = server->connections.load();
+  // What a run's body gets here (a host property: docs/containment.md).
+  if (server->containment) fields["containment"] = containment_facts(*server->containment);
   s.reply("status", r.id, fields);
 }
 

@@ -133,7 +133,7 @@ boost::system::result<std::uint64_t, std::string> EventLog::append(protocol::Eve
 
 boost::system::result<std::uint64_t, std::string> EventLog::close(
     protocol::CloseReason reason, protocol::ProcessTermination process,
-    std::function<void(std::uint64_t seq)> before_readers_see) {
+    std::function<void(std::uint64_t seq)> before_readers_see, std::optional<protocol::ev::RunResources> resources) {
   if (!shared_) return std::string("close on a moved-from EventLog");
   if (closed_) return "the stream of run " + shared_->run_id() + " is closed already";
   protocol::ev::StreamClosed marker;
@@ -143,6 +143,7 @@ boost::system::result<std::uint64_t, std::string> EventLog::close(
   marker.reason = reason;
   marker.run_id = shared_->run_id();
   marker.process = process;
+  marker.resources = std::move(resources);
   before_final_publish_ = std::move(before_readers_see);
   final_sync_error_ = 0;
   auto seq = write_event(std::move(marker), std::nullopt);

@@ -105,10 +105,12 @@ class EventLog {
 
   // Appends stream.closed (events = seq - 1, run_id = this run) as the last line, fdatasyncs,
   // calls `before_readers_see(seq)` (if given), publishes it, and returns its seq (after writing
-  // what a hold kept, if any). A second close is refused.
+  // what a hold kept, if any). A second close is refused. `resources`: what the run's cgroup
+  // counted (absent from the line when nullopt: the run had none).
   boost::system::result<std::uint64_t, std::string> close(
       protocol::CloseReason reason, protocol::ProcessTermination process,
-      std::function<void(std::uint64_t seq)> before_readers_see = {});
+      std::function<void(std::uint64_t seq)> before_readers_see = {},
+      std::optional<protocol::ev::RunResources> resources = std::nullopt);
 
   const std::string& run_id() const { return shared_->run_id(); }
   const std::filesystem::path& path() const { return shared_->path(); }

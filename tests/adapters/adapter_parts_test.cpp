@@ -53,5 +53,49 @@ TEST(ReadTranscript, FramesEveryLineWithTheLiveBoundAndDigestsAnOversizedOne) {
   EXPECT_EQ(digest, proto::sha256_hex(huge));
 }
 
+// run.limits: each one optional and bounded; an unknown key, a non-integer or a value out of
+// bounds is refused naming the limit; spec.json keeps what was asked.
+TEST(RunSpecLimits, AreReadBoundedAndRefusedByName) {
+  auto parse = [](const std::string& limits) {
+    auto v = proto::parse_json(R"({"adapter":"claude","prompt":"go","limits":)" + limits + "}");
+    EXPECT_TRUE(v && v->is_object());
+    return spec_from_json(v->get_object());
+  };
+  auto none = parse("{}");
+  ASSERT_TRUE(none) << none.error();
+  EXPECT_FALSE(none->limits.memory_max_bytes || none->limits.pids_max || none->limits.cpu_max_percent);
+  auto all = parse(R"({"memory_max_bytes":536870912,"pids_max":64,"cpu_max_percent":150})");
+  ASSERT_TRUE(all) << all.error();
+  EXPECT_EQ(all->limits.memory_max_bytes, 536870912u);
+  EXPECT_EQ(all->limits.pids_max, 64u);
+  EXPECT_EQ(all->limits.cpu_max_percent, 150u);
+  auto json = spec_to_json(*all);
+  EXPECT_EQ(proto::canonical_json(json.as_object().at("limits")),
+            R"({"cpu_max_percent":150,"memory_max_bytes":536870912,"pids_max":64})");
+  auto one = parse(R"({"pids_max":8})");
+  ASSERT_TRUE(one) << one.error();
+  EXPECT_FALSE(one->limits.memory_max_bytes);
+  EXPECT_EQ(one->limits.pids_max, 8u);
+
+  struct Bad {
+    const char* limits;
+    const char* names;
+  };
+  for (const Bad& bad :
+       {Bad{R"({"memory_max_bytes":1000})", "limits.memory_max_bytes is 1000"},
+        Bad{R"({"memory_max_bytes":"2G"})", "limits.memory_max_bytes is"},
+        Bad{R"({"pids_max":0})", "limits.pids_max is 0"}, Bad{R"({"pids_max":-1})", "limits.pids_max is"},
+        Bad{R"({"pids_max":99999999})", "limits.pids_max is 99999999"},
+        Bad{R"({"cpu_max_percent":1.5})", "limits.cpu_max_percent is"},
+        Bad{R"({"cpu_max_percent":4294967396})", "limits.cpu_max_percent is 4294967396"},
+        Bad{R"({"swap_max":1})", "unknown key \"swap_max\""}}) {
+    auto refused = parse(bad.limits);
+    ASSERT_FALSE(refused) << bad.limits;
+    EXPECT_NE(refused.error().find(bad.names), std::string::npos) << refused.error();
+  }
+  auto not_object = parse("5");
+  EXPECT_FALSE(not_object) << "limits must be an object";
+}
+
 }  // namespace
 }  // namespace mh::adapters

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <boost/json/serialize.hpp>
 #include <fstream>
 
 #include "protocol/json.hpp"
@@ -53,6 +54,16 @@ TEST_P(AdapterVerbs, CapabilitiesPrintEveryTierCommandAndDecisionMode) {
   for (auto mode : {"frame", "ask", "observe"})
     EXPECT_TRUE(table.at("decision_modes").as_object().contains(mode));
   EXPECT_EQ(table.at("tiers").as_object().at("call"), "delivered");
+  // The run's body is a host property: the table names it, its fallbacks, and where it is stated.
+  ASSERT_TRUE(table.contains("containment")) << o.out;
+  const auto& containment = table.at("containment").as_object();
+  EXPECT_EQ(containment.at("property_of"), "host");
+  EXPECT_EQ(containment.at("reported_by"), "status.containment");
+  for (auto part : {"cgroup", "marker-sweep"})
+    EXPECT_TRUE(containment.at("end").as_object().contains(part)) << part;
+  EXPECT_NE(json::serialize(containment.at("end")).find("CGROUP_UNAVAILABLE"), std::string::npos);
+  for (auto part : {"sandbox", "identity"})
+    EXPECT_TRUE(containment.contains(part)) << part;
 }
 
 TEST_P(AdapterVerbs, DoctorIsOnPinForTheInstalledCli) {

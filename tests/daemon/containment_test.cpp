@@ -5,10 +5,16 @@
 // sandbox or another run's record; a control peer may not name a cwd outside the workspace roots.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/json/serialize.hpp>
+#include <cstring>
 #include <fstream>
+#include <set>
+#include <sstream>
 
+#include "daemon/process/run_cgroup.hpp"
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/governed_run.hpp"
@@ -38,6 +44,14 @@ std::vector<int> processes_running(const std::string& needle) {
     if (cmdline.find(needle) != std::string::npos && std::stoi(name) != ::getpid()) found.push_back(std::stoi(name));
   }
   return found;
+}
+
+// The daemon's own group of runs' groups (<its cgroup>/mh-<hash of the state dir>), or nullopt
+// on a host without cgroup2 (the daemon is our child: it starts in our cgroup).
+std::optional<std::filesystem::path> cgroup_parent_of(const std::filesystem::path& state_dir) {
+  auto base = daemon::CgroupParent::own_cgroup_dir();
+  if (!base) return std::nullopt;
+  return *base / daemon::CgroupParent::group_for_state_dir(state_dir);
 }
 
 class DaemonContainment : public ::testing::Test {
@@ -120,6 +134,75 @@ TEST_F(DaemonContainment, EscapeesOfAnAllowedCallAreGoneAfterHalt) {
   EXPECT_TRUE(processes_running("." + token_).empty()) << "an escapee outlived the halt";
 }
 
+// stream.closed counts what the run's cgroup saw: CPU time (cpu.stat is on every cgroup2 group),
+// the escapees the end killed, and null, never 0, for what a controller not enabled here would
+// have counted (these machines offer none of memory and pids to cgroup2).
+TEST_F(DaemonContainment, StreamClosedCarriesTheRunsResourcesNullWhereUnknown) {
+  std::string id = submit(bash_scenario(escapes() + "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"));
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  const EventLine& closed = events.back();
+  ASSERT_EQ(closed.event(), "stream.closed") << closed.raw;
+  bool has_cgroup = true;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == "CGROUP_UNAVAILABLE") has_cgroup = false;
+  if (!has_cgroup) {
+    EXPECT_FALSE(closed.object.contains("resources")) << "a run without a cgroup counts nothing: " << closed.raw;
+    GTEST_SKIP() << "no cgroup per run here: " << closed.raw;
+  }
+  const json::object* resources =
+      closed.object.if_contains("resources") ? closed.object.at("resources").if_object() : nullptr;
+  ASSERT_TRUE(resources) << closed.raw;
+  ASSERT_TRUE(resources->at("cpu_usec").is_number()) << closed.raw;
+  EXPECT_GT(resources->at("cpu_usec").to_number<std::uint64_t>(), 0u) << closed.raw;
+  ASSERT_TRUE(resources->at("processes_killed").is_number()) << closed.raw;
+  EXPECT_GE(resources->at("processes_killed").to_number<std::uint64_t>(), 3u) << "the three escapees: " << closed.raw;
+  // What the controllers enabled for the runs' groups let the group count.
+  auto parent = cgroup_parent_of(daemon->state_dir());
+  ASSERT_TRUE(parent);
+  std::set<std::string> controllers;
+  std::istringstream words(read_file(*parent / "cgroup.subtree_control"));
+  for (std::string word; words >> word;)
+    controllers.insert(word);
+  auto enabled = [&](const std::string& c) { return controllers.count(c) > 0; };
+  for (const char* key : {"memory_peak_bytes", "oom_kills"})
+    EXPECT_EQ(resources->at(key).is_null(), !enabled("memory")) << key << ": " << closed.raw;
+  EXPECT_EQ(resources->at("tasks_peak").is_null(), !enabled("pids")) << closed.raw;
+  if (enabled("memory")) {
+    EXPECT_GT(resources->at("memory_peak_bytes").to_number<std::uint64_t>(), 0u) << closed.raw;
+  }
+}
+
+// run.limits through a real submit: a value out of bounds is refused MALFORMED naming it; a limit
+// whose controller the host does not offer (these machines: memory, pids and cpu are all bound to
+// cgroup v1) refuses the run at its start, naming the limit and the controller, never ignored.
+TEST_F(DaemonContainment, ARunSpecsLimitsAreBoundedAndRefusedByNameWithoutTheirController) {
+  std::string code;
+  EXPECT_EQ(submit(bash_scenario("true"), R"("limits":{"pids_max":0})", &code), "");
+  EXPECT_EQ(code, "MALFORMED");
+  auto parent = cgroup_parent_of(daemon->state_dir());
+  if (!parent || !std::filesystem::exists(*parent)) GTEST_SKIP() << "runs get no cgroup here";
+  std::set<std::string> controllers;
+  std::istringstream words(read_file(*parent / "cgroup.subtree_control"));
+  for (std::string word; words >> word;)
+    controllers.insert(word);
+  if (controllers.count("memory")) GTEST_SKIP() << "the memory controller is offered here: the limit would apply";
+  std::string id = submit(bash_scenario("touch started.txt"), R"("limits":{"memory_max_bytes":268435456})");
+  ASSERT_FALSE(id.empty());
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  EXPECT_EQ(events.back().str("reason"), "error") << events.back().raw;
+  bool named = false;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == "LAUNCH_REFUSED")
+      named =
+          e.str("message") == "memory.max needs the memory controller, which is not available in " + parent->string();
+  EXPECT_TRUE(named) << "the refusal names the limit and the controller";
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/started.txt")) << "nothing ran";
+  EXPECT_FALSE(std::filesystem::exists(*parent / id)) << "a refused run leaves no group";
+}
+
 TEST_F(DaemonContainment, TheRunIsNotRootAndSeesNeitherAPlantedFileNorAnotherRun) {
   std::string first = submit(bash_scenario("true"));
   follow(first);
@@ -155,6 +238,258 @@ TEST_F(DaemonContainment, AControlPeerMayNameACwdOnlyUnderTheWorkspaceRoots) {
   std::string id = submit(bash_scenario("true"), R"("cwd":")" + (dir.path() / "roots/project").string() + "\"", &code);
   EXPECT_FALSE(id.empty()) << code;
   if (!id.empty()) follow(id);
+}
+
+TEST(DaemonCgroupParent, IsGoneAfterTheDaemonStops) {
+  TempDir dir{"cgroup-parent-stop"};
+  DaemonUnderTest d(dir.path());
+  ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+  auto parent = cgroup_parent_of(d.state_dir());
+  if (!parent || !std::filesystem::exists(*parent)) GTEST_SKIP() << "runs get no cgroup here: " << d.stderr_text();
+  {
+    SocketClient c(d.socket());
+    auto reply = c.request(
+        socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
+                                     bash_scenario("true") + "}"));
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    SocketClient t(d.socket());
+    t.send(socket_request("tail", R"("run_id":")" + reply->str("run_id") + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(t.wait_reply("end", 120s));
+  }
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait_exit(30s), 0) << d.stderr_text();
+  EXPECT_FALSE(std::filesystem::exists(*parent)) << *parent << " outlived the daemon";
+}
+
+TEST(DaemonCgroupParent, IsGoneAfterAStartRefusedOnceItWasMade) {
+  TempDir dir{"cgroup-parent-refused"};
+  // runs.user is checked after the cgroup parent is made, and refused on any host: a non-root
+  // daemon may not name one, and no such user exists.
+  DaemonUnderTest d(dir.path(), "[runs]\nuser = \"mh-no-such-user-7f3a\"\n");
+  EXPECT_EQ(d.wait_exit(30s), 2) << d.stderr_text();
+  EXPECT_NE(d.stderr_text().find("runs.user"), std::string::npos) << d.stderr_text();
+  auto parent = cgroup_parent_of(d.state_dir());
+  if (parent) {
+    EXPECT_FALSE(std::filesystem::exists(*parent)) << *parent << " outlived the refused start";
+  }
+}
+
+// Every file and directory the daemon makes has its mode whatever the umask it was started with:
+// 000 does not widen them (every user reading a run's record and model requests), 077 does not
+// narrow them. Directories 0750, files 0640; the plan's files their own (tighter) mode; the
+// sandbox's passwd and group files 0644 (the run's own uid reads them; they hold names only).
+class DaemonFileModes : public ::testing::TestWithParam<mode_t> {};
+
+TEST_P(DaemonFileModes, AreExplicitWhateverTheUmask) {
+  TempDir dir{"modes-" + std::to_string(GetParam())};
+  mode_t before = ::umask(GetParam());
+  // A daily budget, so the stop writes daily-spend.json too.
+  auto d = std::make_unique<DaemonUnderTest>(dir.path(), "[budgets.daily]\ninput_tokens = 50000000\n");
+  ::umask(before);  // the daemon has ours; the test's own files need not
+  ASSERT_TRUE(d->wait_notify("READY=1")) << d->stderr_text();
+  std::string id;
+  {
+    SocketClient c(d->socket());
+    auto reply = c.request(
+        socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
+                                     bash_scenario("true") + "}"));
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    id = reply->str("run_id");
+    SocketClient t(d->socket());
+    t.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(t.wait_reply("end", 120s));
+  }
+  d->signal(SIGTERM);  // the stop writes daily-spend.json
+  ASSERT_EQ(d->wait_exit(30s), 0) << d->stderr_text();
+
+  auto mode_of = [](const std::filesystem::path& p) {
+    struct stat info {};
+    EXPECT_EQ(::lstat(p.c_str(), &info), 0) << p;
+    return info.st_mode & 07777;
+  };
+  const auto state = d->state_dir(), run = d->run_dir(id);
+  for (const auto& p : {state, state / "runs", run})
+    EXPECT_EQ(mode_of(p), 0750u) << p;
+  std::size_t files = 0;
+  for (const auto& parent : {state, run})
+    for (const auto& entry : std::filesystem::directory_iterator(parent)) {
+      if (!entry.is_regular_file()) continue;
+      ++files;
+      const std::string name = entry.path().filename().string();
+      mode_t want = name == "sandbox-passwd" || name == "sandbox-group" ? 0644 : 0640;
+      EXPECT_EQ(mode_of(entry.path()), want) << entry.path();
+    }
+  EXPECT_TRUE(std::filesystem::exists(run / "model-requests.jsonl"));
+  EXPECT_TRUE(std::filesystem::exists(state / "daily-spend.json"));
+  EXPECT_GE(files, 6u) << "the run's record, spec, plan, model requests, logs, the day's spend";
+  // What the plan made in the run's scratch: its directories 0750, its files their own mode.
+  auto plan = protocol::parse_json(read_file(run / "plan.json"));
+  ASSERT_TRUE(plan && plan->is_object());
+  std::size_t made = 0;
+  for (const auto& p : plan->as_object().at("directories").as_array()) {
+    EXPECT_EQ(mode_of(std::string(p.as_string())), 0750u) << p;
+    ++made;
+  }
+  for (const auto& f : plan->as_object().at("files").as_array()) {
+    const auto& file = f.as_object();
+    EXPECT_EQ(mode_of(std::string(file.at("path").as_string())), file.at("mode").to_number<mode_t>()) << f;
+  }
+  EXPECT_GE(made, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Umask, DaemonFileModes, ::testing::Values(mode_t(0), mode_t(077)));
+
+// The daemon's status names what a run's body gets on this host (docs/containment.md), and a
+// part configured off is named with its reason, as each run's warning names it.
+TEST(DaemonContainmentFacts, StatusNamesEachPartAndWhatIsLeftOutWithItsReason) {
+  auto status_of = [](DaemonUnderTest& d) {
+    SocketClient c(d.socket());
+    auto reply = c.request(socket_request("status"));
+    EXPECT_TRUE(reply && reply->str("reply") == "status") << (reply ? reply->raw : "no reply");
+    EXPECT_TRUE(reply && reply->object.contains("containment")) << (reply ? reply->raw : "");
+    return reply && reply->object.contains("containment") ? reply->object.at("containment").as_object()
+                                                          : json::object{};
+  };
+  {
+    TempDir dir{"facts-default"};
+    DaemonUnderTest d(dir.path());
+    ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+    auto facts = status_of(d);
+    auto parent = cgroup_parent_of(d.state_dir());
+    bool cgroup = parent && std::filesystem::exists(*parent);
+    EXPECT_EQ(facts.at("end"), cgroup ? "cgroup" : "marker-sweep") << json::serialize(facts);
+    if (cgroup) {
+      EXPECT_EQ(std::string(facts.at("cgroup").as_object().at("dir").as_string()), parent->string())
+          << json::serialize(facts);
+    }
+    EXPECT_EQ(facts.at("sandbox"), ::access("/usr/bin/bwrap", X_OK) == 0 ? "bwrap" : "none");
+    EXPECT_EQ(facts.at("identity"), ::geteuid() == 0 ? "uid-per-run" : "daemon-user");
+  }
+  TempDir dir{"facts-none"};
+  DaemonUnderTest d(dir.path(), "[runs]\ncgroup_root = \"none\"\nsandbox = \"none\"\n");
+  ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+  auto facts = status_of(d);
+  EXPECT_EQ(facts.at("end"), "marker-sweep") << json::serialize(facts);
+  EXPECT_TRUE(facts.at("cgroup").is_null());
+  EXPECT_EQ(facts.at("sandbox"), "none");
+  const auto& unavailable = facts.at("unavailable").as_object();
+  EXPECT_EQ(unavailable.at("cgroup"), "runs.cgroup_root is \"none\"");
+  EXPECT_EQ(unavailable.at("sandbox"), "runs.sandbox is \"none\"");
+}
+
+// A configured cgroup_root that is not a cgroup2 directory refuses the start, naming the key;
+// "none" is the way to run without (and then every run warns CGROUP_UNAVAILABLE).
+TEST(DaemonContainmentFacts, AConfiguredCgroupRootThatIsNotCgroup2RefusesTheStart) {
+  TempDir dir{"cgroup-root-not-cgroup2"};
+  std::filesystem::create_directories(dir.path() / "not-a-cgroup");
+  DaemonUnderTest d(dir.path(), "[runs]\ncgroup_root = \"" + (dir.path() / "not-a-cgroup").string() + "\"\n");
+  EXPECT_EQ(d.wait_exit(30s), 2) << d.stderr_text();
+  EXPECT_NE(d.stderr_text().find("runs.cgroup_root: " + (dir.path() / "not-a-cgroup").string() +
+                                 " is not on a cgroup2 mount"),
+            std::string::npos)
+      << d.stderr_text();
+}
+
+// The default part whose probe fails is left out, with its reason in `status` and in every run's
+// warning; the same directory configured refuses the start. The daemon is started inside a
+// cgroup of the test's own that may have no child group (cgroup.max.descendants 0), so its
+// default parent cannot be made there.
+TEST(DaemonContainmentFacts, ADefaultCgroupThatCannotWorkIsLeftOutAndEveryRunSaysSoAConfiguredOneRefuses) {
+  auto base = daemon::CgroupParent::own_cgroup_dir();
+  if (!base || ::access((*base / "cgroup.procs").c_str(), W_OK) != 0) GTEST_SKIP() << "no writable cgroup2 here";
+  const std::filesystem::path cage = *base / ("mh-test-nochild-" + std::to_string(::getpid()));
+  ASSERT_EQ(::mkdir(cage.c_str(), 0750), 0) << cage;
+  std::ofstream(cage / "cgroup.max.descendants") << "0\n";
+  auto move_self = [](const std::filesystem::path& group) {
+    std::ofstream procs(group / "cgroup.procs");
+    procs << ::getpid() << "\n";
+    procs.flush();
+    return bool(procs);
+  };
+  TempDir dir{"cgroup-default-fails"};
+  std::unique_ptr<DaemonUnderTest> d;
+  ASSERT_TRUE(move_self(cage));
+  try {
+    d = std::make_unique<DaemonUnderTest>(dir.path());  // born in the cage
+  } catch (...) {
+    move_self(*base);
+    throw;
+  }
+  ASSERT_TRUE(move_self(*base));
+  ASSERT_TRUE(d->wait_notify("READY=1")) << d->stderr_text();
+  std::string why;
+  {
+    SocketClient c(d->socket());
+    auto reply = c.request(socket_request("status"));
+    ASSERT_TRUE(reply && reply->object.contains("containment")) << (reply ? reply->raw : "no reply");
+    const auto& facts = reply->object.at("containment").as_object();
+    EXPECT_EQ(facts.at("end"), "marker-sweep") << reply->raw;
+    why = std::string(facts.at("unavailable").as_object().at("cgroup").as_string());
+    EXPECT_EQ(why.rfind("cannot create " + cage.string() + "/mh-", 0), 0u) << why;
+    auto reply2 = c.request(
+        socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
+                                     bash_scenario("true") + "}"));
+    ASSERT_TRUE(reply2 && reply2->str("reply") == "submitted") << (reply2 ? reply2->raw : "no reply");
+    SocketClient t(d->socket());
+    t.send(socket_request("tail", R"("run_id":")" + reply2->str("run_id") + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(t.wait_reply("end", 120s));
+    bool warned = false;
+    for (const auto& e : t.lines())
+      if (e.event() == "warning" && e.str("code") == "CGROUP_UNAVAILABLE")
+        warned = e.str("message").find(why) != std::string::npos;
+    EXPECT_TRUE(warned) << "the run names what it lacks and why";
+    auto closed = t.events_named("stream.closed");
+    ASSERT_EQ(closed.size(), 1u);
+    EXPECT_EQ(closed[0].str("reason"), "completed") << closed[0].raw;
+    EXPECT_FALSE(closed[0].object.contains("resources")) << "no cgroup counted it: " << closed[0].raw;
+  }
+  {
+    TempDir configured_dir{"cgroup-configured-fails"};
+    DaemonUnderTest configured(configured_dir.path(), "[runs]\ncgroup_root = \"" + cage.string() + "\"\n");
+    EXPECT_EQ(configured.wait_exit(30s), 2) << configured.stderr_text();
+    EXPECT_NE(configured.stderr_text().find("runs.cgroup_root: cannot create " + cage.string() + "/mh-"),
+              std::string::npos)
+        << configured.stderr_text();
+  }
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait_exit(30s), 0) << d->stderr_text();
+  d.reset();
+  EXPECT_EQ(::rmdir(cage.c_str()), 0) << cage << ": " << std::strerror(errno);
+}
+
+// A root daemon without the sandbox: its runs (each its own uid) still reach their scratch
+// through the 0750 tree (the state directory and runs/ 0711 there, the run directory the run's
+// group), and list nothing of it.
+TEST(DaemonUnsandboxed, ARootDaemonsRunReachesItsScratchAndListsNoOtherRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root";
+  TempDir dir{"unsandboxed-root"};
+  DaemonUnderTest d(dir.path(), "[runs]\nsandbox = \"none\"\n");
+  ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+  SocketClient c(d.socket());
+  auto probe =
+      "touch started.txt; ls " + (d.state_dir() / "runs").string() + " >listed.txt 2>&1 || echo refused >listed.txt";
+  auto reply = c.request(
+      socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
+                                   bash_scenario(probe) + "}"));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string id = reply->str("run_id");
+  SocketClient t(d.socket());
+  t.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+  bool ended = bool(t.wait_reply("end", 45s));
+  std::string record;
+  for (const auto& l : t.lines())
+    record += l.raw.substr(0, 400) + "\n";
+  ASSERT_TRUE(ended) << record << read_file(d.run_dir(id) / "vendor-stderr.log");
+  auto closed = t.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].str("reason"), "completed") << record << read_file(d.run_dir(id) / "vendor-stderr.log");
+  EXPECT_TRUE(std::filesystem::exists(d.run_dir(id) / "scratch/work/started.txt")) << "the run reached its scratch";
+  EXPECT_EQ(read_file(d.run_dir(id) / "scratch/work/listed.txt"), "refused\n") << "runs/ is not listable";
+  struct stat info {};
+  for (const auto& p : {d.state_dir(), d.state_dir() / "runs"}) {
+    ASSERT_EQ(::stat(p.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, 0711u) << p;
+  }
 }
 
 }  // namespace

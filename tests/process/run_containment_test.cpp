@@ -25,9 +25,10 @@ class RunContainmentTest : public ::testing::Test {
     std::ofstream(run_dir_ / "events.jsonl") << "the record";
     if (auto base = CgroupParent::own_cgroup_dir()) {
       auto parent = CgroupParent::open(*base, unique_marker_value("containment"));
-      if (parent)
+      if (parent) {
+        parent_dir_ = parent->dir();
         policy_.cgroups.emplace(std::move(*parent));
-      else
+      } else
         policy_.no_cgroups_why = parent.error();
     } else {
       policy_.no_cgroups_why = "no cgroup2 mount";
@@ -39,7 +40,8 @@ class RunContainmentTest : public ::testing::Test {
     policy_.uids = std::make_shared<RunUidPool>();
   }
   void TearDown() override {
-    if (policy_.cgroups) ::rmdir(policy_.cgroups->dir().c_str());
+    // The parent this test made, even when the test dropped it from the policy.
+    if (!parent_dir_.empty()) ::rmdir(parent_dir_.c_str());
   }
 
   adapters::LaunchPlan plan(const std::string& script) {
@@ -66,6 +68,7 @@ class RunContainmentTest : public ::testing::Test {
   std::filesystem::path run_dir_, scratch_;
   std::string marker_ = unique_marker_value("containment");
   ContainmentPolicy policy_;
+  std::filesystem::path parent_dir_;
 };
 
 TEST_F(RunContainmentTest, EscapeesAreGoneAfterTheEndAndTheRunWasNotRoot) {
@@ -100,6 +103,60 @@ TEST_F(RunContainmentTest, EscapeesAreGoneAfterTheEndAndTheRunWasNotRoot) {
   ASSERT_TRUE((*c)->facts());
   EXPECT_GE((*c)->facts()->processes_killed.value_or(0), 2u) << "the root and the escapee";
   EXPECT_TRUE((*c)->facts()->cpu_usec);
+  // stream.closed's resources are those facts, with null where a controller is absent.
+  auto resources = (*c)->resources();
+  ASSERT_TRUE(resources);
+  EXPECT_EQ(resources->cpu_usec, (*c)->facts()->cpu_usec);
+  EXPECT_EQ(resources->processes_killed, (*c)->facts()->processes_killed);
+  EXPECT_EQ(resources->memory_peak_bytes.has_value(), policy_.cgroups->has_controller("memory"));
+  EXPECT_EQ(resources->tasks_peak.has_value(), policy_.cgroups->has_controller("pids"));
+}
+
+// A run spec's own limits (run.limits) win over the daemon's defaults, and one whose controller
+// is not offered refuses the run naming the limit. Where the controller is offered, the spec's
+// value is the one in the group's file.
+TEST_F(RunContainmentTest, ARunSpecsLimitsOverrideTheDefaultsOrAreRefusedByName) {
+  if (!policy_.cgroups) GTEST_SKIP() << "needs a writable cgroup2: " << policy_.no_cgroups_why;
+  policy_.default_limits.pids_max = 100;
+  adapters::RunSpec spec;
+  spec.limits.pids_max = 8;
+  auto c = RunContainment::prepare(policy_, "run-1", run_dir_, plan("exit 0"), limits_of(spec));
+  if (policy_.cgroups->has_controller("pids")) {
+    ASSERT_TRUE(c) << c.error();
+    std::ifstream in(policy_.cgroups->dir() / "run-1" / "pids.max");
+    std::string value;
+    std::getline(in, value);
+    EXPECT_EQ(value, "8");
+  } else {
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error(),
+              "pids.max needs the pids controller, which is not available in " + policy_.cgroups->dir().string());
+  }
+  policy_.default_limits = {};
+  spec.limits = {};
+  spec.limits.memory_max_bytes = 64u << 20;
+  auto m = RunContainment::prepare(policy_, "run-1", run_dir_, plan("exit 0"), limits_of(spec));
+  if (!policy_.cgroups->has_controller("memory")) {
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(),
+              "memory.max needs the memory controller, which is not available in " + policy_.cgroups->dir().string());
+  }
+}
+
+TEST_F(RunContainmentTest, WithoutACgroupTheResourcesAreAbsentAndOneNeverSpawnedStillCounts) {
+  if (!policy_.cgroups) GTEST_SKIP() << "needs a writable cgroup2: " << policy_.no_cgroups_why;
+  auto counted = RunContainment::prepare(policy_, "run-1", run_dir_, plan("exit 0"), {});
+  ASSERT_TRUE(counted) << counted.error();
+  auto resources = (*counted)->resources();
+  ASSERT_TRUE(resources) << "a run with a cgroup counts, even one that never spawned";
+  EXPECT_TRUE(resources->cpu_usec);
+  EXPECT_FALSE(resources->processes_killed) << "its end never ran: unknown, not 0";
+  counted->reset();
+  policy_.cgroups.reset();
+  policy_.no_cgroups_why = "runs.cgroup_root is \"none\"";
+  auto uncounted = RunContainment::prepare(policy_, "run-1", run_dir_, plan("exit 0"), {});
+  ASSERT_TRUE(uncounted) << uncounted.error();
+  EXPECT_FALSE((*uncounted)->resources()) << "no cgroup: nothing counted the run";
 }
 
 TEST_F(RunContainmentTest, WithoutACgroupTheRunSaysSoAndALimitIsRefused) {
@@ -149,6 +206,26 @@ TEST_F(RunContainmentTest, UnderARootDaemonTheRunsDirectoriesBecomeItsOwn) {
   struct stat info {};
   ASSERT_EQ(::lstat((run_dir_ / "events.jsonl").c_str(), &info), 0);
   EXPECT_EQ(info.st_uid, 0u) << "the record stays the daemon's";
+}
+
+// Unsandboxed under a root daemon, the run passes through its own run directory (0750, the
+// daemon's) by its group, which becomes the run's; the record in it stays the daemon's.
+TEST_F(RunContainmentTest, UnderARootDaemonUnsandboxedTheRunDirectoryLetsTheRunsGroupPass) {
+  if (!policy_.daemon_is_root) GTEST_SKIP() << "not root";
+  policy_.sandbox = false;
+  auto p = plan("exit 0");
+  p.directories = {scratch_ / "work"};  // scratch_ itself lies between it and the run directory
+  auto c = RunContainment::prepare(policy_, "run-1", run_dir_, p, {});
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE((*c)->uid());
+  struct stat info {};
+  for (const auto& dir : {run_dir_, scratch_}) {
+    ASSERT_EQ(::lstat(dir.c_str(), &info), 0);
+    EXPECT_EQ(info.st_uid, 0u) << dir;
+    EXPECT_EQ(info.st_gid, static_cast<gid_t>(*(*c)->uid())) << dir << ": the run's group may pass";
+  }
+  ASSERT_EQ(::lstat((run_dir_ / "events.jsonl").c_str(), &info), 0);
+  EXPECT_EQ(info.st_gid, 0u) << "the record stays the daemon's";
 }
 
 TEST(RunUidPool, NoTwoLiveRunsShareAUidAndAReleasedOneIsFreeAgain) {

@@ -190,7 +190,15 @@ inline std::vector<Event> full_extras() {
   viewer.latency_ms = 900;
   viewer.peer = PeerIdentity{1000, 4343, std::string("viewer")};
   viewer.requested = decision::Abstain{};
-  return {cut, make_event(viewer)};
+  ev::StreamClosed counted;  // a run with a cgroup of its own: what it counted
+  counted.events = 9;
+  counted.reason = CloseReason::killed;
+  counted.run_id = "r-1";
+  counted.process = ProcessTermination{ProcessKind::signaled, 0, 9};
+  counted.resources = ev::RunResources{412345, 73400320, 17, 0, 3};
+  Event closed = make_event(counted);
+  closed.seq = 10;
+  return {cut, make_event(viewer), closed};
 }
 
 inline Frame golden_frame() {

@@ -55,9 +55,14 @@ DaemonUnderTest::DaemonUnderTest(const std::filesystem::path& dir, const std::st
 }
 
 DaemonUnderTest::~DaemonUnderTest() {
+  // A stop as a service manager does it (SIGTERM, then SIGKILL after a bound), so the daemon
+  // cleans up after itself (its runs' cgroup parent included) unless the test already killed it.
   if (running()) {
-    signal(SIGKILL);
-    wait_exit(10s);
+    signal(SIGTERM);
+    if (wait_exit(10s) < 0) {
+      signal(SIGKILL);
+      wait_exit(10s);
+    }
   }
   if (notify_fd_ >= 0) ::close(notify_fd_);
 }

@@ -17,7 +17,8 @@ ENVELOPE = ("format", "seq", "run", "at", "event", "recorded_at", "cut")
 
 # name -> (class name, payload fields in wire order, the ones that are never null or absent).
 # Additive fields of this implementation (docs/socket-api.md) are declared too: `agent`,
-# `escalation` (tool.requested), `peer`, `requested` (tool.decided).
+# `escalation` (tool.requested), `peer`, `requested` (tool.decided), `resources` (stream.closed:
+# what the run's cgroup counted, each counter None where unknown; None for a run without one).
 SCHEMA = {
     "session.started": ("SessionStarted", (
         "adapter", "adapter_class", "harness_version", "session_id", "model", "permission_mode",
@@ -52,7 +53,7 @@ SCHEMA = {
     "warning": ("Warning", ("code", "message"), ("code", "message")),
     "opaque": ("Opaque", ("vendor_type", "vendor_subtype", "digest", "source_line"), ("digest",)),
     "auth.expired": ("AuthExpired", ("credential_source", "detail", "source_line"), ()),
-    "stream.closed": ("StreamClosed", ("events", "reason", "run_id", "process"),
+    "stream.closed": ("StreamClosed", ("events", "reason", "run_id", "process", "resources"),
                       ("events", "reason", "run_id")),
 }
 

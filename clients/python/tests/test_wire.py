@@ -76,6 +76,16 @@ def test_every_event_reads_as_its_own_type_with_the_envelope_and_payload_as_attr
     assert e.extra == {}
 
 
+def test_stream_closed_carries_the_runs_resources_as_declared_and_none_without_a_cgroup():
+    counted = dict(SAMPLES["stream.closed"], resources={"cpu_usec": 41234, "memory_peak_bytes": None,
+                                                        "tasks_peak": None, "oom_kills": None,
+                                                        "processes_killed": 3})
+    e = metaharness.parse_line(line("stream.closed", payload=counted))
+    assert e.resources == counted["resources"] and e.extra == {}
+    assert e.payload["resources"]["memory_peak_bytes"] is None
+    assert metaharness.parse_line(line("stream.closed")).resources is None
+
+
 def test_a_declared_field_the_line_does_not_carry_reads_none_and_omitted_lists_read_empty():
     e = metaharness.parse_line(line("tool.requested", payload={
         "call_id": "c", "name": "Read", "input": None, "decision_required": False, "seam": "hook"}))
