@@ -958,7 +958,7 @@ int main(int argc, char** argv) {
     << " (at start)\n"
     << "  allow -> stream closed, median / max   " << fixed(median(sup.decide_to_closed_ms), 1) << " / "
     << fixed(max_of(sup.decide_to_closed_ms), 1) << " ms\n"
-    << "  stand-ins alive after the SIGKILL      " << sup.standins_after_kill << "                     "
+    << "  stand-in processes alive after SIGKILL " << sup.standins_after_kill << "                     "
     << unsup.standins_after_kill << "\n"
     << "  supervisors alive after the SIGKILL    " << sup.supervisors_after_kill << "\n"
     << "\nMemory with the " << o.runs << " runs pending (KiB)\n"
