@@ -148,9 +148,23 @@ bench_containment() {
   "$program" "${args[@]}"
 }
 
+# Runs that outlive the daemon (issue 11 item 5): mh_adoption_bench, N open stand-in runs (default
+# 200) through a SIGKILL of the daemon and a restart, supervised (adopted) beside unsupervised
+# (recovered). A few minutes and N supervisors + N stand-ins at the peak. Exit status 1: a run was
+# not adopted, did not complete or left a process behind (a finding). Environment:
+# MH_ADOPTION_BENCH_ARGS (extra arguments, e.g. "--runs 50"), MH_ADOPTION_JSON (summary file).
+bench_adoption() {
+  local program="$BIN/mh_adoption_bench" extra=() args=()
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  [ -n "${MH_ADOPTION_JSON:-}" ] && args+=(--json "$MH_ADOPTION_JSON")
+  [ -n "${MH_ADOPTION_BENCH_ARGS:-}" ] && read -r -a extra <<< "$MH_ADOPTION_BENCH_ARGS"
+  say "adoption: open runs through a SIGKILL and a restart (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$program" "${args[@]}" "${extra[@]}" || { say "adoption: exit status $? (see above)"; return 1; }
+}
+
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_containment}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_containment bench_adoption}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

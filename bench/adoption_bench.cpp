@@ -1,0 +1,1009 @@
+// mh_adoption_bench: the numbers of issue 11 item 5 (runs that outlive the daemon), side by side
+// in one invocation, on the real `metaharness daemon` hosting the stand-in harness (tests/standin)
+// in place of Claude:
+//
+//   supervised    a daemon with runs.supervise = true and on_stop = "detach"; N runs (ask mode,
+//                 long deadline) each stopped at tool.requested, waiting for a decision. With all
+//                 N pending: the memory of every run's `metaharness-supervisor` (VmRSS, RssAnon
+//                 from /proc/<pid>/status, Pss from smaps_rollup; pids from each run's
+//                 supervisor.json, checked against /proc/<pid>/cmdline) and the daemon's own RSS
+//                 against its RSS at READY. Then SIGKILL to the daemon alone, and a new daemon on
+//                 the same state dir: exec -> READY=1 (its NOTIFY_SOCKET), and exec -> each run's
+//                 `pending` reply on an attach opened right after READY (the run adopted and
+//                 live: an attach waits for the adoption). Then every call allowed; each run must
+//                 close `completed` and its supervisor exit (released).
+//   unsupervised  the same N runs with runs.supervise off, the same SIGKILL and restart: the runs
+//                 are recovered (closed `error` at start, their stand-ins killed); exec -> READY=1
+//                 and exec -> each run's `end` on attach.
+//
+// Every phase has its own daemons (own state dir, socket and NOTIFY_SOCKET, which a thread here
+// drains as systemd would). Every wait is bounded. At the end nothing the bench started may be
+// left: each supervisor (by the pid in its run's supervisor.json, after /proc/<pid>/cmdline names
+// that run) and each stand-in (by the script path in its environment) still alive is killed and
+// counted. Output: a readable table on stdout and a JSON summary (--json, and on stdout). Exit
+// status 0; 1 when a run was not adopted, did not complete or left a process behind (a finding
+// about the daemon); 2 when the bench itself failed.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "testkit/stop_signals.hpp"
+#include "testkit/subprocess.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+volatile std::sig_atomic_t g_stop_requested = 0;
+extern "C" void on_stop_signal(int) {
+  g_stop_requested = 1;
+}
+
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool write_file(const fs::path& p, std::string_view text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  return bool(out);
+}
+
+std::string fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+// The one-minute load average and CPU pressure (some, avg10): how steady the machine was.
+struct Steadiness {
+  double load1 = 0, load5 = 0, pressure_some_avg10 = 0;
+};
+
+Steadiness steadiness_now() {
+  Steadiness s;
+  std::ifstream in("/proc/loadavg");
+  in >> s.load1 >> s.load5;
+  std::string pressure = read_file("/proc/pressure/cpu");
+  if (auto at = pressure.find("avg10="); at != std::string::npos)
+    s.pressure_some_avg10 = std::stod(pressure.substr(at + 6));
+  return s;
+}
+
+json::object to_json(const Steadiness& s) {
+  return json::object{{"load1", s.load1}, {"load5", s.load5}, {"cpu_pressure_some_avg10", s.pressure_some_avg10}};
+}
+
+std::string steadiness_text(const Steadiness& s) {
+  return "load " + fixed(s.load1, 2) + " / " + fixed(s.load5, 2) + " (1 / 5 min), CPU pressure some avg10 " +
+         fixed(s.pressure_some_avg10, 1) + " %";
+}
+
+// The value of `"key":"` ... `"` in a JSON line, without parsing it (ids here never need escapes).
+std::string_view string_field(std::string_view line, std::string_view key) {
+  std::string pattern = "\"" + std::string(key) + "\":\"";
+  auto at = line.find(pattern);
+  if (at == std::string_view::npos) return {};
+  at += pattern.size();
+  auto end = line.find('"', at);
+  if (end == std::string_view::npos) return {};
+  return line.substr(at, end - at);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double max_of(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+double sum_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v)
+    s += x;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes, from /proc
+// ---------------------------------------------------------------------------------------------
+
+// One process's memory in KiB: VmRSS and RssAnon from status, Pss from smaps_rollup (nullopt
+// where the kernel has no smaps_rollup).
+struct Memory {
+  long vm_rss_kb = 0, rss_anon_kb = 0;
+  std::optional<long> pss_kb;
+};
+
+std::optional<Memory> memory_of(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::string status = read_file(proc + "/status");
+  if (status.empty()) return std::nullopt;
+  Memory m;
+  auto field = [&](std::string_view key) -> long {
+    auto at = status.find(std::string(key) + ":");
+    return at == std::string::npos ? 0 : std::atol(status.c_str() + at + key.size() + 1);
+  };
+  m.vm_rss_kb = field("VmRSS");
+  m.rss_anon_kb = field("RssAnon");
+  std::string rollup = read_file(proc + "/smaps_rollup");
+  if (auto at = rollup.find("\nPss:"); at != std::string::npos) m.pss_kb = std::atol(rollup.c_str() + at + 5);
+  return m;
+}
+
+int open_pidfd(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+void kill_by_pidfd(int pidfd) {
+  ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+}
+
+// Waits until the process behind `pidfd` has terminated, up to `deadline_ns` (monotonic).
+bool wait_pidfd(int pidfd, std::int64_t deadline_ns) {
+  for (;;) {
+    std::int64_t left_ms = (deadline_ns - monotonic_ns()) / 1'000'000;
+    pollfd p{pidfd, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left_ms, 0)));
+    if (ready > 0) return true;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0 || left_ms <= 0) return false;
+  }
+}
+
+// Live processes whose environment holds an entry starting with `prefix` (the stand-in script
+// path under this bench's work dir, which only our stand-ins carry). A zombie has no environment.
+std::vector<pid_t> processes_with_environment(const std::string& prefix) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string env = read_file(it->path() / "environ");
+    for (std::size_t at = 0; at < env.size();) {
+      std::size_t end = env.find('\0', at);
+      if (end == std::string::npos) end = env.size();
+      if (std::string_view(env).substr(at, end - at).starts_with(prefix)) {
+        found.push_back(static_cast<pid_t>(std::stol(name)));
+        break;
+      }
+      at = end + 1;
+    }
+  }
+  return found;
+}
+
+// Kills each process (pidfd, so a recycled pid is never hit) and waits for it, bounded; returns
+// how many were killed.
+std::size_t kill_all(const std::vector<pid_t>& pids) {
+  std::size_t killed = 0;
+  for (pid_t pid : pids) {
+    int pidfd = open_pidfd(pid);
+    if (pidfd < 0) continue;
+    kill_by_pidfd(pidfd);
+    wait_pidfd(pidfd, monotonic_ns() + 5'000'000'000);
+    ::close(pidfd);
+    ++killed;
+  }
+  return killed;
+}
+
+// The supervisor of a run: the pid in its supervisor.json, if /proc/<pid>/cmdline names this
+// run's spec (a pid that was recycled names something else) and it is not a zombie.
+std::optional<pid_t> live_supervisor_of(const fs::path& run_dir) {
+  boost::system::error_code ec;
+  json::value state = json::parse(read_file(run_dir / "supervisor.json"), ec);
+  if (ec || !state.is_object() || !state.as_object().contains("supervisor_pid")) return std::nullopt;
+  auto pid = static_cast<pid_t>(state.as_object().at("supervisor_pid").to_number<std::int64_t>());
+  const std::string proc = "/proc/" + std::to_string(pid);
+  if (read_file(proc + "/cmdline").find((run_dir / "supervisor-spec.json").string()) == std::string::npos)
+    return std::nullopt;
+  if (read_file(proc + "/status").find("State:\tZ") != std::string::npos) return std::nullopt;
+  return pid;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon under measurement: own dir, socket and NOTIFY_SOCKET
+// ---------------------------------------------------------------------------------------------
+
+sockaddr_un address_of(const fs::path& p) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
+  return a;
+}
+
+class DaemonProcess {
+ public:
+  DaemonProcess(fs::path dir, fs::path metaharness, fs::path state_dir, const std::string& config)
+      : dir_(std::move(dir)), metaharness_(std::move(metaharness)), state_(std::move(state_dir)) {
+    fs::create_directories(dir_);
+    socket_ = dir_ / "mh.sock";
+    notify_ = dir_ / "notify.sock";
+    config_ = dir_ / "config.toml";
+    write_file(config_, config);
+    fs::remove(notify_);
+    notify_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = address_of(notify_);
+    if (notify_fd_ < 0 || ::bind(notify_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      throw std::runtime_error("cannot bind the notify socket " + notify_.string() + ": " + std::strerror(errno));
+    if (::pipe2(stop_drain_, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+    // Read all the time, as systemd does: a datagram socket queues only a few unread datagrams,
+    // and a daemon blocked in sd_notify would never get to its work.
+    drain_ = std::thread([this] { drain_notifications(); });
+  }
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+  ~DaemonProcess() {
+    if (daemon_.running()) kill_and_reap();
+    char stop = 1;
+    [[maybe_unused]] ssize_t n = ::write(stop_drain_[1], &stop, 1);
+    drain_.join();
+    for (int fd : {notify_fd_, stop_drain_[0], stop_drain_[1]})
+      if (fd >= 0) ::close(fd);
+  }
+
+  // Spawns the daemon; start_ns() is stamped right before the spawn (posix_spawn execs at once).
+  std::string start() {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string_view entry(*e);
+      if (entry.starts_with("NOTIFY_SOCKET=") || entry.starts_with("LISTEN_")) continue;
+      env.emplace_back(entry);
+    }
+    env.push_back("NOTIFY_SOCKET=" + notify_.string());
+    mh::testkit::SpawnOptions options{
+        .program = metaharness_,
+        .args = {"daemon", "--config", config_.string(), "--socket", socket_.string(), "--state-dir", state_.string()},
+        .env = std::move(env),
+        .stdin_null = true,
+        .output_log = dir_ / "daemon.log"};
+    start_ns_ = monotonic_ns();
+    if (auto error = daemon_.spawn(options); !error.empty()) return error;
+    pidfd_ = open_pidfd(daemon_.pid());  // our unreaped child: its pid cannot be recycled yet
+    if (pidfd_ < 0) {
+      std::string error = std::string("pidfd_open: ") + std::strerror(errno);
+      kill_and_reap();
+      return error;
+    }
+    return "";
+  }
+
+  // When (monotonic ns) the first datagram containing `text` arrived, or nullopt after `timeout`.
+  std::optional<std::int64_t> wait_notify(std::string_view text, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(notify_mutex_);
+    std::optional<std::int64_t> found;
+    notify_arrived_.wait_for(lock, timeout, [&] {
+      for (const auto& [at, datagram] : notifications_)
+        if (datagram.find(text) != std::string::npos) {
+          found = at;
+          return true;
+        }
+      return false;
+    });
+    return found;
+  }
+
+  // SIGKILL to the daemon alone (not its process group: a crash takes only the daemon), reaped.
+  bool kill_daemon_only() {
+    if (!daemon_.running()) return false;
+    ::kill(daemon_.pid(), SIGKILL);
+    bool gone = wait_pidfd(pidfd_, monotonic_ns() + 30'000'000'000);
+    daemon_.wait_exit(mh::testkit::Subprocess::Clock::now() + 10s);
+    close_pidfd();
+    return gone;
+  }
+
+  // SIGTERM and a bounded wait; false if it had to be killed.
+  bool stop(std::chrono::milliseconds grace) {
+    if (!daemon_.running()) return true;
+    ::kill(daemon_.pid(), SIGTERM);
+    if (wait_pidfd(pidfd_, monotonic_ns() + std::chrono::nanoseconds(grace).count())) {
+      daemon_.wait_exit(mh::testkit::Subprocess::Clock::now() + 10s);
+      close_pidfd();
+      return true;
+    }
+    kill_and_reap();
+    return false;
+  }
+
+  pid_t pid() const { return daemon_.pid(); }
+  std::int64_t start_ns() const { return start_ns_; }
+  const fs::path& socket() const { return socket_; }
+  std::string log_tail() const {
+    std::string log = read_file(dir_ / "daemon.log");
+    return log.size() > 3000 ? log.substr(log.size() - 3000) : log;
+  }
+
+ private:
+  void drain_notifications() {
+    for (;;) {
+      pollfd p[2] = {{notify_fd_, POLLIN, 0}, {stop_drain_[0], POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (p[1].revents) return;
+      std::int64_t at = monotonic_ns();
+      char buf[4096];
+      for (;;) {
+        ssize_t n = ::recv(notify_fd_, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0) break;
+        std::lock_guard lock(notify_mutex_);
+        notifications_.emplace_back(at, std::string(buf, static_cast<std::size_t>(n)));
+      }
+      notify_arrived_.notify_all();
+    }
+  }
+  void kill_and_reap() {
+    daemon_.kill_and_reap();
+    close_pidfd();
+  }
+  void close_pidfd() {
+    if (pidfd_ >= 0) ::close(pidfd_);
+    pidfd_ = -1;
+  }
+
+  fs::path dir_, metaharness_, state_, socket_, notify_, config_;
+  int notify_fd_ = -1;
+  int stop_drain_[2] = {-1, -1};
+  std::mutex notify_mutex_;
+  std::condition_variable notify_arrived_;
+  std::vector<std::pair<std::int64_t, std::string>> notifications_;
+  std::thread drain_;
+  mh::testkit::Subprocess daemon_;
+  int pidfd_ = -1;
+  std::int64_t start_ns_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Socket API connections: one per run, all read by one poll loop
+// ---------------------------------------------------------------------------------------------
+
+class Connection {
+ public:
+  explicit Connection(const fs::path& socket) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = address_of(socket);
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  bool eof() const { return eof_; }
+
+  bool send_line(std::string line) {
+    line.push_back('\n');
+    std::string_view rest(line);
+    while (!rest.empty() && fd_ >= 0) {
+      ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return rest.empty();
+  }
+  // Reads what is there (the fd polled readable) and returns the complete lines.
+  std::vector<std::string> read_lines() {
+    std::vector<std::string> lines;
+    char buf[65536];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) eof_ = true;
+    if (n > 0) buffer_.append(buf, static_cast<std::size_t>(n));
+    for (auto nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n')) {
+      lines.push_back(buffer_.substr(0, nl));
+      buffer_.erase(0, nl + 1);
+    }
+    return lines;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+  bool eof_ = false;
+};
+
+// Polls every connection until `done()` or the deadline; each line read goes to on_line(index,
+// line). False at the deadline (or a stop signal).
+template <typename OnLine, typename Done>
+bool pump(std::vector<std::unique_ptr<Connection>>& conns, std::chrono::milliseconds timeout, OnLine on_line,
+          Done done) {
+  const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
+  std::vector<pollfd> fds;
+  std::vector<std::size_t> index;
+  while (!done()) {
+    if (g_stop_requested || monotonic_ns() >= deadline) return false;
+    fds.clear();
+    index.clear();
+    for (std::size_t i = 0; i < conns.size(); ++i)
+      if (conns[i]->connected() && !conns[i]->eof()) {
+        fds.push_back(pollfd{conns[i]->fd(), POLLIN, 0});
+        index.push_back(i);
+      }
+    if (fds.empty()) return done();
+    int left_ms = static_cast<int>(std::max<std::int64_t>(1, (deadline - monotonic_ns()) / 1'000'000));
+    int ready = ::poll(fds.data(), fds.size(), std::min(left_ms, 1000));
+    if (ready <= 0) continue;
+    for (std::size_t k = 0; k < fds.size(); ++k)
+      if (fds[k].revents)
+        for (auto& line : conns[index[k]]->read_lines())
+          on_line(index[k], line);
+  }
+  return true;
+}
+
+std::string socket_request(std::string_view request, std::string_view id, json::object fields = {}) {
+  json::object o{{"format", "metaharness.socket/1"}, {"request", request}, {"id", id}};
+  for (auto& kv : fields)
+    o[kv.key()] = kv.value();
+  return json::serialize(o);
+}
+
+// Submits `n` runs of `spec` on one connection in batches (the daemon answers a connection's
+// requests in order); their ids, or an error.
+std::vector<std::string> submit_all(const fs::path& socket, const json::object& spec, std::size_t n,
+                                    std::string& error) {
+  std::vector<std::unique_ptr<Connection>> conns;
+  conns.push_back(std::make_unique<Connection>(socket));
+  if (!conns[0]->connected()) {
+    error = "cannot connect to " + socket.string();
+    return {};
+  }
+  std::vector<std::string> ids;
+  constexpr std::size_t kBatch = 50;
+  for (std::size_t first = 0; first < n && error.empty(); first += kBatch) {
+    std::size_t last = std::min(n, first + kBatch);
+    for (std::size_t i = first; i < last; ++i)
+      conns[0]->send_line(socket_request("submit", "s" + std::to_string(i), json::object{{"run", spec}}));
+    auto on_line = [&](std::size_t, const std::string& line) {
+      if (string_field(line, "reply") == "submitted")
+        ids.emplace_back(string_field(line, "run_id"));
+      else if (error.empty())
+        error = "submit refused: " + line;
+    };
+    if (!pump(conns, 120s, on_line, [&] { return ids.size() >= last || !error.empty(); }) && error.empty())
+      error = "no reply to " + std::to_string(last - ids.size()) + " submit(s)";
+  }
+  return error.empty() ? ids : std::vector<std::string>{};
+}
+
+// Waits (bounded) until every run's stream holds `event` (read from its events.jsonl).
+std::size_t wait_all_have(const fs::path& runs_dir, const std::vector<std::string>& ids, std::string_view event,
+                          std::chrono::seconds timeout) {
+  std::vector<std::string> waiting = ids;
+  const std::string needle = "\"event\":\"" + std::string(event) + "\"";
+  const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
+  while (!waiting.empty() && monotonic_ns() < deadline && !g_stop_requested) {
+    std::erase_if(waiting, [&](const std::string& id) {
+      return read_file(runs_dir / id / "events.jsonl").find(needle) != std::string::npos;
+    });
+    if (!waiting.empty()) std::this_thread::sleep_for(100ms);  // the poll's period; the bound is the deadline
+  }
+  return waiting.size();
+}
+
+// The reason of a run's stream.closed (the last line of its events.jsonl), or "" when open.
+std::string close_reason(const fs::path& run_dir) {
+  std::string events = read_file(run_dir / "events.jsonl");
+  auto at = events.rfind("\"event\":\"stream.closed\"");
+  if (at == std::string::npos) return "";
+  auto line_start = events.rfind('\n', at);
+  auto line_end = events.find('\n', at);
+  std::string_view line =
+      std::string_view(events).substr(line_start == std::string::npos ? 0 : line_start + 1,
+                                      line_end == std::string::npos ? std::string::npos : line_end - line_start - 1);
+  return std::string(string_field(line, "reason"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------------
+
+struct Options {
+  fs::path metaharness, standin, supervisor;
+  fs::path work_root, json_out;
+  bool keep = false;
+  std::size_t runs = 200;
+  std::int64_t deadline_ms = 600000;
+};
+
+void usage(std::ostream& out) {
+  out << "usage: mh_adoption_bench [--runs N] [--metaharness PATH] [--standin PATH] [--supervisor PATH]\n"
+         "                         [--work-dir DIR] [--json FILE] [--keep]\n"
+         "  --runs N         open runs killed and adopted (default 200)\n"
+         "  --metaharness    the daemon binary (default: beside this program)\n"
+         "  --standin        mh-standin-claude (default: beside this program)\n"
+         "  --supervisor     metaharness-supervisor (default: beside this program)\n"
+         "  --work-dir DIR   state dirs and scripts (default: a fresh mkdtemp dir)\n"
+         "  --json FILE      the summary (default: adoption-bench.json in the work dir)\n"
+         "  --keep           keep the run directories\n";
+}
+
+std::optional<Options> parse_options(int argc, char** argv) {
+  Options o;
+  fs::path self_dir = fs::canonical("/proc/self/exe").parent_path();
+  o.metaharness = self_dir / "metaharness";
+  o.standin = self_dir / "mh-standin-claude";
+  o.supervisor = self_dir / "metaharness-supervisor";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--metaharness")
+        o.metaharness = value();
+      else if (a == "--standin")
+        o.standin = value();
+      else if (a == "--supervisor")
+        o.supervisor = value();
+      else if (a == "--work-dir")
+        o.work_root = value();
+      else if (a == "--json")
+        o.json_out = value();
+      else if (a == "--keep")
+        o.keep = true;
+      else if (a == "--runs")
+        o.runs = std::stoul(value());
+      else if (a == "-h" || a == "--help") {
+        usage(std::cout);
+        std::exit(0);
+      } else {
+        throw std::invalid_argument("unknown option " + a);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "mh_adoption_bench: " << e.what() << "\n";
+      usage(std::cerr);
+      return std::nullopt;
+    }
+  }
+  if (o.runs == 0) {
+    std::cerr << "mh_adoption_bench: --runs must be at least 1\n";
+    return std::nullopt;
+  }
+  return o;
+}
+
+std::string daemon_config(const Options& o, bool supervise) {
+  std::string c = "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nsandbox_read_only = [\"" +
+                  o.work_root.string() + "\"]\nmax_active = " + std::to_string(o.runs + 10) +
+                  "\ndecision_deadline_ms = " + std::to_string(o.deadline_ms) + "\n";
+  if (supervise)
+    c += "supervise = true\non_stop = \"detach\"\nsupervisor = \"" + o.supervisor.string() +
+         "\"\nadopt_within_ms = 600000\n";
+  return c + "[server]\nmax_connections = 8192\n[log]\nlevel = \"warning\"\n";
+}
+
+// One Bash call that waits for its decision, then a text: each run sits at tool.requested.
+json::object run_spec(const fs::path& script, std::int64_t deadline_ms) {
+  return json::object{{"adapter", "claude"},
+                      {"prompt", "go"},
+                      {"decisions", "ask"},
+                      {"decision_deadline_ms", deadline_ms},
+                      {"model_endpoint", json::object{{"base_url", "http://127.0.0.1:9"}}},
+                      {"vendor_env", json::object{{"MH_STANDIN_SCRIPT", script.string()}}}};
+}
+
+std::string standin_marker(const fs::path& phase_dir) {
+  return "MH_STANDIN_SCRIPT=" + phase_dir.string() + "/";
+}
+
+// ---------------------------------------------------------------------------------------------
+// A phase: N runs at tool.requested, SIGKILL, restart, attach every run
+// ---------------------------------------------------------------------------------------------
+
+struct PhaseResult {
+  bool supervised = false;
+  std::string failure;  // the bench itself could not go on
+  std::vector<std::string> findings;
+  std::size_t runs = 0;
+  double submit_s = 0, all_requested_s = 0;
+  long daemon_rss_ready_kib = 0, daemon_rss_pending_kib = 0, adopter_rss_kib = 0;
+  // The supervisors', with every run pending.
+  std::vector<double> sup_rss_kib, sup_anon_kib, sup_pss_kib;
+  bool pss_available = true;
+  std::size_t standins_after_kill = 0, supervisors_after_kill = 0;
+  // The restart.
+  double ready_ms = 0;
+  std::vector<double> answer_ms;                        // exec -> this run's `pending` (supervised) or `end` (not)
+  std::size_t not_answered = 0;                         // no pending / no end within the bound
+  std::map<std::string, std::size_t> closed_by_reason;  // after the decisions (supervised) or at start
+  std::vector<double> decide_to_closed_ms;
+  std::size_t supervisors_left = 0, standins_left = 0;  // after the runs closed (then killed)
+  Steadiness before, after;
+};
+
+json::object to_json(const PhaseResult& r) {
+  json::object reasons;
+  for (const auto& [k, v] : r.closed_by_reason)
+    reasons[k] = v;
+  json::array findings;
+  for (const auto& f : r.findings)
+    findings.push_back(json::value(f));
+  json::object o{{"supervised", r.supervised},
+                 {"failure", r.failure.empty() ? json::value(nullptr) : json::value(r.failure)},
+                 {"findings", std::move(findings)},
+                 {"runs", r.runs},
+                 {"submit_s", r.submit_s},
+                 {"all_at_tool_requested_s", r.all_requested_s},
+                 {"daemon_rss_at_ready_kib", r.daemon_rss_ready_kib},
+                 {"daemon_rss_all_pending_kib", r.daemon_rss_pending_kib},
+                 {"daemon_rss_per_run_kib",
+                  r.runs ? double(r.daemon_rss_pending_kib - r.daemon_rss_ready_kib) / double(r.runs) : 0.0},
+                 {"restarted_daemon_rss_kib", r.adopter_rss_kib},
+                 {"standins_alive_after_kill", r.standins_after_kill},
+                 {"supervisors_alive_after_kill", r.supervisors_after_kill},
+                 {"restart_exec_to_ready_ms", r.ready_ms},
+                 {"restart_exec_to_answer_median_ms", median(r.answer_ms)},
+                 {"restart_exec_to_last_answer_ms", max_of(r.answer_ms)},
+                 {"runs_not_answered", r.not_answered},
+                 {"closed_by_reason", std::move(reasons)},
+                 {"decide_to_closed_median_ms", median(r.decide_to_closed_ms)},
+                 {"decide_to_closed_max_ms", max_of(r.decide_to_closed_ms)},
+                 {"supervisors_left_after_close", r.supervisors_left},
+                 {"standins_left_after_close", r.standins_left},
+                 {"steadiness_before", to_json(r.before)},
+                 {"steadiness_after", to_json(r.after)}};
+  if (r.supervised) {
+    o["supervisors_measured"] = r.sup_rss_kib.size();
+    o["supervisor_vmrss_median_kib"] = median(r.sup_rss_kib);
+    o["supervisor_vmrss_total_kib"] = sum_of(r.sup_rss_kib);
+    o["supervisor_rssanon_median_kib"] = median(r.sup_anon_kib);
+    o["supervisor_rssanon_total_kib"] = sum_of(r.sup_anon_kib);
+    o["supervisor_pss_median_kib"] = r.pss_available ? json::value(median(r.sup_pss_kib)) : json::value(nullptr);
+    o["supervisor_pss_total_kib"] = r.pss_available ? json::value(sum_of(r.sup_pss_kib)) : json::value(nullptr);
+  }
+  return o;
+}
+
+// Every supervisor of a state dir still alive (checked by cmdline), by run directory.
+std::vector<pid_t> live_supervisors(const fs::path& runs_dir) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(runs_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (auto pid = live_supervisor_of(it->path())) pids.push_back(*pid);
+  return pids;
+}
+
+PhaseResult run_phase(const Options& o, bool supervised) {
+  PhaseResult r;
+  r.supervised = supervised;
+  r.runs = o.runs;
+  r.before = steadiness_now();
+  const fs::path dir = o.work_root / (supervised ? "supervised" : "unsupervised");
+  const fs::path state = dir / "state", runs_dir = state / "runs";
+  fs::create_directories(dir);
+  const fs::path script = dir / "one_call.json";
+  write_file(script, R"({"format":"mh-standin-claude.script/1","description":"mh_adoption_bench: one call, waits",)"
+                     R"("turns":[[{"type":"tool_use","id":"toolu_bench","name":"Bash",)"
+                     R"("input":{"command":"touch decided.txt","description":"bench"}},)"
+                     R"({"type":"text","text":"done"}]]})");
+  const std::string config = daemon_config(o, supervised);
+  auto finish = [&](std::string failure) {
+    if (!failure.empty() && r.failure.empty()) r.failure = std::move(failure);
+    // Whatever of this phase is still alive goes now, and is counted if the runs were closed.
+    auto sups = live_supervisors(runs_dir);
+    auto standins = processes_with_environment(standin_marker(dir));
+    if (r.failure.empty()) {
+      r.supervisors_left = sups.size();
+      r.standins_left = standins.size();
+      if (!sups.empty())
+        r.findings.push_back(std::to_string(sups.size()) + " supervisor(s) still alive after their runs closed");
+      if (!standins.empty())
+        r.findings.push_back(std::to_string(standins.size()) + " stand-in(s) still alive after their runs closed");
+    }
+    kill_all(sups);
+    kill_all(standins);
+    r.after = steadiness_now();
+    return r;
+  };
+
+  // 1. The first daemon: N runs, each at tool.requested.
+  std::vector<std::string> ids;
+  {
+    DaemonProcess first(dir / "daemon1", o.metaharness, state, config);
+    if (auto e = first.start(); !e.empty()) return finish(e);
+    if (!first.wait_notify("READY=1", 30s)) return finish("the first daemon did not become ready: " + first.log_tail());
+    if (auto m = memory_of(first.pid())) r.daemon_rss_ready_kib = m->vm_rss_kb;
+    std::string error;
+    const std::int64_t submitted_at = monotonic_ns();
+    ids = submit_all(first.socket(), run_spec(script, o.deadline_ms), o.runs, error);
+    if (ids.empty()) return finish(error + "\n" + first.log_tail());
+    r.submit_s = double(monotonic_ns() - submitted_at) / 1e9;
+    if (auto left = wait_all_have(runs_dir, ids, "tool.requested", 300s))
+      return finish(std::to_string(left) + " run(s) never reached tool.requested\n" + first.log_tail());
+    r.all_requested_s = double(monotonic_ns() - submitted_at) / 1e9;
+    // Idle, every run pending: a second for lazily touched memory (the status timer) to settle.
+    std::this_thread::sleep_for(1s);
+    if (auto m = memory_of(first.pid())) r.daemon_rss_pending_kib = m->vm_rss_kb;
+    if (supervised) {
+      for (const auto& id : ids) {
+        auto pid = live_supervisor_of(runs_dir / id);
+        auto m = pid ? memory_of(*pid) : std::nullopt;
+        if (!m) {
+          r.findings.push_back("run " + id + ": no live supervisor to measure while pending");
+          continue;
+        }
+        r.sup_rss_kib.push_back(double(m->vm_rss_kb));
+        r.sup_anon_kib.push_back(double(m->rss_anon_kb));
+        if (m->pss_kb)
+          r.sup_pss_kib.push_back(double(*m->pss_kb));
+        else
+          r.pss_available = false;
+      }
+    }
+    // 2. The crash: SIGKILL to the daemon alone.
+    if (!first.kill_daemon_only()) return finish("the first daemon did not die of SIGKILL");
+  }
+  r.standins_after_kill = processes_with_environment(standin_marker(dir)).size();
+  r.supervisors_after_kill = live_supervisors(runs_dir).size();
+  if (supervised && r.supervisors_after_kill != ids.size())
+    r.findings.push_back(std::to_string(r.supervisors_after_kill) + " of " + std::to_string(ids.size()) +
+                         " supervisors alive after the daemon's SIGKILL");
+
+  // 3. The restart: exec -> READY=1, then every run attached at once.
+  DaemonProcess second(dir / "daemon2", o.metaharness, state, config);
+  if (auto e = second.start(); !e.empty()) return finish(e);
+  auto ready = second.wait_notify("READY=1", 120s);
+  if (!ready) return finish("the restarted daemon did not become ready: " + second.log_tail());
+  r.ready_ms = double(*ready - second.start_ns()) / 1e6;
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (const auto& id : ids) {
+    conns.push_back(std::make_unique<Connection>(second.socket()));
+    if (!conns.back()->connected()) return finish("cannot connect to the restarted daemon");
+    conns.back()->send_line(socket_request("attach", "a", json::object{{"run_id", id}, {"from_seq", 0}}));
+  }
+  const std::size_t n = ids.size();
+  std::vector<std::optional<std::int64_t>> answered(n), closed(n);
+  std::vector<std::string> call_of(n), reason_of(n), refused(n);
+  std::size_t answers = 0, closes = 0;
+  // Supervised: the answer is `pending` (adopted, live, the call still waiting); unsupervised:
+  // `end` (the run was closed at start). `end` in the supervised phase is a run not adopted.
+  auto on_line = [&](std::size_t i, const std::string& line) {
+    std::string_view reply = string_field(line, "reply");
+    std::string_view event = string_field(line, "event");
+    if (event == "stream.closed") reason_of[i] = std::string(string_field(line, "reason"));
+    if (!answered[i] && (reply == "pending" || reply == "end" || reply == "error")) {
+      answered[i] = monotonic_ns();
+      ++answers;
+      if (reply == "pending") call_of[i] = std::string(string_field(line, "call_id"));
+      if (reply == "error") refused[i] = line;
+    }
+    if (reply == "end" && !closed[i]) {
+      closed[i] = monotonic_ns();
+      ++closes;
+    }
+  };
+  pump(conns, 180s, on_line, [&] { return answers == n; });
+  for (std::size_t i = 0; i < n; ++i) {
+    if (answered[i])
+      r.answer_ms.push_back(double(*answered[i] - second.start_ns()) / 1e6);
+    else
+      ++r.not_answered;
+    if (!refused[i].empty())
+      r.findings.push_back("run " + ids[i] + ": attach refused: " + refused[i]);
+    else if (supervised && answered[i] && call_of[i].empty())
+      r.findings.push_back("run " + ids[i] + ": closed at the restart instead of adopted (" +
+                           (reason_of[i].empty() ? close_reason(runs_dir / ids[i]) : reason_of[i]) + ")");
+  }
+  if (r.not_answered)
+    r.findings.push_back(std::to_string(r.not_answered) + " run(s) gave no " + (supervised ? "pending" : "end") +
+                         " on attach within 180 s");
+  if (auto m = memory_of(second.pid())) r.adopter_rss_kib = m->vm_rss_kb;
+
+  // 4. Supervised: every call allowed; each run must close `completed`.
+  if (supervised) {
+    std::vector<std::int64_t> decided_at(n, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!call_of[i].empty()) {
+        decided_at[i] = monotonic_ns();
+        conns[i]->send_line(json::serialize(json::object{{"format", "metaharness.command/1"},
+                                                         {"id", "d"},
+                                                         {"command", "tool.decide"},
+                                                         {"call_id", call_of[i]},
+                                                         {"decision", json::object{{"decision", "allow"}}}}));
+      }
+    pump(conns, 300s, on_line, [&] { return closes == n; });
+    for (std::size_t i = 0; i < n; ++i)
+      if (closed[i] && decided_at[i]) r.decide_to_closed_ms.push_back(double(*closed[i] - decided_at[i]) / 1e6);
+  }
+  // Every run's reason from its stream (the record, whatever the connections saw).
+  std::size_t not_completed = 0;
+  for (const auto& id : ids) {
+    std::string reason = close_reason(runs_dir / id);
+    ++r.closed_by_reason[reason.empty() ? "open" : reason];
+    if (reason != (supervised ? "completed" : "error")) ++not_completed;
+  }
+  if (not_completed)
+    r.findings.push_back(std::to_string(not_completed) + " of " + std::to_string(n) + " run(s) did not close " +
+                         (supervised ? "completed" : "error"));
+  // The supervisors leave once their runs are released; give them a bounded while.
+  if (supervised) {
+    for (pid_t pid : live_supervisors(runs_dir)) {
+      int pidfd = open_pidfd(pid);
+      if (pidfd < 0) continue;
+      wait_pidfd(pidfd, monotonic_ns() + 10'000'000'000);
+      ::close(pidfd);
+    }
+  }
+  conns.clear();
+  if (!second.stop(60s)) r.findings.push_back("the restarted daemon did not stop on SIGTERM within 60 s (killed)");
+  return finish("");
+}
+
+bool raise_fd_limit() {
+  rlimit l{};
+  ::getrlimit(RLIMIT_NOFILE, &l);
+  l.rlim_cur = l.rlim_max;
+  return ::setrlimit(RLIMIT_NOFILE, &l) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mh::testkit::route_stop_signals(on_stop_signal);
+  auto parsed = parse_options(argc, argv);
+  if (!parsed) return 2;
+  Options o = std::move(*parsed);
+  for (const auto& [what, path] : {std::pair{"metaharness", o.metaharness}, std::pair{"mh-standin-claude", o.standin},
+                                   std::pair{"metaharness-supervisor", o.supervisor}}) {
+    if (::access(path.c_str(), X_OK) != 0) {
+      std::cerr << "mh_adoption_bench: no executable " << what << " at " << path.string() << "\n";
+      return 2;
+    }
+  }
+  o.metaharness = fs::absolute(o.metaharness);
+  o.standin = fs::absolute(o.standin);
+  o.supervisor = fs::absolute(o.supervisor);
+  if (o.work_root.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mh-abench.XXXXXX";
+    if (!::mkdtemp(pattern.data())) {
+      std::cerr << "mh_adoption_bench: mkdtemp: " << std::strerror(errno) << "\n";
+      return 2;
+    }
+    o.work_root = pattern;
+  }
+  o.work_root = fs::absolute(o.work_root);
+  fs::create_directories(o.work_root);
+  if (o.json_out.empty()) o.json_out = o.work_root / "adoption-bench.json";
+  raise_fd_limit();
+  Steadiness start = steadiness_now();
+  std::cerr << "mh_adoption_bench: work dir " << o.work_root.string() << ", " << o.runs << " runs; "
+            << steadiness_text(start) << "\n";
+
+  std::cerr << "mh_adoption_bench: supervised: " << o.runs << " runs pending, SIGKILL, restart, adopt\n";
+  PhaseResult sup = run_phase(o, true);
+  std::cerr << "mh_adoption_bench: unsupervised: " << o.runs << " runs pending, SIGKILL, restart, recover\n";
+  PhaseResult unsup = g_stop_requested ? PhaseResult{} : run_phase(o, false);
+  Steadiness end = steadiness_now();
+
+  std::ostringstream t;
+  auto per_run = [](const PhaseResult& p) {
+    return p.runs ? double(p.daemon_rss_pending_kib - p.daemon_rss_ready_kib) / double(p.runs) : 0.0;
+  };
+  t << "Runs that outlive the daemon: " << o.runs << " open runs (stand-in, ask mode, each at tool.requested)\n"
+    << "  SIGKILL to the daemon, then a new daemon on the same state dir\n"
+    << "                                        supervised (adopted)   unsupervised (recovered)\n"
+    << "  exec -> READY=1                        " << fixed(sup.ready_ms, 1) << " ms              "
+    << fixed(unsup.ready_ms, 1) << " ms\n"
+    << "  exec -> run answers, median            " << fixed(median(sup.answer_ms), 1) << " ms              "
+    << fixed(median(unsup.answer_ms), 1) << " ms   (pending / end on attach)\n"
+    << "  exec -> last run answers (total)       " << fixed(max_of(sup.answer_ms), 1) << " ms              "
+    << fixed(max_of(unsup.answer_ms), 1) << " ms\n"
+    << "  per run, (last - READY) / N            " << fixed((max_of(sup.answer_ms) - sup.ready_ms) / double(o.runs), 2)
+    << " ms              " << fixed((max_of(unsup.answer_ms) - unsup.ready_ms) / double(o.runs), 2) << " ms\n"
+    << "  ratio supervised / unsupervised: READY " << fixed(unsup.ready_ms > 0 ? sup.ready_ms / unsup.ready_ms : 0, 2)
+    << "x, last answer " << fixed(max_of(unsup.answer_ms) > 0 ? max_of(sup.answer_ms) / max_of(unsup.answer_ms) : 0, 2)
+    << "x\n"
+    << "  runs not answering                     " << sup.not_answered << "                       "
+    << unsup.not_answered << "\n";
+  auto reasons = [](const PhaseResult& p) {
+    std::string s;
+    for (const auto& [k, v] : p.closed_by_reason)
+      s += (s.empty() ? "" : ", ") + std::to_string(v) + " " + k;
+    return s.empty() ? std::string("-") : s;
+  };
+  t << "  closed                                 " << reasons(sup) << " (after allow)   " << reasons(unsup)
+    << " (at start)\n"
+    << "  allow -> stream closed, median / max   " << fixed(median(sup.decide_to_closed_ms), 1) << " / "
+    << fixed(max_of(sup.decide_to_closed_ms), 1) << " ms\n"
+    << "  stand-in processes alive after SIGKILL " << sup.standins_after_kill << "                     "
+    << unsup.standins_after_kill << "\n"
+    << "  supervisors alive after the SIGKILL    " << sup.supervisors_after_kill << "\n"
+    << "\nMemory with the " << o.runs << " runs pending (KiB)\n"
+    << "  per supervisor (" << sup.sup_rss_kib.size() << " measured)  median        total\n"
+    << "  VmRSS                         " << fixed(median(sup.sup_rss_kib), 0) << "       "
+    << fixed(sum_of(sup.sup_rss_kib), 0) << "\n"
+    << "  RssAnon                       " << fixed(median(sup.sup_anon_kib), 0) << "       "
+    << fixed(sum_of(sup.sup_anon_kib), 0) << "\n"
+    << "  Pss                           "
+    << (sup.pss_available ? fixed(median(sup.sup_pss_kib), 0) + "       " + fixed(sum_of(sup.sup_pss_kib), 0)
+                          : std::string("(no smaps_rollup)"))
+    << "\n"
+    << "  daemon VmRSS per run, (pending - READY) / N: supervised " << fixed(per_run(sup), 1) << ", unsupervised "
+    << fixed(per_run(unsup), 1) << "\n"
+    << "  daemon VmRSS: supervised " << sup.daemon_rss_ready_kib << " -> " << sup.daemon_rss_pending_kib
+    << ", adopting daemon with the runs live " << sup.adopter_rss_kib << "; unsupervised " << unsup.daemon_rss_ready_kib
+    << " -> " << unsup.daemon_rss_pending_kib << ", recovering daemon " << unsup.adopter_rss_kib << "\n"
+    << "\nThe machine: at the start " << steadiness_text(start) << "; at the end " << steadiness_text(end) << "\n";
+  bool findings = false, failed = false;
+  for (const PhaseResult* p : {&sup, &unsup}) {
+    const char* name = p->supervised ? "supervised" : "unsupervised";
+    if (!p->failure.empty()) {
+      t << "BENCH FAILED (" << name << "): " << p->failure << "\n";
+      failed = true;
+    }
+    for (const auto& f : p->findings) {
+      t << "FINDING (" << name << "): " << f << "\n";
+      findings = true;
+    }
+  }
+  json::object summary{{"bench", "mh_adoption_bench"},
+                       {"runs", o.runs},
+                       {"cpus", std::thread::hardware_concurrency()},
+                       {"steadiness_start", to_json(start)},
+                       {"steadiness_end", to_json(end)},
+                       {"supervised", to_json(sup)},
+                       {"unsupervised", to_json(unsup)}};
+  std::cout << t.str() << "\n" << json::serialize(summary) << "\n";
+  write_file(o.json_out, json::serialize(summary) + "\n");
+  std::cerr << "mh_adoption_bench: summary in " << o.json_out.string() << "\n";
+  if (!o.keep && !failed && !findings) {
+    std::error_code ec;
+    fs::remove_all(o.work_root / "supervised", ec);
+    fs::remove_all(o.work_root / "unsupervised", ec);
+  }
+  if (failed) return 2;
+  return findings ? 1 : 0;
+}
