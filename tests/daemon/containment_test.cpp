@@ -460,9 +460,24 @@ TEST(DaemonContainmentFacts, ADefaultCgroupThatCannotWorkIsLeftOutAndEveryRunSay
 // A root daemon without the sandbox: its runs (each its own uid) still reach their scratch
 // through the 0750 tree (the state directory and runs/ 0711 there, the run directory the run's
 // group), and list nothing of it.
+// The first directory above `path` another user cannot pass through (no o+x), if any.
+std::optional<std::filesystem::path> closed_to_others(std::filesystem::path path) {
+  for (path = path.parent_path(); !path.empty() && path != path.root_path(); path = path.parent_path()) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !(st.st_mode & S_IXOTH)) return path;
+  }
+  return std::nullopt;
+}
+
 TEST(DaemonUnsandboxed, ARootDaemonsRunReachesItsScratchAndListsNoOtherRun) {
   if (::geteuid() != 0) GTEST_SKIP() << "not root";
   TempDir dir{"unsandboxed-root"};
+  // Without a sandbox the run's own uid reaches its scratch and the vendor binary through the
+  // host's directories as they are: a checkout in a 0700 directory (a mktemp -d clone) shuts it out.
+  for (const auto& needed : {dir.path() / "state", source_dir() / ".vendor/node_modules"})
+    if (auto closed = closed_to_others(std::filesystem::weakly_canonical(needed)))
+      GTEST_SKIP() << *closed << " is closed to other users (no o+x): a run as its own uid without a sandbox "
+                   << "cannot reach " << needed;
   DaemonUnderTest d(dir.path(), "[runs]\nsandbox = \"none\"\n");
   ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
   SocketClient c(d.socket());
