@@ -24,7 +24,7 @@ namespace json = boost::json;
 // The kinds, in variant order: the line's "k".
 constexpr std::string_view kKinds[] = {"start",    "out",        "out_end",       "hook",   "hook_gone",
                                        "command",  "unreadable", "source_closed", "budget", "shutdown",
-                                       "deadline", "idle",       "wall"};
+                                       "deadline", "idle",       "wall",          "warning"};
 static_assert(std::size(kKinds) == std::variant_size_v<Input>);
 
 std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
@@ -67,6 +67,10 @@ void fill(json::object& o, const Deadline& v) {
 }
 void fill(json::object&, const IdleTimeout&) {}
 void fill(json::object&, const WallBudget&) {}
+void fill(json::object& o, const ShellWarning& v) {
+  o["code"] = v.code;
+  o["message"] = v.message;
+}
 
 // Field readers that refuse by name.
 struct Fields {
@@ -154,6 +158,8 @@ boost::system::result<Input, std::string> read_input(std::string_view kind, Fiel
     input = IdleTimeout{};
   } else if (kind == "wall") {
     input = WallBudget{};
+  } else if (kind == "warning") {
+    input = ShellWarning{f.string("code"), f.string("message")};
   } else {
     return Result(boost::system::in_place_error, "unknown input kind \"" + std::string(kind) + "\"");
   }

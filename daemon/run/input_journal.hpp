@@ -67,9 +67,15 @@ struct Deadline {
 };
 struct IdleTimeout {};
 struct WallBudget {};
+// A warning the shell itself states (the run's containment, an adoption, a lost supervisor): in
+// the journal so that a replay states it again at the same place in the stream.
+struct ShellWarning {
+  std::string code;
+  std::string message;
+};
 
 using Input = std::variant<Start, VendorOut, VendorEnd, HookRequest, HookGone, CommandLine, Unreadable, SourceClosed,
-                           BudgetExhausted, Shutdown, Deadline, IdleTimeout, WallBudget>;
+                           BudgetExhausted, Shutdown, Deadline, IdleTimeout, WallBudget, ShellWarning>;
 
 struct Entry {
   std::chrono::steady_clock::time_point now;

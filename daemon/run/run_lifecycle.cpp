@@ -68,6 +68,14 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   }
   SpawnOptions spawn_options;
   const adapters::LaunchPlan* to_spawn = &plan;
+  if (supervised) {  // from the first input on: what the shell states goes in too
+    auto journal_made = InputJournal::create(options.run_dir / "core-inputs.jsonl");
+    if (!journal_made) {
+      refuse("LAUNCH_FAILED", journal_made.error(), {});
+      co_return;
+    }
+    journal.emplace(std::move(*journal_made));
+  }
   if (options.containment) {
     auto prepared =
         RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan, limits_of(options.spec));
@@ -77,7 +85,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     }
     containment = std::move(*prepared);
     for (const auto& [code, message] : containment->warnings())
-      emit(protocol::ev::Warning{code, message}, std::nullopt);
+      input(journal::ShellWarning{code, message}, Clock::now());  // journaled: an adoption states them again
     to_spawn = &containment->launch_plan();
     spawn_options = containment->spawn_options();
   }

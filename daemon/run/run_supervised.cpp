@@ -70,12 +70,6 @@ asio::awaitable<bool> Run::Impl::launch_supervised(const adapters::LaunchPlan& t
       refuse("LAUNCH_FAILED", *problem, {});
       co_return false;
     }
-  auto journal_made = InputJournal::create(options.run_dir / kJournalFile);
-  if (!journal_made) {
-    refuse("LAUNCH_FAILED", journal_made.error(), {});
-    co_return false;
-  }
-  journal.emplace(std::move(*journal_made));
   auto spawned = spawn_supervisor(options.supervision->binary, spec, options.run_dir / kSupervisorSpecFile);
   if (!spawned) {
     refuse("LAUNCH_FAILED", spawned.error(), {});
@@ -154,9 +148,9 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
   while (!(vendor_exit && vendor_stdout_ended && vendor_stderr_ended)) {
     auto message = co_await link->next();
     if (!message) {
-      emit(protocol::ev::Warning{"SUPERVISOR_LOST", "the run's supervisor went away (" + message.error() +
-                                                        "): its vendor is killed and the run is closed"},
-           std::nullopt);
+      input(journal::ShellWarning{"SUPERVISOR_LOST", "the run's supervisor went away (" + message.error() +
+                                                         "): its vendor is killed and the run is closed"},
+            Clock::now());
       after_core();
       co_await end_body(vendor_pid ? std::optional<pid_t>(vendor_pid) : std::nullopt);
       struct stat st {};
@@ -357,12 +351,14 @@ void Run::Impl::reconcile_after_replay(Instant now) {
   replay.reset();  // live from here on
   if (options.on_spend_replayed) options.on_spend_replayed(core->spend());
   Instant last = done.now;
-  emit(protocol::ev::Warning{"RUN_ADOPTED",
-                             "metaharness restarted and took this run over: no daemon governed it for " +
-                                 seconds_text(now - last) + "; " +
-                                 std::to_string(hello.stdout_bytes > stdout_fed ? hello.stdout_bytes - stdout_fed : 0) +
-                                 " bytes of vendor output written meanwhile follow"},
-       std::nullopt);
+  // Journaled like every shell warning: a later adoption states it again in its place.
+  input(
+      journal::ShellWarning{"RUN_ADOPTED",
+                            "metaharness restarted and took this run over: no daemon governed it for " +
+                                seconds_text(now - last) + "; " +
+                                std::to_string(hello.stdout_bytes > stdout_fed ? hello.stdout_bytes - stdout_fed : 0) +
+                                " bytes of vendor output written meanwhile follow"},
+      now);
   after_core();
 
   for (std::size_t at = hello.stdin_bytes; at < done.stdin_bytes.size();) {

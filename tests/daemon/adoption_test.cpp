@@ -119,7 +119,8 @@ class DaemonAdoption : public ::testing::Test {
     return events;
   }
 
-  void expect_adopted_and_complete(const std::string& id, const std::vector<EventLine>& events) {
+  void expect_adopted_and_complete(const std::string& id, const std::vector<EventLine>& events,
+                                   std::size_t adoptions = 1) {
     ASSERT_FALSE(events.empty()) << id;
     EXPECT_EQ(events.back().event(), "stream.closed") << id;
     EXPECT_EQ(events.back().str("reason"), "completed") << id << ": " << events.back().raw;
@@ -129,7 +130,7 @@ class DaemonAdoption : public ::testing::Test {
       if (events[i].event() == "warning" && events[i].str("code") == "RUN_ADOPTED") ++adopted;
       if (events[i].event() == "stream.closed") ++closed;
     }
-    EXPECT_EQ(adopted, 1u) << id;
+    EXPECT_EQ(adopted, adoptions) << id;
     EXPECT_EQ(closed, 1u) << id;
     auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
     EXPECT_TRUE(verdict.complete_and_well_formed()) << id << ": " << verdict.summary();
@@ -255,6 +256,36 @@ TEST_F(DaemonAdoption, AStopWithOnStopDetachLeavesTheRunToTheNextStart) {
   auto events = follow(id);
   expect_adopted_and_complete(id, events);
   EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/after.txt"), "after\n");
+}
+
+TEST_F(DaemonAdoption, ARunAdoptedOnceIsAdoptedAgainAfterTheNextKill) {
+  // The second daemon's replay must state again what the first adoption stated (its RUN_ADOPTED)
+  // and what the launch stated (the containment's warnings), each at its place in the stream.
+  ModelServer model(dir.path(), "twice", bash_scenario("echo twice > twice.txt"));
+  ASSERT_TRUE(model.up());
+  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
+  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  for (int round = 0; round < 2; ++round) {
+    kill_daemon();
+    start_daemon();
+    ASSERT_TRUE(eventually(
+        [&] {
+          std::size_t adopted = 0;
+          for (const auto& e : events_of(id))
+            adopted += e.event() == "warning" && e.str("code") == "RUN_ADOPTED";
+          return adopted == static_cast<std::size_t>(round + 1);
+        },
+        60s))
+        << "round " << round << ": " << what_happened(id);
+  }
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":0)"));
+  ASSERT_TRUE(control.wait_reply("attached"));
+  control.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_probe",)"
+               R"("decision":{"decision":"allow"}})");
+  auto events = follow(id);
+  expect_adopted_and_complete(id, events, 2);
+  EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/twice.txt"), "twice\n");
 }
 
 TEST_F(DaemonAdoption, ARunWhoseSupervisorDiesIsKilledAndClosedSayingSo) {

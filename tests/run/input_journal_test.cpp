@@ -37,6 +37,7 @@ std::vector<Entry> one_of_each() {
       {at(11), journal::Shutdown{}},
       {at(12), journal::Deadline{"toolu_01"}},
       {at(13), journal::IdleTimeout{}},
+      {at(14), journal::ShellWarning{"RUN_ADOPTED", "no daemon governed it for 1.2 s"}},
       {at(std::numeric_limits<std::int64_t>::max()), journal::WallBudget{}},
   };
 }
