@@ -44,6 +44,18 @@ int exit_status_for(const RunOutcome& outcome, const protocol::AuditReport& audi
 // Run
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// How a run's events.jsonl is written: the same for a new run and an adopted one.
+EventLogOptions log_options_of(const RunOptions& options) {
+  EventLogOptions log_options;
+  log_options.durability = options.fsync_each_event ? Durability::fsync_each : Durability::write;
+  log_options.max_line_bytes = options.max_event_line_bytes;
+  return log_options;
+}
+
+}  // namespace
+
 Run::Run(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Run::~Run() = default;
 
@@ -77,9 +89,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   }
 
   if (auto problem = dir.write_spec(i.options.spec)) return fail(*problem);
-  EventLogOptions log_options;
-  log_options.durability = i.options.fsync_each_event ? Durability::fsync_each : Durability::write;
-  log_options.max_line_bytes = i.options.max_event_line_bytes;
+  EventLogOptions log_options = log_options_of(i.options);
   auto log = EventLog::create(dir.events(), i.options.spec.run_id, log_options);
   if (!log) return fail(log.error());
   i.log.emplace(std::move(*log));
@@ -111,9 +121,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_con
   options.spec.run_id = options.run_dir.filename().string();  // a submit's spec names none; the run is its directory
   auto impl = std::make_unique<Impl>(io, adapter, std::move(options));
   Impl& i = *impl;
-  EventLogOptions log_options;
-  log_options.durability = i.options.fsync_each_event ? Durability::fsync_each : Durability::write;
-  log_options.max_line_bytes = i.options.max_event_line_bytes;
+  EventLogOptions log_options = log_options_of(i.options);
   auto recovered = EventLog::recover(dir.events(), i.options.spec.run_id, log_options);
   if (!recovered) return fail(recovered.error());
   if (recovered->report.already_closed) return fail("its stream is closed already");

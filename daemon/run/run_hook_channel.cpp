@@ -12,6 +12,7 @@
 #include <boost/asio/write.hpp>
 
 #include "daemon/peer.hpp"
+#include "daemon/process/process_env.hpp"
 #include "daemon/run/run_impl.hpp"
 
 namespace mh::daemon {
@@ -19,30 +20,6 @@ namespace mh::daemon {
 namespace {
 
 constexpr std::size_t kMaxHookRequestBytes = 1u << 20;
-
-// Does /proc/<pid>/environ hold `entry` as a whole entry? A hook program inherits the vendor's
-// environment, so a connection whose peer does not carry the run's marker is not this run's hook.
-bool process_carries(pid_t pid, const std::string& entry) {
-  std::string path = "/proc/" + std::to_string(pid) + "/environ";
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return false;
-  std::string env;
-  char chunk[16 * 1024];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
-    if (n <= 0) break;
-    env.append(chunk, static_cast<std::size_t>(n));
-    if (env.size() > (1u << 20)) break;  // an environment that large is not worth reading on
-  }
-  std::size_t start = 0;
-  while (start < env.size()) {
-    std::size_t end = env.find('\0', start);
-    if (end == std::string::npos) end = env.size();
-    if (env.compare(start, end - start, entry) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 
 #include <fstream>
 
+#include "daemon/supervisor/supervisor_link.hpp"
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/governed_run.hpp"
@@ -20,15 +21,7 @@
 namespace mh::test {
 namespace {
 
-std::string bash_scenario(const std::string& command) {
-  json::object input{{"command", command}, {"description", "probe"}};
-  json::object call{{"type", "tool_call"}, {"id", "toolu_probe"}, {"name", "Bash"}, {"input", input}};
-  json::object ask{{"name", "ask"}, {"content", json::array{call}}};
-  json::object answer{{"name", "answer"}, {"content", json::array{json::object{{"type", "text"}, {"text", "Done."}}}}};
-  json::object scenario{
-      {"format", "metaharness.scenario/1"}, {"wires", json::array{"anthropic"}}, {"steps", json::array{ask, answer}}};
-  return protocol::canonical_json(scenario);
-}
+using daemon::end_stale_supervisor;
 
 // A scripted model endpoint of its own for one run: it outlives the daemon under test.
 class ModelServer {
@@ -69,7 +62,7 @@ class DaemonAdoption : public ::testing::Test {
     // A run this test left open (a failed assertion) must not outlive it: end every supervisor of
     // this state directory, then the runs' processes go with their supervisors' vendors.
     for (const auto& run : std::filesystem::directory_iterator(dir.path() / "state" / "runs", ec_))
-      end_supervisor(run.path());
+      end_stale_supervisor(run.path());
   }
 
   void start_daemon(const std::string& extra = "") {
@@ -141,13 +134,6 @@ class DaemonAdoption : public ::testing::Test {
     if (!state || !state->is_object()) return std::nullopt;
     return static_cast<int>(state->get_object().at("supervisor_pid").to_number<std::int64_t>());
   }
-  void end_supervisor(const std::filesystem::path& run) {
-    auto state = protocol::parse_json(read_file(run / "supervisor.json"));
-    if (!state || !state->is_object()) return;
-    int pid = static_cast<int>(state->get_object().at("supervisor_pid").to_number<std::int64_t>());
-    std::string argv = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-    if (argv.find((run / "supervisor-spec.json").string()) != std::string::npos) ::kill(pid, SIGKILL);
-  }
 
   TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::unique_ptr<DaemonUnderTest> daemon;
@@ -155,8 +141,8 @@ class DaemonAdoption : public ::testing::Test {
 };
 
 TEST_F(DaemonAdoption, AKilledDaemonLosesNoRunPendingADecisionInsideAToolCallOrIdle) {
-  ModelServer pending_model(dir.path(), "pending", bash_scenario("echo decided > decided.txt"));
-  ModelServer tool_model(dir.path(), "tool", bash_scenario("sleep 4; echo ran > ran.txt"));
+  ModelServer pending_model(dir.path(), "pending", one_bash_call_scenario("echo decided > decided.txt"));
+  ModelServer tool_model(dir.path(), "tool", one_bash_call_scenario("sleep 4; echo ran > ran.txt"));
   ModelServer idle_model(dir.path(), "idle", read_scenario("two_turns_keep_open"));
   ASSERT_TRUE(pending_model.up() && tool_model.up() && idle_model.up());
   std::string pending = submit(pending_model, R"("decisions":"ask","decision_deadline_ms":120000)");
@@ -210,7 +196,7 @@ TEST_F(DaemonAdoption, AKilledDaemonLosesNoRunPendingADecisionInsideAToolCallOrI
 }
 
 TEST_F(DaemonAdoption, ADeadlineThatRanOutWhileNoDaemonWasThereIsAppliedAtAdoption) {
-  ModelServer model(dir.path(), "deadline", bash_scenario("echo never > never.txt"));
+  ModelServer model(dir.path(), "deadline", one_bash_call_scenario("echo never > never.txt"));
   ASSERT_TRUE(model.up());
   std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":2000)");
   ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
@@ -237,7 +223,7 @@ TEST_F(DaemonAdoption, ADeadlineThatRanOutWhileNoDaemonWasThereIsAppliedAtAdopti
 }
 
 TEST_F(DaemonAdoption, AStopWithOnStopDetachLeavesTheRunToTheNextStart) {
-  ModelServer model(dir.path(), "detach", bash_scenario("echo after > after.txt"));
+  ModelServer model(dir.path(), "detach", one_bash_call_scenario("echo after > after.txt"));
   ASSERT_TRUE(model.up());
   std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
   ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
@@ -261,7 +247,7 @@ TEST_F(DaemonAdoption, AStopWithOnStopDetachLeavesTheRunToTheNextStart) {
 TEST_F(DaemonAdoption, ARunAdoptedOnceIsAdoptedAgainAfterTheNextKill) {
   // The second daemon's replay must state again what the first adoption stated (its RUN_ADOPTED)
   // and what the launch stated (the containment's warnings), each at its place in the stream.
-  ModelServer model(dir.path(), "twice", bash_scenario("echo twice > twice.txt"));
+  ModelServer model(dir.path(), "twice", one_bash_call_scenario("echo twice > twice.txt"));
   ASSERT_TRUE(model.up());
   std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
   ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
@@ -289,7 +275,7 @@ TEST_F(DaemonAdoption, ARunAdoptedOnceIsAdoptedAgainAfterTheNextKill) {
 }
 
 TEST_F(DaemonAdoption, ARunWhoseSupervisorDiesIsKilledAndClosedSayingSo) {
-  ModelServer model(dir.path(), "lost", bash_scenario("echo x > x.txt"));
+  ModelServer model(dir.path(), "lost", one_bash_call_scenario("echo x > x.txt"));
   ASSERT_TRUE(model.up());
   std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
   ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);

@@ -22,17 +22,6 @@
 namespace mh::test {
 namespace {
 
-// A one-Bash-call scenario, as one JSON line.
-std::string bash_scenario(const std::string& command) {
-  json::object input{{"command", command}, {"description", "probe"}};
-  json::object call{{"type", "tool_call"}, {"id", "toolu_probe"}, {"name", "Bash"}, {"input", input}};
-  json::object ask{{"name", "ask"}, {"content", json::array{call}}};
-  json::object answer{{"name", "answer"}, {"content", json::array{json::object{{"type", "text"}, {"text", "Done."}}}}};
-  json::object scenario{
-      {"format", "metaharness.scenario/1"}, {"wires", json::array{"anthropic"}}, {"steps", json::array{ask, answer}}};
-  return protocol::canonical_json(scenario);
-}
-
 // Processes whose command line holds `needle` (the unique sleeps the probe starts).
 std::vector<int> processes_running(const std::string& needle) {
   std::vector<int> found;
@@ -105,7 +94,7 @@ class DaemonContainment : public ::testing::Test {
 };
 
 TEST_F(DaemonContainment, EscapeesOfAnAllowedCallAreGoneAfterTheRunsNormalEnd) {
-  std::string id = submit(bash_scenario(escapes() + "touch started.txt"));
+  std::string id = submit(one_bash_call_scenario(escapes() + "touch started.txt"));
   auto events = follow(id);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().event(), "stream.closed");
@@ -120,7 +109,7 @@ TEST_F(DaemonContainment, EscapeesOfAnAllowedCallAreGoneAfterTheRunsNormalEnd) {
 }
 
 TEST_F(DaemonContainment, EscapeesOfAnAllowedCallAreGoneAfterHalt) {
-  std::string id = submit(bash_scenario(escapes() + "touch started.txt; sleep 300"));
+  std::string id = submit(one_bash_call_scenario(escapes() + "touch started.txt; sleep 300"));
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(daemon->run_dir(id) / "scratch/work/started.txt"); }));
   ASSERT_TRUE(eventually([&] { return processes_running("." + token_).size() >= 3; }))
       << "the three escapees run while the call does";
@@ -138,7 +127,7 @@ TEST_F(DaemonContainment, EscapeesOfAnAllowedCallAreGoneAfterHalt) {
 // the escapees the end killed, and null, never 0, for what a controller not enabled here would
 // have counted (these machines offer none of memory and pids to cgroup2).
 TEST_F(DaemonContainment, StreamClosedCarriesTheRunsResourcesNullWhereUnknown) {
-  std::string id = submit(bash_scenario(escapes() + "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"));
+  std::string id = submit(one_bash_call_scenario(escapes() + "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"));
   auto events = follow(id);
   ASSERT_FALSE(events.empty());
   const EventLine& closed = events.back();
@@ -178,7 +167,7 @@ TEST_F(DaemonContainment, StreamClosedCarriesTheRunsResourcesNullWhereUnknown) {
 // cgroup v1) refuses the run at its start, naming the limit and the controller, never ignored.
 TEST_F(DaemonContainment, ARunSpecsLimitsAreBoundedAndRefusedByNameWithoutTheirController) {
   std::string code;
-  EXPECT_EQ(submit(bash_scenario("true"), R"("limits":{"pids_max":0})", &code), "");
+  EXPECT_EQ(submit(one_bash_call_scenario("true"), R"("limits":{"pids_max":0})", &code), "");
   EXPECT_EQ(code, "MALFORMED");
   auto parent = cgroup_parent_of(daemon->state_dir());
   if (!parent || !std::filesystem::exists(*parent)) GTEST_SKIP() << "runs get no cgroup here";
@@ -187,7 +176,7 @@ TEST_F(DaemonContainment, ARunSpecsLimitsAreBoundedAndRefusedByNameWithoutTheirC
   for (std::string word; words >> word;)
     controllers.insert(word);
   if (controllers.count("memory")) GTEST_SKIP() << "the memory controller is offered here: the limit would apply";
-  std::string id = submit(bash_scenario("touch started.txt"), R"("limits":{"memory_max_bytes":268435456})");
+  std::string id = submit(one_bash_call_scenario("touch started.txt"), R"("limits":{"memory_max_bytes":268435456})");
   ASSERT_FALSE(id.empty());
   auto events = follow(id);
   ASSERT_FALSE(events.empty());
@@ -204,14 +193,14 @@ TEST_F(DaemonContainment, ARunSpecsLimitsAreBoundedAndRefusedByNameWithoutTheirC
 }
 
 TEST_F(DaemonContainment, TheRunIsNotRootAndSeesNeitherAPlantedFileNorAnotherRun) {
-  std::string first = submit(bash_scenario("true"));
+  std::string first = submit(one_bash_call_scenario("true"));
   follow(first);
   std::ofstream(dir.path() / "planted.txt") << "secret";
   std::string probe = "{ id -u; id -un; cat " + (dir.path() / "planted.txt").string() + " && echo planted-read; cat " +
                       (daemon->run_dir(first) / "events.jsonl").string() +
                       " >/dev/null && echo other-run-read; ls -A /root | grep -q . && echo root-listed; "
                       "echo probed; } > probe.txt 2>/dev/null";
-  std::string id = submit(bash_scenario(probe));
+  std::string id = submit(one_bash_call_scenario(probe));
   follow(id);
   std::string out = read_file(daemon->run_dir(id) / "scratch/work/probe.txt");
   ASSERT_NE(out.find("probed"), std::string::npos) << out;
@@ -231,11 +220,14 @@ TEST_F(DaemonContainment, AControlPeerMayNameACwdOnlyUnderTheWorkspaceRoots) {
                std::to_string(::getuid()) + "]\n[runs]\nworkspace_roots = [\"" + (dir.path() / "roots").string() +
                "\"]\n");
   std::string code;
-  EXPECT_EQ(submit(bash_scenario("true"), R"("cwd":"/root")", &code), "");
+  EXPECT_EQ(submit(one_bash_call_scenario("true"), R"("cwd":"/root")", &code), "");
   EXPECT_EQ(code, "CWD_OUTSIDE_ROOTS");
-  EXPECT_EQ(submit(bash_scenario("true"), R"("cwd":")" + (dir.path() / "roots/../roots2").string() + "\"", &code), "");
+  EXPECT_EQ(
+      submit(one_bash_call_scenario("true"), R"("cwd":")" + (dir.path() / "roots/../roots2").string() + "\"", &code),
+      "");
   EXPECT_EQ(code, "CWD_OUTSIDE_ROOTS") << "`..` does not climb out";
-  std::string id = submit(bash_scenario("true"), R"("cwd":")" + (dir.path() / "roots/project").string() + "\"", &code);
+  std::string id =
+      submit(one_bash_call_scenario("true"), R"("cwd":")" + (dir.path() / "roots/project").string() + "\"", &code);
   EXPECT_FALSE(id.empty()) << code;
   if (!id.empty()) follow(id);
 }
@@ -250,7 +242,7 @@ TEST(DaemonCgroupParent, IsGoneAfterTheDaemonStops) {
     SocketClient c(d.socket());
     auto reply = c.request(
         socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
-                                     bash_scenario("true") + "}"));
+                                     one_bash_call_scenario("true") + "}"));
     ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
     SocketClient t(d.socket());
     t.send(socket_request("tail", R"("run_id":")" + reply->str("run_id") + R"(","from_seq":1,"follow":true)"));
@@ -292,7 +284,7 @@ TEST_P(DaemonFileModes, AreExplicitWhateverTheUmask) {
     SocketClient c(d->socket());
     auto reply = c.request(
         socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
-                                     bash_scenario("true") + "}"));
+                                     one_bash_call_scenario("true") + "}"));
     ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
     id = reply->str("run_id");
     SocketClient t(d->socket());
@@ -428,7 +420,7 @@ TEST(DaemonContainmentFacts, ADefaultCgroupThatCannotWorkIsLeftOutAndEveryRunSay
     EXPECT_EQ(why.rfind("cannot create " + cage.string() + "/mh-", 0), 0u) << why;
     auto reply2 = c.request(
         socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
-                                     bash_scenario("true") + "}"));
+                                     one_bash_call_scenario("true") + "}"));
     ASSERT_TRUE(reply2 && reply2->str("reply") == "submitted") << (reply2 ? reply2->raw : "no reply");
     SocketClient t(d->socket());
     t.send(socket_request("tail", R"("run_id":")" + reply2->str("run_id") + R"(","from_seq":1,"follow":true)"));
@@ -485,7 +477,7 @@ TEST(DaemonUnsandboxed, ARootDaemonsRunReachesItsScratchAndListsNoOtherRun) {
       "touch started.txt; ls " + (d.state_dir() / "runs").string() + " >listed.txt 2>&1 || echo refused >listed.txt";
   auto reply = c.request(
       socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
-                                   bash_scenario(probe) + "}"));
+                                   one_bash_call_scenario(probe) + "}"));
   ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
   const std::string id = reply->str("run_id");
   SocketClient t(d.socket());

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "protocol/json.hpp"
+
 extern char** environ;
 
 namespace mh::test {
@@ -188,6 +190,16 @@ std::string socket_request(const std::string& request, const std::string& fields
 std::string tool_decide(const std::string& id, const std::string& call, const std::string& decision_json) {
   return R"({"format":"metaharness.command/1","id":")" + id + R"(","command":"tool.decide","call_id":")" + call +
          R"(","decision":)" + decision_json + "}";
+}
+
+std::string one_bash_call_scenario(const std::string& command) {
+  json::object input{{"command", command}, {"description", "probe"}};
+  json::object call{{"type", "tool_call"}, {"id", "toolu_probe"}, {"name", "Bash"}, {"input", input}};
+  json::object ask{{"name", "ask"}, {"content", json::array{call}}};
+  json::object answer{{"name", "answer"}, {"content", json::array{json::object{{"type", "text"}, {"text", "Done."}}}}};
+  json::object scenario{
+      {"format", "metaharness.scenario/1"}, {"wires", json::array{"anthropic"}}, {"steps", json::array{ask, answer}}};
+  return protocol::canonical_json(scenario);
 }
 
 }  // namespace mh::test

@@ -72,6 +72,9 @@ class SocketClient {
 // Builders for socket API lines.
 std::string socket_request(const std::string& request, const std::string& fields_json = "",
                            const std::string& id = "t");
+// A metaharness.scenario/1 (one JSON line) whose model asks for one Bash call (`toolu_probe`,
+// running `command`), then answers "Done.": the daemon tests' probe of what a run's call can do.
+std::string one_bash_call_scenario(const std::string& command);
 std::string tool_decide(const std::string& id, const std::string& call, const std::string& decision_json);
 
 }  // namespace mh::test
