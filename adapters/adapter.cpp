@@ -40,6 +40,52 @@ bool set_budget(Budgets& b, std::string_view key, std::string_view value, std::s
   return true;
 }
 
+namespace {
+constexpr std::string_view kLimitKeys = "memory_max_bytes, pids_max or cpu_max_percent";
+}  // namespace
+
+bool is_limit_key(std::string_view key) {
+  return key == "memory_max_bytes" || key == "pids_max" || key == "cpu_max_percent";
+}
+
+std::string set_limit(RunLimits& limits, std::string_view key, std::uint64_t n) {
+  std::uint64_t low = 1, high = 0;
+  if (key == "memory_max_bytes")
+    low = RunLimits::kMemoryMin, high = RunLimits::kMemoryMax;
+  else if (key == "pids_max")
+    high = RunLimits::kPidsMax;
+  else if (key == "cpu_max_percent")
+    high = RunLimits::kCpuPercentMax;
+  else
+    return " has an unknown key \"" + proto::excerpt(key, 40) + "\"; expected " + std::string(kLimitKeys);
+  if (n < low || n > high)
+    return "." + std::string(key) + " is " + std::to_string(n) + "; expected " + std::to_string(low) + " to " +
+           std::to_string(high);
+  if (key == "memory_max_bytes")
+    limits.memory_max_bytes = n;
+  else if (key == "pids_max")
+    limits.pids_max = n;
+  else
+    limits.cpu_max_percent = static_cast<std::uint32_t>(n);
+  return "";
+}
+
+bool set_limit(RunLimits& limits, std::string_view key, std::string_view value, std::string& error) {
+  if (!is_limit_key(key)) {
+    error = "unknown limit \"" + proto::excerpt(key, 40) + "\"; the limits are " + std::string(kLimitKeys);
+    return false;
+  }
+  if (value.empty() || value.size() > 19 || value.find_first_not_of("0123456789") != std::string_view::npos) {
+    error = "limit " + std::string(key) + " must be a whole number, not \"" + proto::excerpt(value, 40) + "\"";
+    return false;
+  }
+  if (auto refusal = set_limit(limits, key, std::strtoull(std::string(value).c_str(), nullptr, 10)); !refusal.empty()) {
+    error = "limit " + refusal.substr(1);
+    return false;
+  }
+  return true;
+}
+
 void fill_unset_budgets(Budgets& b, const Budgets& defaults) {
   if (!b.turns) b.turns = defaults.turns;
   if (!b.tool_calls) b.tool_calls = defaults.tool_calls;
@@ -106,12 +152,16 @@ json::value spec_to_json(const RunSpec& spec) {
   o["deny_only"] = spec.deny_only;
   o["hermetic"] = proto::to_string(spec.hermetic);
   o["budget"] = budgets_to_json(spec.budget);
-  json::object limits;
-  if (spec.limits.memory_max_bytes) limits["memory_max_bytes"] = *spec.limits.memory_max_bytes;
-  if (spec.limits.pids_max) limits["pids_max"] = *spec.limits.pids_max;
-  if (spec.limits.cpu_max_percent) limits["cpu_max_percent"] = *spec.limits.cpu_max_percent;
-  o["limits"] = std::move(limits);
+  o["limits"] = limits_to_json(spec.limits);
   return o;
+}
+
+json::object limits_to_json(const RunLimits& l) {
+  json::object limits;
+  if (l.memory_max_bytes) limits["memory_max_bytes"] = *l.memory_max_bytes;
+  if (l.pids_max) limits["pids_max"] = *l.pids_max;
+  if (l.cpu_max_percent) limits["cpu_max_percent"] = *l.cpu_max_percent;
+  return limits;
 }
 
 namespace {
@@ -121,30 +171,13 @@ namespace {
 std::string read_limits(const json::object& limits, RunLimits& out) {
   for (const auto& kv : limits) {
     const std::string key(kv.key());
-    std::uint64_t low = 1, high = 0;
-    if (key == "memory_max_bytes")
-      low = RunLimits::kMemoryMin, high = RunLimits::kMemoryMax;
-    else if (key == "pids_max")
-      high = RunLimits::kPidsMax;
-    else if (key == "cpu_max_percent")
-      high = RunLimits::kCpuPercentMax;
-    else
-      return "run: limits has an unknown key \"" + proto::excerpt(key, 40) +
-             "\"; expected memory_max_bytes, pids_max or cpu_max_percent";
     const json::value& v = kv.value();
     std::optional<std::uint64_t> n;
     if (v.is_uint64()) n = v.get_uint64();
     if (v.is_int64() && v.get_int64() >= 0) n = static_cast<std::uint64_t>(v.get_int64());
-    if (!n) return "run: limits." + key + " is " + proto::describe_json(v) + "; expected a whole number";
-    if (*n < low || *n > high)
-      return "run: limits." + key + " is " + std::to_string(*n) + "; expected " + std::to_string(low) + " to " +
-             std::to_string(high);
-    if (key == "memory_max_bytes")
-      out.memory_max_bytes = *n;
-    else if (key == "pids_max")
-      out.pids_max = *n;
-    else
-      out.cpu_max_percent = static_cast<std::uint32_t>(*n);
+    if (!n && is_limit_key(key))
+      return "run: limits." + key + " is " + proto::describe_json(v) + "; expected a whole number";
+    if (auto refusal = set_limit(out, key, n.value_or(0)); !refusal.empty()) return "run: limits" + refusal;
   }
   return "";
 }

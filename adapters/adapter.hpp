@@ -69,6 +69,18 @@ struct RunLimits {
   std::optional<std::uint32_t> cpu_max_percent;  // 100 = one CPU
 };
 
+// Sets one limit by its key (memory_max_bytes, pids_max, cpu_max_percent): "" when the key is
+// known and the value within its bounds, else the refusal's tail (" has an unknown key …" or
+// ".<key> is N; expected …"), for the caller to prefix with where the limit came from.
+bool is_limit_key(std::string_view key);
+std::string set_limit(RunLimits& limits, std::string_view key, std::uint64_t value);
+// The same from text (a command line's KEY=VALUE): false with a reason naming the key.
+bool set_limit(RunLimits& limits, std::string_view key, std::string_view value, std::string& error);
+json::object limits_to_json(const RunLimits& limits);  // the set ones only
+inline bool any_limit(const RunLimits& l) {
+  return l.memory_max_bytes || l.pids_max || l.cpu_max_percent;
+}
+
 struct RunSpec {
   std::string run_id;
   std::string adapter;  // "claude" | "codex"

@@ -196,6 +196,17 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
     }
   }
   run["budget"] = adapters::budgets_to_json(budget);
+  adapters::RunLimits limits;  // likewise
+  for (const auto& kv : o.limits) {
+    auto eq = kv.find('=');
+    std::string problem = "expected KEY=VALUE, got \"" + kv + "\"";
+    if (eq == std::string::npos || eq == 0 ||
+        !adapters::set_limit(limits, kv.substr(0, eq), kv.substr(eq + 1), problem)) {
+      error = "--limit: " + problem;
+      return {};
+    }
+  }
+  if (adapters::any_limit(limits)) run["limits"] = adapters::limits_to_json(limits);
   return run;
 }
 

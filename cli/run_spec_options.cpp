@@ -42,6 +42,9 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
   app->add_option("--budget", o.budgets,
                   "KEY=VALUE, a budget that ends the run with reason budget when crossed: turns, tool_calls, "
                   "input_tokens, output_tokens, wall_ms, usd (repeatable)");
+  app->add_option("--limit", o.limits,
+                  "KEY=VALUE, a limit of the run's cgroup: memory_max_bytes, pids_max, cpu_max_percent (100 = one "
+                  "CPU); a limit the host cannot enforce refuses the run (repeatable)");
 }
 
 namespace {
@@ -120,6 +123,12 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
     if (!split) return fail("--budget: " + split.error());
     std::string error;
     if (!adapters::set_budget(spec.budget, split->first, split->second, error)) return fail("--budget: " + error);
+  }
+  for (const auto& kv : o.limits) {
+    auto split = split_kv(kv);
+    if (!split) return fail("--limit: " + split.error());
+    std::string error;
+    if (!adapters::set_limit(spec.limits, split->first, split->second, error)) return fail("--limit: " + error);
   }
   return spec;
 }

@@ -29,6 +29,7 @@ struct RunSpecOptions {
   bool deny_only = false;
   std::string hermetic = "on";
   std::vector<std::string> budgets;  // KEY=VALUE
+  std::vector<std::string> limits;   // KEY=VALUE
 };
 
 // Adds the options (and the ADAPTER positional) to a subcommand.

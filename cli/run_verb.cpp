@@ -190,6 +190,11 @@ int run_verb(const RunVerbOptions& o) {
   options.idle_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
   options.halt_grace = std::chrono::milliseconds(o.halt_grace_ms);
   options.fsync_each_event = o.fsync;
+  // Not contained (the daemon's runs are): said where the person running it reads, and a spec's
+  // limits are refused at the run's start rather than ignored.
+  std::cerr << "metaharness run: this run is not contained (no cgroup, no sandbox, your own identity; its "
+               "processes are found by their environment marker at its end); `submit` it to the daemon to "
+               "contain it (docs/containment.md)\n";
   // Timing only when a report is asked for: a run without one is not timed at all.
   std::shared_ptr<daemon::SeamTimer> timer;
   if (!o.latency_report.empty()) options.seam_probe = timer = std::make_shared<daemon::SeamTimer>();

@@ -283,7 +283,10 @@ boost::asio::awaitable<std::string> RunContainment::end(boost::asio::any_io_exec
 
 std::optional<protocol::ev::RunResources> RunContainment::resources() const {
   if (!cgroup_) return std::nullopt;
-  CgroupFacts f = facts_ ? *facts_ : cgroup_->facts();
+  return run_resources(facts_ ? *facts_ : cgroup_->facts());
+}
+
+protocol::ev::RunResources run_resources(const CgroupFacts& f) {
   return protocol::ev::RunResources{f.cpu_usec, f.memory_peak_bytes, f.tasks_peak, f.oom_kills, f.processes_killed};
 }
 

@@ -71,6 +71,9 @@ struct ContainmentPolicy {
   std::shared_ptr<RunUidPool> uids;
 };
 
+// A group's counters as the wire carries them (stream.closed.resources).
+protocol::ev::RunResources run_resources(const CgroupFacts& facts);
+
 class RunContainment {
  public:
   // Makes the run's cgroup (with its limits), its identity (its own directories chowned to it,

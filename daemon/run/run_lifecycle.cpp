@@ -25,6 +25,14 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     refuse("LAUNCH_REFUSED", *unpriced, {});
     co_return;
   }
+  if (!options.containment && adapters::any_limit(options.spec.limits)) {
+    // Nothing here could enforce them: refused by name before anything is made, never ignored.
+    refuse("LAUNCH_REFUSED",
+           "run: limits " + protocol::canonical_json(adapters::limits_to_json(options.spec.limits)) +
+               " cannot be enforced: this run has no cgroup (it is not contained; the daemon's runs are)",
+           {});
+    co_return;
+  }
   auto& plan = std::get<adapters::LaunchPlan>(planned);
   std::string error;
   std::error_code ec;

@@ -486,14 +486,18 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     r.read_paths("workspace_roots", c.workspace_roots);
     r.read_paths("sandbox_read_only", c.sandbox_read_only);
     std::uint64_t memory_max = 0, pids_max = 0, cpu_max = 0;
-    auto at_least = [](std::uint64_t min) {
-      return [min](const std::uint64_t& v) {
-        return v >= min ? std::string() : "must be at least " + std::to_string(min);
+    // The bounds a run spec's own limits have (adapters::set_limit): one rule for both.
+    auto a_limit = [](std::string_view key) {
+      return [key](const std::uint64_t& v) {
+        adapters::RunLimits scratch;
+        std::string refusal = adapters::set_limit(scratch, key, v);
+        auto expected = refusal.find("expected ");
+        return refusal.empty() ? std::string() : "must be " + refusal.substr(expected + 9);
       };
     };
-    r.read<std::uint64_t>("memory_max_bytes", memory_max, at_least(1u << 20));
-    r.read<std::uint64_t>("pids_max", pids_max, at_least(1));
-    r.read<std::uint64_t>("cpu_max_percent", cpu_max, at_least(1));
+    r.read<std::uint64_t>("memory_max_bytes", memory_max, a_limit("memory_max_bytes"));
+    r.read<std::uint64_t>("pids_max", pids_max, a_limit("pids_max"));
+    r.read<std::uint64_t>("cpu_max_percent", cpu_max, a_limit("cpu_max_percent"));
     r.read<bool>("supervise", c.supervise);
     std::string supervisor_binary = c.supervisor.string();
     r.read<std::string>("supervisor", supervisor_binary, [](const std::string& v) -> std::string {

@@ -57,7 +57,7 @@ struct DaemonConfig {
   std::optional<std::uint32_t> cpu_max_percent;
   // Runs that outlive the daemon (docs/supervisor.md): each run's body in a supervisor process of
   // its own, adopted by the next daemon after a crash, a kill or a restart.
-  bool supervise = false;
+  bool supervise = true;
   std::filesystem::path supervisor;                // "": metaharness-supervisor beside this executable
   std::chrono::milliseconds adopt_within{600000};  // how long a body waits for a daemon to come back
   std::string on_stop = "halt";  // "halt": a stop ends every run; "detach": runs go on (supervise only)

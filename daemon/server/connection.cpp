@@ -116,11 +116,21 @@ bool Connection::peer_gone() {
 asio::awaitable<void> Connection::write_loop(std::shared_ptr<Connection>) {
   for (;;) {
     while (!outbox_.empty()) {
-      std::string next = std::move(outbox_.front());
-      outbox_.pop_front();
-      auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(next), asio::as_tuple(asio::use_awaitable));
+      // Everything queued by now goes in one gathered write (a decision's lines — the reply,
+      // tool.decided, command.result — are one sendmsg, not three), up to a bound per write.
+      std::vector<std::string> batch;
+      std::vector<asio::const_buffer> buffers;
+      std::size_t batch_bytes = 0;
+      while (!outbox_.empty() && batch.size() < kMaxLinesPerWrite && batch_bytes < kOutboxHighWater) {
+        batch_bytes += outbox_.front().size();
+        batch.push_back(std::move(outbox_.front()));
+        outbox_.pop_front();
+      }
+      for (const auto& line : batch)
+        buffers.emplace_back(asio::buffer(line));
+      auto [ec, n] = co_await asio::async_write(socket_, buffers, asio::as_tuple(asio::use_awaitable));
       (void)n;
-      outbox_bytes_ -= next.size();
+      outbox_bytes_ -= batch_bytes;
       if (outbox_bytes_ < kOutboxHighWater) drained_.notify();
       if (ec) {
         close();

@@ -58,6 +58,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   static constexpr std::size_t kOutboxHighWater = 256 * 1024;
+  static constexpr std::size_t kMaxLinesPerWrite = 64;  // IOV_MAX is 1024; fewer keeps a write short
 
   // `on_gone` runs when the connection object goes (the daemon counts open connections).
   Connection(local_socket socket, std::size_t max_line_bytes, std::function<void()> on_gone = {});

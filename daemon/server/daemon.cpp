@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -25,6 +26,7 @@
 #include "daemon/server/adoption.hpp"
 #include "daemon/server/connection.hpp"
 #include "daemon/server/containment_policy.hpp"
+#include "daemon/server/requests.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 #include "daemon/server/socket_api.hpp"
@@ -292,6 +294,16 @@ int Daemon::run() {
   if (ec) {
     log(LogPriority::error, "cannot create the state directory " + d.config.state_dir.string() + ": " + ec.message());
     return 2;
+  }
+  if (d.config.supervise) {
+    // Every run is launched through it: a missing supervisor would fail each run's start instead.
+    auto supervisor = supervisor_binary(d.config);
+    if (::access(supervisor.c_str(), X_OK) != 0) {
+      log(LogPriority::error, "cannot start: runs.supervisor: " + supervisor.string() +
+                                  " is not an executable file (runs.supervise = true launches every run through "
+                                  "it; runs.supervise = false runs them as the daemon's children)");
+      return 2;
+    }
   }
   auto containment = make_containment_policy(d.config, d.config.config_file);
   if (!containment) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "daemon/log.hpp"
+#include "daemon/process/run_containment.hpp"
 #include "daemon/process/run_processes.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/stream/event_log.hpp"
@@ -100,23 +101,28 @@ void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& even
   // one to write to, and the rest of the run goes with its cgroup.
   bool supervisor_ended = end_stale_supervisor(entry.dir);
   std::size_t in_cgroup = 0;
+  std::optional<protocol::ev::RunResources> resources;  // what the run's group counted, read before it goes
   if (cgroups) {
     if (auto group = cgroups->find(entry.id)) {
       in_cgroup = (*group)->processes().size();
       (void)(*group)->kill();
       (void)(*group)->wait_empty_sync(std::chrono::seconds(10));
+      resources = run_resources((*group)->facts());
       (void)(*group)->remove();
     }
   }
-  KillReport killed =
-      kill_run_processes_sync(std::nullopt, RunMarker{"METAHARNESS_RUN", entry.id}, std::chrono::seconds(10));
+  // The marker sweep reads every process on the host: only where the run had no group (every
+  // process of a run with one was in it, and is gone with it).
+  KillReport killed = resources ? KillReport{}
+                                : kill_run_processes_sync(std::nullopt, RunMarker{"METAHARNESS_RUN", entry.id},
+                                                          std::chrono::seconds(10));
   std::string message = "metaharness restarted after it was stopped without closing this run" +
                         (why.empty() ? "" : " (" + why + ")") + ": " + recovered->report.describe() + "; " +
                         std::to_string(killed.killed.size() + in_cgroup) + " leftover process(es) of the run killed" +
                         (supervisor_ended ? ", and its supervisor" : "");
   if (!killed.survivors.empty()) message += ", " + std::to_string(killed.survivors.size()) + " survived";
   (void)recovered->log.append(protocol::ev::Warning{"RECOVERED_AFTER_RESTART", message});
-  auto closed = recovered->log.close(protocol::CloseReason::error, protocol::ProcessTermination{});
+  auto closed = recovered->log.close(protocol::CloseReason::error, protocol::ProcessTermination{}, {}, resources);
   entry.close_reason = protocol::CloseReason::error;
   entry.last_seq = closed ? *closed : recovered->log.last_seq();
   log(LogPriority::warning, "run " + entry.id + ": " + message);

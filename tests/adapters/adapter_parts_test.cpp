@@ -97,5 +97,31 @@ TEST(RunSpecLimits, AreReadBoundedAndRefusedByName) {
   EXPECT_FALSE(not_object) << "limits must be an object";
 }
 
+// `--limit KEY=VALUE` (run, plan, submit) reads by the same rules as the spec's `limits`.
+TEST(RunSpecLimits, FromTextReadTheSameBoundsAndRefuseByName) {
+  RunLimits limits;
+  std::string error;
+  EXPECT_TRUE(set_limit(limits, "pids_max", "64", error)) << error;
+  EXPECT_TRUE(set_limit(limits, "cpu_max_percent", "250", error)) << error;
+  EXPECT_EQ(limits.pids_max, 64u);
+  EXPECT_EQ(limits.cpu_max_percent, 250u);
+  EXPECT_FALSE(limits.memory_max_bytes);
+  EXPECT_TRUE(any_limit(limits));
+  EXPECT_EQ(proto::canonical_json(limits_to_json(limits)), R"({"cpu_max_percent":250,"pids_max":64})");
+  for (auto [key, value, names] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"swap_max", "1", "unknown limit \"swap_max\""},
+           {"pids_max", "-1", "limit pids_max must be a whole number"},
+           {"pids_max", "", "limit pids_max must be a whole number"},
+           {"memory_max_bytes", "2G", "limit memory_max_bytes must be a whole number"},
+           {"memory_max_bytes", "1000", "limit memory_max_bytes is 1000; expected 1048576 to"},
+           {"cpu_max_percent", "100001", "limit cpu_max_percent is 100001; expected 1 to 100000"},
+           {"cpu_max_percent", "99999999999999999999", "must be a whole number"}}) {
+    RunLimits untouched;
+    EXPECT_FALSE(set_limit(untouched, key, value, error)) << key << "=" << value;
+    EXPECT_NE(error.find(names), std::string::npos) << error;
+    EXPECT_FALSE(any_limit(untouched)) << "a refused limit sets nothing";
+  }
+}
+
 }  // namespace
 }  // namespace mh::adapters

@@ -137,6 +137,27 @@ TEST_F(ClaudeRun, ADeadlineLongerThanTheSeamCanHoldIsRefusedAtStartNamingTheMaxi
   EXPECT_FALSE(std::filesystem::exists(run_dir() / "vendor-stdout.jsonl")) << "nothing was spawned";
 }
 
+// `metaharness run` has no cgroup to put a limit in: a limit is refused at the start, by name,
+// never ignored, and the run says on stderr that it is not contained.
+TEST_F(ClaudeRun, ALimitIsRefusedAtStartBecauseTheOneShotRunIsNotContained) {
+  start("bash_marker", {"--limit", "pids_max=64"});
+  EXPECT_EQ(finish(), 2) << process->stderr_text();
+  auto warnings = process->events_named("warning");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].str("code"), "LAUNCH_REFUSED");
+  EXPECT_NE(warnings[0].str("message").find(R"(limits {"pids_max":64} cannot be enforced)"), std::string::npos)
+      << warnings[0].raw;
+  EXPECT_FALSE(std::filesystem::exists(run_dir() / "vendor-stdout.jsonl")) << "nothing was spawned";
+  EXPECT_NE(process->stderr_text().find("this run is not contained"), std::string::npos) << process->stderr_text();
+}
+
+TEST_F(ClaudeRun, ABadLimitIsRefusedByNameBeforeTheRun) {
+  start("bash_marker", {"--limit", "cpu_max_percent=0"});
+  EXPECT_EQ(finish(), 2) << process->stderr_text();
+  EXPECT_NE(process->stderr_text().find("--limit: limit cpu_max_percent is 0; expected 1 to 100000"), std::string::npos)
+      << process->stderr_text();
+}
+
 TEST_F(ClaudeRun, AnUnknownVendorOptionIsRefusedByNameAtRunAndAtPlan) {
   const std::string message = "unknown claude vendor option \"bogus\"; claude knows none";
   start("bash_marker", {"--vendor-option", "bogus=1"});

@@ -186,11 +186,14 @@ TEST_F(DaemonAdoption, AKilledDaemonLosesNoRunPendingADecisionInsideAToolCallOrI
     turns += e.event() == "turn.ended";
   EXPECT_EQ(turns, 2u) << "the idle run took its next message after the adoption";
   // Nothing of the vendor was lost: every byte it wrote is in the transcript, and was read.
+  // The supervisor is released after stream.closed is written: it leaves shortly after.
   for (const auto& id : {pending, tool, idle}) {
-    EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "supervisor.sock") && supervisor_pid(id) &&
-                 ::kill(*supervisor_pid(id), 0) == 0 &&
-                 read_file("/proc/" + std::to_string(*supervisor_pid(id)) + "/status").find("State:\tZ") ==
-                     std::string::npos)
+    auto supervisor_alive = [&] {
+      auto pid = supervisor_pid(id);
+      return std::filesystem::exists(daemon->run_dir(id) / "supervisor.sock") && pid && ::kill(*pid, 0) == 0 &&
+             read_file("/proc/" + std::to_string(*pid) + "/status").find("State:\tZ") == std::string::npos;
+    };
+    EXPECT_TRUE(eventually([&] { return !supervisor_alive(); }, 30s))
         << id << ": its supervisor left once the run closed";
   }
 }

@@ -192,6 +192,28 @@ TEST_F(DaemonContainment, ARunSpecsLimitsAreBoundedAndRefusedByNameWithoutTheirC
   EXPECT_FALSE(std::filesystem::exists(*parent / id)) << "a refused run leaves no group";
 }
 
+// `metaharness submit --limit KEY=VALUE` sends the run spec's `limits`, read by the spec's rules.
+TEST_F(DaemonContainment, SubmitsLimitsFromTheCommandLine) {
+  const auto scenario = dir.path() / "scenario.json";
+  std::ofstream(scenario) << one_bash_call_scenario("true");
+  CliProcess submitted({metaharness_binary().string(), "submit", "claude", "-p", "go", "--decisions", "observe",
+                        "--model-scenario", scenario.string(), "--limit", "pids_max=64", "--limit",
+                        "cpu_max_percent=150", "--socket", daemon->socket().string()});
+  submitted.close_stdin();
+  auto id_line = submitted.next_line(30s);
+  ASSERT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
+  ASSERT_TRUE(id_line);
+  follow(*id_line);
+  auto spec = protocol::parse_json(read_file(daemon->run_dir(*id_line) / "spec.json"));
+  ASSERT_TRUE(spec && spec->is_object());
+  EXPECT_EQ(protocol::canonical_json(spec->as_object().at("limits")), R"({"cpu_max_percent":150,"pids_max":64})");
+  CliProcess bad({metaharness_binary().string(), "submit", "claude", "-p", "go", "--limit", "swap_max=1", "--socket",
+                  daemon->socket().string()});
+  bad.close_stdin();
+  EXPECT_EQ(bad.finish(30s), 2) << bad.stderr_text();
+  EXPECT_NE(bad.stderr_text().find("--limit: unknown limit \"swap_max\""), std::string::npos) << bad.stderr_text();
+}
+
 TEST_F(DaemonContainment, TheRunIsNotRootAndSeesNeitherAPlantedFileNorAnotherRun) {
   std::string first = submit(one_bash_call_scenario("true"));
   follow(first);
@@ -269,7 +291,8 @@ TEST(DaemonCgroupParent, IsGoneAfterAStartRefusedOnceItWasMade) {
 // Every file and directory the daemon makes has its mode whatever the umask it was started with:
 // 000 does not widen them (every user reading a run's record and model requests), 077 does not
 // narrow them. Directories 0750, files 0640; the plan's files their own (tighter) mode; the
-// sandbox's passwd and group files 0644 (the run's own uid reads them; they hold names only).
+// sandbox's passwd and group files 0644 (the run's own uid reads them; they hold names only);
+// the supervisor's spec 0600 (it holds the vendor's environment).
 class DaemonFileModes : public ::testing::TestWithParam<mode_t> {};
 
 TEST_P(DaemonFileModes, AreExplicitWhateverTheUmask) {
@@ -308,7 +331,10 @@ TEST_P(DaemonFileModes, AreExplicitWhateverTheUmask) {
       if (!entry.is_regular_file()) continue;
       ++files;
       const std::string name = entry.path().filename().string();
-      mode_t want = name == "sandbox-passwd" || name == "sandbox-group" ? 0644 : 0640;
+      // The supervisor's spec carries the vendor's environment (the model token): its owner only.
+      mode_t want = name == "sandbox-passwd" || name == "sandbox-group" ? 0644
+                    : name == "supervisor-spec.json"                    ? 0600
+                                                                        : 0640;
       EXPECT_EQ(mode_of(entry.path()), want) << entry.path();
     }
   EXPECT_TRUE(std::filesystem::exists(run / "model-requests.jsonl"));
@@ -380,6 +406,23 @@ TEST(DaemonContainmentFacts, AConfiguredCgroupRootThatIsNotCgroup2RefusesTheStar
                                  " is not on a cgroup2 mount"),
             std::string::npos)
       << d.stderr_text();
+}
+
+// Supervision (on by default) launches every run through the supervisor: a start without one is
+// refused, naming the key, and supervise = false starts without it.
+TEST(DaemonContainmentFacts, ASupervisorThatIsNotThereRefusesTheStartNamingTheKey) {
+  TempDir dir{"no-supervisor"};
+  const auto missing = dir.path() / "no-such-supervisor";
+  std::filesystem::create_directories(dir.path() / "a");
+  std::filesystem::create_directories(dir.path() / "b");
+  DaemonUnderTest refused(dir.path() / "a", "[runs]\nsupervisor = \"" + missing.string() + "\"\n");
+  EXPECT_EQ(refused.wait_exit(30s), 2) << refused.stderr_text();
+  EXPECT_NE(refused.stderr_text().find("runs.supervisor: " + missing.string() + " is not an executable file"),
+            std::string::npos)
+      << refused.stderr_text();
+  DaemonUnderTest unsupervised(dir.path() / "b",
+                               "[runs]\nsupervise = false\nsupervisor = \"" + missing.string() + "\"\n");
+  EXPECT_TRUE(unsupervised.wait_notify("READY=1")) << unsupervised.stderr_text();
 }
 
 // The default part whose probe fails is left out, with its reason in `status` and in every run's

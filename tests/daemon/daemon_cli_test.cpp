@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -261,6 +262,10 @@ TEST_F(DaemonCli, ARunsSlotIsFreeAsSoonAsItsStreamHasClosed) {
 }
 
 TEST_F(DaemonCli, AfterASigkillTheNextStartClosesCutOffRunsAndKillsTheirLeftovers) {
+  // Without supervision (on by default, tests/daemon/adoption_test.cpp) a run dies with its daemon.
+  const std::string unsupervised = "[runs]\nsupervise = false\n";
+  daemon.reset();
+  start_daemon(unsupervised);
   std::string id = submit("sleep_then_more", R"("decisions":"observe")");
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(daemon->run_dir(id) / "scratch/work/started.txt"); }));
   daemon->signal(SIGKILL);
@@ -274,13 +279,22 @@ TEST_F(DaemonCli, AfterASigkillTheNextStartClosesCutOffRunsAndKillsTheirLeftover
       << R"({"format":"metaharness.event/1","seq":)" << before.size() + 1 << R"(,"run":"torn)";
   EXPECT_FALSE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "the setsid'd tool process outlived the daemon";
 
-  start_daemon();  // same state dir
+  start_daemon(unsupervised);  // same state dir
   auto after = read_lines(events_path);
   ASSERT_EQ(after.size(), before.size() + 2) << "every complete line kept, the torn one cut, two appended";
   for (std::size_t i = 0; i < before.size(); ++i)
     EXPECT_EQ(after[i], before[i]);
   EXPECT_NE(after[after.size() - 2].find("RECOVERED_AFTER_RESTART"), std::string::npos);
   EXPECT_NE(after.back().find("\"reason\":\"error\""), std::string::npos);
+  // What the run's cgroup counted is read before the recovery removes it (absent only for a run
+  // that had none, and said so at its start).
+  bool had_cgroup = std::none_of(before.begin(), before.end(), [](const std::string& l) {
+    return l.find("CGROUP_UNAVAILABLE") != std::string::npos;
+  });
+  EXPECT_EQ(after.back().find("\"resources\":{") != std::string::npos, had_cgroup) << after.back();
+  if (had_cgroup) {
+    EXPECT_NE(after.back().find("\"processes_killed\":"), std::string::npos) << after.back();
+  }
   expect_complete(id);
   EXPECT_TRUE(processes_with_env("METAHARNESS_RUN=" + id).empty()) << "leftovers are killed at start";
 }
