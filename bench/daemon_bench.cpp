@@ -727,12 +727,14 @@ bool wait_run_closed(const fs::path& socket, const std::string& run_id, std::chr
   return client.wait_reply("end", timeout).has_value();
 }
 
-// threads = 0: the daemon's default (one io thread per hardware thread).
-std::string daemon_config(const fs::path& standin, std::size_t max_active, unsigned threads) {
+// threads = 0: the daemon's default (one io thread per hardware thread). supervise: each run's
+// body in a supervisor of its own (the daemon's default) or the daemon's child.
+std::string daemon_config(const fs::path& standin, std::size_t max_active, unsigned threads, bool supervise) {
   // The stand-in reads its scripts (written under the bench's work dir) inside each run's sandbox.
   return "[vendor]\nclaude = \"" + standin.string() + "\"\n[runs]\nsandbox_read_only = [\"" +
          fs::temp_directory_path().string() + "\"]\nmax_active = " + std::to_string(max_active) +
-         "\ndecision_deadline_ms = 600000\n[server]\nmax_connections = 8192\n" +
+         "\ndecision_deadline_ms = 600000\n" + (supervise ? "" : "supervise = false\n") +
+         "[server]\nmax_connections = 8192\n" +
          (threads ? "threads = " + std::to_string(threads) + "\n" : std::string()) + "[log]\nlevel = \"warning\"\n";
 }
 
@@ -794,6 +796,7 @@ struct Options {
   int ready_starts = 11;
   int ready_template_calls = 40;
   unsigned daemon_threads = 0;  // [server] threads; 0: the daemon's default
+  bool supervise = true;        // runs.supervise (--unsupervised: false)
 };
 
 std::string standin_marker(const Options& o) {
@@ -1133,10 +1136,10 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   RoundTripResult r;
   r.think_ms = think_ms;
   fs::path dir = o.work_root / ("round_trip_think" + std::to_string(think_ms));
-  fs::create_directories(dir / "timing");
   fs::create_directories(dir / "scripts");
 
-  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 2000, o.daemon_threads));
+  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state",
+                       daemon_config(o.standin, 2000, o.daemon_threads, o.supervise));
   if (auto e = daemon.start_until_ready(); !e.empty()) {
     r.failure = e;
     return r;
@@ -1146,9 +1149,10 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   for (int i = 0; i < o.rt_runs; ++i) {
     fs::path script = dir / "scripts" / (std::to_string(i) + ".json");
     write_file(script, round_trip_script(o.rt_calls, think_ms, random));
-    specs.push_back(standin_run_spec(
-        script, "ask",
-        json::object{{"MH_STANDIN_TIMING", (dir / "timing" / (std::to_string(i) + ".jsonl")).string()}}));
+    specs.push_back(
+        standin_run_spec(script, "ask",
+                         // Relative: the stand-in's cwd is the run's work dir, the one place its sandbox lets it write.
+                         json::object{{"MH_STANDIN_TIMING", "standin-timing.jsonl"}}));
   }
   r.load_start = load_average();
   const std::int64_t started = monotonic_ns();
@@ -1259,7 +1263,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   for (std::size_t i = 0; i < controllers.size(); ++i) {
     const Controller& c = controllers[i];
     r.refused_results += c.refused_results;
-    std::ifstream in(dir / "timing" / (std::to_string(i) + ".jsonl"));
+    std::ifstream in(dir / "state" / "runs" / c.run_id / "scratch" / "work" / "standin-timing.jsonl");
     std::size_t lines = 0;
     for (std::string line; std::getline(in, line);) {
       ++lines;
@@ -1356,8 +1360,9 @@ IdleResult measure_idle_memory(const Options& o) {
                 " runs (the daemon needs about 10 descriptors per run)";
     return r;
   }
-  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state",
-                       daemon_config(o.standin, static_cast<std::size_t>(o.idle_runs) + 10, o.daemon_threads));
+  DaemonProcess daemon(
+      dir / "daemon", o.metaharness, dir / "state",
+      daemon_config(o.standin, static_cast<std::size_t>(o.idle_runs) + 10, o.daemon_threads, o.supervise));
   if (auto e = daemon.start_until_ready(); !e.empty()) {
     r.failure = e;
     return r;
@@ -1590,7 +1595,8 @@ StreamResult measure_stream(const Options& o) {
   write_file(script, R"({"format":"mh-standin-claude.script/1","description":"mh_daemon_bench: a chatty turn",)"
                      R"("turns":[[{"type":"chatter","count":)" +
                          std::to_string(o.stream_events) + R"(,"bytes":)" + std::to_string(o.stream_bytes) + "}]]}");
-  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state", daemon_config(o.standin, 100, o.daemon_threads));
+  DaemonProcess daemon(dir / "daemon", o.metaharness, dir / "state",
+                       daemon_config(o.standin, 100, o.daemon_threads, o.supervise));
   if (auto e = daemon.start_until_ready(); !e.empty()) {
     r.failure = e;
     return r;
@@ -1698,7 +1704,7 @@ ReadyResult measure_ready(const Options& o) {
                                                     {"description", "mh_daemon_bench: a finished run to copy"},
                                                     {"turns", json::array{steps}}}));
     DaemonProcess daemon(dir / "template_daemon", o.metaharness, full_state,
-                         daemon_config(o.standin, 100, o.daemon_threads));
+                         daemon_config(o.standin, 100, o.daemon_threads, o.supervise));
     if (auto e = daemon.start_until_ready(); !e.empty()) {
       r.failure = e;
       return r;
@@ -1742,7 +1748,8 @@ ReadyResult measure_ready(const Options& o) {
   for (int start = 0; start < o.ready_starts && !g_stop_requested; ++start) {
     for (bool with_runs : {true, false}) {
       DaemonProcess daemon(dir / (with_runs ? "daemon_full" : "daemon_empty"), o.metaharness,
-                           with_runs ? full_state : empty_state, daemon_config(o.standin, 100, o.daemon_threads));
+                           with_runs ? full_state : empty_state,
+                           daemon_config(o.standin, 100, o.daemon_threads, o.supervise));
       std::int64_t ready_ns = 0;
       if (auto e = daemon.start_until_ready(&ready_ns); !e.empty()) {
         r.failure = e;
@@ -1796,6 +1803,7 @@ void usage(std::ostream& out) {
          "                       [--rt-runs N] [--rt-calls N] [--rt-think-ms A,B,...]\n"
          "                       [--floor-iterations N] [--idle-runs N] [--stream-events N] [--stream-bytes N]\n"
          "                       [--stream-reps N] [--ready-runs N] [--ready-starts N] [--daemon-threads N]\n"
+         "                       [--unsupervised]\n"
          "Defaults: metaharness and mh-standin-claude next to this program; 100 runs x 100 calls at think\n"
          "times 50,10,0 ms (the first is judged); 1,000 idle runs; 500,000 x 200-byte events, 5 repetitions;\n"
          "1,000 finished runs, 11 starts. Exit status: 0 every goal met, 1 a goal not met, 2 the bench failed.\n";
@@ -1858,6 +1866,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
         o.ready_starts = std::stoi(value());
       else if (a == "--daemon-threads")
         o.daemon_threads = static_cast<unsigned>(std::stoul(value()));
+      else if (a == "--unsupervised")
+        o.supervise = false;
       else if (a == "-h" || a == "--help") {
         usage(std::cout);
         std::exit(0);
@@ -1915,7 +1925,8 @@ int main(int argc, char** argv) {
   json::object summary{{"bench", "mh_daemon_bench"},
                        {"load_average_start", load_average()},
                        {"cpus", std::thread::hardware_concurrency()},
-                       {"daemon_threads", o.daemon_threads}};
+                       {"daemon_threads", o.daemon_threads},
+                       {"supervise", o.supervise}};
   std::vector<Goal> goals;
   bool bench_failed = false;
   std::ostringstream table;

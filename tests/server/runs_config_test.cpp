@@ -18,11 +18,11 @@ TEST(RunsConfig, LimitDefaultsAreBoundedLikeASpecsLimitsAndRefusedNamingTheKey) 
   EXPECT_EQ(c->memory_max_bytes, 268435456u);
   EXPECT_EQ(c->pids_max, 64u);
   EXPECT_EQ(c->cpu_max_percent, 200u);
-  for (auto [toml, names] : std::vector<std::pair<std::string, std::string>>{
-           {"cpu_max_percent = 0", "runs.cpu_max_percent"},
-           {"cpu_max_percent = 100001", "runs.cpu_max_percent"},
-           {"pids_max = 99999999", "runs.pids_max"},
-           {"memory_max_bytes = 1000", "runs.memory_max_bytes"}}) {
+  for (auto [toml, names] :
+       std::vector<std::pair<std::string, std::string>>{{"cpu_max_percent = 0", "runs.cpu_max_percent"},
+                                                        {"cpu_max_percent = 100001", "runs.cpu_max_percent"},
+                                                        {"pids_max = 99999999", "runs.pids_max"},
+                                                        {"memory_max_bytes = 1000", "runs.memory_max_bytes"}}) {
     auto refused = load("[runs]\n" + toml + "\n");
     ASSERT_FALSE(refused) << toml;
     EXPECT_NE(refused.error().find(names), std::string::npos) << refused.error();
