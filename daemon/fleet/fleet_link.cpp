@@ -118,32 +118,25 @@ std::int64_t FleetLink::max_payload() const {
 NatsResult<void> FleetLink::make_layout() {
   const std::string events = names_.events_stream(), submit = names_.submit_stream();
   const std::string events_subject = names_.events_wildcard(), submit_subject = names_.submit_subject();
-  {
-    const char* subjects[] = {events_subject.c_str()};
+  // Both streams: file storage, this host's replicas, a dedup window of 10 minutes (a retry
+  // after a reconnect, or a submitter's retry of one run id, is still one message).
+  auto make = [this](const std::string& name, const std::string& subject, jsRetentionPolicy retention) {
+    const char* subjects[] = {subject.c_str()};
     jsStreamConfig sc;
     jsStreamConfig_Init(&sc);
-    sc.Name = events.c_str();
+    sc.Name = name.c_str();
     sc.Subjects = subjects;
     sc.SubjectsLen = 1;
+    sc.Retention = retention;
     sc.Storage = js_FileStorage;
     sc.Replicas = config_.replicas;
-    sc.Duplicates = 10 * 60 * 1000 * kNanosPerMilli;  // a retry after a reconnect is still deduplicated
-    sc.AllowDirect = true;
-    if (auto r = ensure_stream(js_.get(), sc); !r) return r.error();
-  }
-  {
-    const char* subjects[] = {submit_subject.c_str()};
-    jsStreamConfig sc;
-    jsStreamConfig_Init(&sc);
-    sc.Name = submit.c_str();
-    sc.Subjects = subjects;
-    sc.SubjectsLen = 1;
-    sc.Retention = js_WorkQueuePolicy;
-    sc.Storage = js_FileStorage;
-    sc.Replicas = config_.replicas;
-    sc.Duplicates = 10 * 60 * 1000 * kNanosPerMilli;  // a submitter's retry of one run id is one message
-    if (auto r = ensure_stream(js_.get(), sc); !r) return r.error();
-  }
+    sc.Duplicates = 10 * 60 * 1000 * kNanosPerMilli;
+    sc.AllowDirect = retention == js_LimitsPolicy;  // a stream's last line read without a consumer
+    return ensure_stream(js_.get(), sc);
+  };
+  if (auto r = make(events, events_subject, js_LimitsPolicy); !r) return r.error();
+  // The work queue: a message is gone once a host acked it.
+  if (auto r = make(submit, submit_subject, js_WorkQueuePolicy); !r) return r.error();
   {
     // One durable pull consumer every host fetches from: a message goes to one fetcher at a time,
     // and comes back (AckWait) if that host dies before it acked.

@@ -71,14 +71,28 @@ asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const 
   s.reply("submitted", r.id, fields);
 }
 
-asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r) {
+namespace {
+
+// The run a request names, when this host has a fleet and does not have the run itself: the
+// fleet host and the id (nullopt: the one-host handler answers).
+asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>>> elsewhere(Session& s,
+                                                                                             const SocketRequest& r) {
   std::shared_ptr<FleetHost> host = s.server().fleet;
   const json::value* v = r.body.if_contains("run_id");
-  if (!host || !v || !v->is_string()) co_return false;
+  if (!host || !v || !v->is_string()) co_return std::nullopt;
   std::string id(v->get_string());
   auto server = s.server_ptr();
   auto local = [server, id] { return server->registry.lookup(id).has_value(); };
-  if (co_await server->on_registry(std::move(local))) co_return false;
+  if (co_await server->on_registry(std::move(local))) co_return std::nullopt;
+  co_return std::make_pair(std::move(host), std::move(id));
+}
+
+}  // namespace
+
+asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r) {
+  auto remote = co_await elsewhere(s, r);
+  if (!remote) co_return false;
+  auto [host, id] = std::move(*remote);
   auto read = [host, id]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
     auto record = fleet::read_run_record(host->link(), id);
     if (!record) return record.error();
@@ -140,13 +154,10 @@ asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r) {
 }
 
 asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::string_view kind) {
-  std::shared_ptr<FleetHost> host = s.server().fleet;
-  const json::value* v = r.body.if_contains("run_id");
-  if (!host || !v || !v->is_string()) co_return false;
-  std::string id(v->get_string());
+  auto remote = co_await elsewhere(s, r);
+  if (!remote) co_return false;
+  auto [host, id] = std::move(*remote);
   auto server = s.server_ptr();
-  auto local = [server, id] { return server->registry.lookup(id).has_value(); };
-  if (co_await server->on_registry(std::move(local))) co_return false;
   auto read = [host, id] { return fleet::read_run_record(host->link(), id); };
   auto record = co_await host->on_fleet(std::move(read));
   if (!record || !*record) co_return false;  // the one-host answer: UNKNOWN_RUN
