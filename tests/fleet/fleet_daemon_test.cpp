@@ -271,7 +271,13 @@ TEST_F(FleetDaemons, ARestartedDaemonResumesPublishingWithoutGapOrDuplicate) {
   }
   daemons[0]->signal(SIGKILL);
   EXPECT_EQ(daemons[0]->wait_exit(30s), 128 + SIGKILL);
-  start(0, 100, 60000);  // recovers the run (closed locally, RECOVERED_AFTER_RESTART) and publishes the rest
+  // The next daemon recovers the run (closed locally, RECOVERED_AFTER_RESTART) or, supervised,
+  // adopts it (RUN_ADOPTED, then the halt below closes it), and publishes the rest.
+  start(0, 100, 60000);
+  {
+    SocketClient c(daemons[0]->socket());
+    ASSERT_TRUE(c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s));
+  }
   auto events = fleet_tail(0, run);
   expect_complete(events, run);
   std::string fleet_bytes;
