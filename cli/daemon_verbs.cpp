@@ -224,6 +224,7 @@ struct ClientOptions {
   bool json_out = false;
   bool human_out = false;
   bool tail_after_submit = false;
+  bool fleet = false;  // submit, ls, tail: through the fleet ([fleet], docs/fleet.md)
   // daemon
   std::string config_file;
   std::string socket_override;
@@ -247,9 +248,17 @@ int submit_verb(const ClientOptions& o) {
   }
   Client c;
   int status = 0;
-  auto reply = ask_for(c, o.socket, request_line("submit", "submit", json::object{{"run", run}}), "submitted", status);
+  json::object request{{"run", run}};
+  if (o.fleet) request["fleet"] = true;
+  auto reply = ask_for(c, o.socket, request_line("submit", "submit", request), "submitted", status);
   if (!reply) return status;
   std::string id = field(reply->o, "run_id");
+  // Where the fleet placed it (stderr: stdout stays the id alone, for scripts).
+  if (o.fleet)
+    std::cerr << "metaharness: run " << id << " "
+              << (field(reply->o, "placement") == "placed" ? "placed on host " + field(reply->o, "host")
+                                                           : std::string("queued (no host had room yet)"))
+              << "\n";
   if (!o.tail_after_submit) {
     std::cout << id << "\n";
     return 0;
@@ -260,7 +269,9 @@ int submit_verb(const ClientOptions& o) {
     std::cerr << "metaharness: " << *terror << "\n";
     return 2;
   }
-  t.send(request_line("tail", "tail", json::object{{"run_id", id}, {"from_seq", 1}, {"follow", true}}));
+  json::object tail_fields{{"run_id", id}, {"from_seq", 1}, {"follow", true}};
+  if (o.fleet) tail_fields["fleet"] = true;
+  t.send(request_line("tail", "tail", tail_fields));
   auto first = t.next();
   if (!first) return 2;
   auto r = parse_reply(*first);
@@ -274,6 +285,7 @@ int tail_verb(const ClientOptions& o, bool attach) {
   json::object fields{{"run_id", o.run_id}};
   if (o.from_seq >= 0) fields["from_seq"] = o.from_seq;
   if (!attach) fields["follow"] = o.follow;
+  if (o.fleet && !attach) fields["fleet"] = true;
   auto reply = ask_for(c, o.socket, request_line(attach ? "attach" : "tail", "stream", fields),
                        attach ? "attached" : "tailing", status);
   if (!reply) return status;
@@ -291,10 +303,21 @@ int tail_verb(const ClientOptions& o, bool attach) {
 int ls_verb(const ClientOptions& o) {
   Client c;
   int status = 0;
-  auto reply = ask_for(c, o.socket, request_line("list", "ls"), "runs", status);
+  json::object fields;
+  if (o.fleet) fields["fleet"] = true;
+  auto reply = ask_for(c, o.socket, request_line("list", "ls", fields), "runs", status);
   if (!reply) return status;
   if (o.json_out || !stdout_is_terminal()) {
     std::cout << protocol::canonical_json(reply->o.at("runs")) << "\n";
+    return 0;
+  }
+  if (o.fleet) {  // the fleet's records: which host owns each run
+    std::printf("%-32s %-8s %-20s %s\n", "RUN", "STATE", "HOST", "CLOSED BY");
+    for (const auto& run : reply->o.at("runs").as_array()) {
+      const auto& r = run.as_object();
+      std::printf("%-32s %-8s %-20s %s\n", field(r, "run_id").c_str(), field(r, "state").c_str(),
+                  field(r, "host").c_str(), field(r, "closed_by").c_str());
+    }
     return 0;
   }
   std::printf("%-32s %-8s %-7s %10s %7s %5s %8s  %s\n", "RUN", "STATE", "ADAPTER", "AGE", "PENDING", "TURNS", "SEQ",
@@ -419,6 +442,7 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
   add_run_spec_options(submit, o->spec);
   socket_option(submit);
   submit->add_flag("--tail", o->tail_after_submit, "then follow its stream");
+  submit->add_flag("--fleet", o->fleet, "queue it for whichever host of the fleet has room ([fleet])");
   submit->add_flag("--json", o->json_out, "with --tail: raw event lines");
   submit->callback([&ctx, o] { ctx.exit_code = submit_verb(*o); });
 
@@ -437,11 +461,13 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
   tail->add_option("--from", o->from_seq, "start at this seq (default 1; 0: the end)");
   tail->add_flag("--json", o->json_out, "raw event lines");
   tail->add_flag("--human", o->human_out, "readable lines even when not on a terminal");
+  tail->add_flag("--fleet", o->fleet, "read it from the fleet (a run on any host), byte for byte the owner's");
   socket_option(tail);
   tail->callback([&ctx, o] { ctx.exit_code = tail_verb(*o, false); });
 
   auto* ls = app.add_subcommand("ls", "List runs: state, adapter, age, pending decisions");
   ls->add_flag("--json", o->json_out, "raw JSON");
+  ls->add_flag("--fleet", o->fleet, "every run of the fleet, with its host");
   socket_option(ls);
   ls->callback([&ctx, o] { ctx.exit_code = ls_verb(*o); });
 

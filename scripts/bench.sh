@@ -162,9 +162,20 @@ bench_adoption() {
   "$program" "${args[@]}" "${extra[@]}" || { say "adoption: exit status $? (see above)"; return 1; }
 }
 
+# The fleet (issue 13): mh_fleet_bench, a real 3-node nats-server cluster and three hosts' links:
+# submit -> placed, an event line fleet-wide, a relayed decision beside a local one, placement
+# runs/s. Under a minute. Environment: MH_FLEET_BENCH_ARGS (e.g. "--runs 300 --lines 2000").
+bench_fleet() {
+  local program="$BIN/mh_fleet_bench" extra=()
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  [ -n "${MH_FLEET_BENCH_ARGS:-}" ] && read -r -a extra <<< "$MH_FLEET_BENCH_ARGS"
+  say "fleet: 3 hosts on a 3-node JetStream cluster (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$program" "${extra[@]}" || { say "fleet: exit status $? (see above)"; return 1; }
+}
+
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_containment bench_adoption}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_containment bench_adoption bench_fleet}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

@@ -85,6 +85,14 @@ std::filesystem::path first_of(const char* list) {
   return std::filesystem::path(s.substr(0, s.find(':')));
 }
 
+// The host's name up to its first dot: the fleet's default host id.
+std::string default_host_id() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  std::string host(name);
+  return host.substr(0, host.find('.'));
+}
+
 }  // namespace
 
 DaemonConfig default_config() {
@@ -231,6 +239,29 @@ class TableReader {
       }
       return gid_of(*name, problem);
     });
+  }
+
+  // An array of non-empty strings (`each` may refuse one, saying why).
+  void read_strings(const char* key, std::vector<std::string>& target,
+                    const std::function<std::string(const std::string&)>& each) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (!node || !error_.empty()) return;
+    const toml::array* array = node->as_array();
+    if (!array) {
+      fail(key, "must be an array of strings, not " + describe(*node));
+      return;
+    }
+    for (const auto& element : *array) {
+      auto text = element.value_exact<std::string>();
+      std::string problem =
+          !text || text->empty() ? "must hold non-empty strings only; found " + describe(element) : each(*text);
+      if (!problem.empty()) {
+        fail(key, problem);
+        return;
+      }
+      target.push_back(*text);
+    }
   }
 
   void finish() {
@@ -413,13 +444,14 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
   }
   std::string error;
   static const std::set<std::string> kTables = {"paths", "vendor",  "runs",   "server", "access",
-                                                "log",   "budgets", "prices", "http"};
+                                                "log",   "budgets", "prices", "http",   "fleet"};
   for (const auto& [key, node] : root) {
     std::string k(key.str());
     if (!kTables.count(k))
       return Result(boost::system::in_place_error,
                     "unknown key " + k +
-                        " (the config has the tables paths, vendor, runs, server, access, log, budgets, prices, http)");
+                        " (the config has the tables paths, vendor, runs, server, access, log, budgets, prices, http, "
+                        "fleet)");
     if (!node.is_table()) return Result(boost::system::in_place_error, k + ": must be a table ([" + k + "])");
   }
   auto table = [&](const char* name) -> const toml::table& {
@@ -567,6 +599,52 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     });
     r.finish();
     if (error.empty() && listen) c.http_listen = *parse_http_listen(*listen);
+  }
+  if (error.empty() && root["fleet"].as_table()) {
+    TableReader r(table("fleet"), "fleet.", error);
+    fleet::FleetConfig f;
+    f.host_id = default_host_id();
+    r.read_strings("nats_urls", f.nats_urls, [](const std::string& url) -> std::string {
+      return url.rfind("nats://", 0) == 0 || url.rfind("tls://", 0) == 0
+                 ? ""
+                 : "must hold nats:// or tls:// URLs; found " + url;
+    });
+    bool host_given = table("fleet").contains("host_id");
+    r.read<std::string>("host_id", f.host_id, [](const std::string& v) { return fleet::host_id_problem(v); });
+    std::string credentials;
+    r.read<std::string>("credentials", credentials, [](const std::string& v) -> std::string {
+      if (v.empty() || v.front() != '/') return "must be an absolute path";
+      std::error_code ec;
+      return std::filesystem::is_regular_file(v, ec) ? "" : "names no readable file (" + v + ")";
+    });
+    f.credentials = credentials;
+    r.read<std::string>("nkey", f.nkey);
+    std::int64_t replicas = f.replicas;
+    r.read<std::int64_t>("replicas", replicas,
+                         [](const std::int64_t& v) { return v >= 1 && v <= 5 ? "" : "must be between 1 and 5"; });
+    f.replicas = static_cast<int>(replicas);
+    std::int64_t ttl = f.lease_ttl.count();
+    r.read<std::int64_t>("lease_ttl_ms", ttl, [](const std::int64_t& v) {
+      return v >= 1000 && v <= 600000 ? "" : "must be between 1000 and 600000";
+    });
+    f.lease_ttl = std::chrono::milliseconds(ttl);
+    std::int64_t timeout = f.request_timeout.count();
+    r.read<std::int64_t>("request_timeout_ms", timeout, [](const std::int64_t& v) {
+      return v >= 100 && v <= 600000 ? "" : "must be between 100 and 600000";
+    });
+    f.request_timeout = std::chrono::milliseconds(timeout);
+    r.read<std::string>("prefix", f.prefix, [](const std::string& v) -> std::string {
+      if (v.empty() || v.size() > 16) return "must be 1 to 16 characters";
+      for (char ch : v)
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) return "must hold only a-z and 0-9";
+      return "";
+    });
+    r.finish();
+    if (error.empty() && f.nats_urls.empty()) error = "fleet.nats_urls: must name at least one NATS server";
+    if (error.empty() && !host_given && !fleet::host_id_problem(f.host_id).empty())
+      error = "fleet.host_id: the hostname \"" + protocol::excerpt(f.host_id, 64) + "\" cannot be a host id (" +
+              fleet::host_id_problem(f.host_id) + "); set fleet.host_id";
+    if (error.empty()) c.fleet = std::move(f);
   }
   if (error.empty()) error = read_budgets(table("budgets"), c.default_budget, c.daily_budget);
   if (error.empty()) error = read_prices(table("prices"), c.prices);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "daemon/fleet/fleet_config.hpp"
 #include "daemon/run/budget_meter.hpp"
 
 namespace mh::daemon {
@@ -84,6 +85,10 @@ struct DaemonConfig {
     std::uint16_t port = 0;  // 0: any free port (the bound one is written to <state_dir>/http.addr)
   };
   std::optional<HttpListen> http_listen;
+
+  // [fleet]: hosts joined through NATS JetStream (docs/fleet.md). Absent: one host, and no NATS
+  // code path runs at all.
+  std::optional<fleet::FleetConfig> fleet;
 
   // The file this config was read from (nullopt: defaults only); runs never see it.
   std::optional<std::filesystem::path> config_file;

@@ -26,6 +26,7 @@
 #include "daemon/server/adoption.hpp"
 #include "daemon/server/connection.hpp"
 #include "daemon/server/containment_policy.hpp"
+#include "daemon/server/fleet_host.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
@@ -319,8 +320,19 @@ int Daemon::run() {
                                " run(s) the previous daemon left to their supervisors");
   if (auto problem = d.registry.load_ledger(std::chrono::system_clock::now()))
     log(LogPriority::warning, "daily budgets: " + *problem);
+  if (d.config.fleet) {
+    auto host = FleetHost::start(impl_);
+    if (!host) {
+      log(LogPriority::error, "cannot start: " + host.error());
+      return 2;
+    }
+    d.fleet = *host;
+    for (const auto& run : d.registry.snapshot())  // before the io threads: no strand needed yet
+      d.fleet->track(run.id);
+  }
   if (auto error = d.listen()) {
     log(LogPriority::error, *error);
+    if (d.fleet) d.fleet->stop();
     return 2;
   }
   if (auto error = d.listen_http()) {
@@ -342,6 +354,7 @@ int Daemon::run() {
   d.io.run();
   for (auto& t : threads)
     t.join();
+  if (d.fleet) d.fleet->stop();  // what is on disk goes out, then the lease
   boost::system::error_code close_ec;
   d.acceptor.close(close_ec);
   if (!sd_listen_fds(0)) std::filesystem::remove(d.config.socket, ec);

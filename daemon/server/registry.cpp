@@ -135,7 +135,8 @@ std::optional<std::string> RunRegistry::load_ledger(std::chrono::system_clock::t
 // --- admission --------------------------------------------------------------------------------
 
 boost::system::result<std::string, AdmissionRefusal> RunRegistry::admit(std::uint32_t uid,
-                                                                        std::chrono::system_clock::time_point now) {
+                                                                        std::chrono::system_clock::time_point now,
+                                                                        std::optional<std::string> given) {
   using Result = boost::system::result<std::string, AdmissionRefusal>;
   auto refuse = [](std::string code, std::string reason) {
     return Result(boost::system::in_place_error, AdmissionRefusal{std::move(code), std::move(reason)});
@@ -144,8 +145,9 @@ boost::system::result<std::string, AdmissionRefusal> RunRegistry::admit(std::uin
   if (active_ >= max_active_)
     return refuse("BUSY", "the daemon is at runs.max_active (" + std::to_string(max_active_) + ") active runs");
   if (auto over = ledger_.refusal(uid, utc_day(now))) return refuse("BUDGET_EXHAUSTED", *over);
-  std::string id = new_run_id();
-  while (runs_.count(id))  // 48 random bits: a repeat within one second is unlikely, never shared
+  if (given && runs_.count(*given)) return refuse("DUPLICATE_RUN", "run " + *given + " exists on this host already");
+  std::string id = given.value_or(new_run_id());
+  while (!given && runs_.count(id))  // 48 random bits: a repeat within one second is unlikely, never shared
     id = new_run_id();
   ++active_;  // reserved; released if the run cannot be created
   RunEntry placeholder;

@@ -104,8 +104,10 @@ class RunRegistry {
   // --- admission ----------------------------------------------------------------------------
   // A new run of `uid`: refused by name, or admitted under a fresh id (daemon::new_run_id) that
   // is reserved and counted active until record() or release().
+  // `id`: the id a fleet submitter assigned (refused when this daemon knows it already).
   boost::system::result<std::string, AdmissionRefusal> admit(std::uint32_t uid,
-                                                             std::chrono::system_clock::time_point now);
+                                                             std::chrono::system_clock::time_point now,
+                                                             std::optional<std::string> id = std::nullopt);
   // The admitted run could not be created: it leaves no trace, and no reservation.
   void release(const std::string& id);
   void record(const std::string& id, RunRecord record, std::chrono::system_clock::time_point now);

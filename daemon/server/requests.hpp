@@ -9,9 +9,13 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/system/result.hpp>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
+#include "daemon/peer.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/socket_api.hpp"
 
@@ -27,6 +31,27 @@ struct RunOptions;
 RunOptions run_options(Server& server, const RunDir& dir);
 // The supervisor binary: runs.supervisor, else metaharness-supervisor beside this executable.
 std::filesystem::path supervisor_binary(const DaemonConfig& config);
+
+// A submit refused: the socket refusal code and why.
+struct SubmitRefusal {
+  std::string code;
+  std::string reason;
+};
+struct SubmittedRun {
+  std::string run_id;
+  std::filesystem::path run_dir;
+};
+using SubmitResult = boost::system::result<SubmittedRun, SubmitRefusal>;
+// A new run from a socket API "run" object, for a peer with `role`: checked, admitted, created
+// and started. `run_id`: the id a fleet submitter assigned (nullopt: a fresh one). Any executor.
+boost::asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCredentials peer, Role role,
+                                                boost::json::object run, std::optional<std::string> run_id);
+// The refusals a submit makes before anything is admitted (what a fleet submitter checks before
+// it queues a spec).
+boost::system::result<adapters::RunSpec, SubmitRefusal> check_submit(Server& server, Role role,
+                                                                     const boost::json::object& run);
+// `submit` with "fleet": true (requests_fleet.cpp): the spec goes on the fleet's queue.
+boost::asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const boost::json::object& run);
 
 // A handler answers on the session (at least one line, unless the connection closes).
 using RequestHandler = boost::asio::awaitable<void> (*)(Session& session, const SocketRequest& request);

@@ -1,6 +1,7 @@
 // The requests that command a run without attaching to it: command (any metaharness.command/1)
 // and halt. Each answers with the command's `result` once its command.result exists.
 #include "daemon/server/requests.hpp"
+#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
@@ -21,6 +22,7 @@ asio::awaitable<void> deliver(Session& s, const SocketRequest& r, const RunEntry
 }  // namespace
 
 asio::awaitable<void> handle_command(Session& s, const SocketRequest& r) {
+  if (co_await fleet_command(s, r, "command")) co_return;  // a run another host owns
   auto e = co_await s.find_run(r, true);
   if (!e) co_return;
   const json::value* c = r.body.if_contains("command");
@@ -40,6 +42,7 @@ asio::awaitable<void> handle_command(Session& s, const SocketRequest& r) {
 }
 
 asio::awaitable<void> handle_halt(Session& s, const SocketRequest& r) {
+  if (co_await fleet_command(s, r, "halt")) co_return;  // a run another host owns
   auto e = co_await s.find_run(r, true);
   if (!e) co_return;
   std::optional<std::string> reason;

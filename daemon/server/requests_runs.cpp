@@ -6,7 +6,9 @@
 #include "daemon/log.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
+#include "daemon/server/fleet_host.hpp"
 #include "daemon/server/requests.hpp"
+#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_summary.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
@@ -41,54 +43,47 @@ json::object hermetic_view(Server& server, const RunEntry& e, const json::value&
 }
 
 // The refusals `metaharness run` makes too, before anything is created; the spec gets the
-// daemon's defaults. nullopt: refused (the session has answered).
-std::optional<adapters::RunSpec> checked_spec(Session& s, const SocketRequest& r, const json::object& run,
-                                              const adapters::Adapter*& adapter) {
-  const DaemonConfig& config = s.server().config;
+// daemon's defaults. Refused: the code and why.
+boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& server, Role role, const json::object& run,
+                                                                     const adapters::Adapter*& adapter) {
+  using Result = boost::system::result<adapters::RunSpec, SubmitRefusal>;
+  auto refuse = [](std::string code, std::string reason) {
+    return Result(boost::system::in_place_error, SubmitRefusal{std::move(code), std::move(reason)});
+  };
+  const DaemonConfig& config = server.config;
   auto spec = adapters::spec_from_json(run);
-  if (!spec) {
-    s.refuse("MALFORMED", spec.error(), r.id);
-    return std::nullopt;
-  }
-  adapter = s.server().adapters.find(spec->adapter);
+  if (!spec) return refuse("MALFORMED", spec.error());
+  adapter = server.adapters.find(spec->adapter);
   if (!adapter) {
-    s.refuse("MALFORMED", "unknown adapter \"" + protocol::excerpt(spec->adapter, 40) + "\"", r.id);
-    return std::nullopt;
+    return refuse("MALFORMED", "unknown adapter \"" + protocol::excerpt(spec->adapter, 40) + "\"");
   }
   if (const json::value* scenario = run.if_contains("model_scenario");
       scenario && !scenario->is_null() && spec->model_endpoint) {
-    s.refuse("MALFORMED",
-             "a run takes \"model_scenario\" (a scripted endpoint the daemon hosts) or \"model_endpoint\" "
-             "(an endpoint to use), not both",
-             r.id);
-    return std::nullopt;
+    return refuse("MALFORMED",
+                  "a run takes \"model_scenario\" (a scripted endpoint the daemon hosts) or \"model_endpoint\" "
+                  "(an endpoint to use), not both");
   }
   // A cwd is where an allowed call writes: below admin, only under the configured roots (none by
   // default: a run works in its own scratch).
-  if (spec->cwd && s.role() < Role::admin && !cwd_within_roots(*spec->cwd, config.workspace_roots)) {
-    s.refuse("CWD_OUTSIDE_ROOTS",
-             "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\" is not under runs.workspace_roots" +
-                 (config.workspace_roots.empty() ? " (none are configured: a run works in its own scratch)" : "") +
-                 "; only an admin peer may name it",
-             r.id);
-    return std::nullopt;
+  if (spec->cwd && role < Role::admin && !cwd_within_roots(*spec->cwd, config.workspace_roots)) {
+    return refuse("CWD_OUTSIDE_ROOTS",
+                  "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\" is not under runs.workspace_roots" +
+                      (config.workspace_roots.empty() ? " (none are configured: a run works in its own scratch)" : "") +
+                      "; only an admin peer may name it");
   }
   if (spec->decision_deadline_ms == 0) spec->decision_deadline_ms = config.decision_deadline_ms;
   if (auto too_long = adapters::refuse_deadline(*adapter, spec->decision_deadline_ms)) {
-    s.refuse("MALFORMED", *too_long, r.id);
-    return std::nullopt;
+    return refuse("MALFORMED", *too_long);
   }
   adapters::fill_unset_budgets(spec->budget, config.default_budget);
   if (auto unpriced = refuse_unpriced_budget(*spec, *adapter, config.prices)) {
-    s.refuse("BUDGET_UNPRICED", *unpriced, r.id);
-    return std::nullopt;
+    return refuse("BUDGET_UNPRICED", *unpriced);
   }
   // A daily USD budget meters every run's spend: a run it could not price would spend unseen.
   if (config.daily_budget.usd) {
     if (auto unpriced = refuse_unpriced_model(*spec, *adapter, config.prices,
                                               "the daemon's daily usd budget ([budgets.daily] usd)")) {
-      s.refuse("BUDGET_UNPRICED", *unpriced, r.id);
-      return std::nullopt;
+      return refuse("BUDGET_UNPRICED", *unpriced);
     }
   }
   return std::move(*spec);
@@ -130,13 +125,13 @@ RunOptions run_options(Server& server, const RunDir& dir) {
 namespace {
 
 // Writes what the daemon keeps beside the run (run.json, an inline scenario) and creates it.
-boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, const RunDir& dir,
-                                                                    const adapters::Adapter& adapter,
+boost::system::result<std::shared_ptr<Run>, std::string> create_run(Server& server, const PeerCredentials& peer,
+                                                                    const RunDir& dir, const adapters::Adapter& adapter,
                                                                     adapters::RunSpec spec, const json::object& run) {
   using Result = boost::system::result<std::shared_ptr<Run>, std::string>;
-  RunOptions options = run_options(s.server(), dir);
-  options.on_spend = s.server().spend_reporter(spec.run_id, s.peer().uid);
-  options.observer = s.server().run_observer(spec);
+  RunOptions options = run_options(server, dir);
+  options.on_spend = server.spend_reporter(spec.run_id, peer.uid);
+  options.observer = server.run_observer(spec);
   std::error_code ec;
   make_directories(dir.root(), ec);  // 0750 whatever the umask
   if (const json::value* scenario = run.if_contains("model_scenario"); scenario && !scenario->is_null()) {
@@ -144,11 +139,11 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Session& s, 
     options.model_scenario = dir.scenario_json();
   }
   RunMeta meta{
-      s.peer().uid, s.peer().pid, spec.adapter, spec.labels,
+      peer.uid, peer.pid, spec.adapter, spec.labels,
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};
   if (auto problem = dir.write_meta(meta)) return Result(boost::system::in_place_error, *problem);
   options.spec = std::move(spec);
-  return Run::create(s.server().io, adapter, std::move(options));
+  return Run::create(server.io, adapter, std::move(options));
 }
 
 }  // namespace
@@ -165,18 +160,22 @@ asio::awaitable<bool> a_run_has_just_closed(std::shared_ptr<Server> server) {
   co_return false;
 }
 
-asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
-  const json::value* run = r.body.if_contains("run");
-  if (!run || !run->is_object()) {
-    s.refuse("MALFORMED", "submit needs a \"run\" object (docs/socket-api.md)", r.id);
-    co_return;
-  }
+boost::system::result<adapters::RunSpec, SubmitRefusal> check_submit(Server& server, Role role,
+                                                                     const json::object& run) {
   const adapters::Adapter* adapter = nullptr;
-  auto spec = checked_spec(s, r, run->get_object(), adapter);
-  if (!spec) co_return;
-  auto server = s.server_ptr();
-  std::uint32_t uid = s.peer().uid;
-  auto admit = [server, uid] { return server->registry.admit(uid, std::chrono::system_clock::now()); };
+  return checked_spec(server, role, run, adapter);
+}
+
+asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCredentials peer, Role role,
+                                         json::object run, std::optional<std::string> run_id) {
+  auto refused = [](std::string code, std::string reason) {
+    return SubmitResult(boost::system::in_place_error, SubmitRefusal{std::move(code), std::move(reason)});
+  };
+  const adapters::Adapter* adapter = nullptr;
+  auto spec = checked_spec(*server, role, run, adapter);
+  if (!spec) co_return SubmitResult(boost::system::in_place_error, spec.error());
+  std::uint32_t uid = peer.uid;
+  auto admit = [server, uid, run_id] { return server->registry.admit(uid, std::chrono::system_clock::now(), run_id); };
   auto admitted = co_await server->on_registry(admit);
   bool retry = !admitted && admitted.error().code == "BUSY";
   if (retry) retry = co_await a_run_has_just_closed(server);
@@ -185,16 +184,13 @@ asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
     // asking again queues behind it.
     admitted = co_await server->on_registry(admit);
   }
-  if (!admitted) {
-    s.refuse(admitted.error().code, admitted.error().reason, r.id);
-    co_return;
-  }
+  if (!admitted) co_return refused(admitted.error().code, admitted.error().reason);
   const std::string id = *admitted;
   spec->run_id = id;
   RunDir dir = RunDir::in_state_dir(server->config.state_dir, id);
   const std::string adapter_name = spec->adapter;
   RunRecord record{{}, nullptr, nullptr, uid, spec->adapter, spec->labels, spec->budget};
-  auto created = create_run(s, dir, *adapter, std::move(*spec), run->get_object());
+  auto created = create_run(*server, peer, dir, *adapter, std::move(*spec), run);
   if (!created) {
     // A refused submit leaves nothing behind: not its directory, not its reservation.
     std::error_code rm;
@@ -204,8 +200,7 @@ asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
       return true;
     };
     co_await server->on_registry(std::move(release));
-    s.refuse("REFUSED", created.error(), r.id);
-    co_return;
+    co_return refused("REFUSED", created.error());
   }
   std::shared_ptr<Run> handle = *created;
   record.dir = handle->run_dir();
@@ -218,14 +213,39 @@ asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
   };
   co_await server->on_registry(std::move(keep));
   handle->start(server->close_reporter(id));
+  if (server->fleet) server->fleet->track(id);
   log(LogPriority::info, "run " + id + " submitted by uid " + std::to_string(uid) + " (" + adapter_name + ")");
+  co_return SubmittedRun{id, handle->run_dir()};
+}
+
+asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
+  const json::value* run = r.body.if_contains("run");
+  if (!run || !run->is_object()) {
+    s.refuse("MALFORMED", "submit needs a \"run\" object (docs/socket-api.md)", r.id);
+    co_return;
+  }
+  if (const json::value* to_fleet = r.body.if_contains("fleet");
+      to_fleet && to_fleet->is_bool() && to_fleet->get_bool()) {
+    co_await submit_to_fleet(s, r, run->get_object());
+    co_return;
+  }
+  auto submitted = co_await submit_run(s.server_ptr(), s.peer(), s.role(), run->get_object(), std::nullopt);
+  if (!submitted) {
+    s.refuse(submitted.error().code, submitted.error().reason, r.id);
+    co_return;
+  }
   json::object fields;
-  fields["run_id"] = id;
-  fields["run_dir"] = handle->run_dir().string();
+  fields["run_id"] = submitted->run_id;
+  fields["run_dir"] = submitted->run_dir.string();
+  if (s.server().fleet) fields["host"] = s.server().fleet->host_id();
   s.reply("submitted", r.id, fields);
 }
 
 asio::awaitable<void> handle_list(Session& s, const SocketRequest& r) {
+  if (const json::value* f = r.body.if_contains("fleet"); f && f->is_bool() && f->get_bool()) {
+    co_await fleet_list(s, r);
+    co_return;
+  }
   auto server = s.server_ptr();
   auto snapshot = [server] { return server->registry.snapshot(); };
   auto entries = co_await server->on_registry(std::move(snapshot));
@@ -240,11 +260,13 @@ asio::awaitable<void> handle_list(Session& s, const SocketRequest& r) {
 }
 
 asio::awaitable<void> handle_get(Session& s, const SocketRequest& r) {
+  if (co_await fleet_get(s, r)) co_return;  // a run another host owns
   auto e = co_await s.find_run(r, false);
   if (!e) co_return;
   json::object fields = co_await summary(*e);
   RunDir dir(e->dir);
   fields["run_dir"] = e->dir.string();
+  if (s.server().fleet) fields["host"] = s.server().fleet->host_id();
   fields["spec"] = dir.read_spec();
   fields["hermetic"] = hermetic_view(s.server(), *e, fields["spec"], fields["state"] == "closed");
   s.reply("run", r.id, fields);

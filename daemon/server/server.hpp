@@ -21,6 +21,8 @@
 
 namespace mh::daemon {
 
+class FleetHost;
+
 // Turns a callback API ("call done(value) exactly once, on any thread") into an awaitable that
 // resumes on the awaiting coroutine's executor.
 //
@@ -112,6 +114,8 @@ class Server : public std::enable_shared_from_this<Server> {
   // [http] listener, empty when none is configured. Set before the first connection is accepted.
   ViewerTokens viewer_tokens;
   std::string http_address;
+  // [fleet]: this daemon as a host of a fleet (fleet_host.hpp); null without the section.
+  std::shared_ptr<FleetHost> fleet;
 
  protected:
   // Registry strand: the daemon is stopping and its last run has closed.

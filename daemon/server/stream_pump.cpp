@@ -4,6 +4,7 @@
 #include <boost/asio/detached.hpp>
 
 #include "daemon/server/requests.hpp"
+#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
@@ -53,6 +54,7 @@ std::optional<std::uint64_t> from_seq(Session& s, const SocketRequest& r) {
 }
 
 asio::awaitable<void> stream(Session& s, const SocketRequest& r, bool attach) {
+  if (co_await fleet_tail(s, r, attach)) co_return;  // a run another host owns, or "fleet": true
   Session::Stream& state = s.stream();
   if (state.active) {
     s.refuse("ALREADY_ATTACHED",

@@ -1,0 +1,80 @@
+#include "daemon/fleet/event_publisher.hpp"
+
+#include "protocol/json.hpp"
+
+namespace mh::fleet {
+
+namespace {
+
+// The seq and event name of a line from the fleet. Lines come from peers: read as values only,
+// never trusted to be well formed.
+void read_line_facts(std::string_view line, FleetStreamTail& tail) {
+  tail.last_line = std::string(line);
+  auto value = protocol::parse_json(line);
+  if (!value || !value->is_object()) return;
+  const auto& object = value->as_object();
+  tail.last_seq = protocol::u64_at(object, "seq").value_or(0);
+  tail.last_event = protocol::string_at(object, "event").value_or("");
+}
+
+}  // namespace
+
+NatsResult<FleetStreamTail> fleet_stream_tail(FleetLink& link, std::string_view run_id) {
+  if (auto problem = run_id_problem(run_id); !problem.empty())
+    return nats_error("run id " + std::string(run_id) + ": " + problem, NATS_INVALID_ARG);
+  const std::string stream = link.names().events_stream(), subject = link.names().events_subject(run_id);
+  natsMsg* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&raw, link.js(), stream.c_str(), subject.c_str(), nullptr, &code);
+  MsgHandle msg(raw);
+  FleetStreamTail tail;
+  if (s == NATS_NOT_FOUND) return tail;
+  if (s != NATS_OK) return nats_error("last line of " + subject, s, code);
+  tail.subject_seq = natsMsg_GetSequence(msg.get());
+  read_line_facts(
+      std::string_view(natsMsg_GetData(msg.get()), static_cast<std::size_t>(natsMsg_GetDataLength(msg.get()))), tail);
+  return tail;
+}
+
+NatsResult<RunPublisher> RunPublisher::resume(FleetLink& link, std::string run_id) {
+  auto tail = fleet_stream_tail(link, run_id);
+  if (!tail) return tail.error();
+  return RunPublisher(link, std::move(run_id), *tail);
+}
+
+NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::string_view line) {
+  // Already in the fleet (a restart resumed past it): nothing to send.
+  if (seq <= tail_.last_seq) return Outcome::duplicate;
+  const std::string msg_id = run_id_ + ":" + std::to_string(seq);
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MsgId = msg_id.c_str();
+  po.MaxWait = link_->config().request_timeout.count();
+  // The subject's last message must be the one we know of: nobody else's line in between.
+  if (tail_.subject_seq == 0)
+    po.ExpectNoMessage = true;
+  else
+    po.ExpectLastSubjectSeq = tail_.subject_seq;
+  jsPubAck* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s =
+      js_Publish(&raw, link_->js(), subject_.c_str(), line.data(), static_cast<int>(line.size()), &po, &code);
+  PubAckHandle ack(raw);
+  if (s == NATS_OK) {
+    if (ack->Duplicate) return Outcome::duplicate;
+    tail_.subject_seq = ack->Sequence;
+    tail_.last_seq = seq;
+    return Outcome::published;
+  }
+  if (code != JSStreamWrongLastSequenceErr) return nats_error("publishing " + msg_id, s, code);
+  // The subject moved: read what it ends with now. Our own line (an earlier attempt whose ack
+  // was lost) is a duplicate; anything else means the run was taken from us.
+  auto now = fleet_stream_tail(*link_, run_id_);
+  if (!now) return now.error();
+  bool ours = now->last_seq == seq && now->last_line == line;
+  tail_ = *now;
+  if (ours) return Outcome::duplicate;
+  return Outcome::superseded;
+}
+
+}  // namespace mh::fleet

@@ -1,0 +1,59 @@
+// One run's stream in the fleet: its event lines, published to <prefix>.events.<run> in the
+// events stream after they are on local disk, each with the message id <run>:<seq> (the
+// server's dedup window drops a retry) and the expected last sequence of the subject (so a line
+// can never land after someone else's line — a survivor's close of a lost host's run, or a
+// second publisher of the same run). The body is the line byte for byte, without its newline.
+//
+// Threading: blocking calls (bounded by the link's request_timeout), on the fleet thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "daemon/fleet/fleet_link.hpp"
+
+namespace mh::fleet {
+
+// What the fleet's copy of one run's stream ends with.
+struct FleetStreamTail {
+  std::uint64_t last_seq = 0;     // the run's seq of its last line in the fleet (0: none yet)
+  std::uint64_t subject_seq = 0;  // that line's sequence in the events stream
+  std::string last_event;         // its event name ("stream.closed": the stream is over)
+  std::string last_line;          // the line itself
+};
+
+// The last line of the run's subject, read from the stream (no consumer): the resume point.
+NatsResult<FleetStreamTail> fleet_stream_tail(FleetLink& link, std::string_view run_id);
+
+class RunPublisher {
+ public:
+  enum class Outcome {
+    published,   // this line is now in the fleet
+    duplicate,   // it was already (a retry, or a restart that published it before)
+    superseded,  // the subject moved on without us: someone else closed this run
+  };
+
+  // Resumes from what the fleet holds: the next line to publish is tail().last_seq + 1.
+  static NatsResult<RunPublisher> resume(FleetLink& link, std::string run_id);
+
+  // Publishes line `seq` (which must be tail().last_seq + 1 for `published`; a seq at or below
+  // it is answered `duplicate` by the server's dedup window if it is the same message id).
+  // A failure (a timeout, no route) is an error: retrying the same call is safe.
+  NatsResult<Outcome> publish(std::uint64_t seq, std::string_view line);
+
+  const FleetStreamTail& tail() const { return tail_; }
+  const std::string& run_id() const { return run_id_; }
+
+ private:
+  RunPublisher(FleetLink& link, std::string run_id, FleetStreamTail tail)
+      : link_(&link), run_id_(std::move(run_id)), subject_(link.names().events_subject(run_id_)), tail_(tail) {}
+
+  FleetLink* link_;
+  std::string run_id_;
+  std::string subject_;
+  FleetStreamTail tail_;
+};
+
+}  // namespace mh::fleet

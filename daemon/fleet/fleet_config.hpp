@@ -1,0 +1,59 @@
+// The [fleet] section (docs/fleet.md): the NATS servers, this host's name in the fleet, its
+// credentials, the replication of the fleet's streams, and the lease. No libnats here: the
+// daemon's config reads it, the fleet library uses it.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mh::fleet {
+
+struct FleetConfig {
+  std::vector<std::string> nats_urls;  // nats://host:port, at least one
+  std::string host_id;                 // [A-Za-z0-9_-]{1,64}: it goes into subjects and keys
+  // A file: `user:password` on its first line, a .creds file (a JWT and an NKey seed), or an NKey
+  // seed (then `nkey` names its public key). Empty: no credentials.
+  std::filesystem::path credentials;
+  std::string nkey;
+  int replicas = 1;                                 // of every stream and bucket, 1..5
+  std::chrono::milliseconds lease_ttl{6000};        // a host whose lease is this old is lost
+  std::string prefix = "mh";                        // subjects <prefix>.events.<run>, ...
+  std::chrono::milliseconds request_timeout{5000};  // a NATS API call, a routed command
+};
+
+// "" when the name may go into a subject ([A-Za-z0-9_-], 1..64 characters), else why not.
+std::string host_id_problem(std::string_view host_id);
+// A run id is checked the same way before it goes into a subject (a peer's message may name one).
+inline std::string run_id_problem(std::string_view run_id) {
+  return host_id_problem(run_id);
+}
+
+// The names every host agrees on, from the prefix.
+struct FleetNames {
+  explicit FleetNames(std::string prefix) : prefix(std::move(prefix)) {}
+  std::string prefix;
+
+  std::string events_stream() const { return upper() + "_EVENTS"; }
+  std::string submit_stream() const { return upper() + "_SUBMIT"; }
+  std::string events_subject(std::string_view run) const { return prefix + ".events." + std::string(run); }
+  std::string events_wildcard() const { return prefix + ".events.>"; }
+  std::string submit_subject() const { return prefix + ".submit"; }
+  std::string command_subject(std::string_view host) const { return prefix + ".cmd." + std::string(host); }
+  std::string runs_bucket() const { return prefix + "_runs"; }
+  std::string hosts_bucket() const { return prefix + "_hosts"; }
+  std::string placement_consumer() const { return prefix + "_placement"; }
+
+ private:
+  std::string upper() const {
+    std::string u = prefix;
+    for (auto& ch : u)
+      if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
+    return u;
+  }
+};
+
+}  // namespace mh::fleet

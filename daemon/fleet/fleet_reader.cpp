@@ -1,0 +1,108 @@
+#include "daemon/fleet/fleet_reader.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include "protocol/json.hpp"
+
+namespace mh::fleet {
+
+namespace {
+
+// A peer's line: its facts read as values; one that does not parse is passed on as it is (the
+// owner's bytes), with no seq to skip it by.
+FleetLine line_of(natsMsg* msg) {
+  FleetLine out;
+  out.line.assign(natsMsg_GetData(msg), static_cast<std::size_t>(natsMsg_GetDataLength(msg)));
+  if (auto v = protocol::parse_json(out.line); v && v->is_object()) {
+    out.seq = protocol::u64_at(v->as_object(), "seq").value_or(0);
+    out.closed = protocol::string_at(v->as_object(), "event").value_or("") == "stream.closed";
+  }
+  return out;
+}
+
+jsSubOptions ordered_options(const std::string& stream) {
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = stream.c_str();
+  so.Ordered = true;
+  so.Config.DeliverPolicy = js_DeliverAll;
+  return so;
+}
+
+}  // namespace
+
+struct FleetStreamFollower::State {
+  boost::asio::any_io_executor executor;
+  OnLine on_line;
+  std::uint64_t from = 1;
+};
+
+namespace {
+
+void on_follow(natsConnection*, natsSubscription*, natsMsg* raw, void* closure) {
+  MsgHandle msg(raw);
+  auto* state = static_cast<FleetStreamFollower::State*>(closure);
+  FleetLine line = line_of(msg.get());
+  if (line.seq != 0 && line.seq < state->from) return;
+  boost::asio::post(state->executor,
+                    [on_line = state->on_line, line = std::move(line)]() mutable { on_line(std::move(line)); });
+}
+
+void on_follow_complete(void* closure) {
+  delete static_cast<FleetStreamFollower::State*>(closure);
+}
+
+}  // namespace
+
+NatsResult<std::unique_ptr<FleetStreamFollower>> FleetStreamFollower::open(FleetLink& link, const std::string& run_id,
+                                                                           std::uint64_t from_seq,
+                                                                           boost::asio::any_io_executor executor,
+                                                                           OnLine on_line) {
+  if (auto problem = run_id_problem(run_id); !problem.empty())
+    return nats_error("run id " + run_id + ": " + problem, NATS_INVALID_ARG);
+  const std::string stream = link.names().events_stream(), subject = link.names().events_subject(run_id);
+  auto state = std::make_unique<State>(State{std::move(executor), std::move(on_line), from_seq == 0 ? 1 : from_seq});
+  jsSubOptions so = ordered_options(stream);
+  natsSubscription* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_Subscribe(&raw, link.js(), subject.c_str(), on_follow, state.get(), nullptr, &so, &code);
+  if (s != NATS_OK) return nats_error("following " + subject, s, code);
+  SubscriptionHandle sub(raw);
+  s = natsSubscription_SetOnCompleteCB(sub.get(), on_follow_complete, state.release());
+  if (s != NATS_OK) return nats_error("following " + subject, s);
+  return std::unique_ptr<FleetStreamFollower>(new FleetStreamFollower(std::move(sub)));
+}
+
+FleetStreamFollower::~FleetStreamFollower() {
+  if (sub_) (void)natsSubscription_Unsubscribe(sub_.get());
+}
+
+NatsResult<FleetStreamReader> FleetStreamReader::open(FleetLink& link, const std::string& run_id,
+                                                      std::uint64_t from_seq) {
+  if (auto problem = run_id_problem(run_id); !problem.empty())
+    return nats_error("run id " + run_id + ": " + problem, NATS_INVALID_ARG);
+  const std::string stream = link.names().events_stream(), subject = link.names().events_subject(run_id);
+  jsSubOptions so = ordered_options(stream);
+  natsSubscription* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_SubscribeSync(&raw, link.js(), subject.c_str(), nullptr, &so, &code);
+  if (s != NATS_OK) return nats_error("reading " + subject, s, code);
+  return FleetStreamReader(SubscriptionHandle(raw), from_seq == 0 ? 1 : from_seq);
+}
+
+NatsResult<std::optional<FleetLine>> FleetStreamReader::next(std::chrono::milliseconds wait) {
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    natsMsg* raw = nullptr;
+    natsStatus s = natsSubscription_NextMsg(&raw, sub_.get(), std::max<std::int64_t>(left.count(), 1));
+    MsgHandle msg(raw);
+    if (s == NATS_TIMEOUT) return std::optional<FleetLine>();
+    if (s != NATS_OK) return nats_error("reading the fleet stream", s);
+    FleetLine out = line_of(msg.get());
+    if (out.seq != 0 && out.seq < from_) continue;
+    return std::optional<FleetLine>(std::move(out));
+  }
+}
+
+}  // namespace mh::fleet

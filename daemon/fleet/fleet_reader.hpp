@@ -1,0 +1,57 @@
+// Reading one run's stream from the fleet, from any host: an ordered consumer (libnats makes
+// and remakes it, no gap, no duplicate) filtered on the run's subject, from the first line;
+// lines before the wanted seq are skipped. Each line is the owner's byte for byte.
+//
+// Threading: next() blocks (bounded by its wait): fleet thread, or a client process.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "daemon/fleet/fleet_link.hpp"
+
+namespace mh::fleet {
+
+struct FleetLine {
+  std::string line;  // without its newline
+  std::uint64_t seq = 0;
+  bool closed = false;  // it is stream.closed: nothing follows
+};
+
+class FleetStreamReader {
+ public:
+  static NatsResult<FleetStreamReader> open(FleetLink& link, const std::string& run_id, std::uint64_t from_seq);
+  // The next line at or after from_seq, or nullopt when none came within `wait`.
+  NatsResult<std::optional<FleetLine>> next(std::chrono::milliseconds wait);
+
+ private:
+  FleetStreamReader(SubscriptionHandle sub, std::uint64_t from) : sub_(std::move(sub)), from_(from) {}
+  SubscriptionHandle sub_;
+  std::uint64_t from_;
+};
+
+// The same ordered consumer, pushed: each line is handed, in order, to `on_line` on `executor`
+// (a strand: libnats delivers on its own thread, and nothing of ours runs there). For a socket
+// `tail --fleet`, whose pump sends what it is handed. Stops when destroyed.
+class FleetStreamFollower {
+ public:
+  using OnLine = std::function<void(FleetLine)>;
+  static NatsResult<std::unique_ptr<FleetStreamFollower>> open(FleetLink& link, const std::string& run_id,
+                                                               std::uint64_t from_seq,
+                                                               boost::asio::any_io_executor executor, OnLine on_line);
+  ~FleetStreamFollower();
+  FleetStreamFollower(const FleetStreamFollower&) = delete;
+  FleetStreamFollower& operator=(const FleetStreamFollower&) = delete;
+
+  struct State;
+
+ private:
+  explicit FleetStreamFollower(SubscriptionHandle sub) : sub_(std::move(sub)) {}
+  SubscriptionHandle sub_;
+};
+
+}  // namespace mh::fleet

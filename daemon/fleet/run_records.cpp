@@ -1,0 +1,121 @@
+#include "daemon/fleet/run_records.hpp"
+
+#include <boost/json/serialize.hpp>
+
+#include "protocol/json.hpp"
+
+namespace mh::fleet {
+
+namespace {
+
+constexpr std::size_t kMaxRecordBytes = 4096;
+
+bool fits(const std::string& s) {
+  return s.empty() || host_id_problem(s).empty();
+}
+
+}  // namespace
+
+std::string RunRecord::to_json() const {
+  protocol::json::object o;
+  o["host"] = host;
+  o["state"] = state;
+  if (!closed_by.empty()) o["closed_by"] = closed_by;
+  return boost::json::serialize(o);
+}
+
+std::optional<RunRecord> RunRecord::from_json(std::string run_id, std::string_view text, std::uint64_t revision) {
+  if (text.size() > kMaxRecordBytes) return std::nullopt;
+  auto value = protocol::parse_json(text);
+  if (!value || !value->is_object()) return std::nullopt;
+  const auto& o = value->as_object();
+  RunRecord r;
+  r.run_id = std::move(run_id);
+  r.revision = revision;
+  r.host = protocol::string_at(o, "host").value_or("");
+  r.state = protocol::string_at(o, "state").value_or("");
+  r.closed_by = protocol::string_at(o, "closed_by").value_or("");
+  if (r.host.empty() || !fits(r.host) || !fits(r.closed_by)) return std::nullopt;
+  if (r.state != "open" && r.state != "closing" && r.state != "closed") return std::nullopt;
+  return r;
+}
+
+NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, const std::string& host) {
+  if (auto problem = run_id_problem(run_id); !problem.empty())
+    return nats_error("run id " + run_id + ": " + problem, NATS_INVALID_ARG);
+  RunRecord record{run_id, host, "open", "", 0};
+  const std::string body = record.to_json();
+  uint64_t rev = 0;
+  natsStatus s = kvStore_Create(&rev, link.runs(), run_id.c_str(), body.data(), static_cast<int>(body.size()));
+  if (s == NATS_OK) return Claim::won;
+  // Refused or lost on the way: whoever the record names owns the run.
+  auto existing = read_run_record(link, run_id);
+  if (!existing) return existing.error();
+  if (!*existing) return nats_error("claiming " + run_id, s);
+  return (*existing)->host == host ? Claim::won : Claim::lost;
+}
+
+NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id) {
+  if (!run_id_problem(run_id).empty()) return std::optional<RunRecord>();
+  kvEntry* raw = nullptr;
+  natsStatus s = kvStore_Get(&raw, link.runs(), run_id.c_str());
+  KvEntryHandle entry(raw);
+  if (s == NATS_NOT_FOUND) return std::optional<RunRecord>();
+  if (s != NATS_OK) return nats_error("record of " + run_id, s);
+  std::string_view text(static_cast<const char*>(kvEntry_Value(entry.get())),
+                        static_cast<std::size_t>(kvEntry_ValueLen(entry.get())));
+  return RunRecord::from_json(run_id, text, kvEntry_Revision(entry.get()));
+}
+
+NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next) {
+  const std::string body = next.to_json();
+  uint64_t rev = 0;
+  natsStatus s =
+      kvStore_Update(&rev, link.runs(), next.run_id.c_str(), body.data(), static_cast<int>(body.size()), next.revision);
+  if (s == NATS_OK) return Claim::won;
+  // A refused compare-and-set and a lost reply look alike here: read what is there.
+  auto now = read_run_record(link, next.run_id);
+  if (!now) return now.error();
+  if (*now && (*now)->host == next.host && (*now)->state == next.state && (*now)->closed_by == next.closed_by)
+    return Claim::won;
+  return Claim::lost;
+}
+
+NatsResult<std::optional<RunRecord>> await_run_record(FleetLink& link, const std::string& run_id,
+                                                      std::chrono::milliseconds timeout) {
+  if (!run_id_problem(run_id).empty()) return std::optional<RunRecord>();
+  kvWatcher* raw = nullptr;
+  natsStatus s = kvStore_Watch(&raw, link.runs(), run_id.c_str(), nullptr);
+  if (s != NATS_OK) return nats_error("watching " + run_id, s);
+  std::unique_ptr<kvWatcher, NatsDeleter<kvWatcher, kvWatcher_Destroy>> watcher(raw);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::optional<RunRecord>();
+    kvEntry* e = nullptr;
+    s = kvWatcher_Next(&e, watcher.get(), left.count());
+    KvEntryHandle entry(e);
+    if (s == NATS_TIMEOUT) return std::optional<RunRecord>();
+    if (s != NATS_OK) return nats_error("watching " + run_id, s);
+    if (!entry || kvEntry_Operation(entry.get()) != kvOp_Put) continue;  // the end of the initial values, a delete
+    std::string_view text(static_cast<const char*>(kvEntry_Value(entry.get())),
+                          static_cast<std::size_t>(kvEntry_ValueLen(entry.get())));
+    if (auto record = RunRecord::from_json(run_id, text, kvEntry_Revision(entry.get()))) return record;
+  }
+}
+
+NatsResult<std::vector<RunRecord>> list_run_records(FleetLink& link) {
+  std::vector<RunRecord> out;
+  KeysList keys;
+  natsStatus s = kvStore_Keys(keys.get(), link.runs(), nullptr);
+  if (s == NATS_NOT_FOUND) return out;
+  if (s != NATS_OK) return nats_error("listing runs", s);
+  for (int i = 0; i < keys.size(); ++i) {
+    auto record = read_run_record(link, keys.at(i));
+    if (!record) return record.error();
+    if (*record) out.push_back(std::move(**record));
+  }
+  return out;
+}
+
+}  // namespace mh::fleet

@@ -1,0 +1,366 @@
+#include "daemon/server/fleet_host.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/serialize.hpp>
+#include <future>
+
+#include "daemon/fleet/event_publisher.hpp"
+#include "daemon/fleet/leases.hpp"
+#include "daemon/fleet/run_records.hpp"
+#include "daemon/log.hpp"
+#include "daemon/server/requests.hpp"
+#include "daemon/server/requests_fleet.hpp"
+#include "daemon/server/run_access.hpp"
+#include "daemon/server/server.hpp"
+#include "daemon/stream/stream_reader.hpp"
+#include "protocol/json.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// How long a publisher waits before it tries a refused or failed publish again (NATS away, a
+// leader election): a pause between retries, not a synchronisation.
+constexpr std::chrono::milliseconds kRetryPause{500};
+// How long a stop waits for the publishers to send what is on disk.
+constexpr std::chrono::seconds kStopDrain{3};
+
+asio::awaitable<void> pause(std::chrono::milliseconds d) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, d);
+  boost::system::error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+std::string lease_info(const fleet::FleetConfig& config) {
+  json::object o;
+  o["host"] = config.host_id;
+  o["pid"] = ::getpid();
+  return boost::json::serialize(o);
+}
+
+// What another executor promised, unless the fleet stops first (the daemon's io threads may be
+// gone by then, and nothing would ever keep the promise).
+template <class T>
+std::optional<T> wait_unless(const std::atomic<bool>& stopped, const std::shared_ptr<std::promise<T>>& promised) {
+  auto future = promised->get_future();
+  while (future.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready)
+    if (stopped) return std::nullopt;
+  return future.get();
+}
+
+}  // namespace
+
+FleetHost::FleetHost(std::shared_ptr<Server> server, std::unique_ptr<fleet::FleetLink> link)
+    : server_(server), link_(std::move(link)), strand_(io_.get_executor()), lease_timer_(strand_) {}
+
+FleetHost::~FleetHost() {
+  stop();
+}
+
+const std::string& FleetHost::host_id() const {
+  return link_->config().host_id;
+}
+
+boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(std::shared_ptr<Server> server) {
+  using Result = boost::system::result<std::shared_ptr<FleetHost>, std::string>;
+  const fleet::FleetConfig& config = *server->config.fleet;
+  auto link = fleet::FleetLink::connect(config);
+  if (!link) return Result(boost::system::in_place_error, "fleet.nats_urls: " + link.error().text);
+  if (auto renewed = fleet::renew_lease(**link, config.host_id, lease_info(config)); !renewed)
+    return Result(boost::system::in_place_error, "fleet: " + renewed.error().text);
+  std::shared_ptr<FleetHost> host(new FleetHost(server, std::move(*link)));
+  log(LogPriority::info, "fleet: host " + config.host_id + " joined through " + config.nats_urls.front() + " (lease " +
+                             std::to_string(config.lease_ttl.count()) + " ms)");
+  auto handler = [weak = std::weak_ptr<Server>(server)](std::string body, fleet::Responder responder) {
+    if (auto s = weak.lock()) serve_fleet_command(s, std::move(body), std::move(responder));
+  };
+  auto commands = fleet::CommandServer::open(host->link(), host->link().names().command_subject(config.host_id),
+                                             server->io.get_executor(), handler);
+  if (!commands) return Result(boost::system::in_place_error, "fleet: " + commands.error().text);
+  host->commands_ = std::move(*commands);
+  asio::post(host->strand_, [raw = host.get()] { raw->renew_and_sweep(); });
+  for (int i = 0; i < 2; ++i)
+    host->threads_.emplace_back([raw = host.get()] {
+      auto work = asio::make_work_guard(raw->io_);
+      raw->io_.run();
+    });
+  host->placement_ = std::thread([raw = host.get()] { raw->placement_loop(); });
+  return host;
+}
+
+void FleetHost::stop() {
+  if (threads_.empty() || stopped_.exchange(true)) return;
+  for (auto& t : threads_)
+    if (std::this_thread::get_id() == t.get_id()) {  // the last owner let go on a fleet thread
+      io_.stop();
+      for (auto& d : threads_)
+        d.detach();
+      if (placement_.joinable()) placement_.detach();
+      return;
+    }
+  if (placement_.joinable()) placement_.join();  // it sees stopped_ within one fetch
+  commands_.reset();
+  // The publishers get a moment to send what is on disk, then the lease goes.
+  std::promise<void> drained;
+  auto deadline = Clock::now() + kStopDrain;
+  auto step = std::make_shared<std::function<void()>>();
+  *step = [this, &drained, deadline, step] {
+    if (!publishing_.empty() && Clock::now() < deadline) {
+      auto timer = std::make_shared<asio::steady_timer>(strand_, std::chrono::milliseconds(50));
+      timer->async_wait([timer, step](boost::system::error_code) { (*step)(); });
+      return;
+    }
+    lease_timer_.cancel();
+    if (auto dropped = fleet::drop_lease(*link_, host_id()); !dropped)
+      log(LogPriority::warning, "fleet: " + dropped.error().text);
+    drained.set_value();
+    *step = nullptr;  // the cycle through the lambda's own copy ends here
+  };
+  asio::post(strand_, [step] { (*step)(); });
+  drained.get_future().wait();
+  io_.stop();
+  for (auto& t : threads_)
+    t.join();
+  threads_.clear();
+}
+
+void FleetHost::track(const std::string& id) {
+  auto self = shared_from_this();
+  asio::post(strand_, [self, id] {
+    if (self->stopped_ || !self->publishing_.insert(id).second) return;
+    asio::co_spawn(self->strand_, publish_run(self, id), asio::detached);
+  });
+}
+
+void FleetHost::placement_loop() {
+  std::optional<fleet::PlacementPuller> puller;
+  while (!stopped_) {
+    if (!puller) {
+      auto opened = fleet::PlacementPuller::open(*link_);
+      if (!opened) {
+        log(LogPriority::debug, "fleet: " + opened.error().text);
+        std::this_thread::sleep_for(kRetryPause);  // NATS away: a pause before the next try
+        continue;
+      }
+      puller.emplace(std::move(*opened));
+    }
+    // Back-pressure from the engine: a spec is pulled only while this host has room for it.
+    auto server = server_.lock();
+    if (!server) return;
+    auto room = std::make_shared<std::promise<bool>>();
+    asio::post(server->registry_strand, [server, room] {
+      room->set_value(server->registry.accepting() && server->registry.active() < server->config.max_active_runs);
+    });
+    server.reset();
+    bool has_room = wait_unless(stopped_, room).value_or(false);
+    if (!has_room) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a run's close makes room; look again soon
+      continue;
+    }
+    auto offers = puller->fetch(1, std::chrono::seconds(1));
+    if (!offers) {
+      log(LogPriority::debug, "fleet: " + offers.error().text);
+      continue;
+    }
+    for (auto& offer : *offers)
+      place(offer);
+  }
+}
+
+void FleetHost::place(fleet::SubmitOffer& offer) {
+  const std::string& me = host_id();
+  const std::string id = offer.run_id();
+  // A peer's message: bounded, parsed as a value, refused by name, never trusted.
+  std::optional<json::value> envelope;
+  if (!id.empty() && offer.spec().size() <= fleet::kMaxSpecBytes) envelope = protocol::parse_json(offer.spec());
+  const json::object* body = envelope && envelope->is_object() ? &envelope->as_object() : nullptr;
+  const json::value* run = body ? body->if_contains("run") : nullptr;
+  if (!run || !run->is_object()) {
+    log(LogPriority::warning, "fleet: refused a queued spec (run id \"" + protocol::excerpt(id, 64) +
+                                  "\"): not a {\"run\": {...}} envelope within 1 MiB");
+    (void)offer.refuse();
+    return;
+  }
+  auto claim = fleet::claim_placement(*link_, id, me);
+  if (!claim) {
+    log(LogPriority::debug, "fleet: claiming " + id + ": " + claim.error().text);
+    (void)offer.give_back();
+    return;
+  }
+  if (*claim == fleet::Claim::lost) {  // a redelivery of a run another host placed
+    (void)offer.ack();
+    return;
+  }
+  auto server = server_.lock();
+  if (!server) return;
+  PeerCredentials peer;
+  peer.uid = static_cast<std::uint32_t>(protocol::u64_at(*body, "uid").value_or(0) & 0xffffffffu);
+  auto known = std::make_shared<std::promise<bool>>();
+  asio::post(server->registry_strand,
+             [server, id, known] { known->set_value(server->registry.lookup(id).has_value()); });
+  auto was_known = wait_unless(stopped_, known);
+  if (!was_known) return;  // stopping: the spec comes back to someone after AckWait
+  if (*was_known) {        // this host took it before and its ack was lost
+    (void)offer.ack();
+    return;
+  }
+  auto created = std::make_shared<std::promise<SubmitResult>>();
+  // A peer host's submitter is granted control here, never admin (its cwd must be under this
+  // host's runs.workspace_roots).
+  asio::co_spawn(
+      server->io, submit_run(server, peer, Role::control, run->as_object(), id),
+      [created](std::exception_ptr e, SubmitResult r) {
+        if (e)
+          created->set_value(SubmitResult(boost::system::in_place_error, SubmitRefusal{"REFUSED", "failed"}));
+        else
+          created->set_value(std::move(r));
+      });
+  server.reset();
+  auto waited = wait_unless(stopped_, created);
+  if (!waited) return;
+  SubmitResult result = std::move(*waited);
+  if (result) {
+    // The spec is on this host's disk (run.json, spec.json): only now is the message done.
+    if (auto acked = offer.ack(); !acked) log(LogPriority::warning, "fleet: " + acked.error().text);
+    log(LogPriority::info, "fleet: placed run " + id + " here (" + std::to_string(offer.deliveries()) + " deliveries)");
+    return;
+  }
+  log(LogPriority::warning, "fleet: run " + id + " refused here: " + result.error().code + " " + result.error().reason);
+  // Not this host's after all: the record goes, and the spec goes back for another host (BUSY)
+  // or for good (anything else would be refused anywhere).
+  (void)kvStore_Delete(link_->runs(), id.c_str());
+  if (result.error().code == "BUSY")
+    (void)offer.give_back();
+  else
+    (void)offer.refuse();
+}
+
+void FleetHost::renew_and_sweep() {
+  if (stopped_) return;
+  const auto& config = link_->config();
+  if (auto renewed = fleet::renew_lease(*link_, config.host_id, lease_info(config)); !renewed)
+    log(LogPriority::warning, "fleet: " + renewed.error().text);
+  auto swept = fleet::close_lost_runs(*link_, config.host_id);
+  if (!swept)
+    log(LogPriority::warning, "fleet: sweeping for lost hosts: " + swept.error().text);
+  else
+    for (const auto& closed : *swept)
+      log(LogPriority::warning, "fleet: host " + closed.lost_host + " lost its lease; closed its run " + closed.run_id +
+                                    " in the fleet (stream.closed at seq " + std::to_string(closed.closed_seq) + ")");
+  lease_timer_.expires_after(config.lease_ttl / 3);
+  lease_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->renew_and_sweep();
+  });
+}
+
+asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, std::string id) {
+  struct Done {
+    FleetHost& host;
+    std::string id;
+    ~Done() { host.publishing_.erase(id); }
+  } done{*self, id};
+  auto server = self->server_.lock();
+  if (!server) co_return;
+  auto find = [server, id] { return server->registry.lookup(id); };
+  std::optional<RunEntry> entry = co_await server->on_registry(std::move(find));
+  if (!entry || entry->dir.empty()) co_return;
+  auto opened = open_stream(*entry);
+  if (!opened) {
+    log(LogPriority::warning, "fleet: run " + id + " not published: " + opened.error());
+    co_return;
+  }
+  fleet::FleetLink& link = *self->link_;
+  const std::string& me = self->host_id();
+  // Every local run is in the fleet's records (a run submitted here without --fleet too), so
+  // any host can find its owner.
+  std::optional<fleet::RunPublisher> publisher;
+  while (!self->stopped_) {
+    auto claim = fleet::claim_placement(link, id, me);
+    if (claim && *claim == fleet::Claim::lost) {
+      log(LogPriority::warning, "fleet: run " + id + " is recorded as another host's; its stream stays on this host");
+      co_return;
+    }
+    if (claim) {
+      auto resumed = fleet::RunPublisher::resume(link, id);
+      if (resumed) {
+        publisher.emplace(std::move(*resumed));
+        break;
+      }
+      log(LogPriority::debug, "fleet: run " + id + ": " + resumed.error().text);
+    } else {
+      log(LogPriority::debug, "fleet: run " + id + ": " + claim.error().text);
+    }
+    co_await pause(kRetryPause);
+  }
+  if (!publisher) co_return;
+  const auto& tail = publisher->tail();
+  if (tail.last_event == "stream.closed") {
+    auto record = fleet::read_run_record(link, id);
+    if (record && *record && !(*record)->closed_by.empty() && (*record)->closed_by != me)
+      log(LogPriority::warning, "fleet: run " + id + " was closed in the fleet by host " + (*record)->closed_by +
+                                    " while this host was away (its lease ran out); lines after seq " +
+                                    std::to_string(tail.last_seq) + " stay on this host only");
+    co_return;
+  }
+  auto reader =
+      StreamReader::open(opened->shared, co_await asio::this_coro::executor, ReaderStart::at_seq(tail.last_seq + 1));
+  if (!reader) {
+    log(LogPriority::warning, "fleet: run " + id + ": the fleet holds seq " + std::to_string(tail.last_seq) +
+                                  ", which this host's stream does not reach: " + reader.error());
+    co_return;
+  }
+  for (;;) {
+    if (self->stopped_) co_return;
+    auto batch = reader->read_some();
+    if (!batch) {
+      log(LogPriority::warning, "fleet: run " + id + ": " + batch.error());
+      co_return;
+    }
+    std::string_view bytes = batch->bytes;
+    for (std::uint64_t seq = batch->first_seq; !bytes.empty(); ++seq) {
+      auto end = bytes.find('\n');
+      std::string_view line = bytes.substr(0, end);
+      bytes.remove_prefix(end + 1);
+      for (;;) {
+        auto sent = publisher->publish(seq, line);
+        if (sent && *sent == fleet::RunPublisher::Outcome::superseded) {
+          log(LogPriority::warning, "fleet: run " + id + " was closed in the fleet by another host; seq " +
+                                        std::to_string(seq) + " and after stay on this host only");
+          co_return;
+        }
+        if (sent) break;
+        log(LogPriority::debug, "fleet: run " + id + ": " + sent.error().text);
+        if (self->stopped_) co_return;
+        co_await pause(kRetryPause);
+      }
+    }
+    if (batch->reached_end) {
+      // The owner closed its own run: the record says so (a survivor's close is a compare-and-set
+      // on the same entry, so only one of the two can write it).
+      auto record = fleet::read_run_record(link, id);
+      if (record && *record && (*record)->state == "open") {
+        fleet::RunRecord closed = **record;
+        closed.state = "closed";
+        (void)fleet::update_run_record(link, closed);
+      }
+      co_return;
+    }
+    if (batch->count == 0) {
+      auto outcome = co_await reader->wait_for_more(Clock::now() + std::chrono::seconds(1));
+      if (outcome == WaitOutcome::writer_gone) co_return;
+    }
+  }
+}
+
+}  // namespace mh::daemon

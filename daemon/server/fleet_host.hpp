@@ -1,0 +1,93 @@
+// This daemon as a host of a fleet ([fleet], docs/fleet.md): its link to NATS, its lease, the
+// sweep that closes a lost host's runs, and the publishing of every local run's stream to the
+// fleet after each line is on local disk.
+//
+// Threading: every blocking NATS call runs on the fleet's own threads (an io_context of two
+// threads that only this class uses, and the placement thread), never on the daemon's io
+// threads; what they learn about the daemon's runs they ask the registry strand for
+// (Server::on_registry). The publishers and the lease are on one strand of the fleet's
+// io_context (one run's publisher is a coroutine with a StreamReader on the run's events.jsonl:
+// the file is the buffer, as for a `tail --follow` reader); a socket request's fleet call
+// (on_fleet) runs on the other thread, so a submit or a routed command never waits behind them.
+// The placement thread pulls specs only while this daemon is below runs.max_active.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/system/result.hpp>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/fleet/command_relay.hpp"
+#include "daemon/fleet/fleet_link.hpp"
+#include "daemon/fleet/placement.hpp"
+#include "daemon/server/server.hpp"
+
+namespace mh::daemon {
+
+class Server;
+class SharedStreamState;
+
+class FleetHost : public std::enable_shared_from_this<FleetHost> {
+ public:
+  // Connects and takes the lease (blocking; at start, before the daemon says READY). A refusal
+  // names the key and why.
+  static boost::system::result<std::shared_ptr<FleetHost>, std::string> start(std::shared_ptr<Server> server);
+  ~FleetHost();
+
+  // Publishes run `id` from what the fleet already holds of it on (any thread). A run that is
+  // published already is left as it is.
+  void track(const std::string& id);
+  // Drops the lease (a clean stop: the survivors need not wait out the TTL) and stops the thread.
+  void stop();
+
+  // Runs f() (a blocking fleet call) on a fleet thread and resumes the awaiting coroutine, on
+  // its own executor, with its result.
+  template <class F>
+  auto on_fleet(F f) {
+    using R = decltype(f());
+    auto run_there = [this, f = std::move(f)](auto done) mutable {
+      boost::asio::post(io_, [f = std::move(f), done = std::move(done)]() mutable { done(f()); });
+    };
+    return await_fleet_callback<R>(std::move(run_there));
+  }
+
+  const std::string& host_id() const;
+  fleet::FleetLink& link() { return *link_; }
+  boost::asio::io_context& io() { return io_; }
+
+ private:
+  FleetHost(std::shared_ptr<Server> server, std::unique_ptr<fleet::FleetLink> link);
+  void renew_and_sweep();
+  void placement_loop();
+  void place(fleet::SubmitOffer& offer);
+  template <class T, class Initiate>
+  static auto await_fleet_callback(Initiate initiate);
+  static boost::asio::awaitable<void> publish_run(std::shared_ptr<FleetHost> self, std::string id);
+
+  std::weak_ptr<Server> server_;
+  std::unique_ptr<fleet::FleetLink> link_;
+  boost::asio::io_context io_;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  boost::asio::steady_timer lease_timer_;  // strand_
+  std::set<std::string> publishing_;       // strand_
+  std::vector<std::thread> threads_;
+  std::thread placement_;
+  std::unique_ptr<fleet::CommandServer> commands_;  // <prefix>.cmd.<host>
+  std::atomic<bool> stopped_{false};
+};
+
+template <class T, class Initiate>
+auto FleetHost::await_fleet_callback(Initiate initiate) {
+  return await_callback<T>(std::move(initiate));
+}
+
+}  // namespace mh::daemon

@@ -1,0 +1,365 @@
+// The socket API's fleet side (docs/fleet.md): `submit` with "fleet": true queues the spec for
+// whichever host has room; `get`, `list` with "fleet": true, `tail` and `attach` reach a run that
+// another host owns. Each answers as its one-host request does, plus which host.
+#include "daemon/server/requests_fleet.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json/serialize.hpp>
+#include <deque>
+
+#include "daemon/fleet/command_relay.hpp"
+#include "daemon/fleet/event_publisher.hpp"
+#include "daemon/fleet/fleet_reader.hpp"
+#include "daemon/fleet/leases.hpp"
+#include "daemon/fleet/placement.hpp"
+#include "daemon/fleet/run_records.hpp"
+#include "daemon/run/run_dir.hpp"
+#include "daemon/server/fleet_host.hpp"
+#include "daemon/server/requests.hpp"
+#include "daemon/server/run_access.hpp"
+#include "daemon/server/server.hpp"
+#include "daemon/server/session.hpp"
+#include "protocol/reader.hpp"
+
+namespace mh::daemon {
+
+namespace asio = boost::asio;
+
+asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const json::object& run) {
+  std::shared_ptr<FleetHost> host = s.server().fleet;
+  if (!host) {
+    s.refuse("FLEET_UNCONFIGURED", "this daemon has no [fleet] section; submit without \"fleet\"", r.id);
+    co_return;
+  }
+  // The refusals a host would make, made here first: a spec no host could run never queues.
+  if (auto checked = check_submit(s.server(), s.role(), run); !checked) {
+    s.refuse(checked.error().code, checked.error().reason, r.id);
+    co_return;
+  }
+  // The id is the submitter's: a redelivered spec can never make a second run.
+  const std::string id = new_run_id();
+  json::object envelope;
+  envelope["run"] = run;
+  envelope["uid"] = s.peer().uid;
+  envelope["from_host"] = host->host_id();
+  std::string body = boost::json::serialize(envelope);
+  if (body.size() > fleet::kMaxSpecBytes) {
+    s.refuse("MALFORMED", "the run spec is over 1 MiB", r.id);
+    co_return;
+  }
+  auto send = [host, id, body] { return fleet::submit_spec(host->link(), id, body); };
+  auto sent = co_await host->on_fleet(std::move(send));
+  if (!sent) {
+    s.refuse("FLEET_UNAVAILABLE", sent.error().text, r.id);
+    co_return;
+  }
+  auto timeout = 2 * host->link().config().request_timeout;
+  auto wait = [host, id, timeout] { return fleet::await_run_record(host->link(), id, timeout); };
+  auto placed = co_await host->on_fleet(std::move(wait));
+  json::object fields;
+  fields["run_id"] = id;
+  if (placed && *placed) {
+    fields["host"] = (*placed)->host;
+    fields["placement"] = "placed";
+  } else {
+    fields["host"] = nullptr;
+    fields["placement"] = "queued";  // no host had room within the wait: the first that has takes it
+  }
+  s.reply("submitted", r.id, fields);
+}
+
+namespace {
+
+// The run a request names, when this host has a fleet and does not have the run itself: the
+// fleet host and the id (nullopt: the one-host handler answers).
+asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>>> elsewhere(Session& s,
+                                                                                             const SocketRequest& r) {
+  std::shared_ptr<FleetHost> host = s.server().fleet;
+  const json::value* v = r.body.if_contains("run_id");
+  if (!host || !v || !v->is_string()) co_return std::nullopt;
+  std::string id(v->get_string());
+  auto server = s.server_ptr();
+  auto local = [server, id] { return server->registry.lookup(id).has_value(); };
+  if (co_await server->on_registry(std::move(local))) co_return std::nullopt;
+  co_return std::make_pair(std::move(host), std::move(id));
+}
+
+}  // namespace
+
+asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r) {
+  auto remote = co_await elsewhere(s, r);
+  if (!remote) co_return false;
+  auto [host, id] = std::move(*remote);
+  auto read = [host, id]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
+    auto record = fleet::read_run_record(host->link(), id);
+    if (!record) return record.error();
+    fleet::FleetStreamTail tail;
+    if (*record) {
+      auto t = fleet::fleet_stream_tail(host->link(), id);
+      if (t) tail = *t;
+    }
+    return std::make_pair(*record, tail);
+  };
+  auto found = co_await host->on_fleet(std::move(read));
+  if (!found || !found->first) co_return false;  // the one-host answer: UNKNOWN_RUN
+  const auto& record = *found->first;
+  json::object fields;
+  fields["run_id"] = id;
+  fields["host"] = record.host;
+  fields["state"] = found->second.last_event == "stream.closed" ? "closed" : "running";
+  fields["fleet_state"] = record.state;
+  if (!record.closed_by.empty()) fields["closed_by"] = record.closed_by;
+  fields["last_seq"] = found->second.last_seq;
+  s.reply("run", r.id, fields);
+  co_return true;
+}
+
+asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r) {
+  std::shared_ptr<FleetHost> host = s.server().fleet;
+  if (!host) {
+    s.refuse("FLEET_UNCONFIGURED", "this daemon has no [fleet] section; list without \"fleet\"", r.id);
+    co_return;
+  }
+  auto read = [host]() -> fleet::NatsResult<std::pair<std::vector<fleet::RunRecord>, std::set<std::string>>> {
+    auto records = fleet::list_run_records(host->link());
+    if (!records) return records.error();
+    auto live = fleet::live_hosts(host->link());
+    if (!live) return live.error();
+    return std::make_pair(std::move(*records), std::move(*live));
+  };
+  auto listed = co_await host->on_fleet(std::move(read));
+  if (!listed) {
+    s.refuse("FLEET_UNAVAILABLE", listed.error().text, r.id);
+    co_return;
+  }
+  json::array runs;
+  for (const auto& record : listed->first) {
+    json::object one;
+    one["run_id"] = record.run_id;
+    one["host"] = record.host;
+    one["state"] = record.state;
+    if (!record.closed_by.empty()) one["closed_by"] = record.closed_by;
+    runs.push_back(std::move(one));
+  }
+  json::array hosts;
+  for (const auto& h : listed->second)
+    hosts.push_back(json::string(h));
+  json::object fields;
+  fields["runs"] = std::move(runs);
+  fields["hosts"] = std::move(hosts);
+  s.reply("runs", r.id, fields);
+}
+
+asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::string_view kind) {
+  auto remote = co_await elsewhere(s, r);
+  if (!remote) co_return false;
+  auto [host, id] = std::move(*remote);
+  auto server = s.server_ptr();
+  auto read = [host, id] { return fleet::read_run_record(host->link(), id); };
+  auto record = co_await host->on_fleet(std::move(read));
+  if (!record || !*record) co_return false;  // the one-host answer: UNKNOWN_RUN
+  const std::string owner = (*record)->host;
+  json::object relay;
+  relay["kind"] = std::string(kind);
+  relay["run_id"] = id;
+  relay["request"] = r.body;
+  if (r.id) relay["id"] = *r.id;
+  relay["uid"] = s.peer().uid;
+  relay["pid"] = s.peer().pid;
+  relay["from_host"] = host->host_id();
+  std::string body = boost::json::serialize(relay);
+  auto timeout = host->link().config().request_timeout + std::chrono::milliseconds(server->config.decision_deadline_ms);
+  auto send = [host, owner, body, timeout] {
+    return fleet::relay_request(host->link(), host->link().names().command_subject(owner), body, timeout);
+  };
+  auto answer = co_await host->on_fleet(std::move(send));
+  if (!answer) {
+    s.refuse("FLEET_UNAVAILABLE",
+             "run " + id + " is on host " + owner + ", which did not answer: " + answer.error().text, r.id);
+    co_return true;
+  }
+  // The owner's line, passed on only if it is one JSON object (a peer's bytes are not trusted).
+  auto parsed = protocol::parse_json(*answer);
+  if (!parsed || !parsed->is_object() || answer->find('\n') != std::string::npos) {
+    s.refuse("FLEET_UNAVAILABLE", "host " + owner + " answered with something that is not one JSON object", r.id);
+    co_return true;
+  }
+  s.connection().send(std::move(*answer));
+  co_return true;
+}
+
+namespace {
+
+// A command relayed from a peer host for a run here: handled as the socket's `command` /
+// `halt` is, for a peer that may control only the runs its uid owns, and attributed to it
+// (`via: "fleet:<host>"`). The answer is the line the requester's client gets.
+asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string body, fleet::Responder responder) {
+  auto parsed = protocol::parse_json(body);
+  const json::object* o = parsed && parsed->is_object() ? &parsed->as_object() : nullptr;
+  std::optional<std::string> id = o ? protocol::string_at(*o, "id") : std::nullopt;
+  auto refuse = [&](std::string_view code, std::string why) {
+    responder.respond(refusal_line(code, std::move(why), id));
+  };
+  if (!o) co_return refuse("MALFORMED", "a relayed command must be one JSON object");
+  std::string run_id = protocol::string_at(*o, "run_id").value_or("");
+  std::string kind = protocol::string_at(*o, "kind").value_or("");
+  std::string from = protocol::string_at(*o, "from_host").value_or("");
+  const json::value* request = o->if_contains("request");
+  if (!fleet::host_id_problem(from).empty() || !fleet::run_id_problem(run_id).empty() || !request ||
+      !request->is_object() || (kind != "command" && kind != "halt"))
+    co_return refuse("MALFORMED", "a relayed command needs kind, run_id, from_host and request");
+  protocol::PeerIdentity peer;
+  peer.uid = static_cast<std::uint32_t>(protocol::u64_at(*o, "uid").value_or(0) & 0xffffffffu);
+  peer.pid = static_cast<std::int32_t>(protocol::u64_at(*o, "pid").value_or(0) & 0x7fffffff);
+  peer.via = "fleet:" + from;
+  auto find = [server, run_id] { return server->registry.lookup(run_id); };
+  auto e = co_await server->on_registry(std::move(find));
+  if (!e || e->dir.empty())
+    co_return refuse("UNKNOWN_RUN", "no run \"" + run_id + "\" on host " + server->fleet->host_id());
+  if (!may_control(Role::control, peer.uid, *e))
+    co_return refuse("FORBIDDEN", "run " + run_id + " belongs to uid " + std::to_string(e->owner_uid) +
+                                      "; a peer host may command only its own uid's runs");
+  protocol::Command cmd;
+  if (kind == "halt") {
+    std::optional<std::string> reason = protocol::string_at(request->as_object(), "reason");
+    cmd = protocol::Command{
+        "fleet-halt-" + std::to_string(++server->command_counter),
+        protocol::cmd::Halt{reason.value_or("halted from host " + from + " by uid " + std::to_string(peer.uid))}};
+  } else {
+    const json::value* c = request->as_object().if_contains("command");
+    if (!c || !c->is_object()) co_return refuse("MALFORMED", "a command request needs a \"command\" object");
+    auto read = protocol::read_command_line(protocol::canonical_json(*c));
+    if (!read)
+      co_return refuse("MALFORMED", "the command is refused (" + std::string(protocol::to_string(read.error().kind)) +
+                                        "): " + read.error().message);
+    cmd = std::move(*read);
+  }
+  DeliveredResult answer = co_await deliver_command(*e, std::move(cmd), peer);
+  responder.respond(result_line(id, answer.result, answer.recorded));
+}
+
+}  // namespace
+
+void serve_fleet_command(std::shared_ptr<Server> server, std::string body, fleet::Responder responder) {
+  asio::co_spawn(server->io, serve_relayed(server, std::move(body), std::move(responder)), asio::detached);
+}
+
+namespace {
+
+// What the follower hands the pump, on the connection's strand.
+struct FleetTailState {
+  explicit FleetTailState(asio::any_io_executor executor) : wake(executor) {}
+  std::deque<fleet::FleetLine> lines;
+  asio::steady_timer wake;
+};
+
+asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_ptr<FleetTailState> state,
+                                 std::unique_ptr<fleet::FleetStreamFollower> follower, bool follow,
+                                 std::uint64_t next_seq, std::uint64_t end_seq, std::optional<std::string> request_id,
+                                 std::string run_id) {
+  Connection& connection = session->connection();
+  bool done = !follow && end_seq < next_seq;  // nothing to read without following
+  while (!done) {
+    while (!state->lines.empty() && !done) {
+      if (!co_await connection.writable()) {
+        done = true;
+        break;
+      }
+      fleet::FleetLine line = std::move(state->lines.front());
+      state->lines.pop_front();
+      connection.send(std::move(line.line));
+      if (line.seq != 0) next_seq = line.seq + 1;
+      done = line.closed || (!follow && line.seq >= end_seq);
+    }
+    if (done || connection.closing() || connection.peer_gone()) break;
+    state->wake.expires_after(std::chrono::seconds(1));
+    boost::system::error_code ec;
+    co_await state->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  follower.reset();
+  if (!connection.closing()) {
+    json::object fields;
+    fields["run_id"] = run_id;
+    fields["next_seq"] = next_seq;
+    session->reply("end", request_id, fields);
+  }
+  session->stream() = Session::Stream{};
+  connection.release();
+}
+
+}  // namespace
+
+asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach) {
+  std::shared_ptr<FleetHost> host = s.server().fleet;
+  const json::value* v = r.body.if_contains("run_id");
+  if (!host || !v || !v->is_string()) co_return false;
+  const json::value* wanted = r.body.if_contains("fleet");
+  bool asked = wanted && wanted->is_bool() && wanted->get_bool();
+  std::string id(v->get_string());
+  auto server = s.server_ptr();
+  auto local = [server, id] { return server->registry.lookup(id).has_value(); };
+  bool here = co_await server->on_registry(std::move(local));
+  if (!asked && here) co_return false;
+  if (s.stream().active) co_return false;  // the one-host path refuses it by name
+  if (attach) {
+    // Commands to another host's run go through `command` (routed to its owner); an attach here
+    // reads its stream only.
+    s.refuse("UNSUPPORTED_CONTROL", "run " + id + " is on another host: attach there, or tail it with --fleet", r.id);
+    co_return true;
+  }
+  std::uint64_t from = 1;
+  if (const json::value* f = r.body.if_contains("from_seq"); f && f->is_uint64()) from = f->get_uint64();
+  if (const json::value* f = r.body.if_contains("from_seq"); f && f->is_int64() && f->get_int64() >= 0)
+    from = static_cast<std::uint64_t>(f->get_int64());
+  bool follow = false;
+  if (const json::value* f = r.body.if_contains("follow"); f && f->is_bool()) follow = f->get_bool();
+  auto find = [host, id]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
+    auto record = fleet::read_run_record(host->link(), id);
+    if (!record) return record.error();
+    auto tail = fleet::fleet_stream_tail(host->link(), id);
+    if (!tail) return tail.error();
+    return std::make_pair(*record, *tail);
+  };
+  auto found = co_await host->on_fleet(std::move(find));
+  if (!found) {
+    s.refuse("FLEET_UNAVAILABLE", found.error().text, r.id);
+    co_return true;
+  }
+  // A run of this host may not be in the fleet yet (its publisher starts on its own): read what comes.
+  if (!here && !found->first && found->second.last_seq == 0) {
+    s.refuse("UNKNOWN_RUN", "no run \"" + protocol::excerpt(id, 80) + "\" in the fleet", r.id);
+    co_return true;
+  }
+  auto state = std::make_shared<FleetTailState>(s.connection().executor());
+  auto on_line = [state](fleet::FleetLine line) {
+    state->lines.push_back(std::move(line));
+    state->wake.cancel();
+  };
+  auto executor = s.connection().executor();
+  auto open = [host, id, from, executor, on_line] {
+    return fleet::FleetStreamFollower::open(host->link(), id, from, executor, on_line);
+  };
+  auto follower = co_await host->on_fleet(std::move(open));
+  if (!follower) {
+    s.refuse("FLEET_UNAVAILABLE", follower.error().text, r.id);
+    co_return true;
+  }
+  json::object fields;
+  fields["run_id"] = id;
+  fields["from_seq"] = from;
+  if (found->first) fields["host"] = found->first->host;
+  s.reply("tailing", r.id, fields);
+  s.stream().active = true;
+  s.stream().run_id = id;
+  s.connection().hold();
+  asio::co_spawn(
+      s.connection().executor(),
+      pump_fleet(s.shared_from_this(), state, std::move(*follower), follow, from, found->second.last_seq, r.id, id),
+      asio::detached);
+  co_return true;
+}
+
+}  // namespace mh::daemon

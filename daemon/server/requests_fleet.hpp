@@ -1,0 +1,25 @@
+// The fleet's part of the requests (requests_fleet.cpp), called from the one-host handlers: each
+// answers and returns true when the request is the fleet's (a run another host owns, or
+// "fleet": true), false to let the one-host handler answer.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include "daemon/fleet/command_relay.hpp"
+#include "daemon/server/socket_api.hpp"
+
+namespace mh::daemon {
+
+class Session;
+class Server;
+
+boost::asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r);
+boost::asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach);
+// `command` / `halt` (kind) for a run another host owns: relayed to its owner, whose answer (the
+// same `result` line, or its refusal) goes back to the client.
+boost::asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::string_view kind);
+// The owner's side: one relayed command, answered through `responder` (on the daemon's io).
+void serve_fleet_command(std::shared_ptr<Server> server, std::string body, fleet::Responder responder);
+
+}  // namespace mh::daemon

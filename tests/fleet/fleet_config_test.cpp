@@ -1,0 +1,75 @@
+// The [fleet] section: absent, nothing of the fleet is configured; present, every bad value is
+// refused at start naming its key; the daemon exits 2 for an unreachable NATS, naming the key.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "daemon/server/config.hpp"
+#include "tests/support/cli_process.hpp"
+
+namespace mh::test {
+namespace {
+
+boost::system::result<daemon::DaemonConfig, std::string> load(const std::string& toml) {
+  TempDir dir("fleetconf");
+  auto path = dir.path() / "c.toml";
+  std::ofstream(path) << toml;
+  return daemon::load_config(path);
+}
+
+TEST(FleetConfig, NoSectionMeansNoFleet) {
+  auto c = load("[runs]\nmax_active = 3\n");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_FALSE(c->fleet);
+}
+
+TEST(FleetConfig, TheSectionIsReadWithItsDefaults) {
+  auto c = load("[fleet]\nnats_urls = [\"nats://127.0.0.1:4222\", \"tls://n2:4222\"]\nhost_id = \"gpu-07\"\n");
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE(c->fleet);
+  EXPECT_EQ(c->fleet->nats_urls.size(), 2u);
+  EXPECT_EQ(c->fleet->host_id, "gpu-07");
+  EXPECT_EQ(c->fleet->replicas, 1);
+  EXPECT_EQ(c->fleet->lease_ttl.count(), 6000);
+  EXPECT_EQ(c->fleet->prefix, "mh");
+}
+
+TEST(FleetConfig, ABadValueIsRefusedNamingItsKey) {
+  struct Case {
+    std::string toml;
+    std::string named;
+  };
+  const std::string urls = "nats_urls = [\"nats://127.0.0.1:4222\"]\nhost_id = \"h\"\n";
+  const Case cases[] = {
+      {"[fleet]\nhost_id = \"h\"\n", "fleet.nats_urls: must name at least one"},
+      {"[fleet]\nnats_urls = \"nats://x\"\n", "fleet.nats_urls: must be an array"},
+      {"[fleet]\nnats_urls = [\"http://x\"]\n", "fleet.nats_urls: must hold nats://"},
+      {"[fleet]\n" + urls + "replicas = 7\n", "fleet.replicas: must be between 1 and 5"},
+      {"[fleet]\nnats_urls = [\"nats://x:1\"]\nhost_id = \"a.b\"\n", "fleet.host_id: must hold only"},
+      {"[fleet]\n" + urls + "lease_ttl_ms = 10\n", "fleet.lease_ttl_ms: must be between"},
+      {"[fleet]\n" + urls + "credentials = \"relative\"\n", "fleet.credentials: must be an absolute path"},
+      {"[fleet]\n" + urls + "credentials = \"/nonexistent/creds\"\n", "fleet.credentials: names no readable file"},
+      {"[fleet]\n" + urls + "prefix = \"MH\"\n", "fleet.prefix: must hold only a-z and 0-9"},
+      {"[fleet]\n" + urls + "replica = 3\n", "unknown key fleet.replica"},
+  };
+  for (const Case& c : cases) {
+    auto loaded = load(c.toml);
+    ASSERT_FALSE(loaded) << c.toml;
+    EXPECT_NE(loaded.error().find(c.named), std::string::npos) << loaded.error();
+  }
+}
+
+TEST(FleetConfig, ADaemonThatCannotReachNatsRefusesToStartNamingTheKey) {
+  TempDir dir("fleetnonats");
+  // A port nothing listens on (loopback): the connect is refused at once.
+  std::ofstream(dir.path() / "c.toml") << "[fleet]\nnats_urls = [\"nats://127.0.0.1:9\"]\nhost_id = \"h\"\n"
+                                       << "request_timeout_ms = 2000\n";
+  CliProcess p({metaharness_binary().string(), "daemon", "--config", (dir.path() / "c.toml").string(), "--socket",
+                (dir.path() / "s").string(), "--state-dir", (dir.path() / "st").string()});
+  EXPECT_EQ(p.finish(60s), 2);
+  EXPECT_NE(p.stderr_text().find("fleet.nats_urls: connecting to nats://127.0.0.1:9"), std::string::npos)
+      << p.stderr_text();
+}
+
+}  // namespace
+}  // namespace mh::test

@@ -1,0 +1,290 @@
+// Three real daemons joined through a real 3-node nats-server cluster (docs/fleet.md), each
+// daemon on its own node, hosting the stand-in harness (tests/standin) in place of the vendor
+// CLI: runs submitted with "fleet": true are placed across the hosts by their room, each exactly
+// once; each is read complete, byte for byte, from a host that does not own it; a command is
+// routed to the owner and answered once; a host SIGKILLed with its NATS node has its runs closed
+// by a survivor within the lease; a restarted daemon resumes publishing without gap or duplicate.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <map>
+#include <set>
+
+#include "tests/support/daemon_harness.hpp"
+#include "tests/support/nats_cluster.hpp"
+
+namespace mh::test {
+namespace {
+
+std::string standin_run(const std::string& script, const std::string& extra = "") {
+  return R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+         R"("vendor_env":{"MH_STANDIN_SCRIPT":")" +
+         (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / script).string() + "\"}" +
+         (extra.empty() ? "" : "," + extra) + "}";
+}
+
+std::string bash_ask_run() {
+  return standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":600000)");
+}
+
+class FleetDaemons : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("fleet-daemons");
+    cluster_ = new NatsCluster(dir_->path() / "nats");
+    ASSERT_TRUE(cluster_->ready()) << cluster_->why() << "\n" << cluster_->log(0);
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete dir_;
+  }
+  void TearDown() override {
+    daemons.clear();
+    for (int i = 0; i < cluster_->size(); ++i)
+      cluster_->start(i);  // a test that killed a node leaves it back for the next
+  }
+
+  std::string prefix() const {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::string p;
+    for (char ch : name)
+      if (std::isupper(static_cast<unsigned char>(ch))) p += static_cast<char>(std::tolower(ch));
+    return "f" + p.substr(0, 12);
+  }
+
+  // Daemon i: host h<i>, on NATS node i only (so a node's loss is its host's loss).
+  std::string config(int i, int max_active, int lease_ms) {
+    return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN +
+           "\"\n[runs]\nmax_active = " + std::to_string(max_active) + "\nsandbox_read_only = [\"" +
+           MH_TEST_STANDIN_SCRIPTS + "\"]\n[fleet]\nnats_urls = [\"" + cluster_->url(i) + "\"]\nhost_id = \"h" +
+           std::to_string(i) + "\"\nreplicas = 3\nlease_ttl_ms = " + std::to_string(lease_ms) + "\nprefix = \"" +
+           prefix() + "\"\nrequest_timeout_ms = 4000\n";
+  }
+  DaemonUnderTest& start(int i, int max_active = 100, int lease_ms = 3000) {
+    auto home = dir_->path() / (prefix() + "-h" + std::to_string(i));
+    std::filesystem::create_directories(home);
+    auto& d = daemons[i];
+    d.reset();
+    d = std::make_unique<DaemonUnderTest>(home, config(i, max_active, lease_ms));
+    EXPECT_TRUE(d->wait_notify("READY=1", 90s)) << d->stderr_text();
+    return *d;
+  }
+
+  // The whole stream of `run` as `host` reads it from the fleet, to stream.closed. A refusal
+  // FLEET_UNAVAILABLE (JetStream electing a leader after a node's loss) is asked again, within
+  // the same bound.
+  std::vector<EventLine> fleet_tail(int host, const std::string& run, std::chrono::milliseconds timeout = 120s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      SocketClient c(daemons[host]->socket());
+      c.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto done =
+          c.wait_for([](const EventLine& l) { return l.str("reply") == "end" || l.str("reply") == "refused"; }, left);
+      if (done && done->str("reply") == "end") {
+        std::vector<EventLine> events;
+        for (const auto& l : c.lines())
+          if (!l.event().empty()) events.push_back(l);
+        return events;
+      }
+      last = done ? done->raw : "no end";
+      if (!done || done->str("code") != "FLEET_UNAVAILABLE") break;
+    }
+    ADD_FAILURE() << run << " from h" << host << ": " << last << "\n" << daemons[host]->stderr_text();
+    return {};
+  }
+
+  static void expect_complete(const std::vector<EventLine>& events, const std::string& run) {
+    ASSERT_FALSE(events.empty()) << run;
+    for (std::size_t i = 0; i < events.size(); ++i)
+      EXPECT_EQ(events[i].object.at("seq").to_number<std::uint64_t>(), i + 1) << run;  // no gap, no duplicate
+    EXPECT_EQ(events.back().event(), "stream.closed") << run;
+  }
+
+  static TempDir* dir_;
+  static NatsCluster* cluster_;
+  std::map<int, std::unique_ptr<DaemonUnderTest>> daemons;
+};
+TempDir* FleetDaemons::dir_ = nullptr;
+NatsCluster* FleetDaemons::cluster_ = nullptr;
+
+TEST_F(FleetDaemons, ThirtyRunsArePlacedAcrossThreeHostsOnceEachAndReadCompleteFromAnother) {
+  // Room for ten each, and every run waits on a decision: the only way to place thirty is ten
+  // on each host.
+  for (int i = 0; i < 3; ++i)
+    start(i, 10);
+  std::map<std::string, std::string> host_of;
+  std::map<std::string, int> per_host;
+  {
+    SocketClient c(daemons[0]->socket());
+    for (int n = 0; n < 30; ++n) {
+      auto reply =
+          c.request(socket_request("submit", bash_ask_run() + R"(,"fleet":true)", "s" + std::to_string(n)), 120s);
+      ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+      ASSERT_EQ(reply->str("placement"), "placed") << reply->raw;
+      host_of[reply->str("run_id")] = reply->str("host");
+      ++per_host[reply->str("host")];
+    }
+  }
+  ASSERT_EQ(host_of.size(), 30u);
+  EXPECT_EQ(per_host, (std::map<std::string, int>{{"h0", 10}, {"h1", 10}, {"h2", 10}}));
+  // Exactly once: each run's directory is on its host and on no other.
+  for (auto& [run, host] : host_of)
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(std::filesystem::exists(daemons[i]->run_dir(run)), host == "h" + std::to_string(i)) << run << " h" << i;
+  // `get` from any host says whose it is; `list` with fleet lists all thirty.
+  {
+    SocketClient c(daemons[1]->socket());
+    auto one = host_of.begin();
+    auto got = c.request(socket_request("get", R"("run_id":")" + one->first + "\""));
+    ASSERT_TRUE(got) << "no reply";
+    EXPECT_EQ(got->str("host"), one->second) << got->raw;
+    auto listed = c.request(socket_request("list", R"("fleet":true)"));
+    ASSERT_TRUE(listed && listed->object.contains("runs"));
+    std::set<std::string> ids;
+    for (auto& r : listed->object.at("runs").as_array())
+      ids.insert(std::string(r.as_object().at("run_id").as_string()));
+    for (auto& [run, host] : host_of)
+      EXPECT_TRUE(ids.count(run)) << run;
+  }
+  // A decision from another host: routed to the owner, answered once, attributed to the peer and host.
+  std::string routed;
+  for (auto& [run, host] : host_of)
+    if (host == "h1") routed = run;
+  {
+    SocketClient watch(daemons[0]->socket());
+    watch.send(socket_request("tail", R"("run_id":")" + routed + R"(","from_seq":1,"follow":true,"fleet":true)"));
+    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[0]->stderr_text();
+    SocketClient c(daemons[0]->socket());
+    auto result = c.request(socket_request("command",
+                                           R"("run_id":")" + routed +
+                                               R"(","command":{"format":"metaharness.command/1","id":"d1",)"
+                                               R"("command":"tool.decide","call_id":"toolu_marker",)"
+                                               R"("decision":"allow"})",
+                                           "c1"),
+                            120s);
+    ASSERT_TRUE(result) << "no reply";
+    EXPECT_EQ(result->str("reply"), "result") << result->raw;
+    EXPECT_EQ(result->str("id"), "c1") << result->raw;
+    auto decided = watch.wait_event("tool.decided", 120s);
+    ASSERT_TRUE(decided);
+    auto peer = decided->object.at("peer").as_object();
+    EXPECT_EQ(std::string(peer.at("via").as_string()), "fleet:h0") << decided->raw;
+    ASSERT_TRUE(watch.wait_event("command.result", 120s));
+    EXPECT_EQ(watch.events_named("command.result").size(), 1u);  // answered once
+  }
+  // Every run halted from h0 (routed to its owner for twenty of them), then read whole from a
+  // host that does not own it: byte for byte the owner's file.
+  {
+    SocketClient c(daemons[0]->socket());
+    for (auto& [run, host] : host_of) {
+      auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s);
+      ASSERT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+    }
+  }
+  for (auto& [run, host] : host_of) {
+    int owner = host.back() - '0', reader = (owner + 1) % 3;
+    auto events = fleet_tail(reader, run);
+    expect_complete(events, run);
+    std::string fleet_bytes;
+    for (auto& e : events)
+      fleet_bytes += e.raw + "\n";
+    EXPECT_EQ(fleet_bytes, read_file(daemons[owner]->run_dir(run) / "events.jsonl")) << run;
+  }
+}
+
+TEST_F(FleetDaemons, AHostKilledWithItsNodeHasItsRunsClosedByOneSurvivorWithinTheLease) {
+  constexpr int kLeaseMs = 3000;
+  for (int i = 0; i < 3; ++i)
+    start(i, 100, kLeaseMs);
+  std::vector<std::string> runs;
+  {
+    SocketClient c(daemons[2]->socket());  // submitted on h2 itself (not through the queue): still the fleet's
+    for (int n = 0; n < 2; ++n) {
+      auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
+      ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+      runs.push_back(reply->str("run_id"));
+    }
+  }
+  // Each run mid-flight and visible fleet-wide (waiting on its decision). A run submitted on its
+  // own host enters the fleet's records when its publisher starts: `get` from h0 says when.
+  std::vector<std::unique_ptr<SocketClient>> watches;
+  for (auto& run : runs) {
+    ASSERT_TRUE(eventually(
+        [&] {
+          SocketClient c(daemons[0]->socket());
+          auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
+          return got && got->str("host") == "h2";
+        },
+        60s));
+    watches.push_back(std::make_unique<SocketClient>(daemons[0]->socket()));
+    watches.back()->send(
+        socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+    ASSERT_TRUE(watches.back()->wait_event("tool.requested", 120s)) << daemons[0]->stderr_text();
+  }
+  auto killed_at = std::chrono::steady_clock::now();
+  daemons[2]->signal(SIGKILL);
+  cluster_->kill(2);
+  for (std::size_t n = 0; n < runs.size(); ++n)
+    ASSERT_TRUE(watches[n]->wait_event("stream.closed", 60s)) << daemons[0]->stderr_text() << daemons[1]->stderr_text();
+  // The lease (3 s), then a sweep (1 s) and the close. Killing a NATS node also costs the
+  // JetStream leader elections of the streams and buckets it led (seconds in 2.9), and a survivor's
+  // call that was in flight to the lost leader waits out request_timeout_ms (4 s here): bounded by
+  // the lease plus those, generously for a loaded machine.
+  auto took = std::chrono::steady_clock::now() - killed_at;
+  std::printf("host loss: runs closed %lld ms after the SIGKILL (lease %d ms)\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()), kLeaseMs);
+  // Measured 10.9 s and 24.3 s on a loaded 2-CPU machine: the bound is for a hang, not a figure.
+  EXPECT_LT(took, std::chrono::milliseconds(kLeaseMs + 60000));
+  for (std::size_t n = 0; n < runs.size(); ++n) {
+    auto closed = watches[n]->events_named("stream.closed");
+    ASSERT_EQ(closed.size(), 1u);
+    EXPECT_EQ(closed.front().str("reason"), "error");
+    std::vector<EventLine> events;
+    for (const auto& l : watches[n]->lines())
+      if (!l.event().empty()) events.push_back(l);
+    expect_complete(events, runs[n]);
+    ASSERT_GE(events.size(), 2u);
+    auto warning = events[events.size() - 2];
+    EXPECT_EQ(warning.event(), "warning");
+    EXPECT_EQ(warning.str("code"), "HOST_LOST");
+    EXPECT_NE(warning.str("message").find("host h2"), std::string::npos) << warning.raw;
+    EXPECT_EQ(watches[n]->events_named("warning").size(), 1u);  // one survivor closed it
+    // Every stream is complete from the other survivor too.
+    expect_complete(fleet_tail(1, runs[n]), runs[n]);
+  }
+}
+
+TEST_F(FleetDaemons, ARestartedDaemonResumesPublishingWithoutGapOrDuplicate) {
+  // One host and a long lease: no survivor closes its run while it is away.
+  start(0, 100, 60000);
+  std::string run;
+  {
+    SocketClient c(daemons[0]->socket());
+    auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    run = reply->str("run_id");
+    SocketClient watch(daemons[0]->socket());
+    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[0]->stderr_text();
+  }
+  daemons[0]->signal(SIGKILL);
+  EXPECT_EQ(daemons[0]->wait_exit(30s), 128 + SIGKILL);
+  // The next daemon recovers the run (closed locally, RECOVERED_AFTER_RESTART) or, supervised,
+  // adopts it (RUN_ADOPTED, then the halt below closes it), and publishes the rest.
+  start(0, 100, 60000);
+  {
+    SocketClient c(daemons[0]->socket());
+    ASSERT_TRUE(c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s));
+  }
+  auto events = fleet_tail(0, run);
+  expect_complete(events, run);
+  std::string fleet_bytes;
+  for (auto& e : events)
+    fleet_bytes += e.raw + "\n";
+  EXPECT_EQ(fleet_bytes, read_file(daemons[0]->run_dir(run) / "events.jsonl"));
+}
+
+}  // namespace
+}  // namespace mh::test

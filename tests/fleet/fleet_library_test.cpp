@@ -1,0 +1,341 @@
+// The fleet library against a real 3-node nats-server cluster (JetStream, loopback, started and
+// stopped here): a run's publisher deduplicates and resumes, placement is exactly once across
+// three consumers and redelivery, a lost host's runs are closed by exactly one survivor, and a
+// request reaches the host that serves it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "daemon/fleet/command_relay.hpp"
+#include "daemon/fleet/event_publisher.hpp"
+#include "daemon/fleet/fleet_reader.hpp"
+#include "daemon/fleet/leases.hpp"
+#include "daemon/fleet/placement.hpp"
+#include "daemon/fleet/run_records.hpp"
+#include "protocol/json.hpp"
+#include "tests/support/nats_cluster.hpp"
+
+namespace mh::test {
+namespace {
+
+using fleet::FleetLink;
+using fleet::RunPublisher;
+using Outcome = RunPublisher::Outcome;
+
+class FleetLibrary : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("fleet-lib");
+    cluster_ = new NatsCluster(dir_->path());
+    ASSERT_TRUE(cluster_->ready()) << cluster_->why() << "\n" << cluster_->log(0);
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete dir_;
+  }
+
+  // A host's link; each test its own prefix, so their streams and buckets never meet.
+  std::unique_ptr<FleetLink> link(const std::string& host, std::chrono::milliseconds ttl = std::chrono::seconds(6)) {
+    fleet::FleetConfig c;
+    c.nats_urls = cluster_->urls();
+    c.host_id = host;
+    c.replicas = 3;
+    c.lease_ttl = ttl;
+    c.prefix = prefix();
+    c.request_timeout = std::chrono::seconds(10);
+    auto made = FleetLink::connect(c);
+    EXPECT_TRUE(made) << (made ? "" : made.error().text);
+    return made ? std::move(*made) : nullptr;
+  }
+  std::string prefix() const {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::string p = "t";
+    for (char ch : name)
+      p += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return p;
+  }
+
+  static std::string line(const std::string& run, std::uint64_t seq, const std::string& text = "x") {
+    return R"({"format":"metaharness.event/1","seq":)" + std::to_string(seq) + R"(,"run":")" + run +
+           R"(","event":"text","text":")" + text + R"("})";
+  }
+
+  // Every line of a run in the fleet, from `from`, until stream.closed or `expect` lines.
+  static std::vector<fleet::FleetLine> read_all(FleetLink& link, const std::string& run, std::uint64_t from,
+                                                std::size_t expect) {
+    std::vector<fleet::FleetLine> out;
+    auto reader = fleet::FleetStreamReader::open(link, run, from);
+    EXPECT_TRUE(reader) << (reader ? "" : reader.error().text);
+    if (!reader) return out;
+    while (out.size() < expect) {
+      auto next = reader->next(std::chrono::seconds(20));
+      EXPECT_TRUE(next) << (next ? "" : next.error().text);
+      if (!next || !*next) break;
+      out.push_back(**next);
+      if (out.back().closed) break;
+    }
+    return out;
+  }
+
+  static TempDir* dir_;
+  static NatsCluster* cluster_;
+};
+TempDir* FleetLibrary::dir_ = nullptr;
+NatsCluster* FleetLibrary::cluster_ = nullptr;
+
+TEST_F(FleetLibrary, PublisherDeduplicatesAndResumesWithoutGapOrDuplicate) {
+  auto a = link("host-a");
+  ASSERT_TRUE(a);
+  // One publisher that will never learn of the others' lines: its publishes are stale.
+  auto stale = RunPublisher::resume(*a, "run1");
+  ASSERT_TRUE(stale);
+  auto p = RunPublisher::resume(*a, "run1");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->tail().last_seq, 0u);
+  for (std::uint64_t seq = 1; seq <= 5; ++seq) {
+    auto sent = p->publish(seq, line("run1", seq));
+    ASSERT_TRUE(sent) << sent.error().text;
+    EXPECT_EQ(*sent, Outcome::published);
+  }
+  // A retry of line 1 whose ack was lost: the server's dedup window says duplicate.
+  auto retry = stale->publish(1, line("run1", 1));
+  ASSERT_TRUE(retry) << retry.error().text;
+  EXPECT_EQ(*retry, Outcome::duplicate);
+  // A restart resumes where the fleet is: lines at or below it are duplicates, the next goes on.
+  auto resumed = RunPublisher::resume(*a, "run1");
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(resumed->tail().last_seq, 5u);
+  for (std::uint64_t seq = 3; seq <= 7; ++seq) {
+    auto sent = resumed->publish(seq, line("run1", seq));
+    ASSERT_TRUE(sent) << sent.error().text;
+    EXPECT_EQ(*sent, seq <= 5 ? Outcome::duplicate : Outcome::published) << seq;
+  }
+  // A second publisher of line 8 after someone else's line 8: refused, not interleaved.
+  auto other = RunPublisher::resume(*a, "run1");
+  ASSERT_TRUE(other);
+  ASSERT_EQ(*other->publish(8, line("run1", 8, "someone else")), Outcome::published);
+  auto late = resumed->publish(8, line("run1", 8, "late"));
+  ASSERT_TRUE(late);
+  EXPECT_EQ(*late, Outcome::superseded);
+
+  auto all = read_all(*a, "run1", 1, 8);
+  ASSERT_EQ(all.size(), 8u);
+  for (std::uint64_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].seq, i + 1);
+    EXPECT_EQ(all[i].line, line("run1", i + 1, i + 1 == 8 ? "someone else" : "x"));  // byte for byte
+  }
+  auto from6 = read_all(*a, "run1", 6, 3);
+  ASSERT_EQ(from6.size(), 3u);
+  EXPECT_EQ(from6.front().seq, 6u);
+  EXPECT_EQ(from6.back().seq, 8u);
+}
+
+TEST_F(FleetLibrary, ThirtySpecsArePlacedExactlyOnceAcrossThreeConsumers) {
+  constexpr int kRuns = 30, kRoom = 10;  // each host has room for 10: all three must take some
+  std::vector<std::unique_ptr<FleetLink>> hosts;
+  for (const char* h : {"h0", "h1", "h2"})
+    hosts.push_back(link(h));
+  for (auto& h : hosts)
+    ASSERT_TRUE(h);
+  auto submitter = link("submitter");
+  ASSERT_TRUE(submitter);
+  for (int i = 0; i < kRuns; ++i) {
+    std::string id = "r" + std::to_string(i);
+    std::string spec = R"({"run_id":")" + id + R"(","prompt":"p"})";
+    ASSERT_TRUE(fleet::submit_spec(*submitter, id, spec));
+    // A submitter's retry of the same run: the dedup window makes it one message.
+    if (i % 3 == 0) {
+      ASSERT_TRUE(fleet::submit_spec(*submitter, id, spec));
+    }
+  }
+  // A host that takes a spec, wins its record, and dies before it acks: the spec comes back
+  // (after it is given back here; AckWait would do the same, later), and whoever gets it loses the
+  // claim and drops it.
+  std::string offers_claimed;
+  {
+    auto puller = fleet::PlacementPuller::open(*hosts[0]);
+    ASSERT_TRUE(puller);
+    auto offers = puller->fetch(1, std::chrono::seconds(10));
+    ASSERT_TRUE(offers);
+    ASSERT_EQ(offers->size(), 1u);
+    auto won = fleet::claim_placement(*hosts[0], offers->front().run_id(), "h0");
+    ASSERT_TRUE(won);
+    EXPECT_EQ(*won, fleet::Claim::won);
+    offers_claimed = offers->front().run_id();
+    ASSERT_TRUE(offers->front().give_back());
+  }
+  std::mutex mutex;
+  std::map<std::string, std::string> placed;  // run -> the host that won it
+  std::map<std::string, int> room_used{{"h0", 0}, {"h1", 0}, {"h2", 0}};
+  placed[offers_claimed] = "h0";
+  room_used["h0"] = 1;
+  std::atomic<int> dropped{0}, errors{0};
+  auto consume = [&](int index) {
+    auto& host = *hosts[static_cast<std::size_t>(index)];
+    const std::string name = "h" + std::to_string(index);
+    auto puller = fleet::PlacementPuller::open(host);
+    if (!puller) {
+      ++errors;
+      return;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard lock(mutex);
+        if (placed.size() == static_cast<std::size_t>(kRuns) || room_used[name] >= kRoom) break;
+      }
+      auto offers = puller->fetch(1, std::chrono::milliseconds(500));  // only while there is room
+      if (!offers) {
+        ++errors;
+        continue;
+      }
+      for (auto& offer : *offers) {
+        auto claim = fleet::claim_placement(host, offer.run_id(), name);
+        if (!claim) {
+          ++errors;
+          continue;
+        }
+        {
+          std::lock_guard lock(mutex);
+          if (*claim == fleet::Claim::lost || placed.count(offer.run_id())) {
+            ++dropped;  // a redelivery: placed already (here or elsewhere)
+          } else {
+            // (The daemon writes the run's spec to its disk here, then acks.)
+            placed[offer.run_id()] = name;
+            ++room_used[name];
+          }
+        }
+        if (!offer.ack()) ++errors;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back(consume, i);
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(placed.size(), static_cast<std::size_t>(kRuns));  // every run, each once (a map: no run twice)
+  EXPECT_EQ(room_used, (std::map<std::string, int>{{"h0", kRoom}, {"h1", kRoom}, {"h2", kRoom}}));
+  EXPECT_EQ(dropped.load(), 1);  // the redelivered spec of the host that did not ack
+  // Every record names the host that placed it.
+  for (auto& [run, h] : placed) {
+    auto record = fleet::read_run_record(*submitter, run);
+    ASSERT_TRUE(record && *record);
+    EXPECT_EQ((*record)->host, h);
+  }
+  // The queue is empty: every message was acked.
+  auto puller = fleet::PlacementPuller::open(*submitter);
+  ASSERT_TRUE(puller);
+  auto left = puller->fetch(1, std::chrono::milliseconds(500));
+  ASSERT_TRUE(left);
+  EXPECT_TRUE(left->empty());
+}
+
+TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
+  const auto ttl = std::chrono::milliseconds(2000);
+  auto a = link("lost", ttl);
+  auto b = link("b", ttl);
+  auto c = link("c", ttl);
+  ASSERT_TRUE(a && b && c);
+  ASSERT_TRUE(fleet::renew_lease(*a, "lost", "{}"));
+  for (const char* run : {"ra", "rb"}) {
+    ASSERT_EQ(*fleet::claim_placement(*a, run, "lost"), fleet::Claim::won);
+    auto p = RunPublisher::resume(*a, run);
+    ASSERT_TRUE(p);
+    for (std::uint64_t seq = 1; seq <= 3; ++seq)
+      ASSERT_EQ(*p->publish(seq, line(run, seq)), Outcome::published);
+  }
+  // The lost host's publisher, which will try one more line after the close.
+  auto late = RunPublisher::resume(*a, "ra");
+  ASSERT_TRUE(late);
+  // "lost" renews no more; b and c sweep at once and keep renewing, as daemons do at ttl/3.
+  std::mutex mutex;
+  std::vector<fleet::ClosedRun> closed;
+  std::atomic<int> errors{0};
+  auto survive = [&](FleetLink* self, std::string name) {
+    auto deadline = std::chrono::steady_clock::now() + 10 * ttl;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!fleet::renew_lease(*self, name, "{}")) ++errors;
+      auto swept = fleet::close_lost_runs(*self, name);
+      if (!swept) {
+        ++errors;
+        continue;
+      }
+      std::lock_guard lock(mutex);
+      closed.insert(closed.end(), swept->begin(), swept->end());
+      if (closed.size() >= 2) return;
+    }
+  };
+  auto started = std::chrono::steady_clock::now();
+  std::thread tb(survive, b.get(), "b"), tc(survive, c.get(), "c");
+  tb.join();
+  tc.join();
+  auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(errors.load(), 0);
+  ASSERT_EQ(closed.size(), 2u);  // each run once, by one of the two
+  EXPECT_LT(took, 3 * ttl);      // within the TTL (and a sweep or so)
+  for (const char* run : {"ra", "rb"}) {
+    auto lines = read_all(*b, run, 1, 10);
+    ASSERT_EQ(lines.size(), 5u) << run;
+    for (std::uint64_t i = 0; i < lines.size(); ++i)
+      EXPECT_EQ(lines[i].seq, i + 1);  // contiguous
+    auto warning = protocol::parse_json(lines[3].line)->as_object();
+    EXPECT_EQ(protocol::string_at(warning, "event"), "warning");
+    EXPECT_EQ(protocol::string_at(warning, "code"), "HOST_LOST");
+    EXPECT_NE(protocol::string_at(warning, "message")->find("lost"), std::string::npos);
+    auto end = protocol::parse_json(lines[4].line)->as_object();
+    EXPECT_EQ(protocol::string_at(end, "event"), "stream.closed");
+    EXPECT_EQ(protocol::string_at(end, "reason"), "error");
+    EXPECT_EQ(protocol::u64_at(end, "events"), 4u);
+    auto record = fleet::read_run_record(*b, run);
+    ASSERT_TRUE(record && *record);
+    EXPECT_EQ((*record)->state, "closed");
+    EXPECT_TRUE((*record)->closed_by == "b" || (*record)->closed_by == "c");
+  }
+  // The lost host comes back and tries its next line: refused, the close stands.
+  auto sent = late->publish(4, line("ra", 4));
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(*sent, Outcome::superseded);
+  EXPECT_EQ(late->tail().last_event, "stream.closed");
+}
+
+TEST_F(FleetLibrary, ARequestReachesTheHostThatServesIt) {
+  auto a = link("a");
+  auto b = link("b");
+  ASSERT_TRUE(a && b);
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::thread io_thread([&] { io.run(); });
+  std::atomic<int> served{0};
+  std::thread::id handler_thread;
+  auto handler = [&](std::string body, fleet::Responder responder) {
+    handler_thread = std::this_thread::get_id();  // the executor's thread, not libnats'
+    ++served;
+    responder.respond(R"({"host":"b","echo":)" + body + "}");
+    responder.respond("a second answer is never sent");
+  };
+  auto server = fleet::CommandServer::open(*b, b->names().command_subject("b"), io.get_executor(), handler);
+  ASSERT_TRUE(server) << server.error().text;
+  auto answer = fleet::relay_request(*a, a->names().command_subject("b"), R"({"run":"r1"})", std::chrono::seconds(10));
+  ASSERT_TRUE(answer) << answer.error().text;
+  EXPECT_EQ(*answer, R"({"host":"b","echo":{"run":"r1"}})");
+  EXPECT_EQ(served.load(), 1);
+  EXPECT_EQ(handler_thread, io_thread.get_id());
+  // Nobody serves host c: said at once, not a timeout.
+  auto nobody = fleet::relay_request(*a, a->names().command_subject("c"), "{}", std::chrono::seconds(10));
+  ASSERT_FALSE(nobody);
+  EXPECT_EQ(nobody.error().status, NATS_NO_RESPONDERS);
+  server->reset();
+  work.reset();
+  io_thread.join();
+}
+
+}  // namespace
+}  // namespace mh::test

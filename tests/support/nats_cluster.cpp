@@ -1,0 +1,170 @@
+#include "tests/support/nats_cluster.hpp"
+
+#include <nats/nats.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <stdexcept>
+
+namespace mh::test {
+
+namespace {
+
+// Ports the kernel hands out: every socket is held until all are picked, so the n ports differ;
+// a port taken by someone else between here and the server's bind makes the node fail to start,
+// which ready() reports.
+std::vector<std::uint16_t> free_ports(int n) {
+  std::vector<int> fds;
+  std::vector<std::uint16_t> ports;
+  for (int i = 0; i < n; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("cannot pick a free port");
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds)
+    ::close(fd);
+  return ports;
+}
+
+// One try at the readiness probe against one node: connect, make a replicated stream, delete it.
+bool probe(const std::string& url, int replicas, std::string& why) {
+  natsConnection* nc = nullptr;
+  natsStatus s = natsConnection_ConnectTo(&nc, url.c_str());
+  if (s != NATS_OK) {
+    why = url + ": " + natsStatus_GetText(s);
+    return false;
+  }
+  jsCtx* js = nullptr;
+  s = natsConnection_JetStream(&js, nc, nullptr);
+  bool ok = false;
+  if (s == NATS_OK) {
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    const char* subjects[] = {"mh_test_ready"};
+    sc.Name = "MH_TEST_READY";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    sc.Replicas = replicas;
+    sc.Storage = js_MemoryStorage;
+    jsStreamInfo* si = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    s = js_AddStream(&si, js, &sc, nullptr, &code);
+    if (si) jsStreamInfo_Destroy(si);
+    ok = s == NATS_OK || code == JSStreamNameExistErr;
+    if (ok)
+      (void)js_DeleteStream(js, "MH_TEST_READY", nullptr, nullptr);
+    else
+      why =
+          url + ": JetStream not ready (" + natsStatus_GetText(s) + ", " + std::to_string(static_cast<int>(code)) + ")";
+    jsCtx_Destroy(js);
+  }
+  natsConnection_Destroy(nc);
+  return ok;
+}
+
+}  // namespace
+
+std::filesystem::path NatsCluster::server_binary() {
+  for (const char* candidate : {"/usr/sbin/nats-server", "/usr/bin/nats-server"})
+    if (std::filesystem::exists(candidate)) return candidate;
+  return "nats-server";
+}
+
+NatsCluster::NatsCluster(const std::filesystem::path& dir, int n) {
+  auto ports = free_ports(2 * n);
+  nodes_.resize(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    nodes_[i].client_port = ports[2 * i];
+    nodes_[i].route_port = ports[2 * i + 1];
+  }
+  for (int i = 0; i < n; ++i) {
+    auto& node = nodes_[i];
+    auto home = dir / ("n" + std::to_string(i));
+    std::filesystem::create_directories(home / "store");
+    node.config = home / "nats.conf";
+    node.log = home / "nats.log";
+    std::ofstream conf(node.config);
+    conf << "server_name: n" << i << "\n"
+         << "listen: 127.0.0.1:" << node.client_port << "\n"
+         << "max_payload: 4MB\n"
+         << "jetstream {\n  store_dir: \"" << (home / "store").string() << "\"\n  max_memory_store: 64MB\n"
+         << "  max_file_store: 1GB\n}\n"
+         << "cluster {\n  name: mh_test\n  listen: 127.0.0.1:" << node.route_port << "\n  routes: [\n";
+    for (int j = 0; j < n; ++j)
+      if (j != i) conf << "    nats-route://127.0.0.1:" << nodes_[j].route_port << "\n";
+    conf << "  ]\n}\n";
+  }
+  for (int i = 0; i < n; ++i)
+    start(i);
+}
+
+NatsCluster::~NatsCluster() {
+  for (int i = 0; i < size(); ++i)
+    kill(i);
+}
+
+void NatsCluster::start(int i) {
+  auto& node = nodes_[i];
+  if (node.process) return;
+  node.process = std::make_unique<CliProcess>(
+      std::vector<std::string>{server_binary().string(), "-c", node.config.string(), "-l", node.log.string()});
+}
+
+void NatsCluster::kill(int i) {
+  // CliProcess's destructor SIGKILLs and reaps its own pid.
+  nodes_[i].process.reset();
+}
+
+int NatsCluster::pid(int i) const {
+  return nodes_[i].process ? nodes_[i].process->pid() : -1;
+}
+
+std::string NatsCluster::url(int i) const {
+  return "nats://127.0.0.1:" + std::to_string(nodes_[i].client_port);
+}
+
+std::vector<std::string> NatsCluster::urls() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < size(); ++i)
+    out.push_back(url(i));
+  return out;
+}
+
+std::string NatsCluster::urls_toml() const {
+  std::string out = "[";
+  for (int i = 0; i < size(); ++i)
+    out += (i ? ", \"" : "\"") + url(i) + "\"";
+  return out + "]";
+}
+
+std::string NatsCluster::log(int i) const {
+  std::ifstream in(nodes_[i].log);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+bool NatsCluster::ready(int replicas, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int i = 0; i < size(); ++i) {
+    if (!nodes_[i].process) continue;
+    // The servers elect their leaders meanwhile: a fact with no event of its own, polled, bounded.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const std::string node_url = url(i);
+    if (!eventually([&] { return probe(node_url, replicas, why_); }, left)) return false;
+  }
+  why_.clear();
+  return true;
+}
+
+}  // namespace mh::test

@@ -1,0 +1,51 @@
+// A real nats-server cluster for tests: N nodes (3 by default) with JetStream on loopback ports
+// the OS hands out, each with its own config, store and log under the test's directory, started
+// and stopped by the test (by pid). ready() waits, bounded, until JetStream takes a replicated
+// stream. kill(i) SIGKILLs one node, start(i) brings it back on the same ports and store.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/cli_process.hpp"
+
+namespace mh::test {
+
+class NatsCluster {
+ public:
+  NatsCluster(const std::filesystem::path& dir, int nodes = 3);
+  ~NatsCluster();  // SIGKILLs and reaps every node still running
+  NatsCluster(const NatsCluster&) = delete;
+  NatsCluster& operator=(const NatsCluster&) = delete;
+
+  // Waits (bounded) until every running node answers and a stream replicated on `replicas`
+  // nodes can be made; false (with why() saying what) otherwise.
+  bool ready(int replicas = 3, std::chrono::milliseconds timeout = std::chrono::seconds(90));
+  const std::string& why() const { return why_; }
+
+  std::string url(int i) const;           // nats://127.0.0.1:PORT
+  std::vector<std::string> urls() const;  // every node's
+  std::string urls_toml() const;          // ["nats://...", ...]
+  int size() const { return static_cast<int>(nodes_.size()); }
+  int pid(int i) const;
+
+  void kill(int i);   // SIGKILL and reap
+  void start(int i);  // again, on its ports and store
+  std::string log(int i) const;
+
+  static std::filesystem::path server_binary();  // nats-server on PATH (/usr/sbin with the package)
+
+ private:
+  struct Node {
+    std::uint16_t client_port = 0, route_port = 0;
+    std::filesystem::path config, log;
+    std::unique_ptr<CliProcess> process;
+  };
+  std::vector<Node> nodes_;
+  std::string why_;
+};
+
+}  // namespace mh::test
