@@ -1,6 +1,7 @@
 #include "adapters/adapter.hpp"
 
 #include <algorithm>
+#include <boost/json/value_from.hpp>
 #include <cstdlib>
 
 #include "adapters/claude/claude_adapter.hpp"
@@ -132,23 +133,14 @@ json::value spec_to_json(const RunSpec& spec) {
   else
     o["model_endpoint"] = nullptr;
   o["model"] = spec.model ? json::value(*spec.model) : json::value(nullptr);
-  json::object env;
-  for (const auto& [k, v] : spec.vendor_env)
-    env[k] = v;
-  o["vendor_env"] = std::move(env);
-  json::object options;
-  for (const auto& [k, v] : spec.vendor_options)
-    options[k] = v;
-  o["vendor_options"] = std::move(options);
+  o["vendor_env"] = json::value_from(spec.vendor_env);
+  o["vendor_options"] = json::value_from(spec.vendor_options);
   json::array requires_commands;
   for (auto c : spec.requires_commands)
     requires_commands.emplace_back(proto::to_string(c));
   o["requires"] = std::move(requires_commands);
   o["keep_open"] = spec.keep_open;
-  json::object labels;
-  for (const auto& [k, v] : spec.labels)
-    labels[k] = v;
-  o["labels"] = std::move(labels);
+  o["labels"] = json::value_from(spec.labels);
   o["deny_only"] = spec.deny_only;
   o["hermetic"] = proto::to_string(spec.hermetic);
   o["budget"] = budgets_to_json(spec.budget);

@@ -173,4 +173,10 @@ std::optional<std::string> installed_package_version(const HostConfig& config, s
   return version;
 }
 
+void note_observe_mode(const RunSpec& spec, std::vector<std::string>& ambient_inputs, std::string under_deny_only,
+                       std::string granting) {
+  if (spec.decisions != protocol::DecisionMode::observe) return;
+  ambient_inputs.push_back(spec.deny_only ? std::move(under_deny_only) : std::move(granting));
+}
+
 }  // namespace mh::adapters

@@ -59,6 +59,12 @@ std::variant<PlanDraft, LaunchRefusal> common_plan(const Adapter& adapter, const
 // and sorts the attestation rows, once.
 LaunchPlan finish_plan(PlanDraft draft, const RunSpec& spec);
 
+// Observe mode's line among a plan's ambient inputs: it answers every call with allow, which the
+// deny-only policy delivers as abstain (`under_deny_only` says who then decides) and which
+// otherwise grants (`granting` says what that lets through). Nothing outside observe mode.
+void note_observe_mode(const RunSpec& spec, std::vector<std::string>& ambient_inputs, std::string under_deny_only,
+                       std::string granting);
+
 // The vendor CLI for `adapter`: the host's override if it names one, else `fallback`.
 std::filesystem::path configured_binary(const HostConfig& config, std::string_view adapter,
                                         std::filesystem::path fallback);

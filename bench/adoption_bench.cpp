@@ -53,46 +53,19 @@
 #include <thread>
 #include <vector>
 
+#include "testkit/bench_args.hpp"
+#include "testkit/daemon_process.hpp"
+#include "testkit/proc.hpp"
+#include "testkit/socket_client.hpp"
+#include "testkit/stats.hpp"
 #include "testkit/stop_signals.hpp"
-#include "testkit/subprocess.hpp"
-
-extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace std::chrono_literals;
-
-volatile std::sig_atomic_t g_stop_requested = 0;
-extern "C" void on_stop_signal(int) {
-  g_stop_requested = 1;
-}
-
-std::int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool write_file(const fs::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-  return bool(out);
-}
-
-std::string fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
-}
+using namespace mh::testkit;
 
 // The one-minute load average and CPU pressure (some, avg10): how steady the machine was.
 struct Steadiness {
@@ -116,24 +89,6 @@ json::object to_json(const Steadiness& s) {
 std::string steadiness_text(const Steadiness& s) {
   return "load " + fixed(s.load1, 2) + " / " + fixed(s.load5, 2) + " (1 / 5 min), CPU pressure some avg10 " +
          fixed(s.pressure_some_avg10, 1) + " %";
-}
-
-// The value of `"key":"` ... `"` in a JSON line, without parsing it (ids here never need escapes).
-std::string_view string_field(std::string_view line, std::string_view key) {
-  std::string pattern = "\"" + std::string(key) + "\":\"";
-  auto at = line.find(pattern);
-  if (at == std::string_view::npos) return {};
-  at += pattern.size();
-  auto end = line.find('"', at);
-  if (end == std::string_view::npos) return {};
-  return line.substr(at, end - at);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double max_of(const std::vector<double>& v) {
@@ -174,47 +129,6 @@ std::optional<Memory> memory_of(pid_t pid) {
   return m;
 }
 
-int open_pidfd(pid_t pid) {
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-}
-void kill_by_pidfd(int pidfd) {
-  ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-}
-
-// Waits until the process behind `pidfd` has terminated, up to `deadline_ns` (monotonic).
-bool wait_pidfd(int pidfd, std::int64_t deadline_ns) {
-  for (;;) {
-    std::int64_t left_ms = (deadline_ns - monotonic_ns()) / 1'000'000;
-    pollfd p{pidfd, POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left_ms, 0)));
-    if (ready > 0) return true;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0 || left_ms <= 0) return false;
-  }
-}
-
-// Live processes whose environment holds an entry starting with `prefix` (the stand-in script
-// path under this bench's work dir, which only our stand-ins carry). A zombie has no environment.
-std::vector<pid_t> processes_with_environment(const std::string& prefix) {
-  std::vector<pid_t> found;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string env = read_file(it->path() / "environ");
-    for (std::size_t at = 0; at < env.size();) {
-      std::size_t end = env.find('\0', at);
-      if (end == std::string::npos) end = env.size();
-      if (std::string_view(env).substr(at, end - at).starts_with(prefix)) {
-        found.push_back(static_cast<pid_t>(std::stol(name)));
-        break;
-      }
-      at = end + 1;
-    }
-  }
-  return found;
-}
-
 // Kills each process (pidfd, so a recycled pid is never hit) and waits for it, bounded; returns
 // how many were killed.
 std::size_t kill_all(const std::vector<pid_t>& pids) {
@@ -244,224 +158,16 @@ std::optional<pid_t> live_supervisor_of(const fs::path& run_dir) {
   return pid;
 }
 
-// ---------------------------------------------------------------------------------------------
-// The daemon under measurement: own dir, socket and NOTIFY_SOCKET
-// ---------------------------------------------------------------------------------------------
-
-sockaddr_un address_of(const fs::path& p) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
-  return a;
-}
-
-class DaemonProcess {
- public:
-  DaemonProcess(fs::path dir, fs::path metaharness, fs::path state_dir, const std::string& config)
-      : dir_(std::move(dir)), metaharness_(std::move(metaharness)), state_(std::move(state_dir)) {
-    fs::create_directories(dir_);
-    socket_ = dir_ / "mh.sock";
-    notify_ = dir_ / "notify.sock";
-    config_ = dir_ / "config.toml";
-    write_file(config_, config);
-    fs::remove(notify_);
-    notify_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a = address_of(notify_);
-    if (notify_fd_ < 0 || ::bind(notify_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-      throw std::runtime_error("cannot bind the notify socket " + notify_.string() + ": " + std::strerror(errno));
-    if (::pipe2(stop_drain_, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
-    // Read all the time, as systemd does: a datagram socket queues only a few unread datagrams,
-    // and a daemon blocked in sd_notify would never get to its work.
-    drain_ = std::thread([this] { drain_notifications(); });
-  }
-  DaemonProcess(const DaemonProcess&) = delete;
-  DaemonProcess& operator=(const DaemonProcess&) = delete;
-  ~DaemonProcess() {
-    if (daemon_.running()) kill_and_reap();
-    char stop = 1;
-    [[maybe_unused]] ssize_t n = ::write(stop_drain_[1], &stop, 1);
-    drain_.join();
-    for (int fd : {notify_fd_, stop_drain_[0], stop_drain_[1]})
-      if (fd >= 0) ::close(fd);
-  }
-
-  // Spawns the daemon; start_ns() is stamped right before the spawn (posix_spawn execs at once).
-  std::string start() {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string_view entry(*e);
-      if (entry.starts_with("NOTIFY_SOCKET=") || entry.starts_with("LISTEN_")) continue;
-      env.emplace_back(entry);
-    }
-    env.push_back("NOTIFY_SOCKET=" + notify_.string());
-    mh::testkit::SpawnOptions options{
-        .program = metaharness_,
-        .args = {"daemon", "--config", config_.string(), "--socket", socket_.string(), "--state-dir", state_.string()},
-        .env = std::move(env),
-        .stdin_null = true,
-        .output_log = dir_ / "daemon.log"};
-    start_ns_ = monotonic_ns();
-    if (auto error = daemon_.spawn(options); !error.empty()) return error;
-    pidfd_ = open_pidfd(daemon_.pid());  // our unreaped child: its pid cannot be recycled yet
-    if (pidfd_ < 0) {
-      std::string error = std::string("pidfd_open: ") + std::strerror(errno);
-      kill_and_reap();
-      return error;
-    }
-    return "";
-  }
-
-  // When (monotonic ns) the first datagram containing `text` arrived, or nullopt after `timeout`.
-  std::optional<std::int64_t> wait_notify(std::string_view text, std::chrono::milliseconds timeout) {
-    std::unique_lock lock(notify_mutex_);
-    std::optional<std::int64_t> found;
-    notify_arrived_.wait_for(lock, timeout, [&] {
-      for (const auto& [at, datagram] : notifications_)
-        if (datagram.find(text) != std::string::npos) {
-          found = at;
-          return true;
-        }
-      return false;
-    });
-    return found;
-  }
-
-  // SIGKILL to the daemon alone (not its process group: a crash takes only the daemon), reaped.
-  bool kill_daemon_only() {
-    if (!daemon_.running()) return false;
-    ::kill(daemon_.pid(), SIGKILL);
-    bool gone = wait_pidfd(pidfd_, monotonic_ns() + 30'000'000'000);
-    daemon_.wait_exit(mh::testkit::Subprocess::Clock::now() + 10s);
-    close_pidfd();
-    return gone;
-  }
-
-  // SIGTERM and a bounded wait; false if it had to be killed.
-  bool stop(std::chrono::milliseconds grace) {
-    if (!daemon_.running()) return true;
-    ::kill(daemon_.pid(), SIGTERM);
-    if (wait_pidfd(pidfd_, monotonic_ns() + std::chrono::nanoseconds(grace).count())) {
-      daemon_.wait_exit(mh::testkit::Subprocess::Clock::now() + 10s);
-      close_pidfd();
-      return true;
-    }
-    kill_and_reap();
-    return false;
-  }
-
-  pid_t pid() const { return daemon_.pid(); }
-  std::int64_t start_ns() const { return start_ns_; }
-  const fs::path& socket() const { return socket_; }
-  std::string log_tail() const {
-    std::string log = read_file(dir_ / "daemon.log");
-    return log.size() > 3000 ? log.substr(log.size() - 3000) : log;
-  }
-
- private:
-  void drain_notifications() {
-    for (;;) {
-      pollfd p[2] = {{notify_fd_, POLLIN, 0}, {stop_drain_[0], POLLIN, 0}};
-      if (::poll(p, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-      if (p[1].revents) return;
-      std::int64_t at = monotonic_ns();
-      char buf[4096];
-      for (;;) {
-        ssize_t n = ::recv(notify_fd_, buf, sizeof buf, MSG_DONTWAIT);
-        if (n < 0) break;
-        std::lock_guard lock(notify_mutex_);
-        notifications_.emplace_back(at, std::string(buf, static_cast<std::size_t>(n)));
-      }
-      notify_arrived_.notify_all();
-    }
-  }
-  void kill_and_reap() {
-    daemon_.kill_and_reap();
-    close_pidfd();
-  }
-  void close_pidfd() {
-    if (pidfd_ >= 0) ::close(pidfd_);
-    pidfd_ = -1;
-  }
-
-  fs::path dir_, metaharness_, state_, socket_, notify_, config_;
-  int notify_fd_ = -1;
-  int stop_drain_[2] = {-1, -1};
-  std::mutex notify_mutex_;
-  std::condition_variable notify_arrived_;
-  std::vector<std::pair<std::int64_t, std::string>> notifications_;
-  std::thread drain_;
-  mh::testkit::Subprocess daemon_;
-  int pidfd_ = -1;
-  std::int64_t start_ns_ = 0;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Socket API connections: one per run, all read by one poll loop
-// ---------------------------------------------------------------------------------------------
-
-class Connection {
- public:
-  explicit Connection(const fs::path& socket) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a = address_of(socket);
-    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  ~Connection() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool connected() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
-  bool eof() const { return eof_; }
-
-  bool send_line(std::string line) {
-    line.push_back('\n');
-    std::string_view rest(line);
-    while (!rest.empty() && fd_ >= 0) {
-      ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return rest.empty();
-  }
-  // Reads what is there (the fd polled readable) and returns the complete lines.
-  std::vector<std::string> read_lines() {
-    std::vector<std::string> lines;
-    char buf[65536];
-    ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) eof_ = true;
-    if (n > 0) buffer_.append(buf, static_cast<std::size_t>(n));
-    for (auto nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n')) {
-      lines.push_back(buffer_.substr(0, nl));
-      buffer_.erase(0, nl + 1);
-    }
-    return lines;
-  }
-
- private:
-  int fd_ = -1;
-  std::string buffer_;
-  bool eof_ = false;
-};
-
 // Polls every connection until `done()` or the deadline; each line read goes to on_line(index,
 // line). False at the deadline (or a stop signal).
 template <typename OnLine, typename Done>
-bool pump(std::vector<std::unique_ptr<Connection>>& conns, std::chrono::milliseconds timeout, OnLine on_line,
+bool pump(std::vector<std::unique_ptr<LineClient>>& conns, std::chrono::milliseconds timeout, OnLine on_line,
           Done done) {
   const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
   std::vector<pollfd> fds;
   std::vector<std::size_t> index;
   while (!done()) {
-    if (g_stop_requested || monotonic_ns() >= deadline) return false;
+    if (stop_requested() || monotonic_ns() >= deadline) return false;
     fds.clear();
     index.clear();
     for (std::size_t i = 0; i < conns.size(); ++i)
@@ -475,45 +181,10 @@ bool pump(std::vector<std::unique_ptr<Connection>>& conns, std::chrono::millisec
     if (ready <= 0) continue;
     for (std::size_t k = 0; k < fds.size(); ++k)
       if (fds[k].revents)
-        for (auto& line : conns[index[k]]->read_lines())
+        for (auto& line : conns[index[k]]->read_available())
           on_line(index[k], line);
   }
   return true;
-}
-
-std::string socket_request(std::string_view request, std::string_view id, json::object fields = {}) {
-  json::object o{{"format", "metaharness.socket/1"}, {"request", request}, {"id", id}};
-  for (auto& kv : fields)
-    o[kv.key()] = kv.value();
-  return json::serialize(o);
-}
-
-// Submits `n` runs of `spec` on one connection in batches (the daemon answers a connection's
-// requests in order); their ids, or an error.
-std::vector<std::string> submit_all(const fs::path& socket, const json::object& spec, std::size_t n,
-                                    std::string& error) {
-  std::vector<std::unique_ptr<Connection>> conns;
-  conns.push_back(std::make_unique<Connection>(socket));
-  if (!conns[0]->connected()) {
-    error = "cannot connect to " + socket.string();
-    return {};
-  }
-  std::vector<std::string> ids;
-  constexpr std::size_t kBatch = 50;
-  for (std::size_t first = 0; first < n && error.empty(); first += kBatch) {
-    std::size_t last = std::min(n, first + kBatch);
-    for (std::size_t i = first; i < last; ++i)
-      conns[0]->send_line(socket_request("submit", "s" + std::to_string(i), json::object{{"run", spec}}));
-    auto on_line = [&](std::size_t, const std::string& line) {
-      if (string_field(line, "reply") == "submitted")
-        ids.emplace_back(string_field(line, "run_id"));
-      else if (error.empty())
-        error = "submit refused: " + line;
-    };
-    if (!pump(conns, 120s, on_line, [&] { return ids.size() >= last || !error.empty(); }) && error.empty())
-      error = "no reply to " + std::to_string(last - ids.size()) + " submit(s)";
-  }
-  return error.empty() ? ids : std::vector<std::string>{};
 }
 
 // Waits (bounded) until every run's stream holds `event` (read from its events.jsonl).
@@ -522,7 +193,7 @@ std::size_t wait_all_have(const fs::path& runs_dir, const std::vector<std::strin
   std::vector<std::string> waiting = ids;
   const std::string needle = "\"event\":\"" + std::string(event) + "\"";
   const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
-  while (!waiting.empty() && monotonic_ns() < deadline && !g_stop_requested) {
+  while (!waiting.empty() && monotonic_ns() < deadline && !stop_requested()) {
     std::erase_if(waiting, [&](const std::string& id) {
       return read_file(runs_dir / id / "events.jsonl").find(needle) != std::string::npos;
     });
@@ -574,39 +245,14 @@ std::optional<Options> parse_options(int argc, char** argv) {
   o.metaharness = self_dir / "metaharness";
   o.standin = self_dir / "mh-standin-claude";
   o.supervisor = self_dir / "metaharness-supervisor";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--metaharness")
-        o.metaharness = value();
-      else if (a == "--standin")
-        o.standin = value();
-      else if (a == "--supervisor")
-        o.supervisor = value();
-      else if (a == "--work-dir")
-        o.work_root = value();
-      else if (a == "--json")
-        o.json_out = value();
-      else if (a == "--keep")
-        o.keep = true;
-      else if (a == "--runs")
-        o.runs = std::stoul(value());
-      else if (a == "-h" || a == "--help") {
-        usage(std::cout);
-        std::exit(0);
-      } else {
-        throw std::invalid_argument("unknown option " + a);
-      }
-    } catch (const std::exception& e) {
-      std::cerr << "mh_adoption_bench: " << e.what() << "\n";
-      usage(std::cerr);
-      return std::nullopt;
-    }
-  }
+  const BenchArgs args{.values = {{"--metaharness", [&](const std::string& v) { o.metaharness = v; }},
+                                  {"--standin", [&](const std::string& v) { o.standin = v; }},
+                                  {"--supervisor", [&](const std::string& v) { o.supervisor = v; }},
+                                  {"--work-dir", [&](const std::string& v) { o.work_root = v; }},
+                                  {"--json", [&](const std::string& v) { o.json_out = v; }},
+                                  {"--runs", [&](const std::string& v) { o.runs = std::stoul(v); }}},
+                       .switches = {{"--keep", &o.keep}}};
+  if (!parse_bench_args(argc, argv, "mh_adoption_bench", args, usage)) return std::nullopt;
   if (o.runs == 0) {
     std::cerr << "mh_adoption_bench: --runs must be at least 1\n";
     return std::nullopt;
@@ -626,12 +272,7 @@ std::string daemon_config(const Options& o, bool supervise) {
 
 // One Bash call that waits for its decision, then a text: each run sits at tool.requested.
 json::object run_spec(const fs::path& script, std::int64_t deadline_ms) {
-  return json::object{{"adapter", "claude"},
-                      {"prompt", "go"},
-                      {"decisions", "ask"},
-                      {"decision_deadline_ms", deadline_ms},
-                      {"model_endpoint", json::object{{"base_url", "http://127.0.0.1:9"}}},
-                      {"vendor_env", json::object{{"MH_STANDIN_SCRIPT", script.string()}}}};
+  return standin_run_spec(script, "ask", deadline_ms);
 }
 
 std::string standin_marker(const fs::path& phase_dir) {
@@ -757,7 +398,7 @@ PhaseResult run_phase(const Options& o, bool supervised) {
     if (auto m = memory_of(first.pid())) r.daemon_rss_ready_kib = m->vm_rss_kb;
     std::string error;
     const std::int64_t submitted_at = monotonic_ns();
-    ids = submit_all(first.socket(), run_spec(script, o.deadline_ms), o.runs, error);
+    ids = submit_all(first.socket(), std::vector(o.runs, run_spec(script, o.deadline_ms)), error);
     if (ids.empty()) return finish(error + "\n" + first.log_tail());
     r.submit_s = double(monotonic_ns() - submitted_at) / 1e9;
     if (auto left = wait_all_have(runs_dir, ids, "tool.requested", 300s))
@@ -797,9 +438,9 @@ PhaseResult run_phase(const Options& o, bool supervised) {
   auto ready = second.wait_notify("READY=1", 120s);
   if (!ready) return finish("the restarted daemon did not become ready: " + second.log_tail());
   r.ready_ms = double(*ready - second.start_ns()) / 1e6;
-  std::vector<std::unique_ptr<Connection>> conns;
+  std::vector<std::unique_ptr<LineClient>> conns;
   for (const auto& id : ids) {
-    conns.push_back(std::make_unique<Connection>(second.socket()));
+    conns.push_back(std::make_unique<LineClient>(second.socket()));
     if (!conns.back()->connected()) return finish("cannot connect to the restarted daemon");
     conns.back()->send_line(socket_request("attach", "a", json::object{{"run_id", id}, {"from_seq", 0}}));
   }
@@ -891,7 +532,7 @@ bool raise_fd_limit() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mh::testkit::route_stop_signals(on_stop_signal);
+  route_stop_signals();
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
@@ -905,17 +546,10 @@ int main(int argc, char** argv) {
   o.metaharness = fs::absolute(o.metaharness);
   o.standin = fs::absolute(o.standin);
   o.supervisor = fs::absolute(o.supervisor);
-  if (o.work_root.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mh-abench.XXXXXX";
-    if (!::mkdtemp(pattern.data())) {
-      std::cerr << "mh_adoption_bench: mkdtemp: " << std::strerror(errno) << "\n";
-      return 2;
-    }
-    o.work_root = pattern;
+  if (auto e = prepare_work_root(o.work_root, "mh-abench"); !e.empty()) {
+    std::cerr << "mh_adoption_bench: " << e << "\n";
+    return 2;
   }
-  o.work_root = fs::absolute(o.work_root);
-  fs::create_directories(o.work_root);
   if (o.json_out.empty()) o.json_out = o.work_root / "adoption-bench.json";
   raise_fd_limit();
   Steadiness start = steadiness_now();
@@ -925,7 +559,7 @@ int main(int argc, char** argv) {
   std::cerr << "mh_adoption_bench: supervised: " << o.runs << " runs pending, SIGKILL, restart, adopt\n";
   PhaseResult sup = run_phase(o, true);
   std::cerr << "mh_adoption_bench: unsupervised: " << o.runs << " runs pending, SIGKILL, restart, recover\n";
-  PhaseResult unsup = g_stop_requested ? PhaseResult{} : run_phase(o, false);
+  PhaseResult unsup = stop_requested() ? PhaseResult{} : run_phase(o, false);
   Steadiness end = steadiness_now();
 
   std::ostringstream t;

@@ -77,76 +77,19 @@
 #include <unordered_map>
 #include <vector>
 
+#include "testkit/bench_args.hpp"
+#include "testkit/daemon_process.hpp"
+#include "testkit/proc.hpp"
+#include "testkit/socket_client.hpp"
+#include "testkit/stats.hpp"
 #include "testkit/stop_signals.hpp"
-#include "testkit/subprocess.hpp"
-
-extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace std::chrono_literals;
-
-volatile std::sig_atomic_t g_stop_requested = 0;
-extern "C" void on_stop_signal(int) {
-  g_stop_requested = 1;
-}
-
-// CLOCK_MONOTONIC in ns: the clock the stand-in's timing stamps use too (same machine).
-std::int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-double ms_since(std::int64_t start_ns) {
-  return static_cast<double>(monotonic_ns() - start_ns) / 1e6;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool write_file(const fs::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-  return bool(out);
-}
-
-std::string fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
-}
-
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double one = 0;
-  in >> one;
-  return one;
-}
-
-// The value of `"key":"` ... `"` in a JSON line, without parsing it (ids here never need escapes).
-std::string_view string_field(std::string_view line, std::string_view key) {
-  std::string pattern = "\"" + std::string(key) + "\":\"";
-  auto at = line.find(pattern);
-  if (at == std::string_view::npos) return {};
-  at += pattern.size();
-  auto end = line.find('"', at);
-  if (end == std::string_view::npos) return {};
-  return line.substr(at, end - at);
-}
-
-std::optional<json::object> parse_object(std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec || !v.is_object()) return std::nullopt;
-  return v.get_object();
-}
+using namespace mh::testkit;
 
 // ---------------------------------------------------------------------------------------------
 // Percentiles (nearest rank) over samples in nanoseconds, reported in microseconds
@@ -184,13 +127,6 @@ json::object to_json(const Percentiles& p) {
 
 std::string percentiles_text(const Percentiles& p) {
   return fixed(p.p50_us, 1) + " / " + fixed(p.p90_us, 1) + " / " + fixed(p.p99_us, 1) + " / " + fixed(p.max_us, 1);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,13 +220,6 @@ MachineCpu machine_cpu() {
   return m;
 }
 
-double own_cpu_ms() {
-  rusage self{};
-  ::getrusage(RUSAGE_SELF, &self);
-  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
-  return ms(self.ru_utime) + ms(self.ru_stime);
-}
-
 // The CPU use of everything on the machine over a window, split into the measured processes
 // (the daemon, its stand-ins, this bench) and the rest.
 struct CpuShare {
@@ -355,31 +284,6 @@ std::string cpu_share_text(const CpuShare& c) {
          " %; some task waiting for a CPU " + fixed(c.pressure_some_percent, 0) + " % of the time";
 }
 
-// Live processes whose environment holds an entry starting with `prefix` (here: the stand-in
-// script path under this bench's work dir, which only our stand-ins carry).
-std::vector<pid_t> processes_with_environment(const std::string& prefix) {
-  std::vector<pid_t> found;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (pid == ::getpid()) continue;
-    std::string env = read_file(it->path() / "environ");
-    for (std::size_t at = 0; at < env.size();) {
-      std::size_t end = env.find('\0', at);
-      if (end == std::string::npos) end = env.size();
-      if (std::string_view(env).substr(at, end - at).starts_with(prefix)) {
-        // A zombie has no environment left to read; a process we can read is alive.
-        found.push_back(pid);
-        break;
-      }
-      at = end + 1;
-    }
-  }
-  return found;
-}
-
 // The live children of `pid` (every thread's), from /proc/<pid>/task/<tid>/children: cheap, no
 // scan of /proc.
 std::vector<pid_t> children_of(pid_t pid) {
@@ -392,332 +296,6 @@ std::vector<pid_t> children_of(pid_t pid) {
       children.push_back(child);
   }
   return children;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The daemon under measurement: own state dir, socket and NOTIFY_SOCKET, own process group
-// ---------------------------------------------------------------------------------------------
-
-sockaddr_un address_of(const fs::path& p) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
-  return a;
-}
-
-// glibc 2.36 (Debian 12) declares these in <sys/pidfd.h> without C linkage, so call the kernel.
-int open_pidfd(pid_t pid) {
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-}
-void kill_by_pidfd(int pidfd) {
-  ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-}
-
-// Waits until the process behind `pidfd` has terminated (a pidfd polls readable then), up to
-// `deadline_ns` (monotonic). True if it has.
-bool wait_pidfd(int pidfd, std::int64_t deadline_ns) {
-  for (;;) {
-    std::int64_t left_ms = (deadline_ns - monotonic_ns()) / 1'000'000;
-    pollfd p{pidfd, POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left_ms, 0)));
-    if (ready > 0) return true;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0 || left_ms <= 0) return false;
-  }
-}
-
-class DaemonProcess {
- public:
-  DaemonProcess(fs::path dir, fs::path metaharness, fs::path state_dir, const std::string& config)
-      : dir_(std::move(dir)), metaharness_(std::move(metaharness)), state_(std::move(state_dir)) {
-    fs::create_directories(dir_);
-    socket_ = dir_ / "mh.sock";
-    notify_ = dir_ / "notify.sock";
-    config_ = dir_ / "config.toml";
-    write_file(config_, config);
-    fs::remove(notify_);
-    notify_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a = address_of(notify_);
-    if (notify_fd_ < 0 || ::bind(notify_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-      throw std::runtime_error("cannot bind the notify socket " + notify_.string() + ": " + std::strerror(errno));
-    if (::pipe2(stop_drain_, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
-    // The notify socket is read all the time, as systemd reads its own: a Unix datagram socket
-    // queues only net.unix.max_dgram_qlen (10 by default) datagrams, and once that many STATUS=
-    // lines sit unread the daemon's sd_notify blocks in sendmsg — on its registry strand, which
-    // then never sees SIGTERM.
-    drain_ = std::thread([this] { drain_notifications(); });
-  }
-  DaemonProcess(const DaemonProcess&) = delete;
-  DaemonProcess& operator=(const DaemonProcess&) = delete;
-  ~DaemonProcess() {
-    if (daemon_.running()) kill_and_reap();
-    char stop = 1;
-    [[maybe_unused]] ssize_t n = ::write(stop_drain_[1], &stop, 1);
-    drain_.join();
-    for (int fd : {notify_fd_, stop_drain_[0], stop_drain_[1]})
-      if (fd >= 0) ::close(fd);
-  }
-
-  // Spawns the daemon (stdin /dev/null, stdout and stderr appended to daemon.log); start_ns() is
-  // stamped right before the spawn (posix_spawn, which execs at once).
-  std::string start() {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string_view entry(*e);
-      // Paths come from the bench, never from a systemd or socket-activation environment.
-      if (entry.starts_with("NOTIFY_SOCKET=") || entry.starts_with("LISTEN_")) continue;
-      env.emplace_back(entry);
-    }
-    env.push_back("NOTIFY_SOCKET=" + notify_.string());
-    mh::testkit::SpawnOptions options{
-        .program = metaharness_,
-        .args = {"daemon", "--config", config_.string(), "--socket", socket_.string(), "--state-dir", state_.string()},
-        .env = std::move(env),
-        .stdin_null = true,
-        .output_log = dir_ / "daemon.log"};
-    start_ns_ = monotonic_ns();
-    if (auto error = daemon_.spawn(options); !error.empty()) return error;
-    // Our unreaped child: its pid cannot be recycled before the pidfd is held.
-    pidfd_ = open_pidfd(daemon_.pid());
-    if (pidfd_ < 0) {
-      std::string error = std::string("pidfd_open: ") + std::strerror(errno);
-      kill_and_reap();
-      return error;
-    }
-    return "";
-  }
-
-  // start(), then READY=1 within 30 s: "" (and, in *ready_ns, when READY=1 came), or why not.
-  std::string start_until_ready(std::int64_t* ready_ns = nullptr) {
-    if (auto e = start(); !e.empty()) return e;
-    auto ready = wait_notify("READY=1", std::chrono::seconds(30));
-    if (!ready) return "the daemon did not become ready: " + log_tail();
-    if (ready_ns) *ready_ns = *ready;
-    return "";
-  }
-
-  // When (monotonic ns) the first datagram containing `text` arrived, or nullopt after `timeout`.
-  std::optional<std::int64_t> wait_notify(std::string_view text, std::chrono::milliseconds timeout) {
-    std::unique_lock lock(notify_mutex_);
-    std::optional<std::int64_t> found;
-    notify_arrived_.wait_for(lock, timeout, [&] {
-      for (const auto& [at, datagram] : notifications_)
-        if (datagram.find(text) != std::string::npos) {
-          found = at;
-          return true;
-        }
-      return false;
-    });
-    return found;
-  }
-
-  // SIGTERM, then a bounded wait; SIGKILL to its group if it does not go. Returns the ms it took
-  // to exit on its own, or nullopt if it had to be killed.
-  std::optional<double> stop(std::chrono::milliseconds grace) {
-    if (!daemon_.running()) return 0.0;
-    std::int64_t asked = monotonic_ns();
-    ::kill(daemon_.pid(), SIGTERM);
-    if (wait_pidfd(pidfd_, asked + std::chrono::nanoseconds(grace).count())) {
-      double took_ms = ms_since(asked);
-      reap();
-      return took_ms;
-    }
-    kill_and_reap();
-    return std::nullopt;
-  }
-
-  pid_t pid() const { return daemon_.pid(); }
-  std::int64_t start_ns() const { return start_ns_; }
-  const fs::path& socket() const { return socket_; }
-  const fs::path& state_dir() const { return state_; }
-  std::string log_tail() const {
-    std::string log = read_file(dir_ / "daemon.log");
-    return log.size() > 2000 ? log.substr(log.size() - 2000) : log;
-  }
-
- private:
-  void drain_notifications() {
-    for (;;) {
-      pollfd p[2] = {{notify_fd_, POLLIN, 0}, {stop_drain_[0], POLLIN, 0}};
-      if (::poll(p, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-      if (p[1].revents) return;
-      std::int64_t at = monotonic_ns();
-      char buf[4096];
-      for (;;) {
-        ssize_t n = ::recv(notify_fd_, buf, sizeof buf, MSG_DONTWAIT);
-        if (n < 0) break;
-        std::lock_guard lock(notify_mutex_);
-        notifications_.emplace_back(at, std::string(buf, static_cast<std::size_t>(n)));
-      }
-      notify_arrived_.notify_all();
-    }
-  }
-
-  // Once its pidfd said it exited: reaped at once.
-  void reap() {
-    if (!daemon_.wait_exit(mh::testkit::Subprocess::Clock::now() + std::chrono::seconds(10))) daemon_.kill_and_reap();
-    close_pidfd();
-  }
-
-  void kill_and_reap() {
-    daemon_.kill_and_reap();  // its whole process group
-    close_pidfd();
-  }
-
-  void close_pidfd() {
-    if (pidfd_ >= 0) ::close(pidfd_);
-    pidfd_ = -1;
-  }
-
-  fs::path dir_, metaharness_, state_, socket_, notify_, config_;
-  int notify_fd_ = -1;
-  int stop_drain_[2] = {-1, -1};
-  std::mutex notify_mutex_;
-  std::condition_variable notify_arrived_;
-  std::vector<std::pair<std::int64_t, std::string>> notifications_;  // (arrival, datagram)
-  std::thread drain_;
-  mh::testkit::Subprocess daemon_;
-  int pidfd_ = -1;
-  std::int64_t start_ns_ = 0;
-};
-
-// ---------------------------------------------------------------------------------------------
-// A blocking socket API client with bounded waits
-// ---------------------------------------------------------------------------------------------
-
-class LineClient {
- public:
-  explicit LineClient(const fs::path& socket) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a = address_of(socket);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  LineClient(const LineClient&) = delete;
-  LineClient& operator=(const LineClient&) = delete;
-  ~LineClient() { close(); }
-
-  bool connected() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
-  bool send_line(std::string line) {
-    line.push_back('\n');
-    std::string_view rest(line);
-    while (!rest.empty() && fd_ >= 0) {
-      ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return rest.empty();
-  }
-
-  std::optional<std::string> next_line(std::chrono::milliseconds timeout) {
-    const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
-    for (;;) {
-      auto nl = buffer_.find('\n', scanned_);
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        scanned_ = 0;
-        return line;
-      }
-      scanned_ = buffer_.size();
-      if (fd_ < 0 || eof_) return std::nullopt;
-      std::int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
-      if (left_ms < 0) return std::nullopt;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left_ms) + 1) <= 0) continue;
-      char buf[65536];
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        eof_ = true;
-        continue;
-      }
-      buffer_.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-
-  // The first line carrying `"reply":"<reply>"` (others are skipped), or nullopt.
-  std::optional<json::object> wait_reply(std::string_view reply, std::chrono::milliseconds timeout) {
-    const std::int64_t deadline = monotonic_ns() + std::chrono::nanoseconds(timeout).count();
-    for (;;) {
-      std::int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
-      if (left_ms < 0) return std::nullopt;
-      auto line = next_line(std::chrono::milliseconds(left_ms));
-      if (!line) return std::nullopt;
-      if (string_field(*line, "reply") == reply) return parse_object(*line);
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::string buffer_;
-  std::size_t scanned_ = 0;
-  bool eof_ = false;
-};
-
-std::string socket_request(std::string_view request, std::string_view id, json::object fields = {}) {
-  json::object o{{"format", "metaharness.socket/1"}, {"request", request}, {"id", id}};
-  for (auto& kv : fields)
-    o[kv.key()] = kv.value();
-  return json::serialize(o);
-}
-
-// A claude run hosted on the stand-in: no model is called, but the adapter wants an endpoint.
-json::object standin_run_spec(const fs::path& script, std::string_view decisions, json::object extra_env = {}) {
-  json::object env{{"MH_STANDIN_SCRIPT", script.string()}};
-  for (auto& kv : extra_env)
-    env[kv.key()] = kv.value();
-  return json::object{{"adapter", "claude"},
-                      {"prompt", "go"},
-                      {"decisions", decisions},
-                      {"decision_deadline_ms", 600000},
-                      {"model_endpoint", json::object{{"base_url", "http://127.0.0.1:9"}}},
-                      {"vendor_env", std::move(env)}};
-}
-
-// Submits `specs` on one connection, pipelined (the daemon reads a connection's requests in
-// order), and returns the run ids in the same order; an empty id marks a refused submit.
-std::vector<std::string> submit_all(const fs::path& socket, const std::vector<json::object>& specs,
-                                    std::string& error) {
-  std::vector<std::string> ids(specs.size());
-  LineClient client(socket);
-  if (!client.connected()) {
-    error = "cannot connect to " + socket.string();
-    return {};
-  }
-  // Bounded batches keep both socket buffers from filling while neither side reads.
-  constexpr std::size_t kBatch = 50;
-  for (std::size_t first = 0; first < specs.size(); first += kBatch) {
-    std::size_t last = std::min(specs.size(), first + kBatch);
-    for (std::size_t i = first; i < last; ++i)
-      client.send_line(socket_request("submit", "s" + std::to_string(i), json::object{{"run", specs[i]}}));
-    for (std::size_t i = first; i < last; ++i) {
-      auto line = client.next_line(120s);
-      if (!line) {
-        error = "no reply to submit " + std::to_string(i);
-        return {};
-      }
-      auto id = string_field(*line, "id");
-      std::size_t index = id.size() > 1 ? std::stoul(std::string(id.substr(1))) : i;
-      if (string_field(*line, "reply") != "submitted" || index >= ids.size()) {
-        error = "submit refused: " + *line;
-        return {};
-      }
-      ids[index] = std::string(string_field(*line, "run_id"));
-    }
-  }
-  return ids;
 }
 
 // Follows a run's stream to its end (tail --follow), discarding it. True if the end came.
@@ -796,7 +374,8 @@ struct Options {
   int ready_starts = 11;
   int ready_template_calls = 40;
   unsigned daemon_threads = 0;  // [server] threads; 0: the daemon's default
-  bool supervise = true;        // runs.supervise (--unsupervised: false)
+  bool supervise = true;        // runs.supervise
+  bool unsupervised = false;    // --unsupervised: supervise = false
 };
 
 std::string standin_marker(const Options& o) {
@@ -857,7 +436,7 @@ FloorResult measure_floor(int iterations, int pause_us) {
   const int warmup = pause_us ? 5 : std::min(2000, iterations / 10);
   const timespec pause{pause_us / 1'000'000, static_cast<long>(pause_us % 1'000'000) * 1000};
   bool failed = false;
-  for (int i = 0; i < warmup + iterations && !failed && !g_stop_requested; ++i) {
+  for (int i = 0; i < warmup + iterations && !failed && !stop_requested(); ++i) {
     if (pause_us) ::clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, nullptr);  // the workload's pause
     std::int64_t start = monotonic_ns();
     if (::write(pair[0], message.data(), kMessage) != static_cast<ssize_t>(kMessage)) failed = true;
@@ -1149,10 +728,10 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   for (int i = 0; i < o.rt_runs; ++i) {
     fs::path script = dir / "scripts" / (std::to_string(i) + ".json");
     write_file(script, round_trip_script(o.rt_calls, think_ms, random));
-    specs.push_back(
-        standin_run_spec(script, "ask",
-                         // Relative: the stand-in's cwd is the run's work dir, the one place its sandbox lets it write.
-                         json::object{{"MH_STANDIN_TIMING", "standin-timing.jsonl"}}));
+    specs.push_back(standin_run_spec(
+        script, "ask", 600000,
+        // Relative: the stand-in's cwd is the run's work dir, the one place its sandbox lets it write.
+        json::object{{"MH_STANDIN_TIMING", "standin-timing.jsonl"}}));
   }
   r.load_start = load_average();
   const std::int64_t started = monotonic_ns();
@@ -1171,7 +750,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
     Controller& c = controllers[i];
     c.run_id = ids[i];
     c.fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a = address_of(daemon.socket());
+    sockaddr_un a = unix_address(daemon.socket());
     if (::connect(c.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
       r.failure = "cannot connect a controller: " + std::string(std::strerror(errno));
       break;
@@ -1197,7 +776,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   const std::int64_t deadline = monotonic_ns() + 600'000'000'000;  // 10 minutes, whatever the settings
   std::vector<char> buffer(256 * 1024);
   std::vector<epoll_event> events(ids.size());
-  while (r.failure.empty() && ended < controllers.size() && !g_stop_requested) {
+  while (r.failure.empty() && ended < controllers.size() && !stop_requested()) {
     if (monotonic_ns() > deadline) {
       r.failure = std::to_string(controllers.size() - ended) + " run(s) did not end within 10 minutes";
       break;
@@ -1251,7 +830,7 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
     if (c.fd >= 0) ::close(c.fd);
   r.teardown = stop_daemon(daemon, standin_marker(o), 30s);
   if (!r.failure.empty()) return r;
-  if (g_stop_requested) {
+  if (stop_requested()) {
     r.failure = "stopped by a signal";
     return r;
   }
@@ -1411,7 +990,7 @@ IdleResult measure_idle_memory(const Options& o) {
   // Parked: the stand-in wrote its text and sits in its idle step; the run is mid-turn.
   std::vector<std::string> waiting = ids;
   const std::int64_t deadline = monotonic_ns() + 180'000'000'000;
-  while (!waiting.empty() && monotonic_ns() < deadline && !g_stop_requested) {
+  while (!waiting.empty() && monotonic_ns() < deadline && !stop_requested()) {
     std::erase_if(waiting, [&](const std::string& id) { return parked(daemon.state_dir() / "runs" / id); });
     if (!waiting.empty()) std::this_thread::sleep_for(200ms);
   }
@@ -1528,7 +1107,7 @@ StreamRun measure_stream_once(const DaemonProcess& daemon, const fs::path& scrip
   std::string last_bytes;  // the end of the stream, to check how it ended
   const std::int64_t deadline = monotonic_ns() + 300'000'000'000;
   bool ended = false;
-  while (!ended && monotonic_ns() < deadline && !g_stop_requested) {
+  while (!ended && monotonic_ns() < deadline && !stop_requested()) {
     pollfd p{reader.fd(), POLLIN, 0};
     if (::poll(&p, 1, 1000) <= 0) continue;
     ssize_t n = ::recv(reader.fd(), buffer.data(), buffer.size(), 0);
@@ -1603,7 +1182,7 @@ StreamResult measure_stream(const Options& o) {
   }
   // Alternating, with the order flipped every repetition, so drift on the machine lands on both.
   std::vector<double> alone_reader, alone_run, stalled_reader, stalled_run;
-  for (int rep = 0; rep < o.stream_reps && r.failure.empty() && !g_stop_requested; ++rep) {
+  for (int rep = 0; rep < o.stream_reps && r.failure.empty() && !stop_requested(); ++rep) {
     for (int k = 0; k < 2; ++k) {
       bool with_stalled = (k == 1) != (rep % 2 == 1);
       StreamRun one = measure_stream_once(daemon, script, with_stalled);
@@ -1745,7 +1324,7 @@ ReadyResult measure_ready(const Options& o) {
     }
   }
   // Both state dirs are in the page cache now, as on a daemon restart without a reboot.
-  for (int start = 0; start < o.ready_starts && !g_stop_requested; ++start) {
+  for (int start = 0; start < o.ready_starts && !stop_requested(); ++start) {
     for (bool with_runs : {true, false}) {
       DaemonProcess daemon(dir / (with_runs ? "daemon_full" : "daemon_empty"), o.metaharness,
                            with_runs ? full_state : empty_state,
@@ -1822,64 +1401,34 @@ std::optional<Options> parse_options(int argc, char** argv) {
   fs::path self_dir = fs::canonical("/proc/self/exe").parent_path();
   o.metaharness = self_dir / "metaharness";
   o.standin = self_dir / "mh-standin-claude";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--metaharness")
-        o.metaharness = value();
-      else if (a == "--standin")
-        o.standin = value();
-      else if (a == "--work-dir")
-        o.work_root = value();
-      else if (a == "--json")
-        o.json_out = value();
-      else if (a == "--keep")
-        o.keep = true;
-      else if (a == "--only") {
-        o.phases.clear();
-        std::stringstream ss(value());
-        for (std::string p; std::getline(ss, p, ',');)
-          o.phases.insert(p);
-      } else if (a == "--rt-runs")
-        o.rt_runs = std::stoi(value());
-      else if (a == "--rt-calls")
-        o.rt_calls = std::stoi(value());
-      else if (a == "--rt-think-ms")
-        o.rt_think_ms = int_list(value());
-      else if (a == "--floor-iterations")
-        o.floor_iterations = std::stoi(value());
-      else if (a == "--idle-runs")
-        o.idle_runs = std::stoi(value());
-      else if (a == "--stream-events")
-        o.stream_events = std::stoi(value());
-      else if (a == "--stream-bytes")
-        o.stream_bytes = std::stoi(value());
-      else if (a == "--stream-reps")
-        o.stream_reps = std::stoi(value());
-      else if (a == "--ready-runs")
-        o.ready_runs = std::stoi(value());
-      else if (a == "--ready-starts")
-        o.ready_starts = std::stoi(value());
-      else if (a == "--daemon-threads")
-        o.daemon_threads = static_cast<unsigned>(std::stoul(value()));
-      else if (a == "--unsupervised")
-        o.supervise = false;
-      else if (a == "-h" || a == "--help") {
-        usage(std::cout);
-        std::exit(0);
-      } else {
-        throw std::invalid_argument("unknown option " + a);
-      }
-    } catch (const std::exception& e) {
-      std::cerr << "mh_daemon_bench: " << e.what() << "\n";
-      usage(std::cerr);
-      return std::nullopt;
-    }
-  }
+  auto number = [](int& field) { return [&field](const std::string& v) { field = std::stoi(v); }; };
+  const BenchArgs args{
+      .values = {{"--metaharness", [&](const std::string& v) { o.metaharness = v; }},
+                 {"--standin", [&](const std::string& v) { o.standin = v; }},
+                 {"--work-dir", [&](const std::string& v) { o.work_root = v; }},
+                 {"--json", [&](const std::string& v) { o.json_out = v; }},
+                 {"--only",
+                  [&](const std::string& v) {
+                    o.phases.clear();
+                    std::stringstream ss(v);
+                    for (std::string p; std::getline(ss, p, ',');)
+                      o.phases.insert(p);
+                  }},
+                 {"--rt-runs", number(o.rt_runs)},
+                 {"--rt-calls", number(o.rt_calls)},
+                 {"--rt-think-ms", [&](const std::string& v) { o.rt_think_ms = int_list(v); }},
+                 {"--floor-iterations", number(o.floor_iterations)},
+                 {"--idle-runs", number(o.idle_runs)},
+                 {"--stream-events", number(o.stream_events)},
+                 {"--stream-bytes", number(o.stream_bytes)},
+                 {"--stream-reps", number(o.stream_reps)},
+                 {"--ready-runs", number(o.ready_runs)},
+                 {"--ready-starts", number(o.ready_starts)},
+                 {"--daemon-threads",
+                  [&](const std::string& v) { o.daemon_threads = static_cast<unsigned>(std::stoul(v)); }}},
+      .switches = {{"--keep", &o.keep}, {"--unsupervised", &o.unsupervised}}};
+  if (!parse_bench_args(argc, argv, "mh_daemon_bench", args, usage)) return std::nullopt;
+  o.supervise = !o.unsupervised;
   for (const auto& p : o.phases)
     if (p != "floor" && p != "round_trip" && p != "idle_memory" && p != "stream" && p != "ready") {
       std::cerr << "mh_daemon_bench: unknown phase " << p << "\n";
@@ -1892,7 +1441,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mh::testkit::route_stop_signals(on_stop_signal);
+  route_stop_signals();
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
@@ -1905,17 +1454,10 @@ int main(int argc, char** argv) {
   }
   o.metaharness = fs::absolute(o.metaharness);
   o.standin = fs::absolute(o.standin);
-  if (o.work_root.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mh-dbench.XXXXXX";
-    if (!::mkdtemp(pattern.data())) {
-      std::cerr << "mh_daemon_bench: mkdtemp: " << std::strerror(errno) << "\n";
-      return 2;
-    }
-    o.work_root = pattern;
+  if (auto e = prepare_work_root(o.work_root, "mh-dbench"); !e.empty()) {
+    std::cerr << "mh_daemon_bench: " << e << "\n";
+    return 2;
   }
-  o.work_root = fs::absolute(o.work_root);
-  fs::create_directories(o.work_root);
   if (o.json_out.empty()) o.json_out = o.work_root / "daemon-bench.json";
   std::string limit_note;
   raise_fd_limit(limit_note);
@@ -1967,7 +1509,7 @@ int main(int argc, char** argv) {
     json::array rts;
     table << "\nDecision round trip at the harness (" << o.rt_runs << " runs deciding concurrently, " << o.rt_calls
           << " sequential calls each), us: p50 / p90 / p99 / max\n";
-    for (std::size_t k = 0; k < o.rt_think_ms.size() && !g_stop_requested; ++k) {
+    for (std::size_t k = 0; k < o.rt_think_ms.size() && !stop_requested(); ++k) {
       int think = o.rt_think_ms[k];
       std::cerr << "mh_daemon_bench: round trip, " << o.rt_runs << " runs x " << o.rt_calls << " calls, think " << think
                 << " ms\n";
@@ -2041,7 +1583,7 @@ int main(int argc, char** argv) {
           << fixed(steadiness->episode_median_ms, 0) << " ms, max " << fixed(steadiness->episode_max_ms, 0)
           << " ms, work " << fixed(steadiness->episode_slowdown_median, 1) << "x slower in them)\n";
 
-  if (o.phases.count("idle_memory") && !g_stop_requested) {
+  if (o.phases.count("idle_memory") && !stop_requested()) {
     std::cerr << "mh_daemon_bench: idle memory, " << o.idle_runs << " runs parked mid-turn\n";
     IdleResult r = measure_idle_memory(o);
     if (!r.ok) {
@@ -2089,7 +1631,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (o.phases.count("stream") && !g_stop_requested) {
+  if (o.phases.count("stream") && !stop_requested()) {
     std::cerr << "mh_daemon_bench: stream, " << o.stream_events << " x " << o.stream_bytes << "-byte records, "
               << o.stream_reps << " repetitions\n";
     StreamResult r = measure_stream(o);
@@ -2147,7 +1689,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (o.phases.count("ready") && !g_stop_requested) {
+  if (o.phases.count("ready") && !stop_requested()) {
     std::cerr << "mh_daemon_bench: READY, " << o.ready_runs << " finished runs on disk, " << o.ready_starts
               << " starts\n";
     ReadyResult r = measure_ready(o);

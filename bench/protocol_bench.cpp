@@ -249,42 +249,38 @@ void report(benchmark::State& state) {
   state.counters["avg_line_bytes"] = static_cast<double>(c.bytes) / static_cast<double>(c.lines.size());
 }
 
+// Every line of the corpus through `per_line`, once per iteration; then the corpus's counters.
+template <class PerLine>
+void over_corpus(benchmark::State& state, PerLine per_line) {
+  const Corpus& c = corpus();
+  for (auto _ : state)
+    for (const auto& line : c.lines)
+      per_line(line);
+  report(state);
+}
+
 // Typed: read_event_line + serialize, every line.
 void BM_Typed_ReadAndSerialize(benchmark::State& state) {
-  const Corpus& c = corpus();
-  for (auto _ : state) {
-    for (const auto& line : c.lines) {
-      auto event = read_event_line(line);
-      std::string out = serialize(*event);
-      benchmark::DoNotOptimize(out.data());
-    }
-  }
-  report(state);
+  over_corpus(state, [](const std::string& line) {
+    std::string out = serialize(*read_event_line(line));
+    benchmark::DoNotOptimize(out.data());
+  });
 }
 
 // Raw: boost::json::parse + boost::json::serialize, every line.
 void BM_Raw_BoostJsonParseAndSerialize(benchmark::State& state) {
-  const Corpus& c = corpus();
-  for (auto _ : state) {
-    for (const auto& line : c.lines) {
-      json::value v = json::parse(line);
-      std::string out = json::serialize(v);
-      benchmark::DoNotOptimize(out.data());
-    }
-  }
-  report(state);
+  over_corpus(state, [](const std::string& line) {
+    std::string out = json::serialize(json::parse(line));
+    benchmark::DoNotOptimize(out.data());
+  });
 }
 
 // The two halves of the typed path, for profiling.
 void BM_Typed_ReadOnly(benchmark::State& state) {
-  const Corpus& c = corpus();
-  for (auto _ : state) {
-    for (const auto& line : c.lines) {
-      auto event = read_event_line(line);
-      benchmark::DoNotOptimize(&event);
-    }
-  }
-  report(state);
+  over_corpus(state, [](const std::string& line) {
+    auto event = read_event_line(line);
+    benchmark::DoNotOptimize(&event);
+  });
 }
 
 void BM_Typed_SerializeOnly(benchmark::State& state) {

@@ -38,6 +38,7 @@
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "metaharness/build_info.hpp"
+#include "testkit/bench_args.hpp"
 #include "testkit/stop_signals.hpp"
 
 namespace mh::seam {
@@ -501,18 +502,12 @@ int main(int argc, char** argv) {
   o.scenario = fs::absolute(o.scenario);
   o.vendor_bin = fs::absolute(o.vendor_bin);
   o.metaharness = fs::absolute(o.metaharness);
-  if (o.work_root.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/" +
-                          (d.name == "claude" ? "mh-seam-bench" : "mh-codex-seam-bench") + ".XXXXXX";
-    if (!::mkdtemp(pattern.data())) {
-      std::cerr << program << ": mkdtemp: " << std::strerror(errno) << "\n";
-      return 2;
-    }
-    o.work_root = pattern;
+  if (auto e =
+          mh::testkit::prepare_work_root(o.work_root, d.name == "claude" ? "mh-seam-bench" : "mh-codex-seam-bench");
+      !e.empty()) {
+    std::cerr << program << ": " << e << "\n";
+    return 2;
   }
-  o.work_root = fs::absolute(o.work_root);
-  fs::create_directories(o.work_root);
   if (o.json_out.empty()) o.json_out = o.work_root / d.json_name;
   std::cerr << program << ": " << calls << " calls per turn; runs in " << o.work_root.string() << "\n";
 

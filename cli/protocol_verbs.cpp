@@ -1,8 +1,10 @@
 // Offline verbs over the wire's documents: check-stream, frame seal, frame verify.
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <variant>
 
 #include "cli/verbs.hpp"
 #include "protocol/completeness.hpp"
@@ -34,19 +36,34 @@ int check_stream(const std::string& path) {
   return v.complete_and_well_formed() ? 0 : 1;
 }
 
-int frame_seal(const std::string& in_path, const std::string& out_path) {
+// The frame document at `path` (or -), loaded; or, once `unreadable` (exit status 2) or
+// `refused` (1) has said why, the exit status.
+std::variant<protocol::Frame, int> load_frame_at(const std::string& path, bool require_sealed,
+                                                 const std::function<void(const std::string&)>& unreadable,
+                                                 const std::function<void(const protocol::FrameRefusal&)>& refused) {
   std::string error;
-  auto text = read_input(in_path, error);
+  auto text = read_input(path, error);
   if (!text) {
-    std::cerr << "metaharness frame seal: " << error << "\n";
+    unreadable(error);
     return 2;
   }
-  auto frame = protocol::load_frame(*text, /*require_sealed=*/false);
+  auto frame = protocol::load_frame(*text, require_sealed);
   if (!frame) {
-    std::cerr << "metaharness frame seal: refused (" << protocol::to_string(frame.error().kind)
-              << "): " << frame.error().message << "\n";
+    refused(frame.error());
     return 1;
   }
+  return std::move(*frame);
+}
+
+int frame_seal(const std::string& in_path, const std::string& out_path) {
+  auto loaded = load_frame_at(
+      in_path, /*require_sealed=*/false,
+      [](const std::string& error) { std::cerr << "metaharness frame seal: " << error << "\n"; },
+      [](const protocol::FrameRefusal& r) {
+        std::cerr << "metaharness frame seal: refused (" << protocol::to_string(r.kind) << "): " << r.message << "\n";
+      });
+  auto* frame = std::get_if<protocol::Frame>(&loaded);
+  if (!frame) return std::get<int>(loaded);
   protocol::seal(*frame);
   std::string doc = protocol::frame_document(*frame);
   if (out_path == "-") {
@@ -63,17 +80,11 @@ int frame_seal(const std::string& in_path, const std::string& out_path) {
 }
 
 int frame_verify(const std::string& path) {
-  std::string error;
-  auto text = read_input(path, error);
-  if (!text) {
-    std::cout << "Unreadable: " << error << "\n";
-    return 2;
-  }
-  auto frame = protocol::load_frame(*text, /*require_sealed=*/true);
-  if (!frame) {
-    std::cout << protocol::to_string(frame.error().kind) << ": " << frame.error().message << "\n";
-    return 1;
-  }
+  auto loaded = load_frame_at(
+      path, /*require_sealed=*/true, [](const std::string& error) { std::cout << "Unreadable: " << error << "\n"; },
+      [](const protocol::FrameRefusal& r) { std::cout << protocol::to_string(r.kind) << ": " << r.message << "\n"; });
+  auto* frame = std::get_if<protocol::Frame>(&loaded);
+  if (!frame) return std::get<int>(loaded);
   std::cout << "sealed: " << frame->digest << "\n";
   return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
+#include "daemon/process/unique_fd.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/seam_timer.hpp"
 #include "daemon/server/config.hpp"
@@ -30,16 +31,6 @@ namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
 using namespace std::chrono_literals;
-
-bool write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
 
 // Copies the run's stream to standard output from its own thread and executor, the same way a
 // socket subscriber reads it: from the file, at the pace of whoever reads our stdout.
@@ -57,7 +48,7 @@ asio::awaitable<void> pump_events(std::shared_ptr<daemon::SharedStreamState> str
       std::cerr << "metaharness run: reading the event stream: " << batch.error() << "\n";
       co_return;
     }
-    if (batch->count > 0 && stdout_open) stdout_open = write_all(STDOUT_FILENO, batch->bytes);
+    if (batch->count > 0 && stdout_open) stdout_open = daemon::write_all(STDOUT_FILENO, batch->bytes);
     if (batch->reached_end) co_return;
     if (batch->count == 0) {
       auto outcome = co_await reader->wait_for_more();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/json/visit.hpp>
 #include <charconv>
 #include <cmath>
 #include <vector>
@@ -212,20 +213,25 @@ void JsonWriter::boolean(bool v) {
   out_.append(v ? "true" : "false");
 }
 
-void JsonWriter::integer(std::int64_t v) {
-  separate();
+namespace {
+// A 64-bit integer in decimal: 24 bytes always hold it, so to_chars cannot fail.
+template <class Integer>
+void append_integer(std::string& out, Integer v) {
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   (void)ec;
-  out_.append(buf, end);
+  out.append(buf, end);
+}
+}  // namespace
+
+void JsonWriter::integer(std::int64_t v) {
+  separate();
+  append_integer(out_, v);
 }
 
 void JsonWriter::uinteger(std::uint64_t v) {
   separate();
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  (void)ec;
-  out_.append(buf, end);
+  append_integer(out_, v);
 }
 
 void JsonWriter::real(double v) {
@@ -234,76 +240,59 @@ void JsonWriter::real(double v) {
 }
 
 void JsonWriter::value(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      null();
-      break;
-    case json::kind::bool_:
-      boolean(v.get_bool());
-      break;
-    case json::kind::int64:
-      integer(v.get_int64());
-      break;
-    case json::kind::uint64:
-      uinteger(v.get_uint64());
-      break;
-    case json::kind::double_:
-      real(v.get_double());
-      break;
-    case json::kind::string:
-      string(v.get_string());
-      break;
-    case json::kind::array:
-      begin_array();
-      for (const auto& element : v.get_array())
-        value(element);
-      end_array();
-      break;
-    case json::kind::object:
-      begin_object();
-      for_each_sorted(v.get_object(), [this](const json::key_value_pair& kv) {
-        key(kv.key());
-        value(kv.value());
+  // One overload per kind (json::visit dispatches); an object's keys are written sorted.
+  struct Write {
+    JsonWriter& w;
+    void operator()(std::nullptr_t) const { w.null(); }
+    void operator()(bool b) const { w.boolean(b); }
+    void operator()(std::int64_t n) const { w.integer(n); }
+    void operator()(std::uint64_t n) const { w.uinteger(n); }
+    void operator()(double d) const { w.real(d); }
+    void operator()(const json::string& s) const { w.string(s); }
+    void operator()(const json::array& a) const {
+      w.begin_array();
+      for (const auto& element : a)
+        w.value(element);
+      w.end_array();
+    }
+    void operator()(const json::object& o) const {
+      w.begin_object();
+      for_each_sorted(o, [this](const json::key_value_pair& kv) {
+        w.key(kv.key());
+        w.value(kv.value());
       });
-      end_object();
-      break;
-  }
+      w.end_object();
+    }
+  };
+  json::visit(Write{*this}, v);
 }
 
-void JsonWriter::field(std::string_view k, const std::optional<std::string>& v) {
-  key(k);
+namespace {
+// `"k":` then the value through `write`, or null.
+template <class T, class Write>
+void field_or_null(JsonWriter& w, std::string_view k, const std::optional<T>& v, Write write) {
+  w.key(k);
   if (v)
-    string(*v);
+    write(*v);
   else
-    null();
+    w.null();
+}
+}  // namespace
+
+void JsonWriter::field(std::string_view k, const std::optional<std::string>& v) {
+  field_or_null(*this, k, v, [this](const std::string& s) { string(s); });
 }
 void JsonWriter::field_bool(std::string_view k, std::optional<bool> v) {
-  key(k);
-  if (v)
-    boolean(*v);
-  else
-    null();
+  field_or_null(*this, k, v, [this](bool b) { boolean(b); });
 }
 void JsonWriter::field_u64(std::string_view k, std::optional<std::uint64_t> v) {
-  key(k);
-  if (v)
-    uinteger(*v);
-  else
-    null();
+  field_or_null(*this, k, v, [this](std::uint64_t n) { uinteger(n); });
 }
 void JsonWriter::field_i64(std::string_view k, std::optional<std::int64_t> v) {
-  key(k);
-  if (v)
-    integer(*v);
-  else
-    null();
+  field_or_null(*this, k, v, [this](std::int64_t n) { integer(n); });
 }
 void JsonWriter::field_f64(std::string_view k, std::optional<double> v) {
-  key(k);
-  if (v)
-    real(*v);
-  else
-    null();
+  field_or_null(*this, k, v, [this](double d) { real(d); });
 }
 void JsonWriter::strings(const std::vector<std::string>& v) {
   begin_array();
@@ -312,11 +301,7 @@ void JsonWriter::strings(const std::vector<std::string>& v) {
   end_array();
 }
 void JsonWriter::field_strings(std::string_view k, const std::optional<std::vector<std::string>>& v) {
-  key(k);
-  if (v)
-    strings(*v);
-  else
-    null();
+  field_or_null(*this, k, v, [this](const std::vector<std::string>& list) { strings(list); });
 }
 
 std::string canonical_json(const json::value& v) {
@@ -326,60 +311,68 @@ std::string canonical_json(const json::value& v) {
 }
 
 namespace {
+// A container's brackets and the separators between its members, each member on a line of its
+// own one level deeper; an empty container is written whole ("[]", "{}").
+class PrettyMembers {
+ public:
+  PrettyMembers(std::string& out, int indent, char open, char close, bool empty)
+      : out_(out), indent_(indent), close_(close) {
+    out_.push_back(open);
+    if (empty) out_.push_back(close);
+    done_ = empty;
+  }
+  bool empty() const { return done_; }
+  // Before each member.
+  void next() {
+    if (!first_) out_.push_back(',');
+    first_ = false;
+    newline(indent_ + 1);
+  }
+  void close() {
+    newline(indent_);
+    out_.push_back(close_);
+  }
+
+ private:
+  void newline(int level) {
+    out_.push_back('\n');
+    out_.append(static_cast<std::size_t>(level) * 2, ' ');
+  }
+  std::string& out_;
+  int indent_;
+  char close_;
+  bool first_ = true;
+  bool done_ = false;
+};
+
 void pretty(std::string& out, const json::value& v, int indent, bool sort_keys) {
-  auto newline = [&](int level) {
-    out.push_back('\n');
-    out.append(static_cast<std::size_t>(level) * 2, ' ');
-  };
-  switch (v.kind()) {
-    case json::kind::array: {
-      const auto& a = v.get_array();
-      if (a.empty()) {
-        out.append("[]");
-        return;
-      }
-      out.push_back('[');
-      bool first = true;
-      for (const auto& e : a) {
-        if (!first) out.push_back(',');
-        first = false;
-        newline(indent + 1);
-        pretty(out, e, indent + 1, sort_keys);
-      }
-      newline(indent);
-      out.push_back(']');
-      return;
+  if (const json::array* a = v.if_array()) {
+    PrettyMembers members(out, indent, '[', ']', a->empty());
+    if (members.empty()) return;
+    for (const auto& e : *a) {
+      members.next();
+      pretty(out, e, indent + 1, sort_keys);
     }
-    case json::kind::object: {
-      const auto& o = v.get_object();
-      if (o.empty()) {
-        out.append("{}");
-        return;
-      }
-      out.push_back('{');
-      bool first = true;
-      auto member = [&](const json::key_value_pair& kv) {
-        if (!first) out.push_back(',');
-        first = false;
-        newline(indent + 1);
-        append_escaped(out, kv.key());
-        out.append(": ");
-        pretty(out, kv.value(), indent + 1, sort_keys);
-      };
-      if (sort_keys)
-        for_each_sorted(o, member);
-      else
-        for (const auto& kv : o)
-          member(kv);
-      newline(indent);
-      out.push_back('}');
-      return;
-    }
-    default: {
-      std::string scalar;
-      JsonWriter(scalar).value(v);
-      out.append(scalar);
-    }
+    members.close();
+  } else if (const json::object* o = v.if_object()) {
+    PrettyMembers members(out, indent, '{', '}', o->empty());
+    if (members.empty()) return;
+    auto member = [&](const json::key_value_pair& kv) {
+      members.next();
+      append_escaped(out, kv.key());
+      out.append(": ");
+      pretty(out, kv.value(), indent + 1, sort_keys);
+    };
+    if (sort_keys)
+      for_each_sorted(*o, member);
+    else
+      for (const auto& kv : *o)
+        member(kv);
+    members.close();
+  } else {
+    std::string scalar;  // a writer of its own: JsonWriter separates by what `out` ends with
+    JsonWriter(scalar).value(v);
+    out.append(scalar);
   }
 }
 }  // namespace
@@ -388,6 +381,19 @@ std::string pretty_json(const json::value& v, bool sort_keys) {
   std::string out;
   pretty(out, v, 0, sort_keys);
   out.push_back('\n');
+  return out;
+}
+
+std::string escape_chars(std::string_view text, std::initializer_list<std::pair<char, std::string_view>> escapes) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    auto escape = std::find_if(escapes.begin(), escapes.end(), [c](const auto& e) { return e.first == c; });
+    if (escape != escapes.end())
+      out += escape->second;
+    else
+      out.push_back(c);
+  }
   return out;
 }
 

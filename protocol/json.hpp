@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mh::protocol {
@@ -178,6 +179,9 @@ std::optional<std::int64_t> exact_int64(const json::value& v);
 // A short, bounded human description of a JSON value for refusal messages ("a number",
 // "the string \"allo…\"").
 std::string describe_json(const json::value& v);
+// `text` with each character that `escapes` names replaced by its escape (a small table:
+// RFC 6901's ~0 and ~1, the Prometheus text format's \\ \" \n).
+std::string escape_chars(std::string_view text, std::initializer_list<std::pair<char, std::string_view>> escapes);
 // First `max_bytes` of a text, cut at a UTF-8 boundary, with an ellipsis when cut. Bytes that
 // are not UTF-8 come out as U+FFFD, so an excerpt is always safe to write on the wire.
 std::string excerpt(std::string_view text, std::size_t max_bytes = 80);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "protocol/digest.hpp"
+#include "protocol/json.hpp"
 
 namespace mh::protocol {
 
@@ -200,16 +201,7 @@ std::size_t serialize_within(std::string& out, Event& event, std::size_t max_lin
 
 // RFC 6901: '~' and '/' in a key are escaped.
 std::string pointer_token(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out.push_back(c);
-  }
-  return out;
+  return escape_chars(key, {{'~', "~0"}, {'/', "~1"}});
 }
 
 }  // namespace mh::protocol

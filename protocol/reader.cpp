@@ -14,36 +14,28 @@ LineRefusal refuse(LineRefusalKind kind, std::string message, std::optional<std:
 }
 
 // Rules 1 and 2, shared by both directions: a JSON object carrying the expected format tag.
-// On success returns the object; on refusal fills `refusal`.
-std::optional<json::value> read_tagged_object(std::string_view line, std::string_view expected_format,
-                                              std::optional<LineRefusal>& refusal) {
+// Returns the object, or the refusal (with the line's id where it has a string one).
+boost::system::result<json::object, LineRefusal> read_tagged_object(std::string_view line,
+                                                                    std::string_view expected_format) {
   std::string parse_error;
   auto value = parse_json(line, &parse_error);
-  if (!value) {
-    refusal =
-        refuse(LineRefusalKind::NotAnObject, "not a JSON object: " + parse_error + " in \"" + excerpt(line, 60) + "\"");
-    return std::nullopt;
-  }
-  if (!value->is_object()) {
-    refusal = refuse(LineRefusalKind::NotAnObject, "not a JSON object: read " + describe_json(*value));
-    return std::nullopt;
-  }
-  const json::object& o = value->get_object();
+  if (!value)
+    return refuse(LineRefusalKind::NotAnObject,
+                  "not a JSON object: " + parse_error + " in \"" + excerpt(line, 60) + "\"");
+  if (!value->is_object())
+    return refuse(LineRefusalKind::NotAnObject, "not a JSON object: read " + describe_json(*value));
+  json::object& o = value->get_object();
   std::optional<std::string> id;
   if (const json::value* idv = o.if_contains("id"); idv && idv->is_string()) id = std::string(idv->get_string());
   const json::value* format = o.if_contains("format");
-  if (!format) {
-    refusal =
-        refuse(LineRefusalKind::UnknownFormat, "no format tag, expected \"" + std::string(expected_format) + "\"", id);
-    return std::nullopt;
-  }
-  if (!format->is_string() || format->get_string() != expected_format) {
-    refusal = refuse(
+  if (!format)
+    return refuse(LineRefusalKind::UnknownFormat, "no format tag, expected \"" + std::string(expected_format) + "\"",
+                  id);
+  if (!format->is_string() || format->get_string() != expected_format)
+    return refuse(
         LineRefusalKind::UnknownFormat,
         "unknown format tag " + describe_json(*format) + ", expected \"" + std::string(expected_format) + "\"", id);
-    return std::nullopt;
-  }
-  return value;
+  return std::move(o);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -63,10 +55,9 @@ std::string command_vocabulary() {
 }  // namespace
 
 boost::system::result<Event, LineRefusal> read_event_line(std::string_view line) {
-  std::optional<LineRefusal> refusal;
-  auto value = read_tagged_object(line, kEventFormat, refusal);
-  if (!value) return *refusal;
-  const json::object& o = value->get_object();
+  auto tagged = read_tagged_object(line, kEventFormat);
+  if (!tagged) return tagged.error();
+  const json::object& o = *tagged;
   FieldReader f(o, "envelope");
   Event event;
   std::string name = f.req_string("event");
@@ -85,10 +76,9 @@ boost::system::result<Event, LineRefusal> read_event_line(std::string_view line)
 }
 
 boost::system::result<Command, LineRefusal> read_command_line(std::string_view line) {
-  std::optional<LineRefusal> refusal;
-  auto value = read_tagged_object(line, kCommandFormat, refusal);
-  if (!value) return *refusal;
-  const json::object& o = value->get_object();
+  auto tagged = read_tagged_object(line, kCommandFormat);
+  if (!tagged) return tagged.error();
+  const json::object& o = *tagged;
   FieldReader f(o, "");
   std::optional<std::string> id;
   if (const json::value* idv = o.if_contains("id"); idv && idv->is_string()) id = std::string(idv->get_string());

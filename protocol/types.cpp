@@ -173,10 +173,6 @@ void DecisionCensus::count(const Decision& d, Seam seam, DecidedBy by) {
 // Nested struct writers
 // ---------------------------------------------------------------------------------------------
 
-void write(JsonWriter& w, const StepRef& v) {
-  wire::write_value(w, v);
-}
-
 void write(JsonWriter& w, const StepOutcome& v) {
   w.begin_object();
   switch (v.kind) {
@@ -195,26 +191,6 @@ void write(JsonWriter& w, const StepOutcome& v) {
   w.end_object();
 }
 
-void write(JsonWriter& w, const TranscriptRef& v) {
-  wire::write_value(w, v);
-}
-
-void write(JsonWriter& w, const TokenUsage& v) {
-  wire::write_value(w, v);
-}
-
-void write(JsonWriter& w, const PermissionDenial& v) {
-  wire::write_value(w, v);
-}
-
-void write(JsonWriter& w, const DecisionCensus& v) {
-  wire::write_value(w, v);
-}
-
-void write(JsonWriter& w, const RateLimitInfo& v) {
-  wire::write_value(w, v);
-}
-
 void write(JsonWriter& w, const HermeticAttestation& v) {
   wire::write_value(w, v);
 }
@@ -230,10 +206,6 @@ void write(JsonWriter& w, const ProcessTermination& v) {
     w.integer(v.signal);
   }
   w.end_object();
-}
-
-void write(JsonWriter& w, const PeerIdentity& v) {
-  wire::write_value(w, v);
 }
 
 // ---------------------------------------------------------------------------------------------

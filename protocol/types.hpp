@@ -283,17 +283,11 @@ struct PeerIdentity {
 BOOST_DESCRIBE_STRUCT(PeerIdentity, (), (uid, pid, via))
 MH_WIRE_RULES(PeerIdentity, WireFieldRule{"via", kOmitNull})
 
-// Writers for the nested structs.
-void write(JsonWriter& w, const StepRef& v);
+// Writers for the nested structs used outside the wire codec (which writes every described struct
+// from its description).
 void write(JsonWriter& w, const StepOutcome& v);
-void write(JsonWriter& w, const TranscriptRef& v);
-void write(JsonWriter& w, const TokenUsage& v);
-void write(JsonWriter& w, const PermissionDenial& v);
-void write(JsonWriter& w, const DecisionCensus& v);
-void write(JsonWriter& w, const RateLimitInfo& v);
 void write(JsonWriter& w, const HermeticAttestation& v);
 void write(JsonWriter& w, const ProcessTermination& v);
-void write(JsonWriter& w, const PeerIdentity& v);
 
 // Readers for the nested structs; they report through the FieldReader's error.
 std::optional<StepRef> read_step_ref(const json::value& v, std::string& error);

@@ -7,4 +7,8 @@ namespace mh::testkit {
 
 void route_stop_signals(void (*on_stop)(int));
 
+// The same with a handler that only raises a flag, for a bench whose loops poll stop_requested().
+void route_stop_signals();
+bool stop_requested();
+
 }  // namespace mh::testkit

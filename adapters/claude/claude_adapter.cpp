@@ -413,14 +413,11 @@ class ClaudeAdapter final : public Adapter {
           {HermeticRow::h11, "scratch working directory, and --setting-sources \"\" keeps CLAUDE.md out"});
     a.ambient_inputs = {"the git status of the working directory is part of Claude's system prompt",
                         "no network isolation: tools can reach whatever the host can"};
-    if (spec.decisions == proto::DecisionMode::observe && spec.deny_only)
-      a.ambient_inputs.push_back(
-          "observe mode answers every call with allow, delivered as abstain under the deny-only policy: "
-          "Claude's own permission pipeline decides every call");
-    else if (spec.decisions == proto::DecisionMode::observe)
-      a.ambient_inputs.push_back(
-          "observe mode answers every call with allow, and an allow on this wire grants: Claude "
-          "then bypasses the rest of its permission pipeline");
+    note_observe_mode(spec, a.ambient_inputs,
+                      "observe mode answers every call with allow, delivered as abstain under the deny-only policy: "
+                      "Claude's own permission pipeline decides every call",
+                      "observe mode answers every call with allow, and an allow on this wire grants: Claude "
+                      "then bypasses the rest of its permission pipeline");
     p.notes = {"hook callback timeout " + std::to_string(claude::Session::hook_timeout_for(spec)) +
                " s, above the decision deadline of " + std::to_string(spec.decision_deadline_ms) + " ms"};
     return finish_plan(std::move(*draft), spec);

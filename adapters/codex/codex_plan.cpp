@@ -139,14 +139,11 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
         "no network isolation beyond Codex's own sandbox",
         "write_stdin is still offered to the model; with TTY sessions off it has nothing to write into"};
   // Observe mode allows every call; whether that grants is the deny-only policy's to say.
-  if (spec.decisions == proto::DecisionMode::observe && spec.deny_only)
-    a.ambient_inputs.push_back(
-        "observe mode answers every call with allow, delivered as abstain under the deny-only policy (the hook's "
-        "no opinion): Codex's own sandbox and rules decide every call");
-  else if (spec.decisions == proto::DecisionMode::observe)
-    a.ambient_inputs.push_back(
-        "observe mode accepts every approval, and an accept on this wire grants: Codex runs the call, and re-runs "
-        "it without its sandbox if the sandbox refuses it");
+  note_observe_mode(spec, a.ambient_inputs,
+                    "observe mode answers every call with allow, delivered as abstain under the deny-only policy (the "
+                    "hook's no opinion): Codex's own sandbox and rules decide every call",
+                    "observe mode accepts every approval, and an accept on this wire grants: Codex runs the call, and "
+                    "re-runs it without its sandbox if the sandbox refuses it");
   p.notes = {std::string("approval policy ") + (spec.deny_only ? "never (deny-only)" : "untrusted") +
              " per thread; hook timeout " + std::to_string(codex_timeout_s) + " s; the hook gives up (denying) after " +
              std::to_string(hook_gives_up_s) + " s"};

@@ -26,7 +26,11 @@
 #include <cstring>
 #include <string>
 
+#include "daemon/process/unique_fd.hpp"  // header-only: write_all
+
 namespace {
+
+using mh::daemon::write_all;
 
 constexpr std::size_t kMaxBytes = 1u << 20;
 
@@ -62,16 +66,6 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-void write_all(int fd, const std::string& bytes) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
-
 [[noreturn]] void deny(const std::string& why) {
   write_all(STDOUT_FILENO,
             "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\","
@@ -86,6 +80,21 @@ int remaining_ms(std::chrono::steady_clock::time_point deadline) {
   return left.count() > 0 ? static_cast<int>(left.count()) : 0;
 }
 
+// One read(2) appended to `into` (EINTR retried); false at end of file. A read error, or more
+// than 1 MiB, is a deny naming `what`.
+bool read_more(int fd, std::string& into, const std::string& what) {
+  char buffer[16 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) deny("reading " + what + " failed");
+    if (n == 0) return false;
+    into.append(buffer, static_cast<std::size_t>(n));
+    if (into.size() > kMaxBytes) deny(what + " is over 1 MiB");
+    return true;
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -98,14 +107,7 @@ int main() {
   // The hook input: compact JSON from Codex. Raw newline bytes can only be whitespace between
   // JSON tokens (a string holds them escaped), so folding them keeps the request one line.
   std::string input;
-  char buffer[16 * 1024];
-  for (;;) {
-    ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) deny("reading the hook input failed");
-    if (n == 0) break;
-    input.append(buffer, static_cast<std::size_t>(n));
-    if (input.size() > kMaxBytes) deny("the hook input is over 1 MiB");
+  while (read_more(STDIN_FILENO, input, "the hook input")) {
   }
   for (char& c : input)
     if (c == '\n' || c == '\r') c = ' ';
@@ -131,13 +133,7 @@ int main() {
     int ready = ::poll(&p, 1, remaining_ms(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) deny("no answer within " + std::to_string(deadline_s) + " s");
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) deny("reading the answer failed");
-    if (n == 0) break;
-    reply.append(buffer, static_cast<std::size_t>(n));
-    if (reply.size() > kMaxBytes) deny("the answer is over 1 MiB");
-    if (reply.find('\n') != std::string::npos) break;
+    if (!read_more(fd, reply, "the answer") || reply.find('\n') != std::string::npos) break;
   }
   auto nl = reply.find('\n');
   if (nl == std::string::npos) deny("the run closed the channel without answering");

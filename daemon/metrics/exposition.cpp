@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "protocol/json.hpp"
 #include "protocol/types.hpp"
 
 template <>
@@ -22,19 +23,8 @@ namespace {
 
 // The text format's escapes: backslash and newline always, the double quote inside a label value.
 std::string escaped(std::string_view text, bool quote) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"' && quote)
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out.push_back(c);
-  }
-  return out;
+  if (quote) return protocol::escape_chars(text, {{'\\', "\\\\"}, {'"', "\\\""}, {'\n', "\\n"}});
+  return protocol::escape_chars(text, {{'\\', "\\\\"}, {'\n', "\\n"}});
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/optional.hpp>
 #include <boost/type_traits/is_constructible.hpp>
 #include <cerrno>
@@ -307,6 +308,13 @@ ChildProcess::~ChildProcess() {
 void ChildProcess::close_stdin() {
   error_code ignored;
   if (stdin_.is_open()) stdin_.close(ignored);
+}
+
+asio::awaitable<bool> ChildProcess::write_stdin(std::string_view bytes) {
+  auto [ec, n] = co_await asio::async_write(stdin_, asio::buffer(bytes), asio::as_tuple(asio::use_awaitable));
+  (void)n;
+  if (ec) close_stdin();
+  co_return !ec;
 }
 
 std::optional<protocol::ProcessTermination> ChildProcess::try_reap() {

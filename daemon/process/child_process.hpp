@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "adapters/adapter.hpp"
 #include "protocol/types.hpp"
@@ -79,6 +80,9 @@ class ChildProcess {
   asio::readable_pipe& stderr_pipe() { return stderr_; }
   // The vendor sees end of input. Idempotent.
   void close_stdin();
+  // Writes all of `bytes` to the child's stdin. False when the child stopped reading (it
+  // exited): stdin is closed then, for nothing more can reach it. `bytes` must outlive the wait.
+  asio::awaitable<bool> write_stdin(std::string_view bytes);
 
   // Completes when the child terminates, and reaps it: exited + code, or signaled + signal.
   // Once reaped, returns the same value at once. One wait at a time. If the wait is cancelled

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "daemon/process/process_env.hpp"
 #include "protocol/digest.hpp"
 
 namespace mh::daemon {
@@ -261,15 +262,7 @@ bool RunCgroup::populated() const {
 }
 
 bool RunCgroup::holds(pid_t pid) const {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("0::", 0) != 0) continue;
-    std::string path = line.substr(3);  // relative to the cgroup2 mount (our namespace's root)
-    const std::string dir = dir_.string();
-    return path.size() > 1 && dir.size() >= path.size() &&
-           dir.compare(dir.size() - path.size(), path.size(), path) == 0;
-  }
-  return false;
+  return process_in_cgroup(pid, dir_);
 }
 
 boost::system::result<void, std::string> RunCgroup::kill() {

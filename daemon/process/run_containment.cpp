@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "daemon/process/run_processes.hpp"
+#include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
 
@@ -68,12 +69,7 @@ std::optional<std::string> hand_over(const adapters::LaunchPlan& plan, const fs:
 std::optional<std::string> write_file(const fs::path& path, std::string_view text, mode_t mode) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
   if (!fd || ::fchmod(fd.get(), mode) == -1) return "cannot write " + path.string() + ": " + std::strerror(errno);
-  while (!text.empty()) {
-    ssize_t n = ::write(fd.get(), text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return "cannot write " + path.string() + ": " + std::strerror(errno);
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
+  if (!write_all(fd.get(), text)) return "cannot write " + path.string() + ": " + std::strerror(errno);
   return std::nullopt;
 }
 

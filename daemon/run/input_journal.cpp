@@ -219,17 +219,9 @@ boost::system::result<InputJournal, std::string> InputJournal::open_append(const
 
 void InputJournal::append(const journal::Entry& entry) {
   if (failed_ || !fd_) return;
-  std::string line = journal::serialize(entry);
-  std::string_view rest = line;
-  while (!rest.empty()) {
-    ssize_t n = ::write(fd_.get(), rest.data(), rest.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      failed_ = true;
-      fd_.reset();
-      return;
-    }
-    rest.remove_prefix(static_cast<std::size_t>(n));
+  if (!write_all(fd_.get(), journal::serialize(entry))) {
+    failed_ = true;
+    fd_.reset();
   }
 }
 

@@ -6,6 +6,7 @@
 #include "daemon/run/run_core.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "daemon/run/run_core_impl.hpp"
 
@@ -14,25 +15,11 @@ namespace mh::daemon {
 using namespace run_core_detail;
 
 std::string_view to_string(RunCore::Phase phase) {
-  switch (phase) {
-    case RunCore::Phase::created:
-      return "created";
-    case RunCore::Phase::launching:
-      return "launching";
-    case RunCore::Phase::vendor_ended:
-      return "vendor_ended";
-    case RunCore::Phase::starting:
-      return "starting";
-    case RunCore::Phase::turn:
-      return "turn";
-    case RunCore::Phase::idle:
-      return "idle";
-    case RunCore::Phase::ending:
-      return "ending";
-    case RunCore::Phase::closed:
-      return "closed";
-  }
-  return "unknown";
+  // In the enum's declaration order.
+  static constexpr std::array<std::string_view, 8> kNames = {"created", "launching", "starting",     "turn",
+                                                             "idle",    "ending",    "vendor_ended", "closed"};
+  static_assert(static_cast<std::size_t>(RunCore::Phase::closed) + 1 == kNames.size());
+  return kNames[static_cast<std::size_t>(phase)];
 }
 
 RunCore::RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter,

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <boost/json/value_from.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+
+#include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
 
@@ -26,20 +29,9 @@ std::string new_run_id() {
 }
 
 std::optional<std::string> write_file(const std::filesystem::path& path, std::string_view contents, unsigned mode) {
-  int fd = open_with_mode(path, O_WRONLY | O_TRUNC, mode);  // exactly `mode`, whatever the umask
-  if (fd < 0) return "cannot write " + path.string() + ": " + std::strerror(errno);
-  std::optional<std::string> error;
-  while (!contents.empty()) {
-    ssize_t n = ::write(fd, contents.data(), contents.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = "cannot write " + path.string() + ": " + std::strerror(errno);
-      break;
-    }
-    contents.remove_prefix(static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return error;
+  UniqueFd fd(open_with_mode(path, O_WRONLY | O_TRUNC, mode));  // exactly `mode`, whatever the umask
+  if (!fd || !write_all(fd.get(), contents)) return "cannot write " + path.string() + ": " + std::strerror(errno);
+  return std::nullopt;
 }
 
 namespace {
@@ -79,10 +71,7 @@ std::optional<std::string> RunDir::write_meta(const RunMeta& meta) const {
   o["owner_uid"] = meta.owner_uid;
   o["owner_pid"] = meta.owner_pid;
   o["adapter"] = meta.adapter;
-  json::object labels;
-  for (const auto& [k, v] : meta.labels)
-    labels[k] = v;
-  o["labels"] = std::move(labels);
+  o["labels"] = boost::json::value_from(meta.labels);
   o["created_unix"] = meta.created_unix;
   return write_file(run_json(), protocol::pretty_json(o, false), 0640);
 }

@@ -47,15 +47,7 @@ class AppendFile {
     return bool(fd_);
   }
   void append(std::string_view bytes) {
-    while (fd_ && !bytes.empty()) {
-      ssize_t n = ::write(fd_.get(), bytes.data(), bytes.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        fd_.reset();
-        return;
-      }
-      bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
+    if (fd_ && !write_all(fd_.get(), bytes)) fd_.reset();
   }
 
  private:
@@ -235,6 +227,9 @@ struct Run::Impl final : RunEffects {
   void refuse(const std::string& code, const std::string& message,
               const std::vector<protocol::ev::CommandResult>& results);
   void after_core();
+  // When `timer` fires (not when it is cancelled, nor once the run is gone): `timeout` goes to
+  // the core, then after_core.
+  void on_expiry(asio::steady_timer& timer, journal::Input timeout);
   Ticket route(ResultCallback on_result);
   void arm_deadline(const std::string& call_id, Instant when) override;
   void cancel_deadline(const std::string& call_id) override;

@@ -157,17 +157,22 @@ void Run::Impl::after_core() {
   if (log_failed && !core->ending()) input(journal::Shutdown{}, Clock::now());  // not governed off the record
   if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
     idle_timer.expires_after(options.idle_timeout);
-    idle_timer.async_wait([weak = self](boost::system::error_code ec) {
-      if (ec) return;
-      if (auto run = weak.lock()) {
-        Impl& impl = *run->impl_;
-        impl.input(journal::IdleTimeout{}, Clock::now());
-        impl.after_core();
-      }
-    });
+    on_expiry(idle_timer, journal::IdleTimeout{});
   } else {
     idle_timer.cancel();
   }
+}
+
+void Run::Impl::on_expiry(asio::steady_timer& timer, journal::Input timeout) {
+  timer.async_wait([weak = self, timeout = std::move(timeout)](boost::system::error_code ec) {
+    if (ec) return;  // disarmed
+    if (auto run = weak.lock()) {
+      Impl& impl = *run->impl_;
+      if (const auto* deadline = std::get_if<journal::Deadline>(&timeout)) impl.deadlines.erase(deadline->call_id);
+      impl.input(timeout, Clock::now());
+      impl.after_core();
+    }
+  });
 }
 
 Ticket Run::Impl::route(ResultCallback on_result) {
@@ -190,15 +195,7 @@ void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
     return;
   }
   auto timer = std::make_unique<asio::steady_timer>(strand, when);
-  timer->async_wait([weak = self, call_id](boost::system::error_code ec) {
-    if (ec) return;  // disarmed
-    if (auto run = weak.lock()) {
-      Impl& impl = *run->impl_;
-      impl.deadlines.erase(call_id);
-      impl.input(journal::Deadline{call_id}, Clock::now());
-      impl.after_core();
-    }
-  });
+  on_expiry(*timer, journal::Deadline{call_id});  // which, once fired, is dropped from `deadlines`
   deadlines[call_id] = std::move(timer);
 }
 
@@ -213,14 +210,7 @@ void Run::Impl::arm_wall_budget(Instant when) {
     return;
   }
   wall_timer.expires_at(when);
-  wall_timer.async_wait([weak = self](boost::system::error_code ec) {
-    if (ec) return;
-    if (auto run = weak.lock()) {
-      Impl& impl = *run->impl_;
-      impl.input(journal::WallBudget{}, Clock::now());
-      impl.after_core();
-    }
-  });
+  on_expiry(wall_timer, journal::WallBudget{});
 }
 
 void Run::Impl::spend_changed(const Spend& spend) {

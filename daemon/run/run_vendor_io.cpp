@@ -113,13 +113,7 @@ asio::awaitable<void> Run::Impl::write_stdin(std::shared_ptr<Run> keep) {
     }
     if (stdin_closed) continue;  // the vendor will never read it; it was not delivered
     stdin_log.append(*next);
-    auto [ec, n] =
-        co_await asio::async_write(child->stdin_pipe(), asio::buffer(*next), asio::as_tuple(asio::use_awaitable));
-    (void)n;
-    if (ec) {  // the vendor stopped reading (it exited): nothing more can reach it
-      child->close_stdin();
-      stdin_closed = true;
-    }
+    if (!co_await child->write_stdin(*next)) stdin_closed = true;
   }
   writing = false;
 }
@@ -209,13 +203,7 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_exit() {
 }
 
 void Run::Impl::arm_grace(std::chrono::milliseconds grace) {
-  if (grace_armed || vendor_reaped) return;
-  grace_armed = true;
-  grace_timer.expires_after(grace);
-  grace_timer.async_wait([weak = self](boost::system::error_code ec) {
-    if (ec) return;
-    if (auto run = weak.lock()) asio::co_spawn(run->impl_->strand, run->impl_->kill_everything(run), asio::detached);
-  });
+  arm_grace_at(Clock::now() + grace);
 }
 
 // A grace that began before an adoption: it ends when it would have (at once, if it is over).

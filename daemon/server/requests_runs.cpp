@@ -103,16 +103,15 @@ std::filesystem::path supervisor_binary(const DaemonConfig& config) {
 
 RunOptions run_options(Server& server, const RunDir& dir) {
   const DaemonConfig& config = server.config;
-  RunOptions options;
-  options.run_dir = dir.root();
-  options.halt_grace = config.halt_grace;
-  options.exit_grace = config.exit_grace;
-  options.idle_timeout = config.idle_timeout;
-  options.fsync_each_event = config.fsync_each_event;
-  options.max_vendor_line_bytes = config.max_vendor_line_bytes;
-  options.max_event_line_bytes = config.max_event_line_bytes;
-  options.prices = config.prices;
-  options.containment = server.containment;
+  RunOptions options{.run_dir = dir.root(),
+                     .halt_grace = config.halt_grace,
+                     .exit_grace = config.exit_grace,
+                     .idle_timeout = config.idle_timeout,
+                     .fsync_each_event = config.fsync_each_event,
+                     .max_vendor_line_bytes = config.max_vendor_line_bytes,
+                     .prices = config.prices,
+                     .max_event_line_bytes = config.max_event_line_bytes,
+                     .containment = server.containment};
   if (config.supervise) {
     RunOptions::Supervision supervision;
     supervision.binary = supervisor_binary(config);

@@ -40,19 +40,6 @@ std::string errno_text(int error) {
   return std::system_category().message(error);
 }
 
-// One write(2) for the whole line in the normal case; loops only if the kernel took part of it.
-int write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n == -1) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return 0;
-}
-
 // The new file's name must survive a machine crash too once close() has synced the data.
 void sync_parent_directory(const std::filesystem::path& path) {
   auto parent = path.parent_path();
@@ -183,7 +170,8 @@ boost::system::result<void, std::string> EventLog::release() {
 
 boost::system::result<void, std::string> EventLog::commit_pending(bool closing) {
   if (last_seq_ == committed_seq_) return {};
-  int error = write_all(fd_.get(), scratch_);
+  // One write(2) for the whole batch in the normal case; write_all loops only on a partial write.
+  int error = write_all(fd_.get(), scratch_) ? 0 : errno;
   if (error == 0 && options_.durability == Durability::fsync_each && ::fdatasync(fd_.get()) == -1) error = errno;
   if (error != 0) {
     // Nothing past committed_bytes_ was ever published; cut it so the file ends with a complete

@@ -81,16 +81,6 @@ bool wait_cgroup_empty(const fs::path& dir, std::chrono::milliseconds timeout) {
 
 }  // namespace
 
-bool append_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
 void supervisor_log(const std::string& run_id, const std::string& message) {
   std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -99,7 +89,7 @@ void supervisor_log(const std::string& run_id, const std::string& message) {
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
   std::string line = std::string(when) + " supervisor[" + std::to_string(::getpid()) + "] " + run_id + ": " + message;
   line.push_back('\n');
-  (void)append_all(STDERR_FILENO, line);
+  (void)write_all(STDERR_FILENO, line);
 }
 
 // ---- setup ------------------------------------------------------------------------------------
@@ -183,7 +173,7 @@ std::optional<std::string> Supervisor::Impl::write_state_file() const {
   const fs::path target = spec.state_file();
   const fs::path temporary = target.string() + ".tmp";
   daemon::UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
-  if (!fd || ::fchmod(fd.get(), 0640) != 0 || !append_all(fd.get(), text) || ::fsync(fd.get()) != 0 ||
+  if (!fd || ::fchmod(fd.get(), 0640) != 0 || !write_all(fd.get(), text) || ::fsync(fd.get()) != 0 ||
       ::rename(temporary.c_str(), target.c_str()) != 0)
     return "cannot write " + target.string() + ": " + errno_text(errno);
   return std::nullopt;
@@ -446,7 +436,7 @@ void Supervisor::Impl::accept_in(std::string line) {
   if (stdin_closed || !child) return;  // can never reach the vendor: not accepted
   line.push_back('\n');
   // Accepted is recorded: on disk before it is queued for the vendor.
-  if (!append_all(stdin_log.get(), line)) log("cannot append to " + spec.stdin_log.string() + ": " + errno_text(errno));
+  if (!write_all(stdin_log.get(), line)) log("cannot append to " + spec.stdin_log.string() + ": " + errno_text(errno));
   stdin_bytes = file_size(stdin_log.get());
   to_vendor.emplace_back(std::move(line));
   pump_stdin();
@@ -473,11 +463,7 @@ asio::awaitable<void> Supervisor::Impl::write_stdin() {
       child->close_stdin();
       continue;
     }
-    auto [ec, n] =
-        co_await asio::async_write(child->stdin_pipe(), asio::buffer(*next), asio::as_tuple(asio::use_awaitable));
-    (void)n;
-    if (ec) {  // the vendor stopped reading (it exited): nothing more can reach it
-      child->close_stdin();
+    if (!co_await child->write_stdin(*next)) {  // the vendor stopped reading: nothing more can reach it
       stdin_closed = true;
       to_vendor.clear();
     }
@@ -499,7 +485,7 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
     for (;;) {
       ssize_t n = ::read(pipe.native_handle(), buffer.get(), kChunk);
       if (n > 0) {
-        if (!append_all(fd, std::string_view(buffer.get(), static_cast<std::size_t>(n))) && !write_failed) {
+        if (!write_all(fd, std::string_view(buffer.get(), static_cast<std::size_t>(n))) && !write_failed) {
           write_failed = true;  // said once; the bytes that reach the file are still counted
           log("cannot append to " + path.string() + ": " + errno_text(errno));
         }

@@ -125,7 +125,6 @@ struct Supervisor::Impl {
   void reply_hook(std::uint64_t connection, std::string line);
 };
 
-// Appends all of `bytes` to `fd` (retrying short writes). False, with errno, when it failed.
-bool append_all(int fd, std::string_view bytes);
+using daemon::write_all;
 
 }  // namespace mh::supervisor

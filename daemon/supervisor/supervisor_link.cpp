@@ -83,13 +83,7 @@ boost::system::result<void, std::string> spawn_supervisor(const fs::path& superv
   {
     std::string text = boost::json::serialize(sv::spec_to_json(spec));
     UniqueFd fd(::open(spec_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    bool ok = fd && ::fchmod(fd.get(), 0600) == 0;
-    for (std::string_view rest = text; ok && !rest.empty();) {
-      ssize_t n = ::write(fd.get(), rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      ok = n > 0;
-      if (ok) rest.remove_prefix(static_cast<std::size_t>(n));
-    }
+    bool ok = fd && ::fchmod(fd.get(), 0600) == 0 && write_all(fd.get(), text);
     if (!ok) return "cannot write " + spec_file.string() + ": " + errno_text(errno);
   }
   UniqueFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));

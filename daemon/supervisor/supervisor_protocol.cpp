@@ -2,6 +2,7 @@
 // a fixed order, compact) and read with its strict field reader (a refusal names the field).
 #include "daemon/supervisor/supervisor_protocol.hpp"
 
+#include <array>
 #include <limits>
 
 #include "protocol/json.hpp"
@@ -16,10 +17,11 @@ namespace {
 
 // ---- writing ----------------------------------------------------------------------------------
 
-void begin(JsonWriter& w, std::string_view t) {
-  w.begin_object();
-  w.field("t", t);
-}
+// Each message's "t", in the order of its variant's alternatives.
+constexpr std::array<std::string_view, std::variant_size_v<ToSupervisor>> kToKinds = {"attach", "in", "close_stdin",
+                                                                                      "hook_reply", "release"};
+constexpr std::array<std::string_view, std::variant_size_v<FromSupervisor>> kFromKinds = {
+    "hello", "out", "out_end", "err_end", "exited", "hook", "hook_gone", "refused"};
 
 void write_termination(JsonWriter& w, const protocol::ProcessTermination& termination) {
   protocol::write(w, termination);
@@ -31,31 +33,26 @@ void write_hook(JsonWriter& w, const Hook& hook) {
   w.field("line", hook.line);
 }
 
+// The fields after "t"; a message without fields has none.
 struct ToWriter {
   JsonWriter& w;
   void operator()(const Attach& m) {
-    begin(w, "attach");
     w.key("protocol");
     w.uinteger(m.protocol);
   }
-  void operator()(const In& m) {
-    begin(w, "in");
-    w.field("line", m.line);
-  }
-  void operator()(const CloseStdin&) { begin(w, "close_stdin"); }
+  void operator()(const In& m) { w.field("line", m.line); }
   void operator()(const HookReply& m) {
-    begin(w, "hook_reply");
     w.key("connection");
     w.uinteger(m.connection);
     w.field("line", m.line);
   }
-  void operator()(const Release&) { begin(w, "release"); }
+  void operator()(const CloseStdin&) {}
+  void operator()(const Release&) {}
 };
 
 struct FromWriter {
   JsonWriter& w;
   void operator()(const Hello& m) {
-    begin(w, "hello");
     w.key("protocol");
     w.uinteger(m.protocol);
     w.field("version", m.version);
@@ -86,38 +83,24 @@ struct FromWriter {
       w.uinteger(id);
     w.end_array();
   }
-  void operator()(const Out& m) {
-    begin(w, "out");
-    w.field_u64("bytes", m.bytes);
-  }
-  void operator()(const OutEnd& m) {
-    begin(w, "out_end");
-    w.field_u64("bytes", m.bytes);
-  }
-  void operator()(const ErrEnd&) { begin(w, "err_end"); }
+  void operator()(const Out& m) { w.field_u64("bytes", m.bytes); }
+  void operator()(const OutEnd& m) { w.field_u64("bytes", m.bytes); }
   void operator()(const Exited& m) {
-    begin(w, "exited");
     w.key("termination");
     write_termination(w, m.termination);
   }
-  void operator()(const Hook& m) {
-    begin(w, "hook");
-    write_hook(w, m);
-  }
-  void operator()(const HookGone& m) {
-    begin(w, "hook_gone");
-    w.field_u64("connection", m.connection);
-  }
-  void operator()(const Refused& m) {
-    begin(w, "refused");
-    w.field("why", m.why);
-  }
+  void operator()(const Hook& m) { write_hook(w, m); }
+  void operator()(const HookGone& m) { w.field_u64("connection", m.connection); }
+  void operator()(const Refused& m) { w.field("why", m.why); }
+  void operator()(const ErrEnd&) {}
 };
 
-template <class Writer, class Message>
-std::string write_line(const Message& message) {
+template <class Writer, class Message, std::size_t N>
+std::string write_line(const Message& message, const std::array<std::string_view, N>& kinds) {
   std::string out;
   JsonWriter w(out);
+  w.begin_object();
+  w.field("t", kinds[message.index()]);
   std::visit(Writer{w}, message);
   w.end_object();
   out.push_back('\n');
@@ -240,11 +223,11 @@ boost::system::result<std::optional<Message>, std::string> done(FieldReader& f, 
 }  // namespace
 
 std::string serialize(const ToSupervisor& message) {
-  return write_line<ToWriter>(message);
+  return write_line<ToWriter>(message, kToKinds);
 }
 
 std::string serialize(const FromSupervisor& message) {
-  return write_line<FromWriter>(message);
+  return write_line<FromWriter>(message, kFromKinds);
 }
 
 std::string refuse_oversized(std::uint64_t length, std::size_t bound) {

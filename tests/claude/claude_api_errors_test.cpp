@@ -41,6 +41,15 @@ std::vector<std::string_view> names_among(const CliProcess& p, std::initializer_
   return order;
 }
 
+// A run Claude gave up on: it exited 3 (error) after `retries` retries of the API call, and the
+// events named in `among` came in `order`.
+void expect_gave_up(int exit_status, CliProcess& p, const std::filesystem::path& run_dir, std::size_t retries,
+                    std::initializer_list<std::string_view> among, const std::vector<std::string_view>& order) {
+  EXPECT_EQ(exit_status, 3) << p.stderr_text();
+  ASSERT_EQ(api_retries(run_dir).size(), retries);
+  EXPECT_EQ(names_among(p, among), order);
+}
+
 TEST_F(ClaudeRun, A401ThatClaudeRetriedAndRecoveredFromIsAWarningNeverAuthExpired) {
   start("auth_401_once", retrying(2));
   ASSERT_EQ(finish(), 0) << process->stderr_text();
@@ -57,10 +66,8 @@ TEST_F(ClaudeRun, A401ThatClaudeRetriedAndRecoveredFromIsAWarningNeverAuthExpire
 
 TEST_F(ClaudeRun, A401ThatClaudeRetriesAndThenGivesUpOnIsOneAuthExpired) {
   start("auth_401", retrying(2));
-  EXPECT_EQ(finish(), 3) << process->stderr_text();
-  ASSERT_EQ(api_retries(run_dir()).size(), 2u);
-  EXPECT_EQ(names_among(*process, {"warning", "auth.expired", "session.ended"}),
-            (std::vector<std::string_view>{"warning", "warning", "auth.expired", "session.ended"}));
+  ASSERT_NO_FATAL_FAILURE(expect_gave_up(finish(), *process, run_dir(), 2, {"warning", "auth.expired", "session.ended"},
+                                         {"warning", "warning", "auth.expired", "session.ended"}));
   auto expired = process->events_named("auth.expired");
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_NE(expired[0].str("detail").find("OAuth token has expired"), std::string::npos) << expired[0].raw;
@@ -106,10 +113,9 @@ TEST_F(ClaudeRun, A429IsARateLimitThatResetsWhenClaudesRetryDelayElapses) {
 
 TEST_F(ClaudeRun, A429ClaudeGivesUpOnIsOneMoreRateLimitBeforeTheTurnEnds) {
   start("rate_limited_for_good", retrying(1));
-  EXPECT_EQ(finish(), 3) << process->stderr_text();
-  ASSERT_EQ(api_retries(run_dir()).size(), 1u);
-  EXPECT_EQ(names_among(*process, {"rate_limit", "turn.ended", "session.ended"}),
-            (std::vector<std::string_view>{"rate_limit", "rate_limit", "turn.ended", "session.ended"}));
+  ASSERT_NO_FATAL_FAILURE(expect_gave_up(finish(), *process, run_dir(), 1,
+                                         {"rate_limit", "turn.ended", "session.ended"},
+                                         {"rate_limit", "rate_limit", "turn.ended", "session.ended"}));
   auto limits = process->events_named("rate_limit");
   ASSERT_EQ(limits.size(), 2u);
   EXPECT_FALSE(limits[0].object.at("info").as_object().at("resets_at").is_null()) << "the retry's delay is known";

@@ -395,23 +395,22 @@ TEST_F(AtifTrajectory, TheVendorsCostIsTheTotalAndAnUnknownCostIsNullNeverZero) 
   EXPECT_EQ(mh(totals).at("census").at("denied"), 1);
   EXPECT_EQ(mh(doc).at("session_ended").at("total_cost_usd"), 0.25);
 
-  HandStream per_request;
-  per_request.session_started("codex")
-      .add(R"("event":"text","text":"a")")
-      .add(R"("event":"usage","usage":{"input_tokens":1,"output_tokens":1,"cost_usd":0.5})")
-      .add(R"("event":"text","text":"b")")
-      .add(R"("event":"usage","usage":{"input_tokens":1,"output_tokens":1,"cost_usd":0.25})")
-      .stream_closed();
-  EXPECT_EQ(convert(per_request).at("final_metrics").at("total_cost_usd"), 0.75);
-
-  HandStream partly;
-  partly.session_started("codex")
-      .add(R"("event":"text","text":"a")")
-      .add(R"("event":"usage","usage":{"input_tokens":1,"output_tokens":1,"cost_usd":0.5})")
-      .add(R"("event":"text","text":"b")")
-      .add(R"("event":"usage","usage":{"input_tokens":1,"output_tokens":1})")
-      .stream_closed();
-  auto partial = convert(partly);
+  // Two requests, a text each; the first priced at $0.5, the second's usage as given.
+  auto two_requests = [](const std::string& second_usage) {
+    HandStream h;
+    h.session_started("codex")
+        .add(R"("event":"text","text":"a")")
+        .add(R"("event":"usage","usage":{"input_tokens":1,"output_tokens":1,"cost_usd":0.5})")
+        .add(R"("event":"text","text":"b")")
+        .add(R"("event":"usage","usage":)" + second_usage)
+        .stream_closed();
+    return h;
+  };
+  EXPECT_EQ(convert(two_requests(R"({"input_tokens":1,"output_tokens":1,"cost_usd":0.25})"))
+                .at("final_metrics")
+                .at("total_cost_usd"),
+            0.75);
+  auto partial = convert(two_requests(R"({"input_tokens":1,"output_tokens":1})"));
   EXPECT_TRUE(partial.at("final_metrics").at("total_cost_usd").is_null()) << "one unpriced request: unknown";
   EXPECT_TRUE(step(partial, 2).at("metrics").at("cost_usd").is_null());
 

@@ -102,15 +102,7 @@ class DaemonAdoption : public ::testing::Test {
   }
 
   // Follows a run to its end through the (new) daemon; the events it read.
-  std::vector<EventLine> follow(const std::string& id) {
-    SocketClient c(daemon->socket());
-    c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
-    c.wait_reply("end", 180s);
-    std::vector<EventLine> events;
-    for (const auto& l : c.lines())
-      if (!l.event().empty()) events.push_back(l);
-    return events;
-  }
+  std::vector<EventLine> follow(const std::string& id) { return follow_to_end(daemon->socket(), id, 180s); }
 
   void expect_adopted_and_complete(const std::string& id, const std::vector<EventLine>& events,
                                    std::size_t adoptions = 1) {
@@ -135,8 +127,25 @@ class DaemonAdoption : public ::testing::Test {
     return static_cast<int>(state->get_object().at("supervisor_pid").to_number<std::int64_t>());
   }
 
+  // A run of one Bash call (`command`) in ask mode on its own model server, stopped at its
+  // tool.requested: its id in `id`.
+  void start_pending_run(const std::string& name, const std::string& command, std::string& id,
+                         int deadline_ms = 120000) {
+    model = std::make_unique<ModelServer>(dir.path(), name, one_bash_call_scenario(command));
+    ASSERT_TRUE(model->up());
+    id = submit(*model, R"("decisions":"ask","decision_deadline_ms":)" + std::to_string(deadline_ms));
+    ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  }
+
+  // Attaches `control` to the run, from `from_seq`.
+  void attach(SocketClient& control, const std::string& id, int from_seq) {
+    control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(from_seq)));
+    ASSERT_TRUE(control.wait_reply("attached"));
+  }
+
   TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
   std::unique_ptr<DaemonUnderTest> daemon;
+  std::unique_ptr<ModelServer> model;
   std::error_code ec_;
 };
 
@@ -199,10 +208,8 @@ TEST_F(DaemonAdoption, AKilledDaemonLosesNoRunPendingADecisionInsideAToolCallOrI
 }
 
 TEST_F(DaemonAdoption, ADeadlineThatRanOutWhileNoDaemonWasThereIsAppliedAtAdoption) {
-  ModelServer model(dir.path(), "deadline", one_bash_call_scenario("echo never > never.txt"));
-  ASSERT_TRUE(model.up());
-  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":2000)");
-  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(start_pending_run("deadline", "echo never > never.txt", id, 2000));
   kill_daemon();
   // Longer than the deadline: it runs out while no daemon is there.
   auto gone_at = std::chrono::steady_clock::now();
@@ -210,13 +217,11 @@ TEST_F(DaemonAdoption, ADeadlineThatRanOutWhileNoDaemonWasThereIsAppliedAtAdopti
     ASSERT_FALSE(has_event(id, "tool.decided")) << "nothing decides while no daemon is there";
   start_daemon();
   SocketClient control(daemon->socket());
-  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
-  ASSERT_TRUE(control.wait_reply("attached"));
+  ASSERT_NO_FATAL_FAILURE(attach(control, id, 1));
   auto decided = control.wait_event("tool.decided", 60s);
   ASSERT_TRUE(decided);
   EXPECT_EQ(decided->object.at("decision").at("decision").as_string(), "deny") << decided->raw;
-  control.send(R"({"format":"metaharness.command/1","id":"late","command":"tool.decide","call_id":"toolu_probe",)"
-               R"("decision":{"decision":"allow"}})");
+  control.send(tool_decide("late", "toolu_probe", R"({"decision":"allow"})"));
   auto late = control.wait_for([](const EventLine& e) { return e.event() == "command.result"; }, 60s);
   ASSERT_TRUE(late);
   EXPECT_NE(late->raw.find("TOO_LATE"), std::string::npos) << late->raw;
@@ -226,10 +231,8 @@ TEST_F(DaemonAdoption, ADeadlineThatRanOutWhileNoDaemonWasThereIsAppliedAtAdopti
 }
 
 TEST_F(DaemonAdoption, AStopWithOnStopDetachLeavesTheRunToTheNextStart) {
-  ModelServer model(dir.path(), "detach", one_bash_call_scenario("echo after > after.txt"));
-  ASSERT_TRUE(model.up());
-  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
-  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(start_pending_run("detach", "echo after > after.txt", id));
   daemon->signal(SIGTERM);
   EXPECT_EQ(daemon->wait_exit(60s), 0) << daemon->stderr_text();
   EXPECT_FALSE(has_event(id, "stream.closed")) << "the stop left the run open";
@@ -238,10 +241,8 @@ TEST_F(DaemonAdoption, AStopWithOnStopDetachLeavesTheRunToTheNextStart) {
   EXPECT_EQ(::kill(*pid, 0), 0) << "its supervisor still holds it";
   start_daemon();
   SocketClient control(daemon->socket());
-  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":0)"));
-  ASSERT_TRUE(control.wait_reply("attached"));
-  control.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_probe",)"
-               R"("decision":{"decision":"allow"}})");
+  ASSERT_NO_FATAL_FAILURE(attach(control, id, 0));
+  control.send(tool_decide("d1", "toolu_probe", R"({"decision":"allow"})"));
   auto events = follow(id);
   expect_adopted_and_complete(id, events);
   EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/after.txt"), "after\n");
@@ -250,10 +251,8 @@ TEST_F(DaemonAdoption, AStopWithOnStopDetachLeavesTheRunToTheNextStart) {
 TEST_F(DaemonAdoption, ARunAdoptedOnceIsAdoptedAgainAfterTheNextKill) {
   // The second daemon's replay must state again what the first adoption stated (its RUN_ADOPTED)
   // and what the launch stated (the containment's warnings), each at its place in the stream.
-  ModelServer model(dir.path(), "twice", one_bash_call_scenario("echo twice > twice.txt"));
-  ASSERT_TRUE(model.up());
-  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
-  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(start_pending_run("twice", "echo twice > twice.txt", id));
   for (int round = 0; round < 2; ++round) {
     kill_daemon();
     start_daemon();
@@ -268,20 +267,16 @@ TEST_F(DaemonAdoption, ARunAdoptedOnceIsAdoptedAgainAfterTheNextKill) {
         << "round " << round << ": " << what_happened(id);
   }
   SocketClient control(daemon->socket());
-  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":0)"));
-  ASSERT_TRUE(control.wait_reply("attached"));
-  control.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_probe",)"
-               R"("decision":{"decision":"allow"}})");
+  ASSERT_NO_FATAL_FAILURE(attach(control, id, 0));
+  control.send(tool_decide("d1", "toolu_probe", R"({"decision":"allow"})"));
   auto events = follow(id);
   expect_adopted_and_complete(id, events, 2);
   EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/twice.txt"), "twice\n");
 }
 
 TEST_F(DaemonAdoption, ARunWhoseSupervisorDiesIsKilledAndClosedSayingSo) {
-  ModelServer model(dir.path(), "lost", one_bash_call_scenario("echo x > x.txt"));
-  ASSERT_TRUE(model.up());
-  std::string id = submit(model, R"("decisions":"ask","decision_deadline_ms":120000)");
-  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(start_pending_run("lost", "echo x > x.txt", id));
   auto pid = supervisor_pid(id);
   ASSERT_TRUE(pid);
   ASSERT_EQ(::kill(*pid, SIGKILL), 0);

@@ -70,15 +70,7 @@ class DaemonContainment : public ::testing::Test {
     return reply ? reply->str("run_id") : "";
   }
 
-  std::vector<EventLine> follow(const std::string& id) {
-    SocketClient c(daemon->socket());
-    c.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
-    c.wait_reply("end", 120s);
-    std::vector<EventLine> events;
-    for (const auto& l : c.lines())
-      if (!l.event().empty()) events.push_back(l);
-    return events;
-  }
+  std::vector<EventLine> follow(const std::string& id) { return follow_to_end(daemon->socket(), id, 120s); }
 
   // The three escapes, each a sleep whose argument carries this test's token.
   std::string escapes() {

@@ -48,14 +48,7 @@ class DaemonCli : public ::testing::Test {
 
   // Follows a run's stream to its end on a fresh connection.
   std::vector<EventLine> follow(const std::string& id, std::uint64_t from = 1) {
-    SocketClient c(daemon->socket());
-    c.send(
-        socket_request("tail", R"("run_id":")" + id + R"(","from_seq":)" + std::to_string(from) + R"(,"follow":true)"));
-    c.wait_reply("end", 120s);
-    std::vector<EventLine> events;
-    for (const auto& l : c.lines())
-      if (!l.event().empty()) events.push_back(l);
-    return events;
+    return follow_to_end(daemon->socket(), id, 120s, from);
   }
 
   void expect_complete(const std::string& id) {

@@ -241,37 +241,40 @@ std::size_t descriptors_after_warm_up(IoThreads& io, const TempDir& dir) {
   return open_descriptor_count();
 }
 
-TEST(ChildProcess, DestroyingARunningChildKillsAndReapsItAndLeavesNoDescriptor) {
+// What a test of leaks compares against: the descriptors open once the reactor is warm, with the
+// threads, the dir and the strand the test then spawns on.
+struct LeakCheck {
   IoThreads io;
   TempDir dir;
-  auto strand = io.make_strand();
-  const auto descriptors_before = descriptors_after_warm_up(io, dir);
-  pid_t pid = io.run(strand, [&]() -> asio::awaitable<pid_t> {
-    auto spawned = spawn_or_throw(strand, make_plan("/bin/sleep", {"30"}, {}, dir.path()));
+  IoThreads::Strand strand = io.make_strand();
+  const std::size_t descriptors_before = descriptors_after_warm_up(io, dir);
+};
+
+TEST(ChildProcess, DestroyingARunningChildKillsAndReapsItAndLeavesNoDescriptor) {
+  LeakCheck t;
+  pid_t pid = t.io.run(t.strand, [&]() -> asio::awaitable<pid_t> {
+    auto spawned = spawn_or_throw(t.strand, make_plan("/bin/sleep", {"30"}, {}, t.dir.path()));
     pid_t p = spawned->pid();
     if (proc_state(p) == std::nullopt) throw std::runtime_error("child not running");
     co_return p;  // the unique_ptr goes here
   }());
   EXPECT_FALSE(proc_state(pid).has_value()) << "no zombie: the pid is gone from /proc";
-  EXPECT_EQ(open_descriptor_count(), descriptors_before);
+  EXPECT_EQ(open_descriptor_count(), t.descriptors_before);
 }
 
 TEST(ChildProcess, ManySpawnsLeaveNoDescriptorsOrZombies) {
-  IoThreads io;
-  TempDir dir;
-  auto strand = io.make_strand();
-  const auto descriptors_before = descriptors_after_warm_up(io, dir);
-  int exits = io.run(strand, [&]() -> asio::awaitable<int> {
+  LeakCheck t;
+  int exits = t.io.run(t.strand, [&]() -> asio::awaitable<int> {
     int ok = 0;
     for (int i = 0; i < 20; ++i) {
-      auto spawned = spawn_or_throw(strand, make_plan("/bin/true", {}, {}, dir.path()));
-      auto t = co_await spawned->async_wait();
-      if (t.kind == ProcessKind::exited && t.code == 0) ++ok;
+      auto spawned = spawn_or_throw(t.strand, make_plan("/bin/true", {}, {}, t.dir.path()));
+      auto terminated = co_await spawned->async_wait();
+      if (terminated.kind == ProcessKind::exited && terminated.code == 0) ++ok;
     }
     co_return ok;
   }());
   EXPECT_EQ(exits, 20);
-  EXPECT_EQ(open_descriptor_count(), descriptors_before);
+  EXPECT_EQ(open_descriptor_count(), t.descriptors_before);
   int status = 0;
   EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
 }

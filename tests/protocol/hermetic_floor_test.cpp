@@ -48,6 +48,19 @@ RowVerdict judge(HermeticRow r, const ev::SessionStarted& s, const LaunchFacts& 
   return row(judge_floor(&s, f), r);
 }
 
+// Null is unknown, on either side: row `r` of a clean run is unk once `null_stream` has nulled
+// its evidence in the session.started, and unk once `null_launch` has nulled it in the launch
+// facts.
+void expect_unknown_when_either_side_is_null(HermeticRow r, void (*null_stream)(ev::SessionStarted&),
+                                             void (*null_launch)(LaunchFacts&)) {
+  auto s = clean_start();
+  null_stream(s);
+  EXPECT_EQ(judge(r, s).verdict, Verdict::unk) << to_string(r) << ": null in the stream";
+  auto f = clean_facts();
+  null_launch(f);
+  EXPECT_EQ(judge(r, clean_start(), f).verdict, Verdict::unk) << to_string(r) << ": null in the launch facts";
+}
+
 TEST(HermeticFloor, TwelveRowsInOrderWithTheReferencesSeveritiesAndAssertions) {
   const auto& rows = hermetic_rows();
   ASSERT_EQ(rows.size(), 12u);
@@ -172,12 +185,9 @@ TEST(HermeticFloor, H4ACredentialSourceNamingAKeyIsAGapUnlessAKeyWasDeclared) {
 }
 
 TEST(HermeticFloor, H4NullCredentialSourceOrAnUnknownDeclarationIsUnknown) {
-  auto s = clean_start();
-  s.credential_source = std::nullopt;
-  EXPECT_EQ(judge(HermeticRow::h4, s).verdict, Verdict::unk);
-  auto f = clean_facts();
-  f.api_key = std::nullopt;
-  EXPECT_EQ(judge(HermeticRow::h4, clean_start(), f).verdict, Verdict::unk);
+  expect_unknown_when_either_side_is_null(
+      HermeticRow::h4, [](ev::SessionStarted& s) { s.credential_source = std::nullopt; },
+      [](LaunchFacts& f) { f.api_key = std::nullopt; });
 }
 
 // --- H5 ----------------------------------------------------------------------------------------
@@ -221,14 +231,13 @@ TEST(HermeticFloor, H7TheVendorsCwdMustBeThePlannedOne) {
 }
 
 TEST(HermeticFloor, H7UnknownWhenEitherSideIsUnknown) {
-  auto s = clean_start();
-  s.cwd = std::nullopt;
-  EXPECT_EQ(judge(HermeticRow::h7, s).verdict, Verdict::unk);
+  expect_unknown_when_either_side_is_null(
+      HermeticRow::h7, [](ev::SessionStarted& s) { s.cwd = std::nullopt; },
+      [](LaunchFacts& f) { f.cwd = std::nullopt; });
   auto f = clean_facts();
   f.cwd = std::nullopt;
-  auto v = judge(HermeticRow::h7, clean_start(), f);
-  EXPECT_EQ(v.verdict, Verdict::unk);
-  EXPECT_EQ(v.detail, "the planned working directory is not known from the run directory");
+  EXPECT_EQ(judge(HermeticRow::h7, clean_start(), f).detail,
+            "the planned working directory is not known from the run directory");
 }
 
 TEST(HermeticFloor, H7AnOperatorNamedCwdIsNotOursAGapEvenWhenTheVendorRunsThere) {
@@ -255,11 +264,9 @@ TEST(HermeticFloor, H9TheObservedVersionAgainstThePin) {
   auto gap = judge(HermeticRow::h9, s);
   EXPECT_EQ(gap.verdict, Verdict::gap);
   EXPECT_EQ(gap.detail, "version 2.1.198, off the pin [2.1.197]");
-  s.harness_version = std::nullopt;
-  EXPECT_EQ(judge(HermeticRow::h9, s).verdict, Verdict::unk);
-  auto f = clean_facts();
-  f.pins = std::nullopt;
-  EXPECT_EQ(judge(HermeticRow::h9, clean_start(), f).verdict, Verdict::unk);
+  expect_unknown_when_either_side_is_null(
+      HermeticRow::h9, [](ev::SessionStarted& s) { s.harness_version = std::nullopt; },
+      [](LaunchFacts& f) { f.pins = std::nullopt; });
 }
 
 TEST(HermeticFloor, H10IsOkWithADigestAndOkWithoutOneNothingPinnedNothingCanMove) {

@@ -34,6 +34,14 @@ Event result_event(std::string content) {
   return e;
 }
 
+// `e` written within the smallest bound a writer can have (the line must fit), then read back.
+boost::system::result<Event, LineRefusal> written_within_the_smallest_bound(Event e) {
+  std::string out;
+  serialize_within(out, e, kMinEventLineBytes);
+  EXPECT_LE(out.size(), kMinEventLineBytes);
+  return read_event_line(out);
+}
+
 bool is_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     std::size_t n = utf8_sequence_length(s, i);
@@ -91,11 +99,7 @@ TEST(LineCut, TheLongestStringInsideAToolInputIsCutAndNamedByItsPointer) {
   t.name = "Write";
   t.input = json::object{{"file_path", "/w/a.txt"}, {"content", content}, {"a/b~c", "small"}};
   t.subjects = {"/w/a.txt"};
-  Event e{3, "r-1", std::nullopt, std::move(t)};
-  std::string out;
-  serialize_within(out, e, kMinEventLineBytes);
-  EXPECT_LE(out.size(), kMinEventLineBytes);
-  auto read = read_event_line(out);
+  auto read = written_within_the_smallest_bound(Event{3, "r-1", std::nullopt, std::move(t)});
   ASSERT_TRUE(read) << read.error().message;
   const auto& req = std::get<ev::ToolRequested>(read->payload);
   EXPECT_EQ(req.input.at("file_path"), "/w/a.txt") << "a short string is left alone";
@@ -117,11 +121,7 @@ TEST(LineCut, AValueOfManySmallPiecesIsReplacedByItsCutCanonicalJson) {
   r.call_id = "c";
   r.content = whole;
   r.tool_use_result = nullptr;
-  Event e{1, "r-1", std::nullopt, std::move(r)};
-  std::string out;
-  serialize_within(out, e, kMinEventLineBytes);
-  EXPECT_LE(out.size(), kMinEventLineBytes);
-  auto read = read_event_line(out);
+  auto read = written_within_the_smallest_bound(Event{1, "r-1", std::nullopt, std::move(r)});
   ASSERT_TRUE(read) << read.error().message;
   ASSERT_EQ(read->cut.size(), 1u);
   EXPECT_EQ(read->cut[0].form, "json");
@@ -138,11 +138,7 @@ TEST(LineCut, TextThinkingAndInjectionAreCutToo) {
   const std::string big = output_of(100 * 1024);
   for (EventPayload p : {EventPayload(ev::Text{big, std::nullopt}), EventPayload(ev::Thinking{big, std::nullopt}),
                          EventPayload(ev::Injection{big, std::string("embedder")})}) {
-    Event e{1, "r-1", std::nullopt, p};
-    std::string out;
-    serialize_within(out, e, kMinEventLineBytes);
-    EXPECT_LE(out.size(), kMinEventLineBytes);
-    auto read = read_event_line(out);
+    auto read = written_within_the_smallest_bound(Event{1, "r-1", std::nullopt, p});
     ASSERT_TRUE(read) << read.error().message;
     ASSERT_EQ(read->cut.size(), 1u) << event_name(p);
     EXPECT_EQ(read->cut[0].pointer, "/text");
@@ -155,11 +151,7 @@ TEST(LineCut, AnEventThatCannotBeCutToTheBoundIsReplacedByANamedWarningWithTheSa
   t.call_id = "toolu_x";
   t.name = std::string(100 * 1024, 'n');  // a name is never cut
   t.input = json::object{};
-  Event e{9, "r-1", std::nullopt, std::move(t)};
-  std::string out;
-  serialize_within(out, e, kMinEventLineBytes);
-  EXPECT_LE(out.size(), kMinEventLineBytes);
-  auto read = read_event_line(out);
+  auto read = written_within_the_smallest_bound(Event{9, "r-1", std::nullopt, std::move(t)});
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(read->seq, 9u);
   const auto* w = std::get_if<ev::Warning>(&read->payload);

@@ -51,25 +51,24 @@ TEST(BudgetMeter, UsageOfNoScopeCountsAsFinalAsBefore) {
   EXPECT_EQ(meter.spend().output_tokens, 10u) << "a turn figure supersedes only request figures";
 }
 
-TEST(BudgetMeter, AnOutputBudgetIsCrossedByTheTurnsFiguresWhenTheRequestsUndercount) {
-  adapters::Budgets limits;
-  limits.output_tokens = 20;
+// A meter with `limits`, in its first turn: `under` stays within them; what `then` crosses.
+std::optional<Crossing> crossing_after(const adapters::Budgets& limits, const proto::ev::Usage& under,
+                                       const proto::ev::Usage& then) {
   BudgetMeter meter(limits, nullptr, std::nullopt);
   meter.turn_started();
-  EXPECT_FALSE(meter.usage(usage("request", 10, 1)));
-  auto crossing = meter.usage(usage("turn", 10, 50));
+  EXPECT_FALSE(meter.usage(under));
+  return meter.usage(then);
+}
+
+TEST(BudgetMeter, AnOutputBudgetIsCrossedByTheTurnsFiguresWhenTheRequestsUndercount) {
+  auto crossing = crossing_after({.output_tokens = 20}, usage("request", 10, 1), usage("turn", 10, 50));
   ASSERT_TRUE(crossing);
   EXPECT_EQ(crossing->budget, "output_tokens");
   EXPECT_EQ(crossing->figure, "50 token(s)");
 }
 
 TEST(BudgetMeter, RequestFiguresCrossABudgetMidTurn) {
-  adapters::Budgets limits;
-  limits.input_tokens = 150;
-  BudgetMeter meter(limits, nullptr, std::nullopt);
-  meter.turn_started();
-  EXPECT_FALSE(meter.usage(usage("request", 100, 1)));
-  auto crossing = meter.usage(usage("request", 100, 1));
+  auto crossing = crossing_after({.input_tokens = 150}, usage("request", 100, 1), usage("request", 100, 1));
   ASSERT_TRUE(crossing) << "a runaway turn is caught before it ends";
   EXPECT_EQ(crossing->budget, "input_tokens");
 }
@@ -87,13 +86,20 @@ TEST(BudgetMeter, TheVendorsTurnCostReplacesThePricedRequests) {
   EXPECT_DOUBLE_EQ(*meter.spend().usd, 0.25) << "the vendor's own cost for the turn, not the requests' price";
 }
 
+// A meter with a $5 budget, in its first turn; only claude-opus-4-8 has a price.
+struct InAPricedTurn {
+  InAPricedTurn() { meter.turn_started(); }
+  PriceTable prices = [] {
+    PriceTable p;
+    p.set("claude-opus-4-8", ModelPrice{1.0, 1.0, 1.0, 1.0});
+    return p;
+  }();
+  BudgetMeter meter{adapters::Budgets{.usd = 5.0}, &prices, std::nullopt};
+};
+
 TEST(BudgetMeter, AnUnpricedRequestIsJudgedAtTheTurnsEndWhereTheVendorsCostPricesIt) {
-  PriceTable prices;
-  prices.set("claude-opus-4-8", ModelPrice{1.0, 1.0, 1.0, 1.0});
-  adapters::Budgets limits;
-  limits.usd = 5.0;
-  BudgetMeter meter(limits, &prices, std::nullopt);
-  meter.turn_started();
+  InAPricedTurn priced;
+  BudgetMeter& meter = priced.meter;
   EXPECT_FALSE(meter.usage(usage("request", 5, 1, std::nullopt, "claude-haiku-9"))) << "deferred, not unknown yet";
   EXPECT_TRUE(meter.spend().usd);
   EXPECT_FALSE(meter.usage(usage("turn", 5, 9, 0.01, "claude-haiku-9")));
@@ -103,12 +109,8 @@ TEST(BudgetMeter, AnUnpricedRequestIsJudgedAtTheTurnsEndWhereTheVendorsCostPrice
 }
 
 TEST(BudgetMeter, AnUnpricedRequestWithNoTurnFiguresMakesTheCostUnknownAtTheTurnsEnd) {
-  PriceTable prices;
-  prices.set("claude-opus-4-8", ModelPrice{1.0, 1.0, 1.0, 1.0});
-  adapters::Budgets limits;
-  limits.usd = 5.0;
-  BudgetMeter meter(limits, &prices, std::nullopt);
-  meter.turn_started();
+  InAPricedTurn priced;
+  BudgetMeter& meter = priced.meter;
   EXPECT_FALSE(meter.usage(usage("request", 5, 1, std::nullopt, "claude-haiku-9")));
   auto crossing = meter.turn_ended();
   ASSERT_TRUE(crossing);

@@ -2,6 +2,7 @@
 // ../shared/reference/claude-code-wire.md), for driving the run core without a process.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "protocol/json.hpp"
@@ -58,6 +59,21 @@ inline std::string text(const std::string& t) {
                                         {"usage", json::object{{"input_tokens", 5}, {"output_tokens", 1}}}}},
                {"request_id", "req_1"},
                {"session_id", "sess-1"}});
+}
+
+// Another assistant text message (msg_9) with its own usage, and its request id when not empty.
+inline std::string text_with_usage(const std::string& t, std::uint64_t input_tokens, std::uint64_t output_tokens,
+                                   const std::string& request_id = "") {
+  json::object o{
+      {"type", "assistant"},
+      {"message",
+       json::object{{"id", "msg_9"},
+                    {"role", "assistant"},
+                    {"model", "claude-opus-4-8"},
+                    {"content", json::array{json::object{{"type", "text"}, {"text", t}}}},
+                    {"usage", json::object{{"input_tokens", input_tokens}, {"output_tokens", output_tokens}}}}}};
+  if (!request_id.empty()) o["request_id"] = request_id;
+  return line(o);
 }
 
 inline std::string tool_use(const std::string& id, const std::string& name, json::value input) {

@@ -8,6 +8,7 @@
 #include "daemon/run/run_core.hpp"
 #include "protocol/digest.hpp"
 #include "tests/run/claude_lines.hpp"
+#include "tests/support/governed_run.hpp"
 
 namespace mh::daemon {
 // Each test file gets its own copy: the fixture is header-only test code, never linked twice.
@@ -72,15 +73,7 @@ inline json::object parse_object(const std::string& text) {
 }
 
 inline proto::Frame frame_admitting(std::vector<proto::OpKind> ops) {
-  proto::Frame f;
-  f.workflow_id = "development/default";
-  f.workflow_version = "1";
-  f.node_id = "implement";
-  f.step = proto::StepRef{"development/default", "implement", 2, 1};
-  for (auto op : ops)
-    f.operations.push_back(proto::Operation{op, {}, {}});
-  proto::seal(f);
-  return f;
+  return mh::test::sealed_test_frame(std::move(ops), proto::StepRef{"development/default", "implement", 2, 1});
 }
 
 class RunCoreTest : public ::testing::Test {

@@ -193,13 +193,7 @@ TEST_F(RunCorePolicy, ATokenBudgetStopsTheRunAfterTheUsageThatCrossedItIsRecorde
   open_and_begin(proto::DecisionMode::frame);
   feed(lines::text("one"));  // 5 in, 1 out: within
   EXPECT_FALSE(fx.terminated);
-  feed(lines::line({{"type", "assistant"},
-                    {"message", json::object{{"id", "msg_9"},
-                                             {"role", "assistant"},
-                                             {"model", "claude-opus-4-8"},
-                                             {"content", json::array{json::object{{"type", "text"}, {"text", "two"}}}},
-                                             {"usage", json::object{{"input_tokens", 5}, {"output_tokens", 3}}}}},
-                    {"request_id", "req_9"}}));
+  feed(lines::text_with_usage("two", 5, 3, "req_9"));
   EXPECT_TRUE(fx.terminated);
   EXPECT_EQ(fx.spend.output_tokens, 4u);
   EXPECT_EQ(fx.spend.input_tokens, 10u);
@@ -221,12 +215,7 @@ TEST_F(RunCorePolicy, AUsdBudgetIsMeteredAtTheModelsPriceAndCrossedWhenExceeded)
   ASSERT_TRUE(fx.spend.usd);
   EXPECT_DOUBLE_EQ(*fx.spend.usd, 6.0);
   EXPECT_FALSE(fx.terminated);
-  feed(lines::line({{"type", "assistant"},
-                    {"message", json::object{{"id", "msg_9"},
-                                             {"role", "assistant"},
-                                             {"model", "claude-opus-4-8"},
-                                             {"content", json::array{json::object{{"type", "text"}, {"text", "two"}}}},
-                                             {"usage", json::object{{"input_tokens", 5}, {"output_tokens", 1}}}}}}));
+  feed(lines::text_with_usage("two", 5, 1));
   EXPECT_TRUE(fx.terminated);
   auto warning = only<proto::ev::Warning>();
   EXPECT_EQ(warning.code, "BUDGET_EXHAUSTED");

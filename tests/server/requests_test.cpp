@@ -155,6 +155,11 @@ class ServerSession : public ::testing::Test {
     connection->start(std::make_shared<daemon::Session>(
         server, connection, daemon::PeerCredentials{::geteuid(), ::getegid(), ::getpid()}, role));
   }
+  // Serves the peer, which at once sends `lines`.
+  void serve(Role role, const std::string& lines) {
+    serve(role);
+    peer->send(lines);
+  }
 
   static std::string request(std::string_view name, std::string_view id) {
     return daemon::request_line(name, std::string(id)) + "\n";
@@ -176,8 +181,7 @@ class ServerSession : public ::testing::Test {
 };
 
 TEST_F(ServerSession, ARequestBeyondThePeersRoleIsRefusedForbiddenNamingTheRoleAndTheConnectionCloses) {
-  serve(Role::observe);
-  peer->send(request("status", "s1") + request("submit", "x1") + request("status", "s2"));
+  serve(Role::observe, request("status", "s1") + request("submit", "x1") + request("status", "s2"));
   auto status = peer->line();
   ASSERT_TRUE(status);
   EXPECT_EQ(field(*status, "reply"), "status") << *status;
@@ -203,8 +207,7 @@ TEST_F(ServerSession, ShutdownNeedsAdminAndAnAdminsShutdownIsAnsweredThenBegun) 
 }
 
 TEST_F(ServerSession, AControllerMayNotShutDown) {
-  serve(Role::control);
-  peer->send(request("shutdown", "d1"));
+  serve(Role::control, request("shutdown", "d1"));
   auto refused = peer->line();
   ASSERT_TRUE(refused);
   EXPECT_EQ(field(*refused, "code"), "FORBIDDEN") << *refused;
@@ -213,10 +216,9 @@ TEST_F(ServerSession, AControllerMayNotShutDown) {
 }
 
 TEST_F(ServerSession, AnUnknownRequestIsRefusedByNameAndTheConnectionStaysUsable) {
-  serve(Role::observe);
-  peer->send(R"({"format":"metaharness.socket/1","request":"fly","id":"f1"})"
-             "\n" +
-             request("get", "g1") + request("status", "s1"));
+  serve(Role::observe, R"({"format":"metaharness.socket/1","request":"fly","id":"f1"})"
+                       "\n" +
+                           request("get", "g1") + request("status", "s1"));
   auto unknown = peer->line();
   ASSERT_TRUE(unknown);
   EXPECT_EQ(field(*unknown, "code"), "UNKNOWN_REQUEST") << *unknown;
@@ -311,8 +313,7 @@ TEST_F(ServerConnection, ARefusedPeerThatHadAlreadySentARequestReadsTheRefusalAn
 }
 
 TEST_F(ServerConnection, AForbiddenRequestFollowedByMoreLinesStillEndsCleanly) {
-  serve(Role::observe);
-  peer->send(request("submit", "x1") + request("status", "s1") + request("status", "s2"));
+  serve(Role::observe, request("submit", "x1") + request("status", "s1") + request("status", "s2"));
   auto refused = peer->line();
   ASSERT_TRUE(refused);
   EXPECT_EQ(field(*refused, "code"), "FORBIDDEN") << *refused;

@@ -12,6 +12,17 @@ namespace {
 using protocol::CloseReason;
 using protocol::ProcessTermination;
 
+// A stream being written, and the threads its writer and readers run on: the log of `run` in a
+// fresh dir, its shared state, and the writer's strand.
+struct LiveStream {
+  explicit LiveStream(const std::string& run, EventLogOptions options = {}) : log(make_log(dir, run, options)) {}
+  IoThreads io;
+  TempDir dir;
+  EventLog log;
+  std::shared_ptr<SharedStreamState> shared = log.shared();
+  IoThreads::Strand strand = io.make_strand();
+};
+
 struct Followed {
   std::uint64_t first_seq = 0;
   std::uint64_t lines = 0;
@@ -138,11 +149,8 @@ TEST(StreamReader, ReturnsWholeLinesEvenWithATinyBudget) {
 }
 
 TEST(StreamReader, FollowsLiveFromOtherStrandsWithoutGapOrDuplicate) {
-  IoThreads io;
-  TempDir dir;
-  auto log = make_log(dir, "run-live", EventLogOptions{Durability::write, 32});
-  auto run_strand = io.make_strand();
-  auto shared = log.shared();
+  LiveStream live("run-live", {Durability::write, 32});
+  auto& [io, dir, log, shared, run_strand] = live;
 
   // Attached before anything is written: replay of nothing, then all of it live.
   auto early_strand = io.make_strand(), middle_strand = io.make_strand(), late_strand = io.make_strand();
@@ -178,11 +186,8 @@ TEST(StreamReader, FollowsLiveFromOtherStrandsWithoutGapOrDuplicate) {
 }
 
 TEST(StreamReader, AStalledReaderCostsTheWriterNothingAndSlowsNoOne) {
-  IoThreads io;
-  TempDir dir;
-  auto log = make_log(dir, "run-stall", EventLogOptions{Durability::write, 256});
-  auto shared = log.shared();
-  auto run_strand = io.make_strand();
+  LiveStream live("run-stall", {Durability::write, 256});
+  auto& [io, dir, log, shared, run_strand] = live;
   auto stalled_strand = io.make_strand();
 
   // Opened, then never read and never waited on until the end.
@@ -228,11 +233,8 @@ TEST(StreamReader, AStalledReaderCostsTheWriterNothingAndSlowsNoOne) {
 }
 
 TEST(StreamReader, FiftyReadersFollowAtOnce) {
-  IoThreads io;
-  TempDir dir;
-  auto log = make_log(dir, "run-fifty", EventLogOptions{Durability::write, 64});
-  auto shared = log.shared();
-  auto run_strand = io.make_strand();
+  LiveStream live("run-fifty", {Durability::write, 64});
+  auto& [io, dir, log, shared, run_strand] = live;
   for (int i = 1; i <= 200; ++i)
     ASSERT_TRUE(log.append(text_event(i)));
 
@@ -258,11 +260,8 @@ TEST(StreamReader, FiftyReadersFollowAtOnce) {
 }
 
 TEST(StreamReader, WaitTimesOutAndADepartedReaderLeavesNothingListed) {
-  IoThreads io;
-  TempDir dir;
-  auto log = make_log(dir, "run-timeout");
-  auto shared = log.shared();
-  auto strand = io.make_strand();
+  LiveStream live("run-timeout");
+  auto& [io, dir, log, shared, strand] = live;
   auto outcome = io.run(strand, [&]() -> asio::awaitable<WaitOutcome> {
     auto reader = StreamReader::open(shared, strand, ReaderStart::at_end());
     if (!reader) throw std::runtime_error(reader.error());
@@ -296,11 +295,8 @@ TEST(StreamReader, AWaitingReaderLearnsTheWriterIsGone) {
 }
 
 TEST(StreamReader, AWaitingReaderIsWokenByCloseAndADepartingReaderWakesNobodyWrongly) {
-  IoThreads io;
-  TempDir dir;
-  auto log = make_log(dir, "run-close");
-  auto shared = log.shared();
-  auto strand = io.make_strand();
+  LiveStream live("run-close");
+  auto& [io, dir, log, shared, strand] = live;
   auto waiting = io.spawn(strand, follow(shared, strand, ReaderStart::from_beginning()));
   ASSERT_TRUE(eventually([&] { return shared->listed_waiters() == 1; }));
 

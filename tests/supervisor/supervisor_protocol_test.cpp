@@ -13,29 +13,30 @@
 namespace mh::supervisor {
 namespace {
 
-ToSupervisor to_round_trip(const ToSupervisor& message) {
+// Serializes `message` to one line, parses it back with `parse` and serializes that again: the
+// same line both times. `unread` stands in for a message that did not parse.
+template <class Message, class Parse>
+Message round_trip(const Message& message, Parse parse, Message unread) {
   std::string line = serialize(message);
   EXPECT_EQ(line.back(), '\n');
   EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line: " << line;
   line.pop_back();
-  auto parsed = parse_to_supervisor(line);
+  auto parsed = parse(line);
   EXPECT_TRUE(parsed) << (parsed ? "" : parsed.error());
   EXPECT_TRUE(parsed && *parsed) << line;
-  if (!parsed || !*parsed) return CloseStdin{};
+  if (!parsed || !*parsed) return unread;
   EXPECT_EQ(serialize(**parsed), line + "\n");
   return **parsed;
 }
 
+ToSupervisor to_round_trip(const ToSupervisor& message) {
+  return round_trip(
+      message, [](std::string_view line) { return parse_to_supervisor(line); }, ToSupervisor{CloseStdin{}});
+}
+
 FromSupervisor from_round_trip(const FromSupervisor& message) {
-  std::string line = serialize(message);
-  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line: " << line;
-  line.pop_back();
-  auto parsed = parse_from_supervisor(line);
-  EXPECT_TRUE(parsed) << (parsed ? "" : parsed.error());
-  EXPECT_TRUE(parsed && *parsed) << line;
-  if (!parsed || !*parsed) return ErrEnd{};
-  EXPECT_EQ(serialize(**parsed), line + "\n");
-  return **parsed;
+  return round_trip(
+      message, [](std::string_view line) { return parse_from_supervisor(line); }, FromSupervisor{ErrEnd{}});
 }
 
 TEST(SupervisorProtocol, EveryDaemonMessageRoundTrips) {

@@ -202,4 +202,16 @@ std::string one_bash_call_scenario(const std::string& command) {
   return protocol::canonical_json(scenario);
 }
 
+std::vector<EventLine> follow_to_end(const std::filesystem::path& socket, const std::string& run_id,
+                                     std::chrono::milliseconds timeout, std::uint64_t from_seq) {
+  SocketClient c(socket);
+  c.send(socket_request(
+      "tail", R"("run_id":")" + run_id + R"(","from_seq":)" + std::to_string(from_seq) + R"(,"follow":true)"));
+  c.wait_reply("end", timeout);
+  std::vector<EventLine> events;
+  for (const auto& l : c.lines())
+    if (!l.event().empty()) events.push_back(l);
+  return events;
+}
+
 }  // namespace mh::test

@@ -17,12 +17,12 @@ std::string command_line(const std::string& id, const std::string& name, const s
          (fields.empty() ? "" : "," + fields) + "}";
 }
 
-protocol::Frame sealed_test_frame(std::vector<protocol::OpKind> ops) {
+protocol::Frame sealed_test_frame(std::vector<protocol::OpKind> ops, const protocol::StepRef& step) {
   protocol::Frame f;
-  f.workflow_id = "tests";
+  f.workflow_id = step.workflow;
   f.workflow_version = "1";
-  f.node_id = "step";
-  f.step = protocol::StepRef{"tests", "step", 1, 1};
+  f.node_id = step.state;
+  f.step = step;
   for (auto op : ops)
     f.operations.push_back(protocol::Operation{op, {}, {}});
   protocol::seal(f);

@@ -15,8 +15,9 @@ namespace mh::test {
 // metaharness.command/1 lines.
 std::string decide_line(const std::string& id, const std::string& call, const std::string& decision_json);
 std::string command_line(const std::string& id, const std::string& name, const std::string& fields = "");
-// A sealed frame admitting these operations (workflow "tests", node "step").
-protocol::Frame sealed_test_frame(std::vector<protocol::OpKind> ops);
+// A sealed frame admitting these operations at `step` (its workflow and node are the step's).
+protocol::Frame sealed_test_frame(std::vector<protocol::OpKind> ops,
+                                  const protocol::StepRef& step = protocol::StepRef{"tests", "step", 1, 1});
 // "ok", or the refusal code of a command.result.
 std::string outcome_code(const EventLine& result);
 

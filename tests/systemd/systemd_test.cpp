@@ -26,6 +26,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether a followed run's stream reaches a tool.requested: the run then waits for its decision.
+bool reaches_tool_requested(CliProcess& follow) {
+  return bool(follow.wait_for([](const EventLine& e) { return e.event() == "tool.requested"; }, 180s));
+}
+
 bool has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
@@ -365,8 +370,7 @@ TEST(SystemdPackage, InstalledUnderARealSystemdTheSocketStartsTheDaemonRunsAreGo
   const std::string run3 = trim(adoptee.out);
   {
     CliProcess before(sd.inside_argv("metaharness tail -f --json " + run3));
-    ASSERT_TRUE(before.wait_for([](const EventLine& e) { return e.event() == "tool.requested"; }, 180s))
-        << before.stderr_text();
+    ASSERT_TRUE(reaches_tool_requested(before)) << before.stderr_text();
   }
   const std::string pid_before = sd.show("metaharness.service")["MainPID"];
   auto restart = sd.inside("systemctl restart metaharness.service", 90s);
@@ -404,8 +408,7 @@ TEST(SystemdPackage, InstalledUnderARealSystemdTheSocketStartsTheDaemonRunsAreGo
   const std::string run2 = trim(pending.out);
   {
     CliProcess follow2(sd.inside_argv("metaharness tail -f --json " + run2));
-    ASSERT_TRUE(follow2.wait_for([](const EventLine& e) { return e.event() == "tool.requested"; }, 180s))
-        << follow2.stderr_text();
+    ASSERT_TRUE(reaches_tool_requested(follow2)) << follow2.stderr_text();
     auto stop = sd.inside("systemctl stop metaharness.service", 90s);
     EXPECT_EQ(stop.status, 0) << stop.err;
     follow2.finish(60s);
