@@ -30,7 +30,9 @@ OurId Client::next(Purpose purpose) {
   return id;
 }
 
-void Client::start(AdapterOutputs& sink) { sink.write_vendor(initialize_request(next(Purpose::initialize), options_.info)); }
+void Client::start(AdapterOutputs& sink) {
+  sink.write_vendor(initialize_request(next(Purpose::initialize), options_.info));
+}
 
 bool Client::prompt(const std::vector<std::string>& texts, AdapterOutputs& sink) {
   if (!session_open() || running_prompt_) return false;
@@ -84,7 +86,8 @@ void Client::answered(const Answer& a, std::string_view raw, std::uint64_t line_
   switch (purpose) {
     case Purpose::initialize: {
       if (!result) {
-        sink.fail_run("the agent refused initialize: " + (a.result ? "a result that is not an object" : a.error_message));
+        sink.fail_run("the agent refused initialize: " +
+                      (a.result ? "a result that is not an object" : a.error_message));
         return;
       }
       auto version = proto::u64_at(*result, "protocolVersion");
@@ -133,11 +136,15 @@ void Client::prompt_answered(const Answer& a, AdapterOutputs& sink) {
       add(total_usage_->cache_read_input_tokens, usage->cache_read_input_tokens);
       add(total_usage_->cache_creation_input_tokens, usage->cache_creation_input_tokens);
       add(total_usage_->thinking_tokens, usage->thinking_tokens);
-      sink.event(proto::ev::Usage{std::nullopt, std::nullopt, *usage, std::string("turn")}, std::nullopt);
+      // Scope unsaid: opencode 1.18.33 reports its last model request's figures here, not the
+      // turn's sum (a two-request turn said 10/5 where the endpoint served 10/5 twice).
+      sink.event(proto::ev::Usage{std::nullopt, std::nullopt, *usage, std::nullopt}, std::nullopt);
     }
   if (cancel_control_) {
-    ControlReply reply{*cancel_control_, stop == "cancelled", {}, proto::RefusalCode::TOO_LATE, a.result ? *a.result : nullptr};
-    if (!reply.ok) reply.vendor_error = "the prompt ended " + last_stop_reason_.value_or("(no stopReason)") + ", not cancelled";
+    ControlReply reply{
+        *cancel_control_, stop == "cancelled", {}, proto::RefusalCode::TOO_LATE, a.result ? *a.result : nullptr};
+    if (!reply.ok)
+      reply.vendor_error = "the prompt ended " + last_stop_reason_.value_or("(no stopReason)") + ", not cancelled";
     cancel_control_.reset();
     sink.control_answered(std::move(reply));
   }
@@ -189,7 +196,8 @@ void Client::permission(const AgentRequest& r, std::string_view raw, std::uint64
   OpenCall* call = updates_.find(request.tool_call_id);
   if (!call) call = updates_.track(request.tool_call_id, request.title.value_or("unknown"), request.kind.value_or(""));
   ToolCall presented{request.tool_call_id, call ? call->name : request.title.value_or("unknown"),
-                     request.raw_input.is_null() && call ? call->input : request.raw_input, proto::Seam::control_request};
+                     request.raw_input.is_null() && call ? call->input : request.raw_input,
+                     proto::Seam::control_request};
   if (call) call->presented = true;
   permissions_[token] = OpenPermission{r.id, std::move(request)};
   sink.call_awaits_answer(std::move(presented), ReplyToken{.id = token, .seam = proto::Seam::control_request});
@@ -204,9 +212,9 @@ void Client::answer(const ReplyToken& reply, const proto::Decision& decision, Ad
   auto option = open.request.option_of_kind(allow ? "allow_once" : "reject_once");
   if (!option && allow) {
     // An allow with no once-only option to carry it: reject rather than grant a standing rule.
-    sink.event(proto::ev::Warning{"ALLOW_NOT_DELIVERABLE",
-                                  "the agent offered no allow_once option for " + open.request.tool_call_id +
-                                      "; rejected instead of selecting an always option"},
+    sink.event(proto::ev::Warning{"ALLOW_NOT_DELIVERABLE", "the agent offered no allow_once option for " +
+                                                               open.request.tool_call_id +
+                                                               "; rejected instead of selecting an always option"},
                std::nullopt);
     option = open.request.option_of_kind("reject_once");
   }

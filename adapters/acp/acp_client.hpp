@@ -6,7 +6,7 @@
 //   - initialize declares no fs and no terminal capability; session/new gets the run's cwd and
 //     no MCP servers; its answer opens the session (session.started, then SessionReady);
 //   - each session/prompt is a turn: TurnStarted when sent, TurnEnded with the agent's stopReason
-//     when answered, its usage a `usage` event (scope turn);
+//     when answered, its usage a `usage` event (scope unsaid: see acp_client.cpp);
 //   - session/update: message chunks -> text, thought chunks -> thinking, tool_call /
 //     tool_call_update -> tool.result at completed/failed (correlated by toolCallId), usage_update
 //     with tokens -> usage; anything else opaque;

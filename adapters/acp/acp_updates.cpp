@@ -107,7 +107,8 @@ bool UpdateReader::tool_call(const json::object& update, bool first_notice, Adap
     // Where the agent reports an exit status (opencode: rawOutput.metadata.exit).
     if (raw->is_object())
       if (const json::object* meta = object_at(raw->get_object(), "metadata"))
-        if (const json::value* exit = meta->if_contains("exit"); exit && exit->is_int64()) r.exit_code = exit->as_int64();
+        if (const json::value* exit = meta->if_contains("exit"); exit && exit->is_int64())
+          r.exit_code = exit->as_int64();
   }
   calls_.erase(*id);
   sink.event(std::move(r), std::nullopt);

@@ -26,7 +26,9 @@ std::optional<std::string> bounded_string(const json::object& o, std::string_vie
 
 }  // namespace
 
-std::string AgentId::key() const { return proto::canonical_json(value); }
+std::string AgentId::key() const {
+  return proto::canonical_json(value);
+}
 
 std::string initialize_request(OurId id, const ClientInfo& info) {
   return request(id, "initialize",
@@ -81,8 +83,7 @@ AgentMessage classify(const json::object& m) {
     return Unreadable{"jsonrpc is not \"2.0\"", method};
   static const json::object kEmpty;
   const json::value* params = m.if_contains("params");
-  if (params && !params->is_object() && !params->is_null())
-    return Unreadable{"params that are not an object", method};
+  if (params && !params->is_object() && !params->is_null()) return Unreadable{"params that are not an object", method};
   const json::object& p = params && params->is_object() ? params->get_object() : kEmpty;
 
   if (method && id) {
@@ -94,7 +95,8 @@ AgentMessage classify(const json::object& m) {
   if (!id) return Unreadable{"neither a method nor an id", std::nullopt};
   const json::value* result = m.if_contains("result");
   const json::value* error = m.if_contains("error");
-  if ((result != nullptr) == (error != nullptr)) return Unreadable{"an answer with not exactly one of result and error", {}};
+  if ((result != nullptr) == (error != nullptr))
+    return Unreadable{"an answer with not exactly one of result and error", {}};
   std::optional<std::uint64_t> ours;
   if (id->is_uint64()) ours = id->as_uint64();
   if (id->is_int64() && id->as_int64() >= 0) ours = static_cast<std::uint64_t>(id->as_int64());

@@ -1,8 +1,9 @@
 // The ACP wire as values (adapters/acp/acp_wire): what the client sends, and the first reading of
 // an agent line, on opencode 1.18.33's shapes and on lines that only look like JSON-RPC.
+#include "adapters/acp/acp_wire.hpp"
+
 #include <gtest/gtest.h>
 
-#include "adapters/acp/acp_wire.hpp"
 #include "protocol/json.hpp"
 
 namespace mh::adapters::acp {
@@ -53,9 +54,10 @@ TEST(AcpWire, ClassifiesAnswersNotificationsAndAgentRequests) {
 }
 
 TEST(AcpWire, RefusesEnvelopesByName) {
-  for (std::string_view text : {R"({"jsonrpc":"2.0"})", R"({"jsonrpc":"2.0","id":1})",
-                                R"({"jsonrpc":"2.0","id":"x","result":{}})", R"({"jsonrpc":"2.0","id":1.5,"result":{}})",
-                                R"({"jsonrpc":"2.0","method":""})", R"({"jsonrpc":"2","method":"m"})"}) {
+  for (std::string_view text :
+       {R"({"jsonrpc":"2.0"})", R"({"jsonrpc":"2.0","id":1})", R"({"jsonrpc":"2.0","id":"x","result":{}})",
+        R"({"jsonrpc":"2.0","id":1.5,"result":{}})", R"({"jsonrpc":"2.0","method":""})",
+        R"({"jsonrpc":"2","method":"m"})"}) {
     auto c = classify(object(text));
     ASSERT_TRUE(std::holds_alternative<Unreadable>(c)) << text;
     EXPECT_FALSE(std::get<Unreadable>(c).why.empty());
