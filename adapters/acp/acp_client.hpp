@@ -1,0 +1,93 @@
+// The client side of one ACP conversation (initialize, session/new, then one session/prompt per
+// turn), as an adapter session's parts: what to send, and what each agent line means as outputs
+// (AdapterOutputs). Generic over ACP agents: what is the vendor's own (its launch, its tool
+// names rendered to operations, a call seam of its own besides permissions) stays in its adapter.
+//
+//   - initialize declares no fs and no terminal capability; session/new gets the run's cwd and
+//     no MCP servers; its answer opens the session (session.started, then SessionReady);
+//   - each session/prompt is a turn: TurnStarted when sent, TurnEnded with the agent's stopReason
+//     when answered, its usage a `usage` event (scope unsaid: see acp_client.cpp);
+//   - session/update: message chunks -> text, thought chunks -> thinking, tool_call /
+//     tool_call_update -> tool.result at completed/failed (correlated by toolCallId), usage_update
+//     with tokens -> usage; anything else opaque;
+//   - session/request_permission -> the call, presented and awaiting its answer (seam
+//     control_request), answered allow_once for an allow and reject_once for anything else; an
+//     "always" option is never selected;
+//   - any other agent request (fs/*, terminal/*: capabilities we did not declare) -> a JSON-RPC
+//     error, and the line is recorded opaque.
+#pragma once
+
+#include <set>
+
+#include "adapters/acp/acp_updates.hpp"
+
+namespace mh::adapters::acp {
+
+struct ClientOptions {
+  ClientInfo info;
+  std::string cwd;
+  // The adapter's evidence for session.started (adapter, cwd, offered tools, attestation...); the
+  // agent's session id and version are filled in from its answers.
+  proto::ev::SessionStarted started;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options) : options_(std::move(options)) {}
+
+  void start(AdapterOutputs& sink);
+  void on_line(const proto::FramedLine& line, AdapterOutputs& sink);
+  void on_end(AdapterOutputs& sink);
+
+  // A decision for a permission request (`reply` as presented): allow -> allow_once, anything
+  // else -> reject_once. A reply token that is not an open permission request is ignored.
+  void answer(const ReplyToken& reply, const proto::Decision& decision, AdapterOutputs& sink);
+  // A permission answer carries no input: replace cannot be delivered through it.
+  std::optional<proto::Refusal> check_decision(const proto::Decision& decision) const;
+
+  // A turn: one session/prompt. False (nothing sent) before the session is open or while a
+  // prompt is running: ACP has one prompt at a time.
+  bool prompt(const std::vector<std::string>& texts, AdapterOutputs& sink);
+  // session/cancel for the running prompt: pending until that prompt is answered (ok when it
+  // says cancelled); refused TOO_LATE when no prompt runs. Open permission requests are answered
+  // cancelled, as the spec requires, and withdrawn.
+  ControlAck cancel(AdapterOutputs& sink);
+
+  bool session_open() const { return !session_id_.empty(); }
+  bool prompt_running() const { return running_prompt_.has_value(); }
+  const std::string& session_id() const { return session_id_; }
+  std::optional<proto::ev::SessionEnded> session_ended() const;
+
+ private:
+  enum class Purpose { initialize, session_new, prompt };
+  // A new id of ours, remembered with what its answer is for.
+  OurId next(Purpose purpose);
+  void answered(const Answer& a, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
+  void prompt_answered(const Answer& a, AdapterOutputs& sink);
+  void agent_request(const AgentRequest& r, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
+  void permission(const AgentRequest& r, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
+  void notification(const Notification& n, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
+
+  ClientOptions options_;
+  std::uint64_t next_id_ = 1;
+  std::map<OurId, Purpose> pending_;
+  std::string session_id_;
+  std::optional<std::string> agent_version_;
+  std::optional<OurId> running_prompt_;
+  std::optional<std::string> cancel_control_;  // the interrupt waiting on the running prompt's answer
+  std::uint64_t cancels_ = 0;
+  struct OpenPermission {
+    AgentId id;
+    PermissionRequest request;
+  };
+  std::map<std::string, OpenPermission> permissions_;  // reply token id -> the agent's request
+  UpdateReader updates_;
+  // What session.ended says.
+  std::uint64_t turns_ = 0;
+  std::optional<std::string> last_stop_reason_;
+  bool last_prompt_failed_ = false;
+  std::optional<proto::TokenUsage> total_usage_;
+  bool agent_gone_mid_prompt_ = false;
+};
+
+}  // namespace mh::adapters::acp

@@ -1,0 +1,396 @@
+// The ACP client (adapters/acp) driven line by line with what opencode 1.18.33 sent over
+// `opencode acp` against the scripted endpoint (docs/reference/opencode-acp-wire.md; ids and
+// paths as captured, the long configOptions list cut to one model), then with hostile lines. No
+// process, no clock: the run-loop side is the recording sink.
+#include "adapters/acp/acp_client.hpp"
+
+#include <gtest/gtest.h>
+
+#include "protocol/json.hpp"
+
+namespace mh::adapters::acp {
+namespace {
+
+namespace proto = mh::protocol;
+
+struct Recorded {
+  std::vector<proto::EventPayload> events;
+  struct Call {
+    ToolCall call;
+    std::optional<ReplyToken> reply;
+  };
+  std::vector<Call> calls;
+  std::vector<json::object> written;
+  std::vector<ReplyToken> withdrawn;
+  std::vector<ControlReply> controls;
+  std::vector<std::string> turns;
+  std::vector<std::string> failures;
+  int ready = 0;
+
+  void take(AdapterOutputs& outputs) {
+    for (auto& o : outputs.take())
+      std::visit([&](auto& x) { one(x); }, o);
+  }
+  void one(out::Event& o) { events.push_back(std::move(o.payload)); }
+  void one(out::EventCut& o) { events.push_back(std::move(o.payload)); }
+  void one(out::CallPresented& o) { calls.push_back({std::move(o.call), std::nullopt}); }
+  void one(out::CallAwaitsAnswer& o) { calls.push_back({std::move(o.call), std::move(o.reply)}); }
+  void one(out::CallWithdrawn& o) { withdrawn.push_back(std::move(o.reply)); }
+  void one(out::ControlAnswered& o) { controls.push_back(std::move(o.reply)); }
+  void one(out::TurnStarted&) { turns.push_back("started"); }
+  void one(out::TurnEnded& o) { turns.push_back("ended:" + o.stop_reason.value_or("")); }
+  void one(out::WriteVendor& o) {
+    auto v = proto::parse_json(o.line);
+    ASSERT_TRUE(v && v->is_object()) << o.line;
+    written.push_back(v->as_object());
+  }
+  void one(out::ReplyHook&) {}
+  void one(out::SessionReady&) { ++ready; }
+  void one(out::FailRun& o) { failures.push_back(std::move(o.reason)); }
+
+  template <class T>
+  std::vector<T> all() const {
+    std::vector<T> found;
+    for (const auto& e : events)
+      if (auto* t = std::get_if<T>(&e)) found.push_back(*t);
+    return found;
+  }
+};
+
+// --- opencode 1.18.33's own lines ---------------------------------------------------------------
+
+constexpr std::string_view kInitialized =
+    R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"mcpCapabilities":{"http":true,"sse":true},"promptCapabilities":{"embeddedContext":true,"image":true},"sessionCapabilities":{"close":{},"fork":{},"list":{},"resume":{}}},"authMethods":[{"description":"Run `opencode auth login` in the terminal","name":"Login with opencode","id":"opencode-login"}],"agentInfo":{"name":"OpenCode","version":"1.18.33"}}})";
+constexpr std::string_view kSessionNew =
+    R"({"jsonrpc":"2.0","id":2,"result":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","configOptions":[{"id":"model","name":"Model","category":"model","type":"select","currentValue":"mh/scripted","options":[{"value":"mh/scripted","name":"metaharness scripted/scripted"}]}]}})";
+constexpr std::string_view kCommands =
+    R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"init","description":"guided AGENTS.md setup"}]}}})";
+constexpr std::string_view kThought =
+    R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"agent_thought_chunk","messageId":"prt_23f6647f4001mhFfWOFzZZ2Mkp","content":{"type":"text","text":"I should leave a marker."}}}})";
+constexpr std::string_view kMessage =
+    R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"agent_message_chunk","messageId":"msg_23f6636da001Y4Mcm3tEfKYZgb","content":{"type":"text","text":"Leaving it."}}}})";
+constexpr std::string_view kToolCall =
+    R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call","toolCallId":"toolu_marker","title":"bash","kind":"execute","status":"pending","locations":[{"path":"/tmp/acp-probe/run1/work"}],"rawInput":{"cwd":"/tmp/acp-probe/run1/work"}}}})";
+constexpr std::string_view kInProgress =
+    R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call_update","toolCallId":"toolu_marker","status":"in_progress","kind":"execute","title":"touch marker.txt","locations":[{"path":"/tmp/acp-probe/run1/work"}],"rawInput":{"command":"touch marker.txt","description":"Leave a marker","cwd":"/tmp/acp-probe/run1/work"}}}})";
+constexpr std::string_view kPermission =
+    R"({"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","toolCall":{"toolCallId":"toolu_marker","title":"touch marker.txt","kind":"execute","status":"pending","locations":[],"rawInput":{"command":"touch marker.txt"}},"options":[{"optionId":"once","kind":"allow_once","name":"Allow once"},{"optionId":"always","kind":"allow_always","name":"Always allow"},{"optionId":"reject","kind":"reject_once","name":"Reject"}]}})";
+constexpr std::string_view kCompleted =
+    R"J({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call_update","toolCallId":"toolu_marker","status":"completed","title":"touch marker.txt","content":[{"type":"content","content":{"type":"text","text":"(no output)"}}],"rawOutput":{"output":"(no output)","metadata":{"output":"(no output)","exit":0,"truncated":false}}}}})J";
+constexpr std::string_view kRejected =
+    R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call_update","toolCallId":"toolu_marker","status":"failed","kind":"execute","title":"touch marker.txt","locations":[{"path":"/tmp/acp-probe/run1/work"}],"rawInput":{"command":"touch marker.txt","description":"Leave a marker","cwd":"/tmp/acp-probe/run1/work"},"content":[{"type":"content","content":{"type":"text","text":"The user rejected permission to use this specific tool call."}}],"rawOutput":{"error":"The user rejected permission to use this specific tool call."}}}})";
+constexpr std::string_view kEndTurn =
+    R"({"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":5,"totalTokens":15},"_meta":{}}})";
+constexpr std::string_view kCancelled =
+    R"({"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled","usage":{"inputTokens":0,"outputTokens":0,"totalTokens":0},"_meta":{}}})";
+constexpr std::string_view kWriteTextFile =
+    R"({"jsonrpc":"2.0","id":2,"method":"fs/write_text_file","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","path":"/tmp/acp-probe/run1/work/hello.txt","content":"hello\n"}})";
+
+class AcpClient : public ::testing::Test {
+ protected:
+  AcpClient() : client(options()) {}
+  static ClientOptions options() {
+    ClientOptions o;
+    o.info.version = "test";
+    o.cwd = "/tmp/acp-probe/run1/work";
+    o.started.adapter = "opencode";
+    return o;
+  }
+  void feed(std::string_view text) {
+    proto::FramedLine line;
+    line.text = text;
+    line.number = ++line_no;
+    line.length = text.size();
+    AdapterOutputs out;
+    client.on_line(line, out);
+    r.take(out);
+  }
+  // initialize, session/new and one prompt sent: a turn is running (our prompt is id 3).
+  void open_and_prompt() {
+    AdapterOutputs out;
+    client.start(out);
+    r.take(out);
+    feed(kInitialized);
+    feed(kSessionNew);
+    AdapterOutputs p;
+    ASSERT_TRUE(client.prompt({"Leave a marker."}, p));
+    r.take(p);
+  }
+  void decide(const proto::Decision& d) {
+    ASSERT_FALSE(r.calls.empty());
+    ASSERT_TRUE(r.calls.back().reply);
+    AdapterOutputs out;
+    client.answer(*r.calls.back().reply, d, out);
+    r.take(out);
+  }
+  Client client;
+  Recorded r;
+  std::uint64_t line_no = 0;
+};
+
+TEST_F(AcpClient, OpensWithInitializeDeclaringNoCapabilityThenSessionNewThenSessionStarted) {
+  open_and_prompt();
+  ASSERT_EQ(r.written.size(), 3u);
+  EXPECT_EQ(r.written[0].at("method"), "initialize");
+  EXPECT_EQ(r.written[0].at("id"), 1);
+  const auto& caps = r.written[0].at("params").at("clientCapabilities").as_object();
+  EXPECT_EQ(caps.at("terminal"), false);
+  EXPECT_EQ(caps.at("fs").at("writeTextFile"), false);
+  EXPECT_EQ(caps.at("fs").at("readTextFile"), false);
+  EXPECT_EQ(r.written[1].at("method"), "session/new");
+  EXPECT_EQ(r.written[1].at("params").at("cwd"), "/tmp/acp-probe/run1/work");
+  EXPECT_TRUE(r.written[1].at("params").at("mcpServers").as_array().empty());
+  auto started = r.all<proto::ev::SessionStarted>();
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].session_id, "ses_dc099cb22ffe1vQapdkhAVz5kp");
+  EXPECT_EQ(started[0].harness_version, "1.18.33");
+  EXPECT_EQ(started[0].adapter, "opencode");
+  EXPECT_EQ(r.ready, 1);
+  EXPECT_EQ(r.written[2].at("method"), "session/prompt");
+  EXPECT_EQ(r.written[2].at("params").at("sessionId"), "ses_dc099cb22ffe1vQapdkhAVz5kp");
+  EXPECT_EQ(r.written[2].at("params").at("prompt").at(0).at("text"), "Leave a marker.");
+  EXPECT_EQ(r.turns, std::vector<std::string>{"started"});
+  EXPECT_TRUE(client.prompt_running());
+  AdapterOutputs second;
+  EXPECT_FALSE(client.prompt({"again"}, second)) << "one prompt at a time";
+  EXPECT_TRUE(second.empty());
+}
+
+TEST_F(AcpClient, ChunksAreTextAndThinkingAndTheCommandListIsOpaque) {
+  open_and_prompt();
+  feed(kCommands);
+  feed(kThought);
+  feed(kMessage);
+  ASSERT_EQ(r.all<proto::ev::Opaque>().size(), 1u);
+  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].vendor_type, "session/update");
+  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].vendor_subtype, "available_commands_update");
+  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].source_line, 3u);
+  ASSERT_EQ(r.all<proto::ev::Thinking>().size(), 1u);
+  EXPECT_EQ(r.all<proto::ev::Thinking>()[0].text, "I should leave a marker.");
+  ASSERT_EQ(r.all<proto::ev::Text>().size(), 1u);
+  EXPECT_EQ(r.all<proto::ev::Text>()[0].text, "Leaving it.");
+}
+
+TEST_F(AcpClient, APermissionIsTheCallAwaitingItsAnswerAndAnAllowSelectsOnce) {
+  open_and_prompt();
+  feed(kToolCall);
+  feed(kInProgress);
+  EXPECT_TRUE(r.calls.empty()) << "nothing is presented before the agent asks";
+  feed(kPermission);
+  ASSERT_EQ(r.calls.size(), 1u);
+  const auto& call = r.calls[0];
+  EXPECT_EQ(call.call.call_id, "toolu_marker");
+  EXPECT_EQ(call.call.name, "bash") << "the tool's name from its first notice, not the command text";
+  EXPECT_EQ(call.call.seam, proto::Seam::control_request);
+  EXPECT_EQ(proto::canonical_json(call.call.input), R"({"command":"touch marker.txt"})");
+  ASSERT_TRUE(call.reply);
+  EXPECT_EQ(call.reply->seam, proto::Seam::control_request);
+  decide(proto::decision::Allow{});
+  ASSERT_EQ(r.written.size(), 4u);
+  EXPECT_EQ(proto::canonical_json(r.written[3]),
+            R"({"id":0,"jsonrpc":"2.0","result":{"outcome":{"optionId":"once","outcome":"selected"}}})");
+  feed(kCompleted);
+  ASSERT_EQ(r.calls.size(), 1u) << "an asked call is not presented again at its end";
+  auto results = r.all<proto::ev::ToolResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].call_id, "toolu_marker");
+  EXPECT_EQ(results[0].is_error, false);
+  EXPECT_EQ(results[0].exit_code, 0);
+  feed(kEndTurn);
+  ASSERT_EQ(r.all<proto::ev::Usage>().size(), 1u);
+  EXPECT_EQ(r.all<proto::ev::Usage>()[0].usage.input_tokens, 10u);
+  EXPECT_FALSE(r.all<proto::ev::Usage>()[0].scope) << "not the turn's sum on opencode: unsaid";
+  EXPECT_EQ(r.turns, (std::vector<std::string>{"started", "ended:end_turn"}));
+  auto ended = client.session_ended();
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->num_turns, 1u);
+  EXPECT_EQ(ended->is_error, false);
+  EXPECT_EQ(ended->usage->output_tokens, 5u);
+  EXPECT_TRUE(r.all<proto::ev::Opaque>().empty());
+}
+
+TEST_F(AcpClient, DenyAndAbstainSelectRejectOnceAndNeverAnAlwaysOption) {
+  for (proto::Decision d :
+       {proto::Decision{proto::decision::Deny{"not in this step"}}, proto::Decision{proto::decision::Abstain{}}}) {
+    Client fresh(options());
+    std::swap(client, fresh);
+    r = {};
+    line_no = 0;
+    open_and_prompt();
+    feed(kToolCall);
+    feed(kPermission);
+    decide(d);
+    ASSERT_EQ(r.written.size(), 4u);
+    EXPECT_EQ(r.written[3].at("result").at("outcome").at("optionId"), "reject");
+    feed(kRejected);
+    auto results = r.all<proto::ev::ToolResult>();
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].is_error, true);
+  }
+}
+
+TEST_F(AcpClient, AnAllowWithNoOnceOptionIsDeliveredAsRejectWithAWarning) {
+  open_and_prompt();
+  feed(
+      R"({"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","toolCall":{"toolCallId":"c1"},"options":[{"optionId":"always","kind":"allow_always"},{"optionId":"no","kind":"reject_once"}]}})");
+  decide(proto::decision::Allow{});
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "no");
+  ASSERT_EQ(r.all<proto::ev::Warning>().size(), 1u);
+  EXPECT_EQ(r.all<proto::ev::Warning>()[0].code, "ALLOW_NOT_DELIVERABLE");
+}
+
+TEST_F(AcpClient, ReplaceIsRefusedByName) {
+  auto refusal = client.check_decision(proto::decision::Replace{json::object{{"command", "true"}}});
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->code, proto::RefusalCode::UNSUPPORTED_CONTROL);
+  EXPECT_FALSE(client.check_decision(proto::decision::Allow{}));
+}
+
+TEST_F(AcpClient, AnUndeclaredFileWriteIsAnsweredWithAnErrorAndKept) {
+  open_and_prompt();
+  feed(kWriteTextFile);
+  ASSERT_EQ(r.written.size(), 4u);
+  EXPECT_EQ(r.written[3].at("id"), 2);
+  EXPECT_EQ(r.written[3].at("error").at("code"), kMethodNotFound);
+  ASSERT_EQ(r.all<proto::ev::Opaque>().size(), 1u);
+  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].vendor_type, "fs/write_text_file");
+  feed(R"({"jsonrpc":"2.0","id":"t","method":"terminal/create","params":{}})");
+  EXPECT_EQ(r.written.back().at("id"), "t");
+  EXPECT_EQ(r.written.back().at("error").at("code"), kMethodNotFound);
+}
+
+TEST_F(AcpClient, ACallNobodyAskedAboutIsRecordedUngatedBeforeItsResult) {
+  open_and_prompt();
+  feed(kToolCall);
+  feed(kInProgress);
+  feed(kCompleted);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].call.seam, proto::Seam::none);
+  EXPECT_FALSE(r.calls[0].reply);
+  EXPECT_EQ(r.calls[0].call.name, "bash");
+  EXPECT_EQ(r.calls[0].call.input.at("command"), "touch marker.txt") << "the fullest input seen";
+  EXPECT_EQ(r.all<proto::ev::ToolResult>().size(), 1u);
+}
+
+TEST_F(AcpClient, CancelAnswersOpenPermissionsCancelledAndSettlesWhenThePromptSaysCancelled) {
+  open_and_prompt();
+  feed(kToolCall);
+  feed(kPermission);
+  AdapterOutputs out;
+  auto ack = client.cancel(out);
+  r.take(out);
+  EXPECT_EQ(ack.kind, ControlAck::Kind::pending_vendor);
+  ASSERT_EQ(r.written.size(), 5u);
+  EXPECT_EQ(r.written[3].at("method"), "session/cancel");
+  EXPECT_FALSE(r.written[3].contains("id")) << "a notification";
+  EXPECT_EQ(r.written[4].at("result").at("outcome").at("outcome"), "cancelled");
+  ASSERT_EQ(r.withdrawn.size(), 1u);
+  EXPECT_TRUE(r.withdrawn[0].same_channel(*r.calls[0].reply));
+  feed(kCancelled);
+  ASSERT_EQ(r.controls.size(), 1u);
+  EXPECT_EQ(r.controls[0].control_id, ack.control_id);
+  EXPECT_TRUE(r.controls[0].ok);
+  EXPECT_EQ(r.turns.back(), "ended:cancelled");
+  AdapterOutputs again;
+  EXPECT_EQ(client.cancel(again).kind, ControlAck::Kind::refused) << "no prompt runs";
+  AdapterOutputs next;
+  EXPECT_TRUE(client.prompt({"next"}, next)) << "the session is still usable";
+}
+
+TEST_F(AcpClient, RefusalsBeforeTheSessionOpensEndTheRun) {
+  AdapterOutputs out;
+  client.start(out);
+  r.take(out);
+  feed(R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":2}})");
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_NE(r.failures[0].find("version 2"), std::string::npos);
+
+  Client other(options());
+  std::swap(client, other);
+  r = {};
+  AdapterOutputs again;
+  client.start(again);
+  r.take(again);
+  feed(R"({"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}})");
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_NE(r.failures[0].find("Authentication required"), std::string::npos);
+  EXPECT_EQ(r.ready, 0);
+  EXPECT_FALSE(client.session_ended()) << "no session, no terminal record";
+}
+
+TEST_F(AcpClient, HostileLinesAreOpaqueAndNeverThrow) {
+  open_and_prompt();
+  const std::vector<std::string_view> hostile = {
+      "not json",
+      "[1,2,3]",
+      R"({"jsonrpc":"2.0","id":99,"result":{}})",                     // an answer to nothing of ours
+      R"({"jsonrpc":"2.0","id":-1,"result":{}})",                     // not our id space
+      R"({"jsonrpc":"2.0","id":3,"result":{},"error":{}})",           // both
+      R"({"jsonrpc":"1.0","method":"session/update","params":{}})",   // another protocol
+      R"({"jsonrpc":"2.0","method":7})",                              // a method that is no string
+      R"({"jsonrpc":"2.0","method":"session/update","params":[1]})",  // params not an object
+      R"({"jsonrpc":"2.0","id":{"x":1},"method":"session/request_permission","params":{}})",  // id not an id
+      R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"someone-else","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}})",
+      R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA=="}}}})",
+      R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call_update","status":"completed"}}})",
+      R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"usage_update","used":100,"size":200000}}})",
+      R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"brand_new_kind"}}})",
+  };
+  for (auto line : hostile)
+    EXPECT_NO_THROW(feed(line)) << line;
+  EXPECT_EQ(r.all<proto::ev::Opaque>().size(), hostile.size()) << "each line recorded once, none dropped";
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_TRUE(r.all<proto::ev::Text>().empty());
+  EXPECT_EQ(r.written.size(), 3u) << "nothing answered to an id that is not one";
+  EXPECT_TRUE(client.prompt_running()) << "an answer to nothing did not end the turn";
+}
+
+TEST_F(AcpClient, APermissionRequestWithoutItsPartsIsRefusedAndNothingIsPresented) {
+  open_and_prompt();
+  std::string long_id(kMaxIdBytes + 1, 'x');
+  const std::vector<std::string> bad = {
+      R"({"jsonrpc":"2.0","id":5,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","toolCall":{"toolCallId":"c"}}})",
+      R"({"jsonrpc":"2.0","id":6,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","options":[]}})",
+      R"({"jsonrpc":"2.0","id":8,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","toolCall":{"toolCallId":")" +
+          long_id + R"("},"options":[]}})",
+  };
+  for (const auto& line : bad)
+    feed(line);
+  EXPECT_TRUE(r.calls.empty());
+  ASSERT_EQ(r.written.size(), 3u + bad.size());
+  for (std::size_t i = 3; i < r.written.size(); ++i)
+    EXPECT_EQ(r.written[i].at("error").at("code"), kInvalidParams);
+  // Another session's request, valid in form: answered cancelled, never presented.
+  feed(
+      R"({"jsonrpc":"2.0","id":9,"method":"session/request_permission","params":{"sessionId":"other","toolCall":{"toolCallId":"c"},"options":[{"optionId":"once","kind":"allow_once"}]}})");
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("outcome"), "cancelled");
+}
+
+TEST_F(AcpClient, OpenCallsAreBounded) {
+  open_and_prompt();
+  for (std::size_t i = 0; i < kMaxOpenCalls + 10; ++i) {
+    std::string line =
+        R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call","toolCallId":"c)" +
+        std::to_string(i) + R"(","title":"bash","status":"pending"}}})";
+    feed(line);
+  }
+  EXPECT_EQ(r.all<proto::ev::Opaque>().size(), 10u) << "the calls past the bound are recorded, not tracked";
+}
+
+TEST_F(AcpClient, TheAgentGoingMidPromptEndsTheTurnAndTheSessionInError) {
+  open_and_prompt();
+  feed(kToolCall);
+  feed(kPermission);
+  AdapterOutputs out;
+  client.on_end(out);
+  r.take(out);
+  EXPECT_EQ(r.withdrawn.size(), 1u);
+  EXPECT_EQ(r.turns.back(), "ended:agent ended");
+  auto ended = client.session_ended();
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->is_error, true);
+}
+
+}  // namespace
+}  // namespace mh::adapters::acp
