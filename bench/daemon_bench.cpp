@@ -728,10 +728,10 @@ RoundTripResult measure_round_trip(const Options& o, int think_ms) {
   for (int i = 0; i < o.rt_runs; ++i) {
     fs::path script = dir / "scripts" / (std::to_string(i) + ".json");
     write_file(script, round_trip_script(o.rt_calls, think_ms, random));
-    specs.push_back(standin_run_spec(
-        script, "ask", 600000,
-        // Relative: the stand-in's cwd is the run's work dir, the one place its sandbox lets it write.
-        json::object{{"MH_STANDIN_TIMING", "standin-timing.jsonl"}}));
+    specs.push_back(
+        standin_run_spec(script, "ask", 600000,
+                         // Relative: the stand-in's cwd is the run's work dir, the one place its sandbox lets it write.
+                         json::object{{"MH_STANDIN_TIMING", "standin-timing.jsonl"}}));
   }
   r.load_start = load_average();
   const std::int64_t started = monotonic_ns();
