@@ -6,6 +6,7 @@
 
 #include "adapters/claude/claude_adapter.hpp"
 #include "adapters/codex/codex_adapter.hpp"
+#include "adapters/opencode/opencode_adapter.hpp"
 #include "metaharness/build_info.hpp"
 
 namespace mh::adapters {
@@ -273,6 +274,12 @@ json::value plan_to_json(const LaunchPlan& plan) {
   for (const auto& f : plan.files)
     files.push_back(json::object{{"path", f.path.string()}, {"bytes", f.contents.size()}, {"mode", f.mode}});
   o["files"] = std::move(files);
+  if (!plan.links.empty()) {
+    json::array links;
+    for (const auto& l : plan.links)
+      links.push_back(json::object{{"path", l.path.string()}, {"target", l.target.string()}});
+    o["links"] = std::move(links);
+  }
   o["transcript"] = plan.transcript_path.string();
   o["stdin_log"] = plan.stdin_log_path.string();
   o["run_marker"] = plan.run_marker.first + "=" + plan.run_marker.second;
@@ -375,6 +382,7 @@ HostConfig host_config_from_environment() {
 AdapterRegistry::AdapterRegistry(HostConfig config) : config_(std::move(config)) {
   adapters_.push_back(make_claude_adapter(config_));
   adapters_.push_back(make_codex_adapter(config_));
+  adapters_.push_back(make_opencode_adapter(config_));
 }
 
 AdapterRegistry::~AdapterRegistry() = default;

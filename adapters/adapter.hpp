@@ -83,7 +83,7 @@ inline bool any_limit(const RunLimits& l) {
 
 struct RunSpec {
   std::string run_id;
-  std::string adapter;  // "claude" | "codex"
+  std::string adapter;  // "claude" | "codex" | "opencode"
   std::string prompt;
   proto::DecisionMode decisions = proto::DecisionMode::frame;
   std::optional<proto::Frame> frame;  // launch-time frame (already loaded and verified)
@@ -136,6 +136,14 @@ struct ScratchFile {
   unsigned mode = 0600;
 };
 
+// A symbolic link made before spawning, after the directories and files (e.g. opencode's
+// pre-installed plugin package: a read-only tree on the host, linked into the run's config dir
+// rather than copied for every run).
+struct ScratchLink {
+  std::filesystem::path path;
+  std::filesystem::path target;
+};
+
 // A side channel for vendor hook programs (Codex runs its PreToolUse hook as a separate
 // process): the run listens on an abstract Unix socket and the hook program, which inherits the
 // vendor's environment, finds it through `env_var`. Every request is one JSON line (the hook's
@@ -153,6 +161,7 @@ struct LaunchPlan {
   std::filesystem::path cwd;
   std::vector<std::filesystem::path> directories;  // created before spawning
   std::vector<ScratchFile> files;                  // written before spawning
+  std::vector<ScratchLink> links;                  // made before spawning, after the files
   std::filesystem::path transcript_path;           // retained raw vendor stdout
   std::filesystem::path stdin_log_path;            // what metaharness wrote to the vendor
   proto::HermeticAttestation attestation;

@@ -337,8 +337,8 @@ std::optional<Variant> variant_named(std::string_view name) {
 
 void usage(std::ostream& out) {
   const VendorDriver& d = *g_vendor;
-  out << "usage: mh_seam_bench [--vendor claude|codex] [options]   (options for --vendor " << d.name << ")\n"
-      << "  --vendor NAME       the CLI measured: claude (default) or codex\n"
+  out << "usage: mh_seam_bench [--vendor claude|codex|opencode] [options]   (options for --vendor " << d.name << ")\n"
+      << "  --vendor NAME       the CLI measured: claude (default), codex or opencode\n"
       << "  --runs N            measured rounds, each runs every variant once (default " << d.default_runs << ")\n"
       << "  --warmup N          discarded rounds run first (default 1)\n"
       << d.usage << "  --keep              keep every run's directory (failed runs are always kept)\n";
@@ -353,8 +353,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
         g_vendor = &kClaude;
       else if (name == "codex")
         g_vendor = &kCodex;
+      else if (name == "opencode")
+        g_vendor = &kOpencode;
       else {
-        std::cerr << "mh_seam_bench: unknown vendor " << name << " (claude or codex)\n";
+        std::cerr << "mh_seam_bench: unknown vendor " << name << " (claude, codex or opencode)\n";
         return std::nullopt;
       }
     }

@@ -81,6 +81,45 @@ int run_npm(const fs::path& npm, const fs::path& dir, const std::vector<std::str
   }
 }
 
+// opencode's seam plugin needs @opencode-ai/plugin, at opencode's own version, in a folder of its
+// own (package.json, package-lock.json, node_modules/): every opencode run links it into its
+// config dir (adapters/opencode/opencode_plan.cpp). Empty `version`: no opencode pin.
+struct PluginState {
+  fs::path dir;
+  std::string version;
+  std::optional<std::string> installed;
+
+  bool wanted() const { return !version.empty() && (installed != version || !fs::exists(dir / "package-lock.json")); }
+  std::string package() const { return "@opencode-ai/plugin@" + version; }
+};
+
+PluginState inspect_plugin(const fs::path& dir) {
+  PluginState s{adapters::opencode::plugin_package_dir(dir), {}, {}};
+  for (const auto& pin : build_info::vendor_pins)
+    if (pin.adapter == "opencode") s.version = std::string(pin.version);
+  s.installed = manifest_version(s.dir, "@opencode-ai/plugin");
+  return s;
+}
+
+// A folder npm installs into and nowhere else: a private manifest of its own, so npm does not
+// climb to some enclosing project.
+bool ensure_npm_folder(const fs::path& dir, std::string_view name) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    std::cerr << "metaharness vendor install: cannot create " << dir.string() << ": " << ec.message() << "\n";
+    return false;
+  }
+  if (fs::exists(dir / "package.json")) return true;
+  std::ofstream manifest(dir / "package.json");
+  manifest << "{\"name\":\"" << name << "\",\"private\":true}\n";
+  if (!manifest.flush()) {
+    std::cerr << "metaharness vendor install: cannot write " << (dir / "package.json").string() << "\n";
+    return false;
+  }
+  return true;
+}
+
 int vendor_install(const std::string& dir_option) {
   fs::path dir = dir_option.empty() ? adapters::host_config_from_environment().vendor_dir : fs::path(dir_option);
   dir = fs::absolute(dir);
@@ -90,9 +129,12 @@ int vendor_install(const std::string& dir_option) {
     before.push_back(inspect(pin, dir));
     if (!before.back().on_pin()) wanted.push_back(std::string(pin.npm_package) + "@" + std::string(pin.version));
   }
-  if (wanted.empty()) {
+  PluginState plugin = inspect_plugin(dir);
+  if (wanted.empty() && !plugin.wanted()) {
     for (const auto& s : before)
       std::cout << s.pin->adapter << ": " << s.describe() << " already in " << dir.string() << " (on pin)\n";
+    if (!plugin.version.empty())
+      std::cout << "opencode seam plugin: " << plugin.package() << " already in " << plugin.dir.string() << "\n";
     std::cout << "vendor install: nothing to do\n";
     return 0;
   }
@@ -107,33 +149,25 @@ int vendor_install(const std::string& dir_option) {
   }
   // The daemon's user reads what root installs here: never let a tight umask hide it.
   ::umask(022);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    std::cerr << "metaharness vendor install: cannot create " << dir.string() << ": " << ec.message() << "\n";
-    return 2;
-  }
-  // A private manifest of its own, so npm installs here and not in some enclosing project.
-  if (!fs::exists(dir / "package.json")) {
-    std::ofstream manifest(dir / "package.json");
-    manifest << "{\"name\":\"metaharness-vendor-clis\",\"private\":true}\n";
-    if (!manifest.flush()) {
-      std::cerr << "metaharness vendor install: cannot write " << (dir / "package.json").string() << "\n";
+  if (!ensure_npm_folder(dir, "metaharness-vendor-clis")) return 2;
+  auto install = [&npm](const fs::path& into, const std::vector<std::string>& packages) {
+    std::string joined;
+    for (const auto& w : packages)
+      joined += " " + w;
+    std::cout << "vendor install: " << npm.string() << " install" << joined << " in " << into.string() << std::endl;
+    std::string error;
+    int status = run_npm(npm, into, packages, error);
+    if (status != 0)
+      std::cerr << "metaharness vendor install: "
+                << (status < 0 ? "npm could not be started: " + error
+                               : "npm failed with exit status " + std::to_string(status) + " (its output is above)")
+                << "\n";
+    return status == 0;
+  };
+  if (!wanted.empty() && !install(dir, wanted)) return 2;
+  if (plugin.wanted()) {
+    if (!ensure_npm_folder(plugin.dir, "metaharness-opencode-seam") || !install(plugin.dir, {plugin.package()}))
       return 2;
-    }
-  }
-  std::string joined;
-  for (const auto& w : wanted)
-    joined += " " + w;
-  std::cout << "vendor install: " << npm.string() << " install" << joined << " in " << dir.string() << std::endl;
-  std::string error;
-  int status = run_npm(npm, dir, wanted, error);
-  if (status != 0) {
-    std::cerr << "metaharness vendor install: "
-              << (status < 0 ? "npm could not be started: " + error
-                             : "npm failed with exit status " + std::to_string(status) + " (its output is above)")
-              << "\n";
-    return 2;
   }
   int result = 0;
   for (const auto& pin : build_info::vendor_pins) {
@@ -145,6 +179,13 @@ int vendor_install(const std::string& dir_option) {
       std::cerr << "metaharness vendor install: after npm, " << pin.adapter << " is " << after.describe() << "\n";
       result = 2;
     }
+  }
+  if (PluginState after = inspect_plugin(dir); after.wanted()) {
+    std::cerr << "metaharness vendor install: after npm, " << after.package() << " is not in " << after.dir.string()
+              << "\n";
+    result = 2;
+  } else if (!after.version.empty()) {
+    std::cout << "opencode seam plugin: " << after.package() << " installed in " << after.dir.string() << "\n";
   }
   return result;
 }

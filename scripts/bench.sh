@@ -135,6 +135,33 @@ bench_codex_seam() {
   printf '%s\n' "$out"
 }
 
+# The opencode call seam (issue 14; mh_seam_bench --vendor opencode): the real `opencode acp` against
+# the scripted endpoint, 40 sequential bash calls per prompt, three variants interleaved
+# round-robin: "permission": "allow" and no plugin (the floor), a bare ACP driver answering every
+# permission request allow_once at once, metaharness ask mode (the seam plugin, then the second
+# gate). Environment: MH_OPENCODE_SEAM_RUNS (measured rounds, default 5), MH_OPENCODE_SEAM_JSON.
+bench_opencode_seam() {
+  local program="$BIN/mh_seam_bench"
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
+  local runs="${MH_OPENCODE_SEAM_RUNS:-5}" out
+  say "opencode seam: $runs interleaved rounds of 3 variants (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  local args=(--vendor opencode --runs "$runs" --metaharness "$BIN/metaharness")
+  [ -n "${MH_OPENCODE_SEAM_JSON:-}" ] && args+=(--json "$MH_OPENCODE_SEAM_JSON")
+  out="$("$program" "${args[@]}")" || { printf '%s\n' "$out"; say "opencode seam: a variant did not complete"; return 1; }
+  printf '%s\n' "$out"
+}
+
+# Starting a governed run per vendor (issue 14; mh_vendor_start_bench): claude, codex and opencode
+# interleaved, spawn to session.started / turn.ended / stream.closed and the vendor's peak RSS.
+# Environment: MH_VENDOR_START_RUNS (default 5).
+bench_vendor_start() {
+  local program="$BIN/mh_vendor_start_bench"
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  say "vendor start: ${MH_VENDOR_START_RUNS:-5} interleaved rounds of 3 vendors (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$program" --runs "${MH_VENDOR_START_RUNS:-5}" --metaharness "$BIN/metaharness"
+}
+
 # The run body (issue 11; mh_containment_bench): the end of a run with 500 unrelated processes on
 # the host, the marker sweep against the run's cgroup, rounds interleaved; and the sandbox's added
 # wall per run start and per exec inside it. About a minute. Environment: MH_CONTAINMENT_JSON
@@ -175,7 +202,7 @@ bench_fleet() {
 
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_containment bench_adoption bench_fleet}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_opencode_seam bench_vendor_start bench_containment bench_adoption bench_fleet}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

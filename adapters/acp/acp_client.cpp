@@ -1,5 +1,8 @@
 #include "adapters/acp/acp_client.hpp"
 
+#include <array>
+#include <cctype>
+
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "protocol/vendor_line.hpp"
@@ -21,6 +24,21 @@ void add(std::optional<std::uint64_t>& total, const std::optional<std::uint64_t>
 }
 
 constexpr std::string_view kPermissionToken = "acp-permission:";
+
+// What an agent's error says when the model endpoint refused the run's credential (opencode
+// 1.18.33 on a 401: "Internal error: <the endpoint's message>", errorName APIError). Lower case.
+constexpr std::array<std::string_view, 7> kCredentialWords = {
+    "token has expired",    "token has been revoked", "invalid x-api-key",  "invalid api key",
+    "authentication_error", "unauthorized",           "session has expired"};
+
+bool says_credential_stopped_working(std::string_view message) {
+  std::string lower(message);
+  for (char& c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto words : kCredentialWords)
+    if (lower.find(words) != std::string::npos) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -76,12 +94,18 @@ void Client::on_line(const proto::FramedLine& line, AdapterOutputs& sink) {
 
 void Client::answered(const Answer& a, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink) {
   auto it = pending_.find(a.id);
-  if (it == pending_.end()) {
+  std::optional<Purpose> found;
+  if (it != pending_.end()) {
+    found = it->second;
+    pending_.erase(it);
+  } else if (options_.offline) {
+    found = purpose_by_shape(a);
+  }
+  if (!found) {
     opaque(sink, std::nullopt, "answer to no request of ours", raw, line_no);
     return;
   }
-  Purpose purpose = it->second;
-  pending_.erase(it);
+  Purpose purpose = *found;
   const json::object* result = a.result && a.result->is_object() ? &a.result->get_object() : nullptr;
   switch (purpose) {
     case Purpose::initialize: {
@@ -116,13 +140,33 @@ void Client::answered(const Answer& a, std::string_view raw, std::uint64_t line_
       return;
     }
     case Purpose::prompt:
-      prompt_answered(a, sink);
+      if (options_.offline) implicit_turn(sink);
+      prompt_answered(a, line_no, sink);
       return;
   }
 }
 
-void Client::prompt_answered(const Answer& a, AdapterOutputs& sink) {
+std::optional<Client::Purpose> Client::purpose_by_shape(const Answer& a) const {
+  const json::object* result = a.result && a.result->is_object() ? &a.result->get_object() : nullptr;
+  if (!session_open()) {
+    if (result && result->contains("protocolVersion")) return Purpose::initialize;
+    if (result && result->contains("sessionId")) return Purpose::session_new;
+    return std::nullopt;
+  }
+  if (!result || result->contains("stopReason")) return Purpose::prompt;
+  return std::nullopt;
+}
+
+void Client::implicit_turn(AdapterOutputs& sink) {
+  if (!options_.offline || !session_open() || running_prompt_) return;
+  running_prompt_ = OurId{0};
+  sink.turn_started(std::nullopt);
+}
+
+void Client::prompt_answered(const Answer& a, std::uint64_t line_no, AdapterOutputs& sink) {
   running_prompt_.reset();
+  if (!a.result && says_credential_stopped_working(a.error_message))
+    sink.event(proto::ev::AuthExpired{options_.started.credential_source, a.error_message, line_no}, std::nullopt);
   ++turns_;
   const json::object* result = a.result && a.result->is_object() ? &a.result->get_object() : nullptr;
   std::optional<std::string> stop = result ? string_at(*result, "stopReason") : std::nullopt;
@@ -152,18 +196,40 @@ void Client::prompt_answered(const Answer& a, AdapterOutputs& sink) {
   for (auto& [token, open] : permissions_)
     sink.call_withdrawn(ReplyToken{.id = token, .seam = proto::Seam::control_request});
   permissions_.clear();
+  seam_verdicts_.clear();
   sink.turn_ended(last_stop_reason_, std::nullopt);
+}
+
+void Client::presented_at_seam(const std::string& call_id, const std::string& name, const json::value& input) {
+  if (OpenCall* call = updates_.track(call_id, name, "")) {
+    call->name = name;  // the seam's name is the tool's id; a notice's title may be a command line
+    call->input = input;
+    call->presented = true;
+  }
+}
+
+void Client::decided_at_seam(const std::string& call_id, SeamVerdict verdict) {
+  // Past the bound a verdict is not kept: that call's permission request is then presented.
+  if (seam_verdicts_.size() < kMaxOpenCalls || seam_verdicts_.count(call_id)) seam_verdicts_[call_id] = verdict;
 }
 
 void Client::notification(const Notification& n, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink) {
   const json::object* update = object_at(n.params, "update");
   auto kind = update ? string_at(*update, "sessionUpdate") : std::nullopt;
+  if (n.method == "session/update" && update && kind == "tool_call_update") {
+    // A call's end closes its seam verdict (its permission, if any, came before it).
+    auto id = string_at(*update, "toolCallId");
+    auto status = string_at(*update, "status");
+    if (id && (status == "failed" || status == "completed")) seam_verdicts_.erase(*id);
+  }
+  if (n.method == "session/update" && string_at(n.params, "sessionId") == session_id_) implicit_turn(sink);
   if (n.method != "session/update" || !update || string_at(n.params, "sessionId") != session_id_ || !session_open() ||
       !updates_.read(*update, sink))
     opaque(sink, n.method, kind, raw, line_no);
 }
 
 void Client::agent_request(const AgentRequest& r, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink) {
+  implicit_turn(sink);
   if (r.method == "session/request_permission") {
     permission(r, raw, line_no, sink);
     return;
@@ -191,6 +257,17 @@ void Client::permission(const AgentRequest& r, std::string_view raw, std::uint64
     // Another session's, outside any prompt, or an id still open: nothing to decide it in.
     sink.write_vendor(permission_cancelled(r.id));
     opaque(sink, r.method, "outside the running prompt", raw, line_no);
+    return;
+  }
+  if (auto verdict = seam_verdicts_.find(request.tool_call_id); verdict != seam_verdicts_.end()) {
+    // The second gate of a call the earlier seam decided: answered at once, never asked again.
+    bool granted = verdict->second == SeamVerdict::granted;
+    auto option = request.option_of_kind(granted ? "allow_once" : "reject_once");
+    sink.write_vendor(option ? permission_selected(r.id, *option) : permission_cancelled(r.id));
+    opaque(sink, r.method,
+           granted ? "the second gate of a call granted at the seam: allow_once"
+                   : "the second gate of a call the seam did not grant: reject_once",
+           raw, line_no);
     return;
   }
   OpenCall* call = updates_.find(request.tool_call_id);

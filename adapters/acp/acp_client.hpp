@@ -6,7 +6,9 @@
 //   - initialize declares no fs and no terminal capability; session/new gets the run's cwd and
 //     no MCP servers; its answer opens the session (session.started, then SessionReady);
 //   - each session/prompt is a turn: TurnStarted when sent, TurnEnded with the agent's stopReason
-//     when answered, its usage a `usage` event (scope unsaid: see acp_client.cpp);
+//     when answered, its usage a `usage` event (scope unsaid: see acp_client.cpp); a prompt
+//     refused with an error that says the credential stopped working is auth.expired first
+//     (a text match, as the reference's own detection is: ACP carries no HTTP status);
 //   - session/update: message chunks -> text, thought chunks -> thinking, tool_call /
 //     tool_call_update -> tool.result at completed/failed (correlated by toolCallId), usage_update
 //     with tokens -> usage; anything else opaque;
@@ -29,6 +31,10 @@ struct ClientOptions {
   // The adapter's evidence for session.started (adapter, cwd, offered tools, attestation...); the
   // agent's session id and version are filled in from its answers.
   proto::ev::SessionStarted started;
+  // The reader alone over a retained transcript (`metaharness translate`): our requests are not in
+  // it, so an answer is known by its shape (initialize's protocolVersion, session/new's
+  // sessionId, a prompt's stopReason or error) and a prompt's turn starts at its first update.
+  bool offline = false;
 };
 
 class Client {
@@ -53,6 +59,17 @@ class Client {
   // cancelled, as the spec requires, and withdrawn.
   ControlAck cancel(AdapterOutputs& sink);
 
+  // An earlier call seam of the adapter's own (opencode: its plugin's tool.execute.before) has
+  // presented this call (so its end is never recorded as a call nothing gated), then decided it.
+  // ACP's permission request for it is the second gate, answered here without asking the run
+  // again: allow_once where the seam granted the call (allow, or replace: what runs is the
+  // replaced input), reject_once where it did not (abstain: under "ask" nobody else can grant it).
+  // A call denied at the seam ends failed with the reason as its error: that end is its
+  // tool.result, as on Claude and Codex (what the model was told; tool.decided says it never ran).
+  enum class SeamVerdict { granted, not_granted, denied };
+  void presented_at_seam(const std::string& call_id, const std::string& name, const json::value& input);
+  void decided_at_seam(const std::string& call_id, SeamVerdict verdict);
+
   bool session_open() const { return !session_id_.empty(); }
   bool prompt_running() const { return running_prompt_.has_value(); }
   const std::string& session_id() const { return session_id_; }
@@ -63,7 +80,11 @@ class Client {
   // A new id of ours, remembered with what its answer is for.
   OurId next(Purpose purpose);
   void answered(const Answer& a, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
-  void prompt_answered(const Answer& a, AdapterOutputs& sink);
+  // Offline: what an answer is for, from its shape; nullopt when it is none of ours.
+  std::optional<Purpose> purpose_by_shape(const Answer& a) const;
+  // Offline: the turn a transcript's prompt was, begun at its first sign (nothing is sent).
+  void implicit_turn(AdapterOutputs& sink);
+  void prompt_answered(const Answer& a, std::uint64_t line_no, AdapterOutputs& sink);
   void agent_request(const AgentRequest& r, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
   void permission(const AgentRequest& r, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
   void notification(const Notification& n, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink);
@@ -81,6 +102,7 @@ class Client {
     PermissionRequest request;
   };
   std::map<std::string, OpenPermission> permissions_;  // reply token id -> the agent's request
+  std::map<std::string, SeamVerdict> seam_verdicts_;   // call id -> what the earlier seam decided
   UpdateReader updates_;
   // What session.ended says.
   std::uint64_t turns_ = 0;

@@ -1,9 +1,130 @@
 #include "adapters/opencode/opencode_adapter.hpp"
 
-namespace mh::adapters::opencode {
+#include "adapters/opencode/opencode_plan.hpp"
+#include "adapters/opencode/opencode_session.hpp"
+#include "adapters/plan_common.hpp"
+
+namespace mh::adapters {
+namespace opencode {
+
+const proto::CapabilityTable& capabilities() {
+  static const proto::CapabilityTable table = [] {
+    proto::CapabilityTable t = harness_capabilities("opencode");
+    using proto::CommandName;
+    t.commands = {
+        {CommandName::tool_decide,
+         {true, {}, "the seam plugin's tool.execute.before for every tool call; ACP's permission is the second gate"}},
+        {CommandName::frame_set, {true, {}, "enforced at the call seam from the next turn; its text opens that turn"}},
+        {CommandName::message_inject, {true, {}, "the next session/prompt"}},
+        {CommandName::steer,
+         {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+          "ACP has no way into a running prompt: session/prompt starts a turn and session/cancel ends one, so a "
+          "steer could not be promised"}},
+        {CommandName::permission_set,
+         {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+          "opencode's permission rules are fixed at launch (ask for every tool) and no ACP session mode maps to a "
+          "permission posture truthfully"}},
+        {CommandName::interrupt, {true, {}, "session/cancel: the running prompt answers cancelled"}},
+        {CommandName::halt, {true, {}, "session/cancel, close opencode's stdin, then kill the run's processes"}},
+    };
+    t.rendering = {{"file.read", "read"},      {"file.write", "write"},   {"file.edit", "edit"},
+                   {"dir.list", "glob"},       {"search", "grep"},        {"shell", "bash"},
+                   {"web.read", "webfetch"},   {"skill.load", "skill"},   {"subagent.spawn", "task"},
+                   {"task.todo", "todowrite"}, {"mcp.call", std::nullopt}};
+    t.notes = {
+        "a deny reaches the model as the tool's error result in its own words (the plugin throws the reason) and "
+        "the agent loop goes on",
+        "replace rewrites the call's arguments inside opencode before it runs: the replaced input is what runs",
+        "an allow grants: the ACP permission that follows for the same call is answered allow_once without asking "
+        "again",
+        "abstain claims nothing, but under permission ask opencode runs nothing without an answer and no one else "
+        "can give it: an abstained call's ACP permission is answered reject_once",
+        "a permission request for a call the plugin never saw is presented on its own (seam control_request): "
+        "allow (allow_once) or deny (reject_once, a fixed text to the model); replace is refused there",
+        "\"always allow\" is never selected: it is a broad rule inside opencode that later, different calls pass",
+        "fs/* and terminal/* requests are answered with an error (the client declares neither capability); after an "
+        "approved edit opencode writes the file itself anyway",
+        "the seam plugin denies by itself when it cannot reach the run, gets no answer in time, or cannot read the "
+        "answer",
+        "deny-only: no permission rule is generated, so opencode's own defaults decide every call the seam does not "
+        "deny",
+        "usage comes only from each session/prompt's answer (opencode 1.18.33 sends no usage_update): scope unsaid"};
+    return t;
+  }();
+  return table;
+}
 
 std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
   return vendor_dir / "node_modules/opencode-linux-x64/bin/opencode";
 }
 
-}  // namespace mh::adapters::opencode
+std::filesystem::path plugin_package_dir(const std::filesystem::path& vendor_dir) {
+  return vendor_dir / "opencode-plugin";
+}
+
+namespace {
+
+class OpencodeAdapter final : public Adapter {
+ public:
+  explicit OpencodeAdapter(HostConfig config) : config_(std::move(config)) {}
+
+  std::string_view id() const override { return "opencode"; }
+  const proto::CapabilityTable& capabilities() const override { return opencode::capabilities(); }
+
+  std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
+    return make_plan(*this, config_, spec, paths);
+  }
+
+  std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
+    return make_session(spec, plan);
+  }
+
+  std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
+    RunSpec spec;
+    LaunchPlan plan;
+    auto session = make_session(spec, plan, /*offline=*/true);
+    OfflineSink offline(*this, run_id);
+    AdapterOutputs outputs;
+    read_transcript(transcript, [&](const proto::FramedLine& line) {
+      session->on_vendor_line(line, outputs);
+      offline.fold(outputs);
+    });
+    session->on_vendor_end(outputs);
+    offline.fold(outputs);
+    return offline.finish(session->session_ended());
+  }
+
+  std::optional<std::string> installed_version(std::string& error) const override {
+    return installed_package_version(config_, "opencode", "node_modules/opencode-ai/package.json", error);
+  }
+
+  // The plugin waits for the run's answer with setTimeout, whose delay is a signed 32-bit count of
+  // milliseconds, until the deadline + 20 s: that must stay within 2^31 - 1 ms.
+  std::uint64_t max_decision_deadline_ms() const override {
+    constexpr std::uint64_t kTimerMaxMs = 2'147'483'647;
+    return (kTimerMaxMs / 1000 - 20) * 1000;
+  }
+
+  std::optional<std::string> default_model() const override { return std::string(kDefaultModel); }
+
+  // opencode's tools name their path filePath (read, write, edit) or path (glob, grep: a directory).
+  std::vector<std::string> subjects_for(const ToolCall& call) const override {
+    std::vector<std::string> out = Adapter::subjects_for(call);
+    if (call.input.is_object())
+      if (auto path = proto::string_at(call.input.get_object(), "filePath"); path && !path->empty())
+        out.push_back("file:" + *path);
+    return out;
+  }
+
+ private:
+  HostConfig config_;
+};
+
+}  // namespace
+}  // namespace opencode
+
+std::unique_ptr<Adapter> make_opencode_adapter(const HostConfig& config) {
+  return std::make_unique<opencode::OpencodeAdapter>(config);
+}
+
+}  // namespace mh::adapters

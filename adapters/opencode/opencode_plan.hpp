@@ -1,10 +1,10 @@
-// The opencode launch as a value (a sketch of the adapter's plan, issue 14): a scratch home and
-// config directory, a generated config (the scripted or configured provider on the Anthropic
-// wire, every tool asking, the loop kept on deny), and every path to the network other than the
-// model endpoint cut. Computed before anything spawns; writes nothing. Facts:
-// docs/reference/opencode-acp-wire.md. Not yet: the call-seam plugin and its pre-installed
-// package (without it in the config directory, a configured plugin stalls start-up ~2.5 minutes
-// offline), and the Adapter that hosts this in a run.
+// The opencode launch plan: `opencode acp` in the run's work dir with every world it reads or
+// writes inside the run's scratch (HOME, XDG_CONFIG_HOME / DATA / CACHE / STATE, TMPDIR), a
+// generated config (the model endpoint as an Anthropic-wire provider, "permission": "ask" for
+// every tool, the loop kept on deny), the seam plugin (opencode_plugin.hpp) in the config dir with
+// its package pre-installed beside it, and every path to the network other than the model
+// endpoint cut. What every vendor's plan shares is common_plan's (adapters/plan_common). Facts:
+// docs/reference/opencode-acp-wire.md.
 #pragma once
 
 #include "adapters/adapter.hpp"
@@ -16,27 +16,15 @@ namespace mh::adapters::opencode {
 inline constexpr std::string_view kDeadRegistry = "http://127.0.0.1:9";
 // The provider id the generated config names; the run's model is "<id>/<model>".
 inline constexpr std::string_view kProviderId = "metaharness";
+// The model a run gets when its spec names none (the endpoint is told this name).
+inline constexpr std::string_view kDefaultModel = "claude-sonnet-4-5";
 
-struct LaunchInputs {
-  std::filesystem::path binary;   // the native opencode (default_binary, or the host's override)
-  std::filesystem::path scratch;  // the run's private world (absolute)
-  std::filesystem::path work;     // the vendor's cwd (absolute)
-  ModelEndpoint endpoint;         // base URL without /v1, and the run's token
-  std::string model = "scripted";
-};
+// The config file opencode reads from OPENCODE_CONFIG (canonical JSON). `ask_every_call`: the
+// permission rule is "ask" for every tool (the ACP permission is the second gate); without it
+// (deny-only) opencode's own default rules decide what the seam does not deny.
+std::string config_json(const ModelEndpoint& endpoint, std::string_view model, bool ask_every_call = true);
 
-struct Launch {
-  std::filesystem::path program;
-  std::vector<std::string> args;
-  std::vector<std::pair<std::string, std::string>> env;  // constructed, never inherited
-  std::vector<std::filesystem::path> directories;
-  std::vector<ScratchFile> files;
-  std::filesystem::path config_dir;  // $XDG_CONFIG_HOME/opencode: where its plugin package must be
-};
-
-// The config file opencode reads from OPENCODE_CONFIG (canonical JSON).
-std::string config_json(const ModelEndpoint& endpoint, std::string_view model);
-
-Launch launch(const LaunchInputs& in);
+std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const HostConfig& config, const RunSpec& spec,
+                                                  const RunPaths& paths);
 
 }  // namespace mh::adapters::opencode

@@ -193,6 +193,7 @@ struct VendorDriver {
 
 extern const VendorDriver kClaude;
 extern const VendorDriver kCodex;
+extern const VendorDriver kOpencode;
 extern const VendorDriver* g_vendor;  // the active one
 
 // ---- shared report pieces ------------------------------------------------------------------
@@ -292,6 +293,23 @@ json::object variant_table(const Options& o, int calls, Outcome& out, const std:
                            const VariantTable& t);
 // The CPU table (child, bench, together, load) every vendor prints.
 void print_cpu_table(const Options& o, Outcome& out);
+// The report of a vendor whose seam is an approval answered in-band (Codex, opencode): the shared
+// table, CPU, the added time per call (unpaired and paired by round, with 95% bootstrap
+// intervals) of bare_driver and metaharness_ask against the floor and of metaharness_ask against
+// bare_driver, metaharness's in-process share, and one machine-readable line per comparison.
+struct ApprovalReport {
+  std::string_view seam_title;    // "Codex approval seam"
+  std::string_view call_kind;     // "exec_command"
+  std::string_view line_prefix;   // "codex_seam": the machine-readable lines' first word
+  bool latency_against_floor;     // the floor announces a call where the other variants do
+  std::string_view helper_title;  // the metaharness helper's per-call runs (RunRecord::hook_ms); "" = none
+};
+// The three paths metaharness's --latency-report times (cli/run_verb.cpp), and a reader that
+// keeps their raw samples (RunRecord::own_share_us), for VendorDriver::read_latency_report.
+inline constexpr std::array<std::string_view, 3> kOwnShares = {"line_to_requested", "decide_to_answer",
+                                                               "line_to_answer"};
+std::string read_own_shares(const json::object& report, RunRecord& r);
+int approval_report(const ApprovalReport& shape, const Options& o, int calls, const std::vector<RunRecord>& records);
 // Writes the JSON summary, names the failed runs; the exit status.
 int finish_report(const Options& o, const json::object& summary, const Outcome& out,
                   const std::vector<RunRecord>& records);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "bench/seam/seam.hpp"
 
@@ -197,6 +198,215 @@ json::object variant_table(const Options& o, int calls, Outcome& out, const std:
                 o.runs, cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str(), cells[4].c_str());
   }
   return variants;
+}
+
+constexpr std::array<Metric, 6> kApprovalMetrics = [] {
+  constexpr auto shared = shared_metrics("wall_turn_ms", "spawn -> turn end");
+  // What the seam costs in CPU (the process tree plus the bench's driver and endpoint): on a
+  // shared 2-core machine wall time moves with everyone else's load, CPU time far less.
+  return std::array<Metric, 6>{shared[0], shared[1],
+                               shared[2], shared[3],
+                               shared[4], Metric{"cpu_ms", "CPU of the run", true, &median_of<&RunRecord::cpu_ms>}};
+}();
+
+std::string read_own_shares(const json::object& report, RunRecord& r) {
+  for (auto name : kOwnShares) {
+    const json::value* found = report.if_contains(name);
+    const json::object* section = found && found->is_object() ? &found->get_object() : nullptr;
+    if (!section) return "the latency report lacks " + std::string(name);
+    auto& samples = r.own_share_us[std::string(name)];
+    if (const json::value* raw = section->if_contains("samples_us"); raw && raw->is_array())
+      for (const auto& s : raw->get_array())
+        if (s.is_number()) samples.push_back(s.to_number<double>());
+  }
+  return "";
+}
+
+int approval_report(const ApprovalReport& shape, const Options& o, int calls, const std::vector<RunRecord>& records) {
+  Outcome out(records);
+  auto& ok = out.ok;
+  auto has = [&](Variant v) { return std::find(o.variants.begin(), o.variants.end(), v) != o.variants.end(); };
+
+  json::object summary = summary_head(o, calls);
+  summary["model"] = o.model;
+  summary["hardware_concurrency"] = std::thread::hardware_concurrency();
+  VariantTable table{.seam_title = shape.seam_title,
+                     .call_kind = shape.call_kind,
+                     .turn_key = "wall_turn_ms",
+                     .turn_title = "spawn -> turn end",
+                     .latency_span = "call announced -> its result",
+                     .counts_aux_requests = true,
+                     .entry_extras = {},
+                     .run_extras = {}};
+  summary["variants"] = variant_table(o, calls, out, records, table);
+
+  print_cpu_table(o, out);
+
+  // Added time per call, each comparison with its 95% bootstrap interval: the two seams against
+  // the floor, and metaharness against the bare driver (metaharness's own share: its hook
+  // process per call and its own path, on top of the approval round trip).
+  //
+  // Two estimates of each. "unpaired" is the definition: (median of the variant's runs -
+  // median of the other's) / N, runs resampled per variant for the interval. "paired" uses the
+  // interleaving: the two runs of one round ran seconds apart, under nearly the same load from
+  // the rest of the machine, so the median over rounds of the within-round difference (rounds
+  // resampled for the interval) is far less moved by load that drifts over minutes.
+  //
+  // Call latency is compared with the floor only where the vendor announces a call at the same
+  // point in both (shape.latency_against_floor).
+  struct Comparison {
+    Variant variant, against;
+    std::string key;
+  };
+  auto compared = [](Variant a, Variant b) {
+    return Comparison{a, b, std::string(name_of(a)) + "_vs_" + std::string(name_of(b))};
+  };
+  const std::array<Comparison, 3> comparisons = {compared(Variant::bare_driver, Variant::floor),
+                                                 compared(Variant::metaharness_ask, Variant::floor),
+                                                 compared(Variant::metaharness_ask, Variant::bare_driver)};
+  auto comparable = [&shape](const Comparison& c, const Metric& m) {
+    return m.key != "call_latency_ms" || c.against != Variant::floor || shape.latency_against_floor;
+  };
+  // The runs of one variant by round, for pairing.
+  auto by_round = [&](Variant v) {
+    std::map<int, const RunRecord*> rounds;
+    for (const RunRecord* r : ok[v])
+      rounds[r->round] = r;
+    return rounds;
+  };
+  json::object added;
+  for (bool paired : {false, true}) {
+    if (!paired)
+      std::cout << "\nadded ms per call, unpaired: (median(variant) - median(other)) / " << calls
+                << " for per-turn figures, difference of the medians for per-call ones; [95% bootstrap interval]\n";
+    else
+      std::cout << "\nadded ms per call, paired by round: median over rounds of (variant - other in the same round), / "
+                << calls << " for per-turn figures; [95% bootstrap interval over rounds]\n";
+    std::printf("%-32s %-22s %-22s %-22s %-22s %-22s %-22s\n", "comparison", "spawn -> turn end",
+                "spawn -> end of stream", "model request 1->N+1", "median call cycle", "median call latency",
+                "CPU of the run");
+    for (const auto& c : comparisons) {
+      if (!has(c.variant) || !has(c.against)) continue;
+      json::object& figures = added[c.key].is_object() ? added[c.key].get_object() : added[c.key].emplace_object();
+      std::vector<std::string> cells;
+      // Rounds in which both variants completed, as one-run groups for the paired figures.
+      std::vector<std::pair<const RunRecord*, const RunRecord*>> pairs;
+      auto a_rounds = by_round(c.variant), b_rounds = by_round(c.against);
+      for (const auto& [round, a] : a_rounds)
+        if (auto b = b_rounds.find(round); b != b_rounds.end()) pairs.emplace_back(a, b->second);
+      for (const auto& m : kApprovalMetrics) {
+        const Runs &a = ok[c.variant], &b = ok[c.against];
+        if (!comparable(c, m)) {
+          cells.push_back("n/c");
+          continue;
+        }
+        const double divisor = m.per_turn ? calls : 1;
+        std::optional<double> point;
+        std::optional<std::pair<double, double>> interval;
+        if (!paired && !a.empty() && !b.empty()) {
+          point = (m.statistic(a) - m.statistic(b)) / divisor;
+          interval = bootstrap_interval(std::vector<Runs>{a, b}, [&](const std::vector<Runs>& g) {
+            return std::optional<double>((m.statistic(g[0]) - m.statistic(g[1])) / divisor);
+          });
+        } else if (paired && !pairs.empty()) {
+          // Each round's difference, with the metric taken over that round's one run.
+          std::vector<double> differences;
+          for (const auto& [x, y] : pairs)
+            differences.push_back((m.statistic(Runs{x}) - m.statistic(Runs{y})) / divisor);
+          point = median(differences);
+          if (differences.size() >= 2) {
+            std::mt19937_64 random(20261129);
+            std::uniform_int_distribution<std::size_t> pick(0, differences.size() - 1);
+            std::vector<double> estimates;
+            for (int i = 0; i < 2000; ++i) {
+              std::vector<double> resampled;
+              for (std::size_t k = 0; k < differences.size(); ++k)
+                resampled.push_back(differences[pick(random)]);
+              estimates.push_back(median(std::move(resampled)));
+            }
+            std::sort(estimates.begin(), estimates.end());
+            interval = std::make_pair(quantile_of_sorted(estimates, 0.025), quantile_of_sorted(estimates, 0.975));
+          }
+        }
+        if (!point) {
+          cells.push_back("n/a");
+          continue;
+        }
+        json::object f{{"ms_per_call", *point}};
+        std::string cell = fixed(*point, 2);
+        if (interval) {
+          f["ms_per_call_95"] = json::array{interval->first, interval->second};
+          cell += " [" + fixed(interval->first, 2) + ", " + fixed(interval->second, 2) + "]";
+        }
+        if (paired) f["rounds"] = pairs.size();
+        json::object& metric =
+            figures[m.key].is_object() ? figures[m.key].get_object() : figures[m.key].emplace_object();
+        metric[paired ? "paired" : "unpaired"] = std::move(f);
+        cells.push_back(cell);
+      }
+      std::string title = std::string(name_of(c.variant)) + " - " + std::string(name_of(c.against));
+      std::printf("%-32s %-22s %-22s %-22s %-22s %-22s %-22s\n", title.c_str(), cells[0].c_str(), cells[1].c_str(),
+                  cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str());
+    }
+  }
+  summary["added_per_call"] = std::move(added);
+
+  // metaharness's in-process share, pooled exactly from the raw samples of every run's
+  // --latency-report.
+  if (has(Variant::metaharness_ask)) {
+    std::cout << "\nmetaharness's own share in-process (--latency-report, raw samples of every run pooled), us\n";
+    std::printf("%-20s %8s %10s %10s %10s %10s\n", "path", "samples", "p50", "p90", "p99", "max");
+    json::object own;
+    for (auto name : kOwnShares) {
+      std::vector<double> pooled;
+      for (const RunRecord* r : ok[Variant::metaharness_ask])
+        if (auto it = r->own_share_us.find(std::string(name)); it != r->own_share_us.end())
+          pooled.insert(pooled.end(), it->second.begin(), it->second.end());
+      std::sort(pooled.begin(), pooled.end());
+      json::object s{{"samples", pooled.size()}};
+      if (!pooled.empty()) {
+        s["p50_us"] = quantile_of_sorted(pooled, 0.50);
+        s["p90_us"] = quantile_of_sorted(pooled, 0.90);
+        s["p99_us"] = quantile_of_sorted(pooled, 0.99);
+        s["max_us"] = pooled.back();
+      }
+      std::printf("%-20s %8zu %10.1f %10.1f %10.1f %10.1f\n", std::string(name).c_str(), pooled.size(),
+                  quantile_of_sorted(pooled, 0.50), quantile_of_sorted(pooled, 0.90), quantile_of_sorted(pooled, 0.99),
+                  pooled.empty() ? 0.0 : pooled.back());
+      own[name] = std::move(s);
+    }
+    summary["own_share"] = std::move(own);
+
+    std::vector<double> hooks;
+    for (const RunRecord* r : ok[Variant::metaharness_ask])
+      hooks.insert(hooks.end(), r->hook_ms.begin(), r->hook_ms.end());
+    std::sort(hooks.begin(), hooks.end());
+    if (!shape.helper_title.empty())
+      std::printf("\n%s, ms: %zu runs, median %.1f [p10 %.1f .. p90 %.1f], max %.1f\n",
+                  std::string(shape.helper_title).c_str(), hooks.size(), median(hooks), quantile_of_sorted(hooks, 0.10),
+                  quantile_of_sorted(hooks, 0.90), hooks.empty() ? 0.0 : hooks.back());
+    if (!shape.helper_title.empty())
+      summary["hook_run_ms"] = json::object{{"median", median(hooks)},
+                                            {"p10", quantile_of_sorted(hooks, 0.10)},
+                                            {"p90", quantile_of_sorted(hooks, 0.90)},
+                                            {"max", hooks.empty() ? 0.0 : hooks.back()},
+                                            {"n", hooks.size()}};
+  }
+
+  // One machine-readable line per comparison on the metric, for scripts/bench.sh.
+  std::cout << "\n";
+  for (const auto& c : comparisons) {
+    const json::value* figures = summary.at("added_per_call").get_object().if_contains(c.key);
+    const json::value* wall = figures ? figures->get_object().if_contains("wall_turn_ms") : nullptr;
+    if (!wall) continue;
+    std::cout << shape.line_prefix << ": added_per_call " << c.key;
+    for (auto kind : {"unpaired", "paired"})
+      if (const json::value* f = wall->get_object().if_contains(kind))
+        std::cout << " " << kind << " " << fixed(f->at("ms_per_call").to_number<double>(), 2) << " ms";
+    std::cout << "\n";
+  }
+
+  return finish_report(o, summary, out, records);
 }
 
 }  // namespace mh::seam

@@ -62,6 +62,9 @@ std::optional<std::string> hand_over(const adapters::LaunchPlan& plan, const fs:
   for (const auto& file : plan.files)
     if (::lchown(file.path.c_str(), uid, gid) == -1 && errno != ENOENT)
       return "cannot give " + file.path.string() + " to the run's user";
+  for (const auto& link : plan.links)  // the link itself, never its (shared, read-only) target
+    if (::lchown(link.path.c_str(), uid, gid) == -1 && errno != ENOENT)
+      return "cannot give " + link.path.string() + " to the run's user";
   return std::nullopt;
 }
 

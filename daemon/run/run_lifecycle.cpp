@@ -50,6 +50,13 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
       co_return;
     }
   }
+  for (const auto& l : plan.links) {
+    std::filesystem::create_symlink(l.target, l.path, ec);
+    if (ec) {
+      refuse("LAUNCH_FAILED", "cannot link " + l.path.string() + " to " + l.target.string() + ": " + ec.message(), {});
+      co_return;
+    }
+  }
   if (auto problem = dir.write_plan(plan)) {
     refuse("LAUNCH_FAILED", *problem, {});
     co_return;

@@ -1,0 +1,272 @@
+// Governed opencode runs end to end, against the REAL CLI (opencode-ai 1.18.33, `opencode acp`,
+// installed by ./run setup) and the project's scripted endpoint on the Anthropic wire. The
+// behaviours every vendor shares run from tests/support/shared_behaviours.hpp (Opencode.*), with
+// what only opencode's records show as its extras; the tests here (OpencodeRun.*) are what only
+// this adapter has: the seam plugin and how it fails closed, and ACP's turn per prompt.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "adapters/adapter.hpp"
+#include "adapters/opencode/opencode_plugin.hpp"
+#include "protocol/completeness.hpp"
+#include "protocol/digest.hpp"
+#include "tests/support/governed_run.hpp"
+#include "tests/support/shared_behaviours.hpp"
+
+namespace mh::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OpencodeRun : public GovernedRun {
+ protected:
+  OpencodeRun() : GovernedRun("opencode") {}
+
+  // Does any request the endpoint served from `after` on carry `text` anywhere in its body?
+  bool a_later_request_carries(const std::string& text, std::size_t after = 0) {
+    auto bodies = logged_request_bodies(run_dir());
+    for (std::size_t i = after; i < bodies.size(); ++i)
+      if (protocol::canonical_json(json::value(bodies[i])).find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+class OpencodeVendor : public VendorBase<OpencodeRun> {
+ public:
+  // Marked while a tool runs: opencode, the shell of its bash tool, that shell's sleep and the
+  // setsid'd sleep.
+  static inline const VendorFacts facts{.adapter = "opencode",
+                                        .one_shell_call = "marker",
+                                        .call_prefix = "toolu_",
+                                        .auth_failure_args = {},
+                                        .auth_expired_words = "OAuth token has expired.",
+                                        .allows_every_one_of_three_calls = false,
+                                        .marked_processes_while_a_tool_runs = 3,
+                                        .ends_before_later_commands_arrive = false};
+
+ protected:
+  // The seam is the plugin, which saw the model's own input; the ACP permission never asked.
+  void expect_frame_denial_extras() {
+    auto requested = process->events_named("tool.requested");
+    ASSERT_FALSE(requested.empty());
+    EXPECT_EQ(requested[0].str("seam"), "hook") << "the plugin's tool.execute.before is the seam";
+    EXPECT_EQ(requested[0].str("name"), "bash");
+    EXPECT_EQ(read_file(run_dir() / "vendor-stdout.jsonl").find("session/request_permission"), std::string::npos)
+        << "a denied call reaches no second gate";
+  }
+  // The command's exit code comes back on tool.result, and the ACP permission that followed the
+  // allow was answered once, never always.
+  void expect_allow_extras(const EventLine& requested) {
+    EXPECT_EQ(requested.object.at("input").as_object().at("command"), "touch marker.txt");
+    auto results = process->events_named("tool.result");
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0].object.at("exit_code").to_number<int>(), 0);
+    std::string stdin_log = read_file(run_dir() / "vendor-stdin.jsonl");
+    EXPECT_NE(stdin_log.find(R"("optionId":"once")"), std::string::npos);
+    EXPECT_EQ(stdin_log.find(R"("optionId":"always")"), std::string::npos);
+  }
+  // The plugin throws the reason: the model reads it verbatim as the tool's error result.
+  void expect_deny_reason_delivered(const std::string& reason, std::size_t requests_before) {
+    bool delivered = false;
+    auto bodies = logged_request_bodies(run_dir());
+    for (std::size_t i = requests_before; i < bodies.size(); ++i)
+      for (const auto& m : bodies[i].at("messages").as_array())
+        if (m.at("content").is_array())
+          for (const auto& block : m.at("content").as_array())
+            if (block.as_object().contains("tool_use_id") && block.at("tool_use_id") == "toolu_marker" &&
+                protocol::canonical_json(block.at("content")).find(reason) != std::string::npos &&
+                block.as_object().contains("is_error") && block.at("is_error") == true)
+              delivered = true;
+    EXPECT_TRUE(delivered) << "the next model request must carry the reason as the tool's error result";
+  }
+  void expect_interrupt_extras(const EventLine& turn_ended) { EXPECT_EQ(turn_ended.str("stop_reason"), "cancelled"); }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Opencode, SharedRun, OpencodeVendor);
+INSTANTIATE_TYPED_TEST_SUITE_P(Opencode, ReplaceRun, OpencodeVendor);
+
+// Inject between turns: with the run held open, a message is the next session/prompt, a turn of
+// its own, and the model sees it.
+TEST_F(OpencodeRun, InjectBetweenTurnsIsTheNextPromptAndTheModelSeesIt) {
+  start("two_turns", {"--keep-open"});
+  auto first = process->wait_for_event("turn.ended");
+  ASSERT_TRUE(first) << process->stderr_text();
+  EXPECT_EQ(first->str("stop_reason"), "end_turn");
+  std::size_t before = logged_request_bodies(run_dir()).size();
+  send("m1", command_line("m1", "message.inject", R"("text":"INJECTED: one more thing")"));
+  auto ended = process->wait_for(
+      [](const EventLine& e) { return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2; });
+  ASSERT_TRUE(ended) << process->stderr_text();
+  EXPECT_EQ(outcome_code(*result_for("m1")), "ok");
+  std::vector<std::string> texts;
+  for (const auto& t : process->events_named("text"))
+    texts.push_back(t.str("text"));
+  EXPECT_EQ(texts, (std::vector<std::string>{"First answer.", "Second answer."}));
+  EXPECT_TRUE(a_later_request_carries("INJECTED: one more thing", before));
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+}
+
+// Steer has no ACP tier, and no posture maps truthfully: a run that needs either is refused
+// before anything spawns, by name.
+TEST_F(OpencodeRun, ARunThatNeedsSteerOrPermissionSetIsRefusedBeforeAnythingSpawns) {
+  start("marker", {"--require", "steer", "--require", "permission.set"});
+  process->close_stdin();
+  EXPECT_EQ(finish(), 2);
+  std::set<std::string> refused;
+  for (const auto& r : process->events_named("command.result")) {
+    EXPECT_EQ(outcome_code(r), "UNSUPPORTED_CONTROL") << r.raw;
+    refused.insert(r.str("id"));
+  }
+  EXPECT_EQ(refused, (std::set<std::string>{"start/steer", "start/permission.set"}));
+  EXPECT_FALSE(fs::exists(run_dir() / "vendor-stdout.jsonl")) << "nothing was spawned";
+}
+
+// What the reader does not map becomes opaque, citing the exact line: opencode's
+// available_commands_update has no event of its own.
+TEST_F(OpencodeRun, AnUnmappedUpdateBecomesOpaqueWithItsDigestAndLine) {
+  start("two_turns");
+  process->close_stdin();
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  auto transcript = read_lines(run_dir() / "vendor-stdout.jsonl");
+  std::set<std::string> kinds;
+  for (const auto& e : process->events_named("opaque")) {
+    kinds.insert(e.str("vendor_subtype"));
+    auto line = e.object.at("source_line").to_number<std::size_t>();
+    ASSERT_GE(line, 1u);
+    ASSERT_LE(line, transcript.size());
+    EXPECT_EQ(e.str("digest"), protocol::sha256_hex(transcript[line - 1])) << e.raw;
+  }
+  EXPECT_TRUE(kinds.count("available_commands_update")) << "available_commands_update has no event of its own";
+}
+
+// The remote addresses of every socket a process holds open, remote side, for TCP and
+// UDP over IPv4 and IPv6 (hex as /proc/net shows them): what it is connected to.
+std::set<std::string> remote_addresses(int pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    auto target = fs::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::set<std::string> remotes;
+  for (const char* table : {"tcp", "tcp6", "udp", "udp6"})
+    for (const auto& line : read_lines("/proc/" + std::to_string(pid) + "/net/" + table)) {
+      std::istringstream fields(line);
+      std::string sl, local, remote, st, queues, tr, retr, uid, timeout, inode;
+      if (!(fields >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> inode)) continue;
+      if (inodes.count(inode)) remotes.insert(remote);
+    }
+  return remotes;
+}
+
+bool is_loopback_or_unconnected(const std::string& hex) {
+  std::string address = hex.substr(0, hex.find(':'));
+  if (address.size() == 8) return address == "00000000" || address.substr(6, 2) == "7F";  // 127.x.x.x, little-endian
+  return address == std::string(32, '0') || address == "00000000000000000000000001000000" ||
+         (address.substr(0, 24) == "0000000000000000FFFF0000" && address.substr(30, 2) == "7F");
+}
+
+// No path to the network but the model endpoint: while a run makes a tool call, every socket
+// opencode holds is connected to loopback (or to nothing), and the endpoint served every model
+// request of the run (none went to a hosted default).
+TEST_F(OpencodeRun, NoSocketOfTheRunReachesBeyondLoopback) {
+  start("marker", {"--decisions", "ask"});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  std::string id = run_id();
+  std::vector<int> marked = processes_with_env("METAHARNESS_RUN=" + id);
+  ASSERT_FALSE(marked.empty());
+  std::set<std::string> remotes;
+  for (int pid : marked)
+    for (const auto& r : remote_addresses(pid))
+      remotes.insert(r);
+  EXPECT_FALSE(remotes.empty()) << "opencode holds its connection to the endpoint";
+  for (const auto& r : remotes)
+    EXPECT_TRUE(is_loopback_or_unconnected(r)) << "a socket reaches " << r;
+  send("c1", decide_line("c1", "toolu_marker", R"({"decision":"allow"})"));
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_GE(logged_request_bodies(run_dir()).size(), 2u) << "the model requests came to the scripted endpoint";
+}
+
+// The plugin fails closed: with its hook channel unreachable (an address nobody serves), opencode
+// is launched exactly as a run's plan launches it, and the call is denied by the plugin itself,
+// the model reading why; nothing ran.
+TEST(OpencodePlugin, FailsClosedWhenTheRunIsUnreachable) {
+  TempDir dir("opencode-fails-closed");
+  auto scenario = source_dir() / "tests/scenarios/opencode/marker.json";
+  auto log = dir.path() / "requests.jsonl";
+  CliProcess endpoint(
+      {metaharness_binary().string(), "model", "serve", "--scenario", scenario.string(), "--log", log.string()});
+  auto served = endpoint.next_line(30s);
+  ASSERT_TRUE(served) << endpoint.stderr_text();
+  auto address = protocol::parse_json(*served);
+  ASSERT_TRUE(address && address->is_object());
+
+  adapters::RunSpec spec;
+  spec.run_id = "fails-closed-" + std::to_string(::getpid());
+  spec.adapter = "opencode";
+  spec.prompt = "go";
+  spec.model_endpoint = adapters::ModelEndpoint{std::string(address->at("base_url").as_string()),
+                                                std::string(address->at("token").as_string())};
+  adapters::AdapterRegistry registry(adapters::host_config_from_environment());
+  auto planned = registry.find("opencode")->plan(spec, {dir.path() / "run", dir.path() / "run/scratch"});
+  ASSERT_TRUE(std::holds_alternative<adapters::LaunchPlan>(planned))
+      << std::get<adapters::LaunchRefusal>(planned).message;
+  const auto& plan = std::get<adapters::LaunchPlan>(planned);
+  for (const auto& d : plan.directories)
+    fs::create_directories(d);
+  for (const auto& f : plan.files)
+    std::ofstream(f.path) << f.contents;
+  for (const auto& l : plan.links)
+    fs::create_symlink(l.target, l.path);
+  std::vector<std::string> env;
+  for (const auto& [name, value] : plan.env)
+    env.push_back(name + "=" +
+                  (name == adapters::opencode::kHookSocketEnv ? "@metaharness/hook/nobody-serves-this" : value));
+  std::vector<std::string> argv = {plan.program.string()};
+  argv.insert(argv.end(), plan.args.begin(), plan.args.end());
+  CliProcess opencode(argv, env, plan.cwd);
+
+  auto answer = [&](int id) -> std::optional<EventLine> {
+    return opencode.wait_for(
+        [&](const EventLine& e) {
+          if (e.object.contains("method") && e.object.contains("id"))  // a request of the agent's: refuse it
+            opencode.send(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(e.object.at("id")) +
+                          R"(,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}})");
+          return !e.object.contains("method") && e.object.contains("id") && e.object.at("id") == id;
+        },
+        120s);
+  };
+  opencode.send(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false},"clientInfo":{"name":"test","version":"0"}}})");
+  ASSERT_TRUE(answer(1)) << opencode.stderr_text();
+  opencode.send(R"({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":")" + plan.cwd.string() +
+                R"(","mcpServers":[]}})");
+  auto session = answer(2);
+  ASSERT_TRUE(session) << opencode.stderr_text();
+  std::string session_id(session->object.at("result").at("sessionId").as_string());
+  opencode.send(R"({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":")" + session_id +
+                R"(","prompt":[{"type":"text","text":"go"}]}})");
+  ASSERT_TRUE(answer(3)) << opencode.stderr_text();
+  opencode.close_stdin();
+
+  EXPECT_FALSE(fs::exists(plan.cwd / "marker.txt")) << "the call must not have run";
+  std::string requests = read_file(log);
+  EXPECT_NE(requests.find("metaharness could not decide this call, so it is denied: the run's hook channel is "
+                          "unreachable"),
+            std::string::npos)
+      << "the model reads why the plugin denied the call";
+  std::string transcript;
+  for (const auto& e : opencode.events())
+    transcript += e.raw + "\n";
+  EXPECT_EQ(transcript.find("session/request_permission"), std::string::npos)
+      << "the call never reached the second gate";
+}
+
+}  // namespace
+}  // namespace mh::test

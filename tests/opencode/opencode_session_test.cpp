@@ -1,0 +1,303 @@
+// The opencode session (adapters/opencode/opencode_session) driven as the run loop drives it: the
+// agent's ACP lines as opencode 1.18.33 sent them, and the seam plugin's requests as its
+// tool.execute.before sends them (docs/reference/opencode-acp-wire.md, "The plugin seam"). No
+// process, no clock: the outputs are recorded.
+#include "adapters/opencode/opencode_session.hpp"
+
+#include <gtest/gtest.h>
+
+#include "adapters/opencode/opencode_adapter.hpp"
+#include "adapters/opencode/opencode_plugin.hpp"
+#include "protocol/json.hpp"
+
+namespace mh::adapters::opencode {
+namespace {
+
+namespace proto = mh::protocol;
+
+struct Recorded {
+  std::vector<proto::EventPayload> events;
+  std::vector<ToolCall> presented;  // calls presented (with or without a reply channel)
+  std::vector<ReplyToken> replies;  // the reply channel of each presented call (empty: none)
+  std::vector<json::object> written;
+  std::vector<std::pair<std::uint64_t, std::string>> hook_replies;
+  std::vector<std::string> turns, failures;
+  int ready = 0;
+
+  void take(AdapterOutputs& outputs) {
+    for (auto& o : outputs.take())
+      std::visit([&](auto& x) { one(x); }, o);
+  }
+  void one(out::Event& o) { events.push_back(std::move(o.payload)); }
+  void one(out::EventCut& o) { events.push_back(std::move(o.payload)); }
+  void one(out::CallPresented& o) {
+    presented.push_back(std::move(o.call));
+    replies.emplace_back();
+  }
+  void one(out::CallAwaitsAnswer& o) {
+    presented.push_back(std::move(o.call));
+    replies.push_back(std::move(o.reply));
+  }
+  void one(out::CallWithdrawn&) {}
+  void one(out::ControlAnswered&) {}
+  void one(out::TurnStarted&) { turns.push_back("started"); }
+  void one(out::TurnEnded& o) { turns.push_back("ended:" + o.stop_reason.value_or("")); }
+  void one(out::WriteVendor& o) {
+    auto v = proto::parse_json(o.line);
+    ASSERT_TRUE(v && v->is_object()) << o.line;
+    written.push_back(v->as_object());
+  }
+  void one(out::ReplyHook& o) { hook_replies.emplace_back(o.connection, std::move(o.line)); }
+  void one(out::SessionReady&) { ++ready; }
+  void one(out::FailRun& o) { failures.push_back(std::move(o.reason)); }
+
+  template <class T>
+  std::vector<T> all() const {
+    std::vector<T> found;
+    for (const auto& e : events)
+      if (auto* t = std::get_if<T>(&e)) found.push_back(*t);
+    return found;
+  }
+  std::vector<std::string> opaque_subtypes() const {
+    std::vector<std::string> out;
+    for (const auto& o : all<proto::ev::Opaque>())
+      out.push_back(o.vendor_subtype.value_or(""));
+    return out;
+  }
+};
+
+constexpr std::string_view kSession = "ses_dbd9cffe4ffep6zk2miwlvdaMo";
+
+std::string initialized() {
+  return R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentInfo":{"name":"OpenCode","version":"1.18.33"}}})";
+}
+std::string session_new() {
+  return R"({"jsonrpc":"2.0","id":2,"result":{"sessionId":")" + std::string(kSession) + R"("}})";
+}
+std::string update(std::string_view body) {
+  return R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":")" + std::string(kSession) +
+         R"(","update":)" + std::string(body) + "}}";
+}
+// What opencode sent around a bash call the plugin saw first (captured with the probe plugin).
+std::string notice(std::string_view id) {
+  return update(R"({"sessionUpdate":"tool_call","toolCallId":")" + std::string(id) +
+                R"(","title":"bash","kind":"execute","status":"pending","locations":[],"rawInput":{"cwd":"/w"}})");
+}
+std::string permission(std::string_view agent_id, std::string_view id, std::string_view command) {
+  return R"({"jsonrpc":"2.0","id":)" + std::string(agent_id) +
+         R"(,"method":"session/request_permission","params":{"sessionId":")" + std::string(kSession) +
+         R"(","toolCall":{"toolCallId":")" + std::string(id) + R"(","title":")" + std::string(command) +
+         R"(","kind":"execute","status":"pending","locations":[],"rawInput":{"command":")" + std::string(command) +
+         R"("}},"options":[{"optionId":"once","kind":"allow_once","name":"Allow once"},{"optionId":"always","kind":"allow_always","name":"Always allow"},{"optionId":"reject","kind":"reject_once","name":"Reject"}]}})";
+}
+std::string ended(std::string_view id, std::string_view status, std::string_view raw_output) {
+  return update(R"({"sessionUpdate":"tool_call_update","toolCallId":")" + std::string(id) + R"(","status":")" +
+                std::string(status) + R"(","rawOutput":)" + std::string(raw_output) + "}");
+}
+json::value seam_request(std::string_view id, std::string_view command) {
+  return json::object{{"hook", "tool.execute.before"},
+                      {"tool", "bash"},
+                      {"session_id", kSession},
+                      {"call_id", id},
+                      {"args", json::object{{"command", command}, {"description", "m"}}}};
+}
+
+class OpencodeSession : public ::testing::Test {
+ protected:
+  OpencodeSession() {
+    plan.adapter = "opencode";
+    plan.cwd = "/w";
+    session = make_session(spec, plan);
+    AdapterOutputs out;
+    session->start(out);
+    r.take(out);
+    feed(initialized());
+    feed(session_new());
+    AdapterOutputs turn;
+    session->send_user_turn({"Leave a marker."}, turn);
+    r.take(turn);
+  }
+  void feed(const std::string& text) {
+    proto::FramedLine line;
+    line.text = text;
+    line.number = ++line_no;
+    line.length = text.size();
+    AdapterOutputs out;
+    session->on_vendor_line(line, out);
+    r.take(out);
+  }
+  void hook(std::uint64_t connection, const json::value& request) {
+    AdapterOutputs out;
+    session->on_hook_request(connection, request, out);
+    r.take(out);
+  }
+  void decide(std::size_t presented, const proto::Decision& d) {
+    ASSERT_LT(presented, r.presented.size());
+    AdapterOutputs out;
+    session->answer(r.replies[presented], r.presented[presented], d, out);
+    r.take(out);
+  }
+  // The seam plugin asks about `id` (connection 7) after opencode's first notice of it.
+  void seam_asks(std::string_view id, std::string_view command) {
+    feed(notice(id));
+    hook(7, seam_request(id, command));
+  }
+
+  RunSpec spec;
+  LaunchPlan plan;
+  std::unique_ptr<AdapterSession> session;
+  Recorded r;
+  std::uint64_t line_no = 0;
+};
+
+TEST_F(OpencodeSession, TheSeamPresentsTheCallWithItsRealInputBeforeItRuns) {
+  ASSERT_EQ(r.ready, 1);
+  seam_asks("toolu_1", "touch marker.txt");
+  ASSERT_EQ(r.presented.size(), 1u) << "opencode's first notice presents nothing: its rawInput is only the cwd";
+  EXPECT_EQ(r.presented[0].call_id, "toolu_1");
+  EXPECT_EQ(r.presented[0].name, "bash");
+  EXPECT_EQ(r.presented[0].seam, proto::Seam::hook);
+  EXPECT_EQ(r.presented[0].input.at("command"), "touch marker.txt");
+  ASSERT_TRUE(r.replies[0].hook_connection);
+  EXPECT_EQ(*r.replies[0].hook_connection, 7u);
+  EXPECT_TRUE(r.hook_replies.empty()) << "the plugin waits for the decision";
+}
+
+TEST_F(OpencodeSession, AnAllowGoesToThePluginAndTheSecondGateIsAnsweredOnceWithoutAskingAgain) {
+  seam_asks("toolu_1", "touch marker.txt");
+  decide(0, proto::decision::Allow{});
+  ASSERT_EQ(r.hook_replies.size(), 1u);
+  EXPECT_EQ(r.hook_replies[0], (std::pair<std::uint64_t, std::string>{7, R"({"decision":"allow"})"}));
+  std::size_t written = r.written.size();
+  feed(permission("0", "toolu_1", "touch marker.txt"));
+  EXPECT_EQ(r.presented.size(), 1u) << "the second gate is not a second decision";
+  ASSERT_EQ(r.written.size(), written + 1);
+  EXPECT_EQ(r.written.back().at("id"), 0);
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "once") << "never always";
+  EXPECT_EQ(r.opaque_subtypes().back(), "the second gate of a call granted at the seam: allow_once");
+  feed(ended("toolu_1", "completed", R"({"output":"","metadata":{"exit":0}})"));
+  auto results = r.all<proto::ev::ToolResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].call_id, "toolu_1");
+  EXPECT_EQ(results[0].exit_code, 0);
+  EXPECT_EQ(r.presented.size(), 1u) << "its end is not recorded as a call nothing gated";
+}
+
+TEST_F(OpencodeSession, ADenyCarriesTheReasonToThePluginAndTheEndSaysWhatTheModelWasTold) {
+  seam_asks("toolu_1", "touch marker.txt");
+  decide(0, proto::decision::Deny{"MH-REASON: no markers here"});
+  ASSERT_EQ(r.hook_replies.size(), 1u);
+  auto answer = proto::parse_json(r.hook_replies[0].second);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->at("decision"), "deny");
+  EXPECT_EQ(answer->at("reason"), "MH-REASON: no markers here");
+  feed(ended("toolu_1", "failed", R"({"error":"MH-REASON: no markers here"})"));
+  auto results = r.all<proto::ev::ToolResult>();
+  ASSERT_EQ(results.size(), 1u) << "what the model was told, as on Claude and Codex";
+  EXPECT_TRUE(results[0].is_error.value_or(false));
+  EXPECT_EQ(r.presented.size(), 1u) << "its end is not a second presentation";
+}
+
+TEST_F(OpencodeSession, AReplaceCarriesTheNewInputAndNeedsAnObject) {
+  seam_asks("toolu_1", "touch marker.txt");
+  json::value replaced = json::object{{"command", "touch replaced.txt"}, {"description", "r"}};
+  EXPECT_FALSE(session->check_decision(r.presented[0], proto::decision::Replace{replaced}));
+  auto refused = session->check_decision(r.presented[0], proto::decision::Replace{json::value("touch x")});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->code, proto::RefusalCode::MALFORMED);
+  decide(0, proto::decision::Replace{replaced});
+  auto answer = proto::parse_json(r.hook_replies.at(0).second);
+  EXPECT_EQ(answer->at("decision"), "replace");
+  EXPECT_EQ(answer->at("input"), replaced);
+  feed(permission("0", "toolu_1", "touch replaced.txt"));
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "once") << "the replaced input was granted";
+}
+
+TEST_F(OpencodeSession, AnAbstainedCallsSecondGateIsRejectedForNobodyGrantedIt) {
+  seam_asks("toolu_1", "touch marker.txt");
+  decide(0, proto::decision::Abstain{});
+  EXPECT_EQ(proto::parse_json(r.hook_replies.at(0).second)->at("decision"), "abstain");
+  feed(permission("0", "toolu_1", "touch marker.txt"));
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "reject");
+  EXPECT_EQ(r.presented.size(), 1u);
+}
+
+TEST_F(OpencodeSession, APermissionThePluginNeverSawIsPresentedOnItsOwnAndCannotCarryAReplace) {
+  feed(permission("4", "toolu_other", "ls /"));
+  ASSERT_EQ(r.presented.size(), 1u);
+  EXPECT_EQ(r.presented[0].seam, proto::Seam::control_request);
+  EXPECT_FALSE(r.replies[0].hook_connection);
+  auto refused = session->check_decision(r.presented[0], proto::decision::Replace{json::object{}});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->code, proto::RefusalCode::UNSUPPORTED_CONTROL);
+  decide(0, proto::decision::Deny{"no"});
+  EXPECT_EQ(r.written.back().at("id"), 4);
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "reject");
+}
+
+TEST_F(OpencodeSession, ARequestThatNamesNoCallIsDeniedAtOnceNamingWhy) {
+  hook(9, json::object{{"hook", "tool.execute.before"}, {"tool", "bash"}});
+  hook(10, json::value("garbage"));
+  EXPECT_TRUE(r.presented.empty());
+  ASSERT_EQ(r.hook_replies.size(), 2u);
+  for (const auto& [connection, line] : r.hook_replies) {
+    auto answer = proto::parse_json(line);
+    ASSERT_TRUE(answer) << line;
+    EXPECT_EQ(answer->at("decision"), "deny") << connection;
+    EXPECT_FALSE(answer->at("reason").as_string().empty());
+  }
+}
+
+TEST_F(OpencodeSession, SteerAndPermissionSetAreRefusedByNameAndInterruptIsSessionCancel) {
+  AdapterOutputs out;
+  EXPECT_EQ(session->steer("x", out).kind, ControlAck::Kind::refused);
+  EXPECT_EQ(session->set_permission("allow", out).kind, ControlAck::Kind::refused);
+  ControlAck cancel = session->interrupt(out);
+  EXPECT_EQ(cancel.kind, ControlAck::Kind::pending_vendor);
+  r.take(out);
+  EXPECT_EQ(r.written.back().at("method"), "session/cancel");
+}
+
+// Offline (translate): the transcript holds only opencode's side, so its answers are known by their
+// shape, and the prompt's turn begins at its first update.
+TEST(OpencodeTranslate, AnswersAreKnownByTheirShapeAndAPromptIsATurn) {
+  RunSpec spec;
+  LaunchPlan plan;
+  auto session = make_session(spec, plan, /*offline=*/true);
+  Recorded r;
+  std::uint64_t n = 0;
+  auto feed = [&](const std::string& text) {
+    proto::FramedLine line;
+    line.text = text;
+    line.number = ++n;
+    line.length = text.size();
+    AdapterOutputs out;
+    session->on_vendor_line(line, out);
+    r.take(out);
+  };
+  feed(initialized());
+  feed(session_new());
+  feed(notice("toolu_1"));
+  feed(ended("toolu_1", "completed", R"({"output":"","metadata":{"exit":0}})"));
+  feed(R"({"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":5}}})");
+  ASSERT_EQ(r.all<proto::ev::SessionStarted>().size(), 1u);
+  EXPECT_EQ(r.all<proto::ev::SessionStarted>()[0].harness_version, "1.18.33");
+  EXPECT_EQ(r.turns, (std::vector<std::string>{"started", "ended:end_turn"}));
+  ASSERT_EQ(r.presented.size(), 1u);
+  EXPECT_EQ(r.presented[0].seam, proto::Seam::none) << "offline, nobody adjudicated the call";
+  EXPECT_EQ(r.all<proto::ev::ToolResult>().size(), 1u);
+  EXPECT_TRUE(r.all<proto::ev::Opaque>().empty());
+  ASSERT_TRUE(session->session_ended());
+  EXPECT_EQ(session->session_ended()->num_turns, 1u);
+}
+
+TEST(OpencodeSeamAnswer, EveryDecisionHasItsLine) {
+  EXPECT_EQ(seam_answer(proto::decision::Allow{}), R"({"decision":"allow"})");
+  EXPECT_EQ(seam_answer(proto::decision::Abstain{}), R"({"decision":"abstain"})");
+  EXPECT_EQ(seam_answer(proto::decision::Deny{"why"}), R"({"decision":"deny","reason":"why"})");
+  EXPECT_EQ(seam_answer(proto::decision::Replace{json::object{{"command", "ls"}}}),
+            R"({"decision":"replace","input":{"command":"ls"}})");
+}
+
+}  // namespace
+}  // namespace mh::adapters::opencode
