@@ -504,8 +504,8 @@ int main(int argc, char** argv) {
   o.scenario = fs::absolute(o.scenario);
   o.vendor_bin = fs::absolute(o.vendor_bin);
   o.metaharness = fs::absolute(o.metaharness);
-  if (auto e =
-          mh::testkit::prepare_work_root(o.work_root, d.name == "claude" ? "mh-seam-bench" : "mh-codex-seam-bench");
+  if (auto e = mh::testkit::prepare_work_root(
+          o.work_root, d.name == "claude" ? std::string("mh-seam-bench") : "mh-" + std::string(d.name) + "-seam-bench");
       !e.empty()) {
     std::cerr << program << ": " << e << "\n";
     return 2;

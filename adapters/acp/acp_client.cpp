@@ -31,6 +31,16 @@ constexpr std::array<std::string_view, 7> kCredentialWords = {
     "token has expired",    "token has been revoked", "invalid x-api-key",  "invalid api key",
     "authentication_error", "unauthorized",           "session has expired"};
 
+// The model a session/new answer says is chosen (a configOptions entry of category model).
+std::optional<std::string> current_model(const json::object& result) {
+  const json::value* options = result.if_contains("configOptions");
+  if (!options || !options->is_array()) return std::nullopt;
+  for (const auto& o : options->get_array())
+    if (o.is_object() && string_at(o.get_object(), "category") == "model")
+      return string_at(o.get_object(), "currentValue");
+  return std::nullopt;
+}
+
 bool says_credential_stopped_working(std::string_view message) {
   std::string lower(message);
   for (char& c : lower)
@@ -129,6 +139,12 @@ void Client::answered(const Answer& a, std::string_view raw, std::uint64_t line_
       if (!id || id->empty() || id->size() > kMaxIdBytes) {
         sink.fail_run("the agent opened no session: " +
                       (a.result ? std::string("no sessionId (a short string) in its answer") : a.error_message));
+        return;
+      }
+      if (auto chosen = current_model(*result);
+          !options_.expected_model.empty() && chosen && *chosen != options_.expected_model) {
+        sink.fail_run("the agent's session runs model " + proto::excerpt(*chosen, 80) + ", not the configured " +
+                      options_.expected_model + ": its configuration was not read");
         return;
       }
       session_id_ = *id;

@@ -35,6 +35,10 @@ struct ClientOptions {
   // it, so an answer is known by its shape (initialize's protocolVersion, session/new's
   // sessionId, a prompt's stopReason or error) and a prompt's turn starts at its first update.
   bool offline = false;
+  // The model the agent must have chosen from the adapter's config: a session/new answer whose
+  // model config option says otherwise means the config was not read (opencode then falls back
+  // to a hosted default), and the run fails before its first prompt. Empty: not checked.
+  std::string expected_model;
 };
 
 class Client {

@@ -105,11 +105,12 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
   const std::filesystem::path& work = draft->scratch.work;
   const std::filesystem::path xdg = draft->scratch.config_home.parent_path();
   const std::filesystem::path config_dir = draft->scratch.config_home / "opencode";
-  const std::filesystem::path config_file = scratch / "opencode.json";
+  // In a directory of the plan's own: only those are visible inside the run's sandbox.
+  const std::filesystem::path config_file = scratch / "opencode" / "opencode.json";
 
   p.args = {"acp", "--cwd", work.string()};
-  p.directories.insert(p.directories.end(),
-                       {config_dir, config_dir / "plugin", xdg / "data", xdg / "cache", xdg / "state"});
+  p.directories.insert(p.directories.end(), {config_file.parent_path(), config_dir, config_dir / "plugin", xdg / "data",
+                                             xdg / "cache", xdg / "state"});
   const std::string model = spec.model.value_or(std::string(kDefaultModel));
   // 0600: it carries the run's token.
   p.files.push_back(ScratchFile{config_file, config_json(*spec.model_endpoint, model, !spec.deny_only), 0600});

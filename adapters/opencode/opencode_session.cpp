@@ -22,7 +22,10 @@ acp::ClientOptions client_options(const RunSpec& spec, const LaunchPlan& plan, b
   proto::ev::SessionStarted& s = o.started;
   s.adapter = "opencode";
   s.adapter_class = proto::AdapterClass::harness;
-  if (spec.model_endpoint) s.model = spec.model.value_or(std::string(kDefaultModel));
+  if (spec.model_endpoint) {
+    s.model = spec.model.value_or(std::string(kDefaultModel));
+    o.expected_model = std::string(kProviderId) + "/" + *s.model;
+  }
   if (!plan.adapter.empty()) {
     s.permission_mode = spec.deny_only ? "opencode defaults (deny-only)" : "ask";
     s.credential_source = "the generated config's provider apiKey (the run's endpoint token)";

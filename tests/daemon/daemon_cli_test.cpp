@@ -399,6 +399,51 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
   EXPECT_TRUE(got->object.at("pid").is_null()) << "no vendor process after the run: null, not 0";
 }
 
+// The daemon hosts opencode exactly as the others: `metaharness submit opencode ...`, the seam
+// plugin's requests reach the run through the run's hook channel (held by its supervisor), a
+// controller attached over the socket decides, and the stream ends complete.
+TEST_F(DaemonCli, HostsAnOpencodeRunWhosePluginSeamIsDecidedByTheController) {
+  CliProcess submitted({metaharness_binary().string(), "submit", "opencode", "-p", "go", "--decisions", "ask",
+                        "--model-scenario", (source_dir() / "tests/scenarios/opencode/three_calls.json").string(),
+                        "--socket", daemon->socket().string()});
+  submitted.close_stdin();
+  auto id_line = submitted.next_line(30s);
+  ASSERT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
+  ASSERT_TRUE(id_line);
+  std::string id = *id_line;
+
+  SocketClient control(daemon->socket());
+  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  std::set<std::string> asked;
+  while (asked.size() < 3) {
+    auto r = control.wait_for(
+        [&](const EventLine& e) { return e.event() == "tool.requested" && !asked.count(e.str("call_id")); }, 120s);
+    ASSERT_TRUE(r) << "asked so far: " << asked.size();
+    EXPECT_EQ(r->str("seam"), "hook") << r->raw;
+    asked.insert(r->str("call_id"));
+  }
+  for (const auto& call : asked) {
+    bool deny = call == "toolu_b";
+    control.send(R"({"format":"metaharness.command/1","id":"d-)" + call + R"(","command":"tool.decide","call_id":")" +
+                 call + R"(","decision":)" +
+                 (deny ? R"({"decision":"deny","reason":"not b"})" : R"({"decision":"allow"})") + "}");
+  }
+  ASSERT_TRUE(control.wait_reply("end", 120s));
+  auto work = daemon->run_dir(id) / "scratch/work";
+  EXPECT_TRUE(std::filesystem::exists(work / "a.txt"));
+  EXPECT_FALSE(std::filesystem::exists(work / "b.txt")) << "the denied call never ran";
+  EXPECT_TRUE(std::filesystem::exists(work / "c.txt"));
+  EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / "vendor-hooks.jsonl"));
+  auto closed = control.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].str("reason"), "completed");
+  expect_complete(id);
+  SocketClient observer(daemon->socket());
+  auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(got);
+  EXPECT_NE(got->raw.find(R"("adapter":"opencode")"), std::string::npos) << got->raw;
+}
+
 // Issue 9, item 2, the observed case on the real Codex: a command whose output is over 1 MiB.
 // Codex caps what it reports near 1 MiB, so its item/completed record is a vendor line over 1 MiB
 // and the tool.result carrying it would be too; the writer cuts it to the event line bound, the

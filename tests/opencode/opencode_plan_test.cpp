@@ -89,7 +89,7 @@ TEST_F(OpencodePlan, TheLaunchIsAcpInTheWorkDirWithAConstructedEnvironment) {
   std::map<std::string, std::string> env(p.env.begin(), p.env.end());
   EXPECT_EQ(env.size(), p.env.size()) << "each variable once";
   EXPECT_EQ(env.at("npm_config_registry"), kDeadRegistry);
-  EXPECT_EQ(env.at("OPENCODE_CONFIG"), (scratch / "opencode.json").string());
+  EXPECT_EQ(env.at("OPENCODE_CONFIG"), (scratch / "opencode/opencode.json").string());
   for (const char* off : {"OPENCODE_DISABLE_AUTOUPDATE", "OPENCODE_DISABLE_MODELS_FETCH",
                           "OPENCODE_DISABLE_PROJECT_CONFIG", "OPENCODE_DISABLE_DEFAULT_PLUGINS"})
     EXPECT_EQ(env.at(off), "1") << off;
@@ -102,9 +102,13 @@ TEST_F(OpencodePlan, TheLaunchIsAcpInTheWorkDirWithAConstructedEnvironment) {
   for (const char* var : {"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"})
     EXPECT_EQ(env.at(var).rfind(scratch.string() + "/", 0), 0u) << var;
   const fs::path config_dir = scratch / "xdg/config/opencode";
+  // Every file the plan writes is in a directory it makes: only those are visible in the sandbox.
+  for (const auto& f : p.files)
+    EXPECT_NE(std::find(p.directories.begin(), p.directories.end(), f.path.parent_path()), p.directories.end())
+        << f.path;
   for (const auto& d : {config_dir, config_dir / "plugin", fs::path(env.at("TMPDIR")), scratch / "work"})
     EXPECT_NE(std::find(p.directories.begin(), p.directories.end(), d), p.directories.end()) << d;
-  const ScratchFile* config = file(p, scratch / "opencode.json");
+  const ScratchFile* config = file(p, scratch / "opencode/opencode.json");
   ASSERT_TRUE(config);
   EXPECT_EQ(config->mode, 0600u) << "it carries the token";
   EXPECT_EQ(config->contents, config_json(spec.model_endpoint.value(), std::string(kDefaultModel)));

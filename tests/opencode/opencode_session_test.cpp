@@ -258,6 +258,42 @@ TEST_F(OpencodeSession, SteerAndPermissionSetAreRefusedByNameAndInterruptIsSessi
   EXPECT_EQ(r.written.back().at("method"), "session/cancel");
 }
 
+// A session whose model is not the generated config's (opencode fell back to a hosted default:
+// the config was not read) fails the run before its first prompt.
+TEST(OpencodeSessionStart, ASessionOnAnotherModelThanTheConfiguredOneFailsTheRun) {
+  RunSpec spec;
+  spec.model_endpoint = ModelEndpoint{"http://127.0.0.1:1", "t"};
+  spec.model = "scripted";
+  LaunchPlan plan;
+  plan.adapter = "opencode";
+  for (const auto& [current, fails] :
+       std::vector<std::pair<std::string, bool>>{{"opencode/big-pickle", true}, {"metaharness/scripted", false}}) {
+    auto session = make_session(spec, plan);
+    Recorded r;
+    AdapterOutputs out;
+    session->start(out);
+    r.take(out);
+    for (
+        const std::string& text :
+        {initialized(),
+         R"({"jsonrpc":"2.0","id":2,"result":{"sessionId":"ses_1","configOptions":[{"id":"model","category":"model","currentValue":")" +
+             current + R"("}]}})"}) {
+      proto::FramedLine line;
+      line.text = text;
+      line.number = 1;
+      line.length = text.size();
+      AdapterOutputs o;
+      session->on_vendor_line(line, o);
+      r.take(o);
+    }
+    EXPECT_EQ(r.failures.size(), fails ? 1u : 0u) << current;
+    EXPECT_EQ(r.ready, fails ? 0 : 1) << current;
+    if (fails) {
+      EXPECT_NE(r.failures[0].find("opencode/big-pickle"), std::string::npos) << r.failures[0];
+    }
+  }
+}
+
 // Offline (translate): the transcript holds only opencode's side, so its answers are known by their
 // shape, and the prompt's turn begins at its first update.
 TEST(OpencodeTranslate, AnswersAreKnownByTheirShapeAndAPromptIsATurn) {
