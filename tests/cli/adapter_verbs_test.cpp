@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <fstream>
 
@@ -77,7 +78,9 @@ TEST_P(AdapterVerbs, DoctorSaysOffPinForAnotherVersionAndCannotTellForNoBinary) 
   auto fake = dir.path() / GetParam();
   std::ofstream(fake) << "#!/bin/sh\necho '0.0.1 (not the pin)'\n";
   ::chmod(fake.c_str(), 0755);
-  std::string variable = GetParam() == "claude" ? "METAHARNESS_CLAUDE_BIN=" : "METAHARNESS_CODEX_BIN=";
+  std::string upper = GetParam();
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  std::string variable = "METAHARNESS_" + upper + "_BIN=";
 
   auto off = run_verb({"doctor", GetParam()}, environment_with(variable + fake.string()));
   EXPECT_EQ(off.status, 1) << off.out << off.err;
@@ -101,7 +104,15 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
   EXPECT_EQ(environment.find("MH_TEST_SECRET_THAT_MUST_NOT_LEAK"), std::string::npos)
       << "the environment is built, not inherited";
   EXPECT_NE(environment.find("METAHARNESS_RUN="), std::string::npos);
-  EXPECT_NE(environment.find("(redacted)"), std::string::npos) << "the model token is never printed";
+  if (GetParam() == "opencode") {
+    // Its token is in the generated config file (mode 0600), whose contents a plan never prints.
+    bool config = false;
+    for (const auto& f : plan.at("files").as_array())
+      if (f.at("path").as_string().ends_with("opencode/opencode.json")) config = f.at("mode") == 0600;
+    EXPECT_TRUE(config) << protocol::canonical_json(plan.at("files"));
+  } else {
+    EXPECT_NE(environment.find("(redacted)"), std::string::npos) << "the model token is never printed";
+  }
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "vendor-stdout.jsonl")) << "nothing was spawned";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "scratch")) << "no scratch file was written";
 
@@ -116,7 +127,7 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
       << program;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs, ::testing::Values("claude", "codex"));
+INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs, ::testing::Values("claude", "codex", "opencode"));
 
 TEST(ClaudePlan, HooksStayOnAndSettingsAreNotRead) {
   auto o = run_verb({"plan", "claude", "-p", "x", "--model-scenario", scenario("claude").string()});

@@ -34,10 +34,11 @@ std::vector<Pin> pins() {
   return out;
 }
 
-// Records its working directory and arguments; then fails (NPM_EXIT), or installs each
-// package@version argument (at NPM_VERSION when set) with the native binary its adapter runs.
+// Records its working directory and arguments (each call appended); then fails (NPM_EXIT), or
+// installs each package@version argument (at NPM_VERSION when set) with the native binary its
+// adapter runs, and leaves a lock file as npm does.
 const char* kFakeNpm = R"SH(#!/bin/sh
-printf '%s\n' "$PWD" "$@" > "$NPM_LOG"
+printf '%s\n' "$PWD" "$@" >> "$NPM_LOG"
 if [ -n "$NPM_EXIT" ]; then echo "npm: failing as told" >&2; exit "$NPM_EXIT"; fi
 for spec in "$@"; do
   case "$spec" in -*|install) continue ;; esac
@@ -53,6 +54,7 @@ for spec in "$@"; do
   mkdir -p "$(dirname "$b")"
   printf '#!/bin/sh\n' > "$b"; chmod +x "$b"
 done
+printf '{"lockfileVersion":3}\n' > package-lock.json
 )SH";
 
 class VendorInstall : public ::testing::Test {
@@ -114,6 +116,19 @@ TEST_F(VendorInstall, AFolderWithNothingAsksNpmForEveryPinAndReportsEachInstalle
   EXPECT_NE(o.out.find("vendor install: "), std::string::npos) << "it says what it runs: " << o.out;
   // npm installs into a manifest of the folder's own, not an enclosing project.
   EXPECT_NE(read_file(target / "package.json").find("metaharness-vendor-clis"), std::string::npos);
+  // opencode's seam plugin package, at opencode's own version, in a folder of its own.
+  std::string opencode_version;
+  for (const auto& p : pins())
+    if (p.adapter == "opencode") opencode_version = p.version;
+  ASSERT_FALSE(opencode_version.empty());
+  const auto plugin_dir = target / "opencode-plugin";
+  EXPECT_NE(std::find(call.begin(), call.end(), plugin_dir.string()), call.end()) << "npm ran in " << plugin_dir;
+  EXPECT_NE(std::find(call.begin(), call.end(), "@opencode-ai/plugin@" + opencode_version), call.end());
+  EXPECT_TRUE(fs::exists(plugin_dir / "node_modules/@opencode-ai/plugin/package.json"));
+  EXPECT_NE(read_file(plugin_dir / "package.json").find("metaharness-opencode-seam"), std::string::npos);
+  EXPECT_NE(o.out.find("opencode seam plugin: @opencode-ai/plugin@" + opencode_version + " installed in"),
+            std::string::npos)
+      << o.out;
 }
 
 TEST_F(VendorInstall, AFolderAlreadyOnEveryPinIsLeftUntouchedAndNpmIsNotRun) {
@@ -122,6 +137,8 @@ TEST_F(VendorInstall, AFolderAlreadyOnEveryPinIsLeftUntouchedAndNpmIsNotRun) {
   auto target = dir.path() / "vendor";
   fs::create_directories(target);
   fs::create_directory_symlink(fs::canonical(real / "node_modules"), target / "node_modules");
+  ASSERT_TRUE(fs::exists(real / "opencode-plugin/package-lock.json")) << "opencode's plugin package (./run setup)";
+  fs::create_directory_symlink(fs::canonical(real / "opencode-plugin"), target / "opencode-plugin");
   auto o = install(target, {"NPM_EXIT=1"});
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_FALSE(fs::exists(npm_log())) << "npm was run";
