@@ -5,11 +5,16 @@
 // this adapter has: the seam plugin and how it fails closed, and ACP's turn per prompt.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "adapters/adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
@@ -193,79 +198,150 @@ TEST_F(OpencodeRun, NoSocketOfTheRunReachesBeyondLoopback) {
   EXPECT_GE(logged_request_bodies(run_dir()).size(), 2u) << "the model requests came to the scripted endpoint";
 }
 
-// The plugin fails closed: with its hook channel unreachable (an address nobody serves), opencode
-// is launched exactly as a run's plan launches it, and the call is denied by the plugin itself,
-// the model reading why; nothing ran.
+// opencode launched exactly as a run's plan launches it, but with its hook channel at `hook_address`
+// (served by the test, or by nobody), driven through one prompt over ACP by the test itself: what
+// the seam plugin does on its own when the run cannot answer it.
+struct BarePluginRun {
+  TempDir dir{"opencode-plugin"};
+  std::filesystem::path log = dir.path() / "requests.jsonl";
+  std::filesystem::path work;
+  std::string transcript;  // opencode's stdout
+  bool prompt_answered = false;
+
+  void run(const std::string& scenario_name, const std::string& hook_address) {
+    auto scenario = source_dir() / "tests/scenarios/opencode" / (scenario_name + ".json");
+    CliProcess endpoint(
+        {metaharness_binary().string(), "model", "serve", "--scenario", scenario.string(), "--log", log.string()});
+    auto served = endpoint.next_line(30s);
+    ASSERT_TRUE(served) << endpoint.stderr_text();
+    auto address = protocol::parse_json(*served);
+    ASSERT_TRUE(address && address->is_object());
+
+    adapters::RunSpec spec;
+    spec.run_id = "bare-plugin-" + std::to_string(::getpid());
+    spec.adapter = "opencode";
+    spec.prompt = "go";
+    spec.model = "scripted";
+    spec.model_endpoint = adapters::ModelEndpoint{std::string(address->at("base_url").as_string()),
+                                                  std::string(address->at("token").as_string())};
+    adapters::AdapterRegistry registry(adapters::host_config_from_environment());
+    auto planned = registry.find("opencode")->plan(spec, {dir.path() / "run", dir.path() / "run/scratch"});
+    ASSERT_TRUE(std::holds_alternative<adapters::LaunchPlan>(planned))
+        << std::get<adapters::LaunchRefusal>(planned).message;
+    const auto& plan = std::get<adapters::LaunchPlan>(planned);
+    for (const auto& d : plan.directories)
+      fs::create_directories(d);
+    for (const auto& f : plan.files)
+      std::ofstream(f.path) << f.contents;
+    for (const auto& l : plan.links)
+      fs::create_symlink(l.target, l.path);
+    std::vector<std::string> env;
+    for (const auto& [name, value] : plan.env)
+      env.push_back(name + "=" + (name == adapters::opencode::kHookSocketEnv ? hook_address : value));
+    std::vector<std::string> argv = {plan.program.string()};
+    argv.insert(argv.end(), plan.args.begin(), plan.args.end());
+    work = plan.cwd;
+    CliProcess opencode(argv, env, plan.cwd);
+    auto answer = [&](int id) -> std::optional<EventLine> {
+      return opencode.wait_for(
+          [&](const EventLine& e) {
+            if (e.object.contains("method") && e.object.contains("id"))  // a request of the agent's: refuse it
+              opencode.send(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(e.object.at("id")) +
+                            R"(,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}})");
+            return !e.object.contains("method") && e.object.contains("id") && e.object.at("id") == id;
+          },
+          120s);
+    };
+    opencode.send(
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false},"clientInfo":{"name":"test","version":"0"}}})");
+    ASSERT_TRUE(answer(1)) << opencode.stderr_text();
+    opencode.send(R"({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":")" + plan.cwd.string() +
+                  R"(","mcpServers":[]}})");
+    auto session = answer(2);
+    ASSERT_TRUE(session) << opencode.stderr_text();
+    std::string session_id(session->object.at("result").at("sessionId").as_string());
+    opencode.send(R"({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":")" + session_id +
+                  R"(","prompt":[{"type":"text","text":"go"}]}})");
+    prompt_answered = answer(3).has_value();
+    opencode.close_stdin();
+    for (const auto& e : opencode.events())
+      transcript += e.raw + "\n";
+  }
+
+  // The error result the model was given for `call`, from the endpoint's request log.
+  std::string tool_error(const std::string& call) const {
+    for (const auto& line : read_lines(log)) {
+      auto v = protocol::parse_json(line);
+      if (!v || !v->is_object() || !v->as_object().contains("body")) continue;
+      const auto& body = v->as_object().at("body");
+      if (!body.is_object() || !body.as_object().contains("messages")) continue;
+      for (const auto& m : body.at("messages").as_array())
+        if (m.at("content").is_array())
+          for (const auto& block : m.at("content").as_array())
+            if (block.as_object().contains("tool_use_id") && block.at("tool_use_id") == json::value(call) &&
+                block.as_object().contains("is_error") && block.at("is_error") == true)
+              return protocol::canonical_json(block.at("content"));
+    }
+    return "";
+  }
+};
+
+// The plugin fails closed: with its hook channel unreachable (an address nobody serves), the call
+// is denied by the plugin itself, the model reading why; nothing ran.
 TEST(OpencodePlugin, FailsClosedWhenTheRunIsUnreachable) {
-  TempDir dir("opencode-fails-closed");
-  auto scenario = source_dir() / "tests/scenarios/opencode/marker.json";
-  auto log = dir.path() / "requests.jsonl";
-  CliProcess endpoint(
-      {metaharness_binary().string(), "model", "serve", "--scenario", scenario.string(), "--log", log.string()});
-  auto served = endpoint.next_line(30s);
-  ASSERT_TRUE(served) << endpoint.stderr_text();
-  auto address = protocol::parse_json(*served);
-  ASSERT_TRUE(address && address->is_object());
-
-  adapters::RunSpec spec;
-  spec.run_id = "fails-closed-" + std::to_string(::getpid());
-  spec.adapter = "opencode";
-  spec.prompt = "go";
-  spec.model_endpoint = adapters::ModelEndpoint{std::string(address->at("base_url").as_string()),
-                                                std::string(address->at("token").as_string())};
-  adapters::AdapterRegistry registry(adapters::host_config_from_environment());
-  auto planned = registry.find("opencode")->plan(spec, {dir.path() / "run", dir.path() / "run/scratch"});
-  ASSERT_TRUE(std::holds_alternative<adapters::LaunchPlan>(planned))
-      << std::get<adapters::LaunchRefusal>(planned).message;
-  const auto& plan = std::get<adapters::LaunchPlan>(planned);
-  for (const auto& d : plan.directories)
-    fs::create_directories(d);
-  for (const auto& f : plan.files)
-    std::ofstream(f.path) << f.contents;
-  for (const auto& l : plan.links)
-    fs::create_symlink(l.target, l.path);
-  std::vector<std::string> env;
-  for (const auto& [name, value] : plan.env)
-    env.push_back(name + "=" +
-                  (name == adapters::opencode::kHookSocketEnv ? "@metaharness/hook/nobody-serves-this" : value));
-  std::vector<std::string> argv = {plan.program.string()};
-  argv.insert(argv.end(), plan.args.begin(), plan.args.end());
-  CliProcess opencode(argv, env, plan.cwd);
-
-  auto answer = [&](int id) -> std::optional<EventLine> {
-    return opencode.wait_for(
-        [&](const EventLine& e) {
-          if (e.object.contains("method") && e.object.contains("id"))  // a request of the agent's: refuse it
-            opencode.send(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(e.object.at("id")) +
-                          R"(,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}})");
-          return !e.object.contains("method") && e.object.contains("id") && e.object.at("id") == id;
-        },
-        120s);
-  };
-  opencode.send(
-      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false},"clientInfo":{"name":"test","version":"0"}}})");
-  ASSERT_TRUE(answer(1)) << opencode.stderr_text();
-  opencode.send(R"({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":")" + plan.cwd.string() +
-                R"(","mcpServers":[]}})");
-  auto session = answer(2);
-  ASSERT_TRUE(session) << opencode.stderr_text();
-  std::string session_id(session->object.at("result").at("sessionId").as_string());
-  opencode.send(R"({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":")" + session_id +
-                R"(","prompt":[{"type":"text","text":"go"}]}})");
-  ASSERT_TRUE(answer(3)) << opencode.stderr_text();
-  opencode.close_stdin();
-
-  EXPECT_FALSE(fs::exists(plan.cwd / "marker.txt")) << "the call must not have run";
-  std::string requests = read_file(log);
-  EXPECT_NE(requests.find("metaharness could not decide this call, so it is denied: the run's hook channel is "
-                          "unreachable"),
+  BarePluginRun r;
+  r.run("marker", "@metaharness/hook/nobody-serves-this");
+  ASSERT_TRUE(r.prompt_answered);
+  EXPECT_FALSE(fs::exists(r.work / "marker.txt")) << "the call must not have run";
+  EXPECT_NE(r.tool_error("toolu_marker")
+                .find("metaharness could not decide this call, so it is denied: the run's hook channel is unreachable"),
             std::string::npos)
-      << "the model reads why the plugin denied the call";
-  std::string transcript;
-  for (const auto& e : opencode.events())
-    transcript += e.raw + "\n";
-  EXPECT_EQ(transcript.find("session/request_permission"), std::string::npos)
+      << "the model reads why the plugin denied the call: " << r.tool_error("toolu_marker");
+  EXPECT_EQ(r.transcript.find("session/request_permission"), std::string::npos)
       << "the call never reached the second gate";
+}
+
+// The plugin fails closed on every answer it cannot use: garbage, a channel closed without an
+// answer, a decision it does not know. Three calls in one message, one each; none ran.
+TEST(OpencodePlugin, FailsClosedOnGarbageOnSilenceAndOnAnUnknownDecision) {
+  std::string name = "mh-test-plugin-" + std::to_string(::getpid());
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), length), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  std::thread server([listener] {
+    for (int served = 0; served < 3; ++served) {
+      int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      std::string request;
+      char buf[4096];
+      for (ssize_t n; request.find('\n') == std::string::npos && (n = ::read(c, buf, sizeof buf)) > 0;)
+        request.append(buf, static_cast<std::size_t>(n));
+      std::string answer = request.find("toolu_a") != std::string::npos   ? "garbage\n"
+                           : request.find("toolu_c") != std::string::npos ? "{\"decision\":\"maybe\"}\n"
+                                                                          : "";  // b: closed, no answer
+      (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  });
+  BarePluginRun r;
+  r.run("three_calls", "@" + name);
+  ::shutdown(listener, SHUT_RDWR);
+  server.join();
+  ::close(listener);
+  ASSERT_TRUE(r.prompt_answered);
+  for (auto file : {"a.txt", "b.txt", "c.txt"})
+    EXPECT_FALSE(fs::exists(r.work / file)) << file << " must not exist: its call was denied";
+  const std::string denied = "metaharness could not decide this call, so it is denied: ";
+  EXPECT_NE(r.tool_error("toolu_a").find(denied + "garbage"), std::string::npos) << r.tool_error("toolu_a");
+  EXPECT_NE(r.tool_error("toolu_b").find(denied + "the run closed the channel without answering"), std::string::npos)
+      << r.tool_error("toolu_b");
+  EXPECT_NE(r.tool_error("toolu_c").find(denied + "an answer with no known decision"), std::string::npos)
+      << r.tool_error("toolu_c");
 }
 
 }  // namespace
