@@ -22,13 +22,22 @@ std::chrono::milliseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
 }
 
+// One request carrying the run's token as the wire's own client sends it.
+Response to_anthropic(const RunningEndpoint& ep, std::string_view method, std::string_view target,
+                      const std::string& body) {
+  return exchange(ep.port(), method, target, anthropic_headers(ep.token()), body);
+}
+
+Response to_openai(const RunningEndpoint& ep, std::string_view target, const std::string& body) {
+  return exchange(ep.port(), "POST", target, openai_headers(ep.token()), body);
+}
+
 Response post_anthropic(const RunningEndpoint& ep, bool stream, bool with_tools = true) {
-  return exchange(ep.port(), "POST", "/v1/messages?beta=true", anthropic_headers(ep.token()),
-                  anthropic_body(stream, with_tools));
+  return to_anthropic(ep, "POST", "/v1/messages?beta=true", anthropic_body(stream, with_tools));
 }
 
 Response post_responses(const RunningEndpoint& ep, bool stream, bool with_tools = true) {
-  return exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()), responses_body(stream, with_tools));
+  return to_openai(ep, "/v1/responses", responses_body(stream, with_tools));
 }
 
 std::string text_of(const Response& r) {
@@ -694,7 +703,7 @@ TEST(RequestLog, RecordsWhatTheModelWasSentInMemoryAndAsJsonl) {
   const std::string body = R"({"model":"claude-x","stream":true,"tools":[{"name":"Bash"}],)"
                            R"("messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1",)"
                            R"("content":"SUPERVISOR: denied","is_error":true}]}]})";
-  ASSERT_EQ(exchange(ep.port(), "POST", "/v1/messages?beta=true", anthropic_headers(ep.token()), body).status, 200u);
+  ASSERT_EQ(to_anthropic(ep, "POST", "/v1/messages?beta=true", body).status, 200u);
   ASSERT_TRUE(ep.wait_until_ended(1));
 
   const ServedRequest r = ep.requests().at(0);
@@ -767,12 +776,12 @@ TEST(Endpoint, StartFailuresAreValues) {
 
 TEST(Malformed, BadJsonIsA400NamedInTheLog) {
   RunningEndpoint ep(kTwoWireScenario);
-  const Response r = exchange(ep.port(), "POST", "/v1/messages", anthropic_headers(ep.token()), "{\"model\": ");
+  const Response r = to_anthropic(ep, "POST", "/v1/messages", "{\"model\": ");
   EXPECT_EQ(r.status, 400u);
   EXPECT_EQ(parse(r.body).at("error").at("type"), "invalid_request_error");
-  const Response array = exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()), "[1,2]");
+  const Response array = to_openai(ep, "/v1/responses", "[1,2]");
   EXPECT_EQ(array.status, 400u);
-  const Response empty = exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()), "");
+  const Response empty = to_openai(ep, "/v1/responses", "");
   EXPECT_EQ(empty.status, 400u);
   ASSERT_TRUE(ep.wait_until_ended(3));
   const auto log = ep.requests();
@@ -791,7 +800,7 @@ TEST(Malformed, ABodyOverTheLimitIsA413) {
   options.max_body_bytes = 64 * 1024;
   RunningEndpoint ep(kTwoWireScenario, options);
   const std::string huge = R"({"model":"m","tools":[1],"pad":")" + std::string(200 * 1024, 'x') + "\"}";
-  const Response r = exchange(ep.port(), "POST", "/v1/messages", anthropic_headers(ep.token()), huge);
+  const Response r = to_anthropic(ep, "POST", "/v1/messages", huge);
   EXPECT_EQ(r.status, 413u) << r.error;
   EXPECT_EQ(parse(r.body).at("error").at("type"), "request_too_large");
   EXPECT_EQ(r.header("connection"), "close");
@@ -840,10 +849,10 @@ TEST(Malformed, GarbageIsA400AndTheConnectionCloses) {
 
 TEST(Malformed, UnknownPathsAndMethodsAreAnsweredAndLogged) {
   RunningEndpoint ep(kTwoWireScenario);
-  const Response unknown = exchange(ep.port(), "POST", "/v1/complete", anthropic_headers(ep.token()), "{}");
+  const Response unknown = to_anthropic(ep, "POST", "/v1/complete", "{}");
   EXPECT_EQ(unknown.status, 404u);
   EXPECT_EQ(parse(unknown.body).at("error").at("type"), "not_found_error");
-  const Response get = exchange(ep.port(), "GET", "/v1/messages", anthropic_headers(ep.token()), "");
+  const Response get = to_anthropic(ep, "GET", "/v1/messages", "");
   EXPECT_EQ(get.status, 405u);
   EXPECT_EQ(get.header("allow"), "POST");
   ASSERT_TRUE(ep.wait_until_ended(2));
