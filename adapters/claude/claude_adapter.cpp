@@ -93,10 +93,6 @@ const proto::CapabilityTable& capabilities() {
   return table;
 }
 
-std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / "node_modules/@anthropic-ai/claude-code-linux-x64/claude";
-}
-
 bool is_known_posture(std::string_view posture) {
   for (auto p : kPostures)
     if (p == posture) return true;

@@ -70,10 +70,6 @@ const proto::CapabilityTable& capabilities() {
   return table;
 }
 
-std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
-}
-
 bool is_known_posture(std::string_view posture) {
   for (auto list : {std::vector<std::string_view>(kSafePostures.begin(), kSafePostures.end()),
                     std::vector<std::string_view>(kWidePostures.begin(), kWidePostures.end()),
