@@ -8,6 +8,7 @@
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "metaharness/build_info.hpp"
+#include "protocol/overloaded.hpp"
 
 namespace mh::adapters {
 
@@ -46,34 +47,25 @@ namespace {
 constexpr std::string_view kLimitKeys = "memory_max_bytes, pids_max or cpu_max_percent";
 }  // namespace
 
-bool is_limit_key(std::string_view key) {
-  return key == "memory_max_bytes" || key == "pids_max" || key == "cpu_max_percent";
+std::optional<LimitBounds> limit_bounds(std::string_view key) {
+  if (key == "memory_max_bytes") return LimitBounds{RunLimits::kMemoryMin, RunLimits::kMemoryMax};
+  if (key == "pids_max") return LimitBounds{1, RunLimits::kPidsMax};
+  if (key == "cpu_max_percent") return LimitBounds{1, RunLimits::kCpuPercentMax};
+  return std::nullopt;
 }
 
-std::string set_limit(RunLimits& limits, std::string_view key, std::uint64_t n) {
-  std::uint64_t low = 1, high = 0;
-  if (key == "memory_max_bytes")
-    low = RunLimits::kMemoryMin, high = RunLimits::kMemoryMax;
-  else if (key == "pids_max")
-    high = RunLimits::kPidsMax;
-  else if (key == "cpu_max_percent")
-    high = RunLimits::kCpuPercentMax;
-  else
-    return " has an unknown key \"" + proto::excerpt(key, 40) + "\"; expected " + std::string(kLimitKeys);
-  if (n < low || n > high)
-    return "." + std::string(key) + " is " + std::to_string(n) + "; expected " + std::to_string(low) + " to " +
-           std::to_string(high);
+void store_limit(RunLimits& limits, std::string_view key, std::uint64_t n) {
   if (key == "memory_max_bytes")
     limits.memory_max_bytes = n;
   else if (key == "pids_max")
     limits.pids_max = n;
   else
     limits.cpu_max_percent = static_cast<std::uint32_t>(n);
-  return "";
 }
 
 bool set_limit(RunLimits& limits, std::string_view key, std::string_view value, std::string& error) {
-  if (!is_limit_key(key)) {
+  auto bounds = limit_bounds(key);
+  if (!bounds) {
     error = "unknown limit \"" + proto::excerpt(key, 40) + "\"; the limits are " + std::string(kLimitKeys);
     return false;
   }
@@ -81,10 +73,12 @@ bool set_limit(RunLimits& limits, std::string_view key, std::string_view value, 
     error = "limit " + std::string(key) + " must be a whole number, not \"" + proto::excerpt(value, 40) + "\"";
     return false;
   }
-  if (auto refusal = set_limit(limits, key, std::strtoull(std::string(value).c_str(), nullptr, 10)); !refusal.empty()) {
-    error = "limit " + refusal.substr(1);
+  const std::uint64_t n = std::strtoull(std::string(value).c_str(), nullptr, 10);
+  if (!bounds->holds(n)) {
+    error = "limit " + std::string(key) + " is " + std::to_string(n) + "; expected " + bounds->text();
     return false;
   }
+  store_limit(limits, key, n);
   return true;
 }
 
@@ -168,9 +162,12 @@ std::string read_limits(const json::object& limits, RunLimits& out) {
     std::optional<std::uint64_t> n;
     if (v.is_uint64()) n = v.get_uint64();
     if (v.is_int64() && v.get_int64() >= 0) n = static_cast<std::uint64_t>(v.get_int64());
-    if (!n && is_limit_key(key))
-      return "run: limits." + key + " is " + proto::describe_json(v) + "; expected a whole number";
-    if (auto refusal = set_limit(out, key, n.value_or(0)); !refusal.empty()) return "run: limits" + refusal;
+    auto bounds = limit_bounds(key);
+    if (!bounds)
+      return "run: limits has an unknown key \"" + proto::excerpt(key, 40) + "\"; expected " + std::string(kLimitKeys);
+    if (!n) return "run: limits." + key + " is " + proto::describe_json(v) + "; expected a whole number";
+    if (!bounds->holds(*n)) return "run: limits." + key + " is " + std::to_string(*n) + "; expected " + bounds->text();
+    store_limit(out, key, *n);
   }
   return "";
 }
@@ -440,21 +437,19 @@ void OfflineSink::push(proto::EventPayload payload, std::optional<std::string> a
 void OfflineSink::fold(AdapterOutputs& outputs) {
   for (auto& output : outputs.take()) {
     std::visit(
-        [&](auto& o) {
-          using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, out::Event>)
-            push(std::move(o.payload), std::move(o.at));
-          else if constexpr (std::is_same_v<T, out::EventCut>)
-            push(std::move(o.payload), std::move(o.at), std::move(o.cut));
-          else if constexpr (std::is_same_v<T, out::CallPresented>)
-            call_presented(std::move(o.call), std::move(o.at));
-          else if constexpr (std::is_same_v<T, out::CallAwaitsAnswer>)
-            call_presented(std::move(o.call), std::nullopt);
-          else if constexpr (std::is_same_v<T, out::TurnStarted>)
-            push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(o.at));
-          else if constexpr (std::is_same_v<T, out::TurnEnded>)
-            push(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), std::move(o.stop_reason)}, std::move(o.at));
-          // Withdrawals, control answers, writes, hook replies, readiness, failure: nothing offline.
+        proto::Overloaded{
+            [&](out::Event& o) { push(std::move(o.payload), std::move(o.at)); },
+            [&](out::EventCut& o) { push(std::move(o.payload), std::move(o.at), std::move(o.cut)); },
+            [&](out::CallPresented& o) { call_presented(std::move(o.call), std::move(o.at)); },
+            [&](out::CallAwaitsAnswer& o) { call_presented(std::move(o.call), std::nullopt); },
+            [&](out::TurnStarted& o) {
+              push(proto::ev::TurnStarted{++turn_, std::nullopt}, std::move(o.at));
+            },
+            [&](out::TurnEnded& o) {
+              push(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), std::move(o.stop_reason)}, std::move(o.at));
+            },
+            // Withdrawals, control answers, writes, hook replies, readiness, failure: nothing offline.
+            [](auto&) {},
         },
         output);
   }

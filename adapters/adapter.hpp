@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <variant>
 
@@ -69,11 +70,17 @@ struct RunLimits {
   std::optional<std::uint32_t> cpu_max_percent;  // 100 = one CPU
 };
 
-// Sets one limit by its key (memory_max_bytes, pids_max, cpu_max_percent): "" when the key is
-// known and the value within its bounds, else the refusal's tail (" has an unknown key …" or
-// ".<key> is N; expected …"), for the caller to prefix with where the limit came from.
-bool is_limit_key(std::string_view key);
-std::string set_limit(RunLimits& limits, std::string_view key, std::uint64_t value);
+// A limit's bounds, both inclusive: one rule for a run spec's limits, the command line's and the
+// daemon's runs.* defaults, each of which words its own refusal around them.
+struct LimitBounds {
+  std::uint64_t low = 1, high = 0;
+  bool holds(std::uint64_t n) const { return n >= low && n <= high; }
+  std::string text() const { return std::to_string(low) + " to " + std::to_string(high); }  // "L to H"
+};
+// memory_max_bytes, pids_max and cpu_max_percent have bounds; any other key has none.
+std::optional<LimitBounds> limit_bounds(std::string_view key);
+// Sets one limit by its key, which must have bounds that hold n (the caller checked both).
+void store_limit(RunLimits& limits, std::string_view key, std::uint64_t n);
 // The same from text (a command line's KEY=VALUE): false with a reason naming the key.
 bool set_limit(RunLimits& limits, std::string_view key, std::string_view value, std::string& error);
 json::object limits_to_json(const RunLimits& limits);  // the set ones only

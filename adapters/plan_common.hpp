@@ -77,4 +77,28 @@ std::optional<std::string> installed_package_version(const HostConfig& config, s
 // The `version` string of one package.json; nullopt when the file is missing or says none.
 std::optional<std::string> read_package_version(const std::filesystem::path& manifest);
 
+// What the adapter of a vendor CLI installed from npm holds whatever the vendor: the host's
+// config, its id and capability table, and its installed version from the package's manifest.
+class NpmCliAdapter : public Adapter {
+ public:
+  struct Identity {
+    std::string_view id;
+    const proto::CapabilityTable& capabilities;
+    std::string_view manifest;  // package.json under the vendor dir
+  };
+  NpmCliAdapter(Identity identity, HostConfig config) : config_(std::move(config)), identity_(identity) {}
+
+  std::string_view id() const override { return identity_.id; }
+  const proto::CapabilityTable& capabilities() const override { return identity_.capabilities; }
+  std::optional<std::string> installed_version(std::string& error) const override {
+    return installed_package_version(config_, identity_.id, identity_.manifest, error);
+  }
+
+ protected:
+  HostConfig config_;
+
+ private:
+  Identity identity_;
+};
+
 }  // namespace mh::adapters

@@ -131,19 +131,19 @@ std::vector<std::string> generate_stream(std::uint64_t seed) {
     lines.push_back(serialize(e));
   };
 
-  ev::SessionStarted started;
-  started.adapter = "claude";
-  started.harness_version = "2.1.241";
-  started.session_id = "8f0c1d2e-0000-4000-8000-000000000001";
-  started.model = "claude-opus-4";
-  started.permission_mode = "default";
-  started.credential_source = "none";
-  started.cwd = "/work";
-  started.offered_tools =
-      std::vector<std::string>{"Bash", "Edit", "Glob", "Grep", "Read", "Task", "TodoWrite", "WebFetch", "Write"};
-  started.mcp_servers = std::vector<McpServerRef>{{"github", "connected"}};
-  started.transcript.path = "/scratch/transcript.jsonl";
-  emit(started, true);
+  // The session.started of a Claude run, as one value.
+  emit(ev::SessionStarted{.adapter = "claude",
+                          .harness_version = "2.1.241",
+                          .session_id = "8f0c1d2e-0000-4000-8000-000000000001",
+                          .model = "claude-opus-4",
+                          .permission_mode = "default",
+                          .credential_source = "none",
+                          .cwd = "/work",
+                          .offered_tools = std::vector<std::string>{"Bash", "Edit", "Glob", "Grep", "Read", "Task",
+                                                                    "TodoWrite", "WebFetch", "Write"},
+                          .mcp_servers = std::vector<McpServerRef>{{"github", "connected"}},
+                          .transcript = {.path = "/scratch/transcript.jsonl"}},
+       true);
 
   for (std::uint32_t turn = 1; lines.size() < 5000; ++turn) {
     emit(ev::TurnStarted{turn, std::nullopt}, false);

@@ -9,10 +9,7 @@
 
 namespace mh::protocol {
 
-enum class Completeness { Complete, Truncated, Inconsistent };
-
-MH_ENUM_NAMES(Completeness, std::string_view("Complete"), std::string_view("Truncated"),
-              std::string_view("Inconsistent"));
+MH_NAMED_ENUM(Completeness, Complete, Truncated, Inconsistent);
 
 struct StreamVerdict {
   Completeness kind = Completeness::Truncated;

@@ -84,10 +84,7 @@ struct Frame {
   bool admits(const Operation& op) const;
 };
 
-enum class FrameRefusalKind { NotJson, UnknownFormat, Invalid, DigestMismatch, Unreadable };
-
-MH_ENUM_NAMES(FrameRefusalKind, std::string_view("NotJson"), std::string_view("UnknownFormat"),
-              std::string_view("Invalid"), std::string_view("DigestMismatch"), std::string_view("Unreadable"));
+MH_NAMED_ENUM(FrameRefusalKind, NotJson, UnknownFormat, Invalid, DigestMismatch, Unreadable);
 
 struct FrameRefusal {
   FrameRefusalKind kind;

@@ -13,13 +13,9 @@
 
 namespace mh::protocol {
 
-enum class Verdict { ok, gap, unk };
-enum class Severity { gating, advisory };
-enum class Assertion { record, launch, effect };
-
-MH_ENUM_NAMES(Verdict, std::string_view("ok"), std::string_view("gap"), std::string_view("unk"));
-MH_ENUM_NAMES(Severity, std::string_view("gating"), std::string_view("advisory"));
-MH_ENUM_NAMES(Assertion, std::string_view("record"), std::string_view("launch"), std::string_view("effect"));
+MH_NAMED_ENUM(Verdict, ok, gap, unk);
+MH_NAMED_ENUM(Severity, gating, advisory);
+MH_NAMED_ENUM(Assertion, record, launch, effect);
 
 // One row of the contract as the reference's table states it.
 struct HermeticRowInfo {

@@ -1,7 +1,9 @@
 // parse_json: JSON text to a value, with number handling that matches the reference
 // implementation (serde_json). Kept apart from the writer and the field reader because it is the
-// one piece built on Boost.JSON's parser internals (basic_parser_impl, value_stack).
+// one piece built on Boost.JSON's parser internals (basic_parser_impl, detail::handler).
 #include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/detail/handler.hpp>
+#include <boost/json/detail/impl/handler.ipp>
 #include <boost/json/error.hpp>
 #include <boost/json/value_stack.hpp>
 #include <charconv>
@@ -17,53 +19,21 @@ namespace {
 // Boost.JSON 1.81 converts decimal text to a double with a fast algorithm that is one ulp off
 // for roughly one number in ten (e.g. 949.3012028926441 reads as 949.30120289264403). Since
 // vendor JSON is re-serialised rather than copied, that would silently alter numbers on the
-// wire. This handler is Boost's own value-building handler (detail::handler) with the number
-// callbacks changed to match serde_json, the reference implementation's parser:
+// wire. This handler is Boost's own value-building handler (detail::handler, whose callbacks it
+// inherits) with the number callbacks replaced (hidden: the parser calls them by name) to match
+// serde_json, the reference implementation's parser:
 //   * a double is converted from its text by std::from_chars, which rounds correctly;
 //   * a number too large for a double is an error ("number out of range" in serde_json), not
 //     an infinity that could only be written back as null;
 //   * "-0" reads as the float -0.0, not the integer 0.
-struct PreciseHandler {
-  static constexpr std::size_t max_object_size = json::object::max_size();
-  static constexpr std::size_t max_array_size = json::array::max_size();
-  static constexpr std::size_t max_key_size = json::string::max_size();
-  static constexpr std::size_t max_string_size = json::string::max_size();
-
-  json::value_stack st;
+struct PreciseHandler : json::detail::handler {
   // Text of a number split across input buffers. One whole text is parsed in one call, so
   // this stays empty in practice; it is kept so the handler is correct whatever the parser does.
   std::string number_head;
 
-  PreciseHandler(json::storage_ptr sp, unsigned char* buffer, std::size_t size) : st(std::move(sp), buffer, size) {}
+  PreciseHandler(json::storage_ptr sp, unsigned char* buffer, std::size_t size)
+      : json::detail::handler(std::move(sp), buffer, size) {}
 
-  bool on_document_begin(boost::system::error_code&) { return true; }
-  bool on_document_end(boost::system::error_code&) { return true; }
-  bool on_object_begin(boost::system::error_code&) { return true; }
-  bool on_object_end(std::size_t n, boost::system::error_code&) {
-    st.push_object(n);
-    return true;
-  }
-  bool on_array_begin(boost::system::error_code&) { return true; }
-  bool on_array_end(std::size_t n, boost::system::error_code&) {
-    st.push_array(n);
-    return true;
-  }
-  bool on_key_part(json::string_view s, std::size_t, boost::system::error_code&) {
-    st.push_chars(s);
-    return true;
-  }
-  bool on_key(json::string_view s, std::size_t, boost::system::error_code&) {
-    st.push_key(s);
-    return true;
-  }
-  bool on_string_part(json::string_view s, std::size_t, boost::system::error_code&) {
-    st.push_chars(s);
-    return true;
-  }
-  bool on_string(json::string_view s, std::size_t, boost::system::error_code&) {
-    st.push_string(s);
-    return true;
-  }
   bool on_number_part(json::string_view s, boost::system::error_code&) {
     number_head.append(s.data(), s.size());
     return true;
@@ -103,16 +73,6 @@ struct PreciseHandler {
     st.push_double(exact);
     return true;
   }
-  bool on_bool(bool b, boost::system::error_code&) {
-    st.push_bool(b);
-    return true;
-  }
-  bool on_null(boost::system::error_code&) {
-    st.push_null();
-    return true;
-  }
-  bool on_comment_part(json::string_view, boost::system::error_code&) { return true; }
-  bool on_comment(json::string_view, boost::system::error_code&) { return true; }
 };
 
 }  // namespace

@@ -152,14 +152,13 @@ class LineFramer {
 
   template <class Sink>
   void emit_too_long(Sink& sink, bool unterminated) {
-    FramedLine line;
-    line.number = ++line_no_;
-    line.too_long = true;
-    line.length = discarded_;
-    line.head = head_;
-    line.unterminated = unterminated;
-    line.received_unix_ms = received_unix_ms_;
-    line.early = report_early_;
+    FramedLine line{.number = ++line_no_,
+                    .too_long = true,
+                    .length = discarded_,
+                    .head = head_,
+                    .unterminated = unterminated,
+                    .early = report_early_,
+                    .received_unix_ms = received_unix_ms_};
     if (digest_oversized_) {
       line.digest = hasher_->finish_hex();
       line.skeleton = skeleton_->finish();

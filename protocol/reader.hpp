@@ -12,10 +12,7 @@
 
 namespace mh::protocol {
 
-enum class LineRefusalKind { TooLong, NotAnObject, UnknownFormat, UnknownName, Malformed };
-
-MH_ENUM_NAMES(LineRefusalKind, std::string_view("TooLong"), std::string_view("NotAnObject"),
-              std::string_view("UnknownFormat"), std::string_view("UnknownName"), std::string_view("Malformed"));
+MH_NAMED_ENUM(LineRefusalKind, TooLong, NotAnObject, UnknownFormat, UnknownName, Malformed);
 
 struct LineRefusal {
   LineRefusalKind kind;

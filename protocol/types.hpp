@@ -3,6 +3,10 @@
 #pragma once
 
 #include <array>
+#include <boost/preprocessor/seq/enum.hpp>
+#include <boost/preprocessor/seq/transform.hpp>
+#include <boost/preprocessor/stringize.hpp>
+#include <boost/preprocessor/variadic/to_seq.hpp>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,18 +28,6 @@ inline constexpr std::string_view kFrameFormat = "metaharness.frame/1";
 // Enums. Each has a names table in declaration order; to_string / parse_enum go through it.
 // ---------------------------------------------------------------------------------------------
 
-enum class Seam { registration, hook, control_request, owned_tool, none };
-enum class DecidedBy { embedder, frame, deadline, adapter, observe };
-enum class RefusalCode { UNSUPPORTED_CONTROL, UNKNOWN_CALL, TOO_LATE, MALFORMED, SHADOWED };
-enum class CloseReason { completed, budget, killed, error, steer_halt };
-enum class HermeticMode { off, on, strict };
-enum class DecisionMode { frame, ask, observe };
-enum class Tier { registration, call, turn, kill };
-enum class TierStatus { delivered, unverified, absent };
-enum class AdapterClass { harness, direct_provider };
-enum class HermeticRow { h1a, h1b, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11 };
-enum class ProcessKind { exited, signaled, unknown };
-
 template <class E>
 struct EnumNames;  // specialised by MH_ENUM_NAMES (here and beside other wire enums)
 
@@ -45,25 +37,28 @@ struct EnumNames;  // specialised by MH_ENUM_NAMES (here and beside other wire e
     static constexpr std::array names = {__VA_ARGS__}; \
   }
 
-MH_ENUM_NAMES(Seam, std::string_view("registration"), std::string_view("hook"), std::string_view("control_request"),
-              std::string_view("owned_tool"), std::string_view("none"));
-MH_ENUM_NAMES(DecidedBy, std::string_view("embedder"), std::string_view("frame"), std::string_view("deadline"),
-              std::string_view("adapter"), std::string_view("observe"));
-MH_ENUM_NAMES(RefusalCode, std::string_view("UNSUPPORTED_CONTROL"), std::string_view("UNKNOWN_CALL"),
-              std::string_view("TOO_LATE"), std::string_view("MALFORMED"), std::string_view("SHADOWED"));
+// An enum whose wire names are its enumerators' own spellings, declared with them in one list
+// so that the two cannot drift apart.
+#define MH_ENUM_NAME_OF(s, data, enumerator) std::string_view(BOOST_PP_STRINGIZE(enumerator))
+#define MH_NAMED_ENUM(E, ...)   \
+  enum class E { __VA_ARGS__ }; \
+  MH_ENUM_NAMES(E, BOOST_PP_SEQ_ENUM(BOOST_PP_SEQ_TRANSFORM(MH_ENUM_NAME_OF, _, BOOST_PP_VARIADIC_TO_SEQ(__VA_ARGS__))))
+
+MH_NAMED_ENUM(Seam, registration, hook, control_request, owned_tool, none);
+MH_NAMED_ENUM(DecidedBy, embedder, frame, deadline, adapter, observe);
+MH_NAMED_ENUM(RefusalCode, UNSUPPORTED_CONTROL, UNKNOWN_CALL, TOO_LATE, MALFORMED, SHADOWED);
+MH_NAMED_ENUM(HermeticMode, off, on, strict);
+MH_NAMED_ENUM(DecisionMode, frame, ask, observe);
+MH_NAMED_ENUM(Tier, registration, call, turn, kill);
+MH_NAMED_ENUM(TierStatus, delivered, unverified, absent);
+MH_NAMED_ENUM(AdapterClass, harness, direct_provider);
+MH_NAMED_ENUM(HermeticRow, h1a, h1b, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11);
+MH_NAMED_ENUM(ProcessKind, exited, signaled, unknown);
+
+// The one wire name that is no identifier.
+enum class CloseReason { completed, budget, killed, error, steer_halt };
 MH_ENUM_NAMES(CloseReason, std::string_view("completed"), std::string_view("budget"), std::string_view("killed"),
               std::string_view("error"), std::string_view("steer-halt"));
-MH_ENUM_NAMES(HermeticMode, std::string_view("off"), std::string_view("on"), std::string_view("strict"));
-MH_ENUM_NAMES(DecisionMode, std::string_view("frame"), std::string_view("ask"), std::string_view("observe"));
-MH_ENUM_NAMES(Tier, std::string_view("registration"), std::string_view("call"), std::string_view("turn"),
-              std::string_view("kill"));
-MH_ENUM_NAMES(TierStatus, std::string_view("delivered"), std::string_view("unverified"), std::string_view("absent"));
-MH_ENUM_NAMES(AdapterClass, std::string_view("harness"), std::string_view("direct_provider"));
-MH_ENUM_NAMES(HermeticRow, std::string_view("h1a"), std::string_view("h1b"), std::string_view("h2"),
-              std::string_view("h3"), std::string_view("h4"), std::string_view("h5"), std::string_view("h6"),
-              std::string_view("h7"), std::string_view("h8"), std::string_view("h9"), std::string_view("h10"),
-              std::string_view("h11"));
-MH_ENUM_NAMES(ProcessKind, std::string_view("exited"), std::string_view("signaled"), std::string_view("unknown"));
 
 template <class E>
 constexpr std::string_view to_string(E e) {

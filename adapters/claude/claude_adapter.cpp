@@ -93,10 +93,6 @@ const proto::CapabilityTable& capabilities() {
   return table;
 }
 
-std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / "node_modules/@anthropic-ai/claude-code-linux-x64/claude";
-}
-
 bool is_known_posture(std::string_view posture) {
   for (auto p : kPostures)
     if (p == posture) return true;
@@ -356,12 +352,11 @@ class Session final : public AdapterSession {
 
 namespace {
 
-class ClaudeAdapter final : public Adapter {
+class ClaudeAdapter final : public NpmCliAdapter {
  public:
-  explicit ClaudeAdapter(HostConfig config) : config_(std::move(config)) {}
-
-  std::string_view id() const override { return "claude"; }
-  const proto::CapabilityTable& capabilities() const override { return claude::capabilities(); }
+  explicit ClaudeAdapter(HostConfig config)
+      : NpmCliAdapter({"claude", claude::capabilities(), "node_modules/@anthropic-ai/claude-code/package.json"},
+                      std::move(config)) {}
 
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
     // Claude takes no setting outside its environment that a run may declare (no vendor_options):
@@ -446,10 +441,6 @@ class ClaudeAdapter final : public Adapter {
     return offline.finish(reader.session_ended());
   }
 
-  std::optional<std::string> installed_version(std::string& error) const override {
-    return installed_package_version(config_, "claude", "node_modules/@anthropic-ai/claude-code/package.json", error);
-  }
-
   // Claude's hook timeout is declared in seconds (the deadline + 30 s) and kept as a JavaScript
   // timer, which holds at most 2^31 - 1 ms.
   std::uint64_t max_decision_deadline_ms() const override {
@@ -463,9 +454,6 @@ class ClaudeAdapter final : public Adapter {
       if (alias.tool == call.name) also.push_back(alias.op);
     return operations_with(capabilities(), call.name, also);
   }
-
- private:
-  HostConfig config_;
 };
 
 }  // namespace

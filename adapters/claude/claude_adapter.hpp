@@ -8,6 +8,7 @@
 #include <map>
 
 #include "adapters/adapter.hpp"
+#include "adapters/vendor_binaries.hpp"
 
 namespace mh::adapters {
 
@@ -20,8 +21,10 @@ const proto::CapabilityTable& capabilities();
 // A vendor line over the bound whose skeleton the reader maps (see Reader::read_skeleton).
 bool oversized_record(const proto::FramedLine& line);
 
-// Where the pinned CLI lives under a vendor dir (the native binary, so the pid is exact).
-std::filesystem::path default_binary(const std::filesystem::path& vendor_dir);
+// Where the pinned CLI lives under a vendor dir.
+inline std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
+  return vendor_dir / kClaudeBinaryUnderVendor;
+}
 
 // Claude's permission postures (set_permission_mode), in the vendor's vocabulary.
 bool is_known_posture(std::string_view posture);

@@ -70,10 +70,6 @@ const proto::CapabilityTable& capabilities() {
   return table;
 }
 
-std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
-}
-
 bool is_known_posture(std::string_view posture) {
   for (auto list : {std::vector<std::string_view>(kSafePostures.begin(), kSafePostures.end()),
                     std::vector<std::string_view>(kWidePostures.begin(), kWidePostures.end()),
@@ -138,12 +134,10 @@ std::vector<std::string> patch_subjects(const json::value& input) {
 
 namespace {
 
-class CodexAdapter final : public Adapter {
+class CodexAdapter final : public NpmCliAdapter {
  public:
-  explicit CodexAdapter(HostConfig config) : config_(std::move(config)) {}
-
-  std::string_view id() const override { return "codex"; }
-  const proto::CapabilityTable& capabilities() const override { return codex::capabilities(); }
+  explicit CodexAdapter(HostConfig config)
+      : NpmCliAdapter({"codex", codex::capabilities(), "node_modules/@openai/codex/package.json"}, std::move(config)) {}
 
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
     return make_plan(*this, config_, spec, paths);
@@ -165,10 +159,6 @@ class CodexAdapter final : public Adapter {
     session->on_vendor_end(outputs);
     offline.fold(outputs);
     return offline.finish(session->session_ended());
-  }
-
-  std::optional<std::string> installed_version(std::string& error) const override {
-    return installed_package_version(config_, "codex", "node_modules/@openai/codex/package.json", error);
   }
 
   // The bound is mh-codex-hook's, not Codex's. Measured on 0.171.0: Codex waits for an approval
@@ -195,9 +185,6 @@ class CodexAdapter final : public Adapter {
     return operations_with(capabilities(), call.name,
                            shell ? std::vector<proto::OpKind>{proto::OpKind::shell} : std::vector<proto::OpKind>{});
   }
-
- private:
-  HostConfig config_;
 };
 
 }  // namespace

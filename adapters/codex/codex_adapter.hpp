@@ -19,6 +19,7 @@
 #pragma once
 
 #include "adapters/adapter.hpp"
+#include "adapters/vendor_binaries.hpp"
 
 namespace mh::adapters {
 
@@ -28,8 +29,10 @@ namespace codex {
 
 const proto::CapabilityTable& capabilities();
 
-// The native binary under a vendor dir (not the node wrapper, so the pid is exact).
-std::filesystem::path default_binary(const std::filesystem::path& vendor_dir);
+// The native binary under a vendor dir.
+inline std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
+  return vendor_dir / kCodexBinaryUnderVendor;
+}
 
 // Codex's approval policies and sandbox modes, as permission.set postures.
 bool is_known_posture(std::string_view posture);

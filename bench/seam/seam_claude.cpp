@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "adapters/vendor_binaries.hpp"
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 
@@ -366,7 +367,7 @@ const VendorDriver kClaude = {
     .default_timeout_s = 180,
     .scenario = "claude_40_calls.json",
     .bin_env = "METAHARNESS_CLAUDE_BIN",
-    .bin_under_vendor = "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    .bin_under_vendor = mh::adapters::kClaudeBinaryUnderVendor,
     .json_name = "seam-bench.json",
     .default_hook_command = kDefaultHookCommand,
     .usage =

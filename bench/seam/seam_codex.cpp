@@ -29,6 +29,7 @@
 #include <sstream>
 #include <thread>
 
+#include "adapters/vendor_binaries.hpp"
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "metaharness/build_info.hpp"
@@ -294,7 +295,7 @@ const VendorDriver kCodex = {
     .default_timeout_s = 120,
     .scenario = "codex_40_calls.json",
     .bin_env = "METAHARNESS_CODEX_BIN",
-    .bin_under_vendor = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+    .bin_under_vendor = mh::adapters::kCodexBinaryUnderVendor,
     .json_name = "codex-seam-bench.json",
     .default_hook_command = "",
     .usage =

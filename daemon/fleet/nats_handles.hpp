@@ -30,39 +30,36 @@ using PubAckHandle = std::unique_ptr<jsPubAck, NatsDeleter<jsPubAck, jsPubAck_De
 using StreamInfoHandle = std::unique_ptr<jsStreamInfo, NatsDeleter<jsStreamInfo, jsStreamInfo_Destroy>>;
 using ConsumerInfoHandle = std::unique_ptr<jsConsumerInfo, NatsDeleter<jsConsumerInfo, jsConsumerInfo_Destroy>>;
 
-// A natsMsgList (a value struct holding an array) destroyed with its messages.
-class MsgList {
+// A libnats list: a value struct holding an array, destroyed with what the array holds.
+template <class List, void (*Destroy)(List*)>
+class NatsList {
  public:
-  MsgList() = default;
-  ~MsgList() { natsMsgList_Destroy(&list_); }
-  MsgList(const MsgList&) = delete;
-  MsgList& operator=(const MsgList&) = delete;
-  natsMsgList* get() { return &list_; }
+  NatsList() = default;
+  ~NatsList() { Destroy(&list_); }
+  NatsList(const NatsList&) = delete;
+  NatsList& operator=(const NatsList&) = delete;
+  List* get() { return &list_; }
   int size() const { return list_.Count; }
+
+ protected:
+  List list_{};
+};
+
+// A natsMsgList destroyed with its messages.
+class MsgList : public NatsList<natsMsgList, natsMsgList_Destroy> {
+ public:
   // Takes message i out of the list (the list no longer destroys it).
   MsgHandle take(int i) {
     MsgHandle m(list_.Msgs[i]);
     list_.Msgs[i] = nullptr;
     return m;
   }
-
- private:
-  natsMsgList list_{};
 };
 
 // A kvKeysList destroyed with its strings.
-class KeysList {
+class KeysList : public NatsList<kvKeysList, kvKeysList_Destroy> {
  public:
-  KeysList() = default;
-  ~KeysList() { kvKeysList_Destroy(&list_); }
-  KeysList(const KeysList&) = delete;
-  KeysList& operator=(const KeysList&) = delete;
-  kvKeysList* get() { return &list_; }
-  int size() const { return list_.Count; }
   std::string at(int i) const { return list_.Keys[i] != nullptr ? list_.Keys[i] : ""; }
-
- private:
-  kvKeysList list_{};
 };
 
 struct NatsError {

@@ -6,6 +6,7 @@
 
 #include "daemon/run/run_core.hpp"
 #include "daemon/run/run_core_impl.hpp"
+#include "protocol/overloaded.hpp"
 
 namespace mh::daemon {
 
@@ -44,36 +45,24 @@ void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> 
 
 void RunCore::fold(adapters::AdapterOutputs& outputs) {
   namespace out = adapters::out;
+  // No catch-all: an output kind added to the adapters' list does not compile until the core takes it.
   for (auto& output : outputs.take()) {
-    std::visit(
-        [&](auto& o) {
-          using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, out::Event>)
-            event(std::move(o.payload), std::move(o.at));
-          else if constexpr (std::is_same_v<T, out::EventCut>)
-            event_cut(std::move(o.payload), std::move(o.at), std::move(o.cut));
-          else if constexpr (std::is_same_v<T, out::CallPresented>)
-            call_presented(std::move(o.call), std::move(o.at));
-          else if constexpr (std::is_same_v<T, out::CallAwaitsAnswer>)
-            call_awaits_answer(std::move(o.call), std::move(o.reply));
-          else if constexpr (std::is_same_v<T, out::CallWithdrawn>)
-            call_withdrawn(o.reply);
-          else if constexpr (std::is_same_v<T, out::ControlAnswered>)
-            control_answered(std::move(o.reply));
-          else if constexpr (std::is_same_v<T, out::TurnStarted>)
-            turn_started(std::move(o.at));
-          else if constexpr (std::is_same_v<T, out::TurnEnded>)
-            turn_ended(std::move(o.stop_reason), std::move(o.at));
-          else if constexpr (std::is_same_v<T, out::WriteVendor>)
-            effects_.write_vendor(std::move(o.line));  // straight to the host: nothing to decide
-          else if constexpr (std::is_same_v<T, out::ReplyHook>)
-            effects_.reply_hook(o.connection, std::move(o.line));
-          else if constexpr (std::is_same_v<T, out::SessionReady>)
-            session_ready();
-          else if constexpr (std::is_same_v<T, out::FailRun>)
-            fail_run(std::move(o.reason));
-        },
-        output);
+    std::visit(protocol::Overloaded{
+                   [&](out::Event& o) { event(std::move(o.payload), std::move(o.at)); },
+                   [&](out::EventCut& o) { event_cut(std::move(o.payload), std::move(o.at), std::move(o.cut)); },
+                   [&](out::CallPresented& o) { call_presented(std::move(o.call), std::move(o.at)); },
+                   [&](out::CallAwaitsAnswer& o) { call_awaits_answer(std::move(o.call), std::move(o.reply)); },
+                   [&](out::CallWithdrawn& o) { call_withdrawn(o.reply); },
+                   [&](out::ControlAnswered& o) { control_answered(std::move(o.reply)); },
+                   [&](out::TurnStarted& o) { turn_started(std::move(o.at)); },
+                   [&](out::TurnEnded& o) { turn_ended(std::move(o.stop_reason), std::move(o.at)); },
+                   // Straight to the host: nothing to decide.
+                   [&](out::WriteVendor& o) { effects_.write_vendor(std::move(o.line)); },
+                   [&](out::ReplyHook& o) { effects_.reply_hook(o.connection, std::move(o.line)); },
+                   [&](out::SessionReady&) { session_ready(); },
+                   [&](out::FailRun& o) { fail_run(std::move(o.reason)); },
+               },
+               output);
   }
 }
 

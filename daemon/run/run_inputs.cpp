@@ -4,6 +4,7 @@
 // cannot drift apart. Separate from the I/O files: these are the run's inputs, not their sources.
 #include "daemon/log.hpp"
 #include "daemon/run/run_impl.hpp"
+#include "protocol/overloaded.hpp"
 
 namespace mh::daemon {
 
@@ -25,20 +26,9 @@ void Run::Impl::input(journal::Input in, Instant now, InputExtras extras) {
   apply(in, now, extras);
 }
 
-namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
-
-}  // namespace
-
 void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
   if (replay) replay->now = now;
-  std::visit(Overloaded{
+  std::visit(protocol::Overloaded{
                  [&](const journal::Start&) { core->start(now); },
                  [&](const journal::VendorOut& v) {
                    if (!x.bytes.empty() || v.to == stdout_fed) {

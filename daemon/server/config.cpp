@@ -202,66 +202,46 @@ class TableReader {
 
   // Absolute paths, normalised.
   void read_paths(const char* key, std::vector<std::filesystem::path>& target) {
-    seen_.insert(key);
-    const toml::node* node = table_.get(key);
-    if (!node || !error_.empty()) return;
-    const toml::array* array = node->as_array();
-    if (!array) {
-      fail(key, "must be an array of absolute paths, not " + describe(*node));
-      return;
-    }
-    for (const auto& element : *array) {
+    read_array(key, "absolute paths", [&](const toml::node& element) -> std::string {
       auto path = element.value_exact<std::string>();
-      if (!path || path->empty() || path->front() != '/') {
-        fail(key, "must hold absolute paths only; found " + describe(element));
-        return;
-      }
+      if (!path || path->empty() || path->front() != '/')
+        return "must hold absolute paths only; found " + describe(element);
       target.push_back(std::filesystem::path(*path).lexically_normal());
-    }
+      return "";
+    });
   }
 
   void read_ids(const char* key, std::set<std::uint32_t>& target) {
-    read_set(key, "numeric ids", target, [](const toml::node& element, std::string& problem) {
+    read_array(key, "numeric ids", [&](const toml::node& element) -> std::string {
       auto id = element.value<std::int64_t>();
-      if (id && *id >= 0 && *id <= UINT32_MAX) return std::optional<std::uint32_t>(static_cast<std::uint32_t>(*id));
-      problem = "must hold numeric uids/gids only; found " + describe(element);
-      return std::optional<std::uint32_t>();
+      if (!id || *id < 0 || *id > UINT32_MAX) return "must hold numeric uids/gids only; found " + describe(element);
+      target.insert(static_cast<std::uint32_t>(*id));
+      return "";
     });
   }
 
   // Group names, resolved now (getgrnam): an unknown name is refused here, at start, by name.
   void read_group_names(const char* key, std::set<std::uint32_t>& gids) {
-    read_set(key, "group names", gids, [](const toml::node& element, std::string& problem) {
+    read_array(key, "group names", [&](const toml::node& element) -> std::string {
       auto name = element.value_exact<std::string>();
-      if (!name || name->empty()) {
-        problem = "must hold group names only (numeric gids go in the _gids keys); found " + describe(element);
-        return std::optional<std::uint32_t>();
-      }
-      return gid_of(*name, problem);
+      if (!name || name->empty())
+        return "must hold group names only (numeric gids go in the _gids keys); found " + describe(element);
+      std::string problem;
+      if (auto gid = gid_of(*name, problem)) gids.insert(*gid);
+      return problem;
     });
   }
 
   // An array of non-empty strings (`each` may refuse one, saying why).
   void read_strings(const char* key, std::vector<std::string>& target,
                     const std::function<std::string(const std::string&)>& each) {
-    seen_.insert(key);
-    const toml::node* node = table_.get(key);
-    if (!node || !error_.empty()) return;
-    const toml::array* array = node->as_array();
-    if (!array) {
-      fail(key, "must be an array of strings, not " + describe(*node));
-      return;
-    }
-    for (const auto& element : *array) {
+    read_array(key, "strings", [&](const toml::node& element) -> std::string {
       auto text = element.value_exact<std::string>();
-      std::string problem =
-          !text || text->empty() ? "must hold non-empty strings only; found " + describe(element) : each(*text);
-      if (!problem.empty()) {
-        fail(key, problem);
-        return;
-      }
-      target.push_back(*text);
-    }
+      if (!text || text->empty()) return "must hold non-empty strings only; found " + describe(element);
+      std::string problem = each(*text);
+      if (problem.empty()) target.push_back(*text);
+      return problem;
+    });
   }
 
   void finish() {
@@ -295,9 +275,10 @@ class TableReader {
     else
       return "an integer";
   }
-  // An array each element of which `each` reads into the set (or, with a problem, refuses the key).
-  using ReadElement = std::function<std::optional<std::uint32_t>(const toml::node&, std::string& problem)>;
-  void read_set(const char* key, const char* array_of, std::set<std::uint32_t>& target, const ReadElement& each) {
+  // An array, each element of which `each` takes: "" when it took it, else why it is refused, which
+  // refuses the key (the elements before it stay taken, but the load fails).
+  using ReadElement = std::function<std::string(const toml::node&)>;
+  void read_array(const char* key, const char* array_of, const ReadElement& each) {
     seen_.insert(key);
     const toml::node* node = table_.get(key);
     if (!node || !error_.empty()) return;
@@ -307,13 +288,10 @@ class TableReader {
       return;
     }
     for (const auto& element : *array) {
-      std::string problem;
-      auto value = each(element, problem);
-      if (!value) {
+      if (std::string problem = each(element); !problem.empty()) {
         fail(key, problem);
         return;
       }
-      target.insert(*value);
     }
   }
 
@@ -518,13 +496,10 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     r.read_paths("workspace_roots", c.workspace_roots);
     r.read_paths("sandbox_read_only", c.sandbox_read_only);
     std::uint64_t memory_max = 0, pids_max = 0, cpu_max = 0;
-    // The bounds a run spec's own limits have (adapters::set_limit): one rule for both.
+    // The bounds a run spec's own limits have (adapters::limit_bounds): one rule for both.
     auto a_limit = [](std::string_view key) {
-      return [key](const std::uint64_t& v) {
-        adapters::RunLimits scratch;
-        std::string refusal = adapters::set_limit(scratch, key, v);
-        auto expected = refusal.find("expected ");
-        return refusal.empty() ? std::string() : "must be " + refusal.substr(expected + 9);
+      return [bounds = *adapters::limit_bounds(key)](const std::uint64_t& v) {
+        return bounds.holds(v) ? std::string() : "must be " + bounds.text();
       };
     };
     r.read<std::uint64_t>("memory_max_bytes", memory_max, a_limit("memory_max_bytes"));

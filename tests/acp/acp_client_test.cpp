@@ -7,55 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "protocol/json.hpp"
+#include "tests/support/output_recorder.hpp"
 
 namespace mh::adapters::acp {
 namespace {
 
 namespace proto = mh::protocol;
 
-struct Recorded {
-  std::vector<proto::EventPayload> events;
-  struct Call {
-    ToolCall call;
-    std::optional<ReplyToken> reply;
-  };
-  std::vector<Call> calls;
-  std::vector<json::object> written;
-  std::vector<ReplyToken> withdrawn;
-  std::vector<ControlReply> controls;
-  std::vector<std::string> turns;
-  std::vector<std::string> failures;
-  int ready = 0;
-
-  void take(AdapterOutputs& outputs) {
-    for (auto& o : outputs.take())
-      std::visit([&](auto& x) { one(x); }, o);
-  }
-  void one(out::Event& o) { events.push_back(std::move(o.payload)); }
-  void one(out::EventCut& o) { events.push_back(std::move(o.payload)); }
-  void one(out::CallPresented& o) { calls.push_back({std::move(o.call), std::nullopt}); }
-  void one(out::CallAwaitsAnswer& o) { calls.push_back({std::move(o.call), std::move(o.reply)}); }
-  void one(out::CallWithdrawn& o) { withdrawn.push_back(std::move(o.reply)); }
-  void one(out::ControlAnswered& o) { controls.push_back(std::move(o.reply)); }
-  void one(out::TurnStarted&) { turns.push_back("started"); }
-  void one(out::TurnEnded& o) { turns.push_back("ended:" + o.stop_reason.value_or("")); }
-  void one(out::WriteVendor& o) {
-    auto v = proto::parse_json(o.line);
-    ASSERT_TRUE(v && v->is_object()) << o.line;
-    written.push_back(v->as_object());
-  }
-  void one(out::ReplyHook&) {}
-  void one(out::SessionReady&) { ++ready; }
-  void one(out::FailRun& o) { failures.push_back(std::move(o.reason)); }
-
-  template <class T>
-  std::vector<T> all() const {
-    std::vector<T> found;
-    for (const auto& e : events)
-      if (auto* t = std::get_if<T>(&e)) found.push_back(*t);
-    return found;
-  }
-};
+using test::OutputRecorder;
 
 // --- opencode 1.18.33's own lines ---------------------------------------------------------------
 
@@ -124,7 +83,7 @@ class AcpClient : public ::testing::Test {
     r.take(out);
   }
   Client client;
-  Recorded r;
+  OutputRecorder r;
   std::uint64_t line_no = 0;
 };
 
@@ -140,7 +99,7 @@ TEST_F(AcpClient, OpensWithInitializeDeclaringNoCapabilityThenSessionNewThenSess
   EXPECT_EQ(r.written[1].at("method"), "session/new");
   EXPECT_EQ(r.written[1].at("params").at("cwd"), "/tmp/acp-probe/run1/work");
   EXPECT_TRUE(r.written[1].at("params").at("mcpServers").as_array().empty());
-  auto started = r.all<proto::ev::SessionStarted>();
+  auto started = r.of<proto::ev::SessionStarted>();
   ASSERT_EQ(started.size(), 1u);
   EXPECT_EQ(started[0].session_id, "ses_dc099cb22ffe1vQapdkhAVz5kp");
   EXPECT_EQ(started[0].harness_version, "1.18.33");
@@ -161,14 +120,14 @@ TEST_F(AcpClient, ChunksAreTextAndThinkingAndTheCommandListIsOpaque) {
   feed(kCommands);
   feed(kThought);
   feed(kMessage);
-  ASSERT_EQ(r.all<proto::ev::Opaque>().size(), 1u);
-  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].vendor_type, "session/update");
-  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].vendor_subtype, "available_commands_update");
-  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].source_line, 3u);
-  ASSERT_EQ(r.all<proto::ev::Thinking>().size(), 1u);
-  EXPECT_EQ(r.all<proto::ev::Thinking>()[0].text, "I should leave a marker.");
-  ASSERT_EQ(r.all<proto::ev::Text>().size(), 1u);
-  EXPECT_EQ(r.all<proto::ev::Text>()[0].text, "Leaving it.");
+  ASSERT_EQ(r.of<proto::ev::Opaque>().size(), 1u);
+  EXPECT_EQ(r.of<proto::ev::Opaque>()[0].vendor_type, "session/update");
+  EXPECT_EQ(r.of<proto::ev::Opaque>()[0].vendor_subtype, "available_commands_update");
+  EXPECT_EQ(r.of<proto::ev::Opaque>()[0].source_line, 3u);
+  ASSERT_EQ(r.of<proto::ev::Thinking>().size(), 1u);
+  EXPECT_EQ(r.of<proto::ev::Thinking>()[0].text, "I should leave a marker.");
+  ASSERT_EQ(r.of<proto::ev::Text>().size(), 1u);
+  EXPECT_EQ(r.of<proto::ev::Text>()[0].text, "Leaving it.");
 }
 
 TEST_F(AcpClient, APermissionIsTheCallAwaitingItsAnswerAndAnAllowSelectsOnce) {
@@ -191,22 +150,22 @@ TEST_F(AcpClient, APermissionIsTheCallAwaitingItsAnswerAndAnAllowSelectsOnce) {
             R"({"id":0,"jsonrpc":"2.0","result":{"outcome":{"optionId":"once","outcome":"selected"}}})");
   feed(kCompleted);
   ASSERT_EQ(r.calls.size(), 1u) << "an asked call is not presented again at its end";
-  auto results = r.all<proto::ev::ToolResult>();
+  auto results = r.of<proto::ev::ToolResult>();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].call_id, "toolu_marker");
   EXPECT_EQ(results[0].is_error, false);
   EXPECT_EQ(results[0].exit_code, 0);
   feed(kEndTurn);
-  ASSERT_EQ(r.all<proto::ev::Usage>().size(), 1u);
-  EXPECT_EQ(r.all<proto::ev::Usage>()[0].usage.input_tokens, 10u);
-  EXPECT_FALSE(r.all<proto::ev::Usage>()[0].scope) << "not the turn's sum on opencode: unsaid";
+  ASSERT_EQ(r.of<proto::ev::Usage>().size(), 1u);
+  EXPECT_EQ(r.of<proto::ev::Usage>()[0].usage.input_tokens, 10u);
+  EXPECT_FALSE(r.of<proto::ev::Usage>()[0].scope) << "not the turn's sum on opencode: unsaid";
   EXPECT_EQ(r.turns, (std::vector<std::string>{"started", "ended:end_turn"}));
   auto ended = client.session_ended();
   ASSERT_TRUE(ended);
   EXPECT_EQ(ended->num_turns, 1u);
   EXPECT_EQ(ended->is_error, false);
   EXPECT_EQ(ended->usage->output_tokens, 5u);
-  EXPECT_TRUE(r.all<proto::ev::Opaque>().empty());
+  EXPECT_TRUE(r.of<proto::ev::Opaque>().empty());
 }
 
 TEST_F(AcpClient, DenyAndAbstainSelectRejectOnceAndNeverAnAlwaysOption) {
@@ -223,7 +182,7 @@ TEST_F(AcpClient, DenyAndAbstainSelectRejectOnceAndNeverAnAlwaysOption) {
     ASSERT_EQ(r.written.size(), 4u);
     EXPECT_EQ(r.written[3].at("result").at("outcome").at("optionId"), "reject");
     feed(kRejected);
-    auto results = r.all<proto::ev::ToolResult>();
+    auto results = r.of<proto::ev::ToolResult>();
     ASSERT_EQ(results.size(), 1u);
     EXPECT_EQ(results[0].is_error, true);
   }
@@ -235,8 +194,8 @@ TEST_F(AcpClient, AnAllowWithNoOnceOptionIsDeliveredAsRejectWithAWarning) {
       R"({"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","toolCall":{"toolCallId":"c1"},"options":[{"optionId":"always","kind":"allow_always"},{"optionId":"no","kind":"reject_once"}]}})");
   decide(proto::decision::Allow{});
   EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "no");
-  ASSERT_EQ(r.all<proto::ev::Warning>().size(), 1u);
-  EXPECT_EQ(r.all<proto::ev::Warning>()[0].code, "ALLOW_NOT_DELIVERABLE");
+  ASSERT_EQ(r.of<proto::ev::Warning>().size(), 1u);
+  EXPECT_EQ(r.of<proto::ev::Warning>()[0].code, "ALLOW_NOT_DELIVERABLE");
 }
 
 TEST_F(AcpClient, ReplaceIsRefusedByName) {
@@ -252,8 +211,8 @@ TEST_F(AcpClient, AnUndeclaredFileWriteIsAnsweredWithAnErrorAndKept) {
   ASSERT_EQ(r.written.size(), 4u);
   EXPECT_EQ(r.written[3].at("id"), 2);
   EXPECT_EQ(r.written[3].at("error").at("code"), kMethodNotFound);
-  ASSERT_EQ(r.all<proto::ev::Opaque>().size(), 1u);
-  EXPECT_EQ(r.all<proto::ev::Opaque>()[0].vendor_type, "fs/write_text_file");
+  ASSERT_EQ(r.of<proto::ev::Opaque>().size(), 1u);
+  EXPECT_EQ(r.of<proto::ev::Opaque>()[0].vendor_type, "fs/write_text_file");
   feed(R"({"jsonrpc":"2.0","id":"t","method":"terminal/create","params":{}})");
   EXPECT_EQ(r.written.back().at("id"), "t");
   EXPECT_EQ(r.written.back().at("error").at("code"), kMethodNotFound);
@@ -269,7 +228,7 @@ TEST_F(AcpClient, ACallNobodyAskedAboutIsRecordedUngatedBeforeItsResult) {
   EXPECT_FALSE(r.calls[0].reply);
   EXPECT_EQ(r.calls[0].call.name, "bash");
   EXPECT_EQ(r.calls[0].call.input.at("command"), "touch marker.txt") << "the fullest input seen";
-  EXPECT_EQ(r.all<proto::ev::ToolResult>().size(), 1u);
+  EXPECT_EQ(r.of<proto::ev::ToolResult>().size(), 1u);
 }
 
 TEST_F(AcpClient, CancelAnswersOpenPermissionsCancelledAndSettlesWhenThePromptSaysCancelled) {
@@ -338,9 +297,9 @@ TEST_F(AcpClient, HostileLinesAreOpaqueAndNeverThrow) {
   };
   for (auto line : hostile)
     EXPECT_NO_THROW(feed(line)) << line;
-  EXPECT_EQ(r.all<proto::ev::Opaque>().size(), hostile.size()) << "each line recorded once, none dropped";
+  EXPECT_EQ(r.of<proto::ev::Opaque>().size(), hostile.size()) << "each line recorded once, none dropped";
   EXPECT_TRUE(r.calls.empty());
-  EXPECT_TRUE(r.all<proto::ev::Text>().empty());
+  EXPECT_TRUE(r.of<proto::ev::Text>().empty());
   EXPECT_EQ(r.written.size(), 3u) << "nothing answered to an id that is not one";
   EXPECT_TRUE(client.prompt_running()) << "an answer to nothing did not end the turn";
 }
@@ -375,7 +334,7 @@ TEST_F(AcpClient, OpenCallsAreBounded) {
         std::to_string(i) + R"(","title":"bash","status":"pending"}}})";
     feed(line);
   }
-  EXPECT_EQ(r.all<proto::ev::Opaque>().size(), 10u) << "the calls past the bound are recorded, not tracked";
+  EXPECT_EQ(r.of<proto::ev::Opaque>().size(), 10u) << "the calls past the bound are recorded, not tracked";
 }
 
 TEST_F(AcpClient, TheAgentGoingMidPromptEndsTheTurnAndTheSessionInError) {

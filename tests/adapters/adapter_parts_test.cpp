@@ -123,5 +123,24 @@ TEST(RunSpecLimits, FromTextReadTheSameBoundsAndRefuseByName) {
   }
 }
 
+// One rule of bounds for every source of a limit (spec, command line, the daemon's runs.*).
+TEST(RunSpecLimits, EachKeyHasItsInclusiveBoundsAndAnUnknownKeyNone) {
+  auto memory = limit_bounds("memory_max_bytes");
+  ASSERT_TRUE(memory);
+  EXPECT_EQ(memory->low, RunLimits::kMemoryMin);
+  EXPECT_EQ(memory->high, RunLimits::kMemoryMax);
+  EXPECT_TRUE(memory->holds(RunLimits::kMemoryMin));
+  EXPECT_FALSE(memory->holds(RunLimits::kMemoryMin - 1));
+  auto pids = limit_bounds("pids_max");
+  ASSERT_TRUE(pids);
+  EXPECT_EQ(pids->text(), "1 to " + std::to_string(RunLimits::kPidsMax));
+  EXPECT_FALSE(pids->holds(0));
+  auto cpu = limit_bounds("cpu_max_percent");
+  ASSERT_TRUE(cpu);
+  EXPECT_TRUE(cpu->holds(RunLimits::kCpuPercentMax));
+  EXPECT_FALSE(cpu->holds(RunLimits::kCpuPercentMax + 1));
+  EXPECT_FALSE(limit_bounds("swap_max"));
+}
+
 }  // namespace
 }  // namespace mh::adapters

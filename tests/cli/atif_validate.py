@@ -30,6 +30,10 @@ def path_text(path):
     return out
 
 
+def results_of(step):
+    return (step.get("observation") or {}).get("results") or []
+
+
 def check_rules(doc, where, problems):
     """The cross-record rules of Harbor's Trajectory and Step validators, recursively."""
     steps = doc.get("steps") or []
@@ -43,27 +47,24 @@ def check_rules(doc, where, problems):
                 datetime.datetime.fromisoformat(ts.replace("Z", "+00:00"))
             except (ValueError, AttributeError) as e:
                 problems.append(f"{at}.timestamp: not ISO 8601 ({e})")
-        ids = set()
-        for j, call in enumerate(step.get("tool_calls") or []):
-            cid = call.get("tool_call_id")
-            if cid in ids:
+        ids = [call.get("tool_call_id") for call in step.get("tool_calls") or []]
+        for j, cid in enumerate(ids):
+            if cid in ids[:j]:
                 problems.append(f"{at}.tool_calls[{j}]: duplicate tool_call_id {cid!r}")
-            ids.add(cid)
-        for j, result in enumerate((step.get("observation") or {}).get("results") or []):
+        for j, result in enumerate(results_of(step)):
             sid = result.get("source_call_id")
             if sid is not None and sid not in ids:
                 problems.append(f"{at}.observation.results[{j}].source_call_id {sid!r} names no tool call of this step")
-    embedded = set()
-    for i, sub in enumerate(doc.get("subagent_trajectories") or []):
-        tid = sub.get("trajectory_id")
+    subs = doc.get("subagent_trajectories") or []
+    embedded = [sub.get("trajectory_id") for sub in subs]
+    for i, (sub, tid) in enumerate(zip(subs, embedded)):
         if tid is None:
             problems.append(f"{where}.subagent_trajectories[{i}].trajectory_id: required on an embedded sub-agent")
-        elif tid in embedded:
+        elif tid in embedded[:i]:
             problems.append(f"{where}.subagent_trajectories[{i}].trajectory_id {tid!r} is not unique")
-        embedded.add(tid)
         check_rules(sub, f"{where}.subagent_trajectories[{i}]", problems)
     for i, step in enumerate(steps):
-        for j, result in enumerate((step.get("observation") or {}).get("results") or []):
+        for j, result in enumerate(results_of(step)):
             for k, ref in enumerate(result.get("subagent_trajectory_ref") or []):
                 if ref.get("trajectory_path"):
                     continue

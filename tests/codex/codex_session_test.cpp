@@ -12,71 +12,14 @@
 #include "app_server_answers.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/line_framer.hpp"
+#include "tests/support/output_recorder.hpp"
 
 namespace mh::adapters {
 namespace {
 
 namespace json = boost::json;
 
-// What the session's outputs said, by kind. A session fills an AdapterOutputs per input; `in()`
-// hands one to the call and takes its outputs in, in order, when the statement ends.
-struct RecordingSink {
-  struct Presented {
-    ToolCall call;
-    std::optional<ReplyToken> reply;  // set when the vendor waits for the answer
-  };
-  std::vector<proto::EventPayload> events;
-  std::vector<Presented> calls;
-  std::vector<json::object> written;  // what the session wrote to app-server's stdin
-  std::vector<std::pair<std::uint64_t, std::string>> hook_replies;
-  std::vector<ControlReply> control_replies;
-  std::vector<std::string> failures;
-  std::vector<std::string> turns;  // "started" / "ended:<reason>"
-  int ready = 0;
-
-  void take(AdapterOutputs& outputs) {
-    for (auto& output : outputs.take())
-      std::visit([&](auto& o) { take_one(o); }, output);
-  }
-  void take_one(out::Event& o) { events.push_back(std::move(o.payload)); }
-  void take_one(out::EventCut& o) {
-    // As a host that cannot carry cuts: the event, then a warning saying it is cut.
-    events.push_back(std::move(o.payload));
-    events.push_back(proto::ev::Warning{"CONTENT_CUT", "cut"});
-  }
-  void take_one(out::CallPresented& o) { calls.push_back({std::move(o.call), std::nullopt}); }
-  void take_one(out::CallAwaitsAnswer& o) { calls.push_back({std::move(o.call), std::move(o.reply)}); }
-  void take_one(out::CallWithdrawn&) {}
-  void take_one(out::ControlAnswered& o) { control_replies.push_back(std::move(o.reply)); }
-  void take_one(out::TurnStarted&) { turns.push_back("started"); }
-  void take_one(out::TurnEnded& o) { turns.push_back("ended:" + o.stop_reason.value_or("")); }
-  void take_one(out::WriteVendor& o) {
-    auto v = proto::parse_json(o.line);
-    ASSERT_TRUE(v && v->is_object()) << o.line;
-    written.push_back(v->as_object());
-  }
-  void take_one(out::ReplyHook& o) { hook_replies.emplace_back(o.connection, std::move(o.line)); }
-  void take_one(out::SessionReady&) { ++ready; }
-  void take_one(out::FailRun& o) { failures.push_back(std::move(o.reason)); }
-
-  // One input's outputs, taken in when the full expression that made them ends.
-  struct Feed {
-    RecordingSink& into;
-    AdapterOutputs outputs;
-    operator AdapterOutputs&() { return outputs; }
-    ~Feed() { into.take(outputs); }
-  };
-  Feed in() { return Feed{*this, {}}; }
-
-  template <class T>
-  std::vector<T> of() const {
-    std::vector<T> out;
-    for (const auto& e : events)
-      if (auto* t = std::get_if<T>(&e)) out.push_back(*t);
-    return out;
-  }
-  const json::object& last_written() const { return written.back(); }
-};
+using test::OutputRecorder;
 
 using codex_answers::default_config;
 using codex_answers::no_account;
@@ -152,7 +95,7 @@ class CodexSession : public ::testing::Test {
   RunSpec spec;
   LaunchPlan plan;
   std::unique_ptr<AdapterSession> session;
-  RecordingSink sink;
+  OutputRecorder sink;
   std::uint64_t line_no = 0;
 };
 
@@ -328,9 +271,9 @@ TEST_F(CodexSession, SteerAndInterruptNeedARunningTurn) {
   // The turn ended before Codex took the steer: the window closed, TOO_LATE.
   feed(json::object{{"id", sink.last_written().at("id")},
                     {"error", json::object{{"code", -32600}, {"message", "no active turn to steer"}}}});
-  ASSERT_EQ(sink.control_replies.size(), 1u);
-  EXPECT_FALSE(sink.control_replies[0].ok);
-  EXPECT_EQ(sink.control_replies[0].refusal_code, proto::RefusalCode::TOO_LATE);
+  ASSERT_EQ(sink.controls.size(), 1u);
+  EXPECT_FALSE(sink.controls[0].ok);
+  EXPECT_EQ(sink.controls[0].refusal_code, proto::RefusalCode::TOO_LATE);
 
   auto interrupt = session->interrupt(sink.in());
   EXPECT_EQ(interrupt.kind, ControlAck::Kind::pending_vendor);
@@ -848,7 +791,7 @@ TEST_F(CodexSession, AMemoryFileCodexReportsLoadedStopsTheRunBeforeItsFirstTurn)
 TEST_F(CodexSession, NoInstructionFileLoadedKeepsTheH11ClaimAndTheRunStarts) {
   plan.attestation.imposed = {{proto::HermeticRow::h11, "pinned untrusted"}};
   for (bool listed : {true, false}) {
-    sink = RecordingSink{};
+    sink = OutputRecorder{};
     session = adapter->open_session(spec, plan);
     json::object thread{{"thread", json::object{{"id", "thr_1"}}}, {"cwd", "/work"}};
     // Without the list (a Codex that does not say) the launch's own controls are the claim.

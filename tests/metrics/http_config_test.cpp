@@ -7,15 +7,11 @@
 namespace mh::test {
 namespace {
 
-boost::system::result<daemon::DaemonConfig, std::string> load(const std::string& toml) {
-  return load_config_text(toml, "http-config");
-}
-
 TEST(HttpConfig, AbsentMeansNothingListens) {
-  auto c = load("[runs]\nmax_active = 3\n");
+  auto c = load_config_text("[runs]\nmax_active = 3\n");
   ASSERT_TRUE(c) << c.error();
   EXPECT_FALSE(c->http_listen);
-  auto empty_table = load("[http]\n");
+  auto empty_table = load_config_text("[http]\n");
   ASSERT_TRUE(empty_table) << empty_table.error();
   EXPECT_FALSE(empty_table->http_listen);
 }
@@ -29,14 +25,14 @@ TEST(HttpConfig, TheShippedExampleDocumentsTheListenKeyAndItLoads) {
   auto at = shipped.find(line);
   ASSERT_NE(at, std::string::npos) << "the [http] block shows its key";
   shipped.erase(at, 2);  // uncomment it
-  auto c = load(shipped);
+  auto c = load_config_text(shipped);
   ASSERT_TRUE(c) << c.error();
   ASSERT_TRUE(c->http_listen);
   EXPECT_EQ(c->http_listen->port, 9464);
 }
 
 TEST(HttpConfig, AnAddressAndAPortAreTakenExactlyAsGiven) {
-  auto c = load("[http]\nlisten = \"127.0.0.1:9464\"\n");
+  auto c = load_config_text("[http]\nlisten = \"127.0.0.1:9464\"\n");
   ASSERT_TRUE(c) << c.error();
   ASSERT_TRUE(c->http_listen);
   EXPECT_EQ(c->http_listen->address, "127.0.0.1");
@@ -66,16 +62,16 @@ TEST(HttpConfig, ABadValueIsRefusedNamingTheKeyAndWhy) {
            {"[127.0.0.1]:9464", "does not name an IP address"},
            {"", "has no port"},
        }) {
-    auto c = load("[http]\nlisten = \"" + value + "\"\n");
+    auto c = load_config_text("[http]\nlisten = \"" + value + "\"\n");
     ASSERT_FALSE(c) << value;
     EXPECT_EQ(c.error().rfind("http.listen: \"" + value + "\" ", 0), 0u) << c.error();
     EXPECT_NE(c.error().find(says), std::string::npos) << c.error();
     EXPECT_NE(c.error().find("e.g. \"127.0.0.1:9464\""), std::string::npos) << c.error();
   }
-  auto not_a_string = load("[http]\nlisten = 9464\n");
+  auto not_a_string = load_config_text("[http]\nlisten = 9464\n");
   ASSERT_FALSE(not_a_string);
   EXPECT_EQ(not_a_string.error(), "http.listen: must be a string, not integer");
-  auto unknown = load("[http]\nlisten = \"127.0.0.1:1\"\nlisten_on = \"x\"\n");
+  auto unknown = load_config_text("[http]\nlisten = \"127.0.0.1:1\"\nlisten_on = \"x\"\n");
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error(), "unknown key http.listen_on (known keys of [http]: listen)");
 }

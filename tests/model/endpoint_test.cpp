@@ -22,13 +22,32 @@ std::chrono::milliseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
 }
 
+// One request carrying the run's token as the wire's own client sends it.
+Response to_anthropic(const RunningEndpoint& ep, std::string_view method, std::string_view target,
+                      const std::string& body) {
+  return exchange(ep.port(), method, target, anthropic_headers(ep.token()), body);
+}
+
+Response to_openai(const RunningEndpoint& ep, std::string_view target, const std::string& body) {
+  return exchange(ep.port(), "POST", target, openai_headers(ep.token()), body);
+}
+
 Response post_anthropic(const RunningEndpoint& ep, bool stream, bool with_tools = true) {
-  return exchange(ep.port(), "POST", "/v1/messages?beta=true", anthropic_headers(ep.token()),
-                  anthropic_body(stream, with_tools));
+  return to_anthropic(ep, "POST", "/v1/messages?beta=true", anthropic_body(stream, with_tools));
 }
 
 Response post_responses(const RunningEndpoint& ep, bool stream, bool with_tools = true) {
-  return exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()), responses_body(stream, with_tools));
+  return to_openai(ep, "/v1/responses", responses_body(stream, with_tools));
+}
+
+// What each logged request was answered with: "step N" for a scenario step (by index), else the
+// answer's name ("exhausted", "aux", ...).
+std::vector<std::string> answers(const std::vector<ServedRequest>& log) {
+  std::vector<std::string> out;
+  for (const auto& r : log)
+    out.push_back(r.answer == Answer::step && r.step ? "step " + std::to_string(*r.step)
+                                                     : std::string(to_string(r.answer)));
+  return out;
 }
 
 std::string text_of(const Response& r) {
@@ -338,11 +357,7 @@ TEST(Steps, RepeatServesAStepAgainAndOverridesFollowTheWire) {
   EXPECT_EQ(first_text(post_anthropic(ep, false)), "nothing left");
   ASSERT_TRUE(ep.wait_until_ended(5));
   const auto log = ep.requests();
-  EXPECT_EQ(log[0].step, 0u);
-  EXPECT_EQ(log[1].step, 0u);
-  EXPECT_EQ(log[2].step, 1u);
-  EXPECT_EQ(log[3].answer, Answer::exhausted);
-  EXPECT_EQ(log[4].answer, Answer::exhausted);
+  EXPECT_EQ(answers(log), (std::vector<std::string>{"step 0", "step 0", "step 1", "exhausted", "exhausted"}));
 }
 
 // A tool_call's `namespace` (responses override only) is rendered on the function_call item,
@@ -390,11 +405,7 @@ TEST(Steps, WhenRoutesAStepByARequestHeader) {
   EXPECT_EQ(first_text(post_responses(ep, false)), "metaharness: the scenario has no steps left.");
   ASSERT_TRUE(ep.wait_until_ended(5));
   const auto log = ep.requests();
-  EXPECT_EQ(log[0].step, 1u);
-  EXPECT_EQ(log[1].step, 0u);
-  EXPECT_EQ(log[2].step, 2u);
-  EXPECT_EQ(log[3].step, 3u);
-  EXPECT_EQ(log[4].answer, Answer::exhausted);
+  EXPECT_EQ(answers(log), (std::vector<std::string>{"step 1", "step 0", "step 2", "step 3", "exhausted"}));
 }
 
 TEST(Steps, DefaultExhaustedAnswerIsAPlainEndTurn) {
@@ -694,7 +705,7 @@ TEST(RequestLog, RecordsWhatTheModelWasSentInMemoryAndAsJsonl) {
   const std::string body = R"({"model":"claude-x","stream":true,"tools":[{"name":"Bash"}],)"
                            R"("messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1",)"
                            R"("content":"SUPERVISOR: denied","is_error":true}]}]})";
-  ASSERT_EQ(exchange(ep.port(), "POST", "/v1/messages?beta=true", anthropic_headers(ep.token()), body).status, 200u);
+  ASSERT_EQ(to_anthropic(ep, "POST", "/v1/messages?beta=true", body).status, 200u);
   ASSERT_TRUE(ep.wait_until_ended(1));
 
   const ServedRequest r = ep.requests().at(0);
@@ -767,12 +778,12 @@ TEST(Endpoint, StartFailuresAreValues) {
 
 TEST(Malformed, BadJsonIsA400NamedInTheLog) {
   RunningEndpoint ep(kTwoWireScenario);
-  const Response r = exchange(ep.port(), "POST", "/v1/messages", anthropic_headers(ep.token()), "{\"model\": ");
+  const Response r = to_anthropic(ep, "POST", "/v1/messages", "{\"model\": ");
   EXPECT_EQ(r.status, 400u);
   EXPECT_EQ(parse(r.body).at("error").at("type"), "invalid_request_error");
-  const Response array = exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()), "[1,2]");
+  const Response array = to_openai(ep, "/v1/responses", "[1,2]");
   EXPECT_EQ(array.status, 400u);
-  const Response empty = exchange(ep.port(), "POST", "/v1/responses", openai_headers(ep.token()), "");
+  const Response empty = to_openai(ep, "/v1/responses", "");
   EXPECT_EQ(empty.status, 400u);
   ASSERT_TRUE(ep.wait_until_ended(3));
   const auto log = ep.requests();
@@ -791,7 +802,7 @@ TEST(Malformed, ABodyOverTheLimitIsA413) {
   options.max_body_bytes = 64 * 1024;
   RunningEndpoint ep(kTwoWireScenario, options);
   const std::string huge = R"({"model":"m","tools":[1],"pad":")" + std::string(200 * 1024, 'x') + "\"}";
-  const Response r = exchange(ep.port(), "POST", "/v1/messages", anthropic_headers(ep.token()), huge);
+  const Response r = to_anthropic(ep, "POST", "/v1/messages", huge);
   EXPECT_EQ(r.status, 413u) << r.error;
   EXPECT_EQ(parse(r.body).at("error").at("type"), "request_too_large");
   EXPECT_EQ(r.header("connection"), "close");
@@ -840,10 +851,10 @@ TEST(Malformed, GarbageIsA400AndTheConnectionCloses) {
 
 TEST(Malformed, UnknownPathsAndMethodsAreAnsweredAndLogged) {
   RunningEndpoint ep(kTwoWireScenario);
-  const Response unknown = exchange(ep.port(), "POST", "/v1/complete", anthropic_headers(ep.token()), "{}");
+  const Response unknown = to_anthropic(ep, "POST", "/v1/complete", "{}");
   EXPECT_EQ(unknown.status, 404u);
   EXPECT_EQ(parse(unknown.body).at("error").at("type"), "not_found_error");
-  const Response get = exchange(ep.port(), "GET", "/v1/messages", anthropic_headers(ep.token()), "");
+  const Response get = to_anthropic(ep, "GET", "/v1/messages", "");
   EXPECT_EQ(get.status, 405u);
   EXPECT_EQ(get.header("allow"), "POST");
   ASSERT_TRUE(ep.wait_until_ended(2));

@@ -7,6 +7,8 @@
 
 namespace mh::standin {
 
+namespace json = boost::json;
+
 namespace {
 
 // Thrown while reading the script; carries the path of the offending element.

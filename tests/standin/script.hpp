@@ -11,14 +11,12 @@
 
 namespace mh::standin {
 
-namespace json = boost::json;
-
 inline constexpr std::string_view kScriptFormat = "mh-standin-claude.script/1";
 
 struct ToolCallSpec {
   std::string id;
   std::string name;
-  json::object input;
+  boost::json::object input;
   bool run_effect = true;             // "effect": "auto" (default) or "none"
   std::optional<std::string> output;  // tool_result text on success, instead of the effect's
   std::uint64_t duration_ms = 0;      // extra running time, interruptible
