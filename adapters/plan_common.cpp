@@ -173,6 +173,19 @@ std::optional<std::string> installed_package_version(const HostConfig& config, s
   return version;
 }
 
+std::vector<proto::Event> translate_with_session(const Adapter& adapter, AdapterSession& session,
+                                                 std::string_view transcript, const std::string& run_id) {
+  OfflineSink offline(adapter, run_id);
+  AdapterOutputs outputs;
+  read_transcript(transcript, [&](const proto::FramedLine& line) {
+    session.on_vendor_line(line, outputs);
+    offline.fold(outputs);
+  });
+  session.on_vendor_end(outputs);
+  offline.fold(outputs);
+  return offline.finish(session.session_ended());
+}
+
 void note_observe_mode(const RunSpec& spec, std::vector<std::string>& ambient_inputs, std::string under_deny_only,
                        std::string granting) {
   if (spec.decisions != protocol::DecisionMode::observe) return;

@@ -77,6 +77,11 @@ std::optional<std::string> installed_package_version(const HostConfig& config, s
 // The `version` string of one package.json; nullopt when the file is missing or says none.
 std::optional<std::string> read_package_version(const std::filesystem::path& manifest);
 
+// `metaharness translate` for an adapter whose session is also its offline reader (Codex,
+// opencode): every line of the transcript through `session`, folded offline, then its end.
+std::vector<proto::Event> translate_with_session(const Adapter& adapter, AdapterSession& session,
+                                                 std::string_view transcript, const std::string& run_id);
+
 // What the adapter of a vendor CLI installed from npm holds whatever the vendor: the host's
 // config, its id and capability table, and its installed version from the package's manifest.
 class NpmCliAdapter : public Adapter {

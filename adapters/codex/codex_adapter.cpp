@@ -150,15 +150,7 @@ class CodexAdapter final : public NpmCliAdapter {
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
     LaunchPlan plan;
     auto session = make_session(plan, /*deny_only=*/false, /*offline=*/true);
-    OfflineSink offline(*this, run_id);
-    AdapterOutputs outputs;
-    read_transcript(transcript, [&](const proto::FramedLine& line) {
-      session->on_vendor_line(line, outputs);
-      offline.fold(outputs);
-    });
-    session->on_vendor_end(outputs);
-    offline.fold(outputs);
-    return offline.finish(session->session_ended());
+    return translate_with_session(*this, *session, transcript, run_id);
   }
 
   // The bound is mh-codex-hook's, not Codex's. Measured on 0.171.0: Codex waits for an approval

@@ -3,6 +3,7 @@
 #include "adapters/opencode/opencode_plan.hpp"
 #include "adapters/opencode/opencode_session.hpp"
 #include "adapters/plan_common.hpp"
+#include "adapters/vendor_binaries.hpp"
 
 namespace mh::adapters {
 namespace opencode {
@@ -55,7 +56,7 @@ const proto::CapabilityTable& capabilities() {
 }
 
 std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / "node_modules/opencode-linux-x64/bin/opencode";
+  return vendor_dir / kOpencodeBinaryUnderVendor;
 }
 
 std::filesystem::path plugin_package_dir(const std::filesystem::path& vendor_dir) {
@@ -64,12 +65,11 @@ std::filesystem::path plugin_package_dir(const std::filesystem::path& vendor_dir
 
 namespace {
 
-class OpencodeAdapter final : public Adapter {
+class OpencodeAdapter final : public NpmCliAdapter {
  public:
-  explicit OpencodeAdapter(HostConfig config) : config_(std::move(config)) {}
-
-  std::string_view id() const override { return "opencode"; }
-  const proto::CapabilityTable& capabilities() const override { return opencode::capabilities(); }
+  explicit OpencodeAdapter(HostConfig config)
+      : NpmCliAdapter({"opencode", opencode::capabilities(), "node_modules/opencode-ai/package.json"},
+                      std::move(config)) {}
 
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
     return make_plan(*this, config_, spec, paths);
@@ -80,22 +80,8 @@ class OpencodeAdapter final : public Adapter {
   }
 
   std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
-    RunSpec spec;
-    LaunchPlan plan;
-    auto session = make_session(spec, plan, /*offline=*/true);
-    OfflineSink offline(*this, run_id);
-    AdapterOutputs outputs;
-    read_transcript(transcript, [&](const proto::FramedLine& line) {
-      session->on_vendor_line(line, outputs);
-      offline.fold(outputs);
-    });
-    session->on_vendor_end(outputs);
-    offline.fold(outputs);
-    return offline.finish(session->session_ended());
-  }
-
-  std::optional<std::string> installed_version(std::string& error) const override {
-    return installed_package_version(config_, "opencode", "node_modules/opencode-ai/package.json", error);
+    auto session = make_session(RunSpec{}, LaunchPlan{}, /*offline=*/true);
+    return translate_with_session(*this, *session, transcript, run_id);
   }
 
   // The plugin waits for the run's answer with setTimeout, whose delay is a signed 32-bit count of
@@ -115,9 +101,6 @@ class OpencodeAdapter final : public Adapter {
         out.push_back("file:" + *path);
     return out;
   }
-
- private:
-  HostConfig config_;
 };
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "adapters/vendor_binaries.hpp"
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "metaharness/build_info.hpp"
@@ -247,7 +248,7 @@ const VendorDriver kOpencode = {
     .default_timeout_s = 180,
     .scenario = "opencode_40_calls.json",
     .bin_env = "METAHARNESS_OPENCODE_BIN",
-    .bin_under_vendor = "node_modules/opencode-linux-x64/bin/opencode",
+    .bin_under_vendor = mh::adapters::kOpencodeBinaryUnderVendor,
     .json_name = "opencode-seam-bench.json",
     .default_hook_command = "",
     .usage =

@@ -9,58 +9,24 @@
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
 #include "protocol/json.hpp"
+#include "tests/support/output_recorder.hpp"
 
 namespace mh::adapters::opencode {
 namespace {
 
 namespace proto = mh::protocol;
 
-struct Recorded {
-  std::vector<proto::EventPayload> events;
-  std::vector<ToolCall> presented;  // calls presented (with or without a reply channel)
-  std::vector<ReplyToken> replies;  // the reply channel of each presented call (empty: none)
-  std::vector<json::object> written;
-  std::vector<std::pair<std::uint64_t, std::string>> hook_replies;
-  std::vector<std::string> turns, failures;
-  int ready = 0;
-
-  void take(AdapterOutputs& outputs) {
-    for (auto& o : outputs.take())
-      std::visit([&](auto& x) { one(x); }, o);
-  }
-  void one(out::Event& o) { events.push_back(std::move(o.payload)); }
-  void one(out::EventCut& o) { events.push_back(std::move(o.payload)); }
-  void one(out::CallPresented& o) {
-    presented.push_back(std::move(o.call));
-    replies.emplace_back();
-  }
-  void one(out::CallAwaitsAnswer& o) {
-    presented.push_back(std::move(o.call));
-    replies.push_back(std::move(o.reply));
-  }
-  void one(out::CallWithdrawn&) {}
-  void one(out::ControlAnswered&) {}
-  void one(out::TurnStarted&) { turns.push_back("started"); }
-  void one(out::TurnEnded& o) { turns.push_back("ended:" + o.stop_reason.value_or("")); }
-  void one(out::WriteVendor& o) {
-    auto v = proto::parse_json(o.line);
-    ASSERT_TRUE(v && v->is_object()) << o.line;
-    written.push_back(v->as_object());
-  }
-  void one(out::ReplyHook& o) { hook_replies.emplace_back(o.connection, std::move(o.line)); }
-  void one(out::SessionReady&) { ++ready; }
-  void one(out::FailRun& o) { failures.push_back(std::move(o.reason)); }
-
+// The shared recorder, and what these tests read from it.
+struct Recorded : test::OutputRecorder {
+  // A presented call's reply channel (empty: none).
+  ReplyToken reply(std::size_t i) const { return calls.at(i).reply.value_or(ReplyToken{}); }
   template <class T>
   std::vector<T> all() const {
-    std::vector<T> found;
-    for (const auto& e : events)
-      if (auto* t = std::get_if<T>(&e)) found.push_back(*t);
-    return found;
+    return of<T>();
   }
   std::vector<std::string> opaque_subtypes() const {
     std::vector<std::string> out;
-    for (const auto& o : all<proto::ev::Opaque>())
+    for (const auto& o : of<proto::ev::Opaque>())
       out.push_back(o.vendor_subtype.value_or(""));
     return out;
   }
@@ -132,10 +98,10 @@ class OpencodeSession : public ::testing::Test {
     r.take(out);
   }
   void decide(std::size_t presented, const proto::Decision& d) {
-    ASSERT_LT(presented, r.presented.size());
-    AdapterOutputs out;
-    session->answer(r.replies[presented], r.presented[presented], d, out);
-    r.take(out);
+    ASSERT_LT(presented, r.calls.size());
+    // A copy: the answer's outputs are recorded into r.calls as it runs.
+    const ToolCall call = r.calls[presented].call;
+    session->answer(r.reply(presented), call, d, r.in());
   }
   // The seam plugin asks about `id` (connection 7) after opencode's first notice of it.
   void seam_asks(std::string_view id, std::string_view command) {
@@ -153,13 +119,13 @@ class OpencodeSession : public ::testing::Test {
 TEST_F(OpencodeSession, TheSeamPresentsTheCallWithItsRealInputBeforeItRuns) {
   ASSERT_EQ(r.ready, 1);
   seam_asks("toolu_1", "touch marker.txt");
-  ASSERT_EQ(r.presented.size(), 1u) << "opencode's first notice presents nothing: its rawInput is only the cwd";
-  EXPECT_EQ(r.presented[0].call_id, "toolu_1");
-  EXPECT_EQ(r.presented[0].name, "bash");
-  EXPECT_EQ(r.presented[0].seam, proto::Seam::hook);
-  EXPECT_EQ(r.presented[0].input.at("command"), "touch marker.txt");
-  ASSERT_TRUE(r.replies[0].hook_connection);
-  EXPECT_EQ(*r.replies[0].hook_connection, 7u);
+  ASSERT_EQ(r.calls.size(), 1u) << "opencode's first notice presents nothing: its rawInput is only the cwd";
+  EXPECT_EQ(r.calls[0].call.call_id, "toolu_1");
+  EXPECT_EQ(r.calls[0].call.name, "bash");
+  EXPECT_EQ(r.calls[0].call.seam, proto::Seam::hook);
+  EXPECT_EQ(r.calls[0].call.input.at("command"), "touch marker.txt");
+  ASSERT_TRUE(r.reply(0).hook_connection);
+  EXPECT_EQ(*r.reply(0).hook_connection, 7u);
   EXPECT_TRUE(r.hook_replies.empty()) << "the plugin waits for the decision";
 }
 
@@ -170,7 +136,7 @@ TEST_F(OpencodeSession, AnAllowGoesToThePluginAndTheSecondGateIsAnsweredOnceWith
   EXPECT_EQ(r.hook_replies[0], (std::pair<std::uint64_t, std::string>{7, R"({"decision":"allow"})"}));
   std::size_t written = r.written.size();
   feed(permission("0", "toolu_1", "touch marker.txt"));
-  EXPECT_EQ(r.presented.size(), 1u) << "the second gate is not a second decision";
+  EXPECT_EQ(r.calls.size(), 1u) << "the second gate is not a second decision";
   ASSERT_EQ(r.written.size(), written + 1);
   EXPECT_EQ(r.written.back().at("id"), 0);
   EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "once") << "never always";
@@ -180,7 +146,7 @@ TEST_F(OpencodeSession, AnAllowGoesToThePluginAndTheSecondGateIsAnsweredOnceWith
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].call_id, "toolu_1");
   EXPECT_EQ(results[0].exit_code, 0);
-  EXPECT_EQ(r.presented.size(), 1u) << "its end is not recorded as a call nothing gated";
+  EXPECT_EQ(r.calls.size(), 1u) << "its end is not recorded as a call nothing gated";
 }
 
 TEST_F(OpencodeSession, ADenyCarriesTheReasonToThePluginAndTheEndSaysWhatTheModelWasTold) {
@@ -195,14 +161,14 @@ TEST_F(OpencodeSession, ADenyCarriesTheReasonToThePluginAndTheEndSaysWhatTheMode
   auto results = r.all<proto::ev::ToolResult>();
   ASSERT_EQ(results.size(), 1u) << "what the model was told, as on Claude and Codex";
   EXPECT_TRUE(results[0].is_error.value_or(false));
-  EXPECT_EQ(r.presented.size(), 1u) << "its end is not a second presentation";
+  EXPECT_EQ(r.calls.size(), 1u) << "its end is not a second presentation";
 }
 
 TEST_F(OpencodeSession, AReplaceCarriesTheNewInputAndNeedsAnObject) {
   seam_asks("toolu_1", "touch marker.txt");
   json::value replaced = json::object{{"command", "touch replaced.txt"}, {"description", "r"}};
-  EXPECT_FALSE(session->check_decision(r.presented[0], proto::decision::Replace{replaced}));
-  auto refused = session->check_decision(r.presented[0], proto::decision::Replace{json::value("touch x")});
+  EXPECT_FALSE(session->check_decision(r.calls[0].call, proto::decision::Replace{replaced}));
+  auto refused = session->check_decision(r.calls[0].call, proto::decision::Replace{json::value("touch x")});
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->code, proto::RefusalCode::MALFORMED);
   decide(0, proto::decision::Replace{replaced});
@@ -219,15 +185,15 @@ TEST_F(OpencodeSession, AnAbstainedCallsSecondGateIsRejectedForNobodyGrantedIt) 
   EXPECT_EQ(proto::parse_json(r.hook_replies.at(0).second)->at("decision"), "abstain");
   feed(permission("0", "toolu_1", "touch marker.txt"));
   EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "reject");
-  EXPECT_EQ(r.presented.size(), 1u);
+  EXPECT_EQ(r.calls.size(), 1u);
 }
 
 TEST_F(OpencodeSession, APermissionThePluginNeverSawIsPresentedOnItsOwnAndCannotCarryAReplace) {
   feed(permission("4", "toolu_other", "ls /"));
-  ASSERT_EQ(r.presented.size(), 1u);
-  EXPECT_EQ(r.presented[0].seam, proto::Seam::control_request);
-  EXPECT_FALSE(r.replies[0].hook_connection);
-  auto refused = session->check_decision(r.presented[0], proto::decision::Replace{json::object{}});
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].call.seam, proto::Seam::control_request);
+  EXPECT_FALSE(r.reply(0).hook_connection);
+  auto refused = session->check_decision(r.calls[0].call, proto::decision::Replace{json::object{}});
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->code, proto::RefusalCode::UNSUPPORTED_CONTROL);
   decide(0, proto::decision::Deny{"no"});
@@ -238,7 +204,7 @@ TEST_F(OpencodeSession, APermissionThePluginNeverSawIsPresentedOnItsOwnAndCannot
 TEST_F(OpencodeSession, ARequestThatNamesNoCallIsDeniedAtOnceNamingWhy) {
   hook(9, json::object{{"hook", "tool.execute.before"}, {"tool", "bash"}});
   hook(10, json::value("garbage"));
-  EXPECT_TRUE(r.presented.empty());
+  EXPECT_TRUE(r.calls.empty());
   ASSERT_EQ(r.hook_replies.size(), 2u);
   for (const auto& [connection, line] : r.hook_replies) {
     auto answer = proto::parse_json(line);
@@ -319,8 +285,8 @@ TEST(OpencodeTranslate, AnswersAreKnownByTheirShapeAndAPromptIsATurn) {
   ASSERT_EQ(r.all<proto::ev::SessionStarted>().size(), 1u);
   EXPECT_EQ(r.all<proto::ev::SessionStarted>()[0].harness_version, "1.18.33");
   EXPECT_EQ(r.turns, (std::vector<std::string>{"started", "ended:end_turn"}));
-  ASSERT_EQ(r.presented.size(), 1u);
-  EXPECT_EQ(r.presented[0].seam, proto::Seam::none) << "offline, nobody adjudicated the call";
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].call.seam, proto::Seam::none) << "offline, nobody adjudicated the call";
   EXPECT_EQ(r.all<proto::ev::ToolResult>().size(), 1u);
   EXPECT_TRUE(r.all<proto::ev::Opaque>().empty());
   ASSERT_TRUE(session->session_ended());
