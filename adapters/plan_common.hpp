@@ -77,6 +77,13 @@ std::optional<std::string> installed_package_version(const HostConfig& config, s
 // The `version` string of one package.json; nullopt when the file is missing or says none.
 std::optional<std::string> read_package_version(const std::filesystem::path& manifest);
 
+// The longest decision deadline a seam program can wait out with a signed 32-bit millisecond
+// timer (poll(2), setTimeout) when it gives up `margin_s` seconds after the deadline.
+constexpr std::uint64_t deadline_bound_of_int_ms_timer(std::uint64_t margin_s) {
+  constexpr std::uint64_t kTimerMaxMs = 2'147'483'647;
+  return (kTimerMaxMs / 1000 - margin_s) * 1000;
+}
+
 // `metaharness translate` for an adapter whose session is also its offline reader (Codex,
 // opencode): every line of the transcript through `session`, folded offline, then its end.
 std::vector<proto::Event> translate_with_session(const Adapter& adapter, AdapterSession& session,

@@ -122,16 +122,21 @@ bench_daemon() {
 # reported (unpaired and paired by round, with 95% bootstrap intervals).
 # Environment: MH_CODEX_SEAM_RUNS (measured rounds, default 5), MH_CODEX_SEAM_JSON (summary file,
 # default codex-seam-bench.json in a fresh temporary directory, named in the output).
-bench_codex_seam() {
+bench_codex_seam() { seam_bench_of codex "${MH_CODEX_SEAM_RUNS:-5}" "${MH_CODEX_SEAM_JSON:-}" mh-codex-hook; }
+
+# One vendor's row of mh_seam_bench: $1 vendor, $2 rounds, $3 summary file ("": the default), then
+# the programs metaharness needs beside it.
+seam_bench_of() {
+  local vendor="$1" runs="$2" json="$3" out
+  shift 3
   local program="$BIN/mh_seam_bench"
-  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
-  [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
-  [ -x "$BIN/mh-codex-hook" ] || { say "missing $BIN/mh-codex-hook (build first)"; return 1; }
-  local runs="${MH_CODEX_SEAM_RUNS:-5}" out
-  say "codex seam: $runs interleaved rounds of 3 variants (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  local args=(--vendor codex --runs "$runs" --metaharness "$BIN/metaharness")
-  [ -n "${MH_CODEX_SEAM_JSON:-}" ] && args+=(--json "$MH_CODEX_SEAM_JSON")
-  out="$("$program" "${args[@]}")" || { printf '%s\n' "$out"; say "codex seam: a variant did not complete"; return 1; }
+  for needed in "$program" "$BIN/metaharness" "${@/#/$BIN/}"; do
+    [ -x "$needed" ] || { say "missing $needed (build first)"; return 1; }
+  done
+  say "$vendor seam: $runs interleaved rounds of 3 variants (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  local args=(--vendor "$vendor" --runs "$runs" --metaharness "$BIN/metaharness")
+  [ -n "$json" ] && args+=(--json "$json")
+  out="$("$program" "${args[@]}")" || { printf '%s\n' "$out"; say "$vendor seam: a variant did not complete"; return 1; }
   printf '%s\n' "$out"
 }
 
@@ -140,17 +145,7 @@ bench_codex_seam() {
 # round-robin: "permission": "allow" and no plugin (the floor), a bare ACP driver answering every
 # permission request allow_once at once, metaharness ask mode (the seam plugin, then the second
 # gate). Environment: MH_OPENCODE_SEAM_RUNS (measured rounds, default 5), MH_OPENCODE_SEAM_JSON.
-bench_opencode_seam() {
-  local program="$BIN/mh_seam_bench"
-  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
-  [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
-  local runs="${MH_OPENCODE_SEAM_RUNS:-5}" out
-  say "opencode seam: $runs interleaved rounds of 3 variants (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  local args=(--vendor opencode --runs "$runs" --metaharness "$BIN/metaharness")
-  [ -n "${MH_OPENCODE_SEAM_JSON:-}" ] && args+=(--json "$MH_OPENCODE_SEAM_JSON")
-  out="$("$program" "${args[@]}")" || { printf '%s\n' "$out"; say "opencode seam: a variant did not complete"; return 1; }
-  printf '%s\n' "$out"
-}
+bench_opencode_seam() { seam_bench_of opencode "${MH_OPENCODE_SEAM_RUNS:-5}" "${MH_OPENCODE_SEAM_JSON:-}"; }
 
 # Starting a governed run per vendor (issue 14; mh_vendor_start_bench): claude, codex and opencode
 # interleaved, spawn to session.started / turn.ended / stream.closed and the vendor's peak RSS.

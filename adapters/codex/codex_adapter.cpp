@@ -158,10 +158,7 @@ class CodexAdapter final : public NpmCliAdapter {
   // not overflow or fail at once). The hook program waits for the run's answer with poll(2),
   // whose timeout is an int of milliseconds, until the deadline + 20 s: that must stay within
   // 2^31 - 1 ms.
-  std::uint64_t max_decision_deadline_ms() const override {
-    constexpr std::uint64_t kPollMaxMs = 2'147'483'647;
-    return (kPollMaxMs / 1000 - 20) * 1000;
-  }
+  std::uint64_t max_decision_deadline_ms() const override { return deadline_bound_of_int_ms_timer(20); }
 
   // The plan writes the model into config.toml: a run that names none gets this one.
   std::optional<std::string> default_model() const override { return std::string(kDefaultModel); }

@@ -86,10 +86,7 @@ class OpencodeAdapter final : public NpmCliAdapter {
 
   // The plugin waits for the run's answer with setTimeout, whose delay is a signed 32-bit count of
   // milliseconds, until the deadline + 20 s: that must stay within 2^31 - 1 ms.
-  std::uint64_t max_decision_deadline_ms() const override {
-    constexpr std::uint64_t kTimerMaxMs = 2'147'483'647;
-    return (kTimerMaxMs / 1000 - 20) * 1000;
-  }
+  std::uint64_t max_decision_deadline_ms() const override { return deadline_bound_of_int_ms_timer(20); }
 
   std::optional<std::string> default_model() const override { return std::string(kDefaultModel); }
 

@@ -154,6 +154,25 @@ std::optional<json::object> next_object(LineReader& reader, std::string& line, C
                                         Clock::time_point deadline, std::string_view before, RunRecord& r,
                                         std::vector<std::string>* keep = nullptr);
 
+// The end of a vendor's direct run, once its turn is over or it failed: stdin closed, stdout to
+// its end, the exit, the endpoint stopped, the transcript kept (--keep), then the run judged: the
+// exit status, the problem the driver noted, every request the endpoint served, the answers the
+// driver gave, and f1..fN made; the run's figures set when it counts.
+struct DirectRun {
+  std::string_view vendor;  // "codex": its words in the failures, <vendor>-stdout.jsonl
+  Subprocess& child;
+  LineReader& reader;
+  model::ScriptedEndpoint& endpoint;
+  Clock::time_point started, deadline;
+  std::optional<Clock::time_point> turn_done_at;
+  const std::string& problem;  // the run went on, but does not count
+  const std::vector<std::string>& transcript;
+  bool answers_expected;           // the driver answered one request per call
+  std::string_view answered_what;  // "approvals"
+  const fs::path& work;
+};
+void finish_direct_run(const RunContext& c, const DirectRun& d, RunRecord& r);
+
 // How the metaharness ask variant differs between the vendors (the loop itself is shared).
 struct MetaharnessShape {
   bool pass_locale;  // LANG, LC_ALL, TZ passed through (the codex adapter's plan passes them)

@@ -190,41 +190,20 @@ void run_opencode_directly(const RunContext& c, RunRecord& r) {
       }
     }
   }
-  std::optional<Clock::time_point> eof_at;
-  std::optional<int> exit_status;
-  if (r.failure.empty()) {
-    child.close_stdin();  // the prompt is answered: opencode acp exits on stdin EOF
-    eof_at = reader.drain(deadline);
-    if (!eof_at)
-      r.failure = "opencode did not close its stdout after stdin closed";
-    else if (!(exit_status = child.wait_exit(*eof_at + 10s)))
-      r.failure = "opencode did not exit";
-  }
-  child.terminate(5s);
-  r.child_cpu_ms = child.cpu_ms();
-  endpoint->stop();
-  if (c.o.keep) {
-    std::ofstream out(r.dir / "opencode-stdout.jsonl");
-    for (const auto& l : transcript)
-      out << l << "\n";
-  }
-  if (!r.failure.empty()) return;
-  if (!WIFEXITED(*exit_status) || WEXITSTATUS(*exit_status) != 0)
-    r.failure = "opencode exit status " + std::to_string(WIFEXITED(*exit_status) ? WEXITSTATUS(*exit_status) : -1);
-  if (r.failure.empty()) r.failure = problem;
-  if (!r.failure.empty()) return;
-
-  r.wall_turn_ms = ms_between(started, *turn_done_at);
-  r.wall_end_ms = ms_between(started, *eof_at);
-  std::vector<RunContext::Served> served;
-  for (const auto& request : endpoint->requests())
-    served.push_back(
-        {std::string(mh::model::to_string(request.answer)), static_cast<double>(request.received_at.count())});
-  r.failure = c.check_requests(served, r);
-  if (r.failure.empty() && ask && r.calls_answered != c.calls)
-    r.failure = "answered " + std::to_string(r.calls_answered) + " permission requests, not " + std::to_string(c.calls);
-  if (r.failure.empty()) r.failure = c.check_files(plan->cwd);
-  r.ok = r.failure.empty();
+  finish_direct_run(c,
+                    DirectRun{.vendor = "opencode",
+                              .child = child,
+                              .reader = reader,
+                              .endpoint = *endpoint,
+                              .started = started,
+                              .deadline = deadline,
+                              .turn_done_at = turn_done_at,
+                              .problem = problem,
+                              .transcript = transcript,
+                              .answers_expected = ask,
+                              .answered_what = "permission requests",
+                              .work = plan->cwd},
+                    r);
 }
 
 int report(const Options& o, int calls, const std::vector<RunRecord>& records) {

@@ -1,6 +1,8 @@
 // The report pieces every vendor's seam bench shares (bench/seam/seam.hpp): the completed runs
 // of each variant, their pooled call cycles and latencies, the per-variant table and summary,
 // the CPU table, and the JSON summary with the failed runs named.
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include <thread>
 
 #include "bench/seam/seam.hpp"
+#include "daemon/model/scripted_endpoint.hpp"
 
 namespace mh::seam {
 
@@ -208,6 +211,47 @@ constexpr std::array<Metric, 6> kApprovalMetrics = [] {
                                shared[2], shared[3],
                                shared[4], Metric{"cpu_ms", "CPU of the run", true, &median_of<&RunRecord::cpu_ms>}};
 }();
+
+void finish_direct_run(const RunContext& c, const DirectRun& d, RunRecord& r) {
+  using namespace std::chrono_literals;
+  const std::string vendor(d.vendor);
+  std::optional<Clock::time_point> eof_at;
+  std::optional<int> exit_status;
+  if (r.failure.empty()) {
+    d.child.close_stdin();  // the turn is over: the vendor exits on stdin EOF
+    eof_at = d.reader.drain(d.deadline);
+    if (!eof_at)
+      r.failure = vendor + " did not close its stdout after stdin closed";
+    else if (!(exit_status = d.child.wait_exit(*eof_at + 10s)))
+      r.failure = vendor + " did not exit";
+  }
+  d.child.terminate(5s);
+  r.child_cpu_ms = d.child.cpu_ms();
+  d.endpoint.stop();
+  if (c.o.keep) {
+    std::ofstream out(r.dir / (vendor + "-stdout.jsonl"));
+    for (const auto& l : d.transcript)
+      out << l << "\n";
+  }
+  if (!r.failure.empty()) return;
+  if (!WIFEXITED(*exit_status) || WEXITSTATUS(*exit_status) != 0)
+    r.failure = vendor + " exit status " + std::to_string(WIFEXITED(*exit_status) ? WEXITSTATUS(*exit_status) : -1);
+  if (r.failure.empty()) r.failure = d.problem;
+  if (!r.failure.empty()) return;
+
+  r.wall_turn_ms = ms_between(d.started, *d.turn_done_at);
+  r.wall_end_ms = ms_between(d.started, *eof_at);
+  std::vector<RunContext::Served> served;
+  for (const auto& request : d.endpoint.requests())
+    served.push_back(
+        {std::string(mh::model::to_string(request.answer)), static_cast<double>(request.received_at.count())});
+  r.failure = c.check_requests(served, r);
+  if (r.failure.empty() && d.answers_expected && r.calls_answered != c.calls)
+    r.failure = "answered " + std::to_string(r.calls_answered) + " " + std::string(d.answered_what) + ", not " +
+                std::to_string(c.calls);
+  if (r.failure.empty()) r.failure = c.check_files(d.work);
+  r.ok = r.failure.empty();
+}
 
 std::string read_own_shares(const json::object& report, RunRecord& r) {
   for (auto name : kOwnShares) {

@@ -26,14 +26,6 @@ namespace {
 class CodexRun : public GovernedRun {
  protected:
   CodexRun() : GovernedRun("codex") {}
-
-  // Does any request the endpoint served after the first carry `text` anywhere in its body?
-  bool a_later_request_carries(const std::string& text, std::size_t after = 0) {
-    auto bodies = logged_request_bodies(run_dir());
-    for (std::size_t i = after; i < bodies.size(); ++i)
-      if (protocol::canonical_json(json::value(bodies[i])).find(text) != std::string::npos) return true;
-    return false;
-  }
 };
 
 // The shared behaviours (tests/support/shared_behaviours.hpp) on the real CLI: its scenarios,

@@ -46,6 +46,18 @@ class DaemonCli : public ::testing::Test {
     return reply ? reply->str("run_id") : "";
   }
 
+  // `metaharness submit <adapter> ... --decisions ask` from the command line: the run id it prints.
+  std::string submit_from_command_line(const std::string& adapter, const std::string& scenario) {
+    CliProcess submitted({metaharness_binary().string(), "submit", adapter, "-p", "go", "--decisions", "ask",
+                          "--model-scenario", (source_dir() / "tests/scenarios" / adapter / scenario).string(),
+                          "--socket", daemon->socket().string()});
+    submitted.close_stdin();
+    auto id_line = submitted.next_line(30s);
+    EXPECT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
+    EXPECT_TRUE(id_line && std::filesystem::exists(daemon->run_dir(*id_line))) << "submit prints the run id";
+    return id_line.value_or("");
+  }
+
   // Follows a run's stream to its end on a fresh connection.
   std::vector<EventLine> follow(const std::string& id, std::uint64_t from = 1) {
     return follow_to_end(daemon->socket(), id, 120s, from);
@@ -345,15 +357,8 @@ TEST_F(DaemonCli, BadSocketInputIsAnsweredByNameAndTheConnectionStaysUsable) {
 // command line, a controller attached over the socket decides every call (the hook channel's
 // calls too: the run's hook socket lives in the daemon), and the stream ends complete.
 TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedByTheController) {
-  CliProcess submitted({metaharness_binary().string(), "submit", "codex", "-p", "go", "--decisions", "ask",
-                        "--model-scenario", (source_dir() / "tests/scenarios/codex/every_kind.json").string(),
-                        "--socket", daemon->socket().string()});
-  submitted.close_stdin();
-  auto id_line = submitted.next_line(30s);
-  ASSERT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
-  ASSERT_TRUE(id_line);
-  std::string id = *id_line;
-  ASSERT_TRUE(std::filesystem::exists(daemon->run_dir(id))) << "submit prints the run id: " << id;
+  std::string id = submit_from_command_line("codex", "every_kind.json");
+  ASSERT_FALSE(id.empty());
 
   SocketClient control(daemon->socket());
   control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
@@ -403,14 +408,8 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
 // plugin's requests reach the run through the run's hook channel (held by its supervisor), a
 // controller attached over the socket decides, and the stream ends complete.
 TEST_F(DaemonCli, HostsAnOpencodeRunWhosePluginSeamIsDecidedByTheController) {
-  CliProcess submitted({metaharness_binary().string(), "submit", "opencode", "-p", "go", "--decisions", "ask",
-                        "--model-scenario", (source_dir() / "tests/scenarios/opencode/three_calls.json").string(),
-                        "--socket", daemon->socket().string()});
-  submitted.close_stdin();
-  auto id_line = submitted.next_line(30s);
-  ASSERT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
-  ASSERT_TRUE(id_line);
-  std::string id = *id_line;
+  std::string id = submit_from_command_line("opencode", "three_calls.json");
+  ASSERT_FALSE(id.empty());
 
   SocketClient control(daemon->socket());
   control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));

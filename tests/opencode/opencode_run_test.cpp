@@ -31,14 +31,6 @@ namespace fs = std::filesystem;
 class OpencodeRun : public GovernedRun {
  protected:
   OpencodeRun() : GovernedRun("opencode") {}
-
-  // Does any request the endpoint served from `after` on carry `text` anywhere in its body?
-  bool a_later_request_carries(const std::string& text, std::size_t after = 0) {
-    auto bodies = logged_request_bodies(run_dir());
-    for (std::size_t i = after; i < bodies.size(); ++i)
-      if (protocol::canonical_json(json::value(bodies[i])).find(text) != std::string::npos) return true;
-    return false;
-  }
 };
 
 class OpencodeVendor : public VendorBase<OpencodeRun> {

@@ -24,6 +24,15 @@ struct Recorded : test::OutputRecorder {
   std::vector<T> all() const {
     return of<T>();
   }
+  // One line of opencode's stdout through `session`, numbered in order.
+  void feed(AdapterSession& session, std::string_view text) {
+    proto::FramedLine line;
+    line.text = text;
+    line.number = ++lines_fed;
+    line.length = text.size();
+    session.on_vendor_line(line, in());
+  }
+  std::uint64_t lines_fed = 0;
   std::vector<std::string> opaque_subtypes() const {
     std::vector<std::string> out;
     for (const auto& o : of<proto::ev::Opaque>())
@@ -83,19 +92,9 @@ class OpencodeSession : public ::testing::Test {
     session->send_user_turn({"Leave a marker."}, turn);
     r.take(turn);
   }
-  void feed(const std::string& text) {
-    proto::FramedLine line;
-    line.text = text;
-    line.number = ++line_no;
-    line.length = text.size();
-    AdapterOutputs out;
-    session->on_vendor_line(line, out);
-    r.take(out);
-  }
+  void feed(const std::string& text) { r.feed(*session, text); }
   void hook(std::uint64_t connection, const json::value& request) {
-    AdapterOutputs out;
-    session->on_hook_request(connection, request, out);
-    r.take(out);
+    session->on_hook_request(connection, request, r.in());
   }
   void decide(std::size_t presented, const proto::Decision& d) {
     ASSERT_LT(presented, r.calls.size());
@@ -113,7 +112,6 @@ class OpencodeSession : public ::testing::Test {
   LaunchPlan plan;
   std::unique_ptr<AdapterSession> session;
   Recorded r;
-  std::uint64_t line_no = 0;
 };
 
 TEST_F(OpencodeSession, TheSeamPresentsTheCallWithItsRealInputBeforeItRuns) {
@@ -236,22 +234,12 @@ TEST(OpencodeSessionStart, ASessionOnAnotherModelThanTheConfiguredOneFailsTheRun
        std::vector<std::pair<std::string, bool>>{{"opencode/big-pickle", true}, {"metaharness/scripted", false}}) {
     auto session = make_session(spec, plan);
     Recorded r;
-    AdapterOutputs out;
-    session->start(out);
-    r.take(out);
-    for (
-        const std::string& text :
-        {initialized(),
-         R"({"jsonrpc":"2.0","id":2,"result":{"sessionId":"ses_1","configOptions":[{"id":"model","category":"model","currentValue":")" +
-             current + R"("}]}})"}) {
-      proto::FramedLine line;
-      line.text = text;
-      line.number = 1;
-      line.length = text.size();
-      AdapterOutputs o;
-      session->on_vendor_line(line, o);
-      r.take(o);
-    }
+    session->start(r.in());
+    r.feed(*session, initialized());
+    r.feed(
+        *session,
+        R"({"jsonrpc":"2.0","id":2,"result":{"sessionId":"ses_1","configOptions":[{"id":"model","category":"model","currentValue":")" +
+            current + R"("}]}})");
     EXPECT_EQ(r.failures.size(), fails ? 1u : 0u) << current;
     EXPECT_EQ(r.ready, fails ? 0 : 1) << current;
     if (fails) {
@@ -267,16 +255,7 @@ TEST(OpencodeTranslate, AnswersAreKnownByTheirShapeAndAPromptIsATurn) {
   LaunchPlan plan;
   auto session = make_session(spec, plan, /*offline=*/true);
   Recorded r;
-  std::uint64_t n = 0;
-  auto feed = [&](const std::string& text) {
-    proto::FramedLine line;
-    line.text = text;
-    line.number = ++n;
-    line.length = text.size();
-    AdapterOutputs out;
-    session->on_vendor_line(line, out);
-    r.take(out);
-  };
+  auto feed = [&](const std::string& text) { r.feed(*session, text); };
   feed(initialized());
   feed(session_new());
   feed(notice("toolu_1"));

@@ -64,6 +64,13 @@ void GovernedRun::start(const std::string& scenario_name, std::vector<std::strin
   process = std::make_unique<CliProcess>(argv);
 }
 
+bool GovernedRun::a_later_request_carries(const std::string& text, std::size_t after) const {
+  auto bodies = logged_request_bodies(run_dir());
+  for (std::size_t i = after; i < bodies.size(); ++i)
+    if (protocol::canonical_json(json::value(bodies[i])).find(text) != std::string::npos) return true;
+  return false;
+}
+
 std::string GovernedRun::run_id() {
   if (process->events().empty()) process->wait_for([](const EventLine&) { return true; }, 60s);
   return process->events().empty() ? "" : process->events().front().str("run");

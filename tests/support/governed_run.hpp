@@ -47,6 +47,8 @@ class GovernedRun : public ::testing::Test {
   std::string result_code(const std::string& id);
   // A sealed frame admitting these operations, written into the test's directory.
   std::filesystem::path write_frame(std::vector<protocol::OpKind> ops);
+  // Does any request the endpoint served from the `after`-th on carry `text` anywhere in its body?
+  bool a_later_request_carries(const std::string& text, std::size_t after = 0) const;
   // Sends a command line and remembers its id: every one must get exactly one command.result.
   void send(const std::string& id, const std::string& line);
 
