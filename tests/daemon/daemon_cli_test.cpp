@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -56,6 +57,23 @@ class DaemonCli : public ::testing::Test {
     EXPECT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
     EXPECT_TRUE(id_line && std::filesystem::exists(daemon->run_dir(*id_line))) << "submit prints the run id";
     return id_line.value_or("");
+  }
+
+  // Attaches `control` to a run from its first line and waits until `calls` distinct calls are
+  // asked (each check on the way made by `check`): their ids.
+  std::set<std::string> attach_until_asked(SocketClient& control, const std::string& id, std::size_t calls,
+                                           const std::function<void(const EventLine&)>& check = {}) {
+    control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+    std::set<std::string> asked;
+    while (asked.size() < calls) {
+      auto r = control.wait_for(
+          [&](const EventLine& e) { return e.event() == "tool.requested" && !asked.count(e.str("call_id")); }, 120s);
+      EXPECT_TRUE(r) << "asked so far: " << asked.size();
+      if (!r) break;
+      if (check) check(*r);
+      asked.insert(r->str("call_id"));
+    }
+    return asked;
   }
 
   // Follows a run's stream to its end on a fresh connection.
@@ -361,17 +379,11 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
   ASSERT_FALSE(id.empty());
 
   SocketClient control(daemon->socket());
-  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
-  std::set<std::string> asked;
-  while (asked.size() < 6) {
-    auto r = control.wait_for(
-        [&](const EventLine& e) { return e.event() == "tool.requested" && !asked.count(e.str("call_id")); }, 120s);
-    ASSERT_TRUE(r) << "asked so far: " << asked.size();
-    std::string call = r->str("call_id");
-    asked.insert(call);
+  attach_until_asked(control, id, 6, [&control](const EventLine& r) {
+    std::string call = r.str("call_id");
     control.send(R"({"format":"metaharness.command/1","id":"d-)" + call + R"(","command":"tool.decide","call_id":")" +
                  call + R"(","decision":{"decision":"deny","reason":"not here"}})");
-  }
+  });
   ASSERT_TRUE(control.wait_reply("end", 120s));
   std::map<std::string, std::string> seams;
   std::size_t denied_by_us = 0;
@@ -412,15 +424,9 @@ TEST_F(DaemonCli, HostsAnOpencodeRunWhosePluginSeamIsDecidedByTheController) {
   ASSERT_FALSE(id.empty());
 
   SocketClient control(daemon->socket());
-  control.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
-  std::set<std::string> asked;
-  while (asked.size() < 3) {
-    auto r = control.wait_for(
-        [&](const EventLine& e) { return e.event() == "tool.requested" && !asked.count(e.str("call_id")); }, 120s);
-    ASSERT_TRUE(r) << "asked so far: " << asked.size();
-    EXPECT_EQ(r->str("seam"), "hook") << r->raw;
-    asked.insert(r->str("call_id"));
-  }
+  std::set<std::string> asked =
+      attach_until_asked(control, id, 3, [](const EventLine& r) { EXPECT_EQ(r.str("seam"), "hook") << r.raw; });
+  ASSERT_EQ(asked.size(), 3u);
   for (const auto& call : asked) {
     bool deny = call == "toolu_b";
     control.send(R"({"format":"metaharness.command/1","id":"d-)" + call + R"(","command":"tool.decide","call_id":")" +
