@@ -393,6 +393,64 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
   EXPECT_EQ(fleet[fleet.size() - 2].str("code"), "HOST_LOST");
 }
 
+TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsAnsweredOnce) {
+  // A run on h1, attached from h0: `attached` names the owner, the waiting call comes as
+  // `pending`, a decision sent on the attach is the owner's to record (once, attributed to the
+  // peer via fleet:h0), and the stream is the owner's file byte for byte to its stream.closed.
+  start(0, 100, 60000);
+  start(1, 100, 60000);
+  std::string run;
+  {
+    SocketClient c(daemons[1]->socket());
+    auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    run = reply->str("run_id");
+    SocketClient watch(daemons[1]->socket());
+    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[1]->stderr_text();
+  }
+  ASSERT_TRUE(eventually(
+      [&] {
+        SocketClient c(daemons[0]->socket());
+        auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
+        return got && got->str("host") == "h1";
+      },
+      60s));
+  SocketClient a(daemons[0]->socket());
+  a.send(socket_request("attach", R"("run_id":")" + run + R"(","from_seq":1)", "a1"));
+  auto attached = a.wait_for([](const EventLine& l) { return !l.str("reply").empty(); }, 120s);
+  ASSERT_TRUE(attached);
+  ASSERT_EQ(attached->str("reply"), "attached") << attached->raw;
+  EXPECT_EQ(attached->str("host"), "h1");
+  auto pending = a.wait_for([](const EventLine& l) { return l.str("reply") == "pending"; }, 60s);
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(pending->str("call_id"), "toolu_marker");
+  ASSERT_TRUE(a.wait_event("tool.requested", 120s));
+  a.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_marker",)"
+         R"("decision":"allow"})");
+  auto decided = a.wait_event("tool.decided", 120s);
+  ASSERT_TRUE(decided) << daemons[1]->stderr_text();
+  EXPECT_EQ(std::string(decided->object.at("peer").as_object().at("via").as_string()), "fleet:h0") << decided->raw;
+  auto result =
+      a.wait_for([](const EventLine& l) { return l.event() == "command.result" && l.str("id") == "d1"; }, 120s);
+  ASSERT_TRUE(result) << daemons[1]->stderr_text();
+  a.send(R"({"format":"metaharness.command/1","id":"h1","command":"halt"})");
+  ASSERT_TRUE(a.wait_event("stream.closed", 120s)) << daemons[1]->stderr_text();
+  ASSERT_TRUE(a.wait_for([](const EventLine& l) { return l.str("reply") == "end"; }, 60s));
+  std::string bytes;
+  int results_d1 = 0;
+  for (const auto& l : a.lines()) {
+    if (l.event().empty()) {
+      EXPECT_NE(l.str("reply"), "result") << l.raw;  // every result was in the stream: none sent on its own
+      continue;
+    }
+    bytes += l.raw + "\n";
+    if (l.event() == "command.result" && l.str("id") == "d1") ++results_d1;
+  }
+  EXPECT_EQ(results_d1, 1);  // answered once
+  EXPECT_EQ(bytes, read_file(daemons[1]->run_dir(run) / "events.jsonl"));
+}
+
 TEST_F(FleetDaemons, ARestartedDaemonResumesPublishingWithoutGapOrDuplicate) {
   // One host and a long lease: no survivor closes its run while it is away.
   start(0, 100, 60000);
