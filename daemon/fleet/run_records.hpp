@@ -1,7 +1,7 @@
 // The fleet's record of each run (the runs bucket, key = run id): which host owns it and whether
 // its stream is open. Placement is a create-only put (exactly one host wins a run id, however
-// often its spec is delivered); every later change is a compare-and-set on the revision read, so
-// two survivors cannot both close a lost host's run.
+// often its spec is delivered); every later change is a compare-and-set on the revision read (a
+// lost host's run is closed once by its events subject itself, leases.hpp; its record after).
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,7 @@ namespace mh::fleet {
 struct RunRecord {
   std::string run_id;
   std::string host;            // the owner
-  std::string state = "open";  // open · closing (a survivor claimed the close) · closed
+  std::string state = "open";  // open · closed ("closing": an earlier version's claim, swept as open)
   std::string closed_by;       // the host that closed it when that is not the owner
   std::uint64_t revision = 0;  // of the bucket entry (for compare-and-set)
 

@@ -348,7 +348,7 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
   ASSERT_TRUE(eventually(
       [&] {
         SocketClient c(daemons[0]->socket());
-        auto got = c.request(socket_request("get", R"("run_id":")" + run + """));
+        auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
         return got && got->str("host") == "h1";
       },
       60s));
@@ -374,7 +374,7 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
         [](const EventLine& l) { return l.event() == "warning" && l.str("code") == "HOST_LOST_RETURNED"; }, 120s);
     ASSERT_TRUE(warned) << daemons[1]->stderr_text();
     EXPECT_NE(warned->str("message").find("host h0"), std::string::npos) << warned->raw;
-    ASSERT_TRUE(c.request(socket_request("halt", R"("run_id":")" + run + """), 120s));
+    ASSERT_TRUE(c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s));
     ASSERT_TRUE(tail.wait_event("stream.closed", 120s));
   }
   auto local = read_lines(daemons[1]->run_dir(run) / "events.jsonl");
