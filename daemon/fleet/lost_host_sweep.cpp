@@ -2,17 +2,18 @@
 
 namespace mh::fleet {
 
-NatsResult<void> LostHostSweep::renew(const std::string& info) {
+NatsResult<bool> LostHostSweep::renew(const std::string& info) {
   auto renewed = renew_lease(*link_, self_, info);
   if (!renewed) {
     taken_since_ = kNever;
-    return renewed;
+    return renewed.error();
   }
   const Clock::rep now = Clock::now().time_since_epoch().count();
   const Clock::rep last = last_taken_.exchange(now);
   const auto ttl = std::chrono::duration_cast<Clock::duration>(link_->config().lease_ttl).count();
-  if (last == kNever || now - last >= ttl || taken_since_ == kNever) taken_since_ = now;
-  return {};
+  const bool lapsed = last != kNever && now - last >= ttl;
+  if (last == kNever || lapsed || taken_since_ == kNever) taken_since_ = now;
+  return lapsed;
 }
 
 bool LostHostSweep::may_judge() const {

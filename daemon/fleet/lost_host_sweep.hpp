@@ -33,8 +33,10 @@ class LostHostSweep {
  public:
   LostHostSweep(FleetLink& link, std::string self) : link_(&link), self_(std::move(self)) {}
 
-  // Puts this host's lease, and notes whether the bucket took it.
-  NatsResult<void> renew(const std::string& info);
+  // Puts this host's lease, and notes whether the bucket took it. True when this renewal comes
+  // a whole lease or more after the last one taken: this host's lease had run out meanwhile (it
+  // was stopped, or cut off), and the others may have closed its runs.
+  NatsResult<bool> renew(const std::string& info);
   // One sweep: what it closed. A failed call ends the sweep (the next one tries again).
   NatsResult<std::vector<ClosedRun>> sweep();
   // Whether this host may judge the others' leases now: its own renewals taken for a TTL, and

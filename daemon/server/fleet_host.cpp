@@ -286,8 +286,14 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
 void FleetHost::renew() {
   if (stopped_) return;
   const auto& config = link_->config();
-  if (auto renewed = lease_.renew(lease_info(config)); !renewed)
+  if (auto renewed = lease_.renew(lease_info(config)); !renewed) {
     log(LogPriority::warning, "fleet: " + renewed.error().text);
+  } else if (*renewed) {
+    log(LogPriority::warning, "fleet: this host's lease had run out (no renewal taken for " +
+                                  std::to_string(config.lease_ttl.count()) +
+                                  " ms or more); its runs may have been closed in the fleet meanwhile");
+    ++lapses_;
+  }
   renew_timer_.expires_after(config.lease_ttl / 3);
   renew_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
     if (ec) return;
@@ -359,6 +365,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       co_await say_closed_elsewhere(server, id, (*record)->closed_by, tail.last_seq);
     co_return;
   }
+  std::uint64_t seen_lapses = self->lapses_;
   auto reader =
       StreamReader::open(opened->shared, co_await asio::this_coro::executor, ReaderStart::at_seq(tail.last_seq + 1));
   if (!reader) {
@@ -404,6 +411,19 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       co_return;
     }
     if (batch->count == 0) {
+      if (std::uint64_t lapses = self->lapses_; lapses != seen_lapses) {
+        // This host was away past its lease: a survivor may have closed the run in the fleet.
+        // Said now, while the run waits, not only when it writes its next line.
+        seen_lapses = lapses;
+        auto now = fleet::fleet_stream_tail(link, id);
+        if (now && now->last_event == "stream.closed" && now->subject_seq != publisher->tail().subject_seq) {
+          auto record = fleet::read_run_record(link, id);
+          // Named first: GCC 12 frees a ?: temporary inside a co_await expression twice.
+          std::string closer = record && *record ? (*record)->closed_by : "";
+          co_await say_closed_elsewhere(server, id, closer, now->last_seq);
+          co_return;
+        }
+      }
       auto outcome = co_await reader->wait_for_more(Clock::now() + std::chrono::seconds(1));
       if (outcome == WaitOutcome::writer_gone) co_return;
     }

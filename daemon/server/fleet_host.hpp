@@ -91,6 +91,9 @@ class FleetHost : public std::enable_shared_from_this<FleetHost> {
   std::thread placement_;
   std::unique_ptr<fleet::CommandServer> commands_;  // <prefix>.cmd.<host>
   std::atomic<bool> stopped_{false};
+  // How often this host's lease ran out and was taken again: an idle publisher that sees it move
+  // looks whether its run was closed in the fleet meanwhile, before the run writes another line.
+  std::atomic<std::uint64_t> lapses_{0};
 };
 
 template <class T, class Initiate>

@@ -200,23 +200,9 @@ namespace {
 asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind, const json::object& o,
                                      protocol::PeerIdentity peer, fleet::Responder responder) {
   std::shared_ptr<Run> run = e.run;  // null once the run has closed
-  if (kind == "pending" && !run) {
-    responder.respond(R"({"pending":[]})");
-    co_return;
-  }
   if (kind == "pending") {
-    auto ask = [run](auto done) { run->pending_calls(done); };
-    auto pending = co_await await_callback<std::vector<PendingCallView>>(std::move(ask));
-    json::array out;
-    for (const auto& p : pending) {
-      json::object f;
-      f["call_id"] = p.call_id;
-      f["requested_seq"] = p.requested_seq;
-      f["remaining_ms"] = p.remaining_ms;
-      out.push_back(std::move(f));
-    }
     json::object answer;
-    answer["pending"] = std::move(out);
+    answer["pending"] = co_await pending_calls_json(run);
     responder.respond(boost::json::serialize(answer));
     co_return;
   }

@@ -98,6 +98,25 @@ class FleetDaemons : public ::testing::Test {
 
   std::int64_t lose_a_host(bool leaders_on_lost, int lease_ms);
 
+  // A run waiting on its decision, submitted on host `host` itself (not through the queue): "" if refused.
+  std::string submit_here(int host) {
+    SocketClient c(daemons[host]->socket());
+    auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
+    EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    return reply ? reply->str("run_id") : "";
+  }
+  // Whether `reader`'s `get` names `owner` as the run's host within the bound (a run submitted on
+  // its own host enters the fleet's records when its publisher starts).
+  bool owner_known(int reader, const std::string& run, const std::string& owner) {
+    return eventually(
+        [&] {
+          SocketClient c(daemons[reader]->socket());
+          auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
+          return got && got->str("host") == owner;
+        },
+        60s);
+  }
+
   static void expect_complete(const std::vector<EventLine>& events, const std::string& run) {
     ASSERT_FALSE(events.empty()) << run;
     for (std::size_t i = 0; i < events.size(); ++i)
@@ -219,26 +238,15 @@ std::int64_t FleetDaemons::lose_a_host(bool leaders_on_lost, int lease_ms) {
   for (int i = 0; i < 3; ++i)
     start(i, 100, lease_ms);
   std::vector<std::string> runs;
-  {
-    SocketClient c(daemons[2]->socket());  // submitted on h2 itself (not through the queue): still the fleet's
-    for (int n = 0; n < 2; ++n) {
-      auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
-      EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
-      if (!reply) return -1;
-      runs.push_back(reply->str("run_id"));
-    }
+  for (int n = 0; n < 2; ++n) {
+    runs.push_back(submit_here(2));  // submitted on h2 itself (not through the queue): still the fleet's
+    if (runs.back().empty()) return -1;
   }
   // Each run mid-flight and visible fleet-wide (waiting on its decision). A run submitted on its
   // own host enters the fleet's records when its publisher starts: `get` from h0 says when.
   std::vector<std::unique_ptr<SocketClient>> watches;
   for (auto& run : runs) {
-    EXPECT_TRUE(eventually(
-        [&] {
-          SocketClient c(daemons[0]->socket());
-          auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
-          return got && got->str("host") == "h2";
-        },
-        60s));
+    EXPECT_TRUE(owner_known(0, run, "h2"));
     watches.push_back(std::make_unique<SocketClient>(daemons[0]->socket()));
     watches.back()->send(
         socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
@@ -331,27 +339,16 @@ TEST_F(FleetDaemons, AHostKilledWithTheNodeLeadingTheFleetsStreamsHasItsRunsClos
 
 TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishesNoMore) {
   // h1 stopped (SIGSTOP) past its lease while its run waits on a decision: h0 closes the run in
-  // the fleet. h1 comes back (SIGCONT) and the run goes on there; its next line finds the fleet's
-  // copy closed, and h1 says so in the run's own stream — a warning HOST_LOST_RETURNED, before
-  // the run's own stream.closed (the local stream stays complete) — and publishes nothing more.
+  // the fleet. h1 comes back (SIGCONT), finds the fleet's copy closed, and says so in the run's
+  // own stream — a warning HOST_LOST_RETURNED, before the run's own stream.closed (the local
+  // stream stays complete) — and publishes nothing more.
   constexpr int kLeaseMs = 2000;
   start(0, 100, kLeaseMs);
   start(1, 100, kLeaseMs);
-  std::string run;
-  {
-    SocketClient c(daemons[1]->socket());
-    auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
-    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
-    run = reply->str("run_id");
-  }
+  const std::string run = submit_here(1);
+  ASSERT_FALSE(run.empty());
   SocketClient watch(daemons[0]->socket());
-  ASSERT_TRUE(eventually(
-      [&] {
-        SocketClient c(daemons[0]->socket());
-        auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
-        return got && got->str("host") == "h1";
-      },
-      60s));
+  ASSERT_TRUE(owner_known(0, run, "h1"));
   watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
   ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[0]->stderr_text();
   daemons[1]->signal(SIGSTOP);
@@ -359,8 +356,16 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
   daemons[1]->signal(SIGCONT);
   ASSERT_TRUE(closed) << daemons[0]->stderr_text();
   const std::uint64_t fleet_end = closed->object.at("seq").to_number<std::uint64_t>();
-  // Back on h1: the decision lets the run go on (its lines are h1's only now), then it is halted.
+  // Back on h1, its lease taken again: h1 finds the fleet's copy closed and says so in the run's
+  // stream while the run still waits on its decision. Then the decision lets the run go on (its
+  // lines are h1's only now) to its own end.
   {
+    SocketClient tail(daemons[1]->socket());
+    tail.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+    auto warned = tail.wait_for(
+        [](const EventLine& l) { return l.event() == "warning" && l.str("code") == "HOST_LOST_RETURNED"; }, 120s);
+    ASSERT_TRUE(warned) << daemons[1]->stderr_text();
+    EXPECT_NE(warned->str("message").find("host h0"), std::string::npos) << warned->raw;
     SocketClient c(daemons[1]->socket());
     auto decided = c.request(socket_request("command", R"("run_id":")" + run +
                                                            R"(","command":{"format":"metaharness.command/1","id":"d1",)"
@@ -368,14 +373,8 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
                                                            R"("decision":"allow"})"),
                              120s);
     ASSERT_TRUE(decided && decided->str("reply") == "result") << (decided ? decided->raw : "no reply");
-    SocketClient tail(daemons[1]->socket());
-    tail.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
-    auto warned = tail.wait_for(
-        [](const EventLine& l) { return l.event() == "warning" && l.str("code") == "HOST_LOST_RETURNED"; }, 120s);
-    ASSERT_TRUE(warned) << daemons[1]->stderr_text();
-    EXPECT_NE(warned->str("message").find("host h0"), std::string::npos) << warned->raw;
-    ASSERT_TRUE(c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s));
-    ASSERT_TRUE(tail.wait_event("stream.closed", 120s));
+    ASSERT_TRUE(tail.wait_event("tool.result", 120s)) << daemons[1]->stderr_text();  // it ran, on h1
+    ASSERT_TRUE(tail.wait_event("stream.closed", 120s)) << daemons[1]->stderr_text();
   }
   auto local = read_lines(daemons[1]->run_dir(run) / "events.jsonl");
   int warnings = 0;
@@ -399,23 +398,14 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
   // peer via fleet:h0), and the stream is the owner's file byte for byte to its stream.closed.
   start(0, 100, 60000);
   start(1, 100, 60000);
-  std::string run;
+  const std::string run = submit_here(1);
+  ASSERT_FALSE(run.empty());
   {
-    SocketClient c(daemons[1]->socket());
-    auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
-    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
-    run = reply->str("run_id");
     SocketClient watch(daemons[1]->socket());
     watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
     ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[1]->stderr_text();
   }
-  ASSERT_TRUE(eventually(
-      [&] {
-        SocketClient c(daemons[0]->socket());
-        auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
-        return got && got->str("host") == "h1";
-      },
-      60s));
+  ASSERT_TRUE(owner_known(0, run, "h1"));
   SocketClient a(daemons[0]->socket());
   a.send(socket_request("attach", R"("run_id":")" + run + R"(","from_seq":1)", "a1"));
   auto attached = a.wait_for([](const EventLine& l) { return !l.str("reply").empty(); }, 120s);
@@ -454,12 +444,9 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
 TEST_F(FleetDaemons, ARestartedDaemonResumesPublishingWithoutGapOrDuplicate) {
   // One host and a long lease: no survivor closes its run while it is away.
   start(0, 100, 60000);
-  std::string run;
+  const std::string run = submit_here(0);
+  ASSERT_FALSE(run.empty());
   {
-    SocketClient c(daemons[0]->socket());
-    auto reply = c.request(socket_request("submit", bash_ask_run()), 60s);
-    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
-    run = reply->str("run_id");
     SocketClient watch(daemons[0]->socket());
     watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
     ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[0]->stderr_text();
