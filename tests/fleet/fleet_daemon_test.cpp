@@ -43,6 +43,8 @@ class FleetDaemons : public ::testing::Test {
     daemons.clear();
     for (int i = 0; i < cluster_->size(); ++i)
       cluster_->start(i);  // a test that killed a node leaves it back for the next
+    // ... and back in JetStream: the next test's replicated streams need all three peers.
+    ASSERT_TRUE(cluster_->ready()) << cluster_->why();
   }
 
   std::string prefix() const {
