@@ -413,6 +413,7 @@ asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach
     s.refuse("FLEET_UNAVAILABLE", found.error().text, r.id);
     co_return true;
   }
+  if (from == 0) from = found->second.last_seq + 1;  // from the end, as a local tail or attach
   // A run of this host may not be in the fleet yet (its publisher starts on its own): read what comes.
   if ((!here && !found->first && found->second.last_seq == 0) || (attach && !found->first)) {
     s.refuse("UNKNOWN_RUN", "no run \"" + protocol::excerpt(id, 80) + "\" in the fleet", r.id);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <set>
@@ -417,7 +418,15 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
   auto pending = a.wait_for([](const EventLine& l) { return l.str("reply") == "pending"; }, 60s);
   ASSERT_TRUE(pending);
   EXPECT_EQ(pending->str("call_id"), "toolu_marker");
-  ASSERT_TRUE(a.wait_event("tool.requested", 120s));
+  auto requested = a.wait_event("tool.requested", 120s);
+  ASSERT_TRUE(requested);
+  // A reader from the end (from_seq 0) of the remote run starts after what the fleet holds now.
+  SocketClient late(daemons[0]->socket());
+  late.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":0,"follow":true)"));
+  auto tailing = late.wait_for([](const EventLine& l) { return !l.str("reply").empty(); }, 60s);
+  ASSERT_TRUE(tailing && tailing->str("reply") == "tailing") << (tailing ? tailing->raw : "no reply");
+  const auto late_from = tailing->object.at("from_seq").to_number<std::uint64_t>();
+  EXPECT_GT(late_from, requested->object.at("seq").to_number<std::uint64_t>());
   a.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_marker",)"
          R"("decision":"allow"})");
   auto decided = a.wait_event("tool.decided", 120s);
@@ -441,6 +450,11 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
   }
   EXPECT_EQ(results_d1, 1);  // answered once
   EXPECT_EQ(bytes, read_file(daemons[1]->run_dir(run) / "events.jsonl"));
+  ASSERT_TRUE(late.wait_event("stream.closed", 120s));
+  auto first_late =
+      std::find_if(late.lines().begin(), late.lines().end(), [](const EventLine& l) { return !l.event().empty(); });
+  ASSERT_NE(first_late, late.lines().end());
+  EXPECT_EQ(first_late->object.at("seq").to_number<std::uint64_t>(), late_from);
 }
 
 TEST_F(FleetDaemons, ARestartedDaemonResumesPublishingWithoutGapOrDuplicate) {
