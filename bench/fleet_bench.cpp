@@ -5,7 +5,8 @@
 //   decision round trip    a command relayed to another host and answered, beside the same
 //                          handler reached locally (a post to its executor and back)
 //   placement throughput   N specs queued at once, three hosts pulling: runs placed per second
-// A plain program: mh_fleet_bench [--runs N] [--lines N] [--decisions N].
+// Then the same through three real daemons (fleet_daemon_bench.hpp).
+// A plain program: mh_fleet_bench [--runs N] [--lines N] [--decisions N] [--library-only].
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bench/fleet_daemon_bench.hpp"
 #include "daemon/fleet/command_relay.hpp"
 #include "daemon/fleet/event_publisher.hpp"
 #include "daemon/fleet/fleet_reader.hpp"
@@ -35,14 +37,7 @@ double us(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
-void report(const char* what, std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))];
-  };
-  std::printf("%-44s n=%-5zu p50 %9.1f us   p99 %9.1f us   max %9.1f us\n", what, v.size(), at(0.5), at(0.99),
-              v.empty() ? 0.0 : v.back());
-}
+using mh::bench::report_us;
 
 std::unique_ptr<FleetLink> link(const mh::test::NatsCluster& cluster, int node, const std::string& host,
                                 const std::string& prefix) {
@@ -96,7 +91,10 @@ void place_all(std::vector<std::unique_ptr<FleetLink>>& hosts, int total, int ba
 
 int main(int argc, char** argv) {
   int runs = 300, lines = 2000, decisions = 1000;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool library_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--library-only")) library_only = true;
+    if (i + 1 >= argc) continue;
     if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--lines")) lines = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--decisions")) decisions = std::atoi(argv[i + 1]);
@@ -135,7 +133,7 @@ int main(int argc, char** argv) {
       std::vector<double> v;
       for (auto& [id, t] : sent)
         if (placed.count(id)) v.push_back(us(placed[id] - t));
-      report("submit -> placed (record won)", v);
+      report_us("submit -> placed (record won)", v);
     }
     // An event line fleet-wide: published by h0, delivered to h1's ordered consumer.
     {
@@ -164,7 +162,7 @@ int main(int argc, char** argv) {
       follower->reset();
       work.reset();
       io_thread.join();
-      report("event: owner's publish -> other host has it", v);
+      report_us("event: owner's publish -> other host has it", v);
     }
     // A decision round trip: relayed to another host, beside the same handler reached locally.
     {
@@ -191,8 +189,8 @@ int main(int argc, char** argv) {
       server->reset();
       work.reset();
       io_thread.join();
-      report("decision relayed to another host (round trip)", remote);
-      report("the same handler reached locally (post+back)", local);
+      report_us("decision relayed to another host (round trip)", remote);
+      report_us("the same handler reached locally (post+back)", local);
     }
     // Placement throughput: every spec queued first, then three hosts pulling in batches.
     {
@@ -203,6 +201,15 @@ int main(int argc, char** argv) {
       double s = std::chrono::duration<double>(Clock::now() - t0).count();
       std::printf("%-44s %d runs in %.2f s: %.0f runs/s\n", "placement throughput, 3 hosts", runs, s, runs / s);
     }
+    // The same figures through three real daemons (metaharness and the stand-in next to this
+    // program), unless asked for the library's alone.
+    const auto bin = std::filesystem::canonical("/proc/self/exe").parent_path();
+    mh::bench::FleetDaemonOptions o;
+    o.metaharness = bin / "metaharness";
+    o.standin = bin / "mh-standin-claude";
+    o.work_dir = dir / "daemons";
+    if (!library_only && std::filesystem::exists(o.metaharness) && std::filesystem::exists(o.standin))
+      status = mh::bench::bench_fleet_daemons(cluster, o);
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

@@ -19,13 +19,14 @@ void read_line_facts(std::string_view line, FleetStreamTail& tail) {
 
 }  // namespace
 
-NatsResult<FleetStreamTail> fleet_stream_tail(FleetLink& link, std::string_view run_id) {
+NatsResult<FleetStreamTail> fleet_stream_tail(FleetLink& link, std::string_view run_id, Wait wait) {
   if (auto problem = run_id_problem(run_id); !problem.empty())
     return nats_error("run id " + std::string(run_id) + ": " + problem, NATS_INVALID_ARG);
   const std::string stream = link.names().events_stream(), subject = link.names().events_subject(run_id);
   natsMsg* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetLastMsg(&raw, link.js(), stream.c_str(), subject.c_str(), nullptr, &code);
+  jsCtx* js = wait == Wait::sweep ? link.sweep_js() : link.js();
+  natsStatus s = js_GetLastMsg(&raw, js, stream.c_str(), subject.c_str(), nullptr, &code);
   MsgHandle msg(raw);
   FleetStreamTail tail;
   if (s == NATS_NOT_FOUND) return tail;
@@ -36,10 +37,10 @@ NatsResult<FleetStreamTail> fleet_stream_tail(FleetLink& link, std::string_view 
   return tail;
 }
 
-NatsResult<RunPublisher> RunPublisher::resume(FleetLink& link, std::string run_id) {
-  auto tail = fleet_stream_tail(link, run_id);
+NatsResult<RunPublisher> RunPublisher::resume(FleetLink& link, std::string run_id, Wait wait) {
+  auto tail = fleet_stream_tail(link, run_id, wait);
   if (!tail) return tail.error();
-  return RunPublisher(link, std::move(run_id), *tail);
+  return RunPublisher(link, std::move(run_id), *tail, wait);
 }
 
 NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::string_view line) {
@@ -49,7 +50,7 @@ NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MsgId = msg_id.c_str();
-  po.MaxWait = link_->config().request_timeout.count();
+  po.MaxWait = (wait_ == Wait::sweep ? link_->sweep_timeout() : link_->config().request_timeout).count();
   // The subject's last message must be the one we know of: nobody else's line in between.
   if (tail_.subject_seq == 0)
     po.ExpectNoMessage = true;
@@ -57,8 +58,8 @@ NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::
     po.ExpectLastSubjectSeq = tail_.subject_seq;
   jsPubAck* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s =
-      js_Publish(&raw, link_->js(), subject_.c_str(), line.data(), static_cast<int>(line.size()), &po, &code);
+  natsStatus s = js_Publish(&raw, wait_ == Wait::sweep ? link_->sweep_js() : link_->js(), subject_.c_str(), line.data(),
+                            static_cast<int>(line.size()), &po, &code);
   PubAckHandle ack(raw);
   if (s == NATS_OK) {
     if (ack->Duplicate) return Outcome::duplicate;
@@ -69,7 +70,7 @@ NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::
   if (code != JSStreamWrongLastSequenceErr) return nats_error("publishing " + msg_id, s, code);
   // The subject moved: read what it ends with now. Our own line (an earlier attempt whose ack
   // was lost) is a duplicate; anything else means the run was taken from us.
-  auto now = fleet_stream_tail(*link_, run_id_);
+  auto now = fleet_stream_tail(*link_, run_id_, wait_);
   if (!now) return now.error();
   bool ours = now->last_seq == seq && now->last_line == line;
   tail_ = *now;

@@ -24,8 +24,11 @@ struct FleetStreamTail {
   std::string last_line;          // the line itself
 };
 
+// How long one call waits: request_timeout, or (the host-loss sweep) the link's sweep_timeout.
+enum class Wait { request, sweep };
+
 // The last line of the run's subject, read from the stream (no consumer): the resume point.
-NatsResult<FleetStreamTail> fleet_stream_tail(FleetLink& link, std::string_view run_id);
+NatsResult<FleetStreamTail> fleet_stream_tail(FleetLink& link, std::string_view run_id, Wait wait = Wait::request);
 
 class RunPublisher {
  public:
@@ -36,7 +39,7 @@ class RunPublisher {
   };
 
   // Resumes from what the fleet holds: the next line to publish is tail().last_seq + 1.
-  static NatsResult<RunPublisher> resume(FleetLink& link, std::string run_id);
+  static NatsResult<RunPublisher> resume(FleetLink& link, std::string run_id, Wait wait = Wait::request);
 
   // Publishes line `seq` (which must be tail().last_seq + 1 for `published`; a seq at or below
   // it is answered `duplicate` by the server's dedup window if it is the same message id).
@@ -47,10 +50,15 @@ class RunPublisher {
   const std::string& run_id() const { return run_id_; }
 
  private:
-  RunPublisher(FleetLink& link, std::string run_id, FleetStreamTail tail)
-      : link_(&link), run_id_(std::move(run_id)), subject_(link.names().events_subject(run_id_)), tail_(tail) {}
+  RunPublisher(FleetLink& link, std::string run_id, FleetStreamTail tail, Wait wait)
+      : link_(&link),
+        wait_(wait),
+        run_id_(std::move(run_id)),
+        subject_(link.names().events_subject(run_id_)),
+        tail_(tail) {}
 
   FleetLink* link_;
+  Wait wait_;
   std::string run_id_;
   std::string subject_;
   FleetStreamTail tail_;

@@ -1,5 +1,6 @@
 #include "daemon/fleet/fleet_link.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <vector>
 
@@ -99,7 +100,20 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
   s = natsConnection_JetStream(&raw_js, link->nc_.get(), &jo);
   if (s != NATS_OK) return nats_error("JetStream context", s);
   link->js_.reset(raw_js);
+  jo.Wait = link->sweep_timeout().count();
+  raw_js = nullptr;
+  s = natsConnection_JetStream(&raw_js, link->nc_.get(), &jo);
+  if (s != NATS_OK) return nats_error("JetStream context", s);
+  link->sweep_js_.reset(raw_js);
   if (auto made = link->make_layout(); !made) return made.error();
+  // The buckets again, bound to the short-wait context (js_KeyValue reads the bucket's stream once).
+  for (auto [bucket, handle] : {std::pair{link->names_.runs_bucket(), &link->sweep_runs_},
+                                std::pair{link->names_.hosts_bucket(), &link->sweep_hosts_}}) {
+    kvStore* kv = nullptr;
+    if (s = js_KeyValue(&kv, link->sweep_js_.get(), bucket.c_str()); s != NATS_OK)
+      return nats_error("bucket " + bucket, s);
+    handle->reset(kv);
+  }
   return link;
 }
 
@@ -107,8 +121,15 @@ FleetLink::~FleetLink() {
   // Buckets and the context before the connection they ride on.
   runs_.reset();
   hosts_.reset();
+  sweep_runs_.reset();
+  sweep_hosts_.reset();
   js_.reset();
+  sweep_js_.reset();
   if (nc_) natsConnection_Close(nc_.get());
+}
+
+std::chrono::milliseconds FleetLink::sweep_timeout() const {
+  return std::min(std::max(config_.lease_ttl / 3, std::chrono::milliseconds(200)), config_.request_timeout);
 }
 
 std::int64_t FleetLink::max_payload() const {

@@ -7,6 +7,7 @@
 // daemon calls it from its fleet thread (fleet_worker.hpp). Nothing here touches Asio.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,14 @@ class FleetLink {
   jsCtx* js() const { return js_.get(); }
   kvStore* runs() const { return runs_.get(); }
   kvStore* hosts() const { return hosts_.get(); }
+  // The same context and buckets with a short wait (sweep_timeout): the lease and the host-loss
+  // sweep must not sit out request_timeout on a call that went to a leader that just died — a
+  // failed call is tried again at the next tick, by then perhaps against the new leader.
+  jsCtx* sweep_js() const { return sweep_js_.get(); }
+  kvStore* sweep_runs() const { return sweep_runs_.get(); }
+  kvStore* sweep_hosts() const { return sweep_hosts_.get(); }
+  // A third of the lease (a renewal tick), at least 200 ms, at most request_timeout.
+  std::chrono::milliseconds sweep_timeout() const;
   // The largest message the server takes (max_payload): a line above it cannot be published.
   std::int64_t max_payload() const;
 
@@ -41,8 +50,8 @@ class FleetLink {
   FleetConfig config_;
   FleetNames names_;
   ConnectionHandle nc_;
-  JsHandle js_;
-  KvHandle runs_, hosts_;
+  JsHandle js_, sweep_js_;
+  KvHandle runs_, hosts_, sweep_runs_, sweep_hosts_;
 };
 
 }  // namespace mh::fleet

@@ -26,6 +26,10 @@ jsSubOptions ordered_options(const std::string& stream) {
   so.Stream = stream.c_str();
   so.Ordered = true;
   so.Config.DeliverPolicy = js_DeliverAll;
+  // The consumer lives on one node: when that node dies, libnats notices two heartbeats missed
+  // and makes the consumer again. Its own default is 5 s (10 s of silence); 1 s keeps a reader's
+  // gap after a node's loss near JetStream's own election time.
+  so.Config.Heartbeat = 1000 * 1000 * 1000LL;
   return so;
 }
 

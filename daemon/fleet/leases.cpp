@@ -4,6 +4,7 @@
 
 #include "daemon/fleet/event_publisher.hpp"
 #include "protocol/events.hpp"
+#include "protocol/json.hpp"
 #include "protocol/time_text.hpp"
 
 namespace mh::fleet {
@@ -24,11 +25,27 @@ std::string line_of(const std::string& run_id, std::uint64_t seq, protocol::Even
   return protocol::serialize(e);
 }
 
+constexpr std::string_view kClosedBy = "; its run was closed by host ";
+
+// The closer a HOST_LOST warning names (our own words, written below), or "" when the line is
+// not one.
+std::string closer_named(const FleetStreamTail& tail) {
+  if (tail.last_event != "warning") return "";
+  auto value = protocol::parse_json(tail.last_line);
+  if (!value || !value->is_object()) return "";
+  if (protocol::string_at(value->as_object(), "code").value_or("") != "HOST_LOST") return "";
+  std::string message = protocol::string_at(value->as_object(), "message").value_or("");
+  auto at = message.find(kClosedBy);
+  if (at == std::string::npos) return "";
+  std::string host = message.substr(at + kClosedBy.size());
+  return host_id_problem(host).empty() ? host : "";
+}
+
 }  // namespace
 
 NatsResult<void> renew_lease(FleetLink& link, const std::string& host, const std::string& info) {
   uint64_t rev = 0;
-  natsStatus s = kvStore_Put(&rev, link.hosts(), host.c_str(), info.data(), static_cast<int>(info.size()));
+  natsStatus s = kvStore_Put(&rev, link.sweep_hosts(), host.c_str(), info.data(), static_cast<int>(info.size()));
   if (s != NATS_OK) return nats_error("renewing the lease of " + host, s);
   return {};
 }
@@ -51,70 +68,62 @@ NatsResult<std::set<std::string>> live_hosts(FleetLink& link) {
   return out;
 }
 
+NatsResult<bool> holds_lease(FleetLink& link, const std::string& host) {
+  if (!host_id_problem(host).empty()) return false;
+  const std::string bucket = link.names().hosts_bucket();
+  const std::string stream = "KV_" + bucket, subject = "$KV." + bucket + "." + host;
+  natsMsg* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&raw, link.sweep_js(), stream.c_str(), subject.c_str(), nullptr, &code);
+  MsgHandle msg(raw);
+  if (s == NATS_NOT_FOUND) return false;  // expired (the bucket's max age), or never taken
+  if (s != NATS_OK) return nats_error("the lease of " + host, s, code);
+  // A dropped lease leaves a purge marker as the key's last message.
+  const char* op = nullptr;
+  if (natsMsgHeader_Get(msg.get(), "KV-Operation", &op) == NATS_OK && op != nullptr) return false;
+  return true;
+}
+
 NatsResult<ClosedRun> close_run_in_fleet(FleetLink& link, const std::string& run_id, const std::string& lost_host,
                                          const std::string& closer) {
-  // A few rounds at most: each refused publish means a line landed meanwhile (the lost host's
-  // last words, still in flight); we read the new end and close after it.
+  ClosedRun out{run_id, lost_host, 0, ""};
+  // A few rounds at most: each refused or deduplicated publish means a line landed meanwhile
+  // (the lost host's last words still in flight, or another survivor's close); we read the new
+  // end and go on after it.
   for (int round = 0; round < 8; ++round) {
-    auto publisher = RunPublisher::resume(link, run_id);
+    auto publisher = RunPublisher::resume(link, run_id, Wait::sweep);
     if (!publisher) return publisher.error();
     const FleetStreamTail tail = publisher->tail();
-    if (tail.last_event == "stream.closed") return ClosedRun{run_id, lost_host, tail.last_seq};
+    if (tail.last_event == "stream.closed") {
+      out.closed_seq = tail.last_seq;
+      return out;
+    }
     std::uint64_t seq = tail.last_seq;
-    // After a warning of our own (an earlier half-done close), only stream.closed is missing.
-    bool warned = tail.last_event == "warning" && tail.last_line.find("\"HOST_LOST\"") != std::string::npos;
-    if (!warned) {
-      auto warning = line_of(
-          run_id, seq + 1,
-          protocol::ev::Warning{"HOST_LOST",
-                                "host " + lost_host + " lost its fleet lease; its run was closed by host " + closer});
+    // After a HOST_LOST warning (an earlier half-done close, ours or another's) only
+    // stream.closed is missing.
+    if (std::string named = closer_named(tail); !named.empty()) {
+      out.closer = named;
+    } else {
+      auto warning = line_of(run_id, seq + 1,
+                             protocol::ev::Warning{"HOST_LOST", "host " + lost_host + " lost its fleet lease" +
+                                                                    std::string(kClosedBy) + closer});
       auto sent = publisher->publish(seq + 1, warning);
       if (!sent) return sent.error();
-      if (*sent == RunPublisher::Outcome::superseded) continue;
-      ++seq;
+      if (*sent != RunPublisher::Outcome::published) continue;  // someone's line is at seq + 1: read it
+      out.closer = closer;
     }
+    ++seq;
     protocol::ev::StreamClosed closed;
     closed.events = seq;
     closed.reason = protocol::CloseReason::error;
     closed.run_id = run_id;
     auto sent = publisher->publish(seq + 1, line_of(run_id, seq + 1, closed));
     if (!sent) return sent.error();
-    if (*sent == RunPublisher::Outcome::superseded) continue;
-    return ClosedRun{run_id, lost_host, seq + 1};
+    if (*sent != RunPublisher::Outcome::published) continue;
+    out.closed_seq = seq + 1;
+    return out;
   }
   return nats_error("closing " + run_id + ": its subject kept moving", NATS_ERR);
-}
-
-NatsResult<std::vector<ClosedRun>> close_lost_runs(FleetLink& link, const std::string& self) {
-  std::vector<ClosedRun> out;
-  auto live = live_hosts(link);
-  if (!live) return live.error();
-  // Without our own lease we are the lost one, not a judge of the others.
-  if (!live->count(self)) return out;
-  auto records = list_run_records(link);
-  if (!records) return records.error();
-  for (auto& record : *records) {
-    if (record.state == "closed" || live->count(record.host)) continue;
-    // A close claimed by a survivor that is itself gone is claimed again.
-    if (record.state == "closing" && live->count(record.closed_by)) continue;
-    RunRecord claim = record;
-    claim.state = "closing";
-    claim.closed_by = self;
-    auto won = update_run_record(link, claim);
-    if (!won) return won.error();
-    if (*won == Claim::lost) continue;
-    auto closed = close_run_in_fleet(link, record.run_id, record.host, self);
-    if (!closed) return closed.error();
-    auto now = read_run_record(link, record.run_id);
-    if (!now) return now.error();
-    if (*now) {
-      RunRecord done = **now;
-      done.state = "closed";
-      if (auto marked = update_run_record(link, done); !marked) return marked.error();
-    }
-    out.push_back(*closed);
-  }
-  return out;
 }
 
 }  // namespace mh::fleet

@@ -14,6 +14,10 @@ bool fits(const std::string& s) {
   return s.empty() || host_id_problem(s).empty();
 }
 
+std::string_view value_of(kvEntry* e) {
+  return std::string_view(static_cast<const char*>(kvEntry_Value(e)), static_cast<std::size_t>(kvEntry_ValueLen(e)));
+}
+
 }  // namespace
 
 std::string RunRecord::to_json() const {
@@ -55,26 +59,24 @@ NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, co
   return (*existing)->host == host ? Claim::won : Claim::lost;
 }
 
-NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id) {
+NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id, Wait wait) {
   if (!run_id_problem(run_id).empty()) return std::optional<RunRecord>();
   kvEntry* raw = nullptr;
-  natsStatus s = kvStore_Get(&raw, link.runs(), run_id.c_str());
+  natsStatus s = kvStore_Get(&raw, wait == Wait::sweep ? link.sweep_runs() : link.runs(), run_id.c_str());
   KvEntryHandle entry(raw);
   if (s == NATS_NOT_FOUND) return std::optional<RunRecord>();
   if (s != NATS_OK) return nats_error("record of " + run_id, s);
-  std::string_view text(static_cast<const char*>(kvEntry_Value(entry.get())),
-                        static_cast<std::size_t>(kvEntry_ValueLen(entry.get())));
-  return RunRecord::from_json(run_id, text, kvEntry_Revision(entry.get()));
+  return RunRecord::from_json(run_id, value_of(entry.get()), kvEntry_Revision(entry.get()));
 }
 
-NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next) {
+NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next, Wait wait) {
   const std::string body = next.to_json();
   uint64_t rev = 0;
-  natsStatus s =
-      kvStore_Update(&rev, link.runs(), next.run_id.c_str(), body.data(), static_cast<int>(body.size()), next.revision);
+  natsStatus s = kvStore_Update(&rev, wait == Wait::sweep ? link.sweep_runs() : link.runs(), next.run_id.c_str(),
+                                body.data(), static_cast<int>(body.size()), next.revision);
   if (s == NATS_OK) return Claim::won;
   // A refused compare-and-set and a lost reply look alike here: read what is there.
-  auto now = read_run_record(link, next.run_id);
+  auto now = read_run_record(link, next.run_id, wait);
   if (!now) return now.error();
   if (*now && (*now)->host == next.host && (*now)->state == next.state && (*now)->closed_by == next.closed_by)
     return Claim::won;
@@ -87,7 +89,7 @@ NatsResult<std::optional<RunRecord>> await_run_record(FleetLink& link, const std
   kvWatcher* raw = nullptr;
   natsStatus s = kvStore_Watch(&raw, link.runs(), run_id.c_str(), nullptr);
   if (s != NATS_OK) return nats_error("watching " + run_id, s);
-  std::unique_ptr<kvWatcher, NatsDeleter<kvWatcher, kvWatcher_Destroy>> watcher(raw);
+  RunRecordWatch::WatcherHandle watcher(raw);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -98,9 +100,7 @@ NatsResult<std::optional<RunRecord>> await_run_record(FleetLink& link, const std
     if (s == NATS_TIMEOUT) return std::optional<RunRecord>();
     if (s != NATS_OK) return nats_error("watching " + run_id, s);
     if (!entry || kvEntry_Operation(entry.get()) != kvOp_Put) continue;  // the end of the initial values, a delete
-    std::string_view text(static_cast<const char*>(kvEntry_Value(entry.get())),
-                          static_cast<std::size_t>(kvEntry_ValueLen(entry.get())));
-    if (auto record = RunRecord::from_json(run_id, text, kvEntry_Revision(entry.get()))) return record;
+    if (auto record = RunRecord::from_json(run_id, value_of(entry.get()), kvEntry_Revision(entry.get()))) return record;
   }
 }
 
@@ -116,6 +116,33 @@ NatsResult<std::vector<RunRecord>> list_run_records(FleetLink& link) {
     if (*record) out.push_back(std::move(**record));
   }
   return out;
+}
+
+NatsResult<RunRecordWatch> RunRecordWatch::open(FleetLink& link) {
+  kvWatcher* raw = nullptr;
+  if (natsStatus s = kvStore_WatchAll(&raw, link.runs(), nullptr); s != NATS_OK)
+    return nats_error("watching the run records", s);
+  return RunRecordWatch(WatcherHandle(raw));
+}
+
+NatsResult<void> RunRecordWatch::drain() {
+  for (;;) {
+    kvEntry* e = nullptr;
+    natsStatus s = kvWatcher_Next(&e, watcher_.get(), 1);  // what is queued comes at once
+    KvEntryHandle entry(e);
+    if (s == NATS_TIMEOUT) return {};
+    if (s != NATS_OK) return nats_error("watching the run records", s);
+    if (!entry) continue;  // the end of the initial values
+    std::string key = kvEntry_Key(entry.get());
+    if (kvEntry_Operation(entry.get()) != kvOp_Put) {
+      records_.erase(key);
+      continue;
+    }
+    if (run_id_problem(key).empty()) {
+      if (auto record = RunRecord::from_json(key, value_of(entry.get()), kvEntry_Revision(entry.get())))
+        records_[key] = std::move(*record);
+    }
+  }
 }
 
 }  // namespace mh::fleet

@@ -1,15 +1,17 @@
 // The fleet's record of each run (the runs bucket, key = run id): which host owns it and whether
 // its stream is open. Placement is a create-only put (exactly one host wins a run id, however
-// often its spec is delivered); every later change is a compare-and-set on the revision read, so
-// two survivors cannot both close a lost host's run.
+// often its spec is delivered); every later change is a compare-and-set on the revision read (a
+// lost host's run is closed once by its events subject itself, leases.hpp; its record after).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/fleet/event_publisher.hpp"
 #include "daemon/fleet/fleet_link.hpp"
 
 namespace mh::fleet {
@@ -17,7 +19,7 @@ namespace mh::fleet {
 struct RunRecord {
   std::string run_id;
   std::string host;            // the owner
-  std::string state = "open";  // open · closing (a survivor claimed the close) · closed
+  std::string state = "open";  // open · closed ("closing": an earlier version's claim, swept as open)
   std::string closed_by;       // the host that closed it when that is not the owner
   std::uint64_t revision = 0;  // of the bucket entry (for compare-and-set)
 
@@ -33,18 +35,39 @@ enum class Claim { won, lost };
 NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, const std::string& host);
 
 // The record, or nullopt when the fleet has none (or it does not parse).
-NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id);
+NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id,
+                                                     Wait wait = Wait::request);
 
 // Compare-and-set: writes `next` over the revision `next.revision` names. `lost` when the entry
 // changed meanwhile (someone else wrote first).
-NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next);
+NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next, Wait wait = Wait::request);
 
 // Waits (at most `timeout`) until the fleet has a record of `run_id`: a watch on its key, so a
 // submitter hears of the placement as soon as the winning host writes it. nullopt: none yet.
 NatsResult<std::optional<RunRecord>> await_run_record(FleetLink& link, const std::string& run_id,
                                                       std::chrono::milliseconds timeout);
 
-// Every record in the bucket (`ls --fleet`, the lease sweep).
+// Every record in the bucket (`ls --fleet`). A consumer made for the call: it needs the
+// cluster's meta leader and the bucket's leader.
 NatsResult<std::vector<RunRecord>> list_run_records(FleetLink& link);
+
+// Every record, kept current by one watch of the bucket made once (the host-loss sweep): after
+// a NATS node's loss the sweep still knows every run recorded before it, whatever node led the
+// bucket or the cluster (a fresh listing would wait for both to be elected again). Changes are
+// taken in by drain(), never waiting for one.
+class RunRecordWatch {
+ public:
+  static NatsResult<RunRecordWatch> open(FleetLink& link);
+  // Takes in every change delivered so far.
+  NatsResult<void> drain();
+  const std::map<std::string, RunRecord>& records() const { return records_; }
+
+  using WatcherHandle = std::unique_ptr<kvWatcher, NatsDeleter<kvWatcher, kvWatcher_Destroy>>;
+
+ private:
+  explicit RunRecordWatch(WatcherHandle watcher) : watcher_(std::move(watcher)) {}
+  WatcherHandle watcher_;
+  std::map<std::string, RunRecord> records_;
+};
 
 }  // namespace mh::fleet

@@ -217,6 +217,16 @@ void Run::budget_exhausted(std::string message) {
   });
 }
 
+void Run::host_warning(std::string code, std::string message, std::function<void(bool)> done) {
+  Impl& i = *impl_;
+  post_input(shared_from_this(), i,
+             [&i, code = std::move(code), message = std::move(message), done = std::move(done)](RunCore&) {
+               const bool open = !i.log->closed();
+               if (open) i.input(journal::ShellWarning{code, message}, Clock::now());
+               if (done) done(open);
+             });
+}
+
 void Run::shutdown() {
   Impl& i = *impl_;
   post_input(shared_from_this(), i, [&i](RunCore&) { i.input(journal::Shutdown{}, Clock::now()); });

@@ -168,6 +168,10 @@ class Run : public std::enable_shared_from_this<Run> {
   // A budget kept outside the run (its owner's daily budget) is exhausted: the run stops and
   // closes `budget`, with a warning carrying `message`.
   void budget_exhausted(std::string message);
+  // Something the host states about the run (the fleet: this host lost its lease and another
+  // closed the run there): a `warning` in the stream, journaled like the shell's own. Nothing
+  // once the stream has closed — no line may follow stream.closed; `done(written)` says which.
+  void host_warning(std::string code, std::string message, std::function<void(bool written)> done = {});
 
   // The event stream readers attach to. Always valid.
   std::shared_ptr<SharedStreamState> stream() const;

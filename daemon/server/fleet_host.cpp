@@ -15,6 +15,7 @@
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "daemon/log.hpp"
+#include "daemon/run/run.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
@@ -58,10 +59,31 @@ std::optional<T> wait_unless(const std::atomic<bool>& stopped, const std::shared
   return future.get();
 }
 
+// This host's run was closed in the fleet by another host while this host was away (its lease
+// ran out: a partition, a stop): said in the daemon's log and, while the run is open, in its own
+// stream — a warning, so that the stream on this host says why the fleet's copy ends where it
+// does. Nothing of the run is published after the survivor's stream.closed.
+asio::awaitable<void> say_closed_elsewhere(std::shared_ptr<Server> server, std::string id, std::string closer,
+                                           std::uint64_t fleet_seq) {
+  const std::string message = "this host lost its fleet lease while the run was open; " +
+                              (closer.empty() ? std::string("another host") : "host " + closer) +
+                              " closed it in the fleet (stream.closed at seq " + std::to_string(fleet_seq) +
+                              " there): what this host writes of it stays on this host only";
+  log(LogPriority::warning, "fleet: run " + id + ": " + message);
+  auto find = [server, id] { return server->registry.lookup(id); };
+  std::optional<RunEntry> entry = co_await server->on_registry(std::move(find));
+  if (entry && entry->run) entry->run->host_warning("HOST_LOST_RETURNED", message);
+}
+
 }  // namespace
 
 FleetHost::FleetHost(std::shared_ptr<Server> server, std::unique_ptr<fleet::FleetLink> link)
-    : server_(server), link_(std::move(link)), strand_(io_.get_executor()), lease_timer_(strand_) {}
+    : server_(server),
+      link_(std::move(link)),
+      strand_(io_.get_executor()),
+      lease_(*link_, link_->config().host_id),
+      renew_timer_(lease_io_),
+      sweep_timer_(lease_io_) {}
 
 FleetHost::~FleetHost() {
   stop();
@@ -76,9 +98,9 @@ boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(
   const fleet::FleetConfig& config = *server->config.fleet;
   auto link = fleet::FleetLink::connect(config);
   if (!link) return Result(boost::system::in_place_error, "fleet.nats_urls: " + link.error().text);
-  if (auto renewed = fleet::renew_lease(**link, config.host_id, lease_info(config)); !renewed)
-    return Result(boost::system::in_place_error, "fleet: " + renewed.error().text);
   std::shared_ptr<FleetHost> host(new FleetHost(server, std::move(*link)));
+  if (auto renewed = host->lease_.renew(lease_info(config)); !renewed)
+    return Result(boost::system::in_place_error, "fleet: " + renewed.error().text);
   log(LogPriority::info, "fleet: host " + config.host_id + " joined through " + config.nats_urls.front() + " (lease " +
                              std::to_string(config.lease_ttl.count()) + " ms)");
   auto handler = [weak = std::weak_ptr<Server>(server)](std::string body, fleet::Responder responder) {
@@ -88,26 +110,38 @@ boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(
                                              server->io.get_executor(), handler);
   if (!commands) return Result(boost::system::in_place_error, "fleet: " + commands.error().text);
   host->commands_ = std::move(*commands);
-  asio::post(host->strand_, [raw = host.get()] { raw->renew_and_sweep(); });
-  for (int i = 0; i < 2; ++i)
+  asio::post(host->lease_io_, [raw = host.get()] { raw->renew(); });
+  asio::post(host->lease_io_, [raw = host.get()] { raw->sweep(); });
+  for (int i = 0; i < 2; ++i) {
     host->threads_.emplace_back([raw = host.get()] {
       auto work = asio::make_work_guard(raw->io_);
       raw->io_.run();
     });
+    host->lease_threads_.emplace_back([raw = host.get()] {
+      auto work = asio::make_work_guard(raw->lease_io_);
+      raw->lease_io_.run();
+    });
+  }
   host->placement_ = std::thread([raw = host.get()] { raw->placement_loop(); });
   return host;
 }
 
 void FleetHost::stop() {
   if (threads_.empty() || stopped_.exchange(true)) return;
-  for (auto& t : threads_)
-    if (std::this_thread::get_id() == t.get_id()) {  // the last owner let go on a fleet thread
-      io_.stop();
-      for (auto& d : threads_)
+  auto on_this_thread = [](const std::vector<std::thread>& ts) {
+    for (auto& t : ts)
+      if (std::this_thread::get_id() == t.get_id()) return true;
+    return false;
+  };
+  if (on_this_thread(threads_) || on_this_thread(lease_threads_)) {  // the last owner let go on a fleet thread
+    io_.stop();
+    lease_io_.stop();
+    for (auto* ts : {&threads_, &lease_threads_})
+      for (auto& d : *ts)
         d.detach();
-      if (placement_.joinable()) placement_.detach();
-      return;
-    }
+    if (placement_.joinable()) placement_.detach();
+    return;
+  }
   if (placement_.joinable()) placement_.join();  // it sees stopped_ within one fetch
   commands_.reset();
   // The publishers get a moment to send what is on disk, then the lease goes.
@@ -120,9 +154,6 @@ void FleetHost::stop() {
       timer->async_wait([timer, step](boost::system::error_code) { (*step)(); });
       return;
     }
-    lease_timer_.cancel();
-    if (auto dropped = fleet::drop_lease(*link_, host_id()); !dropped)
-      log(LogPriority::warning, "fleet: " + dropped.error().text);
     drained.set_value();
     *step = nullptr;  // the cycle through the lambda's own copy ends here
   };
@@ -132,6 +163,13 @@ void FleetHost::stop() {
   for (auto& t : threads_)
     t.join();
   threads_.clear();
+  // The lease is renewed through the drain; then it goes.
+  lease_io_.stop();
+  for (auto& t : lease_threads_)
+    t.join();
+  lease_threads_.clear();
+  if (auto dropped = fleet::drop_lease(*link_, host_id()); !dropped)
+    log(LogPriority::warning, "fleet: " + dropped.error().text);
 }
 
 void FleetHost::track(const std::string& id) {
@@ -245,22 +283,38 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
     (void)offer.refuse();
 }
 
-void FleetHost::renew_and_sweep() {
+void FleetHost::renew() {
   if (stopped_) return;
   const auto& config = link_->config();
-  if (auto renewed = fleet::renew_lease(*link_, config.host_id, lease_info(config)); !renewed)
+  if (auto renewed = lease_.renew(lease_info(config)); !renewed) {
     log(LogPriority::warning, "fleet: " + renewed.error().text);
-  auto swept = fleet::close_lost_runs(*link_, config.host_id);
+  } else if (*renewed) {
+    log(LogPriority::warning, "fleet: this host's lease had run out (no renewal taken for " +
+                                  std::to_string(config.lease_ttl.count()) +
+                                  " ms or more); its runs may have been closed in the fleet meanwhile");
+    ++lapses_;
+  }
+  renew_timer_.expires_after(config.lease_ttl / 3);
+  renew_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->renew();
+  });
+}
+
+void FleetHost::sweep() {
+  if (stopped_) return;
+  const auto& config = link_->config();
+  auto swept = lease_.sweep();
   if (!swept)
-    log(LogPriority::warning, "fleet: sweeping for lost hosts: " + swept.error().text);
+    log(LogPriority::info, "fleet: sweeping for lost hosts: " + swept.error().text);
   else
     for (const auto& closed : *swept)
       log(LogPriority::warning, "fleet: host " + closed.lost_host + " lost its lease; closed its run " + closed.run_id +
                                     " in the fleet (stream.closed at seq " + std::to_string(closed.closed_seq) + ")");
-  lease_timer_.expires_after(config.lease_ttl / 3);
-  lease_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+  sweep_timer_.expires_after(config.lease_ttl / 3);
+  sweep_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
     if (ec) return;
-    if (auto self = weak.lock()) self->renew_and_sweep();
+    if (auto self = weak.lock()) self->sweep();
   });
 }
 
@@ -308,11 +362,10 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
   if (tail.last_event == "stream.closed") {
     auto record = fleet::read_run_record(link, id);
     if (record && *record && !(*record)->closed_by.empty() && (*record)->closed_by != me)
-      log(LogPriority::warning, "fleet: run " + id + " was closed in the fleet by host " + (*record)->closed_by +
-                                    " while this host was away (its lease ran out); lines after seq " +
-                                    std::to_string(tail.last_seq) + " stay on this host only");
+      co_await say_closed_elsewhere(server, id, (*record)->closed_by, tail.last_seq);
     co_return;
   }
+  std::uint64_t seen_lapses = self->lapses_;
   auto reader =
       StreamReader::open(opened->shared, co_await asio::this_coro::executor, ReaderStart::at_seq(tail.last_seq + 1));
   if (!reader) {
@@ -335,8 +388,9 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       for (;;) {
         auto sent = publisher->publish(seq, line);
         if (sent && *sent == fleet::RunPublisher::Outcome::superseded) {
-          log(LogPriority::warning, "fleet: run " + id + " was closed in the fleet by another host; seq " +
-                                        std::to_string(seq) + " and after stay on this host only");
+          auto record = fleet::read_run_record(link, id);
+          std::string closer = record && *record ? (*record)->closed_by : "";
+          co_await say_closed_elsewhere(server, id, closer, publisher->tail().last_seq);
           co_return;
         }
         if (sent) break;
@@ -357,6 +411,19 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       co_return;
     }
     if (batch->count == 0) {
+      if (std::uint64_t lapses = self->lapses_; lapses != seen_lapses) {
+        // This host was away past its lease: a survivor may have closed the run in the fleet.
+        // Said now, while the run waits, not only when it writes its next line.
+        seen_lapses = lapses;
+        auto now = fleet::fleet_stream_tail(link, id);
+        if (now && now->last_event == "stream.closed" && now->subject_seq != publisher->tail().subject_seq) {
+          auto record = fleet::read_run_record(link, id);
+          // Named first: GCC 12 frees a ?: temporary inside a co_await expression twice.
+          std::string closer = record && *record ? (*record)->closed_by : "";
+          co_await say_closed_elsewhere(server, id, closer, now->last_seq);
+          co_return;
+        }
+      }
       auto outcome = co_await reader->wait_for_more(Clock::now() + std::chrono::seconds(1));
       if (outcome == WaitOutcome::writer_gone) co_return;
     }

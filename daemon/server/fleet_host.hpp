@@ -3,13 +3,16 @@
 // fleet after each line is on local disk.
 //
 // Threading: every blocking NATS call runs on the fleet's own threads (an io_context of two
-// threads that only this class uses, and the placement thread), never on the daemon's io
-// threads; what they learn about the daemon's runs they ask the registry strand for
-// (Server::on_registry). The publishers and the lease are on one strand of the fleet's
+// threads that only this class uses, the lease's io_context of two more, and the placement
+// thread), never on the daemon's io threads; what they learn about the daemon's runs they ask
+// the registry strand for (Server::on_registry). The publishers are on one strand of the fleet's
 // io_context (one run's publisher is a coroutine with a StreamReader on the run's events.jsonl:
 // the file is the buffer, as for a `tail --follow` reader); a socket request's fleet call
 // (on_fleet) runs on the other thread, so a submit or a routed command never waits behind them.
-// The placement thread pulls specs only while this daemon is below runs.max_active.
+// The lease's renewal and the host-loss sweep have a thread each (lease_io_): a publish waiting
+// on a dead leader never delays a renewal (this host's lease would run out), and a long sweep
+// never does either. The placement thread pulls specs only while this daemon is below
+// runs.max_active.
 #pragma once
 
 #include <atomic>
@@ -28,6 +31,7 @@
 
 #include "daemon/fleet/command_relay.hpp"
 #include "daemon/fleet/fleet_link.hpp"
+#include "daemon/fleet/lost_host_sweep.hpp"
 #include "daemon/fleet/placement.hpp"
 #include "daemon/server/server.hpp"
 
@@ -66,7 +70,8 @@ class FleetHost : public std::enable_shared_from_this<FleetHost> {
 
  private:
   FleetHost(std::shared_ptr<Server> server, std::unique_ptr<fleet::FleetLink> link);
-  void renew_and_sweep();
+  void renew();
+  void sweep();
   void placement_loop();
   void place(fleet::SubmitOffer& offer);
   template <class T, class Initiate>
@@ -77,12 +82,18 @@ class FleetHost : public std::enable_shared_from_this<FleetHost> {
   std::unique_ptr<fleet::FleetLink> link_;
   boost::asio::io_context io_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-  boost::asio::steady_timer lease_timer_;  // strand_
-  std::set<std::string> publishing_;       // strand_
+  std::set<std::string> publishing_;  // strand_
   std::vector<std::thread> threads_;
+  fleet::LostHostSweep lease_;
+  boost::asio::io_context lease_io_;
+  boost::asio::steady_timer renew_timer_, sweep_timer_;  // lease_io_, one handler each at a time
+  std::vector<std::thread> lease_threads_;
   std::thread placement_;
   std::unique_ptr<fleet::CommandServer> commands_;  // <prefix>.cmd.<host>
   std::atomic<bool> stopped_{false};
+  // How often this host's lease ran out and was taken again: an idle publisher that sees it move
+  // looks whether its run was closed in the fleet meanwhile, before the run writes another line.
+  std::atomic<std::uint64_t> lapses_{0};
 };
 
 template <class T, class Initiate>

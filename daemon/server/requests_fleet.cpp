@@ -193,6 +193,38 @@ asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::str
 
 namespace {
 
+// What an attach on another host relays (`kind` "line" or "pending"), for a run here whose
+// controller `peer` may be: a line the client sent while attached, handled as an attached
+// connection's line is (a command, or an unreadable line answered MALFORMED in the stream), and
+// answered with its `result` line; or the decisions still pending, answered {"pending": [...]}.
+asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind, const json::object& o,
+                                     protocol::PeerIdentity peer, fleet::Responder responder) {
+  std::shared_ptr<Run> run = e.run;  // null once the run has closed
+  if (kind == "pending") {
+    json::object answer;
+    answer["pending"] = co_await pending_calls_json(run);
+    responder.respond(boost::json::serialize(answer));
+    co_return;
+  }
+  auto answer = std::make_shared<fleet::Responder>(std::move(responder));
+  auto respond = [answer](const protocol::ev::CommandResult& r, bool recorded) {
+    answer->respond(result_line(std::nullopt, r, recorded));
+  };
+  std::optional<std::string> too_long = protocol::string_at(o, "too_long");
+  auto cmd = protocol::read_command_line(protocol::string_at(o, "line").value_or(""));
+  if (too_long || !cmd) {
+    protocol::LineRefusal refusal =
+        too_long ? protocol::LineRefusal{protocol::LineRefusalKind::TooLong, *too_long, std::nullopt} : cmd.error();
+    if (run)
+      run->unreadable_command(std::move(refusal), respond);
+    else
+      answer->respond(refusal_line("TOO_LATE", "the run has closed", refusal.id));
+    co_return;
+  }
+  DeliveredResult delivered = co_await deliver_command(e, std::move(*cmd), peer);
+  respond(delivered.result, delivered.recorded);
+}
+
 // A command relayed from a peer host for a run here: handled as the socket's `command` /
 // `halt` is, for a peer that may control only the runs its uid owns, and attributed to it
 // (`via: "fleet:<host>"`). The answer is the line the requester's client gets.
@@ -208,8 +240,9 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
   std::string kind = protocol::string_at(*o, "kind").value_or("");
   std::string from = protocol::string_at(*o, "from_host").value_or("");
   const json::value* request = o->if_contains("request");
-  if (!fleet::host_id_problem(from).empty() || !fleet::run_id_problem(run_id).empty() || !request ||
-      !request->is_object() || (kind != "command" && kind != "halt"))
+  const bool attached = kind == "line" || kind == "pending";  // from an attach on the requester's host
+  if (!fleet::host_id_problem(from).empty() || !fleet::run_id_problem(run_id).empty() ||
+      (!attached && (!request || !request->is_object() || (kind != "command" && kind != "halt"))))
     co_return refuse("MALFORMED", "a relayed command needs kind, run_id, from_host and request");
   protocol::PeerIdentity peer;
   peer.uid = static_cast<std::uint32_t>(protocol::u64_at(*o, "uid").value_or(0) & 0xffffffffu);
@@ -222,6 +255,10 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
   if (!may_control(Role::control, peer.uid, *e))
     co_return refuse("FORBIDDEN", "run " + run_id + " belongs to uid " + std::to_string(e->owner_uid) +
                                       "; a peer host may command only its own uid's runs");
+  if (attached) {
+    co_await serve_attached(*e, kind, *o, peer, std::move(responder));
+    co_return;
+  }
   protocol::Command cmd;
   if (kind == "halt") {
     std::optional<std::string> reason = protocol::string_at(request->as_object(), "reason");
@@ -292,6 +329,59 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
 
 }  // namespace
 
+namespace {
+
+// One relay from an attach here to the run's owner: `kind` and its fields, as this connection's
+// peer. The owner's answer, or nullopt once the refusal (FLEET_UNAVAILABLE) went to the client.
+asio::awaitable<std::optional<std::string>> relay_attached(Session& s, const std::string& run_id,
+                                                           const std::string& owner, std::string_view kind,
+                                                           json::object fields) {
+  std::shared_ptr<FleetHost> host = s.server().fleet;
+  fields["kind"] = std::string(kind);
+  fields["run_id"] = run_id;
+  fields["uid"] = s.peer().uid;
+  fields["pid"] = s.peer().pid;
+  fields["from_host"] = host->host_id();
+  std::string body = boost::json::serialize(fields);
+  auto timeout =
+      host->link().config().request_timeout + std::chrono::milliseconds(s.server().config.decision_deadline_ms);
+  auto send = [host, owner, body, timeout] {
+    return fleet::relay_request(host->link(), host->link().names().command_subject(owner), body, timeout);
+  };
+  auto answer = co_await host->on_fleet(std::move(send));
+  if (!answer) {
+    s.refuse("FLEET_UNAVAILABLE",
+             "run " + run_id + " is on host " + owner + ", which did not answer: " + answer.error().text, std::nullopt);
+    co_return std::nullopt;
+  }
+  auto parsed = protocol::parse_json(*answer);
+  if (!parsed || !parsed->is_object() || answer->find('\n') != std::string::npos) {
+    s.refuse("FLEET_UNAVAILABLE", "host " + owner + " answered with something that is not one JSON object",
+             std::nullopt);
+    co_return std::nullopt;
+  }
+  co_return std::move(*answer);
+}
+
+}  // namespace
+
+asio::awaitable<void> fleet_attached_line(Session& s, std::string line, std::optional<std::string> too_long) {
+  const std::string run_id = s.stream().run_id, owner = s.stream().fleet_owner;
+  json::object fields;
+  if (too_long)
+    fields["too_long"] = *too_long;
+  else
+    fields["line"] = std::move(line);
+  auto answer = co_await relay_attached(s, run_id, owner, "line", std::move(fields));
+  if (!answer) co_return;
+  // A result that is the command.result in the stream reaches the client there, through the
+  // fleet: as on an attach to a run of this host, only an unrecorded one is sent as a line.
+  auto parsed = protocol::parse_json(*answer);
+  const json::value* recorded = parsed->as_object().if_contains("recorded");
+  if (recorded && recorded->is_bool() && recorded->get_bool()) co_return;
+  s.connection().send(std::move(*answer));
+}
+
 asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach) {
   std::shared_ptr<FleetHost> host = s.server().fleet;
   const json::value* v = r.body.if_contains("run_id");
@@ -304,18 +394,13 @@ asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach
   bool here = co_await server->on_registry(std::move(local));
   if (!asked && here) co_return false;
   if (s.stream().active) co_return false;  // the one-host path refuses it by name
-  if (attach) {
-    // Commands to another host's run go through `command` (routed to its owner); an attach here
-    // reads its stream only.
-    s.refuse("UNSUPPORTED_CONTROL", "run " + id + " is on another host: attach there, or tail it with --fleet", r.id);
-    co_return true;
-  }
+  if (attach && here) co_return false;     // a run of this host is attached here, as always
   std::uint64_t from = 1;
   if (const json::value* f = r.body.if_contains("from_seq"); f && f->is_uint64()) from = f->get_uint64();
   if (const json::value* f = r.body.if_contains("from_seq"); f && f->is_int64() && f->get_int64() >= 0)
     from = static_cast<std::uint64_t>(f->get_int64());
-  bool follow = false;
-  if (const json::value* f = r.body.if_contains("follow"); f && f->is_bool()) follow = f->get_bool();
+  bool follow = attach;
+  if (const json::value* f = r.body.if_contains("follow"); !attach && f && f->is_bool()) follow = f->get_bool();
   auto find = [host, id]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
     auto record = fleet::read_run_record(host->link(), id);
     if (!record) return record.error();
@@ -328,10 +413,25 @@ asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach
     s.refuse("FLEET_UNAVAILABLE", found.error().text, r.id);
     co_return true;
   }
+  if (from == 0) from = found->second.last_seq + 1;  // from the end, as a local tail or attach
   // A run of this host may not be in the fleet yet (its publisher starts on its own): read what comes.
-  if (!here && !found->first && found->second.last_seq == 0) {
+  if ((!here && !found->first && found->second.last_seq == 0) || (attach && !found->first)) {
     s.refuse("UNKNOWN_RUN", "no run \"" + protocol::excerpt(id, 80) + "\" in the fleet", r.id);
     co_return true;
+  }
+  // An attach asks the owner first for what is pending: its answer is also its judgement of
+  // whether this peer may control the run (FORBIDDEN, passed on as it is).
+  std::optional<json::array> pending;
+  if (attach) {
+    auto asked_owner = co_await relay_attached(s, id, found->first->host, "pending", {});
+    if (!asked_owner) co_return true;
+    auto parsed = protocol::parse_json(*asked_owner);
+    const json::value* list = parsed && parsed->is_object() ? parsed->as_object().if_contains("pending") : nullptr;
+    if (!list || !list->is_array()) {
+      s.connection().send(std::move(*asked_owner));  // the owner's refusal
+      co_return true;
+    }
+    pending = list->as_array();
   }
   auto state = std::make_shared<FleetTailState>(s.connection().executor());
   auto on_line = [state](fleet::FleetLine line) {
@@ -351,9 +451,19 @@ asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach
   fields["run_id"] = id;
   fields["from_seq"] = from;
   if (found->first) fields["host"] = found->first->host;
-  s.reply("tailing", r.id, fields);
+  s.reply(attach ? "attached" : "tailing", r.id, fields);
+  if (pending)
+    for (const auto& p : *pending) {
+      if (!p.is_object()) continue;
+      json::object f;
+      f["run_id"] = id;
+      for (const char* key : {"call_id", "requested_seq", "remaining_ms"})
+        if (const json::value* v = p.as_object().if_contains(key)) f[key] = *v;
+      s.reply("pending", r.id, f);
+    }
   s.stream().active = true;
   s.stream().run_id = id;
+  if (attach) s.stream().fleet_owner = found->first->host;
   s.connection().hold();
   asio::co_spawn(
       s.connection().executor(),

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <optional>
+#include <string>
 
 #include "daemon/fleet/command_relay.hpp"
 #include "daemon/server/socket_api.hpp"
@@ -15,7 +17,15 @@ class Server;
 
 boost::asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r);
+// `tail` of a run another host owns (or "fleet": true), and `attach` to one: its stream from
+// the fleet, its pending decisions and its commands relayed to the owner (fleet_attached_line).
 boost::asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach);
+// A line the client sent on a connection attached to another host's run: relayed to the owner,
+// which handles it as an attached line there (a command, or an unreadable line; `too_long` for a
+// line over the bound, with the framer's words); its result is in the stream, or sent here when
+// it could not be recorded.
+boost::asio::awaitable<void> fleet_attached_line(Session& s, std::string line,
+                                                 std::optional<std::string> too_long = std::nullopt);
 // `command` / `halt` (kind) for a run another host owns: relayed to its owner, whose answer (the
 // same `result` line, or its refusal) goes back to the client.
 boost::asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::string_view kind);

@@ -10,6 +10,21 @@ bool may_control(Role role, std::uint32_t uid, const RunEntry& run) {
   return role >= Role::control && run.owner_uid == uid;
 }
 
+boost::asio::awaitable<json::array> pending_calls_json(std::shared_ptr<Run> run) {
+  json::array out;
+  if (!run) co_return out;
+  auto ask = [run](auto done) { run->pending_calls(done); };
+  auto calls = co_await await_callback<std::vector<PendingCallView>>(std::move(ask));
+  for (const auto& call : calls) {
+    json::object p;
+    p["call_id"] = call.call_id;
+    p["requested_seq"] = call.requested_seq;
+    p["remaining_ms"] = call.remaining_ms;
+    out.push_back(std::move(p));
+  }
+  co_return out;
+}
+
 boost::asio::awaitable<DeliveredResult> deliver_command(const RunEntry& run, protocol::Command command,
                                                         std::optional<protocol::PeerIdentity> peer) {
   if (!run.run)

@@ -30,6 +30,9 @@ boost::asio::awaitable<DeliveredResult> deliver_command(const RunEntry& run, pro
                                                         std::optional<protocol::PeerIdentity> peer);
 // {command_id, outcome, recorded}: a `result` reply's fields.
 boost::json::object result_fields(const protocol::ev::CommandResult& result, bool recorded);
+// The calls waiting for a decision, each {call_id, requested_seq, remaining_ms} (none for a run
+// that has closed: `run` null).
+boost::asio::awaitable<boost::json::array> pending_calls_json(std::shared_ptr<Run> run);
 
 // A run's stream for a reader. `keep` holds a recovered log's state while it is read.
 struct OpenedStream {

@@ -1,8 +1,11 @@
 #include "daemon/server/session.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 
 #include "daemon/server/requests.hpp"
+#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "protocol/reader.hpp"
@@ -10,6 +13,15 @@
 namespace mh::daemon {
 
 namespace asio = boost::asio;
+
+namespace {
+
+// A line over the bound on a connection attached to another host's run: its owner answers it.
+asio::awaitable<void> relay_oversized(std::shared_ptr<Session> session, std::string message) {
+  co_await fleet_attached_line(*session, "", std::move(message));
+}
+
+}  // namespace
 
 Session::Session(std::shared_ptr<Server> server, std::shared_ptr<Connection> connection, PeerCredentials peer,
                  Role role)
@@ -24,6 +36,10 @@ asio::awaitable<void> Session::on_line(std::string line) {
       co_return;
     }
     co_await dispatch(std::move(*request));
+    co_return;
+  }
+  if (!stream_.fleet_owner.empty()) {  // attached to another host's run: the line goes to its owner
+    co_await fleet_attached_line(*this, std::move(line));
     co_return;
   }
   if (!stream_.attached) {
@@ -48,7 +64,9 @@ asio::awaitable<void> Session::on_line(std::string line) {
 }
 
 void Session::on_oversized(std::string message) {
-  if (stream_.attached) {
+  if (!stream_.fleet_owner.empty()) {
+    asio::co_spawn(connection_->executor(), relay_oversized(shared_from_this(), std::move(message)), asio::detached);
+  } else if (stream_.attached) {
     stream_.attached->unreadable_command(
         protocol::LineRefusal{protocol::LineRefusalKind::TooLong, std::move(message), std::nullopt},
         unrecorded_result_sender());

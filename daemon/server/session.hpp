@@ -56,6 +56,7 @@ class Session : public Connection::Handler, public std::enable_shared_from_this<
     bool active = false;
     std::string run_id;
     std::shared_ptr<Run> attached;
+    std::string fleet_owner;  // attached to a run of this host of the fleet (requests_fleet.hpp)
   };
   Stream& stream() { return stream_; }
 

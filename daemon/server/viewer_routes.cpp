@@ -166,20 +166,7 @@ asio::awaitable<http::Response> api_run(std::shared_ptr<Server> server, http::Re
   if (!e) co_return unknown_run(id);
   json::object body;
   body["run"] = co_await summary(*e);
-  json::array pending;
-  if (e->run) {
-    auto run = e->run;
-    auto ask = [run](auto done) { run->pending_calls(done); };
-    auto calls = co_await await_callback<std::vector<PendingCallView>>(std::move(ask));
-    for (const auto& call : calls) {
-      json::object p;
-      p["call_id"] = call.call_id;
-      p["requested_seq"] = call.requested_seq;
-      p["remaining_ms"] = call.remaining_ms;
-      pending.push_back(std::move(p));
-    }
-  }
-  body["pending"] = std::move(pending);
+  body["pending"] = co_await pending_calls_json(e->run);
   body["can_decide"] = e->run != nullptr && may_control(*access.grant, *e);
   co_return json_answer(200, body);
 }

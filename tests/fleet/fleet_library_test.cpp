@@ -16,6 +16,7 @@
 #include "daemon/fleet/event_publisher.hpp"
 #include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/leases.hpp"
+#include "daemon/fleet/lost_host_sweep.hpp"
 #include "daemon/fleet/placement.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "protocol/json.hpp"
@@ -260,10 +261,11 @@ TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
   std::vector<fleet::ClosedRun> closed;
   std::atomic<int> errors{0};
   auto survive = [&](FleetLink* self, std::string name) {
+    fleet::LostHostSweep sweep(*self, name);
     auto deadline = std::chrono::steady_clock::now() + 10 * ttl;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (!fleet::renew_lease(*self, name, "{}")) ++errors;
-      auto swept = fleet::close_lost_runs(*self, name);
+      if (!sweep.renew("{}")) ++errors;
+      auto swept = sweep.sweep();
       if (!swept) {
         ++errors;
         continue;
@@ -304,6 +306,44 @@ TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
   ASSERT_TRUE(sent);
   EXPECT_EQ(*sent, Outcome::superseded);
   EXPECT_EQ(late->tail().last_event, "stream.closed");
+}
+
+TEST_F(FleetLibrary, ASurvivorJudgesOnlyOnceItsOwnRenewalsWereTakenForAWholeLease) {
+  // A host that could not renew (the bucket had no leader) is not lost until it had a whole
+  // lease to renew in: a survivor whose own renewals were taken for less than that judges nobody.
+  const auto ttl = std::chrono::milliseconds(1500);
+  auto a = link("gone", ttl);
+  auto b = link("b", ttl);
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(*fleet::claim_placement(*a, "rg", "gone"), fleet::Claim::won);  // "gone" never took a lease
+  fleet::LostHostSweep sweep(*b, "b");
+  EXPECT_FALSE(sweep.may_judge());  // no renewal yet
+  auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(sweep.renew("{}"));
+  auto early = sweep.sweep();
+  ASSERT_TRUE(early) << early.error().text;
+  if (std::chrono::steady_clock::now() - started < ttl) {
+    EXPECT_FALSE(sweep.may_judge());
+    EXPECT_TRUE(early->empty());
+    EXPECT_EQ(fleet::fleet_stream_tail(*b, "rg")->last_seq, 0u);  // nothing written
+  }
+  std::vector<fleet::ClosedRun> closed;
+  auto deadline = started + 10 * ttl;
+  while (closed.empty() && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(sweep.renew("{}"));
+    auto swept = sweep.sweep();
+    ASSERT_TRUE(swept) << swept.error().text;
+    closed = *swept;
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - started, ttl);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed.front().run_id, "rg");
+  EXPECT_EQ(closed.front().closer, "b");
+  EXPECT_EQ(closed.front().closed_seq, 2u);  // the warning, then stream.closed
+  auto record = fleet::read_run_record(*b, "rg");
+  ASSERT_TRUE(record && *record);
+  EXPECT_EQ((*record)->state, "closed");
+  EXPECT_EQ((*record)->closed_by, "b");
 }
 
 TEST_F(FleetLibrary, ARequestReachesTheHostThatServesIt) {

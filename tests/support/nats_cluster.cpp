@@ -154,6 +154,58 @@ std::string NatsCluster::log(int i) const {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+namespace {
+
+// One connection to the first running node of `urls`, for a test's JetStream questions.
+struct Asker {
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  explicit Asker(const std::vector<std::string>& urls) {
+    for (const auto& u : urls)
+      if (natsConnection_ConnectTo(&nc, u.c_str()) == NATS_OK) break;
+    if (nc && natsConnection_JetStream(&js, nc, nullptr) != NATS_OK) js = nullptr;
+  }
+  ~Asker() {
+    if (js) jsCtx_Destroy(js);
+    if (nc) natsConnection_Destroy(nc);
+  }
+};
+
+}  // namespace
+
+std::string NatsCluster::leader(const std::string& stream) const {
+  std::vector<std::string> running;
+  for (int i = 0; i < size(); ++i)
+    if (nodes_[i].process) running.push_back(url(i));
+  Asker a(running);
+  if (!a.js) return "";
+  jsStreamInfo* si = nullptr;
+  if (js_GetStreamInfo(&si, a.js, stream.c_str(), nullptr, nullptr) != NATS_OK) return "";
+  std::string out = si->Cluster && si->Cluster->Leader ? si->Cluster->Leader : "";
+  jsStreamInfo_Destroy(si);
+  return out;
+}
+
+bool NatsCluster::move_leader(const std::string& stream, int node, bool on, std::chrono::milliseconds timeout) {
+  const std::string name = "n" + std::to_string(node);
+  return eventually(
+      [&] {
+        std::string now = leader(stream);
+        if (now.empty()) return false;  // electing
+        if ((now == name) == on) return true;
+        std::vector<std::string> running;
+        for (int i = 0; i < size(); ++i)
+          if (nodes_[i].process) running.push_back(url(i));
+        Asker a(running);
+        if (!a.nc) return false;
+        natsMsg* reply = nullptr;
+        const std::string subject = "$JS.API.STREAM.LEADER.STEPDOWN." + stream;
+        if (natsConnection_RequestString(&reply, a.nc, subject.c_str(), "", 5000) == NATS_OK) natsMsg_Destroy(reply);
+        return false;  // asked again once the next leader is known
+      },
+      timeout);
+}
+
 bool NatsCluster::ready(int replicas, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int i = 0; i < size(); ++i) {

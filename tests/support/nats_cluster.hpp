@@ -36,6 +36,14 @@ class NatsCluster {
   void start(int i);  // again, on its ports and store
   std::string log(int i) const;
 
+  // The node (its server_name, "n<i>") that leads JetStream stream `stream`, asked of any running
+  // node; "" when none answers.
+  std::string leader(const std::string& stream) const;
+  // Asks the stream's leader to step down ($JS.API.STREAM.LEADER.STEPDOWN) until the leader is
+  // node `node` (`on` true) or any node but it (`on` false): bounded by `timeout`.
+  bool move_leader(const std::string& stream, int node, bool on,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
   static std::filesystem::path server_binary();  // nats-server on PATH (/usr/sbin with the package)
 
  private:

@@ -1,0 +1,217 @@
+#include "bench/fleet_daemon_bench.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "testkit/daemon_process.hpp"
+#include "testkit/socket_client.hpp"
+
+namespace mh::bench {
+
+namespace {
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using testkit::LineClient;
+using testkit::socket_request;
+
+double us(Clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+void write_script(const fs::path& path, const json::array& steps) {
+  std::ofstream(path) << json::serialize(json::object{
+      {"format", "mh-standin-claude.script/1"}, {"description", "mh_fleet_bench"}, {"turns", json::array{steps}}});
+}
+
+std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, int i) {
+  return "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" +
+         o.work_dir.string() + "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
+         "[fleet]\nnats_urls = [\"" + cluster.url(i) + "\"]\nhost_id = \"h" + std::to_string(i) +
+         "\"\nreplicas = 3\nprefix = \"bd\"\nrequest_timeout_ms = 10000\n";
+}
+
+std::optional<std::uint64_t> seq_of(const std::string& line) {
+  auto o = testkit::parse_object(line);
+  if (!o || !o->contains("event")) return std::nullopt;
+  const json::value* seq = o->if_contains("seq");
+  if (!seq || !seq->is_number()) return std::nullopt;
+  return seq->to_number<std::uint64_t>();
+}
+
+// Reads a tail's lines to its `end`, stamping each event line's arrival by seq.
+void read_stream(LineClient& c, std::map<std::uint64_t, Clock::time_point>& arrived) {
+  for (;;) {
+    auto line = c.next_line(120s);
+    if (!line) return;
+    auto now = Clock::now();
+    if (testkit::string_field(*line, "reply") == "end") return;
+    if (auto seq = seq_of(*line)) arrived.emplace(*seq, now);
+  }
+}
+
+// A `submit` with the run on `socket`, its `submitted` reply's fields (or nullopt).
+std::optional<json::object> submit(LineClient& c, const json::object& run, bool fleet, const std::string& id) {
+  json::object fields{{"run", run}};
+  if (fleet) fields["fleet"] = true;
+  if (!c.send_line(socket_request("submit", id, fields))) return std::nullopt;
+  for (auto deadline = Clock::now() + 60s; Clock::now() < deadline;) {
+    auto line = c.next_line(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    if (!line) break;
+    auto reply = testkit::string_field(*line, "reply");
+    if (reply == "submitted") return testkit::parse_object(*line);
+    if (reply == "refused") {
+      std::fprintf(stderr, "fleet_bench (daemons): submit refused: %s\n", line->c_str());
+      break;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void report_us(const char* what, std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))];
+  };
+  std::printf("%-44s n=%-5zu p50 %9.1f us   p99 %9.1f us   max %9.1f us\n", what, v.size(), at(0.5), at(0.99),
+              v.empty() ? 0.0 : v.back());
+}
+
+int bench_fleet_daemons(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o) {
+  auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "fleet_bench (daemons): %s\n", why.c_str());
+    return 2;
+  };
+  fs::create_directories(o.work_dir);
+  const fs::path quick = o.work_dir / "quick.json", paced = o.work_dir / "paced.json", held = o.work_dir / "held.json";
+  write_script(quick, json::array{json::object{{"type", "text"}, {"text", "ok"}}});
+  {
+    json::array steps{json::object{{"type", "wait"}, {"ms", 2000}}};  // both readers are open by then
+    for (int i = 0; i < o.lines; ++i) {
+      steps.push_back(json::object{{"type", "text"}, {"text", "a line of about a hundred bytes, as a model's text"}});
+      steps.push_back(json::object{{"type", "wait"}, {"ms", 20}});
+    }
+    write_script(paced, steps);
+  }
+  write_script(held, json::array{json::object{{"type", "tool_use"},
+                                              {"id", "toolu_held"},
+                                              {"name", "Bash"},
+                                              {"input", json::object{{"command", "true"}, {"description", "held"}}}},
+                                 json::object{{"type", "text"}, {"text", "Done."}}});
+  std::vector<std::unique_ptr<testkit::DaemonProcess>> daemons;
+  for (int i = 0; i < 3; ++i) {
+    const fs::path home = o.work_dir / ("h" + std::to_string(i));
+    fs::create_directories(home);
+    daemons.push_back(
+        std::make_unique<testkit::DaemonProcess>(home, o.metaharness, home / "state", daemon_config(cluster, o, i)));
+    if (auto e = daemons.back()->start_until_ready(); !e.empty()) return fail("h" + std::to_string(i) + ": " + e);
+  }
+  std::printf("through the daemons: 3 metaharness daemons (stand-in harness), each on its own node\n");
+
+  // submit -> placed, one at a time.
+  {
+    LineClient c(daemons[0]->socket());
+    std::vector<double> v;
+    for (int i = 0; i < o.submits; ++i) {
+      auto t0 = Clock::now();
+      auto reply = submit(c, testkit::standin_run_spec(quick, "observe"), true, "s" + std::to_string(i));
+      if (!reply) return fail("a fleet submit was not answered");
+      if (reply->contains("placement") && reply->at("placement") == "placed") v.push_back(us(Clock::now() - t0));
+    }
+    report_us("daemons: submit --fleet -> submitted, placed", v);
+  }
+  // An event fleet-wide after its local write: a paced run on h0, read on h0 and from h1.
+  {
+    LineClient c(daemons[0]->socket());
+    auto reply = submit(c, testkit::standin_run_spec(paced, "observe"), false, "paced");
+    if (!reply || !reply->contains("run_id")) return fail("the paced run was not submitted");
+    const std::string run(reply->at("run_id").as_string());
+    LineClient local(daemons[0]->socket()), fleet(daemons[1]->socket());
+    local.send_line(socket_request("tail", "t", json::object{{"run_id", run}, {"from_seq", 1}, {"follow", true}}));
+    // The run enters the fleet's records when its publisher starts: ask again until h1 knows it.
+    bool tailing = false;
+    for (auto deadline = Clock::now() + 30s; !tailing && Clock::now() < deadline;) {
+      fleet.send_line(socket_request("tail", "f", json::object{{"run_id", run}, {"from_seq", 1}, {"follow", true}}));
+      auto answer = fleet.next_line(10s);
+      tailing = answer && testkit::string_field(*answer, "reply") == "tailing";
+    }
+    if (!tailing) return fail("h1 could not tail the paced run from the fleet");
+    const auto both_open = Clock::now();
+    std::map<std::uint64_t, Clock::time_point> at_local, at_fleet;
+    std::thread reader([&] { read_stream(fleet, at_fleet); });
+    read_stream(local, at_local);
+    reader.join();
+    std::vector<double> v;
+    for (auto& [seq, t] : at_local)
+      if (t > both_open && at_fleet.count(seq)) v.push_back(us(at_fleet[seq] - t));
+    report_us("daemons: event local tail -> fleet tail (h1)", v);
+  }
+  // A decision round trip: routed from h1 beside local on h0, the same command each time.
+  {
+    LineClient c(daemons[0]->socket());
+    auto reply = submit(c, testkit::standin_run_spec(held, "ask"), false, "held");
+    if (!reply || !reply->contains("run_id")) return fail("the held run was not submitted");
+    const std::string run(reply->at("run_id").as_string());
+    LineClient from_h1(daemons[1]->socket());
+    bool known = false;
+    for (auto deadline = Clock::now() + 30s; !known && Clock::now() < deadline;) {
+      from_h1.send_line(socket_request("get", "g", json::object{{"run_id", run}}));
+      auto got = from_h1.next_line(10s);
+      known = got && testkit::string_field(*got, "host") == "h0";
+    }
+    if (!known) return fail("h1 never learnt of the held run");
+    const json::object command{{"format", "metaharness.command/1"},
+                               {"id", "d"},
+                               {"command", "tool.decide"},
+                               {"call_id", "toolu_none"},
+                               {"decision", "allow"}};
+    std::vector<double> routed, local;
+    for (int i = 0; i < o.decisions; ++i)
+      for (auto* side : {&from_h1, &c}) {
+        auto t0 = Clock::now();
+        side->send_line(
+            socket_request("command", "c" + std::to_string(i), json::object{{"run_id", run}, {"command", command}}));
+        if (!side->wait_reply("result", 60s)) return fail("a decision was not answered");
+        (side == &c ? local : routed).push_back(us(Clock::now() - t0));
+      }
+    report_us("daemons: decision from another host (routed)", routed);
+    report_us("daemons: the same decision on the owner's host", local);
+  }
+  // Placement throughput: many fleet submits at once from h0, three hosts placing.
+  {
+    const int connections = 20;
+    std::atomic<int> placed{0}, answered{0};
+    auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (int k = 0; k < connections; ++k)
+      threads.emplace_back([&, k] {
+        LineClient c(daemons[0]->socket());
+        for (int i = k; i < o.placements; i += connections) {
+          auto reply = submit(c, testkit::standin_run_spec(quick, "observe"), true, "p" + std::to_string(i));
+          if (!reply) return;
+          ++answered;
+          if (reply->contains("placement") && reply->at("placement") == "placed") ++placed;
+        }
+      });
+    for (auto& t : threads)
+      t.join();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (answered.load() != o.placements) return fail("fleet submits went unanswered");
+    std::printf("%-44s %d runs (%d placed at once) in %.2f s: %.0f runs/s\n", "daemons: placement throughput, 3 hosts",
+                o.placements, placed.load(), s, o.placements / s);
+  }
+  for (auto& d : daemons)
+    (void)d->stop(30s);
+  return 0;
+}
+
+}  // namespace mh::bench
