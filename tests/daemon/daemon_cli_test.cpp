@@ -76,6 +76,25 @@ class DaemonCli : public ::testing::Test {
     return asked;
   }
 
+  // The run closed `completed` on `control`'s stream, its file complete, and `get` (a fresh
+  // connection) names its adapter: the reply, for the caller's own checks.
+  std::optional<EventLine> expect_completed_run_of(SocketClient& control, const std::string& id,
+                                                   const std::string& adapter) {
+    auto closed = control.events_named("stream.closed");
+    EXPECT_EQ(closed.size(), 1u);
+    if (closed.size() == 1) {
+      EXPECT_EQ(closed[0].str("reason"), "completed");
+    }
+    expect_complete(id);
+    SocketClient observer(daemon->socket());
+    auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
+    EXPECT_TRUE(got);
+    if (got) {
+      EXPECT_NE(got->raw.find(R"("adapter":")" + adapter + "\""), std::string::npos) << got->raw;
+    }
+    return got;
+  }
+
   // Follows a run's stream to its end on a fresh connection.
   std::vector<EventLine> follow(const std::string& id, std::uint64_t from = 1) {
     return follow_to_end(daemon->socket(), id, 120s, from);
@@ -403,15 +422,8 @@ TEST_F(DaemonCli, HostsACodexRunSubmittedFromTheCommandLineWithEveryCallDecidedB
     EXPECT_FALSE(std::filesystem::exists(work / file)) << file;
   for (auto f : {"vendor-stdout.jsonl", "vendor-stdin.jsonl", "vendor-hooks.jsonl", "spec.json", "plan.json"})
     EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / f)) << f;
-  auto closed = control.events_named("stream.closed");
-  ASSERT_EQ(closed.size(), 1u);
-  EXPECT_EQ(closed[0].str("reason"), "completed");
-  expect_complete(id);
-
-  SocketClient observer(daemon->socket());
-  auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
+  auto got = expect_completed_run_of(control, id, "codex");
   ASSERT_TRUE(got);
-  EXPECT_NE(got->raw.find(R"("adapter":"codex")"), std::string::npos) << got->raw;
   EXPECT_EQ(got->object.at("turns").to_number<int>(), 1) << "a closed run keeps its turn count";
   EXPECT_TRUE(got->object.at("pid").is_null()) << "no vendor process after the run: null, not 0";
 }
@@ -439,14 +451,7 @@ TEST_F(DaemonCli, HostsAnOpencodeRunWhosePluginSeamIsDecidedByTheController) {
   EXPECT_FALSE(std::filesystem::exists(work / "b.txt")) << "the denied call never ran";
   EXPECT_TRUE(std::filesystem::exists(work / "c.txt"));
   EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / "vendor-hooks.jsonl"));
-  auto closed = control.events_named("stream.closed");
-  ASSERT_EQ(closed.size(), 1u);
-  EXPECT_EQ(closed[0].str("reason"), "completed");
-  expect_complete(id);
-  SocketClient observer(daemon->socket());
-  auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
-  ASSERT_TRUE(got);
-  EXPECT_NE(got->raw.find(R"("adapter":"opencode")"), std::string::npos) << got->raw;
+  EXPECT_TRUE(expect_completed_run_of(control, id, "opencode"));
 }
 
 // Issue 9, item 2, the observed case on the real Codex: a command whose output is over 1 MiB.
