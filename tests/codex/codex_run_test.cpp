@@ -47,10 +47,7 @@ class CodexVendor : public VendorBase<CodexRun> {
   // Shell calls are gated by the approval in-band, and the vendor's answer went back as decline:
   // never an allow-rule-making answer.
   void expect_frame_denial_extras() {
-    auto requested = process->events_named("tool.requested");
-    ASSERT_FALSE(requested.empty());
-    EXPECT_EQ(requested[0].str("seam"), "control_request") << "shell calls are gated by the approval in-band";
-    EXPECT_EQ(requested[0].str("name"), "Bash");
+    expect_first_call("control_request", "Bash", "shell calls are gated by the approval in-band");
     std::string stdin_log = read_file(run_dir() / "vendor-stdin.jsonl");
     EXPECT_NE(stdin_log.find(R"("decision":"decline")"), std::string::npos);
     EXPECT_EQ(stdin_log.find("acceptForSession"), std::string::npos);

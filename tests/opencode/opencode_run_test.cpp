@@ -49,10 +49,7 @@ class OpencodeVendor : public VendorBase<OpencodeRun> {
  protected:
   // The seam is the plugin, which saw the model's own input; the ACP permission never asked.
   void expect_frame_denial_extras() {
-    auto requested = process->events_named("tool.requested");
-    ASSERT_FALSE(requested.empty());
-    EXPECT_EQ(requested[0].str("seam"), "hook") << "the plugin's tool.execute.before is the seam";
-    EXPECT_EQ(requested[0].str("name"), "bash");
+    expect_first_call("hook", "bash", "the plugin's tool.execute.before is the seam");
     EXPECT_EQ(read_file(run_dir() / "vendor-stdout.jsonl").find("session/request_permission"), std::string::npos)
         << "a denied call reaches no second gate";
   }

@@ -55,6 +55,13 @@ class VendorBase : public Fixture {
     EXPECT_EQ(denials[0].as_object().at("tool_name"), tool_name);
     EXPECT_EQ(denials[0].as_object().at("tool_use_id"), tool_use_id);
   }
+  // The run's first call was presented at `seam` under the vendor's tool `name`.
+  void expect_first_call(const char* seam, const char* name, const char* why) {
+    auto requested = this->process->events_named("tool.requested");
+    ASSERT_FALSE(requested.empty());
+    EXPECT_EQ(requested[0].str("seam"), seam) << why;
+    EXPECT_EQ(requested[0].str("name"), name);
+  }
   void expect_frame_denial_extras() {}
   void expect_allow_extras(const EventLine& /*requested*/) {}
   void expect_interrupt_extras(const EventLine& /*turn_ended*/) {}
