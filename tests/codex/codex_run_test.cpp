@@ -202,16 +202,9 @@ TEST_F(CodexRun, AnUnmappedNotificationBecomesOpaqueWithItsDigestAndLine) {
   start("two_turns");
   process->close_stdin();
   ASSERT_EQ(finish(), 0) << process->stderr_text();
-  auto transcript = read_lines(run_dir() / "vendor-stdout.jsonl");
-  std::set<std::string> kinds;
-  for (const auto& e : process->events_named("opaque")) {
-    kinds.insert(e.str("vendor_type"));
-    auto line = e.object.at("source_line").to_number<std::size_t>();
-    ASSERT_GE(line, 1u);
-    ASSERT_LE(line, transcript.size());
-    EXPECT_EQ(e.str("digest"), protocol::sha256_hex(transcript[line - 1])) << e.raw;
-    EXPECT_NE(transcript[line - 1].find("\"method\":\"" + e.str("vendor_type") + "\""), std::string::npos) << e.raw;
-  }
+  auto kinds = opaque_kinds_citing_their_lines("vendor_type", [](const EventLine& e, const std::string& cited) {
+    EXPECT_NE(cited.find("\"method\":\"" + e.str("vendor_type") + "\""), std::string::npos) << e.raw;
+  });
   EXPECT_TRUE(kinds.count("thread/started")) << "thread/started has no event of its own";
 }
 

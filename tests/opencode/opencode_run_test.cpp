@@ -126,15 +126,7 @@ TEST_F(OpencodeRun, AnUnmappedUpdateBecomesOpaqueWithItsDigestAndLine) {
   start("two_turns");
   process->close_stdin();
   ASSERT_EQ(finish(), 0) << process->stderr_text();
-  auto transcript = read_lines(run_dir() / "vendor-stdout.jsonl");
-  std::set<std::string> kinds;
-  for (const auto& e : process->events_named("opaque")) {
-    kinds.insert(e.str("vendor_subtype"));
-    auto line = e.object.at("source_line").to_number<std::size_t>();
-    ASSERT_GE(line, 1u);
-    ASSERT_LE(line, transcript.size());
-    EXPECT_EQ(e.str("digest"), protocol::sha256_hex(transcript[line - 1])) << e.raw;
-  }
+  auto kinds = opaque_kinds_citing_their_lines("vendor_subtype");
   EXPECT_TRUE(kinds.count("available_commands_update")) << "available_commands_update has no event of its own";
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "protocol/completeness.hpp"
+#include "protocol/digest.hpp"
 
 namespace mh::test {
 
@@ -69,6 +70,22 @@ bool GovernedRun::a_later_request_carries(const std::string& text, std::size_t a
   for (std::size_t i = after; i < bodies.size(); ++i)
     if (protocol::canonical_json(json::value(bodies[i])).find(text) != std::string::npos) return true;
   return false;
+}
+
+std::set<std::string> GovernedRun::opaque_kinds_citing_their_lines(
+    std::string_view field, const std::function<void(const EventLine&, const std::string&)>& check) {
+  auto transcript = read_lines(run_dir() / "vendor-stdout.jsonl");
+  std::set<std::string> kinds;
+  for (const auto& e : process->events_named("opaque")) {
+    kinds.insert(e.str(field));
+    auto line = e.object.at("source_line").to_number<std::size_t>();
+    EXPECT_GE(line, 1u) << e.raw;
+    EXPECT_LE(line, transcript.size()) << e.raw;
+    if (line < 1 || line > transcript.size()) continue;
+    EXPECT_EQ(e.str("digest"), protocol::sha256_hex(transcript[line - 1])) << e.raw;
+    if (check) check(e, transcript[line - 1]);
+  }
+  return kinds;
 }
 
 std::string GovernedRun::run_id() {

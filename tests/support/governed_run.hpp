@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
+#include <set>
 
 #include "protocol/frame.hpp"
 #include "tests/support/cli_process.hpp"
@@ -49,6 +51,10 @@ class GovernedRun : public ::testing::Test {
   std::filesystem::path write_frame(std::vector<protocol::OpKind> ops);
   // Does any request the endpoint served from the `after`-th on carry `text` anywhere in its body?
   bool a_later_request_carries(const std::string& text, std::size_t after = 0) const;
+  // Every opaque event cites a line of the retained transcript by its 1-based number and digest
+  // (`check`, when given, looks at each with the line it cites): the values of `field` they carry.
+  std::set<std::string> opaque_kinds_citing_their_lines(
+      std::string_view field, const std::function<void(const EventLine&, const std::string&)>& check = {});
   // Sends a command line and remembers its id: every one must get exactly one command.result.
   void send(const std::string& id, const std::string& line);
 
