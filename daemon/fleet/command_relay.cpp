@@ -1,6 +1,8 @@
 #include "daemon/fleet/command_relay.hpp"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <thread>
 
 namespace mh::fleet {
 
@@ -63,15 +65,27 @@ CommandServer::~CommandServer() {
 NatsResult<std::string> relay_request(FleetLink& link, const std::string& subject, const std::string& body,
                                       std::chrono::milliseconds timeout) {
   if (body.size() > kMaxRelayBytes) return nats_error("request to " + subject + " over 1 MiB", NATS_INVALID_ARG);
-  natsMsg* raw = nullptr;
-  natsStatus s = natsConnection_Request(&raw, link.nc(), subject.c_str(), body.data(), static_cast<int>(body.size()),
-                                        timeout.count());
-  MsgHandle reply(raw);
-  if (s == NATS_NO_RESPONDERS) return nats_error("no host serves " + subject, s);
-  if (s != NATS_OK) return nats_error("request to " + subject, s);
-  if (static_cast<std::size_t>(natsMsg_GetDataLength(reply.get())) > kMaxRelayBytes)
-    return nats_error("answer from " + subject + " over 1 MiB", NATS_ERR);
-  return std::string(natsMsg_GetData(reply.get()), static_cast<std::size_t>(natsMsg_GetDataLength(reply.get())));
+  // A subscription made on another node of the cluster reaches this node's interest table a
+  // moment later (routes carry it asynchronously), so "no responders" right after a host began
+  // serving is not yet the truth: asked again, briefly, before it is said.
+  const auto grace_ends = std::chrono::steady_clock::now() + std::min(timeout, kNoRespondersGrace);
+  for (;;) {
+    natsMsg* raw = nullptr;
+    natsStatus s = natsConnection_Request(&raw, link.nc(), subject.c_str(), body.data(), static_cast<int>(body.size()),
+                                          timeout.count());
+    MsgHandle reply(raw);
+    if (s == NATS_NO_RESPONDERS) {
+      if (std::chrono::steady_clock::now() + kNoRespondersRetry < grace_ends) {
+        std::this_thread::sleep_for(kNoRespondersRetry);  // the fleet thread's own wait, bounded by the grace
+        continue;
+      }
+      return nats_error("no host serves " + subject, s);
+    }
+    if (s != NATS_OK) return nats_error("request to " + subject, s);
+    if (static_cast<std::size_t>(natsMsg_GetDataLength(reply.get())) > kMaxRelayBytes)
+      return nats_error("answer from " + subject + " over 1 MiB", NATS_ERR);
+    return std::string(natsMsg_GetData(reply.get()), static_cast<std::size_t>(natsMsg_GetDataLength(reply.get())));
+  }
 }
 
 }  // namespace mh::fleet

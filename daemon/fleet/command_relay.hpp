@@ -19,6 +19,10 @@
 namespace mh::fleet {
 
 inline constexpr std::size_t kMaxRelayBytes = 1u << 20;
+// How long "no responders" is asked again before it is believed (a new subscription crosses the
+// cluster's routes asynchronously), and how often within that.
+inline constexpr std::chrono::milliseconds kNoRespondersGrace{1000};
+inline constexpr std::chrono::milliseconds kNoRespondersRetry{50};
 
 // Where one request's answer goes.
 class Responder {
@@ -51,7 +55,8 @@ class CommandServer {
   SubscriptionHandle sub_;
 };
 
-// One request, its one answer within `timeout`. No host serving the subject is an error that says so.
+// One request, its one answer within `timeout`. No host serving the subject is an error that says
+// so (NATS_NO_RESPONDERS), once it held for kNoRespondersGrace: never the whole timeout.
 NatsResult<std::string> relay_request(FleetLink& link, const std::string& subject, const std::string& body,
                                       std::chrono::milliseconds timeout);
 
