@@ -175,10 +175,15 @@ int main(int argc, char** argv) {
       std::vector<double> remote, local;
       const std::string body =
           R"({"kind":"command","run_id":"r","request":{"command":{"format":"metaharness.command/1","id":"c","command":"tool.decide","call_id":"toolu_x","decision":"allow"}}})";
+      int failed = 0;
       for (int i = 0; i < decisions; ++i) {
         auto t0 = Clock::now();
-        (void)mh::fleet::relay_request(*hosts[0], hosts[0]->names().command_subject("h1"), body,
-                                       std::chrono::seconds(10));
+        auto answer = mh::fleet::relay_request(*hosts[0], hosts[0]->names().command_subject("h1"), body,
+                                               std::chrono::seconds(10));
+        if (!answer || *answer != body) {  // a failed relay is said, never timed as a decision
+          ++failed;
+          continue;
+        }
         remote.push_back(us(Clock::now() - t0));
         auto t1 = Clock::now();
         std::promise<void> answered;
@@ -189,6 +194,10 @@ int main(int argc, char** argv) {
       server->reset();
       work.reset();
       io_thread.join();
+      if (failed > 0) {
+        std::fprintf(stderr, "fleet_bench: %d of %d relayed decisions failed\n", failed, decisions);
+        status = 2;
+      }
       report_us("decision relayed to another host (round trip)", remote);
       report_us("the same handler reached locally (post+back)", local);
     }
@@ -209,7 +218,7 @@ int main(int argc, char** argv) {
     o.standin = bin / "mh-standin-claude";
     o.work_dir = dir / "daemons";
     if (!library_only && std::filesystem::exists(o.metaharness) && std::filesystem::exists(o.standin))
-      status = mh::bench::bench_fleet_daemons(cluster, o);
+      status = std::max(status, mh::bench::bench_fleet_daemons(cluster, o));
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

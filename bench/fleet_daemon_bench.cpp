@@ -102,11 +102,17 @@ int bench_fleet_daemons(const mh::test::NatsCluster& cluster, const FleetDaemonO
     }
     write_script(paced, steps);
   }
-  write_script(held, json::array{json::object{{"type", "tool_use"},
-                                              {"id", "toolu_held"},
-                                              {"name", "Bash"},
-                                              {"input", json::object{{"command", "true"}, {"description", "held"}}}},
-                                 json::object{{"type", "text"}, {"text", "Done."}}});
+  {
+    // One Bash call per decision timed (two per round: routed, then local), each held until decided.
+    json::array steps;
+    for (int i = 0; i < 2 * o.decisions; ++i)
+      steps.push_back(json::object{{"type", "tool_use"},
+                                   {"id", "toolu_held_" + std::to_string(i)},
+                                   {"name", "Bash"},
+                                   {"input", json::object{{"command", "true"}, {"description", "held"}}}});
+    steps.push_back(json::object{{"type", "text"}, {"text", "Done."}});
+    write_script(held, steps);
+  }
   std::vector<std::unique_ptr<testkit::DaemonProcess>> daemons;
   for (int i = 0; i < 3; ++i) {
     const fs::path home = o.work_dir / ("h" + std::to_string(i));
@@ -155,13 +161,15 @@ int bench_fleet_daemons(const mh::test::NatsCluster& cluster, const FleetDaemonO
       if (t > both_open && at_fleet.count(seq)) v.push_back(us(at_fleet[seq] - t));
     report_us("daemons: event local tail -> fleet tail (h1)", v);
   }
-  // A decision round trip: routed from h1 beside local on h0, the same command each time.
+  // A decision round trip: each of the run's calls, as it is asked (a local tail on h0 sees its
+  // tool.requested), decided allow from h1 (routed to h0) or on h0 itself, alternately; timed
+  // from the `command` sent to its `result` (the run's command.result recorded, outcome ok).
   {
     LineClient c(daemons[0]->socket());
     auto reply = submit(c, testkit::standin_run_spec(held, "ask"), false, "held");
     if (!reply || !reply->contains("run_id")) return fail("the held run was not submitted");
     const std::string run(reply->at("run_id").as_string());
-    LineClient from_h1(daemons[1]->socket());
+    LineClient from_h1(daemons[1]->socket()), watch(daemons[0]->socket());
     bool known = false;
     for (auto deadline = Clock::now() + 30s; !known && Clock::now() < deadline;) {
       from_h1.send_line(socket_request("get", "g", json::object{{"run_id", run}}));
@@ -169,20 +177,32 @@ int bench_fleet_daemons(const mh::test::NatsCluster& cluster, const FleetDaemonO
       known = got && testkit::string_field(*got, "host") == "h0";
     }
     if (!known) return fail("h1 never learnt of the held run");
-    const json::object command{{"format", "metaharness.command/1"},
-                               {"id", "d"},
-                               {"command", "tool.decide"},
-                               {"call_id", "toolu_none"},
-                               {"decision", "allow"}};
+    watch.send_line(socket_request("tail", "w", json::object{{"run_id", run}, {"from_seq", 1}, {"follow", true}}));
     std::vector<double> routed, local;
-    for (int i = 0; i < o.decisions; ++i)
-      for (auto* side : {&from_h1, &c}) {
-        auto t0 = Clock::now();
-        side->send_line(
-            socket_request("command", "c" + std::to_string(i), json::object{{"run_id", run}, {"command", command}}));
-        if (!side->wait_reply("result", 60s)) return fail("a decision was not answered");
-        (side == &c ? local : routed).push_back(us(Clock::now() - t0));
+    for (int i = 0; i < 2 * o.decisions; ++i) {
+      std::string call;
+      while (call.empty()) {
+        auto line = watch.next_line(60s);
+        if (!line) return fail("the held run asked no further call");
+        auto event = testkit::parse_object(*line);
+        if (event && testkit::string_field(*line, "event") == "tool.requested")
+          call = std::string(event->at("call_id").as_string());
       }
+      LineClient* side = i % 2 == 0 ? &from_h1 : &c;
+      const json::object command{{"format", "metaharness.command/1"},
+                                 {"id", "d" + std::to_string(i)},
+                                 {"command", "tool.decide"},
+                                 {"call_id", call},
+                                 {"decision", "allow"}};
+      auto t0 = Clock::now();
+      side->send_line(
+          socket_request("command", "c" + std::to_string(i), json::object{{"run_id", run}, {"command", command}}));
+      auto result = side->wait_reply("result", 60s);
+      const json::object* outcome = result && result->contains("outcome") ? result->at("outcome").if_object() : nullptr;
+      if (!outcome || !outcome->contains("result") || outcome->at("result") != "ok")
+        return fail("a decision was not answered ok: " + (result ? json::serialize(*result) : std::string("none")));
+      (side == &c ? local : routed).push_back(us(Clock::now() - t0));
+    }
     report_us("daemons: decision from another host (routed)", routed);
     report_us("daemons: the same decision on the owner's host", local);
   }
