@@ -25,12 +25,9 @@ class ClaudeVendor : public VendorBase<ClaudeRun> {
   // Marked while a tool runs: claude, its tool shell and the setsid'd sleep.
   static inline const VendorFacts facts{.adapter = "claude",
                                         .one_shell_call = "bash_marker",
-                                        .call_prefix = "toolu_",
                                         .auth_failure_args = {"--vendor-env", "CLAUDE_CODE_MAX_RETRIES=0"},
                                         .auth_expired_words = "OAuth token has expired",
-                                        .allows_every_one_of_three_calls = true,
-                                        .marked_processes_while_a_tool_runs = 3,
-                                        .ends_before_later_commands_arrive = false};
+                                        .allows_every_one_of_three_calls = true};
 
  protected:
   // The vendor's own denials pass through to session.ended.

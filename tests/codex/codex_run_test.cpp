@@ -38,10 +38,7 @@ class CodexVendor : public VendorBase<CodexRun> {
       .one_shell_call = "marker",
       .call_prefix = "call_",
       .auth_failure_args = {"--vendor-option", "stream_max_retries=0", "--vendor-option", "request_max_retries=0"},
-      .auth_expired_words = "Your authentication token has been revoked.",
-      .allows_every_one_of_three_calls = false,
-      .marked_processes_while_a_tool_runs = 3,
-      .ends_before_later_commands_arrive = false};
+      .auth_expired_words = "Your authentication token has been revoked."};
 
  protected:
   // Shell calls are gated by the approval in-band, and the vendor's answer went back as decline:
@@ -122,20 +119,10 @@ TEST_F(CodexRun, ReplaceIsRefusedByNameAndTheCallStaysOpenForAnotherDecision) {
 //    sees it.
 TEST_F(CodexRun, InjectBetweenTurnsStartsTheNextTurnWithTheText) {
   start("two_turns", {"--keep-open"});
-  auto first = process->wait_for_event("turn.ended");
-  ASSERT_TRUE(first) << process->stderr_text();
-  EXPECT_EQ(first->str("stop_reason"), "completed");
-  std::size_t before = logged_request_bodies(run_dir()).size();
-  send("m1", command_line("m1", "message.inject", R"("text":"INJECTED: one more thing")"));
-  auto ended = process->wait_for(
-      [](const EventLine& e) { return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2; });
-  ASSERT_TRUE(ended) << process->stderr_text();
-  EXPECT_EQ(outcome_code(*result_for("m1")), "ok");
-  auto texts = process->events_named("text");
-  ASSERT_EQ(texts.size(), 2u);
-  EXPECT_EQ(texts[1].str("text"), "Second answer.");
-  EXPECT_TRUE(a_later_request_carries("INJECTED: one more thing", before));
-  EXPECT_EQ(finish(), 0) << process->stderr_text();
+  expect_injected_message_is_the_next_turn("completed", [](const std::vector<EventLine>& texts) {
+    ASSERT_EQ(texts.size(), 2u);
+    EXPECT_EQ(texts[1].str("text"), "Second answer.");
+  });
 }
 
 // 7. Steer inside a running turn reaches the model in that same turn's next request; after the

@@ -37,14 +37,8 @@ class OpencodeVendor : public VendorBase<OpencodeRun> {
  public:
   // Marked while a tool runs: opencode, the shell of its bash tool, that shell's sleep and the
   // setsid'd sleep.
-  static inline const VendorFacts facts{.adapter = "opencode",
-                                        .one_shell_call = "marker",
-                                        .call_prefix = "toolu_",
-                                        .auth_failure_args = {},
-                                        .auth_expired_words = "OAuth token has expired.",
-                                        .allows_every_one_of_three_calls = false,
-                                        .marked_processes_while_a_tool_runs = 3,
-                                        .ends_before_later_commands_arrive = false};
+  static inline const VendorFacts facts{
+      .adapter = "opencode", .one_shell_call = "marker", .auth_expired_words = "OAuth token has expired."};
 
  protected:
   // The seam is the plugin, which saw the model's own input; the ACP permission never asked.
@@ -88,21 +82,12 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Opencode, ReplaceRun, OpencodeVendor);
 // its own, and the model sees it.
 TEST_F(OpencodeRun, InjectBetweenTurnsIsTheNextPromptAndTheModelSeesIt) {
   start("two_turns", {"--keep-open"});
-  auto first = process->wait_for_event("turn.ended");
-  ASSERT_TRUE(first) << process->stderr_text();
-  EXPECT_EQ(first->str("stop_reason"), "end_turn");
-  std::size_t before = logged_request_bodies(run_dir()).size();
-  send("m1", command_line("m1", "message.inject", R"("text":"INJECTED: one more thing")"));
-  auto ended = process->wait_for(
-      [](const EventLine& e) { return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2; });
-  ASSERT_TRUE(ended) << process->stderr_text();
-  EXPECT_EQ(outcome_code(*result_for("m1")), "ok");
-  std::vector<std::string> texts;
-  for (const auto& t : process->events_named("text"))
-    texts.push_back(t.str("text"));
-  EXPECT_EQ(texts, (std::vector<std::string>{"First answer.", "Second answer."}));
-  EXPECT_TRUE(a_later_request_carries("INJECTED: one more thing", before));
-  EXPECT_EQ(finish(), 0) << process->stderr_text();
+  expect_injected_message_is_the_next_turn("end_turn", [](const std::vector<EventLine>& events) {
+    std::vector<std::string> texts;
+    for (const auto& t : events)
+      texts.push_back(t.str("text"));
+    EXPECT_EQ(texts, (std::vector<std::string>{"First answer.", "Second answer."}));
+  });
 }
 
 // Steer has no ACP tier, and no posture maps truthfully: a run that needs either is refused

@@ -67,10 +67,7 @@ class StandinVendor : public VendorBase<StandinRun> {
   // Marked while a tool runs: the stand-in and its setsid'd background sleep.
   static inline const VendorFacts facts{.adapter = "claude",
                                         .one_shell_call = "bash_marker",
-                                        .call_prefix = "toolu_",
-                                        .auth_failure_args = {},
                                         .auth_expired_words = "OAuth token has expired",
-                                        .allows_every_one_of_three_calls = false,
                                         .marked_processes_while_a_tool_runs = 2,
                                         .ends_before_later_commands_arrive = true};
 

@@ -65,6 +65,22 @@ void GovernedRun::start(const std::string& scenario_name, std::vector<std::strin
   process = std::make_unique<CliProcess>(argv);
 }
 
+void GovernedRun::expect_injected_message_is_the_next_turn(
+    const std::string& first_stop_reason, const std::function<void(const std::vector<EventLine>&)>& check_texts) {
+  auto first = process->wait_for_event("turn.ended");
+  ASSERT_TRUE(first) << process->stderr_text();
+  EXPECT_EQ(first->str("stop_reason"), first_stop_reason);
+  std::size_t before = logged_request_bodies(run_dir()).size();
+  send("m1", command_line("m1", "message.inject", R"("text":"INJECTED: one more thing")"));
+  auto ended = process->wait_for(
+      [](const EventLine& e) { return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2; });
+  ASSERT_TRUE(ended) << process->stderr_text();
+  EXPECT_EQ(outcome_code(*result_for("m1")), "ok");
+  check_texts(process->events_named("text"));
+  EXPECT_TRUE(a_later_request_carries("INJECTED: one more thing", before));
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+}
+
 bool GovernedRun::a_later_request_carries(const std::string& text, std::size_t after) const {
   auto bodies = logged_request_bodies(run_dir());
   for (std::size_t i = after; i < bodies.size(); ++i)

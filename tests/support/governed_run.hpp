@@ -65,6 +65,12 @@ class GovernedRun : public ::testing::Test {
   // answered once, by name; the run completes and the call's marker file was never made.
   void expect_deadline_denial_then_named_refusals(const std::string& call, const std::string& marker_file);
 
+  // Started on "two_turns" with --keep-open: the first turn ends with `first_stop_reason`, a
+  // message.inject starts turn 2 and is answered ok, `check_texts` looks at the run's text
+  // events, a later model request carries the injected text, and the run completes.
+  void expect_injected_message_is_the_next_turn(const std::string& first_stop_reason,
+                                                const std::function<void(const std::vector<EventLine>&)>& check_texts);
+
   // Every stream is complete and well-formed, and every command sent got exactly one result.
   void TearDown() override;
 

@@ -28,18 +28,21 @@
 namespace mh::test {
 
 // What a vendor's runs differ in. Scenario names are the same for every vendor (three_calls,
-// sleep_then_more, auth_401) but for the one with a single shell call.
+// sleep_then_more, auth_401) but for the one with a single shell call. A vendor names what it
+// does not share with most: the defaults are the Anthropic wire's call ids, no argument needed
+// to stop retrying a 401, call b denied, three processes marked while a tool runs (the vendor,
+// its tool's shell and the setsid'd sleep), and a turn that outlasts the later commands.
 struct VendorFacts {
-  std::string adapter;                         // `metaharness run|translate <adapter>`
-  std::string one_shell_call;                  // the scenario whose one shell call would leave marker.txt
-  std::string call_prefix;                     // call ids are <prefix>marker, <prefix>a, <prefix>b, <prefix>c
-  std::vector<std::string> auth_failure_args;  // what stops the vendor retrying a 401
-  std::string auth_expired_words;              // the vendor's own words in auth.expired's detail
-  bool allows_every_one_of_three_calls;        // else call b is denied
-  std::size_t marked_processes_while_a_tool_runs;
+  std::string adapter;                           // `metaharness run|translate <adapter>`
+  std::string one_shell_call;                    // the scenario whose one shell call would leave marker.txt
+  std::string call_prefix = "toolu_";            // call ids are <prefix>marker, <prefix>a, <prefix>b, <prefix>c
+  std::vector<std::string> auth_failure_args;    // what stops the vendor retrying a 401
+  std::string auth_expired_words;                // the vendor's own words in auth.expired's detail
+  bool allows_every_one_of_three_calls = false;  // else call b is denied
+  std::size_t marked_processes_while_a_tool_runs = 3;
   // A turn that ends within a millisecond of a decision (the stand-in): the deadline behaviour
   // holds the run open, or the later commands could arrive after the stream closed.
-  bool ends_before_later_commands_arrive;
+  bool ends_before_later_commands_arrive = false;
 };
 
 // A Vendor's base: its fixture, and no extra checks until the Vendor names some.
