@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -47,8 +48,20 @@ std::atomic<pid_t> g_running_child{0};
 volatile std::sig_atomic_t g_stop_requested = 0;
 const VendorDriver* g_vendor = &kClaude;
 
+std::string VendorDriver::bin_env() const {
+  std::string var = "METAHARNESS_" + std::string(name) + "_BIN";
+  std::transform(var.begin(), var.end(), var.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  return var;
+}
+
 std::string_view name_of(Variant v) {
   return g_vendor->variant_names[static_cast<std::size_t>(v)];
+}
+
+std::optional<std::string> string_at(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v && v->is_string()) return std::string(v->get_string());
+  return std::nullopt;
 }
 
 std::unique_ptr<model::ScriptedEndpoint> RunContext::start_endpoint(RunRecord& r) const {
@@ -95,6 +108,27 @@ std::optional<json::object> next_object(LineReader& reader, std::string& line, C
     boost::system::error_code ec;
     json::value v = json::parse(line, ec);
     if (!ec && v.is_object()) return std::move(v.get_object());
+  }
+}
+
+bool DirectChild::spawn(testkit::SpawnOptions options, RunRecord& r) {
+  child.track_in(&g_running_child);
+  options.stderr_file = r.dir / "stderr.txt";
+  started = Clock::now();
+  deadline = c.deadline_from(started);
+  if (auto error = child.spawn(options); !error.empty()) {
+    r.failure = error;
+    return false;
+  }
+  reader.emplace(child.stdout_fd(), &g_stop_requested);
+  return true;
+}
+
+void DirectChild::read_rpc(std::string_view before, RunRecord& r, const RpcHandler& handle) {
+  while (!turn_done_at && r.failure.empty()) {
+    auto m = next_object(*reader, line, read_at, deadline, before, r, c.o.keep ? &transcript : nullptr);
+    if (!m) return;
+    handle(*m, m->if_contains("id"), string_at(*m, "method"));
   }
 }
 
@@ -148,12 +182,6 @@ struct EndpointHost {
     thread.join();
   }
 };
-
-std::optional<std::string> string_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (v && v->is_string()) return std::string(v->get_string());
-  return std::nullopt;
-}
 
 // metaharness's --latency-report, parsed, then read by the vendor.
 std::string read_latency_report(const fs::path& file, RunRecord& r) {
@@ -220,7 +248,7 @@ class Bench {
       for (const char* name : {"LANG", "LC_ALL", "TZ"})
         if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
     env.insert(env.end(), {"HOME=" + home.string(), "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp.string(),
-                           std::string(g_vendor->bin_env) + "=" + o_.vendor_bin.string()});
+                           g_vendor->bin_env() + "=" + o_.vendor_bin.string()});
 
     Subprocess child;
     child.track_in(&g_running_child);
@@ -337,11 +365,31 @@ std::optional<Variant> variant_named(std::string_view name) {
 
 void usage(std::ostream& out) {
   const VendorDriver& d = *g_vendor;
+  std::string variants;
+  for (Variant v : kVariants)
+    if (!name_of(v).empty()) variants += (variants.empty() ? "" : ",") + std::string(name_of(v));
+  std::string vendor_file = "--" + std::string(d.name) + " FILE";
+  vendor_file.resize(std::max<std::size_t>(vendor_file.size() + 1, 20), ' ');  // the help's column
+  const std::string helper =
+      d.metaharness_helper.empty() ? "" : " (" + std::string(d.metaharness_helper) + " beside it)";
   out << "usage: mh_seam_bench [--vendor claude|codex|opencode] [options]   (options for --vendor " << d.name << ")\n"
       << "  --vendor NAME       the CLI measured: claude (default), codex or opencode\n"
       << "  --runs N            measured rounds, each runs every variant once (default " << d.default_runs << ")\n"
       << "  --warmup N          discarded rounds run first (default 1)\n"
-      << d.usage << "  --keep              keep every run's directory (failed runs are always kept)\n";
+      << "  --variants LIST     comma-separated: " << variants << " (default all;\n"
+      << "                      " << name_of(Variant::floor)
+      << " is always run: every added time is measured against it)\n"
+      << "  --scenario FILE     default <source>/bench/scenarios/" << d.scenario() << "\n"
+      << "  " << vendor_file << "default $" << d.bin_env() << " or " << d.bin_default << "\n"
+      << "  --metaharness FILE  default: metaharness next to this program" << helper << "\n";
+  if (d.metaharness.model_flag)
+    out << "  --model NAME        the model slug in config.toml (default " << Options{}.model << ", the adapter's)\n";
+  out << "  --work-dir DIR      where runs happen (default: a new directory under $TMPDIR or /tmp)\n"
+      << "  --json FILE         the JSON summary (default <work-dir>/" << d.json_name << ")\n";
+  if (!d.default_hook_command.empty())
+    out << "  --hook-command CMD  the command hook's command (default: sh printing the allow)\n";
+  out << "  --timeout-s N       bound on one run (default " << d.default_timeout_s << ")\n"
+      << "  --keep              keep every run's directory (failed runs are always kept)\n";
 }
 
 std::optional<Options> parse_options(int argc, char** argv) {
@@ -369,9 +417,9 @@ std::optional<Options> parse_options(int argc, char** argv) {
   for (Variant v : kVariants)
     if (!name_of(v).empty()) o.variants.push_back(v);
   const fs::path source(mh::build_info::source_dir);
-  o.scenario = source / "bench/scenarios" / d.scenario;
+  o.scenario = source / "bench/scenarios" / d.scenario();
   // The adapter's own resolution: METAHARNESS_<VENDOR>_BIN, else the pinned binary.
-  if (const char* bin = std::getenv(std::string(d.bin_env).c_str()); bin && *bin)
+  if (const char* bin = std::getenv(d.bin_env().c_str()); bin && *bin)
     o.vendor_bin = bin;
   else
     o.vendor_bin = source / ".vendor" / d.bin_under_vendor;
@@ -504,9 +552,7 @@ int main(int argc, char** argv) {
   o.scenario = fs::absolute(o.scenario);
   o.vendor_bin = fs::absolute(o.vendor_bin);
   o.metaharness = fs::absolute(o.metaharness);
-  if (auto e = mh::testkit::prepare_work_root(
-          o.work_root, d.name == "claude" ? std::string("mh-seam-bench") : "mh-" + std::string(d.name) + "-seam-bench");
-      !e.empty()) {
+  if (auto e = mh::testkit::prepare_work_root(o.work_root, "mh-" + fs::path(d.json_name).stem().string()); !e.empty()) {
     std::cerr << program << ": " << e << "\n";
     return 2;
   }
@@ -537,5 +583,5 @@ int main(int argc, char** argv) {
       }
     }
   }
-  return d.report(o, calls, records);
+  return d.approval ? approval_report(*d.approval, o, calls, records) : d.report(o, calls, records);
 }

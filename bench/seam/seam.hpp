@@ -3,7 +3,7 @@
 // interleaved round-robin. What is shared by the vendors lives here, in seam_bench.cpp (the
 // variant loop, the metaharness ask variant, the run record) and in seam_report.cpp (the
 // statistics and the tables every vendor prints); what differs
-// between Claude Code and Codex is one VendorDriver row each (seam_claude.cpp, seam_codex.cpp):
+// between the vendors is one VendorDriver row each (seam_claude.cpp, seam_codex.cpp, seam_opencode.cpp):
 // how the bench drives the CLI directly, how it reads metaharness's latency report, and the
 // report it prints (the figures of each vendor's RESULTS.md section).
 #pragma once
@@ -147,6 +147,9 @@ struct RunContext {
   std::string check_requests(const std::vector<Served>& served, RunRecord& r) const;
 };
 
+// The string at `key` of a JSON object, if it is one.
+std::optional<std::string> string_at(const json::object& o, std::string_view key);
+
 // The next line the child wrote that is a JSON object (lines that are not are passed over), and
 // when it was read; nullopt, with r.failure saying why none came "before <before>" (a signal,
 // the deadline, the end of stdout). keep: every line read, JSON or not, is appended to it.
@@ -154,66 +157,60 @@ std::optional<json::object> next_object(LineReader& reader, std::string& line, C
                                         Clock::time_point deadline, std::string_view before, RunRecord& r,
                                         std::vector<std::string>* keep = nullptr);
 
+// A vendor's CLI driven directly, from its spawn to finish_direct_run: the child (tracked for
+// Ctrl-C, its stderr in the run dir), its stdout's reader, the spawn time and the run's deadline,
+// and what the driver's loop keeps as it reads.
+struct DirectChild {
+  explicit DirectChild(const RunContext& context) : c(context) {}
+
+  // Starts the clock and spawns it; false, with r.failure saying why, when it does not start.
+  bool spawn(testkit::SpawnOptions options, RunRecord& r);
+  // Reads what it writes until its turn is done or the run failed, every JSON-RPC message
+  // (Codex's app-server, ACP) handed on with its id (none for a notification) and its method
+  // (none for an answer).
+  using RpcHandler =
+      std::function<void(const json::object& m, const json::value* id, const std::optional<std::string>& method)>;
+  void read_rpc(std::string_view before, RunRecord& r, const RpcHandler& handle);
+
+  const RunContext& c;
+  Subprocess child;
+  std::optional<LineReader> reader;
+  Clock::time_point started, deadline;
+  std::string line;  // the last line read, and when
+  Clock::time_point read_at;
+  std::optional<Clock::time_point> turn_done_at;
+  std::string problem;  // the run went on, but does not count
+  // --keep: its stdout as the driver read it, written out after the run so that keeping it costs
+  // the measured turn nothing (metaharness keeps its own, vendor-stdout.jsonl).
+  std::vector<std::string> transcript;
+};
+
 // The end of a vendor's direct run, once its turn is over or it failed: stdin closed, stdout to
 // its end, the exit, the endpoint stopped, the transcript kept (--keep), then the run judged: the
 // exit status, the problem the driver noted, every request the endpoint served, the answers the
 // driver gave, and f1..fN made; the run's figures set when it counts.
 struct DirectRun {
-  std::string_view vendor;  // "codex": its words in the failures, <vendor>-stdout.jsonl
-  Subprocess& child;
-  LineReader& reader;
-  model::ScriptedEndpoint& endpoint;
-  Clock::time_point started, deadline;
-  std::optional<Clock::time_point> turn_done_at;
-  const std::string& problem;  // the run went on, but does not count
-  const std::vector<std::string>& transcript;
+  std::string_view vendor;         // "codex": its words in the failures, <vendor>-stdout.jsonl
   bool answers_expected;           // the driver answered one request per call
   std::string_view answered_what;  // "approvals"
   const fs::path& work;
 };
-void finish_direct_run(const RunContext& c, const DirectRun& d, RunRecord& r);
+void finish_direct_run(DirectChild& d, model::ScriptedEndpoint& endpoint, const DirectRun& how, RunRecord& r);
 
 // How the metaharness ask variant differs between the vendors (the loop itself is shared).
 struct MetaharnessShape {
-  bool pass_locale;  // LANG, LC_ALL, TZ passed through (the codex adapter's plan passes them)
-  bool model_flag;   // `--model <o.model>` given
+  bool pass_locale = false;  // LANG, LC_ALL, TZ passed through (the codex adapter's plan passes them)
+  bool model_flag = false;   // `--model <o.model>` given
   // The first tool.requested of a call is the client's first sight of it, before the one asking
   // for the decision (codex: the hook's); otherwise only decision_required ones are counted.
-  bool seen_at_first_announcement;
+  bool seen_at_first_announcement = false;
   // When stdin (the command source) is closed: after the N-th decision, or at turn.ended.
-  bool close_at_turn_end;
-  bool check_stop_reason;  // turn.ended must say stop_reason completed
+  bool close_at_turn_end = false;
+  bool check_stop_reason = false;  // turn.ended must say stop_reason completed
   // Every request of the model log counts (an answer other than step/aux/exhausted fails the
   // run), or only the step-answered ones.
-  bool strict_requests;
+  bool strict_requests = false;
 };
-
-struct VendorDriver {
-  std::string_view name;                          // `metaharness run <name>`, --<name> FILE
-  std::string_view program;                       // the name it reports under (its target before the two merged)
-  std::array<std::string_view, 4> variant_names;  // by Variant; "" = not offered
-  int default_runs;
-  int default_timeout_s;
-  std::string_view scenario;              // under <source>/bench/scenarios
-  std::string_view bin_env;               // METAHARNESS_<VENDOR>_BIN
-  std::string_view bin_under_vendor;      // default under <source>/.vendor
-  std::string_view json_name;             // default summary file name
-  std::string_view default_hook_command;  // "" = no command_hook variant
-  std::string_view usage;                 // the vendor's own options, for --help
-  bool responses_wire;                  // the scenario's tool calls are counted on the responses wire (else anthropic)
-  std::string_view metaharness_helper;  // a program metaharness runs beside it ("" = none)
-  MetaharnessShape metaharness;
-  void (*run_directly)(const RunContext&, RunRecord&);
-  // Takes what it needs from metaharness's --latency-report (read by the shared variant).
-  std::string (*read_latency_report)(const json::object& report, RunRecord& r);
-  void (*after_metaharness_run)(const fs::path& run_dir, RunRecord& r);  // may be null
-  int (*report)(const Options& o, int calls, const std::vector<RunRecord>& records);
-};
-
-extern const VendorDriver kClaude;
-extern const VendorDriver kCodex;
-extern const VendorDriver kOpencode;
-extern const VendorDriver* g_vendor;  // the active one
 
 // ---- shared report pieces ------------------------------------------------------------------
 
@@ -332,5 +329,39 @@ int approval_report(const ApprovalReport& shape, const Options& o, int calls, co
 // Writes the JSON summary, names the failed runs; the exit status.
 int finish_report(const Options& o, const json::object& summary, const Outcome& out,
                   const std::vector<RunRecord>& records);
+
+// What a vendor's row says; what it leaves out is what most vendors share.
+struct VendorDriver {
+  std::string_view name;                       // `metaharness run <name>`, --<name> FILE
+  std::string_view program = "mh_seam_bench";  // the name it reports under (codex: its target's before the two merged)
+  std::array<std::string_view, 4> variant_names;  // by Variant; "" = not offered
+  int default_runs = 5;
+  int default_timeout_s = 180;
+  std::string_view bin_under_vendor;                                              // default under <source>/.vendor
+  std::string_view bin_default = "the pinned native binary in <source>/.vendor";  // the default, as --help says it
+  std::string_view json_name;             // default summary file name; the work dir's is mh-<its stem>
+  std::string_view default_hook_command;  // "" = no command_hook variant
+  bool responses_wire = false;          // the scenario's tool calls are counted on the responses wire (else anthropic)
+  std::string_view metaharness_helper;  // a program metaharness runs beside it ("" = none)
+  MetaharnessShape metaharness;
+  void (*run_directly)(const RunContext&, RunRecord&);
+  // Takes what it needs from metaharness's --latency-report (read by the shared variant).
+  std::string (*read_latency_report)(const json::object& report, RunRecord& r) = &read_own_shares;
+  void (*after_metaharness_run)(const fs::path& run_dir, RunRecord& r) = nullptr;
+  // The report: approval_report of this shape (a vendor whose seam is an approval answered
+  // in-band), else the vendor's own.
+  std::optional<ApprovalReport> approval;
+  int (*report)(const Options& o, int calls, const std::vector<RunRecord>& records) = nullptr;
+
+  // Its scenario under <source>/bench/scenarios: <name>_40_calls.json.
+  std::string scenario() const { return std::string(name) + "_40_calls.json"; }
+  // The variable the adapter takes its binary from (as every adapter does): METAHARNESS_<NAME>_BIN.
+  std::string bin_env() const;
+};
+
+extern const VendorDriver kClaude;
+extern const VendorDriver kCodex;
+extern const VendorDriver kOpencode;
+extern const VendorDriver* g_vendor;  // the active one
 
 }  // namespace mh::seam

@@ -361,35 +361,14 @@ constexpr std::string_view kDefaultHookCommand =
 
 const VendorDriver kClaude = {
     .name = "claude",
-    .program = "mh_seam_bench",
     .variant_names = {"baseline", "bare_driver", "command_hook", "metaharness_ask"},
     .default_runs = 7,
-    .default_timeout_s = 180,
-    .scenario = "claude_40_calls.json",
-    .bin_env = "METAHARNESS_CLAUDE_BIN",
     .bin_under_vendor = mh::adapters::kClaudeBinaryUnderVendor,
+    .bin_default = "<source>/.vendor/.../claude",
     .json_name = "seam-bench.json",
     .default_hook_command = kDefaultHookCommand,
-    .usage =
-        "  --variants LIST     comma-separated: baseline,bare_driver,command_hook,metaharness_ask (default all)\n"
-        "  --scenario FILE     default <source>/bench/scenarios/claude_40_calls.json\n"
-        "  --claude FILE       default $METAHARNESS_CLAUDE_BIN or <source>/.vendor/.../claude\n"
-        "  --metaharness FILE  default: metaharness next to this program\n"
-        "  --work-dir DIR      where runs happen (default: a new directory under $TMPDIR or /tmp)\n"
-        "  --json FILE         the JSON summary (default <work-dir>/seam-bench.json)\n"
-        "  --hook-command CMD  the command hook's command (default: sh printing the allow)\n"
-        "  --timeout-s N       bound on one run (default 180)\n",
-    .responses_wire = false,
-    .metaharness_helper = "",
-    .metaharness = {.pass_locale = false,
-                    .model_flag = false,
-                    .seen_at_first_announcement = false,
-                    .close_at_turn_end = false,
-                    .check_stop_reason = false,
-                    .strict_requests = false},
     .run_directly = &run_claude_directly,
     .read_latency_report = &read_latency_report,
-    .after_metaharness_run = nullptr,
     .report = &report,
 };
 

@@ -54,12 +54,6 @@ const json::object* object_at(const json::object& o, std::string_view key) {
   return v && v->is_object() ? &v->get_object() : nullptr;
 }
 
-std::optional<std::string> string_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (v && v->is_string()) return std::string(v->get_string());
-  return std::nullopt;
-}
-
 // The config.toml the codex adapter writes (adapters/codex/codex_adapter.cpp, plan()), minus
 // its [[hooks.PreToolUse]] section: the direct variants run no hook.
 std::string config_toml(const RunContext& c, const std::string& base_url, const fs::path& work) {
@@ -125,114 +119,81 @@ void run_codex_directly(const RunContext& c, RunRecord& r) {
                                                            {"cwd", work.string()},
                                                            {"sandbox", "workspace-write"}}}});
 
-  Subprocess child;
-  child.track_in(&g_running_child);
-  const Clock::time_point started = Clock::now();
-  const Clock::time_point deadline = c.deadline_from(started);
-  if (auto error = child.spawn({.program = c.o.vendor_bin,
-                                .args = std::vector<std::string>{"app-server"},
-                                .env = env,
-                                .cwd = work,
-                                .stderr_file = r.dir / "stderr.txt"});
-      !error.empty()) {
-    r.failure = error;
+  DirectChild d(c);
+  if (!d.spawn({.program = c.o.vendor_bin, .args = std::vector<std::string>{"app-server"}, .env = env, .cwd = work},
+               r)) {
     endpoint->stop();
     return;
   }
-  LineReader reader(child.stdout_fd(), &g_stop_requested);
-  child.write_line(initialize);
+  d.child.write_line(initialize);
 
-  std::string line;
-  Clock::time_point read_at;
-  std::optional<Clock::time_point> turn_done_at;
-  std::string problem;  // the run went on, but does not count
-  // --keep: codex's stdout as the driver read it, written out after the run so that keeping it
-  // costs the measured turn nothing (metaharness keeps its own, vendor-stdout.jsonl).
-  std::vector<std::string> transcript;
-  while (!turn_done_at && r.failure.empty()) {
-    auto object = next_object(reader, line, read_at, deadline, "turn/completed", r, c.o.keep ? &transcript : nullptr);
-    if (!object) break;
-    const json::object& m = *object;
-    const json::value* id = m.if_contains("id");
-    auto method = string_at(m, "method");
+  d.read_rpc("turn/completed", r, [&](const json::object& m, const json::value* id, const auto& method) {
     static const json::object kEmpty;
     const json::object* params_ptr = object_at(m, "params");
     const json::object& params = params_ptr ? *params_ptr : kEmpty;
     if (!method && id) {  // an answer to one of ours
       if (const json::object* error = object_at(m, "error")) {
         r.failure = "codex refused request " + json::serialize(*id) + ": " + json::serialize(*error).substr(0, 300);
-        break;
+        return;
       }
       const json::object* result = object_at(m, "result");
       if (*id == 1) {
-        child.write_line(R"({"method":"initialized"})");
-        child.write_line(thread_start);
+        d.child.write_line(R"({"method":"initialized"})");
+        d.child.write_line(thread_start);
       } else if (*id == 2) {
         const json::object* thread = result ? object_at(*result, "thread") : nullptr;
         auto thread_id = thread ? string_at(*thread, "id") : std::nullopt;
         if (!thread_id) {
           r.failure = "thread/start answered without a thread id";
-          break;
+          return;
         }
         if (auto policy = result ? string_at(*result, "approvalPolicy") : std::nullopt;
             policy != std::string(never ? "never" : "untrusted"))
-          problem = "thread/start answered approvalPolicy " + policy.value_or("(none)");
+          d.problem = "thread/start answered approvalPolicy " + policy.value_or("(none)");
         json::object turn{
             {"id", 3},
             {"method", "turn/start"},
             {"params", json::object{{"input", json::array{json::object{{"text", c.o.prompt}, {"type", "text"}}}},
                                     {"threadId", *thread_id}}}};
-        child.write_line(json::serialize(turn));
+        d.child.write_line(json::serialize(turn));
       }
     } else if (method && id) {  // a request of Codex's
       if (*method == "item/commandExecution/requestApproval" && !never) {
         // Never acceptForSession: like metaharness, every call is decided on its own.
         std::string answer = R"({"id":)" + json::serialize(*id) + R"(,"result":{"decision":"accept"}})";
-        child.write_line(answer);
-        r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - read_at).count());
+        d.child.write_line(answer);
+        r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - d.read_at).count());
         ++r.calls_answered;
       } else {
         // Nothing else is expected (an approval under never would mean the floor is not one):
         // answer so Codex does not wait, and do not count the run.
-        child.write_line(R"({"id":)" + json::serialize(*id) +
-                         R"(,"error":{"code":-32000,"message":"mh_codex_seam_bench does not serve this"}})");
-        if (problem.empty()) problem = "codex sent an unexpected " + *method;
+        d.child.write_line(R"({"id":)" + json::serialize(*id) +
+                           R"(,"error":{"code":-32000,"message":"mh_codex_seam_bench does not serve this"}})");
+        if (d.problem.empty()) d.problem = "codex sent an unexpected " + *method;
       }
     } else if (method) {  // a notification
       if (*method == "item/started" || *method == "item/completed") {
         const json::object* item = object_at(params, "item");
-        if (!item || string_at(*item, "type") != "commandExecution") continue;
+        if (!item || string_at(*item, "type") != "commandExecution") return;
         std::string call = string_at(*item, "id").value_or("");
         if (*method == "item/started") {
-          r.call_seen_ms.push_back(ms_between(started, read_at));
-          r.seen_by_id.emplace(call, ms_between(started, read_at));
+          r.call_seen_ms.push_back(ms_between(d.started, d.read_at));
+          r.seen_by_id.emplace(call, ms_between(d.started, d.read_at));
         } else {
-          r.done_by_id[call] = ms_between(started, read_at);
-          if (auto s = string_at(*item, "status"); s != "completed" && problem.empty())
-            problem = "call " + call + " ended " + s.value_or("(no status)");
+          r.done_by_id[call] = ms_between(d.started, d.read_at);
+          if (auto s = string_at(*item, "status"); s != "completed" && d.problem.empty())
+            d.problem = "call " + call + " ended " + s.value_or("(no status)");
         }
       } else if (*method == "turn/completed") {
-        turn_done_at = read_at;
+        d.turn_done_at = d.read_at;
         const json::object* turn = object_at(params, "turn");
-        if (auto s = turn ? string_at(*turn, "status") : std::nullopt; s != "completed" && problem.empty())
-          problem = "the turn ended " + s.value_or("(no status)") + ": " + line.substr(0, 300);
+        if (auto s = turn ? string_at(*turn, "status") : std::nullopt; s != "completed" && d.problem.empty())
+          d.problem = "the turn ended " + s.value_or("(no status)") + ": " + d.line.substr(0, 300);
       }
     }
-  }
-  finish_direct_run(c,
-                    DirectRun{.vendor = "codex",
-                              .child = child,
-                              .reader = reader,
-                              .endpoint = *endpoint,
-                              .started = started,
-                              .deadline = deadline,
-                              .turn_done_at = turn_done_at,
-                              .problem = problem,
-                              .transcript = transcript,
-                              .answers_expected = !never,
-                              .answered_what = "approvals",
-                              .work = work},
-                    r);
+  });
+  finish_direct_run(d, *endpoint,
+                    {.vendor = "codex", .answers_expected = !never, .answered_what = "approvals", .work = work}, r);
 }
 
 void read_hook_durations(const fs::path& run_dir, RunRecord& r) {
@@ -251,42 +212,15 @@ void read_hook_durations(const fs::path& run_dir, RunRecord& r) {
   }
 }
 
-int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
-  ApprovalReport shape{
-      .seam_title = "Codex approval seam",
-      .call_kind = "exec_command",
-      .line_prefix = "codex_seam",
-      // Under "never" Codex announces a command (item/started) only once it has
-      // run, under "untrusted" before it asks for the approval: the two latencies
-      // time different things.
-      .latency_against_floor = false,
-      .helper_title = "PreToolUse hook run (mh-codex-hook) as Codex timed it (hook/completed durationMs)"};
-  return approval_report(shape, o, calls, records);
-}
-
 }  // namespace
 
 const VendorDriver kCodex = {
     .name = "codex",
     .program = "mh_codex_seam_bench",
     .variant_names = {"never_ask", "bare_driver", "", "metaharness_ask"},
-    .default_runs = 5,
     .default_timeout_s = 120,
-    .scenario = "codex_40_calls.json",
-    .bin_env = "METAHARNESS_CODEX_BIN",
     .bin_under_vendor = mh::adapters::kCodexBinaryUnderVendor,
     .json_name = "codex-seam-bench.json",
-    .default_hook_command = "",
-    .usage =
-        "  --variants LIST     comma-separated: never_ask,bare_driver,metaharness_ask (default all;\n"
-        "                      never_ask is always run: every added time is measured against it)\n"
-        "  --scenario FILE     default <source>/bench/scenarios/codex_40_calls.json\n"
-        "  --codex FILE        default $METAHARNESS_CODEX_BIN or the pinned native binary in <source>/.vendor\n"
-        "  --metaharness FILE  default: metaharness next to this program (mh-codex-hook beside it)\n"
-        "  --model NAME        the model slug in config.toml (default gpt-5.5, the adapter's)\n"
-        "  --work-dir DIR      where runs happen (default: a new directory under $TMPDIR or /tmp)\n"
-        "  --json FILE         the JSON summary (default <work-dir>/codex-seam-bench.json)\n"
-        "  --timeout-s N       bound on one run (default 120)\n",
     .responses_wire = true,
     .metaharness_helper = "mh-codex-hook",
     .metaharness = {.pass_locale = true,
@@ -296,9 +230,15 @@ const VendorDriver kCodex = {
                     .check_stop_reason = true,
                     .strict_requests = true},
     .run_directly = &run_codex_directly,
-    .read_latency_report = &read_own_shares,
     .after_metaharness_run = &read_hook_durations,
-    .report = &report,
+    .approval = ApprovalReport{.seam_title = "Codex approval seam",
+                               .call_kind = "exec_command",
+                               .line_prefix = "codex_seam",
+                               // Under "never" Codex announces a command (item/started) only once it has run, under
+                               // "untrusted" before it asks for the approval: the two latencies time different things.
+                               .latency_against_floor = false,
+                               .helper_title =
+                                   "PreToolUse hook run (mh-codex-hook) as Codex timed it (hook/completed durationMs)"},
 };
 
 }  // namespace mh::seam

@@ -69,12 +69,6 @@ std::optional<adapters::LaunchPlan> direct_plan(const RunContext& c, const model
   return plan;
 }
 
-std::optional<std::string> string_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (v && v->is_string()) return std::string(v->get_string());
-  return std::nullopt;
-}
-
 void run_opencode_directly(const RunContext& c, RunRecord& r) {
   auto endpoint = c.start_endpoint(r);
   if (!endpoint) return;
@@ -94,22 +88,12 @@ void run_opencode_directly(const RunContext& c, RunRecord& r) {
   for (const auto& [name, value] : plan->env)
     env.push_back(name + "=" + value);
 
-  Subprocess child;
-  child.track_in(&g_running_child);
-  const Clock::time_point started = Clock::now();
-  const Clock::time_point deadline = c.deadline_from(started);
-  if (auto error = child.spawn({.program = plan->program,
-                                .args = plan->args,
-                                .env = env,
-                                .cwd = plan->cwd,
-                                .stderr_file = r.dir / "stderr.txt"});
-      !error.empty()) {
-    r.failure = error;
+  DirectChild d(c);
+  if (!d.spawn({.program = plan->program, .args = plan->args, .env = env, .cwd = plan->cwd}, r)) {
     endpoint->stop();
     return;
   }
-  LineReader reader(child.stdout_fd(), &g_stop_requested);
-  child.write_line(protocol::canonical_json(json::object{
+  d.child.write_line(protocol::canonical_json(json::object{
       {"jsonrpc", "2.0"},
       {"id", 1},
       {"method", "initialize"},
@@ -120,26 +104,15 @@ void run_opencode_directly(const RunContext& c, RunRecord& r) {
             json::object{{"fs", json::object{{"readTextFile", false}, {"writeTextFile", false}}}, {"terminal", false}}},
            {"clientInfo", json::object{{"name", "mh_seam_bench"}, {"version", mh::build_info::version}}}}}}));
 
-  std::string line;
-  Clock::time_point read_at;
-  std::optional<Clock::time_point> turn_done_at;
-  std::string problem;
-  std::vector<std::string> transcript;
-  while (!turn_done_at && r.failure.empty()) {
-    auto object =
-        next_object(reader, line, read_at, deadline, "the prompt's answer", r, c.o.keep ? &transcript : nullptr);
-    if (!object) break;
-    const json::object& m = *object;
-    const json::value* id = m.if_contains("id");
-    auto method = string_at(m, "method");
+  d.read_rpc("the prompt's answer", r, [&](const json::object& m, const json::value* id, const auto& method) {
     if (!method && id) {  // an answer to one of ours
       if (m.contains("error")) {
-        r.failure = "opencode refused request " + protocol::canonical_json(*id) + ": " + line.substr(0, 300);
-        break;
+        r.failure = "opencode refused request " + protocol::canonical_json(*id) + ": " + d.line.substr(0, 300);
+        return;
       }
       const json::value* result = m.if_contains("result");
       if (*id == 1) {
-        child.write_line(protocol::canonical_json(
+        d.child.write_line(protocol::canonical_json(
             json::object{{"jsonrpc", "2.0"},
                          {"id", 2},
                          {"method", "session/new"},
@@ -148,109 +121,69 @@ void run_opencode_directly(const RunContext& c, RunRecord& r) {
         auto session = result && result->is_object() ? string_at(result->get_object(), "sessionId") : std::nullopt;
         if (!session) {
           r.failure = "session/new answered without a sessionId";
-          break;
+          return;
         }
-        child.write_line(protocol::canonical_json(json::object{
+        d.child.write_line(protocol::canonical_json(json::object{
             {"jsonrpc", "2.0"},
             {"id", 3},
             {"method", "session/prompt"},
             {"params", json::object{{"sessionId", *session},
                                     {"prompt", json::array{json::object{{"type", "text"}, {"text", c.o.prompt}}}}}}}));
       } else if (*id == 3) {
-        turn_done_at = read_at;
+        d.turn_done_at = d.read_at;
         auto stop = result && result->is_object() ? string_at(result->get_object(), "stopReason") : std::nullopt;
-        if (stop != "end_turn" && problem.empty()) problem = "the prompt ended " + stop.value_or("(no stopReason)");
+        if (stop != "end_turn" && d.problem.empty()) d.problem = "the prompt ended " + stop.value_or("(no stopReason)");
       }
     } else if (method && id) {  // a request of opencode's
       if (*method == "session/request_permission" && ask) {
         // Never "always": like metaharness, every call is decided on its own.
-        child.write_line(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(*id) +
-                         R"(,"result":{"outcome":{"outcome":"selected","optionId":"once"}}})");
-        r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - read_at).count());
+        d.child.write_line(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(*id) +
+                           R"(,"result":{"outcome":{"outcome":"selected","optionId":"once"}}})");
+        r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - d.read_at).count());
         ++r.calls_answered;
       } else {
-        child.write_line(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(*id) +
-                         R"(,"error":{"code":-32601,"message":"mh_seam_bench does not serve this"}})");
-        if (problem.empty()) problem = "opencode sent an unexpected " + *method;
+        d.child.write_line(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(*id) +
+                           R"(,"error":{"code":-32601,"message":"mh_seam_bench does not serve this"}})");
+        if (d.problem.empty()) d.problem = "opencode sent an unexpected " + *method;
       }
     } else if (*method == "session/update") {
       const json::value* params = m.if_contains("params");
       const json::value* update = params && params->is_object() ? params->get_object().if_contains("update") : nullptr;
-      if (!update || !update->is_object()) continue;
+      if (!update || !update->is_object()) return;
       const json::object& u = update->get_object();
       auto kind = string_at(u, "sessionUpdate");
       auto call = string_at(u, "toolCallId").value_or("");
       if (kind == "tool_call") {
-        r.call_seen_ms.push_back(ms_between(started, read_at));
-        r.seen_by_id.emplace(call, ms_between(started, read_at));
+        r.call_seen_ms.push_back(ms_between(d.started, d.read_at));
+        r.seen_by_id.emplace(call, ms_between(d.started, d.read_at));
       } else if (kind == "tool_call_update") {
         auto status = string_at(u, "status");
-        if (status == "completed") r.done_by_id[call] = ms_between(started, read_at);
-        if (status == "failed" && problem.empty()) problem = "call " + call + " failed";
+        if (status == "completed") r.done_by_id[call] = ms_between(d.started, d.read_at);
+        if (status == "failed" && d.problem.empty()) d.problem = "call " + call + " failed";
       }
     }
-  }
-  finish_direct_run(c,
-                    DirectRun{.vendor = "opencode",
-                              .child = child,
-                              .reader = reader,
-                              .endpoint = *endpoint,
-                              .started = started,
-                              .deadline = deadline,
-                              .turn_done_at = turn_done_at,
-                              .problem = problem,
-                              .transcript = transcript,
-                              .answers_expected = ask,
-                              .answered_what = "permission requests",
-                              .work = plan->cwd},
-                    r);
-}
-
-int report(const Options& o, int calls, const std::vector<RunRecord>& records) {
-  ApprovalReport shape{.seam_title = "opencode call seam",
-                       .call_kind = "bash",
-                       .line_prefix = "opencode_seam",
-                       // Every variant's first sight of a call is opencode's tool_call notice (or,
-                       // under metaharness, the plugin's request just after it): comparable.
-                       .latency_against_floor = true,
-                       .helper_title = ""};
-  return approval_report(shape, o, calls, records);
+  });
+  finish_direct_run(
+      d, *endpoint,
+      {.vendor = "opencode", .answers_expected = ask, .answered_what = "permission requests", .work = plan->cwd}, r);
 }
 
 }  // namespace
 
 const VendorDriver kOpencode = {
     .name = "opencode",
-    .program = "mh_seam_bench",
     .variant_names = {"permission_allow", "ask_driver", "", "metaharness_ask"},
-    .default_runs = 5,
-    .default_timeout_s = 180,
-    .scenario = "opencode_40_calls.json",
-    .bin_env = "METAHARNESS_OPENCODE_BIN",
     .bin_under_vendor = mh::adapters::kOpencodeBinaryUnderVendor,
     .json_name = "opencode-seam-bench.json",
-    .default_hook_command = "",
-    .usage =
-        "  --variants LIST     comma-separated: permission_allow,ask_driver,metaharness_ask (default all;\n"
-        "                      permission_allow is always run: every added time is measured against it)\n"
-        "  --scenario FILE     default <source>/bench/scenarios/opencode_40_calls.json\n"
-        "  --opencode FILE     default $METAHARNESS_OPENCODE_BIN or the pinned native binary in <source>/.vendor\n"
-        "  --metaharness FILE  default: metaharness next to this program\n"
-        "  --work-dir DIR      where runs happen (default: a new directory under $TMPDIR or /tmp)\n"
-        "  --json FILE         the JSON summary (default <work-dir>/opencode-seam-bench.json)\n"
-        "  --timeout-s N       bound on one run (default 180)\n",
-    .responses_wire = false,
-    .metaharness_helper = "",
-    .metaharness = {.pass_locale = true,
-                    .model_flag = false,
-                    .seen_at_first_announcement = false,
-                    .close_at_turn_end = true,
-                    .check_stop_reason = false,
-                    .strict_requests = true},
+    .metaharness = {.pass_locale = true, .close_at_turn_end = true, .strict_requests = true},
     .run_directly = &run_opencode_directly,
-    .read_latency_report = &read_own_shares,
-    .after_metaharness_run = nullptr,
-    .report = &report,
+    .approval = ApprovalReport{.seam_title = "opencode call seam",
+                               .call_kind = "bash",
+                               .line_prefix = "opencode_seam",
+                               // Every variant's first sight of a call is opencode's tool_call notice (or,
+                               // under metaharness, the plugin's request just after it): comparable.
+                               .latency_against_floor = true,
+                               .helper_title = ""},
 };
 
 }  // namespace mh::seam

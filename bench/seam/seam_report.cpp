@@ -212,14 +212,14 @@ constexpr std::array<Metric, 6> kApprovalMetrics = [] {
                                shared[4], Metric{"cpu_ms", "CPU of the run", true, &median_of<&RunRecord::cpu_ms>}};
 }();
 
-void finish_direct_run(const RunContext& c, const DirectRun& d, RunRecord& r) {
+void finish_direct_run(DirectChild& d, model::ScriptedEndpoint& endpoint, const DirectRun& how, RunRecord& r) {
   using namespace std::chrono_literals;
-  const std::string vendor(d.vendor);
+  const std::string vendor(how.vendor);
   std::optional<Clock::time_point> eof_at;
   std::optional<int> exit_status;
   if (r.failure.empty()) {
     d.child.close_stdin();  // the turn is over: the vendor exits on stdin EOF
-    eof_at = d.reader.drain(d.deadline);
+    eof_at = d.reader->drain(d.deadline);
     if (!eof_at)
       r.failure = vendor + " did not close its stdout after stdin closed";
     else if (!(exit_status = d.child.wait_exit(*eof_at + 10s)))
@@ -227,8 +227,8 @@ void finish_direct_run(const RunContext& c, const DirectRun& d, RunRecord& r) {
   }
   d.child.terminate(5s);
   r.child_cpu_ms = d.child.cpu_ms();
-  d.endpoint.stop();
-  if (c.o.keep) {
+  endpoint.stop();
+  if (d.c.o.keep) {
     std::ofstream out(r.dir / (vendor + "-stdout.jsonl"));
     for (const auto& l : d.transcript)
       out << l << "\n";
@@ -242,14 +242,14 @@ void finish_direct_run(const RunContext& c, const DirectRun& d, RunRecord& r) {
   r.wall_turn_ms = ms_between(d.started, *d.turn_done_at);
   r.wall_end_ms = ms_between(d.started, *eof_at);
   std::vector<RunContext::Served> served;
-  for (const auto& request : d.endpoint.requests())
+  for (const auto& request : endpoint.requests())
     served.push_back(
         {std::string(mh::model::to_string(request.answer)), static_cast<double>(request.received_at.count())});
-  r.failure = c.check_requests(served, r);
-  if (r.failure.empty() && d.answers_expected && r.calls_answered != c.calls)
-    r.failure = "answered " + std::to_string(r.calls_answered) + " " + std::string(d.answered_what) + ", not " +
-                std::to_string(c.calls);
-  if (r.failure.empty()) r.failure = c.check_files(d.work);
+  r.failure = d.c.check_requests(served, r);
+  if (r.failure.empty() && how.answers_expected && r.calls_answered != d.c.calls)
+    r.failure = "answered " + std::to_string(r.calls_answered) + " " + std::string(how.answered_what) + ", not " +
+                std::to_string(d.c.calls);
+  if (r.failure.empty()) r.failure = d.c.check_files(how.work);
   r.ok = r.failure.empty();
 }
 
