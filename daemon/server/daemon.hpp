@@ -25,9 +25,8 @@ class Daemon {
   // stop; 2 when it could not start).
   int run();
 
-  struct Impl;
-
  private:
+  struct Impl;  // daemon.cpp
   std::shared_ptr<Impl> impl_;
 };
 
