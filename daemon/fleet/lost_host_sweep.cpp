@@ -32,6 +32,10 @@ NatsResult<std::vector<ClosedRun>> LostHostSweep::sweep() {
     records_.emplace(std::move(*opened));
   }
   if (auto drained = records_->drain(); !drained) return drained.error();
+  std::erase_if(closed_unnamed_, [&](const auto& entry) {
+    auto known = records_->records().find(entry.first);
+    return known == records_->records().end() || known->second.state == "closed";
+  });
   if (!may_judge()) return out;
   std::map<std::string, bool> holds;  // each host's lease, asked once a sweep
   std::vector<RunRecord> open;
@@ -56,7 +60,17 @@ NatsResult<std::vector<ClosedRun>> LostHostSweep::sweep() {
     RunRecord done = record;
     done.state = "closed";
     done.closed_by = closed->closer.empty() && closers_.count(record.run_id) ? self_ : closed->closer;
-    if (auto marked = update_run_record(*link_, done, Wait::sweep); marked) closers_.erase(record.run_id);
+    if (done.closed_by.empty()) {
+      // Closed whole before this host looked, by a survivor that marks the record itself (a
+      // record marked with no closer would read as closed by its owner, and the owner, back,
+      // would not be told). Only a close nobody marked for a whole lease is marked here.
+      auto first_seen = closed_unnamed_.try_emplace(record.run_id, Clock::now()).first->second;
+      if (Clock::now() - first_seen < link_->config().lease_ttl) continue;
+    }
+    if (auto marked = update_run_record(*link_, done, Wait::sweep); marked) {
+      closers_.erase(record.run_id);
+      closed_unnamed_.erase(record.run_id);
+    }
   }
   return out;
 }

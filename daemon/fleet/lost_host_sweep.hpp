@@ -54,6 +54,10 @@ class LostHostSweep {
   std::atomic<Clock::rep> taken_since_{kNever}, last_taken_{kNever};
   std::optional<RunRecordWatch> records_;       // sweep() only
   std::map<std::string, std::string> closers_;  // sweep() only: closes whose record is not marked yet
+  // sweep() only: runs found closed in the fleet by a host this one cannot name (the close was
+  // whole when it looked), since when: their closer marks the record; after a whole lease
+  // without it (the closer died between its close and its mark) this host marks it, closer unknown.
+  std::map<std::string, Clock::time_point> closed_unnamed_;
 };
 
 }  // namespace mh::fleet

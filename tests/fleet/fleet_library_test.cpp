@@ -290,7 +290,7 @@ TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
     auto lines = read_all(*b, run, 1, 10);
     ASSERT_EQ(lines.size(), 5u) << run;
     for (std::uint64_t i = 0; i < lines.size(); ++i)
-      EXPECT_EQ(lines[i].seq, i + 1);  // contiguous
+      EXPECT_EQ(lines[i].seq, i + 1) << lines[i].line;  // contiguous
     auto warning = protocol::parse_json(lines[3].line)->as_object();
     EXPECT_EQ(protocol::string_at(warning, "event"), "warning");
     EXPECT_EQ(protocol::string_at(warning, "code"), "HOST_LOST");
