@@ -196,18 +196,18 @@ void register_adapter_verbs(CLI::App& app, Context& ctx) {
   plan->callback([&ctx, o] { ctx.exit_code = plan_verb(o->spec, o->run_dir); });
 
   auto* caps = app.add_subcommand("capabilities", "Print an adapter's capability table");
-  caps->add_option("ADAPTER", o->adapter, "claude or codex")->required();
+  caps->add_option("ADAPTER", o->adapter, adapter_choices())->required();
   caps->add_flag("--render", o->render, "print the operation -> vendor tool rendering, one line each");
   caps->callback([&ctx, o] { ctx.exit_code = capabilities_verb(o->adapter, o->render); });
 
   auto* doctor = app.add_subcommand(
       "doctor", "Compare the installed vendor CLI with the pin (exit 0 on pin, 1 off pin, 2 cannot tell)");
-  doctor->add_option("ADAPTER", o->adapter, "claude or codex")->required();
+  doctor->add_option("ADAPTER", o->adapter, adapter_choices())->required();
   doctor->callback([&ctx, o] { ctx.exit_code = doctor_verb(o->adapter); });
 
   auto* translate = app.add_subcommand(
       "translate", "The reader alone, offline: a retained vendor transcript in, events out (no decisions; seam none)");
-  translate->add_option("ADAPTER", o->adapter, "claude or codex")->required();
+  translate->add_option("ADAPTER", o->adapter, adapter_choices())->required();
   translate->add_option("FILE", o->translate_path, "the vendor transcript (default -: standard input)");
   translate->add_option("--run", o->translate_run, "the run id to stamp on the events");
   translate->callback([&ctx, o] { ctx.exit_code = translate_verb(o->adapter, o->translate_path, o->translate_run); });

@@ -5,12 +5,23 @@
 #include <sstream>
 
 #include "cli/verbs.hpp"
+#include "metaharness/build_info.hpp"
 #include "protocol/commands.hpp"
 
 namespace mh::cli {
 
+std::string adapter_choices() {
+  const auto& pins = build_info::vendor_pins;
+  std::string out;
+  for (std::size_t i = 0; i < std::size(pins); ++i) {
+    if (i > 0) out += i + 1 == std::size(pins) ? " or " : ", ";
+    out += pins[i].adapter;
+  }
+  return out;
+}
+
 void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
-  app->add_option("ADAPTER", o.adapter, "claude or codex")->required();
+  app->add_option("ADAPTER", o.adapter, adapter_choices())->required();
   app->add_option("-p,--prompt", o.prompt, "the prompt of the first turn")->required();
   app->add_option("--frame", o.frame_path, "a sealed metaharness.frame/1 document in force from the start");
   app->add_option("--decisions", o.decisions, "frame (default), ask or observe")

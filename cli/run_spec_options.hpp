@@ -32,6 +32,10 @@ struct RunSpecOptions {
   std::vector<std::string> limits;   // KEY=VALUE
 };
 
+// What a verb's ADAPTER may be, for its help ("claude, codex or opencode"): the adapters the build
+// pins a vendor CLI for, so a new adapter's pin is all the help needs.
+std::string adapter_choices();
+
 // Adds the options (and the ADAPTER positional) to a subcommand.
 void add_run_spec_options(CLI::App* app, RunSpecOptions& o);
 

@@ -455,15 +455,17 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
   }
   {
     TableReader r(table("vendor"), "vendor.", error);
-    std::string dir = c.vendor.vendor_dir.string(), claude, codex, codex_hook;
+    std::string dir = c.vendor.vendor_dir.string(), claude, codex, opencode, codex_hook;
     r.read<std::string>("dir", dir);
     r.read<std::string>("claude", claude);
     r.read<std::string>("codex", codex);
+    r.read<std::string>("opencode", opencode);
     r.read<std::string>("codex_hook", codex_hook);
     r.finish();
     c.vendor.vendor_dir = dir;
     if (!claude.empty()) c.vendor.binaries["claude"] = claude;
     if (!codex.empty()) c.vendor.binaries["codex"] = codex;
+    if (!opencode.empty()) c.vendor.binaries["opencode"] = opencode;
     if (!codex_hook.empty()) c.vendor.binaries["codex-hook"] = codex_hook;
   }
   {

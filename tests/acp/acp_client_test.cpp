@@ -304,6 +304,33 @@ TEST_F(AcpClient, HostileLinesAreOpaqueAndNeverThrow) {
   EXPECT_TRUE(client.prompt_running()) << "an answer to nothing did not end the turn";
 }
 
+// A usage_update that carries token counts (the ACP shape of usage; opencode 1.18.33 sends none,
+// another agent may) is one request's usage, each count in its place; its context-window figures
+// alone are not (above: opaque).
+TEST_F(AcpClient, AUsageUpdateCarryingTokensIsARequestsUsage) {
+  open_and_prompt();
+  feed(
+      R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"usage_update","used":100,"size":200000,"inputTokens":12,"outputTokens":7,"cachedReadTokens":3,"cachedWriteTokens":2,"thoughtTokens":4}}})");
+  EXPECT_TRUE(r.of<proto::ev::Opaque>().empty()) << "read, not left opaque";
+  auto usage = r.of<proto::ev::Usage>();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].scope, "request");
+  EXPECT_EQ(usage[0].usage.input_tokens, 12u);
+  EXPECT_EQ(usage[0].usage.output_tokens, 7u);
+  EXPECT_EQ(usage[0].usage.cache_read_input_tokens, 3u);
+  EXPECT_EQ(usage[0].usage.cache_creation_input_tokens, 2u);
+  EXPECT_EQ(usage[0].usage.thinking_tokens, 4u);
+  // One count alone is enough; the others stay unknown, never zero.
+  feed(
+      R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"usage_update","outputTokens":9}}})");
+  usage = r.of<proto::ev::Usage>();
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[1].usage.output_tokens, 9u);
+  EXPECT_FALSE(usage[1].usage.input_tokens);
+  EXPECT_FALSE(usage[1].usage.cache_read_input_tokens);
+  EXPECT_TRUE(client.prompt_running()) << "usage ends no turn";
+}
+
 TEST_F(AcpClient, APermissionRequestWithoutItsPartsIsRefusedAndNothingIsPresented) {
   open_and_prompt();
   std::string long_id(kMaxIdBytes + 1, 'x');

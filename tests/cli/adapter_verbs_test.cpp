@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <fstream>
+#include <sstream>
 
+#include "metaharness/build_info.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/cli_process.hpp"
 
@@ -157,6 +159,23 @@ TEST(CodexPlan, AnUnknownVendorOptionIsRefusedByName) {
                      "approval_policy=never"});
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("unknown codex vendor option \"approval_policy\""), std::string::npos) << o.err;
+}
+
+// Every verb that takes an ADAPTER names, in its help, every adapter the build pins a CLI for.
+TEST(AdapterVerbsHelp, EveryVerbTakingAnAdapterNamesEveryPinnedOne) {
+  for (auto verb : {"run", "submit", "plan", "capabilities", "doctor", "translate"}) {
+    auto o = run_verb({verb, "--help"});
+    EXPECT_EQ(o.status, 0) << verb << ": " << o.err;
+    std::istringstream lines(o.out);
+    std::string adapter_line;
+    for (std::string line; std::getline(lines, line) && adapter_line.empty();)
+      if (line.find_first_not_of(' ') != std::string::npos &&
+          line.compare(line.find_first_not_of(' '), 7, "ADAPTER") == 0)
+        adapter_line = line;
+    ASSERT_FALSE(adapter_line.empty()) << verb << " --help lists its ADAPTER: " << o.out;
+    for (const auto& pin : build_info::vendor_pins)
+      EXPECT_NE(adapter_line.find(pin.adapter), std::string::npos) << verb << ": " << adapter_line;
+  }
 }
 
 TEST(AdapterVerbsRefusals, AnUnknownAdapterIsNamed) {

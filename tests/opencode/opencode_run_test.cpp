@@ -5,6 +5,8 @@
 // this adapter has: the seam plugin and how it fails closed, and ACP's turn per prompt.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -164,8 +167,105 @@ TEST_F(OpencodeRun, NoSocketOfTheRunReachesBeyondLoopback) {
   EXPECT_GE(logged_request_bodies(run_dir()).size(), 2u) << "the model requests came to the scripted endpoint";
 }
 
+// opencode's webfetch fetches from opencode's own process when a call of it is allowed, as Claude's
+// WebFetch does: nothing at launch isolates the network (the attestation says so), so whether it
+// reaches a page is the controller's decision, here a frame's. The model asks for a page of the
+// test's own, on loopback (fetch_then_answer.json, its URL pointed there).
+class OpencodeFetch : public OpencodeRun {
+ protected:
+  static constexpr std::string_view kPage = "the words of the page the test serves";
+
+  void SetUp() override {
+    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    ASSERT_GE(listener, 0) << std::strerror(errno);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof sa;
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), length), 0) << std::strerror(errno);
+    ASSERT_EQ(::listen(listener, 8), 0);
+    ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &length), 0);
+    url = "http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port)) + "/page";
+    std::string text = read_file(scenario("fetch_then_answer"));
+    const std::string placeholder = "http://127.0.0.1:9/nothing-listens";
+    auto at = text.find(placeholder);
+    ASSERT_NE(at, std::string::npos) << "the scenario names the URL this test replaces";
+    text.replace(at, placeholder.size(), url);
+    scenario_file = dir.path() / "fetch_then_answer.json";
+    std::ofstream(scenario_file) << text;
+  }
+  void TearDown() override {
+    if (server.joinable()) {
+      ::shutdown(listener, SHUT_RDWR);
+      server.join();
+    }
+    if (listener >= 0) ::close(listener);
+    OpencodeRun::TearDown();
+  }
+
+  // Serves the page once, to the first connection within the bound, keeping its request.
+  void serve_the_page() {
+    server = std::thread([this] {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 120'000) != 1) return;
+      int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      char buf[4096];
+      for (ssize_t n; request.find("\r\n\r\n") == std::string::npos && (n = ::read(c, buf, sizeof buf)) > 0;)
+        request.append(buf, static_cast<std::size_t>(n));
+      std::string answer =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(kPage.size()) +
+          "\r\nConnection: close\r\n\r\n" + std::string(kPage);
+      (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+      ::close(c);
+    });
+  }
+
+  // The one decision of the run, by the frame, on the webfetch call for the test's page.
+  std::string frame_decision() {
+    auto requested = process->events_named("tool.requested");
+    auto decided = process->events_named("tool.decided");
+    EXPECT_EQ(requested.size(), 1u);
+    EXPECT_EQ(decided.size(), 1u);
+    if (requested.size() != 1 || decided.size() != 1) return "";
+    EXPECT_EQ(requested[0].str("name"), "webfetch");
+    EXPECT_EQ(requested[0].object.at("input").as_object().at("url"), json::value(url));
+    EXPECT_EQ(decided[0].str("decided_by"), "frame");
+    return std::string(decided[0].object.at("decision").as_object().at("decision").as_string());
+  }
+
+  int listener = -1;
+  std::string url;
+  std::filesystem::path scenario_file;
+  std::thread server;
+  std::string request;  // what the page's one connection asked, written by `server`
+};
+
+TEST_F(OpencodeFetch, AWebfetchTheFrameAdmitsReachesThePage) {
+  serve_the_page();
+  start_with(scenario_file, {"--frame", write_frame({protocol::OpKind::web_read}).string()});
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_EQ(frame_decision(), "allow");
+  server.join();
+  EXPECT_EQ(request.rfind("GET /page ", 0), 0u) << "opencode itself fetched the page: " << request;
+  EXPECT_TRUE(a_later_request_carries(std::string(kPage))) << "the model read the page";
+}
+
+TEST_F(OpencodeFetch, AWebfetchAFrameWithoutWebReadDeniesFetchesNothing) {
+  start_with(scenario_file, {"--frame", write_frame({protocol::OpKind::shell}).string()});
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  EXPECT_EQ(frame_decision(), "deny");
+  // The run is over: a fetch would have connected by now. The listener never had a connection.
+  int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  EXPECT_LT(c, 0) << "something connected to the page's port";
+  EXPECT_EQ(errno, EAGAIN) << std::strerror(errno);
+  if (c >= 0) ::close(c);
+  EXPECT_FALSE(a_later_request_carries(std::string(kPage)));
+}
+
 // opencode launched exactly as a run's plan launches it, but with its hook channel at `hook_address`
-// (served by the test, or by nobody), driven through one prompt over ACP by the test itself: what
+// (served by the test, or by nobody; nullopt: no channel named at all) and, when given, its own
+// `deadline_s` for the plugin's wait, driven through one prompt over ACP by the test itself: what
 // the seam plugin does on its own when the run cannot answer it.
 struct BarePluginRun {
   TempDir dir{"opencode-plugin"};
@@ -174,7 +274,8 @@ struct BarePluginRun {
   std::string transcript;  // opencode's stdout
   bool prompt_answered = false;
 
-  void run(const std::string& scenario_name, const std::string& hook_address) {
+  void run(const std::string& scenario_name, const std::optional<std::string>& hook_address,
+           const std::optional<std::string>& deadline_s = std::nullopt) {
     auto scenario = source_dir() / "tests/scenarios/opencode" / (scenario_name + ".json");
     CliProcess endpoint(
         {metaharness_binary().string(), "model", "serve", "--scenario", scenario.string(), "--log", log.string()});
@@ -202,8 +303,15 @@ struct BarePluginRun {
     for (const auto& l : plan.links)
       fs::create_symlink(l.target, l.path);
     std::vector<std::string> env;
-    for (const auto& [name, value] : plan.env)
-      env.push_back(name + "=" + (name == adapters::opencode::kHookSocketEnv ? hook_address : value));
+    for (const auto& [name, value] : plan.env) {
+      if (name == adapters::opencode::kHookSocketEnv) {
+        if (hook_address) env.push_back(name + "=" + *hook_address);
+      } else if (name == adapters::opencode::kHookDeadlineEnv && deadline_s) {
+        env.push_back(name + "=" + *deadline_s);
+      } else {
+        env.push_back(name + "=" + value);
+      }
+    }
     std::vector<std::string> argv = {plan.program.string()};
     argv.insert(argv.end(), plan.args.begin(), plan.args.end());
     work = plan.cwd;
@@ -252,6 +360,21 @@ struct BarePluginRun {
   }
 };
 
+// A listening socket at the abstract address `@name` (what a run's hook channel is), or -1.
+int listen_abstract(const std::string& name) {
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return -1;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&sa), length) != 0 || ::listen(listener, 8) != 0) {
+    ::close(listener);
+    return -1;
+  }
+  return listener;
+}
+
 // The plugin fails closed: with its hook channel unreachable (an address nobody serves), the call
 // is denied by the plugin itself, the model reading why; nothing ran.
 TEST(OpencodePlugin, FailsClosedWhenTheRunIsUnreachable) {
@@ -267,18 +390,63 @@ TEST(OpencodePlugin, FailsClosedWhenTheRunIsUnreachable) {
       << "the call never reached the second gate";
 }
 
+// The plugin fails closed when no channel is named at all (METAHARNESS_HOOK_SOCKET unset: opencode
+// started with the plugin but outside a governed run): the call is denied, saying so; nothing ran.
+TEST(OpencodePlugin, FailsClosedWhenNoChannelIsNamed) {
+  BarePluginRun r;
+  r.run("marker", std::nullopt);
+  ASSERT_TRUE(r.prompt_answered);
+  EXPECT_FALSE(fs::exists(r.work / "marker.txt")) << "the call must not have run";
+  EXPECT_NE(r.tool_error("toolu_marker")
+                .find("metaharness could not decide this call, so it is denied: METAHARNESS_HOOK_SOCKET is not set"),
+            std::string::npos)
+      << "the model reads why the plugin denied the call: " << r.tool_error("toolu_marker");
+  EXPECT_EQ(r.transcript.find("session/request_permission"), std::string::npos)
+      << "the call never reached the second gate";
+}
+
+// The plugin's own wait is bounded: a run that takes the request and never answers (here with
+// METAHARNESS_HOOK_DEADLINE_S = 1) gets the call denied by the plugin when its timer fires, and
+// the plugin hangs up; nothing ran.
+TEST(OpencodePlugin, FailsClosedWhenItsOwnDeadlinePasses) {
+  std::string name = "mh-test-plugin-silent-" + std::to_string(::getpid());
+  int listener = listen_abstract(name);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  std::string request;
+  bool hung_up = false;
+  std::thread server([&] {
+    int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) return;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(c, buf, sizeof buf)) > 0)  // never answers: reads until the plugin gives up
+      request.append(buf, static_cast<std::size_t>(n));
+    hung_up = n == 0;
+    ::close(c);
+  });
+  BarePluginRun r;
+  r.run("marker", "@" + name, "1");
+  ::shutdown(listener, SHUT_RDWR);
+  server.join();
+  ::close(listener);
+  ASSERT_TRUE(r.prompt_answered);
+  EXPECT_NE(request.find("\"call_id\":\"toolu_marker\""), std::string::npos) << "the plugin asked: " << request;
+  EXPECT_TRUE(hung_up) << "the plugin closed the channel when it gave up";
+  EXPECT_FALSE(fs::exists(r.work / "marker.txt")) << "the call must not have run";
+  EXPECT_NE(r.tool_error("toolu_marker")
+                .find("metaharness could not decide this call, so it is denied: no answer within 1 s"),
+            std::string::npos)
+      << r.tool_error("toolu_marker");
+  EXPECT_EQ(r.transcript.find("session/request_permission"), std::string::npos)
+      << "the call never reached the second gate";
+}
+
 // The plugin fails closed on every answer it cannot use: garbage, a channel closed without an
 // answer, a decision it does not know. Three calls in one message, one each; none ran.
 TEST(OpencodePlugin, FailsClosedOnGarbageOnSilenceAndOnAnUnknownDecision) {
   std::string name = "mh-test-plugin-" + std::to_string(::getpid());
-  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::memcpy(sa.sun_path + 1, name.data(), name.size());
-  auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), length), 0) << std::strerror(errno);
-  ASSERT_EQ(::listen(listener, 8), 0);
+  int listener = listen_abstract(name);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
   std::thread server([listener] {
     for (int served = 0; served < 3; ++served) {
       int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);

@@ -1,8 +1,11 @@
-// The run's own policies, on both real CLIs against the scripted endpoint: budgets end a run with
-// reason budget (and a usd budget needs a price), frames enter and leave their steps, and a vendor
-// that stops on its own is named in the stream. The same test, word for word, for each adapter.
+// The run's own policies, on every real CLI against the scripted endpoint: budgets end a run with
+// reason budget (and a usd budget needs a price), frames enter and leave their steps (a frame set
+// mid-run included), and a vendor that stops on its own is named in the stream. The same test,
+// word for word, for each adapter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 
 #include "protocol/completeness.hpp"
@@ -12,16 +15,20 @@
 namespace mh::test {
 namespace {
 
-// The model each run names, priced (or not) in the config the test writes.
+// The model each run names, priced (or not) in the config the test writes: one of its wire's
+// (opencode speaks the Anthropic wire).
 std::string model_of(const std::string& adapter) {
-  return adapter == "claude" ? "claude-sonnet-4-5" : "gpt-5.5";
+  return adapter == "codex" ? "gpt-5.5" : "claude-sonnet-4-5";
 }
 
 class BothVendors : public ::testing::TestWithParam<std::string> {
  protected:
   const std::string& adapter() const { return GetParam(); }
   std::filesystem::path run_dir() const { return dir.path() / "run"; }
+  // The shared scripts name a tool call per wire; opencode shares Claude's wire but not its tool
+  // names, so it plays its own script of the same name (the same steps, in its own tools).
   std::filesystem::path shared(const std::string& name) const {
+    if (adapter() == "opencode") return source_dir() / "tests/scenarios/opencode" / (name + ".json");
     return source_dir() / "tests/scenarios/shared" / (name + ".json");
   }
 
@@ -157,8 +164,9 @@ TEST_P(BothVendors, AVendorThatExitsBeforeItOpensASessionIsNamedInTheStream) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     env.emplace_back(*e);
-  env.push_back(std::string(adapter() == "claude" ? "METAHARNESS_CLAUDE_BIN" : "METAHARNESS_CODEX_BIN") + "=" +
-                (source_dir() / "tests/policy/exits_at_once.sh").string());
+  std::string variable = "METAHARNESS_" + adapter() + "_BIN";  // the one-shot run's binary override
+  std::transform(variable.begin(), variable.end(), variable.begin(), [](unsigned char c) { return std::toupper(c); });
+  env.push_back(variable + "=" + (source_dir() / "tests/policy/exits_at_once.sh").string());
   auto p = start("two_turns", {}, env);
   EXPECT_EQ(p->finish(60s), 3) << p->stderr_text();
   auto warnings = p->events_named("warning");
@@ -172,7 +180,7 @@ TEST_P(BothVendors, AVendorThatExitsBeforeItOpensASessionIsNamedInTheStream) {
   expect_complete_stream();
 }
 
-INSTANTIATE_TEST_SUITE_P(Adapters, BothVendors, ::testing::Values("claude", "codex"),
+INSTANTIATE_TEST_SUITE_P(Adapters, BothVendors, ::testing::Values("claude", "codex", "opencode"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

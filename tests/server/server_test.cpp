@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "daemon/server/socket_api.hpp"
+#include "metaharness/build_info.hpp"
 #include "protocol/event_text.hpp"
 #include "tests/support/config_text.hpp"
 
@@ -56,6 +57,26 @@ TEST(Config, ABadConfigIsRefusedNamingTheKeyAndTheReason) {
     ASSERT_TRUE(error) << c.toml;
     EXPECT_NE(error->find(c.named), std::string::npos) << *error;
   }
+}
+
+// Every adapter the build pins has its own `[vendor]` key naming its binary (the daemon's way to
+// point a run at another build, as METAHARNESS_<ADAPTER>_BIN is a one-shot run's), and the
+// config example lists each; a key for no adapter is still refused by name.
+TEST(Config, EveryPinnedAdapterHasAVendorKeyNamingItsBinary) {
+  const std::string example = read_file(source_dir() / "config/metaharness.toml");
+  for (const auto& pin : build_info::vendor_pins) {
+    const std::string adapter(pin.adapter);
+    const std::string binary = "/opt/elsewhere/" + adapter + "-build";
+    auto c = load_config_text("[vendor]\n" + adapter + " = \"" + binary + "\"\n");
+    ASSERT_TRUE(c) << adapter << ": " << c.error();
+    ASSERT_TRUE(c->vendor.binaries.count(adapter)) << adapter;
+    EXPECT_EQ(c->vendor.binaries.at(adapter), binary);
+    EXPECT_NE(example.find("\n# " + adapter + " = \""), std::string::npos)
+        << "config/metaharness.toml documents [vendor] " << adapter;
+  }
+  auto error = load_error("[vendor]\nno_such_vendor = \"/bin/true\"\n");
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->find("vendor.no_such_vendor"), std::string::npos) << *error;
 }
 
 TEST(Config, TheDaemonRefusesABadConfigAtStartWithExitTwo) {

@@ -58,9 +58,13 @@ std::vector<json::object> logged_request_headers(const std::filesystem::path& ru
 }
 
 void GovernedRun::start(const std::string& scenario_name, std::vector<std::string> extra) {
+  start_with(scenario(scenario_name), std::move(extra));
+}
+
+void GovernedRun::start_with(const std::filesystem::path& scenario_file, std::vector<std::string> extra) {
   std::vector<std::string> argv = {
-      metaharness_binary().string(),    "run",       adapter_,          "-p", "go", "--model-scenario",
-      scenario(scenario_name).string(), "--run-dir", run_dir().string()};
+      metaharness_binary().string(), "run",       adapter_,          "-p", "go", "--model-scenario",
+      scenario_file.string(),        "--run-dir", run_dir().string()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   process = std::make_unique<CliProcess>(argv);
 }

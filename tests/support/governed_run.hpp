@@ -36,6 +36,8 @@ class GovernedRun : public ::testing::Test {
     return source_dir() / "tests/scenarios" / adapter_ / (name + ".json");
   }
   void start(const std::string& scenario_name, std::vector<std::string> extra = {});
+  // The same, playing a scenario file of the test's own making.
+  void start_with(const std::filesystem::path& scenario_file, std::vector<std::string> extra = {});
 
   std::filesystem::path run_dir() const { return dir.path() / "run"; }
   std::filesystem::path work() const { return run_dir() / "scratch/work"; }

@@ -48,7 +48,7 @@ TEST_F(Package, ItIsNamedAndVersionedFromCMakeWithRealDepends) {
   auto depends = dpkg_deb({"-f", deb_.string(), "Depends"}).out;
   // The libraries (found by dpkg-shlibdeps), and what the package runs.
   for (auto needed : {"libboost-json1.81.0", "libssl3", "libtomlplusplus3", "libsystemd0", "libstdc++6", "libc6",
-                      "systemd", "init-system-helpers", "bubblewrap", "nodejs", "npm"})
+                      "systemd", "init-system-helpers", "bubblewrap", "nodejs", "npm", "ripgrep"})
     EXPECT_TRUE(has(depends, needed)) << needed << " missing from Depends: " << depends;
 }
 
