@@ -10,31 +10,64 @@ namespace {
 
 constexpr std::int64_t kNanosPerMilli = 1'000'000;
 
-// How the credentials file authenticates: a .creds file holds a JWT and a seed; a bare NKey seed
-// needs its public key (fleet.nkey); anything else is `user:password` on the first line.
+// A value of the config refused before anything is asked of a server, blaming `key`.
+NatsError config_error(std::string key, std::string why) {
+  NatsError e;
+  e.status = NATS_INVALID_ARG;
+  e.key = std::move(key);
+  e.text = std::move(why);
+  return e;
+}
+
+// An NKey user seed: "SU" and base32, alone on its line (so never a user:password line).
+bool is_user_seed(const std::string& line) {
+  if (line.size() < 3 || line.compare(0, 2, "SU") != 0) return false;
+  return std::all_of(line.begin(), line.end(),
+                     [](char ch) { return (ch >= 'A' && ch <= 'Z') || (ch >= '2' && ch <= '7'); });
+}
+
+// How the credentials file authenticates (docs/fleet.md, Configuration): a .creds file holds a
+// JWT and a seed; a seed alone on the first line needs its public key (fleet.nkey), since libnats
+// signs with the seed but sends the key it is given; anything else is `user:password` on the
+// first line (the password is the rest of the line). A file that fits none is refused here, not
+// by the server.
 NatsResult<void> apply_credentials(natsOptions* opts, const FleetConfig& config) {
   if (config.credentials.empty()) return {};
-  std::ifstream in(config.credentials);
-  if (!in) return nats_error("fleet.credentials: cannot read " + config.credentials.string(), NATS_ERR);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string file = config.credentials.string();
+  std::ifstream in(config.credentials);
+  if (!in) return config_error("fleet.credentials", "cannot read " + file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string line = text.substr(0, text.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.pop_back();
   natsStatus s;
   if (text.find("-----BEGIN NATS USER JWT-----") != std::string::npos) {
+    if (!config.nkey.empty())
+      return config_error("fleet.nkey", file + " is a .creds file, whose JWT names the key: leave fleet.nkey out");
     s = natsOptions_SetUserCredentialsFromFiles(opts, file.c_str(), nullptr);
-  } else if (!config.nkey.empty()) {
+  } else if (is_user_seed(line)) {
+    if (config.nkey.empty())
+      return config_error("fleet.nkey", file + " holds an NKey seed: fleet.nkey must name its public key (U...)");
     s = natsOptions_SetNKeyFromSeed(opts, config.nkey.c_str(), file.c_str());
+  } else if (!config.nkey.empty()) {
+    return config_error("fleet.credentials", file + " holds no NKey seed (SU... on its first line) for fleet.nkey");
   } else {
-    std::string line = text.substr(0, text.find('\n'));
-    if (!line.empty() && line.back() == '\r') line.pop_back();
     auto colon = line.find(':');
     if (colon == std::string::npos || colon == 0)
-      return nats_error(
-          "fleet.credentials: " + file + " holds neither user:password, a .creds file, nor (with fleet.nkey) a seed",
-          NATS_INVALID_ARG);
+      return config_error("fleet.credentials",
+                          file + " holds neither user:password on its first line, a .creds file, nor an NKey seed");
     s = natsOptions_SetUserInfo(opts, line.substr(0, colon).c_str(), line.substr(colon + 1).c_str());
   }
-  if (s != NATS_OK) return nats_error("fleet.credentials", s);
+  if (s != NATS_OK) {
+    NatsError e = nats_error(file, s);
+    e.key = "fleet.credentials";
+    return e;
+  }
   return {};
+}
+
+// The server said no to who we are (the credentials, or none when it asks for some).
+bool authorization_refused(natsStatus s) {
+  return s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED;
 }
 
 bool already_exists(jsErrCode code) {
@@ -90,7 +123,11 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
 
   natsConnection* raw_nc = nullptr;
   s = natsConnection_Connect(&raw_nc, opts.get());
-  if (s != NATS_OK) return nats_error("connecting to " + config.nats_urls.front(), s);
+  if (s != NATS_OK) {
+    NatsError e = nats_error("connecting to " + config.nats_urls.front(), s);
+    e.key = authorization_refused(s) ? "fleet.credentials" : "fleet.nats_urls";
+    return e;
+  }
   link->nc_.reset(raw_nc);
 
   jsOptions jo;

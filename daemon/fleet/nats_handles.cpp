@@ -5,7 +5,10 @@
 namespace mh::fleet {
 
 NatsError nats_error(std::string what, natsStatus s, jsErrCode js) {
-  NatsError e{s, js, std::move(what)};
+  NatsError e;
+  e.status = s;
+  e.js = js;
+  e.text = std::move(what);
   e.text += ": ";
   e.text += natsStatus_GetText(s);
   if (js != 0) e.text += " (JetStream error " + std::to_string(static_cast<int>(js)) + ")";

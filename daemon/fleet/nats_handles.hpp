@@ -66,6 +66,8 @@ struct NatsError {
   natsStatus status = NATS_OK;
   jsErrCode js = static_cast<jsErrCode>(0);
   std::string text;  // what failed, with the library's words
+  // The [fleet] key whose value the failure points at ("fleet.credentials"), when one does.
+  std::string key;
 };
 
 template <class T>

@@ -595,7 +595,14 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
       return std::filesystem::is_regular_file(v, ec) ? "" : "names no readable file (" + v + ")";
     });
     f.credentials = credentials;
-    r.read<std::string>("nkey", f.nkey);
+    // An NKey user's public key: "U" and 55 more base32 characters (nkeys' encoding).
+    r.read<std::string>("nkey", f.nkey, [](const std::string& v) -> std::string {
+      bool base32 =
+          std::all_of(v.begin(), v.end(), [](char ch) { return (ch >= 'A' && ch <= 'Z') || (ch >= '2' && ch <= '7'); });
+      return v.size() == 56 && v.front() == 'U' && base32
+                 ? ""
+                 : "must be an NKey user's public key (U and 55 base32 characters)";
+    });
     std::int64_t replicas = f.replicas;
     r.read<std::int64_t>("replicas", replicas,
                          [](const std::int64_t& v) { return v >= 1 && v <= 5 ? "" : "must be between 1 and 5"; });
@@ -618,6 +625,8 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     });
     r.finish();
     if (error.empty() && f.nats_urls.empty()) error = "fleet.nats_urls: must name at least one NATS server";
+    if (error.empty() && !f.nkey.empty() && f.credentials.empty())
+      error = "fleet.nkey: is the public key of the seed in fleet.credentials, which is not set";
     if (error.empty() && !host_given && !fleet::host_id_problem(f.host_id).empty())
       error = "fleet.host_id: the hostname \"" + protocol::excerpt(f.host_id, 64) + "\" cannot be a host id (" +
               fleet::host_id_problem(f.host_id) + "); set fleet.host_id";

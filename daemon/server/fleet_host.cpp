@@ -97,7 +97,12 @@ boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(
   using Result = boost::system::result<std::shared_ptr<FleetHost>, std::string>;
   const fleet::FleetConfig& config = *server->config.fleet;
   auto link = fleet::FleetLink::connect(config);
-  if (!link) return Result(boost::system::in_place_error, "fleet.nats_urls: " + link.error().text);
+  // Refused by the key whose value is at fault: the credentials the server turned down, else the
+  // servers themselves (unreachable, or no JetStream).
+  if (!link) {
+    const std::string key = link.error().key.empty() ? "fleet.nats_urls" : link.error().key;
+    return Result(boost::system::in_place_error, key + ": " + link.error().text);
+  }
   std::shared_ptr<FleetHost> host(new FleetHost(server, std::move(*link)));
   if (auto renewed = host->lease_.renew(lease_info(config)); !renewed)
     return Result(boost::system::in_place_error, "fleet: " + renewed.error().text);

@@ -50,6 +50,13 @@ TEST(FleetConfig, ABadValueIsRefusedNamingItsKey) {
       {"[fleet]\n" + urls + "credentials = \"relative\"\n", "fleet.credentials: must be an absolute path"},
       {"[fleet]\n" + urls + "credentials = \"/nonexistent/creds\"\n", "fleet.credentials: names no readable file"},
       {"[fleet]\n" + urls + "prefix = \"MH\"\n", "fleet.prefix: must hold only a-z and 0-9"},
+      // The NKey's public key says whose seed the credentials file holds: alone, it means nothing.
+      {"[fleet]\n" + urls + "nkey = \"" + std::string(56, 'U') + "\"\n",
+       "fleet.nkey: is the public key of the seed in fleet.credentials, which is not set"},
+      {"[fleet]\n" + urls + "nkey = \"SU" + std::string(56, 'A') + "\"\n",
+       "fleet.nkey: must be an NKey user's public key"},
+      {"[fleet]\n" + urls + "nkey = \"U" + std::string(55, '1') + "\"\n",
+       "fleet.nkey: must be an NKey user's public key"},
       {"[fleet]\n" + urls + "replica = 3\n", "unknown key fleet.replica"},
   };
   for (const Case& c : cases) {

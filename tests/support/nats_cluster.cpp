@@ -38,10 +38,22 @@ std::vector<std::uint16_t> free_ports(int n) {
   return ports;
 }
 
+// A connection to `url`, logged in with the user and password when the nodes ask for them.
+natsStatus connect_to(natsConnection** nc, const std::string& url, const NatsUsers& users) {
+  natsOptions* opts = nullptr;
+  natsStatus s = natsOptions_Create(&opts);
+  if (s == NATS_OK) s = natsOptions_SetURL(opts, url.c_str());
+  if (s == NATS_OK && !users.user.empty())
+    s = natsOptions_SetUserInfo(opts, users.user.c_str(), users.password.c_str());
+  if (s == NATS_OK) s = natsConnection_Connect(nc, opts);
+  natsOptions_Destroy(opts);
+  return s;
+}
+
 // One try at the readiness probe against one node: connect, make a replicated stream, delete it.
-bool probe(const std::string& url, int replicas, std::string& why) {
+bool probe(const std::string& url, const NatsUsers& users, int replicas, std::string& why) {
   natsConnection* nc = nullptr;
-  natsStatus s = natsConnection_ConnectTo(&nc, url.c_str());
+  natsStatus s = connect_to(&nc, url, users);
   if (s != NATS_OK) {
     why = url + ": " + natsStatus_GetText(s);
     return false;
@@ -74,6 +86,15 @@ bool probe(const std::string& url, int replicas, std::string& why) {
   return ok;
 }
 
+// The nodes' `authorization` block: a user with a password, an NKey user, or both.
+std::string authorization(const NatsUsers& users) {
+  if (users.empty()) return "";
+  std::string out = "authorization {\n  users: [\n";
+  if (!users.user.empty()) out += "    { user: \"" + users.user + "\", password: \"" + users.password + "\" }\n";
+  if (!users.nkey.empty()) out += "    { nkey: " + users.nkey + " }\n";
+  return out + "  ]\n}\n";
+}
+
 }  // namespace
 
 std::filesystem::path NatsCluster::server_binary() {
@@ -82,7 +103,7 @@ std::filesystem::path NatsCluster::server_binary() {
   return "nats-server";
 }
 
-NatsCluster::NatsCluster(const std::filesystem::path& dir, int n) {
+NatsCluster::NatsCluster(const std::filesystem::path& dir, int n, NatsUsers users) : users_(std::move(users)) {
   auto ports = free_ports(2 * n);
   nodes_.resize(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
@@ -101,7 +122,9 @@ NatsCluster::NatsCluster(const std::filesystem::path& dir, int n) {
          << "max_payload: 4MB\n"
          << "jetstream {\n  store_dir: \"" << (home / "store").string() << "\"\n  max_memory_store: 64MB\n"
          << "  max_file_store: 1GB\n}\n"
-         << "cluster {\n  name: mh_test\n  listen: 127.0.0.1:" << node.route_port << "\n  routes: [\n";
+         << authorization(users_);
+    if (n == 1) continue;  // a lone server: JetStream without a cluster
+    conf << "cluster {\n  name: mh_test\n  listen: 127.0.0.1:" << node.route_port << "\n  routes: [\n";
     for (int j = 0; j < n; ++j)
       if (j != i) conf << "    nats-route://127.0.0.1:" << nodes_[j].route_port << "\n";
     conf << "  ]\n}\n";
@@ -160,9 +183,9 @@ namespace {
 struct Asker {
   natsConnection* nc = nullptr;
   jsCtx* js = nullptr;
-  explicit Asker(const std::vector<std::string>& urls) {
+  Asker(const std::vector<std::string>& urls, const NatsUsers& users) {
     for (const auto& u : urls)
-      if (natsConnection_ConnectTo(&nc, u.c_str()) == NATS_OK) break;
+      if (connect_to(&nc, u, users) == NATS_OK) break;
     if (nc && natsConnection_JetStream(&js, nc, nullptr) != NATS_OK) js = nullptr;
   }
   ~Asker() {
@@ -177,7 +200,7 @@ std::string NatsCluster::leader(const std::string& stream) const {
   std::vector<std::string> running;
   for (int i = 0; i < size(); ++i)
     if (nodes_[i].process) running.push_back(url(i));
-  Asker a(running);
+  Asker a(running, users_);
   if (!a.js) return "";
   jsStreamInfo* si = nullptr;
   if (js_GetStreamInfo(&si, a.js, stream.c_str(), nullptr, nullptr) != NATS_OK) return "";
@@ -196,7 +219,7 @@ bool NatsCluster::move_leader(const std::string& stream, int node, bool on, std:
         std::vector<std::string> running;
         for (int i = 0; i < size(); ++i)
           if (nodes_[i].process) running.push_back(url(i));
-        Asker a(running);
+        Asker a(running, users_);
         if (!a.nc) return false;
         natsMsg* reply = nullptr;
         const std::string subject = "$JS.API.STREAM.LEADER.STEPDOWN." + stream;
@@ -213,7 +236,7 @@ bool NatsCluster::ready(int replicas, std::chrono::milliseconds timeout) {
     // The servers elect their leaders meanwhile: a fact with no event of its own, polled, bounded.
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     const std::string node_url = url(i);
-    if (!eventually([&] { return probe(node_url, replicas, why_); }, left)) return false;
+    if (!eventually([&] { return probe(node_url, users_, replicas, why_); }, left)) return false;
   }
   why_.clear();
   return true;

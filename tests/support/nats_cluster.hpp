@@ -2,6 +2,7 @@
 // the OS hands out, each with its own config, store and log under the test's directory, started
 // and stopped by the test (by pid). ready() waits, bounded, until JetStream takes a replicated
 // stream. kill(i) SIGKILLs one node, start(i) brings it back on the same ports and store.
+// One node is a lone server (no cluster block). With NatsUsers every node asks who connects.
 #pragma once
 
 #include <chrono>
@@ -14,9 +15,17 @@
 
 namespace mh::test {
 
+// Who may connect: every node's `authorization { users: [...] }`; empty, anyone may. The
+// cluster's own connections (ready, leader, move_leader) log in with the user and password.
+struct NatsUsers {
+  std::string user, password;
+  std::string nkey;  // an NKey user's public key (U…); "" for none
+  bool empty() const { return user.empty() && nkey.empty(); }
+};
+
 class NatsCluster {
  public:
-  NatsCluster(const std::filesystem::path& dir, int nodes = 3);
+  NatsCluster(const std::filesystem::path& dir, int nodes = 3, NatsUsers users = {});
   ~NatsCluster();  // SIGKILLs and reaps every node still running
   NatsCluster(const NatsCluster&) = delete;
   NatsCluster& operator=(const NatsCluster&) = delete;
@@ -53,6 +62,7 @@ class NatsCluster {
     std::unique_ptr<CliProcess> process;
   };
   std::vector<Node> nodes_;
+  NatsUsers users_;
   std::string why_;
 };
 
