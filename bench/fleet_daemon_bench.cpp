@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -75,6 +76,25 @@ std::optional<json::object> submit(LineClient& c, const json::object& run, bool 
   return std::nullopt;
 }
 
+// A run on the daemon behind `c` itself (not through the fleet's queue): its id, or nullopt.
+std::optional<std::string> submit_here(LineClient& c, const fs::path& script, std::string_view decisions,
+                                       const std::string& id) {
+  auto reply = submit(c, testkit::standin_run_spec(script, decisions), false, id);
+  if (!reply || !reply->contains("run_id") || !reply->at("run_id").is_string()) return std::nullopt;
+  return std::string(reply->at("run_id").as_string());
+}
+
+// Sends `request` on `c` until its answer is `ok` (a run enters the fleet's records only when its
+// publisher starts, so another host may not know it yet), for 30 s at most.
+bool ask_until(LineClient& c, const std::string& request, const std::function<bool(const std::string&)>& ok) {
+  for (auto deadline = Clock::now() + 30s; Clock::now() < deadline;) {
+    c.send_line(request);
+    auto answer = c.next_line(10s);
+    if (answer && ok(*answer)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void report_us(const char* what, std::vector<double> v) {
@@ -138,19 +158,13 @@ int bench_fleet_daemons(const mh::test::NatsCluster& cluster, const FleetDaemonO
   // An event fleet-wide after its local write: a paced run on h0, read on h0 and from h1.
   {
     LineClient c(daemons[0]->socket());
-    auto reply = submit(c, testkit::standin_run_spec(paced, "observe"), false, "paced");
-    if (!reply || !reply->contains("run_id")) return fail("the paced run was not submitted");
-    const std::string run(reply->at("run_id").as_string());
+    auto run = submit_here(c, paced, "observe", "paced");
+    if (!run) return fail("the paced run was not submitted");
     LineClient local(daemons[0]->socket()), fleet(daemons[1]->socket());
-    local.send_line(socket_request("tail", "t", json::object{{"run_id", run}, {"from_seq", 1}, {"follow", true}}));
-    // The run enters the fleet's records when its publisher starts: ask again until h1 knows it.
-    bool tailing = false;
-    for (auto deadline = Clock::now() + 30s; !tailing && Clock::now() < deadline;) {
-      fleet.send_line(socket_request("tail", "f", json::object{{"run_id", run}, {"from_seq", 1}, {"follow", true}}));
-      auto answer = fleet.next_line(10s);
-      tailing = answer && testkit::string_field(*answer, "reply") == "tailing";
-    }
-    if (!tailing) return fail("h1 could not tail the paced run from the fleet");
+    local.send_line(socket_request("tail", "t", json::object{{"run_id", *run}, {"from_seq", 1}, {"follow", true}}));
+    auto tail = socket_request("tail", "f", json::object{{"run_id", *run}, {"from_seq", 1}, {"follow", true}});
+    if (!ask_until(fleet, tail, [](const std::string& l) { return testkit::string_field(l, "reply") == "tailing"; }))
+      return fail("h1 could not tail the paced run from the fleet");
     const auto both_open = Clock::now();
     std::map<std::uint64_t, Clock::time_point> at_local, at_fleet;
     std::thread reader([&] { read_stream(fleet, at_fleet); });
@@ -166,17 +180,13 @@ int bench_fleet_daemons(const mh::test::NatsCluster& cluster, const FleetDaemonO
   // from the `command` sent to its `result` (the run's command.result recorded, outcome ok).
   {
     LineClient c(daemons[0]->socket());
-    auto reply = submit(c, testkit::standin_run_spec(held, "ask"), false, "held");
-    if (!reply || !reply->contains("run_id")) return fail("the held run was not submitted");
-    const std::string run(reply->at("run_id").as_string());
+    auto held_run = submit_here(c, held, "ask", "held");
+    if (!held_run) return fail("the held run was not submitted");
+    const std::string run = *held_run;
     LineClient from_h1(daemons[1]->socket()), watch(daemons[0]->socket());
-    bool known = false;
-    for (auto deadline = Clock::now() + 30s; !known && Clock::now() < deadline;) {
-      from_h1.send_line(socket_request("get", "g", json::object{{"run_id", run}}));
-      auto got = from_h1.next_line(10s);
-      known = got && testkit::string_field(*got, "host") == "h0";
-    }
-    if (!known) return fail("h1 never learnt of the held run");
+    if (!ask_until(from_h1, socket_request("get", "g", json::object{{"run_id", run}}),
+                   [](const std::string& l) { return testkit::string_field(l, "host") == "h0"; }))
+      return fail("h1 never learnt of the held run");
     watch.send_line(socket_request("tail", "w", json::object{{"run_id", run}, {"from_seq", 1}, {"follow", true}}));
     std::vector<double> routed, local;
     for (int i = 0; i < 2 * o.decisions; ++i) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,16 @@ class FleetLibrary : public ::testing::Test {
            R"(","event":"text","text":")" + text + R"("})";
   }
 
+  // Publishes `run`'s lines `from`..`to` through `p`, each expected to come out as `expect(seq)`.
+  static void publish_each(RunPublisher& p, const std::string& run, std::uint64_t from, std::uint64_t to,
+                           const std::function<Outcome(std::uint64_t)>& expect) {
+    for (std::uint64_t seq = from; seq <= to; ++seq) {
+      auto sent = p.publish(seq, line(run, seq));
+      ASSERT_TRUE(sent) << sent.error().text;
+      EXPECT_EQ(*sent, expect(seq)) << seq;
+    }
+  }
+
   // Every line of a run in the fleet, from `from`, until stream.closed or `expect` lines.
   static std::vector<fleet::FleetLine> read_all(FleetLink& link, const std::string& run, std::uint64_t from,
                                                 std::size_t expect) {
@@ -102,11 +113,7 @@ TEST_F(FleetLibrary, PublisherDeduplicatesAndResumesWithoutGapOrDuplicate) {
   auto p = RunPublisher::resume(*a, "run1");
   ASSERT_TRUE(p);
   EXPECT_EQ(p->tail().last_seq, 0u);
-  for (std::uint64_t seq = 1; seq <= 5; ++seq) {
-    auto sent = p->publish(seq, line("run1", seq));
-    ASSERT_TRUE(sent) << sent.error().text;
-    EXPECT_EQ(*sent, Outcome::published);
-  }
+  publish_each(*p, "run1", 1, 5, [](std::uint64_t) { return Outcome::published; });
   // A retry of line 1 whose ack was lost: the server's dedup window says duplicate.
   auto retry = stale->publish(1, line("run1", 1));
   ASSERT_TRUE(retry) << retry.error().text;
@@ -115,11 +122,8 @@ TEST_F(FleetLibrary, PublisherDeduplicatesAndResumesWithoutGapOrDuplicate) {
   auto resumed = RunPublisher::resume(*a, "run1");
   ASSERT_TRUE(resumed);
   EXPECT_EQ(resumed->tail().last_seq, 5u);
-  for (std::uint64_t seq = 3; seq <= 7; ++seq) {
-    auto sent = resumed->publish(seq, line("run1", seq));
-    ASSERT_TRUE(sent) << sent.error().text;
-    EXPECT_EQ(*sent, seq <= 5 ? Outcome::duplicate : Outcome::published) << seq;
-  }
+  publish_each(*resumed, "run1", 3, 7,
+               [](std::uint64_t seq) { return seq <= 5 ? Outcome::duplicate : Outcome::published; });
   // A second publisher of line 8 after someone else's line 8: refused, not interleaved.
   auto other = RunPublisher::resume(*a, "run1");
   ASSERT_TRUE(other);

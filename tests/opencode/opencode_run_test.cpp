@@ -358,6 +358,17 @@ struct BarePluginRun {
     }
     return "";
   }
+  // The marker call was denied by the plugin itself, the model reading `why`: nothing ran, and
+  // the call never reached opencode's second gate.
+  void expect_marker_denied_by_the_plugin(const std::string& why) const {
+    ASSERT_TRUE(prompt_answered);
+    EXPECT_FALSE(fs::exists(work / "marker.txt")) << "the call must not have run";
+    EXPECT_NE(tool_error("toolu_marker").find("metaharness could not decide this call, so it is denied: " + why),
+              std::string::npos)
+        << "the model reads why the plugin denied the call: " << tool_error("toolu_marker");
+    EXPECT_EQ(transcript.find("session/request_permission"), std::string::npos)
+        << "the call never reached the second gate";
+  }
 };
 
 // A listening socket at the abstract address `@name` (what a run's hook channel is), or -1.
@@ -380,14 +391,7 @@ int listen_abstract(const std::string& name) {
 TEST(OpencodePlugin, FailsClosedWhenTheRunIsUnreachable) {
   BarePluginRun r;
   r.run("marker", "@metaharness/hook/nobody-serves-this");
-  ASSERT_TRUE(r.prompt_answered);
-  EXPECT_FALSE(fs::exists(r.work / "marker.txt")) << "the call must not have run";
-  EXPECT_NE(r.tool_error("toolu_marker")
-                .find("metaharness could not decide this call, so it is denied: the run's hook channel is unreachable"),
-            std::string::npos)
-      << "the model reads why the plugin denied the call: " << r.tool_error("toolu_marker");
-  EXPECT_EQ(r.transcript.find("session/request_permission"), std::string::npos)
-      << "the call never reached the second gate";
+  r.expect_marker_denied_by_the_plugin("the run's hook channel is unreachable");
 }
 
 // The plugin fails closed when no channel is named at all (METAHARNESS_HOOK_SOCKET unset: opencode
@@ -395,14 +399,7 @@ TEST(OpencodePlugin, FailsClosedWhenTheRunIsUnreachable) {
 TEST(OpencodePlugin, FailsClosedWhenNoChannelIsNamed) {
   BarePluginRun r;
   r.run("marker", std::nullopt);
-  ASSERT_TRUE(r.prompt_answered);
-  EXPECT_FALSE(fs::exists(r.work / "marker.txt")) << "the call must not have run";
-  EXPECT_NE(r.tool_error("toolu_marker")
-                .find("metaharness could not decide this call, so it is denied: METAHARNESS_HOOK_SOCKET is not set"),
-            std::string::npos)
-      << "the model reads why the plugin denied the call: " << r.tool_error("toolu_marker");
-  EXPECT_EQ(r.transcript.find("session/request_permission"), std::string::npos)
-      << "the call never reached the second gate";
+  r.expect_marker_denied_by_the_plugin("METAHARNESS_HOOK_SOCKET is not set");
 }
 
 // The plugin's own wait is bounded: a run that takes the request and never answers (here with
@@ -429,16 +426,9 @@ TEST(OpencodePlugin, FailsClosedWhenItsOwnDeadlinePasses) {
   ::shutdown(listener, SHUT_RDWR);
   server.join();
   ::close(listener);
-  ASSERT_TRUE(r.prompt_answered);
+  r.expect_marker_denied_by_the_plugin("no answer within 1 s");
   EXPECT_NE(request.find("\"call_id\":\"toolu_marker\""), std::string::npos) << "the plugin asked: " << request;
   EXPECT_TRUE(hung_up) << "the plugin closed the channel when it gave up";
-  EXPECT_FALSE(fs::exists(r.work / "marker.txt")) << "the call must not have run";
-  EXPECT_NE(r.tool_error("toolu_marker")
-                .find("metaharness could not decide this call, so it is denied: no answer within 1 s"),
-            std::string::npos)
-      << r.tool_error("toolu_marker");
-  EXPECT_EQ(r.transcript.find("session/request_permission"), std::string::npos)
-      << "the call never reached the second gate";
 }
 
 // The plugin fails closed on every answer it cannot use: garbage, a channel closed without an
