@@ -61,12 +61,24 @@ NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, co
 
 NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id, Wait wait) {
   if (!run_id_problem(run_id).empty()) return std::optional<RunRecord>();
-  kvEntry* raw = nullptr;
-  natsStatus s = kvStore_Get(&raw, wait == Wait::sweep ? link.sweep_runs() : link.runs(), run_id.c_str());
-  KvEntryHandle entry(raw);
+  // The key's last message asked of the bucket's stream leader, not kvStore_Get: libnats 3.4
+  // reads a bucket that allows direct gets from any replica, and a follower may not have the
+  // record another host made a moment ago (read after write, across hosts, is what we need).
+  const std::string bucket = link.names().runs_bucket();
+  const std::string stream = "KV_" + bucket, subject = "$KV." + bucket + "." + run_id;
+  natsMsg* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&raw, wait == Wait::sweep ? link.sweep_js() : link.js(), stream.c_str(), subject.c_str(),
+                               nullptr, &code);
+  MsgHandle msg(raw);
   if (s == NATS_NOT_FOUND) return std::optional<RunRecord>();
-  if (s != NATS_OK) return nats_error("record of " + run_id, s);
-  return RunRecord::from_json(run_id, value_of(entry.get()), kvEntry_Revision(entry.get()));
+  if (s != NATS_OK) return nats_error("record of " + run_id, s, code);
+  // A deleted or purged key leaves a marker as its last message.
+  const char* op = nullptr;
+  if (natsMsgHeader_Get(msg.get(), "KV-Operation", &op) == NATS_OK && op != nullptr) return std::optional<RunRecord>();
+  return RunRecord::from_json(
+      run_id, std::string_view(natsMsg_GetData(msg.get()), static_cast<std::size_t>(natsMsg_GetDataLength(msg.get()))),
+      natsMsg_GetSequence(msg.get()));
 }
 
 NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next, Wait wait) {
