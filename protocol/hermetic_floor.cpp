@@ -237,6 +237,24 @@ bool may_be(std::string_view line, std::string_view name) {
   return line.find(needle) != std::string_view::npos;
 }
 
+// The names in a plan's attestation's installed_plugins: none when the plan carries no
+// attestation or no list, nullopt when the list is there but not a list of named plugins.
+std::optional<std::vector<std::string>> installed_plugin_names(const json::object& plan) {
+  std::vector<std::string> names;
+  const json::value* hermetic = plan.if_contains("hermetic");
+  if (!hermetic || hermetic->is_null()) return names;
+  if (!hermetic->is_object()) return std::nullopt;
+  const json::value* installed = hermetic->get_object().if_contains("installed_plugins");
+  if (!installed) return names;
+  if (!installed->is_array()) return std::nullopt;
+  for (const auto& plugin : installed->get_array()) {
+    const json::value* name = plugin.is_object() ? plugin.get_object().if_contains("name") : nullptr;
+    if (!name || !name->is_string()) return std::nullopt;
+    names.emplace_back(name->get_string());
+  }
+  return names;
+}
+
 }  // namespace
 
 const std::array<HermeticRowInfo, 12>& hermetic_rows() {
@@ -348,6 +366,16 @@ LaunchFacts launch_facts_from_run_files(const json::value& spec, const json::val
         f.api_key = key;
       }
     }
+  }
+  // The plugins metaharness installs itself (opencode's seam plugin) are declared by the launch:
+  // the plan's attestation lists them (installed_plugins), and the vendor loading them is what
+  // was declared. A plan that lists none installed none; one whose list cannot be read leaves
+  // the declared set unknown.
+  if (f.plugins && p) {
+    if (auto installed = installed_plugin_names(*p))
+      f.plugins->insert(f.plugins->end(), installed->begin(), installed->end());
+    else
+      f.plugins.reset();
   }
   if (s && p) {
     const json::value* planned = p->if_contains("cwd");

@@ -6,6 +6,7 @@
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
 #include "adapters/plan_common.hpp"
+#include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 
 namespace mh::adapters::opencode {
@@ -41,6 +42,23 @@ std::optional<std::string> read_small_file(const std::filesystem::path& path) {
   text << in.rdbuf();
   if (text.str().size() > (1u << 20)) return std::nullopt;
   return text.str();
+}
+
+// The seam plugin as the launch declares it: metaharness installs it into every run, so it is
+// part of the declared plugin set the hermetic floor holds session.started.plugins to (H1a), as
+// the reference's installed plugins are. Its digest is the plugin tree digest (reference §2.5) of
+// the plugin directory, which holds only this file.
+proto::InstalledPlugin seam_plugin(const std::filesystem::path& plugin_dir) {
+  const std::string tree = std::string(kPluginFile) + " " + proto::sha256_hex(plugin_source()) + "\n";
+  return proto::InstalledPlugin{
+      .name = std::string(kPluginName),
+      .source = "metaharness (built in: opencode's call seam)",
+      .installed_at = (plugin_dir / std::string(kPluginFile)).string(),
+      .digest = proto::sha256_hex(tree),
+      .loaded_by =
+          "opencode loads every file in $XDG_CONFIG_HOME/opencode/plugin at start (the plan's own file, "
+          "written fresh); its tool.execute.before hook then asks the run before every call, which is "
+          "how the run sees it loaded"};
 }
 
 }  // namespace
@@ -115,6 +133,7 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
   // 0600: it carries the run's token.
   p.files.push_back(ScratchFile{config_file, config_json(*spec.model_endpoint, model, !spec.deny_only), 0600});
   p.files.push_back(ScratchFile{config_dir / "plugin" / std::string(kPluginFile), std::string(plugin_source()), 0644});
+  p.attestation.installed_plugins.push_back(seam_plugin(config_dir / "plugin"));
   // The manifest and lock copied (opencode reads them to judge its install in sync), the
   // packages linked: a read-only tree shared by every run.
   p.files.push_back(ScratchFile{config_dir / "package.json", *manifest, 0644});
@@ -150,7 +169,8 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
       a.imposed.end(),
       {
           {HermeticRow::h1a, "XDG_CONFIG_HOME=" + draft->scratch.config_home.string() +
-                                 " (fresh): the only plugin is metaharness's seam; OPENCODE_DISABLE_DEFAULT_PLUGINS=1"},
+                                 " (fresh): the only plugin is metaharness's seam, declared in installed_plugins; "
+                                 "OPENCODE_DISABLE_DEFAULT_PLUGINS=1"},
           {HermeticRow::h2, "the only configuration is the generated " + config_file.string() +
                                 "; OPENCODE_DISABLE_PROJECT_CONFIG=1 (no project opencode.json or .opencode dir)"},
           {HermeticRow::h5, "the generated config configures no MCP server (mcp = {})"},

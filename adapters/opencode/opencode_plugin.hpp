@@ -27,6 +27,9 @@ inline constexpr std::string_view kHookSocketEnv = "METAHARNESS_HOOK_SOCKET";
 inline constexpr std::string_view kHookDeadlineEnv = "METAHARNESS_HOOK_DEADLINE_S";
 // The plugin's file name under $XDG_CONFIG_HOME/opencode/plugin/.
 inline constexpr std::string_view kPluginFile = "metaharness-seam.js";
+// Its name, as the plan's attestation declares it (installed_plugins) and session.started lists
+// it: the hermetic floor's H1a reads the one against the other.
+inline constexpr std::string_view kPluginName = "metaharness-seam";
 // What the plugin sends: {"hook": kSeamHook, "tool", "session_id", "call_id", "args"}.
 inline constexpr std::string_view kSeamHook = "tool.execute.before";
 

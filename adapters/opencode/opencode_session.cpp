@@ -28,10 +28,15 @@ acp::ClientOptions client_options(const RunSpec& spec, const LaunchPlan& plan, b
   }
   if (!plan.adapter.empty()) {
     s.permission_mode = spec.deny_only ? "opencode defaults (deny-only)" : "ask";
-    s.credential_source = "the generated config's provider apiKey (the run's endpoint token)";
+    // ACP reports no credential: this is the plan's. As Claude's and Codex's "none" under the run's
+    // endpoint, it names no API key (H4): the only credential is the per-run endpoint token,
+    // which the generated provider config carries, and the scratch data dir holds no opencode login.
+    s.credential_source = "none (the run's endpoint token only, in the generated provider config)";
     s.cwd = plan.cwd.string();
+    // ACP reports no plugin list either: this is the plan's own, the seam plugin it installs and
+    // declares in the attestation's installed_plugins (H1a reads the one against the other).
     s.plugins = std::vector<proto::PluginRef>{
-        proto::PluginRef{std::string("metaharness-seam"), std::string(kPluginFile), std::nullopt}};
+        proto::PluginRef{std::string(kPluginName), std::string(kPluginFile), std::nullopt}};
     s.transcript = proto::TranscriptRef{plan.transcript_path.string(), std::nullopt, std::nullopt};
   }
   s.hermetic = plan.attestation;

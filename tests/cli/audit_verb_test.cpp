@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "protocol/events.hpp"
 #include "tests/support/governed_run.hpp"
@@ -235,6 +236,81 @@ TEST_F(CodexAudit, StrictWithAnOperatorNamedCwdExitsOneOnH7AndH11StillHolds) {
     std::string text = protocol::canonical_json(json::value(body));
     EXPECT_EQ(text.find("AGENTS-MD"), std::string::npos) << "an AGENTS.md reached the model";
   }
+}
+
+class OpencodeAudit : public GovernedRun {
+ protected:
+  OpencodeAudit() : GovernedRun("opencode") {}
+};
+
+// opencode, scratch cwd: the seam plugin is the launch's own, declared in the attestation's
+// installed_plugins, so H1a holds; its credential is the run's endpoint token, no API key, so H4
+// holds. ACP reports no output style and no MCP servers, so H1b and H5 stay unknown (never ok):
+// strict exits 3, as it does on any adapter whose record leaves a gating row unknown.
+TEST_F(OpencodeAudit, AScratchRunHoldsEveryRowButTheTwoAcpDoesNotReportStrictExitsThree) {
+  start("marker", {"--decisions", "observe", "--hermetic", "strict"});
+  ASSERT_EQ(finish(), 3) << process->stderr_text();
+  std::string err = process->stderr_text();
+  EXPECT_NE(err.find("(opencode 1.18.33), mode strict, decisions observe: gating unk"), std::string::npos) << err;
+  EXPECT_EQ(row_line(err, "H1a"),
+            "  H1a ok gating record plugins are exactly the declared set — loaded [metaharness-seam], as declared");
+  EXPECT_EQ(row_line(err, "H4"),
+            "  H4 ok gating record no API key unless declared — credential source \"none (the run's endpoint token "
+            "only, in the generated provider config)\", no API key declared");
+  EXPECT_EQ(row_line(err, "H1b"),
+            "  H1b unk gating record output style is default — session.started.output_style is null: the vendor did "
+            "not say");
+  EXPECT_EQ(row_line(err, "H5").rfind("  H5 unk gating record MCP surface exactly the launch's — "
+                                      "session.started.mcp_servers is null",
+                                      0),
+            0u)
+      << err;
+  auto report = audit_json(run_dir(), 3);
+  EXPECT_EQ(report.at("gating"), "unk");
+  auto v = verdicts(report);
+  ASSERT_EQ(v.size(), 12u);
+  for (auto id : {"h1a", "h2", "h3", "h4", "h6", "h7", "h8", "h9", "h10", "h11"})
+    EXPECT_EQ(v[id], "ok") << id;
+  for (auto id : {"h1b", "h5"})
+    EXPECT_EQ(v[id], "unk") << id;
+
+  // What session.started says, as docs/hermetic.md's opencode column states it: the seam plugin
+  // loaded and declared under the same name, and the launch rows the plan imposes.
+  auto started = process->events_named("session.started");
+  ASSERT_EQ(started.size(), 1u);
+  const auto& plugins = started[0].object.at("plugins").as_array();
+  ASSERT_EQ(plugins.size(), 1u);
+  EXPECT_EQ(plugins[0].as_object().at("name"), "metaharness-seam");
+  EXPECT_TRUE(started[0].object.at("output_style").is_null());
+  EXPECT_TRUE(started[0].object.at("mcp_servers").is_null());
+  const auto& hermetic = started[0].object.at("hermetic").as_object();
+  EXPECT_EQ(hermetic.at("mode"), "strict");
+  const auto& installed = hermetic.at("installed_plugins").as_array();
+  ASSERT_EQ(installed.size(), 1u);
+  EXPECT_EQ(installed[0].as_object().at("name"), "metaharness-seam");
+  const std::filesystem::path plugin_file(std::string(installed[0].as_object().at("installed_at").as_string()));
+  EXPECT_TRUE(std::filesystem::is_regular_file(plugin_file)) << plugin_file;
+  std::set<std::string> imposed, unavailable;
+  for (const auto& r : hermetic.at("imposed").as_array())
+    imposed.insert(std::string(r.as_object().at("row").as_string()));
+  for (const auto& r : hermetic.at("unavailable").as_array())
+    unavailable.insert(std::string(r.as_object().at("row").as_string()));
+  EXPECT_EQ(imposed, (std::set<std::string>{"h1a", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h11"}));
+  EXPECT_EQ(unavailable, (std::set<std::string>{"h9", "h10"}));
+}
+
+// An operator-named --cwd on opencode: H7 and H11 are gaps (opencode may read an AGENTS.md there
+// and does not say), so strict exits 1, the gap outranking H1b's and H5's unknowns.
+TEST_F(OpencodeAudit, StrictWithAnOperatorNamedCwdExitsOneOnH7AndH11) {
+  auto cwd = dir.path() / "operator-cwd";
+  std::filesystem::create_directories(cwd);
+  start("marker", {"--decisions", "observe", "--cwd", cwd.string(), "--hermetic", "strict"});
+  EXPECT_EQ(finish(), 1) << process->stderr_text();
+  auto v = verdicts(audit_json(run_dir(), 1));
+  EXPECT_EQ(v["h7"], "gap");
+  EXPECT_EQ(v["h11"], "gap");
+  EXPECT_EQ(v["h1a"], "ok");
+  EXPECT_EQ(v["h4"], "ok");
 }
 
 // --- hand-made streams -------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/cli_process.hpp"
 
@@ -128,6 +129,22 @@ TEST_F(OpencodePlan, TheSeamPluginAndItsPackageAreInTheRunsConfigDir) {
   ASSERT_EQ(p.links.size(), 1u);
   EXPECT_EQ(p.links[0].path, config_dir / "node_modules");
   EXPECT_EQ(p.links[0].target, plugin_package_dir(vendor()) / "node_modules") << "linked, never copied per run";
+}
+
+// The seam plugin is the launch's own: the attestation declares it (installed_plugins), under the
+// name session.started lists, with the written file's path and its plugin tree digest (one line
+// "<file> <sha256 of its bytes>" per file, hashed), so the floor's H1a holds it as declared.
+TEST_F(OpencodePlan, TheAttestationDeclaresTheSeamPluginItInstalls) {
+  LaunchPlan p = planned();
+  const fs::path plugin = fs::absolute(paths().scratch) / "xdg/config/opencode/plugin" / std::string(kPluginFile);
+  ASSERT_EQ(p.attestation.installed_plugins.size(), 1u);
+  const proto::InstalledPlugin& seam = p.attestation.installed_plugins[0];
+  EXPECT_EQ(seam.name, kPluginName);
+  EXPECT_EQ(seam.installed_at, plugin.string());
+  ASSERT_TRUE(file(p, plugin));
+  EXPECT_EQ(seam.digest,
+            proto::sha256_hex(std::string(kPluginFile) + " " + proto::sha256_hex(file(p, plugin)->contents) + "\n"));
+  EXPECT_FALSE(seam.loaded_by.empty());
 }
 
 TEST_F(OpencodePlan, NoPluginPackageRefusesTheRunByName) {

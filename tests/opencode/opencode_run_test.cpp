@@ -23,6 +23,7 @@
 #include "adapters/opencode/opencode_plugin.hpp"
 #include "protocol/completeness.hpp"
 #include "protocol/digest.hpp"
+#include "protocol/frame.hpp"
 #include "tests/support/governed_run.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
@@ -91,6 +92,57 @@ TEST_F(OpencodeRun, InjectBetweenTurnsIsTheNextPromptAndTheModelSeesIt) {
       texts.push_back(t.str("text"));
     EXPECT_EQ(texts, (std::vector<std::string>{"First answer.", "Second answer."}));
   });
+}
+
+// A frame.set sent mid-run, once the first call is decided, judges the next call: the new frame is
+// in force from the next turn boundary (shown to the model first), so the second turn's bash call
+// is denied by it, by the frame and with its reason, at the seam plugin, and never runs; the first
+// call, decided under the launch frame, ran.
+TEST_F(OpencodeRun, AFrameSetMidRunJudgesTheNextCallByTheNewFrame) {
+  protocol::Frame launch = sealed_test_frame({protocol::OpKind::shell}, protocol::StepRef{"tests", "implement", 1, 1});
+  protocol::Frame no_shell =
+      sealed_test_frame({protocol::OpKind::file_read}, protocol::StepRef{"tests", "verify", 2, 1});
+  const fs::path launch_file = dir.path() / "launch-frame.json";
+  std::ofstream(launch_file) << protocol::frame_document(launch);
+  start("call_per_turn", {"--frame", launch_file.string(), "--keep-open"});
+
+  auto first = process->wait_for_event("tool.decided");
+  ASSERT_TRUE(first) << process->stderr_text();
+  EXPECT_EQ(first->str("call_id"), "toolu_first");
+  EXPECT_EQ(first->str("decided_by"), "frame");
+  EXPECT_EQ(first->object.at("decision").as_object().at("decision"), "allow");
+  send("f1", R"({"format":"metaharness.command/1","id":"f1","command":"frame.set","frame":)" +
+                 protocol::canonical_json(protocol::frame_to_json(no_shell, true)) +
+                 R"(,"step_outcome":{"outcome":"completed"}})");
+  EXPECT_EQ(result_code("f1"), "ok");
+  ASSERT_TRUE(process->wait_for_event("turn.ended")) << process->stderr_text();
+  send("m1", command_line("m1", "message.inject", R"("text":"go on")"));
+  auto second = process->wait_for(
+      [](const EventLine& e) { return e.event() == "tool.decided" && e.str("call_id") == "toolu_second"; });
+  ASSERT_TRUE(second) << process->stderr_text();
+  EXPECT_EQ(second->str("decided_by"), "frame");
+  EXPECT_EQ(second->str("seam"), "hook") << "the seam plugin carried the new frame's deny";
+  const auto& decision = second->object.at("decision").as_object();
+  EXPECT_EQ(decision.at("decision"), "deny");
+  EXPECT_EQ(
+      std::string(decision.at("reason").as_string()).rfind(R"(this step admits ["file.read"] and bash is shell)", 0),
+      0u)
+      << second->raw;
+  ASSERT_TRUE(process->wait_for([](const EventLine& e) {
+    return e.event() == "turn.ended" && e.object.at("turn").to_number<int>() == 2;
+  })) << process->stderr_text();
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+
+  EXPECT_TRUE(fs::exists(work() / "first.txt")) << "the call the launch frame admitted ran";
+  EXPECT_FALSE(fs::exists(work() / "second.txt")) << "the call the new frame refuses never ran";
+  // The new frame entered its step (and was shown to the model) before the call it judged.
+  auto entered = process->events_named("step.entered");
+  ASSERT_EQ(entered.size(), 2u);
+  EXPECT_EQ(entered[1].str("frame_digest"), no_shell.digest);
+  EXPECT_LT(entered[1].object.at("seq").to_number<std::uint64_t>(),
+            second->object.at("seq").to_number<std::uint64_t>());
+  EXPECT_GT(entered[1].object.at("seq").to_number<std::uint64_t>(), first->object.at("seq").to_number<std::uint64_t>());
+  EXPECT_TRUE(a_later_request_carries("and bash is shell, which it does not")) << "the model reads the new frame's no";
 }
 
 // Steer has no ACP tier, and no posture maps truthfully: a run that needs either is refused

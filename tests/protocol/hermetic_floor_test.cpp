@@ -322,6 +322,25 @@ TEST(HermeticFloor, LaunchFactsFromARunDirectory) {
   EXPECT_FALSE(spec_mode(*named));
 }
 
+// The plugins the launch installs itself (the plan's attestation's installed_plugins: opencode's
+// seam plugin) are declared: loading them is no gap. A list that cannot be read is not "none".
+TEST(HermeticFloor, ThePlansInstalledPluginsAreDeclared) {
+  auto spec = parse_json(R"({"adapter":"opencode","cwd":null,"vendor_env":{}})");
+  auto plan = parse_json(R"({"cwd":"/w","hermetic":{"installed_plugins":[{"name":"metaharness-seam"}]}})");
+  LaunchFacts f = launch_facts_from_run_files(*spec, *plan);
+  EXPECT_EQ(f.plugins, std::vector<std::string>{"metaharness-seam"});
+  auto s = clean_start();
+  s.plugins = std::vector<PluginRef>{{"metaharness-seam", "metaharness-seam.js", std::nullopt}};
+  EXPECT_EQ(row(judge_floor(&s, f), HermeticRow::h1a).verdict, Verdict::ok);
+  f = launch_facts_from_run_files(*spec, *parse_json(R"({"cwd":"/w","hermetic":{"installed_plugins":[]}})"));
+  EXPECT_EQ(row(judge_floor(&s, f), HermeticRow::h1a).verdict, Verdict::gap) << "loaded but not installed by the plan";
+  for (auto unreadable :
+       {R"({"hermetic":{"installed_plugins":{}}})", R"({"hermetic":{"installed_plugins":[{}]}})", R"({"hermetic":[]})"})
+    EXPECT_FALSE(launch_facts_from_run_files(*spec, *parse_json(unreadable)).plugins) << unreadable;
+  // A spec that may declare plugins of its own still leaves the set unknown, whatever the plan says.
+  EXPECT_FALSE(launch_facts_from_run_files(*parse_json(R"({"plugins":["p"]})"), *plan).plugins);
+}
+
 TEST(HermeticFloor, MissingRunFilesLeaveTheirFactsUnknownNeverGuessed) {
   LaunchFacts no_plan = launch_facts_from_run_files(*parse_json(R"({"adapter":"claude","cwd":null})"), nullptr);
   EXPECT_FALSE(no_plan.cwd);
