@@ -633,6 +633,8 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
 
 TEST_F(FleetDaemons, ARestartedDaemonPublishesWhatItWroteWhileItsNodeWasAwayWithoutGapOrDuplicate) {
   // h0 publishes through node n0 only; h1 reads. Long leases: nobody closes h0's run meanwhile.
+  // The run ends before h0 is killed (what is tested is what the next daemon publishes of it, not
+  // an adoption), so the model endpoint h0 hosts for it need not outlive h0.
   start(0, 100, 60000);
   start(1, 100, 60000);
   const std::string run = submit_here(0);
