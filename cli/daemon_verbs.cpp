@@ -307,17 +307,31 @@ int ls_verb(const ClientOptions& o) {
   if (o.fleet) fields["fleet"] = true;
   auto reply = ask_for(c, o.socket, request_line("list", "ls", fields), "runs", status);
   if (!reply) return status;
+  const json::value* hosts = reply->o.if_contains("hosts");
+  const json::array no_hosts;
+  const json::array& live = hosts && hosts->is_array() ? hosts->get_array() : no_hosts;
   if (o.json_out || !stdout_is_terminal()) {
-    std::cout << protocol::canonical_json(reply->o.at("runs")) << "\n";
+    // The fleet's answer is two lists, the runs and the hosts holding a live lease: both, as the
+    // daemon sent them. One host's is its runs alone.
+    if (o.fleet) {
+      json::object both{{"runs", reply->o.at("runs")}, {"hosts", live}};
+      std::cout << protocol::canonical_json(both) << "\n";
+    } else {
+      std::cout << protocol::canonical_json(reply->o.at("runs")) << "\n";
+    }
     return 0;
   }
-  if (o.fleet) {  // the fleet's records: which host owns each run
+  if (o.fleet) {  // the fleet's records: which host owns each run, then the hosts alive
     std::printf("%-32s %-8s %-20s %s\n", "RUN", "STATE", "HOST", "CLOSED BY");
     for (const auto& run : reply->o.at("runs").as_array()) {
       const auto& r = run.as_object();
       std::printf("%-32s %-8s %-20s %s\n", field(r, "run_id").c_str(), field(r, "state").c_str(),
                   field(r, "host").c_str(), field(r, "closed_by").c_str());
     }
+    std::string names;
+    for (const auto& h : live)
+      if (h.is_string()) names += (names.empty() ? "" : " ") + std::string(h.get_string());
+    std::printf("\nHOSTS WITH A LIVE LEASE: %s\n", names.empty() ? "none" : names.c_str());
     return 0;
   }
   std::printf("%-32s %-8s %-7s %10s %7s %5s %8s  %s\n", "RUN", "STATE", "ADAPTER", "AGE", "PENDING", "TURNS", "SEQ",

@@ -1,33 +1,130 @@
 // Three real daemons joined through a real 3-node nats-server cluster (docs/fleet.md), each
-// daemon on its own node, hosting the stand-in harness (tests/standin) in place of the vendor
-// CLI: runs submitted with "fleet": true are placed across the hosts by their room, each exactly
-// once; each is read complete, byte for byte, from a host that does not own it; a command is
-// routed to the owner and answered once; a host SIGKILLed with its NATS node has its runs closed
-// by a survivor within the lease; a restarted daemon resumes publishing without gap or duplicate.
+// daemon on its own node, hosting runs of the REAL pinned Claude CLI against the scripted model
+// endpoint (the stand-in harness, tests/standin, only for the load test of thirty runs): runs
+// submitted with "fleet": true are placed across the hosts by their room, each exactly once; each
+// is read complete, byte for byte, from a host that does not own it; a command is routed to the
+// owner and answered once, for a peer of the run's own uid only; a host SIGKILLed with its NATS
+// node has its runs closed by a survivor within the lease; a restarted daemon publishes what it
+// wrote while its node was away, without gap or duplicate; the command line's fleet verbs do the
+// same as a user types them.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <set>
 
+#include "daemon/supervisor/supervisor_link.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/nats_cluster.hpp"
 
 namespace mh::test {
 namespace {
 
-std::string standin_run(const std::string& script, const std::string& extra = "") {
-  return R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
-         R"("vendor_env":{"MH_STANDIN_SCRIPT":")" +
-         (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / script).string() + "\"}" +
-         (extra.empty() ? "" : "," + extra) + "}";
+// A scenario file of tests/scenarios/claude as one compact line, to embed in a request.
+std::string scenario_json(const std::string& name) {
+  auto v = protocol::parse_json(read_file(source_dir() / "tests/scenarios/claude" / (name + ".json")));
+  return v ? protocol::canonical_json(*v) : "null";
 }
 
+// A run of the pinned Claude CLI against the endpoint its daemon hosts for it, playing
+// bash_marker (one Bash call, toolu_marker, then "Done."), in ask mode: it waits on the decision.
 std::string bash_ask_run() {
-  return standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":600000)");
+  return R"("run":{"adapter":"claude","prompt":"go","model_scenario":)" + scenario_json("bash_marker") +
+         R"(,"decisions":"ask","decision_deadline_ms":600000})";
 }
+
+// The same run on the stand-in harness, for the load test.
+std::string standin_bash_ask_run() {
+  return R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+         R"("vendor_env":{"MH_STANDIN_SCRIPT":")" +
+         (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / "bash_marker.json").string() +
+         R"("},"decisions":"ask","decision_deadline_ms":600000})";
+}
+
+// A socket `command` request deciding bash_marker's call: allow.
+std::string allow_marker(const std::string& run, const std::string& command_id, const std::string& request_id = "t") {
+  return socket_request(
+      "command",
+      R"("run_id":")" + run + R"(","command":)" + tool_decide(command_id, "toolu_marker", R"({"decision":"allow"})"),
+      request_id);
+}
+
+// The first line a peer running as `uid` reads after sending `request` on `socket`: "" (with
+// `why`) when it read none. Forks: the child drops to `uid`, so the daemon reads that uid from the
+// connection's credentials, and reports through a pipe.
+std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request,
+                          std::string& why) {
+  int report[2];
+  if (::pipe(report) != 0) {
+    why = "pipe failed";
+    return "";
+  }
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(report[0]);
+    std::string seen = "!";
+    if (::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) {
+      seen += "setresuid failed";
+    } else {
+      int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+      timeval bound{60, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        seen += std::string("connect: ") + std::strerror(errno);
+      } else {
+        std::string line = request + "\n";
+        (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
+        std::string got;
+        char ch;
+        while (::read(fd, &ch, 1) == 1 && ch != '\n')
+          got += ch;
+        seen = got.empty() ? seen + "no line" : got;
+      }
+    }
+    (void)!::write(report[1], seen.data(), seen.size());
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string seen;
+  char chunk[512];
+  ssize_t n;
+  while ((n = ::read(report[0], chunk, sizeof chunk)) > 0)
+    seen.append(chunk, static_cast<std::size_t>(n));
+  ::close(report[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (seen.empty() || seen.front() == '!') {
+    why = seen.empty() ? "the peer process ended with status " + std::to_string(status) : seen.substr(1);
+    return "";
+  }
+  return seen;
+}
+
+// A NATS node stopped (SIGSTOP) for as long as this lives: its connections stay open, nothing it
+// is sent is answered. SIGCONT at the end whatever happened, so the next test finds it running.
+class StoppedNode {
+ public:
+  explicit StoppedNode(int pid) : pid_(pid) { ::kill(pid_, SIGSTOP); }
+  ~StoppedNode() { resume(); }
+  void resume() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+    pid_ = -1;
+  }
+
+ private:
+  int pid_;
+};
 
 class FleetDaemons : public ::testing::Test {
  protected:
@@ -42,6 +139,15 @@ class FleetDaemons : public ::testing::Test {
   }
   void TearDown() override {
     daemons.clear();
+    // A daemon this test SIGKILLed left its runs to their supervisors (runs.supervise), the pinned
+    // CLI still waiting on its decision: end every supervisor of this test's state directories,
+    // and each run's processes go with it.
+    std::error_code ec;
+    for (const auto& home : homes_)
+      for (const auto& run : std::filesystem::directory_iterator(home / "state" / "runs", ec))
+        daemon::end_stale_supervisor(run.path());
+    homes_.clear();
+    if (!public_home_.empty()) std::filesystem::remove_all(public_home_, ec);
     for (int i = 0; i < cluster_->size(); ++i)
       cluster_->start(i);  // a test that killed a node leaves it back for the next
     // ... and back in JetStream: the next test's replicated streams need all three peers.
@@ -56,20 +162,28 @@ class FleetDaemons : public ::testing::Test {
     return "f" + p.substr(0, 12);
   }
 
-  // Daemon i: host h<i>, on NATS node i only (so a node's loss is its host's loss).
-  std::string config(int i, int max_active, int lease_ms) {
-    return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN +
-           "\"\n[runs]\nmax_active = " + std::to_string(max_active) + "\nsandbox_read_only = [\"" +
-           MH_TEST_STANDIN_SCRIPTS + "\"]\n[fleet]\nnats_urls = [\"" + cluster_->url(i) + "\"]\nhost_id = \"h" +
-           std::to_string(i) + "\"\nreplicas = 3\nlease_ttl_ms = " + std::to_string(lease_ms) + "\nprefix = \"" +
-           prefix() + "\"\nrequest_timeout_ms = 4000\n";
+  // Daemon i: host h<i>, on NATS node i only (so a node's loss is its host's loss), running the
+  // pinned Claude CLI (the stand-in harness when `on_standin_`). `extra`: more of the config.
+  std::string config(int i, int max_active, int lease_ms, const std::string& extra) {
+    std::string vendor, read_only;
+    if (on_standin_) {
+      vendor = std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n";
+      read_only = std::string("sandbox_read_only = [\"") + MH_TEST_STANDIN_SCRIPTS + "\"]\n";
+    }
+    return vendor + "[runs]\nmax_active = " + std::to_string(max_active) + "\n" + read_only +
+           "[fleet]\nnats_urls = [\"" + cluster_->url(i) + "\"]\nhost_id = \"h" + std::to_string(i) +
+           "\"\nreplicas = 3\nlease_ttl_ms = " + std::to_string(lease_ms) + "\nprefix = \"" + prefix() +
+           "\"\nrequest_timeout_ms = 4000\n" + extra;
   }
-  DaemonUnderTest& start(int i, int max_active = 100, int lease_ms = 3000) {
-    auto home = dir_->path() / (prefix() + "-h" + std::to_string(i));
+  // `home`: the daemon's directory (default: one under the suite's).
+  DaemonUnderTest& start(int i, int max_active = 100, int lease_ms = 3000, std::filesystem::path home = {},
+                         const std::string& extra = "") {
+    if (home.empty()) home = dir_->path() / (prefix() + "-h" + std::to_string(i));
     std::filesystem::create_directories(home);
+    if (std::find(homes_.begin(), homes_.end(), home) == homes_.end()) homes_.push_back(home);
     auto& d = daemons[i];
     d.reset();
-    d = std::make_unique<DaemonUnderTest>(home, config(i, max_active, lease_ms));
+    d = std::make_unique<DaemonUnderTest>(home, config(i, max_active, lease_ms, extra));
     EXPECT_TRUE(d->wait_notify("READY=1", 90s)) << d->stderr_text();
     return *d;
   }
@@ -127,16 +241,37 @@ class FleetDaemons : public ::testing::Test {
     EXPECT_EQ(events.back().event(), "stream.closed") << run;
   }
 
+  // What a run left on its host, for a failure's message.
+  std::string what_happened(int host, const std::string& run) {
+    auto d = daemons[host]->run_dir(run);
+    return "events:\n" + read_file(d / "events.jsonl") + "vendor-stderr.log:\n" + read_file(d / "vendor-stderr.log") +
+           "supervisor.log:\n" + read_file(d / "supervisor.log") + "daemon:\n" + daemons[host]->stderr_text();
+  }
+
+  // The owner's event lines from `from_seq` on, each with its newline: what a reader of the fleet
+  // from that seq must get, byte for byte.
+  std::string owners_lines_from(int owner, const std::string& run, std::uint64_t from_seq) {
+    std::string out;
+    auto lines = read_lines(daemons[owner]->run_dir(run) / "events.jsonl");
+    for (std::size_t i = from_seq - 1; i < lines.size(); ++i)
+      out += lines[i] + "\n";
+    return out;
+  }
+
   static TempDir* dir_;
   static NatsCluster* cluster_;
   std::map<int, std::unique_ptr<DaemonUnderTest>> daemons;
+  bool on_standin_ = false;
+  std::vector<std::filesystem::path> homes_;  // every daemon directory this test used
+  std::filesystem::path public_home_;         // one a second uid may reach (removed at the end)
 };
 TempDir* FleetDaemons::dir_ = nullptr;
 NatsCluster* FleetDaemons::cluster_ = nullptr;
 
 TEST_F(FleetDaemons, ThirtyRunsArePlacedAcrossThreeHostsOnceEachAndReadCompleteFromAnother) {
-  // Room for ten each, and every run waits on a decision: the only way to place thirty is ten
-  // on each host.
+  // A load test: the stand-in harness in place of the vendor CLI. Room for ten each, and every
+  // run waits on a decision: the only way to place thirty is ten on each host.
+  on_standin_ = true;
   for (int i = 0; i < 3; ++i)
     start(i, 10);
   std::map<std::string, std::string> host_of;
@@ -144,8 +279,8 @@ TEST_F(FleetDaemons, ThirtyRunsArePlacedAcrossThreeHostsOnceEachAndReadCompleteF
   {
     SocketClient c(daemons[0]->socket());
     for (int n = 0; n < 30; ++n) {
-      auto reply =
-          c.request(socket_request("submit", bash_ask_run() + R"(,"fleet":true)", "s" + std::to_string(n)), 120s);
+      auto reply = c.request(
+          socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true)", "s" + std::to_string(n)), 120s);
       ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
       ASSERT_EQ(reply->str("placement"), "placed") << reply->raw;
       host_of[reply->str("run_id")] = reply->str("host");
@@ -154,10 +289,16 @@ TEST_F(FleetDaemons, ThirtyRunsArePlacedAcrossThreeHostsOnceEachAndReadCompleteF
   }
   ASSERT_EQ(host_of.size(), 30u);
   EXPECT_EQ(per_host, (std::map<std::string, int>{{"h0", 10}, {"h1", 10}, {"h2", 10}}));
-  // Exactly once: each run's directory is on its host and on no other.
-  for (auto& [run, host] : host_of)
+  // Exactly once: each run's directory is on its host and on no other. `placed` is said once the
+  // host claimed the run, a moment before it has made the run's directory: that is waited for.
+  for (auto& [run, host] : host_of) {
+    const int owner = host.back() - '0';
+    EXPECT_TRUE(eventually([&] { return std::filesystem::exists(daemons[owner]->run_dir(run)); }, 60s)) << run;
     for (int i = 0; i < 3; ++i)
-      EXPECT_EQ(std::filesystem::exists(daemons[i]->run_dir(run)), host == "h" + std::to_string(i)) << run << " h" << i;
+      if (i != owner) {
+        EXPECT_FALSE(std::filesystem::exists(daemons[i]->run_dir(run))) << run << " h" << i;
+      }
+  }
   // `get` from any host says whose it is; `list` with fleet lists all thirty.
   {
     SocketClient c(daemons[1]->socket());
@@ -370,11 +511,7 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
     ASSERT_TRUE(warned) << daemons[1]->stderr_text();
     EXPECT_NE(warned->str("message").find("host h0"), std::string::npos) << warned->raw;
     SocketClient c(daemons[1]->socket());
-    auto decided = c.request(socket_request("command", R"("run_id":")" + run +
-                                                           R"(","command":{"format":"metaharness.command/1","id":"d1",)"
-                                                           R"("command":"tool.decide","call_id":"toolu_marker",)"
-                                                           R"("decision":"allow"})"),
-                             120s);
+    auto decided = c.request(allow_marker(run, "d1"), 120s);
     ASSERT_TRUE(decided && decided->str("reply") == "result") << (decided ? decided->raw : "no reply");
     ASSERT_TRUE(tail.wait_event("tool.result", 120s)) << daemons[1]->stderr_text();  // it ran, on h1
     ASSERT_TRUE(tail.wait_event("stream.closed", 120s)) << daemons[1]->stderr_text();
@@ -398,8 +535,29 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
 TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsAnsweredOnce) {
   // A run on h1, attached from h0: `attached` names the owner, the waiting call comes as
   // `pending`, a decision sent on the attach is the owner's to record (once, attributed to the
-  // peer via fleet:h0), and the stream is the owner's file byte for byte to its stream.closed.
-  start(0, 100, 60000);
+  // deciding connection's uid and pid, via fleet:h0), and the stream is the owner's file byte for
+  // byte to its stream.closed. A peer of another uid, which h0 lets control its own runs, is
+  // refused the run by its owner: a peer host's peer commands only its own uid's runs.
+  //
+  // h0 lives where a second uid can reach its socket: every directory above it lets others pass
+  // (a checkout's need not), the socket is 0666, and that uid has the control role on h0.
+  constexpr uid_t kNobody = 65534;
+  const bool second_uid = ::geteuid() == 0;
+  std::filesystem::path h0_home;
+  if (second_uid) {
+    char templ[] = "/tmp/mh-fleet-XXXXXX";
+    ASSERT_NE(::mkdtemp(templ), nullptr) << std::strerror(errno);
+    public_home_ = templ;
+    std::filesystem::permissions(public_home_, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                                   std::filesystem::perms::others_exec);
+    h0_home = public_home_ / "h0";
+    std::filesystem::create_directories(h0_home);
+    std::filesystem::permissions(h0_home, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                              std::filesystem::perms::others_exec);
+  }
+  start(0, 100, 60000, h0_home,
+        second_uid ? "[paths]\nsocket_mode = \"0666\"\n[access]\ncontrol_uids = [" + std::to_string(kNobody) + "]\n"
+                   : "");
   start(1, 100, 60000);
   const std::string run = submit_here(1);
   ASSERT_FALSE(run.empty());
@@ -409,6 +567,18 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
     ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[1]->stderr_text();
   }
   ASSERT_TRUE(owner_known(0, run, "h1"));
+  if (second_uid) {
+    // Routed to h1 with the peer's uid, and refused there; the call still waits (below).
+    std::string why;
+    auto line = first_line_as(kNobody, daemons[0]->socket(), allow_marker(run, "n1", "u1"), why);
+    ASSERT_FALSE(line.empty()) << why;
+    auto refused = to_event_line(line);
+    EXPECT_EQ(refused.str("reply"), "refused") << line;
+    EXPECT_EQ(refused.str("code"), "FORBIDDEN") << line;
+    EXPECT_NE(refused.str("reason").find("only its own uid's runs"), std::string::npos) << line;
+  } else {
+    std::printf("not root: the refusal of a second uid's routed command is not tried\n");
+  }
   SocketClient a(daemons[0]->socket());
   a.send(socket_request("attach", R"("run_id":")" + run + R"(","from_seq":1)", "a1"));
   auto attached = a.wait_for([](const EventLine& l) { return !l.str("reply").empty(); }, 120s);
@@ -427,11 +597,14 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
   ASSERT_TRUE(tailing && tailing->str("reply") == "tailing") << (tailing ? tailing->raw : "no reply");
   const auto late_from = tailing->object.at("from_seq").to_number<std::uint64_t>();
   EXPECT_GT(late_from, requested->object.at("seq").to_number<std::uint64_t>());
-  a.send(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_marker",)"
-         R"("decision":"allow"})");
+  a.send(tool_decide("d1", "toolu_marker", R"({"decision":"allow"})"));
   auto decided = a.wait_event("tool.decided", 120s);
   ASSERT_TRUE(decided) << daemons[1]->stderr_text();
-  EXPECT_EQ(std::string(decided->object.at("peer").as_object().at("via").as_string()), "fleet:h0") << decided->raw;
+  // The deciding connection is this process's, on h0: its uid and pid, as h0 read them.
+  const auto& peer = decided->object.at("peer").as_object();
+  EXPECT_EQ(std::string(peer.at("via").as_string()), "fleet:h0") << decided->raw;
+  EXPECT_EQ(peer.at("uid").to_number<std::int64_t>(), static_cast<std::int64_t>(::getuid())) << decided->raw;
+  EXPECT_EQ(peer.at("pid").to_number<std::int64_t>(), static_cast<std::int64_t>(::getpid())) << decided->raw;
   auto result =
       a.wait_for([](const EventLine& l) { return l.event() == "command.result" && l.str("id") == "d1"; }, 120s);
   ASSERT_TRUE(result) << daemons[1]->stderr_text();
@@ -448,7 +621,8 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
     bytes += l.raw + "\n";
     if (l.event() == "command.result" && l.str("id") == "d1") ++results_d1;
   }
-  EXPECT_EQ(results_d1, 1);  // answered once
+  EXPECT_EQ(results_d1, 1);                              // answered once
+  EXPECT_EQ(a.events_named("tool.decided").size(), 1u);  // and the refused peer decided nothing
   EXPECT_EQ(bytes, read_file(daemons[1]->run_dir(run) / "events.jsonl"));
   ASSERT_TRUE(late.wait_event("stream.closed", 120s));
   auto first_late =
@@ -457,31 +631,153 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
   EXPECT_EQ(first_late->object.at("seq").to_number<std::uint64_t>(), late_from);
 }
 
-TEST_F(FleetDaemons, ARestartedDaemonResumesPublishingWithoutGapOrDuplicate) {
-  // One host and a long lease: no survivor closes its run while it is away.
+TEST_F(FleetDaemons, ARestartedDaemonPublishesWhatItWroteWhileItsNodeWasAwayWithoutGapOrDuplicate) {
+  // h0 publishes through node n0 only; h1 reads. Long leases: nobody closes h0's run meanwhile.
+  // The run ends before h0 is killed (what is tested is what the next daemon publishes of it, not
+  // an adoption), so the model endpoint h0 hosts for it need not outlive h0.
   start(0, 100, 60000);
+  start(1, 100, 60000);
   const std::string run = submit_here(0);
   ASSERT_FALSE(run.empty());
+  // The run's first lines, to its tool.requested, reach the fleet: h0's publisher is past its
+  // start (its claim and resume point, which need n0; and a daemon cannot start without its node,
+  // so n0 is stopped only now, with the run under way).
+  ASSERT_TRUE(owner_known(1, run, "h0"));
   {
-    SocketClient watch(daemons[0]->socket());
+    SocketClient watch(daemons[1]->socket());
     watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
-    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[0]->stderr_text();
+    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[1]->stderr_text();
   }
-  daemons[0]->signal(SIGKILL);
-  EXPECT_EQ(daemons[0]->wait_exit(30s), 128 + SIGKILL);
-  // The next daemon recovers the run (closed locally, RECOVERED_AFTER_RESTART) or, supervised,
-  // adopts it (RUN_ADOPTED, then the halt below closes it), and publishes the rest.
-  start(0, 100, 60000);
+  // n0 stopped, not killed: h0's connection to it stays up (no reconnect elsewhere), and every
+  // publish waits on it, times out and is tried again. The call decided on h0 itself: the run goes
+  // on to its end, every line from here on on h0's disk only.
+  StoppedNode n0(cluster_->pid(0));
   {
     SocketClient c(daemons[0]->socket());
-    ASSERT_TRUE(c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s));
+    auto result = c.request(allow_marker(run, "d1"), 120s);
+    ASSERT_TRUE(result && result->str("reply") == "result") << (result ? result->raw : "no reply");
   }
-  auto events = fleet_tail(0, run);
+  auto local = follow_to_end(daemons[0]->socket(), run, 120s);
+  ASSERT_FALSE(local.empty());
+  ASSERT_EQ(local.back().event(), "stream.closed") << daemons[0]->stderr_text();
+  const std::uint64_t local_end = local.size();
+  // What the fleet holds meanwhile, from h1 (once JetStream answers without n0: what n0 led is
+  // led again by n1 or n2 within seconds). h0 publishes one line at a time, the same line on each
+  // try, so of what waits in n0's socket buffer at most that one line lands when n0 goes on: the
+  // rest is the restarted daemon's to publish, from its disk. Two lines at least: a daemon that
+  // resumed from its own end instead of the fleet's would leave a gap.
+  std::uint64_t fleet_end = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        SocketClient c(daemons[1]->socket());
+        auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""), 30s);
+        if (!got || got->str("reply") != "run") return false;
+        fleet_end = got->object.at("last_seq").to_number<std::uint64_t>();
+        return true;
+      },
+      90s))
+      << daemons[1]->stderr_text();
+  EXPECT_LE(fleet_end + 2, local_end) << "fleet " << fleet_end << ", h0's disk " << local_end;
+  std::printf("restart: the fleet held %llu of the %llu lines on h0's disk when h0 was killed\n",
+              static_cast<unsigned long long>(fleet_end), static_cast<unsigned long long>(local_end));
+  daemons[0]->signal(SIGKILL);
+  EXPECT_EQ(daemons[0]->wait_exit(30s), 128 + SIGKILL);
+  n0.resume();
+  ASSERT_TRUE(cluster_->ready()) << cluster_->why();
+  // The next daemon finds the run on its disk, resumes from the fleet's end and publishes the rest.
+  start(0, 100, 60000);
+  auto events = fleet_tail(1, run);
   expect_complete(events, run);
+  EXPECT_EQ(events.size(), local_end);  // nothing was written after the kill: the run had closed
   std::string fleet_bytes;
   for (auto& e : events)
     fleet_bytes += e.raw + "\n";
   EXPECT_EQ(fleet_bytes, read_file(daemons[0]->run_dir(run) / "events.jsonl"));
+}
+
+TEST_F(FleetDaemons, TheFleetVerbsSubmitListAndTailAsAUserTypesThem) {
+  // `metaharness submit --fleet` on h0 places the run on a host (stdout its id, stderr the host);
+  // `tail --fleet RUN --from SEQ -f --json` from another host follows it from its waiting call to
+  // its end; `decide` from there is routed to the owner; `ls --fleet --json` from a third host
+  // names the run's host and the three hosts; `tail --fleet RUN --from SEQ --json` after the end
+  // gives exactly the lines from SEQ on. Each tail is the owner's bytes.
+  for (int i = 0; i < 3; ++i)
+    start(i, 100, 60000);
+  auto verb = [&](int host, std::vector<std::string> args) {
+    args.insert(args.begin(), metaharness_binary().string());
+    args.insert(args.end(), {"--socket", daemons[host]->socket().string()});
+    return args;
+  };
+  auto submitted = run_to_end(
+      verb(0, {"submit", "claude", "-p", "go", "--decisions", "ask", "--decision-deadline-ms", "600000",
+               "--model-scenario", (source_dir() / "tests/scenarios/claude/bash_marker.json").string(), "--fleet"}),
+      std::nullopt, 120s);
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  const std::string run = submitted.out.substr(0, submitted.out.find('\n'));
+  ASSERT_EQ(submitted.out, run + "\n") << "stdout is the run id alone";
+  const std::string said = "placed on host h";
+  auto at = submitted.err.find(said);
+  ASSERT_NE(at, std::string::npos) << submitted.err;
+  const int owner = submitted.err[at + said.size()] - '0';
+  ASSERT_TRUE(owner >= 0 && owner < 3) << submitted.err;
+  const int reader = (owner + 1) % 3, lister = (owner + 2) % 3;
+  // Waiting on its decision: the follower starts at that line, the middle of the run's stream.
+  // `placed` is said once the owner claimed the run, before it has launched it: the owner knows
+  // the run by id once its launch is done (`get` says when).
+  ASSERT_TRUE(eventually(
+      [&] {
+        SocketClient c(daemons[owner]->socket());
+        auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
+        return got && got->str("reply") == "run";
+      },
+      90s))
+      << what_happened(owner, run);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(std::filesystem::exists(daemons[i]->run_dir(run)), i == owner) << "h" << i;
+  std::uint64_t requested_seq = 0;
+  {
+    SocketClient watch(daemons[owner]->socket());
+    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+    auto requested = watch.wait_event("tool.requested", 120s);
+    ASSERT_TRUE(requested) << what_happened(owner, run);
+    requested_seq = requested->object.at("seq").to_number<std::uint64_t>();
+  }
+  CliProcess follower(verb(reader, {"tail", "--fleet", run, "--from", std::to_string(requested_seq), "-f", "--json"}));
+  follower.close_stdin();
+  auto first = follower.wait_for([](const EventLine& l) { return !l.event().empty(); }, 120s);
+  ASSERT_TRUE(first) << follower.stderr_text();
+  EXPECT_EQ(first->object.at("seq").to_number<std::uint64_t>(), requested_seq) << first->raw;
+  auto decided = run_to_end(verb(reader, {"decide", run, "toolu_marker", "allow"}), std::nullopt, 120s);
+  EXPECT_EQ(decided.status, 0) << decided.out << decided.err;
+  ASSERT_TRUE(follower.wait_for_event("stream.closed", 120s)) << follower.stderr_text();
+  std::string followed;
+  for (const auto& l : follower.events())
+    followed += l.raw + "\n";
+  followed += follower.read_out(60s);  // nothing after stream.closed
+  EXPECT_EQ(follower.finish(60s), 0) << follower.stderr_text();
+  EXPECT_EQ(followed, owners_lines_from(owner, run, requested_seq));
+  // The fleet's list from the third host: the run on its owner, and the three hosts.
+  auto listed = run_to_end(verb(lister, {"ls", "--fleet", "--json"}), std::nullopt, 60s);
+  ASSERT_EQ(listed.status, 0) << listed.err;
+  auto parsed = protocol::parse_json(listed.out);
+  ASSERT_TRUE(parsed && parsed->is_object()) << listed.out;
+  const auto& both = parsed->as_object();
+  ASSERT_TRUE(both.contains("runs") && both.contains("hosts")) << listed.out;
+  std::set<std::string> hosts;
+  for (const auto& h : both.at("hosts").as_array())
+    hosts.insert(std::string(h.as_string()));
+  EXPECT_EQ(hosts, (std::set<std::string>{"h0", "h1", "h2"})) << listed.out;
+  std::map<std::string, std::string> host_of;
+  for (const auto& r : both.at("runs").as_array())
+    host_of[std::string(r.as_object().at("run_id").as_string())] = std::string(r.as_object().at("host").as_string());
+  EXPECT_EQ(host_of, (std::map<std::string, std::string>{{run, "h" + std::to_string(owner)}})) << listed.out;
+  // A tail from the middle, after the end, from the third host: exactly the lines from there on.
+  const std::uint64_t total = read_lines(daemons[owner]->run_dir(run) / "events.jsonl").size();
+  const std::uint64_t middle = total / 2 + 1;
+  auto tailed =
+      run_to_end(verb(lister, {"tail", "--fleet", run, "--from", std::to_string(middle), "--json"}), std::nullopt, 60s);
+  EXPECT_EQ(tailed.status, 0) << tailed.err;
+  EXPECT_EQ(tailed.out, owners_lines_from(owner, run, middle));
 }
 
 }  // namespace
