@@ -25,6 +25,7 @@ std::string RunRecord::to_json() const {
   o["host"] = host;
   o["state"] = state;
   if (!closed_by.empty()) o["closed_by"] = closed_by;
+  if (launched) o["launched"] = true;
   return boost::json::serialize(o);
 }
 
@@ -39,15 +40,17 @@ std::optional<RunRecord> RunRecord::from_json(std::string run_id, std::string_vi
   r.host = protocol::string_at(o, "host").value_or("");
   r.state = protocol::string_at(o, "state").value_or("");
   r.closed_by = protocol::string_at(o, "closed_by").value_or("");
+  const protocol::json::value* launched = o.if_contains("launched");
+  r.launched = launched && launched->is_bool() && launched->as_bool();
   if (r.host.empty() || !fits(r.host) || !fits(r.closed_by)) return std::nullopt;
   if (r.state != "open" && r.state != "closing" && r.state != "closed") return std::nullopt;
   return r;
 }
 
-NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, const std::string& host) {
+NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, const std::string& host, bool launched) {
   if (auto problem = run_id_problem(run_id); !problem.empty())
     return nats_error("run id " + run_id + ": " + problem, NATS_INVALID_ARG);
-  RunRecord record{run_id, host, "open", "", 0};
+  RunRecord record{run_id, host, "open", "", launched, 0};
   const std::string body = record.to_json();
   uint64_t rev = 0;
   natsStatus s = kvStore_Create(&rev, link.runs(), run_id.c_str(), body.data(), static_cast<int>(body.size()));
@@ -81,6 +84,19 @@ NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std:
       natsMsg_GetSequence(msg.get()));
 }
 
+NatsResult<void> mark_launched(FleetLink& link, const std::string& run_id) {
+  auto record = read_run_record(link, run_id);
+  if (!record) return record.error();
+  if (!*record) return nats_error("marking " + run_id + " launched: it has no record", NATS_NOT_FOUND);
+  if ((*record)->launched) return {};
+  RunRecord next = **record;
+  next.launched = true;
+  auto updated = update_run_record(link, next);
+  if (!updated) return updated.error();
+  if (*updated == Claim::lost) return nats_error("marking " + run_id + " launched: its record moved", NATS_ERR);
+  return {};
+}
+
 NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next, Wait wait) {
   const std::string body = next.to_json();
   uint64_t rev = 0;
@@ -112,7 +128,8 @@ NatsResult<std::optional<RunRecord>> await_run_record(FleetLink& link, const std
     if (s == NATS_TIMEOUT) return std::optional<RunRecord>();
     if (s != NATS_OK) return nats_error("watching " + run_id, s);
     if (!entry || kvEntry_Operation(entry.get()) != kvOp_Put) continue;  // the end of the initial values, a delete
-    if (auto record = RunRecord::from_json(run_id, value_of(entry.get()), kvEntry_Revision(entry.get()))) return record;
+    auto record = RunRecord::from_json(run_id, value_of(entry.get()), kvEntry_Revision(entry.get()));
+    if (record && (record->launched || record->state == "closed")) return record;
   }
 }
 

@@ -21,6 +21,7 @@ struct RunRecord {
   std::string host;            // the owner
   std::string state = "open";  // open · closed ("closing": an earlier version's claim, swept as open)
   std::string closed_by;       // the host that closed it when that is not the owner
+  bool launched = false;       // the owner has made the run (a queued run is claimed a moment before)
   std::uint64_t revision = 0;  // of the bucket entry (for compare-and-set)
 
   std::string to_json() const;
@@ -31,8 +32,13 @@ struct RunRecord {
 enum class Claim { won, lost };
 
 // The create-only put: `host` owns `run_id` unless another host already does. A retry of a claim
-// this host made (its ack lost) is `won` again.
-NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, const std::string& host);
+// this host made (its ack lost) is `won` again. `launched`: the run exists already (one submitted
+// on its own host); a queued run is claimed first, and marked launched once it is made.
+NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, const std::string& host,
+                                  bool launched = false);
+
+// Marks this host's record of `run_id` launched (compare-and-set): its run is made here.
+NatsResult<void> mark_launched(FleetLink& link, const std::string& run_id);
 
 // The record, or nullopt when the fleet has none (or it does not parse).
 NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id,
@@ -42,8 +48,9 @@ NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std:
 // changed meanwhile (someone else wrote first).
 NatsResult<Claim> update_run_record(FleetLink& link, const RunRecord& next, Wait wait = Wait::request);
 
-// Waits (at most `timeout`) until the fleet has a record of `run_id`: a watch on its key, so a
-// submitter hears of the placement as soon as the winning host writes it. nullopt: none yet.
+// Waits (at most `timeout`) until the fleet's record of `run_id` says its host has made the run
+// (launched, or already closed): a watch on its key, so a submitter hears of the placement as
+// soon as the winning host has the run, and `get` or `tail` there find it. nullopt: not yet.
 NatsResult<std::optional<RunRecord>> await_run_record(FleetLink& link, const std::string& run_id,
                                                       std::chrono::milliseconds timeout);
 

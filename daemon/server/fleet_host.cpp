@@ -273,6 +273,10 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
   if (!waited) return;
   SubmitResult result = std::move(*waited);
   if (result) {
+    // The run is made: its submitter may say so (it waits for this mark, so a `get` or `tail`
+    // here right after finds the run).
+    if (auto marked = fleet::mark_launched(*link_, id); !marked)
+      log(LogPriority::warning, "fleet: " + marked.error().text);
     // The spec is on this host's disk (run.json, spec.json): only now is the message done.
     if (auto acked = offer.ack(); !acked) log(LogPriority::warning, "fleet: " + acked.error().text);
     log(LogPriority::info, "fleet: placed run " + id + " here (" + std::to_string(offer.deliveries()) + " deliveries)");
@@ -345,7 +349,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
   // any host can find its owner.
   std::optional<fleet::RunPublisher> publisher;
   while (!self->stopped_) {
-    auto claim = fleet::claim_placement(link, id, me);
+    auto claim = fleet::claim_placement(link, id, me, /*launched=*/true);
     if (claim && *claim == fleet::Claim::lost) {
       log(LogPriority::warning, "fleet: run " + id + " is recorded as another host's; its stream stays on this host");
       co_return;

@@ -246,6 +246,34 @@ TEST_F(FleetLibrary, ThirtySpecsArePlacedExactlyOnceAcrossThreeConsumers) {
   EXPECT_TRUE(left->empty());
 }
 
+TEST_F(FleetLibrary, ASubmitterHearsOfThePlacementOnceTheRunIsMadeOnItsHost) {
+  // A queued run is claimed before its host makes it: the submitter's wait ends at the mark its
+  // host writes once the run exists (so a `get` or `tail` there at once finds it), not at the claim.
+  auto submitter = link("s");
+  auto owner = link("o");
+  ASSERT_TRUE(submitter && owner);
+  ASSERT_EQ(*fleet::claim_placement(*owner, "rq", "o"), fleet::Claim::won);
+  auto claimed_only = fleet::await_run_record(*submitter, "rq", std::chrono::milliseconds(300));
+  ASSERT_TRUE(claimed_only) << claimed_only.error().text;
+  EXPECT_FALSE(*claimed_only) << "claimed, not made: the submitter still waits";
+  std::thread maker([&] { ASSERT_TRUE(fleet::mark_launched(*owner, "rq")); });
+  auto placed = fleet::await_run_record(*submitter, "rq", std::chrono::seconds(20));
+  maker.join();
+  ASSERT_TRUE(placed) << placed.error().text;
+  ASSERT_TRUE(*placed);
+  EXPECT_EQ((*placed)->host, "o");
+  EXPECT_TRUE((*placed)->launched);
+  EXPECT_EQ((*placed)->state, "open");
+  // A run submitted on its own host is recorded made from the start; marking it again is a no-op.
+  ASSERT_EQ(*fleet::claim_placement(*owner, "rl", "o", /*launched=*/true), fleet::Claim::won);
+  auto local = fleet::await_run_record(*submitter, "rl", std::chrono::seconds(20));
+  ASSERT_TRUE(local && *local);
+  EXPECT_TRUE((*local)->launched);
+  EXPECT_TRUE(fleet::mark_launched(*owner, "rl"));
+  // Nobody's run cannot be marked.
+  EXPECT_FALSE(fleet::mark_launched(*owner, "nobodys"));
+}
+
 TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
   const auto ttl = std::chrono::milliseconds(2000);
   auto a = link("lost", ttl);
