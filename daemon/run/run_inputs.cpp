@@ -23,7 +23,13 @@ void Run::Impl::input(journal::Input in, Instant now, InputExtras extras) {
       daemon::log(LogPriority::error,
                   "run " + log->run_id() + ": its input journal cannot be written: a later daemon cannot adopt it");
   }
+  // One input's events go to the log together, with one write(2) and one wake-up of the
+  // readers (release_log): a decision's tool.decided and command.result are one write, as a
+  // chunk's lines are. Nested inputs (a shutdown after a failed write) join the outer hold.
+  const bool holds = !log->holding();
+  if (holds) log->hold();
   apply(in, now, extras);
+  if (holds) release_log();
 }
 
 void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
@@ -107,10 +113,12 @@ void Run::Impl::feed_stdout(std::string_view bytes, std::int64_t received_unix_m
   // One chunk's events go to the log in one write: a chatty vendor costs a write and a
   // readers' wake-up per chunk, not per line. Answers to the vendor are written as the lines
   // are handled, before the records (the effect goes out before its record).
-  log->hold();
+  // A live chunk is held by input(); a replay's is held here.
+  const bool holds = !log->holding();
+  if (holds) log->hold();
   framer->set_received_at(received_unix_ms);
   framer->feed(bytes, on_line);
-  release_log();
+  if (holds) release_log();
 }
 
 }  // namespace mh::daemon

@@ -1,7 +1,7 @@
 // The record and the close: every event the run emits goes through emit_cut into the event log
-// (held while a chunk of vendor output is handled, released in one write), the core is told how
-// far the stream is durable (report_recorded; it answers the commands whose results are), and
-// finish writes stream.closed and tears down.
+// (held while one input is handled, released in one write), the core is told how far the stream
+// is durable (report_recorded; it answers the commands whose results are), and finish writes
+// stream.closed and tears down.
 // Separate from the vendor I/O because this is the path that decides what the record says.
 #include "daemon/log.hpp"
 #include "daemon/run/run_impl.hpp"
@@ -49,9 +49,9 @@ void Run::Impl::report_recorded(bool durable) {
   if (options.seam_probe) options.seam_probe->recorded(durable);
 }
 
-// Writes the events held while a chunk of vendor output was handled (one write, one wake-up
-// of the readers), then reports how far the stream is durable (a failed write cut the held
-// events back, so their seqs are past it).
+// Writes the events held while one input was handled (one write, one wake-up of the readers),
+// then reports how far the stream is durable (a failed write cut the held events back, so their
+// seqs are past it).
 void Run::Impl::release_log() {
   auto written = log->release();
   if (!written) {

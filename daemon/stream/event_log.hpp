@@ -96,9 +96,10 @@ class EventLog {
   // Batching: between hold() and release(), appends take their seq and are serialized into one
   // buffer; release() writes them with one write(2), then publishes them to readers and wakes
   // them once. Nobody sees an event before it is on disk, as without a hold. A run holds while it
-  // handles one chunk of vendor output, so a chatty vendor costs one write and one wake-up per
-  // chunk, not per event. If the write fails, every held event is cut back (none was published),
-  // their seqs are not consumed, and release() says why.
+  // handles one input (a chunk of vendor output, a command), so a chatty vendor costs one write
+  // and one wake-up per chunk, not per event, and a decision's events are one write. If the
+  // write fails, every held event is cut back (none was published), their seqs are not consumed,
+  // and release() says why.
   void hold() { holding_ = true; }
   bool holding() const { return holding_; }
   boost::system::result<void, std::string> release();
