@@ -1,5 +1,7 @@
 #include "testkit/bench_args.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +41,9 @@ std::string prepare_work_root(std::filesystem::path& root, std::string_view stem
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + std::string(stem) + ".XXXXXX";
     if (!::mkdtemp(pattern.data())) return std::string("mkdtemp: ") + std::strerror(errno);
+    // Traversable by others: under a root daemon each run has a uid of its own, and its stand-in
+    // reads its script from here (mkdtemp's 0700 would fail every run, "cannot read the script").
+    if (::chmod(pattern.c_str(), 0755) != 0) return std::string("chmod: ") + std::strerror(errno);
     root = pattern;
   }
   root = std::filesystem::absolute(root);

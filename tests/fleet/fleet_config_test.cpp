@@ -6,6 +6,7 @@
 
 #include "daemon/server/config.hpp"
 #include "tests/support/cli_process.hpp"
+#include "tests/support/daemon_harness.hpp"
 
 namespace mh::test {
 namespace {
@@ -76,6 +77,27 @@ TEST(FleetConfig, ADaemonThatCannotReachNatsRefusesToStartNamingTheKey) {
   EXPECT_EQ(p.finish(60s), 2);
   EXPECT_NE(p.stderr_text().find("fleet.nats_urls: connecting to nats://127.0.0.1:9"), std::string::npos)
       << p.stderr_text();
+}
+
+// With no [fleet] a daemon is one host: a fleet submit or fleet listing is refused by name, and
+// nothing was queued or made.
+TEST(FleetConfig, AFleetRequestToADaemonWithoutTheSectionIsRefusedByName) {
+  TempDir dir("fleetnone");
+  DaemonUnderTest d(dir.path(), "[runs]\nmax_active = 2\n");
+  ASSERT_TRUE(d.wait_notify("READY=1", 90s)) << d.stderr_text();
+  SocketClient c(d.socket());
+  auto submitted = c.request(socket_request(
+      "submit", R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"}},)"
+                R"("fleet":true)"));
+  ASSERT_TRUE(submitted);
+  EXPECT_EQ(submitted->str("reply"), "refused") << submitted->raw;
+  EXPECT_EQ(submitted->str("code"), "FLEET_UNCONFIGURED") << submitted->raw;
+  auto listed = c.request(socket_request("list", R"("fleet":true)"));
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->str("code"), "FLEET_UNCONFIGURED") << listed->raw;
+  auto runs = c.request(socket_request("list", ""));
+  ASSERT_TRUE(runs && runs->str("reply") == "runs") << (runs ? runs->raw : "no reply");
+  EXPECT_TRUE(runs->object.at("runs").as_array().empty()) << runs->raw;
 }
 
 }  // namespace
