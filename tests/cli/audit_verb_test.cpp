@@ -54,14 +54,32 @@ std::string row_line(const std::string& text, const std::string& label) {
   return "";
 }
 
-class ClaudeAudit : public GovernedRun {
+// A governed run of one vendor, audited.
+class AuditedRun : public GovernedRun {
  protected:
-  ClaudeAudit() : GovernedRun("claude") {}
+  using GovernedRun::GovernedRun;
+  // `scenario` observed under strict with an operator-named --cwd: it exits 1 (H7 and H11 are
+  // gaps there on every vendor); the audit's verdicts by row.
+  std::map<std::string, std::string> strict_under_an_operator_cwd(const std::string& scenario) {
+    auto cwd = dir.path() / "operator-cwd";
+    std::filesystem::create_directories(cwd);
+    start(scenario, {"--decisions", "observe", "--cwd", cwd.string(), "--hermetic", "strict"});
+    EXPECT_EQ(finish(), 1) << process->stderr_text();
+    auto v = verdicts(audit_json(run_dir(), 1));
+    EXPECT_EQ(v["h7"], "gap");
+    EXPECT_EQ(v["h11"], "gap");
+    return v;
+  }
 };
 
-class CodexAudit : public GovernedRun {
+class ClaudeAudit : public AuditedRun {
  protected:
-  CodexAudit() : GovernedRun("codex") {}
+  ClaudeAudit() : AuditedRun("claude") {}
+};
+
+class CodexAudit : public AuditedRun {
+ protected:
+  CodexAudit() : AuditedRun("codex") {}
 };
 
 // A scratch-cwd Claude run holds every row, so strict exits 0; the run directory reached through
@@ -127,13 +145,7 @@ TEST_F(ClaudeAudit, AnOperatorNamedCwdIsAGapReportedUnderOnAndExitOneUnderStrict
 }
 
 TEST_F(ClaudeAudit, StrictWithAnOperatorNamedCwdExitsOne) {
-  auto cwd = dir.path() / "operator-cwd";
-  std::filesystem::create_directories(cwd);
-  start("bash_marker", {"--decisions", "observe", "--cwd", cwd.string(), "--hermetic", "strict"});
-  EXPECT_EQ(finish(), 1) << process->stderr_text();
-  auto v = verdicts(audit_json(run_dir(), 1));
-  EXPECT_EQ(v["h7"], "gap");
-  EXPECT_EQ(v["h11"], "gap");
+  strict_under_an_operator_cwd("bash_marker");
 }
 
 // off: the attestation says off, nothing is printed and nothing gates; the launch is the same.
@@ -238,9 +250,9 @@ TEST_F(CodexAudit, StrictWithAnOperatorNamedCwdExitsOneOnH7AndH11StillHolds) {
   }
 }
 
-class OpencodeAudit : public GovernedRun {
+class OpencodeAudit : public AuditedRun {
  protected:
-  OpencodeAudit() : GovernedRun("opencode") {}
+  OpencodeAudit() : AuditedRun("opencode") {}
 };
 
 // opencode, scratch cwd: the seam plugin is the launch's own, declared in the attestation's
@@ -302,13 +314,7 @@ TEST_F(OpencodeAudit, AScratchRunHoldsEveryRowButTheTwoAcpDoesNotReportStrictExi
 // An operator-named --cwd on opencode: H7 and H11 are gaps (opencode may read an AGENTS.md there
 // and does not say), so strict exits 1, the gap outranking H1b's and H5's unknowns.
 TEST_F(OpencodeAudit, StrictWithAnOperatorNamedCwdExitsOneOnH7AndH11) {
-  auto cwd = dir.path() / "operator-cwd";
-  std::filesystem::create_directories(cwd);
-  start("marker", {"--decisions", "observe", "--cwd", cwd.string(), "--hermetic", "strict"});
-  EXPECT_EQ(finish(), 1) << process->stderr_text();
-  auto v = verdicts(audit_json(run_dir(), 1));
-  EXPECT_EQ(v["h7"], "gap");
-  EXPECT_EQ(v["h11"], "gap");
+  auto v = strict_under_an_operator_cwd("marker");
   EXPECT_EQ(v["h1a"], "ok");
   EXPECT_EQ(v["h4"], "ok");
 }

@@ -24,6 +24,7 @@
 #include "daemon/supervisor/supervisor_link.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/nats_cluster.hpp"
+#include "tests/support/peer_as_uid.hpp"
 
 namespace mh::test {
 namespace {
@@ -62,53 +63,20 @@ std::string allow_marker(const std::string& run, const std::string& command_id, 
 // connection's credentials, and reports through a pipe.
 std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request,
                           std::string& why) {
-  int report[2];
-  if (::pipe(report) != 0) {
-    why = "pipe failed";
+  auto report = as_peer_of_uid(uid, socket, std::chrono::seconds(60), [&](int fd) {
+    std::string line = request + "\n";
+    (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
+    std::string got;
+    char ch;
+    while (::read(fd, &ch, 1) == 1 && ch != '\n')
+      got += ch;
+    return got;
+  });
+  if (!report.ran || report.seen.empty()) {
+    why = report.ran ? "no line" : report.seen;
     return "";
   }
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::close(report[0]);
-    std::string seen = "!";
-    if (::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) {
-      seen += "setresuid failed";
-    } else {
-      int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
-      timeval bound{60, 0};
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        seen += std::string("connect: ") + std::strerror(errno);
-      } else {
-        std::string line = request + "\n";
-        (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
-        std::string got;
-        char ch;
-        while (::read(fd, &ch, 1) == 1 && ch != '\n')
-          got += ch;
-        seen = got.empty() ? seen + "no line" : got;
-      }
-    }
-    (void)!::write(report[1], seen.data(), seen.size());
-    ::_exit(0);
-  }
-  ::close(report[1]);
-  std::string seen;
-  char chunk[512];
-  ssize_t n;
-  while ((n = ::read(report[0], chunk, sizeof chunk)) > 0)
-    seen.append(chunk, static_cast<std::size_t>(n));
-  ::close(report[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (seen.empty() || seen.front() == '!') {
-    why = seen.empty() ? "the peer process ended with status " + std::to_string(status) : seen.substr(1);
-    return "";
-  }
-  return seen;
+  return report.seen;
 }
 
 // A NATS node stopped (SIGSTOP) for as long as this lives: its connections stay open, nothing it

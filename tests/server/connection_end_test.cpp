@@ -14,6 +14,7 @@
 #include "daemon/run/run_dir.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "tests/support/daemon_harness.hpp"
+#include "tests/support/peer_as_uid.hpp"
 
 namespace mh::test {
 namespace {
@@ -23,50 +24,20 @@ constexpr uid_t kNobody = 65534;
 // What a peer running as `uid` saw after sending `request` at once: "FORBIDDEN eof" when it read
 // the refusal and then a clean end. Forks: the child drops to `uid` and reports through a pipe.
 std::string refused_peer_sees(const std::filesystem::path& socket, uid_t uid, const std::string& request) {
-  int report[2];
-  if (::pipe(report) != 0) return "pipe failed";
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::close(report[0]);
-    std::string seen;
-    if (::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) {
-      seen = "setresuid failed";
-    } else {
-      int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
-      timeval bound{10, 0};
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        seen = std::string("connect: ") + std::strerror(errno);
-      } else {
-        // The refusal may come (and the daemon close) before this is sent: a write then fails
-        // EPIPE, as a client's would, and the refusal is still there to read.
-        (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-        std::string got;
-        char chunk[4096];
-        ssize_t n;
-        while ((n = ::read(fd, chunk, sizeof chunk)) > 0)
-          got.append(chunk, static_cast<std::size_t>(n));
-        seen = got.find("\"FORBIDDEN\"") != std::string::npos ? "FORBIDDEN" : "no refusal: " + got.substr(0, 80);
-        seen += n == 0 ? " eof" : std::string(" ") + std::strerror(errno);
-      }
-    }
-    (void)!::write(report[1], seen.data(), seen.size());
-    ::_exit(0);
-  }
-  ::close(report[1]);
-  std::string seen;
-  char chunk[512];
-  ssize_t n;
-  while ((n = ::read(report[0], chunk, sizeof chunk)) > 0)
-    seen.append(chunk, static_cast<std::size_t>(n));
-  ::close(report[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (seen.empty()) return "the peer process ended with status " + std::to_string(status);
-  return seen;
+  auto report = as_peer_of_uid(uid, socket, std::chrono::seconds(10), [&](int fd) {
+    // The refusal may come (and the daemon close) before this is sent: a write then fails
+    // EPIPE, as a client's would, and the refusal is still there to read.
+    (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    std::string got;
+    char chunk[4096];
+    ssize_t n;
+    while ((n = ::read(fd, chunk, sizeof chunk)) > 0)
+      got.append(chunk, static_cast<std::size_t>(n));
+    std::string seen =
+        got.find("\"FORBIDDEN\"") != std::string::npos ? "FORBIDDEN" : "no refusal: " + got.substr(0, 80);
+    return seen + (n == 0 ? " eof" : std::string(" ") + std::strerror(errno));
+  });
+  return report.seen;
 }
 
 TEST(ConnectionEnd, PeersWithNoRoleReadTheirRefusalAndACleanEndAndAreNotCountedAfterwards) {
