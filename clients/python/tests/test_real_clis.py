@@ -1,6 +1,7 @@
-"""The client against runs of the REAL vendor CLIs (Claude Code 2.1.197, Codex 0.171.0), each
-playing a scenario from metaharness's scripted endpoint on loopback: the documented evaluation
-loop on both, and a controller that loses its connection mid-decision on Claude."""
+"""The client against runs of the REAL vendor CLIs (Claude Code 2.1.197, Codex 0.171.0, opencode
+1.18.33), each playing a scenario from metaharness's scripted endpoint on loopback: the documented
+evaluation loop on all three at once, and a controller that loses its connection mid-decision on
+Claude."""
 
 import asyncio
 import json
@@ -31,6 +32,24 @@ SCENARIO = {
 }
 
 
+
+def in_opencodes_words(scenario):
+    """The same script as opencode plays it: its own tool name (`bash`, same input) on the Anthropic
+    wire it speaks, and an answer for its session-title request (a request with no tools)."""
+    def call(block):
+        if block["type"] != "tool_call":
+            return block
+        return {"type": "tool_call", "id": block["id"], "name": "bash", "input": block["input"]}
+    return {"format": scenario["format"], "description": scenario["description"], "wires": ["anthropic"],
+            "aux": {"content": [{"type": "text", "text": "Scripted title"}]},
+            "steps": [{"name": s["name"], "content": [call(b) for b in s["content"]]} for s in scenario["steps"]]}
+
+
+ADAPTERS = ("claude", "codex", "opencode")
+SCENARIOS_BY_ADAPTER = {"claude": SCENARIO, "codex": SCENARIO, "opencode": in_opencodes_words(SCENARIO)}
+PINNED = {"claude": "2.1.197", "codex": "0.171.0", "opencode": "1.18.33"}
+
+
 @pytest.fixture(scope="module")
 def real():
     d = Daemon(name="real").start()
@@ -38,19 +57,20 @@ def real():
     d.stop()
 
 
-def test_the_documented_eval_loop_governs_a_real_claude_run_and_a_real_codex_run(real, tmp_path):
+def test_the_documented_eval_loop_governs_a_real_claude_codex_and_opencode_run(real, tmp_path):
     namespace = {"__name__": "docs_example"}
     exec(compile(example_code(), "docs/python-client.md", "exec"), namespace)  # noqa: S102
-    specs = [{"adapter": adapter, "prompt": "fetch the data, then leave a marker", "model_scenario": SCENARIO,
-              "decisions": "ask", "decision_deadline_ms": 120000, "labels": {"vendor": adapter}}
-             for adapter in ("claude", "codex")]
+    specs = [{"adapter": adapter, "prompt": "fetch the data, then leave a marker",
+              "model_scenario": SCENARIOS_BY_ADAPTER[adapter], "decisions": "ask", "decision_deadline_ms": 120000,
+              "labels": {"vendor": adapter}}
+             for adapter in ADAPTERS]
     results = asyncio.run(asyncio.wait_for(namespace["evaluate"](specs, real.socket), 600))
     client = metaharness.Client(real.socket)
-    for adapter, r in zip(("claude", "codex"), results):
+    for adapter, r in zip(ADAPTERS, results):
         events = list(client.tail(r["run_id"], timeout=60))
         started = next(e for e in events if e.event == "session.started")
         assert started.adapter == adapter
-        assert started.harness_version == {"claude": "2.1.197", "codex": "0.171.0"}[adapter]
+        assert started.harness_version == PINNED[adapter]
         assert r["close_reason"] == "completed", (adapter, r)
         requested = [e for e in events if e.event == "tool.requested" and e.decision_required]
         fetch = [e for e in requested if "curl" in json.dumps(e.input)]
