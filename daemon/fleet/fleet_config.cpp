@@ -14,4 +14,13 @@ std::string host_id_problem(std::string_view host_id) {
   return "";
 }
 
+bool is_nkey(std::string_view text, NkeyKind kind) {
+  const std::string_view prefix = kind == NkeyKind::user_public_key ? "U" : "SU";
+  if (text.size() <= prefix.size() || text.substr(0, prefix.size()) != prefix) return false;
+  if (kind == NkeyKind::user_public_key && text.size() != 56) return false;
+  for (char ch : text)
+    if (!((ch >= 'A' && ch <= 'Z') || (ch >= '2' && ch <= '7'))) return false;
+  return true;
+}
+
 }  // namespace mh::fleet

@@ -32,6 +32,12 @@ inline std::string run_id_problem(std::string_view run_id) {
   return host_id_problem(run_id);
 }
 
+// Whether `text` is an NKey of `kind` in nkeys' text form: its prefix ("U" a user's public key,
+// "SU" a user's seed), then base32 only (A-Z, 2-7). A public key is 56 characters in all; a seed's
+// length is libnats' to judge.
+enum class NkeyKind { user_public_key, user_seed };
+bool is_nkey(std::string_view text, NkeyKind kind);
+
 // The names every host agrees on, from the prefix.
 struct FleetNames {
   explicit FleetNames(std::string prefix) : prefix(std::move(prefix)) {}

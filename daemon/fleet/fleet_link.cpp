@@ -19,13 +19,6 @@ NatsError config_error(std::string key, std::string why) {
   return e;
 }
 
-// An NKey user seed: "SU" and base32, alone on its line (so never a user:password line).
-bool is_user_seed(const std::string& line) {
-  if (line.size() < 3 || line.compare(0, 2, "SU") != 0) return false;
-  return std::all_of(line.begin(), line.end(),
-                     [](char ch) { return (ch >= 'A' && ch <= 'Z') || (ch >= '2' && ch <= '7'); });
-}
-
 // How the credentials file authenticates (docs/fleet.md, Configuration): a .creds file holds a
 // JWT and a seed; a seed alone on the first line needs its public key (fleet.nkey), since libnats
 // signs with the seed but sends the key it is given; anything else is `user:password` on the
@@ -44,7 +37,7 @@ NatsResult<void> apply_credentials(natsOptions* opts, const FleetConfig& config)
     if (!config.nkey.empty())
       return config_error("fleet.nkey", file + " is a .creds file, whose JWT names the key: leave fleet.nkey out");
     s = natsOptions_SetUserCredentialsFromFiles(opts, file.c_str(), nullptr);
-  } else if (is_user_seed(line)) {
+  } else if (is_nkey(line, NkeyKind::user_seed)) {  // alone on its line: never a user:password line
     if (config.nkey.empty())
       return config_error("fleet.nkey", file + " holds an NKey seed: fleet.nkey must name its public key (U...)");
     s = natsOptions_SetNKeyFromSeed(opts, config.nkey.c_str(), file.c_str());

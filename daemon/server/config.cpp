@@ -597,9 +597,7 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     f.credentials = credentials;
     // An NKey user's public key: "U" and 55 more base32 characters (nkeys' encoding).
     r.read<std::string>("nkey", f.nkey, [](const std::string& v) -> std::string {
-      bool base32 =
-          std::all_of(v.begin(), v.end(), [](char ch) { return (ch >= 'A' && ch <= 'Z') || (ch >= '2' && ch <= '7'); });
-      return v.size() == 56 && v.front() == 'U' && base32
+      return fleet::is_nkey(v, fleet::NkeyKind::user_public_key)
                  ? ""
                  : "must be an NKey user's public key (U and 55 base32 characters)";
     });
