@@ -390,11 +390,17 @@ std::string standin_marker(const Options& o) {
 // kernel's best case. Paced (a pause before every round trip) each round trip starts from an
 // idle process on an idle CPU, as a call after a model's think time does; on a virtual machine
 // waking an idle vCPU goes through the hypervisor and costs far more than the socket itself.
+//
+// The echo process's CPU per round trip is the floor of CPU per wake: what a process that sleeps
+// until a message comes, reads it and answers costs on this machine, with nothing else to do. A
+// decision wakes the daemon at least three times (the vendor's call, the controller's answer, the
+// vendor's result), so three of them are the least a decision can cost it here.
 struct FloorResult {
   int pause_us = 0;
   bool ok = false;
   std::string failure;
   Percentiles round_trip;
+  double echo_cpu_us_per_round_trip = 0;  // user + system time of the echo process, per round trip
 };
 
 FloorResult measure_floor(int iterations, int pause_us) {
@@ -452,11 +458,15 @@ FloorResult measure_floor(int iterations, int pause_us) {
   }
   ::close(pair[0]);
   int status = 0;
-  ::waitpid(echo, &status, 0);
+  rusage echo_usage{};
+  ::wait4(echo, &status, 0, &echo_usage);
   if (failed) {
     r.failure = "the echo process went away";
     return r;
   }
+  auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+  r.echo_cpu_us_per_round_trip =
+      (us(echo_usage.ru_utime) + us(echo_usage.ru_stime)) / static_cast<double>(warmup + iterations);
   r.round_trip = percentiles_of(std::move(samples));
   r.ok = true;
   return r;
@@ -1493,7 +1503,9 @@ int main(int argc, char** argv) {
         floor_json.push_back(json::object{{"pause_us", pause_us}, {"failure", f.failure}});
         continue;
       }
-      floor_json.push_back(json::object{{"pause_us", pause_us}, {"unix_socket_round_trip", to_json(f.round_trip)}});
+      floor_json.push_back(json::object{{"pause_us", pause_us},
+                                        {"unix_socket_round_trip", to_json(f.round_trip)},
+                                        {"echo_cpu_us_per_round_trip", f.echo_cpu_us_per_round_trip}});
       floors.push_back(std::move(f));
     }
     summary["floor"] = std::move(floor_json);
@@ -1540,6 +1552,11 @@ int main(int argc, char** argv) {
         table << "    p50 / p99 against the floor " << floor_name(floor->pause_us) << ": "
               << fixed(r.round_trip.p50_us / floor->round_trip.p50_us, 1) << "x / "
               << fixed(r.round_trip.p99_us / floor->round_trip.p99_us, 1) << "x\n";
+      if (floor)
+        table << "    daemon CPU per call against three wakes of the floor's echo process "
+              << floor_name(floor->pause_us) << " (" << fixed(floor->echo_cpu_us_per_round_trip, 1)
+              << " us each, the least a decision can cost): " << fixed(3 * floor->echo_cpu_us_per_round_trip, 1)
+              << " us, " << fixed(r.daemon_cpu_us_per_call / (3 * floor->echo_cpu_us_per_round_trip), 1) << "x\n";
       rts.push_back(json::object{{"think_ms", think},
                                  {"runs", o.rt_runs},
                                  {"calls_per_run", o.rt_calls},
@@ -1573,7 +1590,8 @@ int main(int argc, char** argv) {
     for (const auto& f : floors)
       table << "    " << floor_name(f.pause_us)
             << std::string(22 - std::min<std::size_t>(22, floor_name(f.pause_us).size()), ' ')
-            << percentiles_text(f.round_trip) << "  (" << f.round_trip.samples << " samples)\n";
+            << percentiles_text(f.round_trip) << "  (" << f.round_trip.samples << " samples; the echo process's CPU "
+            << fixed(f.echo_cpu_us_per_round_trip, 1) << " us per round trip)\n";
   }
   if (steadiness)
     table << "  the machine, idle: a fixed " << fixed(steadiness->median_us, 0) << " us of work timed on each of "

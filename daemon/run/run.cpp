@@ -242,6 +242,10 @@ const std::filesystem::path& Run::run_dir() const {
   return impl_->options.run_dir;
 }
 
+asio::io_context& Run::context() const {
+  return impl_->io;
+}
+
 void Run::status(std::function<void(RunStatus)> callback) const {
   asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
     const Impl& i = *run->impl_;

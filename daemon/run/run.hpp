@@ -177,6 +177,9 @@ class Run : public std::enable_shared_from_this<Run> {
   std::shared_ptr<SharedStreamState> stream() const;
   const std::string& id() const;
   const std::filesystem::path& run_dir() const;
+  // The io_context the run lives on (its strand, its child's pipes, its timers): a connection
+  // that reads or decides the run is best served there too (daemon/server/connection_home.hpp).
+  boost::asio::io_context& context() const;
 
   // Snapshots taken on the strand; the callback runs there.
   void status(std::function<void(RunStatus)> callback) const;

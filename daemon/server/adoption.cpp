@@ -33,7 +33,7 @@ std::size_t adopt_runs(Server& server, const std::vector<std::string>& ids) {
       options.on_spend_replayed = server.spend_seeder(id);
       options.observer = server.run_observer(*spec);
     }
-    auto run = Run::adopt(server.io, *adapter, std::move(options));
+    auto run = Run::adopt(server.pool.next_for_run(), *adapter, std::move(options));
     if (!run) {
       server.registry.recover_cut_off(id, cgroups, "not adopted: " + run.error());
       continue;

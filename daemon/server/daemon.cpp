@@ -25,6 +25,7 @@
 #include "daemon/peer.hpp"
 #include "daemon/server/adoption.hpp"
 #include "daemon/server/connection.hpp"
+#include "daemon/server/connection_home.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/fleet_host.hpp"
 #include "daemon/server/requests.hpp"
@@ -74,6 +75,7 @@ struct Daemon::Impl final : Server {
   // reply among it) before the io_context stops. Any thread: guarded.
   std::mutex live_mu;
   std::vector<std::weak_ptr<Connection>> live;
+  std::vector<std::weak_ptr<HomingSocket>> homing_sockets;  // accepted, waiting for their first line
   std::atomic<bool> stopping{false};
   std::optional<asio::steady_timer> flush_bound;
   std::optional<http::Listener> http_listener;  // [http] listen
@@ -183,20 +185,45 @@ struct Daemon::Impl final : Server {
       log(LogPriority::notice,
           "refused a connection from uid " + std::to_string(peer->uid) + " pid " + std::to_string(peer->pid));
     ++connections;
+    if (refusal) {
+      make_connection(std::move(socket))->start_refused(std::move(*refusal));
+      return;
+    }
+    // Served on the io thread of the run its first request names (connection_home.hpp).
+    auto homing = std::make_shared<HomingSocket>(std::move(socket));
+    {
+      std::lock_guard lock(live_mu);
+      std::erase_if(homing_sockets, [](const std::weak_ptr<HomingSocket>& h) { return h.expired(); });
+      homing_sockets.push_back(homing);
+      if (stopping) homing->cancel();
+    }
+    auto strand = homing->socket().get_executor();
+    asio::co_spawn(strand, home_then_serve(self(), std::move(homing), *peer, role), asio::detached);
+  }
+
+  asio::awaitable<void> home_then_serve(std::shared_ptr<Impl> self, std::shared_ptr<HomingSocket> homing,
+                                        PeerCredentials peer, Role role) {
+    auto socket = co_await home_connection(std::move(homing), registry_run_context(self));
+    auto connection = make_connection(std::move(socket));
+    connection->start(std::make_shared<Session>(self, connection, peer, role));
+  }
+
+  // A connection counted in `connections`, known to the stop; one made after the stop began is
+  // finished at once (it answers what it was asked, then closes).
+  std::shared_ptr<Connection> make_connection(local_socket socket) {
     auto gone = [self = self()] {
-      if (--self->connections == 0 && self->stopping) asio::post(self->io, [self] { self->io.stop(); });
+      if (--self->connections == 0 && self->stopping) asio::post(self->io, [self] { self->pool.stop(); });
     };
     auto connection = std::make_shared<Connection>(std::move(socket), config.max_line_bytes, std::move(gone));
+    bool stopped;
     {
       std::lock_guard lock(live_mu);
       std::erase_if(live, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
       live.push_back(connection);
+      stopped = stopping;
     }
-    if (refusal) {
-      connection->start_refused(std::move(*refusal));
-      return;
-    }
-    connection->start(std::make_shared<Session>(self(), connection, *peer, role));
+    if (stopped) asio::post(connection->executor(), [connection] { connection->finish(); });
+    return connection;
   }
 
   void begin_shutdown(const std::string& why) override {
@@ -239,19 +266,22 @@ struct Daemon::Impl final : Server {
     cancel_timers();
     if (http_listener) http_listener->stop();
     if (auto problem = registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
-    if (stopping.exchange(true)) return;
     std::vector<std::shared_ptr<Connection>> open;
     {
       std::lock_guard lock(live_mu);
+      if (stopping.exchange(true)) return;
       for (auto& weak : live)
         if (auto c = weak.lock()) open.push_back(std::move(c));
       live.clear();
+      for (auto& weak : homing_sockets)  // still waiting for a first line: served now, then finished
+        if (auto h = weak.lock()) h->cancel();
+      homing_sockets.clear();
     }
     for (auto& c : open)
       asio::post(c->executor(), [c] { c->finish(); });
     open.clear();  // the connections' own loops hold them from here
     if (connections.load() == 0) {
-      io.stop();
+      pool.stop();
       return;
     }
     flush_bound.emplace(registry_strand, kFlushBound);
@@ -259,7 +289,7 @@ struct Daemon::Impl final : Server {
       if (ec) return;
       log(LogPriority::notice,
           std::to_string(self->connections.load()) + " connection(s) still open at the stop; closing them unflushed");
-      self->io.stop();
+      self->pool.stop();
     });
   }
 
@@ -348,12 +378,7 @@ int Daemon::run() {
   asio::post(d.registry_strand, [self = impl_] { self->schedule_status(); });
   log(LogPriority::info, "ready: " + std::to_string(d.registry.size()) + " run(s) on disk");
 
-  std::vector<std::thread> threads;
-  for (unsigned i = 1; i < d.threads(); ++i)
-    threads.emplace_back([&d] { d.io.run(); });
-  d.io.run();
-  for (auto& t : threads)
-    t.join();
+  d.pool.run();
   if (d.fleet) d.fleet->stop();  // what is on disk goes out, then the lease
   boost::system::error_code close_ec;
   d.acceptor.close(close_ec);

@@ -142,7 +142,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Server& serv
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};
   if (auto problem = dir.write_meta(meta)) return Result(boost::system::in_place_error, *problem);
   options.spec = std::move(spec);
-  return Run::create(server.io, adapter, std::move(options));
+  return Run::create(server.pool.next_for_run(), adapter, std::move(options));
 }
 
 }  // namespace

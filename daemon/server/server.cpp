@@ -31,7 +31,8 @@ void once_after(bool& pending, asio::steady_timer& timer, std::chrono::steady_cl
 
 Server::Server(DaemonConfig c)
     : config(std::move(c)),
-      io(static_cast<int>(thread_count(config))),
+      pool(thread_count(config)),
+      io(pool.main()),
       registry_strand(asio::make_strand(io)),
       registry(config.state_dir, config.max_active_runs, config.daily_budget),
       adapters(config.vendor),

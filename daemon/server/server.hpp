@@ -1,4 +1,4 @@
-// The daemon as its request handlers see it: the config, the io_context, the adapters, and the
+// The daemon as its request handlers see it: the config, the io contexts, the adapters, and the
 // run registry on its own strand. Daemon::Impl (daemon.cpp) is the process around it — listening,
 // signals, threads, shutdown — and implements the two lifecycle hooks below.
 #pragma once
@@ -16,6 +16,7 @@
 #include "daemon/metrics/daemon_metrics.hpp"
 #include "daemon/process/run_containment.hpp"
 #include "daemon/server/config.hpp"
+#include "daemon/server/io_pool.hpp"
 #include "daemon/server/registry.hpp"
 #include "daemon/server/viewer_tokens.hpp"
 
@@ -101,7 +102,10 @@ class Server : public std::enable_shared_from_this<Server> {
   DaemonConfig config;
   // What each run's body gets (cgroup, sandbox, identity): decided once, at start.
   std::shared_ptr<const ContainmentPolicy> containment;
-  boost::asio::io_context io;
+  // The io threads, a context each (io_pool.hpp); `io` is the main one: the registry, the
+  // acceptor, signals, HTTP and the fleet's glue. Runs live on pool.next_for_run().
+  IoPool pool;
+  boost::asio::io_context& io;
   boost::asio::strand<boost::asio::io_context::executor_type> registry_strand;
   RunRegistry registry;  // registry_strand only
   adapters::AdapterRegistry adapters;
