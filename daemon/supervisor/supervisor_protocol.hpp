@@ -1,6 +1,10 @@
 // The wire between the daemon and a run's supervisor (docs/supervisor.md): one JSON object per
-// line over the supervisor's Unix socket, each with its kind in "t". Types, parse and serialize;
-// no I/O, no clock.
+// line over the supervisor's Unix socket, each with its kind in "t". The one exception is an `out`
+// carrying the vendor's new bytes ("carried": K): its line is followed by those K bytes raw, the
+// transcript's last K, sent only when the daemon's attach asked (carry_out_bytes) and the hello
+// agreed, at most kMaxCarriedOutBytes (the daemon's hot path: one receive, no read of the file).
+// Types, parse and serialize, the daemon's reader of the stream (lines and payloads) and its check
+// of where carried bytes begin; no I/O, no clock.
 //
 // Versioning, the rule both sides keep:
 //   - Unknown "t" and unknown keys are ignored by both sides, so an additive change (a new
@@ -15,7 +19,8 @@
 //
 // Parsing never throws: a line is a message, an ignored line (nullopt: an unknown "t"), or a
 // refusal naming what is wrong. Lines are bounded (kMaxToSupervisorLineBytes one way,
-// kMaxFromSupervisorLineBytes the other); a longer one is refused by name.
+// kMaxFromSupervisorLineBytes the other); a longer one is refused by name. Carried bytes keep the
+// version: a daemon that does not ask is sent none, a supervisor that does not agree sends none.
 #pragma once
 
 #include <boost/system/result.hpp>
