@@ -112,6 +112,7 @@ struct RunOutcome {
   bool refused_at_start = false;  // nothing was spawned
   std::uint64_t events = 0;       // lines in the stream, stream.closed included
   std::uint32_t turns = 0;        // turns the vendor started
+  std::optional<Spend> spend;     // what the run spent in all (none when nothing was spawned)
 };
 
 struct RunStatus {

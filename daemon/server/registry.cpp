@@ -214,7 +214,8 @@ bool RunRegistry::closed(const std::string& id, const RunOutcome& outcome) {
   e.close_reason = outcome.reason;
   e.last_seq = outcome.events;
   e.turns = outcome.turns;
-  e.run.reset();  // its child, timers and buffers go; the stream stays readable
+  if (outcome.spend) e.spend = outcome.spend;  // the last word: live spend reports may be off (server.cpp)
+  e.run.reset();                               // its child, timers and buffers go; the stream stays readable
   --active_;
   log(LogPriority::info, "run " + id + " closed: " + std::string(protocol::to_string(outcome.reason)));
   return true;

@@ -118,6 +118,9 @@ class RunRegistry {
   // of the owner is stopped, saying which budget.
   SpendOutcome spent(const std::string& id, std::uint32_t uid, const Spend& now,
                      std::chrono::system_clock::time_point at);
+  // Whether any daily budget is configured (fixed at construction: any thread). Without one a
+  // live run's spend is read from the run itself, and the registry learns it at the close.
+  bool meters_spend() const { return ledger_.metered(); }
   // A run's stream closed: its process, timers and buffers go; its stream stays readable.
   // False for a run it does not know, or that had closed already.
   bool closed(const std::string& id, const RunOutcome& outcome);

@@ -49,6 +49,10 @@ unsigned Server::threads() const {
 }
 
 std::function<void(const Spend&)> Server::spend_reporter(const std::string& id, std::uint32_t uid) {
+  // Each report is a hop to the main io thread (a wake-up per tool call); only a daily budget
+  // needs them. Otherwise `list` and `get` read a live run's spend from the run, and a closed
+  // run's from its close (RunOutcome::spend).
+  if (!registry.meters_spend()) return {};
   return [self = shared_from_this(), id, uid](const Spend& spend) {
     asio::post(self->registry_strand, [self, id, uid, spend] {
       auto outcome = self->registry.spent(id, uid, spend, std::chrono::system_clock::now());

@@ -69,8 +69,8 @@ class Server : public std::enable_shared_from_this<Server> {
     return await_callback<R>(std::move(run_there));
   }
 
-  // What a run reports back, posted to the registry strand: its spend (daily budgets) and its
-  // close.
+  // What a run reports back, posted to the registry strand: its spend (only when a daily budget
+  // is configured; otherwise an empty function, and nothing is posted) and its close.
   std::function<void(const Spend&)> spend_reporter(const std::string& id, std::uint32_t uid);
   // An adopted run's spend under the previous daemon: known, not metered again.
   std::function<void(const Spend&)> spend_seeder(const std::string& id);

@@ -303,6 +303,43 @@ TEST_F(DaemonCli, ARunsSlotIsFreeAsSoonAsItsStreamHasClosed) {
   }
 }
 
+TEST_F(DaemonCli, RunsSpreadOverTheIoThreadsAreDecidedByControllersOnTheirOwnThreadOrAnother) {
+  // [server] threads = 3: one io_context each, runs in turn on each (io_pool.hpp). Two controllers
+  // attach with their first line, so each is served on its run's thread (connection_home.hpp);
+  // the third asks `status` first, so it stays on the main thread while its run is on another,
+  // and every hand-off of its decision crosses threads. Each run is decided and completes.
+  daemon.reset();
+  start_daemon("[server]\nthreads = 3\n");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(submit("bash_marker", R"("decisions":"ask")"));
+  std::vector<std::unique_ptr<SocketClient>> controllers;
+  for (int i = 0; i < 3; ++i)
+    controllers.push_back(std::make_unique<SocketClient>(daemon->socket()));
+  auto& elsewhere = *controllers[2];
+  ASSERT_TRUE(elsewhere.request(socket_request("status")));
+  for (int i = 0; i < 3; ++i)
+    controllers[i]->send(socket_request("attach", R"("run_id":")" + ids[i] + R"(","from_seq":1)"));
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("run " + std::to_string(i));
+    auto requested = controllers[i]->wait_event("tool.requested");
+    ASSERT_TRUE(requested);
+    controllers[i]->send(tool_decide("d" + std::to_string(i), requested->str("call_id"), R"({"decision":"allow"})"));
+  }
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("run " + std::to_string(i));
+    ASSERT_TRUE(controllers[i]->wait_reply("end", 60s));
+    auto decided = controllers[i]->events_named("tool.decided");
+    ASSERT_EQ(decided.size(), 1u);
+    EXPECT_EQ(decided[0].str("decided_by"), "embedder");
+    auto closed = controllers[i]->events_named("stream.closed");
+    ASSERT_EQ(closed.size(), 1u);
+    EXPECT_EQ(closed[0].str("reason"), "completed");
+    EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(ids[i]) / "scratch/work/marker.txt"));
+    expect_complete(ids[i]);
+  }
+}
+
 TEST_F(DaemonCli, AfterASigkillTheNextStartClosesCutOffRunsAndKillsTheirLeftovers) {
   // Without supervision (on by default, tests/daemon/adoption_test.cpp) a run dies with its daemon.
   const std::string unsupervised = "[runs]\nsupervise = false\n";
