@@ -102,7 +102,8 @@ boost::system::result<EventLog, std::string> EventLog::create(const std::filesys
   if (!fd) return "cannot create " + path.string() + ": " + errno_text(errno);
   ::fchmod(fd.get(), 0640);  // exactly 0640, whatever the daemon's umask
   sync_parent_directory(path);
-  auto shared = std::make_shared<SharedStreamState>(path, std::move(run_id), options.index_interval);
+  auto shared =
+      std::make_shared<SharedStreamState>(path, std::move(run_id), options.index_interval, options.recent_bytes);
   return EventLog(std::move(fd), std::move(shared), options);
 }
 
@@ -193,6 +194,9 @@ boost::system::result<void, std::string> EventLog::commit_pending(bool closing) 
     return message;
   }
 
+  // The bytes just written, for caught-up readers; published with the rest below, and read only
+  // below the committed length, so a reader never takes from here what the file would not give.
+  shared_->recent().keep(committed_bytes_, scratch_);
   for (std::uint64_t offset : pending_index_)
     shared_->push_index_entry(offset);
   pending_index_.clear();
@@ -222,7 +226,7 @@ boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::fi
   if (::fstat(fd.get(), &info) == -1) return "cannot stat " + path.string() + ": " + errno_text(errno);
   const auto size = static_cast<std::uint64_t>(info.st_size);
 
-  auto shared = std::make_shared<SharedStreamState>(path, run_id, options.index_interval);
+  auto shared = std::make_shared<SharedStreamState>(path, run_id, options.index_interval, options.recent_bytes);
   RecoveryReport report;
   std::uint64_t complete_end = 0;  // offset just past the last '\n' seen
   bool last_is_closed = false;

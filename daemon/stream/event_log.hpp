@@ -1,7 +1,10 @@
 // A run's durable event stream: events.jsonl, one JSON line per event, seq 1..N, stream.closed
-// last. The file is the buffer: readers (StreamReader) read it from disk at their own pace, the
-// log never keeps events in memory for them, so a slow or stalled reader cannot slow the run or
-// make the daemon hold more memory.
+// last. The file is the buffer: readers (StreamReader) read it at their own pace, so a slow or
+// stalled reader cannot slow the run or make the daemon hold more memory. The one exception is a
+// bounded copy of the bytes committed last (RecentBytes, `recent_bytes`, kept only while a
+// reader is open): a reader that is caught up takes the lines just written from it instead of
+// reading them back from the file. It holds the file's own bytes, published with them, so what a
+// reader gets is the same either way.
 //
 // Writing: append() assigns the next seq, serialises with protocol::serialize_within (one line
 // never longer than the options' bound: oversized content is cut and the line says so) and writes the
@@ -18,7 +21,8 @@
 //
 // Threading: an EventLog is owned and used on its run's strand; it is not thread-safe, by design
 // (one writer, no locks). The only state shared with readers on other strands is the
-// SharedStreamState, which is lock-free.
+// SharedStreamState, which is lock-free but for the recent bytes' per-run mutex (held for a
+// memcpy of each commit while a reader is open).
 #pragma once
 
 #include <boost/system/result.hpp>
@@ -47,6 +51,9 @@ struct EventLogOptions {
   // it is cut, and the line says what was cut (protocol/line_cut.hpp). Within
   // [kMinEventLineBytes, kMaxEventLineBytes], the range every reader accepts.
   std::size_t max_line_bytes = protocol::kDefaultMaxEventLineBytes;
+  // How many of the bytes committed last are kept in memory for caught-up readers while any
+  // reader is open (0: none; every read goes to the file).
+  std::size_t recent_bytes = SharedStreamState::kDefaultRecentBytes;
 };
 
 struct RecoveryReport {

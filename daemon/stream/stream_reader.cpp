@@ -29,12 +29,15 @@ BatchResult batch_error(std::string message) {
 }  // namespace
 
 StreamReader::StreamReader(std::shared_ptr<SharedStreamState> log, std::shared_ptr<ReaderWaker> waker, UniqueFd fd)
-    : log_(std::move(log)), waker_(std::move(waker)), fd_(std::move(fd)) {}
+    : log_(std::move(log)), waker_(std::move(waker)), fd_(std::move(fd)) {
+  log_->recent().reader_opened();
+}
 
 StreamReader::~StreamReader() {
   if (!waker_) return;  // moved from
   waker_->detach();
-  if (log_) log_->unlist_all_but_wake(*waker_);
+  log_->unlist_all_but_wake(*waker_);
+  log_->recent().reader_closed();
 }
 
 boost::system::result<StreamReader, std::string> StreamReader::open(std::shared_ptr<SharedStreamState> log,
@@ -56,8 +59,13 @@ boost::system::result<StreamReader, std::string> StreamReader::open(std::shared_
 
 boost::system::result<std::size_t, std::string> StreamReader::read_at(std::uint64_t offset, char* out,
                                                                       std::size_t length) {
+  if (log_->recent().copy(offset, out, length)) {
+    ++memory_reads_;
+    return length;
+  }
   std::size_t done = 0;
   while (done < length) {
+    ++file_reads_;
     ssize_t n = ::pread(fd_.get(), out + done, length - done, static_cast<off_t>(offset + done));
     if (n == -1) {
       if (errno == EINTR) continue;

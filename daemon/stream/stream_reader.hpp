@@ -1,9 +1,12 @@
 // A subscriber's cursor on a run's events.jsonl: replay from any seq, then follow live, with no
 // gap and no duplicate between the two (it is one cursor over one file).
 //
-// A reader has its own O_RDONLY descriptor and reads whole lines in bulk with pread(2), only
-// below the log's published committed length, so it never sees a torn line, never blocks the
-// writer, and the writer never buffers anything for it. It is used from its OWN executor (a
+// A reader has its own O_RDONLY descriptor and reads whole lines in bulk, only below the log's
+// published committed length, so it never sees a torn line and never blocks the writer. When the
+// bytes it wants are among those the log committed last (SharedStreamState's RecentBytes, a
+// bounded copy kept while readers are open) it copies them from memory; otherwise (replay from an
+// early line, a reader far behind) it reads the file with pread(2). The bytes are the same
+// either way. It is used from its OWN executor (a
 // strand of the subscriber, or any single-threaded executor): read_some, wait_for_more and the
 // destructor must all run there. Nothing a reader does touches the run's strand.
 //
@@ -87,10 +90,16 @@ class StreamReader {
   bool finished() const;
   // This reader's memory: its read buffer (bounded by the budget, or the longest line).
   std::size_t buffer_capacity() const { return buffer_.capacity(); }
+  // Where its bytes came from, counted: pread(2) calls on the file, and copies from the log's
+  // recent bytes. For tests and diagnostics.
+  std::uint64_t file_reads() const { return file_reads_; }
+  std::uint64_t memory_reads() const { return memory_reads_; }
 
  private:
   StreamReader(std::shared_ptr<SharedStreamState> log, std::shared_ptr<ReaderWaker> waker, UniqueFd fd);
   boost::system::result<void, std::string> seek_to_seq(std::uint64_t seq);
+  // The file's bytes [offset, offset + length), all below the committed length: from the log's
+  // recent bytes when it holds all of them, else from the file.
   boost::system::result<std::size_t, std::string> read_at(std::uint64_t offset, char* out, std::size_t length);
 
   std::shared_ptr<SharedStreamState> log_;
@@ -99,6 +108,8 @@ class StreamReader {
   std::uint64_t offset_ = 0;    // byte offset of the next line to read
   std::uint64_t next_seq_ = 1;  // its seq
   std::string buffer_;
+  std::uint64_t file_reads_ = 0;
+  std::uint64_t memory_reads_ = 0;
 };
 
 }  // namespace mh::daemon

@@ -1,7 +1,9 @@
 #include "daemon/stream/stream_shared.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <boost/asio/post.hpp>
+#include <cstring>
 
 namespace mh::daemon {
 
@@ -30,6 +32,65 @@ std::uint64_t SparseOffsetIndex::capacity() const {
   for (unsigned b = 0; b < kBuckets; ++b)
     if (buckets_[b]) total += std::uint64_t{1} << (b + kFirstBucketBits);
   return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RecentBytes: a ring where the byte at file offset x sits at x % capacity.
+// ---------------------------------------------------------------------------------------------
+
+void RecentBytes::keep(std::uint64_t offset, std::string_view bytes) {
+  // No reader open: nothing to keep, and no lock taken. A reader opening meanwhile finds the
+  // copy behind its offset and reads the file.
+  if (capacity_ == 0 || bytes.empty() || readers_.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard lock(mutex_);
+  if (readers_.load(std::memory_order_relaxed) == 0) return;  // the last one closed meanwhile
+  if (!ring_) ring_ = std::make_unique<char[]>(capacity_);
+  if (offset != end_) begin_ = offset;  // a gap (or the first bytes): start afresh here
+  // Only the last capacity_ bytes of a batch longer than the ring can stay.
+  if (bytes.size() > capacity_) {
+    offset += bytes.size() - capacity_;
+    bytes.remove_prefix(bytes.size() - capacity_);
+    begin_ = offset;
+  }
+  const std::size_t at = static_cast<std::size_t>(offset % capacity_);
+  const std::size_t first = std::min(bytes.size(), capacity_ - at);
+  std::memcpy(ring_.get() + at, bytes.data(), first);
+  std::memcpy(ring_.get(), bytes.data() + first, bytes.size() - first);
+  end_ = offset + bytes.size();
+  begin_ = std::max(begin_, end_ - std::min<std::uint64_t>(end_, capacity_));
+}
+
+bool RecentBytes::copy(std::uint64_t offset, char* out, std::size_t length) const {
+  if (capacity_ == 0) return false;
+  std::lock_guard lock(mutex_);
+  if (!ring_ || offset < begin_ || offset + length > end_) return false;
+  const std::size_t at = static_cast<std::size_t>(offset % capacity_);
+  const std::size_t first = std::min(length, capacity_ - at);
+  std::memcpy(out, ring_.get() + at, first);
+  std::memcpy(out + first, ring_.get(), length - first);
+  return true;
+}
+
+void RecentBytes::reader_opened() {
+  std::lock_guard lock(mutex_);
+  readers_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void RecentBytes::reader_closed() {
+  std::lock_guard lock(mutex_);
+  if (readers_.fetch_sub(1, std::memory_order_relaxed) != 1) return;
+  ring_.reset();
+  begin_ = end_ = 0;
+}
+
+std::size_t RecentBytes::memory() const {
+  std::lock_guard lock(mutex_);
+  return ring_ ? capacity_ : 0;
+}
+
+std::pair<std::uint64_t, std::uint64_t> RecentBytes::held() const {
+  std::lock_guard lock(mutex_);
+  return {begin_, end_};
 }
 
 // ---------------------------------------------------------------------------------------------

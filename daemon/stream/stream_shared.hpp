@@ -1,14 +1,16 @@
 // The only state a run's event log shares across strands: what has been committed to
 // events.jsonl (byte length, last seq, the seq of stream.closed once written), a sparse offset
-// index, and the list of readers waiting for more. Held by shared_ptr by the log and by each
-// reader, so either may outlive the other. Everything here is lock-free; the log is its single
+// index, the most recent committed bytes (RecentBytes, for readers that are caught up), and the
+// list of readers waiting for more. Held by shared_ptr by the log and by each reader, so either
+// may outlive the other. Everything here but RecentBytes is lock-free; the log is its single
 // writer, any number of readers read it from their own strands.
 //
 // Publication order (writer, after write(2) returned for a whole line):
-//   index entry (if the line starts a new interval) -> final_seq (stream.closed only)
-//   -> committed_bytes -> committed_seq -> wake waiters.
+//   recent bytes -> index entry (if the line starts a new interval) -> final_seq (stream.closed
+//   only) -> committed_bytes -> committed_seq -> wake waiters.
 // A reader that loads committed_seq therefore sees every byte, index entry and final_seq up to
-// that seq; a reader that loads committed_bytes reads only whole lines below it.
+// that seq; a reader that loads committed_bytes reads only whole lines below it, from the recent
+// bytes when they hold them and from the file otherwise (the same bytes either way).
 //
 // Wake-ups: a reader that finds nothing new lists its waker here (at most once: a listed waker
 // is not listed again), then checks committed_bytes again, then waits on its timer. After each
@@ -26,8 +28,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace mh::daemon {
 
@@ -84,10 +88,60 @@ class ReaderWaker : public std::enable_shared_from_this<ReaderWaker> {
   std::shared_ptr<ReaderWaker> self_while_listed_;
 };
 
+// A copy of the last `capacity` bytes the log committed, and the file offset they start at, so
+// that a reader that is caught up takes the lines just written from memory instead of reading
+// them back with pread(2). The file stays the buffer and the record: these bytes are the file's
+// own bytes at the same offsets (copied after write(2) succeeded), a reader copies out of them
+// only below the committed length it loaded, exactly as it would read the file, and any range
+// not wholly held here (an early line, a reader further behind than the capacity, a log
+// recovered after a restart) is read from the file as before.
+//
+// Memory: nothing while no reader is open (the idle run's footprint is unchanged); up to
+// `capacity` bytes, allocated at the first commit with a reader open and freed when the last
+// reader closes. Held as a ring indexed by file offset modulo the capacity.
+//
+// Threading: one writer (the log, on its run's strand) and any number of readers on their own
+// strands; a mutex per run, held for a memcpy on each side. Everything the writer keeps is the
+// file's bytes, so a reader never depends on how recent the copy is for correctness, only for
+// whether it needs the file.
+class RecentBytes {
+ public:
+  explicit RecentBytes(std::size_t capacity) : capacity_(capacity) {}
+
+  // Writer: `bytes` were just written to the file at `offset` (before they are published).
+  // Kept only while a reader is open; a gap since the last bytes kept (commits made while no
+  // reader was open) starts the copy afresh at `offset`.
+  void keep(std::uint64_t offset, std::string_view bytes);
+  // Reader: copies the file's bytes [offset, offset + length) to `out` if all of them are held.
+  bool copy(std::uint64_t offset, char* out, std::size_t length) const;
+
+  void reader_opened();
+  void reader_closed();
+
+  std::size_t capacity() const { return capacity_; }
+  // Bytes allocated right now (0 or the capacity).
+  std::size_t memory() const;
+  // The file offsets held, [first, second): for tests.
+  std::pair<std::uint64_t, std::uint64_t> held() const;
+
+ private:
+  const std::size_t capacity_;
+  mutable std::mutex mutex_;
+  std::atomic<std::size_t> readers_{0};  // changed under mutex_; read without it by keep()'s fast path
+  std::unique_ptr<char[]> ring_;         // capacity_ bytes while a reader is open
+  std::uint64_t begin_ = 0;              // file offset of the oldest byte held
+  std::uint64_t end_ = 0;                // file offset just past the newest
+};
+
 class SharedStreamState {
  public:
-  SharedStreamState(std::filesystem::path path, std::string run_id, std::uint32_t index_interval)
-      : path_(std::move(path)), run_id_(std::move(run_id)), index_interval_(index_interval) {}
+  // What a caught-up reader can be behind and still take from memory: several decisions' or
+  // a chatty chunk's worth of events, well under a reader's read budget.
+  static constexpr std::size_t kDefaultRecentBytes = 64 * 1024;
+
+  SharedStreamState(std::filesystem::path path, std::string run_id, std::uint32_t index_interval,
+                    std::size_t recent_bytes = kDefaultRecentBytes)
+      : path_(std::move(path)), run_id_(std::move(run_id)), index_interval_(index_interval), recent_(recent_bytes) {}
   ~SharedStreamState();
   SharedStreamState(const SharedStreamState&) = delete;
   SharedStreamState& operator=(const SharedStreamState&) = delete;
@@ -96,6 +150,8 @@ class SharedStreamState {
   const std::string& run_id() const { return run_id_; }
   std::uint32_t index_interval() const { return index_interval_; }
   const SparseOffsetIndex& index() const { return index_; }
+  RecentBytes& recent() { return recent_; }
+  const RecentBytes& recent() const { return recent_; }
 
   std::uint64_t committed_bytes() const { return committed_bytes_.load(std::memory_order_seq_cst); }
   std::uint64_t committed_seq() const { return committed_seq_.load(std::memory_order_seq_cst); }
@@ -136,6 +192,7 @@ class SharedStreamState {
   const std::string run_id_;
   const std::uint32_t index_interval_;
   SparseOffsetIndex index_;
+  RecentBytes recent_;
   std::atomic<std::uint64_t> committed_bytes_{0};
   std::atomic<std::uint64_t> committed_seq_{0};
   std::atomic<std::uint64_t> final_seq_{0};
