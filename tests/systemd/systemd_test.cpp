@@ -315,8 +315,7 @@ TEST(SystemdPackage, InstalledUnderARealSystemdTheSocketStartsTheDaemonRunsAreGo
       },
       180s);
   ASSERT_TRUE(asked) << "no call asked for a decision; stderr: " << follow1.stderr_text() << "\nthe daemon's journal:\n"
-                     << sd.inside("journalctl -o cat --no-pager -n 80").out
-                     << "\nthe run's stream:\n"
+                     << sd.inside("journalctl -o cat --no-pager -n 80").out << "\nthe run's stream:\n"
                      << sd.inside("cat /var/lib/metaharness/runs/" + run1 + "/events.jsonl").out;
   auto decided = sd.inside(alice + "metaharness decide " + run1 + " " + asked->str("call_id") + " allow");
   EXPECT_EQ(decided.status, 0) << decided.out << decided.err;
@@ -386,8 +385,7 @@ TEST(SystemdPackage, InstalledUnderARealSystemdTheSocketStartsTheDaemonRunsAreGo
       [](const EventLine& e) { return e.event() == "warning" && e.str("code") == "RUN_ADOPTED"; }, 120s);
   ASSERT_TRUE(adopted) << follow3.stderr_text() << "\nthe run's stream:\n"
                        << sd.inside("cat /var/lib/metaharness/runs/" + run3 + "/events.jsonl").out << "\nthe journal:\n"
-                       << sd.inside("journalctl -o cat --no-pager -n 80").out
-                       << "\nsupervisor.log:\n"
+                       << sd.inside("journalctl -o cat --no-pager -n 80").out << "\nsupervisor.log:\n"
                        << sd.inside("cat /var/lib/metaharness/runs/" + run3 + "/supervisor.log").out;
   auto decided3 = sd.inside("metaharness decide " + run3 + " toolu_marker allow");
   EXPECT_EQ(decided3.status, 0) << decided3.out << decided3.err;
