@@ -30,6 +30,7 @@
 #include "daemon/run/run.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
+#include "daemon/supervisor/transcript_follower.hpp"
 #include "protocol/line_framer.hpp"
 
 namespace mh::daemon {
@@ -119,9 +120,9 @@ struct Run::Impl final : RunEffects {
   // journaled first, so a daemon that adopts the run can rebuild the core (run_supervised.cpp).
   std::unique_ptr<SupervisorLink> link;
   std::optional<InputJournal> journal;
-  UniqueFd transcript_reader;    // the transcript the supervisor writes, read back as it grows
-  std::uint64_t stdout_fed = 0;  // transcript bytes handed to the framer
-  pid_t vendor_pid = 0;          // the supervisor's child (not ours: it is not reaped here)
+  TranscriptFollower transcript_reader;                     // the transcript the supervisor writes, as it grows
+  std::uint64_t stdout_fed = 0;                             // transcript bytes handed to the framer
+  pid_t vendor_pid = 0;                                     // the supervisor's child (not ours: it is not reaped here)
   std::optional<protocol::ProcessTermination> vendor_exit;  // as the supervisor reported it
   bool vendor_stdout_ended = false, vendor_stderr_ended = false;
   std::set<std::uint64_t> hooks_handed, hooks_gone_handed;  // hook connections the core was handed
@@ -213,7 +214,7 @@ struct Run::Impl final : RunEffects {
   // Supervised runs (run_supervised.cpp).
   asio::awaitable<bool> launch_supervised(const adapters::LaunchPlan& to_spawn, const SpawnOptions& spawn_options);
   asio::awaitable<protocol::ProcessTermination> supervise_body();
-  asio::awaitable<void> read_transcript_to(std::uint64_t end);
+  asio::awaitable<void> read_transcript_to(std::uint64_t end, const supervisor::Out* out = nullptr);
   asio::awaitable<void> end_body(std::optional<pid_t> root);
   asio::awaitable<void> adopt_main(std::shared_ptr<Run> keep);
   void give_up_adoption(const std::string& why);

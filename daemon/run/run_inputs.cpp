@@ -45,7 +45,7 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                    // A replay: the bytes are in the transcript, where the supervisor wrote them.
                    std::string bytes(v.to > stdout_fed ? v.to - stdout_fed : 0, '\0');
                    ssize_t n = bytes.empty() ? 0
-                                             : ::pread(transcript_reader.get(), bytes.data(), bytes.size(),
+                                             : ::pread(transcript_reader.fd(), bytes.data(), bytes.size(),
                                                        static_cast<off_t>(stdout_fed));
                    if (n != static_cast<ssize_t>(bytes.size()) && replay && !replay->diverged)
                      replay->diverged = "the transcript holds fewer bytes than the journal says were read";

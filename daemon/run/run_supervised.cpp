@@ -90,8 +90,7 @@ asio::awaitable<bool> Run::Impl::launch_supervised(const adapters::LaunchPlan& t
     co_return false;
   }
   vendor_pid = hello.vendor_pid.value_or(0);
-  transcript_reader.reset(::open(spec.transcript.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!transcript_reader) {
+  if (!transcript_reader.open(spec.transcript)) {
     std::string why = "cannot read the transcript " + spec.transcript.string() + ": " + std::strerror(errno);
     co_await end_body(vendor_pid ? std::optional<pid_t>(vendor_pid) : std::nullopt);
     link->send(supervisor::Release{});
@@ -102,14 +101,14 @@ asio::awaitable<bool> Run::Impl::launch_supervised(const adapters::LaunchPlan& t
 }
 
 // The transcript up to `end`, fed to the core in chunks, each journaled before it is handed in;
-// a chatty vendor yields to other runs every kDrainPerTurn bytes.
-asio::awaitable<void> Run::Impl::read_transcript_to(std::uint64_t end) {
+// a chatty vendor yields to other runs every kDrainPerTurn bytes. `out`: the message that
+// reported `end`, whose carried bytes are fed without a read of the file when they continue what
+// was fed (TranscriptFollower).
+asio::awaitable<void> Run::Impl::read_transcript_to(std::uint64_t end, const supervisor::Out* out) {
   std::size_t this_turn = 0;
   while (stdout_fed < end) {
-    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, end - stdout_fed));
-    ssize_t n = ::pread(transcript_reader.get(), thread_buffer(), want, static_cast<off_t>(stdout_fed));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    auto chunk = transcript_reader.next(stdout_fed, end, out, thread_buffer(), kChunk);
+    if (!chunk) {
       daemon::log(LogPriority::error, "run " + log->run_id() + ": the transcript ends before the " +
                                           std::to_string(end) + " bytes the supervisor wrote");
       co_return;
@@ -117,10 +116,10 @@ asio::awaitable<void> Run::Impl::read_transcript_to(std::uint64_t end) {
     Instant now = Clock::now();
     if (options.seam_probe) options.seam_probe->input_read(now);
     InputExtras extras;
-    extras.bytes = std::string_view(thread_buffer(), static_cast<std::size_t>(n));
-    input(journal::VendorOut{stdout_fed + static_cast<std::uint64_t>(n), unix_ms_now()}, now, std::move(extras));
+    extras.bytes = *chunk;
+    input(journal::VendorOut{stdout_fed + chunk->size(), unix_ms_now()}, now, std::move(extras));
     if (options.seam_probe) options.seam_probe->input_done();
-    this_turn += static_cast<std::size_t>(n);
+    this_turn += chunk->size();
     if (this_turn >= kDrainPerTurn) {
       co_await asio::post(strand, asio::use_awaitable);
       this_turn = 0;
@@ -154,7 +153,7 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
       after_core();
       co_await end_body(vendor_pid ? std::optional<pid_t>(vendor_pid) : std::nullopt);
       struct stat st {};
-      if (::fstat(transcript_reader.get(), &st) == 0)
+      if (::fstat(transcript_reader.fd(), &st) == 0)
         co_await read_transcript_to(static_cast<std::uint64_t>(st.st_size));
       if (!vendor_stdout_ended) {
         input(journal::VendorEnd{}, Clock::now());
@@ -164,7 +163,7 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
       co_return vendor_exit.value_or(protocol::ProcessTermination{});
     }
     if (auto* out = std::get_if<supervisor::Out>(&*message)) {
-      co_await read_transcript_to(out->bytes);
+      co_await read_transcript_to(out->bytes, out);
     } else if (auto* out_end = std::get_if<supervisor::OutEnd>(&*message)) {
       co_await read_transcript_to(out_end->bytes);
       vendor_stdout_ended = true;
@@ -286,9 +285,8 @@ std::optional<std::string> Run::Impl::replay_journal() {
   const RunDir dir(options.run_dir);
   auto read = read_journal(options.run_dir / kJournalFile);
   if (!read) return read.error();
-  transcript_reader.reset(
-      ::open(std::get<adapters::LaunchPlan>(planned).transcript_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!transcript_reader) return "its transcript cannot be read: " + std::string(std::strerror(errno));
+  if (!transcript_reader.open(std::get<adapters::LaunchPlan>(planned).transcript_path))
+    return "its transcript cannot be read: " + std::string(std::strerror(errno));
   // The record's event types, by seq: the replay must make the same events in the same order.
   Replay r;
   r.recorded_last = log->last_seq();

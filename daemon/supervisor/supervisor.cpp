@@ -300,10 +300,17 @@ void Supervisor::Impl::on_attach(const std::shared_ptr<DaemonConnection>& connec
     return;
   }
   connection->attached = true;
+  connection->carry_out_bytes = std::min<std::uint64_t>(attach.carry_out_bytes, kMaxCarriedOutBytes);
   ++adopt_generation;  // a daemon is here: the adopt bound is off until it goes
   adopt_timer.cancel();
   Hello message = hello();
   message.protocol = *speaks;
+  message.carry_out_bytes = connection->carry_out_bytes;
+  // What this daemon missed is in the hello's size (it reads it from the transcript); its first
+  // `out` carries from there.
+  to_carry.clear();
+  to_carry_from = stdout_bytes;
+  carry_broken = connection->carry_out_bytes == 0;
   send(connection, message);
   if (spawn_error) connection->exit_when_written = kExitSpawnFailed;
 }
@@ -343,6 +350,28 @@ void Supervisor::Impl::tell_out() {
   pump_daemon(daemon);
 }
 
+void Supervisor::Impl::keep_to_carry(std::string_view chunk, bool in_transcript) {
+  if (carry_broken) return;
+  const std::uint64_t bound = daemon && daemon->attached ? daemon->carry_out_bytes : 0;
+  if (!in_transcript || to_carry.size() + chunk.size() > bound) {
+    carry_broken = true;
+    to_carry.clear();
+    return;
+  }
+  to_carry.append(chunk);
+}
+
+Out Supervisor::Impl::next_out() {
+  Out out;
+  out.bytes = stdout_bytes;
+  // Carried only when what was kept is exactly the transcript's growth since the last `out`.
+  if (!carry_broken && to_carry_from + to_carry.size() == stdout_bytes) out.data = to_carry;
+  to_carry.clear();
+  to_carry_from = stdout_bytes;
+  carry_broken = !daemon || !daemon->attached || daemon->carry_out_bytes == 0;
+  return out;
+}
+
 void Supervisor::Impl::pump_daemon(const std::shared_ptr<DaemonConnection>& connection) {
   if (connection->writing || connection->closed) return;
   connection->writing = true;
@@ -356,7 +385,7 @@ asio::awaitable<void> Supervisor::Impl::write_daemon(std::shared_ptr<DaemonConne
       bytes = std::move(*text);
     } else {
       connection->out_queued = false;
-      bytes = serialize(Out{stdout_bytes});
+      bytes = serialize(FromSupervisor(next_out()));
     }
     connection->queue.pop_front();
     auto [ec, n] =
@@ -485,11 +514,16 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
     for (;;) {
       ssize_t n = ::read(pipe.native_handle(), buffer.get(), kChunk);
       if (n > 0) {
-        if (!write_all(fd, std::string_view(buffer.get(), static_cast<std::size_t>(n))) && !write_failed) {
+        const std::string_view chunk(buffer.get(), static_cast<std::size_t>(n));
+        const bool written = write_all(fd, chunk);
+        if (!written && !write_failed) {
           write_failed = true;  // said once; the bytes that reach the file are still counted
           log("cannot append to " + path.string() + ": " + errno_text(errno));
         }
-        if (is_stdout) stdout_bytes = file_size(fd);
+        if (is_stdout) {
+          stdout_bytes = file_size(fd);
+          keep_to_carry(chunk, written);
+        }
         this_turn += static_cast<std::size_t>(n);
         if (this_turn < kDrainPerTurn) continue;
         if (is_stdout) tell_out();

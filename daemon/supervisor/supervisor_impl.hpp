@@ -33,9 +33,10 @@ struct DaemonConnection {
   local::socket socket;
   bool attached = false;
   bool closed = false;
+  std::uint64_t carry_out_bytes = 0;  // the most vendor bytes an `out` carries (its attach's, bounded)
   // What is to be written, in order. An OutMark is written as an `out` with the transcript's
   // size at the time of writing: at most one is queued, so a slow daemon never makes the
-  // supervisor hold more than the latest size.
+  // supervisor hold more than the latest size (and, carried, at most carry_out_bytes).
   struct OutMark {};
   std::deque<std::variant<std::string, OutMark>> queue;
   bool out_queued = false;
@@ -61,6 +62,13 @@ struct Supervisor::Impl {
   // Files of the run directory, appended to.
   daemon::UniqueFd transcript, stderr_log, stdin_log;
   std::uint64_t stdout_bytes = 0, stdin_bytes = 0;
+  // The vendor's stdout since the last `out` told to the attached daemon, [to_carry_from,
+  // stdout_bytes), kept while it fits what that daemon takes per `out`: the next `out` carries it
+  // (docs/supervisor.md). carry_broken: it did not fit, or a write to the transcript failed, or no
+  // daemon was there; the next `out` carries nothing and keeping starts again after it.
+  std::string to_carry;
+  std::uint64_t to_carry_from = 0;
+  bool carry_broken = true;
 
   // The vendor.
   std::unique_ptr<daemon::ChildProcess> child;
@@ -102,6 +110,8 @@ struct Supervisor::Impl {
   void send(const std::shared_ptr<DaemonConnection>& connection, const FromSupervisor& message);
   void tell(const FromSupervisor& message);  // to the attached daemon, if any
   void tell_out();                           // the transcript grew
+  void keep_to_carry(std::string_view chunk, bool in_transcript);
+  Out next_out();  // the `out` an OutMark is written as
   void pump_daemon(const std::shared_ptr<DaemonConnection>& connection);
   asio::awaitable<void> write_daemon(std::shared_ptr<DaemonConnection> connection);
   // By value: the caller's pointer may be `daemon` itself, which this resets.

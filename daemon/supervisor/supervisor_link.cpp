@@ -24,7 +24,6 @@
 
 #include "daemon/log.hpp"
 #include "daemon/process/unique_fd.hpp"
-#include "protocol/line_framer.hpp"
 
 namespace mh::daemon {
 
@@ -135,10 +134,12 @@ boost::system::result<void, std::string> spawn_supervisor(const fs::path& superv
 // ---- SupervisorLink ---------------------------------------------------------------------------
 
 struct SupervisorLink::State {
-  explicit State(asio::any_io_executor ex) : socket(ex), framer(sv::kMaxFromSupervisorLineBytes, false, true) {}
+  State(asio::any_io_executor ex, std::uint64_t carry_out_bytes)
+      : socket(ex), carry_out_bytes(carry_out_bytes), reader(static_cast<std::size_t>(carry_out_bytes)) {}
   local::socket socket;
   fs::path path;
-  protocol::LineFramer framer;
+  std::uint64_t carry_out_bytes;  // asked for in the attach
+  sv::FromSupervisorReader reader;
   std::deque<sv::FromSupervisor> ready;
   std::optional<std::string> ended;  // why the connection is over
   std::deque<std::string> out;
@@ -154,23 +155,17 @@ struct SupervisorLink::State {
 
 namespace {
 
-void take_lines(SupervisorLink::State& s, std::string_view chunk, bool at_end) {
-  auto on_line = [&s](const protocol::FramedLine& line) {
-    if (line.too_long) {
-      log(LogPriority::warning, "supervisor at " + s.path.string() + " sent " +
-                                    sv::refuse_oversized(line.length, sv::kMaxFromSupervisorLineBytes));
-      return;
-    }
-    auto parsed = sv::parse_from_supervisor(line.text);
+void take_bytes(SupervisorLink::State& s, std::string_view chunk, bool at_end) {
+  auto on_message = [&s](sv::ParsedFromSupervisor parsed) {
     if (!parsed) {
       log(LogPriority::warning,
-          "supervisor at " + s.path.string() + " sent a line this daemon cannot use: " + parsed.error());
+          "supervisor at " + s.path.string() + " sent what this daemon cannot use: " + parsed.error());
       return;
     }
     if (*parsed) s.ready.push_back(std::move(**parsed));
   };
-  s.framer.feed(chunk, on_line);
-  if (at_end) s.framer.finish(on_line);
+  s.reader.feed(chunk, on_message);
+  if (at_end) s.reader.finish(on_message);
 }
 
 asio::awaitable<boost::system::result<sv::FromSupervisor, std::string>> next_message(
@@ -186,8 +181,11 @@ asio::awaitable<boost::system::result<sv::FromSupervisor, std::string>> next_mes
     if (!buffer) buffer.reset(new char[kChunk]);
     auto [ec, n] =
         co_await s->socket.async_read_some(asio::buffer(buffer.get(), kChunk), asio::as_tuple(asio::use_awaitable));
-    take_lines(*s, std::string_view(buffer.get(), n), static_cast<bool>(ec));
-    if (ec) s->end(ec == asio::error::eof ? "it closed the connection" : ec.message());
+    take_bytes(*s, std::string_view(buffer.get(), n), static_cast<bool>(ec));
+    if (s->reader.lost())
+      s->end(*s->reader.lost());
+    else if (ec)
+      s->end(ec == asio::error::eof ? "it closed the connection" : ec.message());
   }
 }
 
@@ -218,9 +216,9 @@ bool worth_retrying(const boost::system::error_code& ec) {
 }  // namespace
 
 asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::string>> SupervisorLink::attach(
-    asio::any_io_executor ex, fs::path socket, std::chrono::milliseconds within) {
+    asio::any_io_executor ex, fs::path socket, std::chrono::milliseconds within, std::uint64_t carry_out_bytes) {
   const auto deadline = std::chrono::steady_clock::now() + within;
-  auto state = std::make_shared<State>(ex);
+  auto state = std::make_shared<State>(ex, std::min<std::uint64_t>(carry_out_bytes, sv::kMaxCarriedOutBytes));
   state->path = socket;
   asio::steady_timer timer(ex);
   std::chrono::milliseconds pause(2);
@@ -239,7 +237,7 @@ asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::stri
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
-  queue(state, sv::serialize(sv::ToSupervisor(sv::Attach{sv::kProtocol})));
+  queue(state, sv::serialize(sv::ToSupervisor(sv::Attach{sv::kProtocol, state->carry_out_bytes})));
   // The hello within what is left of the bound: past it, the connection is closed.
   timer.expires_at(deadline);
   std::weak_ptr<State> weak = state;

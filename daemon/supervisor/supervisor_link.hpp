@@ -46,8 +46,13 @@ class SupervisorLink {
   // sends attach and reads hello (within the same bound). Errors as values: "no supervisor at
   // …: …", "supervisor at … refused the attach: …", "supervisor speaks protocol 7, this daemon
   // 1..1", "supervisor at … went away before its hello".
+  //
+  // `carry_out_bytes`: the most vendor bytes an `out` may carry (bounded by
+  // supervisor::kMaxCarriedOutBytes; 0 asks for none, as a daemon before them did). Whether the
+  // supervisor carries them is its hello's carry_out_bytes.
   static asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::string>> attach(
-      asio::any_io_executor ex, std::filesystem::path socket, std::chrono::milliseconds within);
+      asio::any_io_executor ex, std::filesystem::path socket, std::chrono::milliseconds within,
+      std::uint64_t carry_out_bytes = supervisor::kMaxCarriedOutBytes);
 
   // Closes the connection: the supervisor keeps the run, and waits for the next attach (within
   // its adopt bound). Safe while a next() is awaited: that next() completes with an error and
@@ -63,7 +68,9 @@ class SupervisorLink {
   // The next message from the supervisor (out / out_end / err_end / exited / hook / hook_gone /
   // refused), or an error value once the connection ended ("supervisor gone: …"). A line the
   // supervisor should never have sent (malformed, over the bound) is logged as a warning and
-  // skipped; messages of an unknown kind are ignored (the versioning rule). One next() at a time.
+  // skipped, as is a carried payload over the bound (its `out` comes without data); messages of an
+  // unknown kind are ignored (the versioning rule). A line that cannot be read while bytes are
+  // carried ends the connection: what follows it cannot be framed. One next() at a time.
   asio::awaitable<boost::system::result<supervisor::FromSupervisor, std::string>> next();
 
   // Fire-and-forget, written in order by one writer: In, CloseStdin, HookReply, Release. A

@@ -39,6 +39,7 @@ struct ToWriter {
   void operator()(const Attach& m) {
     w.key("protocol");
     w.uinteger(m.protocol);
+    w.field_u64("carry_out_bytes", m.carry_out_bytes);
   }
   void operator()(const In& m) { w.field("line", m.line); }
   void operator()(const HookReply& m) {
@@ -82,8 +83,12 @@ struct FromWriter {
     for (std::uint64_t id : m.hooks_gone)
       w.uinteger(id);
     w.end_array();
+    w.field_u64("carry_out_bytes", m.carry_out_bytes);
   }
-  void operator()(const Out& m) { w.field_u64("bytes", m.bytes); }
+  void operator()(const Out& m) {
+    w.field_u64("bytes", m.bytes);
+    if (!m.data.empty()) w.field_u64("carried", m.data.size());
+  }
   void operator()(const OutEnd& m) { w.field_u64("bytes", m.bytes); }
   void operator()(const Exited& m) {
     w.key("termination");
@@ -211,6 +216,7 @@ Hello read_hello(FieldReader& f) {
       m.hooks_gone.push_back(*id);
     }
   }
+  m.carry_out_bytes = f.opt_u64("carry_out_bytes").value_or(0);
   return m;
 }
 
@@ -227,7 +233,10 @@ std::string serialize(const ToSupervisor& message) {
 }
 
 std::string serialize(const FromSupervisor& message) {
-  return write_line<FromWriter>(message, kFromKinds);
+  std::string line = write_line<FromWriter>(message, kFromKinds);
+  // The carried bytes are the one thing after a line that is not a line.
+  if (const auto* out = std::get_if<Out>(&message)) line.append(out->data);
+  return line;
 }
 
 std::string refuse_oversized(std::uint64_t length, std::size_t bound) {
@@ -239,7 +248,12 @@ ParsedToSupervisor parse_to_supervisor(std::string_view line) {
   if (!envelope) return envelope.error();
   const std::string& t = envelope->t;
   FieldReader f(envelope->value.get_object(), "\"" + protocol::excerpt(t, 40) + "\"");
-  if (t == "attach") return done<ToSupervisor>(f, Attach{f.req_u32("protocol")});
+  if (t == "attach") {
+    Attach m;
+    m.protocol = f.req_u32("protocol");
+    m.carry_out_bytes = f.opt_u64("carry_out_bytes").value_or(0);
+    return done<ToSupervisor>(f, m);
+  }
   if (t == "in") return done<ToSupervisor>(f, In{f.req_string("line")});
   if (t == "close_stdin") return done<ToSupervisor>(f, CloseStdin{});
   if (t == "hook_reply") {
@@ -261,7 +275,12 @@ ParsedFromSupervisor parse_from_supervisor(std::string_view line) {
     Hello m = read_hello(f);
     return done<FromSupervisor>(f, std::move(m));
   }
-  if (t == "out") return done<FromSupervisor>(f, Out{f.req_u64("bytes")});
+  if (t == "out") {
+    Out m;
+    m.bytes = f.req_u64("bytes");
+    m.carried = f.opt_u64("carried").value_or(0);
+    return done<FromSupervisor>(f, std::move(m));
+  }
   if (t == "out_end") return done<FromSupervisor>(f, OutEnd{f.req_u64("bytes")});
   if (t == "err_end") return done<FromSupervisor>(f, ErrEnd{});
   if (t == "exited") {
@@ -282,6 +301,76 @@ ParsedFromSupervisor parse_from_supervisor(std::string_view line) {
   if (t == "hook_gone") return done<FromSupervisor>(f, HookGone{f.req_u64("connection")});
   if (t == "refused") return done<FromSupervisor>(f, Refused{f.req_string("why")});
   return std::optional<FromSupervisor>();  // a later supervisor's message: ignored
+}
+
+// ---- the daemon's reader ----------------------------------------------------------------------
+
+FromSupervisorReader::FromSupervisorReader(std::size_t max_carried)
+    : framer_(kMaxFromSupervisorLineBytes, /*digest_oversized=*/false, /*report_early=*/true),
+      max_carried_(max_carried) {}
+
+void FromSupervisorReader::feed(std::string_view chunk, const Sink& sink) {
+  while (!chunk.empty() && !lost_) {
+    if (payload_of_) {
+      std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(payload_left_, chunk.size()));
+      if (payload_kept_) payload_of_->data.append(chunk.substr(0, take));
+      payload_left_ -= take;
+      chunk.remove_prefix(take);
+      if (payload_left_ == 0) {
+        Out out = std::move(*payload_of_);
+        payload_of_.reset();
+        sink(std::optional<FromSupervisor>(std::move(out)));
+      }
+      continue;
+    }
+    // One line at a time: the line may announce a payload, which is not lines.
+    std::size_t nl = chunk.find('\n');
+    std::size_t upto = nl == std::string_view::npos ? chunk.size() : nl + 1;
+    framer_.feed(chunk.substr(0, upto), [this, &sink](const protocol::FramedLine& line) { on_line(line, sink); });
+    chunk.remove_prefix(upto);
+  }
+}
+
+void FromSupervisorReader::finish(const Sink& sink) {
+  if (lost_ || payload_of_) return;
+  framer_.finish([this, &sink](const protocol::FramedLine& line) { on_line(line, sink); });
+}
+
+void FromSupervisorReader::on_line(const protocol::FramedLine& line, const Sink& sink) {
+  if (line.too_long) {
+    if (carrying_) lost_ = "an oversized line while bytes are carried: the stream's framing is lost";
+    sink(refuse_oversized(line.length, kMaxFromSupervisorLineBytes));
+    return;
+  }
+  auto parsed = parse_from_supervisor(line.text);
+  if (!parsed) {
+    if (carrying_) lost_ = "a line that cannot be read while bytes are carried: the stream's framing is lost";
+    sink(std::move(parsed));
+    return;
+  }
+  if (*parsed) {
+    if (auto* hello = std::get_if<Hello>(&**parsed)) carrying_ = hello->carry_out_bytes > 0;
+    if (auto* out = std::get_if<Out>(&**parsed); out && out->carried > 0) {
+      payload_left_ = out->carried;
+      payload_kept_ = carrying_ && out->carried <= max_carried_;
+      if (!payload_kept_)
+        sink(std::string("an out carried ") + std::to_string(out->carried) + " bytes" +
+             (carrying_ ? ", over the " + size_text(max_carried_) + " bound" : " the hello did not agree to") +
+             ": passed over, the transcript is read instead");
+      out->carried = payload_kept_ ? out->carried : 0;
+      if (payload_kept_) out->data.reserve(static_cast<std::size_t>(payload_left_));
+      payload_of_ = std::move(*out);
+      return;
+    }
+  }
+  sink(std::move(parsed));
+}
+
+std::optional<std::string_view> carried_from(const Out& out, std::uint64_t fed) {
+  if (out.data.empty() || out.data.size() > out.bytes) return std::nullopt;
+  const std::uint64_t from = out.bytes - out.data.size();
+  if (fed < from || fed > out.bytes) return std::nullopt;
+  return std::string_view(out.data).substr(static_cast<std::size_t>(fed - from));
 }
 
 boost::system::result<std::uint32_t, std::string> supervisor_speaks(std::uint32_t daemon_highest) {

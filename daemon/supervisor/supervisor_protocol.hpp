@@ -1,6 +1,10 @@
 // The wire between the daemon and a run's supervisor (docs/supervisor.md): one JSON object per
-// line over the supervisor's Unix socket, each with its kind in "t". Types, parse and serialize;
-// no I/O, no clock.
+// line over the supervisor's Unix socket, each with its kind in "t". The one exception is an `out`
+// carrying the vendor's new bytes ("carried": K): its line is followed by those K bytes raw, the
+// transcript's last K, sent only when the daemon's attach asked (carry_out_bytes) and the hello
+// agreed, at most kMaxCarriedOutBytes (the daemon's hot path: one receive, no read of the file).
+// Types, parse and serialize, the daemon's reader of the stream (lines and payloads) and its check
+// of where carried bytes begin; no I/O, no clock.
 //
 // Versioning, the rule both sides keep:
 //   - Unknown "t" and unknown keys are ignored by both sides, so an additive change (a new
@@ -15,17 +19,20 @@
 //
 // Parsing never throws: a line is a message, an ignored line (nullopt: an unknown "t"), or a
 // refusal naming what is wrong. Lines are bounded (kMaxToSupervisorLineBytes one way,
-// kMaxFromSupervisorLineBytes the other); a longer one is refused by name.
+// kMaxFromSupervisorLineBytes the other); a longer one is refused by name. Carried bytes keep the
+// version: a daemon that does not ask is sent none, a supervisor that does not agree sends none.
 #pragma once
 
 #include <boost/system/result.hpp>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "protocol/line_framer.hpp"
 #include "protocol/types.hpp"
 
 namespace mh::supervisor {
@@ -40,11 +47,17 @@ inline constexpr std::size_t kMaxToSupervisorLineBytes = 8u << 20;
 inline constexpr std::size_t kMaxFromSupervisorLineBytes = 64u << 20;
 // A hook request line read from the hook channel.
 inline constexpr std::size_t kMaxHookLineBytes = 1u << 20;
+// The vendor's new bytes an `out` carries at most (more since the last `out`: none are carried,
+// the daemon reads them from the transcript). The daemon asks for up to this many.
+inline constexpr std::size_t kMaxCarriedOutBytes = 64u << 10;
 
 // ---- daemon -> supervisor ---------------------------------------------------------------------
 
 struct Attach {                        // must be the first message; answered by Hello
   std::uint32_t protocol = kProtocol;  // the daemon's highest
+  // The most vendor bytes this daemon takes inside one `out` (0, or absent from an older daemon:
+  // none; it reads every byte from the transcript).
+  std::uint64_t carry_out_bytes = 0;
 };
 struct In {  // a line for the vendor's stdin, without its '\n'
   std::string line;
@@ -79,9 +92,19 @@ struct Hello {
   std::optional<protocol::ProcessTermination> exited;  // null: still running (or never ran)
   std::vector<Hook> hooks_open;                        // not replied to, peer still there
   std::vector<std::uint64_t> hooks_gone;               // every connection whose peer hung up unanswered
+  // The most vendor bytes an `out` carries on this connection: min(the attach's, the
+  // supervisor's own bound); 0 (or absent, from an older supervisor): none are carried.
+  std::uint64_t carry_out_bytes = 0;
 };
 struct Out {  // the transcript grew to `bytes`
   std::uint64_t bytes = 0;
+  // The transcript's last bytes, [bytes - data.size(), bytes), sent raw after the line: what the
+  // vendor wrote since the previous `out`, when the connection carries bytes and they fit its
+  // bound. Empty: none carried (the daemon reads the transcript).
+  std::string data;
+  // How many bytes follow the line, as it says ("carried"); the reader reads that many into
+  // `data`. serialize() writes data.size() instead.
+  std::uint64_t carried = 0;
 };
 struct OutEnd {  // the vendor's stdout ended; the transcript's final size
   std::uint64_t bytes = 0;
@@ -101,7 +124,7 @@ using FromSupervisor = std::variant<Hello, Out, OutEnd, ErrEnd, Exited, Hook, Ho
 
 // ---- codec ------------------------------------------------------------------------------------
 
-// One line each, '\n' included.
+// One line each, '\n' included (an `out` with data: its line, then the data).
 std::string serialize(const ToSupervisor& message);
 std::string serialize(const FromSupervisor& message);
 
@@ -110,6 +133,43 @@ using ParsedToSupervisor = boost::system::result<std::optional<ToSupervisor>, st
 using ParsedFromSupervisor = boost::system::result<std::optional<FromSupervisor>, std::string>;
 ParsedToSupervisor parse_to_supervisor(std::string_view line);
 ParsedFromSupervisor parse_from_supervisor(std::string_view line);
+
+// The supervisor's stream as the daemon reads it: a line is a message (parse_from_supervisor),
+// and an `out` whose line says "carried": N is followed by N raw bytes, read into its data. The
+// bytes are held only up to `max_carried` (the bound the daemon's attach announced); a longer
+// payload, or one the hello did not agree to, is passed over as it arrives and the `out` is handed
+// on without data (the daemon reads the transcript instead), with a warning. A line that cannot be
+// read once the hello agreed to carry bytes loses the framing (the raw bytes after it could be
+// taken for messages): lost() then says so and nothing more is read.
+class FromSupervisorReader {
+ public:
+  // A message, nullopt for a message to be ignored, or a warning about what was skipped.
+  using Sink = std::function<void(ParsedFromSupervisor)>;
+  explicit FromSupervisorReader(std::size_t max_carried);
+
+  // Feeds a chunk: the sink is called for each message, in order.
+  void feed(std::string_view chunk, const Sink& sink);
+  // The stream ended: a last line without its '\n' is still read; a payload cut short is not
+  // handed on.
+  void finish(const Sink& sink);
+  const std::optional<std::string>& lost() const { return lost_; }
+
+ private:
+  void on_line(const protocol::FramedLine& line, const Sink& sink);
+
+  protocol::LineFramer framer_;
+  std::size_t max_carried_;
+  bool carrying_ = false;          // the hello agreed to carry bytes
+  std::optional<Out> payload_of_;  // the `out` whose payload is arriving
+  std::uint64_t payload_left_ = 0;
+  bool payload_kept_ = false;  // false: passed over as it arrives
+  std::optional<std::string> lost_;
+};
+
+// The part of `out`'s carried bytes that continues a transcript read up to `fed`: the data when it
+// begins at `fed`, its tail when it began before. nullopt when the data does not reach back to
+// `fed` or claims bytes past the transcript's start (the transcript is read instead).
+std::optional<std::string_view> carried_from(const Out& out, std::uint64_t fed);
 
 // The refusal of a line over the bound ("a line of at least N bytes, over the 8 MiB bound").
 std::string refuse_oversized(std::uint64_t length, std::size_t bound);

@@ -165,6 +165,125 @@ TEST(SupervisorProtocol, UnknownKindsAndKeysAreIgnored) {
   EXPECT_EQ(std::get<Out>(**out).bytes, 5u);
 }
 
+// What a FromSupervisorReader handed on, fed `stream` in pieces of `piece` bytes.
+struct Read {
+  std::vector<FromSupervisor> messages;
+  std::vector<std::string> warnings;
+  std::optional<std::string> lost;
+};
+Read read_stream(std::string_view stream, std::size_t piece, std::size_t max_carried = kMaxCarriedOutBytes) {
+  FromSupervisorReader reader(max_carried);
+  Read read;
+  auto sink = [&read](ParsedFromSupervisor parsed) {
+    if (!parsed)
+      read.warnings.push_back(parsed.error());
+    else if (*parsed)
+      read.messages.push_back(std::move(**parsed));
+  };
+  for (std::size_t at = 0; at < stream.size(); at += piece)
+    reader.feed(stream.substr(at, piece), sink);
+  reader.finish(sink);
+  read.lost = reader.lost();
+  return read;
+}
+
+Hello carrying_hello(std::uint64_t carry) {
+  Hello hello;
+  hello.version = "dev";
+  hello.supervisor_pid = 7;
+  hello.carry_out_bytes = carry;
+  return hello;
+}
+
+Out carrying(std::uint64_t bytes, std::string data) {
+  Out out;
+  out.bytes = bytes;
+  out.data = std::move(data);
+  return out;
+}
+
+// The attach asks for carried bytes, the hello agrees; an `out` that carries them is its line,
+// then the bytes raw (here a vendor line that looks like a message, and one without its '\n'),
+// read back whole however the stream is cut.
+TEST(SupervisorProtocol, AnOutCarriesTheVendorsBytesAfterItsLine) {
+  EXPECT_EQ(std::get<Attach>(to_round_trip(Attach{1, kMaxCarriedOutBytes})).carry_out_bytes, kMaxCarriedOutBytes);
+  EXPECT_EQ(std::get<Hello>(from_round_trip(carrying_hello(4096))).carry_out_bytes, 4096u);
+  // An older side's attach and hello say nothing: nothing is carried.
+  auto old_attach = parse_to_supervisor("{\"t\":\"attach\",\"protocol\":1}");
+  ASSERT_TRUE(old_attach && *old_attach);
+  EXPECT_EQ(std::get<Attach>(**old_attach).carry_out_bytes, 0u);
+
+  const std::string vendor = "{\"t\":\"exited\",\"termination\":{\"kind\":\"unknown\"}}\n{\"type\":\"assistant\"";
+  const std::string out_line = serialize(FromSupervisor(carrying(1000 + vendor.size(), vendor)));
+  EXPECT_EQ(out_line, "{\"t\":\"out\",\"bytes\":" + std::to_string(1000 + vendor.size()) +
+                          ",\"carried\":" + std::to_string(vendor.size()) + "}\n" + vendor);
+  const std::string stream =
+      serialize(FromSupervisor(carrying_hello(kMaxCarriedOutBytes))) + out_line + serialize(FromSupervisor(ErrEnd{}));
+  for (std::size_t piece : {std::size_t{1}, std::size_t{7}, stream.size()}) {
+    Read read = read_stream(stream, piece);
+    ASSERT_EQ(read.messages.size(), 3u) << "in pieces of " << piece;
+    EXPECT_TRUE(read.warnings.empty());
+    EXPECT_FALSE(read.lost);
+    const Out& out = std::get<Out>(read.messages[1]);
+    EXPECT_EQ(out.bytes, 1000 + vendor.size());
+    EXPECT_EQ(out.data, vendor);
+    EXPECT_TRUE(std::holds_alternative<ErrEnd>(read.messages[2]));
+  }
+  // A payload cut short by the end of the stream is not handed on.
+  Read cut = read_stream(stream.substr(0, stream.size() - serialize(FromSupervisor(ErrEnd{})).size() - 3), 64);
+  EXPECT_EQ(cut.messages.size(), 1u);
+}
+
+// Bytes the daemon did not agree to take (a hello that agreed to none, or more than its bound) are
+// passed over as they arrive: the `out` comes without data, with a warning, and the stream goes on.
+TEST(SupervisorProtocol, CarriedBytesNotAgreedToArePassedOver) {
+  const std::string bytes(100, 'x');
+  const std::string after = serialize(FromSupervisor(carrying(200, bytes))) + serialize(FromSupervisor(ErrEnd{}));
+  for (auto [hello_carry, daemon_bound] : {std::pair<std::uint64_t, std::size_t>{0, kMaxCarriedOutBytes},
+                                           std::pair<std::uint64_t, std::size_t>{kMaxCarriedOutBytes, 99}}) {
+    Read read = read_stream(serialize(FromSupervisor(carrying_hello(hello_carry))) + after, 5, daemon_bound);
+    ASSERT_EQ(read.messages.size(), 3u);
+    const Out& out = std::get<Out>(read.messages[1]);
+    EXPECT_EQ(out.bytes, 200u);
+    EXPECT_TRUE(out.data.empty());
+    EXPECT_EQ(out.carried, 0u);
+    ASSERT_EQ(read.warnings.size(), 1u);
+    EXPECT_NE(read.warnings[0].find("an out carried 100 bytes"), std::string::npos) << read.warnings[0];
+    EXPECT_TRUE(std::holds_alternative<ErrEnd>(read.messages[2]));
+    EXPECT_FALSE(read.lost);
+  }
+}
+
+// A line that cannot be read is skipped while nothing is carried; once bytes are carried it loses
+// the framing (what follows could be a payload taken for messages): nothing more is read.
+TEST(SupervisorProtocol, AnUnreadableLineWhileCarryingLosesTheFraming) {
+  const std::string rest = "{\"t\":\"out\",\"bytes\":5\n" + serialize(FromSupervisor(ErrEnd{}));
+  Read skipping = read_stream(serialize(FromSupervisor(carrying_hello(0))) + rest, 3);
+  EXPECT_FALSE(skipping.lost);
+  ASSERT_EQ(skipping.messages.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<ErrEnd>(skipping.messages[1]));
+  EXPECT_EQ(skipping.warnings.size(), 1u);
+
+  Read lost = read_stream(serialize(FromSupervisor(carrying_hello(kMaxCarriedOutBytes))) + rest, 3);
+  ASSERT_TRUE(lost.lost);
+  EXPECT_NE(lost.lost->find("framing is lost"), std::string::npos) << *lost.lost;
+  EXPECT_EQ(lost.messages.size(), 1u) << "nothing after the unreadable line";
+}
+
+// The daemon uses carried bytes only where they continue what it has read: [bytes - size, bytes)
+// must reach back to `fed`; bytes it has already are cut off, a gap or an impossible offset means
+// the transcript is read instead.
+TEST(SupervisorProtocol, CarriedBytesAreUsedOnlyWhereTheyContinueWhatWasRead) {
+  const Out out = carrying(110, "0123456789");  // the transcript's bytes [100, 110)
+  EXPECT_EQ(carried_from(out, 100), "0123456789");
+  EXPECT_EQ(carried_from(out, 104), "456789") << "an overlap: the part not read yet";
+  EXPECT_EQ(carried_from(out, 110), "") << "nothing new";
+  EXPECT_FALSE(carried_from(out, 99)) << "a gap before the carried bytes";
+  EXPECT_FALSE(carried_from(out, 111)) << "past the size the out reports";
+  EXPECT_FALSE(carried_from(carrying(110, ""), 110)) << "nothing carried";
+  EXPECT_FALSE(carried_from(carrying(5, "0123456789"), 0)) << "more bytes than the transcript holds";
+}
+
 TEST(SupervisorProtocol, VersionNegotiation) {
   // The supervisor speaks min(the daemon's highest, its own), never below its oldest.
   EXPECT_EQ(*supervisor_speaks(1), 1u);

@@ -29,6 +29,7 @@
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_cgroup.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
+#include "daemon/supervisor/transcript_follower.hpp"
 #include "tests/process/process_test_support.hpp"
 
 namespace mh::supervisor {
@@ -96,8 +97,8 @@ bool wait_for_file(const fs::path& dir, const std::string& name, std::chrono::mi
 
 // ---- the "daemon": SupervisorLink on the test's strand --------------------------------------
 
-asio::awaitable<Link> attach_link(asio::any_io_executor ex, fs::path socket) {
-  auto attached = co_await SupervisorLink::attach(ex, std::move(socket), 10s);
+asio::awaitable<Link> attach_link(asio::any_io_executor ex, fs::path socket, std::uint64_t carry_out_bytes) {
+  auto attached = co_await SupervisorLink::attach(ex, std::move(socket), 10s, carry_out_bytes);
   if (!attached) throw std::runtime_error(attached.error());
   co_return std::move(*attached);
 }
@@ -183,8 +184,9 @@ class SupervisorTest : public ::testing::Test {
     ASSERT_TRUE(spawned) << spawned.error();
   }
 
-  Link attach() {
-    Link link = io_.run(strand_, attach_link(strand_, dir_.path() / "supervisor.sock"), 20s);
+  // `carry_out_bytes` 0: as a daemon that asks for no carried bytes (one before them).
+  Link attach(std::uint64_t carry_out_bytes = kMaxCarriedOutBytes) {
+    Link link = io_.run(strand_, attach_link(strand_, dir_.path() / "supervisor.sock", carry_out_bytes), 20s);
     supervisor_pid_ = link->hello().supervisor_pid;
     return link;
   }
@@ -344,6 +346,99 @@ TEST_F(SupervisorTest, ADaemonThatGoesAwayLosesNothing) {
   }
   EXPECT_EQ(hello.exited->kind, protocol::ProcessKind::exited);
   EXPECT_EQ(hello.exited->code, 3);
+  send(*link, {Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// A daemon's read side of the transcript, as a supervised run has it (TranscriptFollower): the
+// `out`s it is handed, the bytes they bring, in order.
+class Follower {
+ public:
+  explicit Follower(const fs::path& transcript) { EXPECT_TRUE(follower_.open(transcript)) << transcript; }
+  // Follows the `out`s among `messages`; the largest carried.
+  void follow(const Messages& messages) {
+    for (const auto& m : messages)
+      if (auto* out = std::get_if<Out>(&m)) {
+        largest_carried_ = std::max(largest_carried_, out->data.size());
+        while (fed_ < out->bytes) {
+          auto chunk = follower_.next(fed_, out->bytes, out, buffer_.data(), buffer_.size());
+          ASSERT_TRUE(chunk) << "the transcript ends before " << out->bytes;
+          bytes_.append(*chunk);
+          fed_ += chunk->size();
+        }
+      }
+  }
+  std::uint64_t fed() const { return fed_; }
+  const std::string& bytes() const { return bytes_; }
+  std::uint64_t read_backs() const { return follower_.read_backs(); }
+  std::size_t largest_carried() const { return largest_carried_; }
+
+ private:
+  daemon::TranscriptFollower follower_;
+  std::vector<char> buffer_ = std::vector<char>(64 * 1024);
+  std::uint64_t fed_ = 0;
+  std::string bytes_;
+  std::size_t largest_carried_ = 0;
+};
+
+// Each `out` carries what the vendor wrote since the one before: a daemon that follows them reads
+// nothing back from the transcript while a burst fits the bound; no `out` carries more than the
+// bound (a burst over it, read at once, comes without bytes and is read back); small ones after a
+// burst are carried again. The daemon gets the transcript's bytes, in order, either way.
+TEST_F(SupervisorTest, OutsCarryTheVendorsBytesSoTheDaemonReadsNoneBack) {
+  start(make_spec("/bin/cat", {}));
+  Link link = attach();
+  EXPECT_EQ(link->hello().carry_out_bytes, kMaxCarriedOutBytes);
+  const fs::path transcript = dir_.path() / "vendor-stdout.jsonl";
+  Follower daemon(transcript);
+  std::string expected;
+  auto say = [&](const std::string& line) {
+    send(*link, {In{line}});
+    expected += line + "\n";
+    auto reached = [&](const FromSupervisor& m) {
+      daemon.follow({m});
+      return daemon.fed() >= expected.size();
+    };
+    until(*link, reached);
+  };
+  for (int n = 0; n < 20; ++n)
+    say("{\"type\":\"assistant\",\"n\":" + std::to_string(n) + "}");
+  EXPECT_EQ(daemon.read_backs(), 0u) << "small chunks come in the outs";
+  EXPECT_EQ(daemon.bytes(), expected);
+
+  say(std::string(3 * kMaxCarriedOutBytes, 'a'));
+  EXPECT_LE(daemon.largest_carried(), kMaxCarriedOutBytes) << "the burst is carried in outs within the bound, or read";
+  const std::uint64_t after_burst = daemon.read_backs();
+  say("{\"type\":\"result\"}");
+  EXPECT_EQ(daemon.read_backs(), after_burst) << "carried again after the burst";
+  EXPECT_EQ(daemon.bytes(), expected);
+  EXPECT_EQ(slurp(transcript), expected);
+  send(*link, {Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// A daemon that asks for no carried bytes (one from before them) is sent none: every `out` is a
+// size, and the chunks are read back from the transcript, as they always were.
+TEST_F(SupervisorTest, ADaemonThatAsksForNoBytesReadsThemFromTheTranscript) {
+  start(make_spec("/bin/cat", {}));
+  Link link = attach(0);
+  EXPECT_EQ(link->hello().carry_out_bytes, 0u);
+  const fs::path transcript = dir_.path() / "vendor-stdout.jsonl";
+  Follower daemon(transcript);
+  std::string expected;
+  for (int n = 0; n < 5; ++n) {
+    const std::string line = "{\"n\":" + std::to_string(n) + "}";
+    send(*link, {In{line}});
+    expected += line + "\n";
+    auto reached = [&](const FromSupervisor& m) {
+      daemon.follow({m});
+      return daemon.fed() >= expected.size();
+    };
+    until(*link, reached);
+  }
+  EXPECT_EQ(daemon.largest_carried(), 0u);
+  EXPECT_GE(daemon.read_backs(), 5u) << "each line's out read back";
+  EXPECT_EQ(daemon.bytes(), expected);
   send(*link, {Release{}});
   EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
 }
