@@ -270,6 +270,62 @@ TEST(SupervisorProtocol, AnUnreadableLineWhileCarryingLosesTheFraming) {
   EXPECT_EQ(lost.messages.size(), 1u) << "nothing after the unreadable line";
 }
 
+// A run's stream as a supervisor writes it (the hello, a first `out` carrying the vendor's init
+// line and half of the next, an `out` whose bytes were not carried, one carrying the rest, the
+// ends), cut once and twice at every place: each cut (inside a line, at its '\n', inside a
+// payload, at a payload's last byte) hands on the same messages with the same bytes.
+TEST(SupervisorProtocol, AStreamCutAnywhereReadsTheSameMessages) {
+  const std::string first = "{\"type\":\"system\",\"subtype\":\"init\"}\n{\"type\":\"assi";
+  const std::string rest = "stant\"}\n" + std::string(3000, 'z') + "\n";
+  Out not_carried;
+  not_carried.bytes = first.size();
+  const std::vector<FromSupervisor> sent{
+      carrying_hello(kMaxCarriedOutBytes),        carrying(first.size(), first),      not_carried,
+      carrying(first.size() + rest.size(), rest), OutEnd{first.size() + rest.size()}, ErrEnd{}};
+  std::string stream;
+  for (const auto& message : sent)
+    stream += serialize(message);
+  const std::uint64_t total = first.size() + rest.size();
+  auto same = [&sent, total](const Read& read, std::size_t a, std::size_t b) {
+    ASSERT_EQ(read.messages.size(), sent.size()) << "cut at " << a << " and " << b;
+    EXPECT_TRUE(read.warnings.empty()) << "cut at " << a << " and " << b;
+    EXPECT_FALSE(read.lost);
+    for (std::size_t i = 1; i <= 3; ++i) {
+      const Out& got = std::get<Out>(read.messages[i]);
+      EXPECT_EQ(got.bytes, std::get<Out>(sent[i]).bytes) << "cut at " << a << " and " << b;
+      EXPECT_EQ(got.data, std::get<Out>(sent[i]).data) << "cut at " << a << " and " << b;
+    }
+    EXPECT_EQ(std::get<OutEnd>(read.messages[4]).bytes, total);
+  };
+  const std::string_view whole(stream);
+  auto read_cut = [&whole](std::size_t a, std::size_t b) {
+    FromSupervisorReader reader(kMaxCarriedOutBytes);
+    Read read;
+    auto sink = [&read](ParsedFromSupervisor parsed) {
+      if (!parsed)
+        read.warnings.push_back(parsed.error());
+      else if (*parsed)
+        read.messages.push_back(std::move(**parsed));
+    };
+    reader.feed(whole.substr(0, a), sink);
+    reader.feed(whole.substr(a, b - a), sink);
+    reader.feed(whole.substr(b), sink);
+    reader.finish(sink);
+    read.lost = reader.lost();
+    return read;
+  };
+  for (std::size_t a = 0; a <= whole.size(); ++a) {
+    same(read_cut(a, a), a, a);
+    if (::testing::Test::HasFailure()) return;
+  }
+  // Twice: every first cut, the second every 97 bytes after it (a payload's start and end among them).
+  for (std::size_t a = 0; a <= whole.size(); a += 13)
+    for (std::size_t b = a; b <= whole.size(); b += 97) {
+      same(read_cut(a, b), a, b);
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
 // The daemon uses carried bytes only where they continue what it has read: [bytes - size, bytes)
 // must reach back to `fed`; bytes it has already are cut off, a gap or an impossible offset means
 // the transcript is read instead.
