@@ -31,9 +31,7 @@ class IoPool {
   explicit IoPool(unsigned threads);
   // Shuts every context down before any is destroyed: a handler queued on one context may hold
   // an object (a connection, a run) whose socket or timer belongs to another.
-  ~IoPool();
-  IoPool(const IoPool&) = delete;
-  IoPool& operator=(const IoPool&) = delete;
+  ~IoPool();  // (neither copied nor moved: it holds an atomic)
 
   boost::asio::io_context& main() { return *contexts_.front(); }
   std::size_t size() const { return contexts_.size(); }

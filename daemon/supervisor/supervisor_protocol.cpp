@@ -37,8 +37,7 @@ void write_hook(JsonWriter& w, const Hook& hook) {
 struct ToWriter {
   JsonWriter& w;
   void operator()(const Attach& m) {
-    w.key("protocol");
-    w.uinteger(m.protocol);
+    w.field_u64("protocol", m.protocol);
     w.field_u64("carry_out_bytes", m.carry_out_bytes);
   }
   void operator()(const In& m) { w.field("line", m.line); }
@@ -248,12 +247,8 @@ ParsedToSupervisor parse_to_supervisor(std::string_view line) {
   if (!envelope) return envelope.error();
   const std::string& t = envelope->t;
   FieldReader f(envelope->value.get_object(), "\"" + protocol::excerpt(t, 40) + "\"");
-  if (t == "attach") {
-    Attach m;
-    m.protocol = f.req_u32("protocol");
-    m.carry_out_bytes = f.opt_u64("carry_out_bytes").value_or(0);
-    return done<ToSupervisor>(f, m);
-  }
+  if (t == "attach")  // (a braced list is read left to right: the fields in order)
+    return done<ToSupervisor>(f, Attach{f.req_u32("protocol"), f.opt_u64("carry_out_bytes").value_or(0)});
   if (t == "in") return done<ToSupervisor>(f, In{f.req_string("line")});
   if (t == "close_stdin") return done<ToSupervisor>(f, CloseStdin{});
   if (t == "hook_reply") {

@@ -170,16 +170,20 @@ struct Read {
   std::vector<FromSupervisor> messages;
   std::vector<std::string> warnings;
   std::optional<std::string> lost;
+  // What the reader hands on goes here.
+  auto sink() {
+    return [this](ParsedFromSupervisor parsed) {
+      if (!parsed)
+        warnings.push_back(parsed.error());
+      else if (*parsed)
+        messages.push_back(std::move(**parsed));
+    };
+  }
 };
 Read read_stream(std::string_view stream, std::size_t piece, std::size_t max_carried = kMaxCarriedOutBytes) {
   FromSupervisorReader reader(max_carried);
   Read read;
-  auto sink = [&read](ParsedFromSupervisor parsed) {
-    if (!parsed)
-      read.warnings.push_back(parsed.error());
-    else if (*parsed)
-      read.messages.push_back(std::move(**parsed));
-  };
+  auto sink = read.sink();
   for (std::size_t at = 0; at < stream.size(); at += piece)
     reader.feed(stream.substr(at, piece), sink);
   reader.finish(sink);
@@ -301,12 +305,7 @@ TEST(SupervisorProtocol, AStreamCutAnywhereReadsTheSameMessages) {
   auto read_cut = [&whole](std::size_t a, std::size_t b) {
     FromSupervisorReader reader(kMaxCarriedOutBytes);
     Read read;
-    auto sink = [&read](ParsedFromSupervisor parsed) {
-      if (!parsed)
-        read.warnings.push_back(parsed.error());
-      else if (*parsed)
-        read.messages.push_back(std::move(**parsed));
-    };
+    auto sink = read.sink();
     reader.feed(whole.substr(0, a), sink);
     reader.feed(whole.substr(a, b - a), sink);
     reader.feed(whole.substr(b), sink);

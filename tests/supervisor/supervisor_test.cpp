@@ -385,22 +385,30 @@ class Follower {
 // nothing back from the transcript while a burst fits the bound; no `out` carries more than the
 // bound (a burst over it, read at once, comes without bytes and is read back); small ones after a
 // burst are carried again. The daemon gets the transcript's bytes, in order, either way.
-TEST_F(SupervisorTest, OutsCarryTheVendorsBytesSoTheDaemonReadsNoneBack) {
+// A cat vendor and a daemon's side that follows the outs.
+class SupervisorCarryTest : public SupervisorTest {
+ protected:
+  // Sends `line` to the vendor (cat echoes it), appends it to `expected`, and follows the outs
+  // until `daemon` has fed all of `expected`.
+  void echo_and_follow(SupervisorLink& link, Follower& daemon, std::string& expected, const std::string& line) {
+    send(link, {In{line}});
+    expected += line + "\n";
+    auto reached = [&](const FromSupervisor& m) {
+      daemon.follow({m});
+      return daemon.fed() >= expected.size();
+    };
+    until(link, reached);
+  }
+};
+
+TEST_F(SupervisorCarryTest, OutsCarryTheVendorsBytesSoTheDaemonReadsNoneBack) {
   start(make_spec("/bin/cat", {}));
   Link link = attach();
   EXPECT_EQ(link->hello().carry_out_bytes, kMaxCarriedOutBytes);
   const fs::path transcript = dir_.path() / "vendor-stdout.jsonl";
   Follower daemon(transcript);
   std::string expected;
-  auto say = [&](const std::string& line) {
-    send(*link, {In{line}});
-    expected += line + "\n";
-    auto reached = [&](const FromSupervisor& m) {
-      daemon.follow({m});
-      return daemon.fed() >= expected.size();
-    };
-    until(*link, reached);
-  };
+  auto say = [&](const std::string& line) { echo_and_follow(*link, daemon, expected, line); };
   for (int n = 0; n < 20; ++n)
     say("{\"type\":\"assistant\",\"n\":" + std::to_string(n) + "}");
   EXPECT_EQ(daemon.read_backs(), 0u) << "small chunks come in the outs";
@@ -419,23 +427,15 @@ TEST_F(SupervisorTest, OutsCarryTheVendorsBytesSoTheDaemonReadsNoneBack) {
 
 // A daemon that asks for no carried bytes (one from before them) is sent none: every `out` is a
 // size, and the chunks are read back from the transcript, as they always were.
-TEST_F(SupervisorTest, ADaemonThatAsksForNoBytesReadsThemFromTheTranscript) {
+TEST_F(SupervisorCarryTest, ADaemonThatAsksForNoBytesReadsThemFromTheTranscript) {
   start(make_spec("/bin/cat", {}));
   Link link = attach(0);
   EXPECT_EQ(link->hello().carry_out_bytes, 0u);
   const fs::path transcript = dir_.path() / "vendor-stdout.jsonl";
   Follower daemon(transcript);
   std::string expected;
-  for (int n = 0; n < 5; ++n) {
-    const std::string line = "{\"n\":" + std::to_string(n) + "}";
-    send(*link, {In{line}});
-    expected += line + "\n";
-    auto reached = [&](const FromSupervisor& m) {
-      daemon.follow({m});
-      return daemon.fed() >= expected.size();
-    };
-    until(*link, reached);
-  }
+  for (int n = 0; n < 5; ++n)
+    echo_and_follow(*link, daemon, expected, "{\"n\":" + std::to_string(n) + "}");
   EXPECT_EQ(daemon.largest_carried(), 0u);
   EXPECT_GE(daemon.read_backs(), 5u) << "each line's out read back";
   EXPECT_EQ(daemon.bytes(), expected);
