@@ -15,7 +15,6 @@
 #include <boost/asio/signal_set.hpp>
 #include <fstream>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "daemon/file_modes.hpp"

@@ -44,10 +44,6 @@ Server::Server(DaemonConfig c)
 
 Server::~Server() = default;
 
-unsigned Server::threads() const {
-  return thread_count(config);
-}
-
 std::function<void(const Spend&)> Server::spend_reporter(const std::string& id, std::uint32_t uid) {
   // Each report is a hop to the main io thread (a wake-up per tool call); only a daily budget
   // needs them. Otherwise `list` and `get` read a live run's spend from the run, and a closed

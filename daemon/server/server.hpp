@@ -57,8 +57,6 @@ class Server : public std::enable_shared_from_this<Server> {
   // grace passed). Any thread.
   virtual void begin_shutdown(const std::string& why) = 0;
 
-  unsigned threads() const;
-
   // Runs f() on the registry strand and resumes the awaiting coroutine with its result.
   template <class F>
   auto on_registry(F f) {
