@@ -98,29 +98,29 @@ NatsResult<ClosedRun> close_run_in_fleet(FleetLink& link, const std::string& run
       out.closed_seq = tail.last_seq;
       return out;
     }
-    std::uint64_t seq = tail.last_seq;
-    // After a HOST_LOST warning (an earlier half-done close, ours or another's) only
-    // stream.closed is missing.
+    // The seq of the HOST_LOST warning: the tail's own line when it is one (an earlier half-done
+    // close, ours or another's: only stream.closed is missing), else the line we write next.
+    std::uint64_t warning_seq = tail.last_seq;
     if (std::string named = closer_named(tail); !named.empty()) {
       out.closer = named;
     } else {
-      auto warning = line_of(run_id, seq + 1,
+      warning_seq = tail.last_seq + 1;
+      auto warning = line_of(run_id, warning_seq,
                              protocol::ev::Warning{"HOST_LOST", "host " + lost_host + " lost its fleet lease" +
                                                                     std::string(kClosedBy) + closer});
-      auto sent = publisher->publish(seq + 1, warning);
+      auto sent = publisher->publish(warning_seq, warning);
       if (!sent) return sent.error();
-      if (*sent != RunPublisher::Outcome::published) continue;  // someone's line is at seq + 1: read it
+      if (*sent != RunPublisher::Outcome::published) continue;  // someone's line is at that seq: read it
       out.closer = closer;
     }
-    ++seq;
     protocol::ev::StreamClosed closed;
-    closed.events = seq;
+    closed.events = warning_seq;
     closed.reason = protocol::CloseReason::error;
     closed.run_id = run_id;
-    auto sent = publisher->publish(seq + 1, line_of(run_id, seq + 1, closed));
+    auto sent = publisher->publish(warning_seq + 1, line_of(run_id, warning_seq + 1, closed));
     if (!sent) return sent.error();
     if (*sent != RunPublisher::Outcome::published) continue;
-    out.closed_seq = seq + 1;
+    out.closed_seq = warning_seq + 1;
     return out;
   }
   return nats_error("closing " + run_id + ": its subject kept moving", NATS_ERR);

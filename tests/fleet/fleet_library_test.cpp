@@ -1,6 +1,7 @@
 // The fleet library against a real 3-node nats-server cluster (JetStream, loopback, started and
 // stopped here): a run's publisher deduplicates and resumes, placement is exactly once across
-// three consumers and redelivery, a lost host's runs are closed by exactly one survivor, and a
+// three consumers and redelivery, a lost host's runs are closed by exactly one survivor (a close
+// cut short after its warning is finished without a gap), and a
 // request reaches the host that serves it.
 #include <gtest/gtest.h>
 
@@ -341,6 +342,43 @@ TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
   ASSERT_TRUE(sent);
   EXPECT_EQ(*sent, Outcome::superseded);
   EXPECT_EQ(late->tail().last_event, "stream.closed");
+}
+
+TEST_F(FleetLibrary, AHalfDoneCloseIsFinishedRightAfterItsWarningWithoutAGap) {
+  // A survivor that finds another's HOST_LOST warning at the end (the other stopped, or is about
+  // to write stream.closed) writes only stream.closed, at the very next seq, naming that closer.
+  auto lost = link("lost");
+  auto b = link("b");
+  auto c = link("c");
+  ASSERT_TRUE(lost && b && c);
+  auto p = RunPublisher::resume(*lost, "rh");
+  ASSERT_TRUE(p);
+  publish_each(*p, "rh", 1, 3, [](std::uint64_t) { return Outcome::published; });
+  // b's close, cut short after its warning: the first half of close_run_in_fleet, by hand.
+  auto half = RunPublisher::resume(*b, "rh");
+  ASSERT_TRUE(half);
+  const std::string warning =
+      R"({"format":"metaharness.event/1","seq":4,"run":"rh","event":"warning","code":"HOST_LOST",)"
+      R"("message":"host lost lost its fleet lease; its run was closed by host b"})";
+  ASSERT_EQ(*half->publish(4, warning), Outcome::published);
+
+  auto closed = fleet::close_run_in_fleet(*c, "rh", "lost", "c");
+  ASSERT_TRUE(closed) << closed.error().text;
+  EXPECT_EQ(closed->closer, "b");  // the warning's closer, not c
+  EXPECT_EQ(closed->closed_seq, 5u);
+  auto lines = read_all(*c, "rh", 1, 10);
+  ASSERT_EQ(lines.size(), 5u);
+  for (std::uint64_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(lines[i].seq, i + 1) << lines[i].line;  // contiguous: no gap after the warning
+  EXPECT_EQ(lines[3].line, warning);                  // b's warning, once
+  auto end = protocol::parse_json(lines[4].line)->as_object();
+  EXPECT_EQ(protocol::string_at(end, "event"), "stream.closed");
+  EXPECT_EQ(protocol::u64_at(end, "events"), 4u);
+  // Closing again changes nothing.
+  auto again = fleet::close_run_in_fleet(*b, "rh", "lost", "b");
+  ASSERT_TRUE(again) << again.error().text;
+  EXPECT_EQ(again->closed_seq, 5u);
+  EXPECT_EQ(again->closer, "");
 }
 
 TEST_F(FleetLibrary, ASurvivorJudgesOnlyOnceItsOwnRenewalsWereTakenForAWholeLease) {
