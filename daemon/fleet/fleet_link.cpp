@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 namespace mh::fleet {
@@ -92,9 +93,16 @@ NatsResult<KvHandle> ensure_bucket(jsCtx* js, kvConfig& cfg) {
   return nats_error(std::string("bucket ") + cfg.Bucket, s);
 }
 
+// A layout call JetStream may take a moment later: "temporarily unavailable" (no meta leader,
+// or the node catching up) or no answer within the wait. Anything else (no JetStream at all, a
+// stream made with other settings, more replicas than nodes) will not change by waiting.
+bool worth_waiting_for(const NatsError& e) {
+  return e.js == JSClusterNotAvailErr || e.status == NATS_TIMEOUT;
+}
+
 }  // namespace
 
-NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& config) {
+NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& config, const LayoutWait& waiting) {
   std::unique_ptr<FleetLink> link(new FleetLink(config));
   natsOptions* raw_opts = nullptr;
   if (natsStatus s = natsOptions_Create(&raw_opts); s != NATS_OK) return nats_error("NATS options", s);
@@ -135,7 +143,18 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
   s = natsConnection_JetStream(&raw_js, link->nc_.get(), &jo);
   if (s != NATS_OK) return nats_error("JetStream context", s);
   link->sweep_js_.reset(raw_js);
-  if (auto made = link->make_layout(); !made) return made.error();
+  const auto give_up = std::chrono::steady_clock::now() + kLayoutPatience;
+  for (std::chrono::milliseconds pause(250);; pause = std::min(pause * 2, std::chrono::milliseconds(2000))) {
+    auto made = link->make_layout();
+    if (made) break;
+    if (!worth_waiting_for(made.error()) || std::chrono::steady_clock::now() + pause >= give_up) {
+      if (worth_waiting_for(made.error()))
+        made.error().text += " (still so after " + std::to_string(kLayoutPatience.count()) + " s)";
+      return made.error();
+    }
+    if (waiting) waiting(made.error());
+    std::this_thread::sleep_for(pause);  // the daemon's start, before any io thread: nothing else to do
+  }
   // The buckets again, bound to the short-wait context (js_KeyValue reads the bucket's stream once).
   for (auto [bucket, handle] : {std::pair{link->names_.runs_bucket(), &link->sweep_runs_},
                                 std::pair{link->names_.hosts_bucket(), &link->sweep_hosts_}}) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,10 +19,18 @@ namespace mh::fleet {
 
 class FleetLink {
  public:
+  // What connect() is told each time JetStream was not ready for the layout and it waits.
+  using LayoutWait = std::function<void(const NatsError& why)>;
+  // How long connect() waits, at most, for JetStream to take the layout: its meta group may be
+  // electing a leader, or the node it reached catching up after it was away (a node stopped and
+  // resumed answers "temporarily unavailable" for seconds). Past that the start is refused.
+  static constexpr std::chrono::seconds kLayoutPatience{60};
+
   // Connects (every URL, user/password or credentials from the config), then makes or finds the
   // layout: the events stream, the submit work queue and its durable pull consumer, the runs
-  // and hosts buckets.
-  static NatsResult<std::unique_ptr<FleetLink>> connect(const FleetConfig& config);
+  // and hosts buckets. A failure JetStream calls temporary (or a call it did not answer in time)
+  // is tried again, `waiting` told each time, within kLayoutPatience; any other is returned.
+  static NatsResult<std::unique_ptr<FleetLink>> connect(const FleetConfig& config, const LayoutWait& waiting = {});
   ~FleetLink();
   FleetLink(const FleetLink&) = delete;
   FleetLink& operator=(const FleetLink&) = delete;

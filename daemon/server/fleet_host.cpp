@@ -96,7 +96,9 @@ const std::string& FleetHost::host_id() const {
 boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(std::shared_ptr<Server> server) {
   using Result = boost::system::result<std::shared_ptr<FleetHost>, std::string>;
   const fleet::FleetConfig& config = *server->config.fleet;
-  auto link = fleet::FleetLink::connect(config);
+  auto link = fleet::FleetLink::connect(config, [](const fleet::NatsError& why) {
+    log(LogPriority::notice, "fleet: JetStream is not ready yet (" + why.text + "); waiting");
+  });
   // Refused by the key whose value is at fault: the credentials the server turned down, else the
   // servers themselves (unreachable, or no JetStream).
   if (!link) {

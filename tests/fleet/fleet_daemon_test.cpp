@@ -79,21 +79,6 @@ std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const 
   return report.seen;
 }
 
-// A NATS node stopped (SIGSTOP) for as long as this lives: its connections stay open, nothing it
-// is sent is answered. SIGCONT at the end whatever happened, so the next test finds it running.
-class StoppedNode {
- public:
-  explicit StoppedNode(int pid) : pid_(pid) { ::kill(pid_, SIGSTOP); }
-  ~StoppedNode() { resume(); }
-  void resume() {
-    if (pid_ > 0) ::kill(pid_, SIGCONT);
-    pid_ = -1;
-  }
-
- private:
-  int pid_;
-};
-
 class FleetDaemons : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

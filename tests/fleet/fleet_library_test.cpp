@@ -48,6 +48,12 @@ class FleetLibrary : public ::testing::Test {
   // `node`: only that node's URL (else all three, in libnats' shuffled order).
   std::unique_ptr<FleetLink> link(const std::string& host, std::chrono::milliseconds ttl = std::chrono::seconds(6),
                                   std::optional<int> node = std::nullopt) {
+    auto made = FleetLink::connect(config(host, ttl, node));
+    EXPECT_TRUE(made) << (made ? "" : made.error().text);
+    return made ? std::move(*made) : nullptr;
+  }
+  fleet::FleetConfig config(const std::string& host, std::chrono::milliseconds ttl = std::chrono::seconds(6),
+                            std::optional<int> node = std::nullopt) const {
     fleet::FleetConfig c;
     c.nats_urls = node ? std::vector<std::string>{cluster_->url(*node)} : cluster_->urls();
     c.host_id = host;
@@ -55,9 +61,7 @@ class FleetLibrary : public ::testing::Test {
     c.lease_ttl = ttl;
     c.prefix = prefix();
     c.request_timeout = std::chrono::seconds(10);
-    auto made = FleetLink::connect(c);
-    EXPECT_TRUE(made) << (made ? "" : made.error().text);
-    return made ? std::move(*made) : nullptr;
+    return c;
   }
   std::string prefix() const {
     std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -379,6 +383,47 @@ TEST_F(FleetLibrary, AHalfDoneCloseIsFinishedRightAfterItsWarningWithoutAGap) {
   ASSERT_TRUE(again) << again.error().text;
   EXPECT_EQ(again->closed_seq, 5u);
   EXPECT_EQ(again->closer, "");
+}
+
+TEST_F(FleetLibrary, AHostStartingWhileJetStreamIsUnavailableWaitsForItThenMakesTheLayout) {
+  // Two of the three nodes stopped: the one left has no JetStream quorum and answers "temporarily
+  // unavailable" (or nothing in time). connect() is told, waits, and once the two go on (resumed
+  // from its first wait, nothing timed) makes the layout.
+  std::optional<StoppedNode> n1(std::in_place, cluster_->pid(1)), n2(std::in_place, cluster_->pid(2));
+  std::vector<fleet::NatsError> waits;
+  auto made = FleetLink::connect(config("w", std::chrono::seconds(6), 0), [&](const fleet::NatsError& why) {
+    waits.push_back(why);
+    n1.reset();
+    n2.reset();
+  });
+  n1.reset();
+  n2.reset();
+  ASSERT_TRUE(made) << made.error().text;
+  ASSERT_FALSE(waits.empty()) << "JetStream answered without its quorum";
+  EXPECT_TRUE(waits.front().js == JSClusterNotAvailErr || waits.front().status == NATS_TIMEOUT) << waits.front().text;
+  // The layout is there: a run's line goes in. (A stream whose create was answered late may
+  // still be placing its replicas for a moment — "stream not found" — as after any create; the
+  // daemon's publisher tries again the same way.)
+  std::optional<RunPublisher> p;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto resumed = RunPublisher::resume(**made, "rw");
+        if (resumed) p.emplace(std::move(*resumed));
+        return p.has_value();
+      },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(*p->publish(1, line("rw", 1)), Outcome::published);
+}
+
+TEST_F(FleetLibrary, ALayoutJetStreamCannotTakeIsRefusedAtOnceNotWaitedFor) {
+  // Five replicas on three nodes will not come by waiting: refused at the first answer.
+  auto c = config("five");
+  c.replicas = 5;
+  int waits = 0;
+  auto made = FleetLink::connect(c, [&](const fleet::NatsError&) { ++waits; });
+  ASSERT_FALSE(made);
+  EXPECT_EQ(waits, 0) << made.error().text;
+  EXPECT_NE(made.error().text.find("JetStream error"), std::string::npos) << made.error().text;
 }
 
 TEST_F(FleetLibrary, ASurvivorJudgesOnlyOnceItsOwnRenewalsWereTakenForAWholeLease) {

@@ -5,6 +5,8 @@
 // One node is a lone server (no cluster block). With NatsUsers every node asks who connects.
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -64,6 +66,23 @@ class NatsCluster {
   std::vector<Node> nodes_;
   NatsUsers users_;
   std::string why_;
+};
+
+// A NATS node stopped (SIGSTOP) for as long as this lives: its connections stay open, nothing it
+// is sent is answered. SIGCONT at the end whatever happened, so the next test finds it running.
+class StoppedNode {
+ public:
+  explicit StoppedNode(int pid) : pid_(pid) { ::kill(pid_, SIGSTOP); }
+  ~StoppedNode() { resume(); }
+  StoppedNode(const StoppedNode&) = delete;
+  StoppedNode& operator=(const StoppedNode&) = delete;
+  void resume() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+    pid_ = -1;
+  }
+
+ private:
+  int pid_;
 };
 
 }  // namespace mh::test
