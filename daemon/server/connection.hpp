@@ -7,7 +7,9 @@
 // line goes to the Handler, one at a time and in order: the next is not read before the
 // handler's on_line returns.
 //
-// Writing: send() queues a line in the outbox; one writer coroutine writes it out. The outbox has
+// Writing: a line sent while the writer sleeps with nothing queued is written at once, as far as
+// the socket takes it without blocking. Otherwise (and the rest of a line the socket did not take)
+// send() queues it in the outbox; one writer coroutine writes it out, in order. The outbox has
 // a high-water mark that a producer with a lot to say (a stream pump) waits on (writable()), so
 // a client that stops reading costs the daemon one batch.
 //
@@ -115,10 +117,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_after_flush_ = false;
   bool closed_ = false;
   bool closing_ = false;
-  bool peer_done_ = false;      // the peer half-closed: close once what it asked is answered
-  bool finishing_ = false;      // finish(): close at the last release
-  bool reader_active_ = false;  // a reader still takes in the peer's bytes: it closes the socket
-  bool sent_all_ = false;       // the outbox is flushed and our side shut for writing
+  bool peer_done_ = false;       // the peer half-closed: close once what it asked is answered
+  bool finishing_ = false;       // finish(): close at the last release
+  bool reader_active_ = false;   // a reader still takes in the peer's bytes: it closes the socket
+  bool sent_all_ = false;        // the outbox is flushed and our side shut for writing
+  bool writer_waiting_ = false;  // the writer sleeps, nothing in flight: send() may write at once
   std::size_t holds_ = 0;
 };
 

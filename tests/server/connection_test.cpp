@@ -1,0 +1,134 @@
+// What a Connection (daemon/server/connection.hpp) writes: every line sent arrives whole and in
+// the order it was sent, whether send() wrote it at once (the writer asleep, nothing queued) or
+// queued it behind a line the socket could not take. A real io_context and a socketpair whose
+// sending buffer is small, so that the first big line fills it.
+#include "daemon/server/connection.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_future.hpp>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace daemon = mh::daemon;
+using namespace std::chrono_literals;
+
+constexpr auto kBound = 10s;  // an upper bound on every wait, never a pause
+
+class IgnoreLines : public daemon::Connection::Handler {
+ public:
+  asio::awaitable<void> on_line(std::string) override { co_return; }
+  void on_oversized(std::string) override {}
+};
+
+// A connection on one end of a socketpair, served by an io_context on a thread of its own; the
+// test reads the other end.
+class ConnectionOnAPair : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    const int small = 16 * 1024;  // the kernel doubles it; still far below the big line
+    ASSERT_EQ(::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    peer_ = fds[1];
+    connection_ = std::make_shared<daemon::Connection>(
+        daemon::local_socket(io_, asio::local::stream_protocol(), fds[0]), 1 << 20);
+    connection_->start(std::make_shared<IgnoreLines>());
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  void TearDown() override {
+    asio::post(io_, [c = connection_] { c->close_after_flush(); });
+    connection_.reset();
+    work_.reset();
+    ::close(peer_);  // the connection's reader sees the end and lets go
+    thread_.join();
+  }
+
+  // Runs `f` on the io thread (the connection's executor) and waits for it.
+  void on_io(std::function<void()> f) {
+    auto done = asio::post(io_, asio::use_future(std::move(f)));
+    ASSERT_EQ(done.wait_for(kBound), std::future_status::ready);
+  }
+
+  // Reads the peer's end until `bytes` have come, within the bound.
+  std::string read_peer(std::size_t bytes) {
+    std::string got;
+    const auto give_up = std::chrono::steady_clock::now() + kBound;
+    char chunk[65536];
+    while (got.size() < bytes && std::chrono::steady_clock::now() < give_up) {
+      ssize_t n = ::recv(peer_, chunk, sizeof chunk, MSG_DONTWAIT);
+      if (n > 0) {
+        got.append(chunk, static_cast<std::size_t>(n));
+        continue;
+      }
+      pollfd p{peer_, POLLIN, 0};
+      ::poll(&p, 1, 100);  // a wait for bytes, bounded by give_up above
+    }
+    return got;
+  }
+
+  asio::io_context io_{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
+  std::shared_ptr<daemon::Connection> connection_;
+  std::thread thread_;
+  int peer_ = -1;
+};
+
+TEST_F(ConnectionOnAPair, ALineSentWhileNothingIsQueuedArrivesAtOnce) {
+  on_io([&] { connection_->send("first"); });
+  EXPECT_EQ(read_peer(6), "first\n");
+  on_io([&] { connection_->send("second"); });
+  EXPECT_EQ(read_peer(7), "second\n");
+}
+
+TEST_F(ConnectionOnAPair, LinesSentBehindALineTheSocketCouldNotTakeArriveWholeAndInOrder) {
+  // One line far over the socket's buffer (written in part at once, the rest queued), then small
+  // lines in the same turn (queued behind it, even once the peer has read some), then, once all of it was read, more
+  // small lines (written at once again), and a big one among them.
+  const std::string big(1 << 20, 'x');
+  std::string expected = big + "\n";
+  std::vector<std::string> small;
+  for (int i = 0; i < 50; ++i)
+    small.push_back("line " + std::to_string(i));
+  std::string got;
+  on_io([&] {
+    connection_->send(big);
+    // The peer takes some of it before the writer had a turn: the socket has room again, but
+    // what follows must still wait behind the rest of the big line.
+    got = read_peer(1);  // all that is there
+    for (const auto& line : small)
+      connection_->send(line);
+  });
+  for (const auto& line : small)
+    expected += line + "\n";
+  got += read_peer(expected.size() - got.size());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "the bytes differ from what was sent, in content or order";
+
+  std::string more;
+  on_io([&] {
+    connection_->send("after 1");
+    connection_->send(big);
+    connection_->send("after 2");
+  });
+  more = "after 1\n" + big + "\nafter 2\n";
+  got = read_peer(more.size());
+  ASSERT_EQ(got.size(), more.size());
+  EXPECT_TRUE(got == more) << "the bytes differ from what was sent, in content or order";
+}
+
+}  // namespace
