@@ -102,7 +102,8 @@ bool worth_waiting_for(const NatsError& e) {
 
 }  // namespace
 
-NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& config, const LayoutWait& waiting) {
+NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& config, const LayoutWait& waiting,
+                                                          std::chrono::milliseconds patience) {
   std::unique_ptr<FleetLink> link(new FleetLink(config));
   natsOptions* raw_opts = nullptr;
   if (natsStatus s = natsOptions_Create(&raw_opts); s != NATS_OK) return nats_error("NATS options", s);
@@ -143,16 +144,17 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
   s = natsConnection_JetStream(&raw_js, link->nc_.get(), &jo);
   if (s != NATS_OK) return nats_error("JetStream context", s);
   link->sweep_js_.reset(raw_js);
-  const auto give_up = std::chrono::steady_clock::now() + kLayoutPatience;
+  const auto give_up = std::chrono::steady_clock::now() + patience;
   for (std::chrono::milliseconds pause(250);; pause = std::min(pause * 2, std::chrono::milliseconds(2000))) {
     auto made = link->make_layout();
     if (made) break;
-    if (!worth_waiting_for(made.error()) || std::chrono::steady_clock::now() + pause >= give_up) {
-      if (worth_waiting_for(made.error()))
-        made.error().text += " (still so after " + std::to_string(kLayoutPatience.count()) + " s)";
-      return made.error();
+    NatsError why = made.error();
+    if (!worth_waiting_for(why)) return why;
+    if (std::chrono::steady_clock::now() + pause >= give_up) {
+      why.text += " (still so after " + std::to_string((patience.count() + 999) / 1000) + " s)";
+      return why;
     }
-    if (waiting) waiting(made.error());
+    if (waiting) waiting(why);
     std::this_thread::sleep_for(pause);  // the daemon's start, before any io thread: nothing else to do
   }
   // The buckets again, bound to the short-wait context (js_KeyValue reads the bucket's stream once).

@@ -29,8 +29,10 @@ class FleetLink {
   // Connects (every URL, user/password or credentials from the config), then makes or finds the
   // layout: the events stream, the submit work queue and its durable pull consumer, the runs
   // and hosts buckets. A failure JetStream calls temporary (or a call it did not answer in time)
-  // is tried again, `waiting` told each time, within kLayoutPatience; any other is returned.
-  static NatsResult<std::unique_ptr<FleetLink>> connect(const FleetConfig& config, const LayoutWait& waiting = {});
+  // is tried again, `waiting` told each time, within `patience` (then returned, saying how long
+  // it was waited for); any other is returned at once.
+  static NatsResult<std::unique_ptr<FleetLink>> connect(const FleetConfig& config, const LayoutWait& waiting = {},
+                                                        std::chrono::milliseconds patience = kLayoutPatience);
   ~FleetLink();
   FleetLink(const FleetLink&) = delete;
   FleetLink& operator=(const FleetLink&) = delete;

@@ -415,6 +415,25 @@ TEST_F(FleetLibrary, AHostStartingWhileJetStreamIsUnavailableWaitsForItThenMakes
   EXPECT_EQ(*p->publish(1, line("rw", 1)), Outcome::published);
 }
 
+TEST_F(FleetLibrary, JetStreamStillUnavailableAtTheEndOfThePatienceIsRefusedSayingHowLongItWasWaitedFor) {
+  // Two of the three nodes stopped for longer than the (short) patience: refused, after waits,
+  // naming JetStream's answer and how long it was waited out.
+  std::optional<StoppedNode> n1(std::in_place, cluster_->pid(1)), n2(std::in_place, cluster_->pid(2));
+  auto c = config("impatient", std::chrono::seconds(6), 0);
+  c.request_timeout = std::chrono::milliseconds(500);
+  int waits = 0;
+  auto made = FleetLink::connect(
+      c, [&](const fleet::NatsError&) { ++waits; }, std::chrono::seconds(2));
+  n1.reset();
+  n2.reset();
+  ASSERT_FALSE(made);
+  EXPECT_GE(waits, 1);
+  EXPECT_TRUE(made.error().js == JSClusterNotAvailErr || made.error().status == NATS_TIMEOUT) << made.error().text;
+  EXPECT_NE(made.error().text.find("(still so after 2 s)"), std::string::npos) << made.error().text;
+  // The cluster is whole again for the tests after this one.
+  ASSERT_TRUE(cluster_->ready()) << cluster_->why();
+}
+
 TEST_F(FleetLibrary, ALayoutJetStreamCannotTakeIsRefusedAtOnceNotWaitedFor) {
   // Five replicas on three nodes will not come by waiting: refused at the first answer.
   auto c = config("five");
