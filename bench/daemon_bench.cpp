@@ -1618,7 +1618,10 @@ int main(int argc, char** argv) {
              fixed(r.daemon_cpu_us_per_call, 1) + " us" + beside("the least a decision can cost", least_cpu),
              "<= 80 us", r.daemon_cpu_us_per_call <= 80});
         std::optional<double> paced_p50, paced_p99;
-        if (floor) paced_p50 = floor->round_trip.p50_us, paced_p99 = floor->round_trip.p99_us;
+        if (floor) {
+          paced_p50 = floor->round_trip.p50_us;
+          paced_p99 = floor->round_trip.p99_us;
+        }
         goals.push_back({"decision round trip p50 (think 50 ms; issue 10)",
                          fixed(r.round_trip.p50_us, 1) + " us" + beside("the paced floor's p50", paced_p50),
                          "<= 120 us", r.round_trip.p50_us <= 120});

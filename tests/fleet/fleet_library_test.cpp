@@ -389,15 +389,15 @@ TEST_F(FleetLibrary, AHostStartingWhileJetStreamIsUnavailableWaitsForItThenMakes
   // Two of the three nodes stopped: the one left has no JetStream quorum and answers "temporarily
   // unavailable" (or nothing in time). connect() is told, waits, and once the two go on (resumed
   // from its first wait, nothing timed) makes the layout.
-  std::optional<StoppedNode> n1(std::in_place, cluster_->pid(1)), n2(std::in_place, cluster_->pid(2));
+  StoppedNode n1(cluster_->pid(1)), n2(cluster_->pid(2));
   std::vector<fleet::NatsError> waits;
   auto made = FleetLink::connect(config("w", std::chrono::seconds(6), 0), [&](const fleet::NatsError& why) {
     waits.push_back(why);
-    n1.reset();
-    n2.reset();
+    n1.resume();
+    n2.resume();
   });
-  n1.reset();
-  n2.reset();
+  n1.resume();
+  n2.resume();
   ASSERT_TRUE(made) << made.error().text;
   ASSERT_FALSE(waits.empty()) << "JetStream answered without its quorum";
   EXPECT_TRUE(waits.front().js == JSClusterNotAvailErr || waits.front().status == NATS_TIMEOUT) << waits.front().text;
@@ -418,14 +418,14 @@ TEST_F(FleetLibrary, AHostStartingWhileJetStreamIsUnavailableWaitsForItThenMakes
 TEST_F(FleetLibrary, JetStreamStillUnavailableAtTheEndOfThePatienceIsRefusedSayingHowLongItWasWaitedFor) {
   // Two of the three nodes stopped for longer than the (short) patience: refused, after waits,
   // naming JetStream's answer and how long it was waited out.
-  std::optional<StoppedNode> n1(std::in_place, cluster_->pid(1)), n2(std::in_place, cluster_->pid(2));
+  StoppedNode n1(cluster_->pid(1)), n2(cluster_->pid(2));
   auto c = config("impatient", std::chrono::seconds(6), 0);
   c.request_timeout = std::chrono::milliseconds(500);
   int waits = 0;
   auto made = FleetLink::connect(
       c, [&](const fleet::NatsError&) { ++waits; }, std::chrono::seconds(2));
-  n1.reset();
-  n2.reset();
+  n1.resume();
+  n2.resume();
   ASSERT_FALSE(made);
   EXPECT_GE(waits, 1);
   EXPECT_TRUE(made.error().js == JSClusterNotAvailErr || made.error().status == NATS_TIMEOUT) << made.error().text;
