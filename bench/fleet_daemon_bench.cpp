@@ -36,7 +36,7 @@ std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemo
   return "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" +
          o.work_dir.string() + "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
          "[fleet]\nnats_urls = [\"" + cluster.url(i) + "\"]\nhost_id = \"h" + std::to_string(i) +
-         "\"\nreplicas = 3\nprefix = \"bd\"\nrequest_timeout_ms = 10000\n";
+         "\"\nreplicas = 3\nprefix = \"bd\"\nrequest_timeout_ms = 10000\ninsecure_no_credentials = true\n";
 }
 
 std::optional<std::uint64_t> seq_of(const std::string& line) {

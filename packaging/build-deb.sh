@@ -55,6 +55,7 @@ DOC="$STAGE/usr/share/doc/metaharness"
 install -d "$DOC"
 install -m 0644 "$ROOT"/docs/*.md "$ROOT/README.md" "$DOC/"
 install -m 0644 "$ROOT/config/metaharness.toml" "$DOC/metaharness.toml.example"
+install -m 0644 "$ROOT/config/nats-server-fleet.conf" "$DOC/nats-server-fleet.conf"
 install -m 0644 "$HERE/debian/copyright" "$DOC/copyright"
 
 # ---- 3. the control files -----------------------------------------------------------------------

@@ -14,6 +14,38 @@ std::string host_id_problem(std::string_view host_id) {
   return "";
 }
 
+bool url_is_loopback(std::string_view url) {
+  auto scheme = url.find("://");
+  if (scheme == std::string_view::npos) return false;
+  std::string_view rest = url.substr(scheme + 3);
+  rest = rest.substr(0, rest.find('/'));
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) rest.remove_prefix(at + 1);
+  std::string_view host;
+  if (!rest.empty() && rest.front() == '[') {
+    auto close = rest.find(']');
+    if (close == std::string_view::npos) return false;
+    host = rest.substr(1, close - 1);
+    return host == "::1";
+  }
+  host = rest.substr(0, rest.find(':'));
+  if (host == "localhost") return true;
+  // 127.a.b.c: four dot-separated decimal parts, the first 127.
+  if (host.substr(0, 4) != "127.") return false;
+  int parts = 2, digits = 0;  // "127" and the part being read
+  for (char ch : host.substr(4)) {
+    if (ch == '.') {
+      if (digits == 0) return false;
+      ++parts;
+      digits = 0;
+    } else if (ch >= '0' && ch <= '9' && digits < 3) {
+      ++digits;
+    } else {
+      return false;
+    }
+  }
+  return parts == 4 && digits > 0;
+}
+
 bool is_nkey(std::string_view text, NkeyKind kind) {
   const std::string_view prefix = kind == NkeyKind::user_public_key ? "U" : "SU";
   if (text.size() <= prefix.size() || text.substr(0, prefix.size()) != prefix) return false;

@@ -16,10 +16,15 @@ struct FleetConfig {
   std::vector<std::string> nats_urls;  // nats://host:port, at least one
   std::string host_id;                 // [A-Za-z0-9_-]{1,64}: it goes into subjects and keys
   // A file: `user:password` on its first line, a .creds file (a JWT and an NKey seed), or an NKey
-  // seed (then `nkey` names its public key). Empty: no credentials.
+  // seed (then `nkey` names its public key). Empty: no credentials, which the daemon's config
+  // refuses unless insecure_no_credentials says so (docs/fleet.md, Trust).
   std::filesystem::path credentials;
   std::string nkey;
-  int replicas = 1;                                 // of every stream and bucket, 1..5
+  // No credentials on purpose: anything that reaches the NATS servers (a run's own tool calls
+  // among them) may then submit runs, read every run's events and forge commands. Loopback URLs
+  // only, for tests; warned at every start.
+  bool insecure_no_credentials = false;
+  int replicas = 3;                                 // of every stream and bucket, 1..5 (at most the nodes)
   std::chrono::milliseconds lease_ttl{6000};        // a host whose lease is this old is lost
   std::string prefix = "mh";                        // subjects <prefix>.events.<run>, ...
   std::chrono::milliseconds request_timeout{5000};  // a NATS API call, a routed command
@@ -31,6 +36,10 @@ std::string host_id_problem(std::string_view host_id);
 inline std::string run_id_problem(std::string_view run_id) {
   return host_id_problem(run_id);
 }
+
+// Whether a NATS URL (nats:// or tls://, user info allowed) names a loopback host: 127.0.0.0/8,
+// [::1] or localhost. insecure_no_credentials is taken only for such URLs.
+bool url_is_loopback(std::string_view url);
 
 // Whether `text` is an NKey of `kind` in nkeys' text form: its prefix ("U" a user's public key,
 // "SU" a user's seed), then base32 only (A-Z, 2-7). A public key is 56 characters in all; a seed's

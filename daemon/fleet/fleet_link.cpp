@@ -100,6 +100,23 @@ bool worth_waiting_for(const NatsError& e) {
   return e.js == JSClusterNotAvailErr || e.status == NATS_TIMEOUT;
 }
 
+// JetStream's answer when the layout asks for more replicas than it has nodes to put them on:
+// refused naming fleet.replicas (replicas = 3 is the default; a lone server takes 1).
+NatsError replicas_refusal(NatsError e, int replicas) {
+  if (replicas <= 1) return e;
+  if (e.js == JSStreamReplicasNotSupportedErr) {
+    e.key = "fleet.replicas";
+    e.text = std::to_string(replicas) + " replicas, but the NATS server is a lone node, not a cluster: it takes " +
+             "replicas = 1 only (set fleet.replicas = 1, or join a cluster of " + std::to_string(replicas) +
+             " nodes) [" + e.text + "]";
+  } else if (e.js == JSInsufficientResourcesErr || e.js == JSClusterNoPeersErr) {
+    e.key = "fleet.replicas";
+    e.text = std::to_string(replicas) + " replicas, more than the NATS cluster has JetStream nodes to hold them " +
+             "(or those nodes have no room left): set fleet.replicas to at most the cluster's size [" + e.text + "]";
+  }
+  return e;
+}
+
 }  // namespace
 
 NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& config, const LayoutWait& waiting,
@@ -149,7 +166,7 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
     auto made = link->make_layout();
     if (made) break;
     NatsError why = made.error();
-    if (!worth_waiting_for(why)) return why;
+    if (!worth_waiting_for(why)) return replicas_refusal(std::move(why), config.replicas);
     if (std::chrono::steady_clock::now() + pause >= give_up) {
       why.text += " (still so after " + std::to_string((patience.count() + 999) / 1000) + " s)";
       return why;

@@ -601,6 +601,7 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
                  ? ""
                  : "must be an NKey user's public key (U and 55 base32 characters)";
     });
+    r.read<bool>("insecure_no_credentials", f.insecure_no_credentials);
     std::int64_t replicas = f.replicas;
     r.read<std::int64_t>("replicas", replicas,
                          [](const std::int64_t& v) { return v >= 1 && v <= 5 ? "" : "must be between 1 and 5"; });
@@ -625,6 +626,26 @@ boost::system::result<DaemonConfig, std::string> load_config(const std::optional
     if (error.empty() && f.nats_urls.empty()) error = "fleet.nats_urls: must name at least one NATS server";
     if (error.empty() && !f.nkey.empty() && f.credentials.empty())
       error = "fleet.nkey: is the public key of the seed in fleet.credentials, which is not set";
+    // NATS that asks nobody who connects lets anything reaching it act as a host: a run's own
+    // tool calls can (runs share the host's network) submit a spec for any uid, read every run's
+    // events, forge decisions and halts. Refused unless said in as many words, for loopback tests.
+    if (error.empty() && f.credentials.empty() && !f.insecure_no_credentials)
+      error =
+          "fleet.credentials: not set; a fleet without NATS credentials lets anything that reaches its NATS servers "
+          "(a run's own tool calls among them) submit runs as any uid, read every run's events and forge commands "
+          "and halts. Set fleet.credentials (docs/fleet.md, Trust), or fleet.insecure_no_credentials = true for "
+          "a test cluster on loopback only";
+    if (error.empty() && f.insecure_no_credentials && !f.credentials.empty())
+      error = "fleet.insecure_no_credentials: true, but fleet.credentials is set too; drop one of the two";
+    if (error.empty() && f.insecure_no_credentials)
+      for (const auto& url : f.nats_urls)
+        if (!fleet::url_is_loopback(url)) {
+          error =
+              "fleet.insecure_no_credentials: only for NATS servers on loopback (127.0.0.0/8, [::1], localhost), "
+              "for tests; " +
+              url + " is not: set fleet.credentials";
+          break;
+        }
     if (error.empty() && !host_given && !fleet::host_id_problem(f.host_id).empty())
       error = "fleet.host_id: the hostname \"" + protocol::excerpt(f.host_id, 64) + "\" cannot be a host id (" +
               fleet::host_id_problem(f.host_id) + "); set fleet.host_id";

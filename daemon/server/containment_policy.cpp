@@ -142,6 +142,8 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
     spec.read_only.push_back(path);
   spec.hidden = {config.state_dir, config.socket};
   if (config_file) spec.hidden.push_back(*config_file);
+  // The fleet's NATS credentials: whoever holds them is a host of the fleet (docs/fleet.md, Trust).
+  if (config.fleet && !config.fleet->credentials.empty()) spec.hidden.push_back(config.fleet->credentials);
 
   // The runs' identity.
   if (!config.run_user.empty()) {

@@ -96,6 +96,14 @@ const std::string& FleetHost::host_id() const {
 boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(std::shared_ptr<Server> server) {
   using Result = boost::system::result<std::shared_ptr<FleetHost>, std::string>;
   const fleet::FleetConfig& config = *server->config.fleet;
+  // Said at every start, whatever else the log says: this fleet trusts anyone who reaches NATS.
+  if (config.insecure_no_credentials)
+    log(LogPriority::warning,
+        "fleet: INSECURE: fleet.insecure_no_credentials = true: NATS is joined without credentials, so anything that "
+        "reaches " +
+            config.nats_urls.front() +
+            " (a run's own tool calls among them) can submit runs, read every run's events and forge commands and "
+            "halts. For a test cluster on loopback only; set fleet.credentials (docs/fleet.md, Trust)");
   auto link = fleet::FleetLink::connect(config, [](const fleet::NatsError& why) {
     log(LogPriority::notice, "fleet: JetStream is not ready yet (" + why.text + "); waiting");
   });
@@ -236,6 +244,22 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
     (void)offer.refuse();
     return;
   }
+  // The owner's uid is the submitting host's word: taken as a control peer's at most (the spec
+  // goes through submit_run's checks for Role::control below: vendor_env's rules, cwd under
+  // runs.workspace_roots, limits, budgets), and refused for a uid this host treats as admin.
+  const std::string from = protocol::string_at(*body, "from_host").value_or("?");
+  std::optional<std::uint64_t> uid = protocol::u64_at(*body, "uid");
+  std::string why_not;
+  if (!uid || *uid > 0xffffffffu)
+    why_not = "MALFORMED: no owner uid";
+  else if (auto server = server_.lock())
+    why_not = peer_uid_problem(server->config, static_cast<std::uint32_t>(*uid));
+  if (!why_not.empty()) {
+    log(LogPriority::warning, "fleet: refused a queued spec (run " + protocol::excerpt(id, 64) + ", from host " +
+                                  protocol::excerpt(from, 64) + "): " + why_not);
+    (void)offer.refuse();
+    return;
+  }
   auto claim = fleet::claim_placement(*link_, id, me);
   if (!claim) {
     log(LogPriority::debug, "fleet: claiming " + id + ": " + claim.error().text);
@@ -249,7 +273,7 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
   auto server = server_.lock();
   if (!server) return;
   PeerCredentials peer;
-  peer.uid = static_cast<std::uint32_t>(protocol::u64_at(*body, "uid").value_or(0) & 0xffffffffu);
+  peer.uid = static_cast<std::uint32_t>(*uid);
   auto known = std::make_shared<std::promise<bool>>();
   asio::post(server->registry_strand,
              [server, id, known] { known->set_value(server->registry.lookup(id).has_value()); });
@@ -284,7 +308,8 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
     log(LogPriority::info, "fleet: placed run " + id + " here (" + std::to_string(offer.deliveries()) + " deliveries)");
     return;
   }
-  log(LogPriority::warning, "fleet: run " + id + " refused here: " + result.error().code + " " + result.error().reason);
+  log(LogPriority::warning, "fleet: run " + id + " (from host " + protocol::excerpt(from, 64) +
+                                ") refused here: " + result.error().code + " " + result.error().reason);
   // Not this host's after all: the record goes, and the spec goes back for another host (BUSY)
   // or for good (anything else would be refused anywhere).
   (void)kvStore_Delete(link_->runs(), id.c_str());

@@ -3,12 +3,18 @@
 // another host owns. Each answers as its one-host request does, plus which host.
 #include "daemon/server/requests_fleet.hpp"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/serialize.hpp>
+#include <cerrno>
 #include <deque>
+#include <set>
+#include <vector>
 
 #include "daemon/fleet/command_relay.hpp"
 #include "daemon/fleet/event_publisher.hpp"
@@ -28,6 +34,26 @@ namespace mh::daemon {
 
 namespace asio = boost::asio;
 
+bool admin_uid_here(const DaemonConfig& config, std::uint32_t uid) {
+  std::set<std::uint32_t> groups;
+  long hint = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(hint > 0 ? static_cast<std::size_t>(hint) : 16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  int rc;
+  while ((rc = ::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
+    buffer.resize(buffer.size() * 2);
+  if (rc == 0 && found) groups = groups_of(uid, found->pw_gid);
+  return config.role_of(uid, groups) == Role::admin;
+}
+
+std::string peer_uid_problem(const DaemonConfig& config, std::uint32_t uid) {
+  if (!admin_uid_here(config, uid)) return "";
+  return "uid " + std::to_string(uid) +
+         " is an admin on this host; a peer host is trusted as a control peer at most, so it may not act for an "
+         "admin's uid (docs/fleet.md, Trust)";
+}
+
 asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const json::object& run) {
   std::shared_ptr<FleetHost> host = s.server().fleet;
   if (!host) {
@@ -37,6 +63,12 @@ asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const 
   // The refusals a host would make, made here first: a spec no host could run never queues.
   if (auto checked = check_submit(s.server(), s.role(), run); !checked) {
     s.refuse(checked.error().code, checked.error().reason, r.id);
+    co_return;
+  }
+  // Every placing host refuses a spec owned by an admin's uid (it cannot tell the claim from a
+  // forged one): said here at once rather than queued for nobody to take.
+  if (auto problem = peer_uid_problem(s.server().config, s.peer().uid); !problem.empty()) {
+    s.refuse("FORBIDDEN", problem + "; submit it as a non-admin user, or on the host itself without \"fleet\"", r.id);
     co_return;
   }
   // The id is the submitter's: a redelivered spec can never make a second run.
@@ -73,6 +105,23 @@ asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const 
 
 namespace {
 
+// The fleet's record of a run this host does not have. A run submitted on its own host enters the
+// records when that host's publisher claims it, a moment after its submitter was answered, and a
+// run placed from the queue once it is made there: a record not there yet is waited for, on a
+// watch of its key, for at most request_timeout_ms (docs/fleet.md, Fleet reads) before the run
+// is called unknown. Fleet thread only.
+fleet::NatsResult<std::optional<fleet::RunRecord>> record_of(FleetHost& host, const std::string& id) {
+  auto record = fleet::read_run_record(host.link(), id);
+  if (!record || *record) return record;
+  return fleet::await_run_record(host.link(), id, host.link().config().request_timeout);
+}
+
+// A remote run's `state`, in the fleet's vocabulary (its host alone knows starting, turn, idle
+// or ending): closed once its stream's last line in the fleet is stream.closed, else open.
+std::string remote_state(const fleet::FleetStreamTail& tail) {
+  return tail.last_event == "stream.closed" ? "closed" : "open";
+}
+
 // The run a request names, when this host has a fleet and does not have the run itself: the
 // fleet host and the id (nullopt: the one-host handler answers).
 asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>>> elsewhere(Session& s,
@@ -94,7 +143,7 @@ asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r) {
   if (!remote) co_return false;
   auto [host, id] = std::move(*remote);
   auto read = [host, id]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
-    auto record = fleet::read_run_record(host->link(), id);
+    auto record = record_of(*host, id);
     if (!record) return record.error();
     fleet::FleetStreamTail tail;
     if (*record) {
@@ -109,7 +158,7 @@ asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r) {
   json::object fields;
   fields["run_id"] = id;
   fields["host"] = record.host;
-  fields["state"] = found->second.last_event == "stream.closed" ? "closed" : "running";
+  fields["state"] = remote_state(found->second);
   fields["fleet_state"] = record.state;
   if (!record.closed_by.empty()) fields["closed_by"] = record.closed_by;
   fields["last_seq"] = found->second.last_seq;
@@ -158,7 +207,7 @@ asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::str
   if (!remote) co_return false;
   auto [host, id] = std::move(*remote);
   auto server = s.server_ptr();
-  auto read = [host, id] { return fleet::read_run_record(host->link(), id); };
+  auto read = [host, id] { return record_of(*host, id); };
   auto record = co_await host->on_fleet(std::move(read));
   if (!record || !*record) co_return false;  // the one-host answer: UNKNOWN_RUN
   const std::string owner = (*record)->host;
@@ -244,10 +293,16 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
   if (!fleet::host_id_problem(from).empty() || !fleet::run_id_problem(run_id).empty() ||
       (!attached && (!request || !request->is_object() || (kind != "command" && kind != "halt"))))
     co_return refuse("MALFORMED", "a relayed command needs kind, run_id, from_host and request");
+  std::optional<std::uint64_t> claimed_uid = protocol::u64_at(*o, "uid");
+  if (!claimed_uid || *claimed_uid > 0xffffffffu) co_return refuse("MALFORMED", "a relayed command needs a uid");
   protocol::PeerIdentity peer;
-  peer.uid = static_cast<std::uint32_t>(protocol::u64_at(*o, "uid").value_or(0) & 0xffffffffu);
+  peer.uid = static_cast<std::uint32_t>(*claimed_uid);
   peer.pid = static_cast<std::int32_t>(protocol::u64_at(*o, "pid").value_or(0) & 0x7fffffff);
   peer.via = "fleet:" + from;
+  // A peer host may be anyone holding the fleet's credentials: its claim is a control peer's at
+  // most, never an admin's (who could command every run here, root's own among them).
+  if (auto problem = peer_uid_problem(server->config, peer.uid); !problem.empty())
+    co_return refuse("FORBIDDEN", "refused a command relayed from host " + from + ": " + problem);
   auto find = [server, run_id] { return server->registry.lookup(run_id); };
   auto e = co_await server->on_registry(std::move(find));
   if (!e || e->dir.empty())
@@ -401,8 +456,10 @@ asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach
     from = static_cast<std::uint64_t>(f->get_int64());
   bool follow = attach;
   if (const json::value* f = r.body.if_contains("follow"); !attach && f && f->is_bool()) follow = f->get_bool();
-  auto find = [host, id]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
-    auto record = fleet::read_run_record(host->link(), id);
+  auto find = [host, id,
+               here]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
+    // A run of this host may not be in the fleet yet (its publisher starts on its own): not waited for.
+    auto record = here ? fleet::read_run_record(host->link(), id) : record_of(*host, id);
     if (!record) return record.error();
     auto tail = fleet::fleet_stream_tail(host->link(), id);
     if (!tail) return tail.error();

@@ -14,6 +14,15 @@ namespace mh::daemon {
 
 class Session;
 class Server;
+struct DaemonConfig;
+
+// Whether this host would treat `uid` as an admin (root with root_is_admin, the daemon's own
+// user with owner_is_admin, an admin uid or a member of an admin group). A peer host is trusted
+// as a control peer at most: a spec or a routed command that claims such a uid is refused
+// (docs/fleet.md, Trust), since this host cannot tell a real admin from a forged claim.
+bool admin_uid_here(const DaemonConfig& config, std::uint32_t uid);
+// Why a peer host's claim to act for `uid` is refused here ("" when it is not).
+std::string peer_uid_problem(const DaemonConfig& config, std::uint32_t uid);
 
 boost::asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r);

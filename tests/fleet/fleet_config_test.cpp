@@ -25,12 +25,20 @@ TEST(FleetConfig, NoSectionMeansNoFleet) {
 }
 
 TEST(FleetConfig, TheSectionIsReadWithItsDefaults) {
-  auto c = load("[fleet]\nnats_urls = [\"nats://127.0.0.1:4222\", \"tls://n2:4222\"]\nhost_id = \"gpu-07\"\n");
+  TempDir dir("fleetcreds");
+  const auto creds = dir.path() / "nats.creds";
+  std::ofstream(creds) << "h:pw\n";
+  auto c = load(
+      "[fleet]\nnats_urls = [\"nats://10.0.0.1:4222\", \"tls://n2:4222\"]\nhost_id = \"gpu-07\"\n"
+      "credentials = \"" +
+      creds.string() + "\"\n");
   ASSERT_TRUE(c) << c.error();
   ASSERT_TRUE(c->fleet);
   EXPECT_EQ(c->fleet->nats_urls.size(), 2u);
   EXPECT_EQ(c->fleet->host_id, "gpu-07");
-  EXPECT_EQ(c->fleet->replicas, 1);
+  EXPECT_EQ(c->fleet->credentials, creds);
+  EXPECT_FALSE(c->fleet->insecure_no_credentials);
+  EXPECT_EQ(c->fleet->replicas, 3);  // what the docs and the shipped config say
   EXPECT_EQ(c->fleet->lease_ttl.count(), 6000);
   EXPECT_EQ(c->fleet->prefix, "mh");
 }
@@ -40,7 +48,7 @@ TEST(FleetConfig, ABadValueIsRefusedNamingItsKey) {
     std::string toml;
     std::string named;
   };
-  const std::string urls = "nats_urls = [\"nats://127.0.0.1:4222\"]\nhost_id = \"h\"\n";
+  const std::string urls = "nats_urls = [\"nats://127.0.0.1:4222\"]\nhost_id = \"h\"\ninsecure_no_credentials = true\n";
   const Case cases[] = {
       {"[fleet]\nhost_id = \"h\"\n", "fleet.nats_urls: must name at least one"},
       {"[fleet]\nnats_urls = \"nats://x\"\n", "fleet.nats_urls: must be an array"},
@@ -67,11 +75,59 @@ TEST(FleetConfig, ABadValueIsRefusedNamingItsKey) {
   }
 }
 
+TEST(FleetConfig, NoCredentialsAreRefusedUnlessTheConfigNamesTheRiskForLoopbackServersOnly) {
+  const std::string fleet = "[fleet]\nhost_id = \"h\"\n";
+  {
+    auto loaded = load(fleet + "nats_urls = [\"nats://127.0.0.1:4222\"]\n");
+    ASSERT_FALSE(loaded);
+    EXPECT_NE(loaded.error().find("fleet.credentials: not set; a fleet without NATS credentials lets anything that "
+                                  "reaches its NATS servers (a run's own tool calls among them) submit runs"),
+              std::string::npos)
+        << loaded.error();
+  }
+  for (const char* url : {"nats://127.0.0.1:4222", "nats://127.3.2.1:1", "nats://localhost:4222", "tls://[::1]:4222",
+                          "nats://u:p@127.0.0.1:4222"}) {
+    auto loaded = load(fleet + "nats_urls = [\"" + url + "\"]\ninsecure_no_credentials = true\n");
+    ASSERT_TRUE(loaded) << url << ": " << loaded.error();
+    EXPECT_TRUE(loaded->fleet->insecure_no_credentials);
+    EXPECT_TRUE(loaded->fleet->credentials.empty());
+  }
+  for (const char* url : {"nats://10.0.0.1:4222", "nats://127.0.0.1.example.com:4222", "nats://[::2]:4222",
+                          "nats://localhost.evil:4222", "nats://128.0.0.1:4222", "nats://127.0.0:4222"}) {
+    auto loaded =
+        load(fleet + "nats_urls = [\"nats://127.0.0.1:4222\", \"" + url + "\"]\ninsecure_no_credentials = true\n");
+    ASSERT_FALSE(loaded) << url;
+    EXPECT_NE(loaded.error().find("fleet.insecure_no_credentials: only for NATS servers on loopback"),
+              std::string::npos)
+        << loaded.error();
+    EXPECT_NE(loaded.error().find(url), std::string::npos) << loaded.error();
+  }
+  TempDir dir("fleetboth");
+  std::ofstream(dir.path() / "creds") << "h:pw\n";
+  auto both = load(fleet + "nats_urls = [\"nats://127.0.0.1:4222\"]\ninsecure_no_credentials = true\ncredentials = \"" +
+                   (dir.path() / "creds").string() + "\"\n");
+  ASSERT_FALSE(both);
+  EXPECT_NE(both.error().find("fleet.insecure_no_credentials: true, but fleet.credentials is set too"),
+            std::string::npos)
+      << both.error();
+}
+
+TEST(FleetConfig, ADaemonWithNoFleetCredentialsRefusesToStartNamingTheKey) {
+  // Refused before anything is asked of NATS (nothing listens there).
+  TempDir dir("fleetnocreds");
+  std::ofstream(dir.path() / "c.toml") << "[fleet]\nnats_urls = [\"nats://127.0.0.1:9\"]\nhost_id = \"h\"\n";
+  CliProcess p({metaharness_binary().string(), "daemon", "--config", (dir.path() / "c.toml").string(), "--socket",
+                (dir.path() / "s").string(), "--state-dir", (dir.path() / "st").string()});
+  EXPECT_EQ(p.finish(60s), 2);
+  EXPECT_NE(p.stderr_text().find("fleet.credentials: not set"), std::string::npos) << p.stderr_text();
+  EXPECT_EQ(p.stderr_text().find("connecting to"), std::string::npos) << p.stderr_text();
+}
+
 TEST(FleetConfig, ADaemonThatCannotReachNatsRefusesToStartNamingTheKey) {
   TempDir dir("fleetnonats");
   // A port nothing listens on (loopback): the connect is refused at once.
   std::ofstream(dir.path() / "c.toml") << "[fleet]\nnats_urls = [\"nats://127.0.0.1:9\"]\nhost_id = \"h\"\n"
-                                       << "request_timeout_ms = 2000\n";
+                                       << "request_timeout_ms = 2000\ninsecure_no_credentials = true\n";
   CliProcess p({metaharness_binary().string(), "daemon", "--config", (dir.path() / "c.toml").string(), "--socket",
                 (dir.path() / "s").string(), "--state-dir", (dir.path() / "st").string()});
   EXPECT_EQ(p.finish(60s), 2);

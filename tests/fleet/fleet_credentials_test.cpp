@@ -40,6 +40,7 @@ class FleetCredentials : public ::testing::Test {
     fleet::FleetConfig c;
     c.nats_urls = {server_->url(0)};
     c.host_id = "h";
+    c.replicas = 1;  // a lone server
     c.prefix = "t";
     for (char ch : name())
       c.prefix += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -122,7 +123,7 @@ TEST_F(FleetCredentials, AFileOfNoKnownFormIsRefusedBeforeConnectingNamingTheKey
 TEST_F(FleetCredentials, ADaemonWithAWrongPasswordRefusesToStartNamingTheCredentials) {
   auto creds = credentials(std::string(kUser) + ":not-" + kPassword + "\n");
   std::ofstream(dir_->path() / "c.toml") << "[fleet]\nnats_urls = [\"" << server_->url(0) << "\"]\nhost_id = \"h\"\n"
-                                         << "credentials = \"" << creds.string() << "\"\n";
+                                         << "replicas = 1\ncredentials = \"" << creds.string() << "\"\n";
   CliProcess p({metaharness_binary().string(), "daemon", "--config", (dir_->path() / "c.toml").string(), "--socket",
                 (dir_->path() / "s").string(), "--state-dir", (dir_->path() / "st").string()});
   EXPECT_EQ(p.finish(60s), 2);

@@ -123,10 +123,18 @@ class FleetDaemons : public ::testing::Test {
       vendor = std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n";
       read_only = std::string("sandbox_read_only = [\"") + MH_TEST_STANDIN_SCRIPTS + "\"]\n";
     }
-    return vendor + "[runs]\nmax_active = " + std::to_string(max_active) + "\n" + read_only +
+    // Root (this test) is a control peer here, not an admin: a peer host may act only for a uid
+    // its placing or owning host does not treat as admin (docs/fleet.md, Trust), and the test's
+    // peers are root. The cluster asks nobody who connects: loopback, said so in the config.
+    const std::string access = extra.find("[access]") == std::string::npos ? access_as_control() : "";
+    return vendor + "[runs]\nmax_active = " + std::to_string(max_active) + "\n" + read_only + access +
            "[fleet]\nnats_urls = [\"" + cluster_->url(i) + "\"]\nhost_id = \"h" + std::to_string(i) +
            "\"\nreplicas = 3\nlease_ttl_ms = " + std::to_string(lease_ms) + "\nprefix = \"" + prefix() +
-           "\"\nrequest_timeout_ms = 4000\n" + extra;
+           "\"\nrequest_timeout_ms = 4000\ninsecure_no_credentials = true\n" + extra;
+  }
+  // [access] making root (and `more` uids) control peers, not admins.
+  static std::string access_as_control(const std::string& more = "") {
+    return "[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0" + more + "]\n";
   }
   // `home`: the daemon's directory (default: one under the suite's).
   DaemonUnderTest& start(int i, int max_active = 100, int lease_ms = 3000, std::filesystem::path home = {},
@@ -311,6 +319,70 @@ TEST_F(FleetDaemons, ThirtyRunsArePlacedAcrossThreeHostsOnceEachAndReadCompleteF
       fleet_bytes += e.raw + "\n";
     EXPECT_EQ(fleet_bytes, read_file(daemons[owner]->run_dir(run) / "events.jsonl")) << run;
   }
+}
+
+TEST_F(FleetDaemons, ARunJustSubmittedOnOneHostIsFoundAtOnceFromAnotherInTheDocumentedVocabulary) {
+  // A run submitted on h0 itself enters the fleet's records when h0's publisher claims it, a
+  // moment after the submitter was answered: a `get` or a `tail --fleet` on h1 right after the
+  // answer waits for the record (bounded by request_timeout_ms) instead of refusing UNKNOWN_RUN.
+  // Each of twenty runs is asked for at once, alternately by `get` first and by `tail` first.
+  // Its `state` from h1 is the fleet's word for it, `open` (its host alone knows turn or idle).
+  on_standin_ = true;
+  start(0);
+  start(1);
+  SocketClient submitter(daemons[0]->socket());
+  SocketClient reader(daemons[1]->socket());
+  std::vector<std::string> runs;
+  for (int n = 0; n < 20; ++n) {
+    auto submitted = submitter.request(socket_request("submit", standin_bash_ask_run(), "s" + std::to_string(n)), 60s);
+    ASSERT_TRUE(submitted && submitted->str("reply") == "submitted") << (submitted ? submitted->raw : "no reply");
+    const std::string run = submitted->str("run_id");
+    runs.push_back(run);
+    auto ask_get = [&] {
+      auto got = reader.request(socket_request("get", R"("run_id":")" + run + "\"", "g" + std::to_string(n)), 60s);
+      ASSERT_TRUE(got) << "no reply";
+      ASSERT_EQ(got->str("reply"), "run") << n << ": " << got->raw;
+      EXPECT_EQ(got->str("host"), "h0") << got->raw;
+      EXPECT_TRUE(got->str("state") == "open" || got->str("state") == "closed") << got->raw;
+      EXPECT_EQ(got->str("fleet_state"), "open") << got->raw;
+    };
+    auto ask_tail = [&] {
+      auto tailing =
+          reader.request(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":false,"fleet":true)",
+                                        "t" + std::to_string(n)),
+                         60s);
+      ASSERT_TRUE(tailing) << "no reply";
+      ASSERT_EQ(tailing->str("reply"), "tailing") << n << ": " << tailing->raw;
+      EXPECT_EQ(tailing->str("host"), "h0") << tailing->raw;
+      ASSERT_TRUE(reader.wait_reply("end", 60s));
+    };
+    if (n % 2 == 0) {
+      ask_tail();
+      ask_get();
+    } else {
+      ask_get();
+      ask_tail();
+    }
+    if (HasFatalFailure()) return;
+  }
+  // Mid-flight (waiting on its decision), from h1: `open`, never a word of neither vocabulary.
+  SocketClient watch(daemons[1]->socket());
+  watch.send(socket_request("tail", R"("run_id":")" + runs.front() + R"(","from_seq":1,"follow":true,"fleet":true)"));
+  ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[0]->stderr_text();
+  auto got = reader.request(socket_request("get", R"("run_id":")" + runs.front() + "\""), 60s);
+  ASSERT_TRUE(got) << "no reply";
+  EXPECT_EQ(got->str("state"), "open") << got->raw;
+  for (const auto& run : runs) {
+    auto halted = submitter.request(socket_request("halt", R"("run_id":")" + run + "\""), 60s);
+    EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+  }
+  ASSERT_TRUE(watch.wait_event("stream.closed", 120s));
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto closed = reader.request(socket_request("get", R"("run_id":")" + runs.front() + "\""), 60s);
+        return closed && closed->str("state") == "closed";
+      },
+      60s));
 }
 
 // Milliseconds since the epoch of a line's recorded_at ("2026-12-01T09:30:00.123Z"): when the
@@ -509,8 +581,7 @@ TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsA
                                               std::filesystem::perms::others_exec);
   }
   start(0, 100, 60000, h0_home,
-        second_uid ? "[paths]\nsocket_mode = \"0666\"\n[access]\ncontrol_uids = [" + std::to_string(kNobody) + "]\n"
-                   : "");
+        second_uid ? "[paths]\nsocket_mode = \"0666\"\n" + access_as_control(", " + std::to_string(kNobody)) : "");
   start(1, 100, 60000);
   const std::string run = submit_here(1);
   ASSERT_FALSE(run.empty());

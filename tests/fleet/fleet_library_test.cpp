@@ -443,6 +443,33 @@ TEST_F(FleetLibrary, ALayoutJetStreamCannotTakeIsRefusedAtOnceNotWaitedFor) {
   ASSERT_FALSE(made);
   EXPECT_EQ(waits, 0) << made.error().text;
   EXPECT_NE(made.error().text.find("JetStream error"), std::string::npos) << made.error().text;
+  // Named: the key at fault and the cause, not only JetStream's code.
+  EXPECT_EQ(made.error().key, "fleet.replicas") << made.error().text;
+  EXPECT_NE(made.error().text.find("5 replicas, more than the NATS cluster has JetStream nodes"), std::string::npos)
+      << made.error().text;
+}
+
+TEST(FleetLoneServer, TheDefaultThreeReplicasOnALoneServerAreRefusedNamingTheKeyAndOneIsTaken) {
+  // A nats-server with no cluster block: the default (3 replicas, what the docs say) cannot be
+  // placed there, and the refusal says what to set; replicas = 1 is what such a server takes.
+  TempDir dir("fleet-lone");
+  NatsCluster lone(dir.path(), 1);
+  ASSERT_TRUE(lone.ready(1)) << lone.why() << "\n" << lone.log(0);
+  fleet::FleetConfig c;
+  c.nats_urls = {lone.url(0)};
+  c.host_id = "lone";
+  c.prefix = "lone";
+  ASSERT_EQ(c.replicas, 3);  // the default
+  int waits = 0;
+  auto refused = FleetLink::connect(c, [&](const fleet::NatsError&) { ++waits; });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(waits, 0) << refused.error().text;
+  EXPECT_EQ(refused.error().key, "fleet.replicas") << refused.error().text;
+  EXPECT_NE(refused.error().text.find("3 replicas, but the NATS server is a lone node"), std::string::npos)
+      << refused.error().text;
+  c.replicas = 1;
+  auto taken = FleetLink::connect(c);
+  EXPECT_TRUE(taken) << (taken ? "" : taken.error().text);
 }
 
 TEST_F(FleetLibrary, ASurvivorJudgesOnlyOnceItsOwnRenewalsWereTakenForAWholeLease) {

@@ -88,6 +88,7 @@ bool probe(const std::string& url, const NatsUsers& users, int replicas, std::st
 
 // The nodes' `authorization` block: a user with a password, an NKey user, or both.
 std::string authorization(const NatsUsers& users) {
+  if (!users.authorization.empty()) return users.authorization + "\n";
   if (users.empty()) return "";
   std::string out = "authorization {\n  users: [\n";
   if (!users.user.empty()) out += "    { user: \"" + users.user + "\", password: \"" + users.password + "\" }\n";

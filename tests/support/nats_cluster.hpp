@@ -22,7 +22,11 @@ namespace mh::test {
 struct NatsUsers {
   std::string user, password;
   std::string nkey;  // an NKey user's public key (U…); "" for none
-  bool empty() const { return user.empty() && nkey.empty(); }
+  // A whole `authorization {...}` block (users with their permissions, as config/
+  // nats-server-fleet.conf ships it) in place of the one made from the fields above; `user` and
+  // `password` are then one of its users, for the cluster's own connections.
+  std::string authorization;
+  bool empty() const { return user.empty() && nkey.empty() && authorization.empty(); }
 };
 
 class NatsCluster {

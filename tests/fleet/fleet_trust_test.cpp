@@ -1,0 +1,349 @@
+// Who a fleet trusts (docs/fleet.md, Trust), against real nats-servers and real daemons: a fleet
+// without NATS credentials starts only when its config names the risk, and says so; what anyone
+// who reaches NATS can forge (a queued spec for uid 0 or with LD_PRELOAD in its vendor_env, a
+// routed command claiming uid 0) is refused by the host it reaches, as an attacker inside a run
+// would send it (straight to NATS, no daemon of its own); and the nats-server authorization the
+// project ships (config/nats-server-fleet.conf) lets each host do its part, and nobody else in.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "daemon/fleet/command_relay.hpp"
+#include "daemon/fleet/fleet_link.hpp"
+#include "daemon/fleet/placement.hpp"
+#include "daemon/fleet/run_records.hpp"
+#include "protocol/json.hpp"
+#include "tests/support/daemon_harness.hpp"
+#include "tests/support/nats_cluster.hpp"
+
+namespace mh::test {
+namespace {
+
+// A run on the stand-in harness (no model call, no real CLI): one Bash call that waits on its
+// decision.
+std::string standin_run_object(const std::string& more = "") {
+  return R"({"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+         R"("vendor_env":{"MH_STANDIN_SCRIPT":")" +
+         (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / "bash_marker.json").string() +
+         R"("},"decisions":"ask","decision_deadline_ms":600000)" + more + "}";
+}
+
+std::string vendor_standin() {
+  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nsandbox_read_only = [\"" +
+         MH_TEST_STANDIN_SCRIPTS + "\"]\n";
+}
+
+// Root (this test) as a control peer, not an admin, as a fleet needs its submitters to be.
+const char* const kRootAsControl = "[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0]\n";
+
+std::string random_text(std::size_t n) {
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device rd;
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i)
+    out += kChars[rd() % (sizeof kChars - 1)];
+  return out;
+}
+
+// A run id as a submitter makes one, unique to this test process.
+std::string forged_run_id(const std::string& tag) {
+  return "20261206T000000Z-" + tag + "-" + random_text(8);
+}
+
+class FleetTrust : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = std::make_unique<TempDir>("fleet-trust"); }
+
+  // The config of host `host` on `urls`, with `more` in [fleet] and `extra` after it.
+  static std::string fleet_config(const std::string& host, const std::string& urls, const std::string& more,
+                                  const std::string& extra = "") {
+    return "[fleet]\nnats_urls = " + urls + "\nhost_id = \"" + host +
+           "\"\nreplicas = 1\nlease_ttl_ms = 6000\nrequest_timeout_ms = 4000\n" + more + extra;
+  }
+
+  // What an attacker with the NATS URL and nothing else holds: a link with no credentials.
+  std::unique_ptr<fleet::FleetLink> attacker_link(const std::string& url) {
+    fleet::FleetConfig c;
+    c.nats_urls = {url};
+    c.host_id = "evil";
+    c.replicas = 1;
+    auto made = fleet::FleetLink::connect(c);
+    EXPECT_TRUE(made) << (made ? "" : made.error().text);
+    return made ? std::move(*made) : nullptr;
+  }
+
+  // A daemon's directory under the test's.
+  std::filesystem::path home(const std::string& name) const {
+    auto h = dir_->path() / name;
+    std::filesystem::create_directories(h);
+    return h;
+  }
+
+  std::unique_ptr<TempDir> dir_;
+};
+
+TEST_F(FleetTrust, AFleetWithoutCredentialsStartsOnlyWhenItsConfigNamesTheRiskAndWarnsOfIt) {
+  NatsCluster nats(dir_->path() / "nats", 1);
+  ASSERT_TRUE(nats.ready(1)) << nats.why() << "\n" << nats.log(0);
+  const std::string urls = "[\"" + nats.url(0) + "\"]";
+  {
+    // No credentials, nothing said: refused before anything is asked of NATS, naming the key.
+    std::ofstream(dir_->path() / "c.toml") << fleet_config("h0", urls, "");
+    CliProcess p({metaharness_binary().string(), "daemon", "--config", (dir_->path() / "c.toml").string(), "--socket",
+                  (dir_->path() / "s").string(), "--state-dir", (dir_->path() / "st").string()});
+    EXPECT_EQ(p.finish(60s), 2);
+    EXPECT_NE(p.stderr_text().find("fleet.credentials: not set; a fleet without NATS credentials"), std::string::npos)
+        << p.stderr_text();
+  }
+  {
+    // Said, but for a server that is not on loopback: refused too.
+    std::ofstream(dir_->path() / "c.toml")
+        << fleet_config("h0", "[\"nats://192.0.2.1:4222\"]", "insecure_no_credentials = true\n");
+    CliProcess p({metaharness_binary().string(), "daemon", "--config", (dir_->path() / "c.toml").string(), "--socket",
+                  (dir_->path() / "s").string(), "--state-dir", (dir_->path() / "st").string()});
+    EXPECT_EQ(p.finish(60s), 2);
+    EXPECT_NE(p.stderr_text().find("fleet.insecure_no_credentials: only for NATS servers on loopback"),
+              std::string::npos)
+        << p.stderr_text();
+  }
+  // Said, on loopback: it starts, and warns of it at every start.
+  for (int start = 0; start < 2; ++start) {
+    DaemonUnderTest d(home("h0"), fleet_config("h0", urls, "insecure_no_credentials = true\n"));
+    ASSERT_TRUE(d.wait_notify("READY=1", 90s)) << d.stderr_text();
+    EXPECT_NE(d.stderr_text().find("fleet: INSECURE: fleet.insecure_no_credentials = true"), std::string::npos)
+        << d.stderr_text();
+  }
+}
+
+TEST_F(FleetTrust, AForgedSpecOnTheQueueIsCheckedAsALocalSubmitAndNeverOwnedByAnAdmin) {
+  // The daemon as shipped: root is its admin. What a run that reaches NATS would queue, straight
+  // to mh.submit: a spec for uid 0, a spec whose vendor_env preloads a library, a spec whose cwd
+  // is outside the host's roots, each refused by the placing host; then a spec that may run, for
+  // a uid that is no admin here, placed: the refusals were made, not skipped.
+  NatsCluster nats(dir_->path() / "nats", 1);
+  ASSERT_TRUE(nats.ready(1)) << nats.why() << "\n" << nats.log(0);
+  DaemonUnderTest d(home("h0"), vendor_standin() + fleet_config("h0", "[\"" + nats.url(0) + "\"]",
+                                                                "insecure_no_credentials = true\n"));
+  ASSERT_TRUE(d.wait_notify("READY=1", 90s)) << d.stderr_text();
+  auto evil = attacker_link(nats.url(0));
+  ASSERT_TRUE(evil);
+  constexpr std::uint32_t kNobody = 65534;
+  auto envelope = [](const std::string& run, std::uint32_t uid) {
+    return R"({"run":)" + run + R"(,"uid":)" + std::to_string(uid) + R"(,"from_host":"evil"})";
+  };
+  const std::string as_root = forged_run_id("root"), preload = forged_run_id("preload"), outside = forged_run_id("cwd"),
+                    fine = forged_run_id("fine");
+  const std::filesystem::path library = dir_->path() / "inject.so";
+  std::ofstream(library) << "not even a library: it must never be named to a loader";
+  ASSERT_TRUE(fleet::submit_spec(*evil, as_root, envelope(standin_run_object(), 0)));
+  ASSERT_TRUE(fleet::submit_spec(
+      *evil, preload,
+      envelope(R"({"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+               R"("vendor_env":{"LD_PRELOAD":")" +
+                   library.string() + R"("},"decisions":"ask"})",
+               kNobody)));
+  ASSERT_TRUE(fleet::submit_spec(*evil, outside, envelope(standin_run_object(R"(,"cwd":"/root")"), kNobody)));
+  ASSERT_TRUE(fleet::submit_spec(*evil, fine, envelope(standin_run_object(), kNobody)));
+  // One host, one consumer, the queue in order: once the last is placed the three before it were judged.
+  auto placed = fleet::await_run_record(*evil, fine, 60s);
+  ASSERT_TRUE(placed && *placed) << d.stderr_text();
+  EXPECT_EQ((*placed)->host, "h0");
+  EXPECT_TRUE(std::filesystem::exists(d.run_dir(fine)));
+  for (const auto& id : {as_root, preload, outside}) {
+    EXPECT_FALSE(std::filesystem::exists(d.run_dir(id))) << id << "\n" << d.stderr_text();
+    auto record = fleet::read_run_record(*evil, id);
+    ASSERT_TRUE(record) << record.error().text;
+    EXPECT_FALSE(*record) << id << " has a record: it was placed";
+  }
+  const std::string log = d.stderr_text();
+  EXPECT_NE(log.find("refused a queued spec (run " + as_root + ", from host evil): uid 0 is an admin on this host"),
+            std::string::npos)
+      << log;
+  // Refused by the rules a local submit goes through (item 1 of issue 24: vendor_env may not name
+  // a variable that loads code), on the line that says which run from which host.
+  auto refused_line = [&log](const std::string& start) {
+    auto at = log.find(start);
+    return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
+  };
+  EXPECT_NE(refused_line("run " + preload + " (from host evil) refused here: ").find("LD_PRELOAD"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("run " + outside + " (from host evil) refused here: CWD_OUTSIDE_ROOTS"), std::string::npos) << log;
+  // The run that was placed belongs to the uid it was queued for, and is halted (root, admin here).
+  SocketClient c(d.socket());
+  auto got = c.request(socket_request("get", R"("run_id":")" + fine + "\""));
+  ASSERT_TRUE(got) << "no reply";
+  EXPECT_EQ(got->object.at("owner_uid").to_number<std::int64_t>(), kNobody) << got->raw;
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + fine + "\""), 60s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+}
+
+TEST_F(FleetTrust, ACommandRoutedFromAPeerHostForAnAdminsUidIsRefusedAndDecidesNothing) {
+  // root's own run on h0, waiting on its decision; what reaches mh.cmd.h0 from NATS claiming
+  // uid 0 (an allow, a halt, an attached line) is refused, and the run still waits.
+  NatsCluster nats(dir_->path() / "nats", 1);
+  ASSERT_TRUE(nats.ready(1)) << nats.why() << "\n" << nats.log(0);
+  DaemonUnderTest d(home("h0"), vendor_standin() + fleet_config("h0", "[\"" + nats.url(0) + "\"]",
+                                                                "insecure_no_credentials = true\n"));
+  ASSERT_TRUE(d.wait_notify("READY=1", 90s)) << d.stderr_text();
+  SocketClient c(d.socket());
+  auto submitted = c.request(socket_request("submit", R"("run":)" + standin_run_object()), 60s);
+  ASSERT_TRUE(submitted && submitted->str("reply") == "submitted") << (submitted ? submitted->raw : "no reply");
+  const std::string run = submitted->str("run_id");
+  SocketClient watch(d.socket());
+  watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+  ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << d.stderr_text();
+  auto evil = attacker_link(nats.url(0));
+  ASSERT_TRUE(evil);
+  const std::string subject = evil->names().command_subject("h0");
+  const std::string allow = R"({"format":"metaharness.command/1","id":"forged","command":"tool.decide",)"
+                            R"("call_id":"toolu_marker","decision":"allow"})";
+  const std::string forged[] = {
+      R"({"kind":"command","run_id":")" + run + R"(","request":{"command":)" + allow +
+          R"(},"id":"x","uid":0,"pid":1,"from_host":"evil"})",
+      R"({"kind":"halt","run_id":")" + run + R"(","request":{},"id":"y","uid":0,"pid":1,"from_host":"evil"})",
+      R"({"kind":"line","run_id":")" + run + R"(","line":)" +
+          protocol::canonical_json(boost::json::value(boost::json::string(allow))) +
+          R"(,"uid":0,"pid":1,"from_host":"evil"})",
+  };
+  for (const auto& body : forged) {
+    auto answer = fleet::relay_request(*evil, subject, body, 30s);
+    ASSERT_TRUE(answer) << answer.error().text;
+    auto line = to_event_line(*answer);
+    EXPECT_EQ(line.str("reply"), "refused") << *answer;
+    EXPECT_EQ(line.str("code"), "FORBIDDEN") << *answer;
+    EXPECT_NE(line.str("reason").find("uid 0 is an admin on this host"), std::string::npos) << *answer;
+  }
+  // Nothing was decided or halted: the call still waits, and the run's own peer decides it.
+  EXPECT_EQ(read_file(d.run_dir(run) / "events.jsonl").find("\"tool.decided\""), std::string::npos);
+  EXPECT_EQ(read_file(d.run_dir(run) / "events.jsonl").find("\"stream.closed\""), std::string::npos);
+  c.send(socket_request("command", R"("run_id":")" + run + R"(","command":)" +
+                                       tool_decide("real", "toolu_marker", R"({"decision":"allow"})")));
+  auto decided = watch.wait_event("tool.decided", 60s);
+  ASSERT_TRUE(decided) << d.stderr_text();
+  EXPECT_EQ(watch.events_named("tool.decided").size(), 1u);
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 60s);
+  EXPECT_TRUE(halted) << "no reply";
+}
+
+// The nats-server authorization the project ships, its passwords replaced.
+std::string shipped_authorization(const std::map<std::string, std::string>& passwords) {
+  std::string text = read_file(source_dir() / "config/nats-server-fleet.conf");
+  for (const auto& [host, password] : passwords) {
+    const std::string placeholder = "REPLACE-" + host + "-password";
+    auto at = text.find(placeholder);
+    EXPECT_NE(at, std::string::npos) << placeholder;
+    if (at != std::string::npos) text.replace(at, placeholder.size(), password);
+  }
+  return text;
+}
+
+// A raw connection as `user`, recording every asynchronous error the server sends it (a
+// permissions violation comes that way).
+struct RawClient {
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  natsConnection* nc = nullptr;
+  natsStatus status = NATS_OK;
+
+  RawClient(const std::string& url, const std::string& user, const std::string& password) {
+    natsOptions* opts = nullptr;
+    status = natsOptions_Create(&opts);
+    if (status == NATS_OK) status = natsOptions_SetURL(opts, url.c_str());
+    if (status == NATS_OK && !user.empty()) status = natsOptions_SetUserInfo(opts, user.c_str(), password.c_str());
+    if (status == NATS_OK)
+      status = natsOptions_SetErrorHandler(
+          opts,
+          [](natsConnection* nc, natsSubscription*, natsStatus, void* self) {
+            const char* text = nullptr;
+            natsConnection_GetLastError(nc, &text);
+            auto* me = static_cast<RawClient*>(self);
+            std::lock_guard lock(me->mutex);
+            me->errors.push_back(text ? text : "");
+          },
+          this);
+    if (status == NATS_OK) status = natsConnection_Connect(&nc, opts);
+    natsOptions_Destroy(opts);
+  }
+  ~RawClient() {
+    if (nc) natsConnection_Destroy(nc);
+  }
+  std::string all() {
+    std::lock_guard lock(mutex);
+    std::string out;
+    for (const auto& e : errors)
+      out += e + "\n";
+    return out;
+  }
+  bool told(const std::string& what) {
+    std::lock_guard lock(mutex);
+    for (const auto& e : errors)
+      if (e.find(what) != std::string::npos) return true;
+    return false;
+  }
+};
+
+TEST_F(FleetTrust, TheShippedNatsServerConfigLetsEachHostDoItsPartAndNobodyElseIn) {
+  const std::map<std::string, std::string> passwords = {
+      {"h0", random_text(24)}, {"h1", random_text(24)}, {"h2", random_text(24)}};
+  NatsUsers users;
+  users.authorization = shipped_authorization(passwords);
+  users.user = "h2";  // the cluster helper's own probe logs in as a host
+  users.password = passwords.at("h2");
+  NatsCluster nats(dir_->path() / "nats", 1, users);
+  ASSERT_TRUE(nats.ready(1)) << nats.why() << "\n" << nats.log(0);
+  const std::string urls = "[\"" + nats.url(0) + "\"]";
+  std::map<int, std::unique_ptr<DaemonUnderTest>> daemons;
+  for (int i = 0; i < 2; ++i) {
+    const std::string host = "h" + std::to_string(i);
+    const auto creds = dir_->path() / (host + ".creds");
+    std::ofstream(creds) << host << ":" << passwords.at(host) << "\n";
+    std::filesystem::permissions(creds, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    daemons[i] = std::make_unique<DaemonUnderTest>(
+        home(host), vendor_standin() + kRootAsControl +
+                        fleet_config(host, urls, "prefix = \"mh\"\ncredentials = \"" + creds.string() + "\"\n"));
+    ASSERT_TRUE(daemons[i]->wait_notify("READY=1", 90s)) << daemons[i]->stderr_text() << nats.log(0);
+    EXPECT_EQ(daemons[i]->stderr_text().find("INSECURE"), std::string::npos);
+  }
+  // Each host does its part with its own user: a spec queued on h0 is placed, read and halted
+  // from the host that does not own it (its stream from the fleet to stream.closed).
+  SocketClient c0(daemons[0]->socket());
+  auto submitted = c0.request(socket_request("submit", R"("run":)" + standin_run_object() + R"(,"fleet":true)"), 60s);
+  ASSERT_TRUE(submitted && submitted->str("placement") == "placed")
+      << (submitted ? submitted->raw : "no reply") << daemons[0]->stderr_text() << nats.log(0);
+  const std::string run = submitted->str("run_id");
+  const int owner = submitted->str("host") == "h0" ? 0 : 1, other = 1 - owner;
+  SocketClient reader(daemons[other]->socket());
+  reader.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+  ASSERT_TRUE(reader.wait_event("tool.requested", 120s)) << daemons[other]->stderr_text() << nats.log(0);
+  SocketClient c(daemons[other]->socket());
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 60s);
+  ASSERT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply") << nats.log(0);
+  ASSERT_TRUE(reader.wait_event("stream.closed", 120s)) << daemons[other]->stderr_text() << nats.log(0);
+  // None of it was refused by the server (the cluster helper's probe deletes its test stream,
+  // which no host may: that refusal is the only one).
+  for (const auto& l : read_lines(dir_->path() / "nats" / "n0" / "nats.log"))
+    EXPECT_TRUE(l.find("Violation") == std::string::npos || l.find("MH_TEST_READY") != std::string::npos) << l;
+  // Nobody else gets in: no credentials, a wrong password.
+  RawClient nobody(nats.url(0), "", "");
+  EXPECT_EQ(nobody.status, NATS_CONNECTION_AUTH_FAILED);
+  RawClient wrong(nats.url(0), "h1", passwords.at("h0"));
+  EXPECT_EQ(wrong.status, NATS_CONNECTION_AUTH_FAILED);
+  // And a host only as itself: h1 may not take h0's commands nor renew h0's lease.
+  RawClient h1(nats.url(0), "h1", passwords.at("h1"));
+  ASSERT_EQ(h1.status, NATS_OK);
+  // One at a time: the library keeps only the connection's last error text.
+  natsSubscription* sub = nullptr;
+  (void)natsConnection_SubscribeSync(&sub, h1.nc, "mh.cmd.h0");
+  (void)natsConnection_Flush(h1.nc);
+  EXPECT_TRUE(eventually([&] { return h1.told("Subscription to \"mh.cmd.h0\""); }, 10s)) << h1.all();
+  (void)natsConnection_PublishString(h1.nc, "$KV.mh_hosts.h0", "{}");
+  (void)natsConnection_Flush(h1.nc);
+  EXPECT_TRUE(eventually([&] { return h1.told("Publish to \"$KV.mh_hosts.h0\""); }, 10s)) << h1.all();
+  if (sub) natsSubscription_Destroy(sub);
+}
+
+}  // namespace
+}  // namespace mh::test
