@@ -2,9 +2,11 @@
 // refused at start naming its key; the daemon exits 2 for an unreachable NATS, naming the key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "daemon/server/config.hpp"
+#include "daemon/server/containment_policy.hpp"
 #include "tests/support/cli_process.hpp"
 #include "tests/support/daemon_harness.hpp"
 
@@ -121,6 +123,23 @@ TEST(FleetConfig, ADaemonWithNoFleetCredentialsRefusesToStartNamingTheKey) {
   EXPECT_EQ(p.finish(60s), 2);
   EXPECT_NE(p.stderr_text().find("fleet.credentials: not set"), std::string::npos) << p.stderr_text();
   EXPECT_EQ(p.stderr_text().find("connecting to"), std::string::npos) << p.stderr_text();
+}
+
+TEST(FleetConfig, TheCredentialsFileIsHiddenFromEveryRunsSandbox) {
+  // Whoever holds the credentials is a host of the fleet: a run must not read them, wherever
+  // they live (under /etc, which the sandbox shows read-only, by default).
+  TempDir dir("fleethide");
+  const auto creds = dir.path() / "nats.creds";
+  std::ofstream(creds) << "h0:secret\n";
+  auto c = load(
+      "[runs]\ncgroup_root = \"none\"\n[fleet]\nnats_urls = [\"nats://10.0.0.1:4222\"]\nhost_id = \"h0\"\n"
+      "credentials = \"" +
+      creds.string() + "\"\n");
+  ASSERT_TRUE(c) << c.error();
+  auto policy = daemon::make_containment_policy(*c, std::nullopt);
+  ASSERT_TRUE(policy) << policy.error();
+  const auto& hidden = (*policy)->sandbox_spec.hidden;
+  EXPECT_NE(std::find(hidden.begin(), hidden.end(), creds), hidden.end());
 }
 
 TEST(FleetConfig, ADaemonThatCannotReachNatsRefusesToStartNamingTheKey) {

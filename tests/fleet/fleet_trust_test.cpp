@@ -118,66 +118,93 @@ TEST_F(FleetTrust, AFleetWithoutCredentialsStartsOnlyWhenItsConfigNamesTheRiskAn
   }
 }
 
-TEST_F(FleetTrust, AForgedSpecOnTheQueueIsCheckedAsALocalSubmitAndNeverOwnedByAnAdmin) {
-  // The daemon as shipped: root is its admin. What a run that reaches NATS would queue, straight
-  // to mh.submit: a spec for uid 0, a spec whose vendor_env preloads a library, a spec whose cwd
-  // is outside the host's roots, each refused by the placing host; then a spec that may run, for
-  // a uid that is no admin here, placed: the refusals were made, not skipped.
-  NatsCluster nats(dir_->path() / "nats", 1);
-  ASSERT_TRUE(nats.ready(1)) << nats.why() << "\n" << nats.log(0);
-  DaemonUnderTest d(home("h0"), vendor_standin() + fleet_config("h0", "[\"" + nats.url(0) + "\"]",
-                                                                "insecure_no_credentials = true\n"));
-  ASSERT_TRUE(d.wait_notify("READY=1", 90s)) << d.stderr_text();
-  auto evil = attacker_link(nats.url(0));
-  ASSERT_TRUE(evil);
-  constexpr std::uint32_t kNobody = 65534;
-  auto envelope = [](const std::string& run, std::uint32_t uid) {
-    return R"({"run":)" + run + R"(,"uid":)" + std::to_string(uid) + R"(,"from_host":"evil"})";
-  };
-  const std::string as_root = forged_run_id("root"), preload = forged_run_id("preload"), outside = forged_run_id("cwd"),
-                    fine = forged_run_id("fine");
-  const std::filesystem::path library = dir_->path() / "inject.so";
-  std::ofstream(library) << "not even a library: it must never be named to a loader";
-  ASSERT_TRUE(fleet::submit_spec(*evil, as_root, envelope(standin_run_object(), 0)));
-  ASSERT_TRUE(fleet::submit_spec(
-      *evil, preload,
-      envelope(R"({"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
-               R"("vendor_env":{"LD_PRELOAD":")" +
-                   library.string() + R"("},"decisions":"ask"})",
-               kNobody)));
-  ASSERT_TRUE(fleet::submit_spec(*evil, outside, envelope(standin_run_object(R"(,"cwd":"/root")"), kNobody)));
-  ASSERT_TRUE(fleet::submit_spec(*evil, fine, envelope(standin_run_object(), kNobody)));
-  // One host, one consumer, the queue in order: once the last is placed the three before it were judged.
-  auto placed = fleet::await_run_record(*evil, fine, 60s);
-  ASSERT_TRUE(placed && *placed) << d.stderr_text();
-  EXPECT_EQ((*placed)->host, "h0");
+constexpr std::uint32_t kNobody = 65534;
+
+// A queued spec as it reaches a host: the run, its owner's uid, the host it claims to come from.
+std::string envelope(const std::string& run, std::uint32_t uid) {
+  return R"({"run":)" + run + R"(,"uid":)" + std::to_string(uid) + R"(,"from_host":"evil"})";
+}
+
+// One host (the daemon as shipped: root is its admin) on a lone NATS server that asks nobody who
+// connects, as a run that reaches NATS finds it; `forged` (run id, envelope) queued straight to
+// mh.submit with the attacker's own link, then a spec that may run, for a uid that is no admin
+// here. One host, one consumer, the queue in order: once that last one is placed, every spec
+// before it was judged. Each forged spec must be refused: no run directory, no record. Returns
+// the daemon's log.
+std::string queue_forged_specs(const std::filesystem::path& dir,
+                               const std::vector<std::pair<std::string, std::string>>& forged) {
+  NatsCluster nats(dir / "nats", 1);
+  EXPECT_TRUE(nats.ready(1)) << nats.why() << "\n" << nats.log(0);
+  std::filesystem::create_directories(dir / "h0");
+  DaemonUnderTest d(dir / "h0", vendor_standin() + "[fleet]\nnats_urls = [\"" + nats.url(0) +
+                                    "\"]\nhost_id = \"h0\"\nreplicas = 1\ninsecure_no_credentials = true\n");
+  EXPECT_TRUE(d.wait_notify("READY=1", 90s)) << d.stderr_text();
+  fleet::FleetConfig c;
+  c.nats_urls = {nats.url(0)};
+  c.host_id = "evil";
+  c.replicas = 1;
+  auto evil = fleet::FleetLink::connect(c);
+  EXPECT_TRUE(evil) << (evil ? "" : evil.error().text);
+  if (!evil) return "";
+  for (const auto& [id, body] : forged)
+    EXPECT_TRUE(fleet::submit_spec(**evil, id, body)) << id;
+  const std::string fine = forged_run_id("fine");
+  EXPECT_TRUE(fleet::submit_spec(**evil, fine, envelope(standin_run_object(), kNobody)));
+  auto placed = fleet::await_run_record(**evil, fine, 60s);
+  EXPECT_TRUE(placed && *placed) << d.stderr_text();
   EXPECT_TRUE(std::filesystem::exists(d.run_dir(fine)));
-  for (const auto& id : {as_root, preload, outside}) {
-    EXPECT_FALSE(std::filesystem::exists(d.run_dir(id))) << id << "\n" << d.stderr_text();
-    auto record = fleet::read_run_record(*evil, id);
-    ASSERT_TRUE(record) << record.error().text;
-    EXPECT_FALSE(*record) << id << " has a record: it was placed";
+  for (const auto& [id, body] : forged) {
+    EXPECT_FALSE(std::filesystem::exists(d.run_dir(id))) << id << " was placed\n" << d.stderr_text();
+    auto record = fleet::read_run_record(**evil, id);
+    EXPECT_TRUE(record && !*record) << id << " has a record: it was placed";
   }
-  const std::string log = d.stderr_text();
-  EXPECT_NE(log.find("refused a queued spec (run " + as_root + ", from host evil): uid 0 is an admin on this host"),
+  // The run that was placed belongs to the uid it was queued for, and is halted (root, admin here).
+  SocketClient client(d.socket());
+  auto got = client.request(socket_request("get", R"("run_id":")" + fine + "\""));
+  EXPECT_TRUE(got && got->object.contains("owner_uid") &&
+              got->object.at("owner_uid").to_number<std::int64_t>() == kNobody)
+      << (got ? got->raw : "no reply");
+  auto halted = client.request(socket_request("halt", R"("run_id":")" + fine + "\""), 60s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+  return d.stderr_text();
+}
+
+// The line of `log` that starts with `start` ("" when none does).
+std::string line_from(const std::string& log, const std::string& start) {
+  auto at = log.find(start);
+  return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
+}
+
+TEST_F(FleetTrust, AForgedSpecOnTheQueueIsCheckedAsALocalSubmitAndNeverOwnedByAnAdmin) {
+  // A spec for uid 0 (root, the admin here) is refused before any record is made; a spec whose
+  // cwd is outside the host's roots is refused as a control peer's local submit would be.
+  const std::string as_root = forged_run_id("root"), outside = forged_run_id("cwd");
+  const std::string log =
+      queue_forged_specs(dir_->path(), {{as_root, envelope(standin_run_object(), 0)},
+                                        {outside, envelope(standin_run_object(R"(,"cwd":"/root")"), kNobody)}});
+  EXPECT_NE(line_from(log, "fleet: refused a queued spec (run " + as_root + ", from host evil): ")
+                .find("uid 0 is an admin on this host; a peer host is trusted as a control peer at most"),
             std::string::npos)
       << log;
-  // Refused by the rules a local submit goes through (item 1 of issue 24: vendor_env may not name
-  // a variable that loads code), on the line that says which run from which host.
-  auto refused_line = [&log](const std::string& start) {
-    auto at = log.find(start);
-    return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
-  };
-  EXPECT_NE(refused_line("run " + preload + " (from host evil) refused here: ").find("LD_PRELOAD"), std::string::npos)
+  EXPECT_NE(line_from(log, "fleet: run " + outside + " (from host evil) refused here: ").find("CWD_OUTSIDE_ROOTS"),
+            std::string::npos)
       << log;
-  EXPECT_NE(log.find("run " + outside + " (from host evil) refused here: CWD_OUTSIDE_ROOTS"), std::string::npos) << log;
-  // The run that was placed belongs to the uid it was queued for, and is halted (root, admin here).
-  SocketClient c(d.socket());
-  auto got = c.request(socket_request("get", R"("run_id":")" + fine + "\""));
-  ASSERT_TRUE(got) << "no reply";
-  EXPECT_EQ(got->object.at("owner_uid").to_number<std::int64_t>(), kNobody) << got->raw;
-  auto halted = c.request(socket_request("halt", R"("run_id":")" + fine + "\""), 60s);
-  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+}
+
+TEST_F(FleetTrust, AQueuedSpecWhoseVendorEnvPreloadsALibraryIsRefusedByThePlacingHost) {
+  // The attack of issue 24: a run compiles a library in its cwd and queues a spec naming it in
+  // LD_PRELOAD. The placing host checks the spec as a local submit (submit_run → checked_spec),
+  // where the variables that load code are refused (item 1's denylist, adapters/plan_common).
+  const std::filesystem::path library = dir_->path() / "inject.so";
+  std::ofstream(library) << "not even a library: it must never be named to a loader";
+  const std::string preload = forged_run_id("preload");
+  const std::string spec = R"({"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+                           R"("vendor_env":{"LD_PRELOAD":")" +
+                           library.string() + R"("},"decisions":"ask"})";
+  const std::string log = queue_forged_specs(dir_->path(), {{preload, envelope(spec, kNobody)}});
+  EXPECT_NE(line_from(log, "fleet: run " + preload + " (from host evil) refused here: ").find("LD_PRELOAD"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(FleetTrust, ACommandRoutedFromAPeerHostForAnAdminsUidIsRefusedAndDecidesNothing) {
