@@ -35,7 +35,10 @@ void write_script(const fs::path& path, const json::array& steps) {
 std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, int i) {
   return "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" +
          o.work_dir.string() + "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
-         "[fleet]\nnats_urls = [\"" + cluster.url(i) + "\"]\nhost_id = \"h" + std::to_string(i) +
+         // root (the bench) submits --fleet as a control peer: a peer host may not act for an
+         // admin's uid (docs/fleet.md, Trust).
+         "[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0]\n" + "[fleet]\nnats_urls = [\"" +
+         cluster.url(i) + "\"]\nhost_id = \"h" + std::to_string(i) +
          "\"\nreplicas = 3\nprefix = \"bd\"\nrequest_timeout_ms = 10000\ninsecure_no_credentials = true\n";
 }
 
