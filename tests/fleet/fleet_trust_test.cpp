@@ -5,6 +5,10 @@
 // would send it (straight to NATS, no daemon of its own); and the nats-server authorization the
 // project ships (config/nats-server-fleet.conf) lets each host do its part, and nobody else in.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -59,9 +63,9 @@ class FleetTrust : public ::testing::Test {
 
   // The config of host `host` on `urls`, with `more` in [fleet] and `extra` after it.
   static std::string fleet_config(const std::string& host, const std::string& urls, const std::string& more,
-                                  const std::string& extra = "") {
-    return "[fleet]\nnats_urls = " + urls + "\nhost_id = \"" + host +
-           "\"\nreplicas = 1\nlease_ttl_ms = 6000\nrequest_timeout_ms = 4000\n" + more + extra;
+                                  int replicas = 1) {
+    return "[fleet]\nnats_urls = " + urls + "\nhost_id = \"" + host + "\"\nreplicas = " + std::to_string(replicas) +
+           "\nlease_ttl_ms = 6000\nrequest_timeout_ms = 4000\n" + more;
   }
 
   // What an attacker with the NATS URL and nothing else holds: a link with no credentials.
@@ -312,6 +316,34 @@ struct RawClient {
   }
 };
 
+// What a node's route port answers a connection that claims to be a route with no credentials
+// (INFO first, then CONNECT and PING): its error line, or "" when it said none within 10 s.
+std::string route_answer(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  timeval wait{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return "";
+  const std::string hello = "CONNECT {\"verbose\":false,\"pedantic\":false,\"name\":\"rogue\"}\r\nPING\r\n";
+  if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) return "";
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
+    got.append(buf, static_cast<std::size_t>(n));
+    if (auto err = got.find("-ERR"); err != std::string::npos && got.find('\n', err) != std::string::npos)
+      return got.substr(err, got.find('\n', err) - err);
+  }
+  return "";
+}
+
 TEST_F(FleetTrust, TheShippedNatsServerConfigLetsEachHostDoItsPartAndNobodyElseIn) {
   const std::map<std::string, std::string> passwords = {
       {"h0", random_text(24)}, {"h1", random_text(24)}, {"h2", random_text(24)}};
@@ -319,19 +351,22 @@ TEST_F(FleetTrust, TheShippedNatsServerConfigLetsEachHostDoItsPartAndNobodyElseI
   users.authorization = shipped_authorization(passwords);
   users.user = "h2";  // the cluster helper's own probe logs in as a host
   users.password = passwords.at("h2");
-  NatsCluster nats(dir_->path() / "nats", 1, users);
-  ASSERT_TRUE(nats.ready(1)) << nats.why() << "\n" << nats.log(0);
-  const std::string urls = "[\"" + nats.url(0) + "\"]";
+  users.route_user = "route";  // the routes ask who connects, as docs/fleet.md's cluster block
+  users.route_password = random_text(24);
+  NatsCluster nats(dir_->path() / "nats", 3, users);
+  ASSERT_TRUE(nats.ready(3)) << nats.why() << "\n" << nats.log(0);
   std::map<int, std::unique_ptr<DaemonUnderTest>> daemons;
   for (int i = 0; i < 2; ++i) {
+    // Each on its own node: what one host sends reaches the other across the authorized routes.
     const std::string host = "h" + std::to_string(i);
     const auto creds = dir_->path() / (host + ".creds");
     std::ofstream(creds) << host << ":" << passwords.at(host) << "\n";
     std::filesystem::permissions(creds, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     daemons[i] = std::make_unique<DaemonUnderTest>(
         home(host), vendor_standin() + kRootAsControl +
-                        fleet_config(host, urls, "prefix = \"mh\"\ncredentials = \"" + creds.string() + "\"\n"));
-    ASSERT_TRUE(daemons[i]->wait_notify("READY=1", 90s)) << daemons[i]->stderr_text() << nats.log(0);
+                        fleet_config(host, "[\"" + nats.url(i) + "\"]",
+                                     "prefix = \"mh\"\ncredentials = \"" + creds.string() + "\"\n", 3));
+    ASSERT_TRUE(daemons[i]->wait_notify("READY=1", 90s)) << daemons[i]->stderr_text() << nats.log(i);
     EXPECT_EQ(daemons[i]->stderr_text().find("INSECURE"), std::string::npos);
   }
   // Each host does its part with its own user: a spec queued on h0 is placed, read and halted
@@ -351,13 +386,16 @@ TEST_F(FleetTrust, TheShippedNatsServerConfigLetsEachHostDoItsPartAndNobodyElseI
   ASSERT_TRUE(reader.wait_event("stream.closed", 120s)) << daemons[other]->stderr_text() << nats.log(0);
   // None of it was refused by the server (the cluster helper's probe deletes its test stream,
   // which no host may: that refusal is the only one).
-  for (const auto& l : read_lines(dir_->path() / "nats" / "n0" / "nats.log"))
-    EXPECT_TRUE(l.find("Violation") == std::string::npos || l.find("MH_TEST_READY") != std::string::npos) << l;
+  for (int n = 0; n < 3; ++n)
+    for (const auto& l : read_lines(dir_->path() / "nats" / ("n" + std::to_string(n)) / "nats.log"))
+      EXPECT_TRUE(l.find("Violation") == std::string::npos || l.find("MH_TEST_READY") != std::string::npos) << l;
   // Nobody else gets in: no credentials, a wrong password.
   RawClient nobody(nats.url(0), "", "");
   EXPECT_EQ(nobody.status, NATS_CONNECTION_AUTH_FAILED);
   RawClient wrong(nats.url(0), "h1", passwords.at("h0"));
   EXPECT_EQ(wrong.status, NATS_CONNECTION_AUTH_FAILED);
+  // Nor through a route port, with no route credentials.
+  EXPECT_NE(route_answer(nats.route_port(0)).find("Authorization Violation"), std::string::npos);
   // And a host only as itself: h1 may not take h0's commands nor renew h0's lease.
   RawClient h1(nats.url(0), "h1", passwords.at("h1"));
   ASSERT_EQ(h1.status, NATS_OK);

@@ -125,9 +125,17 @@ NatsCluster::NatsCluster(const std::filesystem::path& dir, int n, NatsUsers user
          << "  max_file_store: 1GB\n}\n"
          << authorization(users_);
     if (n == 1) continue;  // a lone server: JetStream without a cluster
-    conf << "cluster {\n  name: mh_test\n  listen: 127.0.0.1:" << node.route_port << "\n  routes: [\n";
+    conf << "cluster {\n  name: mh_test\n  listen: 127.0.0.1:" << node.route_port << "\n";
+    // Routes that ask who connects, as docs/fleet.md's cluster block does.
+    std::string route_login;
+    if (!users_.route_user.empty()) {
+      conf << "  authorization { user: \"" << users_.route_user << "\", password: \"" << users_.route_password
+           << "\" }\n";
+      route_login = users_.route_user + ":" + users_.route_password + "@";
+    }
+    conf << "  routes: [\n";
     for (int j = 0; j < n; ++j)
-      if (j != i) conf << "    nats-route://127.0.0.1:" << nodes_[j].route_port << "\n";
+      if (j != i) conf << "    nats-route://" << route_login << "127.0.0.1:" << nodes_[j].route_port << "\n";
     conf << "  ]\n}\n";
   }
   for (int i = 0; i < n; ++i)
@@ -153,6 +161,10 @@ void NatsCluster::kill(int i) {
 
 int NatsCluster::pid(int i) const {
   return nodes_[i].process ? nodes_[i].process->pid() : -1;
+}
+
+std::uint16_t NatsCluster::route_port(int i) const {
+  return nodes_[i].route_port;
 }
 
 std::string NatsCluster::url(int i) const {

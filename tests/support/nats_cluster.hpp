@@ -26,6 +26,8 @@ struct NatsUsers {
   // nats-server-fleet.conf ships it) in place of the one made from the fields above; `user` and
   // `password` are then one of its users, for the cluster's own connections.
   std::string authorization;
+  // The cluster's routes ask for this user and password (nodes log in to each other with them).
+  std::string route_user, route_password;
   bool empty() const { return user.empty() && nkey.empty() && authorization.empty(); }
 };
 
@@ -43,6 +45,7 @@ class NatsCluster {
 
   std::string url(int i) const;           // nats://127.0.0.1:PORT
   std::vector<std::string> urls() const;  // every node's
+  std::uint16_t route_port(int i) const;  // where node i's cluster routes connect
   std::string urls_toml() const;          // ["nats://...", ...]
   int size() const { return static_cast<int>(nodes_.size()); }
   int pid(int i) const;
