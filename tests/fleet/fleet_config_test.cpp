@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <vector>
 
 #include "daemon/server/config.hpp"
 #include "daemon/server/containment_policy.hpp"
@@ -123,6 +124,41 @@ TEST(FleetConfig, ADaemonWithNoFleetCredentialsRefusesToStartNamingTheKey) {
   EXPECT_EQ(p.finish(60s), 2);
   EXPECT_NE(p.stderr_text().find("fleet.credentials: not set"), std::string::npos) << p.stderr_text();
   EXPECT_EQ(p.stderr_text().find("connecting to"), std::string::npos) << p.stderr_text();
+}
+
+// The [fleet] block of a shipped config, uncommented: `keys` as they are shown (each `# key = `
+// line), the credentials path swapped for `credentials` (the shown one need not exist here).
+std::string shipped_fleet(const std::string& file, const std::vector<std::string>& keys,
+                          const std::filesystem::path& credentials) {
+  std::string out = "[fleet]\n";
+  for (const auto& line : read_lines(source_dir() / file)) {
+    for (const auto& key : keys) {
+      const std::string shown = "# " + key + " = ";
+      if (line.rfind(shown, 0) != 0) continue;
+      std::string value = line.substr(2);
+      if (key == "credentials") value = "credentials = \"" + credentials.string() + "\"";
+      out += value.substr(0, value.find("  #")) + "\n";
+    }
+  }
+  return out;
+}
+
+TEST(FleetConfig, TheShippedConfigsShowCredentialsAndTheirFleetBlockLoadsOnlyWithThem) {
+  TempDir dir("fleetshipped");
+  const auto creds = dir.path() / "nats.creds";
+  std::ofstream(creds) << "h0:pw\n";
+  for (const char* file : {"config/metaharness.toml", "packaging/metaharness.toml"}) {
+    const std::string with = shipped_fleet(file, {"nats_urls", "host_id", "credentials", "replicas"}, creds);
+    EXPECT_NE(with.find("credentials = "), std::string::npos) << file << " shows no credentials:\n" << with;
+    auto loaded = load(with);
+    ASSERT_TRUE(loaded) << file << ": " << loaded.error() << "\n" << with;
+    EXPECT_EQ(loaded->fleet->credentials, creds) << file;
+    EXPECT_EQ(loaded->fleet->replicas, 3) << file;
+    // The same block without its credentials is refused, naming them.
+    auto without = load(shipped_fleet(file, {"nats_urls", "host_id", "replicas"}, creds));
+    ASSERT_FALSE(without) << file;
+    EXPECT_NE(without.error().find("fleet.credentials: not set"), std::string::npos) << without.error();
+  }
 }
 
 TEST(FleetConfig, TheCredentialsFileIsHiddenFromEveryRunsSandbox) {
