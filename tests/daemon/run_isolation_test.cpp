@@ -165,14 +165,15 @@ TEST(RunIsolation, RunsThatShareAUidSeeNoneOfEachOthersProcessesAndLeaveNoSysVSe
   // does not hold it whole.
   const std::string half = token.substr(0, token.size() / 2), rest = token.substr(token.size() / 2);
   const std::string pid = std::to_string(victim);
-  auto second = c.request(submit_line(
-      one_bash_call_scenario("{ t=" + half + "; t=\"$t\"" + rest +
-                             "; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do grep -qF \"$t\" \"$f\" "
-                             "2>/dev/null && echo \"seen in $f\"; done; cat /proc/" +
-                             pid + "/environ >/dev/null 2>&1 && echo environ-read; kill -0 " + pid +
-                             " 2>/dev/null && echo signalled; ls /proc | grep -c '^[0-9]' >/dev/null && echo "
-                             "own-proc-ok; } > probe.txt 2>&1"),
-      ""));
+  auto second = c.request(
+      submit_line(one_bash_call_scenario(
+                      "{ t=" + half + "; t=\"$t\"" + rest +
+                      "; for p in $(ls /proc | grep '^[0-9]'); do cat /proc/$p/environ /proc/$p/cmdline 2>/dev/null | "
+                      "grep -aqF \"$t\" && echo \"seen in $p\"; done; cat /proc/" +
+                      pid + "/environ >/dev/null 2>&1 && echo environ-read; kill -0 " + pid +
+                      " 2>/dev/null && echo signalled; ls /proc | grep -c '^[0-9]' >/dev/null && echo "
+                      "own-proc-ok; } > probe.txt 2>&1"),
+                  ""));
   ASSERT_TRUE(second && second->str("reply") == "submitted") << (second ? second->raw : "no reply");
   const std::string second_id = second->str("run_id");
   auto events = follow_to_end(d.socket(), second_id, 120s);
