@@ -2,6 +2,8 @@
 // the REAL Claude CLI running the Bash calls the scripted model asks for (decisions observe):
 //   - a `control` peer of another uid declaring a variable that loads code (LD_PRELOAD, LD_AUDIT,
 //     NODE_OPTIONS, BASH_ENV) is refused at submit, by name, and nothing is created;
+//   - a live sandboxed run's bwrap (root here) carries the fixed environment alone, its supervisor
+//     none, while its vendor has the declared variables;
 //   - an ordinary declared variable still reaches the vendor and the commands it runs;
 //   - under a daemon whose umask is 000 a run still makes 0644 files and 0755 directories;
 //   - runs that share a uid (runs.user) see nothing of each other's processes (their own PID
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -161,6 +164,29 @@ TEST(RunIsolation, RunsThatShareAUidSeeNoneOfEachOthersProcessesAndLeaveNoSysVSe
       << read_file(d.run_dir(first_id) / "vendor-stderr.log");
   const pid_t victim = process_carrying("MH_SECRET_PROBE=" + token);
   ASSERT_GT(victim, 0) << "the first run's processes carry its secret";
+  // Item 1 on a live run: the privileged hop (bwrap, root here) carries the fixed environment
+  // alone, not the vendor's (which holds the declared secret); its supervisor carries none.
+  int hops = 0, supervisors = 0;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = proc.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream comm_in(proc.path() / "comm"), env_in(proc.path() / "environ"), cmd_in(proc.path() / "cmdline");
+    std::string comm, environ((std::istreambuf_iterator<char>(env_in)), {}),
+        cmdline((std::istreambuf_iterator<char>(cmd_in)), {});
+    std::getline(comm_in, comm);
+    if (comm == "bwrap" && environ.find("METAHARNESS_RUN=" + first_id) != std::string::npos) {
+      ++hops;
+      EXPECT_EQ(environ.find("MH_SECRET_PROBE"), std::string::npos) << "bwrap (pid " << name << ") holds the vendor's";
+      EXPECT_EQ(std::count(environ.begin(), environ.end(), '\0'), 2) << "the marker and the descriptor: " << environ;
+    }
+    if (cmdline.find("metaharness-supervisor") != std::string::npos &&
+        cmdline.find(d.run_dir(first_id).string()) != std::string::npos) {
+      ++supervisors;
+      EXPECT_EQ(environ, "") << "the supervisor's environment";
+    }
+  }
+  EXPECT_GE(hops, 1) << "the run's bwrap was found";
+  EXPECT_EQ(supervisors, 1) << "the run's supervisor was found";
   // The second run, the same uid, looks for the first: its secret split so that its own argv
   // does not hold it whole.
   const std::string half = token.substr(0, token.size() / 2), rest = token.substr(token.size() / 2);
