@@ -165,6 +165,11 @@ struct LaunchPlan {
   std::filesystem::path program;                         // absolute path of the vendor binary
   std::vector<std::string> args;                         // after argv[0]
   std::vector<std::pair<std::string, std::string>> env;  // constructed, never inherited
+  // Set when `program` is a privileged hop before the drop to the run's user (the sandbox's bwrap
+  // and setpriv, which end in mh-exec): `env` is then the hops' own fixed environment, and this
+  // the vendor's, handed to mh-exec through a sealed memfd (ChildProcess::spawn) and applied only
+  // there, after the drop.
+  std::optional<std::vector<std::pair<std::string, std::string>>> handed_env;
   std::filesystem::path cwd;
   std::vector<std::filesystem::path> directories;  // created before spawning
   std::vector<ScratchFile> files;                  // written before spawning

@@ -16,6 +16,63 @@ constexpr std::array<std::string_view, 3> kPassThroughEnv = {"LANG", "LC_ALL", "
 constexpr std::string_view kRunMarker = "METAHARNESS_RUN";
 constexpr std::string_view kPath = "/usr/local/bin:/usr/bin:/bin";
 
+// Declared variables that make something load or run code of the caller's choosing, refused for
+// every adapter (a name ending in '*' is a prefix). Why they matter: the vendor, the shells its
+// tool calls run and the interpreters those start all read them, as the run's user; and one slip
+// that let them reach a privileged program before the drop to the run's user (bwrap, setpriv)
+// ran the caller's code as root. The clean environment of those programs (sandbox.hpp) is the
+// first guard; this list is the second, at the door.
+struct CodeLoadingEnv {
+  std::string_view name;
+  std::string_view what;
+};
+constexpr CodeLoadingEnv kCodeLoadingEnv[] = {
+    // The dynamic loader and glibc: every program of the run.
+    {"LD_*", "is read by the dynamic loader (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH load libraries into every program)"},
+    {"GCONV_PATH", "makes glibc load character-conversion modules from a path of the caller's"},
+    {"GLIBC_TUNABLES", "changes glibc's behaviour in every program (and has been a way into privileged ones)"},
+    {"OPENSSL_CONF", "makes OpenSSL (node's included) read a config that can load an engine or provider"},
+    {"OPENSSL_ENGINES", "makes OpenSSL load engines from a path of the caller's"},
+    {"OPENSSL_MODULES", "makes OpenSSL load providers from a path of the caller's"},
+    // Node: Claude Code, and the launchers of Codex and opencode.
+    {"NODE_*", "is read by node (NODE_OPTIONS --require/--import, NODE_PATH, NODE_REPL_EXTERNAL_MODULE load code)"},
+    // Bun: opencode's binary is Bun-compiled.
+    {"BUN_*", "is read by Bun (BUN_OPTIONS --preload, BUN_INSPECT*, BUN_BE_BUN run code in opencode's binary)"},
+    // The shells tool calls run.
+    {"BASH_ENV", "is a script every non-interactive bash runs first"},
+    {"ENV", "is a script sh and interactive bash run first"},
+    {"BASH_FUNC_*", "defines exported bash functions, which every bash imports"},
+    {"SHELLOPTS", "sets bash options (xtrace with PS4 runs commands) in every bash"},
+    {"BASHOPTS", "sets bash options in every bash"},
+    {"PROMPT_COMMAND", "is a command bash runs before each prompt"},
+    {"PS4", "is expanded (running its command substitutions) by bash's xtrace"},
+    {"ZDOTDIR", "names the directory whose startup files zsh runs"},
+    // The interpreters tools commonly start.
+    {"PYTHONSTARTUP", "is a file interactive python runs first"},
+    {"PYTHONPATH", "puts modules of the caller's before python's own"},
+    {"PYTHONHOME", "replaces python's standard library"},
+    {"PYTHONUSERBASE", "puts a site-packages of the caller's on python's path"},
+    {"PYTHONBREAKPOINT", "names a callable python imports and runs at breakpoint()"},
+    {"PYTHONINSPECT", "makes python enter its interactive mode after a script"},
+    {"PERL5OPT", "adds options (-M modules) to every perl"},
+    {"PERL5LIB", "puts modules of the caller's before perl's own"},
+    {"PERLLIB", "puts modules of the caller's before perl's own"},
+    {"PERL5DB", "is code perl's debugger runs"},
+    {"RUBYOPT", "adds options (-r libraries) to every ruby"},
+    {"RUBYLIB", "puts libraries of the caller's before ruby's own"},
+    {"JAVA_TOOL_OPTIONS", "adds options (-javaagent) to every JVM"},
+    {"_JAVA_OPTIONS", "adds options (-javaagent) to every JVM"},
+    {"JDK_JAVA_OPTIONS", "adds options (-javaagent) to every java launcher"},
+    {"GIT_CONFIG_*", "sets git configuration (core.fsmonitor, core.sshCommand run programs) for every git"},
+    {"GIT_EXEC_PATH", "makes git run its subcommands from a path of the caller's"},
+};
+
+bool valid_env_name(std::string_view name) {
+  auto head = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  if (name.empty() || !head(name.front())) return false;
+  return std::all_of(name.begin() + 1, name.end(), [&](char c) { return head(c) || (c >= '0' && c <= '9'); });
+}
+
 LaunchRefusal refuse(std::string message) {
   return LaunchRefusal{{}, std::move(message)};
 }
@@ -64,6 +121,7 @@ std::optional<LaunchRefusal> refuse_spec(const Adapter& adapter, const RunSpec& 
   if (auto too_long = refuse_deadline(adapter, spec.decision_deadline_ms)) return refuse(*too_long);
   if (!spec.model_endpoint)
     return refuse("no model endpoint: give a scripted scenario (--model-scenario) or an endpoint (--model-endpoint)");
+  if (auto refused = refuse_declared_vendor_env(spec.vendor_env)) return refuse(*refused);
   for (const auto& [name, value] : spec.vendor_env)
     if (auto why = denied_vendor_env(name, rules)) return refuse("declared vendor environment refused: " + *why);
   for (const auto& [key, value] : spec.vendor_options)
@@ -79,6 +137,28 @@ std::optional<LaunchRefusal> refuse_spec(const Adapter& adapter, const RunSpec& 
 }
 
 }  // namespace
+
+std::optional<std::string> code_loading_vendor_env(std::string_view name) {
+  if (!valid_env_name(name))
+    return "\"" + proto::excerpt(std::string(name), 40) + "\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
+  for (const auto& rule : kCodeLoadingEnv) {
+    std::string_view pattern = rule.name;
+    bool prefix = pattern.back() == '*';
+    if (prefix ? name.substr(0, pattern.size() - 1) == pattern.substr(0, pattern.size() - 1) : name == pattern)
+      return std::string(name) + " " + std::string(rule.what) + ": a run may not declare a variable that loads code" +
+             (prefix ? " (" + std::string(pattern) + ")" : std::string());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> refuse_declared_vendor_env(const std::map<std::string, std::string>& vendor_env) {
+  for (const auto& [name, value] : vendor_env) {
+    if (auto why = code_loading_vendor_env(name)) return "declared vendor environment refused: " + *why;
+    if (value.find('\0') != std::string::npos)
+      return "declared vendor environment refused: the value of " + name + " holds a NUL byte";
+  }
+  return std::nullopt;
+}
 
 std::variant<PlanDraft, LaunchRefusal> common_plan(const Adapter& adapter, const RunSpec& spec, const RunPaths& paths,
                                                    const VendorRules& rules) {

@@ -49,9 +49,22 @@ struct PlanDraft {
   ScratchLayout scratch;
 };
 
+// Why a declared vendor variable is refused whatever the adapter, or nullopt: a name that is not
+// [A-Za-z_][A-Za-z0-9_]*, or a variable that makes a loader, runtime, shell or interpreter load or
+// run code of the caller's choosing (LD_*, GCONV_PATH, NODE_*, BUN_*, BASH_ENV, PYTHONPATH, …).
+// The one list of them is kCodeLoadingEnv in plan_common.cpp (docs/adapters.md, "Declared
+// environment"). Every vendor of a run starts a node launcher, a JavaScript runtime or a native
+// binary that runs shells and interpreters, so the list holds for all of them.
+std::optional<std::string> code_loading_vendor_env(std::string_view name);
+// The first refused declared variable of `vendor_env`, as the refusal's text ("declared vendor
+// environment refused: LD_PRELOAD …"); nullopt when every one passes. Checked where every submit
+// passes (the socket's and the fleet's) and again by every plan (common_plan).
+std::optional<std::string> refuse_declared_vendor_env(const std::map<std::string, std::string>& vendor_env);
+
 // The shared refusals, in order: commands the adapter cannot honour, observe mode with a frame,
-// no prompt, a deadline the seam cannot hold, no model endpoint, a declared variable the vendor
-// rules deny, an unknown or malformed vendor option, no vendor binary. Otherwise the draft.
+// no prompt, a deadline the seam cannot hold, no model endpoint, a declared variable that loads
+// code or that the vendor rules deny, an unknown or malformed vendor option, no vendor binary.
+// Otherwise the draft.
 std::variant<PlanDraft, LaunchRefusal> common_plan(const Adapter& adapter, const RunSpec& spec, const RunPaths& paths,
                                                    const VendorRules& rules);
 

@@ -26,8 +26,8 @@ if [ ! -f "$CBUILD/build.ninja" ]; then
     -DMH_BUILD_TESTS=OFF -DMH_BUILD_BENCH=OFF \
     -DMH_DEFAULT_VENDOR_DIR=/var/lib/metaharness/vendor >/dev/null
 fi
-say "building metaharness, mh-codex-hook and metaharness-supervisor in $CBUILD"
-cmake --build "$CBUILD" -j "$JOBS" --target metaharness mh-codex-hook metaharness-supervisor >&2
+say "building metaharness, mh-codex-hook, mh-exec and metaharness-supervisor in $CBUILD"
+cmake --build "$CBUILD" -j "$JOBS" --target metaharness mh-codex-hook mh-exec metaharness-supervisor >&2
 
 VERSION="$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$CBUILD/CMakeCache.txt")"
 [ -n "$VERSION" ] || { say "no CMAKE_PROJECT_VERSION in $CBUILD/CMakeCache.txt"; exit 1; }
@@ -42,8 +42,11 @@ install -d "$STAGE/DEBIAN"
 install -D -m 0755 "$CBUILD/bin/metaharness" "$STAGE/usr/bin/metaharness"
 install -D -m 0755 "$CBUILD/bin/mh-codex-hook" "$STAGE/usr/lib/metaharness/mh-codex-hook"
 install -D -m 0755 "$CBUILD/bin/metaharness-supervisor" "$STAGE/usr/lib/metaharness/metaharness-supervisor"
+# The last hop of a sandboxed run: it applies the vendor's environment after the drop (docs/containment.md).
+install -D -m 0755 "$CBUILD/bin/mh-exec" "$STAGE/usr/lib/metaharness/mh-exec"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
-  "$STAGE/usr/bin/metaharness" "$STAGE/usr/lib/metaharness/mh-codex-hook" "$STAGE/usr/lib/metaharness/metaharness-supervisor"
+  "$STAGE/usr/bin/metaharness" "$STAGE/usr/lib/metaharness/mh-codex-hook" "$STAGE/usr/lib/metaharness/metaharness-supervisor" \
+  "$STAGE/usr/lib/metaharness/mh-exec"
 # The units, the user, the directories, the config.
 install -D -m 0644 "$ROOT/systemd/metaharness.service" "$STAGE/usr/lib/systemd/system/metaharness.service"
 install -D -m 0644 "$ROOT/systemd/metaharness.socket" "$STAGE/usr/lib/systemd/system/metaharness.socket"
@@ -64,7 +67,8 @@ rm -rf "$SHLIBS_DIR"
 mkdir -p "$SHLIBS_DIR/debian"
 printf 'Source: metaharness\n\nPackage: metaharness\nArchitecture: any\n' >"$SHLIBS_DIR/debian/control"
 SHLIBS="$(cd "$SHLIBS_DIR" && dpkg-shlibdeps -O -e"$STAGE/usr/bin/metaharness" \
-  -e"$STAGE/usr/lib/metaharness/mh-codex-hook" -e"$STAGE/usr/lib/metaharness/metaharness-supervisor" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
+  -e"$STAGE/usr/lib/metaharness/mh-codex-hook" -e"$STAGE/usr/lib/metaharness/metaharness-supervisor" \
+  -e"$STAGE/usr/lib/metaharness/mh-exec" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
 [ -n "$SHLIBS" ] || { say "dpkg-shlibdeps found no library dependencies"; exit 1; }
 INSTALLED_SIZE="$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)"
 sed -e "s|@VERSION@|$VERSION|" -e "s|@ARCH@|$ARCH|" -e "s|@SHLIBS@|$SHLIBS|" \

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,6 +26,7 @@
 #include <system_error>
 
 #include "daemon/asio/process_v2.hpp"
+#include "daemon/process/exec_handoff.hpp"
 #include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
@@ -69,16 +71,17 @@ boost::system::result<PipeEnds, std::string> make_pipe(const char* which) {
 }
 
 // Closes every descriptor from 3 up except those in `keep` (the launcher's own exec-error
-// pipe). Runs in the forked child, so it uses system calls only: no allocation, no locks.
-// Boost.Process 1.81 has its own close_all, but it skips the gaps between whitelisted
+// pipe) and `also_keep` (the handed environment's memfd, or -1). Runs in the forked child, so it uses system calls
+// only: no allocation, no locks. Boost.Process 1.81 has its own close_all, but it skips the gaps between whitelisted
 // descriptors (it compares whitelist[idx] with itself), so descriptors below the error pipe
 // would survive the exec; this does it right and leaves that one nothing to do.
-void close_descriptors_except(const std::vector<int>& keep) {
+void close_descriptors_except(const std::vector<int>& keep, int also_keep) {
   unsigned int from = 3;
   for (;;) {
     long next_kept = -1;
     for (int fd : keep)
       if (fd >= static_cast<int>(from) && (next_kept == -1 || fd < next_kept)) next_kept = fd;
+    if (also_keep >= static_cast<int>(from) && (next_kept == -1 || also_keep < next_kept)) next_kept = also_keep;
     unsigned int to =
         next_kept == -1 ? std::numeric_limits<unsigned int>::max() : static_cast<unsigned int>(next_kept) - 1;
     if (next_kept == -1 || static_cast<unsigned int>(next_kept) > from) {
@@ -101,6 +104,7 @@ void close_descriptors_except(const std::vector<int>& keep) {
 // On failure errno is left set, which is what the launcher reports to the parent.
 struct ChildSideSetup {
   SpawnOptions options;
+  int handed_env_fd = -1;  // inherited across exec (its close-on-exec flag cleared here)
 
   error_code on_exec_setup(bp2::posix::default_launcher& launcher, const fs::path&, const char* const*) {
     // First of all, move into the run's cgroup (while still privileged to): from here on
@@ -123,7 +127,14 @@ struct ChildSideSetup {
     sigset_t none;
     ::sigemptyset(&none);
     if (::sigprocmask(SIG_SETMASK, &none, nullptr) == -1) return error_code(errno, boost::system::system_category());
-    close_descriptors_except(launcher.fd_whitelist);
+    ::umask(options.umask);
+    if (handed_env_fd >= 0) {
+      if (::fcntl(handed_env_fd, F_SETFD, 0) == -1) return error_code(errno, boost::system::system_category());
+      // The launcher closes what its whitelist does not name after this step; the parent
+      // reserved room, so this appends without allocating in the forked child.
+      launcher.fd_whitelist.push_back(handed_env_fd);
+    }
+    close_descriptors_except(launcher.fd_whitelist, handed_env_fd);
     errno = 0;
     return {};
   }
@@ -176,12 +187,47 @@ std::optional<std::string> check_plan(const adapters::LaunchPlan& plan) {
   if (!S_ISDIR(info.st_mode)) return "cwd " + plan.cwd.string() + " is not a directory";
   for (const auto& arg : plan.args)
     if (arg.find('\0') != std::string::npos) return "an argument contains a NUL byte";
-  for (const auto& [name, value] : plan.env) {
-    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos ||
-        value.find('\0') != std::string::npos)
-      return "malformed environment entry \"" + name + "\"";
-  }
+  auto malformed = [](const std::vector<std::pair<std::string, std::string>>& env) -> std::optional<std::string> {
+    for (const auto& [name, value] : env) {
+      if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos ||
+          value.find('\0') != std::string::npos)
+        return "malformed environment entry \"" + name + "\"";
+      if (name == kHandedEnvFdVar) return std::string("the environment may not set ") + kHandedEnvFdVar;
+    }
+    return std::nullopt;
+  };
+  if (auto problem = malformed(plan.env)) return problem;
+  if (plan.handed_env)
+    if (auto problem = malformed(*plan.handed_env)) return problem;
   return std::nullopt;
+}
+
+// The vendor's environment, NUL-separated NAME=VALUE entries, in a memfd sealed against every
+// change (mh-exec checks the seals), close-on-exec until the child clears it, and numbered above
+// the standard streams.
+boost::system::result<UniqueFd, std::string> sealed_environment(
+    const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string bytes;
+  for (const auto& [name, value] : env) {
+    bytes += name;
+    bytes += '=';
+    bytes += value;
+    bytes += '\0';
+  }
+  if (bytes.size() > kMaxHandedEnvBytes)
+    return "the vendor's environment is " + std::to_string(bytes.size()) + " bytes, over the " +
+           std::to_string(kMaxHandedEnvBytes >> 20) + " MiB a sandboxed run is handed";
+  UniqueFd fd(::memfd_create("mh-vendor-env", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return "cannot create the memfd for the vendor's environment: " + errno_text(errno);
+  if (fd.get() <= 2) {
+    int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+    if (moved == -1) return "cannot renumber the vendor environment's memfd: " + errno_text(errno);
+    fd.reset(moved);
+  }
+  if (!write_all(fd.get(), bytes) ||
+      ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == -1)
+    return "cannot write the vendor's environment to its memfd: " + errno_text(errno);
+  return fd;
 }
 
 }  // namespace
@@ -219,9 +265,16 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
   if (!err) return err.error();
 
   std::vector<std::string> environment;
-  environment.reserve(plan.env.size());
+  environment.reserve(plan.env.size() + 1);
   for (const auto& [name, value] : plan.env)
     environment.push_back(name + "=" + value);
+  UniqueFd handed;  // closes here once the child holds its copy
+  if (plan.handed_env) {
+    auto sealed = sealed_environment(*plan.handed_env);
+    if (!sealed) return sealed.error();
+    handed = std::move(*sealed);
+    environment.push_back(std::string(kHandedEnvFdVar) + "=" + std::to_string(handed.get()));
+  }
 
   // The launcher brackets fork() with notify_fork() on the execution context of the executor it
   // is given, and in the child re-creates that context's reactor under its mutexes. On the
@@ -230,14 +283,15 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
   // never-run context; the child is then re-adopted through a fresh pidfd on the run's executor.
   asio::io_context launch_context;
   bp2::posix::default_launcher launcher;
+  launcher.fd_whitelist.reserve(16);  // the child may append the handed environment's memfd
   error_code ec;
   pid_t pid = -1;
   try {
     AllSignalsBlocked blocked;
-    auto process =
-        launcher(launch_context.get_executor(), ec, plan.program, plan.args,
-                 bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
-                 bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd}, ChildSideSetup{options});
+    auto process = launcher(launch_context.get_executor(), ec, plan.program, plan.args,
+                            bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
+                            bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd},
+                            ChildSideSetup{options, handed.get()});
     if (!ec) {
       pid = process.id();
       process.detach();  // ours now; the basic_process must not kill it on destruction

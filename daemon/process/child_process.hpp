@@ -5,8 +5,9 @@
 //
 // The child starts in its own process group (a terminal signal to the daemon's group does not
 // reach it), with every signal disposition at default and an empty signal mask (a daemon that
-// ignores SIGPIPE must not hand that to the vendor), and with no descriptor of the daemon's
-// open except its three pipes.
+// ignores SIGPIPE must not hand that to the vendor), with the run's own umask (022), and with no
+// descriptor of the daemon's open except its three pipes (and a sandboxed plan's handed
+// environment, see spawn).
 //
 // Lifetime: the object owns the child until it has been reaped. Destroying a ChildProcess whose
 // child has not been reaped yet sends it SIGKILL and reaps it right there (a blocking waitpid;
@@ -53,13 +54,19 @@ struct SpawnOptions {
     gid_t gid = 0;
   };
   std::optional<Identity> identity;
+  // The run's own file-creation mask, set in the child before exec, so a run never inherits the
+  // daemon's (or its supervisor's): under a daemon with umask 000 a vendor made 0777 directories.
+  mode_t umask = 022;
 };
 
 class ChildProcess {
  public:
   using executor_type = asio::any_io_executor;
 
-  // Spawns the plan's program. Errors are values naming what failed: a program path that is not
+  // Spawns the plan's program with exactly the plan's environment. A plan with `handed_env` (the
+  // sandbox's) also gets that environment in a sealed memfd, inherited by the child and named by
+  // METAHARNESS_EXEC_ENV_FD in its environment (exec_handoff.hpp), for mh-exec to apply after the
+  // drop; the memfd is not passed to anything else. Errors are values naming what failed: a program path that is not
   // absolute, a missing or non-executable binary, a missing working directory, a malformed
   // environment entry, or the exec itself ("exec of /x/y failed: Exec format error"). The plan's
   // `directories` and `files` are not created here (that is the run loop's step before this one).

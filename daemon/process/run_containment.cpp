@@ -142,6 +142,12 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
 
   if (policy.sandbox) {
     SandboxSpec spec = policy.sandbox_spec;
+    // The vendor's environment reaches it only through the last hop: without it nothing starts.
+    if (::access(spec.exec_helper.c_str(), X_OK) == -1)
+      return "the sandbox's last hop " + spec.exec_helper.string() +
+             " (mh-exec, which applies the vendor's environment after the drop to the run's user) is missing or "
+             "not executable: " +
+             std::strerror(errno);
     if (c->identity_) {
       spec.run_as = SandboxSpec::RunAs{c->identity_->uid, c->identity_->gid};
       std::string uid = std::to_string(c->identity_->uid), gid = std::to_string(c->identity_->gid);

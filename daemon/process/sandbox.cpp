@@ -42,8 +42,12 @@ void add(std::vector<std::string>& args, std::initializer_list<std::string> more
 
 std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const SandboxSpec& spec) {
   std::vector<std::string> args;
-  // Its own session: no terminal ioctl (TIOCSTI) can reach a terminal outside.
-  add(args, {"--new-session"});
+  // Its own session: no terminal ioctl (TIOCSTI) can reach a terminal outside. Its own PID
+  // namespace (its /proc shows only its processes: no other run's argv, environ or cwd, nothing
+  // to signal) and IPC namespace (no SysV object shared with, or outliving into, the host). bwrap
+  // still reports the vendor's exit as soon as the vendor exits; the namespace's pid 1 (bwrap's
+  // reaper, which carries the run marker) holds what the run left until the run's end kills it.
+  add(args, {"--new-session", "--unshare-pid", "--unshare-ipc"});
   std::vector<fs::path> bound;  // sources whose host contents are visible inside
   for (const char* dir : kSystemDirs)
     if (is_dir(dir)) {
@@ -81,6 +85,13 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
       add(args, {"--ro-bind", path.string(), path.string()});
       bound.push_back(path);
     }
+  // The last hop must be there inside (it is, under /usr, once installed; a build tree binds it).
+  if (!spec.exec_helper.empty() && path_exists(spec.exec_helper) &&
+      std::none_of(bound.begin(), bound.end(), [&](const fs::path& b) { return is_under(spec.exec_helper, b); })) {
+    make_parents(spec.exec_helper);
+    add(args, {"--ro-bind", spec.exec_helper.string(), spec.exec_helper.string()});
+    bound.push_back(spec.exec_helper);
+  }
 
   std::vector<fs::path> writable;
   writable.push_back(plan.cwd);
@@ -133,17 +144,29 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
   return args;
 }
 
+fs::path default_exec_helper() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(self.parent_path() / "mh-exec", ec)) return self.parent_path() / "mh-exec";
+  return "/usr/lib/metaharness/mh-exec";
+}
+
 adapters::LaunchPlan sandboxed(const adapters::LaunchPlan& plan, const SandboxSpec& spec) {
   adapters::LaunchPlan out = plan;
   out.program = spec.bwrap;
   out.args = sandbox_args(plan, spec);
+  // The hops before the vendor start from this environment, whatever the plan's: the run marker
+  // (the marker sweep finds a run's processes by it, the hops included).
+  out.env.clear();
+  if (!plan.run_marker.first.empty()) out.env.push_back(plan.run_marker);
+  out.handed_env = plan.env;
   if (spec.run_as) {
     out.args.insert(out.args.end(),
                     {"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", spec.setpriv.string(),
                      "--reuid=" + std::to_string(spec.run_as->uid), "--regid=" + std::to_string(spec.run_as->gid),
                      "--clear-groups", "--inh-caps=-all"});
   }
-  out.args.push_back("--");
+  out.args.insert(out.args.end(), {"--", spec.exec_helper.string(), "--"});
   out.args.push_back(plan.program.string());
   out.args.insert(out.args.end(), plan.args.begin(), plan.args.end());
   out.notes.push_back("sandboxed with " + spec.bwrap.string() + ": the system read-only, writable only " +

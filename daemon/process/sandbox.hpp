@@ -29,6 +29,10 @@
 
 namespace mh::daemon {
 
+// mh-exec beside this program (a build tree: build/bin), else where the package installs it
+// (/usr/lib/metaharness/mh-exec).
+std::filesystem::path default_exec_helper();
+
 struct SandboxSpec {
   std::filesystem::path bwrap = "/usr/bin/bwrap";
   std::vector<std::filesystem::path> read_only;  // beyond the system
@@ -47,9 +51,16 @@ struct SandboxSpec {
   };
   std::optional<RunAs> run_as;
   std::filesystem::path setpriv = "/usr/bin/setpriv";
+  // The last hop, mh-exec (default_exec_helper()): bound read-only into the view, it applies the
+  // vendor's environment after the drop (see sandboxed()).
+  std::filesystem::path exec_helper = default_exec_helper();
 };
 
-// The plan, rewritten to run inside the sandbox. The writable set is the plan's cwd, every
+// The plan, rewritten to run inside the sandbox: `bwrap <layout> [-- setpriv <drop>] -- mh-exec --
+// <the vendor> <its args>`. The privileged hops (bwrap, setpriv) get a fixed environment, the run
+// marker alone (ChildProcess adds the handover's descriptor); the plan's environment becomes
+// `handed_env`, which mh-exec applies after the drop. So nothing a run declares reaches a program
+// that runs with more privilege than the run. The writable set is the plan's cwd, every
 // directory it creates (its scratch), and spec.writable. Paths that do not exist on the host are
 // left out (bwrap would refuse them), except the plan's own, which exist by the time it spawns.
 // Reads the host's top-level entries (lstat) to mirror /bin → usr/bin style links.

@@ -50,6 +50,7 @@ asio::awaitable<bool> Run::Impl::launch_supervised(const adapters::LaunchPlan& t
   spec.program = to_spawn.program;
   spec.args = to_spawn.args;
   spec.env = to_spawn.env;
+  spec.vendor_env = to_spawn.handed_env;  // sandboxed: the vendor's, apart from the hops' fixed one
   spec.cwd = to_spawn.cwd;
   spec.transcript = to_spawn.transcript_path;
   spec.stderr_log = dir.vendor_stderr();

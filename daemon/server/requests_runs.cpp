@@ -3,6 +3,7 @@
 
 #include <fstream>
 
+#include "adapters/plan_common.hpp"
 #include "daemon/log.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
@@ -57,6 +58,10 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
   if (!adapter) {
     return refuse("MALFORMED", "unknown adapter \"" + protocol::excerpt(spec->adapter, 40) + "\"");
   }
+  // A declared variable that loads code is refused here, where every submit passes (the socket's
+  // and the fleet's), and again by every plan (adapters/plan_common.hpp).
+  if (auto refused = adapters::refuse_declared_vendor_env(spec->vendor_env))
+    return refuse("VENDOR_ENV_REFUSED", *refused);
   if (const json::value* scenario = run.if_contains("model_scenario");
       scenario && !scenario->is_null() && spec->model_endpoint) {
     return refuse("MALFORMED",

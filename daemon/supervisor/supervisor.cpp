@@ -137,6 +137,7 @@ void Supervisor::Impl::spawn() {
   plan.program = spec.program;
   plan.args = spec.args;
   plan.env = spec.env;
+  plan.handed_env = spec.vendor_env;  // a sandboxed plan's: applied by mh-exec after the drop
   plan.cwd = spec.cwd;
   plan.transcript_path = spec.transcript;
   plan.stdin_log_path = spec.stdin_log;

@@ -46,9 +46,15 @@ json::value spec_to_json(const SupervisorSpec& spec) {
   json::array args;
   for (const auto& arg : spec.args)
     args.emplace_back(arg);
-  json::array env;
-  for (const auto& [name, value] : spec.env)
-    env.emplace_back(json::array{json::value(name), json::value(value)});
+  auto pairs = [](const std::vector<std::pair<std::string, std::string>>& entries) {
+    json::array out;
+    for (const auto& [name, value] : entries)
+      out.emplace_back(json::array{json::value(name), json::value(value)});
+    return out;
+  };
+  json::array env = pairs(spec.env);
+  json::value vendor_env = nullptr;
+  if (spec.vendor_env) vendor_env = pairs(*spec.vendor_env);
   json::value identity = nullptr;
   if (spec.identity) identity = json::object{{"uid", spec.identity->uid}, {"gid", spec.identity->gid}};
   json::value hook = nullptr;
@@ -62,6 +68,7 @@ json::value spec_to_json(const SupervisorSpec& spec) {
                       {"program", spec.program.string()},
                       {"args", std::move(args)},
                       {"env", std::move(env)},
+                      {"vendor_env", std::move(vendor_env)},
                       {"cwd", spec.cwd.string()},
                       {"transcript", spec.transcript.string()},
                       {"stderr", spec.stderr_log.string()},
@@ -92,15 +99,26 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
       spec.args.emplace_back(arg.get_string());
     }
   }
-  if (const json::array* env = f.req_array("env")) {
-    for (const json::value& entry : *env) {
+  auto read_pairs = [&](const json::array& entries, std::string_view key,
+                        std::vector<std::pair<std::string, std::string>>& out) {
+    for (const json::value& entry : entries) {
       const json::array* pair = entry.if_array();
       if (!pair || pair->size() != 2 || !(*pair)[0].is_string() || !(*pair)[1].is_string()) {
-        f.fail("an entry of \"env\" is " + protocol::describe_json(entry) + ", expected [name, value]");
+        f.fail("an entry of \"" + std::string(key) + "\" is " + protocol::describe_json(entry) +
+               ", expected [name, value]");
         break;
       }
-      spec.env.emplace_back(std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string()));
+      out.emplace_back(std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string()));
     }
+  };
+  if (const json::array* env = f.req_array("env")) read_pairs(*env, "env", spec.env);
+  // Absent or null: the plan hands nothing over (it is not sandboxed).
+  if (const json::value* vendor_env = value.get_object().if_contains("vendor_env");
+      f.ok() && vendor_env && !vendor_env->is_null()) {
+    if (!vendor_env->is_array())
+      f.fail("field \"vendor_env\" is " + protocol::describe_json(*vendor_env) + ", expected an array or null");
+    else
+      read_pairs(vendor_env->get_array(), "vendor_env", spec.vendor_env.emplace());
   }
   spec.cwd = read_path(f, "cwd");
   spec.transcript = read_path(f, "transcript");

@@ -39,6 +39,10 @@ struct SupervisorSpec {
   fs::path program;
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;
+  // A sandboxed plan's: `env` is then the privileged hops' fixed environment, and this the
+  // vendor's, handed over to mh-exec after the drop (LaunchPlan::handed_env). The supervisor itself
+  // runs with an empty environment and never applies either to itself.
+  std::optional<std::vector<std::pair<std::string, std::string>>> vendor_env;
   fs::path cwd;
   fs::path transcript;             // vendor stdout, appended byte for byte
   fs::path stderr_log;             // vendor stderr, appended ("stderr" in the file)

@@ -402,6 +402,67 @@ TEST_P(BothAdapters, TheInstalledVersionIsThePackageManifestsUnlessTheBinaryIsOv
 
 INSTANTIATE_TEST_SUITE_P(ClaudeAndCodex, BothAdapters, ::testing::Values("claude", "codex"));
 
+// Issue 24, item 1: a declared variable that loads or injects code reached bwrap as root. Every
+// such variable is refused by name, for every adapter, and a name that is not a variable name is
+// refused as such; ordinary ones pass.
+TEST(DeclaredVendorEnv, EveryVariableThatLoadsCodeIsRefusedByName) {
+  for (std::string name : {"LD_PRELOAD",
+                           "LD_AUDIT",
+                           "LD_LIBRARY_PATH",
+                           "LD_anything",
+                           "GCONV_PATH",
+                           "GLIBC_TUNABLES",
+                           "OPENSSL_CONF",
+                           "NODE_OPTIONS",
+                           "NODE_PATH",
+                           "NODE_REPL_EXTERNAL_MODULE",
+                           "BUN_OPTIONS",
+                           "BUN_INSPECT",
+                           "BUN_INSPECT_PRELOAD",
+                           "BUN_BE_BUN",
+                           "BASH_ENV",
+                           "ENV",
+                           "BASH_FUNC_ls",
+                           "SHELLOPTS",
+                           "BASHOPTS",
+                           "PROMPT_COMMAND",
+                           "PS4",
+                           "ZDOTDIR",
+                           "PYTHONSTARTUP",
+                           "PYTHONPATH",
+                           "PYTHONHOME",
+                           "PERL5OPT",
+                           "PERL5LIB",
+                           "RUBYOPT",
+                           "RUBYLIB",
+                           "JAVA_TOOL_OPTIONS",
+                           "GIT_CONFIG_COUNT"}) {
+    auto refused = refuse_declared_vendor_env({{"HTTPS_PROXY", "http://127.0.0.1:3128"}, {name, "x"}});
+    ASSERT_TRUE(refused) << name;
+    EXPECT_EQ(refused->rfind("declared vendor environment refused: " + name + " ", 0), 0u) << *refused;
+    EXPECT_NE(refused->find("a run may not declare a variable that loads code"), std::string::npos) << *refused;
+  }
+  for (std::string name : {"", "1A", "A-B", "A B", "BASH_FUNC_ls%%", "A\nB"}) {
+    auto refused = refuse_declared_vendor_env({{name, "x"}});
+    ASSERT_TRUE(refused) << name;
+    EXPECT_NE(refused->find("is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"), std::string::npos) << *refused;
+  }
+  for (std::string name : {"CLAUDE_CODE_MAX_RETRIES", "HTTPS_PROXY", "LC_NUMERIC", "_x1", "LDFLAGS", "NODEJS_X"})
+    EXPECT_FALSE(refuse_declared_vendor_env({{name, "x"}})) << name;
+  EXPECT_EQ(refuse_declared_vendor_env({{"A", std::string("x\0y", 3)}}),
+            "declared vendor environment refused: the value of A holds a NUL byte");
+}
+
+TEST_P(BothAdapters, RefuseAVariableThatLoadsCodeBeforeAnythingSpawns) {
+  ASSERT_NE(adapter_, nullptr);
+  for (std::string name : {"LD_PRELOAD", "LD_AUDIT", "NODE_OPTIONS"}) {
+    RunSpec s = spec();
+    s.vendor_env = {{name, "/tmp/x.so"}};
+    EXPECT_EQ(refusal_message(plan(s)), *refuse_declared_vendor_env(s.vendor_env));
+    EXPECT_EQ(refusal_message(plan(s)).rfind("declared vendor environment refused: " + name, 0), 0u);
+  }
+}
+
 TEST(ReadPackageVersion, IsTheManifestsVersionStringOrUnknown) {
   TempDir dir("manifest");
   EXPECT_EQ(read_package_version(dir.file("ok.json", R"({"version":"2.1.197"})")), "2.1.197");

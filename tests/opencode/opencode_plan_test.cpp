@@ -166,6 +166,19 @@ TEST_F(OpencodePlan, AVariableThatWouldReplaceTheConfigIsRefused) {
   }
 }
 
+// opencode starts a node launcher and a Bun-compiled binary: what either reads to load code is
+// refused by name (issue 24, item 1).
+TEST_F(OpencodePlan, AVariableThatLoadsCodeInNodeOrBunIsRefusedByName) {
+  for (const char* name : {"NODE_OPTIONS", "BUN_OPTIONS", "BUN_INSPECT_PRELOAD", "LD_PRELOAD"}) {
+    spec.vendor_env = {{name, "x"}};
+    auto p = plan();
+    auto* refused = std::get_if<LaunchRefusal>(&p);
+    ASSERT_TRUE(refused) << name;
+    EXPECT_EQ(refused->message.rfind("declared vendor environment refused: " + std::string(name) + " ", 0), 0u)
+        << refused->message;
+  }
+}
+
 TEST_F(OpencodePlan, SteerAndPermissionSetAreRefusedAtStartByName) {
   spec.requires_commands = {proto::CommandName::steer, proto::CommandName::permission_set,
                             proto::CommandName::message_inject};

@@ -281,3 +281,69 @@ TEST(ChildProcess, ManySpawnsLeaveNoDescriptorsOrZombies) {
 
 }  // namespace
 }  // namespace mh::daemon::test
+
+namespace mh::daemon::test {
+namespace {
+
+// A plan with a handed environment: the program gets the plan's `env` plus the descriptor's name,
+// and mh-exec, exec'd as that program, gives the vendor exactly the handed environment: the
+// memfd closed, nothing of the hops' environment left.
+TEST(ChildProcess, AHandedEnvironmentReachesOnlyWhatMhExecStarts) {
+  IoThreads io;
+  TempDir dir;
+  auto plan =
+      make_plan(MH_TEST_EXEC_HELPER, {"--", "/bin/sh", "-c", "/usr/bin/env; echo fds; exec /bin/ls /proc/self/fd"},
+                {{"MH_HOP_ONLY", "hop"}}, dir.path());
+  plan.handed_env = std::vector<std::pair<std::string, std::string>>{{"PATH", "/usr/bin:/bin"},
+                                                                     {"MH_VENDOR_VALUE", "two words=and more"}};
+  auto out = run_plan(io, plan);
+  EXPECT_EQ(out.termination.code, 0) << out.err;
+  // sh adds PWD (and may add SHLVL, _): what matters is what came from where.
+  EXPECT_NE(out.out.find("MH_VENDOR_VALUE=two words=and more\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("PATH=/usr/bin:/bin\n"), std::string::npos) << out.out;
+  EXPECT_EQ(out.out.find("MH_HOP_ONLY"), std::string::npos) << "the hops' environment stays with them: " << out.out;
+  EXPECT_EQ(out.out.find("METAHARNESS_EXEC_ENV_FD"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("fds\n0\n1\n2\n3\n"), std::string::npos)
+      << "the memfd is closed before the vendor: " << out.out;
+}
+
+// The program itself (a privileged hop) sees the plan's env and the descriptor's name, nothing of
+// the handed environment; the descriptor is a sealed memfd holding it, which takes no write.
+TEST(ChildProcess, TheHopSeesItsFixedEnvironmentAndASealedMemfd) {
+  IoThreads io;
+  TempDir dir;
+  auto plan = make_plan("/bin/sh",
+                        {"-c",
+                         "tr '\\0' '\\n' < /proc/self/fd/$METAHARNESS_EXEC_ENV_FD; echo end-of-memfd; "
+                         "echo x >> /proc/self/fd/$METAHARNESS_EXEC_ENV_FD 2>/dev/null && echo writable; "
+                         "exec /usr/bin/env"},
+                        {{"MH_RUN", "r1"}}, dir.path());
+  plan.handed_env = std::vector<std::pair<std::string, std::string>>{{"LD_PRELOAD", "/nowhere.so"}};
+  auto out = run_plan(io, plan);
+  EXPECT_EQ(out.termination.code, 0) << out.err;
+  const std::string memfd = "LD_PRELOAD=/nowhere.so\nend-of-memfd\n";
+  ASSERT_EQ(out.out.substr(0, memfd.size()), memfd) << out.out;
+  const std::string env = out.out.substr(memfd.size());
+  EXPECT_NE(env.find("MH_RUN=r1\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("METAHARNESS_EXEC_ENV_FD="), std::string::npos) << env;
+  EXPECT_EQ(env.find("LD_PRELOAD"), std::string::npos) << "the handed environment is not the hop's: " << env;
+  EXPECT_EQ(env.find("writable"), std::string::npos) << "the memfd is sealed: " << env;
+}
+
+// The child's umask is the run's (022), not the daemon's.
+TEST(ChildProcess, TheChildHasTheRunsUmaskWhateverTheDaemons) {
+  IoThreads io;
+  TempDir dir;
+  mode_t previous = ::umask(0);
+  auto out = run_plan(io, make_plan("/bin/sh", {"-c", "umask; mkdir d; touch f"}, {}, dir.path()));
+  ::umask(previous);
+  EXPECT_EQ(out.out, "0022\n");
+  struct stat info {};
+  ASSERT_EQ(::stat((dir.path() / "d").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0755u);
+  ASSERT_EQ(::stat((dir.path() / "f").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0644u);
+}
+
+}  // namespace
+}  // namespace mh::daemon::test

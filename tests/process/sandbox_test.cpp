@@ -3,6 +3,8 @@
 // nested bwrap (as Codex starts) still working inside.
 #include "daemon/process/sandbox.hpp"
 
+#include <sys/ipc.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -22,6 +24,7 @@ class SandboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::access(spec_.bwrap.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << spec_.bwrap;
+    spec_.exec_helper = MH_TEST_EXEC_HELPER;
     work_ = run_.path() / "work";
     scratch_ = run_.path() / "scratch";
     std::filesystem::create_directories(work_);
@@ -153,6 +156,159 @@ TEST_F(SandboxTest, ANestedBwrapRunsInside) {
   EXPECT_EQ(r.out, "nested-ok\n");
   EXPECT_EQ(r.termination.kind, protocol::ProcessKind::exited);
   EXPECT_EQ(r.termination.code, 0);
+}
+
+// The issue's attack with the denylist out of the way (the plan is made here, not submitted): the
+// plan's environment preloads a library that marks who loaded it. Under a root daemon bwrap (root,
+// in the host's mount namespace) and setpriv (root, before the drop) run first: neither may load
+// it. The vendor, the run's uid after the drop, does, and sees its ordinary values.
+TEST_F(SandboxTest, NothingOfThePlansEnvironmentReachesAProgramBeforeTheDrop) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs a root daemon: bwrap and setpriv run as root only then";
+  constexpr uid_t kUid = 61236;
+  ::chmod(run_.path().c_str(), 0755);
+  for (const auto& dir : {work_, scratch_})
+    ASSERT_EQ(::chown(dir.c_str(), kUid, kUid), 0) << dir;
+  // Inside the scratch, so the run can load it too (the test shows the library works).
+  const auto library = scratch_ / "preload.so";
+  std::filesystem::copy_file(MH_TEST_PRELOAD_MARKER, library);
+  ::chmod(library.c_str(), 0755);
+  const auto markers = scratch_ / "markers";
+  std::filesystem::create_directories(markers);
+  ::chmod(markers.c_str(), 0777);
+  spec_.run_as = SandboxSpec::RunAs{kUid, kUid};
+  auto plan = make_plan("/bin/sh", {"-c", "id -u; echo \"$MH_ORDINARY\""},
+                        {{"PATH", "/usr/bin:/bin"},
+                         {"LD_PRELOAD", library.string()},
+                         {"MH_PRELOAD_MARKER_DIR", markers.string()},
+                         {"MH_ORDINARY", "an ordinary value"}},
+                        work_);
+  plan.directories = {scratch_};
+  plan.run_marker = {"MH_TEST_RUN", unique_marker_value("preload")};
+  auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_));
+  ASSERT_TRUE(child) << child.error();
+  EXPECT_EQ(io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s), "61236\nan ordinary value\n");
+  io_.run(strand_, (*child)->async_wait(), 30s);
+  std::vector<std::string> as_root, as_run;
+  for (const auto& entry : std::filesystem::directory_iterator(markers)) {
+    std::string name = entry.path().filename().string();
+    (name.rfind("uid-0-", 0) == 0 ? as_root : as_run).push_back(name);
+  }
+  EXPECT_TRUE(as_root.empty()) << "loaded as root by " << ::testing::PrintToString(as_root);
+  EXPECT_FALSE(as_run.empty()) << "the run's own programs load it (the library works)";
+}
+
+// Whoever the daemon is (root or not), the first hop's environment is the fixed one: the run
+// marker and the handed descriptor's name, nothing of the plan's.
+TEST_F(SandboxTest, TheFirstHopsEnvironmentIsTheMarkerAndTheDescriptorAlone) {
+  auto plan = make_plan("/bin/sh", {"-c", "read x; echo \"$MH_DECLARED\""},
+                        {{"PATH", "/usr/bin:/bin"}, {"MH_DECLARED", "declared"}}, work_);
+  plan.directories = {scratch_};
+  const std::string marker = unique_marker_value("hop-env");
+  plan.run_marker = {"MH_TEST_RUN", marker};
+  auto sandboxed_plan = sandboxed(plan, spec_);
+  EXPECT_EQ(sandboxed_plan.env, (std::vector<std::pair<std::string, std::string>>{{"MH_TEST_RUN", marker}}));
+  ASSERT_TRUE(sandboxed_plan.handed_env);
+  EXPECT_EQ(*sandboxed_plan.handed_env, plan.env);
+  auto child = ChildProcess::spawn(strand_, sandboxed_plan);
+  ASSERT_TRUE(child) << child.error();
+  std::ifstream in("/proc/" + std::to_string((*child)->pid()) + "/environ");
+  std::string environ((std::istreambuf_iterator<char>(in)), {});
+  io_.run(strand_, (*child)->write_stdin("go\n"), 30s);
+  EXPECT_EQ(io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s), "declared\n");
+  std::vector<std::string> entries;
+  for (std::size_t at = 0; at < environ.size();) {
+    std::size_t end = environ.find('\0', at);
+    entries.push_back(environ.substr(at, end - at));
+    at = end == std::string::npos ? environ.size() : end + 1;
+  }
+  ASSERT_EQ(entries.size(), 2u) << environ;
+  EXPECT_EQ(entries[0], "MH_TEST_RUN=" + marker);
+  EXPECT_EQ(entries[1].rfind("METAHARNESS_EXEC_ENV_FD=", 0), 0u) << entries[1];
+}
+
+// Issue 24, item 4: two sandboxed runs of one uid (runs.user, or a daemon that is not root). The
+// second sees nothing of the first: not in its /proc, its environ unreadable, no signal reaches
+// it; and a SysV segment the first made does not outlive it on the host.
+TEST_F(SandboxTest, RunsOfOneUidSeeNoneOfEachOthersProcessesAndLeaveNoSysVSegment) {
+  constexpr uid_t kUid = 61239;
+  if (::geteuid() == 0) {
+    spec_.run_as = SandboxSpec::RunAs{kUid, kUid};
+    ::chmod(run_.path().c_str(), 0755);
+    for (const auto& dir : {work_, scratch_})
+      ASSERT_EQ(::chown(dir.c_str(), kUid, kUid), 0) << dir;
+  }
+  const std::string token = unique_marker_value("pidns");
+  const key_t key = static_cast<key_t>(0x6d680000 + (::getpid() & 0xffff));
+  // The first run: its secret in its environment and its argv; a SysV segment; then it waits.
+  auto first_plan = make_plan("/bin/sh",
+                              {"-c", "perl -e 'defined(shmget(" + std::to_string(key) +
+                                         ", 4096, 01600)) or die \"shmget: $!\"' && echo ready; read x; : " + token},
+                              {{"PATH", "/usr/bin:/bin"}, {"MH_SECRET", token}}, work_);
+  first_plan.directories = {scratch_};
+  auto first = ChildProcess::spawn(strand_, sandboxed(first_plan, spec_));
+  ASSERT_TRUE(first) << first.error();
+  auto line = io_.run(
+      strand_,
+      [&]() -> asio::awaitable<std::string> {
+        asio::streambuf buffer;
+        co_await asio::async_read_until((*first)->stdout_pipe(), buffer, '\n', asio::use_awaitable);
+        co_return std::string(asio::buffers_begin(buffer.data()), asio::buffers_end(buffer.data()));
+      }(),
+      30s);
+  ASSERT_EQ(line, "ready\n");
+  // Its shell, as the host numbers it: a child of the sandbox whose environ carries the secret.
+  pid_t shell = -1;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "environ");
+    std::string environ((std::istreambuf_iterator<char>(in)), {});
+    if (environ.find("MH_SECRET=" + token) != std::string::npos) shell = std::stoi(name);
+  }
+  ASSERT_GT(shell, 0) << "the first run's shell is on the host";
+  // The second run looks for it: the token split, so its own argv does not hold it whole.
+  const std::string half = token.substr(0, token.size() / 2), rest = token.substr(token.size() / 2);
+  const std::string pid = std::to_string(shell);
+  auto r = run("t=" + half + "; t=\"$t\"" + rest +
+               "; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do "
+               "grep -qF \"$t\" \"$f\" 2>/dev/null && echo \"seen in $f\"; done; "
+               "cat /proc/" +
+               pid +
+               "/environ >/dev/null 2>&1 && echo environ-read; "
+               "kill -0 " +
+               pid +
+               " 2>/dev/null && echo signalled; "
+               "grep -q PATH=/usr/bin /proc/self/environ && echo own-proc-ok");
+  EXPECT_EQ(r.out, "own-proc-ok\n");
+  io_.run(strand_, (*first)->write_stdin("go\n"), 30s);
+  EXPECT_EQ(io_.run(strand_, (*first)->async_wait(), 30s).code, 0);
+  int left = ::shmget(key, 0, 0);
+  if (left >= 0) ::shmctl(left, IPC_RMID, nullptr);  // never leave one behind
+  EXPECT_EQ(left, -1) << "the first run's SysV segment outlived it on the host";
+}
+
+TEST(SandboxArgs, TheVendorIsStartedByTheLastHopAfterTheDrop) {
+  auto plan = make_plan("/opt/vendor/cli", {"--flag"}, {{"A", "1"}}, "/srv/run/work");
+  SandboxSpec spec;
+  spec.exec_helper = "/usr/lib/metaharness/mh-exec";
+  spec.run_as = SandboxSpec::RunAs{61237, 61237};
+  auto out = sandboxed(plan, spec);
+  const std::vector<std::string> tail = {"--",
+                                         "/usr/bin/setpriv",
+                                         "--reuid=61237",
+                                         "--regid=61237",
+                                         "--clear-groups",
+                                         "--inh-caps=-all",
+                                         "--",
+                                         "/usr/lib/metaharness/mh-exec",
+                                         "--",
+                                         "/opt/vendor/cli",
+                                         "--flag"};
+  ASSERT_GE(out.args.size(), tail.size());
+  EXPECT_EQ(std::vector<std::string>(out.args.end() - static_cast<long>(tail.size()), out.args.end()), tail);
+  EXPECT_TRUE(out.env.empty()) << "no marker in this plan: nothing at all";
+  ASSERT_TRUE(out.handed_env);
+  EXPECT_EQ(*out.handed_env, plan.env);
 }
 
 TEST(SandboxArgs, TheLayoutIsSystemThenFreshThenWritableThenTheDirectory) {

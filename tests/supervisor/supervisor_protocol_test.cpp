@@ -417,6 +417,34 @@ TEST(SupervisorSpec, RefusesByName) {
             std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o.erase("adopt_within_ms"); }).find("adopt_within_ms"), std::string::npos);
   EXPECT_NE(parse_spec("{").error().find("not JSON"), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["vendor_env"] = "LD_PRELOAD=x"; }).find("\"vendor_env\""), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) {
+              o["vendor_env"] = boost::json::array{boost::json::array{1, 2}};
+            }).find("\"vendor_env\""),
+            std::string::npos);
+}
+
+// A sandboxed plan's spec carries the vendor's environment apart from the privileged hops' fixed
+// one, so the supervisor hands it over after the drop (issue 24, item 1); a plan that is not
+// sandboxed carries none (null, or no key from an older daemon).
+TEST(SupervisorSpec, TheVendorsEnvironmentTravelsApartFromTheHopsFixedOne) {
+  SupervisorSpec spec = sample_spec();
+  spec.env = {{"METAHARNESS_RUN", "r"}};
+  spec.vendor_env = std::vector<std::pair<std::string, std::string>>{{"HOME", "/h"}, {"MH_DECLARED", "v"}};
+  auto json = spec_to_json(spec);
+  auto back = spec_from_json(json);
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->env, spec.env);
+  ASSERT_TRUE(back->vendor_env);
+  EXPECT_EQ(*back->vendor_env, *spec.vendor_env);
+  spec.vendor_env.reset();
+  auto none = spec_from_json(spec_to_json(spec));
+  ASSERT_TRUE(none) << none.error();
+  EXPECT_FALSE(none->vendor_env);
+  json.as_object().erase("vendor_env");
+  auto older = spec_from_json(json);
+  ASSERT_TRUE(older) << older.error();
+  EXPECT_FALSE(older->vendor_env);
 }
 
 TEST(SupervisorSpec, ASocketDeeperThanAUnixAddressHoldsIsReachedThroughItsDirectory) {

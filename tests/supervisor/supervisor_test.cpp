@@ -284,6 +284,32 @@ TEST_F(SupervisorTest, InLinesReachTheVendorAndItsOutputTheTranscript) {
   EXPECT_NE(slurp(dir_.path() / "supervisor.log").find("released"), std::string::npos);
 }
 
+// A sandboxed plan's spec (issue 24, items 1 and 5): what the supervisor spawns (the first hop)
+// gets the spec's fixed `env` and the handed descriptor alone; the vendor's `vendor_env` is in the
+// sealed memfd, for mh-exec after the drop. And the child has the run's umask (022), not the
+// umask of whoever started the supervisor (000 here).
+TEST_F(SupervisorTest, TheFirstHopGetsTheFixedEnvironmentTheVendorsIsHandedOverAndTheUmaskIsTheRuns) {
+  SupervisorSpec spec =
+      sh_spec("tr '\\0' '\\n' < /proc/self/fd/$METAHARNESS_EXEC_ENV_FD; echo --; umask; echo --; exec /usr/bin/env");
+  spec.env = {{"METAHARNESS_RUN", marker_}};
+  spec.vendor_env = std::vector<std::pair<std::string, std::string>>{{"LD_PRELOAD", "/x.so"}, {"MH_DECLARED", "v"}};
+  mode_t previous = ::umask(0);
+  start(spec);
+  ::umask(previous);
+  Link link = attach();
+  ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
+  if (!link->hello().stdout_ended) until(*link, ended_stdout);
+  const std::string out = slurp(dir_.path() / "vendor-stdout.jsonl");
+  const std::string handed = "LD_PRELOAD=/x.so\nMH_DECLARED=v\n--\n0022\n--\n";
+  ASSERT_EQ(out.substr(0, handed.size()), handed) << out;
+  const std::string env = out.substr(handed.size());
+  EXPECT_NE(env.find(marker_entry() + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("METAHARNESS_EXEC_ENV_FD="), std::string::npos) << env;
+  EXPECT_EQ(env.find("LD_PRELOAD"), std::string::npos) << env;
+  EXPECT_EQ(env.find("MH_DECLARED"), std::string::npos) << env;
+  send(*link, {Release{}});
+}
+
 // The vendor's stderr reaches its log, and a vendor killed by a signal is told as signaled.
 TEST_F(SupervisorTest, ExitedCarriesTheSignalAndStderrReachesItsLog) {
   start(sh_spec("echo oops >&2; kill -TERM $$"));

@@ -55,7 +55,7 @@ TEST_F(Package, ItIsNamedAndVersionedFromCMakeWithRealDepends) {
 TEST_F(Package, ItShipsTheBinariesUnitsUserDirectoriesConfigAndDocsAndNotTheStandIn) {
   auto contents = dpkg_deb({"-c", deb_.string()});
   ASSERT_EQ(contents.status, 0) << contents.err;
-  for (auto path : {"./usr/bin/metaharness", "./usr/lib/metaharness/mh-codex-hook",
+  for (auto path : {"./usr/bin/metaharness", "./usr/lib/metaharness/mh-codex-hook", "./usr/lib/metaharness/mh-exec",
                     "./usr/lib/metaharness/metaharness-supervisor", "./usr/lib/systemd/system/metaharness.service",
                     "./usr/lib/systemd/system/metaharness.socket", "./usr/lib/sysusers.d/metaharness.conf",
                     "./usr/lib/tmpfiles.d/metaharness.conf", "./etc/metaharness/metaharness.toml",
