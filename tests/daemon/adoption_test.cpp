@@ -352,6 +352,29 @@ TEST_F(DaemonAdoption, ASigtermThatHaltsEndsARunAdoptedBeforeItsStartWasRecorded
   EXPECT_FALSE(std::filesystem::exists(*daemon->cgroup_parent() / id)) << "the run's cgroup is gone";
 }
 
+// A halting stop ends every run, whatever becomes of it: a run that cannot close within the
+// shutdown grace (here its supervisor is stopped, so the vendor's end never reaches the daemon)
+// has its supervisor and every process of its cgroup killed before the daemon exits.
+TEST_F(DaemonAdoption, AHaltingStopLeavesNothingOfARunThatCouldNotCloseInItsGrace) {
+  daemon.reset();
+  daemon = std::make_unique<DaemonUnderTest>(
+      dir.path(), "[runs]\nsupervise = true\nhalt_grace_ms = 500\nshutdown_grace_ms = 3000\n");
+  ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(start_pending_run("stuck", "echo x > x.txt", id));
+  auto supervisor = supervisor_pid(id);
+  ASSERT_TRUE(supervisor);
+  ASSERT_EQ(::kill(*supervisor, SIGSTOP), 0);
+  daemon->signal(SIGTERM);
+  EXPECT_EQ(daemon->wait_exit(60s), 0) << daemon->stderr_text();
+  EXPECT_NE(daemon->stderr_text().find("did not close within the shutdown grace"), std::string::npos)
+      << "the run could not close: " << daemon->stderr_text();
+  EXPECT_TRUE(eventually([&] { return processes_naming(id).empty(); }, 10s))
+      << processes_naming(id).size() << " process(es) of the run outlived the stop";
+  ASSERT_TRUE(daemon->cgroup_parent());
+  EXPECT_FALSE(std::filesystem::exists(*daemon->cgroup_parent() / id)) << "the run's cgroup is gone";
+}
+
 // Issue 24: RUN_ADOPTED said the time since the run's last input ("20 s" for a 0.05 s outage).
 // The gap it states is the supervisor's measure of the outage: within what the test saw of it,
 // however long the run had been quiet before.
