@@ -73,6 +73,10 @@ void RunCore::start(Instant now) {
     else
       on_unreadable_command(w.ticket, std::get<proto::LineRefusal>(w.what), now);
   }
+  if (auto decided = std::move(stop_at_start_)) {
+    stop_at_start_.reset();
+    stop(decided->reason, decided->why);
+  }
 }
 
 void RunCore::on_wall_budget(Instant now) {
@@ -396,7 +400,11 @@ void RunCore::end_normally() {
 
 void RunCore::stop(proto::CloseReason reason, std::string_view why) {
   if ((life_.ending && life_.ending->forced) || life_.phase == Phase::closed) return;
-  if (life_.phase == Phase::created || life_.phase == Phase::launching) return;  // nothing runs yet
+  if (life_.phase == Phase::created || life_.phase == Phase::launching) {
+    // Nothing runs yet: the end applies when it starts (RunCore::start).
+    if (!stop_at_start_) stop_at_start_ = StopAtStart{reason, std::string(why)};
+    return;
+  }
   Phase was = life_.phase;
   life_.ending = Ending{reason};
   if (was != Phase::vendor_ended) life_.phase = Phase::ending;

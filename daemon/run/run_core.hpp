@@ -327,6 +327,13 @@ class RunCore final {
     std::optional<proto::PeerIdentity> peer;
   };
   std::vector<Waiting> waiting_start_;
+  // A forced end decided before start (a daemon's shutdown while the run was still launching):
+  // applied as soon as the run starts, never dropped (issue 24: such a run outlived the stop).
+  struct StopAtStart {
+    proto::CloseReason reason;
+    std::string why;
+  };
+  std::optional<StopAtStart> stop_at_start_;
   // Results in the stream not yet known durable: answered at the next on_recorded.
   struct Unrecorded {
     std::uint64_t seq = 0;  // 0: the stream did not take it

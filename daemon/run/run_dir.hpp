@@ -12,6 +12,8 @@
 //   vendor-stderr.log     the vendor's stderr
 //   vendor-hooks.jsonl    the hook channel's traffic, both directions (Codex)
 //   model-requests.jsonl  what the scripted endpoint was asked
+//   body.json             a contained run's cgroup, uid/gid and sandboxing (RunContainment's record)
+//   core-inputs.jsonl     a supervised run's input journal; supervisor*.json/.sock/.log: docs/supervisor.md
 //   scratch/              the vendor's private world: HOME, TMPDIR, its default work dir
 //
 // The adapters compute the transcript paths of their plans from RunPaths; a test holds them to

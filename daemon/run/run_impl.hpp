@@ -152,6 +152,7 @@ struct Run::Impl final : RunEffects {
     std::optional<std::string> diverged;  // the core did not do what the record says: not adoptable
   };
   std::optional<Replay> replay;
+  Instant hello_at{};  // when the adopting attach's hello arrived: its ungoverned_ms was true then
 
   // Every input to the core goes through input(): journaled (when the run keeps a journal), then
   // applied; a replay applies the journal's entries the same way (run_inputs.cpp).

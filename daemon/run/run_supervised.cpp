@@ -248,6 +248,7 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
     co_return;
   }
   link = std::move(*attached);
+  hello_at = Clock::now();
   const supervisor::Hello hello = link->hello();
   vendor_pid = hello.vendor_pid.value_or(0);
 
@@ -261,6 +262,20 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
     replay.reset();
     co_await end_unadoptable(why);
     co_return;
+  }
+  // The previous daemon died between spawning the supervisor and recording the run's start (the
+  // journal holds no Start): the vendor was spawned and waits for what the start sends it. The
+  // start is made here, as the launch would have made it; without it the core stayed `launching`
+  // and no halt or shutdown could end the run (issue 24).
+  if (core->phase() == RunCore::Phase::created || core->phase() == RunCore::Phase::launching) {
+    if (hello.spawn_error) {
+      link->send(supervisor::Release{});
+      refuse("LAUNCH_FAILED", *hello.spawn_error, {});
+      adoption_over();
+      co_return;
+    }
+    input(journal::Start{}, Clock::now());
+    after_core();
   }
   // The vendor output written while no daemon was there, then its end if it came.
   co_await read_transcript_to(hello.stdout_bytes);
@@ -349,12 +364,21 @@ void Run::Impl::reconcile_after_replay(Instant now) {
   Replay done = std::move(r);
   replay.reset();  // live from here on
   if (options.on_spend_replayed) options.on_spend_replayed(core->spend());
-  Instant last = done.now;
+  // The gap is the supervisor's to measure: from when its previous daemon's connection dropped to
+  // its hello, plus this daemon's replay since. (The time since the run's last input is not it: a
+  // quiet run's last input may be minutes older than the daemon's death.)
+  std::string gap;
+  if (hello.ungoverned_ms)
+    gap = "no daemon governed it for " +
+          seconds_text(std::chrono::milliseconds(*hello.ungoverned_ms) + (now - hello_at)) +
+          " (from its previous daemon's going to this adoption)";
+  else
+    gap = "its supervisor does not say how long no daemon governed it (an older supervisor); its last input was " +
+          seconds_text(now - done.now) + " ago";
   // Journaled like every shell warning: a later adoption states it again in its place.
   input(
       journal::ShellWarning{"RUN_ADOPTED",
-                            "metaharness restarted and took this run over: no daemon governed it for " +
-                                seconds_text(now - last) + "; " +
+                            "metaharness restarted and took this run over: " + gap + "; " +
                                 std::to_string(hello.stdout_bytes > stdout_fed ? hello.stdout_bytes - stdout_fed : 0) +
                                 " bytes of vendor output written meanwhile follow"},
       now);

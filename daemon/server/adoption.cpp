@@ -4,6 +4,7 @@
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/server.hpp"
+#include "daemon/supervisor/supervisor_link.hpp"
 
 namespace mh::daemon {
 
@@ -23,6 +24,14 @@ std::size_t adopt_runs(Server& server, const std::vector<std::string>& ids) {
     RunOptions options = run_options(server, dir);
     if (!options.supervision) {
       server.registry.recover_cut_off(id, cgroups, "runs.supervise is off: nothing here adopts runs");
+      continue;
+    }
+    // A supervisor that has ended (it gave up waiting for a daemon, or was killed) has nothing to
+    // hand over: the run is recovered now, never shown live while an attach waits on its socket.
+    if (auto recorded = recorded_supervisor(dir.root()); recorded && !recorded->running) {
+      server.registry.recover_cut_off(id, cgroups,
+                                      "its supervisor (pid " + std::to_string(recorded->pid) +
+                                          ") had ended before this start; its supervisor.log says why");
       continue;
     }
     auto spec_json = dir.read_spec();

@@ -22,6 +22,7 @@
 #include "daemon/log.hpp"
 #include "daemon/metrics/exposition.hpp"
 #include "daemon/peer.hpp"
+#include "daemon/process/run_processes.hpp"
 #include "daemon/server/adoption.hpp"
 #include "daemon/server/connection.hpp"
 #include "daemon/server/connection_home.hpp"
@@ -32,6 +33,7 @@
 #include "daemon/server/session.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "daemon/server/viewer_routes.hpp"
+#include "daemon/supervisor/supervisor_link.hpp"
 
 namespace mh::daemon {
 
@@ -61,6 +63,28 @@ std::optional<std::string> write_http_addr(const std::filesystem::path& path, co
   std::filesystem::rename(tmp, path, ec);
   if (ec) return "cannot write " + path.string() + ": " + ec.message();
   return std::nullopt;
+}
+
+}  // namespace
+
+namespace {
+
+// A run that did not close within a halting stop's grace: its supervisor (if it is still this
+// run's) and every process of its cgroup are killed, its emptied group removed; a run without a
+// group is swept by its marker. Synchronous and bounded: the daemon is about to exit. A run that
+// did close has nothing left, and this finds nothing.
+void end_run_body(const Server& server, const Run& run) {
+  (void)end_stale_supervisor(run.run_dir());
+  const CgroupParent* cgroups =
+      server.containment && server.containment->cgroups ? &*server.containment->cgroups : nullptr;
+  if (cgroups) {
+    if (auto group = cgroups->find(run.id())) {
+      (void)(*group)->kill();
+      if ((*group)->wait_empty_sync(std::chrono::seconds(2))) (void)(*group)->remove();
+      return;
+    }
+  }
+  (void)kill_run_processes_sync(std::nullopt, RunMarker{"METAHARNESS_RUN", run.id()}, std::chrono::seconds(2));
 }
 
 }  // namespace
@@ -246,12 +270,17 @@ struct Daemon::Impl final : Server {
         self->drained();
         return;
       }
-      // Runs stop within their halt grace; this bounds the whole stop even for a stuck one.
+      // Runs stop within their halt grace; this bounds the whole stop even for a stuck one, and a
+      // halting stop leaves nothing of any run running: what did not close is ended here.
       auto deadline = std::make_shared<asio::steady_timer>(self->registry_strand, self->config.shutdown_grace);
-      deadline->async_wait([self, deadline](boost::system::error_code ec) {
+      deadline->async_wait([self, deadline, open = std::move(open)](boost::system::error_code ec) {
         if (ec) return;
-        log(LogPriority::warning, std::to_string(self->registry.active()) +
-                                      " run(s) did not close within the shutdown grace; the next start recovers them");
+        log(LogPriority::warning,
+            std::to_string(self->registry.active()) +
+                " run(s) did not close within the shutdown grace: their processes and supervisors are killed "
+                "now; the next start closes their streams");
+        for (const auto& run : open)
+          end_run_body(*self, *run);
         self->drained();
       });
     });

@@ -306,6 +306,9 @@ void Supervisor::Impl::on_attach(const std::shared_ptr<DaemonConnection>& connec
   adopt_timer.cancel();
   Hello message = hello();
   message.protocol = *speaks;
+  message.ungoverned_ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - ungoverned_since)
+          .count());
   message.carry_out_bytes = connection->carry_out_bytes;
   // What this daemon missed is in the hello's size (it reads it from the transcript); its first
   // `out` carries from there.
@@ -415,6 +418,7 @@ void Supervisor::Impl::drop_daemon(std::shared_ptr<DaemonConnection> connection)
   // The bound counts again from each detach (also when a newer daemon's connection is about to
   // take over: it is not attached until its attach is answered).
   if (connection->attached) {
+    ungoverned_since = std::chrono::steady_clock::now();
     log("the daemon detached");
     arm_adopt_timer();
   }

@@ -85,6 +85,9 @@ struct Supervisor::Impl {
   std::shared_ptr<DaemonConnection> daemon;
   asio::steady_timer adopt_timer;
   std::uint64_t adopt_generation = 0;
+  // Since when no daemon has been attached: this process's start, then each detach. A hello says
+  // how long that is (ungoverned_ms), so an adopting daemon states the real gap (issue 24).
+  std::chrono::steady_clock::time_point ungoverned_since = std::chrono::steady_clock::now();
   bool abandoned = false;
 
   // The hook channel.

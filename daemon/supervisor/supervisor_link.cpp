@@ -232,6 +232,11 @@ asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::stri
     if (!ec) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (!worth_retrying(ec) || left.count() <= 0) co_return "no supervisor at " + socket.string() + ": " + ec.message();
+    // A supervisor that has ended never answers: said at once, not after the bound (issue 24: a
+    // refused connect to the socket of a supervisor that had given up was retried for 10 s).
+    if (auto recorded = recorded_supervisor(socket.parent_path()); recorded && !recorded->running)
+      co_return "no supervisor at " + socket.string() + ": " + ec.message() + ", and its supervisor (pid " +
+          std::to_string(recorded->pid) + ") has ended";
     // The supervisor binds before it spawns, so this waits only for its start.
     timer.expires_after(std::min(pause, left));
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -272,18 +277,26 @@ void SupervisorLink::send(sv::ToSupervisor message) {
   queue(state_, sv::serialize(message));
 }
 
-bool end_stale_supervisor(const std::filesystem::path& run_dir) {
+std::optional<RecordedSupervisor> recorded_supervisor(const std::filesystem::path& run_dir) {
   std::ifstream state(run_dir / "supervisor.json");
+  if (!state) return std::nullopt;
   std::string text((std::istreambuf_iterator<char>(state)), std::istreambuf_iterator<char>());
   boost::system::error_code ec;
   auto value = boost::json::parse(text, ec);
   const boost::json::value* pid = !ec && value.is_object() ? value.get_object().if_contains("supervisor_pid") : nullptr;
-  if (!pid || !pid->is_int64() || pid->get_int64() <= 1) return false;
-  const auto id = static_cast<pid_t>(pid->get_int64());
-  std::ifstream cmdline("/proc/" + std::to_string(id) + "/cmdline");
+  if (!pid || !pid->is_int64() || pid->get_int64() <= 1) return std::nullopt;
+  RecordedSupervisor recorded{static_cast<pid_t>(pid->get_int64()), false};
+  // A zombie's command line reads empty; a pid reused by another process names another spec.
+  std::ifstream cmdline("/proc/" + std::to_string(recorded.pid) + "/cmdline");
   std::string argv((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-  if (argv.find((run_dir / "supervisor-spec.json").string()) == std::string::npos) return false;
-  return ::kill(id, SIGKILL) == 0;
+  recorded.running = argv.find((run_dir / "supervisor-spec.json").string()) != std::string::npos;
+  return recorded;
+}
+
+bool end_stale_supervisor(const std::filesystem::path& run_dir) {
+  auto recorded = recorded_supervisor(run_dir);
+  if (!recorded || !recorded->running) return false;
+  return ::kill(recorded->pid, SIGKILL) == 0;
 }
 
 }  // namespace mh::daemon

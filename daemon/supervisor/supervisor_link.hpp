@@ -3,12 +3,15 @@
 // what to write. Used on the run's strand, like every I/O object of a run.
 #pragma once
 
+#include <sys/types.h>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/system/result.hpp>
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "daemon/supervisor/supervisor_protocol.hpp"
@@ -39,6 +42,17 @@ boost::system::result<void, std::string> spawn_supervisor(const std::filesystem:
 // recovered instead of adopted, whose body was killed through its cgroup. False when there was
 // none to end.
 bool end_stale_supervisor(const std::filesystem::path& run_dir);
+
+// The supervisor a run's directory names (its supervisor.json, written once the vendor is
+// spawned): nullopt when it names none (no file yet, or unreadable). `running`: that process is
+// still there and still this run's supervisor (its command line names the run's spec file; a
+// zombie or a reused pid is not). A supervisor that is named and not running has ended (released,
+// abandoned or killed): its socket will never answer.
+struct RecordedSupervisor {
+  pid_t pid = 0;
+  bool running = false;
+};
+std::optional<RecordedSupervisor> recorded_supervisor(const std::filesystem::path& run_dir);
 
 class SupervisorLink {
  public:

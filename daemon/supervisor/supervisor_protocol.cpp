@@ -83,6 +83,7 @@ struct FromWriter {
       w.uinteger(id);
     w.end_array();
     w.field_u64("carry_out_bytes", m.carry_out_bytes);
+    if (m.ungoverned_ms) w.field_u64("ungoverned_ms", *m.ungoverned_ms);
   }
   void operator()(const Out& m) {
     w.field_u64("bytes", m.bytes);
@@ -216,6 +217,7 @@ Hello read_hello(FieldReader& f) {
     }
   }
   m.carry_out_bytes = f.opt_u64("carry_out_bytes").value_or(0);
+  m.ungoverned_ms = f.opt_u64("ungoverned_ms");
   return m;
 }
 

@@ -95,6 +95,10 @@ struct Hello {
   // The most vendor bytes an `out` carries on this connection: min(the attach's, the
   // supervisor's own bound); 0 (or absent, from an older supervisor): none are carried.
   std::uint64_t carry_out_bytes = 0;
+  // How long no daemon had been attached when this hello was written, in ms: since the last
+  // daemon's connection dropped (or since the supervisor started, if none ever attached). Absent
+  // from an older supervisor.
+  std::optional<std::uint64_t> ungoverned_ms;
 };
 struct Out {  // the transcript grew to `bytes`
   std::uint64_t bytes = 0;

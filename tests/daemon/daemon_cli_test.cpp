@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "metaharness/build_info.hpp"
 #include "protocol/completeness.hpp"
 #include "protocol/frame.hpp"
 #include "tests/support/daemon_harness.hpp"
@@ -127,6 +128,23 @@ TEST_F(DaemonCli, ASubmittedRunIsGovernedAndItsStreamIsDurableBeforeAnyoneSeesIt
     EXPECT_EQ(lines[i], events[i].raw);
   for (auto f : {"vendor-stdout.jsonl", "vendor-stdin.jsonl", "vendor-stderr.log", "spec.json", "plan.json"})
     EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(id) / f)) << f;
+  expect_complete(id);
+}
+
+// Issue 24: a relative [vendor] path was kept relative, so every run failed where it named nothing
+// ("bwrap: Can't find source path"). It is the config file's directory's: the daemon (whose own
+// working directory is elsewhere) runs the real CLI from a folder named relative to its config.
+TEST_F(DaemonCli, ARelativeVendorFolderIsTheConfigFilesDirectorysAndItsRunsStart) {
+  const auto vendor = std::filesystem::relative(std::filesystem::path(build_info::default_vendor_dir), dir.path());
+  ASSERT_FALSE(vendor.empty() || vendor.is_absolute()) << vendor;
+  ASSERT_FALSE(std::filesystem::exists(std::filesystem::current_path() / vendor / "node_modules"))
+      << "the test needs a path that names nothing from the daemon's working directory";
+  start_daemon("[vendor]\ndir = \"" + vendor.string() + "\"\n");
+  std::string id = submit("bash_marker", R"("frame":)" + frame_json({protocol::OpKind::file_read}));
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  EXPECT_EQ(events.back().str("reason"), "completed") << read_file(daemon->run_dir(id) / "events.jsonl");
   expect_complete(id);
 }
 

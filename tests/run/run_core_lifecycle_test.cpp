@@ -52,6 +52,22 @@ TEST_F(RunCoreLifecycle, ARunThatNeverStartsAnswersWhatWaitedTooLateUnrecorded) 
   EXPECT_TRUE(fx.events.empty());
 }
 
+// Issue 24: a daemon's shutdown while the run was still launching was dropped (nothing ran yet),
+// so the run went on once it started and outlived the stop. It applies at the start.
+TEST_F(RunCoreLifecycle, AShutdownBeforeTheStartEndsTheRunAsSoonAsItStarts) {
+  start_now = false;
+  open(proto::DecisionMode::ask);
+  core->launch();
+  core->on_shutdown(now);
+  EXPECT_EQ(core->phase(), RunCore::Phase::launching) << "nothing runs yet";
+  EXPECT_FALSE(fx.terminated);
+  core->start(now);
+  EXPECT_TRUE(fx.terminated) << "the vendor is told to go as soon as it is there";
+  EXPECT_EQ(core->phase(), RunCore::Phase::ending);
+  ASSERT_TRUE(core->ending());
+  EXPECT_EQ(core->ending()->forced, proto::CloseReason::killed);
+}
+
 TEST_F(RunCoreLifecycle, ACommandAfterTheCloseIsAnsweredOnceUnrecordedAndNothingIsEmitted) {
   open_and_begin(proto::DecisionMode::ask);
   feed(lines::result());

@@ -65,7 +65,9 @@ TEST(SupervisorProtocol, EverySupervisorMessageRoundTrips) {
   hello.exited = protocol::ProcessTermination{protocol::ProcessKind::signaled, 0, 9};
   hello.hooks_open = {Hook{3, "{\"a\":1}"}, Hook{5, "{}"}};
   hello.hooks_gone = {1, 4};
+  hello.ungoverned_ms = 1234;
   auto back = std::get<Hello>(from_round_trip(hello));
+  EXPECT_EQ(back.ungoverned_ms, 1234u) << "how long no daemon was attached (issue 24's RUN_ADOPTED)";
   EXPECT_EQ(back.supervisor_pid, 100);
   EXPECT_EQ(back.vendor_pid, 101);
   EXPECT_EQ(back.stdout_bytes, 5000000000ull);
@@ -91,6 +93,7 @@ TEST(SupervisorProtocol, EverySupervisorMessageRoundTrips) {
   EXPECT_FALSE(failed_back.vendor_pid);
   EXPECT_FALSE(failed_back.exited);
   EXPECT_EQ(failed_back.spawn_error, "missing binary: /nope");
+  EXPECT_FALSE(failed_back.ungoverned_ms) << "an older supervisor's hello says nothing of it";
 
   EXPECT_EQ(std::get<Out>(from_round_trip(Out{77})).bytes, 77u);
   EXPECT_EQ(std::get<OutEnd>(from_round_trip(OutEnd{78})).bytes, 78u);

@@ -696,5 +696,37 @@ TEST_F(SupervisorTest, AttachingWhereNoSupervisorIsSaysSo) {
       << attached.error();
 }
 
+// Issue 24: a refused connect to the socket of a supervisor that has ended (its supervisor.json
+// names a process that is gone, its socket file left) was retried for the whole bound (10 s). It
+// is concluded at once, naming the supervisor.
+TEST_F(SupervisorTest, AttachingToTheSocketOfASupervisorThatHasEndedSaysSoAtOnce) {
+  const auto run = dir_.path() / "ended";
+  std::filesystem::create_directories(run);
+  // A process that has ended: a child of this test, reaped.
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(gone, &status, 0), gone);
+  std::ofstream(run / "supervisor.json") << R"({"protocol":1,"supervisor_pid":)" << gone
+                                         << R"(,"vendor_pid":null,"version":"dev"})";
+  // Its socket file is left behind, bound by nobody: a connect is refused.
+  {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, (run / "supervisor.sock").c_str(), sizeof a.sun_path - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ::close(fd);
+  }
+  const auto began = std::chrono::steady_clock::now();
+  auto attached = io_.run(strand_, SupervisorLink::attach(strand_, run / "supervisor.sock", 10s), 30s);
+  const auto took = std::chrono::steady_clock::now() - began;
+  ASSERT_FALSE(attached);
+  EXPECT_NE(attached.error().find("its supervisor (pid " + std::to_string(gone) + ") has ended"), std::string::npos)
+      << attached.error();
+  EXPECT_LT(took, 5s) << "concluded, not retried for the 10 s bound";
+}
+
 }  // namespace
 }  // namespace mh::supervisor

@@ -1,6 +1,7 @@
 #include "tests/support/daemon_harness.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -10,7 +11,12 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
 
+#include "daemon/process/run_cgroup.hpp"
+#include "daemon/supervisor/supervisor_link.hpp"
 #include "protocol/json.hpp"
 
 extern char** environ;
@@ -25,7 +31,68 @@ sockaddr_un address_of(const std::filesystem::path& p) {
   return a;
 }
 
+// The DaemonUnderTest objects alive per state directory: a test that replaces a daemon makes the
+// next before the last goes (adoption), and only the last one cleans.
+std::mutex live_mu;
+std::map<std::filesystem::path, int>& live_per_state_dir() {
+  static std::map<std::filesystem::path, int> live;
+  return live;
+}
+
+// Where the daemon will make its runs' groups: runs.cgroup_root of its config, else the cgroup it
+// is born in (this process's, now), in a group named for its state directory (containment_policy).
+std::optional<std::filesystem::path> cgroup_parent_of(const std::string& config,
+                                                      const std::filesystem::path& state_dir) {
+  std::smatch m;
+  static const std::regex configured(R"re(cgroup_root\s*=\s*"([^"]*)")re");
+  std::optional<std::filesystem::path> base;
+  if (std::regex_search(config, m, configured)) {
+    if (m[1].str() == "none") return std::nullopt;
+    base = m[1].str();
+  } else {
+    base = daemon::CgroupParent::own_cgroup_dir();
+  }
+  if (!base) return std::nullopt;
+  return *base / daemon::CgroupParent::group_for_state_dir(state_dir);
+}
+
+bool cgroup_populated(const std::filesystem::path& group) {
+  std::ifstream events(group / "cgroup.events");
+  for (std::string line; std::getline(events, line);)
+    if (line == "populated 1") return true;
+  return false;
+}
+
+// True when every run of the state directory has its stream closed: none was left to a supervisor.
+bool every_run_closed(const std::filesystem::path& state_dir) {
+  std::error_code ec;
+  for (const auto& run : std::filesystem::directory_iterator(state_dir / "runs", ec)) {
+    auto lines = read_lines(run.path() / "events.jsonl");
+    if (!lines.empty() && lines.back().find(R"("event":"stream.closed")") == std::string::npos) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::string remove_cgroup_parent(const std::filesystem::path& parent) {
+  std::error_code ec;
+  if (!std::filesystem::exists(parent, ec)) return "";
+  std::string left;
+  for (const auto& group : std::filesystem::directory_iterator(parent, ec)) {
+    if (!group.is_directory()) continue;
+    if (cgroup_populated(group.path())) {
+      std::ofstream(group.path() / "cgroup.kill") << "1\n";
+      if (!eventually([&] { return !cgroup_populated(group.path()); }, 10s))
+        left += " " + group.path().string() + " (still holds processes)";
+    }
+    if (::rmdir(group.path().c_str()) != 0 && errno != ENOENT)
+      left += " " + group.path().string() + " (" + std::strerror(errno) + ")";
+  }
+  if (::rmdir(parent.c_str()) != 0 && errno != ENOENT)
+    left += " " + parent.string() + " (" + std::strerror(errno) + ")";
+  return left;
+}
 
 DaemonUnderTest::DaemonUnderTest(const std::filesystem::path& dir, const std::string& config,
                                  std::vector<std::string> extra_env) {
@@ -50,6 +117,11 @@ DaemonUnderTest::DaemonUnderTest(const std::filesystem::path& dir, const std::st
   env.push_back("NOTIFY_SOCKET=" + notify_.string());
   for (auto& e : extra_env)
     env.push_back(std::move(e));
+  cgroup_parent_ = cgroup_parent_of(config, state_);
+  {
+    std::lock_guard lock(live_mu);
+    ++live_per_state_dir()[state_];
+  }
   process_ = std::make_unique<CliProcess>(
       std::vector<std::string>{metaharness_binary().string(), "daemon", "--config", config_path.string(), "--socket",
                                socket_.string(), "--state-dir", state_.string()},
@@ -59,14 +131,40 @@ DaemonUnderTest::DaemonUnderTest(const std::filesystem::path& dir, const std::st
 DaemonUnderTest::~DaemonUnderTest() {
   // A stop as a service manager does it (SIGTERM, then SIGKILL after a bound), so the daemon
   // cleans up after itself (its runs' cgroup parent included) unless the test already killed it.
+  bool stopped_cleanly = false;
   if (running()) {
     signal(SIGTERM);
-    if (wait_exit(10s) < 0) {
+    int code = wait_exit(10s);
+    if (code < 0) {
       signal(SIGKILL);
       wait_exit(10s);
     }
+    stopped_cleanly = code == 0;
   }
   if (notify_fd_ >= 0) ::close(notify_fd_);
+  clean_up_after(stopped_cleanly);
+}
+
+void DaemonUnderTest::clean_up_after(bool stopped_cleanly) {
+  {
+    std::lock_guard lock(live_mu);
+    if (--live_per_state_dir()[state_] > 0) return;  // a newer daemon of this state dir goes on
+    live_per_state_dir().erase(state_);
+  }
+  // A daemon that stopped on its own terms with no run left open had nothing to leave behind.
+  if (stopped_cleanly && cgroup_parent_ && every_run_closed(state_)) {
+    EXPECT_FALSE(std::filesystem::exists(*cgroup_parent_))
+        << "the daemon stopped with every run closed and left its cgroup parent " << *cgroup_parent_ << ": "
+        << stderr_text();
+  }
+  // Whatever a killed daemon (or one that left its runs to their supervisors) made goes now.
+  std::error_code ec;
+  for (const auto& run : std::filesystem::directory_iterator(state_ / "runs", ec))
+    daemon::end_stale_supervisor(run.path());
+  if (cgroup_parent_) {
+    std::string left = remove_cgroup_parent(*cgroup_parent_);
+    EXPECT_EQ(left, "") << "the test leaves cgroups behind";
+  }
 }
 
 void DaemonUnderTest::drain_notify(int timeout_ms) {

@@ -1,6 +1,13 @@
 // A real `metaharness daemon` under test: its own state dir and socket, and its own
 // NOTIFY_SOCKET so the test sees READY / STATUS / STOPPING as systemd would. Plus a blocking
 // socket client with bounded waits.
+//
+// What a daemon makes outside its directory -- its cgroup parent (mh-<hash of the state dir>) and
+// its runs' groups in it, its runs' supervisors -- is cleaned when the last DaemonUnderTest of that
+// state directory goes (a test that kills a daemon, or leaves runs to their supervisors, leaves
+// nothing on the host: issue 24). And it is checked: a daemon the harness stopped cleanly with
+// every run closed must have removed its cgroup parent itself; anything the cleaning cannot remove
+// fails the test.
 #pragma once
 
 #include <sys/types.h>
@@ -14,7 +21,7 @@ class DaemonUnderTest {
   // `config` is the TOML text of the daemon's config file (may be empty).
   DaemonUnderTest(const std::filesystem::path& dir, const std::string& config = "",
                   std::vector<std::string> extra_env = {});
-  ~DaemonUnderTest();  // SIGKILL if still running
+  ~DaemonUnderTest();  // SIGTERM (then SIGKILL) if still running; then the cleaning above
 
   // Waits for a sd_notify datagram containing `text` (e.g. "READY=1").
   bool wait_notify(const std::string& text, std::chrono::milliseconds timeout = 30s);
@@ -29,16 +36,25 @@ class DaemonUnderTest {
   const std::filesystem::path& state_dir() const { return state_; }
   std::filesystem::path run_dir(const std::string& id) const { return state_ / "runs" / id; }
   int pid() const { return process_->pid(); }
+  // The daemon's cgroup parent (where it makes its runs' groups), whether or not it exists;
+  // nullopt when its config says cgroup_root = "none" or the host has no cgroup2.
+  const std::optional<std::filesystem::path>& cgroup_parent() const { return cgroup_parent_; }
 
  private:
   void drain_notify(int timeout_ms);
+  void clean_up_after(bool stopped_cleanly);
 
   std::filesystem::path socket_, state_, notify_;
   int notify_fd_ = -1;
   std::vector<std::string> notes_;
   std::unique_ptr<CliProcess> process_;
   std::optional<int> status_;
+  std::optional<std::filesystem::path> cgroup_parent_;
 };
+
+// Kills what is in `parent`'s run groups, removes them and `parent`: what could not be removed,
+// or "" when nothing is left.
+std::string remove_cgroup_parent(const std::filesystem::path& parent);
 
 class SocketClient {
  public:
