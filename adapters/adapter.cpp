@@ -124,11 +124,14 @@ json::value spec_to_json(const RunSpec& spec) {
   o["decision_deadline_ms"] = spec.decision_deadline_ms;
   o["cwd"] = spec.cwd ? json::value(*spec.cwd) : json::value(nullptr);
   if (spec.model_endpoint)
-    o["model_endpoint"] = json::object{{"base_url", spec.model_endpoint->base_url}, {"token", "(redacted)"}};
+    o["model_endpoint"] = json::object{{"base_url", spec.model_endpoint->base_url}, {"token", kRedacted}};
   else
     o["model_endpoint"] = nullptr;
   o["model"] = spec.model ? json::value(*spec.model) : json::value(nullptr);
-  o["vendor_env"] = json::value_from(spec.vendor_env);
+  json::object vendor_env;
+  for (const auto& [name, value] : spec.vendor_env)
+    vendor_env[name] = kRedacted;
+  o["vendor_env"] = std::move(vendor_env);
   o["vendor_options"] = json::value_from(spec.vendor_options);
   json::array requires_commands;
   for (auto c : spec.requires_commands)
@@ -141,6 +144,17 @@ json::value spec_to_json(const RunSpec& spec) {
   o["budget"] = budgets_to_json(spec.budget);
   o["limits"] = limits_to_json(spec.limits);
   return o;
+}
+
+json::value redacted_spec_json(json::value spec) {
+  json::object* o = spec.if_object();
+  if (!o) return spec;
+  if (json::value* env = o->if_contains("vendor_env"); env && env->is_object())
+    for (auto& kv : env->get_object())
+      kv.value() = kRedacted;
+  if (json::value* endpoint = o->if_contains("model_endpoint"); endpoint && endpoint->is_object())
+    if (json::value* token = endpoint->get_object().if_contains("token")) *token = kRedacted;
+  return spec;
 }
 
 json::object limits_to_json(const RunLimits& l) {
@@ -247,7 +261,7 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
   return spec;
 }
 
-json::value plan_to_json(const LaunchPlan& plan) {
+json::value plan_to_json(const LaunchPlan& plan, const RunSpec& spec) {
   json::object o;
   o["adapter"] = plan.adapter;
   o["program"] = plan.program.string();
@@ -257,9 +271,11 @@ json::value plan_to_json(const LaunchPlan& plan) {
   o["args"] = std::move(args);
   json::array env;
   for (const auto& [k, v] : plan.env) {
-    // Credentials never leave the process in a printable plan.
-    bool secret = k.find("TOKEN") != std::string::npos || k.find("KEY") != std::string::npos;
-    env.emplace_back(k + "=" + (secret ? std::string("(redacted)") : v));
+    // Credentials never leave the process in a printable plan, nor does anything the submitter
+    // declared: a vendor_env value may be a secret whatever its name.
+    bool secret =
+        k.find("TOKEN") != std::string::npos || k.find("KEY") != std::string::npos || spec.vendor_env.contains(k);
+    env.emplace_back(k + "=" + (secret ? std::string(kRedacted) : v));
   }
   o["env"] = std::move(env);
   o["cwd"] = plan.cwd.string();

@@ -122,7 +122,15 @@ struct RunSpec {
   RunLimits limits;
 };
 
+// What a secret is replaced with wherever a spec or a plan is shown or stored.
+inline constexpr std::string_view kRedacted = "(redacted)";
+
+// The spec as shown and stored (spec.json, `get`): the model endpoint's token and every
+// vendor_env value are redacted (their names stay). Nothing reads a value back: a run adopted
+// after a restart has its vendor running already (docs/socket-api.md).
 json::value spec_to_json(const RunSpec& spec);
+// A stored spec (spec.json of any build) with the same redactions: what `get` replies.
+json::value redacted_spec_json(json::value spec);
 // The spec as a client submits it (docs/socket-api.md): checks names, types and the frame's
 // seal. run_id is not read (it is the host's to assign); model_scenario is the caller's business.
 boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o);
@@ -184,7 +192,9 @@ struct LaunchPlan {
   std::vector<std::string> notes;  // human remarks printed with the plan
 };
 
-json::value plan_to_json(const LaunchPlan& plan);
+// The plan as printed and stored (plan.json): an environment entry's value is redacted when its
+// name says it is a credential (…TOKEN…, …KEY…) or the run's vendor_env declares it.
+json::value plan_to_json(const LaunchPlan& plan, const RunSpec& spec);
 
 // Launch refusal: before anything spawns. Either a set of command results (one per needed
 // command the adapter cannot honour, ids "start/<command>") or a plain launch error.

@@ -62,7 +62,7 @@ int plan_verb(const RunSpecOptions& o, const std::string& run_dir) {
     std::cerr << "metaharness plan: refused: " << refusal->message << "\n";
     return 2;
   }
-  std::cout << protocol::pretty_json(adapters::plan_to_json(std::get<adapters::LaunchPlan>(planned)), false);
+  std::cout << protocol::pretty_json(adapters::plan_to_json(std::get<adapters::LaunchPlan>(planned), *spec), false);
   return 0;
 }
 

@@ -60,6 +60,9 @@ install -m 0644 "$ROOT"/docs/*.md "$ROOT/README.md" "$DOC/"
 install -m 0644 "$ROOT/config/metaharness.toml" "$DOC/metaharness.toml.example"
 install -m 0644 "$ROOT/config/nats-server-fleet.conf" "$DOC/nats-server-fleet.conf"
 install -m 0644 "$HERE/debian/copyright" "$DOC/copyright"
+# The ATIF validator and the schema it reads (docs/atif.md): an export can be checked on the host.
+install -D -m 0755 "$ROOT/tests/cli/atif_validate.py" "$STAGE/usr/share/metaharness/atif/atif_validate.py"
+install -D -m 0644 "$ROOT/docs/atif/atif-v1.8.schema.json" "$STAGE/usr/share/metaharness/atif/atif-v1.8.schema.json"
 
 # ---- 3. the control files -----------------------------------------------------------------------
 # dpkg-shlibdeps wants a debian/control of a source package to read; it needs nothing else.

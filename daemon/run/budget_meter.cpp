@@ -102,6 +102,17 @@ std::optional<Crossing> BudgetMeter::turn_ended() {
   return crossed();
 }
 
+Spend BudgetMeter::reported() const {
+  Spend now = spend_;
+  // Unknown is not zero: a request with no price, not yet superseded by its turn's figures,
+  // leaves the cost unknown until they come.
+  if (now.usd && !turn_figures_in_ && turn_requests_.unpriced_model) {
+    now.usd.reset();
+    now.unpriced_model = turn_requests_.unpriced_model;
+  }
+  return now;
+}
+
 void BudgetMeter::mark_unpriced(const std::string& model) {
   if (!spend_.usd) return;
   spend_.usd.reset();

@@ -11,9 +11,11 @@
 // "request": provisional, output_tokens ~1) and the turn's own totals at its end (scope "turn"):
 // the first turn-scoped record of a turn takes that turn's request figures out of the spend and
 // its own figures go in instead. Request figures still cross budgets as they come (a floor: a
-// runaway turn is stopped mid-turn); a request of a model with no price only makes the cost
-// unknown if the turn ends without turn figures (they carry the vendor's own cost). A usage
-// record of no scope (Codex) counts as final when it arrives.
+// runaway turn is stopped mid-turn). A request of a model with no price makes the cost unknown at
+// once in what is reported (reported(): usd null, unpriced_model named), since nobody knows it
+// yet; the turn's figures may still settle it (they carry the vendor's own cost), so it becomes
+// final, and crosses a usd budget, only if the turn ends without them. A usage record of no scope
+// (Codex) counts as final when it arrives.
 #pragma once
 
 #include <cstdint>
@@ -91,7 +93,12 @@ class BudgetMeter {
   std::optional<Crossing> usage(const protocol::ev::Usage& usage);
   std::optional<Crossing> wall(std::uint64_t elapsed_ms) const;
 
+  // What is settled: what the budgets judge, and what the daily ledger adds up (a cost still
+  // open mid-turn is left out of both until the turn settles it).
   const Spend& spend() const { return spend_; }
+  // What a reader is told now (get, list, the viewer, the run's close): the settled spend, but
+  // with usd unknown while the current turn holds a request of a model with no price.
+  Spend reported() const;
   const adapters::Budgets& limits() const { return limits_; }
 
  private:

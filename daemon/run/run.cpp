@@ -261,7 +261,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.pid = closed ? 0 : i.child ? i.child->pid() : i.vendor_pid;  // a closed run's child is reaped
     s.created_at = i.created_at;
     s.labels = i.options.spec.labels;
-    s.spend = i.core->spend();
+    s.spend = i.core->reported_spend();
     s.budget = i.options.spec.budget;
     callback(std::move(s));
   });

@@ -191,7 +191,10 @@ class RunCore final {
   std::vector<PendingCallView> pending_calls(Instant now) const;
   std::size_t pending_count() const { return pending_.size(); }
   std::uint32_t turns() const { return turn_; }
+  // Settled (what the budgets and the daily ledger count) and reported (what readers are shown:
+  // an unpriced request leaves usd unknown mid-turn); see BudgetMeter.
   const Spend& spend() const { return budget_.spend(); }
+  Spend reported_spend() const { return budget_.reported(); }
   const adapters::Budgets& budget_limits() const { return budget_.limits(); }
 
  private:

@@ -58,8 +58,8 @@ std::optional<std::string> RunDir::write_spec(const adapters::RunSpec& spec) con
   return write_file(spec_json(), protocol::pretty_json(adapters::spec_to_json(spec), false), 0640);
 }
 
-std::optional<std::string> RunDir::write_plan(const adapters::LaunchPlan& plan) const {
-  return write_file(plan_json(), protocol::pretty_json(adapters::plan_to_json(plan), false), 0640);
+std::optional<std::string> RunDir::write_plan(const adapters::LaunchPlan& plan, const adapters::RunSpec& spec) const {
+  return write_file(plan_json(), protocol::pretty_json(adapters::plan_to_json(plan, spec), false), 0640);
 }
 
 std::optional<std::string> RunDir::write_scenario(const json::value& scenario) const {

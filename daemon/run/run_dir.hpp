@@ -74,9 +74,11 @@ class RunDir {
   // What an adapter's plan is computed against.
   adapters::RunPaths paths() const { return adapters::RunPaths{root_, scratch()}; }
 
-  // Writers (mode 0640). nullopt, or why the file could not be written.
+  // Writers (mode 0640). nullopt, or why the file could not be written. The spec and the plan
+  // are written with their secrets redacted (the model token, every vendor_env value): the
+  // values reach the vendor through the supervisor's own spec file (0600), never these.
   std::optional<std::string> write_spec(const adapters::RunSpec& spec) const;
-  std::optional<std::string> write_plan(const adapters::LaunchPlan& plan) const;
+  std::optional<std::string> write_plan(const adapters::LaunchPlan& plan, const adapters::RunSpec& spec) const;
   std::optional<std::string> write_scenario(const json::value& scenario) const;
   std::optional<std::string> write_meta(const RunMeta& meta) const;
 

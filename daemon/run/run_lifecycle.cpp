@@ -57,7 +57,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
       co_return;
     }
   }
-  if (auto problem = dir.write_plan(plan)) {
+  if (auto problem = dir.write_plan(plan, options.spec)) {
     refuse("LAUNCH_FAILED", *problem, {});
     co_return;
   }

@@ -68,7 +68,7 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
   outcome.reason = reason;
   outcome.process = process;
   outcome.turns = core ? core->turns() : 0;
-  if (core) outcome.spend = core->spend();
+  if (core) outcome.spend = core->reported_spend();
   // The daemon hears of the close before any reader can see stream.closed (and before the
   // teardown below): a client that has just read it and submits again finds the slot free.
   bool reported = false;

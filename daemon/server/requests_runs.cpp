@@ -271,7 +271,8 @@ asio::awaitable<void> handle_get(Session& s, const SocketRequest& r) {
   RunDir dir(e->dir);
   fields["run_dir"] = e->dir.string();
   if (s.server().fleet) fields["host"] = s.server().fleet->host_id();
-  fields["spec"] = dir.read_spec();
+  // Redacted again as read: a spec.json written by an older build may hold the values.
+  fields["spec"] = adapters::redacted_spec_json(dir.read_spec());
   fields["hermetic"] = hermetic_view(s.server(), *e, fields["spec"], fields["state"] == "closed");
   s.reply("run", r.id, fields);
 }

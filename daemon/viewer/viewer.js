@@ -13,6 +13,7 @@ const state = {
   pending: [],       // [{call_id, requested_seq, deadline (ms since epoch, local clock)}]
   canDecide: false,
   answering: new Set(),
+  refreshing: false, // the once-a-second refresh is running
 };
 
 // The token arrives in the URL's fragment (never sent to the server, so never in its logs) and is
@@ -181,8 +182,12 @@ function applyRecord(record) {
     call.row.dataset.decidedBy = record.decided_by || "";
   } else if (record.event === "tool.result") {
     const call = callRow(callId);
-    const status = record.is_error === true ? "error" : record.is_error === false ? "ok" : "unknown";
-    call.cells.result.textContent = status + " " + gist(record.content, 100);
+    // is_error null: the vendor did not say (Claude's Write says nothing): the result is shown as
+    // it is, with no verdict in front of it (never "unknown File created…").
+    const status = record.is_error === true ? "error" : record.is_error === false ? "ok" : "unflagged";
+    const content = gist(record.content, 100);
+    call.cells.result.textContent = status === "unflagged" ? content : status + " " + content;
+    call.cells.result.title = status === "unflagged" ? "the vendor did not say whether this call failed" : "";
     call.row.dataset.result = status;
   } else if (record.event === "stream.closed") {
     document.getElementById("run-state").textContent = "closed (" + record.reason + ")";
@@ -236,9 +241,11 @@ async function refreshRun() {
   const run = body.run;
   state.canDecide = body.can_decide;
   document.getElementById("run-state").textContent = run.state + (run.close_reason ? " (" + run.close_reason + ")" : "");
+  // Why nothing can be answered: a closed run has nothing left to answer, whatever the token.
+  const why = body.can_decide ? "" : run.state === "closed" ? " — the run is closed: nothing is left to answer"
+                                                             : " — this token may look, not answer";
   document.getElementById("run-facts").textContent =
-      run.adapter + ", " + age(run.age_ms) + " old, " + run.turns + " turn(s), spend " + spendText(run.spend) +
-      (body.can_decide ? "" : " — this token may look, not answer");
+      run.adapter + ", " + age(run.age_ms) + " old, " + run.turns + " turn(s), spend " + spendText(run.spend) + why;
   const now = Date.now();
   state.pending = body.pending.map((p) => ({ call_id: p.call_id, requested_seq: p.requested_seq,
                                              deadline: now + p.remaining_ms }));
@@ -327,20 +334,52 @@ async function tick() {
   return true;
 }
 
+// Refreshes every second while the token is accepted; started again by a new token.
+function keepRefreshing() {
+  if (state.refreshing) return;
+  state.refreshing = true;
+  const loop = async () => {
+    if (await tick()) setTimeout(loop, 1000);
+    else state.refreshing = false;
+  };
+  setTimeout(loop, 1000);
+}
+
+// Starts (or starts again) with the token in state.token, showing `runId` when given.
+async function begin(runId) {
+  if (!(await tick())) return;
+  if (runId) showRun(runId);
+  keepRefreshing();
+}
+
+// A new address in this tab (one pasted, or a link followed) changes only the fragment, so the
+// page is not loaded again: the token it carries wins over the one kept, and the page starts
+// again with it (its role may differ: the run is shown afresh, its answer buttons with it).
+function addressChanged() {
+  const kept = state.token;
+  const token = readToken();
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("run");
+  if (token && token !== kept) {
+    state.token = token;
+    const shown = wanted || state.runId;
+    state.runId = null;
+    state.generation += 1;  // the old stream loop stops
+    for (const node of document.querySelectorAll("#pending .pending")) node.remove();
+    begin(shown);
+  } else if (wanted && wanted !== state.runId) {
+    showRun(wanted);
+  }
+}
+
 async function main() {
+  window.addEventListener("hashchange", addressChanged);
+  setInterval(renderPending, 200);
   state.token = readToken();
   if (!state.token) {
     document.getElementById("access").textContent = "no token: open the address `metaharness viewer` prints";
     return;
   }
-  if (!(await tick())) return;
-  const wanted = new URLSearchParams(location.hash.slice(1)).get("run");
-  if (wanted) showRun(wanted);
-  setInterval(renderPending, 200);
-  const loop = async () => {
-    if (await tick()) setTimeout(loop, 1000);
-  };
-  setTimeout(loop, 1000);
+  await begin(new URLSearchParams(location.hash.slice(1)).get("run"));
 }
 
 document.addEventListener("DOMContentLoaded", main);

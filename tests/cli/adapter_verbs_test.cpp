@@ -97,7 +97,7 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
   TempDir dir("plan_" + GetParam());
   auto env = environment_with("MH_TEST_SECRET_THAT_MUST_NOT_LEAK=1");
   auto o = run_verb({"plan", GetParam(), "-p", "x", "--model-scenario", scenario(GetParam()).string(), "--run-dir",
-                     (dir.path() / "run").string()},
+                     (dir.path() / "run").string(), "--vendor-env", "MH_DECLARED=declared-secret-value"},
                     env);
   ASSERT_EQ(o.status, 0) << o.err;
   auto plan = parsed(o);
@@ -106,6 +106,9 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
   EXPECT_EQ(environment.find("MH_TEST_SECRET_THAT_MUST_NOT_LEAK"), std::string::npos)
       << "the environment is built, not inherited";
   EXPECT_NE(environment.find("METAHARNESS_RUN="), std::string::npos);
+  // A declared value may be a secret whatever its name (issue 24 item 3): named, never printed.
+  EXPECT_NE(environment.find("MH_DECLARED=(redacted)"), std::string::npos) << environment;
+  EXPECT_EQ(environment.find("declared-secret-value"), std::string::npos) << environment;
   if (GetParam() == "opencode") {
     // Its token is in the generated config file (mode 0600), whose contents a plan never prints.
     bool config = false;

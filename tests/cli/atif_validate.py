@@ -19,7 +19,8 @@ import sys
 try:
     import jsonschema
 except ImportError:
-    print("atif_validate: python3-jsonschema is not installed (./run setup installs it)", file=sys.stderr)
+    print("atif_validate: python3-jsonschema is not installed (apt install python3-jsonschema; ./run setup installs it)",
+          file=sys.stderr)
     sys.exit(2)
 
 

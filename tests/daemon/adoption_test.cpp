@@ -9,6 +9,7 @@
 // start; a supervisor that dies takes its run with it (SUPERVISOR_LOST), nothing left running.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/governed_run.hpp"
+#include "tests/support/peer_as_uid.hpp"
 
 namespace mh::test {
 namespace {
@@ -460,6 +462,103 @@ TEST_F(DaemonAdoption, ARunWhoseSupervisorDiesIsKilledAndClosedSayingSo) {
   auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
   EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
   EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/x.txt"));
+}
+
+// The first line a peer running as `uid` reads after sending `request`: "" (with `why`) when it
+// read none. Forks: the child drops to `uid`, so the daemon reads that uid from the connection.
+std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request,
+                          std::string& why) {
+  auto report = as_peer_of_uid(uid, socket, std::chrono::seconds(60), [&](int fd) {
+    std::string line = request + "\n";
+    (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
+    std::string got;
+    char ch;
+    while (::read(fd, &ch, 1) == 1 && ch != '\n')
+      got += ch;
+    return got;
+  });
+  if (!report.ran || report.seen.empty()) why = report.ran ? "no line" : report.seen;
+  return report.ran ? report.seen : "";
+}
+
+// Issue 24 item 3: a vendor_env value is a secret whatever its name. `get` shows its name with
+// the value redacted, to the owner and to an observer of another uid (the attack: `nobody`,
+// granted observe, reading another uid's run), before and after an adoption; spec.json and
+// plan.json (0640) hold none of it; the only file that does is the supervisor's own spec (0600),
+// which no reply reads. The vendor still gets the value, and the run adopted after a SIGKILL of
+// its daemon carries on: nothing re-reads the value.
+TEST_F(DaemonAdoption, AVendorEnvValueIsInNoReplyNorSpecJsonAndTheRunStillAdopts) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to be a second uid (nobody)";
+  constexpr uid_t kNobody = 65534;
+  // The observer must reach the socket: every directory above it must let `nobody` pass.
+  for (auto p = dir.path(); p != p.root_path(); p = p.parent_path()) {
+    struct stat st {};
+    ASSERT_EQ(::stat(p.c_str(), &st), 0) << p;
+    if ((st.st_mode & S_IXOTH) == 0) GTEST_SKIP() << p << " does not let another uid pass to the socket";
+  }
+  const std::string access =
+      "[paths]\nsocket_mode = \"0666\"\n[access]\nobserve_uids = [" + std::to_string(kNobody) + "]\n";
+  daemon.reset();
+  ASSERT_NO_FATAL_FAILURE(start_daemon(access));
+  const std::string secret = "secretvalue-b7e1";
+  model = std::make_unique<ModelServer>(dir.path(), "secret", one_bash_call_scenario("echo \"$FOO\" > foo.txt"));
+  ASSERT_TRUE(model->up());
+  std::string id =
+      submit(*model, R"("decisions":"ask","decision_deadline_ms":120000,"vendor_env":{"FOO":")" + secret + "\"}");
+  ASSERT_TRUE(eventually([&] { return has_event(id, "tool.requested"); }, 90s)) << what_happened(id);
+
+  const std::string get = socket_request("get", R"("run_id":")" + id + "\"");
+  auto nothing_told = [&](const std::string& when) {
+    SocketClient owner(daemon->socket());
+    auto mine = owner.request(get);
+    ASSERT_TRUE(mine && mine->str("reply") == "run") << when << ": " << (mine ? mine->raw : "no reply");
+    EXPECT_EQ(mine->raw.find(secret), std::string::npos) << when << ", the owner: " << mine->raw;
+    const auto& env = mine->object.at("spec").as_object().at("vendor_env").as_object();
+    EXPECT_EQ(env.at("FOO"), "(redacted)") << when << ": the name stays, the value goes";
+    std::string why;
+    std::string theirs = first_line_as(kNobody, daemon->socket(), get, why);
+    ASSERT_FALSE(theirs.empty()) << when << ", the observer: " << why;
+    EXPECT_NE(theirs.find(R"("reply":"run")"), std::string::npos) << when << ": the observer may get it: " << theirs;
+    EXPECT_EQ(theirs.find(secret), std::string::npos) << when << ", the observer of another uid: " << theirs;
+    EXPECT_NE(theirs.find(R"x("FOO":"(redacted)")x"), std::string::npos) << theirs;
+  };
+  ASSERT_NO_FATAL_FAILURE(nothing_told("live"));
+  // No file of the run directory holds the value but the supervisor's own spec, readable by
+  // nobody but the daemon's uid.
+  for (const auto& entry : std::filesystem::directory_iterator(daemon->run_dir(id))) {
+    if (!entry.is_regular_file()) continue;
+    const std::string name = entry.path().filename().string();
+    if (name == "supervisor-spec.json") {
+      EXPECT_NE(read_file(entry.path()).find(secret), std::string::npos) << "the supervisor launches with it";
+      struct stat st {};
+      ASSERT_EQ(::stat(entry.path().c_str(), &st), 0);
+      EXPECT_EQ(st.st_mode & 07777, 0600u) << name;
+      continue;
+    }
+    EXPECT_EQ(read_file(entry.path()).find(secret), std::string::npos) << name << " holds the value";
+  }
+  auto stored = protocol::parse_json(read_file(daemon->run_dir(id) / "spec.json"));
+  ASSERT_TRUE(stored && stored->is_object());
+  EXPECT_EQ(stored->as_object().at("vendor_env").as_object().at("FOO"), "(redacted)");
+
+  kill_daemon();
+  ASSERT_NO_FATAL_FAILURE(start_daemon(access));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& e : events_of(id))
+          if (e.event() == "warning" && e.str("code") == "RUN_ADOPTED") return true;
+        return false;
+      },
+      60s))
+      << what_happened(id);
+  ASSERT_NO_FATAL_FAILURE(nothing_told("adopted"));
+  SocketClient control(daemon->socket());
+  ASSERT_NO_FATAL_FAILURE(attach(control, id, 0));
+  control.send(tool_decide("d1", "toolu_probe", R"({"decision":"allow"})"));
+  auto events = follow(id);
+  expect_adopted_and_complete(id, events);
+  EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/foo.txt"), secret + "\n")
+      << "the vendor had the value all along";
 }
 
 }  // namespace

@@ -101,23 +101,45 @@ TEST(BudgetMeter, AnUnpricedRequestIsJudgedAtTheTurnsEndWhereTheVendorsCostPrice
   InAPricedTurn priced;
   BudgetMeter& meter = priced.meter;
   EXPECT_FALSE(meter.usage(usage("request", 5, 1, std::nullopt, "claude-haiku-9"))) << "deferred, not unknown yet";
-  EXPECT_TRUE(meter.spend().usd);
+  EXPECT_TRUE(meter.spend().usd) << "settled: the budget's judgement waits for the turn's figures";
   EXPECT_FALSE(meter.usage(usage("turn", 5, 9, 0.01, "claude-haiku-9")));
   EXPECT_FALSE(meter.turn_ended());
   ASSERT_TRUE(meter.spend().usd);
   EXPECT_DOUBLE_EQ(*meter.spend().usd, 0.01);
+  ASSERT_TRUE(meter.reported().usd) << "the vendor's cost settled it";
+  EXPECT_DOUBLE_EQ(*meter.reported().usd, 0.01);
+  EXPECT_FALSE(meter.reported().unpriced_model);
+}
+
+// Issue 24 item 12: mid-turn, an unpriced request is reported as an unknown cost (never $0), named.
+TEST(BudgetMeter, AnUnpricedRequestIsReportedUnknownAtOnceAndNamedUntilItsTurnSettlesIt) {
+  InAPricedTurn priced;
+  BudgetMeter& meter = priced.meter;
+  EXPECT_FALSE(meter.usage(usage("request", 5, 1, 0.5)));  // a priced request first: $0.5 known
+  ASSERT_TRUE(meter.reported().usd);
+  EXPECT_DOUBLE_EQ(*meter.reported().usd, 0.5);
+  EXPECT_FALSE(meter.usage(usage("request", 5, 1, std::nullopt, "claude-haiku-9")));
+  EXPECT_FALSE(meter.reported().usd) << "unknown, not $0.5";
+  EXPECT_EQ(meter.reported().unpriced_model, "claude-haiku-9");
+  EXPECT_FALSE(meter.usage(usage("turn", 10, 9, 0.75)));
+  ASSERT_TRUE(meter.reported().usd) << "the turn's own figures carry the vendor's cost";
+  EXPECT_DOUBLE_EQ(*meter.reported().usd, 0.75);
+  EXPECT_FALSE(meter.reported().unpriced_model);
 }
 
 TEST(BudgetMeter, AnUnpricedRequestWithNoTurnFiguresMakesTheCostUnknownAtTheTurnsEnd) {
   InAPricedTurn priced;
   BudgetMeter& meter = priced.meter;
   EXPECT_FALSE(meter.usage(usage("request", 5, 1, std::nullopt, "claude-haiku-9")));
+  EXPECT_FALSE(meter.reported().usd);
   auto crossing = meter.turn_ended();
   ASSERT_TRUE(crossing);
   EXPECT_EQ(crossing->budget, "usd");
   EXPECT_NE(crossing->figure.find("claude-haiku-9 has no price"), std::string::npos);
   EXPECT_FALSE(meter.spend().usd);
   EXPECT_EQ(meter.spend().unpriced_model, "claude-haiku-9");
+  EXPECT_FALSE(meter.reported().usd) << "unknown from then on";
+  EXPECT_EQ(meter.reported().unpriced_model, "claude-haiku-9");
 }
 
 }  // namespace

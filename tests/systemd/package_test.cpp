@@ -3,6 +3,7 @@
 // CLIs where `vendor install` puts them.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "tests/systemd/package_support.hpp"
@@ -108,6 +109,30 @@ TEST_F(Package, ThePackagedBinaryLooksForTheVendorCLIsWhereVendorInstallPutsThem
       {"/usr/bin/env", "-u", "METAHARNESS_VENDOR_DIR", "-u", "METAHARNESS_CLAUDE_BIN", binary, "doctor", "claude"});
   EXPECT_TRUE(has(doctor.out, " /var/lib/metaharness/vendor/node_modules/")) << doctor.out << doctor.err;
   EXPECT_FALSE(has(read_file(binary), source_dir().string() + "/.vendor")) << "no checkout path as a default";
+}
+
+// Issue 24 item 14: the ATIF validator is not only in a checkout. The package ships it with its
+// schema, and the shipped pair passes a trajectory Harbor's models take and refuses one they
+// refuse (step ids not from 1).
+TEST_F(Package, ItShipsTheAtifValidatorWithItsSchemaAndTheyWorkFromThere) {
+  auto root = work_->path() / "extracted-atif";
+  ASSERT_EQ(dpkg_deb({"-x", deb_.string(), root.string()}).status, 0);
+  const auto validator = root / "usr/share/metaharness/atif/atif_validate.py";
+  const auto schema = root / "usr/share/metaharness/atif/atif-v1.8.schema.json";
+  ASSERT_TRUE(fs::exists(validator) && fs::exists(schema));
+  EXPECT_EQ(fs::status(validator).permissions() & fs::perms::others_exec, fs::perms::others_exec) << "runnable";
+  EXPECT_EQ(read_file(schema), read_file(source_dir() / "docs/atif/atif-v1.8.schema.json"));
+  auto write = [&](const std::string& name, int first_step) {
+    auto path = work_->path() / name;
+    std::ofstream(path) << R"({"schema_version":"ATIF-v1.8","agent":{"name":"metaharness","version":"1"},)"
+                        << R"("steps":[{"step_id":)" << first_step << R"(,"source":"user","message":"go"}]})";
+    return path.string();
+  };
+  auto valid = run_command({validator.string(), schema.string(), write("valid.json", 1)});
+  EXPECT_EQ(valid.status, 0) << valid.out << valid.err;
+  auto invalid = run_command({validator.string(), schema.string(), write("invalid.json", 2)});
+  EXPECT_EQ(invalid.status, 1) << invalid.out << invalid.err;
+  EXPECT_TRUE(has(invalid.out, "step_id")) << invalid.out;
 }
 
 }  // namespace

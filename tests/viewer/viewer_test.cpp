@@ -351,5 +351,135 @@ TEST_F(Viewer, APendingApprovalIsAnsweredFromThePageInARealBrowser) {
   EXPECT_TRUE(std::filesystem::exists(daemon->run_dir(run) / "scratch/work/marker.txt"));
 }
 
+// Issue 24 item 12: unknown is not zero. The daemon here has no [prices], so the model Claude
+// asks for has none: while the run waits on its call (mid-turn, the turn's figures not in yet),
+// its spend is unknown and names the model, on the socket (`get`, `list`), in the viewer's API
+// and on the page — never $0.
+TEST_F(Viewer, AnUnpricedModelsSpendIsUnknownMidTurnOnTheSocketAndOnThePage) {
+  std::string run = submit_asking_run();
+  auto minted = mint(R"("role":"control")");
+  ASSERT_TRUE(minted);
+  ASSERT_FALSE(pending_call(run, minted->token).empty()) << "mid-turn: the call waits on its decision";
+
+  auto unknown_and_named = [&](const json::value& spend, const std::string& where) {
+    ASSERT_TRUE(spend.is_object()) << where << ": " << protocol::canonical_json(spend);
+    const auto& s = spend.as_object();
+    EXPECT_TRUE(s.at("usd").is_null()) << where << ": " << protocol::canonical_json(spend);
+    ASSERT_TRUE(s.at("unpriced_model").is_string()) << where << ": " << protocol::canonical_json(spend);
+    EXPECT_FALSE(s.at("unpriced_model").as_string().empty()) << where;
+    EXPECT_GT(s.at("input_tokens").to_number<std::uint64_t>(), 0u) << where << ": the usage was seen";
+  };
+  SocketClient c(daemon->socket());
+  auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""));
+  ASSERT_TRUE(got && got->str("reply") == "run") << (got ? got->raw : "no reply");
+  unknown_and_named(got->object.at("spend"), "get");
+  auto listed = c.request(socket_request("list"));
+  ASSERT_TRUE(listed && listed->str("reply") == "runs");
+  ASSERT_EQ(listed->object.at("runs").as_array().size(), 1u);
+  unknown_and_named(listed->object.at("runs").as_array()[0].as_object().at("spend"), "list");
+  auto view = body_of(api("GET", "/viewer/api/run?run_id=" + run, minted->token));
+  ASSERT_TRUE(view.contains("run"));
+  unknown_and_named(view.at("run").as_object().at("spend"), "/viewer/api/run");
+
+  Browser browser(dir.path() / "chromium-profile");
+  ASSERT_TRUE(browser.started()) << browser.error();
+  ASSERT_TRUE(browser.navigate(minted->url)) << browser.error();
+  const std::string cell = "#runs tbody tr[data-run-id='" + run + "'] td.spend";
+  ASSERT_TRUE(browser.wait_until(
+      "const c = document.querySelector(\"" + cell + "\"); return c !== null && c.textContent !== '';", 20s))
+      << browser.error();
+  auto spend = browser.find(cell);
+  ASSERT_TRUE(spend);
+  std::string text = browser.text(*spend);
+  EXPECT_EQ(text.rfind("USD unknown", 0), 0u) << text;
+  EXPECT_EQ(text.find("$0.0000"), std::string::npos) << text;
+
+  auto result = c.request(
+      socket_request("command", R"("run_id":")" + run + R"(","command":)" +
+                                    tool_decide("d1", "toolu_marker", R"({"decision":"deny","reason":"not needed"})")));
+  ASSERT_TRUE(result && result->str("reply") == "result") << (result ? result->raw : "no reply");
+}
+
+// Issue 24 item 13: on a closed run the page says the run is closed (not that the token may not
+// answer: this token is the owner's control token); and a Write result, which Claude leaves
+// unflagged (is_error null), reads as its text, never "unknown File created…".
+TEST_F(Viewer, AClosedRunsPageSaysItIsClosedAndAnUnflaggedWriteResultReadsAsItsText) {
+  const std::string scenario =
+      R"({"format":"metaharness.scenario/1","description":"One Write, then an answer.","wires":["anthropic"],)"
+      R"("steps":[{"name":"write","content":[{"type":"tool_call","id":"toolu_write","name":"Write",)"
+      R"("input":{"file_path":"written.txt","content":"written\n"}}]},)"
+      R"({"name":"answer","content":[{"type":"text","text":"Done."}]}]})";
+  SocketClient c(daemon->socket());
+  auto reply = c.request(socket_request(
+      "submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" + scenario + "}"));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string run = reply->str("run_id");
+  auto events = follow_to_end(daemon->socket(), run, 120s);
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().str("reason"), "completed") << events.back().raw;
+  std::optional<json::object> written;
+  for (auto& e : record(run))
+    if (e.at("event") == "tool.result" && e.at("call_id") == "toolu_write") written = e;
+  ASSERT_TRUE(written) << "the Write ran";
+  ASSERT_TRUE(written->at("is_error").is_null())
+      << "the case of the issue: Claude does not flag a Write's result: " << protocol::canonical_json(*written);
+  const std::string content = std::string(written->at("content").as_string());
+
+  auto minted = mint(R"("role":"control")");
+  ASSERT_TRUE(minted);
+  Browser browser(dir.path() / "chromium-profile");
+  ASSERT_TRUE(browser.started()) << browser.error();
+  ASSERT_TRUE(browser.navigate(minted->url + "&run=" + run)) << browser.error();
+  ASSERT_TRUE(browser.wait_until("return document.getElementById('run-facts').textContent !== '';", 20s))
+      << browser.error();
+  auto facts = browser.find("#run-facts");
+  ASSERT_TRUE(facts);
+  std::string said = browser.text(*facts);
+  EXPECT_NE(said.find("the run is closed: nothing is left to answer"), std::string::npos) << said;
+  EXPECT_EQ(said.find("may look, not answer"), std::string::npos) << said;
+
+  const std::string row = "#calls tr.call[data-call-id='toolu_write']";
+  ASSERT_TRUE(browser.wait_until(
+      "const r = document.querySelector(\"" + row + "\"); return r !== null && r.dataset.result !== undefined;", 20s))
+      << browser.error();
+  auto result = browser.find(row + " td.result");
+  ASSERT_TRUE(result);
+  std::string shown = browser.text(*result);
+  EXPECT_EQ(shown.find("unknown"), std::string::npos) << shown;
+  EXPECT_EQ(shown.rfind("File created", 0), 0u) << shown;
+  EXPECT_EQ(shown.substr(0, 40), content.substr(0, 40)) << "the result's text, as it is, with nothing before it";
+  auto flagged = browser.script("return document.querySelector(\"" + row + "\").dataset.result;");
+  ASSERT_TRUE(flagged && flagged->is_string());
+  EXPECT_EQ(flagged->as_string(), "unflagged");
+}
+
+// Issue 24 item 13: a new viewer address pasted into a tab that has a page open changes only the
+// fragment (the page is not loaded again); the token it carries wins over the one the tab kept.
+TEST_F(Viewer, ANewAddressInAnOpenTabUsesItsOwnToken) {
+  auto observe = mint(R"("role":"observe")");
+  auto control = mint(R"("role":"control")");
+  ASSERT_TRUE(observe && control);
+  Browser browser(dir.path() / "chromium-profile");
+  ASSERT_TRUE(browser.started()) << browser.error();
+  ASSERT_TRUE(browser.navigate(observe->url)) << browser.error();
+  ASSERT_TRUE(
+      browser.wait_until("return document.getElementById('access').textContent.startsWith('role observe');", 20s))
+      << browser.error();
+  ASSERT_TRUE(browser.script("window.sameDocument = true; location.href = " + json_string(control->url) + ";"));
+  ASSERT_TRUE(
+      browser.wait_until("return document.getElementById('access').textContent.startsWith('role control');", 20s))
+      << "the pasted address's token is the one used; the page says: "
+      << browser.script("return document.getElementById('access').textContent;").value_or("?");
+  auto same = browser.script("return window.sameDocument === true;");
+  ASSERT_TRUE(same && same->is_bool());
+  EXPECT_TRUE(same->as_bool()) << "the case of the issue: the page was not loaded again";
+  auto kept = browser.script("return sessionStorage.getItem('metaharness.viewer.token');");
+  ASSERT_TRUE(kept && kept->is_string());
+  EXPECT_EQ(kept->as_string(), control->token) << "the tab keeps the new token";
+  auto href = browser.script("return location.href;");
+  ASSERT_TRUE(href && href->is_string());
+  EXPECT_EQ(std::string(href->as_string()).find("token="), std::string::npos) << "and it leaves the address bar";
+}
+
 }  // namespace
 }  // namespace mh::test
