@@ -137,9 +137,15 @@ TEST_F(DaemonCli, ASubmittedRunIsGovernedAndItsStreamIsDurableBeforeAnyoneSeesIt
 TEST_F(DaemonCli, ARelativeVendorFolderIsTheConfigFilesDirectorysAndItsRunsStart) {
   const auto vendor = std::filesystem::relative(std::filesystem::path(build_info::default_vendor_dir), dir.path());
   ASSERT_FALSE(vendor.empty() || vendor.is_absolute()) << vendor;
-  ASSERT_FALSE(std::filesystem::exists(std::filesystem::current_path() / vendor / "node_modules"))
+  // The daemon starts in "/" (it inherits the test's working directory), where the relative path
+  // names nothing whatever the checkout's layout: read from the daemon's directory it would fail.
+  const std::filesystem::path daemon_cwd = "/";
+  ASSERT_FALSE(std::filesystem::exists(daemon_cwd / vendor / "node_modules"))
       << "the test needs a path that names nothing from the daemon's working directory";
+  const std::filesystem::path test_cwd = std::filesystem::current_path();
+  std::filesystem::current_path(daemon_cwd);
   start_daemon("[vendor]\ndir = \"" + vendor.string() + "\"\n");
+  std::filesystem::current_path(test_cwd);
   std::string id = submit("bash_marker", R"("frame":)" + frame_json({protocol::OpKind::file_read}));
   auto events = follow(id);
   ASSERT_FALSE(events.empty());
