@@ -1,6 +1,7 @@
 #include "cli/run_spec_options.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -103,7 +104,13 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
     spec.model_endpoint = std::move(endpoint);
   }
   if (!o.model.empty()) spec.model = o.model;
-  if (!o.cwd.empty()) spec.cwd = o.cwd;
+  if (!o.cwd.empty()) {
+    // Its real path: the sandbox binds a cwd only by the path it was given, with no link in it.
+    std::error_code ec;
+    auto real = std::filesystem::weakly_canonical(std::filesystem::absolute(o.cwd), ec);
+    if (ec) return fail("--cwd " + o.cwd + " cannot be resolved: " + ec.message());
+    spec.cwd = real.string();
+  }
   for (const auto& kv : o.vendor_env) {
     auto split = split_kv(kv);
     if (!split) return fail("--vendor-env: " + split.error());

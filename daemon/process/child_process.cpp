@@ -6,6 +6,7 @@
 // gets these through Beast. Bring them in first.
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -71,17 +72,16 @@ boost::system::result<PipeEnds, std::string> make_pipe(const char* which) {
 }
 
 // Closes every descriptor from 3 up except those in `keep` (the launcher's own exec-error
-// pipe) and `also_keep` (the handed environment's memfd, or -1). Runs in the forked child, so it uses system calls
-// only: no allocation, no locks. Boost.Process 1.81 has its own close_all, but it skips the gaps between whitelisted
-// descriptors (it compares whitelist[idx] with itself), so descriptors below the error pipe
-// would survive the exec; this does it right and leaves that one nothing to do.
-void close_descriptors_except(const std::vector<int>& keep, int also_keep) {
+// pipe, and what the child inherits: ChildSideSetup::inherited). Runs in the forked child, so it
+// uses system calls only: no allocation, no locks. Boost.Process 1.81 has its own close_all, but it skips the gaps
+// between whitelisted descriptors (it compares whitelist[idx] with itself), so descriptors below the error pipe would
+// survive the exec; this does it right and leaves that one nothing to do.
+void close_descriptors_except(const std::vector<int>& keep) {
   unsigned int from = 3;
   for (;;) {
     long next_kept = -1;
     for (int fd : keep)
       if (fd >= static_cast<int>(from) && (next_kept == -1 || fd < next_kept)) next_kept = fd;
-    if (also_keep >= static_cast<int>(from) && (next_kept == -1 || also_keep < next_kept)) next_kept = also_keep;
     unsigned int to =
         next_kept == -1 ? std::numeric_limits<unsigned int>::max() : static_cast<unsigned int>(next_kept) - 1;
     if (next_kept == -1 || static_cast<unsigned int>(next_kept) > from) {
@@ -104,7 +104,9 @@ void close_descriptors_except(const std::vector<int>& keep, int also_keep) {
 // On failure errno is left set, which is what the launcher reports to the parent.
 struct ChildSideSetup {
   SpawnOptions options;
-  int handed_env_fd = -1;  // inherited across exec (its close-on-exec flag cleared here)
+  // Inherited across exec, their close-on-exec flags cleared here: the handed environment's
+  // memfd and the paths opened for the hop (exec_handoff.hpp). Made in the parent: read only here.
+  std::vector<int> inherited;
 
   error_code on_exec_setup(bp2::posix::default_launcher& launcher, const fs::path&, const char* const*) {
     // First of all, move into the run's cgroup (while still privileged to): from here on
@@ -128,13 +130,13 @@ struct ChildSideSetup {
     ::sigemptyset(&none);
     if (::sigprocmask(SIG_SETMASK, &none, nullptr) == -1) return error_code(errno, boost::system::system_category());
     ::umask(options.umask);
-    if (handed_env_fd >= 0) {
-      if (::fcntl(handed_env_fd, F_SETFD, 0) == -1) return error_code(errno, boost::system::system_category());
+    for (int fd : inherited) {
+      if (::fcntl(fd, F_SETFD, 0) == -1) return error_code(errno, boost::system::system_category());
       // The launcher closes what its whitelist does not name after this step; the parent
       // reserved room, so this appends without allocating in the forked child.
-      launcher.fd_whitelist.push_back(handed_env_fd);
+      launcher.fd_whitelist.push_back(fd);
     }
-    close_descriptors_except(launcher.fd_whitelist, handed_env_fd);
+    close_descriptors_except(launcher.fd_whitelist);
     errno = 0;
     return {};
   }
@@ -230,6 +232,42 @@ boost::system::result<UniqueFd, std::string> sealed_environment(
   return fd;
 }
 
+// A path opened for a privileged hop (kOpenedPathArgPrefix): a directory, reached without
+// following any symbolic link, close-on-exec until the child clears it, numbered above the
+// standard streams. O_PATH: nothing is read through it; bwrap mounts what it names.
+boost::system::result<UniqueFd, std::string> open_without_links(const std::string& path) {
+  struct open_how how {};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how)));
+  if (!fd)
+    return "cannot bind " + path + ": " + errno_text(errno) +
+           (errno == ELOOP ? " (a part of it is a symbolic link: it is bound only as it was checked, by its real path)"
+                           : "");
+  if (fd.get() <= 2) {
+    int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+    if (moved == -1) return "cannot renumber the descriptor of " + path + ": " + errno_text(errno);
+    fd.reset(moved);
+  }
+  return fd;
+}
+
+// The plan's arguments with every path a hop is handed by descriptor (before the first "--",
+// which ends the hop's own options) opened here and replaced by the descriptor's number.
+boost::system::result<std::vector<std::string>, std::string> open_handed_paths(const std::vector<std::string>& args,
+                                                                               std::vector<UniqueFd>& opened) {
+  std::vector<std::string> out = args;
+  for (auto& arg : out) {
+    if (arg == "--") break;
+    if (!std::string_view(arg).starts_with(kOpenedPathArgPrefix)) continue;
+    auto fd = open_without_links(arg.substr(kOpenedPathArgPrefix.size()));
+    if (!fd) return fd.error();
+    arg = std::to_string(fd->get());
+    opened.push_back(std::move(*fd));
+  }
+  return out;
+}
+
 }  // namespace
 
 protocol::ProcessTermination termination_from_wait_status(int status) {
@@ -275,6 +313,13 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
     handed = std::move(*sealed);
     environment.push_back(std::string(kHandedEnvFdVar) + "=" + std::to_string(handed.get()));
   }
+  std::vector<UniqueFd> opened;  // likewise
+  auto args = open_handed_paths(plan.args, opened);
+  if (!args) return args.error();
+  std::vector<int> inherited;
+  if (handed) inherited.push_back(handed.get());
+  for (const UniqueFd& fd : opened)
+    inherited.push_back(fd.get());
 
   // The launcher brackets fork() with notify_fork() on the execution context of the executor it
   // is given, and in the child re-creates that context's reactor under its mutexes. On the
@@ -283,15 +328,15 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
   // never-run context; the child is then re-adopted through a fresh pidfd on the run's executor.
   asio::io_context launch_context;
   bp2::posix::default_launcher launcher;
-  launcher.fd_whitelist.reserve(16);  // the child may append the handed environment's memfd
+  launcher.fd_whitelist.reserve(16 + inherited.size());  // the child appends what it inherits
   error_code ec;
   pid_t pid = -1;
   try {
     AllSignalsBlocked blocked;
-    auto process = launcher(launch_context.get_executor(), ec, plan.program, plan.args,
+    auto process = launcher(launch_context.get_executor(), ec, plan.program, *args,
                             bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
                             bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd},
-                            ChildSideSetup{options, handed.get()});
+                            ChildSideSetup{options, inherited});
     if (!ec) {
       pid = process.id();
       process.detach();  // ours now; the basic_process must not kill it on destruction

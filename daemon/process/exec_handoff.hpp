@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 namespace mh::daemon {
 
@@ -13,5 +14,14 @@ inline constexpr const char* kHandedEnvFdVar = "METAHARNESS_EXEC_ENV_FD";
 // The most the handed environment may hold (NAME=VALUE entries, each ended by a NUL): the kernel
 // takes no more than about this in argv and envp together.
 inline constexpr std::size_t kMaxHandedEnvBytes = 1u << 20;
+
+// A privileged hop's argument (before its first "--") that names a path to be opened by the
+// spawner, not by the hop: ChildProcess::spawn opens the path after the prefix without following
+// any symbolic link (openat2 RESOLVE_NO_SYMLINKS), keeps the descriptor open across exec and puts
+// its number in the argument's place. So bwrap binds (`--bind-fd`) exactly the directory that was
+// checked, whatever the run's submitter renamed or linked since. It starts with a character no
+// absolute path starts with, and only arguments before the first "--" are read (never the
+// vendor's own).
+inline constexpr std::string_view kOpenedPathArgPrefix = "@mh-opened-path:";
 
 }  // namespace mh::daemon

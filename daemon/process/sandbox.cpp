@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "daemon/process/exec_handoff.hpp"
+
 namespace mh::daemon {
 
 namespace fs = std::filesystem;
@@ -107,7 +109,17 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
   for (const fs::path& path : writable)
     if (std::none_of(kept.begin(), kept.end(), [&](const fs::path& k) { return is_under(path, k); }))
       kept.push_back(path);
-  auto bind_writable = [&](const fs::path& path) { add(args, {"--bind", path.string(), path.string()}); };
+  // The operator's working directory (a cwd the plan did not make) lives where the run's
+  // submitter may rename or link things: it is bound from a descriptor the spawner opens without
+  // following a link (exec_handoff.hpp), never by a path bwrap would resolve again as root.
+  const bool operator_cwd =
+      std::find(plan.directories.begin(), plan.directories.end(), plan.cwd) == plan.directories.end();
+  auto bind_writable = [&](const fs::path& path) {
+    if (operator_cwd && path.lexically_normal() == plan.cwd.lexically_normal())
+      add(args, {"--bind-fd", std::string(kOpenedPathArgPrefix) + path.string(), path.string()});
+    else
+      add(args, {"--bind", path.string(), path.string()});
+  };
   for (const fs::path& path : kept) {
     make_parents(path);
     bind_writable(path);

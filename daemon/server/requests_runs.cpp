@@ -1,6 +1,7 @@
 // The requests about runs as a whole: submit, list, get, status, and shutdown.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "adapters/plan_common.hpp"
@@ -67,6 +68,17 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
     return refuse("MALFORMED",
                   "a run takes \"model_scenario\" (a scripted endpoint the daemon hosts) or \"model_endpoint\" "
                   "(an endpoint to use), not both");
+  }
+  // The cwd is resolved once, here, and kept as its real path: it is checked as that path, and
+  // the sandbox binds that path only, opened without following a link (exec_handoff.hpp), so a
+  // link the submitter puts in its place later is refused, never followed.
+  if (spec->cwd && std::filesystem::path(*spec->cwd).is_absolute()) {
+    std::error_code ec;
+    auto real = std::filesystem::weakly_canonical(*spec->cwd, ec);
+    if (ec)
+      return refuse("MALFORMED",
+                    "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\" cannot be resolved: " + ec.message());
+    spec->cwd = real.string();
   }
   // A cwd is where an allowed call writes: below admin, only under the configured roots (none by
   // default: a run works in its own scratch).

@@ -244,6 +244,20 @@ TEST_F(DaemonContainment, AControlPeerMayNameACwdOnlyUnderTheWorkspaceRoots) {
       submit(one_bash_call_scenario("true"), R"("cwd":")" + (dir.path() / "roots/project").string() + "\"", &code);
   EXPECT_FALSE(id.empty()) << code;
   if (!id.empty()) follow(id);
+  // A cwd named through a link is kept as its real path, the one checked and the one the sandbox
+  // binds (by a descriptor opened without following links: SandboxTest.ACwdSwapped…).
+  std::filesystem::create_directory_symlink(dir.path() / "roots/project", dir.path() / "roots/link");
+  std::string linked =
+      submit(one_bash_call_scenario("true"), R"("cwd":")" + (dir.path() / "roots/link").string() + "\"", &code);
+  ASSERT_FALSE(linked.empty()) << code;
+  auto events = follow(linked);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().str("reason"), "completed") << "the run works in its real directory";
+  auto spec = protocol::parse_json(read_file(daemon->run_dir(linked) / "spec.json"));
+  ASSERT_TRUE(spec && spec->is_object());
+  EXPECT_EQ(
+      boost::json::serialize(spec->as_object().at("cwd")),
+      boost::json::serialize(boost::json::value(std::filesystem::canonical(dir.path() / "roots/project").string())));
 }
 
 TEST(DaemonCgroupParent, IsGoneAfterTheDaemonStops) {

@@ -64,6 +64,31 @@ TEST_F(SandboxTest, TheRunWritesItsOwnDirectoriesAndNothingElse) {
   EXPECT_FALSE(std::filesystem::exists("/usr/mh-sandbox-probe"));
 }
 
+// The operator's cwd as it was checked is what the run gets: a submitter who swaps it for a link
+// to a directory of the host's after the check (the plan is made, the spawn not yet) gets the
+// spawn refused by name, never that directory bound writable into the run.
+TEST_F(SandboxTest, ACwdSwappedForALinkAfterItWasCheckedIsRefusedNotFollowed) {
+  const auto outside = elsewhere.path() / "host-directory";
+  std::filesystem::create_directories(outside);
+  std::ofstream(outside / "host-secret") << "secret";
+  auto plan = make_plan("/bin/sh", {"-c", "ls -A; echo done"}, {{"PATH", "/usr/bin:/bin"}}, work_);
+  plan.directories = {scratch_};
+  const auto contained = sandboxed(plan, spec_);
+  std::filesystem::rename(work_, run_.path() / "work-as-checked");
+  std::filesystem::create_directory_symlink(outside, work_);
+  auto child = ChildProcess::spawn(strand_, contained);
+  if (child) {
+    std::string seen = io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s);
+    io_.run(strand_, (*child)->async_wait(), 30s);
+    FAIL() << "the link was followed: the run saw " << seen;
+  }
+  EXPECT_NE(child.error().find("symbolic link"), std::string::npos) << child.error();
+  // The same cwd, not swapped, is bound and writable (the other tests' every run).
+  std::filesystem::remove(work_);
+  std::filesystem::rename(run_.path() / "work-as-checked", work_);
+  EXPECT_EQ(run("ls -A; echo done").out, "done\n");
+}
+
 TEST_F(SandboxTest, TheHostsTmpRootAndAPlantedFileAreInvisible) {
   std::ofstream(elsewhere.path() / "planted") << "secret";
   auto r = run("cat " + (elsewhere.path() / "planted").string() +
