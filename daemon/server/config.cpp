@@ -29,8 +29,14 @@ std::string_view to_string(Role role) {
   return protocol::to_string(role);
 }
 
-std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid) {
-  std::set<std::uint32_t> out{gid};
+namespace {
+
+// The name and primary group of uid's user in the host's user database; nullopt without one.
+struct UserEntry {
+  std::string name;
+  std::uint32_t gid = 0;
+};
+std::optional<UserEntry> user_entry(std::uint32_t uid) {
   long hint = ::sysconf(_SC_GETPW_R_SIZE_MAX);
   std::vector<char> buffer(hint > 0 ? static_cast<std::size_t>(hint) : 16384);
   passwd entry{};
@@ -38,11 +44,25 @@ std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid) {
   int rc;
   while ((rc = ::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
     buffer.resize(buffer.size() * 2);
-  if (rc != 0 || !found) return out;
+  if (rc != 0 || !found) return std::nullopt;
+  return UserEntry{entry.pw_name, entry.pw_gid};
+}
+
+}  // namespace
+
+std::set<std::uint32_t> groups_of_user(std::uint32_t uid) {
+  auto user = user_entry(uid);
+  return user ? groups_of(uid, user->gid) : std::set<std::uint32_t>{};
+}
+
+std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid) {
+  std::set<std::uint32_t> out{gid};
+  auto user = user_entry(uid);
+  if (!user) return out;
   std::vector<gid_t> list(64);
   for (;;) {
     int n = static_cast<int>(list.size());
-    if (::getgrouplist(entry.pw_name, gid, list.data(), &n) >= 0) {
+    if (::getgrouplist(user->name.c_str(), gid, list.data(), &n) >= 0) {
       out.insert(list.begin(), list.begin() + n);
       return out;
     }

@@ -30,6 +30,9 @@ struct Grants {
 // uid's user in the host's group database (getgrouplist), which is where `usermod -aG` puts a
 // member. A uid with no user entry has its gid alone.
 std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid);
+// The groups of uid's user as the database has them (its primary group and supplementary ones),
+// for a uid known by its number alone (a peer host's claim); empty when there is no such user.
+std::set<std::uint32_t> groups_of_user(std::uint32_t uid);
 
 struct DaemonConfig {
   // [paths]

@@ -3,15 +3,11 @@
 // another host owns. Each answers as its one-host request does, plus which host.
 #include "daemon/server/requests_fleet.hpp"
 
-#include <pwd.h>
-#include <unistd.h>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/serialize.hpp>
-#include <cerrno>
 #include <deque>
 #include <set>
 #include <vector>
@@ -35,16 +31,7 @@ namespace mh::daemon {
 namespace asio = boost::asio;
 
 bool admin_uid_here(const DaemonConfig& config, std::uint32_t uid) {
-  std::set<std::uint32_t> groups;
-  long hint = ::sysconf(_SC_GETPW_R_SIZE_MAX);
-  std::vector<char> buffer(hint > 0 ? static_cast<std::size_t>(hint) : 16384);
-  passwd entry{};
-  passwd* found = nullptr;
-  int rc;
-  while ((rc = ::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
-    buffer.resize(buffer.size() * 2);
-  if (rc == 0 && found) groups = groups_of(uid, found->pw_gid);
-  return config.role_of(uid, groups) == Role::admin;
+  return config.role_of(uid, groups_of_user(uid)) == Role::admin;
 }
 
 std::string peer_uid_problem(const DaemonConfig& config, std::uint32_t uid) {
