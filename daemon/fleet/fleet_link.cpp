@@ -93,13 +93,6 @@ NatsResult<KvHandle> ensure_bucket(jsCtx* js, kvConfig& cfg) {
   return nats_error(std::string("bucket ") + cfg.Bucket, s);
 }
 
-// A layout call JetStream may take a moment later: "temporarily unavailable" (no meta leader,
-// or the node catching up) or no answer within the wait. Anything else (no JetStream at all, a
-// stream made with other settings, more replicas than nodes) will not change by waiting.
-bool worth_waiting_for(const NatsError& e) {
-  return e.js == JSClusterNotAvailErr || e.status == NATS_TIMEOUT;
-}
-
 // JetStream's answer when the layout asks for more replicas than it has nodes to put them on:
 // refused naming fleet.replicas (replicas = 3 is the default; a lone server takes 1).
 NatsError replicas_refusal(NatsError e, int replicas) {
@@ -118,6 +111,10 @@ NatsError replicas_refusal(NatsError e, int replicas) {
 }
 
 }  // namespace
+
+bool worth_waiting_for(const NatsError& e) {
+  return e.js == JSClusterNotAvailErr || e.status == NATS_TIMEOUT;
+}
 
 NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& config, const LayoutWait& waiting,
                                                           std::chrono::milliseconds patience) {

@@ -17,6 +17,11 @@
 
 namespace mh::fleet {
 
+// A JetStream call a starting host waits for rather than refuses: "temporarily unavailable" (no
+// meta leader, or the node catching up) or no answer within the wait. Anything else (no JetStream
+// at all, a stream made with other settings, more replicas than nodes) will not change by waiting.
+bool worth_waiting_for(const NatsError& e);
+
 class FleetLink {
  public:
   // What connect() is told each time JetStream was not ready for the layout and it waits.

@@ -114,8 +114,23 @@ boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(
     return Result(boost::system::in_place_error, key + ": " + link.error().text);
   }
   std::shared_ptr<FleetHost> host(new FleetHost(server, std::move(*link)));
-  if (auto renewed = host->lease_.renew(lease_info(config)); !renewed)
-    return Result(boost::system::in_place_error, "fleet: " + renewed.error().text);
+  // The first lease, within the same patience as the layout: a node that has just come back may
+  // hold a replica of the hosts bucket whose stream has no leader yet ("no responders" to the
+  // put, which a bucket of one replica never shows) for a moment after the layout is there.
+  const auto give_up = std::chrono::steady_clock::now() + fleet::FleetLink::kLayoutPatience;
+  for (std::chrono::milliseconds pause(250);; pause = std::min(pause * 2, std::chrono::milliseconds(2000))) {
+    auto renewed = host->lease_.renew(lease_info(config));
+    if (renewed) break;
+    fleet::NatsError why = renewed.error();
+    if (!fleet::worth_waiting_for(why) && why.status != NATS_NO_RESPONDERS)
+      return Result(boost::system::in_place_error, "fleet: " + why.text);
+    if (std::chrono::steady_clock::now() + pause >= give_up)
+      return Result(boost::system::in_place_error, "fleet: " + why.text + " (still so after " +
+                                                       std::to_string(fleet::FleetLink::kLayoutPatience.count()) +
+                                                       " s)");
+    log(LogPriority::notice, "fleet: JetStream is not ready yet (" + why.text + "); waiting");
+    std::this_thread::sleep_for(pause);  // the daemon's start, before any io thread: nothing else to do
+  }
   log(LogPriority::info, "fleet: host " + config.host_id + " joined through " + config.nats_urls.front() + " (lease " +
                              std::to_string(config.lease_ttl.count()) + " ms)");
   auto handler = [weak = std::weak_ptr<Server>(server)](std::string body, fleet::Responder responder) {
