@@ -464,23 +464,6 @@ TEST_F(DaemonAdoption, ARunWhoseSupervisorDiesIsKilledAndClosedSayingSo) {
   EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch/work/x.txt"));
 }
 
-// The first line a peer running as `uid` reads after sending `request`: "" (with `why`) when it
-// read none. Forks: the child drops to `uid`, so the daemon reads that uid from the connection.
-std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request,
-                          std::string& why) {
-  auto report = as_peer_of_uid(uid, socket, std::chrono::seconds(60), [&](int fd) {
-    std::string line = request + "\n";
-    (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
-    std::string got;
-    char ch;
-    while (::read(fd, &ch, 1) == 1 && ch != '\n')
-      got += ch;
-    return got;
-  });
-  if (!report.ran || report.seen.empty()) why = report.ran ? "no line" : report.seen;
-  return report.ran ? report.seen : "";
-}
-
 // Issue 24 item 3: a vendor_env value is a secret whatever its name. `get` shows its name with
 // the value redacted, to the owner and to an observer of another uid (the attack: `nobody`,
 // granted observe, reading another uid's run), before and after an adoption; spec.json and

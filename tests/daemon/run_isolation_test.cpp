@@ -51,25 +51,6 @@ class PassableDir {
   std::filesystem::path path_;
 };
 
-// The first line a peer running as `uid` reads after sending `request`; "" (with `why`) if none.
-std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request,
-                          std::string& why) {
-  auto report = as_peer_of_uid(uid, socket, std::chrono::seconds(60), [&](int fd) {
-    std::string line = request + "\n";
-    (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
-    std::string got;
-    char ch;
-    while (::read(fd, &ch, 1) == 1 && ch != '\n')
-      got += ch;
-    return got;
-  });
-  if (!report.ran || report.seen.empty()) {
-    why = report.ran ? "no line" : report.seen;
-    return "";
-  }
-  return report.seen;
-}
-
 std::string submit_line(const std::string& scenario, const std::string& extra) {
   return socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe",)"
                                   R"("model_scenario":)" +

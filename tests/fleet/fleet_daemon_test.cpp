@@ -58,27 +58,6 @@ std::string allow_marker(const std::string& run, const std::string& command_id, 
       request_id);
 }
 
-// The first line a peer running as `uid` reads after sending `request` on `socket`: "" (with
-// `why`) when it read none. Forks: the child drops to `uid`, so the daemon reads that uid from the
-// connection's credentials, and reports through a pipe.
-std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request,
-                          std::string& why) {
-  auto report = as_peer_of_uid(uid, socket, std::chrono::seconds(60), [&](int fd) {
-    std::string line = request + "\n";
-    (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
-    std::string got;
-    char ch;
-    while (::read(fd, &ch, 1) == 1 && ch != '\n')
-      got += ch;
-    return got;
-  });
-  if (!report.ran || report.seen.empty()) {
-    why = report.ran ? "no line" : report.seen;
-    return "";
-  }
-  return report.seen;
-}
-
 class FleetDaemons : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

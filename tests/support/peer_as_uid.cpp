@@ -49,4 +49,22 @@ PeerReport as_peer_of_uid(uid_t uid, const std::filesystem::path& socket, std::c
   return {seen.front() == '+', seen.substr(1)};
 }
 
+std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request,
+                          std::string& why) {
+  auto report = as_peer_of_uid(uid, socket, std::chrono::seconds(60), [&](int fd) {
+    std::string line = request + "\n";
+    (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
+    std::string got;
+    char ch;
+    while (::read(fd, &ch, 1) == 1 && ch != '\n')
+      got += ch;
+    return got;
+  });
+  if (!report.ran || report.seen.empty()) {
+    why = report.ran ? "no line" : report.seen;
+    return "";
+  }
+  return report.seen;
+}
+
 }  // namespace mh::test

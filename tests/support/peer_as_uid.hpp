@@ -22,4 +22,9 @@ struct PeerReport {
 PeerReport as_peer_of_uid(uid_t uid, const std::filesystem::path& socket, std::chrono::seconds read_bound,
                           const std::function<std::string(int fd)>& act);
 
+// The first line a peer running as `uid` reads after sending `request` (one line) on `socket`:
+// "" (with `why`) when it read none. Forks: the child drops to `uid`, so the daemon reads that
+// uid from the connection's credentials.
+std::string first_line_as(uid_t uid, const std::filesystem::path& socket, const std::string& request, std::string& why);
+
 }  // namespace mh::test
