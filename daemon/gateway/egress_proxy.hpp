@@ -1,0 +1,55 @@
+// The run's egress (issue 25, docs/gateway.md): an HTTP CONNECT proxy beside the gateway, the
+// only way out for a tool call, open to the destinations the run's spec lists ("host:port") and
+// to nothing else. Destinations are checked after name resolution: never loopback, link-local,
+// private-use cloud metadata, unspecified, multicast or the host's own addresses, whatever name
+// led there. A refused destination is told (hooks.denied) once per destination with its count at
+// the end; an allowed one is counted.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mh::gateway {
+
+struct EgressHooks {
+  // The first refusal of a destination ("host:port"), with why.
+  std::function<void(const std::string& destination, const std::string& why)> denied;
+  std::function<void(const std::string&)> log;
+};
+
+struct EgressCounts {
+  std::map<std::string, std::uint64_t> allowed;  // destination -> connections made
+  std::map<std::string, std::uint64_t> denied;   // destination -> attempts refused
+};
+
+class EgressProxy {
+ public:
+  EgressProxy(boost::asio::io_context& io, std::vector<std::string> allowed, EgressHooks hooks);
+  ~EgressProxy();
+  EgressProxy(const EgressProxy&) = delete;
+  EgressProxy& operator=(const EgressProxy&) = delete;
+
+  void serve(boost::asio::local::stream_protocol::acceptor acceptor);
+  void serve(boost::asio::ip::tcp::acceptor acceptor);
+  void stop();
+  EgressCounts counts() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Whether an address may be reached from a run (post-resolution check): false for loopback,
+// link-local (169.254/16, fe80::/10; 169.254.169.254 and fd00:ec2::254 metadata among them),
+// unspecified, multicast, broadcast, and any address of the host's own interfaces.
+bool egress_address_allowed(const boost::asio::ip::address& address);
+
+}  // namespace mh::gateway
