@@ -97,10 +97,20 @@ struct RunSpec {
   std::uint64_t decision_deadline_ms = 55'000;
   std::optional<std::string> cwd;  // operator-named working directory (else scratch/work)
   std::optional<ModelEndpoint> model_endpoint;
+  // The configured upstream ([upstreams.NAME]) the run's model gateway forwards to (issue 25,
+  // docs/gateway.md). The daemon then points model_endpoint at the run's gateway, with the run's
+  // placeholder token; the real key never reaches the run.
+  std::optional<std::string> upstream;
+  // Destinations ("host:port") an allowed tool call may reach through the run's egress proxy;
+  // nothing else is reachable from a run whose network is "gateway".
+  std::vector<std::string> egress;
   std::optional<std::string> model;  // vendor model name, passed through
   // Declared extra environment for the vendor (e.g. CLAUDE_CODE_MAX_RETRIES). Checked
   // against the adapter's denylist: a declared variable that would disable the seam is refused.
   std::map<std::string, std::string> vendor_env;
+  // The vendor_env names whose values the spec marks secret (`{"value":…, "secret":true}`): their
+  // values are replaced by [redacted:NAME] in everything the run writes.
+  std::set<std::string> secret_vendor_env;
   // Declared vendor settings that are not environment (e.g. Codex's provider retry counts),
   // checked against the adapter's own list: an unknown key refuses the run.
   std::map<std::string, std::string> vendor_options;
@@ -165,7 +175,11 @@ struct ScratchLink {
 // stdin), answered with one line (the hook's stdout; empty for no opinion).
 struct HookChannel {
   std::string env_var;  // e.g. METAHARNESS_HOOK_SOCKET
-  std::string address;  // abstract socket name, written with a leading '@'
+  std::string address;  // as the vendor reaches it: an abstract name with a leading '@', or a path
+  // Where the listener binds it when that differs from `address`: a path socket in the run
+  // directory bound into the run's view at `address` (a run with a network namespace of its own,
+  // where abstract sockets of the host are out of reach). Empty: `address` itself.
+  std::filesystem::path bound_at;
 };
 
 struct LaunchPlan {
@@ -448,6 +462,9 @@ class Adapter {
   virtual ~Adapter() = default;
   virtual std::string_view id() const = 0;
   virtual const proto::CapabilityTable& capabilities() const = 0;
+  // The model wire the vendor speaks to its model ("anthropic" | "openai-responses"): an upstream
+  // serving another wire is refused at submit, by name (docs/gateway.md).
+  virtual std::string_view model_wire() const = 0;
   // Computes the launch plan, or refuses the run with named reasons. Reads the filesystem only
   // to locate the vendor binary; writes nothing.
   virtual std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const = 0;

@@ -110,11 +110,13 @@ class NpmCliAdapter : public Adapter {
     std::string_view id;
     const proto::CapabilityTable& capabilities;
     std::string_view manifest;  // package.json under the vendor dir
+    std::string_view model_wire;  // "anthropic" | "openai-responses"
   };
   NpmCliAdapter(Identity identity, HostConfig config) : config_(std::move(config)), identity_(identity) {}
 
   std::string_view id() const override { return identity_.id; }
   const proto::CapabilityTable& capabilities() const override { return identity_.capabilities; }
+  std::string_view model_wire() const override { return identity_.model_wire; }
   std::optional<std::string> installed_version(std::string& error) const override {
     return installed_package_version(config_, identity_.id, identity_.manifest, error);
   }

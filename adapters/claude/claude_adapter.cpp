@@ -355,7 +355,7 @@ namespace {
 class ClaudeAdapter final : public NpmCliAdapter {
  public:
   explicit ClaudeAdapter(HostConfig config)
-      : NpmCliAdapter({"claude", claude::capabilities(), "node_modules/@anthropic-ai/claude-code/package.json"},
+      : NpmCliAdapter({"claude", claude::capabilities(), "node_modules/@anthropic-ai/claude-code/package.json", "anthropic"},
                       std::move(config)) {}
 
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {

@@ -68,7 +68,7 @@ namespace {
 class OpencodeAdapter final : public NpmCliAdapter {
  public:
   explicit OpencodeAdapter(HostConfig config)
-      : NpmCliAdapter({"opencode", opencode::capabilities(), "node_modules/opencode-ai/package.json"},
+      : NpmCliAdapter({"opencode", opencode::capabilities(), "node_modules/opencode-ai/package.json", "anthropic"},
                       std::move(config)) {}
 
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {

@@ -50,6 +50,7 @@ class StandInAdapter final : public Adapter {
   }
   std::string_view id() const override { return "fake"; }
   const proto::CapabilityTable& capabilities() const override { return table_; }
+  std::string_view model_wire() const override { return "anthropic"; }
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec&, const RunPaths&) const override {
     return LaunchRefusal{};
   }
