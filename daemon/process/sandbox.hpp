@@ -54,7 +54,27 @@ struct SandboxSpec {
   // The last hop, mh-exec (default_exec_helper()): bound read-only into the view, it applies the
   // vendor's environment after the drop (see sandboxed()).
   std::filesystem::path exec_helper = default_exec_helper();
+  // network = "gateway" (docs/gateway.md): the run gets a network namespace of its own with
+  // loopback only. `gate_dir` (the run directory's gate/, holding the gateway's, the egress
+  // proxy's and the hook channel's sockets) is bound at kGateInView; mh-exec relays each of
+  // `relays` from the run's own loopback to its socket there; the plan's hook channel is moved
+  // from an abstract name (out of reach in a new network namespace) to its socket there.
+  struct Relay {
+    std::uint16_t port = 0;            // on 127.0.0.1 inside the run's network namespace
+    std::filesystem::path socket;      // as seen inside the view (under kGateInView)
+  };
+  struct OwnNetwork {
+    std::filesystem::path gate_dir;
+    std::vector<Relay> relays;
+  };
+  std::optional<OwnNetwork> own_network;
 };
+
+// Where the run's gate directory appears inside its view.
+inline constexpr const char* kGateInView = "/run/metaharness";
+// The ports the relays listen on inside a run's own network namespace (no other run shares it).
+inline constexpr std::uint16_t kGatewayRelayPort = 41000;
+inline constexpr std::uint16_t kEgressRelayPort = 41001;
 
 // The plan, rewritten to run inside the sandbox: `bwrap <layout> [-- setpriv <drop>] -- mh-exec --
 // <the vendor> <its args>`. The privileged hops (bwrap, setpriv) get a fixed environment, the run

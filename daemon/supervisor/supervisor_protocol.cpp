@@ -19,9 +19,10 @@ namespace {
 
 // Each message's "t", in the order of its variant's alternatives.
 constexpr std::array<std::string_view, std::variant_size_v<ToSupervisor>> kToKinds = {"attach", "in", "close_stdin",
-                                                                                      "hook_reply", "release"};
+                                                                                      "hook_reply", "release", "reserved"};
 constexpr std::array<std::string_view, std::variant_size_v<FromSupervisor>> kFromKinds = {
-    "hello", "out", "out_end", "err_end", "exited", "hook", "hook_gone", "refused"};
+    "hello", "out",     "out_end",         "err_end", "exited", "hook", "hook_gone", "refused", "reserve",
+    "gateway_usage", "gateway_refused", "egress"};
 
 void write_termination(JsonWriter& w, const protocol::ProcessTermination& termination) {
   protocol::write(w, termination);
@@ -48,6 +49,11 @@ struct ToWriter {
   }
   void operator()(const CloseStdin&) {}
   void operator()(const Release&) {}
+  void operator()(const Reserved& m) {
+    w.field_u64("request", m.request);
+    w.field_bool("allowed", m.allowed);
+    if (!m.reason.empty()) w.field("reason", m.reason);
+  }
 };
 
 struct FromWriter {
@@ -98,6 +104,31 @@ struct FromWriter {
   void operator()(const HookGone& m) { w.field_u64("connection", m.connection); }
   void operator()(const Refused& m) { w.field("why", m.why); }
   void operator()(const ErrEnd&) {}
+  void operator()(const Reserve& m) {
+    w.field_u64("request", m.request);
+    w.field("model", m.model);
+    w.field_u64("max_tokens", m.max_tokens);
+    w.field_u64("input_bytes", m.input_bytes);
+  }
+  void operator()(const GatewayUsage& m) {
+    w.field_u64("request", m.request);
+    w.field_i64("status", m.status);
+    w.field("model", m.model);
+    w.field_u64("input_tokens", m.input_tokens);
+    w.field_u64("output_tokens", m.output_tokens);
+    w.field_u64("cache_read_tokens", m.cache_read_tokens);
+    w.field_u64("cache_creation_tokens", m.cache_creation_tokens);
+    w.field_bool("complete", m.complete);
+  }
+  void operator()(const GatewayRefused& m) {
+    w.field("method", m.method);
+    w.field("path", m.path);
+  }
+  void operator()(const Egress& m) {
+    w.field("destination", m.destination);
+    w.field_bool("allowed", m.allowed);
+    if (!m.why.empty()) w.field("why", m.why);
+  }
 };
 
 template <class Writer, class Message, std::size_t N>
@@ -260,6 +291,13 @@ ParsedToSupervisor parse_to_supervisor(std::string_view line) {
     return done<ToSupervisor>(f, std::move(m));
   }
   if (t == "release") return done<ToSupervisor>(f, Release{});
+  if (t == "reserved") {
+    Reserved m;
+    m.request = f.req_u64("request");
+    m.allowed = f.req_bool("allowed");
+    m.reason = f.opt_string("reason").value_or("");
+    return done<ToSupervisor>(f, std::move(m));
+  }
   return std::optional<ToSupervisor>();  // a later daemon's message: ignored
 }
 
@@ -297,6 +335,35 @@ ParsedFromSupervisor parse_from_supervisor(std::string_view line) {
   }
   if (t == "hook_gone") return done<FromSupervisor>(f, HookGone{f.req_u64("connection")});
   if (t == "refused") return done<FromSupervisor>(f, Refused{f.req_string("why")});
+  if (t == "reserve") {
+    Reserve m;
+    m.request = f.req_u64("request");
+    m.model = f.req_string("model");
+    m.max_tokens = f.req_u64("max_tokens");
+    m.input_bytes = f.req_u64("input_bytes");
+    return done<FromSupervisor>(f, std::move(m));
+  }
+  if (t == "gateway_usage") {
+    GatewayUsage m;
+    m.request = f.req_u64("request");
+    auto status = f.opt_i64("status").value_or(0);
+    m.status = status < 0 || status > 999 ? 0 : static_cast<std::int32_t>(status);
+    m.model = f.req_string("model");
+    m.input_tokens = f.opt_u64("input_tokens");
+    m.output_tokens = f.opt_u64("output_tokens");
+    m.cache_read_tokens = f.opt_u64("cache_read_tokens");
+    m.cache_creation_tokens = f.opt_u64("cache_creation_tokens");
+    m.complete = f.req_bool("complete");
+    return done<FromSupervisor>(f, std::move(m));
+  }
+  if (t == "gateway_refused") return done<FromSupervisor>(f, GatewayRefused{f.req_string("method"), f.req_string("path")});
+  if (t == "egress") {
+    Egress m;
+    m.destination = f.req_string("destination");
+    m.allowed = f.req_bool("allowed");
+    m.why = f.opt_string("why").value_or("");
+    return done<FromSupervisor>(f, std::move(m));
+  }
   return std::optional<FromSupervisor>();  // a later supervisor's message: ignored
 }
 

@@ -68,8 +68,15 @@ struct HookReply {     // the answer to a hook connection, without its '\n'
   std::string line;
 };
 struct Release {};  // the daemon recorded the run's end: the supervisor exits
+// The answer to a gateway's `reserve` (docs/gateway.md): forward the request, or answer it with
+// `reason` in the upstream's own wire and never forward it.
+struct Reserved {
+  std::uint64_t request = 0;
+  bool allowed = false;
+  std::string reason;
+};
 
-using ToSupervisor = std::variant<Attach, In, CloseStdin, HookReply, Release>;
+using ToSupervisor = std::variant<Attach, In, CloseStdin, HookReply, Release, Reserved>;
 
 // ---- supervisor -> daemon ---------------------------------------------------------------------
 
@@ -123,8 +130,34 @@ struct HookGone {
 struct Refused {  // the answer to a daemon line that could not be used
   std::string why;
 };
+// The run's gateway (docs/gateway.md). These are kept, in order and bounded, while no daemon is
+// attached, and sent after the next hello; a `reserve` not yet answered is sent again after every
+// hello until it is (its request waits for the answer).
+struct Reserve {  // a model request asks to spend at most this before it is forwarded
+  std::uint64_t request = 0;
+  std::string model;
+  std::uint64_t max_tokens = 0;
+  std::uint64_t input_bytes = 0;
+};
+struct GatewayUsage {  // what one forwarded request spent, read from its answer; settles its reserve
+  std::uint64_t request = 0;
+  std::int32_t status = 0;
+  std::string model;
+  std::optional<std::uint64_t> input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens;
+  bool complete = false;
+};
+struct GatewayRefused {  // a method and path outside the wire's model routes, refused 403 (once each)
+  std::string method;
+  std::string path;
+};
+struct Egress {  // a connection attempt through the run's egress proxy
+  std::string destination;  // "host:port"
+  bool allowed = false;
+  std::string why;  // when refused
+};
 
-using FromSupervisor = std::variant<Hello, Out, OutEnd, ErrEnd, Exited, Hook, HookGone, Refused>;
+using FromSupervisor = std::variant<Hello, Out, OutEnd, ErrEnd, Exited, Hook, HookGone, Refused, Reserve,
+                                    GatewayUsage, GatewayRefused, Egress>;
 
 // ---- codec ------------------------------------------------------------------------------------
 

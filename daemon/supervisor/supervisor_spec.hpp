@@ -26,9 +26,42 @@ struct SpecIdentity {
 };
 
 struct SpecHookChannel {
-  std::string address;    // abstract socket name, written with a leading '@'
+  // Where to listen: an abstract socket name with a leading '@', or an absolute path (a run with
+  // a network namespace of its own: the socket is in the run directory, bound into the view).
+  std::string address;
   std::uint32_t uid = 0;  // the peer must be this user (the run's own)
   std::string marker;     // NAME=VALUE: the peer's environment must carry it whole
+};
+
+// Where a gateway or an egress proxy listens: a Unix socket path (bound into the run's view and
+// relayed onto the run's own loopback by mh-exec: network = "gateway"), or a port on the host's
+// loopback (network = "host").
+struct SpecListen {
+  std::optional<fs::path> path;
+  std::optional<std::uint16_t> tcp_port;
+};
+
+// The run's model gateway (docs/gateway.md), hosted by the supervisor.
+struct SpecGateway {
+  std::string upstream_name;
+  std::string wire;  // "anthropic" | "openai-responses"
+  std::string url;   // empty with `scenario`: the supervisor's own scripted endpoint
+  std::optional<fs::path> credential;  // the key's file (read by the supervisor, never by the run)
+  std::optional<fs::path> ca_file;
+  std::string header;  // which header carries the key; empty: the wire's default
+  // A run's model_scenario: the supervisor hosts the scripted endpoint itself (so it outlives
+  // the daemon as the run does) and makes it this gateway's upstream; every request it serves is
+  // recorded in `scenario_log` (the run's model-requests.jsonl).
+  std::optional<fs::path> scenario;
+  std::optional<fs::path> scenario_log;
+  std::string token;     // the run's placeholder: the only credential the gateway accepts
+  bool reserve = false;  // budgets apply: every model request asks the daemon first (`reserve`)
+  SpecListen listen;
+};
+
+struct SpecEgress {
+  std::vector<std::string> allowed;  // "host:port"
+  SpecListen listen;
 };
 
 struct SupervisorSpec {
@@ -50,6 +83,8 @@ struct SupervisorSpec {
   std::optional<fs::path> cgroup;  // the run's cgroup directory: the vendor joins it before exec
   std::optional<SpecIdentity> identity;
   std::optional<SpecHookChannel> hook_channel;
+  std::optional<SpecGateway> gateway;
+  std::optional<SpecEgress> egress;
   std::uint64_t adopt_within_ms = 0;  // how long to wait with no daemon attached
 
   // The run directory: where supervisor.json and supervisor.log are (the socket's directory).
