@@ -18,6 +18,7 @@
 
 #include "adapters/adapter.hpp"
 #include "daemon/run/run_core.hpp"
+#include "daemon/supervisor/supervisor_spec.hpp"
 #include "protocol/hermetic_floor.hpp"
 
 namespace boost::asio {
@@ -104,6 +105,16 @@ struct RunOptions {
     std::chrono::milliseconds attach_within{10000};  // how long a daemon waits for its supervisor
   };
   std::optional<Supervision> supervision;
+  // The run's model gateway and egress proxy, hosted by its supervisor (docs/gateway.md): set
+  // when the run names an upstream, or has a model_scenario under supervision. The daemon fills
+  // them, listen addresses included, before the run is created (the plan's model_endpoint points
+  // at the gateway as the vendor will reach it).
+  std::optional<supervisor::SpecGateway> gateway;
+  std::optional<supervisor::SpecEgress> egress;
+  // network = "gateway": the run gets a network namespace of its own, loopback only, where
+  // mh-exec relays kGatewayRelayPort and kEgressRelayPort to the gateway's and the egress
+  // proxy's sockets (daemon/process/sandbox.hpp). false: the host's network (network = "host").
+  bool own_network = false;
 };
 
 struct RunOutcome {

@@ -213,6 +213,9 @@ struct Run::Impl final : RunEffects {
   void arm_grace_at(Instant when);
 
   // Supervised runs (run_supervised.cpp).
+  // A message of the run's gateway or egress proxy (Reserve, GatewayUsage, GatewayRefused,
+  // Egress), from the supervisor's loop: run_gateway.cpp.
+  void on_gateway_message(const supervisor::FromSupervisor& message);
   asio::awaitable<bool> launch_supervised(const adapters::LaunchPlan& to_spawn, const SpawnOptions& spawn_options);
   asio::awaitable<protocol::ProcessTermination> supervise_body();
   asio::awaitable<void> read_transcript_to(std::uint64_t end, const supervisor::Out* out = nullptr);
