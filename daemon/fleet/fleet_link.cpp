@@ -68,29 +68,132 @@ bool already_exists(jsErrCode code) {
   return code == JSStreamNameExistErr || code == JSConsumerNameExistErr || code == JSConsumerExistingActiveErr;
 }
 
-// A stream made if missing; one that exists is kept as it is (another host made it first).
-NatsResult<void> ensure_stream(jsCtx* js, jsStreamConfig& cfg) {
+// A part of the layout JetStream holds but cannot use yet: a stream or consumer whose replicas
+// have no leader (just made, or electing after its nodes came back). Nothing listens on a
+// leaderless stream's subjects, so a publish there gets "no responders": the layout is not made
+// until every part has a leader. Given JetStream's own code for "temporarily unavailable" (what it
+// answers itself when its meta group has no leader), so connect() waits for it.
+NatsError not_ready(std::string what, std::string why) {
+  NatsError e;
+  e.status = NATS_ERR;
+  e.js = JSClusterNotAvailErr;
+  e.text = std::move(what) + ": " + std::move(why) + " (JetStream temporarily unavailable for it)";
+  return e;
+}
+
+// A lone server (no cluster) names itself the leader of everything; a replicated stream or
+// consumer names its group's leader, or none while that group elects one.
+bool has_leader(const jsClusterInfo* cluster) {
+  return cluster == nullptr || (cluster->Leader != nullptr && *cluster->Leader != '\0');
+}
+
+// How long "not found" must hold, after a create that went unanswered, before it is sent again.
+// A create sent while JetStream's meta leader had lost its quorum is not answered, but it sits in
+// that leader's log and in its followers' (sent them before they stopped answering), and the next
+// meta leader applies it once it commits an entry of its own term. Until then that new leader
+// answers "not found", and a second create then makes a second assignment of the same stream:
+// nats-server 2.9.10 warns "detected duplicate assignment" and keeps a stream whose info names a
+// leader but which takes no message ("no responders" to every publish, for minutes; seen in
+// tests/fleet, FleetLibrary.AHostStartingWhileJetStreamIsUnavailable...). A new leader commits
+// within a few of its heartbeats (1 s each); the wait is a few of them.
+constexpr std::chrono::seconds kUnansweredCreateSettle{5};
+
+// Whether the create of `name` may be sent now: yes unless an earlier one went unanswered and
+// "not found" has not yet held for kUnansweredCreateSettle since (this call is such an answer).
+NatsResult<void> may_create(FleetLink::Creates& creates, const std::string& name, const std::string& what) {
+  auto it = creates.find(name);
+  if (it == creates.end()) return {};
+  const auto now = std::chrono::steady_clock::now();
+  if (!it->second.missing_since) it->second.missing_since = now;
+  if (now - *it->second.missing_since >= kUnansweredCreateSettle) return {};
+  return not_ready(what, "not found, but its create went unanswered and may yet be applied: asked again first");
+}
+
+// After a create of `name` came back with `s` and `code`: one JetStream did not answer (a timeout,
+// or a disconnect that failed the request) is remembered (see may_create).
+void created(FleetLink::Creates& creates, const std::string& name, natsStatus s, jsErrCode code) {
+  if (s != NATS_OK && code == 0)
+    creates[name] = {};
+  else
+    creates.erase(name);
+}
+
+// Any answer but "not found" ends a streak of them (see may_create). Even one that finds it: a
+// stream found without a leader has been seen to be answered "not found" again a moment later
+// (its assignment dropped by the new meta leader), so only one with a leader ends the care.
+void not_missing(FleetLink::Creates& creates, const std::string& name, natsStatus s) {
+  if (s == NATS_NOT_FOUND) return;
+  if (auto it = creates.find(name); it != creates.end()) it->second.missing_since.reset();
+}
+
+// A stream made if missing; one that exists is kept as it is (another host made it first). Done
+// only once the stream has a leader: a create that timed out may have been made all the same and
+// still be electing, and a stream's info is answered by its members before they have a leader.
+NatsResult<void> ensure_stream(jsCtx* js, jsStreamConfig& cfg, FleetLink::Creates& creates) {
+  const std::string name = cfg.Name;
   jsStreamInfo* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&raw, js, cfg.Name, nullptr, &code);
   StreamInfoHandle info(raw);
-  if (s == NATS_OK) return {};
-  if (s != NATS_NOT_FOUND) return nats_error(std::string("stream ") + cfg.Name, s, code);
-  raw = nullptr;
-  s = js_AddStream(&raw, js, &cfg, nullptr, &code);
-  info.reset(raw);
-  if (s == NATS_OK || already_exists(code)) return {};
-  return nats_error(std::string("creating stream ") + cfg.Name, s, code);
+  not_missing(creates, name, s);
+  if (s == NATS_NOT_FOUND) {
+    if (auto may = may_create(creates, name, "stream " + name); !may) return may.error();
+    raw = nullptr;
+    code = static_cast<jsErrCode>(0);
+    s = js_AddStream(&raw, js, &cfg, nullptr, &code);
+    info.reset(raw);
+    created(creates, name, s, code);
+    if (s != NATS_OK && !already_exists(code)) return nats_error("creating stream " + name, s, code);
+    if (s != NATS_OK) {  // another host made it between the two calls: its info, for its leader
+      raw = nullptr;
+      code = static_cast<jsErrCode>(0);
+      s = js_GetStreamInfo(&raw, js, cfg.Name, nullptr, &code);
+      info.reset(raw);
+    }
+  }
+  if (s != NATS_OK) return nats_error("stream " + name, s, code);
+  if (!has_leader(info->Cluster)) return not_ready("stream " + name, "its replicas have no leader yet");
+  creates.erase(name);
+  return {};
 }
 
-NatsResult<KvHandle> ensure_bucket(jsCtx* js, kvConfig& cfg) {
+// A bucket is a stream (KV_<bucket>) that js_KeyValue binds to. Made here with js_AddStream, the
+// way libnats' js_CreateKeyValue makes it (libnats 3.4.1, kv.c: the same settings), because
+// js_CreateKeyValue keeps JetStream's error code to itself: "temporarily unavailable" or
+// "insufficient resources" would come back as a bare NATS_ERR, neither waited for nor named.
+NatsResult<KvHandle> ensure_bucket(jsCtx* js, const kvConfig& kc, FleetLink::Creates& creates) {
+  const std::string bucket = kc.Bucket;
+  const std::string stream = "KV_" + bucket, subject = "$KV." + bucket + ".>";
+  const char* subjects[] = {subject.c_str()};
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  sc.Name = stream.c_str();
+  sc.Subjects = subjects;
+  sc.SubjectsLen = 1;
+  sc.MaxMsgsPerSubject = kc.History > 0 ? kc.History : 1;
+  sc.MaxBytes = kc.MaxBytes == 0 ? -1 : kc.MaxBytes;
+  sc.MaxAge = kc.TTL;
+  sc.MaxMsgSize = kc.MaxValueSize == 0 ? -1 : kc.MaxValueSize;
+  sc.Storage = kc.StorageType;
+  sc.Replicas = kc.Replicas > 0 ? kc.Replicas : 1;
+  sc.AllowRollup = true;
+  sc.DenyDelete = true;
+  sc.AllowDirect = true;
+  sc.Discard = js_DiscardNew;  // what js_CreateKeyValue asks of a 2.7.2+ server (the fleet needs 2.9)
+  if (auto made = ensure_stream(js, sc, creates); !made) {
+    NatsError e = made.error();
+    e.text = "bucket " + bucket + ": " + e.text;
+    return e;
+  }
   kvStore* raw = nullptr;
-  if (js_KeyValue(&raw, js, cfg.Bucket) == NATS_OK) return KvHandle(raw);
-  natsStatus s = js_CreateKeyValue(&raw, js, &cfg);
+  natsStatus s = js_KeyValue(&raw, js, kc.Bucket);
   if (s == NATS_OK) return KvHandle(raw);
-  // Another host made it between the two calls.
-  if (js_KeyValue(&raw, js, cfg.Bucket) == NATS_OK) return KvHandle(raw);
-  return nats_error(std::string("bucket ") + cfg.Bucket, s);
+  NatsError e = nats_error("bucket " + bucket, s);
+  // The stream was there, with a leader, a moment ago: a bind that fails now (its one stream info
+  // request met a re-election, and libnats keeps JetStream's code to itself) is asked again. Only
+  // a stream that is no bucket (NATS_INVALID_ARG) will not change.
+  if (s != NATS_INVALID_ARG) return not_ready(e.text, "binding to it failed just after it was found");
+  return e;
 }
 
 // JetStream's answer when the layout asks for more replicas than it has nodes to put them on:
@@ -171,14 +274,6 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
     if (waiting) waiting(why);
     std::this_thread::sleep_for(pause);  // the daemon's start, before any io thread: nothing else to do
   }
-  // The buckets again, bound to the short-wait context (js_KeyValue reads the bucket's stream once).
-  for (auto [bucket, handle] : {std::pair{link->names_.runs_bucket(), &link->sweep_runs_},
-                                std::pair{link->names_.hosts_bucket(), &link->sweep_hosts_}}) {
-    kvStore* kv = nullptr;
-    if (s = js_KeyValue(&kv, link->sweep_js_.get(), bucket.c_str()); s != NATS_OK)
-      return nats_error("bucket " + bucket, s);
-    handle->reset(kv);
-  }
   return link;
 }
 
@@ -218,7 +313,7 @@ NatsResult<void> FleetLink::make_layout() {
     sc.Replicas = config_.replicas;
     sc.Duplicates = 10 * 60 * 1000 * kNanosPerMilli;
     sc.AllowDirect = retention == js_LimitsPolicy;  // a stream's last line read without a consumer
-    return ensure_stream(js_.get(), sc);
+    return ensure_stream(js_.get(), sc, unanswered_creates_);
   };
   if (auto r = make(events, events_subject, js_LimitsPolicy); !r) return r.error();
   // The work queue: a message is gone once a host acked it.
@@ -238,14 +333,29 @@ NatsResult<void> FleetLink::make_layout() {
     jsErrCode code = static_cast<jsErrCode>(0);
     natsStatus s = js_GetConsumerInfo(&raw, js_.get(), submit.c_str(), durable.c_str(), nullptr, &code);
     ConsumerInfoHandle info(raw);
+    // The same care as a stream's after an unanswered create (may_create): a consumer is
+    // assigned by the meta leader the same way.
+    const std::string key = submit + " > " + durable;
+    not_missing(unanswered_creates_, key, s);
     if (s == NATS_NOT_FOUND) {
+      if (auto may = may_create(unanswered_creates_, key, "consumer " + durable); !may) return may.error();
       raw = nullptr;
+      code = static_cast<jsErrCode>(0);
       s = js_AddConsumer(&raw, js_.get(), submit.c_str(), &cc, nullptr, &code);
       info.reset(raw);
+      created(unanswered_creates_, key, s, code);
       if (s != NATS_OK && !already_exists(code)) return nats_error("creating consumer " + durable, s, code);
-    } else if (s != NATS_OK) {
-      return nats_error("consumer " + durable, s, code);
+      if (s != NATS_OK) {  // another host made it between the two calls: its info, for its leader
+        raw = nullptr;
+        code = static_cast<jsErrCode>(0);
+        s = js_GetConsumerInfo(&raw, js_.get(), submit.c_str(), durable.c_str(), nullptr, &code);
+        info.reset(raw);
+      }
     }
+    if (s != NATS_OK) return nats_error("consumer " + durable, s, code);
+    // A consumer without a leader hands out nothing: a fetch would wait out its whole timeout.
+    if (!has_leader(info->Cluster)) return not_ready("consumer " + durable, "its replicas have no leader yet");
+    unanswered_creates_.erase(key);
   }
   const std::string runs_bucket = names_.runs_bucket(), hosts_bucket = names_.hosts_bucket();
   {
@@ -255,7 +365,7 @@ NatsResult<void> FleetLink::make_layout() {
     kc.History = 1;
     kc.Replicas = config_.replicas;
     kc.MaxValueSize = 16 * 1024;
-    auto kv = ensure_bucket(js_.get(), kc);
+    auto kv = ensure_bucket(js_.get(), kc, unanswered_creates_);
     if (!kv) return kv.error();
     runs_ = std::move(*kv);
   }
@@ -269,9 +379,20 @@ NatsResult<void> FleetLink::make_layout() {
     kc.Replicas = config_.replicas;
     kc.TTL = config_.lease_ttl.count() * kNanosPerMilli;
     kc.MaxValueSize = 4 * 1024;
-    auto kv = ensure_bucket(js_.get(), kc);
+    auto kv = ensure_bucket(js_.get(), kc, unanswered_creates_);
     if (!kv) return kv.error();
     hosts_ = std::move(*kv);
+  }
+  // The buckets again, bound to the short-wait context (js_KeyValue reads the bucket's stream
+  // once). Here, inside the waited-for layout, since a bind can meet JetStream's blip as well.
+  for (auto [bucket, handle] : {std::pair{&runs_bucket, &sweep_runs_}, std::pair{&hosts_bucket, &sweep_hosts_}}) {
+    kvStore* kv = nullptr;
+    if (natsStatus s = js_KeyValue(&kv, sweep_js_.get(), bucket->c_str()); s != NATS_OK) {
+      NatsError e = nats_error("bucket " + *bucket, s);
+      if (s != NATS_INVALID_ARG) return not_ready(e.text, "binding to it failed just after it was made");
+      return e;
+    }
+    handle->reset(kv);
   }
   return {};
 }

@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "daemon/fleet/fleet_config.hpp"
@@ -18,8 +20,10 @@
 namespace mh::fleet {
 
 // A JetStream call a starting host waits for rather than refuses: "temporarily unavailable" (no
-// meta leader, or the node catching up) or no answer within the wait. Anything else (no JetStream
-// at all, a stream made with other settings, more replicas than nodes) will not change by waiting.
+// meta leader, or the node catching up; also a stream or consumer of the layout that JetStream
+// holds but whose replicas have no leader yet) or no answer within the wait. Anything else (no
+// JetStream at all, a stream made with other settings, more replicas than nodes) will not change
+// by waiting.
 bool worth_waiting_for(const NatsError& e);
 
 class FleetLink {
@@ -33,9 +37,10 @@ class FleetLink {
 
   // Connects (every URL, user/password or credentials from the config), then makes or finds the
   // layout: the events stream, the submit work queue and its durable pull consumer, the runs
-  // and hosts buckets. A failure JetStream calls temporary (or a call it did not answer in time)
-  // is tried again, `waiting` told each time, within `patience` (then returned, saying how long
-  // it was waited for); any other is returned at once.
+  // and hosts buckets, each with a leader (so the first publish or fetch finds someone to
+  // answer). A failure JetStream calls temporary (or a call it did not answer in time) is tried
+  // again, `waiting` told each time, within `patience` (then returned, saying how long it was
+  // waited for); any other is returned at once.
   static NatsResult<std::unique_ptr<FleetLink>> connect(const FleetConfig& config, const LayoutWait& waiting = {},
                                                         std::chrono::milliseconds patience = kLayoutPatience);
   ~FleetLink();
@@ -62,6 +67,19 @@ class FleetLink {
  private:
   FleetLink(FleetConfig config) : config_(std::move(config)), names_(config_.prefix) {}
   NatsResult<void> make_layout();
+
+ public:
+  // A create of the layout (a stream, the consumer) that went unanswered, by name, and since when
+  // JetStream has answered "not found" for it: such a create may yet be applied (see
+  // fleet_link.cpp, kUnansweredCreateSettle), so it is not sent again until that answer held a
+  // while. Public for the helpers in fleet_link.cpp only.
+  struct UnansweredCreate {
+    std::optional<std::chrono::steady_clock::time_point> missing_since;
+  };
+  using Creates = std::map<std::string, UnansweredCreate>;
+
+ private:
+  Creates unanswered_creates_;
 
   FleetConfig config_;
   FleetNames names_;

@@ -9,6 +9,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -390,29 +391,101 @@ TEST_F(FleetLibrary, AHostStartingWhileJetStreamIsUnavailableWaitsForItThenMakes
   // unavailable" (or nothing in time). connect() is told, waits, and once the two go on (resumed
   // from its first wait, nothing timed) makes the layout.
   StoppedNode n1(cluster_->pid(1)), n2(cluster_->pid(2));
+  // Node 0 may have been the meta leader: for some seconds it does not know it lost its quorum,
+  // answers "not found" itself and takes a create it cannot commit. That create is applied once
+  // the others go on, or dropped, and nats-server 2.9.10 can then end with two assignments of one
+  // stream ("detected duplicate assignment"), which takes no message at all. connect() does not
+  // send a second create too soon (fleet_link.cpp, kUnansweredCreateSettle), but node 0's
+  // leftover of a dropped first one is beyond it. So the host starts once node 0 says
+  // "temporarily unavailable" (polled, bounded: a fact with no event), the case tested here; or,
+  // if it has not said so within the bound (seen on a machine loaded far past its cores), as it is.
+  const bool said_unavailable = eventually(
+      [&] {
+        natsConnection* nc = nullptr;
+        if (natsConnection_ConnectTo(&nc, cluster_->url(0).c_str()) != NATS_OK) return false;
+        fleet::ConnectionHandle owned(nc);
+        jsOptions jo;
+        jsOptions_Init(&jo);
+        jo.Wait = 1000;
+        jsCtx* raw_js = nullptr;
+        if (natsConnection_JetStream(&raw_js, nc, &jo) != NATS_OK) return false;
+        fleet::JsHandle js(raw_js);
+        jsStreamInfo* si = nullptr;
+        jsErrCode code = static_cast<jsErrCode>(0);
+        natsStatus s = js_GetStreamInfo(&si, js.get(), "MH_TEST_NO_QUORUM", nullptr, &code);
+        fleet::StreamInfoHandle info(si);
+        return s != NATS_NOT_FOUND && code == JSClusterNotAvailErr;
+      },
+      std::chrono::seconds(20));
   std::vector<fleet::NatsError> waits;
-  auto made = FleetLink::connect(config("w", std::chrono::seconds(6), 0), [&](const fleet::NatsError& why) {
-    waits.push_back(why);
-    n1.resume();
-    n2.resume();
-  });
+  // What happened when, for a failure's message: each wait, connect's answer, each later try.
+  const auto started = std::chrono::steady_clock::now();
+  std::string story, last;
+  int repeated = 0;  // the same note again (a retry every 20 ms): counted, not written again
+  auto note = [&](const std::string& what) {
+    if (what == last) {
+      ++repeated;
+      return;
+    }
+    if (repeated > 0) story += "    (the same " + std::to_string(repeated) + " more times)\n";
+    repeated = 0;
+    last = what;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    story += "  +" + std::to_string(ms.count()) + " ms: " + what + "\n";
+  };
+  auto told = [&] {
+    return story + (repeated > 0 ? "    (the same " + std::to_string(repeated) + " more times)\n" : "");
+  };
+  if (!said_unavailable) note("node 0 did not say \"temporarily unavailable\" within 20 s; started all the same");
+  // A patience above the daemon's default: the nodes' elections after the stop (each unanswered
+  // call costing request_timeout) are slower on a loaded machine, and what is tested here is that
+  // connect() waits and then makes the layout, not how long a daemon waits by default.
+  auto made = FleetLink::connect(
+      config("w", std::chrono::seconds(6), 0),
+      [&](const fleet::NatsError& why) {
+        note("wait: " + why.text);
+        waits.push_back(why);
+        n1.resume();
+        n2.resume();
+      },
+      std::chrono::seconds(150));
   n1.resume();
   n2.resume();
-  ASSERT_TRUE(made) << made.error().text;
-  ASSERT_FALSE(waits.empty()) << "JetStream answered without its quorum";
-  EXPECT_TRUE(waits.front().js == JSClusterNotAvailErr || waits.front().status == NATS_TIMEOUT) << waits.front().text;
-  // The layout is there: a run's line goes in. (A stream whose create was answered late may
-  // still be placing its replicas for a moment — "stream not found" — as after any create; the
-  // daemon's publisher tries again the same way.)
+  note(made ? "connected" : "refused: " + made.error().text);
+  ASSERT_TRUE(made) << told();
+  ASSERT_FALSE(waits.empty()) << "JetStream answered without its quorum\n" << told();
+  EXPECT_TRUE(waits.front().js == JSClusterNotAvailErr || waits.front().status == NATS_TIMEOUT) << told();
+  // The layout is there: a run's line goes in. connect() returned once every stream had a
+  // leader, but the nodes that were stopped may still move leaders as they catch up; a publish
+  // that meets that fails, and is safe to try again (event_publisher.hpp), as the daemon does.
+  // Published, or a duplicate when an earlier try went in but its answer was lost.
   std::optional<RunPublisher> p;
   ASSERT_TRUE(eventually(
       [&] {
-        auto resumed = RunPublisher::resume(**made, "rw");
-        if (resumed) p.emplace(std::move(*resumed));
-        return p.has_value();
+        if (!p) {
+          auto resumed = RunPublisher::resume(**made, "rw");
+          if (!resumed) {
+            note("resume: " + resumed.error().text);
+            return false;
+          }
+          p.emplace(std::move(*resumed));
+        }
+        auto sent = p->publish(1, line("rw", 1));
+        if (!sent) {
+          note("publish: " + sent.error().text);
+          return false;
+        }
+        note(*sent == Outcome::published ? "published" : *sent == Outcome::duplicate ? "duplicate" : "superseded");
+        return true;
       },
-      std::chrono::seconds(20)));
-  EXPECT_EQ(*p->publish(1, line("rw", 1)), Outcome::published);
+      std::chrono::seconds(30)))
+      << told();
+  auto tail = fleet::fleet_stream_tail(**made, "rw");
+  ASSERT_TRUE(tail) << tail.error().text << "\n" << told();
+  EXPECT_EQ(tail->last_seq, 1u) << told();
+  EXPECT_EQ(tail->last_line, line("rw", 1)) << told();
+  // Seen in CI logs when it passes too: how long the cluster took to come back, and through what.
+  std::cout << "[ story    ]\n" << told();
 }
 
 TEST_F(FleetLibrary, JetStreamStillUnavailableAtTheEndOfThePatienceIsRefusedSayingHowLongItWasWaitedFor) {

@@ -1,8 +1,11 @@
 // A real nats-server cluster for tests: N nodes (3 by default) with JetStream on loopback ports
 // the OS hands out, each with its own config, store and log under the test's directory, started
-// and stopped by the test (by pid). ready() waits, bounded, until JetStream takes a replicated
-// stream. kill(i) SIGKILLs one node, start(i) brings it back on the same ports and store.
-// One node is a lone server (no cluster block). With NatsUsers every node asks who connects.
+// and stopped by the test (by pid), and killed by the kernel should the test process die first
+// (a parent-death signal, which follows the thread that started the node: start nodes from a
+// thread that outlives them, as a test's main thread does). ready() waits, bounded, until
+// JetStream takes a replicated stream. kill(i) SIGKILLs one node, start(i) brings it back on the
+// same ports and store. One node is a lone server (no cluster block). With NatsUsers every node
+// asks who connects.
 #pragma once
 
 #include <signal.h>
