@@ -124,6 +124,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   asio::awaitable<bool> refuse(unsigned status, std::string_view type, std::string_view message, std::string_view code,
                                bool keep_alive, unsigned version);
   bool token_accepted(const Request& request) const;
+  // After a refusal that ends the connection: half-close, then discard what the client is still
+  // sending for a moment; closing with unread input makes the kernel send a reset that can destroy
+  // the refusal before it is read.
+  asio::awaitable<void> linger();
   void close_upstream() {
     if (upstream_) {
       beast::error_code ignored;
@@ -187,9 +191,11 @@ asio::awaitable<void> Session<Protocol>::run() {
       // A client closing (or idling out) between requests ends keep-alive; a request the parser
       // could not accept is refused by name and the connection closed (its framing is lost).
       if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
-          ec != http::error::end_of_stream && parser.got_some())
+          ec != http::error::end_of_stream && parser.got_some()) {
         co_await refuse(400, "invalid_request_error", "metaharness gateway: malformed request (" + ec.message() + ")",
                         "malformed_request", false, 11);
+        co_await linger();
+      }
       break;
     }
     const bool keep_alive = co_await handle(parser.release());
@@ -199,6 +205,21 @@ asio::awaitable<void> Session<Protocol>::run() {
   beast::error_code ignored;
   client_.socket().shutdown(Protocol::socket::shutdown_both, ignored);
   client_.close();
+}
+
+template <class Protocol>
+asio::awaitable<void> Session<Protocol>::linger() {
+  beast::error_code ec;
+  client_.socket().shutdown(Protocol::socket::shutdown_send, ec);
+  if (ec) co_return;
+  std::array<char, 4096> discard{};
+  client_.expires_after(std::chrono::seconds(1));
+  for (std::size_t total = 0; total < (1u << 20);) {
+    const std::size_t n =
+        co_await client_.async_read_some(asio::buffer(discard), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;  // the client's EOF (usual), or the second passed
+    total += n;
+  }
 }
 
 template <class Protocol>
