@@ -148,6 +148,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::unique_ptr<UpstreamStream> upstream_;
   beast::flat_buffer upstream_buffer_;
   bool upstream_reusable_ = false;
+  bool response_keep_alive_ = false;  // what the relayed answer told the client
   bool client_gone_ = false;
   bool closing_ = false;
 };
@@ -369,7 +370,7 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
       }
       usage.complete = upstream_complete && relayed && (count_tokens ? usage.status == 200 : read.complete);
     }
-    keep = relayed && keep_alive && !client_gone_ && !closing_;
+    keep = relayed && response_keep_alive_ && !client_gone_ && !closing_;
   }
   if (state_->hooks.usage) state_->hooks.usage(usage);
   co_return keep;
@@ -471,6 +472,7 @@ asio::awaitable<bool> Session<Protocol>::relay(http::response_parser<http::buffe
   // HTTP/1.1 clients get the body chunked as it comes; an HTTP/1.0 client gets it until close.
   const bool chunked = client_version == 11 && !bodiless;
   const bool keep_alive = client_keep_alive && (chunked || bodiless);
+  response_keep_alive_ = keep_alive;
   response.keep_alive(keep_alive);
   if (chunked) response.chunked(true);
   http::response_serializer<http::empty_body> serializer{response};
@@ -525,7 +527,7 @@ asio::awaitable<bool> Session<Protocol>::relay(http::response_parser<http::buffe
       co_return false;
     }
   }
-  co_return keep_alive || !chunked;
+  co_return true;
 }
 
 template <class Protocol>

@@ -368,8 +368,9 @@ TEST_F(GatewayTest, AnUpstreamNotSignedByTheGivenCaIsRefused) {
   EXPECT_EQ(parse_json(r.body).at("error").at("type"), "api_error");
   EXPECT_NE(r.body.find("TLS handshake"), std::string::npos) << r.body;
   EXPECT_TRUE(upstream_log().empty());
+  // Settled once the refusal is written: waited for, not assumed.
+  ASSERT_TRUE(gateway_->wait_for([](const Told& t) { return t.usage.size() == 1; }));
   const auto told = gateway_->told();
-  ASSERT_EQ(told.usage.size(), 1u);
   EXPECT_EQ(told.usage[0].status, 0);
   EXPECT_FALSE(told.log.empty());
 }
