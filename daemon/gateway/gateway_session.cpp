@@ -572,6 +572,11 @@ namespace {
 
 template <class Protocol>
 void spawn(const std::shared_ptr<Gateway::State>& state, typename Protocol::socket socket) {
+  if constexpr (std::is_same_v<Protocol, tcp>) {
+    // The answer is relayed chunk by chunk: Nagle's algorithm would hold small SSE writes back.
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+  }
   auto session = std::make_shared<Session<Protocol>>(state, std::move(socket));
   if (!state->adopt(session)) return;
   asio::co_spawn(state->io, session->run(), [state](std::exception_ptr failure) {
