@@ -94,6 +94,9 @@ struct GatewayOptions {
   std::size_t max_request_body_bytes = 32u << 20;
   std::size_t max_header_bytes = 64u << 10;
   std::chrono::milliseconds idle_timeout{300'000};
+  // Connections served at once; past it a new one is closed unanswered (and told once to the log),
+  // so a run cannot exhaust the supervisor's descriptors. Vendors hold a handful.
+  std::size_t max_connections = 256;
 };
 
 class Gateway {

@@ -273,6 +273,14 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
         "metaharness gateway: " + method + " " + path + " is not one of the model routes this run may use",
         "route_not_allowed", keep_alive, version);
   }
+  // A compressed body cannot be read for its worst case: refused where a budget applies.
+  if (auto it = request.find(http::field::content_encoding);
+      state_->hooks.reserve && it != request.end() && lower(trim(it->value())) != "identity")
+    co_return co_await refuse(
+        415, "invalid_request_error",
+        "metaharness gateway: a compressed request body (content-encoding: " + std::string(it->value().substr(0, 64)) +
+            ") cannot be metered before it is sent; send it uncompressed",
+        "unsupported_content_encoding", keep_alive, version);
   const std::uint64_t number = ++state_->requests;
   const bool count_tokens = path.ends_with("/count_tokens");
   if (!count_tokens && state_->hooks.reserve) {

@@ -332,6 +332,42 @@ TEST_F(GatewayTest, AReservationRefusedIsAnsweredInTheWiresShapeAndNeverForwarde
   EXPECT_EQ(upstream_log().size(), 1u) << counted.status;
 }
 
+TEST_F(GatewayTest, ACompressedBodyIsRefusedWhereABudgetApplies) {
+  start_endpoint();
+  auto s = setup();
+  s.reserve = ReservationAnswer{true, ""};
+  start_gateway(std::move(s));
+  Headers h = anthropic_bearer(token_);
+  h.emplace_back("content-encoding", "gzip");
+  const Response r = exchange(gateway_->port(), "POST", "/v1/messages", h, "not really gzip");
+  ASSERT_EQ(r.status, 415u) << r.error;
+  EXPECT_NE(r.body.find("cannot be metered"), std::string::npos) << r.body;
+  EXPECT_TRUE(upstream_log().empty());
+  EXPECT_TRUE(gateway_->told().reservations.empty());
+}
+
+TEST_F(GatewayTest, ConnectionsPastTheLimitAreClosedAndTheOthersServed) {
+  start_endpoint();
+  auto s = setup();
+  s.options.max_connections = 2;
+  start_gateway(std::move(s));
+  Client first(gateway_->port()), second(gateway_->port()), third(gateway_->port());
+  ASSERT_TRUE(first.connect());
+  ASSERT_TRUE(first.send("POST", "/v1/messages", anthropic_bearer(token_), anthropic_body(false)));
+  ASSERT_EQ(first.read_response().status, 200u);
+  ASSERT_TRUE(second.connect());
+  ASSERT_TRUE(second.send("POST", "/v1/messages", anthropic_bearer(token_), anthropic_body(false)));
+  ASSERT_EQ(second.read_response().status, 200u);
+  ASSERT_TRUE(third.connect());
+  EXPECT_TRUE(third.wait_for_close());
+  ASSERT_TRUE(first.send("POST", "/v1/messages", anthropic_bearer(token_), anthropic_body(true)));
+  EXPECT_EQ(first.read_response().status, 200u);
+  ASSERT_TRUE(gateway_->wait_for([](const Told& t) {
+    return std::any_of(t.log.begin(), t.log.end(),
+                       [](const std::string& l) { return l.find("connections already open") != std::string::npos; });
+  }));
+}
+
 TEST_F(GatewayTest, AReservationRefusedOnTheOpenAiWireSaysBudgetExceeded) {
   start_endpoint();
   auto s = setup(Wire::openai_responses);
