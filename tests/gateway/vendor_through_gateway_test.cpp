@@ -25,6 +25,7 @@ using model::testing::TempDir;
 const fs::path kVendor = fs::path(MH_SOURCE_DIR) / ".vendor/node_modules";
 const fs::path kClaude = kVendor / "@anthropic-ai/claude-code-linux-x64/claude";
 const fs::path kCodex = kVendor / "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+const fs::path kOpencode = kVendor / ".bin/opencode";
 
 std::string describe(const ProcessResult& p) {
   std::ostringstream s;
@@ -138,6 +139,45 @@ TEST_F(VendorThroughGateway, CodexWithItsProviderPointedAtTheGateway) {
     return u.complete && u.input_tokens == 40u && u.cache_read_tokens == 8u;
   });
   EXPECT_TRUE(read) << "no request settled with the scenario's usage (40 in, 8 cached)";
+}
+
+TEST_F(VendorThroughGateway, OpencodeWithAnApiKeyPlaceholder) {
+  ASSERT_TRUE(fs::exists(kOpencode)) << kOpencode << " is missing; run ./run setup";
+  ASSERT_NO_FATAL_FAILURE(start("claude_text.json", Wire::anthropic));
+  for (const char* sub : {"xdg/data", "xdg/cache", "xdg/state", "xdg/config"})
+    fs::create_directories(dir_ / sub);
+  // As the adapter writes it (adapters/opencode/opencode_plan.cpp): @ai-sdk/anthropic, which
+  // sends its apiKey as x-api-key, at the gateway's /v1.
+  std::ofstream(dir_ / "opencode.json")
+      << R"({"$schema": "https://opencode.ai/config.json", "provider": {"mh": {"npm": "@ai-sdk/anthropic", )"
+      << R"("name": "metaharness", "options": {"baseURL": ")" << gateway_url() << R"(/v1", "apiKey": ")" << token_
+      << R"("}, "models": {"scripted": {"name": "scripted"}}}}, "model": "mh/scripted", "small_model": "mh/scripted"})";
+  ProcessSpec spec;
+  spec.executable = kOpencode;
+  spec.args = {"run", "--format", "json", "--pure", "hi"};
+  spec.environment = {"HOME=" + (dir_ / "home").string(),
+                      "PATH=/usr/local/bin:/usr/bin:/bin",
+                      "TMPDIR=" + (dir_ / "tmp").string(),
+                      "XDG_DATA_HOME=" + (dir_ / "xdg/data").string(),
+                      "XDG_CACHE_HOME=" + (dir_ / "xdg/cache").string(),
+                      "XDG_STATE_HOME=" + (dir_ / "xdg/state").string(),
+                      "XDG_CONFIG_HOME=" + (dir_ / "xdg/config").string(),
+                      "OPENCODE_CONFIG=" + (dir_ / "opencode.json").string(),
+                      "OPENCODE_DISABLE_AUTOUPDATE=1",
+                      "OPENCODE_DISABLE_MODELS_FETCH=1",
+                      "OPENCODE_DISABLE_PROJECT_CONFIG=1",
+                      "OPENCODE_DISABLE_CLAUDE_CODE=1",
+                      "OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
+                      "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+                      "OPENCODE_DISABLE_SHARE=1",
+                      "npm_config_registry=http://127.0.0.1:9"};
+  spec.working_dir = dir_ / "work";
+  spec.output_dir = dir_.path();
+  const ProcessResult run = model::testing::run_process(spec, std::chrono::seconds(120));
+  ASSERT_TRUE(run.finished) << describe(run);
+  EXPECT_EQ(run.exit_code, 0) << describe(run);
+  EXPECT_NE(run.out.find("Hello from the scripted model."), std::string::npos) << describe(run);
+  expect_keyed_upstream_traffic();
 }
 
 }  // namespace
