@@ -17,6 +17,8 @@ struct ServeOptions {
   std::uint16_t port = 0;
   std::string token;
   std::string log;
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 int serve(const ServeOptions& options) {
@@ -29,6 +31,8 @@ int serve(const ServeOptions& options) {
   endpoint_options.port = options.port;
   endpoint_options.token = options.token;
   endpoint_options.log_path = options.log;
+  endpoint_options.tls_cert = options.tls_cert;
+  endpoint_options.tls_key = options.tls_key;
   auto served = model::serve_until_signal(std::move(*scenario), std::move(endpoint_options),
                                           [](const model::ScriptedEndpoint& endpoint) {
                                             // One line, then silence on stdout: whoever started us reads the address
@@ -61,6 +65,12 @@ void register_model_verbs(CLI::App& app, Context& ctx) {
   serve_cmd->add_option("--port", options->port, "Port to bind (default: an ephemeral one)");
   serve_cmd->add_option("--token", options->token, "Credential clients must send (default: a random one)");
   serve_cmd->add_option("--log", options->log, "Append a JSONL record of every request to this file");
+  // Both or neither: an HTTPS upstream on loopback for tests of the model gateway (test CA).
+  auto* cert = serve_cmd->add_option("--tls-cert", options->tls_cert,
+                                     "Serve HTTPS with this certificate chain (PEM); base_url then says https://");
+  auto* key = serve_cmd->add_option("--tls-key", options->tls_key, "The private key (PEM) of --tls-cert");
+  cert->needs(key);
+  key->needs(cert);
   serve_cmd->callback([options, &ctx] { ctx.exit_code = serve(*options); });
 }
 

@@ -4,11 +4,18 @@
 // private-use cloud metadata, unspecified, multicast or the host's own addresses, whatever name
 // led there. A refused destination is told (hooks.denied) once per destination with its count at
 // the end; an allowed one is counted.
+//
+// Only CONNECT is served: a plain-HTTP request in absolute form ("GET http://host/ HTTP/1.1") is
+// refused 405 by name, so a tool's cleartext HTTP cannot go out unseen by TLS clients' checks
+// either (tools reach http:// destinations through CONNECT too when HTTP_PROXY says so for https
+// only; plain http is not offered). A name that resolves to any refused address is refused whole:
+// a name mixing public and loopback addresses is how DNS rebinding reaches the host.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,9 +36,20 @@ struct EgressCounts {
   std::map<std::string, std::uint64_t> denied;   // destination -> attempts refused
 };
 
+struct EgressOptions {
+  std::size_t max_header_bytes = 8u << 10;            // a CONNECT request is a line and a few headers
+  std::chrono::milliseconds request_timeout{30'000};  // to send the CONNECT request
+  std::chrono::milliseconds connect_timeout{30'000};  // to reach an allowed destination
+  // Tests only: loopback addresses pass the address rule, so a listener the test owns can stand in
+  // for a destination on the network. Never set by the daemon.
+  bool allow_loopback_for_tests = false;
+};
+
 class EgressProxy {
  public:
-  EgressProxy(boost::asio::io_context& io, std::vector<std::string> allowed, EgressHooks hooks);
+  // `allowed`: "host:port" entries (host case-insensitive; an IPv6 literal in brackets).
+  EgressProxy(boost::asio::io_context& io, std::vector<std::string> allowed, EgressHooks hooks,
+              EgressOptions options = {});
   ~EgressProxy();
   EgressProxy(const EgressProxy&) = delete;
   EgressProxy& operator=(const EgressProxy&) = delete;
@@ -39,7 +57,7 @@ class EgressProxy {
   void serve(boost::asio::local::stream_protocol::acceptor acceptor);
   void serve(boost::asio::ip::tcp::acceptor acceptor);
   void stop();
-  EgressCounts counts() const;
+  EgressCounts counts() const;  // thread-safe
 
   struct State;
 

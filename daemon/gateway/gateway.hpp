@@ -46,19 +46,19 @@ bool route_allowed(Wire wire, std::string_view method, std::string_view path);
 struct Upstream {
   std::string name;
   Wire wire = Wire::anthropic;
-  std::string url;                        // https://host[:port][/base], or http://127.0.0.1:port (loopback only)
-  std::filesystem::path credential;       // the file holding the key; read again when it changes
+  std::string url;                   // https://host[:port][/base], or http://127.0.0.1:port (loopback only)
+  std::filesystem::path credential;  // the file holding the key; read again when it changes
   // Set instead of `credential`: the key itself (the supervisor's own scripted endpoint for a
   // run's model_scenario, whose token exists only in that process).
   std::optional<std::string> key;
   std::optional<std::filesystem::path> ca_file;  // else the system's store
-  std::string header;                     // which header carries the key; empty: the wire's default
+  std::string header;                            // which header carries the key; empty: the wire's default
 };
 
 // What a request may spend at most, asked before it is forwarded.
 struct Reservation {
-  std::uint64_t request = 0;  // this gateway's request number, from 1
-  std::string model;          // the request body's "model" ("" when it names none)
+  std::uint64_t request = 0;      // this gateway's request number, from 1
+  std::string model;              // the request body's "model" ("" when it names none)
   std::uint64_t max_tokens = 0;   // its max_tokens / max_output_tokens (0 when it names none)
   std::uint64_t input_bytes = 0;  // the request body's size: a bound on its input
 };
@@ -70,10 +70,10 @@ struct ReservationAnswer {
 // What one forwarded request spent, read from the answer itself.
 struct RequestUsage {
   std::uint64_t request = 0;
-  int status = 0;              // the upstream's HTTP status (0: no answer)
+  int status = 0;  // the upstream's HTTP status (0: no answer)
   std::string model;
   std::optional<std::uint64_t> input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens;
-  bool complete = false;       // the answer ended as its wire says it ends (message_stop, response.completed)
+  bool complete = false;  // the answer ended as its wire says it ends (message_stop, response.completed)
 };
 
 struct GatewayHooks {

@@ -84,38 +84,51 @@ bool is_disconnect(const beast::error_code& ec) {
 
 }  // namespace
 
+template <class Stream>
 template <class Body>
-void Connection::apply_headers(http::response<Body>& response, const detail::Reply& reply, bool keep_alive) {
+void Connection<Stream>::apply_headers(http::response<Body>& response, const detail::Reply& reply, bool keep_alive) {
   response.set(http::field::server, kServerName);
   for (const auto& [name, value] : reply.headers)
     response.set(name, value);
   response.keep_alive(keep_alive);
 }
 
-Ending Connection::ending_for(const beast::error_code& ec) const {
+template <class Stream>
+Ending Connection<Stream>::ending_for(const beast::error_code& ec) const {
   if (closing_) return Ending::stopped;
   return is_disconnect(ec) ? Ending::client_disconnected : Ending::write_failed;
 }
 
-net::awaitable<void> Connection::run() {
-  auto self = shared_from_this();  // the coroutine keeps its connection alive
+template <class Stream>
+net::awaitable<void> Connection<Stream>::run() {
+  auto self = this->shared_from_this();  // the coroutine keeps its connection alive
   const EndpointOptions& options = state_->options;
+  if constexpr (kTls) {
+    // The handshake is bounded like a request: a client that connects and says nothing is dropped.
+    beast::error_code ec;
+    lowest().expires_after(options.idle_timeout);
+    co_await stream_.async_handshake(net::ssl::stream_base::server, net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      lowest().close();
+      co_return;
+    }
+  }
   while (!closing_) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(options.max_body_bytes);
     parser.header_limit(static_cast<std::uint32_t>(options.max_header_bytes));
 
     beast::error_code ec;
-    stream_.expires_after(options.idle_timeout);
+    lowest().expires_after(options.idle_timeout);
     co_await http::async_read_header(stream_, buffer_, parser, net::redirect_error(net::use_awaitable, ec));
     if (!ec && parser.get()[http::field::expect] == "100-continue") {
       // curl and some SDKs wait for this before sending a large body.
       http::response<http::empty_body> go_on{http::status::continue_, 11};
-      stream_.expires_after(options.write_timeout);
+      lowest().expires_after(options.write_timeout);
       co_await http::async_write(stream_, go_on, net::redirect_error(net::use_awaitable, ec));
     }
     if (!ec) {
-      stream_.expires_after(options.idle_timeout);
+      lowest().expires_after(options.idle_timeout);
       co_await http::async_read(stream_, buffer_, parser, net::redirect_error(net::use_awaitable, ec));
     }
     if (closing_) break;
@@ -131,22 +144,23 @@ net::awaitable<void> Connection::run() {
     if (!keep_alive) break;
   }
   beast::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream_.close();
+  lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+  lowest().close();
 }
 
-net::awaitable<Connection::Wait> Connection::wait_watching(std::optional<std::chrono::milliseconds> duration,
-                                                           Incoming incoming) {
+template <class Stream>
+net::awaitable<typename Connection<Stream>::Wait> Connection<Stream>::wait_watching(
+    std::optional<std::chrono::milliseconds> duration, Incoming incoming) {
   using namespace net::experimental::awaitable_operators;
   const auto deadline = duration ? Clock::now() + *duration : Clock::time_point::max();
-  stream_.expires_never();
+  lowest().expires_never();
   for (;;) {
     if (closing_) co_return Wait::stopped;
     timer_.expires_at(deadline);
     // Reading while we wait is how a vanished client shows itself (EOF / reset). Bytes that do
     // arrive (a pipelined request) are kept in buffer_ for the next read.
-    auto winner = co_await (timer_.async_wait(net::as_tuple(net::use_awaitable)) ||
-                            stream_.socket().async_read_some(buffer_.prepare(4096), net::as_tuple(net::use_awaitable)));
+    auto winner =
+        co_await (timer_.async_wait(net::as_tuple(net::use_awaitable)) || read_some_watching(buffer_.prepare(4096)));
     if (closing_) co_return Wait::stopped;
     if (winner.index() == 0) {
       auto [ec] = std::get<0>(winner);
@@ -162,8 +176,9 @@ net::awaitable<Connection::Wait> Connection::wait_watching(std::optional<std::ch
   }
 }
 
-detail::Reply Connection::decide(const http::request<http::string_body>& request, ServedRequest& entry,
-                                 Timing& timing) {
+template <class Stream>
+detail::Reply Connection<Stream>::decide(const http::request<http::string_body>& request, ServedRequest& entry,
+                                         Timing& timing) {
   const Scenario& scenario = state_->scenario;
   const std::uint64_t seq = entry.sequence;
   auto wire_error = [&](Wire wire, Answer answer, unsigned status, std::string message) {
@@ -276,7 +291,8 @@ detail::Reply Connection::decide(const http::request<http::string_body>& request
   return detail::render_step(*wire, form, context);
 }
 
-net::awaitable<bool> Connection::answer(http::request<http::string_body> request) {
+template <class Stream>
+net::awaitable<bool> Connection<Stream>::answer(http::request<http::string_body> request) {
   ServedRequest entry;
   entry.sequence = state_->log.next_sequence();
   entry.received_at = state_->since_start();
@@ -302,7 +318,8 @@ net::awaitable<bool> Connection::answer(http::request<http::string_body> request
 // The scenario's hold, where an answer has one (before the whole of an answer without a stream,
 // between a stream's content and its end): held until the client goes, or for a while, and then
 // perhaps a scripted disconnect. nullopt: the answer goes on.
-net::awaitable<std::optional<Ending>> Connection::hold(const detail::Reply& reply, const Timing& timing) {
+template <class Stream>
+net::awaitable<std::optional<Ending>> Connection<Stream>::hold(const detail::Reply& reply, const Timing& timing) {
   if (timing.hold_until_disconnect) {
     const Wait waited = co_await wait_watching(std::nullopt);
     co_return as_ending(waited);
@@ -315,8 +332,9 @@ net::awaitable<std::optional<Ending>> Connection::hold(const detail::Reply& repl
   co_return std::nullopt;
 }
 
-net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const Timing& timing, bool keep_alive,
-                                               bool head_only) {
+template <class Stream>
+net::awaitable<Ending> Connection<Stream>::write_reply(const detail::Reply& reply, const Timing& timing,
+                                                       bool keep_alive, bool head_only) {
   const EndpointOptions& options = state_->options;
   auto pause = [this](std::optional<std::chrono::milliseconds> d) { return wait_watching(d); };
   beast::error_code ec;
@@ -336,7 +354,7 @@ net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const
       http::response<http::empty_body> response{static_cast<http::status>(reply.status), 11};
       apply_headers(response, reply, keep_alive);
       response.content_length(reply.body.size());
-      stream_.expires_after(options.write_timeout);
+      lowest().expires_after(options.write_timeout);
       http::response_serializer<http::empty_body> serializer{response};
       co_await http::async_write_header(stream_, serializer, net::redirect_error(net::use_awaitable, ec));
       co_return ec ? ending_for(ec) : Ending::completed;
@@ -345,7 +363,7 @@ net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const
     apply_headers(response, reply, keep_alive);
     response.body() = reply.body;
     response.prepare_payload();
-    stream_.expires_after(options.write_timeout);
+    lowest().expires_after(options.write_timeout);
     co_await http::async_write(stream_, response, net::redirect_error(net::use_awaitable, ec));
     co_return ec ? ending_for(ec) : Ending::completed;
   }
@@ -354,7 +372,7 @@ net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const
   apply_headers(response, reply, keep_alive);
   response.chunked(true);
   http::response_serializer<http::empty_body> serializer{response};
-  stream_.expires_after(options.write_timeout);
+  lowest().expires_after(options.write_timeout);
   co_await http::async_write_header(stream_, serializer, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return ending_for(ec);
 
@@ -367,7 +385,7 @@ net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const
       }
       first_event = false;
       const std::string frame = detail::sse_frame(event);
-      stream_.expires_after(options.write_timeout);
+      lowest().expires_after(options.write_timeout);
       co_await net::async_write(stream_, http::make_chunk(net::buffer(frame)),
                                 net::redirect_error(net::use_awaitable, ec));
       if (ec) co_return ending_for(ec);
@@ -378,13 +396,14 @@ net::awaitable<Ending> Connection::write_reply(const detail::Reply& reply, const
   if (auto ended = co_await send_events(reply.content_events)) co_return *ended;
   if (auto ended = co_await hold(reply, timing)) co_return *ended;
   if (auto ended = co_await send_events(reply.final_events)) co_return *ended;
-  stream_.expires_after(options.write_timeout);
+  lowest().expires_after(options.write_timeout);
   co_await net::async_write(stream_, http::make_chunk_last(), net::redirect_error(net::use_awaitable, ec));
   co_return ec ? ending_for(ec) : Ending::completed;
 }
 
-net::awaitable<void> Connection::refuse_malformed(http::request_parser<http::string_body>& parser,
-                                                  const beast::error_code& ec) {
+template <class Stream>
+net::awaitable<void> Connection<Stream>::refuse_malformed(http::request_parser<http::string_body>& parser,
+                                                          const beast::error_code& ec) {
   ServedRequest entry;
   entry.sequence = state_->log.next_sequence();
   entry.received_at = state_->since_start();
@@ -427,20 +446,24 @@ net::awaitable<void> Connection::refuse_malformed(http::request_parser<http::str
   response.body() = reply.body;
   response.prepare_payload();
   beast::error_code write_ec;
-  stream_.expires_after(state_->options.write_timeout);
+  lowest().expires_after(state_->options.write_timeout);
   co_await http::async_write(stream_, response, net::redirect_error(net::use_awaitable, write_ec));
   state_->log.finish(sequence, write_ec ? ending_for(write_ec) : Ending::completed, state_->since_start());
   if (!write_ec) co_await linger_and_close();
 }
 
-net::awaitable<void> Connection::linger_and_close() {
+template <class Stream>
+net::awaitable<void> Connection<Stream>::linger_and_close() {
   // Half-close, then discard what the client is still sending for a moment: closing with unread
   // input makes the kernel send a reset that can destroy the refusal before it is read.
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
   if (ec) co_return;
   buffer_.clear();
   co_await wait_watching(kLingerOnRefusal, Incoming::discard);  // ends early at the client's EOF
 }
+
+template class Connection<PlainStream>;
+template class Connection<TlsStream>;
 
 }  // namespace mh::model

@@ -5,13 +5,18 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <mutex>
+#include <optional>
 
 #include "daemon/model/scripted_endpoint.hpp"
 #include "daemon/model/wire_render.hpp"
@@ -25,7 +30,12 @@ namespace json = boost::json;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-class Connection;
+class ConnectionBase;
+
+// The two ways a client reaches the endpoint: plain HTTP, or HTTPS when the endpoint was given a
+// certificate (tests put a TLS upstream on loopback behind the model gateway).
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 struct ScriptedEndpoint::State : std::enable_shared_from_this<State> {
   State(net::io_context& io_context, Scenario s, EndpointOptions o)
@@ -60,10 +70,10 @@ struct ScriptedEndpoint::State : std::enable_shared_from_this<State> {
   }
 
   // Registers a new connection unless the endpoint is stopping.
-  bool adopt(const std::shared_ptr<Connection>& connection) {
+  bool adopt(const std::shared_ptr<ConnectionBase>& connection) {
     std::lock_guard lock(lifecycle_mutex);
     if (stopped) return false;
-    std::erase_if(connections, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
+    std::erase_if(connections, [](const std::weak_ptr<ConnectionBase>& c) { return c.expired(); });
     connections.push_back(connection);
     return true;
   }
@@ -86,26 +96,39 @@ struct ScriptedEndpoint::State : std::enable_shared_from_this<State> {
   bool stopped = false;
   tcp::acceptor acceptor;  // touched only on its strand once accepting
   std::atomic<std::uint16_t> port{0};
-  std::vector<std::weak_ptr<Connection>> connections;
+  std::vector<std::weak_ptr<ConnectionBase>> connections;
+  std::optional<net::ssl::context> tls;  // set by start() when the options name a certificate
+};
+
+// What stop() needs of a connection, whichever stream it runs on.
+class ConnectionBase {
+ public:
+  virtual ~ConnectionBase() = default;
+  virtual net::any_io_executor executor() = 0;
+  // On the connection's strand: ends whatever it is doing.
+  virtual void close_now() = 0;
+  virtual net::awaitable<void> run() = 0;
 };
 
 // One connection: read a request, choose the answer, pace it out; repeat while keep-alive.
-class Connection : public std::enable_shared_from_this<Connection> {
+// Stream is PlainStream or TlsStream (both instantiated in endpoint_connection.cpp).
+template <class Stream>
+class Connection : public ConnectionBase, public std::enable_shared_from_this<Connection<Stream>> {
  public:
   using State = ScriptedEndpoint::State;
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
   Connection(std::shared_ptr<State> state, tcp::socket socket)
-      : state_(std::move(state)), stream_(std::move(socket)), timer_(stream_.get_executor()) {}
+      : state_(std::move(state)), stream_(make_stream(std::move(socket), *state_)), timer_(stream_.get_executor()) {}
 
-  net::any_io_executor executor() { return stream_.get_executor(); }
+  net::any_io_executor executor() override { return stream_.get_executor(); }
 
-  net::awaitable<void> run();
+  net::awaitable<void> run() override;
 
-  // On the connection's strand: ends whatever it is doing.
-  void close_now() {
+  void close_now() override {
     closing_ = true;
-    stream_.close();  // cancels the pending read or write
-    timer_.cancel();  // and the pending wait
+    lowest().close();  // cancels the pending read or write
+    timer_.cancel();   // and the pending wait
   }
 
  private:
@@ -129,8 +152,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   detail::Reply decide(const http::request<http::string_body>& request, ServedRequest& entry, Timing& timing);
 
+  static Stream make_stream(tcp::socket socket, State& state) {
+    if constexpr (kTls)
+      return Stream(std::move(socket), *state.tls);
+    else
+      return Stream(std::move(socket));
+  }
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  // A read while waiting: on the raw socket for plain HTTP, through TLS otherwise (a TLS record
+  // cannot be read past). Both support per-operation cancellation, which the wait relies on.
+  auto read_some_watching(net::mutable_buffer buffer) {
+    if constexpr (kTls)
+      return stream_.async_read_some(buffer, net::as_tuple(net::use_awaitable));
+    else
+      return lowest().socket().async_read_some(buffer, net::as_tuple(net::use_awaitable));
+  }
+
   std::shared_ptr<State> state_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   net::steady_timer timer_;
   bool closing_ = false;

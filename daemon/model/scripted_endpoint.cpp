@@ -32,7 +32,11 @@ net::awaitable<void> ScriptedEndpoint::State::accept_loop() {
       co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
     }
-    auto connection = std::make_shared<Connection>(self, tcp::socket(std::move(socket)));
+    std::shared_ptr<ConnectionBase> connection;
+    if (tls)
+      connection = std::make_shared<Connection<TlsStream>>(self, tcp::socket(std::move(socket)));
+    else
+      connection = std::make_shared<Connection<PlainStream>>(self, tcp::socket(std::move(socket)));
     if (!adopt(connection)) continue;  // stopping: the socket closes with the connection
     net::co_spawn(connection->executor(), connection->run(), [](std::exception_ptr failure) {
       // Every expected failure is an error code; an exception here is a bug in this file. Report
@@ -48,7 +52,7 @@ net::awaitable<void> ScriptedEndpoint::State::accept_loop() {
 }
 
 void ScriptedEndpoint::State::stop() {
-  std::vector<std::shared_ptr<Connection>> live;
+  std::vector<std::shared_ptr<ConnectionBase>> live;
   bool accepting = false;
   {
     std::lock_guard lock(lifecycle_mutex);
@@ -82,6 +86,19 @@ boost::system::result<std::uint16_t> ScriptedEndpoint::start() {
   if (s.running || s.stopped) return boost::system::error_code(net::error::already_started);
   if (!s.options.log_path.empty() && !s.log.open_file(s.options.log_path))
     return boost::system::error_code(errno ? errno : EIO, boost::system::generic_category());
+  if (!s.options.tls_cert.empty() || !s.options.tls_key.empty()) {
+    if (s.options.tls_cert.empty() || s.options.tls_key.empty())
+      return boost::system::error_code(EINVAL, boost::system::generic_category());
+    net::ssl::context context(net::ssl::context::tls_server);
+    beast::error_code tls_ec;
+    context.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                            net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1,
+                        tls_ec);
+    if (!tls_ec) context.use_certificate_chain_file(s.options.tls_cert.string(), tls_ec);
+    if (!tls_ec) context.use_private_key_file(s.options.tls_key.string(), net::ssl::context::pem, tls_ec);
+    if (tls_ec) return tls_ec;
+    s.tls.emplace(std::move(context));
+  }
   beast::error_code ec;
   const tcp::endpoint where{net::ip::make_address_v4("127.0.0.1"), s.options.port};
   s.acceptor.open(where.protocol(), ec);
@@ -108,7 +125,7 @@ std::uint16_t ScriptedEndpoint::port() const {
 }
 
 std::string ScriptedEndpoint::base_url() const {
-  return "http://127.0.0.1:" + std::to_string(port());
+  return (state_->tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port());
 }
 
 std::string ScriptedEndpoint::openai_base_url() const {

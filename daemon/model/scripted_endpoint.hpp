@@ -43,6 +43,10 @@ struct EndpointOptions {
   std::size_t max_header_bytes = 64u << 10;
   std::chrono::milliseconds idle_timeout{120'000};  // a keep-alive connection with no request
   std::chrono::milliseconds write_timeout{30'000};  // one write the client does not drain
+  // Both set: the endpoint speaks HTTPS with this certificate chain and key (PEM files), and
+  // base_url() says https:// (tests put a TLS upstream on loopback behind the model gateway).
+  std::filesystem::path tls_cert;
+  std::filesystem::path tls_key;
 };
 
 class ScriptedEndpoint {
@@ -53,15 +57,16 @@ class ScriptedEndpoint {
   ScriptedEndpoint& operator=(const ScriptedEndpoint&) = delete;
 
   // Binds 127.0.0.1 and starts accepting. The port is known when this returns. Fails (as a
-  // value) when the port is taken or the log file cannot be opened; calling it twice fails.
+  // value) when the port is taken, the log file cannot be opened or the TLS certificate or key
+  // cannot be used; calling it twice fails.
   boost::system::result<std::uint16_t> start();
   // Stops accepting and closes every connection (held streams included); idempotent. The
   // io_context's run() returns once the closing handlers have run.
   void stop();
 
   std::uint16_t port() const;
-  std::string base_url() const;         // "http://127.0.0.1:PORT" (ANTHROPIC_BASE_URL)
-  std::string openai_base_url() const;  // "http://127.0.0.1:PORT/v1" (codex provider base_url)
+  std::string base_url() const;         // "http://127.0.0.1:PORT" (ANTHROPIC_BASE_URL); https with TLS
+  std::string openai_base_url() const;  // base_url() + "/v1" (codex provider base_url)
   const std::string& token() const;
 
   std::vector<ServedRequest> requests() const;  // a snapshot, in the order answers were chosen

@@ -1,0 +1,166 @@
+// The gateway as its host sees it: prepare (the credential, the TLS context), serve acceptors,
+// stop. One connection's conversation is gateway_session.cpp.
+#include "daemon/gateway/gateway.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cctype>
+
+#include "daemon/gateway/gateway_impl.hpp"
+
+namespace mh::gateway {
+
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+template <class Acceptor>
+asio::awaitable<void> accept_loop(std::shared_ptr<Gateway::State> state, std::shared_ptr<Acceptor> acceptor) {
+  for (;;) {
+    boost::system::error_code ec;
+    auto socket = co_await acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (state->stopped || !acceptor->is_open()) co_return;
+    if (ec) {
+      // A failed accept concerns that peer only, or is a passing shortage (EMFILE): pause so a
+      // persistent one cannot spin the supervisor's one thread.
+      asio::steady_timer pause(acceptor->get_executor(), std::chrono::milliseconds(50));
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    spawn_session(state, std::move(socket));
+  }
+}
+
+template <class Acceptor>
+void serve_on(const std::shared_ptr<Gateway::State>& state, Acceptor acceptor) {
+  auto shared = std::make_shared<Acceptor>(std::move(acceptor));
+  asio::post(state->io, [state, shared] {
+    if (state->stopped || !state->prepared) {
+      if (!state->prepared) state->log("gateway: serve() before a successful prepare(): not serving");
+      boost::system::error_code ignored;
+      shared->close(ignored);
+      return;
+    }
+    state->acceptor_closers.push_back([weak = std::weak_ptr<Acceptor>(shared)] {
+      if (auto a = weak.lock()) {
+        boost::system::error_code ignored;
+        a->close(ignored);
+      }
+    });
+    asio::co_spawn(state->io, accept_loop(state, shared), asio::detached);
+  });
+}
+
+}  // namespace
+
+std::string Gateway::State::key_for_request() {
+  if (credential) {
+    credential->refresh(hooks.log);
+    std::lock_guard lock(key_mutex);
+    key = credential->key();
+  }
+  std::lock_guard lock(key_mutex);
+  return key;
+}
+
+void Gateway::State::refused(const std::string& method, const std::string& path) {
+  if (routes_told.size() >= kMaxRoutesTold) return;
+  if (!routes_told.emplace(method, path).second) return;
+  if (hooks.refused_route) hooks.refused_route(method, path);
+  if (routes_told.size() == kMaxRoutesTold)
+    log("gateway: " + std::to_string(kMaxRoutesTold) + " refused routes told; further ones are refused untold");
+}
+
+bool Gateway::State::adopt(const std::shared_ptr<SessionBase>& session) {
+  if (stopped) return false;
+  std::erase_if(sessions, [](const std::weak_ptr<SessionBase>& s) { return s.expired(); });
+  sessions.push_back(session);
+  return true;
+}
+
+void Gateway::State::stop_now() {
+  if (stopped) return;
+  stopped = true;
+  for (auto& close : acceptor_closers)
+    close();
+  acceptor_closers.clear();
+  for (auto& weak : sessions)
+    if (auto s = weak.lock()) s->close_now();
+  sessions.clear();
+}
+
+Gateway::Gateway(asio::io_context& io, GatewayOptions options, GatewayHooks hooks)
+    : state_(std::make_shared<State>(io, std::move(options), std::move(hooks))) {}
+
+Gateway::~Gateway() {
+  stop();
+}
+
+std::optional<std::string> Gateway::prepare() {
+  State& s = *state_;
+  if (s.prepared) return std::nullopt;
+  if (s.options.token.empty()) return "gateway: no placeholder token to accept";
+  auto parsed = parse_upstream_url(s.options.upstream.url);
+  if (!parsed.url) return "gateway: upstream '" + s.options.upstream.name + "': " + parsed.error;
+  s.url = std::move(*parsed.url);
+  s.key_header = lower(s.options.upstream.header.empty() ? default_key_header(s.options.upstream.wire)
+                                                         : std::string_view(s.options.upstream.header));
+  if (s.options.upstream.key) {
+    if (s.options.upstream.key->empty()) return "gateway: upstream '" + s.options.upstream.name + "': the key is empty";
+    s.key = *s.options.upstream.key;
+  } else {
+    if (s.options.upstream.credential.empty())
+      return "gateway: upstream '" + s.options.upstream.name + "' names no credential";
+    CredentialFile file(s.options.upstream.credential);
+    if (auto refused = file.load()) return "gateway: upstream '" + s.options.upstream.name + "': " + *refused;
+    s.key = file.key();
+    s.credential.emplace(std::move(file));
+  }
+  // A TLS context even for a plain upstream: the upstream stream type is one (see the session).
+  asio::ssl::context context(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1,
+                      ec);
+  if (!ec) context.set_verify_mode(asio::ssl::verify_peer, ec);
+  if (!ec) {
+    if (s.options.upstream.ca_file)
+      context.load_verify_file(s.options.upstream.ca_file->string(), ec);
+    else
+      context.set_default_verify_paths(ec);
+  }
+  if (ec)
+    return "gateway: upstream '" + s.options.upstream.name + "': cannot use " +
+           (s.options.upstream.ca_file ? "ca_file " + s.options.upstream.ca_file->string() : "the system's CA store") +
+           ": " + ec.message();
+  s.tls.emplace(std::move(context));
+  s.prepared = true;
+  return std::nullopt;
+}
+
+void Gateway::serve(asio::local::stream_protocol::acceptor acceptor) {
+  serve_on(state_, std::move(acceptor));
+}
+
+void Gateway::serve(asio::ip::tcp::acceptor acceptor) {
+  serve_on(state_, std::move(acceptor));
+}
+
+void Gateway::stop() {
+  asio::post(state_->io, [state = state_] { state->stop_now(); });
+}
+
+std::string Gateway::current_key_for_tests() const {
+  return state_->current_key();
+}
+
+}  // namespace mh::gateway

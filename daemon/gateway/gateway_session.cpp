@@ -1,0 +1,576 @@
+// One client connection of the gateway: read a request (bounded), check the run's token and the
+// wire's routes, ask for a reservation, forward it with the real key, relay the answer chunk by
+// chunk while reading its usage; repeat while keep-alive. The upstream connection is kept for the
+// client connection's next request when the upstream allows it.
+#include <openssl/crypto.h>
+#include <openssl/ssl.h>
+
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/basic_stream.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/json/parse.hpp>
+#include <cctype>
+
+#include "daemon/gateway/gateway_impl.hpp"
+#include "daemon/gateway/usage_reader.hpp"
+#include "daemon/gateway/wire_error.hpp"
+
+namespace mh::gateway {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+using UpstreamStream = beast::ssl_stream<beast::tcp_stream>;
+
+namespace {
+
+constexpr std::string_view kServerName = "metaharness-gateway";
+constexpr std::chrono::seconds kConnectTimeout{30};
+constexpr std::chrono::seconds kUpstreamWriteTimeout{60};
+constexpr std::size_t kRelayChunk = 16u << 10;
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+    text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+    text.remove_suffix(1);
+  return text;
+}
+
+bool same_secret(std::string_view presented, std::string_view token) {
+  // Constant time over the token's length, so timing does not tell how much of a guess was right.
+  return presented.size() == token.size() && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0;
+}
+
+// Headers that concern one hop only (RFC 9110 7.6.1), never passed on in either direction.
+bool hop_by_hop(std::string_view lower_name) {
+  static constexpr std::array<std::string_view, 9> names = {
+      "connection", "keep-alive",        "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
+      "trailer",    "transfer-encoding", "upgrade"};
+  for (auto n : names)
+    if (lower_name == n) return true;
+  return false;
+}
+
+// The names a message's Connection header lists: hop-by-hop too.
+template <class Fields>
+std::vector<std::string> connection_tokens(const Fields& fields) {
+  std::vector<std::string> out;
+  for (auto it = fields.find(http::field::connection); it != fields.end() && it->name() == http::field::connection;
+       ++it) {
+    std::string_view value = it->value();
+    while (!value.empty()) {
+      const std::size_t comma = value.find(',');
+      out.push_back(lower(trim(value.substr(0, comma))));
+      if (comma == std::string_view::npos) break;
+      value.remove_prefix(comma + 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+template <class Protocol>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
+ public:
+  using ClientStream = beast::basic_stream<Protocol, asio::any_io_executor>;
+
+  Session(std::shared_ptr<Gateway::State> state, typename Protocol::socket socket)
+      : state_(std::move(state)), client_(std::move(socket)) {}
+
+  asio::awaitable<void> run();
+
+  void close_now() override {
+    closing_ = true;
+    client_.close();
+    close_upstream();
+  }
+
+ private:
+  using Request = http::request<http::string_body>;
+
+  asio::awaitable<bool> handle(Request request);
+  asio::awaitable<bool> forward(Request request, std::uint64_t number, bool count_tokens);
+  // Writes the upstream request and reads its answer's header; false: none came (why in `failure`).
+  asio::awaitable<bool> send_upstream(const Request& upstream_request, http::response_parser<http::buffer_body>& parser,
+                                      std::string& failure);
+  asio::awaitable<std::optional<std::string>> connect_upstream();
+  asio::awaitable<bool> relay(http::response_parser<http::buffer_body>& parser, bool client_keep_alive,
+                              unsigned client_version, UsageReader& reader, bool& upstream_complete);
+  // Returns only when the client has gone (EOF, reset) or floods; closes the upstream then, so a
+  // relay waiting on a silent upstream ends too.
+  asio::awaitable<void> watch_client();
+  asio::awaitable<bool> answer(unsigned status, std::string body, bool keep_alive, unsigned version);
+  asio::awaitable<bool> refuse(unsigned status, std::string_view type, std::string_view message, std::string_view code,
+                               bool keep_alive, unsigned version);
+  bool token_accepted(const Request& request) const;
+  void close_upstream() {
+    if (upstream_) {
+      beast::error_code ignored;
+      beast::get_lowest_layer(*upstream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+      beast::get_lowest_layer(*upstream_).close();
+    }
+    upstream_reusable_ = false;
+  }
+
+  template <class F>
+  auto on_upstream(F&& f) {
+    return state_->url.tls ? f(*upstream_) : f(upstream_->next_layer());
+  }
+
+  std::shared_ptr<Gateway::State> state_;
+  ClientStream client_;
+  beast::flat_buffer buffer_;
+  std::unique_ptr<UpstreamStream> upstream_;
+  beast::flat_buffer upstream_buffer_;
+  bool upstream_reusable_ = false;
+  bool client_gone_ = false;
+  bool closing_ = false;
+};
+
+template <class Protocol>
+asio::awaitable<void> Session<Protocol>::run() {
+  auto self = this->shared_from_this();
+  const GatewayOptions& options = state_->options;
+  const Wire wire = options.upstream.wire;
+  while (!closing_ && !client_gone_) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(options.max_request_body_bytes);
+    parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
+    beast::error_code ec;
+    client_.expires_after(options.idle_timeout);
+    co_await http::async_read_header(client_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec && parser.get()[http::field::expect] == "100-continue") {
+      http::response<http::empty_body> go_on{http::status::continue_, 11};
+      co_await http::async_write(client_, go_on, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (!ec) {
+      client_.expires_after(options.idle_timeout);
+      co_await http::async_read(client_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (closing_) break;
+    if (ec == http::error::body_limit) {
+      co_await refuse(
+          413, wire == Wire::anthropic ? "request_too_large" : "invalid_request_error",
+          "metaharness gateway: the request body exceeds " + std::to_string(options.max_request_body_bytes) + " bytes",
+          "request_too_large", false, 11);
+      break;
+    }
+    if (ec == http::error::header_limit) {
+      co_await refuse(
+          431, "invalid_request_error",
+          "metaharness gateway: the request headers exceed " + std::to_string(options.max_header_bytes) + " bytes",
+          "request_header_fields_too_large", false, 11);
+      break;
+    }
+    if (ec) {
+      // A client closing (or idling out) between requests ends keep-alive; a request the parser
+      // could not accept is refused by name and the connection closed (its framing is lost).
+      if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+          ec != http::error::end_of_stream && parser.got_some())
+        co_await refuse(400, "invalid_request_error", "metaharness gateway: malformed request (" + ec.message() + ")",
+                        "malformed_request", false, 11);
+      break;
+    }
+    const bool keep_alive = co_await handle(parser.release());
+    if (!keep_alive) break;
+  }
+  close_upstream();
+  beast::error_code ignored;
+  client_.socket().shutdown(Protocol::socket::shutdown_both, ignored);
+  client_.close();
+}
+
+template <class Protocol>
+bool Session<Protocol>::token_accepted(const Request& request) const {
+  const std::string& token = state_->options.token;
+  bool presented = false;
+  bool matched = false;
+  if (auto it = request.find("x-api-key"); it != request.end()) {
+    presented = true;
+    matched = matched || same_secret(trim(it->value()), token);
+  }
+  if (auto it = request.find(http::field::authorization); it != request.end()) {
+    presented = true;
+    std::string_view value = trim(it->value());
+    if (value.size() > 7 && lower(value.substr(0, 7)) == "bearer ")
+      matched = matched || same_secret(trim(value.substr(7)), token);
+  }
+  return presented && matched;
+}
+
+template <class Protocol>
+asio::awaitable<bool> Session<Protocol>::handle(Request request) {
+  const Wire wire = state_->options.upstream.wire;
+  const bool keep_alive = request.keep_alive();
+  const unsigned version = request.version();
+  const std::string method(request.method_string());
+  const std::string_view target = request.target();
+  const std::string path(target.substr(0, target.find('?')));
+
+  // Claude Code's runtime opens a connection with `HEAD /` as a warm-up: answered here, empty,
+  // never forwarded and never reported (it carries no credential and asks nothing of the model).
+  if (request.method() == http::verb::head && path == "/") {
+    http::response<http::empty_body> response{http::status::ok, version};
+    response.set(http::field::server, kServerName);
+    response.content_length(0);
+    response.keep_alive(keep_alive);
+    beast::error_code ec;
+    client_.expires_after(state_->options.idle_timeout);
+    co_await http::async_write(client_, response, asio::redirect_error(asio::use_awaitable, ec));
+    co_return !ec && keep_alive;
+  }
+  if (!token_accepted(request))
+    co_return co_await refuse(401, wire == Wire::anthropic ? "authentication_error" : "invalid_request_error",
+                              "metaharness gateway: this credential is not accepted here", "invalid_api_key",
+                              keep_alive, version);
+  if (!route_allowed(wire, method, path)) {
+    state_->refused(method, path);
+    co_return co_await refuse(
+        403, wire == Wire::anthropic ? "permission_error" : "invalid_request_error",
+        "metaharness gateway: " + method + " " + path + " is not one of the model routes this run may use",
+        "route_not_allowed", keep_alive, version);
+  }
+  const std::uint64_t number = ++state_->requests;
+  const bool count_tokens = path.ends_with("/count_tokens");
+  if (!count_tokens && state_->hooks.reserve) {
+    Reservation reservation;
+    reservation.request = number;
+    reservation.input_bytes = request.body().size();
+    json::parse_options parse_options;
+    parse_options.max_depth = 512;
+    beast::error_code parse_ec;
+    const json::value body = json::parse(request.body(), parse_ec, {}, parse_options);
+    if (const json::object* object = parse_ec ? nullptr : body.if_object()) {
+      if (const json::value* model = object->if_contains("model"); model && model->is_string())
+        reservation.model = std::string(model->get_string());
+      const json::value* max = object->if_contains(wire == Wire::anthropic ? "max_tokens" : "max_output_tokens");
+      if (max && max->is_uint64()) reservation.max_tokens = max->get_uint64();
+      if (max && max->is_int64() && max->get_int64() > 0)
+        reservation.max_tokens = static_cast<std::uint64_t>(max->get_int64());
+    }
+    const ReservationAnswer answer = co_await state_->hooks.reserve(reservation);
+    if (closing_) co_return false;
+    if (!answer.allowed)
+      co_return co_await refuse(400, "invalid_request_error", answer.reason, "budget_exceeded", keep_alive, version);
+  }
+  co_return co_await forward(std::move(request), number, count_tokens);
+}
+
+template <class Protocol>
+asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t number, bool count_tokens) {
+  using namespace asio::experimental::awaitable_operators;
+  const Wire wire = state_->options.upstream.wire;
+  const bool keep_alive = request.keep_alive();
+  const unsigned version = request.version();
+
+  // The upstream's request: the vendor's, less its credentials and this hop's headers, plus the
+  // real key. Accept-Encoding is set to identity so the answer's usage can be read on the way.
+  Request up{request.method(), state_->url.base_path + std::string(request.target()), 11};
+  const std::vector<std::string> listed = connection_tokens(request);
+  for (const auto& field : request) {
+    const std::string name = lower(field.name_string());
+    if (hop_by_hop(name) || name == "host" || name == "x-api-key" || name == "authorization" ||
+        name == "content-length" || name == "expect" || name == "accept-encoding" || name == state_->key_header ||
+        std::find(listed.begin(), listed.end(), name) != listed.end())
+      continue;
+    up.insert(field.name_string(), field.value());
+  }
+  up.set(http::field::host, state_->url.host_header());
+  const std::string key = state_->key_for_request();
+  up.set(state_->key_header, state_->key_header == "authorization" ? "Bearer " + key : key);
+  up.set(http::field::accept_encoding, "identity");
+  up.keep_alive(true);
+  up.body() = std::move(request.body());
+  up.prepare_payload();
+  request = {};
+
+  RequestUsage usage;
+  usage.request = number;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);  // relayed, never held: the bound is on what is kept (UsageReader)
+  parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(state_->options.max_header_bytes, UINT32_MAX)));
+  std::string failure;
+  bool answered = false;
+  bool relayed = false;
+  bool upstream_complete = false;
+  std::optional<UsageReader> reader;
+
+  auto exchange = [&]() -> asio::awaitable<void> {
+    answered = co_await send_upstream(up, parser, failure);
+    if (!answered) co_return;
+    usage.status = static_cast<int>(parser.get().result_int());
+    reader.emplace(wire, parser.get()[http::field::content_type]);
+    relayed = co_await relay(parser, keep_alive, version, *reader, upstream_complete);
+  };
+  co_await (exchange() || watch_client());
+
+  bool keep = false;
+  if (!answered) {
+    close_upstream();
+    state_->log("gateway: upstream '" + state_->options.upstream.name + "' (" + state_->url.host_header() +
+                "): " + failure);
+    if (!client_gone_ && !closing_)
+      keep = co_await refuse(502, wire == Wire::anthropic ? "api_error" : "server_error",
+                             "metaharness gateway: the upstream cannot be reached (" + failure + ")",
+                             "upstream_unreachable", keep_alive, version);
+  } else {
+    if (!upstream_complete) close_upstream();
+    if (reader) {
+      reader->finish();
+      const RequestUsage& read = reader->usage();
+      if (!count_tokens) {
+        usage.model = read.model;
+        usage.input_tokens = read.input_tokens;
+        usage.output_tokens = read.output_tokens;
+        usage.cache_read_tokens = read.cache_read_tokens;
+        usage.cache_creation_tokens = read.cache_creation_tokens;
+      }
+      usage.complete = upstream_complete && relayed && (count_tokens ? usage.status == 200 : read.complete);
+    }
+    keep = relayed && keep_alive && !client_gone_ && !closing_;
+  }
+  if (state_->hooks.usage) state_->hooks.usage(usage);
+  co_return keep;
+}
+
+template <class Protocol>
+asio::awaitable<std::optional<std::string>> Session<Protocol>::connect_upstream() {
+  const UpstreamUrl& url = state_->url;
+  auto executor = co_await asio::this_coro::executor;
+  tcp::resolver resolver(executor);
+  beast::error_code ec;
+  auto results = co_await resolver.async_resolve(url.host, url.port, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return "cannot resolve " + url.host + ": " + ec.message();
+  if (!url.tls) {
+    // Plain http only to loopback, whatever the name resolves to (prepare() checked the name).
+    for (const auto& entry : results)
+      if (!entry.endpoint().address().is_loopback())
+        co_return url.host + " resolves to " + entry.endpoint().address().to_string() +
+            ", off loopback: plain http refused";
+  }
+  auto stream = std::make_unique<UpstreamStream>(executor, *state_->tls);
+  beast::tcp_stream& lowest = beast::get_lowest_layer(*stream);
+  lowest.expires_after(kConnectTimeout);
+  co_await lowest.async_connect(results, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return "cannot connect: " + ec.message();
+  lowest.socket().set_option(tcp::no_delay(true), ec);
+  if (url.tls) {
+    boost::system::error_code address_ec;
+    asio::ip::make_address(url.host, address_ec);
+    // SNI names a host, never an address (RFC 6066).
+    if (address_ec && !SSL_set_tlsext_host_name(stream->native_handle(), url.host.c_str()))
+      co_return std::string("cannot set the TLS server name");
+    stream->set_verify_callback(asio::ssl::host_name_verification(url.host));
+    lowest.expires_after(kConnectTimeout);
+    co_await stream->async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return "TLS handshake with " + url.host + " failed: " + ec.message();
+  }
+  upstream_ = std::move(stream);
+  upstream_buffer_.clear();
+  co_return std::nullopt;
+}
+
+template <class Protocol>
+asio::awaitable<bool> Session<Protocol>::send_upstream(const Request& upstream_request,
+                                                       http::response_parser<http::buffer_body>& parser,
+                                                       std::string& failure) {
+  // A kept upstream connection may have been closed by the upstream while idle: a request that
+  // fails on it before any answer came is sent once more on a fresh one.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool fresh = !upstream_reusable_;
+    if (fresh) {
+      close_upstream();
+      upstream_.reset();
+      if (auto refused = co_await connect_upstream()) {
+        failure = *refused;
+        co_return false;
+      }
+    }
+    upstream_reusable_ = false;
+    beast::error_code ec;
+    beast::get_lowest_layer(*upstream_).expires_after(kUpstreamWriteTimeout);
+    co_await on_upstream([&](auto& stream) {
+      return http::async_write(stream, upstream_request, asio::redirect_error(asio::use_awaitable, ec));
+    });
+    if (!ec) {
+      beast::get_lowest_layer(*upstream_).expires_after(state_->options.idle_timeout);
+      co_await on_upstream([&](auto& stream) {
+        return http::async_read_header(stream, upstream_buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+      });
+    }
+    if (!ec) co_return true;
+    if (client_gone_ || closing_) {
+      failure = "the client went away";
+      co_return false;
+    }
+    if (fresh || parser.got_some()) {
+      failure = ec.message();
+      co_return false;
+    }
+  }
+  failure = "no answer";
+  co_return false;
+}
+
+template <class Protocol>
+asio::awaitable<bool> Session<Protocol>::relay(http::response_parser<http::buffer_body>& parser, bool client_keep_alive,
+                                               unsigned client_version, UsageReader& reader, bool& upstream_complete) {
+  const auto& upstream_header = parser.get();
+  http::response<http::empty_body> response{upstream_header.result(), client_version};
+  const std::vector<std::string> listed = connection_tokens(upstream_header);
+  for (const auto& field : upstream_header) {
+    const std::string name = lower(field.name_string());
+    if (hop_by_hop(name) || name == "content-length" || std::find(listed.begin(), listed.end(), name) != listed.end())
+      continue;
+    response.insert(field.name_string(), field.value());
+  }
+  const unsigned status = upstream_header.result_int();
+  const bool bodiless = status == 204 || status == 304 || (status >= 100 && status < 200);
+  // HTTP/1.1 clients get the body chunked as it comes; an HTTP/1.0 client gets it until close.
+  const bool chunked = client_version == 11 && !bodiless;
+  const bool keep_alive = client_keep_alive && (chunked || bodiless);
+  response.keep_alive(keep_alive);
+  if (chunked) response.chunked(true);
+  http::response_serializer<http::empty_body> serializer{response};
+  beast::error_code ec;
+  client_.expires_after(state_->options.idle_timeout);
+  co_await http::async_write_header(client_, serializer, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    client_gone_ = true;
+    co_return false;
+  }
+
+  std::array<char, kRelayChunk> chunk{};
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    beast::get_lowest_layer(*upstream_).expires_after(state_->options.idle_timeout);
+    // read_some, not read: an SSE event is passed on as soon as it arrives, not once a buffer fills.
+    co_await on_upstream([&](auto& stream) {
+      return http::async_read_some(stream, upstream_buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    });
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      // The upstream broke off mid-answer: the client's answer is cut too (no last chunk), so it
+      // sees a truncated answer rather than a complete-looking one.
+      close_upstream();
+      co_return false;
+    }
+    const std::size_t n = chunk.size() - parser.get().body().size;
+    if (n == 0) continue;
+    const std::string_view bytes(chunk.data(), n);
+    reader.feed(bytes);
+    client_.expires_after(state_->options.idle_timeout);
+    if (chunked)
+      co_await asio::async_write(client_, http::make_chunk(asio::buffer(bytes)),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    else
+      co_await asio::async_write(client_, asio::buffer(bytes), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      client_gone_ = true;
+      close_upstream();
+      co_return false;
+    }
+  }
+  upstream_complete = true;
+  upstream_reusable_ = parser.get().keep_alive();
+  if (!upstream_reusable_) close_upstream();
+  if (chunked) {
+    client_.expires_after(state_->options.idle_timeout);
+    co_await asio::async_write(client_, http::make_chunk_last(), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      client_gone_ = true;
+      co_return false;
+    }
+  }
+  co_return keep_alive || !chunked;
+}
+
+template <class Protocol>
+asio::awaitable<void> Session<Protocol>::watch_client() {
+  const std::size_t bound = state_->options.max_header_bytes + state_->options.max_request_body_bytes;
+  for (;;) {
+    auto [ec, n] =
+        co_await client_.socket().async_read_some(buffer_.prepare(4096), asio::as_tuple(asio::use_awaitable));
+    if (ec == asio::error::operation_aborted) co_return;  // the exchange ended first
+    if (ec || buffer_.size() + n > bound) {
+      client_gone_ = true;
+      close_upstream();
+      co_return;
+    }
+    // A pipelined request: kept for the next read.
+    buffer_.commit(n);
+  }
+}
+
+template <class Protocol>
+asio::awaitable<bool> Session<Protocol>::answer(unsigned status, std::string body, bool keep_alive, unsigned version) {
+  http::response<http::string_body> response{static_cast<http::status>(status), version};
+  response.set(http::field::server, kServerName);
+  response.set(http::field::content_type, "application/json");
+  response.keep_alive(keep_alive);
+  response.body() = std::move(body);
+  response.prepare_payload();
+  beast::error_code ec;
+  client_.expires_after(state_->options.idle_timeout);
+  co_await http::async_write(client_, response, asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec && keep_alive;
+}
+
+template <class Protocol>
+asio::awaitable<bool> Session<Protocol>::refuse(unsigned status, std::string_view type, std::string_view message,
+                                                std::string_view code, bool keep_alive, unsigned version) {
+  co_return co_await answer(status, wire_error_body(state_->options.upstream.wire, type, message, code), keep_alive,
+                            version);
+}
+
+namespace {
+
+template <class Protocol>
+void spawn(const std::shared_ptr<Gateway::State>& state, typename Protocol::socket socket) {
+  auto session = std::make_shared<Session<Protocol>>(state, std::move(socket));
+  if (!state->adopt(session)) return;
+  asio::co_spawn(state->io, session->run(), [state](std::exception_ptr failure) {
+    // Every expected failure is an error code; an exception is a bug here. Told, and only this
+    // connection is lost.
+    if (!failure) return;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      state->log(std::string("gateway: connection failed: ") + e.what());
+    }
+  });
+}
+
+}  // namespace
+
+void spawn_session(const std::shared_ptr<Gateway::State>& state, asio::ip::tcp::socket socket) {
+  spawn<asio::ip::tcp>(state, std::move(socket));
+}
+
+void spawn_session(const std::shared_ptr<Gateway::State>& state, asio::local::stream_protocol::socket socket) {
+  spawn<asio::local::stream_protocol>(state, std::move(socket));
+}
+
+}  // namespace mh::gateway
