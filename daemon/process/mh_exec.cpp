@@ -1,9 +1,8 @@
-// mh-exec [--relay PORT=SOCKET]... -- PROGRAM [ARG...]: the last hop of a sandboxed run (bwrap → setpriv → mh-exec → the
-// vendor). Everything before it (bwrap as root in the host's mount namespace, setpriv with
-// CAP_SETUID) runs with a fixed environment of the daemon's making, so nothing the run's submitter
-// declared (an LD_PRELOAD, say) is ever read by a privileged program. mh-exec runs after the drop,
-// as the run's user: it reads the vendor's environment from the sealed memfd named by
-// METAHARNESS_EXEC_ENV_FD, closes it, and execs PROGRAM (an absolute path) with exactly that
+// mh-exec [--relay PORT=SOCKET]... -- PROGRAM [ARG...]: the last hop of a sandboxed run (bwrap → setpriv → mh-exec →
+// the vendor). Everything before it (bwrap as root in the host's mount namespace, setpriv with CAP_SETUID) runs with a
+// fixed environment of the daemon's making, so nothing the run's submitter declared (an LD_PRELOAD, say) is ever read
+// by a privileged program. mh-exec runs after the drop, as the run's user: it reads the vendor's environment from the
+// sealed memfd named by METAHARNESS_EXEC_ENV_FD, closes it, and execs PROGRAM (an absolute path) with exactly that
 // environment (under a root daemon setpriv has dropped to the run's uid before it; a daemon that is
 // not root has nothing to drop). On any failure it says why on stderr and exits 127, as a failed exec does.
 //

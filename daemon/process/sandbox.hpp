@@ -66,8 +66,8 @@ struct SandboxSpec {
   // `relays` from the run's own loopback to its socket there; the plan's hook channel is moved
   // from an abstract name (out of reach in a new network namespace) to its socket there.
   struct Relay {
-    std::uint16_t port = 0;            // on 127.0.0.1 inside the run's network namespace
-    std::filesystem::path socket;      // as seen inside the view (under kGateInView)
+    std::uint16_t port = 0;        // on 127.0.0.1 inside the run's network namespace
+    std::filesystem::path socket;  // as seen inside the view (under kGateInView)
   };
   struct OwnNetwork {
     std::filesystem::path gate_dir;

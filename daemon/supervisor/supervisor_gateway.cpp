@@ -92,8 +92,7 @@ std::optional<std::string> Supervisor::Impl::open_gateway() {
       options.upstream.credential = g.credential.value_or(fs::path());
     }
     gateway::GatewayHooks hooks;
-    if (g.reserve)
-      hooks.reserve = [this](const gateway::Reservation& reservation) { return reserve(reservation); };
+    if (g.reserve) hooks.reserve = [this](const gateway::Reservation& reservation) { return reserve(reservation); };
     hooks.usage = [this](const gateway::RequestUsage& usage) {
       tell_or_keep(GatewayUsage{usage.request, usage.status, usage.model, usage.input_tokens, usage.output_tokens,
                                 usage.cache_read_tokens, usage.cache_creation_tokens, usage.complete});
@@ -106,7 +105,7 @@ std::optional<std::string> Supervisor::Impl::open_gateway() {
     if (auto problem = gateway->prepare()) return *problem;
     if (g.listen.path) {
       local::acceptor acceptor(io);
-      if (auto problem = listen_on_path(acceptor, *g.listen.path, spec.identity)) return "the gateway " + *problem;
+      if (auto problem = listen_on_path(acceptor, *g.listen.path, spec.run_owner())) return "the gateway " + *problem;
       gateway->serve(std::move(acceptor));
     } else {
       asio::ip::tcp::acceptor acceptor(io);
@@ -123,7 +122,7 @@ std::optional<std::string> Supervisor::Impl::open_gateway() {
     egress = std::make_unique<gateway::EgressProxy>(io, spec.egress->allowed, std::move(hooks));
     if (spec.egress->listen.path) {
       local::acceptor acceptor(io);
-      if (auto problem = listen_on_path(acceptor, *spec.egress->listen.path, spec.identity))
+      if (auto problem = listen_on_path(acceptor, *spec.egress->listen.path, spec.run_owner()))
         return "the egress proxy " + *problem;
       egress->serve(std::move(acceptor));
     } else {
@@ -176,8 +175,7 @@ void Supervisor::Impl::on_reserved(const Reserved& reserved) {
 
 asio::awaitable<gateway::ReservationAnswer> Supervisor::Impl::reserve(gateway::Reservation reservation) {
   auto pending = std::make_shared<PendingReserve>(io);
-  pending->message =
-      Reserve{reservation.request, reservation.model, reservation.max_tokens, reservation.input_bytes};
+  pending->message = Reserve{reservation.request, reservation.model, reservation.max_tokens, reservation.input_bytes};
   reserves_pending[reservation.request] = pending;
   tell_or_keep(pending->message);
   while (!pending->answer && !exit_code) {

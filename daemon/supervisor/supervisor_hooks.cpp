@@ -29,7 +29,8 @@ std::optional<std::string> Supervisor::Impl::open_hook_channel() {
     // sockets are out of reach): in the run's gate directory, bound into its view, the run's own.
     std::optional<SpecIdentity> owner;
     if (channel.uid != ::geteuid())
-      owner = SpecIdentity{channel.uid, spec.identity ? spec.identity->gid : static_cast<std::uint32_t>(::getegid())};
+      owner =
+          SpecIdentity{channel.uid, spec.run_owner() ? spec.run_owner()->gid : static_cast<std::uint32_t>(::getegid())};
     if (auto problem = listen_on_path(*hook_acceptor, channel.address, owner)) {
       hook_acceptor.reset();
       return "cannot open the hook channel: " + *problem;

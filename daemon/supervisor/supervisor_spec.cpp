@@ -66,8 +66,7 @@ SpecListen read_listen(FieldReader& outer, const std::string& context) {
         listen.tcp_port = static_cast<std::uint16_t>(*port);
     }
   }
-  if (f.ok() && bool(listen.path) == bool(listen.tcp_port))
-    f.fail("expected exactly one of \"path\" and \"tcp_port\"");
+  if (f.ok() && bool(listen.path) == bool(listen.tcp_port)) f.fail("expected exactly one of \"path\" and \"tcp_port\"");
   if (!f.ok()) outer.fail(f.error());
   return listen;
 }
@@ -170,6 +169,8 @@ json::value spec_to_json(const SupervisorSpec& spec) {
   if (spec.vendor_env) vendor_env = pairs(*spec.vendor_env);
   json::value identity = nullptr;
   if (spec.identity) identity = json::object{{"uid", spec.identity->uid}, {"gid", spec.identity->gid}};
+  json::value run_user = nullptr;
+  if (spec.run_user) run_user = json::object{{"uid", spec.run_user->uid}, {"gid", spec.run_user->gid}};
   json::value hook = nullptr;
   if (spec.hook_channel)
     hook = json::object{{"address", spec.hook_channel->address},
@@ -197,6 +198,7 @@ json::value spec_to_json(const SupervisorSpec& spec) {
                       {"stdin_log", spec.stdin_log.string()},
                       {"cgroup", path_or_null(spec.cgroup)},
                       {"identity", std::move(identity)},
+                      {"run_user", std::move(run_user)},
                       {"hook_channel", std::move(hook)},
                       {"gateway", std::move(gateway)},
                       {"egress", std::move(egress)},
@@ -251,6 +253,10 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
   if (f.ok() && f.opt_string("cgroup")) spec.cgroup = read_path(f, "cgroup");
   if (const json::object* identity = f.opt_object("identity"))
     spec.identity = SpecIdentity{read_u32(f, *identity, "uid"), read_u32(f, *identity, "gid")};
+  // Absent (an older daemon) or null: the run is `identity`, or the supervisor's user.
+  if (f.ok())
+    if (const json::object* run_user = f.opt_object("run_user"))
+      spec.run_user = SpecIdentity{read_u32(f, *run_user, "uid"), read_u32(f, *run_user, "gid")};
   if (const json::object* hook = f.opt_object("hook_channel")) {
     FieldReader h(*hook, "spec: hook_channel");
     SpecHookChannel channel{h.req_string("address"), h.req_u32("uid"), h.req_string("marker")};

@@ -153,12 +153,12 @@ TEST_F(SandboxNetworkTest, AGateWithNoServerClosesTheConnection) {
 }
 
 TEST_F(SandboxNetworkTest, MhExecRefusesAMalformedRelayByName) {
-  for (const auto& [relay, named] : std::vector<std::pair<std::string, std::string>>{
-           {"41000", "is not PORT=SOCKET"},
-           {"0=/run/metaharness/model.sock", "names no port"},
-           {"70000=/run/metaharness/model.sock", "names no port"},
-           {"41000=model.sock", "names no absolute socket path"},
-           {"41000=/" + std::string(120, 'x'), "too long"}}) {
+  for (const auto& [relay, named] :
+       std::vector<std::pair<std::string, std::string>>{{"41000", "is not PORT=SOCKET"},
+                                                        {"0=/run/metaharness/model.sock", "names no port"},
+                                                        {"70000=/run/metaharness/model.sock", "names no port"},
+                                                        {"41000=model.sock", "names no absolute socket path"},
+                                                        {"41000=/" + std::string(120, 'x'), "too long"}}) {
     auto plan = make_plan(MH_TEST_EXEC_HELPER, {"--relay", relay, "--", "/bin/true"}, {}, work_);
     auto child = ChildProcess::spawn(strand_, plan);
     ASSERT_TRUE(child) << child.error();
@@ -175,10 +175,9 @@ TEST(SandboxArgs, AnOwnNetworkUnsharesItBindsTheGateAndRelaysAndMovesTheHookChan
   plan.hook_channel = adapters::HookChannel{"METAHARNESS_HOOK_SOCKET", "@metaharness/hook/r", {}};
   SandboxSpec spec;
   spec.exec_helper = "/usr/lib/metaharness/mh-exec";
-  spec.own_network = SandboxSpec::OwnNetwork{
-      "/srv/run/gate",
-      {SandboxSpec::Relay{kGatewayRelayPort, "/run/metaharness/model.sock"},
-       SandboxSpec::Relay{kEgressRelayPort, "/run/metaharness/egress.sock"}}};
+  spec.own_network = SandboxSpec::OwnNetwork{"/srv/run/gate",
+                                             {SandboxSpec::Relay{kGatewayRelayPort, "/run/metaharness/model.sock"},
+                                              SandboxSpec::Relay{kEgressRelayPort, "/run/metaharness/egress.sock"}}};
   auto out = sandboxed(plan, spec);
   auto has = [&](std::vector<std::string> run) {
     return std::search(out.args.begin(), out.args.end(), run.begin(), run.end()) != out.args.end();

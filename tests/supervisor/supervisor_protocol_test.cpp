@@ -418,8 +418,9 @@ TEST(SupervisorSpec, RefusesByName) {
   EXPECT_NE(refusal([](auto& o) { o["protocol"] = 2; }).find("reads spec 1"), std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o["hook_channel"].as_object()["address"] = "no-at"; }).find("@<abstract name>"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& o) { o["hook_channel"].as_object()["address"] = "relative/hook.sock"; })
-                .find("or an absolute path"),
+  EXPECT_NE(refusal([](auto& o) {
+              o["hook_channel"].as_object()["address"] = "relative/hook.sock";
+            }).find("or an absolute path"),
             std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o.erase("adopt_within_ms"); }).find("adopt_within_ms"), std::string::npos);
   EXPECT_NE(parse_spec("{").error().find("not JSON"), std::string::npos);
@@ -459,6 +460,8 @@ TEST(SupervisorSpec, TheVendorsEnvironmentTravelsApartFromTheHopsFixedOne) {
 SupervisorSpec gateway_spec() {
   SupervisorSpec spec = sample_spec();
   spec.hook_channel->address = "/state/runs/r/gate/hook.sock";
+  spec.identity.reset();  // sandboxed: bwrap starts as root, the run's user is the one it drops to
+  spec.run_user = SpecIdentity{61184, 61184};
   SpecGateway g;
   g.upstream_name = "main";
   g.wire = "anthropic";
@@ -479,6 +482,10 @@ TEST(SupervisorSpec, TheGatewayAndTheEgressProxyRoundTrip) {
   auto back = parse_spec(boost::json::serialize(spec_to_json(spec)));
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(back->hook_channel->address, "/state/runs/r/gate/hook.sock");
+  EXPECT_FALSE(back->identity);
+  ASSERT_TRUE(back->run_user);
+  EXPECT_EQ(back->run_user->uid, 61184u);
+  EXPECT_EQ(back->run_owner()->gid, 61184u);
   ASSERT_TRUE(back->gateway);
   const SpecGateway& g = *back->gateway;
   EXPECT_EQ(g.upstream_name, "main");
@@ -522,10 +529,13 @@ TEST(SupervisorSpec, TheGatewayAndTheEgressProxyRoundTrip) {
   auto json = spec_to_json(sample_spec());
   json.as_object().erase("gateway");
   json.as_object().erase("egress");
+  json.as_object().erase("run_user");
   auto older = spec_from_json(json);
   ASSERT_TRUE(older) << older.error();
   EXPECT_FALSE(older->gateway);
   EXPECT_FALSE(older->egress);
+  EXPECT_FALSE(older->run_user);
+  EXPECT_EQ(older->run_owner()->uid, 999u) << "the identity, without a run_user";
 }
 
 TEST(SupervisorSpec, AGatewayOrEgressBlockIsRefusedByName) {
@@ -582,6 +592,7 @@ TEST(SupervisorSpec, AGatewayOrEgressBlockIsRefusedByName) {
                     }),
                     "over the bound"));
   EXPECT_TRUE(named(refusal([&](auto& o) { eg(o).erase("listen"); }), "\"listen\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { o["run_user"] = boost::json::object{{"uid", 1}}; }), "\"gid\""));
 }
 
 TEST(SupervisorSpec, ASocketDeeperThanAUnixAddressHoldsIsReachedThroughItsDirectory) {

@@ -8,6 +8,7 @@
 #include "daemon/supervisor/supervisor.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -19,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/json.hpp>
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
@@ -694,29 +695,71 @@ TEST_F(SupervisorTest, BadDaemonLinesAreRefusedAndTheConnectionStaysUp) {
 
 // ---- the run's gateway (issue 25) ---------------------------------------------------------------
 
-// One HTTP/1.1 exchange over a Unix socket (the gateway's): the whole answer, up to the end of
-// the connection (bounded by a receive timeout).
-std::string http_over_unix(const fs::path& socket_path, const std::string& token, const std::string& body,
-                           const std::string& target = "/v1/messages") {
+// A connection to a Unix socket, with a receive timeout (the bound on every read of a test).
+daemon::UniqueFd connect_unix(const fs::path& socket_path) {
   daemon::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   timeval bound{30, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   std::strncpy(sa.sun_path, socket_path.c_str(), sizeof sa.sun_path - 1);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return std::string("<connect: ") + std::strerror(errno) + ">";
-  std::string request = "POST " + target +
-                        " HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                        "anthropic-version: 2023-06-01\r\nx-api-key: " +
-                        token + "\r\ncontent-length: " + std::to_string(body.size()) +
-                        "\r\nconnection: close\r\n\r\n" + body;
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return {};
+  return fd;
+}
+
+// The same to 127.0.0.1:port.
+daemon::UniqueFd connect_loopback(std::uint16_t port) {
+  daemon::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  timeval bound{30, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return {};
+  return fd;
+}
+
+// A port of the host's loopback free now (the daemon picks one the same way for network = "host").
+std::uint16_t free_loopback_port() {
+  daemon::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof sa;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &length) != 0)
+    return 0;
+  return ntohs(sa.sin_port);
+}
+
+// Writes `request` and reads the whole answer, up to the end of the connection.
+std::string send_and_read(const daemon::UniqueFd& fd, const std::string& request) {
+  if (!fd) return "<no connection>";
   if (!daemon::write_all(fd.get(), request)) return "<write failed>";
   std::string answer;
   char buffer[4096];
   for (ssize_t n; (n = ::read(fd.get(), buffer, sizeof buffer)) > 0;)
     answer.append(buffer, static_cast<std::size_t>(n));
   return answer;
+}
+
+// One HTTP/1.1 model request with the token, as a vendor sends it (`connection: close`).
+std::string messages_request(const std::string& token, const std::string& body,
+                             const std::string& target = "/v1/messages") {
+  return "POST " + target +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+         "anthropic-version: 2023-06-01\r\nx-api-key: " +
+         token + "\r\ncontent-length: " + std::to_string(body.size()) + "\r\nconnection: close\r\n\r\n" + body;
+}
+
+// One HTTP/1.1 exchange over a Unix socket (the gateway's): the whole answer, up to the end of
+// the connection (bounded by a receive timeout).
+std::string http_over_unix(const fs::path& socket_path, const std::string& token, const std::string& body,
+                           const std::string& target = "/v1/messages") {
+  daemon::UniqueFd fd = connect_unix(socket_path);
+  if (!fd) return std::string("<connect: ") + std::strerror(errno) + ">";
+  return send_and_read(fd, messages_request(token, body, target));
 }
 
 // A main-loop request (it offers tools), so the scenario's step answers it, not its aux reply.
@@ -852,6 +895,35 @@ TEST_F(SupervisorGatewayTest, ARequestWaitsForItsReservationAcrossADaemonsAbsenc
   EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
 }
 
+// network = "host": the gateway on a port of the host's loopback the daemon picked; and the egress
+// proxy on its socket, refusing a destination outside the run's list (told once, as `egress`).
+TEST_F(SupervisorGatewayTest, TheGatewayOnAHostPortAndTheEgressProxyRefusingAnUnlistedDestination) {
+  SupervisorSpec spec = gateway_spec("read z", false);
+  const std::uint16_t port = free_loopback_port();
+  ASSERT_NE(port, 0);
+  spec.gateway->listen = SpecListen{{}, port};
+  spec.egress = SpecEgress{{"example.com:443"}, SpecListen{gate() / "egress.sock", {}}};
+  start(spec);
+  Link link = attach();
+  ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
+  const std::string answer = send_and_read(connect_loopback(port), messages_request(token_, kMessagesBody));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+
+  struct stat st {};
+  ASSERT_EQ(::stat((gate() / "egress.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string connect = "CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n";
+  EXPECT_EQ(send_and_read(connect_unix(gate() / "egress.sock"), connect).rfind("HTTP/1.1 403", 0), 0u);
+  EXPECT_EQ(send_and_read(connect_unix(gate() / "egress.sock"), connect).rfind("HTTP/1.1 403", 0), 0u);
+  auto told = until(*link, [](const FromSupervisor& m) { return std::holds_alternative<Egress>(m); });
+  const Egress& denied = *last_of<Egress>(told);
+  EXPECT_EQ(denied.destination, "127.0.0.1:9");
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_NE(denied.why.find("not in the run's egress list"), std::string::npos) << denied.why;
+  send(*link, {CloseStdin{}, Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
 // A gateway that cannot be built (its scenario unreadable) is the run's spawn error, by name.
 TEST_F(SupervisorGatewayTest, AGatewayThatCannotBeBuiltIsTheSpawnError) {
   SupervisorSpec spec = gateway_spec("read z", false);
@@ -859,8 +931,7 @@ TEST_F(SupervisorGatewayTest, AGatewayThatCannotBeBuiltIsTheSpawnError) {
   start(spec);
   Link link = attach();
   ASSERT_TRUE(link->hello().spawn_error);
-  EXPECT_NE(link->hello().spawn_error->find("no-such-scenario.json"), std::string::npos)
-      << *link->hello().spawn_error;
+  EXPECT_NE(link->hello().spawn_error->find("no-such-scenario.json"), std::string::npos) << *link->hello().spawn_error;
   EXPECT_FALSE(link->hello().vendor_pid);
   EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitSpawnFailed);
 }
@@ -878,6 +949,15 @@ TEST_F(SupervisorGatewayTest, ASandboxedRunReachesItsGatewayAndHookChannelThroug
       gate(), {daemon::SandboxSpec::Relay{daemon::kGatewayRelayPort, fs::path(daemon::kGateInView) / "model.sock"}}};
   const fs::path work = dir_.path() / "work";
   std::filesystem::create_directories(work);
+  // As a root daemon runs it: the sandbox drops to an unprivileged uid of the run's own, which the
+  // gate's sockets are given to (run_user; `identity` is null, bwrap starts as root).
+  constexpr std::uint32_t kUid = 61243;
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    sandbox.run_as = daemon::SandboxSpec::RunAs{kUid, kUid};
+    ::chmod(dir_.path().c_str(), 0755);
+    ASSERT_EQ(::chown(work.c_str(), kUid, kUid), 0);
+  }
   const std::string body = kMessagesBody;
   const std::string script =
       std::string(MH_TEST_HOOK_PEER) + " \"$METAHARNESS_HOOK_SOCKET\" '{\"n\":1}'; echo; " +
@@ -903,13 +983,17 @@ TEST_F(SupervisorGatewayTest, ASandboxedRunReachesItsGatewayAndHookChannelThroug
   spec.vendor_env = contained.handed_env;
   spec.cwd = contained.cwd;
   spec.hook_channel = SpecHookChannel{contained.hook_channel->bound_at.string(),
-                                      static_cast<std::uint32_t>(::geteuid()), marker_entry()};
+                                      root ? kUid : static_cast<std::uint32_t>(::geteuid()), marker_entry()};
+  if (root) spec.run_user = SpecIdentity{kUid, kUid};
   start(spec);
   Link link = attach();
   ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
   struct stat st {};
-  ASSERT_EQ(::stat((gate() / "hook.sock").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  for (const char* name : {"hook.sock", "model.sock"}) {
+    ASSERT_EQ(::stat((gate() / name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+    EXPECT_EQ(st.st_uid, root ? kUid : ::geteuid()) << name;
+  }
 
   auto is_hook = [](const FromSupervisor& m) { return std::holds_alternative<Hook>(m); };
   const Hook hook = link->hello().hooks_open.empty() ? std::get<Hook>(until(*link, is_hook).back())
