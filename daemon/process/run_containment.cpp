@@ -93,9 +93,12 @@ std::string limit_names(const CgroupLimits& limits) {
 
 boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainment::prepare(
     const ContainmentPolicy& policy, const std::string& run_id, const fs::path& run_dir,
-    const adapters::LaunchPlan& plan, const CgroupLimits& requested) {
+    const adapters::LaunchPlan& plan, const CgroupLimits& requested,
+    const std::optional<SandboxSpec::OwnNetwork>& own_network) {
   std::unique_ptr<RunContainment> c(new RunContainment());
   c->plan_ = plan;
+  if (own_network && !policy.sandbox)
+    return "network = \"gateway\" needs the sandbox, and there is none: " + policy.no_sandbox_why;
 
   CgroupLimits limits = requested;
   if (!limits.memory_max_bytes) limits.memory_max_bytes = policy.default_limits.memory_max_bytes;
@@ -164,6 +167,17 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
       if (auto problem = write_file(group, group_text, 0644)) return *problem;
       spec.passwd_file = passwd;
       spec.group_file = group;
+    }
+    if (own_network) {
+      // The gate: the daemon's, 0755 (the run reaches its sockets, adds nothing beside them).
+      const fs::path& gate = own_network->gate_dir;
+      if (::mkdir(gate.c_str(), 0755) == -1 && errno != EEXIST)
+        return "cannot create " + gate.string() + ": " + std::strerror(errno);
+      struct stat st {};
+      if (::lstat(gate.c_str(), &st) == -1 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+        return gate.string() + " is not a directory of the daemon's own";
+      if (::chmod(gate.c_str(), 0755) == -1) return "cannot make " + gate.string() + " 0755: " + std::strerror(errno);
+      spec.own_network = own_network;
     }
     c->plan_ = daemon::sandboxed(plan, spec);
     c->sandboxed_ = true;

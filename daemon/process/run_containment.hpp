@@ -79,9 +79,14 @@ class RunContainment {
   // Makes the run's cgroup (with its limits), its identity (its own directories chowned to it,
   // its passwd and group files in `run_dir`) and its sandboxed plan. Errors are the refusal's
   // text, naming the limit, path or file.
+  // `own_network` (network = "gateway"): the run gets a network namespace of its own; its gate
+  // directory (own_network->gate_dir, in `run_dir`) is made here, 0755 and the daemon's, and
+  // the plan's hook channel moves into it (SandboxSpec::own_network). Refused by name when the
+  // policy has no sandbox: only a sandbox can give the run a network of its own.
   static boost::system::result<std::unique_ptr<RunContainment>, std::string> prepare(
       const ContainmentPolicy& policy, const std::string& run_id, const std::filesystem::path& run_dir,
-      const adapters::LaunchPlan& plan, const CgroupLimits& limits);
+      const adapters::LaunchPlan& plan, const CgroupLimits& limits,
+      const std::optional<SandboxSpec::OwnNetwork>& own_network = std::nullopt);
   // What a run's containment was, so a daemon that adopts the run can end it: its cgroup, its
   // identity, whether it was sandboxed. Kept in the run directory (body.json) from the spawn on.
   struct Record {

@@ -50,6 +50,10 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
   // still reports the vendor's exit as soon as the vendor exits; the namespace's pid 1 (bwrap's
   // reaper, which carries the run marker) holds what the run left until the run's end kills it.
   add(args, {"--new-session", "--unshare-pid", "--unshare-ipc"});
+  // network = "gateway": a network namespace of its own, loopback only (bwrap brings `lo` up). The
+  // host's loopback services, its interfaces and every abstract Unix socket of the host are out of
+  // reach; the gate directory bound below is the only way out.
+  if (spec.own_network) add(args, {"--unshare-net"});
   std::vector<fs::path> bound;  // sources whose host contents are visible inside
   for (const char* dir : kSystemDirs)
     if (is_dir(dir)) {
@@ -148,6 +152,12 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
     }
   }
 
+  // The gate: the gateway's, the egress proxy's and the hook channel's sockets, read-only (a
+  // socket is connected to, never written as a file; nothing can be added beside them).
+  if (spec.own_network) {
+    make_parents(fs::path(kGateInView) / "x");
+    add(args, {"--ro-bind", spec.own_network->gate_dir.string(), kGateInView});
+  }
   if (spec.passwd_file) add(args, {"--ro-bind", spec.passwd_file->string(), "/etc/passwd"});
   if (spec.group_file) add(args, {"--ro-bind", spec.group_file->string(), "/etc/group"});
   // The root itself (bwrap's own tmpfs holding the mount points) read-only: nothing but the
@@ -178,11 +188,28 @@ adapters::LaunchPlan sandboxed(const adapters::LaunchPlan& plan, const SandboxSp
                      "--reuid=" + std::to_string(spec.run_as->uid), "--regid=" + std::to_string(spec.run_as->gid),
                      "--clear-groups", "--inh-caps=-all"});
   }
-  out.args.insert(out.args.end(), {"--", spec.exec_helper.string(), "--"});
+  out.args.insert(out.args.end(), {"--", spec.exec_helper.string()});
+  if (spec.own_network) {
+    for (const SandboxSpec::Relay& relay : spec.own_network->relays)
+      out.args.insert(out.args.end(), {"--relay", std::to_string(relay.port) + "=" + relay.socket.string()});
+    // Abstract sockets are per network namespace: the hook channel moves to a path socket in the
+    // gate, bound by its listener at `bound_at` and reached by the vendor's hook programs inside.
+    if (out.hook_channel) {
+      const std::string name = "hook.sock";
+      out.hook_channel->address = (fs::path(kGateInView) / name).string();
+      out.hook_channel->bound_at = spec.own_network->gate_dir / name;
+      for (auto& [variable, value] : *out.handed_env)
+        if (variable == out.hook_channel->env_var) value = out.hook_channel->address;
+    }
+  }
+  out.args.push_back("--");
   out.args.push_back(plan.program.string());
   out.args.insert(out.args.end(), plan.args.begin(), plan.args.end());
   out.notes.push_back("sandboxed with " + spec.bwrap.string() + ": the system read-only, writable only " +
                       plan.cwd.string() + " and the run's scratch");
+  if (spec.own_network)
+    out.notes.push_back("a network namespace of its own, loopback only: its way out is " +
+                        spec.own_network->gate_dir.string() + ", bound at " + kGateInView);
   return out;
 }
 

@@ -13,9 +13,15 @@
 //   - hidden even under a bound path: every path in `hidden` (the daemon's config, state
 //     directory and socket), as an empty tmpfs (a directory) or /dev/null (a file).
 // So /root, /home, the daemon's state (other runs), its config and its socket are invisible.
-// The network is not touched (the model endpoint must stay reachable; abstract sockets — the
-// hook channel — are per network namespace and stay reachable too). The vendors' own sandboxes
-// (Codex starts its own bwrap) nest inside: bwrap needs nothing but /proc and user namespaces.
+// The network: with `own_network` (network = "gateway", docs/containment.md) the run gets a
+// network namespace of its own with loopback only, so neither the internet, nor the host's
+// loopback services (the daemon's HTTP listener, a NATS node, other runs' gateways), nor any
+// abstract Unix socket of the host is reachable. Its only way out is the run directory's gate/,
+// bound read-only at kGateInView: the gateway's and the egress proxy's sockets (relayed onto the
+// run's own 127.0.0.1 by mh-exec, so the vendor speaks plain HTTP to a loopback port) and the hook
+// channel, moved there from its abstract name. Without it (network = "host") the network is not
+// touched: the host's, abstract sockets included. The vendors' own sandboxes (Codex starts its own
+// bwrap) nest inside: bwrap needs nothing but /proc and user namespaces.
 #pragma once
 
 #include <sys/types.h>
@@ -60,8 +66,8 @@ struct SandboxSpec {
   // `relays` from the run's own loopback to its socket there; the plan's hook channel is moved
   // from an abstract name (out of reach in a new network namespace) to its socket there.
   struct Relay {
-    std::uint16_t port = 0;            // on 127.0.0.1 inside the run's network namespace
-    std::filesystem::path socket;      // as seen inside the view (under kGateInView)
+    std::uint16_t port = 0;        // on 127.0.0.1 inside the run's network namespace
+    std::filesystem::path socket;  // as seen inside the view (under kGateInView)
   };
   struct OwnNetwork {
     std::filesystem::path gate_dir;

@@ -1,7 +1,9 @@
-// The hook channel (plan.hook_channel): an abstract unix socket on which the vendor's hook program
+// The hook channel (plan.hook_channel): a unix socket (abstract, or a path in the run's gate when
+// it has a network of its own) on which the vendor's hook program
 // asks for a decision and waits for its answer. Separate because it is a second input beside the
 // vendor's stdout, with its own peer check and its own retained log (vendor-hooks.jsonl).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -14,6 +16,7 @@
 #include "daemon/peer.hpp"
 #include "daemon/process/process_env.hpp"
 #include "daemon/run/run_impl.hpp"
+#include "daemon/supervisor/supervisor_spec.hpp"
 
 namespace mh::daemon {
 
@@ -57,12 +60,35 @@ void Run::Impl::log_hook(std::uint64_t connection, std::string_view direction, c
 }
 
 bool Run::Impl::open_hook_channel(const adapters::HookChannel& channel, std::string& error) {
-  // An abstract socket: no path, so no path-length limit and nothing left on disk.
-  std::string name = channel.address;
-  if (!name.empty() && name.front() == '@') name.front() = '\0';
   boost::system::error_code ec;
   hook_acceptor.emplace(strand);
   hook_acceptor->open(asio::local::stream_protocol(), ec);
+  if (!channel.bound_at.empty() || (!channel.address.empty() && channel.address.front() == '/')) {
+    // A path socket (a run with a network namespace of its own, where the host's abstract sockets
+    // are out of reach): bound in the run's gate (`bound_at`), reached inside its view at
+    // `address`. Given to the run's user, 0600: the daemon is multi-threaded, so no umask dance;
+    // the gate is the daemon's and 0755, so nobody else can reach the socket meanwhile (the
+    // mode it is born with gives others no write, which connecting needs).
+    const std::filesystem::path path =
+        channel.bound_at.empty() ? std::filesystem::path(channel.address) : channel.bound_at;
+    ::unlink(path.c_str());
+    int dir_fd = -1;
+    std::string reachable = supervisor::reachable_socket_path(path, dir_fd);
+    if (reachable.empty()) ec = boost::system::errc::make_error_code(boost::system::errc::filename_too_long);
+    if (!ec) hook_acceptor->bind(asio::local::stream_protocol::endpoint(reachable), ec);
+    if (!ec && ::chmod(reachable.c_str(), 0600) != 0)
+      ec = boost::system::error_code(errno, boost::system::system_category());
+    const uid_t run_uid = containment && containment->uid() ? *containment->uid() : ::geteuid();
+    if (!ec && run_uid != ::geteuid() && ::chown(reachable.c_str(), run_uid, static_cast<gid_t>(-1)) != 0)
+      ec = boost::system::error_code(errno, boost::system::system_category());
+    if (dir_fd >= 0) ::close(dir_fd);
+    if (!ec) hook_acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) error = "cannot open the hook channel " + path.string() + ": " + ec.message();
+    return !ec;
+  }
+  // An abstract socket: no path, so no path-length limit and nothing left on disk.
+  std::string name = channel.address;
+  if (!name.empty() && name.front() == '@') name.front() = '\0';
   if (!ec) hook_acceptor->bind(asio::local::stream_protocol::endpoint(name), ec);
   if (!ec) hook_acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) error = "cannot open the hook channel " + channel.address + ": " + ec.message();

@@ -8,6 +8,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "daemon/process/sandbox.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
 
@@ -69,17 +70,49 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     refuse("LAUNCH_FAILED", error, {});
     co_return;
   }
-  if (plan.hook_channel && supervised) {
-    if (!hook_log.open(dir.vendor_hooks(), error)) {
-      refuse("LAUNCH_FAILED", error, {});
+  // The gateway lives in the run's supervisor (it must outlive this daemon as the run does):
+  // without one there is nobody to host it.
+  if (!supervised && (options.gateway || options.egress)) {
+    refuse("LAUNCH_REFUSED",
+           "run: a model gateway (an upstream, or a model_scenario behind the gateway) needs a supervised run, and "
+           "runs.supervise is false",
+           {});
+    co_return;
+  }
+  // network = "gateway": only the sandbox can give the run a network of its own; never a run
+  // that quietly keeps the host's.
+  std::optional<SandboxSpec::OwnNetwork> own_network;
+  if (options.own_network) {
+    if (!options.containment || !options.containment->sandbox) {
+      refuse("LAUNCH_FAILED",
+             "network = \"gateway\" needs the sandbox: " +
+                 (options.containment ? options.containment->no_sandbox_why : std::string("the run is not contained")),
+             {});
       co_return;
     }
-  } else if (plan.hook_channel) {
-    if (!hook_log.open(dir.vendor_hooks(), error) || !open_hook_channel(*plan.hook_channel, error)) {
-      refuse("LAUNCH_FAILED", error, {});
-      co_return;
-    }
-    asio::co_spawn(strand, accept_hooks(self.lock()), asio::detached);
+    own_network.emplace();
+    own_network->gate_dir = options.run_dir / "gate";
+    // The gateway's and the egress proxy's sockets are in the gate (the daemon put them there), so
+    // the run reaches each as kGateInView/<name>, relayed onto its own loopback by mh-exec.
+    auto relay = [&](const supervisor::SpecListen& listen, std::uint16_t port, const char* what) -> bool {
+      if (!listen.path) return true;  // a port on the host's loopback: nothing to relay
+      if (listen.path->parent_path().lexically_normal() != own_network->gate_dir.lexically_normal()) {
+        refuse("LAUNCH_FAILED",
+               std::string("the ") + what + "'s socket " + listen.path->string() + " is not in the run's gate " +
+                   own_network->gate_dir.string(),
+               {});
+        return false;
+      }
+      own_network->relays.push_back(
+          SandboxSpec::Relay{port, std::filesystem::path(kGateInView) / listen.path->filename()});
+      return true;
+    };
+    if (options.gateway && !relay(options.gateway->listen, kGatewayRelayPort, "gateway")) co_return;
+    if (options.egress && !relay(options.egress->listen, kEgressRelayPort, "egress proxy")) co_return;
+  }
+  if (plan.hook_channel && !hook_log.open(dir.vendor_hooks(), error)) {
+    refuse("LAUNCH_FAILED", error, {});
+    co_return;
   }
   SpawnOptions spawn_options;
   const adapters::LaunchPlan* to_spawn = &plan;
@@ -92,8 +125,8 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     journal.emplace(std::move(*journal_made));
   }
   if (options.containment) {
-    auto prepared =
-        RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan, limits_of(options.spec));
+    auto prepared = RunContainment::prepare(*options.containment, log->run_id(), options.run_dir, plan,
+                                            limits_of(options.spec), own_network);
     if (!prepared) {
       refuse("LAUNCH_REFUSED", prepared.error(), {});
       co_return;
@@ -103,6 +136,16 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
       input(journal::ShellWarning{code, message}, Clock::now());  // journaled: an adoption states them again
     to_spawn = &containment->launch_plan();
     spawn_options = containment->spawn_options();
+  }
+  // A supervised run's hook channel is its supervisor's to serve. Opened here, after the
+  // containment: a run with a network of its own has it on a path in its gate, not on the
+  // abstract name the adapter gave it (to_spawn->hook_channel says which).
+  if (to_spawn->hook_channel && !supervised) {
+    if (!open_hook_channel(*to_spawn->hook_channel, error)) {
+      refuse("LAUNCH_FAILED", error, {});
+      co_return;
+    }
+    asio::co_spawn(strand, accept_hooks(self.lock()), asio::detached);
   }
   if (supervised) {
     if (!co_await launch_supervised(*to_spawn, spawn_options)) co_return;

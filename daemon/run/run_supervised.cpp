@@ -58,12 +58,23 @@ asio::awaitable<bool> Run::Impl::launch_supervised(const adapters::LaunchPlan& t
   if (containment) spec.cgroup = containment->cgroup_dir();
   if (spawn_options.identity)
     spec.identity = supervisor::SpecIdentity{spawn_options.identity->uid, spawn_options.identity->gid};
+  // The run's user, also when the sandbox drops to it (spawn_options then has none): the sockets
+  // the run connects to are given to it.
+  if (containment)
+    if (auto who = containment->record().identity) spec.run_user = supervisor::SpecIdentity{who->uid, who->gid};
   const auto& plan = std::get<adapters::LaunchPlan>(planned);
-  if (plan.hook_channel) {
+  // The hook channel as contained: a run with a network of its own has it on a path in its gate
+  // (bound_at, where the supervisor binds it), not on the adapter's abstract name.
+  if (to_spawn.hook_channel) {
     uid_t run_uid = containment && containment->uid() ? *containment->uid() : ::geteuid();
-    spec.hook_channel = supervisor::SpecHookChannel{plan.hook_channel->address, static_cast<std::uint32_t>(run_uid),
-                                                    plan.run_marker.first + "=" + plan.run_marker.second};
+    const adapters::HookChannel& channel = *to_spawn.hook_channel;
+    spec.hook_channel = supervisor::SpecHookChannel{
+        channel.bound_at.empty() ? channel.address : channel.bound_at.string(), static_cast<std::uint32_t>(run_uid),
+        plan.run_marker.first + "=" + plan.run_marker.second};
   }
+  // The run's gateway and egress proxy live in the supervisor (docs/gateway.md).
+  spec.gateway = options.gateway;
+  spec.egress = options.egress;
   spec.adopt_within_ms = static_cast<std::uint64_t>(options.supervision->adopt_within.count());
 
   if (containment)
@@ -195,6 +206,11 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
     } else if (auto* gone = std::get_if<supervisor::HookGone>(&*message)) {
       input(journal::HookGone{gone->connection}, Clock::now());
       after_core();
+    } else if (std::holds_alternative<supervisor::Reserve>(*message) ||
+               std::holds_alternative<supervisor::GatewayUsage>(*message) ||
+               std::holds_alternative<supervisor::GatewayRefused>(*message) ||
+               std::holds_alternative<supervisor::Egress>(*message)) {
+      on_gateway_message(*message);
     } else if (auto* refused = std::get_if<supervisor::Refused>(&*message)) {
       daemon::log(LogPriority::error, "run " + log->run_id() + ": the supervisor refused a line: " + refused->why);
     }

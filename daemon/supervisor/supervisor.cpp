@@ -187,6 +187,10 @@ boost::system::result<std::unique_ptr<Supervisor>, std::string> Supervisor::star
   if (auto problem = impl->listen()) return *problem;
   if (impl->spec.hook_channel)
     if (auto problem = impl->open_hook_channel()) impl->spawn_error = *problem;
+  // The gateway listens before the vendor starts (its first request is queued, never refused); a
+  // gateway that cannot be built is the run's spawn error, as any other part of its setup.
+  if (!impl->spawn_error && (impl->spec.gateway || impl->spec.egress))
+    if (auto problem = impl->open_gateway()) impl->spawn_error = *problem;
   if (!impl->spawn_error) impl->spawn();
   if (impl->spawn_error) impl->log("the vendor did not start: " + *impl->spawn_error);
   if (auto problem = impl->write_state_file()) return *problem;
@@ -284,6 +288,8 @@ void Supervisor::Impl::on_daemon_line(const std::shared_ptr<DaemonConnection>& c
     close_vendor_stdin();
   } else if (const auto* reply = std::get_if<HookReply>(&message)) {
     reply_hook(reply->connection, reply->line);
+  } else if (const auto* reserved = std::get_if<Reserved>(&message)) {
+    on_reserved(*reserved);
   } else if (std::holds_alternative<Release>(message)) {
     log("released by the daemon");
     finish(kExitReleased);
@@ -316,6 +322,7 @@ void Supervisor::Impl::on_attach(const std::shared_ptr<DaemonConnection>& connec
   to_carry_from = stdout_bytes;
   carry_broken = connection->carry_out_bytes == 0;
   send(connection, message);
+  after_hello(connection);
   if (spawn_error) connection->exit_when_written = kExitSpawnFailed;
 }
 

@@ -1,9 +1,12 @@
-// The hook channel, held by the supervisor (spec.hook_channel): an abstract Unix socket on which
+// The hook channel, held by the supervisor (spec.hook_channel): a Unix socket (abstract, or a path
+// in the run's gate directory when the run has a network of its own) on which
 // the vendor's hook program asks for a decision and waits. Each peer is checked exactly as the
 // daemon's run loop checks it (its uid, the run's marker in its environment, and its cgroup when
 // the run has one), its one request line is relayed to the daemon as `hook`, and the connection
 // is held until the daemon's `hook_reply` (or the peer's hang-up, told as `hook_gone`). A
 // request that arrives with no daemon attached waits the same way: the next hello lists it.
+#include <unistd.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -19,17 +22,31 @@
 namespace mh::supervisor {
 
 std::optional<std::string> Supervisor::Impl::open_hook_channel() {
+  const SpecHookChannel& channel = *spec.hook_channel;
+  hook_acceptor.emplace(io);
+  if (channel.address.front() == '/') {
+    // A path socket (a run with a network namespace of its own, where the host's abstract
+    // sockets are out of reach): in the run's gate directory, bound into its view, the run's own.
+    std::optional<SpecIdentity> owner;
+    if (channel.uid != ::geteuid())
+      owner =
+          SpecIdentity{channel.uid, spec.run_owner() ? spec.run_owner()->gid : static_cast<std::uint32_t>(::getegid())};
+    if (auto problem = listen_on_path(*hook_acceptor, channel.address, owner)) {
+      hook_acceptor.reset();
+      return "cannot open the hook channel: " + *problem;
+    }
+    return std::nullopt;
+  }
   // An abstract socket: no path, so no path-length limit and nothing left on disk.
-  std::string name = spec.hook_channel->address;
+  std::string name = channel.address;
   name.front() = '\0';
   boost::system::error_code ec;
-  hook_acceptor.emplace(io);
   hook_acceptor->open(local(), ec);
   if (!ec) hook_acceptor->bind(local::endpoint(name), ec);
   if (!ec) hook_acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     hook_acceptor.reset();
-    return "cannot open the hook channel " + spec.hook_channel->address + ": " + ec.message();
+    return "cannot open the hook channel " + channel.address + ": " + ec.message();
   }
   return std::nullopt;
 }

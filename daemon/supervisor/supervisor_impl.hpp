@@ -16,6 +16,9 @@
 #include <variant>
 #include <vector>
 
+#include "daemon/gateway/egress_proxy.hpp"
+#include "daemon/gateway/gateway.hpp"
+#include "daemon/model/scripted_endpoint.hpp"
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/supervisor/supervisor.hpp"
@@ -51,6 +54,18 @@ struct HookConnection {
   std::uint64_t id = 0;
   std::string line;
 };
+
+// A model request of the gateway waiting for the daemon's `reserved`.
+struct PendingReserve {
+  explicit PendingReserve(asio::io_context& io) : wake(io, asio::steady_timer::time_point::max()) {}
+  Reserve message;
+  std::optional<Reserved> answer;
+  asio::steady_timer wake;  // cancelled when the answer comes
+};
+
+// The most gateway messages kept, in order, while no daemon is attached; beyond it the oldest
+// are dropped (and the log says how many).
+inline constexpr std::size_t kMaxKeptForDaemon = 10'000;
 
 struct Supervisor::Impl {
   Impl(asio::io_context& io, SupervisorSpec spec);
@@ -96,6 +111,15 @@ struct Supervisor::Impl {
   std::vector<std::uint64_t> hooks_gone;
   std::uint64_t hook_connections = 0;
 
+  // The run's gateway and egress proxy (spec.gateway, spec.egress): they serve on this io_context
+  // until the supervisor exits, whether a daemon is attached or not.
+  std::unique_ptr<model::ScriptedEndpoint> scripted;  // spec.gateway.scenario: the gateway's upstream
+  std::unique_ptr<gateway::Gateway> gateway;
+  std::unique_ptr<gateway::EgressProxy> egress;
+  std::map<std::uint64_t, std::shared_ptr<PendingReserve>> reserves_pending;
+  std::deque<std::string> kept_for_daemon;  // serialized, told after the next hello
+  std::uint64_t kept_dropped = 0;           // since the last hello
+
   // supervisor.cpp
   std::optional<std::string> open_files();
   std::optional<std::string> listen();
@@ -131,6 +155,13 @@ struct Supervisor::Impl {
   asio::awaitable<void> read_vendor(asio::posix::stream_descriptor& pipe, bool is_stdout);
   asio::awaitable<void> wait_vendor();
 
+  // supervisor_gateway.cpp
+  std::optional<std::string> open_gateway();
+  void tell_or_keep(const FromSupervisor& message);  // a gateway message: to the daemon, or kept for it
+  void after_hello(const std::shared_ptr<DaemonConnection>& connection);
+  void on_reserved(const Reserved& reserved);
+  asio::awaitable<gateway::ReservationAnswer> reserve(gateway::Reservation reservation);
+
   // supervisor_hooks.cpp
   std::optional<std::string> open_hook_channel();
   asio::awaitable<void> accept_hooks();
@@ -139,5 +170,10 @@ struct Supervisor::Impl {
 };
 
 using daemon::write_all;
+
+// Binds a path socket for a peer of the run (the gateway's, the egress proxy's, the hook
+// channel's): a stale file replaced, born 0600, given to `owner` (the run's user) when set.
+std::optional<std::string> listen_on_path(local::acceptor& acceptor, const fs::path& path,
+                                          std::optional<SpecIdentity> owner);
 
 }  // namespace mh::supervisor

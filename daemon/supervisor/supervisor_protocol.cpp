@@ -18,11 +18,11 @@ namespace {
 // ---- writing ----------------------------------------------------------------------------------
 
 // Each message's "t", in the order of its variant's alternatives.
-constexpr std::array<std::string_view, std::variant_size_v<ToSupervisor>> kToKinds = {"attach", "in", "close_stdin",
-                                                                                      "hook_reply", "release", "reserved"};
+constexpr std::array<std::string_view, std::variant_size_v<ToSupervisor>> kToKinds = {
+    "attach", "in", "close_stdin", "hook_reply", "release", "reserved"};
 constexpr std::array<std::string_view, std::variant_size_v<FromSupervisor>> kFromKinds = {
-    "hello", "out",     "out_end",         "err_end", "exited", "hook", "hook_gone", "refused", "reserve",
-    "gateway_usage", "gateway_refused", "egress"};
+    "hello",     "out",     "out_end", "err_end",       "exited",          "hook",
+    "hook_gone", "refused", "reserve", "gateway_usage", "gateway_refused", "egress"};
 
 void write_termination(JsonWriter& w, const protocol::ProcessTermination& termination) {
   protocol::write(w, termination);
@@ -356,7 +356,8 @@ ParsedFromSupervisor parse_from_supervisor(std::string_view line) {
     m.complete = f.req_bool("complete");
     return done<FromSupervisor>(f, std::move(m));
   }
-  if (t == "gateway_refused") return done<FromSupervisor>(f, GatewayRefused{f.req_string("method"), f.req_string("path")});
+  if (t == "gateway_refused")
+    return done<FromSupervisor>(f, GatewayRefused{f.req_string("method"), f.req_string("path")});
   if (t == "egress") {
     Egress m;
     m.destination = f.req_string("destination");

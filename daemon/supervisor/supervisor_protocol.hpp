@@ -150,14 +150,14 @@ struct GatewayRefused {  // a method and path outside the wire's model routes, r
   std::string method;
   std::string path;
 };
-struct Egress {  // a connection attempt through the run's egress proxy
+struct Egress {             // a connection attempt through the run's egress proxy
   std::string destination;  // "host:port"
   bool allowed = false;
   std::string why;  // when refused
 };
 
-using FromSupervisor = std::variant<Hello, Out, OutEnd, ErrEnd, Exited, Hook, HookGone, Refused, Reserve,
-                                    GatewayUsage, GatewayRefused, Egress>;
+using FromSupervisor = std::variant<Hello, Out, OutEnd, ErrEnd, Exited, Hook, HookGone, Refused, Reserve, GatewayUsage,
+                                    GatewayRefused, Egress>;
 
 // ---- codec ------------------------------------------------------------------------------------
 

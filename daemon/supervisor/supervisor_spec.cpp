@@ -40,6 +40,118 @@ std::uint32_t read_u32(FieldReader& f, const json::object& o, std::string_view k
   return v;
 }
 
+// An absolute path field that may be null (or absent).
+std::optional<fs::path> read_opt_path(FieldReader& f, std::string_view key) {
+  if (!f.ok() || !f.opt_string(key)) return std::nullopt;
+  return read_path(f, key);
+}
+
+json::value listen_to_json(const SpecListen& listen) {
+  return json::object{{"path", path_or_null(listen.path)},
+                      {"tcp_port", listen.tcp_port ? json::value(*listen.tcp_port) : json::value(nullptr)}};
+}
+
+// Exactly one of a socket path and a port on the host's loopback.
+SpecListen read_listen(FieldReader& outer, const std::string& context) {
+  SpecListen listen;
+  const json::object* object = outer.req_object("listen");
+  if (!object) return listen;
+  FieldReader f(*object, context + ": listen");
+  listen.path = read_opt_path(f, "path");
+  if (f.ok()) {
+    if (auto port = f.opt_u64("tcp_port")) {
+      if (*port == 0 || *port > 65535)
+        f.fail("field \"tcp_port\" is " + std::to_string(*port) + ", expected a port (1..65535)");
+      else
+        listen.tcp_port = static_cast<std::uint16_t>(*port);
+    }
+  }
+  if (f.ok() && bool(listen.path) == bool(listen.tcp_port)) f.fail("expected exactly one of \"path\" and \"tcp_port\"");
+  if (!f.ok()) outer.fail(f.error());
+  return listen;
+}
+
+constexpr std::size_t kMaxEgressEntries = 4096;
+constexpr std::size_t kMaxEgressEntryBytes = 300;  // a DNS name is at most 253, then ":port"
+
+// "host:port": a non-empty host (an IPv6 literal in brackets) and a port 1..65535.
+bool egress_entry_ok(std::string_view entry) {
+  if (entry.size() > kMaxEgressEntryBytes) return false;
+  std::size_t colon = entry.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == entry.size() || colon + 6 < entry.size())
+    return false;
+  std::string_view host = entry.substr(0, colon), port = entry.substr(colon + 1);
+  if (host.front() == '[' ? host.back() != ']' || host.size() < 3 : host.find(':') != std::string_view::npos)
+    return false;
+  unsigned value = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  return value >= 1 && value <= 65535;
+}
+
+json::value gateway_to_json(const SpecGateway& g) {
+  return json::object{{"upstream_name", g.upstream_name},
+                      {"wire", g.wire},
+                      {"url", g.url},
+                      {"credential", path_or_null(g.credential)},
+                      {"ca_file", path_or_null(g.ca_file)},
+                      {"header", g.header},
+                      {"scenario", path_or_null(g.scenario)},
+                      {"scenario_log", path_or_null(g.scenario_log)},
+                      {"token", g.token},
+                      {"reserve", g.reserve},
+                      {"listen", listen_to_json(g.listen)}};
+}
+
+SpecGateway read_gateway(FieldReader& outer, const json::object& object) {
+  FieldReader f(object, "spec: gateway");
+  SpecGateway g;
+  g.upstream_name = f.req_string("upstream_name");
+  g.wire = f.req_string("wire");
+  if (f.ok() && g.wire != "anthropic" && g.wire != "openai-responses")
+    f.fail("field \"wire\" is \"" + protocol::excerpt(g.wire, 80) + "\", expected anthropic or openai-responses");
+  g.url = f.req_string("url");
+  g.credential = read_opt_path(f, "credential");
+  g.ca_file = read_opt_path(f, "ca_file");
+  g.header = f.req_string("header");
+  g.scenario = read_opt_path(f, "scenario");
+  g.scenario_log = read_opt_path(f, "scenario_log");
+  g.token = f.req_string("token");
+  g.reserve = f.req_bool("reserve");
+  if (f.ok()) g.listen = read_listen(f, "spec: gateway");
+  // The upstream is either the supervisor's own scripted endpoint (a scenario, recorded in its
+  // log) or a URL with the file of its key: never both, never neither.
+  if (f.ok() && g.token.empty()) f.fail("field \"token\" is empty");
+  if (f.ok() && g.scenario && !g.url.empty()) f.fail("fields \"scenario\" and \"url\" are both set");
+  if (f.ok() && g.scenario && !g.scenario_log) f.fail("field \"scenario\" is set without \"scenario_log\"");
+  if (f.ok() && !g.scenario && g.url.empty()) f.fail("neither \"url\" nor \"scenario\" is set");
+  if (f.ok() && !g.scenario && !g.credential) f.fail("field \"url\" is set without \"credential\"");
+  if (!f.ok()) outer.fail(f.error());
+  return g;
+}
+
+SpecEgress read_egress(FieldReader& outer, const json::object& object) {
+  FieldReader f(object, "spec: egress");
+  SpecEgress e;
+  if (const json::array* allowed = f.req_array("allowed")) {
+    if (allowed->size() > kMaxEgressEntries)
+      f.fail("field \"allowed\" holds " + std::to_string(allowed->size()) + " entries, over the bound of " +
+             std::to_string(kMaxEgressEntries));
+    for (const json::value& entry : *allowed) {
+      if (!f.ok()) break;
+      if (!entry.is_string() || !egress_entry_ok(entry.get_string()))
+        f.fail("an entry of \"allowed\" is " + protocol::describe_json(entry) + ", expected \"host:port\"");
+      else
+        e.allowed.emplace_back(entry.get_string());
+    }
+  }
+  if (f.ok()) e.listen = read_listen(f, "spec: egress");
+  if (!f.ok()) outer.fail(f.error());
+  return e;
+}
+
 }  // namespace
 
 json::value spec_to_json(const SupervisorSpec& spec) {
@@ -57,11 +169,22 @@ json::value spec_to_json(const SupervisorSpec& spec) {
   if (spec.vendor_env) vendor_env = pairs(*spec.vendor_env);
   json::value identity = nullptr;
   if (spec.identity) identity = json::object{{"uid", spec.identity->uid}, {"gid", spec.identity->gid}};
+  json::value run_user = nullptr;
+  if (spec.run_user) run_user = json::object{{"uid", spec.run_user->uid}, {"gid", spec.run_user->gid}};
   json::value hook = nullptr;
   if (spec.hook_channel)
     hook = json::object{{"address", spec.hook_channel->address},
                         {"uid", spec.hook_channel->uid},
                         {"marker", spec.hook_channel->marker}};
+  json::value gateway = nullptr;
+  if (spec.gateway) gateway = gateway_to_json(*spec.gateway);
+  json::value egress = nullptr;
+  if (spec.egress) {
+    json::array allowed;
+    for (const auto& entry : spec.egress->allowed)
+      allowed.emplace_back(entry);
+    egress = json::object{{"allowed", std::move(allowed)}, {"listen", listen_to_json(spec.egress->listen)}};
+  }
   return json::object{{"protocol", spec.protocol},
                       {"run_id", spec.run_id},
                       {"socket", spec.socket.string()},
@@ -75,7 +198,10 @@ json::value spec_to_json(const SupervisorSpec& spec) {
                       {"stdin_log", spec.stdin_log.string()},
                       {"cgroup", path_or_null(spec.cgroup)},
                       {"identity", std::move(identity)},
+                      {"run_user", std::move(run_user)},
                       {"hook_channel", std::move(hook)},
+                      {"gateway", std::move(gateway)},
+                      {"egress", std::move(egress)},
                       {"adopt_within_ms", spec.adopt_within_ms}};
 }
 
@@ -127,16 +253,28 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
   if (f.ok() && f.opt_string("cgroup")) spec.cgroup = read_path(f, "cgroup");
   if (const json::object* identity = f.opt_object("identity"))
     spec.identity = SpecIdentity{read_u32(f, *identity, "uid"), read_u32(f, *identity, "gid")};
+  // Absent (an older daemon) or null: the run is `identity`, or the supervisor's user.
+  if (f.ok())
+    if (const json::object* run_user = f.opt_object("run_user"))
+      spec.run_user = SpecIdentity{read_u32(f, *run_user, "uid"), read_u32(f, *run_user, "gid")};
   if (const json::object* hook = f.opt_object("hook_channel")) {
     FieldReader h(*hook, "spec: hook_channel");
     SpecHookChannel channel{h.req_string("address"), h.req_u32("uid"), h.req_string("marker")};
-    if (h.ok() && (channel.address.size() < 2 || channel.address.front() != '@'))
-      h.fail("field \"address\" is \"" + protocol::excerpt(channel.address, 80) + "\", expected @<abstract name>");
+    // An abstract name, or a path socket (a run with a network namespace of its own: abstract
+    // sockets are per namespace).
+    if (h.ok() && (channel.address.size() < 2 || (channel.address.front() != '@' && channel.address.front() != '/')))
+      h.fail("field \"address\" is \"" + protocol::excerpt(channel.address, 80) +
+             "\", expected @<abstract name> or an absolute path");
     if (h.ok() && (channel.marker.find('=') == std::string::npos || channel.marker.front() == '='))
       h.fail("field \"marker\" is \"" + protocol::excerpt(channel.marker, 80) + "\", expected NAME=VALUE");
     if (!h.ok()) f.fail(h.error());
     spec.hook_channel = std::move(channel);
   }
+  // Absent or null: the run has no gateway (no egress proxy).
+  if (f.ok())
+    if (const json::object* gateway = f.opt_object("gateway")) spec.gateway = read_gateway(f, *gateway);
+  if (f.ok())
+    if (const json::object* egress = f.opt_object("egress")) spec.egress = read_egress(f, *egress);
   spec.adopt_within_ms = f.req_u64("adopt_within_ms");
   if (!f.ok()) return f.error();
   return spec;

@@ -44,8 +44,8 @@ struct SpecListen {
 // The run's model gateway (docs/gateway.md), hosted by the supervisor.
 struct SpecGateway {
   std::string upstream_name;
-  std::string wire;  // "anthropic" | "openai-responses"
-  std::string url;   // empty with `scenario`: the supervisor's own scripted endpoint
+  std::string wire;                    // "anthropic" | "openai-responses"
+  std::string url;                     // empty with `scenario`: the supervisor's own scripted endpoint
   std::optional<fs::path> credential;  // the key's file (read by the supervisor, never by the run)
   std::optional<fs::path> ca_file;
   std::string header;  // which header carries the key; empty: the wire's default
@@ -82,6 +82,11 @@ struct SupervisorSpec {
   fs::path stdin_log;              // every byte accepted for the vendor's stdin
   std::optional<fs::path> cgroup;  // the run's cgroup directory: the vendor joins it before exec
   std::optional<SpecIdentity> identity;
+  // Who the run is once it has started: `identity` when the supervisor spawns the vendor as that
+  // user; a sandboxed run's user, which setpriv drops to inside the sandbox (`identity` is then
+  // null: bwrap starts as root). The sockets the run connects to (the gateway's, the egress
+  // proxy's, a hook channel on a path) are given to it. Null: the run is the supervisor's user.
+  std::optional<SpecIdentity> run_user;
   std::optional<SpecHookChannel> hook_channel;
   std::optional<SpecGateway> gateway;
   std::optional<SpecEgress> egress;
@@ -91,6 +96,7 @@ struct SupervisorSpec {
   fs::path run_dir() const { return socket.parent_path(); }
   fs::path state_file() const { return run_dir() / "supervisor.json"; }
   fs::path log_file() const { return run_dir() / "supervisor.log"; }
+  std::optional<SpecIdentity> run_owner() const { return run_user ? run_user : identity; }
 };
 
 // A Unix socket address holds 107 bytes: a longer path (a deep state directory) is reached through

@@ -1,8 +1,8 @@
 // A hook program for the supervisor tests: connects to a hook channel (an abstract socket,
-// "@name"), sends one line and prints the answer it gets to stdout, up to the end of the
+// "@name", or a path socket, "/path"), sends one line and prints the answer it gets to stdout, up to the end of the
 // connection. With "hangup" it sends the line and hangs up its side at once (it stays until the
 // other side closes, so that its peer check, which reads its /proc entry, cannot race its exit).
-//   mh-test-hook-peer @name '<line>' [hangup]
+//   mh-test-hook-peer @name|/path '<line>' [hangup]
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argv[1][0] != '@') {
-    std::fprintf(stderr, "usage: mh-test-hook-peer @name line [hangup]\n");
+  if (argc < 3 || (argv[1][0] != '@' && argv[1][0] != '/') || std::strlen(argv[1]) >= sizeof(sockaddr_un{}.sun_path)) {
+    std::fprintf(stderr, "usage: mh-test-hook-peer @name|/path line [hangup]\n");
     return 2;
   }
   const bool hangup = argc > 3 && std::strcmp(argv[3], "hangup") == 0;
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::string name = argv[1];
-  name[0] = '\0';
+  if (name[0] == '@') name[0] = '\0';
   std::memcpy(address.sun_path, name.data(), name.size());
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address),
                 static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size())) != 0) {

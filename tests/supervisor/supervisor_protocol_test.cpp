@@ -418,6 +418,10 @@ TEST(SupervisorSpec, RefusesByName) {
   EXPECT_NE(refusal([](auto& o) { o["protocol"] = 2; }).find("reads spec 1"), std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o["hook_channel"].as_object()["address"] = "no-at"; }).find("@<abstract name>"),
             std::string::npos);
+  EXPECT_NE(refusal([](auto& o) {
+              o["hook_channel"].as_object()["address"] = "relative/hook.sock";
+            }).find("or an absolute path"),
+            std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o.erase("adopt_within_ms"); }).find("adopt_within_ms"), std::string::npos);
   EXPECT_NE(parse_spec("{").error().find("not JSON"), std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o["vendor_env"] = "LD_PRELOAD=x"; }).find("\"vendor_env\""), std::string::npos);
@@ -448,6 +452,147 @@ TEST(SupervisorSpec, TheVendorsEnvironmentTravelsApartFromTheHopsFixedOne) {
   auto older = spec_from_json(json);
   ASSERT_TRUE(older) << older.error();
   EXPECT_FALSE(older->vendor_env);
+}
+
+// The run's gateway and egress proxy (issue 25): both shapes of upstream (a URL with its key's file,
+// or the supervisor's own scripted endpoint), both shapes of listener, and a hook channel on a
+// path (a run with a network of its own).
+SupervisorSpec gateway_spec() {
+  SupervisorSpec spec = sample_spec();
+  spec.hook_channel->address = "/state/runs/r/gate/hook.sock";
+  spec.identity.reset();  // sandboxed: bwrap starts as root, the run's user is the one it drops to
+  spec.run_user = SpecIdentity{61184, 61184};
+  SpecGateway g;
+  g.upstream_name = "main";
+  g.wire = "anthropic";
+  g.url = "https://api.example.com";
+  g.credential = "/etc/metaharness/anthropic.key";
+  g.ca_file = "/etc/ssl/test-ca.pem";
+  g.header = "x-api-key";
+  g.token = "mh-run-r-0123456789abcdef0123456789abcdef";
+  g.reserve = true;
+  g.listen.path = "/state/runs/r/gate/model.sock";
+  spec.gateway = g;
+  spec.egress = SpecEgress{{"github.com:443", "[2001:db8::1]:8443"}, SpecListen{"/state/runs/r/gate/egress.sock", {}}};
+  return spec;
+}
+
+TEST(SupervisorSpec, TheGatewayAndTheEgressProxyRoundTrip) {
+  SupervisorSpec spec = gateway_spec();
+  auto back = parse_spec(boost::json::serialize(spec_to_json(spec)));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->hook_channel->address, "/state/runs/r/gate/hook.sock");
+  EXPECT_FALSE(back->identity);
+  ASSERT_TRUE(back->run_user);
+  EXPECT_EQ(back->run_user->uid, 61184u);
+  EXPECT_EQ(back->run_owner()->gid, 61184u);
+  ASSERT_TRUE(back->gateway);
+  const SpecGateway& g = *back->gateway;
+  EXPECT_EQ(g.upstream_name, "main");
+  EXPECT_EQ(g.wire, "anthropic");
+  EXPECT_EQ(g.url, "https://api.example.com");
+  EXPECT_EQ(g.credential, spec.gateway->credential);
+  EXPECT_EQ(g.ca_file, spec.gateway->ca_file);
+  EXPECT_EQ(g.header, "x-api-key");
+  EXPECT_FALSE(g.scenario);
+  EXPECT_FALSE(g.scenario_log);
+  EXPECT_EQ(g.token, spec.gateway->token);
+  EXPECT_TRUE(g.reserve);
+  EXPECT_EQ(g.listen.path, spec.gateway->listen.path);
+  EXPECT_FALSE(g.listen.tcp_port);
+  ASSERT_TRUE(back->egress);
+  EXPECT_EQ(back->egress->allowed, spec.egress->allowed);
+  EXPECT_EQ(back->egress->listen.path, spec.egress->listen.path);
+
+  // A model_scenario behind the gateway, on a port of the host's loopback (network = "host").
+  spec.gateway->url.clear();
+  spec.gateway->credential.reset();
+  spec.gateway->ca_file.reset();
+  spec.gateway->header.clear();
+  spec.gateway->wire = "openai-responses";
+  spec.gateway->scenario = "/state/runs/r/scenario.json";
+  spec.gateway->scenario_log = "/state/runs/r/model-requests.jsonl";
+  spec.gateway->reserve = false;
+  spec.gateway->listen = SpecListen{{}, 41234};
+  spec.egress.reset();
+  auto scripted = parse_spec(boost::json::serialize(spec_to_json(spec)));
+  ASSERT_TRUE(scripted) << scripted.error();
+  ASSERT_TRUE(scripted->gateway);
+  EXPECT_EQ(scripted->gateway->scenario, spec.gateway->scenario);
+  EXPECT_EQ(scripted->gateway->scenario_log, spec.gateway->scenario_log);
+  EXPECT_EQ(scripted->gateway->wire, "openai-responses");
+  EXPECT_EQ(scripted->gateway->listen.tcp_port, 41234);
+  EXPECT_FALSE(scripted->gateway->listen.path);
+  EXPECT_FALSE(scripted->egress);
+
+  // Absent (an older daemon) reads as none.
+  auto json = spec_to_json(sample_spec());
+  json.as_object().erase("gateway");
+  json.as_object().erase("egress");
+  json.as_object().erase("run_user");
+  auto older = spec_from_json(json);
+  ASSERT_TRUE(older) << older.error();
+  EXPECT_FALSE(older->gateway);
+  EXPECT_FALSE(older->egress);
+  EXPECT_FALSE(older->run_user);
+  EXPECT_EQ(older->run_owner()->uid, 999u) << "the identity, without a run_user";
+}
+
+TEST(SupervisorSpec, AGatewayOrEgressBlockIsRefusedByName) {
+  auto refusal = [](const std::function<void(boost::json::object&)>& edit) {
+    auto value = spec_to_json(gateway_spec());
+    edit(value.as_object());
+    auto parsed = spec_from_json(value);
+    EXPECT_FALSE(parsed);
+    return parsed ? std::string() : parsed.error();
+  };
+  auto gw = [](boost::json::object& o) -> boost::json::object& { return o["gateway"].as_object(); };
+  auto eg = [](boost::json::object& o) -> boost::json::object& { return o["egress"].as_object(); };
+  auto named = [](const std::string& error, const std::string& what) {
+    return error.find(what) != std::string::npos ? ::testing::AssertionSuccess()
+                                                 : ::testing::AssertionFailure() << error << " does not name " << what;
+  };
+  EXPECT_TRUE(named(refusal([&](auto& o) { o["gateway"] = "yes"; }), "\"gateway\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["wire"] = "smtp"; }), "expected anthropic or openai-responses"));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o).erase("token"); }), "missing required field \"token\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["token"] = ""; }), "field \"token\" is empty"));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["reserve"] = "no"; }), "\"reserve\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["credential"] = "key.txt"; }), "expected an absolute path"));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["credential"] = nullptr; }), "without \"credential\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["url"] = ""; }), "neither \"url\" nor \"scenario\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["scenario"] = "/s.json"; }), "are both set"));
+  EXPECT_TRUE(named(refusal([&](auto& o) {
+                      gw(o)["url"] = "";
+                      gw(o)["scenario"] = "/s.json";
+                    }),
+                    "without \"scenario_log\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o).erase("listen"); }), "\"listen\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["listen"].as_object()["tcp_port"] = 8080; }),
+                    "exactly one of \"path\" and \"tcp_port\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) {
+                      gw(o)["listen"] = boost::json::object{{"path", nullptr}, {"tcp_port", nullptr}};
+                    }),
+                    "exactly one of"));
+  EXPECT_TRUE(named(refusal([&](auto& o) {
+                      gw(o)["listen"] = boost::json::object{{"path", nullptr}, {"tcp_port", 70000}};
+                    }),
+                    "expected a port"));
+  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["listen"].as_object()["path"] = "model.sock"; }),
+                    "expected an absolute path"));
+  EXPECT_TRUE(named(refusal([&](auto& o) { eg(o)["allowed"] = "github.com:443"; }), "\"allowed\""));
+  for (const char* bad : {"github.com", "github.com:", ":443", "github.com:0", "github.com:65536", "a:b:443",
+                          "[::1:443", "github.com:44x"})
+    EXPECT_TRUE(named(refusal([&](auto& o) { eg(o)["allowed"] = boost::json::array{bad}; }), "expected \"host:port\""))
+        << bad;
+  EXPECT_TRUE(named(refusal([&](auto& o) {
+                      boost::json::array many;
+                      for (int i = 0; i < 5000; ++i)
+                        many.emplace_back("h" + std::to_string(i) + ":443");
+                      eg(o)["allowed"] = std::move(many);
+                    }),
+                    "over the bound"));
+  EXPECT_TRUE(named(refusal([&](auto& o) { eg(o).erase("listen"); }), "\"listen\""));
+  EXPECT_TRUE(named(refusal([&](auto& o) { o["run_user"] = boost::json::object{{"uid", 1}}; }), "\"gid\""));
 }
 
 TEST(SupervisorSpec, ASocketDeeperThanAUnixAddressHoldsIsReachedThroughItsDirectory) {

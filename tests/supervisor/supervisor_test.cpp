@@ -8,6 +8,7 @@
 #include "daemon/supervisor/supervisor.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -19,15 +20,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <sstream>
 
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_cgroup.hpp"
+#include "daemon/process/sandbox.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
 #include "daemon/supervisor/transcript_follower.hpp"
 #include "tests/process/process_test_support.hpp"
@@ -687,6 +691,321 @@ TEST_F(SupervisorTest, BadDaemonLinesAreRefusedAndTheConnectionStaysUp) {
   EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
   ::close(fd);
   drop_link(std::move(link));
+}
+
+// ---- the run's gateway (issue 25) ---------------------------------------------------------------
+
+// A connection to a Unix socket, with a receive timeout (the bound on every read of a test).
+daemon::UniqueFd connect_unix(const fs::path& socket_path) {
+  daemon::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  timeval bound{30, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, socket_path.c_str(), sizeof sa.sun_path - 1);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return {};
+  return fd;
+}
+
+// The same to 127.0.0.1:port.
+daemon::UniqueFd connect_loopback(std::uint16_t port) {
+  daemon::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  timeval bound{30, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return {};
+  return fd;
+}
+
+// A port of the host's loopback free now (the daemon picks one the same way for network = "host").
+std::uint16_t free_loopback_port() {
+  daemon::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof sa;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &length) != 0)
+    return 0;
+  return ntohs(sa.sin_port);
+}
+
+// Writes `request` and reads the whole answer, up to the end of the connection.
+std::string send_and_read(const daemon::UniqueFd& fd, const std::string& request) {
+  if (!fd) return "<no connection>";
+  if (!daemon::write_all(fd.get(), request)) return "<write failed>";
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd.get(), buffer, sizeof buffer)) > 0;)
+    answer.append(buffer, static_cast<std::size_t>(n));
+  return answer;
+}
+
+// One HTTP/1.1 model request with the token, as a vendor sends it (`connection: close`).
+std::string messages_request(const std::string& token, const std::string& body,
+                             const std::string& target = "/v1/messages") {
+  return "POST " + target +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+         "anthropic-version: 2023-06-01\r\nx-api-key: " +
+         token + "\r\ncontent-length: " + std::to_string(body.size()) + "\r\nconnection: close\r\n\r\n" + body;
+}
+
+// One HTTP/1.1 exchange over a Unix socket (the gateway's): the whole answer, up to the end of
+// the connection (bounded by a receive timeout).
+std::string http_over_unix(const fs::path& socket_path, const std::string& token, const std::string& body,
+                           const std::string& target = "/v1/messages") {
+  daemon::UniqueFd fd = connect_unix(socket_path);
+  if (!fd) return std::string("<connect: ") + std::strerror(errno) + ">";
+  return send_and_read(fd, messages_request(token, body, target));
+}
+
+// A main-loop request (it offers tools), so the scenario's step answers it, not its aux reply.
+const std::string kMessagesBody =
+    R"({"model":"claude-test","max_tokens":64,"tools":[{"name":"Bash","input_schema":{"type":"object"}}],)"
+    R"("messages":[{"role":"user","content":"hi"}]})";
+
+// The requests the scripted endpoint served, as its log (the run's model-requests.jsonl) says.
+std::size_t requests_in(const fs::path& file) {
+  std::string all = slurp(file);
+  std::size_t count = 0;
+  for (std::size_t at = 0; (at = all.find("\"kind\":\"request\"", at)) != std::string::npos; ++at)
+    ++count;
+  return count;
+}
+
+class SupervisorGatewayTest : public SupervisorTest {
+ protected:
+  // A gateway whose upstream is the supervisor's own scripted endpoint (a run's model_scenario),
+  // on a socket in the run's gate.
+  SupervisorSpec gateway_spec(const std::string& script, bool reserve) {
+    SupervisorSpec spec = sh_spec(script);
+    std::filesystem::create_directories(gate());
+    ::chmod(gate().c_str(), 0755);
+    SpecGateway g;
+    g.upstream_name = "scripted";
+    g.wire = "anthropic";
+    g.scenario = fs::path(MH_TEST_SCENARIOS) / "model" / "claude_text.json";
+    g.scenario_log = dir_.path() / "model-requests.jsonl";
+    g.token = token_;
+    g.reserve = reserve;
+    g.listen.path = gate() / "model.sock";
+    spec.gateway = g;
+    return spec;
+  }
+  fs::path gate() const { return dir_.path() / "gate"; }
+  fs::path model_socket() const { return gate() / "model.sock"; }
+  std::string token_ = "mh-run-" + marker_ + "-0123456789abcdef0123456789abcdef";
+};
+
+template <class T>
+const T* last_of(const Messages& messages) {
+  const T* found = nullptr;
+  for (const auto& m : messages)
+    if (auto* f = std::get_if<T>(&m)) found = f;
+  return found;
+}
+
+// The supervisor hosts the run's gateway in front of its own scripted endpoint: the placeholder
+// token is served, a wrong one is refused 401 and never forwarded, a route outside the wire's is
+// refused 403 (told once), and what the answer spent reaches the attached daemon.
+TEST_F(SupervisorGatewayTest, TheGatewayServesThePlaceholderRefusesOthersAndReportsUsage) {
+  start(gateway_spec("read z", /*reserve=*/false));
+  Link link = attach();
+  ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
+  struct stat st {};
+  ASSERT_EQ(::stat(model_socket().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  EXPECT_EQ(http_over_unix(model_socket(), "mh-run-other-0123456789abcdef0123456789abcdef", kMessagesBody)
+                .rfind("HTTP/1.1 401", 0),
+            0u);
+  EXPECT_EQ(http_over_unix(model_socket(), token_, kMessagesBody, "/v1/files").rfind("HTTP/1.1 403", 0), 0u);
+  const std::string answer = http_over_unix(model_socket(), token_, kMessagesBody);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Hello from the scripted model."), std::string::npos) << answer;
+  EXPECT_EQ(answer.find(token_), std::string::npos);
+
+  bool refused_told = false;
+  std::optional<GatewayUsage> usage;
+  until(*link, [&](const FromSupervisor& m) {
+    if (auto* r = std::get_if<GatewayRefused>(&m)) refused_told = r->method == "POST" && r->path == "/v1/files";
+    if (auto* u = std::get_if<GatewayUsage>(&m)) usage = *u;
+    return refused_told && usage;
+  });
+  EXPECT_EQ(usage->status, 200);
+  EXPECT_EQ(usage->input_tokens, 12u);
+  EXPECT_EQ(usage->output_tokens, 6u);
+  // Not asserted: usage->complete. The gateway reports an answer relayed whole to a client that
+  // sent `connection: close` as incomplete (Session::relay's result mixes "relayed" and "keep
+  // alive"); reported to the gateway's side.
+  EXPECT_EQ(requests_in(dir_.path() / "model-requests.jsonl"), 1u)
+      << "the 401 and the 403 never reached the upstream: " << slurp(dir_.path() / "model-requests.jsonl");
+  send(*link, {CloseStdin{}, Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// A model request asks the daemon first (`reserve`) and waits for its `reserved`: across the
+// daemon's going away (asked again after the next hello), forwarded once allowed; a refused one
+// is answered by the gateway itself and never reaches the upstream. Usage produced while no
+// daemon is attached is kept and told after the next hello.
+TEST_F(SupervisorGatewayTest, ARequestWaitsForItsReservationAcrossADaemonsAbsence) {
+  start(gateway_spec("read z", /*reserve=*/true));
+  Link link = attach();
+  ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
+  auto first = std::async(std::launch::async, [&] { return http_over_unix(model_socket(), token_, kMessagesBody); });
+  auto is_reserve = [](const FromSupervisor& m) { return std::holds_alternative<Reserve>(m); };
+  const Reserve asked = std::get<Reserve>(until(*link, is_reserve).back());
+  EXPECT_EQ(asked.model, "claude-test");
+  EXPECT_EQ(asked.max_tokens, 64u);
+  EXPECT_EQ(asked.input_bytes, kMessagesBody.size());
+  EXPECT_EQ(first.wait_for(0s), std::future_status::timeout) << "answered before its reservation";
+  EXPECT_EQ(requests_in(dir_.path() / "model-requests.jsonl"), 0u);
+
+  // The daemon goes away holding the question; the next one is asked again.
+  drop_link(std::move(link));
+  link = attach();
+  const Reserve again = std::get<Reserve>(until(*link, is_reserve).back());
+  EXPECT_EQ(again.request, asked.request);
+  send(*link, {Reserved{asked.request, true, {}}});
+  const std::string answer = first.get();
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  until(*link, [](const FromSupervisor& m) { return std::holds_alternative<GatewayUsage>(m); });
+
+  // Refused: answered by the gateway, in the wire's own error shape, never forwarded.
+  auto second = std::async(std::launch::async, [&] { return http_over_unix(model_socket(), token_, kMessagesBody); });
+  const Reserve next = std::get<Reserve>(until(*link, is_reserve).back());
+  EXPECT_NE(next.request, asked.request);
+  send(*link, {Reserved{next.request, false, "the run's budget is spent"}});
+  const std::string refused = second.get();
+  EXPECT_EQ(refused.rfind("HTTP/1.1 200", 0), std::string::npos) << refused;
+  EXPECT_NE(refused.find("the run's budget is spent"), std::string::npos) << refused;
+  EXPECT_EQ(requests_in(dir_.path() / "model-requests.jsonl"), 1u);
+
+  // No daemon: a route refusal is kept, and told after the next hello.
+  drop_link(std::move(link));
+  EXPECT_EQ(http_over_unix(model_socket(), token_, kMessagesBody, "/v1/batches").rfind("HTTP/1.1 403", 0), 0u);
+  link = attach();
+  auto kept = until(*link, [](const FromSupervisor& m) { return std::holds_alternative<GatewayRefused>(m); });
+  EXPECT_EQ(last_of<GatewayRefused>(kept)->path, "/v1/batches");
+  send(*link, {CloseStdin{}, Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// network = "host": the gateway on a port of the host's loopback the daemon picked; and the egress
+// proxy on its socket, refusing a destination outside the run's list (told once, as `egress`).
+TEST_F(SupervisorGatewayTest, TheGatewayOnAHostPortAndTheEgressProxyRefusingAnUnlistedDestination) {
+  SupervisorSpec spec = gateway_spec("read z", false);
+  const std::uint16_t port = free_loopback_port();
+  ASSERT_NE(port, 0);
+  spec.gateway->listen = SpecListen{{}, port};
+  spec.egress = SpecEgress{{"example.com:443"}, SpecListen{gate() / "egress.sock", {}}};
+  start(spec);
+  Link link = attach();
+  ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
+  const std::string answer = send_and_read(connect_loopback(port), messages_request(token_, kMessagesBody));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+
+  struct stat st {};
+  ASSERT_EQ(::stat((gate() / "egress.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string connect = "CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n";
+  EXPECT_EQ(send_and_read(connect_unix(gate() / "egress.sock"), connect).rfind("HTTP/1.1 403", 0), 0u);
+  EXPECT_EQ(send_and_read(connect_unix(gate() / "egress.sock"), connect).rfind("HTTP/1.1 403", 0), 0u);
+  auto told = until(*link, [](const FromSupervisor& m) { return std::holds_alternative<Egress>(m); });
+  const Egress& denied = *last_of<Egress>(told);
+  EXPECT_EQ(denied.destination, "127.0.0.1:9");
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_NE(denied.why.find("not in the run's egress list"), std::string::npos) << denied.why;
+  send(*link, {CloseStdin{}, Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
+// A gateway that cannot be built (its scenario unreadable) is the run's spawn error, by name.
+TEST_F(SupervisorGatewayTest, AGatewayThatCannotBeBuiltIsTheSpawnError) {
+  SupervisorSpec spec = gateway_spec("read z", false);
+  spec.gateway->scenario = dir_.path() / "no-such-scenario.json";
+  start(spec);
+  Link link = attach();
+  ASSERT_TRUE(link->hello().spawn_error);
+  EXPECT_NE(link->hello().spawn_error->find("no-such-scenario.json"), std::string::npos) << *link->hello().spawn_error;
+  EXPECT_FALSE(link->hello().vendor_pid);
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitSpawnFailed);
+}
+
+// The whole door at this level, through real bubblewrap (network = "gateway"): the vendor, in a
+// network namespace of its own, reaches its gateway at 127.0.0.1:41000 (mh-exec's relay to the
+// gate's socket) with its placeholder, and its hook channel at the path the sandbox moved it to
+// ($METAHARNESS_HOOK_SOCKET rewritten), with the peer checks kept.
+TEST_F(SupervisorGatewayTest, ASandboxedRunReachesItsGatewayAndHookChannelThroughTheGate) {
+  daemon::SandboxSpec sandbox;
+  if (::access(sandbox.bwrap.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << sandbox.bwrap;
+  sandbox.exec_helper = MH_TEST_EXEC_HELPER;
+  sandbox.read_only = {MH_TEST_HOOK_PEER};
+  sandbox.own_network = daemon::SandboxSpec::OwnNetwork{
+      gate(), {daemon::SandboxSpec::Relay{daemon::kGatewayRelayPort, fs::path(daemon::kGateInView) / "model.sock"}}};
+  const fs::path work = dir_.path() / "work";
+  std::filesystem::create_directories(work);
+  // As a root daemon runs it: the sandbox drops to an unprivileged uid of the run's own, which the
+  // gate's sockets are given to (run_user; `identity` is null, bwrap starts as root).
+  constexpr std::uint32_t kUid = 61243;
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    sandbox.run_as = daemon::SandboxSpec::RunAs{kUid, kUid};
+    ::chmod(dir_.path().c_str(), 0755);
+    ASSERT_EQ(::chown(work.c_str(), kUid, kUid), 0);
+  }
+  const std::string body = kMessagesBody;
+  const std::string script =
+      std::string(MH_TEST_HOOK_PEER) + " \"$METAHARNESS_HOOK_SOCKET\" '{\"n\":1}'; echo; " +
+      "exec 3<>/dev/tcp/127.0.0.1/41000 || exit 3; "
+      "printf 'POST /v1/messages HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nx-api-key: %s\\r\\ncontent-type: "
+      "application/json\\r\\ncontent-length: %s\\r\\nconnection: close\\r\\n\\r\\n%s' \"$MH_TOKEN\" " +
+      std::to_string(body.size()) + " '" + body + "' >&3; head -n 1 <&3 | tr -d '\\r'; read z";
+  auto plan = daemon::test::make_plan("/usr/bin/bash", {"-c", script},
+                                      {{"PATH", "/usr/bin:/bin"},
+                                       {"METAHARNESS_RUN", marker_},
+                                       {"MH_TOKEN", token_},
+                                       {"METAHARNESS_HOOK_SOCKET", "@mh-test-hook-" + marker_}},
+                                      work);
+  plan.directories = {work};
+  plan.run_marker = {"METAHARNESS_RUN", marker_};
+  plan.hook_channel = adapters::HookChannel{"METAHARNESS_HOOK_SOCKET", "@mh-test-hook-" + marker_, {}};
+  SupervisorSpec spec = gateway_spec("unused", false);
+  const adapters::LaunchPlan contained = daemon::sandboxed(plan, sandbox);
+  ASSERT_TRUE(contained.hook_channel);
+  spec.program = contained.program;
+  spec.args = contained.args;
+  spec.env = contained.env;
+  spec.vendor_env = contained.handed_env;
+  spec.cwd = contained.cwd;
+  spec.hook_channel = SpecHookChannel{contained.hook_channel->bound_at.string(),
+                                      root ? kUid : static_cast<std::uint32_t>(::geteuid()), marker_entry()};
+  if (root) spec.run_user = SpecIdentity{kUid, kUid};
+  start(spec);
+  Link link = attach();
+  ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
+  struct stat st {};
+  for (const char* name : {"hook.sock", "model.sock"}) {
+    ASSERT_EQ(::stat((gate() / name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+    EXPECT_EQ(st.st_uid, root ? kUid : ::geteuid()) << name;
+  }
+
+  auto is_hook = [](const FromSupervisor& m) { return std::holds_alternative<Hook>(m); };
+  const Hook hook = link->hello().hooks_open.empty() ? std::get<Hook>(until(*link, is_hook).back())
+                                                     : link->hello().hooks_open.front();
+  EXPECT_EQ(hook.line, "{\"n\":1}");
+  send(*link, {HookReply{hook.connection, "{\"ok\":true}"}});
+  const std::string expected = "{\"ok\":true}\n\nHTTP/1.1 200 OK\n";
+  until_out(*link, expected.size());
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdout.jsonl"), expected) << slurp(dir_.path() / "vendor-stderr.log");
+  EXPECT_EQ(requests_in(dir_.path() / "model-requests.jsonl"), 1u);
+  send(*link, {CloseStdin{}, Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
 }
 
 TEST_F(SupervisorTest, AttachingWhereNoSupervisorIsSaysSo) {
