@@ -79,6 +79,9 @@ struct Run::Impl final : RunEffects {
   asio::strand<asio::io_context::executor_type> strand;
   const adapters::Adapter& adapter;
   RunOptions options;
+  // The run's secrets as its files other than events.jsonl are redacted with (the EventLog keeps
+  // its own, from the same options.redactions).
+  Redactor redactor{options.redactions};
   std::weak_ptr<Run> self;
   std::chrono::system_clock::time_point created_at = std::chrono::system_clock::now();
 
