@@ -186,9 +186,13 @@ struct Usage {
   // the vendor's own totals for one turn (per model), which supersede that turn's request figures.
   // Null (the key omitted) where the adapter does not say, as every usage line before it.
   std::optional<std::string> scope = std::nullopt;
+  // Additive (issue 25): who read the figures. "gateway": the run's model gateway, from the
+  // upstream's own answer (scope "request"; these are what the budgets count once a run has a
+  // gateway). Null (the key omitted): the vendor's own report, as every usage line before it.
+  std::optional<std::string> source = std::nullopt;
 };
-BOOST_DESCRIBE_STRUCT(Usage, (), (request_id, model, usage, scope))
-MH_WIRE_RULES(Usage, WireFieldRule{"scope", kOmitNull})
+BOOST_DESCRIBE_STRUCT(Usage, (), (request_id, model, usage, scope, source))
+MH_WIRE_RULES(Usage, WireFieldRule{"scope", kOmitNull}, WireFieldRule{"source", kOmitNull})
 
 struct RateLimit {
   static constexpr std::string_view kName = "rate_limit";
@@ -230,14 +234,24 @@ BOOST_DESCRIBE_STRUCT(AuthExpired, (), (credential_source, detail, source_line))
 
 // Additive (issue 11): what the run's own cgroup counted, read at its end. Each field is null
 // where it is unknown here (its controller is not enabled for the run's group), never 0.
+struct EgressCounts {
+  std::map<std::string, std::uint64_t> allowed;  // destination ("host:port") -> attempts let through
+  std::map<std::string, std::uint64_t> denied;   // destination -> attempts refused
+};
+BOOST_DESCRIBE_STRUCT(EgressCounts, (), (allowed, denied))
+
 struct RunResources {
   std::optional<std::uint64_t> cpu_usec;           // cpu.stat usage_usec
   std::optional<std::uint64_t> memory_peak_bytes;  // memory.peak
   std::optional<std::uint64_t> tasks_peak;         // pids.peak
   std::optional<std::uint64_t> oom_kills;          // memory.events oom_kill
   std::optional<std::uint64_t> processes_killed;   // still alive in the group when the end killed it
+  // Additive (issue 25): connection attempts through the run's egress proxy, per "host:port",
+  // allowed and denied. Absent (the key omitted) for a run that had no egress proxy or made none.
+  std::optional<EgressCounts> egress = std::nullopt;
 };
-BOOST_DESCRIBE_STRUCT(RunResources, (), (cpu_usec, memory_peak_bytes, tasks_peak, oom_kills, processes_killed))
+BOOST_DESCRIBE_STRUCT(RunResources, (), (cpu_usec, memory_peak_bytes, tasks_peak, oom_kills, processes_killed, egress))
+MH_WIRE_RULES(RunResources, WireFieldRule{"egress", kOmitNull})
 
 struct StreamClosed {
   static constexpr std::string_view kName = "stream.closed";

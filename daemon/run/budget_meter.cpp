@@ -66,6 +66,7 @@ json::object Spend::to_json() const {
   o["cache_creation_input_tokens"] = cache_creation_input_tokens;
   o["usd"] = usd ? json::value(*usd) : json::value(nullptr);
   o["unpriced_model"] = unpriced_model ? json::value(*unpriced_model) : json::value(nullptr);
+  o["usage_source"] = gateway_metered ? "gateway" : "vendor";
   return o;
 }
 
@@ -120,6 +121,29 @@ void BudgetMeter::mark_unpriced(const std::string& model) {
 }
 
 std::optional<Crossing> BudgetMeter::usage(const protocol::ev::Usage& record) {
+  const bool from_gateway = record.source == "gateway";
+  // Once a gateway meters the run, the vendor's own figures are what it says it spent, not what
+  // the upstream billed: recorded, never counted beside the gateway's (no double count).
+  if (spend_.gateway_metered && !from_gateway) return std::nullopt;
+  if (from_gateway) {
+    // One answered request, read from the upstream's own answer: final as it comes (no turn
+    // figures supersede it), and a request of a model with no price makes the cost unknown now.
+    const auto& u = record.usage;
+    spend_.input_tokens += u.input_tokens.value_or(0);
+    spend_.output_tokens += u.output_tokens.value_or(0);
+    spend_.cache_read_input_tokens += u.cache_read_input_tokens.value_or(0);
+    spend_.cache_creation_input_tokens += u.cache_creation_input_tokens.value_or(0);
+    if (spend_.usd) {
+      std::optional<std::string> model = record.model ? record.model : model_;
+      std::optional<double> cost = u.cost_usd;
+      if (!cost && model) cost = request_cost(u, *model, prices_);
+      if (cost)
+        *spend_.usd += *cost;
+      else
+        mark_unpriced(model.value_or("(the gateway read no model)"));
+    }
+    return crossed();
+  }
   const bool request = record.scope == "request";
   if (record.scope == "turn" && !turn_figures_in_) {
     // The turn's own figures arrive: its request figures were provisional, and leave the spend.
@@ -173,6 +197,70 @@ std::optional<Crossing> BudgetMeter::crossed() const {
           "the cost is no longer known: " + *spend_.unpriced_model + " has no price, and an unknown cost is not zero"};
     if (*spend_.usd > *limits_.usd) return Crossing{"usd", usd_text(*limits_.usd), usd_text(*spend_.usd) + " spent"};
   }
+  return std::nullopt;
+}
+
+std::optional<Crossing> BudgetMeter::reserve(const Spend& worst, const Spend& held) const {
+  if (limits_.input_tokens && spend_.input_tokens >= *limits_.input_tokens)
+    return Crossing{"input_tokens", std::to_string(*limits_.input_tokens) + " token(s)",
+                    std::to_string(spend_.input_tokens) + " token(s) spent before this model request"};
+  if (limits_.output_tokens && spend_.output_tokens >= *limits_.output_tokens)
+    return Crossing{"output_tokens", std::to_string(*limits_.output_tokens) + " token(s)",
+                    std::to_string(spend_.output_tokens) + " token(s) spent before this model request"};
+  if (limits_.usd) {
+    if (!spend_.usd)
+      return Crossing{"usd", usd_text(*limits_.usd),
+                      "the cost is no longer known (" + spend_.unpriced_model.value_or("a model") +
+                          " has no price), and an unknown cost is not zero"};
+    if (!worst.usd)
+      return Crossing{"usd", usd_text(*limits_.usd),
+                      "this model request's worst case cannot be priced (" +
+                          worst.unpriced_model.value_or("its model") +
+                          " has no price in the config's [prices]), and an unknown cost is not zero"};
+    const double total = *spend_.usd + held.usd.value_or(0.0) + *worst.usd;
+    if (total > *limits_.usd)
+      return Crossing{"usd", usd_text(*limits_.usd),
+                      usd_text(*spend_.usd) + " spent, " + usd_text(held.usd.value_or(0.0)) +
+                          " reserved by requests in flight, and this model request could spend up to " +
+                          usd_text(*worst.usd) + " (" + std::to_string(worst.input_tokens) + " input and " +
+                          std::to_string(worst.output_tokens) + " output token(s) at most)"};
+  }
+  return std::nullopt;
+}
+
+Spend worst_case(std::string_view model, std::uint64_t max_tokens, std::uint64_t input_bytes,
+                 const PriceTable* prices) {
+  Spend worst;
+  worst.input_tokens = input_bytes;
+  worst.output_tokens = max_tokens;
+  const ModelPrice* price = prices ? prices->find(model) : nullptr;
+  std::optional<double> input_price;
+  if (price)
+    for (const auto& p : {price->input_per_mtok, price->cache_creation_per_mtok, price->cache_read_per_mtok})
+      if (p && (!input_price || *p > *input_price)) input_price = p;
+  const bool input_known = input_bytes == 0 || input_price;
+  const bool output_known = max_tokens == 0 || (price && price->output_per_mtok);
+  if (!price || !input_known || !output_known) {
+    worst.usd.reset();
+    worst.unpriced_model = std::string(model.empty() ? "(a request naming no model)" : model);
+    return worst;
+  }
+  double usd = 0;
+  if (input_bytes) usd += static_cast<double>(input_bytes) * *input_price / 1e6;
+  if (max_tokens) usd += static_cast<double>(max_tokens) * *price->output_per_mtok / 1e6;
+  worst.usd = usd;
+  return worst;
+}
+
+std::optional<double> request_cost(const protocol::TokenUsage& usage, std::string_view model,
+                                   const PriceTable* prices) {
+  const ModelPrice* price = prices ? prices->find(model) : nullptr;
+  if (price) return price_usage(usage, *price);
+  // No tokens at all (a refused or failed request) cost nothing, priced or not.
+  auto none = [](const std::optional<std::uint64_t>& n) { return n.value_or(0) == 0; };
+  if (none(usage.input_tokens) && none(usage.output_tokens) && none(usage.cache_read_input_tokens) &&
+      none(usage.cache_creation_input_tokens))
+    return 0.0;
   return std::nullopt;
 }
 

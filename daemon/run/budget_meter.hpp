@@ -62,6 +62,10 @@ struct Spend {
   std::uint64_t cache_creation_input_tokens = 0;
   std::optional<double> usd = 0.0;            // nullopt: some usage could not be priced
   std::optional<std::string> unpriced_model;  // the first model that made usd unknown
+  // Whose figures the tokens and usd are (issue 25): the run's model gateway's, read from each
+  // upstream answer, once the run has a gateway; the vendor's own reports otherwise. Said as
+  // "usage_source": "gateway" | "vendor" wherever a spend is shown.
+  bool gateway_metered = false;
 
   json::object to_json() const;
 };
@@ -93,6 +97,19 @@ class BudgetMeter {
   std::optional<Crossing> usage(const protocol::ev::Usage& usage);
   std::optional<Crossing> wall(std::uint64_t elapsed_ms) const;
 
+  // The run has a model gateway (issue 25): from now on its usage records (source "gateway",
+  // final as they come: one per answered request) are what the spend counts, and the vendor's
+  // own usage records are informational (recorded, never counted twice). Before any usage.
+  void meter_by_gateway() { spend_.gateway_metered = true; }
+  bool gateway_metered() const { return spend_.gateway_metered; }
+  // Whether a model request whose worst case is `worst` may start, with `held` (the worst cases
+  // of the run's requests already reserved and not yet settled) on top of what is spent: the
+  // budget it would cross, if any. usd: spent + held + worst must stay within the budget, and a
+  // worst case of unknown cost (a model with no price) cannot be kept within it. Tokens: refused
+  // once the run's input or output tokens have reached their budget (a request's own tokens are
+  // only bounded loosely before it runs, so they are not reserved).
+  std::optional<Crossing> reserve(const Spend& worst, const Spend& held) const;
+
   // What is settled: what the budgets judge, and what the daily ledger adds up (a cost still
   // open mid-turn is left out of both until the turn settles it).
   const Spend& spend() const { return spend_; }
@@ -121,6 +138,18 @@ class BudgetMeter {
   Provisional turn_requests_;
   bool turn_figures_in_ = false;  // this turn's turn-scoped figures have superseded its requests
 };
+
+// The worst a model request can spend before it is forwarded (issue 25, docs/policies.md):
+// output: `max_tokens` (0: the request set no bound; output then counts 0 and the reservation
+// holds only its input, the weaker guarantee docs/policies.md names); input: `input_bytes`, the
+// request body's size, as tokens (no tokenizer makes a token of less than one byte of the text
+// it encodes, and the body's JSON framing only adds bytes), each at the dearest of the model's
+// input prices (plain, cache write, cache read). usd nullopt when the model has no price for a
+// kind the bound uses: unknown is not zero.
+Spend worst_case(std::string_view model, std::uint64_t max_tokens, std::uint64_t input_bytes, const PriceTable* prices);
+// What one answered request cost at its model's price: nullopt when the model, or a kind of token
+// it used, has no price.
+std::optional<double> request_cost(const protocol::TokenUsage& usage, std::string_view model, const PriceTable* prices);
 
 // The run-start refusal of a USD budget nobody can meter: the run's model (declared, or the
 // adapter's default) has no price. Nullopt when the run may start.

@@ -22,16 +22,19 @@ namespace {
 namespace json = boost::json;
 
 // The kinds, in variant order: the line's "k".
-constexpr std::string_view kKinds[] = {"start",    "out",        "out_end",       "hook",   "hook_gone",
-                                       "command",  "unreadable", "source_closed", "budget", "shutdown",
-                                       "deadline", "idle",       "wall",          "warning"};
+constexpr std::string_view kKinds[] = {"start",           "out",        "out_end",       "hook",    "hook_gone",
+                                       "command",         "unreadable", "source_closed", "budget",  "shutdown",
+                                       "deadline",        "idle",       "wall",          "warning", "gateway_usage",
+                                       "gateway_refused", "egress"};
 static_assert(std::size(kKinds) == std::variant_size_v<Input>);
 
 std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-void fill(json::object&, const Start&) {}
+void fill(json::object& o, const Start& v) {
+  if (v.gateway) o["gateway"] = true;  // absent otherwise: older journals' lines stay as they were
+}
 void fill(json::object& o, const VendorOut& v) {
   o["to"] = v.to;
   o["at"] = v.received_unix_ms;
@@ -71,6 +74,28 @@ void fill(json::object& o, const ShellWarning& v) {
   o["code"] = v.code;
   o["message"] = v.message;
 }
+void fill(json::object& o, const GatewayUsage& v) {
+  o["request"] = v.request;
+  o["status"] = v.status;
+  o["model"] = v.model;
+  auto count = [&o](const char* key, const std::optional<std::uint64_t>& n) {
+    if (n) o[key] = *n;  // absent: the answer did not say (unknown, not zero)
+  };
+  count("input_tokens", v.input_tokens);
+  count("output_tokens", v.output_tokens);
+  count("cache_read_tokens", v.cache_read_tokens);
+  count("cache_creation_tokens", v.cache_creation_tokens);
+  o["complete"] = v.complete;
+}
+void fill(json::object& o, const GatewayRefused& v) {
+  o["method"] = v.method;
+  o["path"] = v.path;
+}
+void fill(json::object& o, const Egress& v) {
+  o["destination"] = v.destination;
+  o["allowed"] = v.allowed;
+  o["why"] = v.why;
+}
 
 // Field readers that refuse by name.
 struct Fields {
@@ -95,6 +120,16 @@ struct Fields {
     if (v && error.empty()) error = "\"" + std::string(key) + "\" is not a count";
     return 0;
   }
+  std::optional<std::uint64_t> maybe_u64(std::string_view key) {
+    if (!o.contains(key)) return std::nullopt;
+    return u64(key);
+  }
+  bool boolean(std::string_view key) {
+    const json::value* v = need(key);
+    if (v && v->is_bool()) return v->get_bool();
+    if (v && error.empty()) error = "\"" + std::string(key) + "\" is not a boolean";
+    return false;
+  }
   std::int64_t i64(std::string_view key) {
     const json::value* v = need(key);
     if (v && v->is_int64()) return v->get_int64();
@@ -117,7 +152,7 @@ boost::system::result<Input, std::string> read_input(std::string_view kind, Fiel
   using Result = boost::system::result<Input, std::string>;
   Input input;
   if (kind == "start") {
-    input = Start{};
+    input = Start{f.o.contains("gateway") && f.boolean("gateway")};
   } else if (kind == "out") {
     input = VendorOut{f.u64("to"), f.i64("at")};
   } else if (kind == "out_end") {
@@ -160,6 +195,23 @@ boost::system::result<Input, std::string> read_input(std::string_view kind, Fiel
     input = WallBudget{};
   } else if (kind == "warning") {
     input = ShellWarning{f.string("code"), f.string("message")};
+  } else if (kind == "gateway_usage") {
+    GatewayUsage g;
+    g.request = f.u64("request");
+    auto status = f.i64("status");
+    if (status < INT32_MIN || status > INT32_MAX) status = 0;
+    g.status = static_cast<std::int32_t>(status);
+    g.model = f.string("model");
+    g.input_tokens = f.maybe_u64("input_tokens");
+    g.output_tokens = f.maybe_u64("output_tokens");
+    g.cache_read_tokens = f.maybe_u64("cache_read_tokens");
+    g.cache_creation_tokens = f.maybe_u64("cache_creation_tokens");
+    g.complete = f.boolean("complete");
+    input = std::move(g);
+  } else if (kind == "gateway_refused") {
+    input = GatewayRefused{f.string("method"), f.string("path")};
+  } else if (kind == "egress") {
+    input = Egress{f.string("destination"), f.boolean("allowed"), f.string("why")};
   } else {
     return Result(boost::system::in_place_error, "unknown input kind \"" + std::string(kind) + "\"");
   }

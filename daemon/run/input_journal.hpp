@@ -37,7 +37,12 @@ namespace journal {
 
 inline constexpr std::string_view kFormat = "metaharness.core-inputs/1";
 
-struct Start {};  // the vendor was spawned (RunCore::start)
+struct Start {  // the vendor was spawned (RunCore::start)
+  // The run has a model gateway: its figures are what the budgets count (RunCore::meter_by_gateway).
+  // Journaled ("gateway": true) so a replay meters as the live run did, whatever the adopting
+  // daemon's options say. Absent in older journals: false.
+  bool gateway = false;
+};
 struct VendorOut {
   std::uint64_t to = 0;               // transcript bytes [previous to, to) were fed
   std::int64_t received_unix_ms = 0;  // when the chunk was read (the lines' received_at)
@@ -74,8 +79,29 @@ struct ShellWarning {
   std::string message;
 };
 
+// What the run's gateway and egress proxy reported (issue 25; supervisor_protocol.hpp's
+// GatewayUsage, GatewayRefused, Egress), whole: they are not kept anywhere else the replay could
+// read them from.
+struct GatewayUsage {  // one forwarded request's answer ended
+  std::uint64_t request = 0;
+  std::int32_t status = 0;
+  std::string model;
+  std::optional<std::uint64_t> input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens;
+  bool complete = false;
+};
+struct GatewayRefused {  // a route outside the wire's model routes was refused 403
+  std::string method;
+  std::string path;
+};
+struct Egress {  // a connection attempt through the egress proxy
+  std::string destination;
+  bool allowed = false;
+  std::string why;
+};
+
 using Input = std::variant<Start, VendorOut, VendorEnd, HookRequest, HookGone, CommandLine, Unreadable, SourceClosed,
-                           BudgetExhausted, Shutdown, Deadline, IdleTimeout, WallBudget, ShellWarning>;
+                           BudgetExhausted, Shutdown, Deadline, IdleTimeout, WallBudget, ShellWarning, GatewayUsage,
+                           GatewayRefused, Egress>;
 
 struct Entry {
   std::chrono::steady_clock::time_point now;

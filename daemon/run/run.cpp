@@ -51,6 +51,7 @@ EventLogOptions log_options_of(const RunOptions& options) {
   EventLogOptions log_options;
   log_options.durability = options.fsync_each_event ? Durability::fsync_each : Durability::write;
   log_options.max_line_bytes = options.max_event_line_bytes;
+  log_options.redactions = options.redactions;  // issue 25: no secret in the record
   return log_options;
 }
 

@@ -15,6 +15,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "adapters/adapter.hpp"
 #include "daemon/run/run_core.hpp"
@@ -86,6 +89,25 @@ struct RunOptions {
   // daemon, already metered there (the daily ledger must not count it twice). Called once, on the
   // strand, before the run goes live; on_spend then reports from there on.
   std::function<void(const Spend&)> on_spend_replayed;
+  // The owner's daily budget, reserved before the run's gateway forwards a model request (issue
+  // 25, docs/policies.md; the server binds these to its DailySpendLedger with the run's id and
+  // owner uid). Called on the run's strand; each answers at once (the ledger is shared by every
+  // run under its own mutex), so ten runs of one uid asking together never hold more than the
+  // budget. Unset: no daily budget applies to the run's requests.
+  // - reserve_daily: a request's worst case; the reservation's id, or why the owner's day cannot
+  //   take it (the run then closes `budget`, as a daily crossing closes it). `worst.usd` nullopt:
+  //   the model has no price (refused when the day has a usd budget: unknown is not zero).
+  // - settle_daily: the request's answer ended: the reservation is released and `actual` (what
+  //   the request spent, usd nullopt when unknown) held in its place until on_spend reports it.
+  // - release_daily: the run ended: every reservation it still holds is released.
+  std::function<boost::system::result<std::uint64_t, std::string>(const Spend& worst)> reserve_daily;
+  std::function<void(std::uint64_t reservation, const Spend& actual)> settle_daily;
+  std::function<void()> release_daily;
+  // Secret values that must never reach the record (issue 25 section 4): (NAME, value) — the run's
+  // upstream credential, the spec's secret vendor_env values, the run's placeholder token. Every
+  // occurrence of a value (of at least kMinRedactedBytes, daemon/stream/event_log.hpp) in a line
+  // of events.jsonl, JSON-escaped form included, is written as `[redacted:NAME]`.
+  std::vector<std::pair<std::string, std::string>> redactions;
   // The bound of every line of events.jsonl (runs.max_event_line_bytes; protocol/line_cut.hpp).
   std::size_t max_event_line_bytes = 1u << 20;
   // Told of every event appended (nullptr: nobody is).

@@ -93,6 +93,54 @@ void RunCore::on_budget_exhausted(const std::string& message, Instant now) {
   stop(proto::CloseReason::budget, "the run's budget was exhausted");
 }
 
+void RunCore::on_gateway_usage(const GatewayAnswer& answer, Instant now) {
+  now_ = now;
+  if (life_.phase == Phase::closed || life_.phase == Phase::created || life_.phase == Phase::launching) return;
+  if (answer.status == 429) {
+    // The upstream throttled the run: recorded as the vendors' own 429s are (the claude
+    // adapter's api_retry mapping), so a reader finds throttling in one place.
+    proto::RateLimitInfo info;
+    info.status = "429";
+    event(proto::ev::RateLimit{info}, std::nullopt);
+  }
+  proto::ev::Usage usage;
+  usage.request_id = "gateway-" + std::to_string(answer.request);
+  if (!answer.model.empty()) usage.model = answer.model;
+  usage.usage = answer.usage;
+  // The cost at the configured price: the gateway's figures carry none of their own. Unpriced:
+  // null (unknown), and the meter says so.
+  if (!usage.usage.cost_usd) {
+    std::optional<std::string> model = usage.model ? usage.model : spec_.model;
+    if (model) usage.usage.cost_usd = request_cost(usage.usage, *model, options_.prices);
+  }
+  usage.scope = "request";
+  usage.source = "gateway";
+  event(std::move(usage), std::nullopt);  // counted by the budget meter, crossing stops the run
+}
+
+void RunCore::on_gateway_refused(const std::string& method, const std::string& path, Instant now) {
+  now_ = now;
+  if (life_.phase == Phase::closed || !routes_refused_.insert({method, path}).second) return;
+  warn("GATEWAY_ROUTE_REFUSED", "the run's model gateway refused " + method + " " + path +
+                                    " (403): only the upstream wire's model routes are forwarded with its key; "
+                                    "further requests to this route are refused without another warning");
+}
+
+void RunCore::on_egress(const std::string& destination, bool allowed, const std::string& why, Instant now) {
+  now_ = now;
+  if (life_.phase == Phase::closed) return;  // stream.closed has counted what it could
+  auto& counts = allowed ? egress_.allowed : egress_.denied;
+  const std::uint64_t n = ++counts[destination];
+  if (allowed || n != 1) return;  // a denied destination is warned of once
+  std::uint64_t denied = 0;
+  for (const auto& [where, count] : egress_.denied)
+    denied += count;
+  warn("EGRESS_DENIED", "the run's egress proxy refused a connection to " + destination +
+                            (why.empty() ? std::string() : " (" + why + ")") + "; " + std::to_string(denied) +
+                            " connection attempt(s) refused so far in all (each destination is warned of once; "
+                            "stream.closed's resources.egress counts every attempt)");
+}
+
 void RunCore::on_vendor_line(const proto::FramedLine& line, Instant now) {
   now_ = now;
   if (!session_ || life_.phase == Phase::closed) return;

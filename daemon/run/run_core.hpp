@@ -102,6 +102,15 @@ struct RunCoreOptions {
   const PriceTable* prices = nullptr;  // for a usd budget; outlives the core
 };
 
+// One model request's answer as the run's gateway read it (issue 25; docs/gateway.md).
+struct GatewayAnswer {
+  std::uint64_t request = 0;  // the gateway's number for the request
+  std::int32_t status = 0;    // the upstream's HTTP status
+  std::string model;          // as the answer (or the request) named it; empty: neither did
+  proto::TokenUsage usage;    // the figures the answer carried (a kind it did not carry: null)
+  bool complete = false;      // the answer was read to its end (else: the figures read so far)
+};
+
 // A call still waiting for the embedder, as a (re)attaching controller is handed it.
 struct PendingCallView {
   std::string call_id;
@@ -171,6 +180,27 @@ class RunCore final {
   // A budget kept outside the run (the daemon's daily budget of the run's owner) is exhausted:
   // the run is stopped and closes `budget`, the warning saying which.
   void on_budget_exhausted(const std::string& message, Instant now);
+  // The run has a model gateway (issue 25): its usage is what the budgets count from here on, the
+  // vendor's own usage records are informational. Before start.
+  void meter_by_gateway() { budget_.meter_by_gateway(); }
+  // A model request's answer ended at the gateway: a `usage` event (scope "request", source
+  // "gateway", the cost at the model's price, null when it has none) counted by the budgets, and
+  // an upstream 429 a `rate_limit` first, as the vendors' own throttling is recorded. Crossing a
+  // budget stops the run (reason budget), as any usage does. Nothing once closed.
+  void on_gateway_usage(const GatewayAnswer& answer, Instant now);
+  // Whether a model request of this worst case may be forwarded now (`held`: the run's other
+  // requests reserved and not settled): the budget it would cross, if any (BudgetMeter::reserve).
+  // The gateway refused a route outside the wire's model routes (403): a warning
+  // GATEWAY_ROUTE_REFUSED naming method and path, once per (method, path).
+  void on_gateway_refused(const std::string& method, const std::string& path, Instant now);
+  // A connection attempt through the run's egress proxy: counted per destination (stream.closed's
+  // resources.egress); the first denied attempt to a destination is a warning EGRESS_DENIED.
+  void on_egress(const std::string& destination, bool allowed, const std::string& why, Instant now);
+  const proto::ev::EgressCounts& egress_counts() const { return egress_; }
+  std::optional<Crossing> reserve_check(const Spend& worst, const Spend& held) const {
+    return budget_.reserve(worst, held);
+  }
+  const PriceTable* prices() const { return options_.prices; }
   // The vendor's stdout ended (its last line was handed in): the session flushes what it still
   // holds (Codex: the notifications it held for a thread that never came), in the stream before
   // the wind-up's records. The session is told once; wind_up tells it first if the host has not.
@@ -344,6 +374,9 @@ class RunCore final {
     proto::ev::CommandResult result;
   };
   std::vector<Unrecorded> unrecorded_;
+  // The gateway's reports (issue 25): routes warned of, egress attempts per destination.
+  std::set<std::pair<std::string, std::string>> routes_refused_;
+  proto::ev::EgressCounts egress_;
 };
 
 std::string_view to_string(RunCore::Phase phase);

@@ -1,14 +1,113 @@
 // The run's side of its gateway (docs/gateway.md): what the gateway and the egress proxy in the
 // run's supervisor report — a reservation asked before a model request is forwarded, the usage
 // read from each answer, a route refused, an egress attempt — turned into the core's inputs.
+//
+// A reservation is answered at once, here, and is not an input: whether it is granted depends on
+// the owner's daily ledger, shared with other runs, which no replay could ask again. What a
+// refusal does to the run (BUDGET_EXHAUSTED, the close `budget`) is an input (BudgetExhausted),
+// journaled like the daemon's own daily crossing, so an adoption's replay states it again.
+#include "daemon/log.hpp"
 #include "daemon/run/run_impl.hpp"
+#include "protocol/overloaded.hpp"
 
 namespace mh::daemon {
 
 void Run::Impl::on_gateway_message(const supervisor::FromSupervisor& message) {
-  // To be built (issue 25): until then a reservation is answered allowed so no request waits.
-  if (const auto* reserve = std::get_if<supervisor::Reserve>(&message))
-    if (link) link->send(supervisor::Reserved{reserve->request, true, {}});
+  // After stream.closed no line may follow: what the gateway says then is not the record's.
+  const bool closed = core->phase() == RunCore::Phase::closed || log->closed();
+  std::visit(protocol::Overloaded{
+                 [&](const supervisor::Reserve& r) { on_reserve(r); },
+                 [&](const supervisor::GatewayUsage& u) {
+                   // The reservation is settled before the usage reaches the core: the ledger then
+                   // holds this request's actual cost from the moment its worst case is let go
+                   // until on_spend reports it (never a moment with neither on the books).
+                   if (auto it = reservations.find(u.request); it != reservations.end()) {
+                     if (it->second.daily && options.settle_daily) {
+                       Spend actual;
+                       actual.gateway_metered = true;
+                       actual.input_tokens = u.input_tokens.value_or(0);
+                       actual.output_tokens = u.output_tokens.value_or(0);
+                       actual.cache_read_input_tokens = u.cache_read_tokens.value_or(0);
+                       actual.cache_creation_input_tokens = u.cache_creation_tokens.value_or(0);
+                       protocol::TokenUsage tokens;
+                       tokens.input_tokens = u.input_tokens;
+                       tokens.output_tokens = u.output_tokens;
+                       tokens.cache_read_input_tokens = u.cache_read_tokens;
+                       tokens.cache_creation_input_tokens = u.cache_creation_tokens;
+                       std::string model = !u.model.empty() ? u.model : options.spec.model.value_or("");
+                       actual.usd = request_cost(tokens, model, &options.prices);
+                       if (!actual.usd) actual.unpriced_model = model;
+                       options.settle_daily(*it->second.daily, actual);
+                     }
+                     reservations.erase(it);
+                   }
+                   if (closed) return;
+                   input(journal::GatewayUsage{u.request, u.status, u.model, u.input_tokens, u.output_tokens,
+                                               u.cache_read_tokens, u.cache_creation_tokens, u.complete},
+                         Clock::now());
+                   after_core();
+                 },
+                 [&](const supervisor::GatewayRefused& r) {
+                   if (closed) return;  // the core warns once per route (the gateway reports once, too)
+                   input(journal::GatewayRefused{r.method, r.path}, Clock::now());
+                   after_core();
+                 },
+                 [&](const supervisor::Egress& e) {
+                   if (closed) return;
+                   input(journal::Egress{e.destination, e.allowed, e.why}, Clock::now());
+                   after_core();
+                 },
+                 [](const auto&) {},
+             },
+             message);
+}
+
+void Run::Impl::on_reserve(const supervisor::Reserve& r) {
+  auto answer = [&](bool allowed, std::string reason) {
+    if (link) link->send(supervisor::Reserved{r.request, allowed, std::move(reason)});
+  };
+  const auto& ending = core->ending();
+  if (core->phase() == RunCore::Phase::closed || log->closed() || (ending && ending->forced)) {
+    answer(false, "the run is ending: no further model request is forwarded");
+    return;
+  }
+  Spend worst = worst_case(r.model.empty() ? options.spec.model.value_or("") : r.model, r.max_tokens, r.input_bytes,
+                           &options.prices);
+  Spend held;
+  for (const auto& [request, reservation] : reservations) {
+    if (!held.usd) break;
+    if (!reservation.worst.usd)
+      held.usd.reset();
+    else
+      *held.usd += *reservation.worst.usd;
+  }
+  // The refusal, its warning and the close `budget`: as a budget crossed by a usage record, but
+  // before the spend (the request never reaches the upstream).
+  auto refuse = [&](const std::string& message) {
+    answer(false, message);
+    input(journal::BudgetExhausted{message + " (the model request was refused before it was forwarded)"}, Clock::now());
+    after_core();
+  };
+  if (auto crossing = core->reserve_check(worst, held)) {
+    refuse(crossing->message());
+    return;
+  }
+  Reservation reservation{worst, std::nullopt};
+  if (options.reserve_daily) {
+    auto daily = options.reserve_daily(worst);
+    if (!daily) {
+      refuse(daily.error());
+      return;
+    }
+    reservation.daily = *daily;
+  }
+  reservations[r.request] = std::move(reservation);
+  answer(true, {});
+}
+
+void Run::Impl::release_reservations() {
+  reservations.clear();
+  if (options.release_daily) options.release_daily();
 }
 
 }  // namespace mh::daemon

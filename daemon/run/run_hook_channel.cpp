@@ -54,9 +54,11 @@ void Run::Impl::reply_hook(std::uint64_t connection, std::string line) {
 
 // One line per message on the hook channel, so the vendor traffic is retained whole.
 void Run::Impl::log_hook(std::uint64_t connection, std::string_view direction, const json::value& message) {
-  hook_log.append(protocol::canonical_json(
-                      json::object{{"connection", connection}, {"direction", direction}, {"message", message}}) +
-                  "\n");
+  std::string line = protocol::canonical_json(
+                         json::object{{"connection", connection}, {"direction", direction}, {"message", message}}) +
+                     "\n";
+  redactor.redact(line);  // no secret in what the run keeps (issue 25), the hook log included
+  hook_log.append(line);
 }
 
 bool Run::Impl::open_hook_channel(const adapters::HookChannel& channel, std::string& error) {

@@ -79,6 +79,9 @@ struct Run::Impl final : RunEffects {
   asio::strand<asio::io_context::executor_type> strand;
   const adapters::Adapter& adapter;
   RunOptions options;
+  // The run's secrets as its files other than events.jsonl are redacted with (the EventLog keeps
+  // its own, from the same options.redactions).
+  Redactor redactor{options.redactions};
   std::weak_ptr<Run> self;
   std::chrono::system_clock::time_point created_at = std::chrono::system_clock::now();
 
@@ -216,6 +219,16 @@ struct Run::Impl final : RunEffects {
   // A message of the run's gateway or egress proxy (Reserve, GatewayUsage, GatewayRefused,
   // Egress), from the supervisor's loop: run_gateway.cpp.
   void on_gateway_message(const supervisor::FromSupervisor& message);
+  void on_reserve(const supervisor::Reserve& reserve);
+  // The run ended: whatever it still holds of its owner's day is released (release_daily).
+  void release_reservations();
+  // A reservation granted and not yet settled, by the gateway's request number. Not journaled:
+  // a reservation is a promise to the live ledger, which a restart empties (docs/policies.md).
+  struct Reservation {
+    Spend worst;
+    std::optional<std::uint64_t> daily;  // the ledger's id, when the owner's day was reserved too
+  };
+  std::map<std::uint64_t, Reservation> reservations;
   asio::awaitable<bool> launch_supervised(const adapters::LaunchPlan& to_spawn, const SpawnOptions& spawn_options);
   asio::awaitable<protocol::ProcessTermination> supervise_body();
   asio::awaitable<void> read_transcript_to(std::uint64_t end, const supervisor::Out* out = nullptr);

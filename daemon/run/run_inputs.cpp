@@ -13,6 +13,8 @@ void Run::Impl::input(journal::Input in, Instant now) {
 }
 
 void Run::Impl::input(journal::Input in, Instant now, InputExtras extras) {
+  // Whether the gateway meters the run is stated with its start, so a replay meters alike.
+  if (auto* start = std::get_if<journal::Start>(&in)) start->gateway = options.gateway.has_value();
   if (journal) {
     // The command's wire line is made only for a journal: an unsupervised run pays nothing.
     if (auto* c = std::get_if<journal::CommandLine>(&in); c && extras.command)
@@ -35,7 +37,10 @@ void Run::Impl::input(journal::Input in, Instant now, InputExtras extras) {
 void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
   if (replay) replay->now = now;
   std::visit(protocol::Overloaded{
-                 [&](const journal::Start&) { core->start(now); },
+                 [&](const journal::Start& s) {
+                   if (s.gateway) core->meter_by_gateway();
+                   core->start(now);
+                 },
                  [&](const journal::VendorOut& v) {
                    if (!x.bytes.empty() || v.to == stdout_fed) {
                      feed_stdout(x.bytes, v.received_unix_ms, now);
@@ -98,6 +103,20 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                  [&](const journal::ShellWarning& w) {
                    emit(protocol::ev::Warning{w.code, w.message}, std::nullopt);
                  },
+                 [&](const journal::GatewayUsage& g) {
+                   GatewayAnswer answer;
+                   answer.request = g.request;
+                   answer.status = g.status;
+                   answer.model = g.model;
+                   answer.usage.input_tokens = g.input_tokens;
+                   answer.usage.output_tokens = g.output_tokens;
+                   answer.usage.cache_read_input_tokens = g.cache_read_tokens;
+                   answer.usage.cache_creation_input_tokens = g.cache_creation_tokens;
+                   answer.complete = g.complete;
+                   core->on_gateway_usage(answer, now);
+                 },
+                 [&](const journal::GatewayRefused& r) { core->on_gateway_refused(r.method, r.path, now); },
+                 [&](const journal::Egress& e) { core->on_egress(e.destination, e.allowed, e.why, now); },
              },
              in);
 }

@@ -83,7 +83,14 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
       options.observer->appended(protocol::ev::StreamClosed{seq - 1, reason, log->run_id(), process});
     report(seq);
   };
-  auto closed_seq = log->close(reason, process, written, containment ? containment->resources() : std::nullopt);
+  // The run holds nothing of its owner's day from here on (its requests can no longer be settled).
+  release_reservations();
+  auto resources = containment ? containment->resources() : std::nullopt;
+  if (core && (!core->egress_counts().allowed.empty() || !core->egress_counts().denied.empty())) {
+    if (!resources) resources.emplace();  // a run with no cgroup: only the egress counts are known
+    resources->egress = core->egress_counts();
+  }
+  auto closed_seq = log->close(reason, process, written, std::move(resources));
   if (!reported) report(closed_seq ? *closed_seq : log->last_seq());
   deadlines.clear();
   idle_timer.cancel();

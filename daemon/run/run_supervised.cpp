@@ -213,6 +213,8 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
       on_gateway_message(*message);
     } else if (auto* refused = std::get_if<supervisor::Refused>(&*message)) {
       daemon::log(LogPriority::error, "run " + log->run_id() + ": the supervisor refused a line: " + refused->why);
+    } else {
+      on_gateway_message(*message);  // the gateway's and the egress proxy's (run_gateway.cpp)
     }
   }
   protocol::ProcessTermination termination = *vendor_exit;

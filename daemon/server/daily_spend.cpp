@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,7 @@ DailySpendLedger::DailySpendLedger(std::filesystem::path file, adapters::Budgets
     : file_(std::move(file)), daily_(std::move(daily)) {}
 
 std::optional<std::string> DailySpendLedger::load(std::int64_t day) {
+  std::lock_guard lock(mutex_);
   day_ = day;
   by_uid_.clear();
   reported_.clear();
@@ -60,12 +62,15 @@ std::optional<std::string> DailySpendLedger::load(std::int64_t day) {
 
 std::optional<Crossing> DailySpendLedger::add(std::uint32_t uid, std::int64_t day, const Spend& before,
                                               const Spend& after) {
-  if (day != day_) {  // midnight UTC: a new day
-    day_ = day;
-    by_uid_.clear();
-    reported_.clear();
-  }
+  std::lock_guard lock(mutex_);
+  roll_to(day);
   DaySpend& d = by_uid_[uid];
+  // What settle held for this owner is counted now: it leaves the reserved side as it arrives.
+  if (auto it = settled_pending_.find(uid); it != settled_pending_.end() && after.usd) {
+    const double moved = *after.usd - before.usd.value_or(0.0);
+    it->second -= std::min(it->second, std::max(0.0, moved));
+    if (it->second <= 0) settled_pending_.erase(it);
+  }
   if (after.input_tokens >= before.input_tokens) d.input_tokens += after.input_tokens - before.input_tokens;
   if (after.output_tokens >= before.output_tokens) d.output_tokens += after.output_tokens - before.output_tokens;
   if (d.usd) {
@@ -100,7 +105,93 @@ std::optional<Crossing> DailySpendLedger::crossing(std::uint32_t uid, const DayS
   return std::nullopt;
 }
 
+void DailySpendLedger::roll_to(std::int64_t day) {
+  if (day == day_) return;
+  day_ = day;  // midnight UTC: a new day
+  by_uid_.clear();
+  reported_.clear();
+  settled_pending_.clear();
+}
+
+double DailySpendLedger::held_usd(std::uint32_t uid) const {
+  double usd = 0;
+  for (const auto& [id, h] : held_)
+    if (h.uid == uid) usd += h.usd;
+  if (auto it = settled_pending_.find(uid); it != settled_pending_.end()) usd += it->second;
+  return usd;
+}
+
+boost::system::result<std::uint64_t, std::string> DailySpendLedger::reserve(std::uint32_t uid,
+                                                                            const std::string& holder, std::int64_t day,
+                                                                            const Spend& worst) {
+  using Result = boost::system::result<std::uint64_t, std::string>;
+  std::lock_guard lock(mutex_);
+  roll_to(day);
+  const DaySpend d = by_uid_.count(uid) ? by_uid_.at(uid) : DaySpend{};
+  if (auto c = crossing(uid, d)) return Result(boost::system::in_place_error, c->message());
+  double worst_usd = 0;
+  if (daily_.usd) {
+    char limit[48];
+    std::snprintf(limit, sizeof limit, "$%.4f", *daily_.usd);
+    if (!worst.usd)
+      return Result(boost::system::in_place_error,
+                    "the daily usd budget of " + std::string(limit) + " cannot be kept for a model request of " +
+                        worst.unpriced_model.value_or("a model") +
+                        ", which has no price in the config's [prices] (an unknown cost is not zero)");
+    worst_usd = *worst.usd;
+    const double spent = d.usd.value_or(0.0), held = held_usd(uid);
+    if (spent + held + worst_usd > *daily_.usd) {
+      char figures[160];
+      std::snprintf(figures, sizeof figures,
+                    "$%.4f spent and $%.4f reserved today by uid %u, and this request could spend up to $%.4f", spent,
+                    held, uid, worst_usd);
+      return Result(boost::system::in_place_error,
+                    "the daily usd budget of " + std::string(limit) + " cannot take this model request: " + figures);
+    }
+  }
+  const std::uint64_t id = next_reservation_++;
+  held_[id] = Held{uid, holder, worst_usd};
+  return id;
+}
+
+void DailySpendLedger::settle(std::uint64_t reservation, const Spend& actual) {
+  std::lock_guard lock(mutex_);
+  auto it = held_.find(reservation);
+  if (it == held_.end()) return;
+  // Unknown cost: nothing is held for it; the run's report makes the day's usd unknown instead.
+  if (actual.usd && *actual.usd > 0) settled_pending_[it->second.uid] += *actual.usd;
+  held_.erase(it);
+}
+
+void DailySpendLedger::release(const std::string& holder) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(held_, [&](const auto& entry) { return entry.second.holder == holder; });
+}
+
+std::vector<OwnerDay> DailySpendLedger::owners(std::int64_t day) const {
+  std::lock_guard lock(mutex_);
+  std::map<std::uint32_t, OwnerDay> by;
+  if (day == day_)
+    for (const auto& [uid, d] : by_uid_)
+      by[uid] = OwnerDay{uid, d, 0, 0};
+  for (const auto& [id, h] : held_) {
+    auto& o = by[h.uid];
+    o.uid = h.uid;
+    o.reserved_usd += h.usd;
+    ++o.reservations;
+  }
+  for (const auto& [uid, usd] : settled_pending_) {
+    by[uid].uid = uid;
+    by[uid].reserved_usd += usd;
+  }
+  std::vector<OwnerDay> out;
+  for (auto& [uid, o] : by)
+    out.push_back(std::move(o));
+  return out;
+}
+
 std::optional<std::string> DailySpendLedger::refusal(std::uint32_t uid, std::int64_t day) const {
+  std::lock_guard lock(mutex_);
   if (day != day_) return std::nullopt;
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return std::nullopt;
@@ -109,12 +200,14 @@ std::optional<std::string> DailySpendLedger::refusal(std::uint32_t uid, std::int
 }
 
 DaySpend DailySpendLedger::today(std::uint32_t uid, std::int64_t day) const {
+  std::lock_guard lock(mutex_);
   if (day != day_) return {};
   auto it = by_uid_.find(uid);
   return it == by_uid_.end() ? DaySpend{} : it->second;
 }
 
 std::optional<std::string> DailySpendLedger::save() const {
+  std::lock_guard lock(mutex_);
   json::object owners;
   for (const auto& [uid, d] : by_uid_)
     owners[std::to_string(uid)] = json::object{{"input_tokens", d.input_tokens},

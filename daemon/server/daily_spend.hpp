@@ -4,13 +4,26 @@
 // stop the owner's runs and refuse their next submit by name. The figures are kept in one small
 // file under the state directory, rewritten atomically, so a restart does not reset the day.
 //
-// Used on the registry's strand only.
+// Reservations (issue 25): before a run's gateway forwards a model request, the run reserves the
+// request's worst case against its owner's day (reserve), and settles it when the answer ended
+// (settle: the worst case is let go and the actual cost held in its place until the run's spend
+// report, add, counts it). A reservation is granted only while spent + reserved + settled-but-
+// not-yet-reported + this worst case stays within the daily usd budget, so ten runs of one uid
+// asking together can never hold more than the budget. Reservations live in memory only: a
+// restarted daemon starts with none (the requests in flight then settle into nothing and their
+// actual spend is still counted through the runs' spend reports).
+//
+// Thread-safe: every member takes the ledger's mutex. The registry calls it on its strand; runs
+// reserve, settle and release from their own strands (RunOptions::reserve_daily and kin).
 #pragma once
 
+#include <boost/system/result.hpp>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "daemon/run/budget_meter.hpp"
 
@@ -25,11 +38,35 @@ struct DaySpend {
   std::optional<double> usd = 0.0;  // nullopt: some usage could not be priced
 };
 
+// One owner's day as `metaharness budget` shows it.
+struct OwnerDay {
+  std::uint32_t uid = 0;
+  DaySpend spent;                // counted from the runs' spend reports
+  double reserved_usd = 0;       // worst cases of requests in flight, plus settled costs not yet reported
+  std::size_t reservations = 0;  // requests in flight holding a reservation
+};
+
 class DailySpendLedger {
  public:
   DailySpendLedger(std::filesystem::path file, adapters::Budgets daily);
 
   bool metered() const { return daily_.input_tokens || daily_.output_tokens || daily_.usd; }
+  const adapters::Budgets& budget() const { return daily_; }
+
+  // A model request of a run (`holder`: its id) of `uid` may spend at most `worst`: the
+  // reservation's id, or why the owner's day cannot take it (a daily token budget already
+  // reached; spent + reserved + worst past the daily usd budget; a worst case of unknown cost
+  // against a usd budget, since unknown is not zero).
+  boost::system::result<std::uint64_t, std::string> reserve(std::uint32_t uid, const std::string& holder,
+                                                            std::int64_t day, const Spend& worst);
+  // The request's answer ended and cost `actual` (usd nullopt: unknown): the reservation is let
+  // go and the actual usd held until the run's next spend report adds it. An unknown id (released
+  // already, or from before a restart) is ignored.
+  void settle(std::uint64_t reservation, const Spend& actual);
+  // The run ended: every reservation it still holds is let go.
+  void release(const std::string& holder);
+  // Each owner with spend or reservations today, by uid.
+  std::vector<OwnerDay> owners(std::int64_t day) const;
   // Reads the file; figures of another day than `day` are dropped. A missing file is an empty day;
   // an unreadable one is an error (the daemon says so and starts the day over, never silently).
   std::optional<std::string> load(std::int64_t day);
@@ -45,6 +82,18 @@ class DailySpendLedger {
 
  private:
   std::optional<Crossing> crossing(std::uint32_t uid, const DaySpend& s) const;
+  void roll_to(std::int64_t day);  // a new UTC day: the figures start over (reservations stay)
+  double held_usd(std::uint32_t uid) const;
+
+  mutable std::mutex mutex_;
+  struct Held {
+    std::uint32_t uid = 0;
+    std::string holder;
+    double usd = 0;
+  };
+  std::map<std::uint64_t, Held> held_;               // by reservation id
+  std::map<std::uint32_t, double> settled_pending_;  // settled usd the runs' reports have not added yet
+  std::uint64_t next_reservation_ = 1;
 
   std::filesystem::path file_;
   adapters::Budgets daily_;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <system_error>
@@ -59,7 +60,7 @@ std::string RecoveryReport::describe() const {
 }
 
 EventLog::EventLog(UniqueFd fd, std::shared_ptr<SharedStreamState> shared, EventLogOptions options)
-    : fd_(std::move(fd)), shared_(std::move(shared)), options_(options) {
+    : fd_(std::move(fd)), shared_(std::move(shared)), options_(options), redactor_(options_.redactions) {
   scratch_.reserve(1024);
 }
 
@@ -76,6 +77,7 @@ EventLog& EventLog::operator=(EventLog&& other) noexcept {
     holding_ = other.holding_;
     scratch_ = std::move(other.scratch_);
     pending_index_ = std::move(other.pending_index_);
+    redactor_ = std::move(other.redactor_);
   }
   return *this;
 }
@@ -154,13 +156,44 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
   protocol::Event event{seq, shared_->run_id(), std::move(at), std::move(payload)};
   event.recorded_at = recorded_now();
   event.cut = std::move(cut);
-  protocol::serialize_within(scratch_, event, options_.max_line_bytes);
+  const std::size_t start = scratch_.size();
+  if (redactor_.empty()) {
+    protocol::serialize_within(scratch_, event, options_.max_line_bytes);
+  } else {
+    redact_into_scratch(event, start);
+  }
   scratch_.push_back('\n');
   if ((seq - 1) % options_.index_interval == 0) pending_index_.push_back(offset);
   last_seq_ = seq;
   if (holding_ && !closing) return seq;
   if (auto written = commit_pending(closing); !written) return written.error();
   return seq;
+}
+
+// The line of `event`, redacted, appended to scratch_ from `start`. The whole event is serialized
+// and redacted first (its JSON-escaped text is where a secret is found as the line would hold it);
+// when something was replaced, that redacted line is read back as the event and serialized within
+// the bound again, so whatever the bound cuts, and the SHA-256 a cut records, is of the redacted
+// content: no digest of a secret's text is ever written (docs/hermetic.md).
+void EventLog::redact_into_scratch(protocol::Event& event, std::size_t start) {
+  protocol::serialize_to(scratch_, event);
+  if (redactor_.redact(scratch_, start) == 0) {
+    if (scratch_.size() - start <= options_.max_line_bytes) return;  // the whole line fits as it is
+    scratch_.resize(start);
+    protocol::serialize_within(scratch_, event, options_.max_line_bytes);
+    return;
+  }
+  auto redacted = protocol::read_event_line(std::string_view(scratch_).substr(start));
+  if (redacted) {
+    scratch_.resize(start);
+    protocol::serialize_within(scratch_, *redacted, options_.max_line_bytes);
+    return;
+  }
+  // Never expected (the line is ours, and a marker is plain text): keep the secret out anyway,
+  // cutting the unredacted event and redacting what is left of it.
+  scratch_.resize(start);
+  protocol::serialize_within(scratch_, event, options_.max_line_bytes);
+  redactor_.redact(scratch_, start);
 }
 
 boost::system::result<void, std::string> EventLog::release() {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "daemon/process/unique_fd.hpp"
+#include "daemon/stream/redactor.hpp"
 #include "daemon/stream/stream_shared.hpp"
 #include "protocol/events.hpp"
 #include "protocol/line_cut.hpp"
@@ -54,6 +55,12 @@ struct EventLogOptions {
   // How many of the bytes committed last are kept in memory for caught-up readers while any
   // reader is open (0: none; every read goes to the file).
   std::size_t recent_bytes = SharedStreamState::kDefaultRecentBytes;
+  // Secret values (NAME, value) no line may carry (issue 25; redactor.hpp): each is written as
+  // `[redacted:NAME]`, JSON-escaped forms included, before the line is written, so nothing that
+  // reads the file (readers, exports, the viewer, fleet replicas, digests of the stream) ever
+  // sees one. The line is cut to its bound after redaction, so a cut's SHA-256 is of the
+  // redacted content too.
+  std::vector<std::pair<std::string, std::string>> redactions;
 };
 
 struct RecoveryReport {
@@ -142,6 +149,7 @@ class EventLog {
   // back to committed_bytes_ and forgets them.
   boost::system::result<void, std::string> commit_pending(bool closing);
   void abandon();
+  void redact_into_scratch(protocol::Event& event, std::size_t start);
 
   UniqueFd fd_;
   std::shared_ptr<SharedStreamState> shared_;
@@ -156,6 +164,7 @@ class EventLog {
   int final_sync_error_ = 0;
   std::string scratch_;                       // serialized events not written yet (one, or a hold's worth)
   std::vector<std::uint64_t> pending_index_;  // index entries (file offsets) for them
+  Redactor redactor_;                         // from options_.redactions
 };
 
 struct RecoveredLog {

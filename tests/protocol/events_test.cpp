@@ -645,3 +645,46 @@ TEST(EventUnknownFields, MissingNullableFieldsReadAsNull) {
 
 }  // namespace
 }  // namespace mh::protocol
+
+namespace mh::protocol {
+namespace {
+
+// Issue 25: a usage read by the run's gateway says so (`source`, additive); a vendor's usage line
+// is unchanged (no key). stream.closed's resources may carry the egress counts (omitted when none).
+TEST(AdditiveGatewayFields, AUsagesSourceIsWrittenOnlyWhenSetAndReadsBack) {
+  ev::Usage gateway{std::string("gateway-3"), std::string("opus"), TokenUsage{}, std::string("request"),
+                    std::string("gateway")};
+  gateway.usage.input_tokens = 12;
+  std::string line = serialize(Event{1, "r", std::nullopt, gateway});
+  EXPECT_NE(line.find(R"("scope":"request","source":"gateway")"), std::string::npos) << line;
+  auto read = read_event_line(line);
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(std::get<ev::Usage>(read->payload).source, "gateway");
+  EXPECT_EQ(serialize(*read), line);
+
+  ev::Usage vendor{std::string("req_1"), std::string("opus"), TokenUsage{}};
+  std::string plain = serialize(Event{1, "r", std::nullopt, vendor});
+  EXPECT_EQ(plain.find("source"), std::string::npos) << plain;
+  auto plain_read = read_event_line(plain);
+  ASSERT_TRUE(plain_read);
+  EXPECT_FALSE(std::get<ev::Usage>(plain_read->payload).source);
+}
+
+TEST(AdditiveGatewayFields, ResourcesWithoutEgressKeepTheirBytesAndWithItRoundTrip) {
+  ev::RunResources counted;
+  counted.cpu_usec = 5;
+  std::string before =
+      serialize(Event{2, "r", std::nullopt, ev::StreamClosed{1, CloseReason::completed, "r", {}, counted}});
+  EXPECT_EQ(before.find("egress"), std::string::npos) << before;
+  counted.egress = ev::EgressCounts{{{"pypi.org:443", 3}}, {{"10.0.0.1:22", 1}}};
+  std::string with =
+      serialize(Event{2, "r", std::nullopt, ev::StreamClosed{1, CloseReason::completed, "r", {}, counted}});
+  EXPECT_NE(with.find(R"("egress":{"allowed":{"pypi.org:443":3},"denied":{"10.0.0.1:22":1}})"), std::string::npos)
+      << with;
+  auto read = read_event_line(with);
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(serialize(*read), with);
+}
+
+}  // namespace
+}  // namespace mh::protocol

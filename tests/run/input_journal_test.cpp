@@ -39,6 +39,12 @@ std::vector<Entry> one_of_each() {
       {at(13), journal::IdleTimeout{}},
       {at(14), journal::ShellWarning{"RUN_ADOPTED", "no daemon governed it for 1.2 s"}},
       {at(std::numeric_limits<std::int64_t>::max()), journal::WallBudget{}},
+      {at(15), journal::Start{true}},
+      {at(16), journal::GatewayUsage{4, 200, "claude-opus-4", 1200, 345, 0, std::nullopt, true}},
+      {at(17), journal::GatewayUsage{5, 429, "", std::nullopt, std::nullopt, std::nullopt, std::nullopt, false}},
+      {at(18), journal::GatewayRefused{"POST", "/v1/files?x=\"1\""}},
+      {at(19), journal::Egress{"pypi.org:443", true, ""}},
+      {at(20), journal::Egress{"169.254.169.254:80", false, "link-local"}},
   };
 }
 
@@ -54,6 +60,26 @@ TEST(InputJournal, EveryKindOfInputRoundTripsThroughItsLine) {
     // Serialising what was read gives the same bytes: nothing was lost or changed.
     EXPECT_EQ(journal::serialize(*back), line);
   }
+}
+
+TEST(InputJournal, AGatewaysFiguresComeBackAsTheyWentIncludingTheUnknownOnes) {
+  Entry entry{at(1), journal::GatewayUsage{4, 200, "m", 1200, std::nullopt, 0, 7, true}};
+  std::string line = journal::serialize(entry);
+  auto back = journal::parse(std::string_view(line).substr(0, line.size() - 1));
+  ASSERT_TRUE(back) << back.error();
+  const auto& g = std::get<journal::GatewayUsage>(back->input);
+  EXPECT_EQ(g.request, 4u);
+  EXPECT_EQ(g.status, 200);
+  EXPECT_EQ(g.input_tokens, 1200u);
+  EXPECT_FALSE(g.output_tokens) << "unknown stays unknown, never 0";
+  EXPECT_EQ(g.cache_read_tokens, 0u);
+  EXPECT_EQ(g.cache_creation_tokens, 7u);
+  EXPECT_TRUE(g.complete);
+  // An older journal's start (no "gateway") reads as a run without one.
+  auto old_start = journal::parse(R"({"k":"start","now":5})");
+  ASSERT_TRUE(old_start) << old_start.error();
+  EXPECT_FALSE(std::get<journal::Start>(old_start->input).gateway);
+  EXPECT_EQ(journal::serialize(Entry{at(5), journal::Start{}}), "{\"k\":\"start\",\"now\":5}\n");
 }
 
 TEST(InputJournal, ALineThatIsNotAnInputIsRefusedByName) {
