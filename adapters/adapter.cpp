@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/json/value_from.hpp>
+#include <cctype>
 #include <cstdlib>
 
 #include "adapters/claude/claude_adapter.hpp"
@@ -127,10 +128,18 @@ json::value spec_to_json(const RunSpec& spec) {
     o["model_endpoint"] = json::object{{"base_url", spec.model_endpoint->base_url}, {"token", kRedacted}};
   else
     o["model_endpoint"] = nullptr;
+  o["upstream"] = spec.upstream ? json::value(*spec.upstream) : json::value(nullptr);
+  json::array egress;
+  for (const auto& destination : spec.egress)
+    egress.emplace_back(destination);
+  o["egress"] = std::move(egress);
   o["model"] = spec.model ? json::value(*spec.model) : json::value(nullptr);
   json::object vendor_env;
+  // A value marked secret keeps its mark (an adopted run reads this file back, and redacts it).
   for (const auto& [name, value] : spec.vendor_env)
-    vendor_env[name] = kRedacted;
+    vendor_env[name] = spec.secret_vendor_env.contains(name)
+                           ? json::value(json::object{{"value", kRedacted}, {"secret", true}})
+                           : json::value(kRedacted);
   o["vendor_env"] = std::move(vendor_env);
   o["vendor_options"] = json::value_from(spec.vendor_options);
   json::array requires_commands;
@@ -150,8 +159,12 @@ json::value redacted_spec_json(json::value spec) {
   json::object* o = spec.if_object();
   if (!o) return spec;
   if (json::value* env = o->if_contains("vendor_env"); env && env->is_object())
-    for (auto& kv : env->get_object())
-      kv.value() = kRedacted;
+    for (auto& kv : env->get_object()) {
+      if (json::object* marked = kv.value().if_object(); marked && marked->contains("value"))
+        (*marked)["value"] = kRedacted;
+      else
+        kv.value() = kRedacted;
+    }
   if (json::value* endpoint = o->if_contains("model_endpoint"); endpoint && endpoint->is_object())
     if (json::value* token = endpoint->get_object().if_contains("token")) *token = kRedacted;
   return spec;
@@ -185,6 +198,34 @@ std::string read_limits(const json::object& limits, RunLimits& out) {
   }
   return "";
 }
+
+// One egress destination, "host:port": a host name or an IP address (IPv6 in brackets) and a
+// port 1..65535. "" when it is one, else why not.
+std::string egress_problem(const std::string& d) {
+  const std::string shown = "\"" + proto::excerpt(d, 80) + "\"";
+  if (d.size() > 261) return "run: egress " + shown + " is longer than a host name and a port can be";
+  auto colon = d.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return "run: egress " + shown + " is not HOST:PORT (an IPv6 address goes in brackets)";
+  std::string_view host = std::string_view(d).substr(0, colon), port = std::string_view(d).substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535)
+    return "run: egress " + shown + " has no port between 1 and 65535";
+  if (host.front() == '[') {
+    if (host.size() < 4 || host.back() != ']' ||
+        host.substr(1, host.size() - 2).find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos)
+      return "run: egress " + shown + " has a bracketed host that is not an IPv6 address";
+    return "";
+  }
+  for (char ch : host)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.')
+      return "run: egress " + shown + " has a host that is not a name or an address (A-Z, a-z, 0-9, - and .)";
+  return "";
+}
+
+// How many egress destinations a run may list: enough for any tool's needs, small enough that a
+// spec cannot make the proxy's list a burden.
+constexpr std::size_t kMaxEgress = 64;
 
 }  // namespace
 
@@ -221,11 +262,44 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
   }
   spec.model = f.opt_string("model");
   spec.cwd = f.opt_string("cwd");
+  if (auto upstream = f.opt_string("upstream")) {
+    if (upstream->empty() || upstream->size() > 64)
+      return fail("run: \"upstream\" must name an [upstreams.NAME] of the daemon's config (1 to 64 characters)");
+    spec.upstream = std::move(*upstream);
+  }
+  if (const json::value* egress = o.if_contains("egress"); egress && !egress->is_null()) {
+    const json::array* list = egress->if_array();
+    if (!list)
+      return fail("run: \"egress\" is " + proto::describe_json(*egress) + "; expected an array of \"host:port\"");
+    if (list->size() > kMaxEgress)
+      return fail("run: \"egress\" lists " + std::to_string(list->size()) + " destinations; at most " +
+                  std::to_string(kMaxEgress));
+    for (const auto& d : *list) {
+      if (!d.is_string()) return fail("run: \"egress\" holds " + proto::describe_json(d) + "; expected \"host:port\"");
+      std::string destination(d.get_string());
+      if (auto problem = egress_problem(destination); !problem.empty()) return fail(problem);
+      if (std::find(spec.egress.begin(), spec.egress.end(), destination) == spec.egress.end())
+        spec.egress.push_back(std::move(destination));
+    }
+  }
   for (std::string_view key : {"vendor_env", "vendor_options", "labels"}) {
     const json::object* m = f.opt_object(key);
     if (!m) continue;
     auto& target = key == "vendor_env" ? spec.vendor_env : key == "vendor_options" ? spec.vendor_options : spec.labels;
     for (const auto& kv : *m) {
+      // vendor_env: {"value": "…", "secret": true} marks a value that is replaced by
+      // [redacted:NAME] in everything the run writes (docs/socket-api.md).
+      if (const json::object* marked = kv.value().if_object(); marked && key == "vendor_env") {
+        const json::value* value = marked->if_contains("value");
+        const json::value* secret = marked->if_contains("secret");
+        if (!value || !value->is_string() || (secret && !secret->is_bool()) ||
+            marked->size() != 1u + (secret ? 1u : 0u))
+          return fail("run: \"vendor_env\" value of \"" + proto::excerpt(kv.key(), 40) +
+                      "\" is an object other than {\"value\": \"…\", \"secret\": true}");
+        target[std::string(kv.key())] = std::string(value->get_string());
+        if (secret && secret->get_bool()) spec.secret_vendor_env.insert(std::string(kv.key()));
+        continue;
+      }
       if (!kv.value().is_string())
         return fail("run: \"" + std::string(key) + "\" values must be strings; \"" + proto::excerpt(kv.key(), 40) +
                     "\" is " + proto::describe_json(kv.value()));

@@ -160,6 +160,13 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
     }
     run["model_endpoint"] = std::move(endpoint);
   }
+  if (!o.upstream.empty()) run["upstream"] = o.upstream;
+  if (!o.egress.empty()) {
+    json::array egress;
+    for (const auto& destination : o.egress)
+      egress.emplace_back(destination);
+    run["egress"] = std::move(egress);
+  }
   if (!o.model.empty()) run["model"] = o.model;
   if (!o.cwd.empty()) run["cwd"] = o.cwd;
   for (auto [key, list] : {std::pair{"vendor_env", &o.vendor_env}, std::pair{"vendor_options", &o.vendor_options},
@@ -334,8 +341,8 @@ int ls_verb(const ClientOptions& o) {
     std::printf("\nHOSTS WITH A LIVE LEASE: %s\n", names.empty() ? "none" : names.c_str());
     return 0;
   }
-  std::printf("%-32s %-8s %-7s %10s %7s %5s %8s  %s\n", "RUN", "STATE", "ADAPTER", "AGE", "PENDING", "TURNS", "SEQ",
-              "LABELS");
+  std::printf("%-32s %-8s %-7s %-7s %10s %7s %5s %8s  %s\n", "RUN", "STATE", "ADAPTER", "NETWORK", "AGE", "PENDING",
+              "TURNS", "SEQ", "LABELS");
   for (const auto& run : reply->o.at("runs").as_array()) {
     const auto& r = run.as_object();
     std::int64_t age_s = r.at("age_ms").to_number<std::int64_t>() / 1000;
@@ -344,9 +351,11 @@ int ls_verb(const ClientOptions& o) {
                                      : std::to_string(age_s / 3600) + "h";
     std::string state = field(r, "state");
     if (state == "closed" && !field(r, "close_reason").empty()) state = field(r, "close_reason");
-    std::printf("%-32s %-8s %-7s %10s %7s %5s %8s  %s\n", field(r, "run_id").c_str(), state.c_str(),
-                field(r, "adapter").c_str(), age.c_str(), field(r, "pending_decisions").c_str(),
-                field(r, "turns").c_str(), field(r, "last_seq").c_str(), field(r, "labels").c_str());
+    std::string network = field(r, "network");  // "-" when not known (a run found on disk)
+    std::printf("%-32s %-8s %-7s %-7s %10s %7s %5s %8s  %s\n", field(r, "run_id").c_str(), state.c_str(),
+                field(r, "adapter").c_str(), network.empty() || network == "null" ? "-" : network.c_str(), age.c_str(),
+                field(r, "pending_decisions").c_str(), field(r, "turns").c_str(), field(r, "last_seq").c_str(),
+                field(r, "labels").c_str());
   }
   return 0;
 }
@@ -358,6 +367,40 @@ int status_verb(const ClientOptions& o) {
   if (!reply) return status;
   std::cout << (o.json_out ? protocol::canonical_json(reply->o) : protocol::pretty_json(reply->o, false));
   if (o.json_out) std::cout << "\n";
+  return 0;
+}
+
+// Each owner's spend today against the daemon's daily budgets (docs/cli.md): one line per uid, or
+// the reply as JSON.
+int budget_verb(const ClientOptions& o) {
+  Client c;
+  int status = 0;
+  auto reply = ask_for(c, o.socket, request_line("budget", "budget"), "budget", status);
+  if (!reply) return status;
+  if (o.json_out) {
+    std::cout << protocol::canonical_json(reply->o) << "\n";
+    return 0;
+  }
+  const json::value* metered = reply->o.if_contains("metered");
+  if (!metered || !metered->is_bool() || !metered->get_bool()) {
+    std::cout << "no daily budget is configured ([budgets.daily]): the daemon does not meter spend per day\n";
+    return 0;
+  }
+  std::cout << "day " << field(reply->o, "day") << " (UTC); daily budgets " << field(reply->o, "daily") << "\n";
+  std::printf("%-10s %14s %14s %12s %s\n", "UID", "INPUT_TOKENS", "OUTPUT_TOKENS", "USD", "RESERVED");
+  const json::value* owners = reply->o.if_contains("owners");
+  std::size_t shown = 0;
+  if (owners && owners->is_array())
+    for (const auto& owner : owners->get_array()) {
+      if (!owner.is_object()) continue;
+      const auto& w = owner.get_object();
+      std::string usd = field(w, "usd"), reserved = field(w, "reserved");
+      std::printf("%-10s %14s %14s %12s %s\n", field(w, "uid").c_str(), field(w, "input_tokens").c_str(),
+                  field(w, "output_tokens").c_str(), usd == "null" || usd.empty() ? "unpriced" : usd.c_str(),
+                  reserved == "null" || reserved.empty() ? "-" : reserved.c_str());
+      ++shown;
+    }
+  if (shown == 0) std::cout << "nothing spent today\n";
   return 0;
 }
 
@@ -507,6 +550,12 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
   status->add_flag("--json", o->json_out, "compact JSON");
   socket_option(status);
   status->callback([&ctx, o] { ctx.exit_code = status_verb(*o); });
+
+  auto* budget = app.add_subcommand(
+      "budget", "Each uid's spend today (UTC) against the daemon's daily budgets ([budgets.daily]), and reservations");
+  budget->add_flag("--json", o->json_out, "compact JSON");
+  socket_option(budget);
+  budget->callback([&ctx, o] { ctx.exit_code = budget_verb(*o); });
 
   auto* viewer = app.add_subcommand(
       "viewer", "Print the address of the viewer page (runs, streams, approvals in a browser), with a token for it");

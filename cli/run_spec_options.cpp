@@ -34,6 +34,12 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
   app->add_option("--model-endpoint", o.model_endpoint, "the model endpoint base URL to use instead");
   app->add_option("--model-token-env", o.model_token_env,
                   "with --model-endpoint: the environment variable holding its credential");
+  app->add_option("--upstream", o.upstream,
+                  "the daemon's [upstreams.NAME] the run's model gateway forwards to; the key stays in the gateway "
+                  "(default: the adapter's [vendor.upstream]; docs/gateway.md)");
+  app->add_option("--egress", o.egress,
+                  "HOST:PORT an allowed tool call may reach through the run's egress proxy (repeatable; a run on "
+                  "the gateway network reaches nothing else)");
   app->add_option("--model", o.model, "vendor model name, passed through");
   app->add_option("--cwd", o.cwd, "the vendor's working directory (default: the run's scratch work dir)");
   app->add_option("--vendor-env", o.vendor_env, "KEY=VALUE declared for the vendor (repeatable)");
@@ -103,6 +109,8 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
     }
     spec.model_endpoint = std::move(endpoint);
   }
+  if (!o.upstream.empty()) spec.upstream = o.upstream;
+  spec.egress = o.egress;
   if (!o.model.empty()) spec.model = o.model;
   if (!o.cwd.empty()) {
     // Its real path: the sandbox binds a cwd only by the path it was given, with no link in it.

@@ -19,6 +19,8 @@ struct RunSpecOptions {
   std::string model_scenario;
   std::string model_endpoint;
   std::string model_token_env;
+  std::string upstream;             // [upstreams.NAME] of the daemon's config (docs/gateway.md)
+  std::vector<std::string> egress;  // HOST:PORT a tool call may reach through the run's egress proxy
   std::string model;
   std::string cwd;
   std::vector<std::string> vendor_env;      // KEY=VALUE

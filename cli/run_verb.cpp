@@ -154,6 +154,19 @@ int run_verb(const RunVerbOptions& o) {
     std::cerr << "metaharness run: unknown adapter \"" << o.spec.adapter << "\"\n";
     return 2;
   }
+  // A run in the foreground has no supervisor to host a model gateway, and no network namespace
+  // for an egress list to bound: both need the daemon (docs/gateway.md).
+  if (!o.spec.upstream.empty()) {
+    std::cerr << "metaharness run: UPSTREAM_NEEDS_SUPERVISION: --upstream needs the run's model gateway, which "
+                 "the daemon's supervised runs have; `submit` it to the daemon\n";
+    return 2;
+  }
+  if (!o.spec.egress.empty()) {
+    std::cerr << "metaharness run: EGRESS_NEEDS_GATEWAY: --egress is enforced by the egress proxy of a run on the "
+                 "gateway network; this run is on the host's network, where nothing would enforce it; `submit` it "
+                 "to the daemon\n";
+    return 2;
+  }
   auto spec = build_spec(o.spec, new_run_id());
   if (!spec) {
     std::cerr << "metaharness run: " << spec.error() << "\n";

@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "daemon/process/sandbox.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
 
@@ -55,6 +56,21 @@ EventLogOptions log_options_of(const RunOptions& options) {
   return log_options;
 }
 
+// What the daemon adds to an adapter's plan for the run's network (docs/gateway.md): the egress
+// proxy in the vendor's environment (here, after the adapter's denylist has checked what the spec
+// declared: a spec cannot set a proxy itself), and the network and model credential the
+// attestation states.
+void add_network(adapters::LaunchPlan& plan, const RunOptions& options) {
+  if (options.egress) {
+    const std::string proxy = "http://127.0.0.1:" + std::to_string(kEgressRelayPort);
+    for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"})
+      plan.env.emplace_back(name, proxy);
+    // The gateway is reached directly, never through the proxy (which refuses loopback).
+    for (const char* name : {"NO_PROXY", "no_proxy"})
+      plan.env.emplace_back(name, "127.0.0.1,localhost");
+  }
+}
+
 }  // namespace
 
 Run::Run(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -75,8 +91,11 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   auto impl = std::make_unique<Impl>(io, adapter, std::move(options));
   Impl& i = *impl;
 
-  // An in-process scripted endpoint gets a fresh token; the spec then names it.
-  if (i.options.model_scenario) {
+  // An in-process scripted endpoint gets a fresh token; the spec then names it. Not when the run's
+  // gateway plays the scenario (a supervised run: the supervisor hosts it, so it outlives the
+  // daemon as the run does); the daemon has then pointed the spec at the gateway already.
+  const bool gateway_plays_scenario = i.options.gateway && i.options.gateway->scenario;
+  if (i.options.model_scenario && !gateway_plays_scenario) {
     auto scenario = model::load_scenario_file(*i.options.model_scenario);
     if (!scenario)
       return fail("the model scenario " + i.options.model_scenario->string() +
@@ -99,6 +118,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   // The core exists from here on: it owns the lifecycle, so commands sent before the vendor is
   // spawned wait in it, and a run refused at launch is closed by it.
   auto* plan = std::get_if<adapters::LaunchPlan>(&i.planned);
+  if (plan) add_network(*plan, i.options);
   i.core =
       std::make_unique<RunCore>(i.options.spec, adapter, plan ? adapter.open_session(i.options.spec, *plan) : nullptr,
                                 i, RunCoreOptions{i.options.halt_grace, &i.options.prices});
@@ -131,6 +151,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_con
   i.planned = adapter.plan(i.options.spec, dir.paths());
   auto* plan = std::get_if<adapters::LaunchPlan>(&i.planned);
   if (!plan) return fail("its adapter no longer plans it: " + std::get<adapters::LaunchRefusal>(i.planned).message);
+  add_network(*plan, i.options);
   if (i.options.containment) {
     if (auto record = RunContainment::read_record(dir.root() / "body.json")) {
       auto adopted = RunContainment::adopt(*i.options.containment, i.options.spec.run_id, *plan, *record);

@@ -6,6 +6,7 @@
 #include <boost/system/result.hpp>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +35,25 @@ std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid);
 // for a uid known by its number alone (a peer host's claim); empty when there is no such user.
 std::set<std::uint32_t> groups_of_user(std::uint32_t uid);
 
+// One [upstreams.NAME] (docs/gateway.md): where a run's model gateway forwards, and the key it
+// adds. The key is never read into the daemon's config: the daemon checks at start that it can be
+// read and is not empty, and hands the supervisor its path (the gateway reads it, and again when
+// it changes).
+struct UpstreamConfig {
+  std::string name;
+  std::string wire;  // "anthropic" | "openai-responses"
+  std::string url;   // https://…, or http:// on a loopback host only
+  // `credential` (a file) or `credential_name` (systemd's $CREDENTIALS_DIRECTORY/<name>), exactly
+  // one; credential_path is the file either names. systemd removes the credentials directory when
+  // the unit stops while a supervisor may keep serving its run: the supervisor keeps the last key
+  // it read.
+  std::optional<std::filesystem::path> credential;
+  std::optional<std::string> credential_name;
+  std::filesystem::path credential_path;
+  std::optional<std::filesystem::path> ca_file;
+  std::string header;  // which header carries the key; "" the wire's default
+};
+
 struct DaemonConfig {
   // [paths]
   std::filesystem::path socket;
@@ -41,6 +61,10 @@ struct DaemonConfig {
   unsigned socket_mode = 0660;
   // [vendor]
   adapters::HostConfig vendor;
+  // [vendor.upstream]: adapter id -> the upstream its runs use when the spec names none.
+  std::map<std::string, std::string> default_upstream;
+  // [upstreams.NAME]
+  std::map<std::string, UpstreamConfig> upstreams;
   // [runs]
   std::size_t max_active_runs = 2000;
   std::chrono::milliseconds halt_grace{3000};
@@ -65,6 +89,11 @@ struct DaemonConfig {
   std::filesystem::path supervisor;                // "": metaharness-supervisor beside this executable
   std::chrono::milliseconds adopt_within{600000};  // how long a body waits for a daemon to come back
   std::string on_stop = "halt";  // "halt": a stop ends every run; "detach": runs go on (supervise only)
+  // The runs' network (docs/gateway.md): "gateway" (a network namespace of each run's own, its
+  // model gateway the only door), "host" (the host's network), or "" (not configured: "gateway"
+  // where the sandbox and supervision are available, else "host"; decided at start by
+  // decide_network in containment_policy.hpp).
+  std::string network;
   // [server]
   unsigned threads = 0;  // 0: one per hardware thread
   std::size_t max_line_bytes = 1u << 20;

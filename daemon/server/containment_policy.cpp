@@ -144,6 +144,11 @@ PolicyResult make_containment_policy(const DaemonConfig& config, const std::opti
   if (config_file) spec.hidden.push_back(*config_file);
   // The fleet's NATS credentials: whoever holds them is a host of the fleet (docs/fleet.md, Trust).
   if (config.fleet && !config.fleet->credentials.empty()) spec.hidden.push_back(config.fleet->credentials);
+  // The upstreams' keys (docs/gateway.md): read by the runs' supervisors only, never by a run. The
+  // sandbox shows the host read-only, so each key's file is hidden, and systemd's credentials
+  // directory whole.
+  for (const auto& [name, upstream] : config.upstreams)
+    spec.hidden.push_back(upstream.credential_name ? upstream.credential_path.parent_path() : upstream.credential_path);
 
   // The runs' identity.
   if (!config.run_user.empty()) {
@@ -189,6 +194,33 @@ boost::json::object containment_facts(const ContainmentPolicy& p) {
   if (!p.sandbox) unavailable["sandbox"] = p.no_sandbox_why;
   o["identity"] = !p.daemon_is_root ? "daemon-user" : p.fixed_user ? "runs.user" : "uid-per-run";
   o["unavailable"] = std::move(unavailable);
+  return o;
+}
+
+boost::system::result<NetworkDecision, std::string> decide_network(const DaemonConfig& config,
+                                                                   const ContainmentPolicy& policy) {
+  using Result = boost::system::result<NetworkDecision, std::string>;
+  if (config.network == "host") return NetworkDecision{false, ""};
+  std::string missing;
+  if (!policy.sandbox)
+    missing = "the runs are not sandboxed (" + policy.no_sandbox_why + ")";
+  else if (!config.supervise)
+    missing = "runs.supervise is false, and the run's gateway lives in its supervisor";
+  else if (run_probe({policy.sandbox_spec.bwrap.string(), "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
+                      "--dev", "/dev", "--", "/bin/true"}) != 0)
+    missing = policy.sandbox_spec.bwrap.string() + " cannot give a run a network namespace of its own on this host";
+  if (missing.empty()) return NetworkDecision{true, ""};
+  if (config.network == "gateway")
+    return Result(boost::system::in_place_error, "runs.network: \"gateway\" cannot be built: " + missing +
+                                                     " (set runs.network = \"host\" to run "
+                                                     "on the host's network, unconfined)");
+  return NetworkDecision{false, missing};
+}
+
+boost::json::object containment_facts(const ContainmentPolicy& policy, const NetworkDecision& network) {
+  boost::json::object o = containment_facts(policy);
+  o["network"] = network.own_network ? "gateway" : "host";
+  if (!network.own_network && !network.why_host.empty()) o["unavailable"].as_object()["network"] = network.why_host;
   return o;
 }
 

@@ -19,12 +19,28 @@ namespace mh::daemon {
 boost::system::result<std::shared_ptr<const ContainmentPolicy>, std::string> make_containment_policy(
     const DaemonConfig& config, const std::optional<std::filesystem::path>& config_file);
 
+// The runs' network (docs/gateway.md), decided once at start from runs.network: true, each run
+// in a network namespace of its own whose only door is its model gateway ("gateway"); false, the
+// host's network ("host"). Not configured: "gateway" where it can be built (the sandbox is on,
+// runs are supervised — the supervisor hosts the gateway — and bwrap can unshare the network),
+// else "host", and `why_host` says why. A configured "gateway" that cannot be built refuses the
+// start, naming runs.network and the reason.
+struct NetworkDecision {
+  bool own_network = false;
+  std::string why_host;  // when own_network is false and it was not configured so
+};
+boost::system::result<NetworkDecision, std::string> decide_network(const DaemonConfig& config,
+                                                                   const ContainmentPolicy& policy);
+
 // What a run's body gets on this host, by name (the `status` reply's `containment`; a host
 // property, not an adapter's): `end` "cgroup" or "marker-sweep" (the fallback a process that
 // drops its environment escapes), `cgroup` {dir, controllers} or null, `sandbox` "bwrap" or
 // "none", `identity` "uid-per-run", "runs.user" or "daemon-user", and `unavailable`: each part
 // left out, with the reason its runs' warnings carry.
 boost::json::object containment_facts(const ContainmentPolicy& policy);
+// The same with the runs' network: `network` "gateway" or "host" (and, for "host" by default,
+// `unavailable.network`).
+boost::json::object containment_facts(const ContainmentPolicy& policy, const NetworkDecision& network);
 
 // Held by the daemon for its whole life: when it goes (the daemon's stop, or a start that failed
 // after the policy was made) it removes the runs' cgroup parent, which rmdir does only when no

@@ -372,6 +372,18 @@ int Daemon::run() {
   d.containment = *containment;
   ContainmentCleanup containment_cleanup(d.containment);  // no empty cgroup parent outlives the daemon
   log_containment(*d.containment);
+  auto network = decide_network(d.config, *d.containment);
+  if (!network) {
+    log(LogPriority::error, "cannot start: " + network.error());
+    return 2;
+  }
+  d.own_network = network->own_network;
+  d.why_host_network = network->why_host;
+  log(network->own_network || d.config.network == "host" ? LogPriority::info : LogPriority::warning,
+      network->own_network
+          ? "runs: a network namespace each; their model gateway is the only door"
+          : "runs: the host's network (" +
+                (d.config.network == "host" ? std::string("runs.network = \"host\"") : network->why_host) + ")");
   auto left = d.registry.recover(d.containment->cgroups ? &*d.containment->cgroups : nullptr, d.config.supervise);
   if (!left.empty())
     log(LogPriority::info, "adopted " + std::to_string(adopt_runs(d, left)) + " of the " + std::to_string(left.size()) +

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "daemon/log.hpp"
 #include "daemon/process/run_containment.hpp"
 #include "daemon/process/run_processes.hpp"
@@ -17,6 +19,7 @@ namespace mh::daemon {
 RunRegistry::RunRegistry(std::filesystem::path state_dir, std::size_t max_active_runs, adapters::Budgets daily)
     : state_dir_(std::move(state_dir)),
       max_active_(max_active_runs),
+      daily_(daily),
       ledger_(state_dir_ / "daily-spend.json", std::move(daily)) {}
 
 // --- start ------------------------------------------------------------------------------------
@@ -174,6 +177,8 @@ void RunRegistry::record(const std::string& id, RunRecord r, std::chrono::system
   e.adapter = std::move(r.adapter);
   e.labels = std::move(r.labels);
   e.budget = std::move(r.budget);
+  e.network = std::move(r.network);
+  e.upstream = std::move(r.upstream);
   e.created_at = now;
 }
 
@@ -263,6 +268,22 @@ RegistryCounts RunRegistry::counts() const {
   c.total = runs_.size();
   c.accepting = accepting_;
   return c;
+}
+
+std::vector<RunRegistry::OwnerSpend> RunRegistry::spend_today(std::chrono::system_clock::time_point now) {
+  std::vector<OwnerSpend> out;
+  if (!ledger_.metered()) return out;
+  std::set<std::uint32_t> owners;
+  for (auto& [id, e] : runs_) {
+    load_meta(e);
+    if (!e.dir.empty()) owners.insert(e.owner_uid);
+  }
+  const std::int64_t day = utc_day(now);
+  for (std::uint32_t uid : owners) {
+    DaySpend spent = ledger_.today(uid, day);
+    if (spent.input_tokens || spent.output_tokens || !spent.usd || *spent.usd > 0) out.push_back({uid, spent});
+  }
+  return out;
 }
 
 std::string RunRegistry::status_text() const {

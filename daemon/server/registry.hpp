@@ -42,6 +42,11 @@ struct RunEntry {
   // What the run has spent (last reported) and its limits; unknown for a run found on disk.
   std::optional<Spend> spend;
   std::optional<adapters::Budgets> budget;
+  // The run's network ("gateway" | "host") and its upstream's name (docs/gateway.md): known for a
+  // run submitted to this process; nullopt for one found on disk or adopted (its get reads them
+  // from its files).
+  std::optional<std::string> network;
+  std::optional<std::string> upstream;
 };
 
 // Why a submit is not admitted: the socket refusal code and its reason.
@@ -59,6 +64,8 @@ struct RunRecord {
   std::string adapter;
   std::map<std::string, std::string> labels;
   adapters::Budgets budget;
+  std::optional<std::string> network;   // "gateway" | "host"
+  std::optional<std::string> upstream;  // the configured upstream's name, if the run has one
 };
 
 // The runs as `status` counts them: one view with the streams (a run whose stream holds
@@ -131,6 +138,15 @@ class RunRegistry {
   // Every run that has a directory, in id order (ids begin with their UTC time), with run.json read.
   std::vector<RunEntry> snapshot();
   RegistryCounts counts() const;
+  // Today's spend (UTC) of every owner the ledger may hold figures for — each owner of a run this
+  // registry knows (a run of a previous daemon's day is on disk, so its owner is known) — with
+  // anything spent today. Empty when no daily budget meters spend (meters_spend()).
+  struct OwnerSpend {
+    std::uint32_t uid = 0;
+    DaySpend spent;
+  };
+  std::vector<OwnerSpend> spend_today(std::chrono::system_clock::time_point now);
+  const adapters::Budgets& daily_budget() const { return daily_; }
   // The sd_notify STATUS= line.
   std::string status_text() const;
   std::size_t active() const { return active_; }
@@ -154,6 +170,7 @@ class RunRegistry {
 
   std::filesystem::path state_dir_;
   std::size_t max_active_;
+  adapters::Budgets daily_;
   DailySpendLedger ledger_;
   std::map<std::string, RunEntry> runs_;
   std::size_t active_ = 0;

@@ -18,6 +18,7 @@ constexpr std::array kRequests = {
     RequestDef{"status",   Role::observe, &handle_status},
     RequestDef{"shutdown", Role::admin,   &handle_shutdown},
     RequestDef{"viewer",   Role::observe, &handle_viewer},
+    RequestDef{"budget",   Role::observe, &handle_budget},
 };
 // clang-format on
 

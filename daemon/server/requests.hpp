@@ -76,5 +76,6 @@ boost::asio::awaitable<void> handle_halt(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> handle_tail(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> handle_attach(Session& s, const SocketRequest& r);
 boost::asio::awaitable<void> handle_viewer(Session& s, const SocketRequest& r);
+boost::asio::awaitable<void> handle_budget(Session& s, const SocketRequest& r);
 
 }  // namespace mh::daemon

@@ -11,6 +11,7 @@
 #include "daemon/server/fleet_host.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/requests_fleet.hpp"
+#include "daemon/server/run_network.hpp"
 #include "daemon/server/run_summary.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
@@ -68,6 +69,14 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
     return refuse("MALFORMED",
                   "a run takes \"model_scenario\" (a scripted endpoint the daemon hosts) or \"model_endpoint\" "
                   "(an endpoint to use), not both");
+  }
+  // The run's way to its model and its network (docs/gateway.md): the upstream named (or the
+  // adapter's default), its wire, and egress only where something enforces it.
+  {
+    const json::value* scenario = run.if_contains("model_scenario");
+    const bool has_scenario = scenario && !scenario->is_null();
+    if (auto refused = check_run_network({config, server.own_network}, *adapter, *spec, has_scenario))
+      return refuse(refused->code, refused->reason);
   }
   // The cwd is resolved once, here, and kept as its real path: it is checked as that path, and
   // the sandbox binds that path only, opened without following a link (exec_handoff.hpp), so a
@@ -154,11 +163,14 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Server& serv
     if (auto problem = dir.write_scenario(*scenario)) return Result(boost::system::in_place_error, *problem);
     options.model_scenario = dir.scenario_json();
   }
+  options.spec = std::move(spec);
+  const std::optional<std::filesystem::path> scenario_file = options.model_scenario;
+  if (auto problem = wire_run_network({server.config, server.own_network}, adapter, dir, options, scenario_file))
+    return Result(boost::system::in_place_error, *problem);
   RunMeta meta{
-      peer.uid, peer.pid, spec.adapter, spec.labels,
+      peer.uid, peer.pid, options.spec.adapter, options.spec.labels,
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};
   if (auto problem = dir.write_meta(meta)) return Result(boost::system::in_place_error, *problem);
-  options.spec = std::move(spec);
   return Run::create(server.pool.next_for_run(), adapter, std::move(options));
 }
 
@@ -205,7 +217,15 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
   spec->run_id = id;
   RunDir dir = RunDir::in_state_dir(server->config.state_dir, id);
   const std::string adapter_name = spec->adapter;
-  RunRecord record{{}, nullptr, nullptr, uid, spec->adapter, spec->labels, spec->budget};
+  RunRecord record{{},
+                   nullptr,
+                   nullptr,
+                   uid,
+                   spec->adapter,
+                   spec->labels,
+                   spec->budget,
+                   std::string(server->own_network ? "gateway" : "host"),
+                   spec->upstream};
   auto created = create_run(*server, peer, dir, *adapter, std::move(*spec), run);
   if (!created) {
     // A refused submit leaves nothing behind: not its directory, not its reservation.
@@ -286,6 +306,12 @@ asio::awaitable<void> handle_get(Session& s, const SocketRequest& r) {
   // Redacted again as read: a spec.json written by an older build may hold the values.
   fields["spec"] = adapters::redacted_spec_json(dir.read_spec());
   fields["hermetic"] = hermetic_view(s.server(), *e, fields["spec"], fields["state"] == "closed");
+  // A run this process did not submit: its upstream from its spec, its network from what its
+  // session.started attested (null when neither says).
+  if (fields["upstream"].is_null())
+    if (const json::object* spec = fields["spec"].if_object())
+      if (const json::value* upstream = spec->if_contains("upstream"); upstream && upstream->is_string())
+        fields["upstream"] = *upstream;
   s.reply("run", r.id, fields);
 }
 
@@ -320,7 +346,9 @@ asio::awaitable<void> handle_status(Session& s, const SocketRequest& r) {
   fields["accepting"] = counts.accepting;
   fields["connections"] = server->connections.load();
   // What a run's body gets here (a host property: docs/containment.md).
-  if (server->containment) fields["containment"] = containment_facts(*server->containment);
+  if (server->containment)
+    fields["containment"] =
+        containment_facts(*server->containment, NetworkDecision{server->own_network, server->why_host_network});
   s.reply("status", r.id, fields);
 }
 

@@ -62,6 +62,10 @@ asio::awaitable<json::object> summary(const RunEntry& e) {
   o["spend"] = spend ? json::value(spend->to_json()) : json::value(nullptr);
   std::optional<adapters::Budgets> budget = status ? std::optional<adapters::Budgets>(status->budget) : e.budget;
   o["budget"] = budget ? json::value(adapters::budgets_to_json(*budget)) : json::value(nullptr);
+  // Its network and upstream (never a credential): null when not known here (a run found on disk;
+  // `get` reads them from the run's files).
+  o["network"] = e.network ? json::value(*e.network) : json::value(nullptr);
+  o["upstream"] = e.upstream ? json::value(*e.upstream) : json::value(nullptr);
   co_return o;
 }
 

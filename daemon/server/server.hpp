@@ -100,6 +100,10 @@ class Server : public std::enable_shared_from_this<Server> {
   DaemonConfig config;
   // What each run's body gets (cgroup, sandbox, identity): decided once, at start.
   std::shared_ptr<const ContainmentPolicy> containment;
+  // The runs' network (runs.network, docs/gateway.md): decided once, at start, with the policy.
+  // Tests that build a Server without a daemon leave it "host".
+  bool own_network = false;
+  std::string why_host_network;  // the default fell to "host": why
   // The io threads, a context each (io_pool.hpp); `io` is the main one: the registry, the
   // acceptor, signals, HTTP and the fleet's glue. Runs live on pool.next_for_run().
   IoPool pool;

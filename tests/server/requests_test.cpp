@@ -33,7 +33,7 @@ TEST(ServerRequests, TheTableNamesEveryRequestOnceWithTheRoleItNeedsAndAHandler)
   const std::map<std::string, Role> documented = {
       {"list", Role::observe},   {"get", Role::observe},    {"tail", Role::observe},    {"status", Role::observe},
       {"submit", Role::control}, {"attach", Role::control}, {"command", Role::control}, {"halt", Role::control},
-      {"shutdown", Role::admin}, {"viewer", Role::observe}};
+      {"shutdown", Role::admin}, {"viewer", Role::observe}, {"budget", Role::observe}};
   std::map<std::string, Role> table;
   std::set<daemon::RequestHandler> handlers;
   for (const auto& def : daemon::request_table()) {
@@ -47,7 +47,8 @@ TEST(ServerRequests, TheTableNamesEveryRequestOnceWithTheRoleItNeedsAndAHandler)
   EXPECT_EQ(table, documented);
   EXPECT_EQ(handlers.size(), table.size()) << "one handler per request";
   EXPECT_EQ(daemon::find_request("fly"), nullptr);
-  EXPECT_EQ(daemon::request_vocabulary(), "submit, list, get, attach, tail, command, halt, status, shutdown, viewer");
+  EXPECT_EQ(daemon::request_vocabulary(),
+            "submit, list, get, attach, tail, command, halt, status, shutdown, viewer, budget");
 }
 
 TEST(ServerRequests, AnUnknownRequestIsRefusedNamingTheTablesVocabulary) {
