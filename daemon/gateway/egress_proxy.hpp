@@ -6,10 +6,10 @@
 // the end; an allowed one is counted.
 //
 // Only CONNECT is served: a plain-HTTP request in absolute form ("GET http://host/ HTTP/1.1") is
-// refused 405 by name, so a tool's cleartext HTTP cannot go out unseen by TLS clients' checks
-// either (tools reach http:// destinations through CONNECT too when HTTP_PROXY says so for https
-// only; plain http is not offered). A name that resolves to any refused address is refused whole:
-// a name mixing public and loopback addresses is how DNS rebinding reaches the host.
+// refused 405 by name (Allow: CONNECT). Forwarding plain HTTP is not offered, so the proxy never
+// parses or rewrites a tool's traffic; a tool that must reach an http:// destination tunnels to
+// it (curl --proxytunnel). A name that resolves to any refused address is refused whole: a name
+// mixing public and loopback addresses is how DNS rebinding reaches the host.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

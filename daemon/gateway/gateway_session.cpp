@@ -300,7 +300,11 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
         reservation.max_tokens = static_cast<std::uint64_t>(max->get_int64());
     }
     const ReservationAnswer answer = co_await state_->hooks.reserve(reservation);
-    if (closing_) co_return false;
+    if (closing_) {
+      // Stopped while asking: what was reserved is settled as nothing sent.
+      if (answer.allowed && state_->hooks.usage) state_->hooks.usage(RequestUsage{.request = number});
+      co_return false;
+    }
     if (!answer.allowed)
       co_return co_await refuse(400, "invalid_request_error", answer.reason, "budget_exceeded", keep_alive, version);
   }
@@ -358,8 +362,9 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
   bool keep = false;
   if (!answered) {
     close_upstream();
-    state_->log("gateway: upstream '" + state_->options.upstream.name + "' (" + state_->url.host_header() +
-                "): " + failure);
+    if (!client_gone_ && !closing_)
+      state_->log("gateway: upstream '" + state_->options.upstream.name + "' (" + state_->url.host_header() +
+                  "): " + failure);
     if (!client_gone_ && !closing_)
       keep = co_await refuse(502, wire == Wire::anthropic ? "api_error" : "server_error",
                              "metaharness gateway: the upstream cannot be reached (" + failure + ")",
