@@ -279,8 +279,13 @@ asio::awaitable<void> accept_loop(std::shared_ptr<EgressProxy::State> state, std
       co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
-    auto session = std::make_shared<EgressSession<Protocol>>(state, std::move(socket));
     std::erase_if(state->sessions, [](const auto& s) { return s.expired(); });
+    if (state->sessions.size() >= state->options.max_connections) {
+      // A run opening connections without end must not exhaust the supervisor's descriptors.
+      socket.close(ec);
+      continue;
+    }
+    auto session = std::make_shared<EgressSession<Protocol>>(state, std::move(socket));
     state->sessions.push_back(session);
     asio::co_spawn(state->io, session->run(), [state](std::exception_ptr failure) {
       if (!failure) return;

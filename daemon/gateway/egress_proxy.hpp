@@ -40,6 +40,7 @@ struct EgressOptions {
   std::size_t max_header_bytes = 8u << 10;            // a CONNECT request is a line and a few headers
   std::chrono::milliseconds request_timeout{30'000};  // to send the CONNECT request
   std::chrono::milliseconds connect_timeout{30'000};  // to reach an allowed destination
+  std::size_t max_connections = 256;                  // open at once; past it a new one is closed unanswered
   // Tests only: loopback addresses pass the address rule, so a listener the test owns can stand in
   // for a destination on the network. Never set by the daemon.
   bool allow_loopback_for_tests = false;

@@ -83,6 +83,13 @@ void Gateway::State::refused(const std::string& method, const std::string& path)
 bool Gateway::State::adopt(const std::shared_ptr<SessionBase>& session) {
   if (stopped) return false;
   std::erase_if(sessions, [](const std::weak_ptr<SessionBase>& s) { return s.expired(); });
+  if (sessions.size() >= options.max_connections) {
+    if (!told_connection_limit)
+      log("gateway: " + std::to_string(options.max_connections) +
+          " connections already open; further ones are closed until some end");
+    told_connection_limit = true;
+    return false;
+  }
   sessions.push_back(session);
   return true;
 }

@@ -10,7 +10,15 @@
 // (network = "host"). Budgets are asked before a request is forwarded (hooks.reserve) and settled
 // after (hooks.settle), so concurrent runs of one uid cannot overrun a daily budget together.
 //
-// Threading: everything runs on the io_context given (one thread in the supervisor).
+// What the gateway answers itself, never forwarding: 401 (no or another token), 403 (a route
+// outside the wire's), 400 budget_exceeded (hooks.reserve refused), 413/431 (bounds), 415 (a
+// compressed body where a budget applies: it cannot be metered), 502 (upstream unreachable, TLS
+// verification failed), all in the wire's own error shape; and `HEAD /` (Claude Code's connection
+// warm-up) with an empty 200. Everything the upstream answers, 429 included, is relayed as it is.
+// The vendor's Accept-Encoding is replaced by identity so the answer's usage can be read.
+//
+// Threading: everything runs on the io_context given (one thread in the supervisor). Destroy the
+// Gateway before its io_context.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -94,6 +102,9 @@ struct GatewayOptions {
   std::size_t max_request_body_bytes = 32u << 20;
   std::size_t max_header_bytes = 64u << 10;
   std::chrono::milliseconds idle_timeout{300'000};
+  // Connections served at once; past it a new one is closed unanswered (and told once to the log),
+  // so a run cannot exhaust the supervisor's descriptors. Vendors hold a handful.
+  std::size_t max_connections = 256;
 };
 
 class Gateway {

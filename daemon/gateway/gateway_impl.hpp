@@ -39,7 +39,7 @@ struct Gateway::State : std::enable_shared_from_this<State> {
   void log(const std::string& line) const {
     if (hooks.log) hooks.log(line);
   }
-  // Registers a live connection unless stopping (on the io thread).
+  // Registers a live connection unless stopping or at max_connections (on the io thread).
   bool adopt(const std::shared_ptr<SessionBase>& session);
   void stop_now();  // on the io thread
 
@@ -56,6 +56,7 @@ struct Gateway::State : std::enable_shared_from_this<State> {
   std::optional<asio::ssl::context> tls;  // made by prepare(); plain http upstreams never use it
   bool prepared = false;
   bool stopped = false;
+  bool told_connection_limit = false;
   std::uint64_t requests = 0;
   std::set<std::pair<std::string, std::string>> routes_told;
   std::vector<std::weak_ptr<SessionBase>> sessions;

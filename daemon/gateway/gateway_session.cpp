@@ -124,6 +124,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   asio::awaitable<bool> refuse(unsigned status, std::string_view type, std::string_view message, std::string_view code,
                                bool keep_alive, unsigned version);
   bool token_accepted(const Request& request) const;
+  // After a refusal that ends the connection: half-close, then discard what the client is still
+  // sending for a moment; closing with unread input makes the kernel send a reset that can destroy
+  // the refusal before it is read.
+  asio::awaitable<void> linger();
   void close_upstream() {
     if (upstream_) {
       beast::error_code ignored;
@@ -144,6 +148,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::unique_ptr<UpstreamStream> upstream_;
   beast::flat_buffer upstream_buffer_;
   bool upstream_reusable_ = false;
+  bool response_keep_alive_ = false;  // what the relayed answer told the client
   bool client_gone_ = false;
   bool closing_ = false;
 };
@@ -187,9 +192,11 @@ asio::awaitable<void> Session<Protocol>::run() {
       // A client closing (or idling out) between requests ends keep-alive; a request the parser
       // could not accept is refused by name and the connection closed (its framing is lost).
       if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
-          ec != http::error::end_of_stream && parser.got_some())
+          ec != http::error::end_of_stream && parser.got_some()) {
         co_await refuse(400, "invalid_request_error", "metaharness gateway: malformed request (" + ec.message() + ")",
                         "malformed_request", false, 11);
+        co_await linger();
+      }
       break;
     }
     const bool keep_alive = co_await handle(parser.release());
@@ -199,6 +206,21 @@ asio::awaitable<void> Session<Protocol>::run() {
   beast::error_code ignored;
   client_.socket().shutdown(Protocol::socket::shutdown_both, ignored);
   client_.close();
+}
+
+template <class Protocol>
+asio::awaitable<void> Session<Protocol>::linger() {
+  beast::error_code ec;
+  client_.socket().shutdown(Protocol::socket::shutdown_send, ec);
+  if (ec) co_return;
+  std::array<char, 4096> discard{};
+  client_.expires_after(std::chrono::seconds(1));
+  for (std::size_t total = 0; total < (1u << 20);) {
+    const std::size_t n =
+        co_await client_.async_read_some(asio::buffer(discard), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;  // the client's EOF (usual), or the second passed
+    total += n;
+  }
 }
 
 template <class Protocol>
@@ -251,6 +273,14 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
         "metaharness gateway: " + method + " " + path + " is not one of the model routes this run may use",
         "route_not_allowed", keep_alive, version);
   }
+  // A compressed body cannot be read for its worst case: refused where a budget applies.
+  if (auto it = request.find(http::field::content_encoding);
+      state_->hooks.reserve && it != request.end() && lower(trim(it->value())) != "identity")
+    co_return co_await refuse(
+        415, "invalid_request_error",
+        "metaharness gateway: a compressed request body (content-encoding: " + std::string(it->value().substr(0, 64)) +
+            ") cannot be metered before it is sent; send it uncompressed",
+        "unsupported_content_encoding", keep_alive, version);
   const std::uint64_t number = ++state_->requests;
   const bool count_tokens = path.ends_with("/count_tokens");
   if (!count_tokens && state_->hooks.reserve) {
@@ -270,7 +300,11 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
         reservation.max_tokens = static_cast<std::uint64_t>(max->get_int64());
     }
     const ReservationAnswer answer = co_await state_->hooks.reserve(reservation);
-    if (closing_) co_return false;
+    if (closing_) {
+      // Stopped while asking: what was reserved is settled as nothing sent.
+      if (answer.allowed && state_->hooks.usage) state_->hooks.usage(RequestUsage{.request = number});
+      co_return false;
+    }
     if (!answer.allowed)
       co_return co_await refuse(400, "invalid_request_error", answer.reason, "budget_exceeded", keep_alive, version);
   }
@@ -328,8 +362,9 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
   bool keep = false;
   if (!answered) {
     close_upstream();
-    state_->log("gateway: upstream '" + state_->options.upstream.name + "' (" + state_->url.host_header() +
-                "): " + failure);
+    if (!client_gone_ && !closing_)
+      state_->log("gateway: upstream '" + state_->options.upstream.name + "' (" + state_->url.host_header() +
+                  "): " + failure);
     if (!client_gone_ && !closing_)
       keep = co_await refuse(502, wire == Wire::anthropic ? "api_error" : "server_error",
                              "metaharness gateway: the upstream cannot be reached (" + failure + ")",
@@ -348,7 +383,7 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
       }
       usage.complete = upstream_complete && relayed && (count_tokens ? usage.status == 200 : read.complete);
     }
-    keep = relayed && keep_alive && !client_gone_ && !closing_;
+    keep = relayed && response_keep_alive_ && !client_gone_ && !closing_;
   }
   if (state_->hooks.usage) state_->hooks.usage(usage);
   co_return keep;
@@ -450,6 +485,7 @@ asio::awaitable<bool> Session<Protocol>::relay(http::response_parser<http::buffe
   // HTTP/1.1 clients get the body chunked as it comes; an HTTP/1.0 client gets it until close.
   const bool chunked = client_version == 11 && !bodiless;
   const bool keep_alive = client_keep_alive && (chunked || bodiless);
+  response_keep_alive_ = keep_alive;
   response.keep_alive(keep_alive);
   if (chunked) response.chunked(true);
   http::response_serializer<http::empty_body> serializer{response};
@@ -504,7 +540,7 @@ asio::awaitable<bool> Session<Protocol>::relay(http::response_parser<http::buffe
       co_return false;
     }
   }
-  co_return keep_alive || !chunked;
+  co_return true;
 }
 
 template <class Protocol>
@@ -549,6 +585,11 @@ namespace {
 
 template <class Protocol>
 void spawn(const std::shared_ptr<Gateway::State>& state, typename Protocol::socket socket) {
+  if constexpr (std::is_same_v<Protocol, tcp>) {
+    // The answer is relayed chunk by chunk: Nagle's algorithm would hold small SSE writes back.
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+  }
   auto session = std::make_shared<Session<Protocol>>(state, std::move(socket));
   if (!state->adopt(session)) return;
   asio::co_spawn(state->io, session->run(), [state](std::exception_ptr failure) {

@@ -32,6 +32,9 @@ net::awaitable<void> ScriptedEndpoint::State::accept_loop() {
       co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
     }
+    // Answers go out event by event: Nagle's algorithm would hold each small write back for the
+    // client's delayed ACK (some 40 ms), which no real provider's stream shows.
+    socket.set_option(tcp::no_delay(true), ec);
     std::shared_ptr<ConnectionBase> connection;
     if (tls)
       connection = std::make_shared<Connection<TlsStream>>(self, tcp::socket(std::move(socket)));
