@@ -122,12 +122,12 @@ SpecGateway read_gateway(FieldReader& outer, const json::object& object) {
   g.reserve = f.req_bool("reserve");
   if (f.ok()) g.listen = read_listen(f, "spec: gateway");
   // The upstream is either the supervisor's own scripted endpoint (a scenario, recorded in its
-  // log) or a URL with the file of its key: never both, never neither.
+  // log) or a URL: never both, never neither. A URL without a credential is the gateway's to
+  // refuse when it is built (the run's spawn error, by name), not a spec that cannot be read.
   if (f.ok() && g.token.empty()) f.fail("field \"token\" is empty");
   if (f.ok() && g.scenario && !g.url.empty()) f.fail("fields \"scenario\" and \"url\" are both set");
   if (f.ok() && g.scenario && !g.scenario_log) f.fail("field \"scenario\" is set without \"scenario_log\"");
   if (f.ok() && !g.scenario && g.url.empty()) f.fail("neither \"url\" nor \"scenario\" is set");
-  if (f.ok() && !g.scenario && !g.credential) f.fail("field \"url\" is set without \"credential\"");
   if (!f.ok()) outer.fail(f.error());
   return g;
 }

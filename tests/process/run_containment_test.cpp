@@ -228,6 +228,43 @@ TEST_F(RunContainmentTest, UnderARootDaemonUnsandboxedTheRunDirectoryLetsTheRuns
   EXPECT_EQ(info.st_gid, 0u) << "the record stays the daemon's";
 }
 
+// network = "gateway" (issue 25): the run's gate is made (0755, the daemon's), the run is in a
+// network namespace of its own, and its hook channel moved into the gate; without a sandbox the
+// run is refused by name, never started on the host's network.
+TEST_F(RunContainmentTest, ANetworkOfItsOwnMakesTheGateAndMovesTheHookChannel) {
+  if (!policy_.sandbox) GTEST_SKIP() << "needs bwrap";
+  policy_.sandbox_spec.exec_helper = MH_TEST_EXEC_HELPER;
+  auto p = plan("readlink /proc/self/ns/net");
+  p.env.emplace_back("METAHARNESS_HOOK_SOCKET", "@metaharness/hook/run-1");
+  p.hook_channel = adapters::HookChannel{"METAHARNESS_HOOK_SOCKET", "@metaharness/hook/run-1", {}};
+  const SandboxSpec::OwnNetwork own{run_dir_ / "gate", {}};
+  auto c = RunContainment::prepare(policy_, "run-1", run_dir_, p, {}, own);
+  ASSERT_TRUE(c) << c.error();
+  struct stat info {};
+  ASSERT_EQ(::lstat((run_dir_ / "gate").c_str(), &info), 0);
+  EXPECT_TRUE(S_ISDIR(info.st_mode));
+  EXPECT_EQ(info.st_mode & 07777, 0755u);
+  EXPECT_EQ(info.st_uid, ::geteuid());
+  const auto& contained = (*c)->launch_plan();
+  ASSERT_TRUE(contained.hook_channel);
+  EXPECT_EQ(contained.hook_channel->address, "/run/metaharness/hook.sock");
+  EXPECT_EQ(contained.hook_channel->bound_at, run_dir_ / "gate" / "hook.sock");
+  std::vector<std::string> lines;
+  auto child = spawn(**c, {}, &lines);
+  const std::string inside = io_.run(strand_, read_to_eof(child->stdout_pipe()), 20s);
+  io_.run(strand_, child->async_wait(), 20s);
+  std::error_code ec;
+  const std::string host = std::filesystem::read_symlink("/proc/self/ns/net", ec).string();
+  EXPECT_EQ(inside.rfind("net:[", 0), 0u) << inside;
+  EXPECT_NE(inside, host + "\n") << "the run shares the host's network namespace";
+  io_.run(strand_, (*c)->end(strand_, std::nullopt, 10s), 20s);
+
+  policy_.sandbox = false;
+  auto refused = RunContainment::prepare(policy_, "run-2", run_dir_, p, {}, own);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("network = \"gateway\" needs the sandbox"), std::string::npos) << refused.error();
+}
+
 TEST(RunUidPool, NoTwoLiveRunsShareAUidAndAReleasedOneIsFreeAgain) {
   RunUidPool pool;
   auto a = pool.acquire("run-a");

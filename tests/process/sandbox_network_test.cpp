@@ -6,11 +6,14 @@
 // relay by name; the arguments and the moved hook channel.
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 
 #include <algorithm>
+#include <fstream>
 #include <thread>
 
 #include "daemon/process/child_process.hpp"
@@ -95,6 +98,7 @@ class SandboxNetworkTest : public ::testing::Test {
   Result run_bash(const std::string& script) {
     auto plan = make_plan("/usr/bin/bash", {"-c", script}, {{"PATH", "/usr/bin:/bin"}}, work_);
     plan.directories = {scratch_};
+    plan.run_marker = {"MH_TEST_RUN", marker_};
     auto child = ChildProcess::spawn(strand_, sandboxed(plan, spec_));
     if (!child) throw std::runtime_error(child.error());
     Result r;
@@ -104,7 +108,28 @@ class SandboxNetworkTest : public ::testing::Test {
     return r;
   }
 
+  // Whether every process carrying this test's run marker (the hops, the relay) ends within
+  // `timeout` on its own, waited for on pidfds.
+  bool marked_processes_end(std::chrono::milliseconds timeout) {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream in(entry.path() / "environ");
+      std::string environ((std::istreambuf_iterator<char>(in)), {});
+      if (environ.find("MH_TEST_RUN=" + marker_) == std::string::npos) continue;
+      UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, std::stoi(name), 0)));
+      if (!pidfd) continue;  // gone meanwhile
+      pollfd wait{pidfd.get(), POLLIN, 0};
+      if (::poll(&wait, 1, static_cast<int>(timeout.count())) != 1) {
+        ::kill(std::stoi(name), SIGKILL);  // never leave one behind
+        return false;
+      }
+    }
+    return true;
+  }
+
   static constexpr uid_t kUid = 61241;
+  std::string marker_ = unique_marker_value("netns");
   IoThreads io_{1};
   IoThreads::Strand strand_ = io_.make_strand();
   TempDir run_;
@@ -141,6 +166,8 @@ TEST_F(SandboxNetworkTest, TheRunReachesTheGateThroughItsLoopbackAndNothingOnThe
   EXPECT_EQ(server.served(), 2);
   pollfd pending{host.get(), POLLIN, 0};
   EXPECT_EQ(::poll(&pending, 1, 0), 0) << "a connection reached the host's loopback listener";
+  // The relay ends with the vendor (and bwrap's reaper with it): nothing of the run is left.
+  EXPECT_TRUE(marked_processes_end(10s)) << "a process of the run outlived its vendor";
 }
 
 // Nothing listens at the gate: the vendor's connection is accepted by the relay (so its first

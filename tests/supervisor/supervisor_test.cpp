@@ -839,9 +839,7 @@ TEST_F(SupervisorGatewayTest, TheGatewayServesThePlaceholderRefusesOthersAndRepo
   EXPECT_EQ(usage->status, 200);
   EXPECT_EQ(usage->input_tokens, 12u);
   EXPECT_EQ(usage->output_tokens, 6u);
-  // Not asserted: usage->complete. The gateway reports an answer relayed whole to a client that
-  // sent `connection: close` as incomplete (Session::relay's result mixes "relayed" and "keep
-  // alive"); reported to the gateway's side.
+  EXPECT_TRUE(usage->complete);
   EXPECT_EQ(requests_in(dir_.path() / "model-requests.jsonl"), 1u)
       << "the 401 and the 403 never reached the upstream: " << slurp(dir_.path() / "model-requests.jsonl");
   send(*link, {CloseStdin{}, Release{}});
