@@ -196,7 +196,9 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
       input(journal::HookGone{gone->connection}, Clock::now());
       after_core();
     } else if (auto* refused = std::get_if<supervisor::Refused>(&*message)) {
-      daemon::log(LogPriority::error, "run " + log->run_id() + ": the supervisor refused a line: " + refused->why);
+      std::string why = refused->why;
+      redactor.redact(why);  // it may quote what it refused: no secret in the daemon's log either
+      daemon::log(LogPriority::error, "run " + log->run_id() + ": the supervisor refused a line: " + why);
     } else {
       on_gateway_message(*message);  // the gateway's and the egress proxy's (run_gateway.cpp)
     }
