@@ -212,7 +212,9 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
                std::holds_alternative<supervisor::Egress>(*message)) {
       on_gateway_message(*message);
     } else if (auto* refused = std::get_if<supervisor::Refused>(&*message)) {
-      daemon::log(LogPriority::error, "run " + log->run_id() + ": the supervisor refused a line: " + refused->why);
+      std::string why = refused->why;
+      redactor.redact(why);  // it may quote what it refused: no secret in the daemon's log either
+      daemon::log(LogPriority::error, "run " + log->run_id() + ": the supervisor refused a line: " + why);
     } else {
       on_gateway_message(*message);  // the gateway's and the egress proxy's (run_gateway.cpp)
     }
