@@ -82,7 +82,17 @@ json::object containment_row() {
                                {"none", "where bwrap is absent or off (warning SANDBOX_UNAVAILABLE)"}}},
       {"identity", json::object{{"uid-per-run", "a root daemon's runs each get an unprivileged uid"},
                                 {"runs.user", "a root daemon's runs run as the configured user"},
-                                {"daemon-user", "a daemon that is not root runs its runs as itself"}}}};
+                                {"daemon-user", "a daemon that is not root runs its runs as itself"}}},
+      // runs.network (docs/gateway.md): the run's model gateway is the only door, or the host's
+      // network is open to it.
+      {"network",
+       json::object{{"gateway",
+                     "a network namespace of the run's own, loopback only: its model gateway (the upstream's key "
+                     "held there, a per-run placeholder in the run) and, for the destinations its spec lists, an "
+                     "egress proxy are the only way out"},
+                    {"host",
+                     "the host's network, unconfined (runs.network = \"host\", or where the gateway cannot "
+                     "be built: status.containment.unavailable.network says why)"}}}};
 }
 
 int capabilities_verb(const std::string& id, bool render) {
@@ -96,6 +106,8 @@ int capabilities_verb(const std::string& id, bool render) {
   }
   json::value table = protocol::capabilities_to_json(adapter->capabilities());
   table.as_object()["containment"] = containment_row();
+  // The model API the vendor speaks: an upstream of another wire is refused at submit.
+  table.as_object()["model_wire"] = std::string(adapter->model_wire());
   std::cout << protocol::pretty_json(table, false);
   return 0;
 }

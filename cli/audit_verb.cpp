@@ -39,6 +39,21 @@ bool read_stream(const std::filesystem::path& p, protocol::StreamRecordReader& r
   return true;
 }
 
+// What the run's session.started attested of its network and its model credential (issue 25,
+// docs/hermetic.md): a fact beside the rows, not a row. Null each when not said (an older run).
+struct NetworkFacts {
+  std::optional<std::string> network, model_credential;
+};
+NetworkFacts attested_network(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::ifstream in(std::filesystem::is_directory(path, ec) ? path / "events.jsonl" : path, std::ios::binary);
+  std::optional<protocol::ev::SessionStarted> started;
+  for (std::string line; !started && std::getline(in, line);)
+    started = protocol::session_started_in(line);
+  if (!started) return {};
+  return {started->hermetic.network, started->hermetic.model_credential};
+}
+
 }  // namespace
 
 Result audit_path(const std::filesystem::path& path, const adapters::AdapterRegistry& registry) {
@@ -99,10 +114,20 @@ void register_audit_verb(CLI::App& app, Context& ctx) {
       ctx.exit_code = 2;
       return;
     }
-    if (o->json)
-      std::cout << protocol::pretty_json(protocol::audit_report_json(*report), false);
-    else
+    const NetworkFacts network = attested_network(o->path);
+    auto or_null = [](const std::optional<std::string>& v) { return v ? json::value(*v) : json::value(nullptr); };
+    if (o->json) {
+      json::value doc = protocol::audit_report_json(*report);
+      if (json::object* top = doc.if_object()) {
+        (*top)["network"] = or_null(network.network);
+        (*top)["model_credential"] = or_null(network.model_credential);
+      }
+      std::cout << protocol::pretty_json(doc, false);
+    } else {
       std::cout << protocol::audit_report_text(*report);
+      std::cout << "network: " << network.network.value_or("not attested")
+                << "; model credential: " << network.model_credential.value_or("not attested") << "\n";
+    }
     std::cout.flush();
     ctx.exit_code = protocol::audit_exit_status(*report);
   });

@@ -241,10 +241,19 @@ struct HermeticAttestation {
   // Additive (issue 9): the run's policy is deny-only: every allow is delivered as abstain, so the
   // vendor's own permission rules still decide what runs.
   bool deny_only = false;
+  // Additive (issue 25, docs/hermetic.md): the run's network, "gateway" (a network namespace of its
+  // own, its model gateway the only door) or "host" (the host's network, unconfined); and how the
+  // vendor is credentialed to its model: "gateway" (a per-run placeholder; the upstream's key is
+  // held by the gateway), "scenario" (a scripted endpoint's per-run token) or "raw-token" (a
+  // model_endpoint with its own token, as given). Omitted when not said (older runs).
+  std::optional<std::string> network;
+  std::optional<std::string> model_credential;
 };
 BOOST_DESCRIBE_STRUCT(HermeticAttestation, (),
-                      (mode, decisions, imposed, unavailable, ambient_inputs, installed_plugins, deny_only))
-MH_WIRE_RULES(HermeticAttestation, WireFieldRule{"deny_only", kAdditive})
+                      (mode, decisions, imposed, unavailable, ambient_inputs, installed_plugins, deny_only, network,
+                       model_credential))
+MH_WIRE_RULES(HermeticAttestation, WireFieldRule{"deny_only", kAdditive}, WireFieldRule{"network", kOmitNull},
+              WireFieldRule{"model_credential", kOmitNull})
 
 struct FinalAnswer {
   std::string text;

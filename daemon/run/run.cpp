@@ -69,6 +69,15 @@ void add_network(adapters::LaunchPlan& plan, const RunOptions& options) {
     for (const char* name : {"NO_PROXY", "no_proxy"})
       plan.env.emplace_back(name, "127.0.0.1,localhost");
   }
+  plan.attestation.network = options.own_network ? "gateway" : "host";
+  if (options.gateway)
+    plan.attestation.model_credential = options.gateway->scenario                ? "scenario"
+                                        : options.gateway->upstream_name.empty() ? "raw-token"
+                                                                                 : "gateway";
+  else if (options.model_scenario)
+    plan.attestation.model_credential = "scenario";
+  else if (options.spec.model_endpoint)
+    plan.attestation.model_credential = "raw-token";
 }
 
 }  // namespace

@@ -45,6 +45,16 @@ json::object hermetic_view(Server& server, const RunEntry& e, const json::value&
   return protocol::hermetic_view_json(protocol::spec_mode(spec), started ? &*started : nullptr, facts, closed);
 }
 
+// The network a run's session.started attested ("gateway" | "host"), or null.
+json::value attested_network(const RunDir& dir) {
+  std::ifstream events(dir.events());
+  std::optional<protocol::ev::SessionStarted> started;
+  for (std::string line; !started && std::getline(events, line);)
+    started = protocol::session_started_in(line);
+  if (started && started->hermetic.network) return json::value(*started->hermetic.network);
+  return nullptr;
+}
+
 // The refusals `metaharness run` makes too, before anything is created; the spec gets the
 // daemon's defaults. Refused: the code and why.
 boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& server, Role role, const json::object& run,
@@ -312,6 +322,7 @@ asio::awaitable<void> handle_get(Session& s, const SocketRequest& r) {
     if (const json::object* spec = fields["spec"].if_object())
       if (const json::value* upstream = spec->if_contains("upstream"); upstream && upstream->is_string())
         fields["upstream"] = *upstream;
+  if (fields["network"].is_null()) fields["network"] = attested_network(dir);
   s.reply("run", r.id, fields);
 }
 

@@ -65,8 +65,12 @@ TEST_P(AdapterVerbs, CapabilitiesPrintEveryTierCommandAndDecisionMode) {
   for (auto part : {"cgroup", "marker-sweep"})
     EXPECT_TRUE(containment.at("end").as_object().contains(part)) << part;
   EXPECT_NE(json::serialize(containment.at("end")).find("CGROUP_UNAVAILABLE"), std::string::npos);
-  for (auto part : {"sandbox", "identity"})
+  for (auto part : {"sandbox", "identity", "network"})
     EXPECT_TRUE(containment.contains(part)) << part;
+  for (auto network : {"gateway", "host"})
+    EXPECT_TRUE(containment.at("network").as_object().contains(network)) << network;
+  // The wire an upstream must serve for this adapter (docs/gateway.md).
+  EXPECT_EQ(table.at("model_wire"), GetParam() == "codex" ? "openai-responses" : "anthropic") << o.out;
 }
 
 TEST_P(AdapterVerbs, DoctorIsOnPinForTheInstalledCli) {

@@ -361,6 +361,25 @@ TEST_F(HandMadeAudit, ACleanHandMadeRunIsOk) {
   EXPECT_EQ(o.status, 0) << o.out << o.err;
 }
 
+// The network and the model credential the attestation states (issue 25): shown beside the rows,
+// never a row, and "not attested" for a run whose session.started predates them.
+TEST_F(HandMadeAudit, TheAttestedNetworkAndModelCredentialAreShownBesideTheRows) {
+  auto o = audit({write_run([](auto& s) {
+                    s.hermetic.network = "gateway";
+                    s.hermetic.model_credential = "gateway";
+                  }).string()});
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("\nnetwork: gateway; model credential: gateway\n"), std::string::npos) << o.out;
+  EXPECT_EQ(row_lines(o.out).size(), 12u) << "no row is added";
+  auto j = audit({write_run([](auto& s) { s.hermetic.network = "host"; }).string(), "--json"});
+  auto doc = protocol::parse_json(j.out);
+  ASSERT_TRUE(doc && doc->is_object()) << j.out;
+  EXPECT_EQ(doc->at("network"), "host");
+  EXPECT_TRUE(doc->at("model_credential").is_null());
+  auto old = audit({write_run([](auto&) {}).string()});
+  EXPECT_NE(old.out.find("\nnetwork: not attested; model credential: not attested\n"), std::string::npos) << old.out;
+}
+
 TEST_F(HandMadeAudit, AnotherOutputStyleIsAGapExitOne) {
   auto o = audit({write_run([](auto& s) { s.output_style = "Explanatory"; }).string()});
   EXPECT_EQ(o.status, 1) << o.out;

@@ -121,6 +121,9 @@ TEST(GatewaySubmit, ARunWithAnUpstreamKeepsNeitherTheKeyNorItsPlaceholderInItsFi
   for (const auto& e : events) {
     EXPECT_EQ(e.raw.find(kKey), std::string::npos) << e.raw;
     EXPECT_EQ(e.raw.find(placeholder_prefix), std::string::npos) << e.raw;
+    if (e.event() == "session.started") {
+      EXPECT_NE(e.raw.find("\"network\":\"host\""), std::string::npos) << e.raw;
+    }
   }
 }
 
