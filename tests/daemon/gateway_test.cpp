@@ -59,7 +59,7 @@ std::string bash_calls_scenario(const std::vector<std::string>& commands, const 
 // The upstream: `metaharness model serve` over HTTPS (the test CA), answering only `key`.
 class HttpsUpstream {
  public:
-  HttpsUpstream(const std::filesystem::path& dir, const TestCa& ca, const std::string& key,
+  HttpsUpstream(const std::filesystem::path& dir, const mh::testing::TestCa& ca, const std::string& key,
                 const std::string& scenario) {
     std::filesystem::create_directories(dir);
     auto file = dir / "upstream.scenario.json";
@@ -117,8 +117,8 @@ class Gateway : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root: a root daemon whose runs are sandboxed with their own network";
-    ca_ = std::make_unique<TestCa>(dir_.path() / "ca");
-    ASSERT_TRUE(ca_->ok()) << ca_->why();
+    ca_ = std::make_unique<mh::testing::TestCa>(dir_.path() / "ca");
+    ASSERT_TRUE(ca_->ok()) << ca_->error();
     key_ = "sk-ant-mhtest-" + random_hex(40);
     key_file_ = dir_.path() / "upstream.key";
     std::ofstream(key_file_) << key_ << "\n";
@@ -178,7 +178,7 @@ class Gateway : public ::testing::Test {
   }
 
   TempDir dir_{"gateway"};
-  std::unique_ptr<TestCa> ca_;
+  std::unique_ptr<mh::testing::TestCa> ca_;
   std::string key_;
   std::filesystem::path key_file_;
   std::unique_ptr<HttpsUpstream> upstream_, other_upstream_;
