@@ -109,7 +109,7 @@ class NpmCliAdapter : public Adapter {
   struct Identity {
     std::string_view id;
     const proto::CapabilityTable& capabilities;
-    std::string_view manifest;  // package.json under the vendor dir
+    std::string_view manifest;    // package.json under the vendor dir
     std::string_view model_wire;  // "anthropic" | "openai-responses"
   };
   NpmCliAdapter(Identity identity, HostConfig config) : config_(std::move(config)), identity_(identity) {}

@@ -8,7 +8,9 @@
 //           background sleeps (one `setsid`, one double-forked) and then sleeps itself. Rounds
 //           alternate the two, the order flipped every round. Wall and the bench thread's CPU.
 //   start   the sandbox's added wall per run start: fork + exec + wait of `/bin/true`, bare
-//           against inside the daemon's own bwrap view (daemon::sandboxed), interleaved.
+//           against inside the daemon's own bwrap view (daemon::sandboxed), and inside the same
+//           view with a network of the run's own (runs.network = "gateway": --unshare-net and
+//           mh-exec's relay), the three interleaved.
 //   exec    the sandbox's added wall per tool call: one fork + exec of `/bin/true` from a shell
 //           inside the sandbox against one outside, as (T(201 execs) - T(1 exec)) / 200.
 // Then the machine's load (the 1-minute load average before and after, /proc/pressure/cpu).
@@ -261,11 +263,17 @@ int main(int argc, char** argv) {
     plan.program = "/bin/true";
     plan.cwd = scratch / "work";
     plan.directories = {scratch};
-    auto inside = [&](const std::string& program, std::vector<std::string> args) {
+    // The same view with a network of the run's own (issue 25: runs.network = "gateway"): bwrap's
+    // --unshare-net, the gate bound in, and mh-exec's relay onto the run's loopback before the exec.
+    SandboxSpec net_spec = spec;
+    fs::create_directories(scratch / "gate");
+    net_spec.own_network = SandboxSpec::OwnNetwork{
+        scratch / "gate", {SandboxSpec::Relay{kGatewayRelayPort, fs::path(kGateInView) / "model.sock"}}};
+    auto inside = [&](const std::string& program, std::vector<std::string> args, const SandboxSpec& with = {}) {
       mh::adapters::LaunchPlan p = plan;
       p.program = program;
       p.args = std::move(args);
-      auto s = sandboxed(p, spec);
+      auto s = sandboxed(p, with.own_network ? with : spec);
       std::vector<std::string> argv = {s.program.string()};
       argv.insert(argv.end(), s.args.begin(), s.args.end());
       return argv;
@@ -274,23 +282,23 @@ int main(int argc, char** argv) {
       return std::vector<std::string>{
           "-c", "i=0; while [ $i -lt " + std::to_string(n) + " ]; do /bin/true; i=$((i+1)); done"};
     };
-    std::vector<std::string> bare_true = {"/bin/true"}, boxed_true = inside("/bin/true", {});
+    std::vector<std::string> bare_true = {"/bin/true"}, boxed_true = inside("/bin/true", {}),
+                             netted_true = inside("/bin/true", {}, net_spec);
     std::vector<std::string> bare_1 = {"/bin/sh"}, bare_201 = {"/bin/sh"};
     for (auto& a : loop(1))
       bare_1.push_back(a);
     for (auto& a : loop(201))
       bare_201.push_back(a);
     auto boxed_1 = inside("/bin/sh", loop(1)), boxed_201 = inside("/bin/sh", loop(201));
-    std::vector<double> start_bare, start_boxed, exec_bare, exec_boxed;
+    std::vector<double> start_bare, start_boxed, start_netted, exec_bare, exec_boxed;
     try {
-      for (int r = -1; r < rounds * 2; ++r) {
-        bool bare_first = r % 2 == 0;
-        for (int k = 0; k < 2; ++k) {
-          bool bare = (k == 0) == bare_first;
-          double ms = run_once_ms(bare ? bare_true : boxed_true);
-          if (r >= 0) (bare ? start_bare : start_boxed).push_back(ms);
+      // Three starts per round, their order rotated round by round, so load falls on each alike.
+      for (int r = -1; r < rounds * 2; ++r)
+        for (int k = 0; k < 3; ++k) {
+          int which = (k + (r < 0 ? 0 : r)) % 3;
+          double ms = run_once_ms(which == 0 ? bare_true : which == 1 ? boxed_true : netted_true);
+          if (r >= 0) (which == 0 ? start_bare : which == 1 ? start_boxed : start_netted).push_back(ms);
         }
-      }
       for (int r = -1; r < rounds; ++r) {
         bool bare_first = r % 2 == 0;
         for (int k = 0; k < 2; ++k) {
@@ -306,7 +314,9 @@ int main(int argc, char** argv) {
     fs::remove_all(scratch);
     out["start"] = json::object{{"bare_wall_ms", summary_of(start_bare)},
                                 {"sandboxed_wall_ms", summary_of(start_boxed)},
-                                {"added_ms", median(start_boxed) - median(start_bare)}};
+                                {"added_ms", median(start_boxed) - median(start_bare)},
+                                {"own_network_wall_ms", summary_of(start_netted)},
+                                {"own_network_added_ms", median(start_netted) - median(start_boxed)}};
     out["exec"] = json::object{{"bare_wall_ms", summary_of(exec_bare)},
                                {"sandboxed_wall_ms", summary_of(exec_boxed)},
                                {"added_ms", median(exec_boxed) - median(exec_bare)}};

@@ -52,11 +52,21 @@ std::optional<double> Builder::as_double(const std::optional<std::uint64_t>& v) 
 json::object Builder::final_metrics() const {
   Sum prompt, completion, cached, cost;
   std::set<std::optional<std::uint32_t>> turns_with_totals;
+  // A run behind a model gateway (docs/gateway.md) has the gateway's own reading of every answer
+  // (`source: "gateway"`): those are the totals, and the vendor's figures are left out (they
+  // would count the same requests twice). Otherwise the vendor's, as before.
+  const bool gateway_metered = std::any_of(usage_events_.begin(), usage_events_.end(), [](const auto* e) {
+    return std::get<ev::Usage>(e->payload).source == std::optional<std::string>("gateway");
+  });
   for (std::size_t i = 0; i < usage_events_.size(); ++i)
     if (std::get<ev::Usage>(usage_events_[i]->payload).scope == "turn") turns_with_totals.insert(usage_turns_[i]);
   for (std::size_t i = 0; i < usage_events_.size(); ++i) {
     const auto& p = std::get<ev::Usage>(usage_events_[i]->payload);
-    if (p.scope != "turn" && turns_with_totals.count(usage_turns_[i])) continue;  // counted by its turn's totals
+    if (gateway_metered) {
+      if (p.source != std::optional<std::string>("gateway")) continue;
+    } else if (p.scope != "turn" && turns_with_totals.count(usage_turns_[i])) {
+      continue;  // counted by its turn's totals
+    }
     const auto& u = p.usage;
     prompt.add(as_double(prompt_tokens(u)));
     completion.add(as_double(u.output_tokens));
@@ -67,15 +77,22 @@ json::object Builder::final_metrics() const {
   const ev::SessionEnded* ended = ended_ ? &std::get<ev::SessionEnded>(ended_->payload) : nullptr;
   json::value cost_source = nullptr;
   json::value total_cost = nullptr;
-  if (ended && ended->total_cost_usd) {
+  if (gateway_metered) {
+    if (any && cost.known) {
+      total_cost = cost.value;
+      cost_source = "gateway usage.cost_usd";
+    }
+  } else if (ended && ended->total_cost_usd) {
     total_cost = *ended->total_cost_usd;  // the vendor's own figure for the session
     cost_source = "session.ended.total_cost_usd";
   } else if (any && cost.known) {
     total_cost = cost.value;
     cost_source = "usage.cost_usd";
   }
-  json::object mh{
-      {"usage_events", usage_events_.size()}, {"usage_in_steps", usage_in_steps_}, {"cost_source", cost_source}};
+  json::object mh{{"usage_events", usage_events_.size()},
+                  {"usage_in_steps", usage_in_steps_},
+                  {"cost_source", cost_source},
+                  {"usage_source", gateway_metered ? "gateway" : "vendor"}};
   if (ended) {
     json::object e = payload_object(*ended_, false);
     mh["census"] = e["census"];

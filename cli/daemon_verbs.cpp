@@ -394,10 +394,12 @@ int budget_verb(const ClientOptions& o) {
     for (const auto& owner : owners->get_array()) {
       if (!owner.is_object()) continue;
       const auto& w = owner.get_object();
-      std::string usd = field(w, "usd"), reserved = field(w, "reserved");
+      std::string usd = field(w, "usd"), reserved = "-";
+      if (const json::value* r = w.if_contains("reserved"); r && r->is_object())
+        reserved = field(r->get_object(), "usd") + " usd in " + field(r->get_object(), "requests") + " request(s)";
       std::printf("%-10s %14s %14s %12s %s\n", field(w, "uid").c_str(), field(w, "input_tokens").c_str(),
                   field(w, "output_tokens").c_str(), usd == "null" || usd.empty() ? "unpriced" : usd.c_str(),
-                  reserved == "null" || reserved.empty() ? "-" : reserved.c_str());
+                  reserved.c_str());
       ++shown;
     }
   if (shown == 0) std::cout << "nothing spent today\n";

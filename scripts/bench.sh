@@ -196,9 +196,21 @@ bench_fleet() {
   "$program" "${extra[@]}" || { say "fleet: exit status $? (see above)"; return 1; }
 }
 
+# The model gateway (issue 25): mh_gateway_bench, the same streamed request to the scripted endpoint
+# directly and through a Gateway, interleaved, over http and https upstreams: added time to the
+# first byte and to the whole answer (goal: p50 <= 1 ms added), and the gateway's CPU per request.
+# Environment: MH_GATEWAY_BENCH_ARGS (e.g. "--requests 2000").
+bench_gateway() {
+  local program="$BIN/mh_gateway_bench" extra=()
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  [ -n "${MH_GATEWAY_BENCH_ARGS:-}" ] && read -r -a extra <<< "$MH_GATEWAY_BENCH_ARGS"
+  say "gateway: added latency beside a direct connection (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$program" "${extra[@]}" || { say "gateway: exit status $? (see above)"; return 1; }
+}
+
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_opencode_seam bench_vendor_start bench_containment bench_adoption bench_fleet}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_opencode_seam bench_vendor_start bench_containment bench_adoption bench_fleet bench_gateway}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

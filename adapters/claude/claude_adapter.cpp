@@ -355,8 +355,9 @@ namespace {
 class ClaudeAdapter final : public NpmCliAdapter {
  public:
   explicit ClaudeAdapter(HostConfig config)
-      : NpmCliAdapter({"claude", claude::capabilities(), "node_modules/@anthropic-ai/claude-code/package.json", "anthropic"},
-                      std::move(config)) {}
+      : NpmCliAdapter(
+            {"claude", claude::capabilities(), "node_modules/@anthropic-ai/claude-code/package.json", "anthropic"},
+            std::move(config)) {}
 
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
     // Claude takes no setting outside its environment that a run may declare (no vendor_options):

@@ -137,7 +137,8 @@ namespace {
 class CodexAdapter final : public NpmCliAdapter {
  public:
   explicit CodexAdapter(HostConfig config)
-      : NpmCliAdapter({"codex", codex::capabilities(), "node_modules/@openai/codex/package.json", "openai-responses"}, std::move(config)) {}
+      : NpmCliAdapter({"codex", codex::capabilities(), "node_modules/@openai/codex/package.json", "openai-responses"},
+                      std::move(config)) {}
 
   std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
     return make_plan(*this, config_, spec, paths);

@@ -100,10 +100,14 @@ struct EgressProxy::State : std::enable_shared_from_this<State> {
       first = counts.denied[key]++ == 0;
     }
     if (first && hooks.denied) hooks.denied(destination, why);
+    if (hooks.attempt) hooks.attempt(destination, false, why);
   }
   void allow(const std::string& destination) {
-    std::lock_guard lock(mutex);
-    ++counts.allowed[destination];
+    {
+      std::lock_guard lock(mutex);
+      ++counts.allowed[destination];
+    }
+    if (hooks.attempt) hooks.attempt(destination, true, "");
   }
   void log(const std::string& line) const {
     if (hooks.log) hooks.log(line);

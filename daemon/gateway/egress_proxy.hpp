@@ -28,6 +28,9 @@ namespace mh::gateway {
 struct EgressHooks {
   // The first refusal of a destination ("host:port"), with why.
   std::function<void(const std::string& destination, const std::string& why)> denied;
+  // Every attempt, allowed or refused (why empty when allowed): what a run's record counts
+  // (stream.closed.resources.egress). Empty: not told.
+  std::function<void(const std::string& destination, bool allowed, const std::string& why)> attempt;
   std::function<void(const std::string&)> log;
 };
 

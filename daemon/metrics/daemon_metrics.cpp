@@ -24,8 +24,8 @@ std::uint64_t read(const std::atomic<std::uint64_t>& counter) {
 // goes to the daemon's atomics.
 class RunMetricsObserver final : public daemon::RunObserver {
  public:
-  RunMetricsObserver(std::shared_ptr<DaemonMetrics> metrics, std::optional<std::string> model)
-      : m_(std::move(metrics)), model_(std::move(model)) {}
+  RunMetricsObserver(std::shared_ptr<DaemonMetrics> metrics, std::optional<std::string> model, bool gateway_metered)
+      : m_(std::move(metrics)), model_(std::move(model)), gateway_metered_(gateway_metered) {}
 
   // A run that goes away without its stream.closed (the daemon stopping under it) takes its
   // pending approvals with it.
@@ -59,7 +59,13 @@ class RunMetricsObserver final : public daemon::RunObserver {
   void on(const proto::ev::Usage& e) {
     // Settled usage only, as the budgets meter it: a request-scoped record (Claude's provisional
     // per-request figures) is superseded by its turn's own `scope: "turn"` record.
-    if (e.scope && *e.scope == "request") return;
+    // A run behind a model gateway counts the gateway's own reading of each answer (request-scoped,
+    // `source: "gateway"`) and nothing the vendor says, as its budgets do (docs/gateway.md).
+    if (gateway_metered_) {
+      if (e.source != std::optional<std::string>("gateway")) return;
+    } else if (e.scope && *e.scope == "request") {
+      return;
+    }
     const auto& u = e.usage;
     add(m_->tokens_[0], u.input_tokens.value_or(0));
     add(m_->tokens_[1], u.output_tokens.value_or(0));
@@ -92,13 +98,15 @@ class RunMetricsObserver final : public daemon::RunObserver {
 
   std::shared_ptr<DaemonMetrics> m_;
   std::optional<std::string> model_;
+  bool gateway_metered_ = false;
   std::set<std::string> awaiting_;  // approvals requested, not decided yet
 };
 
 DaemonMetrics::DaemonMetrics(daemon::PriceTable prices) : prices_(std::move(prices)) {}
 
-std::shared_ptr<daemon::RunObserver> DaemonMetrics::observer_for(std::optional<std::string> model) {
-  return std::make_shared<RunMetricsObserver>(shared_from_this(), std::move(model));
+std::shared_ptr<daemon::RunObserver> DaemonMetrics::observer_for(std::optional<std::string> model,
+                                                                 bool gateway_metered) {
+  return std::make_shared<RunMetricsObserver>(shared_from_this(), std::move(model), gateway_metered);
 }
 
 void DaemonMetrics::observe_wait(double seconds) {

@@ -46,7 +46,9 @@ class DaemonMetrics : public std::enable_shared_from_this<DaemonMetrics> {
   explicit DaemonMetrics(daemon::PriceTable prices);
 
   // The observer of one run. `model`: the run's declared model, for usage records naming none.
-  std::shared_ptr<daemon::RunObserver> observer_for(std::optional<std::string> model);
+  // `gateway_metered`: the run has a model gateway, whose usage records (source "gateway") are the
+  // ones counted; the vendor's are not (docs/gateway.md).
+  std::shared_ptr<daemon::RunObserver> observer_for(std::optional<std::string> model, bool gateway_metered = false);
 
   // The whole page, in the text exposition format 0.0.4.
   std::string render(const Gauges& gauges) const;

@@ -71,6 +71,12 @@ void Run::Impl::on_reserve(const supervisor::Reserve& r) {
     answer(false, "the run is ending: no further model request is forwarded");
     return;
   }
+  // The supervisor asks again after every hello until it hears an answer (an adoption, a
+  // reconnect): a request already holding its reservation is answered again, never reserved twice.
+  if (reservations.count(r.request)) {
+    answer(true, {});
+    return;
+  }
   Spend worst = worst_case(r.model.empty() ? options.spec.model.value_or("") : r.model, r.max_tokens, r.input_bytes,
                            &options.prices);
   Spend held;

@@ -3,6 +3,7 @@
 #include "daemon/log.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
+#include "daemon/server/run_network.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
 
@@ -39,8 +40,10 @@ std::size_t adopt_runs(Server& server, const std::vector<std::string>& ids) {
                                       : adapters::spec_from_json(json::object{});
     if (spec) {
       options.on_spend = server.spend_reporter(id, meta->owner_uid);
+      server.wire_daily_reservations(options, id, meta->owner_uid);
+      options.redactions = adopted_run_redactions(dir, *spec);
       options.on_spend_replayed = server.spend_seeder(id);
-      options.observer = server.run_observer(*spec);
+      options.observer = server.run_observer(*spec, adopted_run_has_gateway(dir));
     }
     auto run = Run::adopt(server.pool.next_for_run(), *adapter, std::move(options));
     if (!run) {

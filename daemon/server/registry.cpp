@@ -279,6 +279,12 @@ std::vector<RunRegistry::OwnerSpend> RunRegistry::spend_today(std::chrono::syste
     if (!e.dir.empty()) owners.insert(e.owner_uid);
   }
   const std::int64_t day = utc_day(now);
+  // The ledger's own list first: every owner it holds figures or reservations for today (an owner
+  // whose run directories are gone included), then owners of known runs with nothing held.
+  for (const OwnerDay& o : ledger_.owners(day)) {
+    out.push_back({o.uid, o.spent, o.reserved_usd, o.reservations});
+    owners.erase(o.uid);
+  }
   for (std::uint32_t uid : owners) {
     DaySpend spent = ledger_.today(uid, day);
     if (spent.input_tokens || spent.output_tokens || !spent.usd || *spent.usd > 0) out.push_back({uid, spent});

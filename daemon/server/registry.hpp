@@ -128,6 +128,9 @@ class RunRegistry {
   // Whether any daily budget is configured (fixed at construction: any thread). Without one a
   // live run's spend is read from the run itself, and the registry learns it at the close.
   bool meters_spend() const { return ledger_.metered(); }
+  // The daily ledger itself: its reservations are taken from any run's strand (it locks its own
+  // state), so a gateway's request reserves without a hop to the registry's strand (issue 25).
+  DailySpendLedger& ledger() { return ledger_; }
   // A run's stream closed: its process, timers and buffers go; its stream stays readable.
   // False for a run it does not know, or that had closed already.
   bool closed(const std::string& id, const RunOutcome& outcome);
@@ -144,6 +147,8 @@ class RunRegistry {
   struct OwnerSpend {
     std::uint32_t uid = 0;
     DaySpend spent;
+    double reserved_usd = 0;       // held by requests in flight (and settled, not yet reported)
+    std::size_t reservations = 0;  // requests in flight holding a reservation
   };
   std::vector<OwnerSpend> spend_today(std::chrono::system_clock::time_point now);
   const adapters::Budgets& daily_budget() const { return daily_; }

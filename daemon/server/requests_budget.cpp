@@ -35,9 +35,9 @@ boost::asio::awaitable<void> handle_budget(Session& s, const SocketRequest& r) {
         {"input_tokens", o.spent.input_tokens},
         {"output_tokens", o.spent.output_tokens},
         {"usd", o.spent.usd ? json::value(*o.spent.usd) : json::value(nullptr)},
-        // What the owner's runs' gateways hold reserved for requests in flight: not metered yet
-        // by this daemon (null: unknown, never zero).
-        {"reserved", nullptr},
+        // What the owner's runs' gateways hold reserved for requests in flight (their worst
+        // cases, and costs settled but not yet reported): counted against the daily budget now.
+        {"reserved", json::object{{"usd", o.reserved_usd}, {"requests", o.reservations}}},
     });
   json::object fields;
   fields["day"] = utc_date(now);

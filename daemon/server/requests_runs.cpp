@@ -166,7 +166,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Server& serv
   using Result = boost::system::result<std::shared_ptr<Run>, std::string>;
   RunOptions options = run_options(server, dir);
   options.on_spend = server.spend_reporter(spec.run_id, peer.uid);
-  options.observer = server.run_observer(spec);
+  server.wire_daily_reservations(options, spec.run_id, peer.uid);
   std::error_code ec;
   make_directories(dir.root(), ec);  // 0750 whatever the umask
   if (const json::value* scenario = run.if_contains("model_scenario"); scenario && !scenario->is_null()) {
@@ -177,6 +177,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> create_run(Server& serv
   const std::optional<std::filesystem::path> scenario_file = options.model_scenario;
   if (auto problem = wire_run_network({server.config, server.own_network}, adapter, dir, options, scenario_file))
     return Result(boost::system::in_place_error, *problem);
+  options.observer = server.run_observer(options.spec, options.gateway.has_value());
   RunMeta meta{
       peer.uid, peer.pid, options.spec.adapter, options.spec.labels,
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};

@@ -4,7 +4,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <cctype>
 #include <cstdlib>
+#include <fstream>
 
 #include "daemon/file_modes.hpp"
 #include "daemon/process/sandbox.hpp"
@@ -62,6 +64,13 @@ std::optional<NetworkRefusal> check_run_network(const NetworkContext& context, c
                                 " needs the run's model gateway, which its supervisor hosts, and runs.supervise is "
                                 "false on this host"};
   }
+  // On a network of the run's own a model_endpoint is reached through the gateway, which adds the
+  // endpoint's token as an upstream's key: without one there is nothing to add, and the start
+  // would fail where the submitter cannot see it.
+  if (spec.model_endpoint && !spec.upstream && spec.model_endpoint->token.empty() && context.own_network)
+    return NetworkRefusal{"MALFORMED",
+                          "\"model_endpoint\" names no token: on this host a run reaches its endpoint through its "
+                          "model gateway (runs.network = \"gateway\"), which adds the endpoint's token; give one"};
   if (!spec.egress.empty() && !context.own_network)
     return NetworkRefusal{"EGRESS_NEEDS_GATEWAY",
                           "the run lists egress destinations, but its network would be the host's (runs.network "
@@ -94,6 +103,46 @@ std::optional<std::uint16_t> free_loopback_port() {
   return port;  // closed as `acceptor` goes: the supervisor binds it (see the header: a race it refuses by name)
 }
 
+std::vector<std::pair<std::string, std::string>> run_redactions(
+    const std::optional<supervisor::SpecGateway>& gateway,
+    const std::vector<std::pair<std::string, std::string>>& vendor_env, const std::set<std::string>& secret_names) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (gateway) {
+    if (gateway->credential) {
+      std::ifstream in(*gateway->credential, std::ios::binary);
+      std::string key((std::istreambuf_iterator<char>(in)), {});
+      while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back())))
+        key.pop_back();
+      if (!key.empty())
+        out.emplace_back(
+            gateway->upstream_name.empty() ? std::string("model_endpoint.token") : "upstream." + gateway->upstream_name,
+            std::move(key));
+    }
+    if (!gateway->token.empty()) out.emplace_back("gateway.token", gateway->token);
+  }
+  for (const auto& [name, value] : vendor_env)
+    if (secret_names.count(name) && !value.empty()) out.emplace_back(name, value);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> adopted_run_redactions(const RunDir& dir,
+                                                                        const adapters::RunSpec& spec) {
+  std::ifstream in(dir.root() / "supervisor-spec.json", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  auto parsed = supervisor::parse_spec(text);
+  if (!parsed) return {};
+  // A sandboxed run's vendor environment is handed over apart from the hops' fixed one.
+  const auto& env = parsed->vendor_env ? *parsed->vendor_env : parsed->env;
+  return run_redactions(parsed->gateway, env, spec.secret_vendor_env);
+}
+
+bool adopted_run_has_gateway(const RunDir& dir) {
+  std::ifstream in(dir.root() / "supervisor-spec.json", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  auto parsed = supervisor::parse_spec(text);
+  return parsed && parsed->gateway.has_value();
+}
+
 std::filesystem::path gate_dir(const RunDir& dir) {
   return dir.root() / "gate";
 }
@@ -124,7 +173,9 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
       g.upstream_name = u.name;
       g.wire = u.wire;
       g.url = u.url;
-      g.credential = u.credential_path;  // the path: the key itself never passes through the daemon
+      // The path: the supervisor reads the key itself. (The daemon reads it only to redact it from
+      // the run's record: run_redactions.)
+      g.credential = u.credential_path;
       g.ca_file = u.ca_file;
       g.header = u.header;
     } else if (scenario && supervised) {
@@ -161,6 +212,8 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
     e.listen.path = gate_dir(dir) / "egress.sock";
     options.egress = std::move(e);
   }
+  std::vector<std::pair<std::string, std::string>> env(spec.vendor_env.begin(), spec.vendor_env.end());
+  options.redactions = run_redactions(options.gateway, env, spec.secret_vendor_env);
   return std::nullopt;
 }
 

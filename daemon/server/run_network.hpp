@@ -7,8 +7,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "adapters/adapter.hpp"
 #include "daemon/run/run.hpp"
@@ -59,6 +62,21 @@ std::string run_placeholder_token(std::string_view run_id);
 // refused at launch, naming the port (a race, not a hole: nothing else is ever handed the run's
 // token). nullopt when no port could be had.
 std::optional<std::uint16_t> free_loopback_port();
+
+// What a run's record must never hold in clear (docs/gateway.md, "No secret in the record"), as
+// (NAME, value) for RunOptions::redactions: the key of its gateway's upstream as the credential
+// file holds it now ("upstream.NAME", or "model_endpoint.token" for a raw endpoint's), the run's
+// placeholder ("gateway.token"), and each vendor_env value the spec marks secret (its name).
+std::vector<std::pair<std::string, std::string>> run_redactions(
+    const std::optional<supervisor::SpecGateway>& gateway,
+    const std::vector<std::pair<std::string, std::string>>& vendor_env, const std::set<std::string>& secret_names);
+// The same for a run a previous daemon left: read from its supervisor's spec (0600, the daemon's),
+// since spec.json holds none of the values. Empty when that spec cannot be read.
+std::vector<std::pair<std::string, std::string>> adopted_run_redactions(const RunDir& dir,
+                                                                        const adapters::RunSpec& spec);
+
+// Whether a run a previous daemon left has a model gateway (its supervisor's spec names one).
+bool adopted_run_has_gateway(const RunDir& dir);
 
 // The gate directory of a run: <run_dir>/gate, holding the sockets of its gateway and its egress
 // proxy (bound into the run's view at kGateInView).

@@ -57,6 +57,19 @@ std::function<void(const Spend&)> Server::spend_reporter(const std::string& id, 
   };
 }
 
+void Server::wire_daily_reservations(RunOptions& options, const std::string& id, std::uint32_t uid) {
+  if (!registry.meters_spend()) return;
+  // The ledger outlives every run (the registry holds it; the server holds the registry).
+  auto self = shared_from_this();
+  options.reserve_daily = [self, id, uid](const Spend& worst) {
+    return self->registry.ledger().reserve(uid, id, utc_day(std::chrono::system_clock::now()), worst);
+  };
+  options.settle_daily = [self](std::uint64_t reservation, const Spend& actual) {
+    self->registry.ledger().settle(reservation, actual);
+  };
+  options.release_daily = [self, id] { self->registry.ledger().release(id); };
+}
+
 std::function<void(const Spend&)> Server::spend_seeder(const std::string& id) {
   return [self = shared_from_this(), id](const Spend& spend) {
     asio::post(self->registry_strand, [self, id, spend] { self->registry.seed_spend(id, spend); });
@@ -88,8 +101,8 @@ void Server::save_ledger_soon() {
   });
 }
 
-std::shared_ptr<RunObserver> Server::run_observer(const adapters::RunSpec& spec) {
-  return daemon_metrics ? daemon_metrics->observer_for(spec.model) : nullptr;
+std::shared_ptr<RunObserver> Server::run_observer(const adapters::RunSpec& spec, bool gateway_metered) {
+  return daemon_metrics ? daemon_metrics->observer_for(spec.model, gateway_metered) : nullptr;
 }
 
 namespace {

@@ -70,6 +70,10 @@ class Server : public std::enable_shared_from_this<Server> {
   // What a run reports back, posted to the registry strand: its spend (only when a daily budget
   // is configured; otherwise an empty function, and nothing is posted) and its close.
   std::function<void(const Spend&)> spend_reporter(const std::string& id, std::uint32_t uid);
+  // The daily ledger's reservation hooks for run `id` of `uid` (issue 25, docs/gateway.md): each
+  // model request its gateway forwards reserves its worst case against the owner's day first, and
+  // settles with what it spent. Nothing when no daily budget meters spend.
+  void wire_daily_reservations(RunOptions& options, const std::string& id, std::uint32_t uid);
   // An adopted run's spend under the previous daemon: known, not metered again.
   std::function<void(const Spend&)> spend_seeder(const std::string& id);
   std::function<void(const RunOutcome&)> close_reporter(const std::string& id);
@@ -80,7 +84,7 @@ class Server : public std::enable_shared_from_this<Server> {
 
   // What a new run reports its events to: the daemon's metrics (nullptr when no [http] listener
   // is configured; then nothing is counted).
-  std::shared_ptr<RunObserver> run_observer(const adapters::RunSpec& spec);
+  std::shared_ptr<RunObserver> run_observer(const adapters::RunSpec& spec, bool gateway_metered = false);
   // The /metrics page (docs/metrics.md): the counters, and the gauges read now from the registry
   // and the runs, as `status` reads them. Any executor.
   boost::asio::awaitable<std::string> metrics_page();

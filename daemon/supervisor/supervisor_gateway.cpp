@@ -115,8 +115,9 @@ std::optional<std::string> Supervisor::Impl::open_gateway() {
   }
   if (spec.egress) {
     gateway::EgressHooks hooks;
-    hooks.denied = [this](const std::string& destination, const std::string& why) {
-      tell_or_keep(Egress{destination, false, why});
+    // Every attempt is told (the daemon warns once per refused destination and counts them all).
+    hooks.attempt = [this](const std::string& destination, bool allowed, const std::string& why) {
+      tell_or_keep(Egress{destination, allowed, why});
     };
     hooks.log = [this](const std::string& line) { log(line); };
     egress = std::make_unique<gateway::EgressProxy>(io, spec.egress->allowed, std::move(hooks));

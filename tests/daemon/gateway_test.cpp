@@ -20,6 +20,7 @@
 
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "daemon/supervisor/supervisor_link.hpp"
 #include "protocol/json.hpp"
@@ -45,8 +46,8 @@ std::string bash_calls_scenario(const std::vector<std::string>& commands, const 
   int n = 0;
   for (const auto& command : commands) {
     json::object input{{"command", command}, {"description", "probe"}};
-    json::object call{{"type", "tool_call"}, {"id", "toolu_probe_" + std::to_string(++n)}, {"name", "Bash"},
-                      {"input", input}};
+    json::object call{
+        {"type", "tool_call"}, {"id", "toolu_probe_" + std::to_string(++n)}, {"name", "Bash"}, {"input", input}};
     steps.push_back(json::object{{"name", "call" + std::to_string(n)}, {"content", json::array{call}}});
   }
   json::object answer{{"name", "answer"}, {"content", json::array{json::object{{"type", "text"}, {"text", "Done."}}}}};
@@ -54,6 +55,14 @@ std::string bash_calls_scenario(const std::vector<std::string>& commands, const 
   steps.push_back(answer);
   json::object scenario{{"format", "metaharness.scenario/1"}, {"wires", json::array{"anthropic"}}, {"steps", steps}};
   return protocol::canonical_json(scenario);
+}
+
+// The served requests whose body carries a tool's result (the request after a tool call).
+std::size_t requests_carrying_a_tool_result(const std::vector<std::string>& requests) {
+  std::size_t n = 0;
+  for (const auto& r : requests)
+    if (r.find("tool_result") != std::string::npos) ++n;
+  return n;
 }
 
 // The upstream: `metaharness model serve` over HTTPS (the test CA), answering only `key`.
@@ -151,9 +160,9 @@ class Gateway : public ::testing::Test {
   }
   std::string submit(const std::string& extra = "", const std::string& upstream = "test") {
     SocketClient c(daemon_->socket());
-    auto reply = c.request(socket_request(
-        "submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","upstream":")" + upstream + "\"" +
-                      (extra.empty() ? "" : "," + extra) + "}"));
+    auto reply = c.request(
+        socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","upstream":")" +
+                                     upstream + "\"" + (extra.empty() ? "" : "," + extra) + "}"));
     EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
     return reply ? reply->str("run_id") : "";
   }
@@ -187,12 +196,15 @@ class Gateway : public ::testing::Test {
 
 // The key: nowhere a run can look, and never in its record.
 TEST_F(Gateway, TheRunCannotFindTheKeyAndItsRecordHoldsNoneOfItsSecrets) {
-  const std::string pattern = "sk-ant-mhtest-[0-9a-f]*";
+  // At least 8 hex digits after the prefix: the pattern as written in the command (which the
+  // search meets in the command's own argv) does not match itself. /usr is the system, read-only
+  // (no key can be there); /proc is searched by environ and cmdline; /dev and /sys hold no files.
+  const std::string pattern = "sk-ant-mhtest-[0-9a-f]\\{8,\\}";
   start_upstream(bash_calls_scenario(
-      {"{ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; } 2>/dev/null | tr '\\0' '\\n' | grep -a -o '" +
-           pattern + "' > found.txt; for d in $(ls -d /* | grep -v -e '^/proc$' -e '^/sys$' -e '^/usr$'); do grep -r -a "
-                     "-o -h -s '" +
-           pattern + "' \"$d\" >> found.txt; done; echo searched; printf 'token=%s\\n' \"$ANTHROPIC_AUTH_TOKEN\""}));
+      {"{ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; } 2>/dev/null | tr '\\0' '\\n' | grep -a -o '" + pattern +
+       "' > found.txt; for d in $(ls -d /* | grep -v -e '^/proc$' -e '^/sys$' -e '^/usr$' -e '^/dev$'); do grep -r -a "
+       "-o -h -s -D skip '" +
+       pattern + "' \"$d\" >> found.txt; done; echo searched; printf 'token=%s\\n' \"$ANTHROPIC_AUTH_TOKEN\""}));
   ASSERT_NO_FATAL_FAILURE(start_daemon());
   const std::string id = submit();
   auto events = follow_to_end(daemon_->socket(), id, 180s);
@@ -226,14 +238,14 @@ TEST_F(Gateway, FromAnAllowedCallNothingButTheGatewayAndTheListedEgressIsReachab
   const std::string nats_port = nats.url(0).substr(nats.url(0).rfind(':') + 1);
   HostListener http_stand_in;  // the daemon's [http] port is a loopback listener like this one
   auto probe = [](const std::string& name, const std::string& port) {
-    return "(exec 3<>/dev/tcp/127.0.0.1/" + port + ") 2>/dev/null && echo 'OPEN " + name + "' || echo 'CLOSED " +
-           name + "'";
+    return "(exec 3<>/dev/tcp/127.0.0.1/" + port + ") 2>/dev/null && echo 'OPEN " + name + "' || echo 'CLOSED " + name +
+           "'";
   };
-  start_upstream(bash_calls_scenario(
-      {probe("listener", std::to_string(listener.port())) + "; " + probe("nats", nats_port) + "; " +
-           probe("http", std::to_string(http_stand_in.port())) +
-           "; ls /run/metaharness; curl -s -o /dev/null -w 'egress=%{http_code}\\n' --max-time 20 "
-           "https://unlisted.example.com/ ; true"}));
+  start_upstream(
+      bash_calls_scenario({probe("listener", std::to_string(listener.port())) + "; " + probe("nats", nats_port) + "; " +
+                           probe("http", std::to_string(http_stand_in.port())) +
+                           "; ls /run/metaharness; curl -s -o /dev/null -w 'egress=%{http_code}\\n' --max-time 20 "
+                           "https://unlisted.example.com/ ; true"}));
   ASSERT_NO_FATAL_FAILURE(start_daemon("[http]\nlisten = \"127.0.0.1:0\"\n"));
   const std::string id = submit(R"("egress":["listed.example.com:443"])");
   auto events = follow_to_end(daemon_->socket(), id, 180s);
@@ -278,8 +290,15 @@ TEST_F(Gateway, AnotherRunsTokenIsRefusedAndARouteOutsideTheWireNeverReachesTheU
   const std::string out = tool_output(events);
   EXPECT_NE(out.find("other=401"), std::string::npos) << out;
   EXPECT_NE(out.find("files=403"), std::string::npos) << out;
-  for (const auto& request : upstream_->requests())
-    EXPECT_EQ(request.find("/v1/files"), std::string::npos) << request;
+  // Every request the upstream served was a model route (the refused path's name may well be in a
+  // model request's body: the conversation carries the command).
+  for (const auto& request : upstream_->requests()) {
+    auto record = protocol::parse_json(request);
+    ASSERT_TRUE(record && record->is_object()) << request;
+    const auto* target = record->get_object().if_contains("target");
+    if (!target || !target->is_string()) continue;  // not a request record
+    EXPECT_EQ(std::string(target->get_string()).rfind("/v1/messages", 0), 0u) << request;
+  }
   bool reported = false;
   for (const auto& e : events)
     if (e.event() == "warning" && e.raw.find("/v1/files") != std::string::npos) reported = true;
@@ -287,6 +306,74 @@ TEST_F(Gateway, AnotherRunsTokenIsRefusedAndARouteOutsideTheWireNeverReachesTheU
   SocketClient halt(daemon_->socket());
   auto halted = halt.request(socket_request("halt", R"("run_id":")" + b + R"(")"));
   EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+}
+
+// Budgets before the spend. Every answer of this upstream costs $0.10 (100,000 output tokens at
+// $1 per million); a request's worst case (Claude asks for 32,000 output tokens, plus its body's
+// bytes as input tokens) is a little more. A run budget of $0.15 lets the first answer through and
+// refuses the next request at the gateway: it never reaches the upstream.
+constexpr const char* kDollarPrices = "[prices.\"*\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n";
+
+std::string costly_scenario(const std::vector<std::string>& commands) {
+  auto text = bash_calls_scenario(commands);
+  auto scenario = protocol::parse_json(text)->as_object();
+  for (auto& step : scenario["steps"].as_array())
+    step.as_object()["usage"] = json::object{{"input_tokens", 10}, {"output_tokens", 100000}};
+  scenario["exhausted"] = json::object{{"content", json::array{json::object{{"type", "text"}, {"text", "Done."}}}},
+                                       {"usage", json::object{{"input_tokens", 10}, {"output_tokens", 100000}}}};
+  return protocol::canonical_json(scenario);
+}
+
+TEST_F(Gateway, ARequestPastTheRunsBudgetIsRefusedByTheGatewayAndNeverReachesTheUpstream) {
+  start_upstream(costly_scenario({"echo spent"}));
+  ASSERT_NO_FATAL_FAILURE(start_daemon(kDollarPrices));
+  const std::string id = submit(R"("model":"claude-mh-test","budget":{"usd":0.15})");
+  auto events = follow_to_end(daemon_->socket(), id, 180s);
+  ASSERT_FALSE(events.empty()) << what_happened(id);
+  EXPECT_EQ(events.back().str("reason"), "budget") << what_happened(id);
+  bool refused_before = false;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == "BUDGET_EXHAUSTED" &&
+        e.raw.find("refused before it was forwarded") != std::string::npos)
+      refused_before = true;
+  EXPECT_TRUE(refused_before) << what_happened(id);
+  // The tool ran (its call came in a forwarded answer); the request carrying its result, which
+  // would have crossed the budget, never reached the upstream.
+  EXPECT_EQ(requests_carrying_a_tool_result(upstream_->requests()), 0u);
+}
+
+// Ten runs of one uid started together, a daily budget for three answers' worth: the gateways
+// reserve each request's worst case against the owner's day before forwarding, so at most three
+// answers are bought, whatever the runs' timing.
+TEST_F(Gateway, TenRunsOfOneUidStartedTogetherCannotOverrunADailyBudgetBetweenThem) {
+  start_upstream(costly_scenario({}));
+  ASSERT_NO_FATAL_FAILURE(start_daemon(std::string(kDollarPrices) + "[budgets.daily]\nusd = 0.35\n"));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i)
+    ids.push_back(submit(R"("model":"claude-mh-test")"));
+  double spent = 0;
+  std::size_t gateway_usages = 0, closed_budget = 0;
+  for (const auto& id : ids) {
+    ASSERT_FALSE(id.empty());
+    auto events = follow_to_end(daemon_->socket(), id, 300s);
+    ASSERT_FALSE(events.empty()) << what_happened(id);
+    if (events.back().str("reason") == "budget") ++closed_budget;
+    for (const auto& e : events)
+      if (e.event() == "usage" && e.str("source") == "gateway") {
+        ++gateway_usages;
+        const auto& usage = e.object.at("usage").as_object();
+        if (const auto* cost = usage.if_contains("cost_usd"); cost && cost->is_number())
+          spent += cost->to_number<double>();
+      }
+  }
+  // What the upstream served is what was bought: never more than the budget.
+  std::size_t served = 0;
+  for (const auto& r : upstream_->requests())
+    if (r.find("\"kind\":\"request\"") != std::string::npos) ++served;
+  EXPECT_LE(spent, 0.35 + 1e-9) << "gateway-metered spend across the ten runs";
+  EXPECT_LE(served, 3u) << "answers the upstream served";
+  EXPECT_GE(closed_budget, 7u) << "runs refused before they could spend";
+  EXPECT_EQ(gateway_usages, served);
 }
 
 // The gateway outlives the daemon: SIGKILL while a response streams, the run completes through
@@ -299,11 +386,17 @@ TEST_F(Gateway, ADaemonKilledWhileAResponseStreamsLeavesTheRunToCompleteThroughI
   // The second model request (after the tool's result) is the slow one: wait until it is served.
   SocketClient watch(daemon_->socket());
   watch.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
-  ASSERT_TRUE(watch.wait_for([](const EventLine& e) { return e.event() == "tool.result"; }, 180s))
-      << what_happened(id);
+  ASSERT_TRUE(watch.wait_for([](const EventLine& e) { return e.event() == "tool.result"; }, 180s)) << what_happened(id);
+  // The request carrying the tool's result has been answered from (its answer streams slowly).
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (requests_carrying_a_tool_result(upstream_->requests()) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_EQ(requests_carrying_a_tool_result(upstream_->requests()), 1u);
   daemon_->signal(SIGKILL);
   daemon_->wait_exit(30s);
-  daemon_.reset();
+  // The next daemon starts before the harness lets the killed one go: the harness cleans a state
+  // directory's supervisors only when its last daemon goes.
+  auto killed = std::move(daemon_);
   ASSERT_NO_FATAL_FAILURE(start_daemon());
   auto events = follow_to_end(daemon_->socket(), id, 180s);
   ASSERT_FALSE(events.empty()) << what_happened(id);

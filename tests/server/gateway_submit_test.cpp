@@ -164,7 +164,8 @@ TEST(BudgetVerb, PrintsEachOwnersSpendTodayAgainstTheDailyBudgets) {
   ASSERT_EQ(owners.size(), 1u) << json_out.out;
   EXPECT_EQ(owners[0].at("uid"), 4242);
   EXPECT_EQ(owners[0].at("input_tokens"), 1234);
-  EXPECT_TRUE(owners[0].at("reserved").is_null());
+  // Nothing in flight: no reservation held.
+  EXPECT_EQ(owners[0].at("reserved").at("requests"), 0) << json_out.out;
 }
 
 TEST(BudgetVerb, SaysSoWhenNoDailyBudgetMetersSpend) {

@@ -9,7 +9,7 @@ import os
 RUN_SPEC_FIELDS = (
     "adapter", "prompt", "decisions", "decision_deadline_ms", "frame", "model_scenario",
     "model_endpoint", "model", "cwd", "vendor_env", "vendor_options", "requires", "keep_open",
-    "labels", "deny_only", "budget", "hermetic",
+    "labels", "deny_only", "budget", "hermetic", "upstream", "egress",
 )
 
 
