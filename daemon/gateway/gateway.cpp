@@ -122,7 +122,8 @@ std::optional<std::string> Gateway::prepare() {
   s.key_header = lower(s.options.upstream.header.empty() ? default_key_header(s.options.upstream.wire)
                                                          : std::string_view(s.options.upstream.header));
   if (s.options.upstream.key) {
-    if (s.options.upstream.key->empty()) return "gateway: upstream '" + s.options.upstream.name + "': the key is empty";
+    // Empty: an endpoint that takes no key (a run's raw model_endpoint named none); the vendor's
+    // placeholder is still checked and stripped, and no key header is added.
     s.key = *s.options.upstream.key;
   } else {
     if (s.options.upstream.credential.empty())

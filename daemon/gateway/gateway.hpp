@@ -56,7 +56,8 @@ struct Upstream {
   Wire wire = Wire::anthropic;
   std::string url;                   // https://host[:port][/base], or http://127.0.0.1:port (loopback only)
   std::filesystem::path credential;  // the file holding the key; read again when it changes
-  // Set instead of `credential`: the key itself (the supervisor's own scripted endpoint for a
+  // Set instead of `credential`: the key itself (empty: an endpoint that takes none — a run's raw
+  // model_endpoint that names no token; no key header is added) (the supervisor's own scripted endpoint for a
   // run's model_scenario, whose token exists only in that process).
   std::optional<std::string> key;
   std::optional<std::filesystem::path> ca_file;  // else the system's store

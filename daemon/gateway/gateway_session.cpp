@@ -332,7 +332,7 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
   }
   up.set(http::field::host, state_->url.host_header());
   const std::string key = state_->key_for_request();
-  up.set(state_->key_header, state_->key_header == "authorization" ? "Bearer " + key : key);
+  if (!key.empty()) up.set(state_->key_header, state_->key_header == "authorization" ? "Bearer " + key : key);
   up.set(http::field::accept_encoding, "identity");
   up.keep_alive(true);
   up.body() = std::move(request.body());

@@ -64,13 +64,6 @@ std::optional<NetworkRefusal> check_run_network(const NetworkContext& context, c
                                 " needs the run's model gateway, which its supervisor hosts, and runs.supervise is "
                                 "false on this host"};
   }
-  // On a network of the run's own a model_endpoint is reached through the gateway, which adds the
-  // endpoint's token as an upstream's key: without one there is nothing to add, and the start
-  // would fail where the submitter cannot see it.
-  if (spec.model_endpoint && !spec.upstream && spec.model_endpoint->token.empty() && context.own_network)
-    return NetworkRefusal{"MALFORMED",
-                          "\"model_endpoint\" names no token: on this host a run reaches its endpoint through its "
-                          "model gateway (runs.network = \"gateway\"), which adds the endpoint's token; give one"};
   if (!spec.egress.empty() && !context.own_network)
     return NetworkRefusal{"EGRESS_NEEDS_GATEWAY",
                           "the run lists egress destinations, but its network would be the host's (runs.network "

@@ -89,7 +89,10 @@ std::optional<std::string> Supervisor::Impl::open_gateway() {
       options.upstream.key = scripted->token();
     } else {
       options.upstream.url = g.url;
-      options.upstream.credential = g.credential.value_or(fs::path());
+      if (g.credential)
+        options.upstream.credential = *g.credential;
+      else if (g.upstream_name.empty())
+        options.upstream.key = "";  // a raw model_endpoint that names no token: nothing to add
     }
     gateway::GatewayHooks hooks;
     if (g.reserve) hooks.reserve = [this](const gateway::Reservation& reservation) { return reserve(reservation); };
