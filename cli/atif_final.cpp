@@ -77,11 +77,10 @@ json::object Builder::final_metrics() const {
   const ev::SessionEnded* ended = ended_ ? &std::get<ev::SessionEnded>(ended_->payload) : nullptr;
   json::value cost_source = nullptr;
   json::value total_cost = nullptr;
-  if (gateway_metered) {
-    if (any && cost.known) {
-      total_cost = cost.value;
-      cost_source = "gateway usage.cost_usd";
-    }
+  if (gateway_metered && any && cost.known) {
+    // The gateway's figures, priced at the configured prices: where they exist they are the cost.
+    total_cost = cost.value;
+    cost_source = "gateway usage.cost_usd";
   } else if (ended && ended->total_cost_usd) {
     total_cost = *ended->total_cost_usd;  // the vendor's own figure for the session
     cost_source = "session.ended.total_cost_usd";

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "daemon/file_modes.hpp"
+#include "daemon/model/scenario.hpp"
 #include "daemon/process/sandbox.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "protocol/json.hpp"
@@ -145,6 +146,12 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
                                             const std::optional<std::filesystem::path>& scenario) {
   const DaemonConfig& config = context.config;
   adapters::RunSpec& spec = options.spec;
+  // A scenario played by the run's gateway loads in its supervisor: checked here first, so a
+  // document that cannot be played is refused at submit (as an in-process endpoint refuses it),
+  // never found out by a supervisor that cannot start.
+  if (scenario && options.supervision)
+    if (auto loaded = model::load_scenario_file(*scenario); !loaded)
+      return "the model scenario " + scenario->string() + " is refused: " + loaded.error().message();
   options.own_network = context.own_network;
   if (context.own_network) {
     std::error_code ec;

@@ -18,9 +18,11 @@ namespace {
 // shown to every run read-only (runs.sandbox_read_only).
 std::string standin_config(const std::string& runs_keys = "", const std::string& tables = "",
                            const std::string& scripts = MH_TEST_STANDIN_SCRIPTS) {
-  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nmax_active = 1000\n" +
-         "sandbox_read_only = [\"" + std::string(MH_TEST_STANDIN_SCRIPTS) + "\", \"" + scripts + "\"]\n" + runs_keys +
-         tables;
+  // The stand-in speaks to no model: its runs keep the host's network (no gateway between them
+  // and a model they never call), so the usage it reports is what their budgets count.
+  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN +
+         "\"\n[runs]\nmax_active = 1000\nnetwork = \"host\"\n" + "sandbox_read_only = [\"" +
+         std::string(MH_TEST_STANDIN_SCRIPTS) + "\", \"" + scripts + "\"]\n" + runs_keys + tables;
 }
 
 std::string standin_run(const std::string& script, const std::string& extra = "") {

@@ -3,9 +3,12 @@
 namespace mh::test {
 
 std::string metrics_daemon_config(const std::string& more) {
-  // The stand-in reads its script inside the run's sandbox: the scripts are shown to it.
-  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nsandbox_read_only = [\"" +
-         MH_TEST_STANDIN_SCRIPTS + "\"]\n[http]\nlisten = \"127.0.0.1:0\"\n" + more;
+  // The stand-in reads its script inside the run's sandbox: the scripts are shown to it. It speaks
+  // to no model: its runs keep the host's network (no gateway), so the usage it reports is what
+  // the metrics count (a run behind a gateway counts the gateway's figures: docs/gateway.md).
+  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN +
+         "\"\n[runs]\nnetwork = \"host\"\nsandbox_read_only = [\"" + MH_TEST_STANDIN_SCRIPTS +
+         "\"]\n[http]\nlisten = \"127.0.0.1:0\"\n" + more;
 }
 
 std::string standin_run_fields(const std::string& script, const std::string& extra) {
