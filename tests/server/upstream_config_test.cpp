@@ -286,6 +286,13 @@ TEST(RunNetwork, ASupervisedScenarioIsPlayedByTheGatewayNotInTheDaemon) {
   options.supervision.emplace();
   options.spec = w.spec("codex");
   options.model_scenario = dir.scenario_json();
+  // A document the gateway cannot play is refused here, at submit, by name.
+  std::ofstream(dir.scenario_json()) << R"({"format":"not-a-scenario"})";
+  auto refused = daemon::wire_run_network({w.config, true}, codex, dir, options, dir.scenario_json());
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->find("the model scenario"), std::string::npos) << *refused;
+  EXPECT_NE(refused->find("is refused"), std::string::npos) << *refused;
+  std::ofstream(dir.scenario_json()) << R"({"format":"metaharness.scenario/1","steps":[]})";
   ASSERT_FALSE(daemon::wire_run_network({w.config, true}, codex, dir, options, dir.scenario_json()));
   ASSERT_TRUE(options.gateway);
   EXPECT_EQ(options.gateway->scenario, dir.scenario_json());
