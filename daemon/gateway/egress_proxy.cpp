@@ -21,6 +21,8 @@
 #include <mutex>
 #include <set>
 
+#include "daemon/gateway/serve_acceptor.hpp"
+
 namespace mh::gateway {
 
 namespace asio = boost::asio;
@@ -304,21 +306,12 @@ asio::awaitable<void> accept_loop(std::shared_ptr<EgressProxy::State> state, std
 
 template <class Acceptor>
 void serve_on(const std::shared_ptr<EgressProxy::State>& state, Acceptor acceptor) {
-  auto shared = std::make_shared<Acceptor>(std::move(acceptor));
-  asio::post(state->io, [state, shared] {
-    if (state->stopped) {
-      boost::system::error_code ignored;
-      shared->close(ignored);
-      return;
-    }
-    state->acceptor_closers.push_back([weak = std::weak_ptr<Acceptor>(shared)] {
-      if (auto a = weak.lock()) {
-        boost::system::error_code ignored;
-        a->close(ignored);
-      }
-    });
-    asio::co_spawn(state->io, accept_loop(state, shared), asio::detached);
-  });
+  serve_acceptor(
+      state, std::move(acceptor),
+      [](std::shared_ptr<EgressProxy::State> s, std::shared_ptr<Acceptor> a) {
+        return accept_loop(std::move(s), std::move(a));
+      },
+      [](EgressProxy::State&) { return std::optional<std::string>(); });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cctype>
 
 #include "daemon/gateway/gateway_impl.hpp"
+#include "daemon/gateway/serve_acceptor.hpp"
 
 namespace mh::gateway {
 
@@ -42,22 +43,16 @@ asio::awaitable<void> accept_loop(std::shared_ptr<Gateway::State> state, std::sh
 
 template <class Acceptor>
 void serve_on(const std::shared_ptr<Gateway::State>& state, Acceptor acceptor) {
-  auto shared = std::make_shared<Acceptor>(std::move(acceptor));
-  asio::post(state->io, [state, shared] {
-    if (state->stopped || !state->prepared) {
-      if (!state->prepared) state->log("gateway: serve() before a successful prepare(): not serving");
-      boost::system::error_code ignored;
-      shared->close(ignored);
-      return;
-    }
-    state->acceptor_closers.push_back([weak = std::weak_ptr<Acceptor>(shared)] {
-      if (auto a = weak.lock()) {
-        boost::system::error_code ignored;
-        a->close(ignored);
-      }
-    });
-    asio::co_spawn(state->io, accept_loop(state, shared), asio::detached);
-  });
+  serve_acceptor(
+      state, std::move(acceptor),
+      [](std::shared_ptr<Gateway::State> s, std::shared_ptr<Acceptor> a) {
+        return accept_loop(std::move(s), std::move(a));
+      },
+      [](Gateway::State& s) -> std::optional<std::string> {
+        if (s.prepared) return std::nullopt;
+        s.log("gateway: serve() before a successful prepare(): not serving");
+        return "not prepared";
+      });
 }
 
 }  // namespace
