@@ -162,7 +162,7 @@ void Gateway::stop() {
   asio::post(state_->io, [state = state_] { state->stop_now(); });
 }
 
-std::string Gateway::current_key_for_tests() const {
+std::string Gateway::current_key() const {
   return state_->current_key();
 }
 

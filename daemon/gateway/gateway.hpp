@@ -123,9 +123,9 @@ class Gateway {
   void serve(asio::ip::tcp::acceptor acceptor);
   void stop();
 
-  // The credential's value now (for redaction by whoever writes a record): the daemon never asks
-  // the gateway for it; tests do.
-  std::string current_key_for_tests() const;
+  // The credential's value now, as last read (rotation): the supervisor that hosts the gateway
+  // redacts it from what it writes. Nothing outside that process ever asks for it.
+  std::string current_key() const;
 
   struct State;
 

@@ -77,8 +77,9 @@ json::object to_json(const ServedRequest& r) {
   return o;
 }
 
-bool RequestLog::open_file(const std::filesystem::path& path) {
+bool RequestLog::open_file(const std::filesystem::path& path, std::function<void(std::string&)> redact) {
   std::lock_guard lock(mutex_);
+  redact_ = std::move(redact);
   // Exactly 0640 whatever the umask (it holds every model request of the run): made, or narrowed,
   // before the stream opens it.
   int fd = daemon::open_with_mode(path, O_WRONLY | O_APPEND, daemon::kFileMode);
@@ -97,6 +98,7 @@ void RequestLog::append_line(const json::object& record) {
   if (!file_.is_open()) return;
   // One write per line and a flush, so a crashed or killed run still leaves whole lines.
   std::string line = json::serialize(record);
+  if (redact_) redact_(line);
   line.push_back('\n');
   file_.write(line.data(), static_cast<std::streamsize>(line.size()));
   file_.flush();

@@ -82,7 +82,9 @@ class RequestLog {
  public:
   RequestLog() = default;
   // Appends to `path` from now on. Returns false (and errno is meaningful) when it cannot.
-  bool open_file(const std::filesystem::path& path);
+  // `redact`, when set, rewrites each line before it is written (a run's secrets: the record
+  // holds none, docs/gateway.md); the entries kept in memory are as received.
+  bool open_file(const std::filesystem::path& path, std::function<void(std::string&)> redact = {});
 
   std::uint64_t next_sequence();
   void add(ServedRequest request);
@@ -102,6 +104,7 @@ class RequestLog {
   std::vector<ServedRequest> entries_;
   std::uint64_t last_sequence_ = 0;
   std::ofstream file_;
+  std::function<void(std::string&)> redact_;
 };
 
 }  // namespace mh::model

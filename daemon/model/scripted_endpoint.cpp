@@ -87,7 +87,7 @@ boost::system::result<std::uint16_t> ScriptedEndpoint::start() {
   State& s = *state_;
   std::lock_guard lock(s.lifecycle_mutex);
   if (s.running || s.stopped) return boost::system::error_code(net::error::already_started);
-  if (!s.options.log_path.empty() && !s.log.open_file(s.options.log_path))
+  if (!s.options.log_path.empty() && !s.log.open_file(s.options.log_path, s.options.redact_log_line))
     return boost::system::error_code(errno ? errno : EIO, boost::system::generic_category());
   if (!s.options.tls_cert.empty() || !s.options.tls_key.empty()) {
     if (s.options.tls_cert.empty() || s.options.tls_key.empty())

@@ -39,6 +39,9 @@ struct EndpointOptions {
   std::uint16_t port = 0;          // 0: an ephemeral port
   std::string token;               // the credential clients must send; empty: generate one
   std::filesystem::path log_path;  // append JSONL records here too; empty: memory only
+  // Rewrites each line of log_path before it is written: a run's secrets (what a vendor sent
+  // may echo its token), so its model-requests.jsonl holds none. Called under the log's lock.
+  std::function<void(std::string&)> redact_log_line;
   std::size_t max_body_bytes = 32u << 20;
   std::size_t max_header_bytes = 64u << 10;
   std::chrono::milliseconds idle_timeout{120'000};  // a keep-alive connection with no request

@@ -111,7 +111,15 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
                   " is refused: " + scenario.error().message());
     model::EndpointOptions endpoint_options;
     endpoint_options.log_path = dir.model_requests();
+    // Its token is the run's model credential: redacted from the record as any other (the
+    // endpoint's own log included: what the vendor sent may echo it). The log's redactor is
+    // filled once the token is known; the endpoint writes nothing before start().
+    auto log_redactor = std::make_shared<Redactor>();
+    endpoint_options.redact_log_line = [log_redactor](std::string& line) { log_redactor->redact(line); };
     i.endpoint = std::make_unique<model::ScriptedEndpoint>(io, std::move(*scenario), endpoint_options);
+    i.options.redactions.emplace_back("model_endpoint.token", i.endpoint->token());
+    i.redactor = Redactor(i.options.redactions);
+    *log_redactor = i.redactor;
     auto port = i.endpoint->start();
     if (!port) return fail("the scripted model endpoint could not start: " + port.error().message());
     i.options.spec.model_endpoint = adapters::ModelEndpoint{i.endpoint->base_url(), i.endpoint->token()};

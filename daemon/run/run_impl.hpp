@@ -29,6 +29,7 @@
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/stream/event_log.hpp"
+#include "daemon/stream/stream_redactor.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
 #include "daemon/supervisor/transcript_follower.hpp"
 #include "protocol/line_framer.hpp"
@@ -82,6 +83,9 @@ struct Run::Impl final : RunEffects {
   // The run's secrets as its files other than events.jsonl are redacted with (the EventLog keeps
   // its own, from the same options.redactions).
   Redactor redactor{options.redactions};
+  // A direct child's stdout and stderr are redacted as read, before the adapter or the file sees
+  // them (a supervised run's are, by its supervisor, before they reach its transcript).
+  StreamRedactor stdout_redactor, stderr_redactor;
   std::weak_ptr<Run> self;
   std::chrono::system_clock::time_point created_at = std::chrono::system_clock::now();
 

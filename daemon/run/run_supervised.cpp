@@ -55,6 +55,7 @@ asio::awaitable<bool> Run::Impl::launch_supervised(const adapters::LaunchPlan& t
   spec.transcript = to_spawn.transcript_path;
   spec.stderr_log = dir.vendor_stderr();
   spec.stdin_log = to_spawn.stdin_log_path;
+  spec.secret_env = options.spec.secret_vendor_env;  // redacted from what the supervisor writes
   if (containment) spec.cgroup = containment->cgroup_dir();
   if (spawn_options.identity)
     spec.identity = supervisor::SpecIdentity{spawn_options.identity->uid, spawn_options.identity->gid};

@@ -161,7 +161,7 @@ asio::awaitable<void> Run::Impl::read_until_end(asio::posix::stream_descriptor& 
 
 asio::awaitable<void> Run::Impl::read_stdout() {
   SeamProbe* probe = options.seam_probe.get();
-  auto consume = [&](std::string_view chunk) {
+  auto take = [&](std::string_view chunk) {
     Instant now = Clock::now();
     if (probe) probe->input_read(now);
     InputExtras extras;
@@ -172,7 +172,13 @@ asio::awaitable<void> Run::Impl::read_stdout() {
     // the vendor never waits on the copy; it is on disk before the next read.
     transcript.append(chunk);
   };
+  // Redacted as read (a secret split across reads is held until whole): the adapter, the
+  // transcript and the journal's offsets all see the same, redacted, bytes.
+  auto consume = [&](std::string_view raw) {
+    if (const std::string_view chunk = stdout_redactor.feed(raw, redactor); !chunk.empty()) take(chunk);
+  };
   co_await read_until_end(*vendor_stdout, consume);
+  if (const std::string_view rest = stdout_redactor.finish(redactor); !rest.empty()) take(rest);
   // Nothing more will come: the adapter flushes what it held for a later line (wind_up would
   // too, but only once the vendor's processes are gone; the record is due now).
   input(journal::VendorEnd{}, Clock::now());
@@ -180,8 +186,9 @@ asio::awaitable<void> Run::Impl::read_stdout() {
 }
 
 asio::awaitable<void> Run::Impl::read_stderr() {
-  auto consume = [this](std::string_view chunk) { stderr_log.append(chunk); };
+  auto consume = [this](std::string_view raw) { stderr_log.append(stderr_redactor.feed(raw, redactor)); };
   co_await read_until_end(*vendor_stderr, consume);
+  stderr_log.append(stderr_redactor.finish(redactor));
 }
 
 // Waits for the vendor to exit, then kills whatever of the run is left (background jobs,

@@ -100,23 +100,7 @@ std::optional<std::uint16_t> free_loopback_port() {
 std::vector<std::pair<std::string, std::string>> run_redactions(
     const std::optional<supervisor::SpecGateway>& gateway,
     const std::vector<std::pair<std::string, std::string>>& vendor_env, const std::set<std::string>& secret_names) {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (gateway) {
-    if (gateway->credential) {
-      std::ifstream in(*gateway->credential, std::ios::binary);
-      std::string key((std::istreambuf_iterator<char>(in)), {});
-      while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back())))
-        key.pop_back();
-      if (!key.empty())
-        out.emplace_back(
-            gateway->upstream_name.empty() ? std::string("model_endpoint.token") : "upstream." + gateway->upstream_name,
-            std::move(key));
-    }
-    if (!gateway->token.empty()) out.emplace_back("gateway.token", gateway->token);
-  }
-  for (const auto& [name, value] : vendor_env)
-    if (secret_names.count(name) && !value.empty()) out.emplace_back(name, value);
-  return out;
+  return supervisor::record_secrets(gateway, vendor_env, secret_names);
 }
 
 std::vector<std::pair<std::string, std::string>> adopted_run_redactions(const RunDir& dir,
@@ -125,9 +109,9 @@ std::vector<std::pair<std::string, std::string>> adopted_run_redactions(const Ru
   std::string text((std::istreambuf_iterator<char>(in)), {});
   auto parsed = supervisor::parse_spec(text);
   if (!parsed) return {};
-  // A sandboxed run's vendor environment is handed over apart from the hops' fixed one.
-  const auto& env = parsed->vendor_env ? *parsed->vendor_env : parsed->env;
-  return run_redactions(parsed->gateway, env, spec.secret_vendor_env);
+  // An older daemon's supervisor spec names no secret_env: the run spec says which they are.
+  if (parsed->secret_env.empty()) parsed->secret_env = spec.secret_vendor_env;
+  return supervisor::record_secrets(*parsed);
 }
 
 bool adopted_run_has_gateway(const RunDir& dir) {
@@ -214,6 +198,10 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
   }
   std::vector<std::pair<std::string, std::string>> env(spec.vendor_env.begin(), spec.vendor_env.end());
   options.redactions = run_redactions(options.gateway, env, spec.secret_vendor_env);
+  // A raw endpoint's token on the host's network is the vendor's own (attested as such): still
+  // never written to the record.
+  if (!options.gateway && spec.model_endpoint && !spec.model_endpoint->token.empty())
+    options.redactions.emplace_back("model_endpoint.token", spec.model_endpoint->token);
   return std::nullopt;
 }
 

@@ -29,6 +29,9 @@ class Redactor {
   explicit Redactor(const std::vector<std::pair<std::string, std::string>>& secrets);
 
   bool empty() const { return patterns_.empty(); }
+  // The longest text replaced (0 when empty): how much of a stream a secret can still be
+  // completing in (StreamRedactor).
+  std::size_t longest() const { return patterns_.empty() ? 0 : patterns_.front().needle.size(); }
   // Replaces every occurrence in `text` from `from` on; the number replaced.
   std::size_t redact(std::string& text, std::size_t from = 0) const;
 

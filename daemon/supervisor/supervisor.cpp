@@ -95,7 +95,25 @@ void supervisor_log(const std::string& run_id, const std::string& message) {
 // ---- setup ------------------------------------------------------------------------------------
 
 Supervisor::Impl::Impl(asio::io_context& context, SupervisorSpec s)
-    : io(context), spec(std::move(s)), acceptor(context), adopt_timer(context) {}
+    : io(context), spec(std::move(s)), acceptor(context), adopt_timer(context) {
+  secrets = record_secrets(spec);
+  redactor = daemon::Redactor(secrets);
+}
+
+const daemon::Redactor& Supervisor::Impl::record_redactor() {
+  if (!gateway) return redactor;
+  std::string key = gateway->current_key();
+  if (key == redacted_key) return redactor;
+  // The key rotated (or is read for the first time; a scenario's is this process's own token).
+  redacted_key = std::move(key);
+  auto all = secrets;
+  if (!redacted_key.empty())
+    all.emplace_back(spec.gateway->upstream_name.empty() ? std::string("model_endpoint.token")
+                                                         : "upstream." + spec.gateway->upstream_name,
+                     redacted_key);
+  redactor = daemon::Redactor(all);
+  return redactor;
+}
 
 std::optional<std::string> Supervisor::Impl::open_files() {
   std::string error;
@@ -526,8 +544,12 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
     for (;;) {
       ssize_t n = ::read(pipe.native_handle(), buffer.get(), kChunk);
       if (n > 0) {
-        const std::string_view chunk(buffer.get(), static_cast<std::size_t>(n));
-        const bool written = write_all(fd, chunk);
+        // Redacted before it is written (a secret split across reads is held until whole): the
+        // transcript's offsets, which the daemon reads and journals, are the redacted file's.
+        const std::string_view chunk =
+            (is_stdout ? stdout_redactor : stderr_redactor)
+                .feed(std::string_view(buffer.get(), static_cast<std::size_t>(n)), record_redactor());
+        const bool written = chunk.empty() || write_all(fd, chunk);
         if (!written && !write_failed) {
           write_failed = true;  // said once; the bytes that reach the file are still counted
           log("cannot append to " + path.string() + ": " + errno_text(errno));
@@ -553,6 +575,17 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
     auto [wait_ec] =
         co_await pipe.async_wait(asio::posix::descriptor_base::wait_read, asio::as_tuple(asio::use_awaitable));
     if (wait_ec) break;
+  }
+  // What was held for a secret that might still be completing goes out now: nothing more comes.
+  if (const std::string_view rest = (is_stdout ? stdout_redactor : stderr_redactor).finish(record_redactor());
+      !rest.empty()) {
+    const bool written = write_all(fd, rest);
+    if (!written && !write_failed) log("cannot append to " + path.string() + ": " + errno_text(errno));
+    if (is_stdout) {
+      stdout_bytes = file_size(fd);
+      keep_to_carry(rest, written);
+      tell_out();
+    }
   }
   if (is_stdout) {
     stdout_ended = true;

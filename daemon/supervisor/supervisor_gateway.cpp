@@ -82,6 +82,8 @@ std::optional<std::string> Supervisor::Impl::open_gateway() {
       if (!scenario) return "the gateway's scenario " + g.scenario->string() + ": " + scenario.error().message();
       model::EndpointOptions endpoint_options;
       endpoint_options.log_path = g.scenario_log.value_or(fs::path());
+      // What the vendor sent may echo its placeholder or a secret of its environment.
+      endpoint_options.redact_log_line = [this](std::string& line) { record_redactor().redact(line); };
       scripted = std::make_unique<model::ScriptedEndpoint>(io, std::move(*scenario), endpoint_options);
       auto port = scripted->start();
       if (!port) return "the gateway's scripted endpoint cannot start: " + port.error().message();

@@ -21,6 +21,8 @@
 #include "daemon/model/scripted_endpoint.hpp"
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/unique_fd.hpp"
+#include "daemon/stream/redactor.hpp"
+#include "daemon/stream/stream_redactor.hpp"
 #include "daemon/supervisor/supervisor.hpp"
 #include "daemon/supervisor/supervisor_protocol.hpp"
 
@@ -84,6 +86,15 @@ struct Supervisor::Impl {
   std::string to_carry;
   std::uint64_t to_carry_from = 0;
   bool carry_broken = true;
+
+  // No secret in the record (docs/gateway.md): what the vendor writes is redacted before it is
+  // appended (its transcript and stderr, the scenario's request log), with the run's secrets at
+  // start and its gateway's key as it rotates (record_redactor).
+  std::vector<std::pair<std::string, std::string>> secrets;
+  std::string redacted_key;  // the gateway's key `redactor` holds
+  daemon::Redactor redactor;
+  daemon::StreamRedactor stdout_redactor, stderr_redactor;
+  const daemon::Redactor& record_redactor();
 
   // The vendor.
   std::unique_ptr<daemon::ChildProcess> child;

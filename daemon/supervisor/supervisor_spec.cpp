@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <cctype>
+#include <fstream>
+#include <iterator>
 
 #include "protocol/json.hpp"
 
@@ -154,6 +157,33 @@ SpecEgress read_egress(FieldReader& outer, const json::object& object) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> record_secrets(
+    const std::optional<SpecGateway>& gateway, const std::vector<std::pair<std::string, std::string>>& vendor_env,
+    const std::set<std::string>& secret_names) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (gateway) {
+    if (gateway->credential) {
+      std::ifstream in(*gateway->credential, std::ios::binary);
+      std::string key((std::istreambuf_iterator<char>(in)), {});
+      while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back())))
+        key.pop_back();
+      if (!key.empty())
+        out.emplace_back(
+            gateway->upstream_name.empty() ? std::string("model_endpoint.token") : "upstream." + gateway->upstream_name,
+            std::move(key));
+    }
+    if (!gateway->token.empty()) out.emplace_back("gateway.token", gateway->token);
+  }
+  for (const auto& [name, value] : vendor_env)
+    if (secret_names.count(name) && !value.empty()) out.emplace_back(name, value);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> record_secrets(const SupervisorSpec& spec) {
+  // A sandboxed run's vendor environment is handed over apart from the hops' fixed one.
+  return record_secrets(spec.gateway, spec.vendor_env ? *spec.vendor_env : spec.env, spec.secret_env);
+}
+
 json::value spec_to_json(const SupervisorSpec& spec) {
   json::array args;
   for (const auto& arg : spec.args)
@@ -202,6 +232,7 @@ json::value spec_to_json(const SupervisorSpec& spec) {
                       {"hook_channel", std::move(hook)},
                       {"gateway", std::move(gateway)},
                       {"egress", std::move(egress)},
+                      {"secret_env", json::array(spec.secret_env.begin(), spec.secret_env.end())},
                       {"adopt_within_ms", spec.adopt_within_ms}};
 }
 
@@ -275,6 +306,17 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
     if (const json::object* gateway = f.opt_object("gateway")) spec.gateway = read_gateway(f, *gateway);
   if (f.ok())
     if (const json::object* egress = f.opt_object("egress")) spec.egress = read_egress(f, *egress);
+  // Absent: an older daemon's spec (nothing of the vendor environment is marked secret).
+  if (const json::value* names = value.get_object().if_contains("secret_env"); f.ok() && names) {
+    const json::array* list = names->if_array();
+    if (!list) f.fail("field \"secret_env\" is " + protocol::describe_json(*names) + ", expected an array");
+    for (std::size_t i = 0; list && i < list->size() && f.ok(); ++i) {
+      if (!(*list)[i].is_string())
+        f.fail("an entry of \"secret_env\" is " + protocol::describe_json((*list)[i]) + ", expected a string");
+      else
+        spec.secret_env.emplace((*list)[i].get_string());
+    }
+  }
   spec.adopt_within_ms = f.req_u64("adopt_within_ms");
   if (!f.ok()) return f.error();
   return spec;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -90,6 +91,9 @@ struct SupervisorSpec {
   std::optional<SpecHookChannel> hook_channel;
   std::optional<SpecGateway> gateway;
   std::optional<SpecEgress> egress;
+  // The names of the vendor environment's values the run spec marks secret: with the gateway's
+  // key and placeholder, what the supervisor redacts from what it writes (record_secrets).
+  std::set<std::string> secret_env;
   std::uint64_t adopt_within_ms = 0;  // how long to wait with no daemon attached
 
   // The run directory: where supervisor.json and supervisor.log are (the socket's directory).
@@ -103,6 +107,17 @@ struct SupervisorSpec {
 // a descriptor of its directory, as /proc/self/fd/<N>/<name>, which `dir_fd` keeps open (-1: the
 // path was short enough, and is returned as it is). Empty when the directory cannot be opened.
 std::string reachable_socket_path(const fs::path& socket, int& dir_fd);
+
+// What a run's record must never hold in clear (docs/gateway.md, "No secret in the record"), as
+// (NAME, value): the key of its gateway's upstream as the credential file holds it now
+// ("upstream.NAME", or "model_endpoint.token" for a raw endpoint's), the run's placeholder
+// ("gateway.token"), and each vendor_env value named in `secret_names` (its name). The daemon
+// redacts its events and logs with these, the supervisor what it writes.
+std::vector<std::pair<std::string, std::string>> record_secrets(
+    const std::optional<SpecGateway>& gateway, const std::vector<std::pair<std::string, std::string>>& vendor_env,
+    const std::set<std::string>& secret_names);
+// The same from a spec: its vendor environment (handed over when sandboxed) and `secret_env`.
+std::vector<std::pair<std::string, std::string>> record_secrets(const SupervisorSpec& spec);
 
 boost::json::value spec_to_json(const SupervisorSpec& spec);
 // Refuses by name: a missing or mistyped field, a relative path, an empty run id.

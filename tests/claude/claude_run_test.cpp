@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "protocol/completeness.hpp"
@@ -84,6 +85,34 @@ TEST_F(ClaudeRun, ARunThatNeedsSteerIsRefusedBeforeAnythingSpawns) {
   EXPECT_EQ(outcome_code(refused[0]), "UNSUPPORTED_CONTROL");
   EXPECT_EQ(process->events().back().event(), "stream.closed");
   EXPECT_FALSE(std::filesystem::exists(run_dir() / "vendor-stdout.jsonl")) << "nothing was spawned";
+}
+
+// No secret in the record (issue 25 section 4), on a run the daemon drives directly (no
+// supervisor, the host's network, its in-process scripted endpoint): an allowed call prints the
+// run's model token; the transcript, the stderr log, the model's request log and the stream hold
+// it only as [redacted:model_endpoint.token].
+TEST_F(ClaudeRun, ATokenAnAllowedCallPrintsReachesNoFileOfTheRunsRecord) {
+  start("bash_echo_token", {"--decisions", "ask"});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  send("c1", decide_line("c1", requested->str("call_id"), R"({"decision":"allow"})"));
+  auto ended = process->wait_for_event("turn.ended");
+  ASSERT_TRUE(ended) << process->stderr_text();
+  process->close_stdin();
+  EXPECT_EQ(finish(), 0) << process->stderr_text();
+
+  std::ifstream key_file(work() / "key.txt");
+  const std::string token((std::istreambuf_iterator<char>(key_file)), {});
+  ASSERT_GE(token.size(), 16u) << "the call printed the run's token";
+  bool marked = false;
+  for (const char* name : {"vendor-stdout.jsonl", "vendor-stderr.log", "model-requests.jsonl", "events.jsonl",
+                           "vendor-hooks.jsonl", "spec.json", "plan.json"}) {
+    std::ifstream in(run_dir() / name, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(text.find(token), std::string::npos) << name << " holds the token";
+    marked = marked || text.find("[redacted:model_endpoint.token]") != std::string::npos;
+  }
+  EXPECT_TRUE(marked) << "the printed token is in the record, redacted";
 }
 
 }  // namespace

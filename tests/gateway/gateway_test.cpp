@@ -143,7 +143,7 @@ TEST_F(GatewayTest, TheRunsTokenIsForwardedWithTheRealKeyAndTheClientNeverSeesIt
   EXPECT_EQ(r.body.find(endpoint_->token()), std::string::npos);
   for (const auto& [name, value] : r.headers)
     EXPECT_EQ(value.find(endpoint_->token()), std::string::npos) << name;
-  EXPECT_EQ(gateway_->gateway().current_key_for_tests(), endpoint_->token());
+  EXPECT_EQ(gateway_->gateway().current_key(), endpoint_->token());
 }
 
 TEST_F(GatewayTest, AnX_Api_KeyPlaceholderIsAcceptedToo) {
@@ -283,14 +283,14 @@ TEST_F(GatewayTest, ARotatedCredentialIsUsedOnTheNextRequest) {
   start_endpoint();
   write_file(key_file(), "sk-the-old-key\n");
   start_gateway(setup());
-  EXPECT_EQ(gateway_->gateway().current_key_for_tests(), "sk-the-old-key");
+  EXPECT_EQ(gateway_->gateway().current_key(), "sk-the-old-key");
   // The upstream refuses the old key: its 401 is relayed as it is.
   const Response before = post_messages(token_, false);
   EXPECT_EQ(before.status, 401u) << before.error;
   write_file(key_file(), endpoint_->token() + "\n");
   const Response after = post_messages(token_, false);
   EXPECT_EQ(after.status, 200u) << after.error << after.body;
-  EXPECT_EQ(gateway_->gateway().current_key_for_tests(), endpoint_->token());
+  EXPECT_EQ(gateway_->gateway().current_key(), endpoint_->token());
   ASSERT_TRUE(endpoint_->wait_until_ended(2));
   const auto log = upstream_log();
   EXPECT_EQ(log[0].credential, Credential::mismatched);
@@ -300,7 +300,7 @@ TEST_F(GatewayTest, ARotatedCredentialIsUsedOnTheNextRequest) {
   std::filesystem::remove(key_file());
   write_file(key_file(), "");
   EXPECT_EQ(post_messages(token_, false).status, 200u);
-  EXPECT_EQ(gateway_->gateway().current_key_for_tests(), endpoint_->token());
+  EXPECT_EQ(gateway_->gateway().current_key(), endpoint_->token());
   const auto told = gateway_->told().log;
   EXPECT_TRUE(std::any_of(told.begin(), told.end(),
                           [](const std::string& l) { return l.find("keeping the last key") != std::string::npos; }));

@@ -377,9 +377,11 @@ SupervisorSpec sample_spec() {
 
 TEST(SupervisorSpec, RoundTripsAndNamesTheRunDirectoryFiles) {
   SupervisorSpec spec = sample_spec();
+  spec.secret_env = {"GITHUB_TOKEN", "MH_SECRET"};
   auto back = parse_spec(boost::json::serialize(spec_to_json(spec)));
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(back->run_id, spec.run_id);
+  EXPECT_EQ(back->secret_env, spec.secret_env);
   EXPECT_EQ(back->args, spec.args);
   EXPECT_EQ(back->env, spec.env);
   EXPECT_EQ(back->stderr_log, spec.stderr_log);
@@ -401,6 +403,13 @@ TEST(SupervisorSpec, RoundTripsAndNamesTheRunDirectoryFiles) {
   EXPECT_FALSE(bare_back->cgroup);
   EXPECT_FALSE(bare_back->identity);
   EXPECT_FALSE(bare_back->hook_channel);
+
+  // An older daemon's spec has no secret_env: nothing of the environment is marked secret.
+  auto older = spec_to_json(spec);
+  older.as_object().erase("secret_env");
+  auto older_back = spec_from_json(older);
+  ASSERT_TRUE(older_back) << older_back.error();
+  EXPECT_TRUE(older_back->secret_env.empty());
 }
 
 TEST(SupervisorSpec, RefusesByName) {
@@ -423,6 +432,9 @@ TEST(SupervisorSpec, RefusesByName) {
             }).find("or an absolute path"),
             std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o.erase("adopt_within_ms"); }).find("adopt_within_ms"), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["secret_env"] = "MH_SECRET"; }).find("\"secret_env\""), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["secret_env"] = boost::json::array{7}; }).find("\"secret_env\""),
+            std::string::npos);
   EXPECT_NE(parse_spec("{").error().find("not JSON"), std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o["vendor_env"] = "LD_PRELOAD=x"; }).find("\"vendor_env\""), std::string::npos);
   EXPECT_NE(refusal([](auto& o) {

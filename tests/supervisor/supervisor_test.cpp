@@ -846,6 +846,48 @@ TEST_F(SupervisorGatewayTest, TheGatewayServesThePlaceholderRefusesOthersAndRepo
   EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
 }
 
+// No secret in the record (issue 25 section 4): what the vendor writes (its stdout, a secret split
+// across two writes included, its stderr, a last line with no newline) and what it sends the model
+// reach the run directory with the placeholder and the secret vendor_env values redacted, and the
+// transcript's size told to the daemon is the redacted file's.
+TEST_F(SupervisorGatewayTest, WhatTheVendorWritesAndSendsTheModelReachesTheRecordRedacted) {
+  const std::string secret = "s3cret-" + marker_;
+  const std::size_t half = secret.size() / 2;
+  SupervisorSpec spec = gateway_spec(
+      "printf '{\"a\":\"%s' \"$PART1\"; printf '%s\"}\\n' \"$PART2\"; "
+      "echo \"token $TOKEN secret $MH_SECRET\" >&2; read go; printf 'tail %s' \"$TOKEN\"",
+      /*reserve=*/false);
+  spec.env.emplace_back("MH_SECRET", secret);
+  spec.env.emplace_back("PART1", secret.substr(0, half));
+  spec.env.emplace_back("PART2", secret.substr(half));
+  spec.env.emplace_back("TOKEN", token_);
+  spec.secret_env = {"MH_SECRET"};
+  start(spec);
+  Link link = attach();
+  ASSERT_FALSE(link->hello().spawn_error) << *link->hello().spawn_error;
+  // The vendor sends the model what it found (a tool's output would): the token and the secret.
+  const std::string body = R"({"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"found )" +
+                           token_ + " and " + secret + R"("}]})";
+  EXPECT_EQ(http_over_unix(model_socket(), token_, body).rfind("HTTP/1.1 200", 0), 0u);
+  send(*link, {In{"go"}});
+  std::uint64_t told = 0;
+  until(*link, [&](const FromSupervisor& m) {
+    if (auto* end = std::get_if<OutEnd>(&m)) told = end->bytes;
+    return told > 0;
+  });
+  const std::string out = slurp(dir_.path() / "vendor-stdout.jsonl");
+  EXPECT_EQ(out, "{\"a\":\"[redacted:MH_SECRET]\"}\ntail [redacted:gateway.token]");
+  EXPECT_EQ(told, out.size());
+  const std::string err = slurp(dir_.path() / "vendor-stderr.log");
+  EXPECT_EQ(err, "token [redacted:gateway.token] secret [redacted:MH_SECRET]\n");
+  const std::string requests = slurp(dir_.path() / "model-requests.jsonl");
+  EXPECT_EQ(requests.find(token_), std::string::npos) << requests;
+  EXPECT_EQ(requests.find(secret), std::string::npos) << requests;
+  EXPECT_NE(requests.find("found [redacted:gateway.token] and [redacted:MH_SECRET]"), std::string::npos) << requests;
+  send(*link, {Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
 // A model request asks the daemon first (`reserve`) and waits for its `reserved`: across the
 // daemon's going away (asked again after the next hello), forwarded once allowed; a refused one
 // is answered by the gateway itself and never reaches the upstream. Usage produced while no
