@@ -14,10 +14,12 @@
 //   exec    the sandbox's added wall per tool call: one fork + exec of `/bin/true` from a shell
 //           inside the sandbox against one outside, as (T(201 execs) - T(1 exec)) / 200.
 // Then the machine's load (the 1-minute load average before and after, /proc/pressure/cpu).
+// Exit status 1 when a section was cut short (a sample process failed): its figures are partial.
 //
 // Usage: mh_containment_bench [--rounds N] [--unrelated N] [--json FILE]
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/process/exec_handoff.hpp"
 #include "daemon/process/run_cgroup.hpp"
 #include "daemon/process/run_processes.hpp"
 #include "daemon/process/sandbox.hpp"
@@ -187,6 +190,26 @@ double run_once_ms(const std::vector<std::string>& argv) {
   return ms;
 }
 
+// The handover mh-exec (a sandboxed start's last hop) insists on: the vendor's environment in a
+// sealed memfd named by METAHARNESS_EXEC_ENV_FD (daemon/process/exec_handoff.hpp), as ChildProcess
+// makes one for each spawn. Made once here and inherited by every start (mh-exec reads it with
+// pread, so one descriptor serves them all); the daemon's per-spawn memfd is a few microseconds,
+// left out of the figures. Without it every sandboxed start exits 127 and no start is measured.
+void hand_over_environment() {
+  int fd = ::memfd_create("mh-bench-vendor-env", MFD_ALLOW_SEALING);  // inherited: no CLOEXEC
+  if (fd < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+  if (fd <= 2) {
+    int moved = ::fcntl(fd, F_DUPFD, 3);
+    ::close(fd);
+    fd = moved;
+  }
+  const std::string bytes = std::string("PATH=/usr/bin:/bin") + '\0';
+  if (fd < 0 || ::write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()) ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == -1)
+    throw std::runtime_error(std::string("the handed environment's memfd: ") + std::strerror(errno));
+  ::setenv(kHandedEnvFdVar, std::to_string(fd).c_str(), 1);
+}
+
 json::object summary_of(const std::vector<double>& v) {
   return json::object{{"median", median(v)}, {"p90", percentile(v, 0.9)}, {"n", v.size()}};
 }
@@ -209,6 +232,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  bool failed = false;  // a section cut short: its figures are partial or empty, and the exit status says so
   json::object out;
   out["load_before"] = first_line("/proc/loadavg");
   out["cpu_pressure_before"] = first_line("/proc/pressure/cpu");
@@ -238,6 +262,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "mh_containment_bench: " << e.what() << "\n";
+    failed = true;
   }
   for (pid_t pid : sleepers)
     ::kill(pid, SIGKILL);
@@ -257,6 +282,7 @@ int main(int argc, char** argv) {
   // --- start and exec ----------------------------------------------------------------------
   SandboxSpec spec;
   if (::access(spec.bwrap.c_str(), X_OK) == 0) {
+    hand_over_environment();
     fs::path scratch = fs::temp_directory_path() / ("mh-bench-sandbox-" + std::to_string(::getpid()));
     fs::create_directories(scratch / "work");
     mh::adapters::LaunchPlan plan;
@@ -310,6 +336,7 @@ int main(int argc, char** argv) {
       }
     } catch (const std::exception& e) {
       std::cerr << "mh_containment_bench: " << e.what() << "\n";
+      failed = true;
     }
     fs::remove_all(scratch);
     out["start"] = json::object{{"bare_wall_ms", summary_of(start_bare)},
@@ -329,5 +356,5 @@ int main(int argc, char** argv) {
   std::string text = json::serialize(out);
   std::cout << text << "\n";
   if (!json_out.empty()) std::ofstream(json_out) << text << "\n";
-  return 0;
+  return failed ? 1 : 0;
 }
