@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "adapters/offline.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
+
 namespace mh::adapters {
 
 namespace {

@@ -8,8 +8,11 @@
 #include <span>
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 
 namespace mh::adapters {
+
+class AdapterSession;  // adapters/session.hpp
 
 // What differs between vendors in the common part of a plan.
 struct VendorRules {

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "adapters/registry.hpp"
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/asio/process_v2.hpp"

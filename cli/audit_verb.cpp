@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "adapters/registry.hpp"
 #include "cli/verbs.hpp"
 
 namespace mh::cli {

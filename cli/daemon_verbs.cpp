@@ -370,6 +370,24 @@ int status_verb(const ClientOptions& o) {
   return 0;
 }
 
+namespace {
+
+// A dollar figure for a person: six decimals at most, trailing zeros dropped (a sum of prices
+// carries float residue: 0.0010499999999999997 is $0.00105). Null or absent: "null".
+std::string dollars(const json::value* v) {
+  if (!v || v->is_null()) return "null";
+  if (!v->is_number()) return protocol::canonical_json(*v);
+  char text[64];
+  std::snprintf(text, sizeof text, "%.6f", v->to_number<double>());
+  std::string out(text);
+  while (out.back() == '0')
+    out.pop_back();
+  if (out.back() == '.') out.pop_back();
+  return out == "-0" ? "0" : out;
+}
+
+}  // namespace
+
 // Each owner's spend today against the daemon's daily budgets (docs/cli.md): one line per uid, or
 // the reply as JSON.
 int budget_verb(const ClientOptions& o) {
@@ -394,9 +412,10 @@ int budget_verb(const ClientOptions& o) {
     for (const auto& owner : owners->get_array()) {
       if (!owner.is_object()) continue;
       const auto& w = owner.get_object();
-      std::string usd = field(w, "usd"), reserved = "-";
+      std::string usd = dollars(w.if_contains("usd")), reserved = "-";
       if (const json::value* r = w.if_contains("reserved"); r && r->is_object())
-        reserved = field(r->get_object(), "usd") + " usd in " + field(r->get_object(), "requests") + " request(s)";
+        reserved = dollars(r->get_object().if_contains("usd")) + " usd in " + field(r->get_object(), "requests") +
+                   " request(s)";
       std::printf("%-10s %14s %14s %12s %s\n", field(w, "uid").c_str(), field(w, "input_tokens").c_str(),
                   field(w, "output_tokens").c_str(), usd == "null" || usd.empty() ? "unpriced" : usd.c_str(),
                   reserved.c_str());

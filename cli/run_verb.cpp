@@ -15,6 +15,7 @@
 #include <iostream>
 #include <thread>
 
+#include "adapters/registry.hpp"
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/process/unique_fd.hpp"

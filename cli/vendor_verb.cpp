@@ -11,6 +11,7 @@
 #include "adapters/claude/claude_adapter.hpp"
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/opencode/opencode_adapter.hpp"
+#include "adapters/registry.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/asio/process_v2.hpp"
 #include "metaharness/build_info.hpp"

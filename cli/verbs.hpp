@@ -10,6 +10,7 @@
 #include <string>
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 #include "protocol/hermetic_floor.hpp"
 
 namespace mh::cli {

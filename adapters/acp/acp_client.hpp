@@ -22,6 +22,7 @@
 #include <set>
 
 #include "adapters/acp/acp_updates.hpp"
+#include "adapters/session.hpp"
 
 namespace mh::adapters::acp {
 

@@ -1,5 +1,6 @@
 #include "adapters/acp/acp_updates.hpp"
 
+#include "adapters/session.hpp"
 #include "protocol/json.hpp"
 
 namespace mh::adapters::acp {

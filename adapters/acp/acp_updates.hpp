@@ -7,6 +7,7 @@
 
 #include "adapters/acp/acp_wire.hpp"
 #include "adapters/adapter.hpp"
+#include "adapters/session.hpp"
 
 namespace mh::adapters::acp {
 

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <array>
 
+#include "adapters/claude/claude_reader.hpp"
 #include "adapters/hook_output.hpp"
+#include "adapters/offline.hpp"
 #include "adapters/plan_common.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
 #include "protocol/vendor_line.hpp"
 
 namespace mh::adapters {

@@ -1,8 +1,11 @@
 // Claude Code stdout record -> metaharness events. Every record yields at least one output (an
 // event, a call, a turn); one that yields nothing becomes `opaque`, so no record ever vanishes.
+#include "adapters/claude/claude_reader.hpp"
+
 #include <cmath>
 
 #include "adapters/claude/claude_adapter.hpp"
+#include "adapters/session.hpp"
 #include "protocol/digest.hpp"
 
 namespace mh::adapters::claude {

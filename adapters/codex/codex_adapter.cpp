@@ -5,6 +5,8 @@
 
 #include "adapters/codex/codex_internal.hpp"
 #include "adapters/plan_common.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
 
 namespace mh::adapters {
 namespace codex {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 #include "adapters/vendor_binaries.hpp"
 
 namespace mh::adapters {

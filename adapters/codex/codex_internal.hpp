@@ -10,6 +10,8 @@
 #include <deque>
 
 #include "adapters/codex/codex_adapter.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
 
 namespace mh::adapters::codex {
 

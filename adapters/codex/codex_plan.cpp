@@ -5,6 +5,7 @@
 
 #include "adapters/codex/codex_internal.hpp"
 #include "adapters/plan_common.hpp"
+#include "adapters/registry.hpp"
 
 namespace mh::adapters::codex {
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "adapters/codex/codex_internal.hpp"
+#include "adapters/session.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "protocol/time_text.hpp"

@@ -9,6 +9,7 @@
 #include "adapters/codex/codex_evidence.hpp"
 #include "adapters/codex/codex_internal.hpp"
 #include "adapters/hook_output.hpp"
+#include "adapters/session.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/vendor_line.hpp"

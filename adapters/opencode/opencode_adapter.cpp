@@ -3,6 +3,8 @@
 #include "adapters/opencode/opencode_plan.hpp"
 #include "adapters/opencode/opencode_session.hpp"
 #include "adapters/plan_common.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
 #include "adapters/vendor_binaries.hpp"
 
 namespace mh::adapters {

@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 
 namespace mh::adapters {
 

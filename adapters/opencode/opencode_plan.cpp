@@ -6,6 +6,7 @@
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
 #include "adapters/plan_common.hpp"
+#include "adapters/registry.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 

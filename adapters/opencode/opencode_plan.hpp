@@ -8,6 +8,7 @@
 #pragma once
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 
 namespace mh::adapters::opencode {
 

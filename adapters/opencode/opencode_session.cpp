@@ -6,6 +6,7 @@
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plan.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "adapters/session.hpp"
 #include "metaharness/build_info.hpp"
 
 namespace mh::adapters::opencode {

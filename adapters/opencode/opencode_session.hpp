@@ -4,6 +4,7 @@
 #pragma once
 
 #include "adapters/adapter.hpp"
+#include "adapters/session.hpp"
 
 namespace mh::adapters::opencode {
 

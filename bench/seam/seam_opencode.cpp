@@ -22,6 +22,7 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "adapters/registry.hpp"
 #include "adapters/vendor_binaries.hpp"
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"

@@ -27,8 +27,6 @@ namespace mh::metrics {
 // Upper bounds of metaharness_approval_wait_seconds: a human, or a policy service, answering a
 // decision the run waits on (the default deadline is 55 s).
 inline constexpr std::array<double, 12> kWaitBounds = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
-// The run states `status` reports (Run::status: phase).
-inline constexpr std::array<std::string_view, 5> kRunStates = {"starting", "turn", "idle", "ending", "closed"};
 // The token kinds of a usage record.
 inline constexpr std::array<std::string_view, 4> kTokenKinds = {"input", "output", "cache_read", "cache_creation"};
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "adapters/adapter.hpp"
+
 namespace mh::daemon {
 
 namespace {

@@ -23,7 +23,11 @@
 #include <optional>
 #include <string>
 
-#include "adapters/adapter.hpp"
+#include "adapters/run_spec.hpp"
+
+namespace mh::adapters {
+class Adapter;  // adapters/adapter.hpp: named by the run-start refusals only
+}
 
 namespace mh::daemon {
 

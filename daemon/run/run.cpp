@@ -292,7 +292,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.run_id = i.options.spec.run_id;
     s.adapter = i.options.spec.adapter;
     bool closed = i.core->phase() == RunCore::Phase::closed;
-    s.phase = std::string(i.core->public_phase());
+    s.phase = i.core->public_phase();
     s.pending_decisions = i.core->pending_count();
     s.turns = i.core->turns();
     s.last_seq = i.log->last_seq();

@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
-#include "daemon/run/run_core.hpp"
+#include "daemon/run/budget_meter.hpp"
+#include "daemon/run/run_types.hpp"
 #include "daemon/supervisor/supervisor_spec.hpp"
 #include "protocol/hermetic_floor.hpp"
+#include "protocol/reader.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -146,21 +148,6 @@ struct RunOutcome {
   std::uint64_t events = 0;       // lines in the stream, stream.closed included
   std::uint32_t turns = 0;        // turns the vendor started
   std::optional<Spend> spend;     // what the run spent in all (none when nothing was spawned)
-};
-
-struct RunStatus {
-  std::string run_id;
-  std::string adapter;
-  std::string phase;  // starting, turn, idle, ending, closed (RunCore::public_phase)
-  std::size_t pending_decisions = 0;
-  std::uint32_t turns = 0;
-  std::uint64_t last_seq = 0;
-  std::optional<protocol::CloseReason> close_reason;
-  int pid = 0;
-  std::chrono::system_clock::time_point created_at;
-  std::map<std::string, std::string> labels;
-  Spend spend;               // so far
-  adapters::Budgets budget;  // the run's limits
 };
 
 class Run : public std::enable_shared_from_this<Run> {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 
+#include "adapters/session.hpp"
 #include "daemon/run/run_core_impl.hpp"
 
 namespace mh::daemon {
@@ -35,16 +36,23 @@ RunCore::RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter
 
 RunCore::~RunCore() = default;
 
-std::string_view RunCore::public_phase() const {
+RunPhase RunCore::public_phase() const {
   switch (life_.phase) {
     case Phase::created:
     case Phase::launching:
-      return "starting";
+    case Phase::starting:
+      return RunPhase::starting;
+    case Phase::turn:
+      return RunPhase::turn;
+    case Phase::idle:
+      return RunPhase::idle;
+    case Phase::ending:
     case Phase::vendor_ended:
-      return "ending";
-    default:
-      return to_string(life_.phase);
+      return RunPhase::ending;
+    case Phase::closed:
+      return RunPhase::closed;
   }
+  return RunPhase::closed;
 }
 
 // Between start and the vendor's end: the vendor can still be told something.

@@ -48,18 +48,15 @@
 #include <set>
 
 #include "adapters/adapter.hpp"
+#include "adapters/session.hpp"
 #include "daemon/run/budget_meter.hpp"
+#include "daemon/run/run_types.hpp"
 #include "protocol/reader.hpp"
 
 namespace mh::daemon {
 
 namespace proto = mh::protocol;
 namespace json = boost::json;
-using Instant = std::chrono::steady_clock::time_point;
-// The host's name for one command it handed in, so the command's one result is routed back to
-// whoever sent it. kUnrouted: nobody waits on this command's result (it is in the stream only).
-using Ticket = std::uint64_t;
-inline constexpr Ticket kUnrouted = 0;
 
 // What the core asks of its host. Called synchronously, in order.
 class RunEffects {
@@ -109,13 +106,6 @@ struct GatewayAnswer {
   std::string model;          // as the answer (or the request) named it; empty: neither did
   proto::TokenUsage usage;    // the figures the answer carried (a kind it did not carry: null)
   bool complete = false;      // the answer was read to its end (else: the figures read so far)
-};
-
-// A call still waiting for the embedder, as a (re)attaching controller is handed it.
-struct PendingCallView {
-  std::string call_id;
-  std::uint64_t requested_seq = 0;  // the seq of its tool.requested line
-  std::uint64_t remaining_ms = 0;   // until the deadline denies it
 };
 
 class RunCore final {
@@ -216,7 +206,7 @@ class RunCore final {
   Phase phase() const { return life_.phase; }
   const std::optional<Ending>& ending() const { return life_.ending; }
   // The phase as the socket API names it (starting, turn, idle, ending, closed).
-  std::string_view public_phase() const;
+  RunPhase public_phase() const;
   const proto::DecisionCensus& census() const { return census_; }
   std::vector<PendingCallView> pending_calls(Instant now) const;
   std::size_t pending_count() const { return pending_.size(); }

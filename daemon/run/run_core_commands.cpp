@@ -2,6 +2,7 @@
 // permission.set, interrupt, halt), and the tracking of controls the vendor answers later. Each
 // ends in exactly one result (RunCore::result), now or when the vendor answers; one the vendor
 // never answers is answered TOO_LATE at wind-up.
+#include "adapters/session.hpp"
 #include "daemon/run/run_core.hpp"
 #include "protocol/digest.hpp"
 

@@ -3,6 +3,7 @@
 // the frame's verdict with its subject globs. Separate: this is the governing decision itself.
 #include <algorithm>
 
+#include "adapters/session.hpp"
 #include "daemon/run/run_core.hpp"
 #include "daemon/run/run_core_impl.hpp"
 

@@ -4,6 +4,7 @@
 // this is the adapter's side of the seam.
 #include <algorithm>
 
+#include "adapters/session.hpp"
 #include "daemon/run/run_core.hpp"
 #include "daemon/run/run_core_impl.hpp"
 #include "protocol/overloaded.hpp"

@@ -28,6 +28,7 @@
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
+#include "daemon/run/run_core.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "daemon/stream/stream_redactor.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"

@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 
+#include "adapters/registry.hpp"
 #include "protocol/line_cut.hpp"
 #include "protocol/types.hpp"
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 #include "daemon/fleet/fleet_config.hpp"
 #include "daemon/run/budget_meter.hpp"
 

@@ -364,6 +364,18 @@ int Daemon::run() {
       return 2;
     }
   }
+  // A per-adapter default upstream of another wire would refuse every run of that adapter at
+  // submit (UPSTREAM_WIRE_MISMATCH): refused here, once, by name.
+  for (const auto& [adapter_id, upstream_name] : d.config.default_upstream) {
+    const adapters::Adapter* adapter = d.adapters.find(adapter_id);
+    auto upstream = d.config.upstreams.find(upstream_name);
+    if (adapter && upstream != d.config.upstreams.end() && upstream->second.wire != adapter->model_wire()) {
+      log(LogPriority::error, "cannot start: vendor.upstream." + adapter_id + " = \"" + upstream_name +
+                                  "\": that upstream serves the " + upstream->second.wire + " wire; the " + adapter_id +
+                                  " adapter speaks " + std::string(adapter->model_wire()));
+      return 2;
+    }
+  }
   auto containment = make_containment_policy(d.config, d.config.config_file);
   if (!containment) {
     log(LogPriority::error, "cannot start: " + containment.error());

@@ -11,6 +11,10 @@
 
 namespace mh::daemon {
 
+namespace {
+constexpr double kUsdRoundingResidue = 1e-9;
+}  // namespace
+
 std::int64_t utc_day(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count() / 86400;
 }
@@ -69,7 +73,8 @@ std::optional<Crossing> DailySpendLedger::add(std::uint32_t uid, std::int64_t da
   if (auto it = settled_pending_.find(uid); it != settled_pending_.end() && after.usd) {
     const double moved = *after.usd - before.usd.value_or(0.0);
     it->second -= std::min(it->second, std::max(0.0, moved));
-    if (it->second <= 0) settled_pending_.erase(it);
+    // Below a billionth of a dollar what is left is the sums' rounding, not money held.
+    if (it->second <= kUsdRoundingResidue) settled_pending_.erase(it);
   }
   if (after.input_tokens >= before.input_tokens) d.input_tokens += after.input_tokens - before.input_tokens;
   if (after.output_tokens >= before.output_tokens) d.output_tokens += after.output_tokens - before.output_tokens;

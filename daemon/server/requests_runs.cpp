@@ -194,7 +194,7 @@ asio::awaitable<bool> a_run_has_just_closed(std::shared_ptr<Server> server) {
   RegistryCounts counts = co_await server->on_registry(std::move(count));
   for (auto& run : counts.open) {
     auto status = co_await status_of(run);
-    if (status && status->phase == "closed") co_return true;
+    if (status && status->phase == RunPhase::closed) co_return true;
   }
   co_return false;
 }
@@ -337,9 +337,9 @@ asio::awaitable<void> handle_status(Session& s, const SocketRequest& r) {
   std::size_t active = counts.starting, idle = 0, pending = 0;
   for (auto& run : counts.open) {
     auto status = co_await status_of(run);
-    if (status->phase == "closed") continue;  // closed since the registry looked
+    if (status->phase == RunPhase::closed) continue;  // closed since the registry looked
     ++active;
-    if (status->phase == "idle") ++idle;
+    if (status->phase == RunPhase::idle) ++idle;
     pending += status->pending_decisions;
   }
   json::object runs;

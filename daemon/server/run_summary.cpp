@@ -29,7 +29,7 @@ asio::awaitable<json::object> summary(const RunEntry& e) {
   o["run_id"] = e.id;
   o["adapter"] = e.adapter;
   std::optional<RunStatus> status = co_await status_of(e.run);
-  o["state"] = status ? status->phase : std::string("closed");
+  o["state"] = to_string(status ? status->phase : RunPhase::closed);
   o["created_at"] = rfc3339(e.created_at);
   o["age_ms"] =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.created_at).count();

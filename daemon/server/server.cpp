@@ -119,12 +119,12 @@ asio::awaitable<std::string> Server::metrics_page() {
   metrics::Gauges gauges;
   // Every adapter in every state, so a series reads 0 rather than vanishing when it empties.
   for (auto id : adapters.ids())
-    for (auto state : metrics::kRunStates)
-      gauges.runs[{std::string(id), std::string(state)}] = 0;
+    for (RunPhase phase : kRunPhases)
+      gauges.runs[{std::string(id), std::string(to_string(phase))}] = 0;
   for (const auto& e : entries) {
-    std::string state = "closed";
-    if (e.run && !e.closed) state = (co_await status_now(e.run)).phase;
-    ++gauges.runs[{e.adapter, state}];
+    RunPhase phase = RunPhase::closed;
+    if (e.run && !e.closed) phase = (co_await status_now(e.run)).phase;
+    ++gauges.runs[{e.adapter, std::string(to_string(phase))}];
   }
   gauges.connections = connections.load();
   gauges.tails = tails.load();

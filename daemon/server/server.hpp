@@ -13,6 +13,7 @@
 #include <chrono>
 #include <memory>
 
+#include "adapters/registry.hpp"
 #include "daemon/metrics/daemon_metrics.hpp"
 #include "daemon/process/run_containment.hpp"
 #include "daemon/server/config.hpp"

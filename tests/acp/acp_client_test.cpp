@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "adapters/session.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/output_recorder.hpp"
 

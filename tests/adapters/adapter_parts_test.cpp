@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "adapters/adapter.hpp"
+#include "adapters/offline.hpp"
 #include "metaharness/build_info.hpp"
 
 namespace mh::adapters {

@@ -3,12 +3,15 @@
 // data/claude_two_turns.jsonl. Claude's assistant records carry a request's usage as of its start
 // (output_tokens 1); its result carries the turn's usage, and modelUsage / total_cost_usd summed
 // over the session.
+#include "adapters/claude/claude_reader.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "adapters/claude/claude_adapter.hpp"
+#include "adapters/registry.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/reader.hpp"

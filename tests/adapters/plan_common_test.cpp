@@ -10,7 +10,10 @@
 #include <fstream>
 
 #include "adapters/claude/claude_adapter.hpp"
+#include "adapters/claude/claude_reader.hpp"
 #include "adapters/codex/codex_adapter.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
 
 namespace mh::adapters {
 namespace {

@@ -9,6 +9,8 @@
 
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/codex/codex_evidence.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
 #include "app_server_answers.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/line_framer.hpp"

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "adapters/codex/codex_adapter.hpp"
+#include "adapters/registry.hpp"
 #include "app_server_answers.hpp"
 #include "daemon/run/run_core.hpp"
 #include "protocol/digest.hpp"

@@ -4,6 +4,7 @@
 // must not crash or hang, and what it produces must be a complete, well-formed stream whose every
 // line reads back — a record it cannot map becomes opaque, never a broken line.
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 #include "fuzz_invariants.hpp"
 #include "protocol/completeness.hpp"
 

@@ -13,6 +13,7 @@
 
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "adapters/registry.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/cli_process.hpp"

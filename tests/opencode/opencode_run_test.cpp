@@ -21,6 +21,7 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "adapters/registry.hpp"
 #include "protocol/completeness.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/frame.hpp"

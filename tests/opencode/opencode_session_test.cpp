@@ -8,6 +8,7 @@
 
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "adapters/session.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/output_recorder.hpp"
 

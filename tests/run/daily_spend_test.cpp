@@ -83,6 +83,24 @@ TEST(DailyReservations, SettlingLetsTheWorstCaseGoAndHoldsTheActualUntilTheRunRe
   EXPECT_FALSE(ledger.reserve(7, "c", kDay, costing(0.2)));
 }
 
+// Sums of prices carry float residue: a settled $0.00105 reported back as three small usages
+// leaves nothing held (not 2e-19 of a dollar shown as reserved for ever).
+TEST(DailyReservations, WhatTheRunsReportsCountedBackLeavesNoRoundingResidueHeld) {
+  DailySpendLedger ledger(ledger_file(), usd_budget(1.0));
+  auto r = ledger.reserve(7, "a", kDay, costing(0.5));
+  ASSERT_TRUE(r);
+  ledger.settle(*r, costing(0.00035 + 0.00035 + 0.00035));
+  double reported = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double before = reported;
+    reported += 0.00035;
+    EXPECT_FALSE(ledger.add(7, kDay, costing(before), costing(reported)));
+  }
+  auto owners = ledger.owners(kDay);
+  ASSERT_EQ(owners.size(), 1u);
+  EXPECT_EQ(owners[0].reserved_usd, 0.0) << "no residue held";
+}
+
 TEST(DailyReservations, ARunsEndReleasesWhatItStillHolds) {
   DailySpendLedger ledger(ledger_file(), usd_budget(1.0));
   ASSERT_TRUE(ledger.reserve(7, "a", kDay, costing(0.5)));

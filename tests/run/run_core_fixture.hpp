@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "adapters/claude/claude_adapter.hpp"
+#include "adapters/claude/claude_reader.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/session.hpp"
 #include "daemon/run/run_core.hpp"
 #include "protocol/digest.hpp"
 #include "tests/run/claude_lines.hpp"

@@ -16,7 +16,7 @@ TEST_F(RunCoreLifecycle, CommandsBeforeStartWaitInTheCoreAndAreHandledInOrderAtS
   start_now = false;
   open(proto::DecisionMode::ask, std::nullopt, /*keep_open=*/true);
   EXPECT_EQ(core->phase(), RunCore::Phase::created);
-  EXPECT_EQ(core->public_phase(), "starting");
+  EXPECT_EQ(core->public_phase(), RunPhase::starting);
   core->launch();
   EXPECT_EQ(core->phase(), RunCore::Phase::launching);
   command(kInject, std::nullopt, 7);
@@ -108,7 +108,7 @@ TEST_F(RunCoreLifecycle, AVendorControlNeverAnsweredIsAnsweredTooLateAtWindUpOnc
   EXPECT_TRUE(answers_for(9).empty()) << "the vendor has not acknowledged the interrupt yet";
   core->on_vendor_end(now);
   EXPECT_EQ(core->phase(), RunCore::Phase::vendor_ended);
-  EXPECT_EQ(core->public_phase(), "ending");
+  EXPECT_EQ(core->public_phase(), RunPhase::ending);
   core->wind_up({proto::ProcessKind::signaled, 0, 9}, now);
   core->on_recorded(fx.events.size());
   core->on_stream_closed();

@@ -3,6 +3,7 @@
 // the vendor finished, died mid-turn, or the host only wound up. The session here is the real
 // Claude session wrapped by one that holds a record until the end, as Codex holds notifications
 // that precede its thread.
+#include "adapters/session.hpp"
 #include "tests/run/run_core_fixture.hpp"
 
 namespace mh::daemon {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 #include "daemon/server/config.hpp"
 #include "daemon/server/daily_spend.hpp"
 #include "tests/support/config_text.hpp"

@@ -67,6 +67,22 @@ TEST(GatewaySubmit, EachRefusalIsByNameOverTheSocket) {
               std::filesystem::is_empty(d.daemon->state_dir() / "runs", ec));
 }
 
+// A per-adapter default upstream of another wire would refuse every run of that adapter: the
+// daemon refuses to start, naming the key and both wires.
+TEST(GatewaySubmit, ADefaultUpstreamOfAnotherWireRefusesTheStartByName) {
+  TempDir dir("gateway-default-wire");
+  const auto key = dir.path() / "anthropic.key";
+  std::ofstream(key) << kKey << "\n";
+  DaemonUnderTest daemon(dir.path(),
+                         "[runs]\nnetwork = \"host\"\n[upstreams.main]\nwire = \"anthropic\"\n"
+                         "url = \"https://api.anthropic.example\"\ncredential = \"" +
+                             key.string() + "\"\n[vendor.upstream]\ncodex = \"main\"\n");
+  EXPECT_EQ(daemon.wait_exit(), 2);
+  const std::string err = daemon.stderr_text();
+  EXPECT_NE(err.find("vendor.upstream.codex = \"main\""), std::string::npos) << err;
+  EXPECT_NE(err.find("serves the anthropic wire; the codex adapter speaks openai-responses"), std::string::npos) << err;
+}
+
 TEST(GatewaySubmit, StatusSaysTheRunsNetwork) {
   GatewayDaemon d("host");
   SocketClient c(d.daemon->socket());

@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "adapters/registry.hpp"
 #include "tests/support/cli_process.hpp"
 
 namespace mh::test {

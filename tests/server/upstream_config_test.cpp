@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "adapters/adapter.hpp"
+#include "adapters/registry.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/run_network.hpp"

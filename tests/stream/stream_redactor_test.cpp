@@ -28,7 +28,8 @@ std::string through(StreamRedactor& stream, const Redactor& redactor, const std:
 TEST(StreamRedactor, ASecretSplitAcrossEveryPossibleReadBoundaryIsStillRedacted) {
   const Redactor redactor = key_redactor();
   const std::string text = "{\"type\":\"text\",\"text\":\"key " + kKey + " here\"}\n{\"type\":\"end\"}\n";
-  const std::string expected = "{\"type\":\"text\",\"text\":\"key [redacted:upstream.main] here\"}\n{\"type\":\"end\"}\n";
+  const std::string expected =
+      "{\"type\":\"text\",\"text\":\"key [redacted:upstream.main] here\"}\n{\"type\":\"end\"}\n";
   for (std::size_t piece = 1; piece <= text.size(); ++piece) {
     StreamRedactor stream;
     EXPECT_EQ(through(stream, redactor, text, piece), expected) << "pieces of " << piece;

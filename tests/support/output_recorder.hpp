@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "adapters/session.hpp"
 #include "protocol/json.hpp"
 
 namespace mh::test {
