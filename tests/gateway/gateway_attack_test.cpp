@@ -3,11 +3,14 @@
 // upstream is the real scripted endpoint over HTTPS with a throwaway CA, and what it was sent is
 // proven by its request log. Attacks that held are kept as regressions beside those that broke.
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <fstream>
 
+#include "daemon/gateway/egress_proxy.hpp"
 #include "daemon/gateway/gateway.hpp"
 #include "tests/gateway/gateway_support.hpp"
 #include "tests/model/process_support.hpp"
@@ -279,6 +282,29 @@ TEST_F(GatewayAttack, PathMethodAndFramingTricksAreRefused) {
   const auto log = endpoint_->requests();
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0].target, "/v1/messages");
+}
+
+// BROKE (fixed): an IPv4-compatible (::a.b.c.d) or NAT64 (64:ff9b::a.b.c.d) address was judged by
+// the v4 rules alone, not against the host's own v4 addresses (the own-address check compared the
+// v6 bytes): where a NAT64 gateway serves the network, a listed name resolving to
+// 64:ff9b::<this host's address> led back to this host. (::ffff:a.b.c.d held.)
+TEST(EgressAttack, AHostsOwnV4AddressInsideAV6AddressIsRefused) {
+  struct ifaddrs* list = nullptr;
+  ASSERT_EQ(::getifaddrs(&list), 0);
+  std::size_t checked = 0;
+  for (auto* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    const boost::asio::ip::address_v4 own(ntohl(in->sin_addr.s_addr));
+    if (own.is_loopback()) continue;  // refused by the v4 rules already
+    for (const std::string prefix : {"::ffff:", "::", "64:ff9b::"}) {
+      const auto v6 = boost::asio::ip::make_address(prefix + own.to_string());
+      EXPECT_FALSE(egress_address_allowed(v6)) << i->ifa_name << " " << v6.to_string();
+    }
+    ++checked;
+  }
+  ::freeifaddrs(list);
+  if (checked == 0) GTEST_SKIP() << "this host has no IPv4 address off loopback";
 }
 
 }  // namespace
