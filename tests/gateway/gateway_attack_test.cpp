@@ -235,6 +235,31 @@ TEST_F(GatewayAttack, AnAnswerCutBeforeItsUsageIsSettledAtItsWorstCase) {
       << " output token(s) of it";
 }
 
+// BROKE (not fixed, same settlement as above): an answer too large for the usage reader's bound
+// (a JSON answer, or an OpenAI response.completed that echoes the request's instructions and
+// tools, over 8 MiB) is relayed whole and its usage never read: settled at nothing. A run can ask
+// for one (output that costs few tokens per byte, or instructions of long whitespace runs) and
+// spend its whole reservation, request after request, while the meter counts none of it. Expected
+// once fixed: the usage is read, or the request counts its worst case.
+TEST_F(GatewayAttack, AnAnswerTooLargeToReadForUsageIsNotSettledAtNothing) {
+  const std::string text((9u << 20), ' ');
+  json::object step{{"content", json::array{json::object{{"type", "text"}, {"text", text}}}},
+                    {"usage", json::object{{"input_tokens", 10}, {"output_tokens", 1000}}},
+                    {"sticky", true}};
+  start_endpoint(json::serialize(json::object{{"format", "metaharness.scenario/1"}, {"steps", json::array{step}}}));
+  auto s = setup();
+  s.reserve = ReservationAnswer{true, ""};
+  start_gateway(std::move(s));
+  const Response r = exchange(gateway_->port(), "POST", "/v1/messages", bearer(token_), anthropic_body(false), 30s);
+  ASSERT_EQ(r.status, 200u) << r.error;
+  EXPECT_GT(r.body.size(), 9u << 20);
+  ASSERT_TRUE(gateway_->wait_for([](const Told& t) { return t.usage.size() == 1; }));
+  const auto told = gateway_->told();
+  EXPECT_GE(told.usage[0].output_tokens.value_or(0), 1000u)
+      << "an answer of " << r.body.size() << " bytes was settled at " << told.usage[0].output_tokens.value_or(0)
+      << " output token(s)";
+}
+
 // HELD: path, method and framing tricks never reach the upstream; a pipelined request behind an
 // allowed one is checked as its own.
 TEST_F(GatewayAttack, PathMethodAndFramingTricksAreRefused) {
