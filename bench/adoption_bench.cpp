@@ -16,6 +16,12 @@
 //                 are recovered (closed `error` at start, their stand-ins killed); exec -> READY=1
 //                 and exec -> each run's `end` on attach.
 //
+//   close at N   (--close-at 5,50,200 --baseline DIR) only the supervised phase, once per N with
+//                 today's programs (DIR: metaharness, metaharness-supervisor, mh-standin-claude of
+//                 an earlier build) and once with these, alternating which goes first: allow ->
+//                 stream.closed side by side in one invocation (issue 26 §5: closes that queue
+//                 behind each other show as a median growing with N).
+//
 // Every phase has its own daemons (own state dir, socket and NOTIFY_SOCKET, which a thread here
 // drains as systemd would). Every wait is bounded. At the end nothing the bench started may be
 // left: each supervisor (by the pid in its run's supervisor.json, after /proc/<pid>/cmdline names
@@ -225,18 +231,27 @@ struct Options {
   bool keep = false;
   std::size_t runs = 200;
   std::int64_t deadline_ms = 600000;
+  // --close-at: the Ns, and the build that is "today" (its three programs).
+  std::vector<std::size_t> close_at;
+  fs::path baseline;
+  std::string phase_tag;  // prefixes the phase's directory (the close-at runs have many)
 };
 
 void usage(std::ostream& out) {
   out << "usage: mh_adoption_bench [--runs N] [--metaharness PATH] [--standin PATH] [--supervisor PATH]\n"
          "                         [--work-dir DIR] [--json FILE] [--keep]\n"
+         "                         [--close-at N1,N2,... --baseline DIR]\n"
          "  --runs N         open runs killed and adopted (default 200)\n"
          "  --metaharness    the daemon binary (default: beside this program)\n"
          "  --standin        mh-standin-claude (default: beside this program)\n"
          "  --supervisor     metaharness-supervisor (default: beside this program)\n"
          "  --work-dir DIR   state dirs and scripts (default: a fresh mkdtemp dir)\n"
          "  --json FILE      the summary (default: adoption-bench.json in the work dir)\n"
-         "  --keep           keep the run directories\n";
+         "  --keep           keep the run directories\n"
+         "  --close-at LIST  only allow -> stream.closed of the supervised phase, at each N of LIST,\n"
+         "                   side by side with --baseline's programs (today's), in this one invocation\n"
+         "  --baseline DIR   metaharness, metaharness-supervisor and mh-standin-claude of the build\n"
+         "                   to compare with (--close-at)\n";
 }
 
 std::optional<Options> parse_options(int argc, char** argv) {
@@ -250,11 +265,22 @@ std::optional<Options> parse_options(int argc, char** argv) {
                                   {"--supervisor", [&](const std::string& v) { o.supervisor = v; }},
                                   {"--work-dir", [&](const std::string& v) { o.work_root = v; }},
                                   {"--json", [&](const std::string& v) { o.json_out = v; }},
-                                  {"--runs", [&](const std::string& v) { o.runs = std::stoul(v); }}},
+                                  {"--runs", [&](const std::string& v) { o.runs = std::stoul(v); }},
+                                  {"--baseline", [&](const std::string& v) { o.baseline = v; }},
+                                  {"--close-at",
+                                   [&](const std::string& v) {
+                                     std::stringstream in(v);
+                                     for (std::string n; std::getline(in, n, ',');)
+                                       o.close_at.push_back(std::stoul(n));
+                                   }}},
                        .switches = {{"--keep", &o.keep}}};
   if (!parse_bench_args(argc, argv, "mh_adoption_bench", args, usage)) return std::nullopt;
-  if (o.runs == 0) {
-    std::cerr << "mh_adoption_bench: --runs must be at least 1\n";
+  if (o.runs == 0 || std::find(o.close_at.begin(), o.close_at.end(), 0u) != o.close_at.end()) {
+    std::cerr << "mh_adoption_bench: --runs and every --close-at N must be at least 1\n";
+    return std::nullopt;
+  }
+  if (o.close_at.empty() != o.baseline.empty()) {
+    std::cerr << "mh_adoption_bench: --close-at and --baseline go together\n";
     return std::nullopt;
   }
   return o;
@@ -267,6 +293,8 @@ std::string daemon_config(const Options& o, bool supervise) {
   if (supervise)
     c += "supervise = true\non_stop = \"detach\"\nsupervisor = \"" + o.supervisor.string() +
          "\"\nadopt_within_ms = 600000\n";
+  else
+    c += "supervise = false\n";  // said: runs.supervise is true by default
   return c + "[server]\nmax_connections = 8192\n[log]\nlevel = \"warning\"\n";
 }
 
@@ -361,7 +389,7 @@ PhaseResult run_phase(const Options& o, bool supervised) {
   r.supervised = supervised;
   r.runs = o.runs;
   r.before = steadiness_now();
-  const fs::path dir = o.work_root / (supervised ? "supervised" : "unsupervised");
+  const fs::path dir = o.work_root / (o.phase_tag + (supervised ? "supervised" : "unsupervised"));
   const fs::path state = dir / "state", runs_dir = state / "runs";
   fs::create_directories(dir);
   const fs::path script = dir / "one_call.json";
@@ -529,6 +557,109 @@ bool raise_fd_limit() {
   return ::setrlimit(RLIMIT_NOFILE, &l) == 0;
 }
 
+// --close-at: the supervised phase at each N, today's programs (--baseline) and these, one after
+// the other in this invocation, the order alternating from one N to the next. Exit status as
+// main's.
+int close_at_n(const Options& o) {
+  struct Side {
+    const char* name;
+    fs::path metaharness, supervisor, standin;
+  };
+  const Side today{"today", o.baseline / "metaharness", o.baseline / "metaharness-supervisor",
+                   o.baseline / "mh-standin-claude"},
+      after{"after", o.metaharness, o.supervisor, o.standin};
+  Steadiness start = steadiness_now();
+  std::cerr << "mh_adoption_bench: close at N, today = " << today.metaharness.string()
+            << ", after = " << after.metaharness.string() << "; " << steadiness_text(start) << "\n";
+  struct Row {
+    std::size_t n = 0;
+    std::map<std::string, PhaseResult> by_side;
+    std::vector<std::string> order;
+  };
+  std::vector<Row> rows;
+  bool failed = false, findings = false;
+  for (std::size_t k = 0; k < o.close_at.size() && !stop_requested(); ++k) {
+    Row row;
+    row.n = o.close_at[k];
+    for (const Side* side : k % 2 == 0 ? std::vector{&today, &after} : std::vector{&after, &today}) {
+      if (stop_requested()) break;
+      Options one = o;
+      one.runs = row.n;
+      one.metaharness = side->metaharness;
+      one.supervisor = side->supervisor;
+      one.standin = side->standin;
+      one.phase_tag = "n" + std::to_string(row.n) + "-" + side->name + "-";
+      std::cerr << "mh_adoption_bench: N = " << row.n << ", " << side->name << "\n";
+      PhaseResult r = run_phase(one, true);
+      failed = failed || !r.failure.empty();
+      findings = findings || !r.findings.empty();
+      if (!o.keep && r.failure.empty() && r.findings.empty()) {
+        std::error_code ec;
+        fs::remove_all(o.work_root / (one.phase_tag + "supervised"), ec);
+      }
+      row.order.emplace_back(side->name);
+      row.by_side.emplace(side->name, std::move(r));
+    }
+    rows.push_back(std::move(row));
+  }
+  Steadiness end = steadiness_now();
+
+  std::ostringstream t;
+  t << "Close at N: allow -> stream.closed (the `end` on each run's attach), supervised, after SIGKILL + adoption\n"
+    << "  N      today median / max        after median / max        today, after vs their N = " << o.close_at[0]
+    << "   first\n";
+  json::array out_rows;
+  auto base = [&](const char* side) {
+    auto it = rows.empty() ? nullptr : &rows.front();
+    return it && it->by_side.count(side) ? median(it->by_side.at(side).decide_to_closed_ms) : 0.0;
+  };
+  for (const Row& row : rows) {
+    auto cell = [&](const char* side) -> std::pair<double, double> {
+      auto it = row.by_side.find(side);
+      if (it == row.by_side.end()) return {0, 0};
+      return {median(it->second.decide_to_closed_ms), max_of(it->second.decide_to_closed_ms)};
+    };
+    auto [tm, tx] = cell("today");
+    auto [am, ax] = cell("after");
+    t << "  " << row.n << "\t " << fixed(tm, 1) << " / " << fixed(tx, 1) << " ms\t   " << fixed(am, 1) << " / "
+      << fixed(ax, 1) << " ms\t     " << fixed(base("today") > 0 ? tm / base("today") : 0, 2) << "x, "
+      << fixed(base("after") > 0 ? am / base("after") : 0, 2) << "x\t" << (row.order.empty() ? "-" : row.order[0])
+      << "\n";
+    json::object sides;
+    for (const auto& [name, r] : row.by_side)
+      sides[name] = to_json(r);
+    json::array order;
+    for (const auto& name : row.order)
+      order.push_back(json::value(name));
+    out_rows.push_back(json::object{{"runs", row.n},
+                                    {"today_median_ms", tm},
+                                    {"today_max_ms", tx},
+                                    {"after_median_ms", am},
+                                    {"after_max_ms", ax},
+                                    {"order", std::move(order)},
+                                    {"phases", std::move(sides)}});
+  }
+  t << "\nThe machine: at the start " << steadiness_text(start) << "; at the end " << steadiness_text(end) << "\n";
+  for (const Row& row : rows)
+    for (const auto& [name, r] : row.by_side) {
+      if (!r.failure.empty()) t << "BENCH FAILED (N = " << row.n << ", " << name << "): " << r.failure << "\n";
+      for (const auto& f : r.findings)
+        t << "FINDING (N = " << row.n << ", " << name << "): " << f << "\n";
+    }
+  json::object summary{{"bench", "mh_adoption_bench --close-at"},
+                       {"cpus", std::thread::hardware_concurrency()},
+                       {"today", today.metaharness.string()},
+                       {"after", after.metaharness.string()},
+                       {"steadiness_start", to_json(start)},
+                       {"steadiness_end", to_json(end)},
+                       {"rows", std::move(out_rows)}};
+  std::cout << t.str() << "\n" << json::serialize(summary) << "\n";
+  write_file(o.json_out, json::serialize(summary) + "\n");
+  std::cerr << "mh_adoption_bench: summary in " << o.json_out.string() << "\n";
+  if (failed) return 2;
+  return findings ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -536,8 +667,12 @@ int main(int argc, char** argv) {
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
-  for (const auto& [what, path] : {std::pair{"metaharness", o.metaharness}, std::pair{"mh-standin-claude", o.standin},
-                                   std::pair{"metaharness-supervisor", o.supervisor}}) {
+  std::vector<std::pair<std::string, fs::path>> programs{
+      {"metaharness", o.metaharness}, {"mh-standin-claude", o.standin}, {"metaharness-supervisor", o.supervisor}};
+  if (!o.baseline.empty())
+    for (const char* name : {"metaharness", "mh-standin-claude", "metaharness-supervisor"})
+      programs.emplace_back(std::string("--baseline's ") + name, o.baseline / name);
+  for (const auto& [what, path] : programs) {
     if (::access(path.c_str(), X_OK) != 0) {
       std::cerr << "mh_adoption_bench: no executable " << what << " at " << path.string() << "\n";
       return 2;
@@ -552,6 +687,10 @@ int main(int argc, char** argv) {
   }
   if (o.json_out.empty()) o.json_out = o.work_root / "adoption-bench.json";
   raise_fd_limit();
+  if (!o.close_at.empty()) {
+    o.baseline = fs::absolute(o.baseline);
+    return close_at_n(o);
+  }
   Steadiness start = steadiness_now();
   std::cerr << "mh_adoption_bench: work dir " << o.work_root.string() << ", " << o.runs << " runs; "
             << steadiness_text(start) << "\n";

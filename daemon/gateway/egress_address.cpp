@@ -82,7 +82,9 @@ bool egress_address_allowed(const ip::address& address) {
                        std::all_of(bytes.begin() + 4, bytes.begin() + 12, [](unsigned char b) { return b == 0; });
     if (compatible || nat64) {
       const ip::address_v4 embedded(ip::address_v4::bytes_type{bytes[12], bytes[13], bytes[14], bytes[15]});
-      if (!v4_allowed(embedded)) return false;
+      // The host's own v4 addresses too: a NAT64 gateway hands 64:ff9b::<this host's address>
+      // back to this host, past a check that compares v6 bytes only.
+      if (!v4_allowed(embedded) || is_own_address(ip::address(embedded))) return false;
     }
   }
   return !is_own_address(address);

@@ -40,6 +40,8 @@ constexpr std::string_view kServerName = "metaharness-gateway";
 constexpr std::chrono::seconds kConnectTimeout{30};
 constexpr std::chrono::seconds kUpstreamWriteTimeout{60};
 constexpr std::size_t kRelayChunk = 16u << 10;
+// The most of a refused request's body that is read (to keep its connection): more is not held.
+constexpr std::uint64_t kRefusedBodyBytes = 64u << 10;
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -124,6 +126,14 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   asio::awaitable<bool> refuse(unsigned status, std::string_view type, std::string_view message, std::string_view code,
                                bool keep_alive, unsigned version);
   bool token_accepted(const Request& request) const;
+  bool allowed(const Request& request) const {
+    const std::string_view target = request.target();
+    return token_accepted(request) &&
+           route_allowed(state_->options.upstream.wire, request.method_string(), target.substr(0, target.find('?')));
+  }
+  // The credential, then the route: nothing when the request may go on; otherwise its refusal has
+  // been written and the value says whether the connection may be kept.
+  asio::awaitable<std::optional<bool>> refuse_unless_allowed(const Request& request, bool keep_alive);
   // After a refusal that ends the connection: half-close, then discard what the client is still
   // sending for a moment; closing with unread input makes the kernel send a reset that can destroy
   // the refusal before it is read.
@@ -165,7 +175,27 @@ asio::awaitable<void> Session<Protocol>::run() {
     beast::error_code ec;
     client_.expires_after(options.idle_timeout);
     co_await http::async_read_header(client_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
-    if (!ec && parser.get()[http::field::expect] == "100-continue") {
+    bool refused = false;
+    if (!ec && !closing_) {
+      // The credential and the route are checked as soon as the header is in, before the body is
+      // read (or 100-continue invites it): otherwise a client without the run's token (any local
+      // process, on the host network) could make this process hold max_request_body_bytes per
+      // connection, up to max_connections of them, outside the run's cgroup. A refused request's
+      // body is read only when it is small (and the refusal then keeps the connection, as before);
+      // a larger one, or one awaiting 100-continue, is refused at once and the connection ended.
+      const Request& head = parser.get();
+      const std::string_view target = head.target();
+      const bool warm_up = head.method() == http::verb::head && target.substr(0, target.find('?')) == "/";
+      refused = !warm_up && !allowed(head);
+      const auto declared = parser.content_length();
+      const bool small = parser.is_done() || (declared && *declared <= kRefusedBodyBytes);
+      if (refused && (!small || head[http::field::expect] == "100-continue")) {
+        co_await refuse_unless_allowed(head, false);
+        co_await linger();
+        break;
+      }
+    }
+    if (!ec && !refused && parser.get()[http::field::expect] == "100-continue") {
       http::response<http::empty_body> go_on{http::status::continue_, 11};
       co_await http::async_write(client_, go_on, asio::redirect_error(asio::use_awaitable, ec));
     }
@@ -246,7 +276,6 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
   const Wire wire = state_->options.upstream.wire;
   const bool keep_alive = request.keep_alive();
   const unsigned version = request.version();
-  const std::string method(request.method_string());
   const std::string_view target = request.target();
   const std::string path(target.substr(0, target.find('?')));
 
@@ -262,6 +291,78 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
     co_await http::async_write(client_, response, asio::redirect_error(asio::use_awaitable, ec));
     co_return !ec && keep_alive;
   }
+  if (auto kept = co_await refuse_unless_allowed(request, keep_alive)) co_return *kept;
+  // A compressed body cannot be read for its worst case: refused where a budget applies. Every
+  // Content-Encoding field is looked at: a first "identity" must not hide a second "gzip" (both
+  // are forwarded, and the upstream would decode the body the reservation could not read).
+  if (state_->hooks.reserve)
+    for (auto [it, end] = request.equal_range(http::field::content_encoding); it != end; ++it)
+      if (const auto& field = *it; lower(trim(field.value())) != "identity")
+        co_return co_await refuse(415, "invalid_request_error",
+                                  "metaharness gateway: a compressed request body (content-encoding: " +
+                                      std::string(field.value().substr(0, 64)) +
+                                      ") cannot be metered before it is sent; send it uncompressed",
+                                  "unsupported_content_encoding", keep_alive, version);
+  const std::uint64_t number = ++state_->requests;
+  const bool count_tokens = path.ends_with("/count_tokens");
+  // What the body says of its spend is read where a budget applies, and on the Responses wire
+  // always: a background response is spent after its answer (which carries no usage) and would
+  // never be metered.
+  if (!count_tokens && (state_->hooks.reserve || wire == Wire::openai_responses)) {
+    json::parse_options parse_options;
+    parse_options.max_depth = 512;
+    beast::error_code parse_ec;
+    const json::value body = json::parse(request.body(), parse_ec, {}, parse_options);
+    const json::object* object = parse_ec ? nullptr : body.if_object();
+    // A coroutine, so the message it builds lives until the refusal is written.
+    auto unmeterable = [&](std::string why) -> asio::awaitable<bool> {
+      const std::string message =
+          "metaharness gateway: " + why + ", so its spend cannot be metered; it is not forwarded";
+      co_return co_await refuse(400, "invalid_request_error", message, "unmeterable_request", keep_alive, version);
+    };
+    if (wire == Wire::openai_responses && object)
+      if (const json::value* background = object->if_contains("background");
+          background && background->is_bool() && background->get_bool())
+        co_return co_await unmeterable("a background response is spent after its answer, which carries no usage");
+    if (state_->hooks.reserve) {
+      // A body the gateway cannot read, or a max_tokens it cannot read as a count ("32000",
+      // 32000.0, 3.2e4), would reserve no output at all while a lenient upstream spends it: the
+      // worst case must be read, or the request is not forwarded (as a compressed body is not).
+      if (!object) co_return co_await unmeterable("the request body is not a JSON object the gateway can read");
+      Reservation reservation;
+      reservation.request = number;
+      reservation.input_bytes = request.body().size();
+      if (const json::value* model = object->if_contains("model"); model && model->is_string())
+        reservation.model = std::string(model->get_string());
+      const char* max_name = wire == Wire::anthropic ? "max_tokens" : "max_output_tokens";
+      if (const json::value* max = object->if_contains(max_name); max && !max->is_null()) {
+        if (max->is_uint64())
+          reservation.max_tokens = max->get_uint64();
+        else if (max->is_int64() && max->get_int64() >= 0)
+          reservation.max_tokens = static_cast<std::uint64_t>(max->get_int64());
+        else
+          co_return co_await unmeterable(std::string(max_name) + " is not a whole number of tokens");
+      }
+      const ReservationAnswer answer = co_await state_->hooks.reserve(reservation);
+      if (closing_) {
+        // Stopped while asking: what was reserved is settled as nothing sent.
+        if (answer.allowed && state_->hooks.usage) state_->hooks.usage(RequestUsage{.request = number});
+        co_return false;
+      }
+      if (!answer.allowed)
+        co_return co_await refuse(400, "invalid_request_error", answer.reason, "budget_exceeded", keep_alive, version);
+    }
+  }
+  co_return co_await forward(std::move(request), number, count_tokens);
+}
+
+template <class Protocol>
+asio::awaitable<std::optional<bool>> Session<Protocol>::refuse_unless_allowed(const Request& request, bool keep_alive) {
+  const Wire wire = state_->options.upstream.wire;
+  const unsigned version = request.version();
+  const std::string method(request.method_string());
+  const std::string_view target = request.target();
+  const std::string path(target.substr(0, target.find('?')));
   if (!token_accepted(request))
     co_return co_await refuse(401, wire == Wire::anthropic ? "authentication_error" : "invalid_request_error",
                               "metaharness gateway: this credential is not accepted here", "invalid_api_key",
@@ -273,42 +374,7 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
         "metaharness gateway: " + method + " " + path + " is not one of the model routes this run may use",
         "route_not_allowed", keep_alive, version);
   }
-  // A compressed body cannot be read for its worst case: refused where a budget applies.
-  if (auto it = request.find(http::field::content_encoding);
-      state_->hooks.reserve && it != request.end() && lower(trim(it->value())) != "identity")
-    co_return co_await refuse(
-        415, "invalid_request_error",
-        "metaharness gateway: a compressed request body (content-encoding: " + std::string(it->value().substr(0, 64)) +
-            ") cannot be metered before it is sent; send it uncompressed",
-        "unsupported_content_encoding", keep_alive, version);
-  const std::uint64_t number = ++state_->requests;
-  const bool count_tokens = path.ends_with("/count_tokens");
-  if (!count_tokens && state_->hooks.reserve) {
-    Reservation reservation;
-    reservation.request = number;
-    reservation.input_bytes = request.body().size();
-    json::parse_options parse_options;
-    parse_options.max_depth = 512;
-    beast::error_code parse_ec;
-    const json::value body = json::parse(request.body(), parse_ec, {}, parse_options);
-    if (const json::object* object = parse_ec ? nullptr : body.if_object()) {
-      if (const json::value* model = object->if_contains("model"); model && model->is_string())
-        reservation.model = std::string(model->get_string());
-      const json::value* max = object->if_contains(wire == Wire::anthropic ? "max_tokens" : "max_output_tokens");
-      if (max && max->is_uint64()) reservation.max_tokens = max->get_uint64();
-      if (max && max->is_int64() && max->get_int64() > 0)
-        reservation.max_tokens = static_cast<std::uint64_t>(max->get_int64());
-    }
-    const ReservationAnswer answer = co_await state_->hooks.reserve(reservation);
-    if (closing_) {
-      // Stopped while asking: what was reserved is settled as nothing sent.
-      if (answer.allowed && state_->hooks.usage) state_->hooks.usage(RequestUsage{.request = number});
-      co_return false;
-    }
-    if (!answer.allowed)
-      co_return co_await refuse(400, "invalid_request_error", answer.reason, "budget_exceeded", keep_alive, version);
-  }
-  co_return co_await forward(std::move(request), number, count_tokens);
+  co_return std::nullopt;
 }
 
 template <class Protocol>

@@ -4,7 +4,6 @@
 #include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -285,50 +284,57 @@ boost::system::result<void, std::string> RunCgroup::kill() {
 
 namespace {
 
-// An inotify descriptor watching a group's cgroup.events (the kernel signals every change of
-// `populated` as IN_MODIFY on it).
-UniqueFd watch_events(const fs::path& dir) {
-  UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!fd) return fd;
-  if (::inotify_add_watch(fd.get(), (dir / "cgroup.events").c_str(), IN_MODIFY) == -1) fd.reset();
-  return fd;
+// cgroup.events, opened to be waited on. kernfs flags the open file (POLLPRI | POLLERR, for
+// poll(2) and epoll alike) once the file changed after the last read through it, so read, then
+// wait: a change in between is not missed. Not inotify: closing an inotify instance waits for
+// the kernel to reap its marks (an SRCU grace period, ~10 ms, one reaper for the whole host), and
+// that close at every run's end held the run's io thread, so that N runs ending together closed
+// one after the other (issue 26 §5).
+UniqueFd open_events(int dir_fd) {
+  return UniqueFd(::openat(dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC));
 }
 
-void drain_inotify(int fd) {
-  char buffer[4096];
-  while (::read(fd, buffer, sizeof buffer) > 0) {
+// `populated` as read through `fd` from its start (which also clears its change flag). An
+// unreadable file (the group is gone) counts as empty, as in populated().
+bool populated_at(int fd) {
+  std::string text;
+  char buffer[256];
+  for (off_t at = 0;;) {
+    ssize_t n = ::pread(fd, buffer, sizeof buffer, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    at += n;
   }
+  return keyed_value(text, "populated").value_or(0) != 0;
 }
 
 }  // namespace
 
 asio::awaitable<bool> RunCgroup::wait_empty(asio::any_io_executor executor, std::chrono::milliseconds timeout) {
   using namespace asio::experimental::awaitable_operators;
-  UniqueFd watch = watch_events(dir_);
-  if (!populated()) co_return true;
-  if (!watch) co_return false;
-  asio::posix::stream_descriptor events(executor, watch.release());
+  UniqueFd fd = open_events(dir_fd_.get());
+  if (!fd || !populated_at(fd.get())) co_return true;  // gone or empty
+  asio::posix::stream_descriptor events(executor, fd.release());
   asio::steady_timer deadline(executor);
   deadline.expires_after(timeout);
-  while (populated()) {
-    auto woke = co_await (events.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable) ||
+  while (populated_at(events.native_handle())) {
+    auto woke = co_await (events.async_wait(asio::posix::stream_descriptor::wait_error, asio::use_awaitable) ||
                           deadline.async_wait(asio::use_awaitable));
     if (woke.index() == 1) break;  // the deadline
-    drain_inotify(events.native_handle());
   }
-  co_return !populated();
+  co_return !populated_at(events.native_handle());
 }
 
 bool RunCgroup::wait_empty_sync(std::chrono::milliseconds timeout) {
-  UniqueFd watch = watch_events(dir_);
+  UniqueFd fd = open_events(dir_fd_.get());
+  if (!fd) return true;  // gone
   auto until = std::chrono::steady_clock::now() + timeout;
-  while (populated()) {
+  while (populated_at(fd.get())) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
-    if (!watch) return false;
-    pollfd p{watch.get(), POLLIN, 0};
+    pollfd p{fd.get(), POLLPRI, 0};
     ::poll(&p, 1, static_cast<int>(left.count()));
-    drain_inotify(watch.get());
   }
   return true;
 }

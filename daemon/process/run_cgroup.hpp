@@ -126,7 +126,8 @@ class RunCgroup {
   boost::system::result<void, std::string> kill();
 
   // Completes when the group is empty (`populated 0`), or with false when `timeout` ran out.
-  // Waits on inotify of cgroup.events, never polls.
+  // Waits on cgroup.events itself (kernfs wakes epoll on its every change), never a poll loop;
+  // holds no inotify instance (closing one blocks for a kernel grace period).
   boost::asio::awaitable<bool> wait_empty(boost::asio::any_io_executor executor, std::chrono::milliseconds timeout);
   // The same, blocking the calling thread (shutdown and recovery paths only).
   bool wait_empty_sync(std::chrono::milliseconds timeout);
