@@ -1,7 +1,7 @@
 #include "adapters/offline.hpp"
 
-#include "protocol/overloaded.hpp"
 #include "adapters/session.hpp"
+#include "protocol/overloaded.hpp"
 
 namespace mh::adapters {
 

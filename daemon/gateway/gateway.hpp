@@ -83,6 +83,7 @@ struct RequestUsage {
   std::string model;
   std::optional<std::uint64_t> input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens;
   bool complete = false;  // the answer ended as its wire says it ends (message_stop, response.completed)
+  std::string failure;    // no answer came (status 0): why (the upstream refused the connection, TLS, …)
 };
 
 struct GatewayHooks {

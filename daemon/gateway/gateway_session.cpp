@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -159,6 +160,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   beast::flat_buffer upstream_buffer_;
   bool upstream_reusable_ = false;
   bool response_keep_alive_ = false;  // what the relayed answer told the client
+  // The worst case reserved for the request being forwarded (none: no budget applies).
+  std::optional<Reservation> reserved_;
   bool client_gone_ = false;
   bool closing_ = false;
 };
@@ -351,9 +354,12 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
       }
       if (!answer.allowed)
         co_return co_await refuse(400, "invalid_request_error", answer.reason, "budget_exceeded", keep_alive, version);
+      reserved_ = reservation;
     }
   }
-  co_return co_await forward(std::move(request), number, count_tokens);
+  const bool keep = co_await forward(std::move(request), number, count_tokens);
+  reserved_.reset();
+  co_return keep;
 }
 
 template <class Protocol>
@@ -427,6 +433,7 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
 
   bool keep = false;
   if (!answered) {
+    usage.failure = failure;
     close_upstream();
     if (!client_gone_ && !closing_)
       state_->log("gateway: upstream '" + state_->options.upstream.name + "' (" + state_->url.host_header() +
@@ -448,6 +455,16 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
         usage.cache_creation_tokens = read.cache_creation_tokens;
       }
       usage.complete = upstream_complete && relayed && (count_tokens ? usage.status == 200 : read.complete);
+    }
+    // An answer the gateway could not read to its end (the client left before its usage came, it
+    // was too large for the usage reader, the upstream broke off) was spent all the same, by an
+    // amount nobody knows: where a budget applies it is settled at the worst case it reserved, so
+    // a run cannot spend past its budget one cut answer at a time. Unknown is not zero, and not
+    // less than what was granted.
+    if (reserved_ && !count_tokens && !usage.complete && usage.status >= 200 && usage.status < 300) {
+      usage.output_tokens = std::max(usage.output_tokens.value_or(0), reserved_->max_tokens);
+      if (!usage.input_tokens) usage.input_tokens = reserved_->input_bytes;  // the bound it reserved
+      if (usage.model.empty()) usage.model = reserved_->model;
     }
     keep = relayed && response_keep_alive_ && !client_gone_ && !closing_;
   }

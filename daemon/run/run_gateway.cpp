@@ -42,6 +42,15 @@ void Run::Impl::on_gateway_message(const supervisor::FromSupervisor& message) {
                      reservations.erase(it);
                    }
                    if (closed) return;
+                   // An upstream the gateway cannot reach is said in the stream, once per reason
+                   // (and at most kMaxUpstreamFailuresTold of them): the vendor only retries, and
+                   // the why would otherwise be in supervisor.log alone.
+                   if (!u.failure.empty() && upstream_failures_told.size() < kMaxUpstreamFailuresTold &&
+                       upstream_failures_told.insert(u.failure).second)
+                     input(journal::ShellWarning{"GATEWAY_UPSTREAM_UNREACHABLE",
+                                                 "the run's model gateway cannot reach its upstream: " + u.failure +
+                                                     " (the vendor is answered 502; it may retry)"},
+                           Clock::now());
                    input(journal::GatewayUsage{u.request, u.status, u.model, u.input_tokens, u.output_tokens,
                                                u.cache_read_tokens, u.cache_creation_tokens, u.complete},
                          Clock::now());

@@ -234,6 +234,9 @@ struct Run::Impl final : RunEffects {
     std::optional<std::uint64_t> daily;  // the ledger's id, when the owner's day was reserved too
   };
   std::map<std::uint64_t, Reservation> reservations;
+  // The reasons an upstream could not be reached that the stream was told (once each).
+  static constexpr std::size_t kMaxUpstreamFailuresTold = 16;
+  std::set<std::string> upstream_failures_told;
   asio::awaitable<bool> launch_supervised(const adapters::LaunchPlan& to_spawn, const SpawnOptions& spawn_options);
   asio::awaitable<protocol::ProcessTermination> supervise_body();
   asio::awaitable<void> read_transcript_to(std::uint64_t end, const supervisor::Out* out = nullptr);

@@ -100,7 +100,7 @@ std::optional<std::string> Supervisor::Impl::open_gateway() {
     if (g.reserve) hooks.reserve = [this](const gateway::Reservation& reservation) { return reserve(reservation); };
     hooks.usage = [this](const gateway::RequestUsage& usage) {
       tell_or_keep(GatewayUsage{usage.request, usage.status, usage.model, usage.input_tokens, usage.output_tokens,
-                                usage.cache_read_tokens, usage.cache_creation_tokens, usage.complete});
+                                usage.cache_read_tokens, usage.cache_creation_tokens, usage.complete, usage.failure});
     };
     hooks.refused_route = [this](const std::string& method, const std::string& path) {
       tell_or_keep(GatewayRefused{method, path});

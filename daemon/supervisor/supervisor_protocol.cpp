@@ -119,6 +119,7 @@ struct FromWriter {
     w.field_u64("cache_read_tokens", m.cache_read_tokens);
     w.field_u64("cache_creation_tokens", m.cache_creation_tokens);
     w.field_bool("complete", m.complete);
+    if (!m.failure.empty()) w.field("failure", m.failure);
   }
   void operator()(const GatewayRefused& m) {
     w.field("method", m.method);
@@ -354,6 +355,7 @@ ParsedFromSupervisor parse_from_supervisor(std::string_view line) {
     m.cache_read_tokens = f.opt_u64("cache_read_tokens");
     m.cache_creation_tokens = f.opt_u64("cache_creation_tokens");
     m.complete = f.req_bool("complete");
+    m.failure = protocol::excerpt(f.opt_string("failure").value_or(""), 1024);  // absent: an older supervisor
     return done<FromSupervisor>(f, std::move(m));
   }
   if (t == "gateway_refused")

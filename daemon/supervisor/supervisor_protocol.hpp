@@ -145,6 +145,7 @@ struct GatewayUsage {  // what one forwarded request spent, read from its answer
   std::string model;
   std::optional<std::uint64_t> input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens;
   bool complete = false;
+  std::string failure;  // no answer came (status 0): why the gateway could not reach its upstream
 };
 struct GatewayRefused {  // a method and path outside the wire's model routes, refused 403 (once each)
   std::string method;

@@ -686,6 +686,30 @@ TEST_F(Gateway, ARequestPastTheRunsBudgetIsRefusedByTheGatewayAndNeverReachesThe
   EXPECT_EQ(requests_carrying_a_tool_result(upstream_->requests()), 0u);
 }
 
+// An upstream the gateway cannot reach (here: its certificate is signed by a CA the host does not
+// trust, and no ca_file names it) is said in the run's stream, with why, once per reason: the
+// vendor only sees 502s and retries, and the why would otherwise be in supervisor.log alone.
+TEST_F(Gateway, AnUpstreamTheGatewayCannotReachIsWarnedOfInTheStreamWithWhy) {
+  start_upstream(bash_calls_scenario({"echo never"}));
+  std::string text = config();
+  const std::string ca_line = "ca_file = \"" + ca_->ca_file().string() + "\"\n";
+  for (std::size_t at; (at = text.find(ca_line)) != std::string::npos;)
+    text.erase(at, ca_line.size());
+  daemon_ = std::make_unique<DaemonUnderTest>(dir_.path(), text);
+  ASSERT_TRUE(daemon_->wait_notify("READY=1")) << daemon_->stderr_text();
+  const std::string id = submit(R"("vendor_env":{"CLAUDE_CODE_MAX_RETRIES":"1"})");
+  auto events = follow_to_end(daemon_->socket(), id, 180s);
+  ASSERT_FALSE(events.empty()) << what_happened(id);
+  std::size_t warned = 0;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == "GATEWAY_UPSTREAM_UNREACHABLE") {
+      ++warned;
+      EXPECT_NE(e.str("message").find("certificate verify failed"), std::string::npos) << e.raw;
+    }
+  EXPECT_EQ(warned, 1u) << "once per reason, however often the vendor retried\n" << what_happened(id);
+  EXPECT_TRUE(upstream_->requests().empty()) << "nothing reached the upstream";
+}
+
 // Ten runs of one uid started together, a daily budget for three answers' worth: the gateways
 // reserve each request's worst case against the owner's day before forwarding, so at most three
 // answers are bought, whatever the runs' timing.

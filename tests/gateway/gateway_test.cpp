@@ -408,6 +408,8 @@ TEST_F(GatewayTest, AnUpstreamNotSignedByTheGivenCaIsRefused) {
   ASSERT_TRUE(gateway_->wait_for([](const Told& t) { return t.usage.size() == 1; }));
   const auto told = gateway_->told();
   EXPECT_EQ(told.usage[0].status, 0);
+  // Why no answer came travels with the usage (the run warns GATEWAY_UPSTREAM_UNREACHABLE).
+  EXPECT_NE(told.usage[0].failure.find("TLS handshake"), std::string::npos) << told.usage[0].failure;
   EXPECT_FALSE(told.log.empty());
 }
 

@@ -110,6 +110,24 @@ TEST(SupervisorProtocol, EverySupervisorMessageRoundTrips) {
             "{\"t\":\"exited\",\"termination\":{\"kind\":\"signaled\",\"signal\":15}}\n");
 }
 
+// A gateway's usage carries why no answer came (an upstream it could not reach); an answered
+// request's carries none.
+TEST(SupervisorProtocol, AGatewayUsageCarriesWhyNoAnswerCame) {
+  GatewayUsage usage;
+  usage.request = 3;
+  usage.model = "claude-test";
+  usage.failure = "TLS handshake with api.example failed: certificate verify failed";
+  auto back = std::get<GatewayUsage>(from_round_trip(usage));
+  EXPECT_EQ(back.request, 3u);
+  EXPECT_EQ(back.status, 0);
+  EXPECT_EQ(back.failure, usage.failure);
+  GatewayUsage answered;
+  answered.request = 4;
+  answered.status = 200;
+  answered.complete = true;
+  EXPECT_TRUE(std::get<GatewayUsage>(from_round_trip(answered)).failure.empty());
+}
+
 TEST(SupervisorProtocol, MalformedLinesAreRefusedByName) {
   auto refusal = [](std::string_view line) {
     auto parsed = parse_to_supervisor(line);
