@@ -7,9 +7,26 @@
 #include "adapters/claude/claude_adapter.hpp"
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/opencode/opencode_adapter.hpp"
+#include "adapters/vendor_descriptor.hpp"
 #include "metaharness/build_info.hpp"
 
 namespace mh::adapters {
+
+// The vendors compiled into this binary: one line each (a vendor's own folder says the rest).
+const std::vector<const VendorDescriptor*>& vendor_descriptors() {
+  static const std::vector<const VendorDescriptor*> all = {
+      &claude::descriptor(),
+      &codex::descriptor(),
+      &opencode::descriptor(),
+  };
+  return all;
+}
+
+const VendorDescriptor* find_vendor(std::string_view id) {
+  for (const VendorDescriptor* d : vendor_descriptors())
+    if (d->id == id) return d;
+  return nullptr;
+}
 
 HostConfig host_config_from_environment() {
   HostConfig config;
@@ -34,9 +51,8 @@ HostConfig host_config_from_environment() {
 }
 
 AdapterRegistry::AdapterRegistry(HostConfig config) : config_(std::move(config)) {
-  adapters_.push_back(make_claude_adapter(config_));
-  adapters_.push_back(make_codex_adapter(config_));
-  adapters_.push_back(make_opencode_adapter(config_));
+  for (const VendorDescriptor* vendor : vendor_descriptors())
+    adapters_.push_back(vendor->make(config_));
 }
 
 AdapterRegistry::~AdapterRegistry() = default;

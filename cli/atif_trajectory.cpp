@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "adapters/vendor_descriptor.hpp"
 #include "cli/atif_builder.hpp"
 
 namespace mh::cli::atif::detail {
@@ -87,8 +88,7 @@ std::optional<std::string> time_of(const Event& e) {
 }
 
 std::string agent_name(std::string_view adapter) {
-  if (adapter == "claude") return "claude-code";  // Harbor's own names for these agents
-  if (adapter == "codex") return "codex";
+  if (const auto* vendor = adapters::find_vendor(adapter)) return std::string(vendor->atif_agent_name);
   return adapter.empty() ? "unknown" : std::string(adapter);
 }
 
@@ -169,7 +169,11 @@ void Builder::scan() {
   if (run_id_.empty() && !events_.empty()) run_id_ = events_.front().run;
   if (run_id_.empty()) run_id_ = string_member(ctx_.spec, "run_id").value_or("");
   if (adapter_.empty()) adapter_ = string_member(ctx_.spec, "adapter").value_or("");
-  wire_ = adapter_ == "claude" ? TokenWire::anthropic : adapter_ == "codex" ? TokenWire::openai : TokenWire::unknown;
+  wire_ = TokenWire::unknown;
+  if (const auto* vendor = adapters::find_vendor(adapter_))
+    wire_ = vendor->usage_shape == adapters::UsageShape::anthropic ? TokenWire::anthropic
+            : vendor->usage_shape == adapters::UsageShape::openai  ? TokenWire::openai
+                                                                   : TokenWire::unknown;
   prompt_ = string_member(ctx_.spec, "prompt");
   // A prompt the vendor echoed as its own user record is that record's step, not a second one.
   prompt_step_ = prompt_ && !prompt_->empty() && !user_injections_.count(*prompt_);

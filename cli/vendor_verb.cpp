@@ -8,10 +8,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "adapters/claude/claude_adapter.hpp"
-#include "adapters/codex/codex_adapter.hpp"
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/registry.hpp"
+#include "adapters/vendor_descriptor.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/asio/process_v2.hpp"
 #include "metaharness/build_info.hpp"
@@ -55,10 +54,8 @@ std::optional<std::string> manifest_version(const fs::path& dir, std::string_vie
 }
 
 fs::path native_binary(std::string_view adapter, const fs::path& dir) {
-  if (adapter == "claude") return adapters::claude::default_binary(dir);
-  if (adapter == "codex") return adapters::codex::default_binary(dir);
-  if (adapter == "opencode") return adapters::opencode::default_binary(dir);
-  return {};
+  const auto* vendor = adapters::find_vendor(adapter);
+  return vendor ? vendor->default_binary(dir) : fs::path();
 }
 
 PinState inspect(const build_info::VendorPin& pin, const fs::path& dir) {

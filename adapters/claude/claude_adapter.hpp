@@ -15,7 +15,11 @@ namespace mh::adapters {
 
 std::unique_ptr<Adapter> make_claude_adapter(const HostConfig& config);
 
+struct VendorDescriptor;  // adapters/vendor_descriptor.hpp
+
 namespace claude {
+// This vendor as the host knows it before any run (claude_descriptor.cpp; vendor_descriptor.hpp).
+const VendorDescriptor& descriptor();
 
 const proto::CapabilityTable& capabilities();
 

@@ -26,7 +26,11 @@ namespace mh::adapters {
 
 std::unique_ptr<Adapter> make_codex_adapter(const HostConfig& config);
 
+struct VendorDescriptor;  // adapters/vendor_descriptor.hpp
+
 namespace codex {
+// This vendor as the host knows it before any run (codex_descriptor.cpp; vendor_descriptor.hpp).
+const VendorDescriptor& descriptor();
 
 const proto::CapabilityTable& capabilities();
 

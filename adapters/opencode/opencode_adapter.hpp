@@ -22,7 +22,11 @@ namespace mh::adapters {
 
 std::unique_ptr<Adapter> make_opencode_adapter(const HostConfig& config);
 
+struct VendorDescriptor;  // adapters/vendor_descriptor.hpp
+
 namespace opencode {
+// This vendor as the host knows it before any run (opencode_descriptor.cpp; vendor_descriptor.hpp).
+const VendorDescriptor& descriptor();
 
 const proto::CapabilityTable& capabilities();
 

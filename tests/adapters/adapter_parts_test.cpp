@@ -5,6 +5,8 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/offline.hpp"
+#include "adapters/registry.hpp"
+#include "adapters/vendor_descriptor.hpp"
 #include "metaharness/build_info.hpp"
 
 namespace mh::adapters {
@@ -28,6 +30,29 @@ TEST(HarnessCapabilities, DeliverEveryTierAndDecisionModeWithThePinnedVersions) 
       EXPECT_EQ(t.decision_mode(mode), proto::TierStatus::delivered);
     EXPECT_TRUE(t.commands.empty()) << "the commands are the adapter's own";
   }
+}
+
+// Every vendor is registered once, from its descriptor: the registry's adapters are the
+// descriptors' in order, each pinned in vendor/pins, and each descriptor names its own adapter.
+TEST(VendorDescriptors, TheRegistryIsMadeFromThemAndEachIsPinnedAndFindable) {
+  const auto& vendors = vendor_descriptors();
+  ASSERT_FALSE(vendors.empty());
+  AdapterRegistry registry(HostConfig{});
+  const auto ids = registry.ids();
+  ASSERT_EQ(ids.size(), vendors.size());
+  for (std::size_t i = 0; i < vendors.size(); ++i) {
+    const VendorDescriptor& d = *vendors[i];
+    EXPECT_EQ(ids[i], d.id);
+    EXPECT_EQ(find_vendor(d.id), &d);
+    EXPECT_FALSE(d.atif_agent_name.empty()) << d.id;
+    EXPECT_FALSE(d.binary_under_vendor_dir.empty()) << d.id;
+    EXPECT_EQ(d.default_binary("/v"), std::filesystem::path("/v") / d.binary_under_vendor_dir);
+    bool pinned = false;
+    for (const auto& pin : build_info::vendor_pins)
+      pinned |= pin.adapter == d.id;
+    EXPECT_TRUE(pinned) << d.id << " has no line in vendor/pins";
+  }
+  EXPECT_EQ(find_vendor("no-such-vendor"), nullptr);
 }
 
 TEST(OperationsWith, AddTheAliasesInVocabularyOrder) {

@@ -1,0 +1,40 @@
+// What the host knows of a vendor before any run: its id, where its pinned CLI lives under the
+// vendor folder, what an ATIF export calls it and how its usage figures read, and how its adapter
+// is made. Each vendor declares its own in its folder (adapters/<vendor>/<vendor>_descriptor.cpp);
+// registry.cpp lists them, one line each, and what must know every vendor (the registry, the
+// config's per-vendor keys, `vendor install` / `doctor`, ATIF) loops over that list instead of
+// naming vendors (issue 26 section 3; scripts/vendor_names.sh counts what still does).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "adapters/adapter.hpp"
+#include "adapters/host_config.hpp"
+
+namespace mh::adapters {
+
+// How a vendor's own usage records read, for an ATIF export's per-step metrics: Anthropic's
+// (input excludes the cache), OpenAI's (input includes the cached part), or neither known.
+enum class UsageShape { anthropic, openai, unknown };
+
+struct VendorDescriptor {
+  std::string_view id;                       // the adapter's id, as vendor/pins names it
+  std::string_view atif_agent_name;          // Harbor's name for the agent in an ATIF export
+  std::string_view binary_under_vendor_dir;  // the pinned CLI's native binary, under ./run setup's folder
+  UsageShape usage_shape = UsageShape::unknown;
+  std::unique_ptr<Adapter> (*make)(const HostConfig& config) = nullptr;
+
+  std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) const {
+    return vendor_dir / binary_under_vendor_dir;
+  }
+};
+
+// Every vendor compiled into this binary, in registration order (registry.cpp).
+const std::vector<const VendorDescriptor*>& vendor_descriptors();
+// The descriptor of `id`, or null.
+const VendorDescriptor* find_vendor(std::string_view id);
+
+}  // namespace mh::adapters
