@@ -205,13 +205,13 @@ TEST_F(GatewayAttack, ABackgroundResponseIsNotForwarded) {
   EXPECT_EQ(exchange(gateway_->port(), "POST", "/v1/responses", h, json::serialize(body)).status, 200u);
 }
 
-// BROKE (not fixed; the settlement of a cut answer is the daemon's policy): a client that takes
+// BROKE (fixed: an answer not read to its end is settled at the worst case it reserved): a client that takes
 // an answer's content and goes away before its final usage event (Anthropic message_delta, OpenAI
 // response.completed) is settled at what message_start said: the input, and next to no output.
 // The upstream has generated (and bills) the output all the same, so a run can take whole
 // answers, each within its reservation, while the meter counts almost none of their output: the
-// usd budget and the daily ledger are passed by as many requests as it likes. Expected once
-// fixed: an answer cut before its usage was read counts its worst case (the max_tokens reserved).
+// usd budget and the daily ledger are passed by as many requests as it likes. Now an answer cut
+// before its usage was read counts its worst case (the max_tokens reserved).
 TEST_F(GatewayAttack, AnAnswerCutBeforeItsUsageIsSettledAtItsWorstCase) {
   start_endpoint(R"({"format": "metaharness.scenario/1",
     "steps": [{"content": [{"type": "text", "text": "the whole answer"}],
@@ -235,12 +235,12 @@ TEST_F(GatewayAttack, AnAnswerCutBeforeItsUsageIsSettledAtItsWorstCase) {
       << " output token(s) of it";
 }
 
-// BROKE (not fixed, same settlement as above): an answer too large for the usage reader's bound
+// BROKE (fixed, the same settlement as above): an answer too large for the usage reader's bound
 // (a JSON answer, or an OpenAI response.completed that echoes the request's instructions and
 // tools, over 8 MiB) is relayed whole and its usage never read: settled at nothing. A run can ask
 // for one (output that costs few tokens per byte, or instructions of long whitespace runs) and
-// spend its whole reservation, request after request, while the meter counts none of it. Expected
-// once fixed: the usage is read, or the request counts its worst case.
+// spend its whole reservation, request after request, while the meter counts none of it. Now the
+// request counts its worst case.
 TEST_F(GatewayAttack, AnAnswerTooLargeToReadForUsageIsNotSettledAtNothing) {
   const std::string text((9u << 20), ' ');
   json::object step{{"content", json::array{json::object{{"type", "text"}, {"text", text}}}},
