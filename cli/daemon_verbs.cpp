@@ -13,7 +13,7 @@
 #include "cli/run_spec_options.hpp"
 #include "cli/socket_client.hpp"
 #include "cli/verbs.hpp"
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/server/daemon.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "protocol/event_text.hpp"

@@ -12,7 +12,7 @@
 #include "cli/atif_trajectory.hpp"
 #include "cli/socket_client.hpp"
 #include "cli/verbs.hpp"
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "protocol/reader.hpp"
 

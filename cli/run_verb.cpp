@@ -18,10 +18,10 @@
 #include "adapters/registry.hpp"
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/seam_timer.hpp"
-#include "daemon/server/config.hpp"
 #include "daemon/stream/stream_reader.hpp"
 #include "protocol/reader.hpp"
 

@@ -10,8 +10,8 @@
 #include <memory>
 #include <optional>
 
+#include "daemon/config/config.hpp"
 #include "daemon/process/run_containment.hpp"
-#include "daemon/server/config.hpp"
 
 namespace mh::daemon {
 

@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 
 namespace mh::daemon {
 

@@ -15,8 +15,8 @@
 #include <span>
 #include <string_view>
 
+#include "daemon/config/config.hpp"
 #include "daemon/peer.hpp"
-#include "daemon/server/config.hpp"
 #include "daemon/server/socket_api.hpp"
 
 namespace mh::daemon {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/server/registry.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "protocol/json.hpp"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/run/run.hpp"
-#include "daemon/server/config.hpp"
 
 namespace mh::daemon {
 

@@ -14,9 +14,9 @@
 #include <memory>
 
 #include "adapters/registry.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/metrics/daemon_metrics.hpp"
 #include "daemon/process/run_containment.hpp"
-#include "daemon/server/config.hpp"
 #include "daemon/server/io_pool.hpp"
 #include "daemon/server/registry.hpp"
 #include "daemon/server/viewer_tokens.hpp"

@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
+#include "daemon/config/config.hpp"
 #include "daemon/peer.hpp"
-#include "daemon/server/config.hpp"
 #include "daemon/server/connection.hpp"
 #include "daemon/server/registry.hpp"
 #include "daemon/server/socket_api.hpp"

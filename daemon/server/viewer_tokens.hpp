@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "protocol/types.hpp"
 
 namespace mh::daemon {

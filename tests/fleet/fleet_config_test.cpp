@@ -6,7 +6,7 @@
 #include <fstream>
 #include <vector>
 
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "tests/support/cli_process.hpp"
 #include "tests/support/daemon_harness.hpp"

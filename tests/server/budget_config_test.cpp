@@ -6,7 +6,7 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/registry.hpp"
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "daemon/server/daily_spend.hpp"
 #include "tests/support/config_text.hpp"
 

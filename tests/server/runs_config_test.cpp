@@ -2,7 +2,7 @@
 // bounds a run spec's own limits have, and supervision is on unless turned off.
 #include <gtest/gtest.h>
 
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "tests/support/config_text.hpp"
 
 namespace mh::test {

@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "tests/support/config_text.hpp"
 
 namespace mh::test {

@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "daemon/server/config.hpp"
+#include "daemon/config/config.hpp"
 #include "tests/support/cli_process.hpp"
 
 namespace mh::test {

@@ -1,5 +1,5 @@
 """Where the daemon's socket is, by the rules the `metaharness` client verbs use
-(daemon/server/config.cpp, docs/cli.md): $METAHARNESS_SOCKET, else the daemon's default."""
+(daemon/config/config.cpp, docs/cli.md): $METAHARNESS_SOCKET, else the daemon's default."""
 
 import os
 
