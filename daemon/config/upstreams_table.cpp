@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "adapters/vendor_descriptor.hpp"
 #include "daemon/config/table_reader.hpp"
 #include "daemon/config/tables.hpp"
 #include "protocol/types.hpp"
@@ -191,15 +192,18 @@ std::string read_upstreams_table(const toml::table& upstreams, DaemonConfig& c) 
 
 // [vendor.upstream]: adapter = "NAME", each NAME an [upstreams.NAME].
 std::string read_vendor_upstream_table(const toml::table& vendor, DaemonConfig& c) {
-  static const std::set<std::string> kAdapters = {"claude", "codex", "opencode"};
   const toml::node* node = vendor.get("upstream");
   if (!node) return "";
   const toml::table* t = node->as_table();
   if (!t) return "vendor.upstream: must be a table ([vendor.upstream], adapter = \"UPSTREAM\")";
   for (const auto& [key, value] : *t) {
     std::string adapter(key.str());
-    if (!kAdapters.count(adapter))
-      return "unknown key vendor.upstream." + protocol::excerpt(adapter, 40) + " (known: claude, codex, opencode)";
+    if (!adapters::find_vendor(adapter)) {
+      std::string known;
+      for (const auto* vendor : adapters::vendor_descriptors())
+        known += (known.empty() ? "" : ", ") + std::string(vendor->id);
+      return "unknown key vendor.upstream." + protocol::excerpt(adapter, 40) + " (known: " + known + ")";
+    }
     auto name = value.value_exact<std::string>();
     if (!name) return "vendor.upstream." + adapter + ": must be a string, the name of an [upstreams.NAME]";
     if (!c.upstreams.count(*name))

@@ -1,7 +1,9 @@
 // [vendor]: where the vendor CLIs are. [vendor.upstream] is read with [upstreams] (upstreams_table.cpp).
 #include <filesystem>
 #include <string>
+#include <vector>
 
+#include "adapters/vendor_descriptor.hpp"
 #include "daemon/config/table_reader.hpp"
 #include "daemon/config/tables.hpp"
 
@@ -10,12 +12,14 @@ namespace mh::daemon::config_tables {
 std::string read_vendor_table(const toml::table& vendor, DaemonConfig& c) {
   std::string error;
   TableReader r(vendor, "vendor.", error);
-  std::string dir = c.vendor.vendor_dir.string(), claude, codex, opencode, codex_hook;
+  std::string dir = c.vendor.vendor_dir.string(), codex_hook;
   auto not_empty = [](const std::string& v) { return v.empty() ? "must not be empty" : ""; };
   r.read<std::string>("dir", dir, not_empty);
-  r.read<std::string>("claude", claude);
-  r.read<std::string>("codex", codex);
-  r.read<std::string>("opencode", opencode);
+  // Each vendor's binary override is keyed by its id (adapters/vendor_descriptor.hpp).
+  const auto& vendors = adapters::vendor_descriptors();
+  std::vector<std::string> binaries(vendors.size());
+  for (std::size_t i = 0; i < vendors.size(); ++i)
+    r.read<std::string>(std::string(vendors[i]->id).c_str(), binaries[i]);
   r.read<std::string>("codex_hook", codex_hook);
   r.known_elsewhere("upstream");  // [vendor.upstream], read with [upstreams]
   r.finish();
@@ -28,9 +32,8 @@ std::string read_vendor_table(const toml::table& vendor, DaemonConfig& c) {
     return p.is_absolute() ? p : (base / p).lexically_normal();
   };
   if (vendor.contains("dir")) c.vendor.vendor_dir = from_config(dir);
-  if (!claude.empty()) c.vendor.binaries["claude"] = from_config(claude);
-  if (!codex.empty()) c.vendor.binaries["codex"] = from_config(codex);
-  if (!opencode.empty()) c.vendor.binaries["opencode"] = from_config(opencode);
+  for (std::size_t i = 0; i < vendors.size(); ++i)
+    if (!binaries[i].empty()) c.vendor.binaries[std::string(vendors[i]->id)] = from_config(binaries[i]);
   if (!codex_hook.empty()) c.vendor.binaries["codex-hook"] = from_config(codex_hook);
   return error;
 }
