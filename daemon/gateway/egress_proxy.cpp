@@ -273,43 +273,35 @@ class EgressSession : public EgressSessionBase, public std::enable_shared_from_t
   tcp::socket destination_;
 };
 
-template <class Acceptor>
-asio::awaitable<void> accept_loop(std::shared_ptr<EgressProxy::State> state, std::shared_ptr<Acceptor> acceptor) {
-  using Protocol = typename Acceptor::protocol_type;
-  for (;;) {
-    boost::system::error_code ec;
-    auto socket = co_await acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (state->stopped || !acceptor->is_open()) co_return;
-    if (ec) {
-      asio::steady_timer pause(acceptor->get_executor(), std::chrono::milliseconds(50));
-      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      continue;
-    }
-    std::erase_if(state->sessions, [](const auto& s) { return s.expired(); });
-    if (state->sessions.size() >= state->options.max_connections) {
-      // A run opening connections without end must not exhaust the supervisor's descriptors.
-      socket.close(ec);
-      continue;
-    }
-    auto session = std::make_shared<EgressSession<Protocol>>(state, std::move(socket));
-    state->sessions.push_back(session);
-    asio::co_spawn(state->io, session->run(), [state](std::exception_ptr failure) {
-      if (!failure) return;
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        state->log(std::string("egress: connection failed: ") + e.what());
-      }
-    });
+// One connection accepted: served, unless the run already holds as many as it may.
+template <class Socket>
+void take_connection(const std::shared_ptr<EgressProxy::State>& state, Socket socket) {
+  using Protocol = typename Socket::protocol_type;
+  std::erase_if(state->sessions, [](const auto& s) { return s.expired(); });
+  if (state->sessions.size() >= state->options.max_connections) {
+    // A run opening connections without end must not exhaust the supervisor's descriptors.
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    return;
   }
+  auto session = std::make_shared<EgressSession<Protocol>>(state, std::move(socket));
+  state->sessions.push_back(session);
+  asio::co_spawn(state->io, session->run(), [state](std::exception_ptr failure) {
+    if (!failure) return;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      state->log(std::string("egress: connection failed: ") + e.what());
+    }
+  });
 }
 
 template <class Acceptor>
 void serve_on(const std::shared_ptr<EgressProxy::State>& state, Acceptor acceptor) {
   serve_acceptor(
       state, std::move(acceptor),
-      [](std::shared_ptr<EgressProxy::State> s, std::shared_ptr<Acceptor> a) {
-        return accept_loop(std::move(s), std::move(a));
+      [](const std::shared_ptr<EgressProxy::State>& s, typename Acceptor::protocol_type::socket socket) {
+        take_connection(s, std::move(socket));
       },
       [](EgressProxy::State&) { return std::optional<std::string>(); });
 }

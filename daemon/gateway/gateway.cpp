@@ -25,28 +25,11 @@ std::string lower(std::string_view text) {
 }
 
 template <class Acceptor>
-asio::awaitable<void> accept_loop(std::shared_ptr<Gateway::State> state, std::shared_ptr<Acceptor> acceptor) {
-  for (;;) {
-    boost::system::error_code ec;
-    auto socket = co_await acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (state->stopped || !acceptor->is_open()) co_return;
-    if (ec) {
-      // A failed accept concerns that peer only, or is a passing shortage (EMFILE): pause so a
-      // persistent one cannot spin the supervisor's one thread.
-      asio::steady_timer pause(acceptor->get_executor(), std::chrono::milliseconds(50));
-      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      continue;
-    }
-    spawn_session(state, std::move(socket));
-  }
-}
-
-template <class Acceptor>
 void serve_on(const std::shared_ptr<Gateway::State>& state, Acceptor acceptor) {
   serve_acceptor(
       state, std::move(acceptor),
-      [](std::shared_ptr<Gateway::State> s, std::shared_ptr<Acceptor> a) {
-        return accept_loop(std::move(s), std::move(a));
+      [](const std::shared_ptr<Gateway::State>& s, typename Acceptor::protocol_type::socket socket) {
+        spawn_session(s, std::move(socket));
       },
       [](Gateway::State& s) -> std::optional<std::string> {
         if (s.prepared) return std::nullopt;

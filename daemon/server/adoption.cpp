@@ -41,9 +41,10 @@ std::size_t adopt_runs(Server& server, const std::vector<std::string>& ids) {
     if (spec) {
       options.on_spend = server.spend_reporter(id, meta->owner_uid);
       server.wire_daily_reservations(options, id, meta->owner_uid);
-      options.redactions = adopted_run_redactions(dir, *spec);
+      AdoptedRunNetwork network = adopted_run_network(dir, *spec);
+      options.redactions = std::move(network.redactions);
       options.on_spend_replayed = server.spend_seeder(id);
-      options.observer = server.run_observer(*spec, adopted_run_has_gateway(dir));
+      options.observer = server.run_observer(*spec, network.has_gateway);
     }
     auto run = Run::adopt(server.pool.next_for_run(), *adapter, std::move(options));
     if (!run) {

@@ -1,7 +1,5 @@
 #include "daemon/server/run_network.hpp"
 
-#include <openssl/rand.h>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cctype>
@@ -9,6 +7,7 @@
 #include <fstream>
 
 #include "daemon/file_modes.hpp"
+#include "daemon/gateway/gateway.hpp"
 #include "daemon/model/scenario.hpp"
 #include "daemon/process/sandbox.hpp"
 #include "daemon/run/run_dir.hpp"
@@ -72,18 +71,6 @@ std::optional<NetworkRefusal> check_run_network(const NetworkContext& context, c
   return std::nullopt;
 }
 
-std::string run_placeholder_token(std::string_view run_id) {
-  unsigned char random[16];
-  if (RAND_bytes(random, sizeof random) != 1) std::abort();  // no entropy: nothing safe to hand out
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token = "mh-run-" + std::string(run_id) + "-";
-  for (unsigned char b : random) {
-    token += kHex[b >> 4];
-    token += kHex[b & 15];
-  }
-  return token;
-}
-
 std::optional<std::uint16_t> free_loopback_port() {
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor acceptor(io);
@@ -97,28 +84,14 @@ std::optional<std::uint16_t> free_loopback_port() {
   return port;  // closed as `acceptor` goes: the supervisor binds it (see the header: a race it refuses by name)
 }
 
-std::vector<std::pair<std::string, std::string>> run_redactions(
-    const std::optional<supervisor::SpecGateway>& gateway,
-    const std::vector<std::pair<std::string, std::string>>& vendor_env, const std::set<std::string>& secret_names) {
-  return supervisor::record_secrets(gateway, vendor_env, secret_names);
-}
-
-std::vector<std::pair<std::string, std::string>> adopted_run_redactions(const RunDir& dir,
-                                                                        const adapters::RunSpec& spec) {
+AdoptedRunNetwork adopted_run_network(const RunDir& dir, const adapters::RunSpec& spec) {
   std::ifstream in(dir.root() / "supervisor-spec.json", std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   auto parsed = supervisor::parse_spec(text);
   if (!parsed) return {};
   // An older daemon's supervisor spec names no secret_env: the run spec says which they are.
   if (parsed->secret_env.empty()) parsed->secret_env = spec.secret_vendor_env;
-  return supervisor::record_secrets(*parsed);
-}
-
-bool adopted_run_has_gateway(const RunDir& dir) {
-  std::ifstream in(dir.root() / "supervisor-spec.json", std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  auto parsed = supervisor::parse_spec(text);
-  return parsed && parsed->gateway.has_value();
+  return AdoptedRunNetwork{supervisor::record_secrets(*parsed), parsed->gateway.has_value()};
 }
 
 std::filesystem::path gate_dir(const RunDir& dir) {
@@ -149,7 +122,7 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
   const bool raw_endpoint = !spec.upstream && spec.model_endpoint && context.own_network;
   if (spec.upstream || (scenario && supervised) || raw_endpoint) {
     supervisor::SpecGateway g;
-    g.token = run_placeholder_token(spec.run_id);
+    g.token = gateway::placeholder_token(spec.run_id);
     g.wire = std::string(adapter.model_wire());
     g.reserve = metered_before_spend(spec.budget, config.daily_budget);
     if (spec.upstream) {
@@ -158,7 +131,7 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
       g.wire = u.wire;
       g.url = u.url;
       // The path: the supervisor reads the key itself. (The daemon reads it only to redact it from
-      // the run's record: run_redactions.)
+      // the run's record: supervisor::record_secrets.)
       g.credential = u.credential_path;
       g.ca_file = u.ca_file;
       g.header = u.header;
@@ -197,7 +170,7 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
     options.egress = std::move(e);
   }
   std::vector<std::pair<std::string, std::string>> env(spec.vendor_env.begin(), spec.vendor_env.end());
-  options.redactions = run_redactions(options.gateway, env, spec.secret_vendor_env);
+  options.redactions = supervisor::record_secrets(options.gateway, env, spec.secret_vendor_env);
   // A raw endpoint's token on the host's network is the vendor's own (attested as such): still
   // never written to the record.
   if (!options.gateway && spec.model_endpoint && !spec.model_endpoint->token.empty())

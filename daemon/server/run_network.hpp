@@ -52,31 +52,21 @@ std::optional<std::string> wire_run_network(const NetworkContext& context, const
                                             const RunDir& dir, RunOptions& options,
                                             const std::optional<std::filesystem::path>& scenario);
 
-// A fresh placeholder for run `run_id`: "mh-run-<id>-<32 hex digits>" (16 bytes of RAND_bytes),
-// worth nothing but at this run's gateway. The same form as gateway::placeholder_token
-// (daemon/gateway/gateway.hpp), which replaces it once the gateway library is in the build.
-std::string run_placeholder_token(std::string_view run_id);
-
 // A port free on 127.0.0.1 now: bound to port 0, read, closed. The run's supervisor binds it
 // later, so another process may take it meanwhile; the supervisor's bind then fails and the run is
 // refused at launch, naming the port (a race, not a hole: nothing else is ever handed the run's
 // token). nullopt when no port could be had.
 std::optional<std::uint16_t> free_loopback_port();
 
-// What a run's record must never hold in clear (docs/gateway.md, "No secret in the record"), as
-// (NAME, value) for RunOptions::redactions: the key of its gateway's upstream as the credential
-// file holds it now ("upstream.NAME", or "model_endpoint.token" for a raw endpoint's), the run's
-// placeholder ("gateway.token"), and each vendor_env value the spec marks secret (its name).
-std::vector<std::pair<std::string, std::string>> run_redactions(
-    const std::optional<supervisor::SpecGateway>& gateway,
-    const std::vector<std::pair<std::string, std::string>>& vendor_env, const std::set<std::string>& secret_names);
-// The same for a run a previous daemon left: read from its supervisor's spec (0600, the daemon's),
-// since spec.json holds none of the values. Empty when that spec cannot be read.
-std::vector<std::pair<std::string, std::string>> adopted_run_redactions(const RunDir& dir,
-                                                                        const adapters::RunSpec& spec);
-
-// Whether a run a previous daemon left has a model gateway (its supervisor's spec names one).
-bool adopted_run_has_gateway(const RunDir& dir);
+// What a run a previous daemon left had of the network, read once from its supervisor's spec
+// (0600, the daemon's; spec.json holds none of the values): the secrets its record must never hold
+// in clear (supervisor::record_secrets), and whether it has a model gateway. Empty and false when
+// that spec cannot be read.
+struct AdoptedRunNetwork {
+  std::vector<std::pair<std::string, std::string>> redactions;
+  bool has_gateway = false;
+};
+AdoptedRunNetwork adopted_run_network(const RunDir& dir, const adapters::RunSpec& spec);
 
 // The gate directory of a run: <run_dir>/gate, holding the sockets of its gateway and its egress
 // proxy (bound into the run's view at kGateInView).

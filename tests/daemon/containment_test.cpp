@@ -440,6 +440,12 @@ TEST(DaemonContainmentFacts, ADefaultCgroupThatCannotWorkIsLeftOutAndEveryRunSay
   if (!base || ::access((*base / "cgroup.procs").c_str(), W_OK) != 0) GTEST_SKIP() << "no writable cgroup2 here";
   const std::filesystem::path cage = *base / ("mh-test-nochild-" + std::to_string(::getpid()));
   ASSERT_EQ(::mkdir(cage.c_str(), 0750), 0) << cage;
+  // The cage goes whichever way the test ends (an assertion that fails halfway included): declared
+  // before the daemons, it is removed after they are gone and it is empty.
+  struct RemoveCage {
+    std::filesystem::path path;
+    ~RemoveCage() { ::rmdir(path.c_str()); }
+  } remove_cage{cage};
   std::ofstream(cage / "cgroup.max.descendants") << "0\n";
   auto move_self = [](const std::filesystem::path& group) {
     std::ofstream procs(group / "cgroup.procs");
@@ -495,7 +501,7 @@ TEST(DaemonContainmentFacts, ADefaultCgroupThatCannotWorkIsLeftOutAndEveryRunSay
   d->signal(SIGTERM);
   EXPECT_EQ(d->wait_exit(30s), 0) << d->stderr_text();
   d.reset();
-  EXPECT_EQ(::rmdir(cage.c_str()), 0) << cage << ": " << std::strerror(errno);
+  EXPECT_EQ(::rmdir(cage.c_str()), 0) << cage << ": " << std::strerror(errno) << " (the daemon left it populated)";
 }
 
 // A root daemon without the sandbox: its runs (each its own uid) still reach their scratch

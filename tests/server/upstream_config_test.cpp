@@ -8,6 +8,7 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/registry.hpp"
+#include "daemon/gateway/gateway.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/run_network.hpp"
@@ -312,7 +313,7 @@ TEST(RunNetwork, ASupervisedScenarioIsPlayedByTheGatewayNotInTheDaemon) {
 }
 
 TEST(RunNetwork, APlaceholderIsFreshEachTime) {
-  EXPECT_NE(daemon::run_placeholder_token("r"), daemon::run_placeholder_token("r"));
+  EXPECT_NE(mh::gateway::placeholder_token("r"), mh::gateway::placeholder_token("r"));
 }
 
 }  // namespace
