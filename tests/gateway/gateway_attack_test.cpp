@@ -12,6 +12,7 @@
 
 #include "daemon/gateway/egress_proxy.hpp"
 #include "daemon/gateway/gateway.hpp"
+#include "tests/gateway/gateway_fixture.hpp"
 #include "tests/gateway/gateway_support.hpp"
 #include "tests/model/process_support.hpp"
 #include "tests/model/test_support.hpp"
@@ -48,32 +49,10 @@ std::string anthropic_body_with(std::string_view field, std::string_view raw_val
   return text;
 }
 
-class GatewayAttack : public ::testing::Test {
+class GatewayAttack : public GatewayOverTls {
  protected:
-  GatewayAttack() : dir_("gateway-attack"), ca_(dir_ / "ca") {}
+  GatewayAttack() : GatewayOverTls("gateway-attack", kTextScenario) {}
 
-  void start_endpoint(std::string_view scenario = kTextScenario) {
-    ASSERT_TRUE(ca_.ok()) << ca_.error();
-    model::EndpointOptions options;
-    options.tls_cert = ca_.cert_file();
-    options.tls_key = ca_.key_file();
-    endpoint_ = std::make_unique<RunningEndpoint>(scenario, options);
-    std::ofstream(key_file()) << endpoint_->token() << "\n";
-  }
-  RunningGateway::Setup setup(Wire wire = Wire::anthropic) {
-    RunningGateway::Setup s;
-    s.options.upstream.name = "test";
-    s.options.upstream.wire = wire;
-    s.options.upstream.url = endpoint_->base_url();
-    s.options.upstream.credential = key_file();
-    s.options.upstream.ca_file = ca_.ca_file();
-    s.options.token = token_;
-    return s;
-  }
-  void start_gateway(RunningGateway::Setup s) {
-    gateway_ = std::make_unique<RunningGateway>(std::move(s));
-    ASSERT_TRUE(gateway_->ok()) << gateway_->prepare_error();
-  }
   // A gateway whose every reservation is granted (a budget applies), recording each.
   void start_reserving(Wire wire = Wire::anthropic) {
     start_endpoint();
@@ -81,13 +60,6 @@ class GatewayAttack : public ::testing::Test {
     s.reserve = ReservationAnswer{true, ""};
     start_gateway(std::move(s));
   }
-  std::filesystem::path key_file() const { return dir_ / "upstream.key"; }
-
-  TempDir dir_;
-  mh::testing::TestCa ca_;
-  const std::string token_ = placeholder_token("r1");
-  std::unique_ptr<RunningEndpoint> endpoint_;
-  std::unique_ptr<RunningGateway> gateway_;
 };
 
 // BROKE (fixed): the body was read whole before the credential was checked, so a client with no

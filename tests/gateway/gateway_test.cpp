@@ -15,6 +15,7 @@
 #include <boost/json/serialize.hpp>
 #include <fstream>
 
+#include "tests/gateway/gateway_fixture.hpp"
 #include "tests/gateway/gateway_support.hpp"
 #include "tests/model/process_support.hpp"
 #include "tests/model/test_support.hpp"
@@ -41,16 +42,6 @@ constexpr std::string_view kTextScenario = R"({"format": "metaharness.scenario/1
              "usage": {"input_tokens": 120, "output_tokens": 33, "cached_input_tokens": 40,
                        "cache_creation_input_tokens": 7}, "sticky": true}]})";
 
-void write_file(const std::filesystem::path& path, std::string_view text) {
-  // Written beside and renamed over, as a rotation does: a new inode the gateway must notice.
-  const auto temporary = path.string() + ".new";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-  }
-  std::filesystem::rename(temporary, path);
-}
-
 Headers anthropic_bearer(const std::string& token) {
   return {{"authorization", "Bearer " + token},
           {"anthropic-version", "2023-06-01"},
@@ -71,38 +62,11 @@ json::value parse_json(const std::string& text) {
   return v;
 }
 
-// One run's world: a CA, the endpoint over HTTPS, a credential file holding the endpoint's token,
-// and a gateway in front with the run's placeholder.
-class GatewayTest : public ::testing::Test {
+// One run's world (gateway_fixture.hpp), with the requests this file sends.
+class GatewayTest : public GatewayOverTls {
  protected:
-  GatewayTest() : dir_("gateway"), ca_(dir_ / "ca") {}
+  GatewayTest() : GatewayOverTls("gateway", kTextScenario) {}
 
-  void start_endpoint(std::string_view scenario = kTextScenario, bool tls = true) {
-    ASSERT_TRUE(ca_.ok()) << ca_.error();
-    model::EndpointOptions options;
-    if (tls) {
-      options.tls_cert = ca_.cert_file();
-      options.tls_key = ca_.key_file();
-    }
-    endpoint_ = std::make_unique<RunningEndpoint>(scenario, options);
-    write_file(key_file(), endpoint_->token() + "\n");
-  }
-
-  RunningGateway::Setup setup(Wire wire = Wire::anthropic) {
-    RunningGateway::Setup s;
-    s.options.upstream.name = "test";
-    s.options.upstream.wire = wire;
-    s.options.upstream.url = endpoint_->base_url();
-    s.options.upstream.credential = key_file();
-    s.options.upstream.ca_file = ca_.ca_file();
-    s.options.token = token_;
-    return s;
-  }
-
-  void start_gateway(RunningGateway::Setup s) {
-    gateway_ = std::make_unique<RunningGateway>(std::move(s));
-    ASSERT_TRUE(gateway_->ok()) << gateway_->prepare_error();
-  }
   void start(Wire wire = Wire::anthropic) {
     start_endpoint();
     start_gateway(setup(wire));
@@ -115,14 +79,7 @@ class GatewayTest : public ::testing::Test {
     return exchange(gateway_->port(), "POST", target, openai_bearer(token), responses_body(stream));
   }
 
-  std::filesystem::path key_file() const { return dir_ / "upstream.key"; }
   std::vector<ServedRequest> upstream_log() const { return endpoint_->requests(); }
-
-  TempDir dir_;
-  mh::testing::TestCa ca_;
-  const std::string token_ = placeholder_token("r1");
-  std::unique_ptr<RunningEndpoint> endpoint_;
-  std::unique_ptr<RunningGateway> gateway_;
 };
 
 TEST_F(GatewayTest, TheRunsTokenIsForwardedWithTheRealKeyAndTheClientNeverSeesIt) {
