@@ -42,8 +42,8 @@ class GatewayOverTls : public ::testing::Test {
       options.tls_cert = ca_.cert_file();
       options.tls_key = ca_.key_file();
     }
-    endpoint_ = std::make_unique<model::testing::RunningEndpoint>(scenario.empty() ? default_scenario_ : scenario,
-                                                                  options);
+    endpoint_ =
+        std::make_unique<model::testing::RunningEndpoint>(scenario.empty() ? default_scenario_ : scenario, options);
     write_file(key_file(), endpoint_->token() + "\n");
   }
   RunningGateway::Setup setup(Wire wire = Wire::anthropic) {
