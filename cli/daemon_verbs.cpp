@@ -231,7 +231,8 @@ struct ClientOptions {
   bool json_out = false;
   bool human_out = false;
   bool tail_after_submit = false;
-  bool fleet = false;  // submit, ls, tail: through the fleet ([fleet], docs/fleet.md)
+  bool fleet = false;      // submit, ls, tail: through the fleet ([fleet], docs/fleet.md)
+  std::string request_id;  // submit: the same id makes one run however often it is sent
   // daemon
   std::string config_file;
   std::string socket_override;
@@ -257,9 +258,13 @@ int submit_verb(const ClientOptions& o) {
   int status = 0;
   json::object request{{"run", run}};
   if (o.fleet) request["fleet"] = true;
+  if (!o.request_id.empty()) request["request_id"] = o.request_id;
   auto reply = ask_for(c, o.socket, request_line("submit", "submit", request), "submitted", status);
   if (!reply) return status;
   std::string id = field(reply->o, "run_id");
+  if (const json::value* duplicate = reply->o.if_contains("duplicate");
+      duplicate && duplicate->is_bool() && duplicate->get_bool())
+    std::cerr << "metaharness: request id " << o.request_id << " made run " << id << " already\n";
   // Where the fleet placed it (stderr: stdout stays the id alone, for scripts).
   if (o.fleet)
     std::cerr << "metaharness: run " << id << " "
@@ -521,6 +526,8 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
   socket_option(submit);
   submit->add_flag("--tail", o->tail_after_submit, "then follow its stream");
   submit->add_flag("--fleet", o->fleet, "queue it for whichever host of the fleet has room ([fleet])");
+  submit->add_option("--request-id", o->request_id,
+                     "1-128 of [A-Za-z0-9._:-]: a retry with the same id and spec gets the first run, never a second");
   submit->add_flag("--json", o->json_out, "with --tail: raw event lines");
   submit->callback([&ctx, o] { ctx.exit_code = submit_verb(*o); });
 

@@ -74,6 +74,8 @@ struct DaemonConfig {
   std::chrono::milliseconds idle_timeout{600000};
   std::uint64_t decision_deadline_ms = 55000;
   bool fsync_each_event = false;
+  // How long a submit's request_id keeps pointing at the run it made (docs/socket-api.md).
+  std::chrono::seconds request_id_retention{std::chrono::hours(24 * 7)};
   std::size_t max_vendor_line_bytes = 4u << 20;
   std::size_t max_event_line_bytes = 1u << 20;  // protocol/line_cut.hpp: the bound of every event line
   // The run's body (docs/containment.md).

@@ -27,6 +27,10 @@ void read_run_timings(TableReader& r, DaemonConfig& c) {
   r.read<std::uint64_t>("decision_deadline_ms", c.decision_deadline_ms,
                         [](const std::uint64_t& v) { return v > 0 ? "" : "must be positive"; });
   r.read<bool>("fsync_each_event", c.fsync_each_event);
+  std::int64_t retention = c.request_id_retention.count();
+  r.read<std::int64_t>("request_id_retention_s", retention,
+                       [](const std::int64_t& v) { return v > 0 ? "" : "must be positive"; });
+  c.request_id_retention = std::chrono::seconds(retention);
   r.read<std::size_t>("max_vendor_line_bytes", c.max_vendor_line_bytes,
                       [](const std::size_t& v) { return v >= 4096 ? "" : "must be at least 4096"; });
   r.read<std::size_t>("max_event_line_bytes", c.max_event_line_bytes, [](const std::size_t& v) -> std::string {

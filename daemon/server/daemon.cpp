@@ -402,6 +402,9 @@ int Daemon::run() {
                                " run(s) the previous daemon left to their supervisors");
   if (auto problem = d.registry.load_ledger(std::chrono::system_clock::now()))
     log(LogPriority::warning, "daily budgets: " + *problem);
+  if (auto problem = SubmitLedger::open(d.submits, d.config.state_dir / "submits.jsonl", d.config.request_id_retention,
+                                        std::chrono::system_clock::now()))
+    log(LogPriority::warning, "submit request ids: " + *problem);
   if (d.config.fleet) {
     auto host = FleetHost::start(impl_);
     if (!host) {

@@ -43,9 +43,12 @@ struct SubmittedRun {
 };
 using SubmitResult = boost::system::result<SubmittedRun, SubmitRefusal>;
 // A new run from a socket API "run" object, for a peer with `role`: checked, admitted, created
-// and started. `run_id`: the id a fleet submitter assigned (nullopt: a fresh one). Any executor.
+// and started. `run_id`: the id a fleet submitter assigned (nullopt: a fresh one). `request_id`:
+// the peer's id for this submit, claimed fresh in server->submits by the caller; it is committed
+// once the run exists and before it starts (a commit that fails refuses the submit). Any executor.
 boost::asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCredentials peer, Role role,
-                                                boost::json::object run, std::optional<std::string> run_id);
+                                                boost::json::object run, std::optional<std::string> run_id,
+                                                std::optional<std::string> request_id = std::nullopt);
 // The refusals a submit makes before anything is admitted (what a fleet submitter checks before
 // it queues a spec).
 boost::system::result<adapters::RunSpec, SubmitRefusal> check_submit(Server& server, Role role,

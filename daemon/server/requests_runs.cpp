@@ -16,7 +16,9 @@
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 #include "metaharness/build_info.hpp"
+#include "protocol/digest.hpp"
 #include "protocol/hermetic_floor.hpp"
+#include "protocol/json.hpp"
 #include "protocol/reader.hpp"
 
 namespace mh::daemon {
@@ -206,7 +208,8 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> check_submit(Server& ser
 }
 
 asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCredentials peer, Role role,
-                                         json::object run, std::optional<std::string> run_id) {
+                                         json::object run, std::optional<std::string> run_id,
+                                         std::optional<std::string> request_id) {
   auto refused = [](std::string code, std::string reason) {
     return SubmitResult(boost::system::in_place_error, SubmitRefusal{std::move(code), std::move(reason)});
   };
@@ -238,6 +241,15 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
                    std::string(server->own_network ? "gateway" : "host"),
                    spec->upstream};
   auto created = create_run(*server, peer, dir, *adapter, std::move(*spec), run);
+  std::optional<std::string> unrecorded;
+  if (created && request_id) {
+    // The run exists (its directory and spec) and has not started: from here on a retry of this
+    // submit, even after a kill -9, is pointed at it (submit_ledger.hpp).
+    unrecorded = server->submits.commit(uid, *request_id, id, std::chrono::system_clock::now());
+    if (unrecorded)
+      created = boost::system::result<std::shared_ptr<Run>, std::string>(
+          boost::system::in_place_error, "its request_id could not be recorded: " + *unrecorded);
+  }
   if (!created) {
     // A refused submit leaves nothing behind: not its directory, not its reservation.
     std::error_code rm;
@@ -265,27 +277,103 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
   co_return SubmittedRun{id, handle->run_dir()};
 }
 
+namespace {
+
+// The submit's request_id: "" when it carries none, nullopt when it was refused (MALFORMED).
+std::optional<std::string> submit_request_id(Session& s, const SocketRequest& r) {
+  const json::value* given = r.body.if_contains("request_id");
+  if (!given || given->is_null()) return std::string();
+  if (!given->is_string()) {
+    s.refuse("MALFORMED", "request_id must be a string (docs/socket-api.md)", r.id);
+    return std::nullopt;
+  }
+  std::string id(given->get_string());
+  if (auto problem = request_id_problem(id); !problem.empty()) {
+    s.refuse("MALFORMED", problem, r.id);
+    return std::nullopt;
+  }
+  return id;
+}
+
+// Lets a request id's claim go when the submit that holds it ends without a run.
+class ClaimRelease {
+ public:
+  ClaimRelease(std::shared_ptr<Server> server, std::uint32_t uid, std::string request_id)
+      : server_(std::move(server)), uid_(uid), request_id_(std::move(request_id)) {}
+  ~ClaimRelease() {
+    if (!request_id_.empty()) server_->submits.release(uid_, request_id_);
+  }
+  ClaimRelease(const ClaimRelease&) = delete;
+  ClaimRelease& operator=(const ClaimRelease&) = delete;
+
+ private:
+  std::shared_ptr<Server> server_;
+  std::uint32_t uid_;
+  std::string request_id_;
+};
+
+}  // namespace
+
 asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
   const json::value* run = r.body.if_contains("run");
   if (!run || !run->is_object()) {
     s.refuse("MALFORMED", "submit needs a \"run\" object (docs/socket-api.md)", r.id);
     co_return;
   }
+  auto request_id = submit_request_id(s, r);
+  if (!request_id) co_return;  // refused
   if (const json::value* to_fleet = r.body.if_contains("fleet");
       to_fleet && to_fleet->is_bool() && to_fleet->get_bool()) {
+    if (!request_id->empty()) {
+      s.refuse("MALFORMED", "request_id is not yet honoured on a fleet submit (\"fleet\": true); submit it to one host",
+               r.id);
+      co_return;
+    }
     co_await submit_to_fleet(s, r, run->get_object());
     co_return;
   }
-  auto submitted = co_await submit_run(s.server_ptr(), s.peer(), s.role(), run->get_object(), std::nullopt);
+  auto server = s.server_ptr();
+  const std::uint32_t uid = s.peer().uid;
+  auto reply = [&s, &r](const std::string& run_id, const std::filesystem::path& run_dir, bool duplicate) {
+    json::object fields;
+    fields["run_id"] = run_id;
+    fields["run_dir"] = run_dir.string();
+    if (s.server().fleet) fields["host"] = s.server().fleet->host_id();
+    if (duplicate) fields["duplicate"] = true;
+    s.reply("submitted", r.id, fields);
+  };
+  if (!request_id->empty()) {
+    // One run per (uid, request_id): a retry whose first reply was lost gets that run back.
+    const std::string digest = protocol::sha256_hex(protocol::canonical_json(*run));
+    for (;;) {
+      auto claimed = server->submits.claim(uid, *request_id, digest, std::chrono::system_clock::now());
+      if (claimed.claim == SubmitLedger::Claim::fresh) break;
+      if (claimed.claim == SubmitLedger::Claim::duplicate) {
+        reply(claimed.run_id, RunDir::in_state_dir(server->config.state_dir, claimed.run_id).root(), true);
+        co_return;
+      }
+      if (claimed.claim == SubmitLedger::Claim::conflict) {
+        s.refuse("CONFLICT", "request_id " + *request_id + " made run " + claimed.run_id + " with another spec", r.id);
+        co_return;
+      }
+      // Another submit with this id is being made right now: its outcome decides this one.
+      auto settled = [server, uid, key = *request_id](auto done) {
+        server->submits.when_settled(uid, key, [done]() mutable { done(true); });
+      };
+      co_await await_callback<bool>(std::move(settled));
+    }
+  }
+  // Whatever ends this submit, a claim it did not commit is let go (a no-op once committed).
+  ClaimRelease release{server, uid, *request_id};
+  // Named, not a temporary in the co_await expression (GCC 12 destroys such temporaries twice).
+  std::optional<std::string> claimed_id;
+  if (!request_id->empty()) claimed_id = *request_id;
+  auto submitted = co_await submit_run(server, s.peer(), s.role(), run->get_object(), std::nullopt, claimed_id);
   if (!submitted) {
     s.refuse(submitted.error().code, submitted.error().reason, r.id);
     co_return;
   }
-  json::object fields;
-  fields["run_id"] = submitted->run_id;
-  fields["run_dir"] = submitted->run_dir.string();
-  if (s.server().fleet) fields["host"] = s.server().fleet->host_id();
-  s.reply("submitted", r.id, fields);
+  reply(submitted->run_id, submitted->run_dir, false);
 }
 
 asio::awaitable<void> handle_list(Session& s, const SocketRequest& r) {

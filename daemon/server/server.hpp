@@ -19,6 +19,7 @@
 #include "daemon/process/run_containment.hpp"
 #include "daemon/server/io_pool.hpp"
 #include "daemon/server/registry.hpp"
+#include "daemon/server/submit_ledger.hpp"
 #include "daemon/server/viewer_tokens.hpp"
 
 namespace mh::daemon {
@@ -125,6 +126,9 @@ class Server : public std::enable_shared_from_this<Server> {
   // [http] listener, empty when none is configured. Set before the first connection is accepted.
   ViewerTokens viewer_tokens;
   std::string http_address;
+  // The request ids of submits (submit_ledger.hpp): opened on its file at start; in memory only
+  // for a Server built without a daemon. Any thread.
+  SubmitLedger submits;
   // [fleet]: this daemon as a host of a fleet (fleet_host.hpp); null without the section.
   std::shared_ptr<FleetHost> fleet;
 

@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
+#include <thread>
 
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
@@ -441,6 +443,165 @@ TEST_F(DaemonStandin, ADailyBudgetStopsEveryRunOfTheOwnerAndRefusesTheirNextSubm
   auto still = after.request(socket_request("submit", standin_run("bash_marker.json")));
   ASSERT_TRUE(still);
   EXPECT_EQ(still->str("code"), "BUDGET_EXHAUSTED") << still->raw;
+}
+
+// --- Issue 27: idempotent submit ---------------------------------------------------------------
+
+// A submit whose reply the client lost is sent again with the same request_id: one run.
+TEST_F(DaemonStandin, ASubmitRetriedWithItsRequestIdGetsTheFirstRunBackNeverASecond) {
+  const std::string run = standin_run("bash_marker.json", R"("decisions":"observe")");
+  SocketClient c(daemon->socket());
+  auto first = c.request(socket_request("submit", R"("request_id":"job-7:attempt.1",)" + run));
+  ASSERT_TRUE(first && first->str("reply") == "submitted") << (first ? first->raw : "no reply");
+  EXPECT_EQ(first->raw.find("duplicate"), std::string::npos) << "a first submit is not a duplicate: " << first->raw;
+  auto again = c.request(socket_request("submit", R"("request_id":"job-7:attempt.1",)" + run));
+  ASSERT_TRUE(again && again->str("reply") == "submitted") << (again ? again->raw : "no reply");
+  EXPECT_EQ(again->str("run_id"), first->str("run_id"));
+  EXPECT_EQ(again->str("run_dir"), first->str("run_dir"));
+  EXPECT_TRUE(again->object.at("duplicate").as_bool()) << again->raw;
+  EXPECT_EQ(run_dirs(), 1u);
+  // The same spec with its keys in another order is the same spec.
+  const std::string reordered =
+      R"("run":{"prompt":"go","adapter":"claude","decisions":"observe","vendor_env":{"MH_STANDIN_SCRIPT":")" +
+      (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / "bash_marker.json").string() +
+      R"("},"model_endpoint":{"base_url":"http://127.0.0.1:9"}})";
+  auto reordered_reply = c.request(socket_request("submit", R"("request_id":"job-7:attempt.1",)" + reordered));
+  ASSERT_TRUE(reordered_reply);
+  EXPECT_EQ(reordered_reply->str("run_id"), first->str("run_id")) << reordered_reply->raw;
+  // Without a request_id every submit is a run of its own, as before.
+  std::string other = submit(run);
+  EXPECT_NE(other, first->str("run_id"));
+  EXPECT_EQ(run_dirs(), 2u);
+  for (const auto& id : {first->str("run_id"), other})
+    EXPECT_EQ(follow(id).back().str("reason"), "completed") << id;
+}
+
+TEST_F(DaemonStandin, ARequestIdReusedWithAnotherSpecIsRefusedConflictAndABadOneMalformed) {
+  SocketClient c(daemon->socket());
+  std::string id = c.request(socket_request("submit", R"("request_id":"r1",)" +
+                                                          standin_run("bash_marker.json", R"("decisions":"observe")")))
+                       ->str("run_id");
+  ASSERT_FALSE(id.empty());
+  auto conflict = c.request(
+      socket_request("submit", R"("request_id":"r1",)" + standin_run("chatter.json", R"("decisions":"observe")")));
+  ASSERT_TRUE(conflict);
+  EXPECT_EQ(conflict->str("code"), "CONFLICT") << conflict->raw;
+  EXPECT_NE(conflict->str("reason").find(id), std::string::npos) << "names the run the id made: " << conflict->raw;
+  for (const std::string& bad :
+       std::vector<std::string>{R"("")", R"("has space")", R"("a/b")", "\"" + std::string(129, 'x') + "\"", "7"}) {
+    auto refused =
+        c.request(socket_request("submit", R"("request_id":)" + bad + "," + standin_run("bash_marker.json")));
+    ASSERT_TRUE(refused) << bad;
+    EXPECT_EQ(refused->str("code"), "MALFORMED") << bad << ": " << refused->raw;
+    EXPECT_NE(refused->str("reason").find("request_id"), std::string::npos) << refused->raw;
+  }
+  // 128 characters of the whole alphabet are a request id.
+  std::string longest = "AZaz09._:-" + std::string(118, 'k');
+  auto accepted = c.request(socket_request(
+      "submit", R"("request_id":")" + longest + "\"," + standin_run("bash_marker.json", R"("decisions":"observe")")));
+  ASSERT_TRUE(accepted && accepted->str("reply") == "submitted") << (accepted ? accepted->raw : "no reply");
+  EXPECT_EQ(run_dirs(), 2u) << "no refusal left a run behind";
+  for (const auto& run : {id, accepted->str("run_id")})
+    follow(run);
+}
+
+// A refusal makes no run, so the request id stays free for the submit that is accepted.
+TEST_F(DaemonStandin, ARefusedSubmitLeavesItsRequestIdFreeForTheRetryThatIsAccepted) {
+  SocketClient c(daemon->socket());
+  auto refused = c.request(socket_request(
+      "submit", R"("request_id":"retry-me","run":{"adapter":"claude","prompt":"go","model_scenario":{"format":"x"}})"));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->str("code"), "REFUSED") << refused->raw;
+  auto accepted = c.request(socket_request(
+      "submit", R"("request_id":"retry-me",)" + standin_run("bash_marker.json", R"("decisions":"observe")")));
+  ASSERT_TRUE(accepted && accepted->str("reply") == "submitted") << (accepted ? accepted->raw : "no reply");
+  EXPECT_EQ(accepted->raw.find("duplicate"), std::string::npos) << accepted->raw;
+  follow(accepted->str("run_id"));
+}
+
+// Sixteen clients send the same submit at once (a harness retrying on a timeout that was only
+// slow): one run, every one of them told its id.
+TEST_F(DaemonStandin, ConcurrentSubmitsWithOneRequestIdMakeOneRunAndAllGetItsId) {
+  const std::string request = socket_request(
+      "submit", R"("request_id":"burst",)" + standin_run("bash_marker.json", R"("decisions":"observe")"));
+  std::vector<std::string> ids(16);
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    clients.emplace_back([&, i] {
+      SocketClient c(daemon->socket());
+      auto reply = c.request(request);
+      if (reply && reply->str("reply") == "submitted") ids[i] = reply->str("run_id");
+    });
+  for (auto& t : clients)
+    t.join();
+  std::set<std::string> distinct(ids.begin(), ids.end());
+  ASSERT_EQ(distinct.size(), 1u) << "every client got the one run's id";
+  EXPECT_FALSE(distinct.begin()->empty());
+  EXPECT_EQ(run_dirs(), 1u);
+  follow(*distinct.begin());
+}
+
+// The request id outlives the daemon: a kill -9 between the submit and its retry still gives the
+// one run (adopted by the next daemon from its supervisor).
+TEST_F(DaemonStandin, ARetryAfterTheDaemonWasKilledMinus9GetsTheRunTheFirstSubmitMade) {
+  const std::string run = standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)");
+  SocketClient c(daemon->socket());
+  auto first = c.request(socket_request("submit", R"("request_id":"survives-kill",)" + run));
+  ASSERT_TRUE(first && first->str("reply") == "submitted") << (first ? first->raw : "no reply");
+  daemon->signal(SIGKILL);
+  daemon->wait_exit(30s);
+  daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config());
+  ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  SocketClient after(daemon->socket());
+  auto again = after.request(socket_request("submit", R"("request_id":"survives-kill",)" + run));
+  ASSERT_TRUE(again && again->str("reply") == "submitted") << (again ? again->raw : "no reply");
+  EXPECT_EQ(again->str("run_id"), first->str("run_id"));
+  EXPECT_TRUE(again->object.at("duplicate").as_bool()) << again->raw;
+  EXPECT_EQ(run_dirs(), 1u);
+  after.send(socket_request("attach", R"("run_id":")" + first->str("run_id") + R"(","from_seq":1)"));
+  ASSERT_TRUE(after.wait_reply("attached"));
+  after.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  ASSERT_TRUE(after.wait_reply("end", 60s));
+}
+
+TEST_F(DaemonStandin, SubmitFromTheCommandLineWithARequestIdPrintsTheSameRunTwice) {
+  auto submit_once = [&] {
+    CliProcess submitted(
+        {metaharness_binary().string(), "submit", "claude", "-p", "go", "--model-endpoint", "http://127.0.0.1:9",
+         "--vendor-env",
+         "MH_STANDIN_SCRIPT=" + (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / "bash_marker.json").string(),
+         "--decisions", "observe", "--request-id", "cli:job-1", "--socket", daemon->socket().string()});
+    submitted.close_stdin();
+    auto id = submitted.next_line(30s);
+    EXPECT_EQ(submitted.finish(30s), 0) << submitted.stderr_text();
+    return std::pair{id.value_or(""), submitted.stderr_text()};
+  };
+  auto [first, first_err] = submit_once();
+  auto [second, second_err] = submit_once();
+  ASSERT_FALSE(first.empty()) << first_err;
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(first_err.find("made run"), std::string::npos) << first_err;
+  EXPECT_NE(second_err.find("request id cli:job-1 made run " + first + " already"), std::string::npos) << second_err;
+  EXPECT_EQ(run_dirs(), 1u);
+  follow(first);
+}
+
+// A retention the config shortens: an id older than it makes a new run.
+TEST_F(DaemonStandin, ARequestIdOlderThanTheRetentionMakesANewRun) {
+  restart("request_id_retention_s = 1\n");
+  const std::string run = standin_run("bash_marker.json", R"("decisions":"observe")");
+  SocketClient c(daemon->socket());
+  std::string first = c.request(socket_request("submit", R"("request_id":"short-lived",)" + run))->str("run_id");
+  ASSERT_FALSE(first.empty());
+  follow(first);
+  // The retention is a wall-clock promise; waiting it out is the behaviour under test.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto reply = c.request(socket_request("submit", R"("request_id":"short-lived",)" + run));
+        return reply && reply->str("reply") == "submitted" && reply->str("run_id") != first;
+      },
+      10s));
+  EXPECT_EQ(run_dirs(), 2u);
 }
 
 }  // namespace

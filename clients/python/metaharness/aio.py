@@ -86,11 +86,18 @@ class AsyncClient(ex.RunCommands):
     async def status(self):
         return await self._request("status")
 
-    async def submit(self, **run_spec):
-        return await self.submit_spec(build_run_spec(run_spec))
+    async def submit(self, request_id=None, **run_spec):
+        return await self.submit_spec(build_run_spec(run_spec), request_id=request_id)
 
-    async def submit_spec(self, spec):
-        return (await self._request("submit", run=spec)).run_id
+    async def submit_spec(self, spec, request_id=None):
+        """Idempotent as Client.submit_spec: one run per request_id, resent while its reply is lost."""
+        request_id = request_id or ex.new_request_id()
+        backoff = ex.Backoff(f"(submit {request_id})", ex.RECONNECT_TIMEOUT)
+        while True:
+            try:
+                return (await self._request("submit", run=spec, request_id=request_id)).run_id
+            except ex.SUBMIT_RETRYABLE as e:
+                await asyncio.sleep(backoff.after_failure(e))  # a retry interval, waiting for the daemon
 
     async def list(self):
         return (await self._request("list")).runs

@@ -44,16 +44,29 @@ class Client(ex.RunCommands):
         pending_decisions}, accepting, connections."""
         return self._request("status")
 
-    def submit(self, **run_spec):
+    def submit(self, request_id=None, **run_spec):
         """Submits a run and returns its id. The keywords are the run spec's fields (adapter,
         prompt, decisions, decision_deadline_ms, frame, model_scenario, ...); a scenario or
         frame given as a pathlib.Path is read and sent inline. An unknown keyword is a
-        TypeError; a refusal (MALFORMED, BUSY, ...) raises Refused."""
-        return self.submit_spec(build_run_spec(run_spec))
+        TypeError; a refusal (MALFORMED, BUSY, CONFLICT, ...) raises Refused.
 
-    def submit_spec(self, spec):
-        """Submits a run spec dict as it is (no check of its keys); returns the run id."""
-        return self._request("submit", run=spec).run_id
+        Idempotent: the submit carries `request_id` (default: a fresh UUID for this call), and
+        when its reply is lost (the connection drops, the daemon restarts, the reply times out)
+        it is sent again with the same id for up to RECONNECT_TIMEOUT seconds: the daemon makes
+        one run for it, whichever attempt got through. Pass your own id to make a retry of your
+        own (a job resumed after a crash) get the same run."""
+        return self.submit_spec(build_run_spec(run_spec), request_id=request_id)
+
+    def submit_spec(self, spec, request_id=None):
+        """Submits a run spec dict as it is (no check of its keys); returns the run id. Idempotent
+        as submit()."""
+        request_id = request_id or ex.new_request_id()
+        backoff = ex.Backoff(f"(submit {request_id})", RECONNECT_TIMEOUT)
+        while True:
+            try:
+                return self._request("submit", run=spec, request_id=request_id).run_id
+            except ex.SUBMIT_RETRYABLE as e:
+                time.sleep(backoff.after_failure(e))  # a retry interval, waiting for the daemon
 
     def list(self):
         """Every run the daemon knows, as run summaries (run_id, adapter, state, close_reason,

@@ -4,9 +4,10 @@ command methods (each builds one command and hands it to the client's own way of
 so an asyncio client's method returns the coroutine to await)."""
 
 import time
+import uuid
 
 from . import commands as cmd
-from .errors import ConnectionLost, DaemonUnreachable, ProtocolError, Refused
+from .errors import ConnectionLost, DaemonUnreachable, ProtocolError, Refused, Timeout
 from .events import parse_event
 from .outcome import Outcome
 from .records import Record
@@ -18,6 +19,13 @@ RECONNECT_TIMEOUT = 30.0
 
 # What a failed connection attempt may raise and still be worth another try.
 RECONNECTABLE = (DaemonUnreachable, ConnectionLost, OSError)
+# A submit whose reply did not arrive is sent again (with its request_id, so it makes one run).
+SUBMIT_RETRYABLE = RECONNECTABLE + (Timeout,)
+
+
+def new_request_id():
+    """A submit's request_id: fresh per submit() call, reused by its retries."""
+    return str(uuid.uuid4())
 
 
 def request_reply(name, rid, reply):

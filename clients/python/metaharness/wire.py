@@ -41,8 +41,9 @@ def decode(line):
     return obj
 
 
-def request(name, request_id, **fields):
-    """A metaharness.socket/1 request object."""
-    obj = {"format": SOCKET_FORMAT, "request": name, "id": request_id}
+def request(name, line_id, /, **fields):
+    """A metaharness.socket/1 request object: `line_id` is its `id` (the reply carries it back);
+    `fields` may hold any field, a submit's `request_id` among them."""
+    obj = {"format": SOCKET_FORMAT, "request": name, "id": line_id}
     obj.update(fields)
     return obj

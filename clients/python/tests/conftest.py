@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -227,3 +228,37 @@ def scripts():
     os.chmod(directory, 0o755)
     yield pathlib.Path(directory)
     shutil.rmtree(directory, ignore_errors=True)
+
+
+class ReplyDroppingProxy:
+    """A socket in front of the daemon that forwards every request and drops the first
+    `drop` replies (it closes the client's connection instead): a reply lost on its way."""
+
+    def __init__(self, path, daemon_socket, drop=1):
+        self.path, self.daemon_socket, self.drop = str(path), str(daemon_socket), drop
+        self.requests = []
+        self._listener = socket.socket(socket.AF_UNIX)
+        self._listener.bind(self.path)
+        self._listener.listen()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                peer, _ = self._listener.accept()
+            except OSError:
+                return
+            with peer, socket.socket(socket.AF_UNIX) as upstream:
+                upstream.connect(self.daemon_socket)
+                line = peer.makefile("rb").readline()
+                self.requests.append(json.loads(line))
+                upstream.sendall(line)
+                reply = upstream.makefile("rb").readline()
+                if self.drop > 0:
+                    self.drop -= 1
+                    continue  # the reply is lost: the connection closes without it
+                peer.sendall(reply)
+
+    def close(self):
+        self._listener.close()

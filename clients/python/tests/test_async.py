@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 import metaharness
-from conftest import bash, standin_spec, write_script
+from conftest import ReplyDroppingProxy, bash, standin_spec, write_script
 
 ASK = {"decisions": "ask", "decision_deadline_ms": 120000}
 
@@ -172,6 +172,23 @@ def test_every_command_of_the_async_client_and_attachment_gets_its_one_result(da
         assert sorted(r.id for r in results) == sorted(o.command_id for o in outcomes)
 
     run(main())
+
+
+def test_an_async_submit_whose_reply_is_lost_is_sent_again_and_makes_one_run(daemon, tmp_path):
+    async def main():
+        proxy = ReplyDroppingProxy(tmp_path / "proxy.sock", daemon.socket, drop=1)
+        try:
+            run_id = await metaharness.AsyncClient(proxy.path, timeout=60).submit(
+                **standin_spec("bash_marker.json", decisions="observe", labels={"async-lost-reply": str(tmp_path)}))
+        finally:
+            proxy.close()
+        submits = [r for r in proxy.requests if r["request"] == "submit"]
+        assert len(submits) == 2 and submits[0]["request_id"] == submits[1]["request_id"]
+        client = metaharness.AsyncClient(daemon.socket, timeout=60)
+        runs = [r for r in await client.list() if (r.labels or {}).get("async-lost-reply") == str(tmp_path)]
+        assert [r.run_id for r in runs] == [run_id]
+
+    asyncio.run(main())
 
 
 def test_async_shutdown():

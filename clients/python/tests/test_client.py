@@ -1,11 +1,12 @@
 """Every request of the blocking Client against a real daemon hosting the stand-in harness."""
 
 import os
+import uuid
 
 import pytest
 
 import metaharness
-from conftest import bash, sealed_frame, standin_spec, write_script
+from conftest import ReplyDroppingProxy, bash, sealed_frame, standin_spec, write_script
 
 
 def finished(client, run_id, timeout=60):
@@ -57,6 +58,31 @@ def test_submit_returns_the_run_id_and_list_and_get_describe_the_run(client, dae
     assert got.spend.tool_calls == 1
     late = client.halt(run_id)
     assert late.refused and late.code == "TOO_LATE" and late.recorded is False, "the stream had closed"
+
+
+def test_a_submit_whose_reply_is_lost_is_sent_again_and_makes_one_run(daemon, tmp_path):
+    proxy = ReplyDroppingProxy(tmp_path / "proxy.sock", daemon.socket, drop=2)
+    try:
+        label = str(uuid.uuid4())
+        run_id = metaharness.Client(proxy.path, timeout=60).submit(
+            **standin_spec("bash_marker.json", decisions="observe", labels={"lost-reply": label}))
+    finally:
+        proxy.close()
+    submits = [r for r in proxy.requests if r["request"] == "submit"]
+    assert len(submits) == 3, "sent three times: two replies were lost"
+    assert len({r["request_id"] for r in submits}) == 1, "every attempt carries the call's one request_id"
+    client = metaharness.Client(daemon.socket)
+    runs = [r for r in client.list() if (r.labels or {}).get("lost-reply") == label]
+    assert [r.run_id for r in runs] == [run_id], "one run, and the id the caller got is its"
+    finished(client, run_id)
+    # Each call is a submit of its own (a fresh request_id); a caller's own id makes its retries one run.
+    spec = standin_spec("bash_marker.json", decisions="observe")
+    assert client.submit(**spec) != client.submit(**spec)
+    mine = f"job-{label}"
+    assert client.submit(request_id=mine, **spec) == client.submit(request_id=mine, **spec)
+    with pytest.raises(metaharness.Refused) as conflict:
+        client.submit(request_id=mine, **standin_spec("chatter.json", decisions="observe"))
+    assert conflict.value.code == "CONFLICT"
 
 
 def test_a_refused_submit_raises_with_the_daemons_code_and_reason(client):
