@@ -91,6 +91,9 @@ struct DaemonConfig {
   bool supervise = true;
   std::filesystem::path supervisor;                // "": metaharness-supervisor beside this executable
   std::chrono::milliseconds adopt_within{600000};  // how long a body waits for a daemon to come back
+  // runs.ungoverned_halt_after_s: a run whose daemon is gone this long is halted by its supervisor,
+  // which closes its record `killed` (docs/supervisor.md). nullopt: runs go on (to adopt_within).
+  std::optional<std::chrono::milliseconds> ungoverned_halt_after;
   std::string on_stop = "halt";  // "halt": a stop ends every run; "detach": runs go on (supervise only)
   // The runs' network (docs/gateway.md): "gateway" (a network namespace of each run's own, its
   // model gateway the only door), "host" (the host's network), or "" (not configured: "gateway"

@@ -81,6 +81,10 @@ void read_run_supervision(TableReader& r, DaemonConfig& c) {
   std::int64_t adopt_within = c.adopt_within.count();
   r.read<std::int64_t>("adopt_within_ms", adopt_within, positive_ms);
   c.adopt_within = std::chrono::milliseconds(adopt_within);
+  std::int64_t ungoverned_s = 0;
+  r.read<std::int64_t>("ungoverned_halt_after_s", ungoverned_s,
+                       [](const std::int64_t& v) { return v > 0 ? "" : "must be positive"; });
+  if (ungoverned_s > 0) c.ungoverned_halt_after = std::chrono::seconds(ungoverned_s);
   r.read<std::string>("on_stop", c.on_stop, [](const std::string& v) -> std::string {
     return v == "halt" || v == "detach" ? "" : "must be \"halt\" or \"detach\"";
   });
@@ -97,6 +101,12 @@ std::string read_runs_table(const toml::table& runs, DaemonConfig& c) {
   read_run_timings(r, c);
   read_run_body(r, c);
   read_run_supervision(r, c);
+  if (error.empty() && c.ungoverned_halt_after && *c.ungoverned_halt_after >= c.adopt_within)
+    error = "runs.ungoverned_halt_after_s (" + std::to_string(c.ungoverned_halt_after->count() / 1000) +
+            " s) must be shorter than runs.adopt_within_ms (" + std::to_string(c.adopt_within.count()) +
+            " ms), after which an unattached run is abandoned without its record closed";
+  if (error.empty() && c.ungoverned_halt_after && !c.supervise)
+    error = "runs.ungoverned_halt_after_s needs runs.supervise = true: an unsupervised run dies with its daemon";
   if (error.empty() && c.on_stop == "detach" && !c.supervise)
     error = "runs.on_stop = \"detach\" needs runs.supervise = true: a run that is the daemon's child dies with it";
   r.finish();

@@ -127,6 +127,8 @@ struct RunOptions {
     std::filesystem::path binary;                    // metaharness-supervisor
     std::chrono::milliseconds adopt_within{600000};  // how long the body waits for a daemon
     std::chrono::milliseconds attach_within{10000};  // how long a daemon waits for its supervisor
+    // With no daemon this long, the body halts the run and closes its record (nullopt: never).
+    std::optional<std::chrono::milliseconds> ungoverned_halt_after;
   };
   std::optional<Supervision> supervision;
   // The run's model gateway and egress proxy, hosted by its supervisor (docs/gateway.md): set

@@ -77,6 +77,8 @@ asio::awaitable<bool> Run::Impl::launch_supervised(const adapters::LaunchPlan& t
   spec.gateway = options.gateway;
   spec.egress = options.egress;
   spec.adopt_within_ms = static_cast<std::uint64_t>(options.supervision->adopt_within.count());
+  if (options.supervision->ungoverned_halt_after)
+    spec.ungoverned_halt_after_ms = static_cast<std::uint64_t>(options.supervision->ungoverned_halt_after->count());
 
   if (containment)
     if (auto problem = RunContainment::write_record(options.run_dir / kBodyRecordFile, containment->record())) {

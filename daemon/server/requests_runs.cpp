@@ -154,6 +154,7 @@ RunOptions run_options(Server& server, const RunDir& dir) {
     RunOptions::Supervision supervision;
     supervision.binary = supervisor_binary(config);
     supervision.adopt_within = config.adopt_within;
+    supervision.ungoverned_halt_after = config.ungoverned_halt_after;
     options.supervision = supervision;
   }
   return options;

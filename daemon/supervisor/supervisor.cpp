@@ -23,6 +23,9 @@
 #include <system_error>
 
 #include "adapters/adapter.hpp"
+#include "daemon/process/run_cgroup.hpp"
+#include "daemon/process/run_containment.hpp"
+#include "daemon/stream/event_log.hpp"
 #include "daemon/supervisor/supervisor_impl.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/json.hpp"
@@ -95,7 +98,7 @@ void supervisor_log(const std::string& run_id, const std::string& message) {
 // ---- setup ------------------------------------------------------------------------------------
 
 Supervisor::Impl::Impl(asio::io_context& context, SupervisorSpec s)
-    : io(context), spec(std::move(s)), acceptor(context), adopt_timer(context) {
+    : io(context), spec(std::move(s)), acceptor(context), adopt_timer(context), ungoverned_timer(context) {
   secrets = record_secrets(spec);
   redactor = daemon::Redactor(secrets);
 }
@@ -319,6 +322,11 @@ void Supervisor::Impl::on_attach(const std::shared_ptr<DaemonConnection>& connec
     send(connection, Refused{"already attached"});
     return;
   }
+  if (halting_alone) {  // the record is the supervisor's now: two writers would tear it
+    send(connection, Refused{"the run is being halted: no daemon governed it for " +
+                             std::to_string(*spec.ungoverned_halt_after_ms) + " ms (runs.ungoverned_halt_after_s)"});
+    return;
+  }
   auto speaks = supervisor_speaks(attach.protocol);
   if (!speaks) {
     send(connection, Refused{speaks.error()});
@@ -328,6 +336,7 @@ void Supervisor::Impl::on_attach(const std::shared_ptr<DaemonConnection>& connec
   connection->carry_out_bytes = std::min<std::uint64_t>(attach.carry_out_bytes, kMaxCarriedOutBytes);
   ++adopt_generation;  // a daemon is here: the adopt bound is off until it goes
   adopt_timer.cancel();
+  ungoverned_timer.cancel();
   Hello message = hello();
   message.protocol = *speaks;
   message.ungoverned_ms = static_cast<std::uint64_t>(
@@ -455,9 +464,16 @@ void Supervisor::Impl::arm_adopt_timer() {
   std::uint64_t generation = ++adopt_generation;
   adopt_timer.expires_after(std::chrono::milliseconds(spec.adopt_within_ms));
   adopt_timer.async_wait([this, generation](boost::system::error_code ec) {
-    if (ec || generation != adopt_generation || exit_code) return;
+    if (ec || generation != adopt_generation || exit_code || abandoned) return;
     if (daemon && daemon->attached) return;
     abandon();
+  });
+  if (!spec.ungoverned_halt_after_ms) return;
+  ungoverned_timer.expires_after(std::chrono::milliseconds(*spec.ungoverned_halt_after_ms));
+  ungoverned_timer.async_wait([this, generation](boost::system::error_code ec) {
+    if (ec || generation != adopt_generation || exit_code || abandoned) return;
+    if (daemon && daemon->attached) return;
+    halt_ungoverned();
   });
 }
 
@@ -465,12 +481,70 @@ void Supervisor::Impl::abandon() {
   log("no daemon attached within " + std::to_string(spec.adopt_within_ms) + " ms: the run is abandoned, killing it");
   abandoned = true;
   kill_run();
-  if (!child || exited) {
-    if (spec.cgroup && !wait_cgroup_empty(*spec.cgroup, std::chrono::seconds(10)))
-      log(spec.cgroup->string() + " is still populated 10 s after the kill");
-    finish(kExitAbandoned);
-  }
+  if (!child || exited) finish_killed_run();
   // Otherwise wait_vendor reaps the vendor and finishes.
+}
+
+void Supervisor::Impl::halt_ungoverned() {
+  log("no daemon governed the run for " + std::to_string(*spec.ungoverned_halt_after_ms) +
+      " ms (runs.ungoverned_halt_after_s): halting it and closing its record");
+  abandoned = true;
+  halting_alone = true;
+  // A daemon connected but not attached (its attach not yet sent) is refused from here on.
+  kill_run();
+  if (!child || exited) finish_killed_run();
+}
+
+void Supervisor::Impl::finish_killed_run() {
+  if (spec.cgroup && !wait_cgroup_empty(*spec.cgroup, std::chrono::seconds(10)))
+    log(spec.cgroup->string() + " is still populated 10 s after the kill");
+  if (!halting_alone) {
+    finish(kExitAbandoned);
+    return;
+  }
+  close_record_alone();
+  finish(kExitUngovernedHalt);
+}
+
+// The run's record ends as a daemon would have ended it: what the daemon wrote is kept (a line it
+// tore is cut), then a warning saying why, then stream.closed `killed`. A later daemon finds the
+// record closed and leaves it so. What the vendor wrote after its daemon left is in the
+// transcript, not mapped: no daemon was there to map it, and this process does not map.
+void Supervisor::Impl::close_record_alone() {
+  auto recovered = daemon::EventLog::recover(spec.run_dir() / "events.jsonl", spec.run_id);
+  if (!recovered) {
+    log("cannot close the run's record: " + recovered.error());
+    return;
+  }
+  if (recovered->report.already_closed) return;
+  std::optional<protocol::ev::RunResources> resources;
+  if (spec.cgroup) {
+    auto parent = daemon::CgroupParent::open(spec.cgroup->parent_path().parent_path(),
+                                             spec.cgroup->parent_path().filename().string());
+    auto group = parent ? parent->find(spec.cgroup->filename().string())
+                        : boost::system::result<std::unique_ptr<daemon::RunCgroup>, std::string>(
+                              boost::system::in_place_error, parent.error());
+    if (group) {
+      resources = daemon::run_resources((*group)->facts());
+      if (auto removed = (*group)->remove(); !removed) log("cannot remove the run's cgroup: " + removed.error());
+    } else {
+      log("cannot read the run's cgroup: " + group.error());
+    }
+  }
+  const auto gone_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - ungoverned_since)
+          .count();
+  std::string message = "no daemon governed this run for " + std::to_string(gone_ms) +
+                        " ms (runs.ungoverned_halt_after_s = " + std::to_string(*spec.ungoverned_halt_after_ms / 1000) +
+                        " s): its supervisor halted it and closed this record (" + recovered->report.describe() +
+                        "); the vendor's output is in vendor-stdout.jsonl (" + std::to_string(stdout_bytes) +
+                        " bytes), what came after the daemon left is not in this stream";
+  if (auto warned = recovered->log.append(protocol::ev::Warning{"RUN_UNGOVERNED", message}); !warned)
+    log("cannot write the run's record: " + warned.error());
+  auto closed = recovered->log.close(protocol::CloseReason::killed, exited.value_or(protocol::ProcessTermination{}), {},
+                                     resources);
+  log(closed ? "closed the run's record: killed (seq " + std::to_string(*closed) + ")"
+             : "cannot close the run's record: " + closed.error());
 }
 
 void Supervisor::Impl::kill_run() {
@@ -600,11 +674,7 @@ asio::awaitable<void> Supervisor::Impl::wait_vendor() {
   protocol::ProcessTermination termination = co_await child->async_wait();
   exited = termination;
   tell(Exited{termination});
-  if (abandoned) {
-    if (spec.cgroup && !wait_cgroup_empty(*spec.cgroup, std::chrono::seconds(10)))
-      log(spec.cgroup->string() + " is still populated 10 s after the kill");
-    finish(kExitAbandoned);
-  }
+  if (abandoned) finish_killed_run();
 }
 
 }  // namespace mh::supervisor

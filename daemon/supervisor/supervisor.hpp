@@ -22,11 +22,12 @@
 namespace mh::supervisor {
 
 // Exit codes of metaharness-supervisor.
-inline constexpr int kExitReleased = 0;     // the daemon released the run
-inline constexpr int kExitBadSpec = 2;      // the spec could not be read (named on stderr)
-inline constexpr int kExitAbandoned = 3;    // no daemon within adopt_within_ms: the run was killed
-inline constexpr int kExitSpawnFailed = 4;  // the vendor did not start; a daemon was told (or none came)
-inline constexpr int kExitSetupFailed = 5;  // the socket or the run's files could not be opened
+inline constexpr int kExitReleased = 0;        // the daemon released the run
+inline constexpr int kExitBadSpec = 2;         // the spec could not be read (named on stderr)
+inline constexpr int kExitAbandoned = 3;       // no daemon within adopt_within_ms: the run was killed
+inline constexpr int kExitSpawnFailed = 4;     // the vendor did not start; a daemon was told (or none came)
+inline constexpr int kExitSetupFailed = 5;     // the socket or the run's files could not be opened
+inline constexpr int kExitUngovernedHalt = 6;  // no daemon within ungoverned_halt_after_ms: killed, record closed
 
 class Supervisor {
  public:

@@ -110,11 +110,17 @@ struct Supervisor::Impl {
   local::acceptor acceptor;
   std::shared_ptr<DaemonConnection> daemon;
   asio::steady_timer adopt_timer;
+  // runs.ungoverned_halt_after_s (spec.ungoverned_halt_after_ms): armed with the adopt bound, off
+  // while a daemon is attached.
+  asio::steady_timer ungoverned_timer;
   std::uint64_t adopt_generation = 0;
   // Since when no daemon has been attached: this process's start, then each detach. A hello says
   // how long that is (ungoverned_ms), so an adopting daemon states the real gap (issue 24).
   std::chrono::steady_clock::time_point ungoverned_since = std::chrono::steady_clock::now();
   bool abandoned = false;
+  // Halting on its own (the ungoverned bound ran out): no daemon may attach any more, and the
+  // supervisor closes the run's record itself once the run is gone.
+  bool halting_alone = false;
 
   // The hook channel.
   std::optional<local::acceptor> hook_acceptor;
@@ -157,7 +163,10 @@ struct Supervisor::Impl {
 
   void arm_adopt_timer();
   void abandon();
+  void halt_ungoverned();
   void kill_run();
+  void finish_killed_run();  // the vendor reaped after abandon() or halt_ungoverned()
+  void close_record_alone();
 
   void accept_in(std::string line);
   void close_vendor_stdin();

@@ -215,25 +215,28 @@ json::value spec_to_json(const SupervisorSpec& spec) {
       allowed.emplace_back(entry);
     egress = json::object{{"allowed", std::move(allowed)}, {"listen", listen_to_json(spec.egress->listen)}};
   }
-  return json::object{{"protocol", spec.protocol},
-                      {"run_id", spec.run_id},
-                      {"socket", spec.socket.string()},
-                      {"program", spec.program.string()},
-                      {"args", std::move(args)},
-                      {"env", std::move(env)},
-                      {"vendor_env", std::move(vendor_env)},
-                      {"cwd", spec.cwd.string()},
-                      {"transcript", spec.transcript.string()},
-                      {"stderr", spec.stderr_log.string()},
-                      {"stdin_log", spec.stdin_log.string()},
-                      {"cgroup", path_or_null(spec.cgroup)},
-                      {"identity", std::move(identity)},
-                      {"run_user", std::move(run_user)},
-                      {"hook_channel", std::move(hook)},
-                      {"gateway", std::move(gateway)},
-                      {"egress", std::move(egress)},
-                      {"secret_env", json::array(spec.secret_env.begin(), spec.secret_env.end())},
-                      {"adopt_within_ms", spec.adopt_within_ms}};
+  return json::object{
+      {"protocol", spec.protocol},
+      {"run_id", spec.run_id},
+      {"socket", spec.socket.string()},
+      {"program", spec.program.string()},
+      {"args", std::move(args)},
+      {"env", std::move(env)},
+      {"vendor_env", std::move(vendor_env)},
+      {"cwd", spec.cwd.string()},
+      {"transcript", spec.transcript.string()},
+      {"stderr", spec.stderr_log.string()},
+      {"stdin_log", spec.stdin_log.string()},
+      {"cgroup", path_or_null(spec.cgroup)},
+      {"identity", std::move(identity)},
+      {"run_user", std::move(run_user)},
+      {"hook_channel", std::move(hook)},
+      {"gateway", std::move(gateway)},
+      {"egress", std::move(egress)},
+      {"secret_env", json::array(spec.secret_env.begin(), spec.secret_env.end())},
+      {"adopt_within_ms", spec.adopt_within_ms},
+      {"ungoverned_halt_after_ms",
+       spec.ungoverned_halt_after_ms ? json::value(*spec.ungoverned_halt_after_ms) : json::value(nullptr)}};
 }
 
 boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::value& value) {
@@ -318,6 +321,15 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
     }
   }
   spec.adopt_within_ms = f.req_u64("adopt_within_ms");
+  if (const json::value* halt = value.get_object().if_contains("ungoverned_halt_after_ms");
+      f.ok() && halt && !halt->is_null()) {
+    bool positive = (halt->is_uint64() && halt->get_uint64() > 0) || (halt->is_int64() && halt->get_int64() > 0);
+    if (!positive)
+      f.fail("field \"ungoverned_halt_after_ms\" is " + protocol::describe_json(*halt) +
+             ", expected a positive integer");
+    else
+      spec.ungoverned_halt_after_ms = halt->to_number<std::uint64_t>();
+  }
   if (!f.ok()) return f.error();
   return spec;
 }

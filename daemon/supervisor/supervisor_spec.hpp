@@ -95,6 +95,9 @@ struct SupervisorSpec {
   // key and placeholder, what the supervisor redacts from what it writes (record_secrets).
   std::set<std::string> secret_env;
   std::uint64_t adopt_within_ms = 0;  // how long to wait with no daemon attached
+  // runs.ungoverned_halt_after_s: with no daemon attached this long, the supervisor halts the run
+  // and closes its record itself (shorter than adopt_within_ms; absent: never).
+  std::optional<std::uint64_t> ungoverned_halt_after_ms;
 
   // The run directory: where supervisor.json and supervisor.log are (the socket's directory).
   fs::path run_dir() const { return socket.parent_path(); }

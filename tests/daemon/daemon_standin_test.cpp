@@ -604,5 +604,59 @@ TEST_F(DaemonStandin, ARequestIdOlderThanTheRetentionMakesANewRun) {
   EXPECT_EQ(run_dirs(), 2u);
 }
 
+// --- Issue 27: a run that has lost its governor --------------------------------------------
+
+// runs.ungoverned_halt_after_s: the daemon is killed and never comes back; the run's supervisor
+// halts the run and closes its record itself. A daemon started later finds it closed.
+TEST_F(DaemonStandin, ARunWhoseDaemonStaysGoneIsHaltedByItsSupervisorAndItsRecordClosedKilled) {
+  restart("ungoverned_halt_after_s = 1\n");
+  const std::string id = submit(standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)"));
+  {
+    SocketClient controller(daemon->socket());
+    controller.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+    ASSERT_TRUE(controller.wait_event("tool.requested", 60s)) << "the run waits on a decision";
+  }
+  const auto events_path = daemon->run_dir(id) / "events.jsonl";
+  const auto before = read_lines(events_path);
+  daemon->signal(SIGKILL);
+  daemon->wait_exit(30s);
+  // No daemon is there to tell anyone: the file is where the supervisor's close shows.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto lines = read_lines(events_path);
+        return !lines.empty() && lines.back().find("\"stream.closed\"") != std::string::npos;
+      },
+      30s))
+      << read_file(daemon->run_dir(id) / "supervisor.log");
+  const auto after = read_lines(events_path);
+  ASSERT_EQ(after.size(), before.size() + 2) << "everything the daemon wrote kept; a warning and the close appended";
+  for (std::size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(after[i], before[i]);
+  EXPECT_NE(after[after.size() - 2].find("RUN_UNGOVERNED"), std::string::npos) << after[after.size() - 2];
+  EXPECT_NE(after[after.size() - 2].find("runs.ungoverned_halt_after_s = 1 s"), std::string::npos);
+  EXPECT_NE(after.back().find(R"("reason":"killed")"), std::string::npos) << after.back();
+  auto verdict = protocol::check_stream(read_file(events_path));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+  EXPECT_TRUE(eventually([&] { return processes_with_env("METAHARNESS_RUN=" + id).empty(); }))
+      << "the vendor and the supervisor are gone";
+  // A daemon that comes back later leaves the closed record as it is.
+  restart("ungoverned_halt_after_s = 1\n");
+  SocketClient c(daemon->socket());
+  auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->str("close_reason"), "killed") << got->raw;
+  EXPECT_EQ(read_lines(events_path), after);
+}
+
+TEST_F(DaemonStandin, AnUngovernedBoundTheAdoptBoundWouldPreemptIsRefusedAtStartByName) {
+  daemon.reset();
+  DaemonUnderTest refused(dir.path(), standin_config("ungoverned_halt_after_s = 700\nadopt_within_ms = 600000\n"));
+  EXPECT_NE(refused.wait_exit(30s), 0);
+  EXPECT_NE(
+      refused.stderr_text().find("runs.ungoverned_halt_after_s (700 s) must be shorter than runs.adopt_within_ms"),
+      std::string::npos)
+      << refused.stderr_text();
+}
+
 }  // namespace
 }  // namespace mh::test

@@ -409,6 +409,12 @@ TEST(SupervisorSpec, RoundTripsAndNamesTheRunDirectoryFiles) {
   ASSERT_TRUE(back->hook_channel);
   EXPECT_EQ(back->hook_channel->marker, "METAHARNESS_RUN=r");
   EXPECT_EQ(back->adopt_within_ms, 30000u);
+  EXPECT_FALSE(back->ungoverned_halt_after_ms) << "unset: the run goes on to the adopt bound";
+  SupervisorSpec halting = sample_spec();
+  halting.ungoverned_halt_after_ms = 5000;
+  auto halting_back = parse_spec(boost::json::serialize(spec_to_json(halting)));
+  ASSERT_TRUE(halting_back) << halting_back.error();
+  EXPECT_EQ(halting_back->ungoverned_halt_after_ms, std::optional<std::uint64_t>(5000));
   EXPECT_EQ(back->state_file(), "/state/runs/r/supervisor.json");
   EXPECT_EQ(back->log_file(), "/state/runs/r/supervisor.log");
 
@@ -451,6 +457,10 @@ TEST(SupervisorSpec, RefusesByName) {
             std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o.erase("adopt_within_ms"); }).find("adopt_within_ms"), std::string::npos);
   EXPECT_NE(refusal([](auto& o) { o["secret_env"] = "MH_SECRET"; }).find("\"secret_env\""), std::string::npos);
+  for (boost::json::value bad : {boost::json::value(0), boost::json::value(-5), boost::json::value("60")})
+    EXPECT_NE(refusal([&](auto& o) { o["ungoverned_halt_after_ms"] = bad; }).find("\"ungoverned_halt_after_ms\""),
+              std::string::npos)
+        << bad;
   EXPECT_NE(refusal([](auto& o) { o["secret_env"] = boost::json::array{7}; }).find("\"secret_env\""),
             std::string::npos);
   EXPECT_NE(parse_spec("{").error().find("not JSON"), std::string::npos);
