@@ -24,12 +24,14 @@ from .errors import (
     NotJson,
     ProtocolError,
     Refused,
+    RunFailed,
     Timeout,
     UnknownEvent,
     UnknownFormat,
     UnknownReply,
 )
 from .events import EVENT_NAMES, Event, parse_event
+from .failure import FAILURE_CATEGORIES, RunFailure
 from .outcome import Outcome
 from .paths import default_socket_path
 from .records import Record
@@ -51,6 +53,6 @@ __all__ = [
     "COMMAND_FORMAT", "CommandLost", "CommandRefused", "ConnectionLost", "DaemonUnreachable",
     "Decision", "Deny", "EVENT_FORMAT", "EVENT_NAMES", "Event", "MalformedLine", "MetaharnessError",
     "NotJson", "Outcome", "Pending", "ProtocolError", "RUN_SPEC_FIELDS", "Record", "Refused",
-    "Replace", "SOCKET_FORMAT", "Tail", "Timeout", "UnknownEvent", "UnknownFormat", "UnknownReply",
+    "Replace", "RunFailed", "RunFailure", "FAILURE_CATEGORIES", "SOCKET_FORMAT", "Tail", "Timeout", "UnknownEvent", "UnknownFormat", "UnknownReply",
     "default_socket_path", "events", "parse_event", "parse_line",
 ]

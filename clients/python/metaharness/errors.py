@@ -49,6 +49,18 @@ class CommandRefused(MetaharnessError):
         super().__init__(f"command {outcome.command_id} refused {outcome.code}: {outcome.reason}")
 
 
+class RunFailed(MetaharnessError):
+    """A run closed without completing (`StreamClosed.raise_for_failure()`): `failure` is its
+    RunFailure (`category`, `retryable`, `detail`), to filter on without reading prose."""
+
+    def __init__(self, run_id, reason, failure):
+        self.run_id = run_id
+        self.reason = reason
+        self.failure = failure
+        retry = "retryable" if failure.retryable else "not retryable"
+        super().__init__(f"run {run_id} closed {reason}: {failure.category} ({retry}): {failure.detail}")
+
+
 class CommandLost(MetaharnessError):
     """A command was sent and its run's stream ended without its result: the daemon never
     recorded it (it reached a run whose stream had already closed, over a connection that was

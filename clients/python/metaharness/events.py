@@ -7,7 +7,8 @@ event name outside the 20 is refused by name (UnknownEvent), as the wire says: i
 schema, so a name nobody declared is a mistake to be told about."""
 
 from .decisions import Decision
-from .errors import MalformedLine, UnknownEvent, UnknownFormat
+from .errors import MalformedLine, RunFailed, UnknownEvent, UnknownFormat
+from .failure import RunFailure
 from .outcome import Outcome
 from .wire import EVENT_FORMAT
 
@@ -18,7 +19,8 @@ ENVELOPE = ("format", "seq", "run", "at", "event", "recorded_at", "cut")
 # name -> (class name, payload fields in wire order, the ones that are never null or absent).
 # Additive fields of this implementation (docs/socket-api.md) are declared too: `agent`,
 # `escalation` (tool.requested), `peer`, `requested` (tool.decided), `resources` (stream.closed:
-# what the run's cgroup counted, each counter None where unknown; None for a run without one).
+# what the run's cgroup counted, each counter None where unknown; None for a run without one;
+# `failure`: why it failed, a RunFailure, None when it completed).
 SCHEMA = {
     "session.started": ("SessionStarted", (
         "adapter", "adapter_class", "harness_version", "session_id", "model", "permission_mode",
@@ -53,7 +55,7 @@ SCHEMA = {
     "warning": ("Warning", ("code", "message"), ("code", "message")),
     "opaque": ("Opaque", ("vendor_type", "vendor_subtype", "digest", "source_line"), ("digest",)),
     "auth.expired": ("AuthExpired", ("credential_source", "detail", "source_line"), ()),
-    "stream.closed": ("StreamClosed", ("events", "reason", "run_id", "process", "resources"),
+    "stream.closed": ("StreamClosed", ("events", "reason", "run_id", "process", "resources", "failure"),
                       ("events", "reason", "run_id")),
 }
 
@@ -150,8 +152,23 @@ class CommandResultBase(Event):
         self._payload["outcome"] = Outcome.from_wire(self._payload["id"], self._payload["outcome"])
 
 
+class StreamClosedBase(Event):
+    __slots__ = ()
+
+    def _convert(self):
+        self._payload["failure"] = RunFailure.from_wire(self._payload.get("failure"))
+
+    def raise_for_failure(self):
+        """Raises RunFailed (carrying the RunFailure) when the run did not complete; returns self
+        when it did."""
+        if self._payload["failure"] is not None:
+            raise RunFailed(self.run_id, self.reason, self._payload["failure"])
+        return self
+
+
 def _make_classes():
-    bases = {"tool.decided": ToolDecidedBase, "command.result": CommandResultBase}
+    bases = {"tool.decided": ToolDecidedBase, "command.result": CommandResultBase,
+             "stream.closed": StreamClosedBase}
     classes = {}
     for name, (class_name, fields, required) in SCHEMA.items():
         base = bases.get(name, Event)

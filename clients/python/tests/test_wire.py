@@ -86,6 +86,26 @@ def test_stream_closed_carries_the_runs_resources_as_declared_and_none_without_a
     assert metaharness.parse_line(line("stream.closed")).resources is None
 
 
+def test_stream_closed_carries_a_typed_failure_and_raises_it_on_request():
+    failed = dict(SAMPLES["stream.closed"], reason="error",
+                  failure={"category": "rate_limit", "retryable": True, "detail": "the model service answered 429"})
+    e = metaharness.parse_line(line("stream.closed", payload=failed))
+    assert e.failure == metaharness.RunFailure("rate_limit", True, "the model service answered 429")
+    assert e.failure.known and e.extra == {}
+    with pytest.raises(metaharness.RunFailed) as raised:
+        e.raise_for_failure()
+    assert raised.value.failure.category == "rate_limit" and raised.value.failure.retryable
+    completed = metaharness.parse_line(line("stream.closed"))
+    assert completed.failure is None and completed.raise_for_failure() is completed
+    newer = dict(failed, failure={"category": "quota", "retryable": False, "detail": ""})
+    assert not metaharness.parse_line(line("stream.closed", payload=newer)).failure.known
+    assert set(metaharness.FAILURE_CATEGORIES) == {
+        "auth", "rate_limit", "budget", "stalled", "vendor_exit", "launch", "halted", "daemon", "upstream"}
+    for bad in ({"category": "auth"}, "auth", {"category": 7, "retryable": True}):
+        with pytest.raises(metaharness.MalformedLine):
+            metaharness.parse_line(line("stream.closed", payload=dict(failed, failure=bad)))
+
+
 def test_a_declared_field_the_line_does_not_carry_reads_none_and_omitted_lists_read_empty():
     e = metaharness.parse_line(line("tool.requested", payload={
         "call_id": "c", "name": "Read", "input": None, "decision_required": False, "seam": "hook"}))
