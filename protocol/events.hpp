@@ -253,6 +253,15 @@ struct RunResources {
 BOOST_DESCRIBE_STRUCT(RunResources, (), (cpu_usec, memory_peak_bytes, tasks_peak, oom_kills, processes_killed, egress))
 MH_WIRE_RULES(RunResources, WireFieldRule{"egress", kOmitNull})
 
+// Additive (issue 27): why a run that did not complete failed, in a closed vocabulary
+// (protocol/run_failure.hpp judges it from the run's own events).
+struct RunFailure {
+  std::string category;  // auth · rate_limit · budget · stalled · vendor_exit · launch · halted · daemon · upstream
+  bool retryable = false;  // the same spec may simply be submitted again
+  std::string detail;
+};
+BOOST_DESCRIBE_STRUCT(RunFailure, (), (category, retryable, detail))
+
 struct StreamClosed {
   static constexpr std::string_view kName = "stream.closed";
   std::uint64_t events = 0;
@@ -261,9 +270,12 @@ struct StreamClosed {
   ProcessTermination process;
   // Absent for a run that had no cgroup of its own (nothing counted it), and in older lines.
   std::optional<RunResources> resources;
+  // Absent when the run completed (and in older lines).
+  std::optional<RunFailure> failure = std::nullopt;
 };
-BOOST_DESCRIBE_STRUCT(StreamClosed, (), (events, reason, run_id, process, resources))
-MH_WIRE_RULES(StreamClosed, WireFieldRule{"process", kAdditive}, WireFieldRule{"resources", kOmitNull})
+BOOST_DESCRIBE_STRUCT(StreamClosed, (), (events, reason, run_id, process, resources, failure))
+MH_WIRE_RULES(StreamClosed, WireFieldRule{"process", kAdditive}, WireFieldRule{"resources", kOmitNull},
+              WireFieldRule{"failure", kOmitNull})
 
 }  // namespace ev
 

@@ -17,12 +17,8 @@
 
 namespace mh::protocol {
 
-// auth · rate_limit · budget · stalled · vendor_exit · launch · halted · daemon · upstream
-struct RunFailure {
-  std::string category;
-  bool retryable = false;  // the same spec may simply be submitted again
-  std::string detail;      // metaharness's words (or the vendor's, quoted), at most kMaxFailureDetail bytes
-};
+// The wire's struct (events.hpp); `detail` holds at most kMaxFailureDetail bytes.
+using RunFailure = ev::RunFailure;
 
 inline constexpr std::size_t kMaxFailureDetail = 512;
 

@@ -117,6 +117,7 @@ NatsResult<ClosedRun> close_run_in_fleet(FleetLink& link, const std::string& run
     closed.events = warning_seq;
     closed.reason = protocol::CloseReason::error;
     closed.run_id = run_id;
+    closed.failure = protocol::ev::RunFailure{"daemon", true, "HOST_LOST: host " + lost_host + " lost its fleet lease"};
     auto sent = publisher->publish(warning_seq + 1, line_of(run_id, warning_seq + 1, closed));
     if (!sent) return sent.error();
     if (*sent != RunPublisher::Outcome::published) continue;

@@ -134,6 +134,7 @@ boost::system::result<std::uint64_t, std::string> EventLog::close(
   marker.run_id = shared_->run_id();
   marker.process = process;
   marker.resources = std::move(resources);
+  marker.failure = witness_.judge(reason, process);
   before_final_publish_ = std::move(before_readers_see);
   final_sync_error_ = 0;
   auto seq = write_event(std::move(marker), std::nullopt);
@@ -150,6 +151,9 @@ boost::system::result<std::uint64_t, std::string> EventLog::write_event(protocol
                                                                         std::optional<std::string> at,
                                                                         std::vector<protocol::CutField> cut) {
   const bool closing = std::holds_alternative<protocol::ev::StreamClosed>(payload);
+  // Seen before it is written: a write that then fails takes back an event the witness keeps,
+  // which can only make a failure's reason more specific, never wrong.
+  if (!closing) witness_.observe(payload);
   const std::uint64_t seq = last_seq_ + 1;
   const std::uint64_t offset = committed_bytes_ + scratch_.size();
   // serialize_within appends, with no separator after a '\n': scratch_ is empty or ends with one.
@@ -264,6 +268,7 @@ boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::fi
   std::uint64_t complete_end = 0;  // offset just past the last '\n' seen
   bool last_is_closed = false;
   std::optional<std::uint64_t> closed_at;
+  protocol::FailureWitness witness;  // what the kept lines say, for the close that may follow
 
   auto bad = [&](std::uint64_t line, std::string reason) {
     if (!report.first_bad_line) {
@@ -293,6 +298,8 @@ boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::fi
     if (std::holds_alternative<protocol::ev::StreamClosed>(event->payload)) {
       last_is_closed = true;
       if (!closed_at) closed_at = n;
+    } else {
+      witness.observe(event->payload);
     }
   };
 
@@ -320,6 +327,7 @@ boost::system::result<RecoveredLog, std::string> EventLog::recover(const std::fi
   log.committed_seq_ = report.lines;
   log.committed_bytes_ = complete_end;
   log.closed_ = last_is_closed;
+  log.witness_ = std::move(witness);
   if (last_is_closed) shared->set_final_seq(report.lines);
   shared->publish(complete_end, report.lines);
   return RecoveredLog{std::move(log), std::move(report)};

@@ -38,6 +38,7 @@
 #include "daemon/stream/stream_shared.hpp"
 #include "protocol/events.hpp"
 #include "protocol/line_cut.hpp"
+#include "protocol/run_failure.hpp"
 
 namespace mh::daemon {
 
@@ -165,6 +166,9 @@ class EventLog {
   std::string scratch_;                       // serialized events not written yet (one, or a hold's worth)
   std::vector<std::uint64_t> pending_index_;  // index entries (file offsets) for them
   Redactor redactor_;                         // from options_.redactions
+  // Sees every event written, so close() can say why a run that did not complete failed
+  // (stream.closed's `failure`), whoever closes it: the run, a recovery, its supervisor alone.
+  protocol::FailureWitness witness_;
 };
 
 struct RecoveredLog {

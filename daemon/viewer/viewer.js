@@ -190,7 +190,8 @@ function applyRecord(record) {
     call.cells.result.title = status === "unflagged" ? "the vendor did not say whether this call failed" : "";
     call.row.dataset.result = status;
   } else if (record.event === "stream.closed") {
-    document.getElementById("run-state").textContent = "closed (" + record.reason + ")";
+    closedFailures.set(record.run, record.failure || null);
+    showRunState("closed", record.reason, record.failure);
   }
 }
 
@@ -233,6 +234,19 @@ async function followStream(runId, generation) {
   }
 }
 
+// Why a closed run failed, as its stream.closed said (by run id): the summary the page polls may
+// not carry it.
+const closedFailures = new Map();
+
+// "closed (error: launch, not retryable)": the state, the close reason, and why it failed in the
+// closed vocabulary (docs/socket-api.md, "Failures"; none when it completed), its detail the title.
+function showRunState(runState, reason, failure) {
+  const element = document.getElementById("run-state");
+  const why = failure ? ": " + failure.category + (failure.retryable ? ", retryable" : ", not retryable") : "";
+  element.textContent = runState + (reason ? " (" + reason + why + ")" : "");
+  element.title = failure ? failure.detail : "";
+}
+
 async function refreshRun() {
   const runId = state.runId;
   if (!runId) return;
@@ -240,7 +254,7 @@ async function refreshRun() {
   if (runId !== state.runId) return;
   const run = body.run;
   state.canDecide = body.can_decide;
-  document.getElementById("run-state").textContent = run.state + (run.close_reason ? " (" + run.close_reason + ")" : "");
+  showRunState(run.state, run.close_reason, run.failure || closedFailures.get(runId));
   // Why nothing can be answered: a closed run has nothing left to answer, whatever the token.
   const why = body.can_decide ? "" : run.state === "closed" ? " — the run is closed: nothing is left to answer"
                                                              : " — this token may look, not answer";

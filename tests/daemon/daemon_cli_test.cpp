@@ -389,6 +389,9 @@ TEST_F(DaemonCli, AfterASigkillTheNextStartClosesCutOffRunsAndKillsTheirLeftover
     EXPECT_EQ(after[i], before[i]);
   EXPECT_NE(after[after.size() - 2].find("RECOVERED_AFTER_RESTART"), std::string::npos);
   EXPECT_NE(after.back().find("\"reason\":\"error\""), std::string::npos);
+  EXPECT_NE(after.back().find(R"("failure":{"category":"daemon","retryable":true,"detail":"RECOVERED_AFTER_RESTART: )"),
+            std::string::npos)
+      << after.back();
   // What the run's cgroup counted is read before the recovery removes it (absent only for a run
   // that had none, and said so at its start).
   bool had_cgroup = std::none_of(before.begin(), before.end(), [](const std::string& l) {

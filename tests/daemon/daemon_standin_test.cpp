@@ -604,6 +604,58 @@ TEST_F(DaemonStandin, ARequestIdOlderThanTheRetentionMakesANewRun) {
   EXPECT_EQ(run_dirs(), 2u);
 }
 
+// --- Issue 27: failures a harness can filter without reading prose ----------------------------
+
+// Each category from a real cause, read from stream.closed's `failure`.
+TEST_F(DaemonStandin, EachWayARunEndsIsItsFailureCategoryOnStreamClosed) {
+  struct Case {
+    std::string run;
+    std::string category;  // "" : completed, no failure
+    bool retryable;
+  };
+  const std::vector<Case> cases = {
+      {standin_run("bash_marker.json", R"("decisions":"observe")"), "", false},
+      {standin_run("auth_401.json", R"("decisions":"observe")"), "auth", false},
+      {standin_run("api_error_429.json", R"("decisions":"observe")"), "rate_limit", true},
+      {standin_run("api_error_500.json", R"("decisions":"observe")"), "upstream", true},
+      {standin_run("crash_mid_turn.json", R"("decisions":"observe")"), "vendor_exit", true},
+      {standin_run("bash_marker.json", R"("decisions":"observe","budget":{"output_tokens":1})"), "budget", false},
+      // A seam breaker declared: refused at launch, nothing spawns.
+      {R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+       R"("vendor_env":{"CLAUDE_CODE_SIMPLE":"1"}})",
+       "launch", false},
+  };
+  for (const auto& c : cases) {
+    const std::string id = submit(c.run);
+    auto events = follow(id);
+    ASSERT_FALSE(events.empty()) << c.run;
+    const auto& closed = events.back();
+    ASSERT_EQ(closed.event(), "stream.closed");
+    if (c.category.empty()) {
+      EXPECT_EQ(closed.str("reason"), "completed") << closed.raw;
+      EXPECT_FALSE(closed.object.contains("failure")) << "a completed run has none: " << closed.raw;
+      continue;
+    }
+    ASSERT_TRUE(closed.object.contains("failure")) << closed.raw;
+    const auto& failure = closed.object.at("failure").as_object();
+    EXPECT_EQ(failure.at("category").as_string(), c.category) << closed.raw;
+    EXPECT_EQ(failure.at("retryable").as_bool(), c.retryable) << closed.raw;
+    EXPECT_FALSE(failure.at("detail").as_string().empty()) << closed.raw;
+  }
+  // A controller's halt.
+  const std::string halted =
+      submit(standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)"));
+  SocketClient controller(daemon->socket());
+  controller.send(socket_request("attach", R"("run_id":")" + halted + R"(","from_seq":1)"));
+  ASSERT_TRUE(controller.wait_event("tool.requested", 60s));
+  controller.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  ASSERT_TRUE(controller.wait_reply("end", 60s));
+  auto closed = controller.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_NE(closed[0].raw.find(R"("failure":{"category":"halted","retryable":false)"), std::string::npos)
+      << closed[0].raw;
+}
+
 // --- Issue 27: a run that has lost its governor --------------------------------------------
 
 // runs.ungoverned_halt_after_s: the daemon is killed and never comes back; the run's supervisor
@@ -635,6 +687,9 @@ TEST_F(DaemonStandin, ARunWhoseDaemonStaysGoneIsHaltedByItsSupervisorAndItsRecor
   EXPECT_NE(after[after.size() - 2].find("RUN_UNGOVERNED"), std::string::npos) << after[after.size() - 2];
   EXPECT_NE(after[after.size() - 2].find("runs.ungoverned_halt_after_s = 1 s"), std::string::npos);
   EXPECT_NE(after.back().find(R"("reason":"killed")"), std::string::npos) << after.back();
+  EXPECT_NE(after.back().find(R"("failure":{"category":"daemon","retryable":true,"detail":"RUN_UNGOVERNED: )"),
+            std::string::npos)
+      << after.back();
   auto verdict = protocol::check_stream(read_file(events_path));
   EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
   EXPECT_TRUE(eventually([&] { return processes_with_env("METAHARNESS_RUN=" + id).empty(); }))

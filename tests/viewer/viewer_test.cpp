@@ -453,6 +453,32 @@ TEST_F(Viewer, AClosedRunsPageSaysItIsClosedAndAnUnflaggedWriteResultReadsAsItsT
   EXPECT_EQ(flagged->as_string(), "unflagged");
 }
 
+// Issue 27: why a run failed is on the page, in the closed vocabulary (the detail as its title).
+TEST_F(Viewer, AFailedRunsPageSaysWhyInTheFailureVocabulary) {
+  SocketClient c(daemon->socket());
+  // A seam breaker declared: refused at launch, nothing spawns.
+  auto reply = c.request(socket_request(
+      "submit", R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+                R"("vendor_env":{"CLAUDE_CODE_SIMPLE":"1"}})"));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string run = reply->str("run_id");
+  auto events = follow_to_end(daemon->socket(), run, 60s);
+  ASSERT_FALSE(events.empty());
+  auto minted = mint(R"("role":"observe")");
+  ASSERT_TRUE(minted);
+  Browser browser(dir.path() / "chromium-profile");
+  ASSERT_TRUE(browser.started()) << browser.error();
+  ASSERT_TRUE(browser.navigate(minted->url + "&run=" + run)) << browser.error();
+  ASSERT_TRUE(
+      browser.wait_until("return document.getElementById('run-state').textContent.startsWith('closed (error');", 20s))
+      << browser.error();
+  auto state = browser.script("const s = document.getElementById('run-state'); return [s.textContent, s.title];");
+  ASSERT_TRUE(state && state->is_array()) << browser.error();
+  EXPECT_EQ(state->as_array().at(0).as_string(), "closed (error: launch, not retryable)");
+  EXPECT_NE(std::string(state->as_array().at(1).as_string()).find("LAUNCH_REFUSED"), std::string::npos)
+      << "the detail is the title";
+}
+
 // Issue 24 item 13: a new viewer address pasted into a tab that has a page open changes only the
 // fragment (the page is not loaded again); the token it carries wins over the one the tab kept.
 TEST_F(Viewer, ANewAddressInAnOpenTabUsesItsOwnToken) {
