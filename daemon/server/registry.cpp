@@ -38,8 +38,9 @@ std::vector<std::string> RunRegistry::recover(const CgroupParent* cgroups, bool 
     entry.dir = dirent.path();
     entry.closed = true;
     if (auto closed = closed_marker(dir.events())) {
-      entry.close_reason = closed->first;
-      entry.last_seq = closed->second;
+      entry.close_reason = closed->reason;
+      entry.last_seq = closed->seq;
+      entry.failure = closed->failure;
     } else if (adoptable && std::filesystem::exists(dirent.path() / "supervisor.json")) {
       entry.closed = false;
       to_adopt.push_back(entry.id);
@@ -68,8 +69,7 @@ void RunRegistry::adopted(const std::string& id, RunRecord r) {
   ++active_;
 }
 
-std::optional<std::pair<protocol::CloseReason, std::uint64_t>> RunRegistry::closed_marker(
-    const std::filesystem::path& events) {
+std::optional<RunRegistry::ClosedMarker> RunRegistry::closed_marker(const std::filesystem::path& events) {
   int fd = ::open(events.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat st {};
@@ -89,7 +89,7 @@ std::optional<std::pair<protocol::CloseReason, std::uint64_t>> RunRegistry::clos
   if (!event) return std::nullopt;
   auto* closed = std::get_if<protocol::ev::StreamClosed>(&event->payload);
   if (!closed) return std::nullopt;
-  return std::make_pair(closed->reason, event->seq);
+  return ClosedMarker{closed->reason, event->seq, closed->failure};
 }
 
 void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& events, const CgroupParent* cgroups,
@@ -128,6 +128,7 @@ void RunRegistry::recover_run(RunEntry& entry, const std::filesystem::path& even
   auto closed = recovered->log.close(protocol::CloseReason::error, protocol::ProcessTermination{}, {}, resources);
   entry.close_reason = protocol::CloseReason::error;
   entry.last_seq = closed ? *closed : recovered->log.last_seq();
+  if (auto marker = closed_marker(events)) entry.failure = marker->failure;
   log(LogPriority::warning, "run " + entry.id + ": " + message);
 }
 
@@ -219,6 +220,9 @@ bool RunRegistry::closed(const std::string& id, const RunOutcome& outcome) {
   e.close_reason = outcome.reason;
   e.last_seq = outcome.events;
   e.turns = outcome.turns;
+  // Why it failed is its record's (the event log judged it at the close): one read of the tail.
+  if (outcome.reason != protocol::CloseReason::completed && !e.dir.empty())
+    if (auto marker = closed_marker(RunDir(e.dir).events())) e.failure = marker->failure;
   if (outcome.spend) e.spend = outcome.spend;  // the last word: live spend reports may be off (server.cpp)
   e.run.reset();                               // its child, timers and buffers go; the stream stays readable
   --active_;

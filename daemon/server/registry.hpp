@@ -30,6 +30,9 @@ struct RunEntry {
   std::shared_ptr<SharedStreamState> stream;  // for readers, while known in this process
   bool closed = false;
   std::optional<protocol::CloseReason> close_reason;
+  // Why it failed, as its stream.closed says (issue 27): read from the record once it is closed;
+  // nullopt for a run that completed (or whose record predates the field).
+  std::optional<protocol::ev::RunFailure> failure;
   bool meta_loaded = false;
   std::uint32_t owner_uid = 0;
   std::string adapter;
@@ -164,9 +167,14 @@ class RunRegistry {
   // Writes the daily figures now (at shutdown; nullopt, or the problem). Nothing when unmetered.
   std::optional<std::string> save_ledger();
 
-  // The last line of a stream, when it is stream.closed: its reason and seq. Reads only the tail.
-  static std::optional<std::pair<protocol::CloseReason, std::uint64_t>> closed_marker(
-      const std::filesystem::path& events);
+  // The last line of a stream, when it is stream.closed: its reason, seq and failure. Reads only
+  // the tail.
+  struct ClosedMarker {
+    protocol::CloseReason reason;
+    std::uint64_t seq = 0;
+    std::optional<protocol::ev::RunFailure> failure;
+  };
+  static std::optional<ClosedMarker> closed_marker(const std::filesystem::path& events);
 
  private:
   void load_meta(RunEntry& e);

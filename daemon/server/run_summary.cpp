@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "daemon/run/run_dir.hpp"
 #include "daemon/server/server.hpp"
 
 namespace mh::daemon {
@@ -23,6 +24,12 @@ asio::awaitable<std::optional<RunStatus>> status_of(const std::shared_ptr<Run>& 
   auto ask = [run](auto done) { run->status(done); };
   co_return co_await await_callback<RunStatus>(std::move(ask));
 }
+
+namespace {
+json::object failure_json(const protocol::ev::RunFailure& f) {
+  return json::object{{"category", f.category}, {"retryable", f.retryable}, {"detail", f.detail}};
+}
+}  // namespace
 
 asio::awaitable<json::object> summary(const RunEntry& e) {
   json::object o;
@@ -47,6 +54,16 @@ asio::awaitable<json::object> summary(const RunEntry& e) {
     o["close_reason"] = protocol::to_string(*e.close_reason);
   else
     o["close_reason"] = nullptr;
+  // Why a closed run failed (stream.closed's failure); null while it runs and when it completed.
+  o["failure"] = nullptr;
+  if (e.failure) {
+    o["failure"] = failure_json(*e.failure);
+  } else if (status && status->close_reason && *status->close_reason != protocol::CloseReason::completed &&
+             !e.dir.empty()) {
+    // Closed a moment ago, before the registry heard: its record says.
+    if (auto marker = RunRegistry::closed_marker(RunDir(e.dir).events()); marker && marker->failure)
+      o["failure"] = failure_json(*marker->failure);
+  }
   json::object labels;
   for (const auto& [k, v] : e.labels)
     labels[k] = v;

@@ -631,11 +631,18 @@ TEST_F(DaemonStandin, EachWayARunEndsIsItsFailureCategoryOnStreamClosed) {
     ASSERT_FALSE(events.empty()) << c.run;
     const auto& closed = events.back();
     ASSERT_EQ(closed.event(), "stream.closed");
+    // `get` says the same as the record.
+    SocketClient observer(daemon->socket());
+    auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
+    ASSERT_TRUE(got && got->object.contains("failure")) << (got ? got->raw : "no reply");
     if (c.category.empty()) {
       EXPECT_EQ(closed.str("reason"), "completed") << closed.raw;
       EXPECT_FALSE(closed.object.contains("failure")) << "a completed run has none: " << closed.raw;
+      EXPECT_TRUE(got->object.at("failure").is_null()) << got->raw;
       continue;
     }
+    ASSERT_TRUE(got->object.at("failure").is_object()) << got->raw;
+    EXPECT_EQ(got->object.at("failure").as_object().at("category").as_string(), c.category) << got->raw;
     ASSERT_TRUE(closed.object.contains("failure")) << closed.raw;
     const auto& failure = closed.object.at("failure").as_object();
     EXPECT_EQ(failure.at("category").as_string(), c.category) << closed.raw;

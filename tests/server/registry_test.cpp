@@ -150,8 +150,11 @@ TEST(ServerRegistry, AtStartAClosedRunIsReadFromItsTailAndACutOffRunIsClosedWith
   meta.created_unix = 1700000000;
   ASSERT_FALSE(daemon::RunDir(runs / "done").write_meta(meta));
 
-  EXPECT_EQ(RunRegistry::closed_marker(daemon::RunDir(runs / "done").events()),
-            std::make_pair(protocol::CloseReason::completed, std::uint64_t{2}));
+  auto done_marker = RunRegistry::closed_marker(daemon::RunDir(runs / "done").events());
+  ASSERT_TRUE(done_marker);
+  EXPECT_EQ(done_marker->reason, protocol::CloseReason::completed);
+  EXPECT_EQ(done_marker->seq, 2u);
+  EXPECT_FALSE(done_marker->failure);
   EXPECT_FALSE(RunRegistry::closed_marker(daemon::RunDir(runs / "cut").events()));
 
   RunRegistry registry(dir.path(), 10, {});
@@ -172,9 +175,14 @@ TEST(ServerRegistry, AtStartAClosedRunIsReadFromItsTailAndACutOffRunIsClosedWith
   auto lines = read_lines(daemon::RunDir(runs / "cut").events());
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[1].find("RECOVERED_AFTER_RESTART"), std::string::npos) << lines[1];
-  EXPECT_EQ(RunRegistry::closed_marker(daemon::RunDir(runs / "cut").events()),
-            std::make_pair(protocol::CloseReason::error, std::uint64_t{3}));
+  auto cut_marker = RunRegistry::closed_marker(daemon::RunDir(runs / "cut").events());
+  ASSERT_TRUE(cut_marker);
+  EXPECT_EQ(cut_marker->reason, protocol::CloseReason::error);
+  EXPECT_EQ(cut_marker->seq, 3u);
   EXPECT_EQ(cut->last_seq, 3u);
+  ASSERT_TRUE(cut->failure) << "the recovery's close says why";
+  EXPECT_EQ(cut->failure->category, "daemon");
+  EXPECT_TRUE(cut->failure->retryable);
   EXPECT_FALSE(registry.lookup("empty"));
 }
 
