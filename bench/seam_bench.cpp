@@ -46,7 +46,37 @@ namespace mh::seam {
 
 std::atomic<pid_t> g_running_child{0};
 volatile std::sig_atomic_t g_stop_requested = 0;
-const VendorDriver* g_vendor = &kClaude;
+const VendorDriver* g_vendor = nullptr;  // the default row until --vendor names another (parse_options)
+
+namespace {
+std::vector<const VendorDriver*>& registered() {
+  static std::vector<const VendorDriver*> all;
+  return all;
+}
+}  // namespace
+
+bool register_driver(const VendorDriver* driver) {
+  auto& all = registered();
+  all.insert(std::upper_bound(all.begin(), all.end(), driver,
+                              [](const VendorDriver* a, const VendorDriver* b) { return a->name < b->name; }),
+             driver);
+  return true;
+}
+
+const std::vector<const VendorDriver*>& drivers() {
+  return registered();
+}
+
+// The rows' names as the help and the refusals list them: "a, b or c".
+std::string driver_names(bool mark_default) {
+  std::string out;
+  const auto& all = drivers();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == all.size() ? " or " : ", ";
+    out += std::string(all[i]->name) + (mark_default && all[i]->is_default ? " (default)" : "");
+  }
+  return out;
+}
 
 std::string VendorDriver::bin_env() const {
   std::string var = "METAHARNESS_" + std::string(name) + "_BIN";
@@ -372,8 +402,13 @@ void usage(std::ostream& out) {
   vendor_file.resize(std::max<std::size_t>(vendor_file.size() + 1, 20), ' ');  // the help's column
   const std::string helper =
       d.metaharness_helper.empty() ? "" : " (" + std::string(d.metaharness_helper) + " beside it)";
-  out << "usage: mh_seam_bench [--vendor claude|codex|opencode] [options]   (options for --vendor " << d.name << ")\n"
-      << "  --vendor NAME       the CLI measured: claude (default), codex or opencode\n"
+  std::string choices;
+  for (const VendorDriver* row : drivers())
+    choices += (choices.empty() ? "" : "|") + std::string(row->name);
+  out << "usage: mh_seam_bench [--vendor " << choices << "] [options]   (options for --vendor " << d.name << ")\n"
+      << "       mh_seam_bench --list-vendors   (one row a line, the default's marked: what scripts/bench.sh loops "
+         "over)\n"
+      << "  --vendor NAME       the CLI measured: " << driver_names(true) << "\n"
       << "  --runs N            measured rounds, each runs every variant once (default " << d.default_runs << ")\n"
       << "  --warmup N          discarded rounds run first (default 1)\n"
       << "  --variants LIST     comma-separated: " << variants << " (default all;\n"
@@ -394,19 +429,18 @@ void usage(std::ostream& out) {
 
 std::optional<Options> parse_options(int argc, char** argv) {
   // The vendor first: it sets the defaults the other options override.
+  for (const VendorDriver* row : drivers())
+    if (row->is_default) g_vendor = row;
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string_view(argv[i]) == "--vendor") {
       std::string_view name = argv[i + 1];
-      if (name == "claude")
-        g_vendor = &kClaude;
-      else if (name == "codex")
-        g_vendor = &kCodex;
-      else if (name == "opencode")
-        g_vendor = &kOpencode;
-      else {
-        std::cerr << "mh_seam_bench: unknown vendor " << name << " (claude, codex or opencode)\n";
+      const auto& all = drivers();
+      auto it = std::find_if(all.begin(), all.end(), [&](const VendorDriver* row) { return row->name == name; });
+      if (it == all.end()) {
+        std::cerr << "mh_seam_bench: unknown vendor " << name << " (" << driver_names(false) << ")\n";
         return std::nullopt;
       }
+      g_vendor = *it;
     }
   const VendorDriver& d = *g_vendor;
   const std::string program(d.program);
@@ -511,6 +545,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace mh::seam;
   mh::testkit::route_stop_signals(on_stop_signal);
+  if (argc == 2 && std::string_view(argv[1]) == "--list-vendors") {
+    for (const VendorDriver* row : drivers())
+      std::cout << row->name << (row->is_default ? " default" : "") << "\n";
+    return 0;
+  }
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
@@ -524,7 +563,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (d.responses_wire && !scenario->serves(mh::model::Wire::responses)) {
-    std::cerr << program << ": the scenario does not serve the responses wire Codex speaks\n";
+    std::cerr << program << ": the scenario does not serve the responses wire " << d.name << " speaks\n";
     return 2;
   }
   // N = the tool calls the scenario makes (on the vendor's wire), one per step.

@@ -1,6 +1,8 @@
 // `metaharness vendor install [--dir DIR]`: the pinned vendor CLIs (vendor/pins, compiled in as
 // build_info::vendor_pins) installed with npm where the daemon finds them. Idempotent: a folder
 // already on every pin is left untouched (not even read-write), so it may be read-only.
+// `metaharness vendor list`: the registered vendors' ids, one a line, in registration order (the
+// list scripts loop over instead of naming vendors).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -216,6 +218,12 @@ void register_vendor_verb(CLI::App& app, Context& ctx) {
                       "the folder (holding node_modules/); default $METAHARNESS_VENDOR_DIR, else " +
                           std::string(build_info::default_vendor_dir));
   install->callback([&ctx, dir] { ctx.exit_code = vendor_install(*dir); });
+  auto* list = vendor->add_subcommand("list", "The vendors this build governs, one id a line (registration order)");
+  list->callback([&ctx] {
+    for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors())
+      std::cout << v->id << "\n";
+    ctx.exit_code = 0;
+  });
 }
 
 }  // namespace mh::cli

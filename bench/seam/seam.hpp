@@ -333,6 +333,7 @@ int finish_report(const Options& o, const json::object& summary, const Outcome& 
 // What a vendor's row says; what it leaves out is what most vendors share.
 struct VendorDriver {
   std::string_view name;                       // `metaharness run <name>`, --<name> FILE
+  bool is_default = false;                     // the row `--vendor` defaults to (exactly one)
   std::string_view program = "mh_seam_bench";  // the name it reports under (codex: its target's before the two merged)
   std::array<std::string_view, 4> variant_names;  // by Variant; "" = not offered
   int default_runs = 5;
@@ -359,9 +360,10 @@ struct VendorDriver {
   std::string bin_env() const;
 };
 
-extern const VendorDriver kClaude;
-extern const VendorDriver kCodex;
-extern const VendorDriver kOpencode;
-extern const VendorDriver* g_vendor;  // the active one
+// Each vendor's row registers itself from its own file (seam/seam_<vendor>.cpp, linked into the
+// program, so its static initialiser runs): the bench's command line loops over these, by name.
+bool register_driver(const VendorDriver* driver);
+const std::vector<const VendorDriver*>& drivers();  // by name
+extern const VendorDriver* g_vendor;                // the active one
 
 }  // namespace mh::seam

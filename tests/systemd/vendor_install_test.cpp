@@ -190,5 +190,20 @@ TEST_F(VendorInstall, NoNpmOnPathIsRefusedByNameAndNothingIsCreated) {
   EXPECT_FALSE(fs::exists(target));
 }
 
+// `vendor list` is what scripts loop over instead of naming vendors: every pinned adapter, one a
+// line, in vendor/pins' order (registration order), and nothing else.
+TEST(VendorList, PrintsEveryPinnedVendorOneALineInOrder) {
+  CliProcess p({metaharness_binary().string(), "vendor", "list"});
+  p.close_stdin();
+  ASSERT_EQ(p.finish(30s), 0) << p.stderr_text();
+  std::vector<std::string> listed;
+  for (const auto& l : p.events())
+    listed.push_back(l.raw);
+  std::vector<std::string> pinned;
+  for (const auto& pin : pins())
+    pinned.push_back(pin.adapter);
+  EXPECT_EQ(listed, pinned);
+}
+
 }  // namespace
 }  // namespace mh::test
