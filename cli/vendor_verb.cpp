@@ -1,8 +1,9 @@
 // `metaharness vendor install [--dir DIR]`: the pinned vendor CLIs (vendor/pins, compiled in as
 // build_info::vendor_pins) installed with npm where the daemon finds them. Idempotent: a folder
 // already on every pin is left untouched (not even read-write), so it may be read-only.
-// `metaharness vendor list`: the registered vendors' ids, one a line, in registration order (the
-// list scripts loop over instead of naming vendors).
+// `metaharness vendor list [--helpers]`: the registered vendors' ids, one a line, in registration
+// order (the list scripts loop over instead of naming vendors); with --helpers, the file names of
+// the helper programs their runs execute (VendorHelper: what packaging installs).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -218,10 +219,17 @@ void register_vendor_verb(CLI::App& app, Context& ctx) {
                       "the folder (holding node_modules/); default $METAHARNESS_VENDOR_DIR, else " +
                           std::string(build_info::default_vendor_dir));
   install->callback([&ctx, dir] { ctx.exit_code = vendor_install(*dir); });
+  auto helpers = std::make_shared<bool>(false);
   auto* list = vendor->add_subcommand("list", "The vendors this build governs, one id a line (registration order)");
-  list->callback([&ctx] {
-    for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors())
-      std::cout << v->id << "\n";
+  list->add_flag("--helpers", *helpers,
+                 "instead, the helper programs their runs execute beside the CLI, one file name a line (what the "
+                 "package installs beside the supervisor)");
+  list->callback([&ctx, helpers] {
+    for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors()) {
+      if (!*helpers) std::cout << v->id << "\n";
+      for (const adapters::VendorHelper& h : *helpers ? v->helpers : std::vector<adapters::VendorHelper>{})
+        std::cout << h.file_name << "\n";
+    }
     ctx.exit_code = 0;
   });
 }
