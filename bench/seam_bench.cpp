@@ -1,12 +1,12 @@
 // mh_seam_bench: what deciding a tool call costs, per call, measured with the REAL vendor CLI
 // against the project's scripted model endpoint (issues 3 and 5). One invocation runs one
 // vendor's variants side by side, interleaved round-robin, each a single turn of N sequential
-// shell calls: `--vendor claude` (the default; seam/seam_claude.cpp: baseline, bare_driver,
-// command_hook, metaharness_ask) or `--vendor codex` (seam/seam_codex.cpp: never_ask,
-// bare_driver, metaharness_ask).
+// shell calls: `--vendor NAME`, one of the rows seam/seam_<vendor>.cpp register (--list-vendors;
+// each row names its variants: a floor, a bare driver, a command hook where the vendor has one,
+// metaharness_ask).
 //
-// Per run it records the wall time from the spawn to the turn's end (claude `result`, codex
-// turn/completed; turn.ended for metaharness) and to the end of the stream (stdout EOF;
+// Per run it records the wall time from the spawn to the turn's end (the vendor's own end of
+// turn record; turn.ended for metaharness) and to the end of the stream (stdout EOF;
 // stream.closed), the span between the first and the last main-loop request the scripted
 // endpoint received (which holds exactly the N call cycles and nothing of start-up or
 // shut-down), every call cycle (gap between successive calls as the driver sees them) and every
@@ -163,11 +163,11 @@ void DirectChild::read_rpc(std::string_view before, RunRecord& r, const RpcHandl
 }
 
 // What the endpoint served, checked. Main-loop requests are the ones that offer tools (the
-// endpoint's default rule): every request of Codex's agent loop carries its tool list, and each
+// endpoint's default rule): every request of the vendor's agent loop carries its tool list, and each
 // is answered with a step (or, past the script, the `exhausted` text). A run must show exactly
 // N + 1 of them, all answered with steps: the prompt, then one after each tool result. Requests
-// without tools would get the `aux` answer; Codex 0.171.0 sends none in such a turn (none was
-// seen in any run), but they would not be model steps of the loop, so they are counted and
+// without tools would get the `aux` answer; the vendors measured send none in such a turn (none
+// was seen in any run), but they would not be model steps of the loop, so they are counted and
 // reported rather than refused. Any other answer (unauthorized, not found, ...) fails the run.
 std::string RunContext::check_requests(const std::vector<Served>& served, RunRecord& r) const {
   std::vector<double> steps;
@@ -269,11 +269,11 @@ class Bench {
     if (shape.model_flag) args.insert(args.end(), {"--model", o_.model});
     args.insert(args.end(), {"--model-scenario", o_.scenario.string(), "--latency-report", latency_file.string(),
                              "--run-dir", run_dir.string()});
-    // metaharness builds the CLI's environment (and codex's config) itself; it only needs to find
-    // the same binary (and mh-codex-hook beside it).
+    // metaharness builds the CLI's environment (and its config) itself; it only needs to find
+    // the same binary (and its helper programs beside it).
     std::vector<std::string> env;
-    // LANG, LC_ALL and TZ pass through to codex in the adapter's plan; the direct variants pass
-    // them too, so every variant's codex sees the same locale.
+    // LANG, LC_ALL and TZ pass through to the vendor in some adapters' plans; the direct variants
+    // pass them too, so every variant's CLI sees the same locale.
     if (shape.pass_locale)
       for (const char* name : {"LANG", "LC_ALL", "TZ"})
         if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
@@ -309,7 +309,7 @@ class Bench {
         const bool asks = required && *required == true;
         if (shape.seen_at_first_announcement) {
           // The first announcement of a call is when the client first sees it (the hook's, for
-          // a codex shell command); the decision is asked for with decision_required.
+          // a shell command the hook sees first); the decision is asked for with decision_required.
           if (r.seen_by_id.emplace(*call, ms_between(started, read_at)).second)
             r.call_seen_ms.push_back(ms_between(started, read_at));
         } else if (asks) {

@@ -5,20 +5,21 @@
 // and one Profile.
 //
 // The knobs, and what the ACP vendors probed so far need of them (/work/shared/reference
-// acp-vendors.md: opencode 1.18.33, Qwen Code 0.24.4, Gemini CLI 0.61.0):
+// acp-vendors.md: the first ACP vendor, Qwen Code 0.24.4, Gemini CLI 0.61.0):
 //   - a hook seam beside ACP's permission (`hook_seam`): ACP's permission answer carries no reason
 //     and no input, so deny-with-a-reason and replace need a hook inside the agent that presents
-//     every call before it runs (opencode: its plugin's tool.execute.before; Qwen Code's
-//     Claude-style PreToolUse and Gemini CLI's BeforeTool hooks are the candidates). Without one,
-//     ACP's permission request is the only gate: allow or deny (a fixed text), replace refused.
-//   - how tool kinds ask: whether every call asks is the launch's to arrange (opencode: "permission":
-//     "ask" for every tool; Qwen Code: --approval-mode default plus permissions.ask rules; Gemini
-//     CLI: read tools run unasked). A call that ends without having asked is recorded as a call
-//     nothing gated (seam none), whatever the profile; the capability table's tool_decide line says
-//     what the vendor's launch promises.
+//     every call before it runs (the first ACP vendor's: a plugin's tool.execute.before; Qwen
+//     Code's PreToolUse hooks, said to take hook_output.hpp's shape, and Gemini CLI's BeforeTool
+//     hooks are the candidates, neither probed yet). Without one, ACP's permission request is the
+//     only gate: allow or deny (a fixed text), replace refused.
+//   - how tool kinds ask: whether every call asks is the launch's to arrange (a config's
+//     "permission": "ask" for every tool; Qwen Code: --approval-mode default plus permissions.ask
+//     rules; Gemini CLI: read tools run unasked). A call that ends without having asked is
+//     recorded as a call nothing gated (seam none), whatever the profile; the capability table's
+//     tool_decide line says what the vendor's launch promises.
 //   - modes and posture: `evidence` names the run's permission posture in the vendor's own words
 //     (session.started.permission_mode); permission_set is honoured only where the capability table
-//     says so (no ACP vendor yet: opencode has no session mode that is a posture; Qwen Code's
+//     says so (no ACP vendor yet: the first has no session mode that is a posture; Qwen Code's
 //     session modes, started by --approval-mode, would be the first to map).
 //   - what session/new reports: `evidence` sets ClientOptions::expected_model, the model the
 //     session must say it chose (a vendor that falls back to a hosted default fails the run before

@@ -17,7 +17,7 @@ void evidence(const RunSpec& spec, const LaunchPlan& plan, acp::ClientOptions& o
   }
   if (plan.adapter.empty()) return;
   s.permission_mode = spec.deny_only ? "opencode defaults (deny-only)" : "ask";
-  // ACP reports no credential: this is the plan's. As Claude's and Codex's "none" under the run's
+  // ACP reports no credential: this is the plan's. As the other vendors' "none" under the run's
   // endpoint, it names no API key (H4): the only credential is the per-run endpoint token,
   // which the generated provider config carries, and the scratch data dir holds no opencode login.
   s.credential_source = "none (the run's endpoint token only, in the generated provider config)";
