@@ -43,7 +43,7 @@ class Adapter {
   // Installed vendor version, compared with the pin by `metaharness doctor`.
   virtual std::optional<std::string> installed_version(std::string& error) const = 0;
   // The neutral operations a call is (tool.requested.operations), from the capability table's
-  // rendering plus vendor aliases (e.g. Claude's NotebookEdit is also file.edit).
+  // rendering plus vendor aliases (e.g. a notebook edit tool is also file.edit).
   virtual std::vector<proto::Operation> operations_for(const ToolCall& call) const {
     return capabilities().operations_for_tool(call.name);
   }

@@ -1,6 +1,6 @@
-// A PreToolUse hook's answer, in the one shape both vendors read: Claude Code takes it as the
-// payload of the control_response to its hook_callback, Codex as the stdout of its command hook
-// (mh-codex-hook passes the run's answer through).
+// A PreToolUse hook's answer, in the one shape every vendor with a PreToolUse hook reads: in band,
+// as the payload of the control_response to a hook_callback, or as the stdout of a command hook
+// (a vendor's hook program passes the run's answer through).
 //   allow    {"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}
 //   deny     ... "permissionDecision":"deny","permissionDecisionReason":<reason>
 //   replace  ... "permissionDecision":"allow","updatedInput":<input>

@@ -23,16 +23,16 @@ struct ScratchFile {
   unsigned mode = 0600;
 };
 
-// A symbolic link made before spawning, after the directories and files (e.g. opencode's
-// pre-installed plugin package: a read-only tree on the host, linked into the run's config dir
+// A symbolic link made before spawning, after the directories and files (e.g. a seam
+// plugin's pre-installed package: a read-only tree on the host, linked into the run's config dir
 // rather than copied for every run).
 struct ScratchLink {
   std::filesystem::path path;
   std::filesystem::path target;
 };
 
-// A side channel for vendor hook programs (Codex runs its PreToolUse hook as a separate
-// process): the run listens on an abstract Unix socket and the hook program, which inherits the
+// A side channel for vendor hook programs (a command hook runs as a process of its own, once
+// per call): the run listens on an abstract Unix socket and the hook program, which inherits the
 // vendor's environment, finds it through `env_var`. Every request is one JSON line (the hook's
 // stdin), answered with one line (the hook's stdout; empty for no opinion).
 struct HookChannel {

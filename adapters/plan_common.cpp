@@ -38,10 +38,10 @@ constexpr CodeLoadingEnv kCodeLoadingEnv[] = {
     {"OPENSSL_CONF", "makes OpenSSL (node's included) read a config that can load an engine or provider"},
     {"OPENSSL_ENGINES", "makes OpenSSL load engines from a path of the caller's"},
     {"OPENSSL_MODULES", "makes OpenSSL load providers from a path of the caller's"},
-    // Node: Claude Code, and the launchers of Codex and opencode.
+    // Node: the npm CLIs themselves, or their launchers.
     {"NODE_*", "is read by node (NODE_OPTIONS --require/--import, NODE_PATH, NODE_REPL_EXTERNAL_MODULE load code)"},
-    // Bun: opencode's binary is Bun-compiled.
-    {"BUN_*", "is read by Bun (BUN_OPTIONS --preload, BUN_INSPECT*, BUN_BE_BUN run code in opencode's binary)"},
+    // Bun: a vendor binary may be Bun-compiled.
+    {"BUN_*", "is read by Bun (BUN_OPTIONS --preload, BUN_INSPECT*, BUN_BE_BUN run code in a Bun-compiled binary)"},
     // The shells tool calls run.
     {"BASH_ENV", "is a script every non-interactive bash runs first"},
     {"ENV", "is a script sh and interactive bash run first"},

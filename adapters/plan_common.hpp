@@ -18,8 +18,8 @@ class AdapterSession;  // adapters/session.hpp
 struct VendorRules {
   std::filesystem::path binary;  // the vendor CLI, absolute (configured_binary)
   // The variable naming the vendor's scratch config home, and where it is under the scratch.
-  std::string_view config_env;        // CLAUDE_CONFIG_DIR, CODEX_HOME
-  std::filesystem::path config_home;  // relative to the scratch: home/.claude, codex-home
+  std::string_view config_env;        // the vendor's config-home variable (<VENDOR>_CONFIG_DIR...)
+  std::filesystem::path config_home;  // relative to the scratch (home/.<vendor>, <vendor>-home...)
   // Variables the plan sets beyond HOME, PATH, TMPDIR, the config home and the run marker: a run
   // may not declare them (vendor_env) either.
   std::span<const std::string_view> owned_env;
@@ -100,8 +100,8 @@ constexpr std::uint64_t deadline_bound_of_int_ms_timer(std::uint64_t margin_s) {
   return (kTimerMaxMs / 1000 - margin_s) * 1000;
 }
 
-// `metaharness translate` for an adapter whose session is also its offline reader (Codex,
-// opencode): every line of the transcript through `session`, folded offline, then its end.
+// `metaharness translate` for an adapter whose session is also its offline reader (a JSON-RPC or
+// ACP session): every line of the transcript through `session`, folded offline, then its end.
 std::vector<proto::Event> translate_with_session(const Adapter& adapter, AdapterSession& session,
                                                  std::string_view transcript, const std::string& run_id);
 

@@ -4,21 +4,29 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "adapters/claude/claude_adapter.hpp"
-#include "adapters/codex/codex_adapter.hpp"
-#include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/vendor_descriptor.hpp"
 #include "metaharness/build_info.hpp"
 
+// The vendors compiled into this binary, one registration line each (adapters/<vendor>/ says the
+// rest: its descriptor, <vendor>_descriptor.cpp, defines <vendor>::descriptor()).
+#define MH_VENDORS(VENDOR) \
+  VENDOR(claude)           \
+  VENDOR(codex)            \
+  VENDOR(opencode)
+
 namespace mh::adapters {
 
-// The vendors compiled into this binary: one line each (a vendor's own folder says the rest).
+#define MH_DECLARE_VENDOR(name)         \
+  namespace name {                      \
+  const VendorDescriptor& descriptor(); \
+  }
+MH_VENDORS(MH_DECLARE_VENDOR)
+#undef MH_DECLARE_VENDOR
+
 const std::vector<const VendorDescriptor*>& vendor_descriptors() {
-  static const std::vector<const VendorDescriptor*> all = {
-      &claude::descriptor(),
-      &codex::descriptor(),
-      &opencode::descriptor(),
-  };
+#define MH_LIST_VENDOR(name) &name::descriptor(),
+  static const std::vector<const VendorDescriptor*> all = {MH_VENDORS(MH_LIST_VENDOR)};
+#undef MH_LIST_VENDOR
   return all;
 }
 
@@ -39,14 +47,17 @@ HostConfig host_config_from_environment() {
     std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });
     if (const char* bin = std::getenv(var.c_str()); bin && *bin) config.binaries[std::string(pin.adapter)] = bin;
   }
-  // Codex's per-call hook program ships next to this binary (build/bin, /usr/bin...).
-  if (const char* hook = std::getenv("METAHARNESS_CODEX_HOOK_BIN"); hook && *hook) {
-    config.binaries["codex-hook"] = hook;
-  } else {
-    std::error_code ec;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) config.binaries["codex-hook"] = self.parent_path() / "mh-codex-hook";
-  }
+  // A vendor's helper programs (its hook program...) ship next to this binary (build/bin, /usr/lib...).
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  for (const VendorDescriptor* vendor : vendor_descriptors())
+    for (const VendorHelper& helper : vendor->helpers) {
+      const std::string key(helper.binary_key), env(helper.env);
+      if (const char* bin = std::getenv(env.c_str()); bin && *bin)
+        config.binaries[key] = bin;
+      else if (!ec)
+        config.binaries[key] = self.parent_path() / helper.file_name;
+    }
   return config;
 }
 

@@ -86,7 +86,7 @@ inline bool any_limit(const RunLimits& l) {
 
 struct RunSpec {
   std::string run_id;
-  std::string adapter;  // "claude" | "codex" | "opencode"
+  std::string adapter;  // a registered vendor's id (adapters/registry.cpp)
   std::string prompt;
   proto::DecisionMode decisions = proto::DecisionMode::frame;
   std::optional<proto::Frame> frame;  // launch-time frame (already loaded and verified)
@@ -107,7 +107,7 @@ struct RunSpec {
   // The vendor_env names whose values the spec marks secret (`{"value":…, "secret":true}`): their
   // values are replaced by [redacted:NAME] in everything the run writes.
   std::set<std::string> secret_vendor_env;
-  // Declared vendor settings that are not environment (e.g. Codex's provider retry counts),
+  // Declared vendor settings that are not environment (e.g. a provider's retry counts),
   // checked against the adapter's own list: an unknown key refuses the run.
   std::map<std::string, std::string> vendor_options;
   // Commands the embedder declares it will send. Any the adapter cannot honour refuses the run

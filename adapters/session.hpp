@@ -20,9 +20,9 @@ namespace mh::adapters {
 namespace proto = mh::protocol;
 namespace json = boost::json;
 
-// The reply channel for one vendor decision request: the vendor's own request id (Claude: the
-// control request_id of a hook_callback; Codex: the JSON-RPC id of an approval request), or the
-// hook channel's connection that is waiting (Codex's PreToolUse hook). Typed, so an adapter
+// The reply channel for one vendor decision request: the vendor's own request id (the control
+// request_id of an in-band hook_callback, the JSON-RPC id of an approval request), or the hook
+// channel's connection that is waiting (a command hook, a seam plugin). Typed, so an adapter
 // never parses its own token back out of a string. No id and no connection: no reply channel.
 struct ReplyToken {
   std::string id;
@@ -41,7 +41,7 @@ struct ControlReply {
   std::string control_id;
   bool ok = true;
   std::string vendor_error;  // the vendor's own words when !ok
-  // The refusal code a vendor error maps to (e.g. Codex's "no active turn" is TOO_LATE).
+  // The refusal code a vendor error maps to (e.g. a vendor's "no active turn" is TOO_LATE).
   proto::RefusalCode refusal_code = proto::RefusalCode::UNSUPPORTED_CONTROL;
   json::value response;
 };
@@ -120,8 +120,8 @@ struct ReplyHook {
   std::uint64_t connection = 0;
   std::string line;
 };
-// The adapter's control channel is established (e.g. Claude answered initialize, so the call
-// seam is installed): the run loop may now start the first turn.
+// The adapter's control channel is established (e.g. the vendor answered initialize, so the
+// call seam is installed): the run loop may now start the first turn.
 struct SessionReady {};
 // Something makes it unsafe to go on (e.g. the vendor refused to install the call seam): the run
 // loop ends the run with reason error, saying why.
@@ -186,7 +186,7 @@ class AdapterSession {
   // One line of the vendor's stdout (line.number is its 1-based line in the transcript).
   virtual void on_vendor_line(const proto::FramedLine& line, AdapterOutputs& sink) = 0;
   // The vendor's stdout ended. Adapters that synthesise a terminal record do it here, and what
-  // they held for a later line (Codex: notifications before its thread exists) is released here,
+  // they held for a later line (e.g. notifications before the vendor's thread exists) is released here,
   // never dropped. Called once, after the last line: live by RunCore::on_vendor_end, before the
   // run's wind-up records; offline by translate.
   virtual void on_vendor_end(AdapterOutputs& sink) = 0;
@@ -207,7 +207,7 @@ class AdapterSession {
                       AdapterOutputs& sink) = 0;
   // Is the request the vendor blocks on (`asked`) the same request as the one it presented
   // (`presented`)? A decision is bound to what was presented; the vendor may restate it in its
-  // own normal form (Claude resolves a relative file_path against its cwd) without changing what
+  // own normal form (e.g. a relative file_path resolved against its cwd) without changing what
   // runs. Anything else is a different request, denied as mutated. Default: byte equality of the
   // canonical JSON.
   virtual bool same_request(const ToolCall& presented, const ToolCall& asked) const {
@@ -233,11 +233,11 @@ class AdapterSession {
   // Halt, step by step: the adapter's graceful end (e.g. end_session), before stdin is closed
   // and the process tree is killed by the run loop.
   virtual void end_session(AdapterOutputs& sink) = 0;
-  // After the vendor's stdin is closed, does the vendor finish on its own? (Claude: yes, it
-  // exits after the current turn.)
+  // After the vendor's stdin is closed, does the vendor finish on its own? (Some exit after
+  // the current turn.)
   virtual bool exits_on_stdin_close() const { return true; }
   // The session's terminal record, if the vendor produced terminal evidence (built from the
-  // turns seen; vendor-specific accumulation, e.g. Claude reports permission_denials per turn).
+  // turns seen; vendor-specific accumulation, e.g. permission_denials reported per turn).
   // The run loop fills in the census and emits it once, at wind-up.
   virtual std::optional<proto::ev::SessionEnded> session_ended() const = 0;
 };

@@ -1,12 +1,12 @@
 // mh_seam_bench: what deciding a tool call costs, per call, measured with the REAL vendor CLI
 // against the project's scripted model endpoint (issues 3 and 5). One invocation runs one
 // vendor's variants side by side, interleaved round-robin, each a single turn of N sequential
-// shell calls: `--vendor claude` (the default; seam/seam_claude.cpp: baseline, bare_driver,
-// command_hook, metaharness_ask) or `--vendor codex` (seam/seam_codex.cpp: never_ask,
-// bare_driver, metaharness_ask).
+// shell calls: `--vendor NAME`, one of the rows seam/seam_<vendor>.cpp register (--list-vendors;
+// each row names its variants: a floor, a bare driver, a command hook where the vendor has one,
+// metaharness_ask).
 //
-// Per run it records the wall time from the spawn to the turn's end (claude `result`, codex
-// turn/completed; turn.ended for metaharness) and to the end of the stream (stdout EOF;
+// Per run it records the wall time from the spawn to the turn's end (the vendor's own end of
+// turn record; turn.ended for metaharness) and to the end of the stream (stdout EOF;
 // stream.closed), the span between the first and the last main-loop request the scripted
 // endpoint received (which holds exactly the N call cycles and nothing of start-up or
 // shut-down), every call cycle (gap between successive calls as the driver sees them) and every
@@ -46,7 +46,37 @@ namespace mh::seam {
 
 std::atomic<pid_t> g_running_child{0};
 volatile std::sig_atomic_t g_stop_requested = 0;
-const VendorDriver* g_vendor = &kClaude;
+const VendorDriver* g_vendor = nullptr;  // the default row until --vendor names another (parse_options)
+
+namespace {
+std::vector<const VendorDriver*>& registered() {
+  static std::vector<const VendorDriver*> all;
+  return all;
+}
+}  // namespace
+
+bool register_driver(const VendorDriver* driver) {
+  auto& all = registered();
+  all.insert(std::upper_bound(all.begin(), all.end(), driver,
+                              [](const VendorDriver* a, const VendorDriver* b) { return a->name < b->name; }),
+             driver);
+  return true;
+}
+
+const std::vector<const VendorDriver*>& drivers() {
+  return registered();
+}
+
+// The rows' names as the help and the refusals list them: "a, b or c".
+std::string driver_names(bool mark_default) {
+  std::string out;
+  const auto& all = drivers();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == all.size() ? " or " : ", ";
+    out += std::string(all[i]->name) + (mark_default && all[i]->is_default ? " (default)" : "");
+  }
+  return out;
+}
 
 std::string VendorDriver::bin_env() const {
   std::string var = "METAHARNESS_" + std::string(name) + "_BIN";
@@ -133,11 +163,11 @@ void DirectChild::read_rpc(std::string_view before, RunRecord& r, const RpcHandl
 }
 
 // What the endpoint served, checked. Main-loop requests are the ones that offer tools (the
-// endpoint's default rule): every request of Codex's agent loop carries its tool list, and each
+// endpoint's default rule): every request of the vendor's agent loop carries its tool list, and each
 // is answered with a step (or, past the script, the `exhausted` text). A run must show exactly
 // N + 1 of them, all answered with steps: the prompt, then one after each tool result. Requests
-// without tools would get the `aux` answer; Codex 0.171.0 sends none in such a turn (none was
-// seen in any run), but they would not be model steps of the loop, so they are counted and
+// without tools would get the `aux` answer; the vendors measured send none in such a turn (none
+// was seen in any run), but they would not be model steps of the loop, so they are counted and
 // reported rather than refused. Any other answer (unauthorized, not found, ...) fails the run.
 std::string RunContext::check_requests(const std::vector<Served>& served, RunRecord& r) const {
   std::vector<double> steps;
@@ -239,11 +269,11 @@ class Bench {
     if (shape.model_flag) args.insert(args.end(), {"--model", o_.model});
     args.insert(args.end(), {"--model-scenario", o_.scenario.string(), "--latency-report", latency_file.string(),
                              "--run-dir", run_dir.string()});
-    // metaharness builds the CLI's environment (and codex's config) itself; it only needs to find
-    // the same binary (and mh-codex-hook beside it).
+    // metaharness builds the CLI's environment (and its config) itself; it only needs to find
+    // the same binary (and its helper programs beside it).
     std::vector<std::string> env;
-    // LANG, LC_ALL and TZ pass through to codex in the adapter's plan; the direct variants pass
-    // them too, so every variant's codex sees the same locale.
+    // LANG, LC_ALL and TZ pass through to the vendor in some adapters' plans; the direct variants
+    // pass them too, so every variant's CLI sees the same locale.
     if (shape.pass_locale)
       for (const char* name : {"LANG", "LC_ALL", "TZ"})
         if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
@@ -279,7 +309,7 @@ class Bench {
         const bool asks = required && *required == true;
         if (shape.seen_at_first_announcement) {
           // The first announcement of a call is when the client first sees it (the hook's, for
-          // a codex shell command); the decision is asked for with decision_required.
+          // a shell command the hook sees first); the decision is asked for with decision_required.
           if (r.seen_by_id.emplace(*call, ms_between(started, read_at)).second)
             r.call_seen_ms.push_back(ms_between(started, read_at));
         } else if (asks) {
@@ -372,8 +402,13 @@ void usage(std::ostream& out) {
   vendor_file.resize(std::max<std::size_t>(vendor_file.size() + 1, 20), ' ');  // the help's column
   const std::string helper =
       d.metaharness_helper.empty() ? "" : " (" + std::string(d.metaharness_helper) + " beside it)";
-  out << "usage: mh_seam_bench [--vendor claude|codex|opencode] [options]   (options for --vendor " << d.name << ")\n"
-      << "  --vendor NAME       the CLI measured: claude (default), codex or opencode\n"
+  std::string choices;
+  for (const VendorDriver* row : drivers())
+    choices += (choices.empty() ? "" : "|") + std::string(row->name);
+  out << "usage: mh_seam_bench [--vendor " << choices << "] [options]   (options for --vendor " << d.name << ")\n"
+      << "       mh_seam_bench --list-vendors   (one row a line, the default's marked: what scripts/bench.sh loops "
+         "over)\n"
+      << "  --vendor NAME       the CLI measured: " << driver_names(true) << "\n"
       << "  --runs N            measured rounds, each runs every variant once (default " << d.default_runs << ")\n"
       << "  --warmup N          discarded rounds run first (default 1)\n"
       << "  --variants LIST     comma-separated: " << variants << " (default all;\n"
@@ -394,19 +429,18 @@ void usage(std::ostream& out) {
 
 std::optional<Options> parse_options(int argc, char** argv) {
   // The vendor first: it sets the defaults the other options override.
+  for (const VendorDriver* row : drivers())
+    if (row->is_default) g_vendor = row;
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string_view(argv[i]) == "--vendor") {
       std::string_view name = argv[i + 1];
-      if (name == "claude")
-        g_vendor = &kClaude;
-      else if (name == "codex")
-        g_vendor = &kCodex;
-      else if (name == "opencode")
-        g_vendor = &kOpencode;
-      else {
-        std::cerr << "mh_seam_bench: unknown vendor " << name << " (claude, codex or opencode)\n";
+      const auto& all = drivers();
+      auto it = std::find_if(all.begin(), all.end(), [&](const VendorDriver* row) { return row->name == name; });
+      if (it == all.end()) {
+        std::cerr << "mh_seam_bench: unknown vendor " << name << " (" << driver_names(false) << ")\n";
         return std::nullopt;
       }
+      g_vendor = *it;
     }
   const VendorDriver& d = *g_vendor;
   const std::string program(d.program);
@@ -511,6 +545,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace mh::seam;
   mh::testkit::route_stop_signals(on_stop_signal);
+  if (argc == 2 && std::string_view(argv[1]) == "--list-vendors") {
+    for (const VendorDriver* row : drivers())
+      std::cout << row->name << (row->is_default ? " default" : "") << "\n";
+    return 0;
+  }
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
@@ -524,7 +563,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (d.responses_wire && !scenario->serves(mh::model::Wire::responses)) {
-    std::cerr << program << ": the scenario does not serve the responses wire Codex speaks\n";
+    std::cerr << program << ": the scenario does not serve the responses wire " << d.name << " speaks\n";
     return 2;
   }
   // N = the tool calls the scenario makes (on the vendor's wire), one per step.

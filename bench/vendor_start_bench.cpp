@@ -1,13 +1,15 @@
-// mh_vendor_start_bench: what starting a governed run costs per vendor, the three side by side in
-// one invocation, interleaved round-robin: `metaharness run <vendor>` on a one-turn text scenario
-// (bench/scenarios/start_<wire>.json) against the scripted endpoint, stdin held open until the
-// turn ends. Per run: spawn -> session.started (the vendor's session is open: Claude's init,
-// Codex's thread, opencode's session/new), spawn -> turn.ended, spawn -> stream.closed, and the
+// mh_vendor_start_bench: what starting a governed run costs per vendor, every vendor the build
+// governs (`metaharness vendor list`) side by side in one invocation, interleaved round-robin:
+// `metaharness run <vendor>` on a one-turn text scenario (bench/scenarios/start.json, served on
+// every wire) against the scripted endpoint, stdin held open until the turn ends. Per run: spawn
+// -> session.started (the vendor's session is open: its init, thread or session/new answered),
+// spawn -> turn.ended, spawn -> stream.closed, and the
 // vendor process's peak resident memory (VmHWM of metaharness's child, read while the turn is
 // over and the vendor still runs), with the machine's load beside. Medians and spreads per
 // vendor; a JSON summary. Every wait is bounded; a run that does not finish is killed.
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -30,10 +32,26 @@ using mh::testkit::ms_between;
 
 struct Vendor {
   std::string name;
-  std::string scenario;  // under <source>/bench/scenarios
+  std::string scenario = "start.json";  // under <source>/bench/scenarios: one for every wire
 };
-const std::vector<Vendor> kVendors = {
-    {"claude", "start_anthropic.json"}, {"codex", "start_responses.json"}, {"opencode", "start_anthropic.json"}};
+
+// The vendors the binary governs, in registration order (`metaharness vendor list`); empty when
+// it cannot say.
+std::vector<Vendor> governed_vendors(const fs::path& metaharness) {
+  std::vector<Vendor> out;
+  const std::string command = "'" + metaharness.string() + "' vendor list";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return out;
+  std::string text;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof buffer, pipe))
+    text += buffer;
+  if (::pclose(pipe) != 0) return {};
+  std::istringstream lines(text);
+  for (std::string id; std::getline(lines, id);)
+    if (!id.empty()) out.push_back(Vendor{id});
+  return out;
+}
 
 struct Sample {
   bool ok = false;
@@ -118,8 +136,9 @@ Sample run_once(const fs::path& metaharness, const Vendor& v, const fs::path& di
 }
 
 void usage(std::ostream& out) {
-  out << "usage: mh_vendor_start_bench [--runs N] [--vendors claude,codex,opencode] [--metaharness FILE]\n"
-         "                             [--work-dir DIR] [--json FILE] [--timeout-s N] [--keep]\n";
+  out << "usage: mh_vendor_start_bench [--runs N] [--vendors A,B,...] [--metaharness FILE]\n"
+         "                             [--work-dir DIR] [--json FILE] [--timeout-s N] [--keep]\n"
+         "  --vendors  a subset of `metaharness vendor list` (default: every one)\n";
 }
 
 }  // namespace
@@ -127,7 +146,7 @@ void usage(std::ostream& out) {
 int main(int argc, char** argv) {
   int runs = 5, timeout_s = 180;
   bool keep = false;
-  std::string vendors_arg = "claude,codex,opencode";
+  std::string vendors_arg;  // empty: every vendor the binary governs
   fs::path metaharness = fs::canonical("/proc/self/exe").parent_path() / "metaharness", root, json_out;
   mh::testkit::BenchArgs args{.values = {{"--runs", [&](const std::string& v) { runs = std::stoi(v); }},
                                          {"--timeout-s", [&](const std::string& v) { timeout_s = std::stoi(v); }},
@@ -141,9 +160,15 @@ int main(int argc, char** argv) {
     std::cerr << "mh_vendor_start_bench: " << error << "\n";
     return 2;
   }
+  const std::vector<Vendor> governed = governed_vendors(metaharness);
+  if (governed.empty()) {
+    std::cerr << "mh_vendor_start_bench: " << metaharness.string() << " vendor list named no vendor\n";
+    return 2;
+  }
   std::vector<Vendor> vendors;
-  for (const auto& v : kVendors)
-    if (("," + vendors_arg + ",").find("," + v.name + ",") != std::string::npos) vendors.push_back(v);
+  for (const auto& v : governed)
+    if (vendors_arg.empty() || ("," + vendors_arg + ",").find("," + v.name + ",") != std::string::npos)
+      vendors.push_back(v);
 
   std::map<std::string, std::vector<Sample>> samples;
   int failed = 0;

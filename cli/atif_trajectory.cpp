@@ -182,8 +182,9 @@ void Builder::scan() {
                              .permission_denials.value_or(std::vector<protocol::PermissionDenial>{}))
       if (d.tool_use_id) vendor_denied_.insert(*d.tool_use_id);
 
-  // Which call spawned each sub-agent: Claude names the Agent call itself (agent == call_id);
-  // Codex names the sub-agent's thread, which the spawn's result lists in receiverThreadIds.
+  // Which call spawned each sub-agent: a vendor whose sub-agent is a tool call names that call
+  // (agent == call_id); one whose sub-agent is a thread names the thread, which the spawn's result
+  // lists in receiverThreadIds.
   for (const auto& agent : agent_order_) {
     if (first_request.count(agent)) {
       spawner_[agent] = agent;
@@ -198,7 +199,7 @@ void Builder::scan() {
       if (spawner_.count(agent)) break;
     }
   }
-  // The task a spawning call gave (Claude's `prompt`, Codex's `message`): the sub-agent's user
+  // The task a spawning call gave (its `prompt` or its `message`, by vendor): the sub-agent's user
   // record carries exactly that text, which is how it is told from the main agent's.
   for (const auto& [agent, call] : spawner_) {
     const ev::ToolRequested* r = first_request.at(call);
@@ -375,11 +376,11 @@ void Builder::result(const Event& e, const ev::ToolResult& p) {
 void Builder::usage(const Event& e, const ev::Usage& p) {
   usage_events_.push_back(&e);
   usage_turns_.push_back(turn_);
-  // A turn's own totals (Claude's, at its end) belong to no one step: they stay with the
+  // A turn's own totals (reported at its end) belong to no one step: they stay with the
   // stream's events and replace that turn's request figures in the totals.
   if (p.scope == "turn") return control(e);
-  // A vendor reports usage right after (Codex: once the response is done, after its calls ran)
-  // the content of the inference it paid for: the step that content went to.
+  // A vendor reports usage right after the content of the inference it paid for (on the OpenAI
+  // wire, once the response is done, after its calls ran): the step that content went to.
   if (last_draft_) {
     StepDraft& s = last_draft_->steps[last_step_];
     bool fits = !s.usage && (!p.request_id || !s.request_id || *p.request_id == *s.request_id);
@@ -387,8 +388,8 @@ void Builder::usage(const Event& e, const ev::Usage& p) {
       s.usage = &e;
       if (p.request_id && !s.request_id) s.request_id = p.request_id;
       ++usage_in_steps_;
-      // Codex reports a response's usage once it is complete: what follows is another one.
-      // (Claude reports it with the message's first block; the rest of the message follows.)
+      // On the OpenAI wire a response's usage comes once it is complete: what follows is another
+      // one. (On the Anthropic wire it comes with the message's first block; the rest follows.)
       if (wire_ == TokenWire::openai) {
         s.closed = true;
         if (last_draft_->open == last_step_) last_draft_->open.reset();

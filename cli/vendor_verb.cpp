@@ -1,6 +1,9 @@
 // `metaharness vendor install [--dir DIR]`: the pinned vendor CLIs (vendor/pins, compiled in as
 // build_info::vendor_pins) installed with npm where the daemon finds them. Idempotent: a folder
 // already on every pin is left untouched (not even read-write), so it may be read-only.
+// `metaharness vendor list [--helpers]`: the registered vendors' ids, one a line, in registration
+// order (the list scripts loop over instead of naming vendors); with --helpers, the file names of
+// the helper programs their runs execute (VendorHelper: what packaging installs).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +11,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/registry.hpp"
 #include "adapters/vendor_descriptor.hpp"
 #include "cli/verbs.hpp"
@@ -79,24 +81,35 @@ int run_npm(const fs::path& npm, const fs::path& dir, const std::vector<std::str
   }
 }
 
-// opencode's seam plugin needs @opencode-ai/plugin, at opencode's own version, in a folder of its
-// own (package.json, package-lock.json, node_modules/): every opencode run links it into its
-// config dir (adapters/opencode/opencode_plan.cpp). Empty `version`: no opencode pin.
+// A vendor whose seam plugin needs an npm package (vendor/pins' fourth field) gets it at the
+// CLI's own version in a folder of its own (package.json, package-lock.json, node_modules/),
+// which every run of that vendor links into its config dir (VendorDescriptor::seam_package_dir).
 struct PluginState {
+  const build_info::VendorPin* pin;
   fs::path dir;
-  std::string version;
   std::optional<std::string> installed;
 
-  bool wanted() const { return !version.empty() && (installed != version || !fs::exists(dir / "package-lock.json")); }
-  std::string package() const { return "@opencode-ai/plugin@" + version; }
+  bool wanted() const { return installed != pin->version || !fs::exists(dir / "package-lock.json"); }
+  std::string package() const { return std::string(pin->seam_package) + "@" + std::string(pin->version); }
+  std::string title() const { return std::string(pin->adapter) + " seam plugin: "; }
 };
 
-PluginState inspect_plugin(const fs::path& dir) {
-  PluginState s{adapters::opencode::plugin_package_dir(dir), {}, {}};
-  for (const auto& pin : build_info::vendor_pins)
-    if (pin.adapter == "opencode") s.version = std::string(pin.version);
-  s.installed = manifest_version(s.dir, "@opencode-ai/plugin");
-  return s;
+// One for each pin that names a seam package.
+std::vector<PluginState> inspect_plugins(const fs::path& dir) {
+  std::vector<PluginState> out;
+  for (const auto& pin : build_info::vendor_pins) {
+    if (pin.seam_package.empty()) continue;
+    PluginState s{&pin, adapters::seam_package_dir(pin.adapter, dir), {}};
+    s.installed = manifest_version(s.dir, pin.seam_package);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool any_wanted(const std::vector<PluginState>& plugins) {
+  for (const auto& p : plugins)
+    if (p.wanted()) return true;
+  return false;
 }
 
 // A folder npm installs into and nowhere else: a private manifest of its own, so npm does not
@@ -127,12 +140,12 @@ int vendor_install(const std::string& dir_option) {
     before.push_back(inspect(pin, dir));
     if (!before.back().on_pin()) wanted.push_back(std::string(pin.npm_package) + "@" + std::string(pin.version));
   }
-  PluginState plugin = inspect_plugin(dir);
-  if (wanted.empty() && !plugin.wanted()) {
+  std::vector<PluginState> plugins = inspect_plugins(dir);
+  if (wanted.empty() && !any_wanted(plugins)) {
     for (const auto& s : before)
       std::cout << s.pin->adapter << ": " << s.describe() << " already in " << dir.string() << " (on pin)\n";
-    if (!plugin.version.empty())
-      std::cout << "opencode seam plugin: " << plugin.package() << " already in " << plugin.dir.string() << "\n";
+    for (const auto& plugin : plugins)
+      std::cout << plugin.title() << plugin.package() << " already in " << plugin.dir.string() << "\n";
     std::cout << "vendor install: nothing to do\n";
     return 0;
   }
@@ -163,8 +176,10 @@ int vendor_install(const std::string& dir_option) {
     return status == 0;
   };
   if (!wanted.empty() && !install(dir, wanted)) return 2;
-  if (plugin.wanted()) {
-    if (!ensure_npm_folder(plugin.dir, "metaharness-opencode-seam") || !install(plugin.dir, {plugin.package()}))
+  for (const auto& plugin : plugins) {
+    if (!plugin.wanted()) continue;
+    if (!ensure_npm_folder(plugin.dir, "metaharness-" + std::string(plugin.pin->adapter) + "-seam") ||
+        !install(plugin.dir, {plugin.package()}))
       return 2;
   }
   int result = 0;
@@ -178,12 +193,14 @@ int vendor_install(const std::string& dir_option) {
       result = 2;
     }
   }
-  if (PluginState after = inspect_plugin(dir); after.wanted()) {
-    std::cerr << "metaharness vendor install: after npm, " << after.package() << " is not in " << after.dir.string()
-              << "\n";
-    result = 2;
-  } else if (!after.version.empty()) {
-    std::cout << "opencode seam plugin: " << after.package() << " installed in " << after.dir.string() << "\n";
+  for (const auto& after : inspect_plugins(dir)) {
+    if (after.wanted()) {
+      std::cerr << "metaharness vendor install: after npm, " << after.package() << " is not in " << after.dir.string()
+                << "\n";
+      result = 2;
+    } else {
+      std::cout << after.title() << after.package() << " installed in " << after.dir.string() << "\n";
+    }
   }
   return result;
 }
@@ -202,6 +219,19 @@ void register_vendor_verb(CLI::App& app, Context& ctx) {
                       "the folder (holding node_modules/); default $METAHARNESS_VENDOR_DIR, else " +
                           std::string(build_info::default_vendor_dir));
   install->callback([&ctx, dir] { ctx.exit_code = vendor_install(*dir); });
+  auto helpers = std::make_shared<bool>(false);
+  auto* list = vendor->add_subcommand("list", "The vendors this build governs, one id a line (registration order)");
+  list->add_flag("--helpers", *helpers,
+                 "instead, the helper programs their runs execute beside the CLI, one file name a line (what the "
+                 "package installs beside the supervisor)");
+  list->callback([&ctx, helpers] {
+    for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors()) {
+      if (!*helpers) std::cout << v->id << "\n";
+      for (const adapters::VendorHelper& h : *helpers ? v->helpers : std::vector<adapters::VendorHelper>{})
+        std::cout << h.file_name << "\n";
+    }
+    ctx.exit_code = 0;
+  });
 }
 
 }  // namespace mh::cli

@@ -26,8 +26,16 @@ if [ ! -f "$CBUILD/build.ninja" ]; then
     -DMH_BUILD_TESTS=OFF -DMH_BUILD_BENCH=OFF \
     -DMH_DEFAULT_VENDOR_DIR=/var/lib/metaharness/vendor >/dev/null
 fi
-say "building metaharness, mh-codex-hook, mh-exec and metaharness-supervisor in $CBUILD"
-cmake --build "$CBUILD" -j "$JOBS" --target metaharness mh-codex-hook mh-exec metaharness-supervisor >&2
+say "building metaharness, mh-exec and metaharness-supervisor in $CBUILD"
+cmake --build "$CBUILD" -j "$JOBS" --target metaharness mh-exec metaharness-supervisor >&2
+# The vendors' helper programs (a hook program a vendor's runs execute per call), as the binary
+# lists them (VendorHelper in adapters/vendor_descriptor.hpp): each is a target of its own name.
+mapfile -t HELPERS < <("$CBUILD/bin/metaharness" vendor list --helpers)
+if [ "${#HELPERS[@]}" -gt 0 ]; then
+  say "building the vendors' helper programs: ${HELPERS[*]}"
+  cmake --build "$CBUILD" -j "$JOBS" --target "${HELPERS[@]}" >&2
+fi
+LIB_PROGRAMS=(metaharness-supervisor mh-exec "${HELPERS[@]}")
 
 VERSION="$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$CBUILD/CMakeCache.txt")"
 [ -n "$VERSION" ] || { say "no CMAKE_PROJECT_VERSION in $CBUILD/CMakeCache.txt"; exit 1; }
@@ -39,14 +47,15 @@ rm -rf "$STAGE"
 umask 022
 install -d "$STAGE/DEBIAN"
 # Binaries, stripped (the debug information stays in the build tree).
+# Under /usr/lib/metaharness: the supervisor, mh-exec (the last hop of a sandboxed run: it applies
+# the vendor's environment after the drop, docs/containment.md) and the vendors' helpers.
 install -D -m 0755 "$CBUILD/bin/metaharness" "$STAGE/usr/bin/metaharness"
-install -D -m 0755 "$CBUILD/bin/mh-codex-hook" "$STAGE/usr/lib/metaharness/mh-codex-hook"
-install -D -m 0755 "$CBUILD/bin/metaharness-supervisor" "$STAGE/usr/lib/metaharness/metaharness-supervisor"
-# The last hop of a sandboxed run: it applies the vendor's environment after the drop (docs/containment.md).
-install -D -m 0755 "$CBUILD/bin/mh-exec" "$STAGE/usr/lib/metaharness/mh-exec"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note \
-  "$STAGE/usr/bin/metaharness" "$STAGE/usr/lib/metaharness/mh-codex-hook" "$STAGE/usr/lib/metaharness/metaharness-supervisor" \
-  "$STAGE/usr/lib/metaharness/mh-exec"
+STAGED=("$STAGE/usr/bin/metaharness")
+for program in "${LIB_PROGRAMS[@]}"; do
+  install -D -m 0755 "$CBUILD/bin/$program" "$STAGE/usr/lib/metaharness/$program"
+  STAGED+=("$STAGE/usr/lib/metaharness/$program")
+done
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "${STAGED[@]}"
 # The units, the user, the directories, the config.
 install -D -m 0644 "$ROOT/systemd/metaharness.service" "$STAGE/usr/lib/systemd/system/metaharness.service"
 install -D -m 0644 "$ROOT/systemd/metaharness.socket" "$STAGE/usr/lib/systemd/system/metaharness.socket"
@@ -69,9 +78,7 @@ install -D -m 0644 "$ROOT/docs/atif/atif-v1.8.schema.json" "$STAGE/usr/share/met
 rm -rf "$SHLIBS_DIR"
 mkdir -p "$SHLIBS_DIR/debian"
 printf 'Source: metaharness\n\nPackage: metaharness\nArchitecture: any\n' >"$SHLIBS_DIR/debian/control"
-SHLIBS="$(cd "$SHLIBS_DIR" && dpkg-shlibdeps -O -e"$STAGE/usr/bin/metaharness" \
-  -e"$STAGE/usr/lib/metaharness/mh-codex-hook" -e"$STAGE/usr/lib/metaharness/metaharness-supervisor" \
-  -e"$STAGE/usr/lib/metaharness/mh-exec" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
+SHLIBS="$(cd "$SHLIBS_DIR" && dpkg-shlibdeps -O "${STAGED[@]/#/-e}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
 [ -n "$SHLIBS" ] || { say "dpkg-shlibdeps found no library dependencies"; exit 1; }
 INSTALLED_SIZE="$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)"
 sed -e "s|@VERSION@|$VERSION|" -e "s|@ARCH@|$ARCH|" -e "s|@SHLIBS@|$SHLIBS|" \

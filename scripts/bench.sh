@@ -5,8 +5,8 @@
 # Figures are copied into bench/RESULTS.md by hand, with the machine they were taken on.
 #
 # Environment: MH_BENCH_REPETITIONS (default 10), MH_BENCH_ONLY (names of bench functions to run),
-# MH_SEAM_RUNS / MH_SEAM_JSON (see bench_seam), MH_DAEMON_BENCH_ARGS / MH_DAEMON_JSON (see
-# bench_daemon).
+# MH_SEAM_RUNS / MH_SEAM_JSON (see bench_seam), MH_<VENDOR>_SEAM_RUNS / _JSON (see
+# bench_vendor_seams), MH_DAEMON_BENCH_ARGS / MH_DAEMON_JSON (see bench_daemon).
 set -euo pipefail
 
 BIN="${1:?usage: scripts/bench.sh <build/bin directory>}"
@@ -58,9 +58,10 @@ bench_protocol() {
   }' || { say "protocol: the typed layer costs more than 2x raw Boost.JSON"; return 1; }
 }
 
-# The Claude call seam (issue 3): the real claude CLI against the scripted model endpoint, 40
-# sequential Bash calls per turn, four variants interleaved round-robin (no hook, a bare in-band
-# driver, a command hook, metaharness ask mode). Minutes of wall time; nothing else heavy should
+# The default row's call seam (issue 3; mh_seam_bench with no --vendor, marked default by
+# --list-vendors): the real CLI against the scripted model endpoint, 40 sequential shell calls per
+# turn, four variants interleaved round-robin (no hook, a bare in-band driver, a command hook,
+# metaharness ask mode). Minutes of wall time; nothing else heavy should
 # run meanwhile. Goals: metaharness's added time per call within 1 ms of the bare driver and at
 # most half the command hook's; its own in-process share p50 <= 100 us, p99 <= 1 ms.
 # Environment: MH_SEAM_RUNS (measured rounds, default 7), MH_SEAM_JSON (summary file, default
@@ -69,8 +70,9 @@ bench_seam() {
   local program="$BIN/mh_seam_bench"
   [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
   [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
-  local runs="${MH_SEAM_RUNS:-7}" out
-  say "seam: claude call seam, $runs interleaved rounds of 4 variants (this takes minutes)"
+  local runs="${MH_SEAM_RUNS:-7}" out vendor
+  vendor="$("$program" --list-vendors | awk '$2 == "default" { print $1 }')"
+  say "seam: $vendor call seam, $runs interleaved rounds of 4 variants (this takes minutes)"
   local args=(--runs "$runs" --metaharness "$BIN/metaharness")
   [ -n "${MH_SEAM_JSON:-}" ] && args+=(--json "$MH_SEAM_JSON")
   out="$("$program" "${args[@]}")" || { printf '%s\n' "$out"; say "seam: a variant did not complete"; return 1; }
@@ -115,23 +117,13 @@ bench_daemon() {
   esac
 }
 
-# The Codex approval seam (issue 5; mh_seam_bench --vendor codex): the real `codex app-server` (the pinned native binary)
-# against the scripted model endpoint, 40 sequential exec_command calls per turn, three variants
-# interleaved round-robin: approvalPolicy never (the floor), a bare JSON-RPC driver accepting
-# every approval at once, metaharness ask mode. About 2 minutes at the default 5 rounds (runs of
-# 5-10 s); nothing else heavy should run meanwhile. No goal is judged: the added time per call is
-# reported (unpaired and paired by round, with 95% bootstrap intervals).
-# Environment: MH_CODEX_SEAM_RUNS (measured rounds, default 5), MH_CODEX_SEAM_JSON (summary file,
-# default codex-seam-bench.json in a fresh temporary directory, named in the output).
-bench_codex_seam() { seam_bench_of codex "${MH_CODEX_SEAM_RUNS:-5}" "${MH_CODEX_SEAM_JSON:-}" mh-codex-hook; }
 
-# One vendor's row of mh_seam_bench: $1 vendor, $2 rounds, $3 summary file ("": the default), then
-# the programs metaharness needs beside it.
+# One vendor's row of mh_seam_bench: $1 vendor, $2 rounds, $3 summary file ("": the default).
+# The programs metaharness launches beside it are built with it (mh-programs).
 seam_bench_of() {
   local vendor="$1" runs="$2" json="$3" out
-  shift 3
   local program="$BIN/mh_seam_bench"
-  for needed in "$program" "$BIN/metaharness" "${@/#/$BIN/}"; do
+  for needed in "$program" "$BIN/metaharness"; do
     [ -x "$needed" ] || { say "missing $needed (build first)"; return 1; }
   done
   say "$vendor seam: $runs interleaved rounds of 3 variants (load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -141,20 +133,34 @@ seam_bench_of() {
   printf '%s\n' "$out"
 }
 
-# The opencode call seam (issue 14; mh_seam_bench --vendor opencode): the real `opencode acp` against
-# the scripted endpoint, 40 sequential bash calls per prompt, three variants interleaved
-# round-robin: "permission": "allow" and no plugin (the floor), a bare ACP driver answering every
-# permission request allow_once at once, metaharness ask mode (the seam plugin, then the second
-# gate). Environment: MH_OPENCODE_SEAM_RUNS (measured rounds, default 5), MH_OPENCODE_SEAM_JSON.
-bench_opencode_seam() { seam_bench_of opencode "${MH_OPENCODE_SEAM_RUNS:-5}" "${MH_OPENCODE_SEAM_JSON:-}"; }
+# Every other vendor's call seam (issues 5 and 14): each row of mh_seam_bench but the default one
+# (bench_seam's), one after the other: the real CLI against the scripted endpoint, 40 sequential
+# shell calls per turn, its variants interleaved round-robin (the vendor with nothing asked, the
+# floor; a bare driver answering every approval or permission at once; metaharness ask mode). A
+# few minutes per vendor at the default 5 rounds; nothing else heavy should run meanwhile. No goal
+# is judged: the added time per call is reported (unpaired and paired by round, with 95%
+# bootstrap intervals). Environment, per vendor V (upper case): MH_<V>_SEAM_RUNS (measured rounds,
+# default 5), MH_<V>_SEAM_JSON (summary file, default <v>-seam-bench.json in a fresh temporary
+# directory, named in the output).
+bench_vendor_seams() {
+  local program="$BIN/mh_seam_bench" status=0
+  [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
+  while read -r vendor mark; do
+    [ "$mark" = default ] && continue
+    local upper="${vendor^^}" runs_var json_var
+    runs_var="MH_${upper}_SEAM_RUNS" json_var="MH_${upper}_SEAM_JSON"
+    seam_bench_of "$vendor" "${!runs_var:-5}" "${!json_var:-}" || status=1
+  done < <("$program" --list-vendors)
+  return "$status"
+}
 
-# Starting a governed run per vendor (issue 14; mh_vendor_start_bench): claude, codex and opencode
-# interleaved, spawn to session.started / turn.ended / stream.closed and the vendor's peak RSS.
+# Starting a governed run per vendor (issue 14; mh_vendor_start_bench): every vendor of
+# `metaharness vendor list` interleaved, spawn to session.started / turn.ended / stream.closed and the vendor's peak RSS.
 # Environment: MH_VENDOR_START_RUNS (default 5).
 bench_vendor_start() {
   local program="$BIN/mh_vendor_start_bench"
   [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
-  say "vendor start: ${MH_VENDOR_START_RUNS:-5} interleaved rounds of 3 vendors (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  say "vendor start: ${MH_VENDOR_START_RUNS:-5} interleaved rounds of every vendor (load $(cut -d' ' -f1-3 /proc/loadavg))"
   "$program" --runs "${MH_VENDOR_START_RUNS:-5}" --metaharness "$BIN/metaharness"
 }
 
@@ -210,7 +216,7 @@ bench_gateway() {
 
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_codex_seam bench_opencode_seam bench_vendor_start bench_containment bench_adoption bench_fleet bench_gateway}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_vendor_seams bench_vendor_start bench_containment bench_adoption bench_fleet bench_gateway}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

@@ -15,10 +15,10 @@ rm -f /tmp/metaharness-demo-marker
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "metaharness doctor claude / codex / opencode (the installed CLIs against the pins)"
-"$M" doctor claude
-"$M" doctor codex
-"$M" doctor opencode
+say "metaharness doctor, for every vendor of metaharness vendor list (the installed CLIs against the pins)"
+for vendor in $("$M" vendor list); do
+  "$M" doctor "$vendor"
+done
 
 say "starting the daemon (state in $WORK/state)"
 "$M" daemon --socket "$SOCKET" --state-dir "$WORK/state" 2> "$WORK/daemon.log" &

@@ -26,8 +26,8 @@ void add(std::optional<std::uint64_t>& total, const std::optional<std::uint64_t>
 
 constexpr std::string_view kPermissionToken = "acp-permission:";
 
-// What an agent's error says when the model endpoint refused the run's credential (opencode
-// 1.18.33 on a 401: "Internal error: <the endpoint's message>", errorName APIError). Lower case.
+// What an agent's error says when the model endpoint refused the run's credential (as observed on
+// a 401: "Internal error: <the endpoint's message>", errorName APIError). Lower case.
 constexpr std::array<std::string_view, 7> kCredentialWords = {
     "token has expired",    "token has been revoked", "invalid x-api-key",  "invalid api key",
     "authentication_error", "unauthorized",           "session has expired"};
@@ -197,7 +197,7 @@ void Client::prompt_answered(const Answer& a, std::uint64_t line_no, AdapterOutp
       add(total_usage_->cache_read_input_tokens, usage->cache_read_input_tokens);
       add(total_usage_->cache_creation_input_tokens, usage->cache_creation_input_tokens);
       add(total_usage_->thinking_tokens, usage->thinking_tokens);
-      // Scope unsaid: opencode 1.18.33 reports its last model request's figures here, not the
+      // Scope unsaid: an agent observed reports its last model request's figures here, not the
       // turn's sum (a two-request turn said 10/5 where the endpoint served 10/5 twice).
       sink.event(proto::ev::Usage{std::nullopt, std::nullopt, *usage, std::nullopt}, std::nullopt);
     }

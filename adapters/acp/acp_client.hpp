@@ -1,7 +1,8 @@
 // The client side of one ACP conversation (initialize, session/new, then one session/prompt per
 // turn), as an adapter session's parts: what to send, and what each agent line means as outputs
 // (AdapterOutputs). Generic over ACP agents: what is the vendor's own (its launch, its tool
-// names rendered to operations, a call seam of its own besides permissions) stays in its adapter.
+// names rendered to operations, a call seam of its own besides permissions) stays in its folder,
+// its profile (acp_profile.hpp) configuring the session every ACP vendor runs (acp_session.hpp).
 //
 //   - initialize declares no fs and no terminal capability; session/new gets the run's cwd and
 //     no MCP servers; its answer opens the session (session.started, then SessionReady);
@@ -37,7 +38,7 @@ struct ClientOptions {
   // sessionId, a prompt's stopReason or error) and a prompt's turn starts at its first update.
   bool offline = false;
   // The model the agent must have chosen from the adapter's config: a session/new answer whose
-  // model config option says otherwise means the config was not read (opencode then falls back
+  // model config option says otherwise means the config was not read (an agent may then fall back
   // to a hosted default), and the run fails before its first prompt. Empty: not checked.
   std::string expected_model;
 };
@@ -64,13 +65,13 @@ class Client {
   // cancelled, as the spec requires, and withdrawn.
   ControlAck cancel(AdapterOutputs& sink);
 
-  // An earlier call seam of the adapter's own (opencode: its plugin's tool.execute.before) has
+  // An earlier call seam of the adapter's own (its profile's hook seam, acp_profile.hpp) has
   // presented this call (so its end is never recorded as a call nothing gated), then decided it.
   // ACP's permission request for it is the second gate, answered here without asking the run
   // again: allow_once where the seam granted the call (allow, or replace: what runs is the
   // replaced input), reject_once where it did not (abstain: under "ask" nobody else can grant it).
   // A call denied at the seam ends failed with the reason as its error: that end is its
-  // tool.result, as on Claude and Codex (what the model was told; tool.decided says it never ran).
+  // tool.result, as on every other vendor (what the model was told; tool.decided says it never ran).
   enum class SeamVerdict { granted, not_granted, denied };
   void presented_at_seam(const std::string& call_id, const std::string& name, const json::value& input);
   void decided_at_seam(const std::string& call_id, SeamVerdict verdict);

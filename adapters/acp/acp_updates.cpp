@@ -88,7 +88,7 @@ bool UpdateReader::tool_call(const json::object& update, bool first_notice, Adap
     return false;  // a second announcement of a call already open: not ours to reconcile
   }
   if (const json::value* raw = update.if_contains("rawInput"); raw && !is_empty_input(*raw)) {
-    // The fullest input: opencode's first notice carries only the cwd, the in_progress update all.
+    // The fullest input: a first notice may carry only the cwd, the in_progress update all.
     if (!raw->is_object() || !call->input.is_object() || raw->get_object().size() >= call->input.get_object().size())
       call->input = *raw;
   }
@@ -105,7 +105,7 @@ bool UpdateReader::tool_call(const json::object& update, bool first_notice, Adap
   if (const json::value* content = update.if_contains("content")) r.content = *content;
   if (const json::value* raw = update.if_contains("rawOutput")) {
     r.tool_use_result = *raw;
-    // Where the agent reports an exit status (opencode: rawOutput.metadata.exit).
+    // Where the agent reports an exit status (e.g. rawOutput.metadata.exit).
     if (raw->is_object())
       if (const json::object* meta = object_at(raw->get_object(), "metadata"))
         if (const json::value* exit = meta->if_contains("exit"); exit && exit->is_int64())

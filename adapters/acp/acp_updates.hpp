@@ -16,7 +16,7 @@ namespace mh::adapters::acp {
 inline constexpr std::size_t kMaxOpenCalls = 1024;
 
 struct OpenCall {
-  std::string name;        // the tool call's first title (opencode: its tool id, e.g. "bash")
+  std::string name;        // the tool call's first title (e.g. the agent's tool id, "bash")
   std::string kind;        // the ACP kind (execute, edit, read, search, fetch, think, other...)
   json::value input;       // the fullest rawInput seen so far (the first notice often carries none)
   bool presented = false;  // tool.requested is in the stream (a permission asked, or recorded at its end)

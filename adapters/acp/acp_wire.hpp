@@ -3,7 +3,7 @@
 // answers it gives to the agent's requests, and the first reading of every agent line (an answer
 // to one of our requests, a notification, or a request of the agent's). No I/O, no clock, no
 // throw: agent lines are untrusted, and whatever does not have the shape is named, never guessed.
-// What opencode 1.18.33 sends and accepts: docs/reference/opencode-acp-wire.md.
+// What the ACP vendors send and accept, as observed: docs/reference/ (one page per vendor).
 #pragma once
 
 #include <boost/json/object.hpp>

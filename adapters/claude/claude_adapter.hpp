@@ -9,7 +9,6 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/host_config.hpp"
-#include "adapters/vendor_binaries.hpp"
 
 namespace mh::adapters {
 
@@ -23,9 +22,13 @@ const VendorDescriptor& descriptor();
 
 const proto::CapabilityTable& capabilities();
 
+// Where the pinned CLI's native binary lies under the vendor dir (`metaharness vendor install`
+// puts it there): the native binary, not the node wrapper, so the pid is exact.
+inline constexpr std::string_view kBinaryUnderVendor = "node_modules/@anthropic-ai/claude-code-linux-x64/claude";
+
 // Where the pinned CLI lives under a vendor dir.
 inline std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / kClaudeBinaryUnderVendor;
+  return vendor_dir / kBinaryUnderVendor;
 }
 
 // Claude's permission postures (set_permission_mode), in the vendor's vocabulary.

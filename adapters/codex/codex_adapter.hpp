@@ -20,7 +20,6 @@
 
 #include "adapters/adapter.hpp"
 #include "adapters/registry.hpp"
-#include "adapters/vendor_binaries.hpp"
 
 namespace mh::adapters {
 
@@ -34,9 +33,13 @@ const VendorDescriptor& descriptor();
 
 const proto::CapabilityTable& capabilities();
 
+// The native binary under the vendor dir (not the node launcher, so the pid is exact).
+inline constexpr std::string_view kBinaryUnderVendor =
+    "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+
 // The native binary under a vendor dir.
 inline std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / kCodexBinaryUnderVendor;
+  return vendor_dir / kBinaryUnderVendor;
 }
 
 // Codex's approval policies and sandbox modes, as permission.set postures.

@@ -1,6 +1,5 @@
 // Codex as the host knows it before any run (adapters/vendor_descriptor.hpp).
 #include "adapters/codex/codex_adapter.hpp"
-#include "adapters/vendor_binaries.hpp"
 #include "adapters/vendor_descriptor.hpp"
 
 namespace mh::adapters::codex {
@@ -8,9 +7,14 @@ namespace mh::adapters::codex {
 const VendorDescriptor& descriptor() {
   static const VendorDescriptor d{.id = "codex",
                                   .atif_agent_name = "codex",
-                                  .binary_under_vendor_dir = kCodexBinaryUnderVendor,
+                                  .binary_under_vendor_dir = kBinaryUnderVendor,
                                   .usage_shape = UsageShape::openai,
-                                  .make = &make_codex_adapter};
+                                  .make = &make_codex_adapter,
+                                  // The PreToolUse command hook Codex runs per call (mh_codex_hook.cpp).
+                                  .helpers = {{.binary_key = "codex-hook",
+                                               .config_key = "codex_hook",
+                                               .env = "METAHARNESS_CODEX_HOOK_BIN",
+                                               .file_name = "mh-codex-hook"}}};
   return d;
 }
 

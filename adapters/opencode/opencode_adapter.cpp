@@ -1,35 +1,29 @@
 #include "adapters/opencode/opencode_adapter.hpp"
 
+#include "adapters/acp/acp_session.hpp"
 #include "adapters/opencode/opencode_plan.hpp"
-#include "adapters/opencode/opencode_session.hpp"
+#include "adapters/opencode/opencode_profile.hpp"
 #include "adapters/plan_common.hpp"
 #include "adapters/registry.hpp"
 #include "adapters/session.hpp"
-#include "adapters/vendor_binaries.hpp"
+#include "adapters/vendor_descriptor.hpp"
 
 namespace mh::adapters {
 namespace opencode {
 
 const proto::CapabilityTable& capabilities() {
   static const proto::CapabilityTable table = [] {
-    proto::CapabilityTable t = harness_capabilities("opencode");
+    // ACP's part (message_inject, steer, interrupt, halt) is every ACP vendor's: adapters/acp.
+    proto::CapabilityTable t = acp::capability_table("opencode");
     using proto::CommandName;
-    t.commands = {
-        {CommandName::tool_decide,
-         {true, {}, "the seam plugin's tool.execute.before for every tool call; ACP's permission is the second gate"}},
-        {CommandName::frame_set, {true, {}, "enforced at the call seam from the next turn; its text opens that turn"}},
-        {CommandName::message_inject, {true, {}, "the next session/prompt"}},
-        {CommandName::steer,
-         {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
-          "ACP has no way into a running prompt: session/prompt starts a turn and session/cancel ends one, so a "
-          "steer could not be promised"}},
-        {CommandName::permission_set,
-         {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
-          "opencode's permission rules are fixed at launch (ask for every tool) and no ACP session mode maps to a "
-          "permission posture truthfully"}},
-        {CommandName::interrupt, {true, {}, "session/cancel: the running prompt answers cancelled"}},
-        {CommandName::halt, {true, {}, "session/cancel, close opencode's stdin, then kill the run's processes"}},
-    };
+    t.commands[CommandName::tool_decide] = {
+        true, {}, "the seam plugin's tool.execute.before for every tool call; ACP's permission is the second gate"};
+    t.commands[CommandName::frame_set] = {
+        true, {}, "enforced at the call seam from the next turn; its text opens that turn"};
+    t.commands[CommandName::permission_set] = {
+        false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+        "opencode's permission rules are fixed at launch (ask for every tool) and no ACP session mode maps to a "
+        "permission posture truthfully"};
     t.rendering = {{"file.read", "read"},      {"file.write", "write"},   {"file.edit", "edit"},
                    {"dir.list", "glob"},       {"search", "grep"},        {"shell", "bash"},
                    {"web.read", "webfetch"},   {"skill.load", "skill"},   {"subagent.spawn", "task"},
@@ -58,11 +52,11 @@ const proto::CapabilityTable& capabilities() {
 }
 
 std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / kOpencodeBinaryUnderVendor;
+  return vendor_dir / kBinaryUnderVendor;
 }
 
 std::filesystem::path plugin_package_dir(const std::filesystem::path& vendor_dir) {
-  return vendor_dir / "opencode-plugin";
+  return seam_package_dir(descriptor().id, vendor_dir);
 }
 
 namespace {

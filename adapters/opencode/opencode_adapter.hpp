@@ -32,6 +32,7 @@ const proto::CapabilityTable& capabilities();
 
 // The native binary in the pinned platform package (an optional npm dependency of opencode-ai,
 // which may be missing where npm skipped optional dependencies).
+inline constexpr std::string_view kBinaryUnderVendor = "node_modules/opencode-linux-x64/bin/opencode";
 std::filesystem::path default_binary(const std::filesystem::path& vendor_dir);
 
 // Where setup installs the seam plugin's package (@opencode-ai/plugin at opencode's own version,

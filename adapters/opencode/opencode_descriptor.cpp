@@ -1,6 +1,5 @@
 // opencode as the host knows it before any run (adapters/vendor_descriptor.hpp).
 #include "adapters/opencode/opencode_adapter.hpp"
-#include "adapters/vendor_binaries.hpp"
 #include "adapters/vendor_descriptor.hpp"
 
 namespace mh::adapters::opencode {
@@ -8,7 +7,7 @@ namespace mh::adapters::opencode {
 const VendorDescriptor& descriptor() {
   static const VendorDescriptor d{.id = "opencode",
                                   .atif_agent_name = "opencode",
-                                  .binary_under_vendor_dir = kOpencodeBinaryUnderVendor,
+                                  .binary_under_vendor_dir = kBinaryUnderVendor,
                                   .usage_shape = UsageShape::unknown,
                                   .make = &make_opencode_adapter};
   return d;

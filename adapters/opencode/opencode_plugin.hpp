@@ -4,7 +4,7 @@
 // $METAHARNESS_HOOK_SOCKET, one request line, one answer line), then acts on the answer:
 //
 //   {"decision":"allow"} / {"decision":"abstain"}  -> the call goes on (to ACP's permission, the
-//                                                      second gate: opencode_session.cpp)
+//                                                      second gate: adapters/acp/acp_session.cpp)
 //   {"decision":"deny","reason":R}                 -> the hook throws R: the model reads R as the
 //                                                      tool's error result and its loop goes on
 //   {"decision":"replace","input":{...}}            -> the call's arguments become the input

@@ -58,9 +58,9 @@ using testkit::to_json;
 extern std::atomic<pid_t> g_running_child;
 extern volatile std::sig_atomic_t g_stop_requested;
 
-// The floor is the variant every added time is measured against: Claude's `baseline` (no hook,
-// Bash pre-approved), Codex's `never_ask` (approvalPolicy never). A vendor offers the variants
-// its row names.
+// The floor is the variant every added time is measured against: the vendor with nothing asked
+// (no hook and the shell pre-approved, or an approval policy of never; each row names its own).
+// A vendor offers the variants its row names.
 enum class Variant { floor, bare_driver, command_hook, metaharness_ask };
 constexpr std::array<Variant, 4> kVariants = {Variant::floor, Variant::bare_driver, Variant::command_hook,
                                               Variant::metaharness_ask};
@@ -71,14 +71,14 @@ struct Options {
   int warmup = 1;  // rounds run first and discarded (cold page cache, first CLI start-up)
   int timeout_s = 0;
   fs::path scenario;
-  fs::path vendor_bin;  // --claude / --codex
+  fs::path vendor_bin;  // --<vendor>
   fs::path metaharness;
   fs::path work_root;
   fs::path json_out;
   std::vector<Variant> variants;
-  std::string hook_command;  // claude: the command hook's command
+  std::string hook_command;  // a row with a command_hook variant: the hook's command
   std::string prompt = "Touch the files.";
-  std::string model = "gpt-5.5";  // codex: the adapter's default slug (Codex knows it: real tool metadata)
+  std::string model = "gpt-5.5";  // a row whose CLI takes a model slug: the adapter's default (real tool metadata)
   bool keep = false;
 };
 
@@ -92,7 +92,7 @@ struct RunRecord {
   int round = 0;  // negative: warm-up
   bool ok = false;
   std::string failure;
-  double wall_turn_ms = 0;  // spawn -> the turn's end read (claude `result`, codex turn/completed; turn.ended)
+  double wall_turn_ms = 0;  // spawn -> the turn's end read (the vendor's end-of-turn record; turn.ended)
   double wall_end_ms = 0;   // spawn -> stdout EOF (metaharness: stream.closed read by the client)
   double span_ms = 0;       // first -> last main-loop request at the endpoint (the N call cycles)
   double child_cpu_ms = 0;  // CPU of the spawned process and its descendants (the CLI, tools; metaharness)
@@ -100,7 +100,7 @@ struct RunRecord {
   double cpu_ms = 0;        // the two together: all the CPU the run cost, wherever its endpoint ran
   double load_before = 0;   // 1-minute load average when the run started
   int calls_answered = 0;   // hook_callbacks / approvals answered, tool.decide sent
-  int aux_requests = 0;     // codex: requests the endpoint answered as not main-loop (no tools offered)
+  int aux_requests = 0;     // requests the endpoint answered as not main-loop (no tools offered)
   std::vector<double> driver_reaction_us;  // bare driver: the ask read -> the answer written
   // When the driver saw each call, ms since the spawn (the vendor's announcement; the first
   // tool.requested for metaharness). Successive differences are the call cycles.
@@ -114,10 +114,11 @@ struct RunRecord {
     for (const auto& [id, seen] : seen_by_id)
       if (auto it = done_by_id.find(id); it != done_by_id.end()) call_latency_ms.push_back(it->second - seen);
   }
-  std::optional<LatencySummary> line_to_requested, decide_to_answer;  // claude metaharness_ask
-  // codex metaharness_ask: every PreToolUse hook run as Codex timed it (hook/completed durationMs).
+  std::optional<LatencySummary> line_to_requested,
+      decide_to_answer;  // metaharness_ask, a row reading in-band hook latencies
+  // metaharness_ask, a row with a command hook: every hook run as the CLI timed it (hook/completed durationMs).
   std::vector<double> hook_ms;
-  // codex metaharness_ask: the raw samples of its --latency-report, in µs.
+  // metaharness_ask: the raw samples of its --latency-report, in µs.
   std::map<std::string, std::vector<double>> own_share_us;
   fs::path dir;
 };
@@ -166,7 +167,7 @@ struct DirectChild {
   // Starts the clock and spawns it; false, with r.failure saying why, when it does not start.
   bool spawn(testkit::SpawnOptions options, RunRecord& r);
   // Reads what it writes until its turn is done or the run failed, every JSON-RPC message
-  // (Codex's app-server, ACP) handed on with its id (none for a notification) and its method
+  // (a JSON-RPC app-server, ACP) handed on with its id (none for a notification) and its method
   // (none for an answer).
   using RpcHandler =
       std::function<void(const json::object& m, const json::value* id, const std::optional<std::string>& method)>;
@@ -190,7 +191,7 @@ struct DirectChild {
 // exit status, the problem the driver noted, every request the endpoint served, the answers the
 // driver gave, and f1..fN made; the run's figures set when it counts.
 struct DirectRun {
-  std::string_view vendor;         // "codex": its words in the failures, <vendor>-stdout.jsonl
+  std::string_view vendor;         // its words in the failures, <vendor>-stdout.jsonl
   bool answers_expected;           // the driver answered one request per call
   std::string_view answered_what;  // "approvals"
   const fs::path& work;
@@ -199,10 +200,10 @@ void finish_direct_run(DirectChild& d, model::ScriptedEndpoint& endpoint, const 
 
 // How the metaharness ask variant differs between the vendors (the loop itself is shared).
 struct MetaharnessShape {
-  bool pass_locale = false;  // LANG, LC_ALL, TZ passed through (the codex adapter's plan passes them)
+  bool pass_locale = false;  // LANG, LC_ALL, TZ passed through (as the adapter's plan does)
   bool model_flag = false;   // `--model <o.model>` given
   // The first tool.requested of a call is the client's first sight of it, before the one asking
-  // for the decision (codex: the hook's); otherwise only decision_required ones are counted.
+  // for the decision (e.g. a command hook's); otherwise only decision_required ones are counted.
   bool seen_at_first_announcement = false;
   // When stdin (the command source) is closed: after the N-th decision, or at turn.ended.
   bool close_at_turn_end = false;
@@ -249,7 +250,7 @@ double median_call_cycle(const Runs& runs);
 double median_call_latency(const Runs& runs);
 
 // The metrics every vendor reports, the turn's wall time first under the vendor's name for it
-// (claude: wall_result_ms "spawn -> result"; codex: wall_turn_ms "spawn -> turn end").
+// (wall_result_ms "spawn -> result" or wall_turn_ms "spawn -> turn end", by row).
 constexpr std::array<Metric, 5> shared_metrics(std::string_view turn_key, std::string_view turn_title) {
   return {
       // The definition: the turn's wall time, medians of runs, difference over N.
@@ -296,12 +297,12 @@ json::object summary_head(const Options& o, int calls);
 // turn's wall times, the pooled call cycles and latencies, CPU and load, the completed and
 // failed runs, and each run's own figures (seam_report.cpp). A VariantTable says what differs.
 struct VariantTable {
-  std::string_view seam_title;    // "Claude call seam"
+  std::string_view seam_title;    // e.g. "<Vendor> call seam"
   std::string_view call_kind;     // "Bash": N sequential <kind> calls per turn
   std::string_view turn_key;      // the turn's wall time's key: "wall_result_ms", "wall_turn_ms"
   std::string_view turn_title;    // and its column: "spawn -> result", "spawn -> turn end"
   std::string_view latency_span;  // what one call latency spans, for the legend
-  bool counts_aux_requests;       // the endpoint's aux answers, per variant and per run (codex)
+  bool counts_aux_requests;       // the endpoint's aux answers, per variant and per run
   std::function<void(Variant, json::object& entry)> entry_extras;       // may be empty
   std::function<void(const RunRecord&, json::object& run)> run_extras;  // may be empty
 };
@@ -309,12 +310,12 @@ json::object variant_table(const Options& o, int calls, Outcome& out, const std:
                            const VariantTable& t);
 // The CPU table (child, bench, together, load) every vendor prints.
 void print_cpu_table(const Options& o, Outcome& out);
-// The report of a vendor whose seam is an approval answered in-band (Codex, opencode): the shared
-// table, CPU, the added time per call (unpaired and paired by round, with 95% bootstrap
-// intervals) of bare_driver and metaharness_ask against the floor and of metaharness_ask against
-// bare_driver, metaharness's in-process share, and one machine-readable line per comparison.
+// The report of a vendor whose seam is an approval answered in-band (a JSON-RPC approval or an ACP permission): the
+// shared table, CPU, the added time per call (unpaired and paired by round, with 95% bootstrap intervals) of
+// bare_driver and metaharness_ask against the floor and of metaharness_ask against bare_driver, metaharness's
+// in-process share, and one machine-readable line per comparison.
 struct ApprovalReport {
-  std::string_view seam_title;    // "Codex approval seam"
+  std::string_view seam_title;    // e.g. "<Vendor> approval seam"
   std::string_view call_kind;     // "exec_command"
   std::string_view line_prefix;   // "codex_seam": the machine-readable lines' first word
   bool latency_against_floor;     // the floor announces a call where the other variants do
@@ -332,8 +333,10 @@ int finish_report(const Options& o, const json::object& summary, const Outcome& 
 
 // What a vendor's row says; what it leaves out is what most vendors share.
 struct VendorDriver {
-  std::string_view name;                       // `metaharness run <name>`, --<name> FILE
-  std::string_view program = "mh_seam_bench";  // the name it reports under (codex: its target's before the two merged)
+  std::string_view name;    // `metaharness run <name>`, --<name> FILE
+  bool is_default = false;  // the row `--vendor` defaults to (exactly one)
+  std::string_view program =
+      "mh_seam_bench";  // the name it reports under (a row's old program name, kept for its figures)
   std::array<std::string_view, 4> variant_names;  // by Variant; "" = not offered
   int default_runs = 5;
   int default_timeout_s = 180;
@@ -359,9 +362,10 @@ struct VendorDriver {
   std::string bin_env() const;
 };
 
-extern const VendorDriver kClaude;
-extern const VendorDriver kCodex;
-extern const VendorDriver kOpencode;
-extern const VendorDriver* g_vendor;  // the active one
+// Each vendor's row registers itself from its own file (seam/seam_<vendor>.cpp, linked into the
+// program, so its static initialiser runs): the bench's command line loops over these, by name.
+bool register_driver(const VendorDriver* driver);
+const std::vector<const VendorDriver*>& drivers();  // by name
+extern const VendorDriver* g_vendor;                // the active one
 
 }  // namespace mh::seam

@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "adapters/vendor_binaries.hpp"
+#include "adapters/claude/claude_adapter.hpp"
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 
@@ -361,9 +361,10 @@ constexpr std::string_view kDefaultHookCommand =
 
 const VendorDriver kClaude = {
     .name = "claude",
+    .is_default = true,
     .variant_names = {"baseline", "bare_driver", "command_hook", "metaharness_ask"},
     .default_runs = 7,
-    .bin_under_vendor = mh::adapters::kClaudeBinaryUnderVendor,
+    .bin_under_vendor = mh::adapters::claude::kBinaryUnderVendor,
     .bin_default = "<source>/.vendor/.../claude",
     .json_name = "seam-bench.json",
     .default_hook_command = kDefaultHookCommand,
@@ -371,5 +372,8 @@ const VendorDriver kClaude = {
     .read_latency_report = &read_latency_report,
     .report = &report,
 };
+
+// This row, registered from its own file (seam.hpp).
+[[maybe_unused]] const bool kClaudeRegistered = register_driver(&kClaude);
 
 }  // namespace mh::seam

@@ -29,7 +29,7 @@
 #include <sstream>
 #include <thread>
 
-#include "adapters/vendor_binaries.hpp"
+#include "adapters/codex/codex_adapter.hpp"
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "metaharness/build_info.hpp"
@@ -219,7 +219,7 @@ const VendorDriver kCodex = {
     .program = "mh_codex_seam_bench",
     .variant_names = {"never_ask", "bare_driver", "", "metaharness_ask"},
     .default_timeout_s = 120,
-    .bin_under_vendor = mh::adapters::kCodexBinaryUnderVendor,
+    .bin_under_vendor = mh::adapters::codex::kBinaryUnderVendor,
     .json_name = "codex-seam-bench.json",
     .responses_wire = true,
     .metaharness_helper = "mh-codex-hook",
@@ -240,5 +240,8 @@ const VendorDriver kCodex = {
                                .helper_title =
                                    "PreToolUse hook run (mh-codex-hook) as Codex timed it (hook/completed durationMs)"},
 };
+
+// This row, registered from its own file (seam.hpp).
+[[maybe_unused]] const bool kCodexRegistered = register_driver(&kCodex);
 
 }  // namespace mh::seam

@@ -21,9 +21,9 @@
 #include <iostream>
 
 #include "adapters/adapter.hpp"
+#include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
 #include "adapters/registry.hpp"
-#include "adapters/vendor_binaries.hpp"
 #include "bench/seam/seam.hpp"
 #include "daemon/model/scripted_endpoint.hpp"
 #include "metaharness/build_info.hpp"
@@ -174,7 +174,7 @@ void run_opencode_directly(const RunContext& c, RunRecord& r) {
 const VendorDriver kOpencode = {
     .name = "opencode",
     .variant_names = {"permission_allow", "ask_driver", "", "metaharness_ask"},
-    .bin_under_vendor = mh::adapters::kOpencodeBinaryUnderVendor,
+    .bin_under_vendor = mh::adapters::opencode::kBinaryUnderVendor,
     .json_name = "opencode-seam-bench.json",
     .metaharness = {.pass_locale = true, .close_at_turn_end = true, .strict_requests = true},
     .run_directly = &run_opencode_directly,
@@ -186,5 +186,8 @@ const VendorDriver kOpencode = {
                                .latency_against_floor = true,
                                .helper_title = ""},
 };
+
+// This row, registered from its own file (seam.hpp).
+[[maybe_unused]] const bool kOpencodeRegistered = register_driver(&kOpencode);
 
 }  // namespace mh::seam

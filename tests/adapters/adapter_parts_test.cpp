@@ -55,6 +55,41 @@ TEST(VendorDescriptors, TheRegistryIsMadeFromThemAndEachIsPinnedAndFindable) {
   EXPECT_EQ(find_vendor("no-such-vendor"), nullptr);
 }
 
+// A new wire command is refused by default: a command no adapter's table declares (each command
+// taken out of each registered adapter's table in turn, as a command added to the wire after the
+// tables were written would be) is refused UNSUPPORTED_CONTROL by name, at start for a spec that
+// requires it and by the table every command goes through first (RunCore::dispatch asks
+// capabilities().command() before any handler), so only adapters that honour it change.
+TEST(CapabilityTables, ACommandAnAdapterDoesNotDeclareIsRefusedUnsupportedControlByName) {
+  AdapterRegistry registry(HostConfig{});
+  for (std::string_view id : registry.ids()) {
+    for (std::size_t i = 0; i <= static_cast<std::size_t>(proto::CommandName::halt); ++i) {
+      const auto name = static_cast<proto::CommandName>(i);
+      proto::CapabilityTable table = registry.find(id)->capabilities();
+      table.commands.erase(name);
+      const std::string what = std::string(id) + " without " + std::string(proto::to_string(name));
+      const proto::CommandSupport support = table.command(name);
+      EXPECT_FALSE(support.honoured) << what;
+      EXPECT_EQ(support.code, proto::RefusalCode::UNSUPPORTED_CONTROL) << what;
+      const std::string reason = "the " + std::string(id) + " adapter cannot honour " +
+                                 std::string(proto::to_string(name)) + ": not in the capability table";
+      EXPECT_EQ(table.refusal_reason(name), reason) << what;
+      RunSpec spec;
+      spec.requires_commands = {name};
+      const auto refused = refuse_unhonoured_commands(spec, table);
+      bool found = false;
+      for (const auto& r : refused)
+        if (r.id == "start/" + std::string(proto::to_string(name))) {
+          found = true;
+          ASSERT_TRUE(r.outcome.refusal.has_value()) << what;
+          EXPECT_EQ(r.outcome.refusal->code, proto::RefusalCode::UNSUPPORTED_CONTROL) << what;
+          EXPECT_EQ(r.outcome.refusal->reason, reason) << what;
+        }
+      EXPECT_TRUE(found) << what << ": a spec requiring it is not refused at start";
+    }
+  }
+}
+
 TEST(OperationsWith, AddTheAliasesInVocabularyOrder) {
   proto::CapabilityTable t;
   t.rendering = {{"shell", "Bash"}, {"file.edit", "Edit"}};

@@ -1,13 +1,12 @@
-// The opencode session (adapters/opencode/opencode_session) driven as the run loop drives it: the
-// agent's ACP lines as opencode 1.18.33 sent them, and the seam plugin's requests as its
+// The opencode session (the generic ACP session, adapters/acp/acp_session, with opencode's profile) driven as the run
+// loop drives it: the agent's ACP lines as opencode 1.18.33 sent them, and the seam plugin's requests as its
 // tool.execute.before sends them (docs/reference/opencode-acp-wire.md, "The plugin seam"). No
 // process, no clock: the outputs are recorded.
-#include "adapters/opencode/opencode_session.hpp"
-
 #include <gtest/gtest.h>
 
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plugin.hpp"
+#include "adapters/opencode/opencode_profile.hpp"
 #include "adapters/session.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/output_recorder.hpp"

@@ -4,10 +4,12 @@
 // and registry were exercised by hand, see docs/install.md); the on-pin case reads the real CLIs.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "adapters/vendor_descriptor.hpp"
 #include "tests/systemd/package_support.hpp"
 
 extern char** environ;
@@ -188,6 +190,40 @@ TEST_F(VendorInstall, NoNpmOnPathIsRefusedByNameAndNothingIsCreated) {
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("npm is not on PATH"), std::string::npos) << o.err;
   EXPECT_FALSE(fs::exists(target));
+}
+
+// `vendor list` is what scripts loop over instead of naming vendors: every pinned adapter, one a
+// line, in vendor/pins' order (registration order), and nothing else.
+TEST(VendorList, PrintsEveryPinnedVendorOneALineInOrder) {
+  CliProcess p({metaharness_binary().string(), "vendor", "list"});
+  p.close_stdin();
+  ASSERT_EQ(p.finish(30s), 0) << p.stderr_text();
+  std::vector<std::string> listed;
+  for (const auto& l : p.events())
+    listed.push_back(l.raw);
+  std::vector<std::string> pinned;
+  for (const auto& pin : pins())
+    pinned.push_back(pin.adapter);
+  EXPECT_EQ(listed, pinned);
+}
+
+// `vendor list --helpers` is what the package installs beside the supervisor: each vendor's
+// helper programs by file name, every one a program built beside metaharness.
+TEST(VendorList, HelpersAreTheDescriptorsProgramsBuiltBesideMetaharness) {
+  CliProcess p({metaharness_binary().string(), "vendor", "list", "--helpers"});
+  p.close_stdin();
+  ASSERT_EQ(p.finish(30s), 0) << p.stderr_text();
+  std::vector<std::string> listed;
+  for (const auto& l : p.events())
+    listed.push_back(l.raw);
+  std::vector<std::string> declared;
+  for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors())
+    for (const adapters::VendorHelper& h : v->helpers)
+      declared.emplace_back(h.file_name);
+  EXPECT_EQ(listed, declared);
+  EXPECT_FALSE(listed.empty()) << "a vendor with a hook program declares it";
+  for (const auto& name : listed)
+    EXPECT_EQ(::access((metaharness_binary().parent_path() / name).c_str(), X_OK), 0) << name;
 }
 
 }  // namespace

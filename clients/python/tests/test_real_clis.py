@@ -11,7 +11,7 @@ import re
 import pytest
 
 import metaharness
-from conftest import SCENARIOS, Daemon, read_deciding_after_a_drop
+from conftest import SCENARIOS, SOURCE_DIR, Daemon, read_deciding_after_a_drop
 from test_example import example_code
 
 # Both wires: a network fetch from the shell (the policy denies it), then a local edit (allowed).
@@ -45,9 +45,20 @@ def in_opencodes_words(scenario):
             "steps": [{"name": s["name"], "content": [call(b) for b in s["content"]]} for s in scenario["steps"]]}
 
 
-ADAPTERS = ("claude", "codex", "opencode")
-SCENARIOS_BY_ADAPTER = {"claude": SCENARIO, "codex": SCENARIO, "opencode": in_opencodes_words(SCENARIO)}
-PINNED = {"claude": "2.1.197", "codex": "0.171.0", "opencode": "1.18.33"}
+def pinned_vendors():
+    """vendor/pins, the build's vendors and their pinned versions: `<adapter> <package> <version> [...]`."""
+    pins = {}
+    for line in (SOURCE_DIR / "vendor" / "pins").read_text().splitlines():
+        if line[:1].isalpha() and line[:1].islower():
+            fields = line.split()
+            pins[fields[0]] = fields[2]
+    return pins
+
+
+PINNED = pinned_vendors()
+ADAPTERS = tuple(PINNED)
+# Every vendor plays SCENARIO, but for one that names its shell tool in its own words.
+SCENARIOS_BY_ADAPTER = {adapter: SCENARIO for adapter in ADAPTERS} | {"opencode": in_opencodes_words(SCENARIO)}
 
 
 @pytest.fixture(scope="module")
