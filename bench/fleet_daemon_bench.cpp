@@ -216,11 +216,13 @@ PublishFigure publish_phase(const mh::test::NatsCluster& cluster, const FleetDae
 // What this cluster takes at all, in the same invocation: the same lines (runs x lines, about a
 // hundred bytes, each with its message id) sent by one link with no expectation and up to 1,000
 // in flight, no daemon: JetStream's own ceiling here, the floor the daemons' figure is judged by.
-double nats_floor(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o) {
+// `fenced`: instead, each run's next line sent from its previous line's ack, expecting that ack's
+// sequence (one line in flight per run, as the daemon's publishers): this design's own ceiling.
+double nats_floor(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, bool fenced) {
   fleet::FleetConfig fc;
   fc.nats_urls = {cluster.url(0)};
   fc.host_id = "floor";
-  fc.prefix = "pf";
+  fc.prefix = fenced ? "pg" : "pf";
   fc.request_timeout = std::chrono::seconds(10);
   auto link = fleet::FleetLink::connect(fc);
   if (!link) return 0;
@@ -230,6 +232,48 @@ double nats_floor(const mh::test::NatsCluster& cluster, const FleetDaemonOptions
   const std::string text =
       R"({"format":"metaharness.event/1","seq":1,"event":"text","text":"a line of about a hundred bytes"})";
   const auto t0 = Clock::now();
+  if (fenced) {
+    // Each run's chain: line l's ack sends line l+1 (from libnats' ack thread, as it allows).
+    auto chain = std::make_shared<std::function<void(int, int, std::uint64_t)>>();
+    *chain = [&, weak = std::weak_ptr(chain)](int r, int l, std::uint64_t last) {
+      jsPubOptions po;
+      jsPubOptions_Init(&po);
+      if (last == 0)
+        po.ExpectNoMessage = true;
+      else
+        po.ExpectLastSubjectSeq = last;
+      auto sent = (*link)->pipe().send((*link)->names().events_subject("g" + std::to_string(r)),
+                                       "g" + std::to_string(r) + ":" + std::to_string(l), text, po,
+                                       [&, weak, r, l](fleet::PublishAck ack) {
+                                         auto next = weak.lock();
+                                         std::lock_guard lock(mu);
+                                         if (ack.status != NATS_OK || !next) {
+                                           ++failed;
+                                           --in_flight;
+                                         } else if (l + 1 < o.publish_lines) {
+                                           (*next)(r, l + 1, ack.sequence);
+                                         } else {
+                                           --in_flight;
+                                         }
+                                         cv.notify_all();
+                                       });
+      if (!sent) {
+        ++failed;
+        --in_flight;
+      }
+    };
+    {
+      std::lock_guard lock(mu);
+      in_flight = o.publish_runs;
+      for (int r = 0; r < o.publish_runs; ++r)
+        (*chain)(r, 0, 0);
+    }
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return in_flight == 0; });
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (failed > 0) std::fprintf(stderr, "fleet_bench (fenced floor): %d chains failed\n", failed);
+    return static_cast<double>(o.publish_runs) * o.publish_lines / s;
+  }
   for (int l = 0; l < o.publish_lines; ++l)
     for (int r = 0; r < o.publish_runs; ++r) {
       {
@@ -266,9 +310,11 @@ int bench_fleet_publish(const mh::test::NatsCluster& cluster, const FleetDaemonO
   std::printf("publishing (issue 26 section 5): %d chatty runs on h0 x %d text lines, 3-node cluster, R3\n",
               o.publish_runs, o.publish_lines);
   int status = 0;
-  const double floor = nats_floor(cluster, o);
+  const double floor = nats_floor(cluster, o, false), fenced = nats_floor(cluster, o, true);
   std::printf("%-10s %7d lines sent by one link, no expectation, <= 1000 in flight, no daemon: %8.0f lines/s\n",
               "floor", o.publish_runs * o.publish_lines, floor);
+  std::printf("%-10s %7d lines sent by one link, one per run in flight, each fenced by the last ack: %8.0f lines/s\n",
+              "fenced", o.publish_runs * o.publish_lines, fenced);
   for (bool serial : {true, false}) {
     PublishFigure f = publish_phase(cluster, o, serial);
     if (f.failed) status = std::max(status, 2);
