@@ -202,7 +202,12 @@ void FleetHost::stop() {
   auto deadline = Clock::now() + kStopDrain;
   auto step = std::make_shared<std::function<void()>>();
   *step = [this, &drained, deadline, step] {
-    if (!publishing_.empty() && Clock::now() < deadline) {
+    bool publishing = false;
+    {
+      std::lock_guard lock(publishing_mu_);
+      publishing = !publishing_.empty();
+    }
+    if (publishing && Clock::now() < deadline) {
       auto timer = std::make_shared<asio::steady_timer>(strand_, std::chrono::milliseconds(50));
       timer->async_wait([timer, step](boost::system::error_code) { (*step)(); });
       return;
@@ -230,7 +235,11 @@ void FleetHost::stop() {
 void FleetHost::track(const std::string& id) {
   auto self = shared_from_this();
   asio::post(strand_, [self, id] {
-    if (self->stopped_ || !self->publishing_.insert(id).second) return;
+    if (self->stopped_) return;
+    {
+      std::lock_guard lock(self->publishing_mu_);
+      if (!self->publishing_.insert(id).second) return;
+    }
     // Pipelined (the default): each run on a strand of its own, its publishes asynchronous, so
     // no run waits for another's round trip. Serial (fleet.serial_publish): every run on the one
     // strand, each publish blocking it, as before issue 26.
@@ -405,7 +414,8 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
     std::shared_ptr<FleetHost> self;
     std::string id;
     ~Done() {
-      asio::post(self->strand_, [self = self, id = id] { self->publishing_.erase(id); });
+      std::lock_guard lock(self->publishing_mu_);
+      self->publishing_.erase(id);
     }
   } done{self, id};
   auto server = self->server_.lock();
