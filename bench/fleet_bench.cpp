@@ -6,7 +6,8 @@
 //                          handler reached locally (a post to its executor and back)
 //   placement throughput   N specs queued at once, three hosts pulling: runs placed per second
 // Then the same through three real daemons (fleet_daemon_bench.hpp).
-// A plain program: mh_fleet_bench [--runs N] [--lines N] [--decisions N] [--library-only].
+// A plain program: mh_fleet_bench [--runs N] [--lines N] [--decisions N] [--library-only]
+// [--publish-only] [--publish-runs N] [--publish-lines N] (publishing: fleet_daemon_bench.hpp).
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -91,13 +92,17 @@ void place_all(std::vector<std::unique_ptr<FleetLink>>& hosts, int total, int ba
 
 int main(int argc, char** argv) {
   int runs = 300, lines = 2000, decisions = 1000;
-  bool library_only = false;
+  bool library_only = false, publish_only = false;
+  int publish_runs = 50, publish_lines = 1000;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--library-only")) library_only = true;
+    if (!std::strcmp(argv[i], "--publish-only")) publish_only = true;
     if (i + 1 >= argc) continue;
     if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--lines")) lines = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--decisions")) decisions = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--publish-runs")) publish_runs = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--publish-lines")) publish_lines = std::atoi(argv[i + 1]);
   }
   auto dir = std::filesystem::temp_directory_path() / ("mh-fleet-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -110,6 +115,19 @@ int main(int argc, char** argv) {
     }
     std::printf("fleet_bench: 3-node nats-server %s cluster, R3 streams, %u CPUs\n", "2.9",
                 std::thread::hardware_concurrency());
+    const auto bin = std::filesystem::canonical("/proc/self/exe").parent_path();
+    mh::bench::FleetDaemonOptions o;
+    o.metaharness = bin / "metaharness";
+    o.standin = bin / "mh-standin-claude";
+    o.work_dir = dir / "daemons";
+    o.publish_runs = publish_runs;
+    o.publish_lines = publish_lines;
+    if (publish_only) {
+      status = mh::bench::bench_fleet_publish(cluster, o);
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      return status;
+    }
     std::vector<std::unique_ptr<FleetLink>> hosts;
     for (int h = 0; h < 3; ++h)
       hosts.push_back(link(cluster, h, "h" + std::to_string(h), "b"));
@@ -212,13 +230,9 @@ int main(int argc, char** argv) {
     }
     // The same figures through three real daemons (metaharness and the stand-in next to this
     // program), unless asked for the library's alone.
-    const auto bin = std::filesystem::canonical("/proc/self/exe").parent_path();
-    mh::bench::FleetDaemonOptions o;
-    o.metaharness = bin / "metaharness";
-    o.standin = bin / "mh-standin-claude";
-    o.work_dir = dir / "daemons";
     if (!library_only && std::filesystem::exists(o.metaharness) && std::filesystem::exists(o.standin))
-      status = std::max(status, mh::bench::bench_fleet_daemons(cluster, o));
+      status =
+          std::max({status, mh::bench::bench_fleet_daemons(cluster, o), mh::bench::bench_fleet_publish(cluster, o)});
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 
+#include "daemon/fleet/fleet_link.hpp"
+#include "daemon/fleet/fleet_reader.hpp"
 #include "testkit/daemon_process.hpp"
 #include "testkit/socket_client.hpp"
 
@@ -32,14 +36,15 @@ void write_script(const fs::path& path, const json::array& steps) {
       {"format", "mh-standin-claude.script/1"}, {"description", "mh_fleet_bench"}, {"turns", json::array{steps}}});
 }
 
-std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, int i) {
+std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, int i,
+                          const std::string& prefix = "bd", bool serial = false) {
   return "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" +
          o.work_dir.string() + "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
          // root (the bench) submits --fleet as a control peer: a peer host may not act for an
          // admin's uid (docs/fleet.md, Trust).
          "[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0]\n" + "[fleet]\nnats_urls = [\"" +
-         cluster.url(i) + "\"]\nhost_id = \"h" + std::to_string(i) +
-         "\"\nreplicas = 3\nprefix = \"bd\"\nrequest_timeout_ms = 10000\ninsecure_no_credentials = true\n";
+         cluster.url(i) + "\"]\nhost_id = \"h" + std::to_string(i) + "\"\nreplicas = 3\nprefix = \"" + prefix +
+         "\"\nrequest_timeout_ms = 10000\ninsecure_no_credentials = true\n" + (serial ? "serial_publish = true\n" : "");
 }
 
 std::optional<std::uint64_t> seq_of(const std::string& line) {
@@ -98,7 +103,231 @@ bool ask_until(LineClient& c, const std::string& request, const std::function<bo
   return false;
 }
 
+double loadavg1() {
+  double l = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = 0;
+    std::fclose(f);
+  }
+  return l;
+}
+
+struct PublishFigure {
+  std::uint64_t lines = 0;
+  double fleet_s = 0, local_s = 0, load_before = 0, load_after = 0;
+  int incomplete = 0;  // runs whose stream in JetStream was not 1..n in order, once each
+  bool failed = false;
+};
+
+// One publishing phase: a fresh h0 (its own home and prefix), `publish_runs` chatty runs.
+PublishFigure publish_phase(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, bool serial) {
+  PublishFigure f;
+  const std::string prefix = serial ? "ps" : "pp";
+  const fs::path home = o.work_dir / ("publish-" + prefix), chatty = home / "chatty.json";
+  fs::create_directories(home);
+  {
+    json::array steps;
+    for (int i = 0; i < o.publish_lines; ++i)
+      steps.push_back(json::object{
+          {"type", "text"}, {"text", "a line of about a hundred bytes, as a model's text " + std::to_string(i)}});
+    write_script(chatty, steps);
+  }
+  testkit::DaemonProcess daemon(home, o.metaharness, home / "state", daemon_config(cluster, o, 0, prefix, serial));
+  if (auto e = daemon.start_until_ready(); !e.empty()) {
+    std::fprintf(stderr, "fleet_bench (publish): h0: %s\n", e.c_str());
+    f.failed = true;
+    return f;
+  }
+  fleet::FleetConfig fc;
+  fc.nats_urls = {cluster.url(1)};
+  fc.host_id = "bench";
+  fc.prefix = prefix;
+  fc.request_timeout = std::chrono::seconds(10);
+  auto link = fleet::FleetLink::connect(fc);
+  if (!link) {
+    std::fprintf(stderr, "fleet_bench (publish): %s\n", link.error().text.c_str());
+    f.failed = true;
+    return f;
+  }
+  const std::string stream = (*link)->names().events_stream();
+  auto stored = [&]() -> std::uint64_t {
+    jsStreamInfo* raw = nullptr;
+    if (js_GetStreamInfo(&raw, (*link)->js(), stream.c_str(), nullptr, nullptr) != NATS_OK) return 0;
+    fleet::StreamInfoHandle info(raw);
+    return info->State.Msgs;
+  };
+  f.load_before = loadavg1();
+  LineClient c(daemon.socket());
+  std::vector<std::string> runs;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.publish_runs; ++i) {
+    auto run = submit_here(c, chatty, "observe", "c" + std::to_string(i));
+    if (!run) {
+      f.failed = true;
+      return f;
+    }
+    runs.push_back(*run);
+  }
+  // Until every run is closed here (its last seq then final), then until the fleet holds them all.
+  std::map<std::string, std::uint64_t> last;
+  std::optional<Clock::time_point> local_done;
+  for (auto deadline = Clock::now() + 600s; Clock::now() < deadline;) {
+    if (!local_done) {
+      for (const auto& run : runs) {
+        if (last.count(run)) continue;
+        c.send_line(socket_request("get", "g", json::object{{"run_id", run}}));
+        auto answer = c.wait_reply("run", 10s);
+        if (answer && answer->contains("state") && answer->at("state") == "closed")
+          last[run] = answer->at("last_seq").to_number<std::uint64_t>();
+      }
+      if (last.size() == runs.size()) {
+        local_done = Clock::now();
+        for (auto& [run, n] : last)
+          f.lines += n;
+      }
+    }
+    if (local_done && stored() >= f.lines) break;
+    std::this_thread::sleep_for(20ms);  // a poll's period, not a synchronisation
+  }
+  const auto t_end = Clock::now();
+  f.load_after = loadavg1();
+  f.fleet_s = std::chrono::duration<double>(t_end - t0).count();
+  f.local_s = local_done ? std::chrono::duration<double>(*local_done - t0).count() : 0;
+  if (!local_done || stored() != f.lines) {
+    std::fprintf(stderr, "fleet_bench (publish): the fleet holds %llu lines of %llu\n",
+                 static_cast<unsigned long long>(stored()), static_cast<unsigned long long>(f.lines));
+    f.failed = true;
+  }
+  // Every run's stream read back from JetStream: 1..n in order (a duplicate or a gap shows as a
+  // wrong seq; the count above already says no line is stored twice).
+  for (const auto& [run, n] : last) {
+    auto reader = fleet::FleetStreamReader::open(**link, run, 1);
+    bool ok = static_cast<bool>(reader);
+    for (std::uint64_t seq = 1; ok && seq <= n; ++seq) {
+      auto next = reader->next(10s);
+      ok = next && *next && (*next)->seq == seq;
+    }
+    if (!ok) ++f.incomplete;
+  }
+  (void)daemon.stop(30s);
+  return f;
+}
+
+// What this cluster takes at all, in the same invocation: the same lines (runs x lines, about a
+// hundred bytes, each with its message id) sent by one link with no expectation and up to 1,000
+// in flight, no daemon: JetStream's own ceiling here, the floor the daemons' figure is judged by.
+// `fenced`: instead, each run's next line sent from its previous line's ack, expecting that ack's
+// sequence (one line in flight per run, as the daemon's publishers): this design's own ceiling.
+double nats_floor(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, bool fenced) {
+  fleet::FleetConfig fc;
+  fc.nats_urls = {cluster.url(0)};
+  fc.host_id = "floor";
+  fc.prefix = fenced ? "pg" : "pf";
+  fc.request_timeout = std::chrono::seconds(10);
+  auto link = fleet::FleetLink::connect(fc);
+  if (!link) return 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0, failed = 0;
+  const std::string text =
+      R"({"format":"metaharness.event/1","seq":1,"event":"text","text":"a line of about a hundred bytes"})";
+  const auto t0 = Clock::now();
+  if (fenced) {
+    // Each run's chain: line l's ack sends line l+1 (from libnats' ack thread, as it allows).
+    auto chain = std::make_shared<std::function<void(int, int, std::uint64_t)>>();
+    *chain = [&, weak = std::weak_ptr(chain)](int r, int l, std::uint64_t last) {
+      jsPubOptions po;
+      jsPubOptions_Init(&po);
+      if (last == 0)
+        po.ExpectNoMessage = true;
+      else
+        po.ExpectLastSubjectSeq = last;
+      auto sent = (*link)->pipe().send((*link)->names().events_subject("g" + std::to_string(r)),
+                                       "g" + std::to_string(r) + ":" + std::to_string(l), text, po,
+                                       [&, weak, r, l](fleet::PublishAck ack) {
+                                         auto next = weak.lock();
+                                         std::lock_guard lock(mu);
+                                         if (ack.status != NATS_OK || !next) {
+                                           ++failed;
+                                           --in_flight;
+                                         } else if (l + 1 < o.publish_lines) {
+                                           (*next)(r, l + 1, ack.sequence);
+                                         } else {
+                                           --in_flight;
+                                         }
+                                         cv.notify_all();
+                                       });
+      if (!sent) {
+        ++failed;
+        --in_flight;
+      }
+    };
+    {
+      std::lock_guard lock(mu);
+      in_flight = o.publish_runs;
+      for (int r = 0; r < o.publish_runs; ++r)
+        (*chain)(r, 0, 0);
+    }
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return in_flight == 0; });
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (failed > 0) std::fprintf(stderr, "fleet_bench (fenced floor): %d chains failed\n", failed);
+    return static_cast<double>(o.publish_runs) * o.publish_lines / s;
+  }
+  for (int l = 0; l < o.publish_lines; ++l)
+    for (int r = 0; r < o.publish_runs; ++r) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return in_flight < 1000; });
+        ++in_flight;
+      }
+      jsPubOptions po;
+      jsPubOptions_Init(&po);
+      auto sent =
+          (*link)->pipe().send((*link)->names().events_subject("f" + std::to_string(r)),
+                               "f" + std::to_string(r) + ":" + std::to_string(l), text, po, [&](fleet::PublishAck ack) {
+                                 std::lock_guard lock(mu);
+                                 --in_flight;
+                                 if (ack.status != NATS_OK) ++failed;
+                                 cv.notify_all();
+                               });
+      if (!sent) {
+        std::lock_guard lock(mu);
+        --in_flight;
+        ++failed;
+      }
+    }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return in_flight == 0; });
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (failed > 0) std::fprintf(stderr, "fleet_bench (publish floor): %d publishes failed\n", failed);
+  return static_cast<double>(o.publish_runs) * o.publish_lines / s;
+}
+
 }  // namespace
+
+int bench_fleet_publish(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o) {
+  std::printf("publishing (issue 26 section 5): %d chatty runs on h0 x %d text lines, 3-node cluster, R3\n",
+              o.publish_runs, o.publish_lines);
+  int status = 0;
+  const double floor = nats_floor(cluster, o, false), fenced = nats_floor(cluster, o, true);
+  std::printf("%-10s %7d lines sent by one link, no expectation, <= 1000 in flight, no daemon: %8.0f lines/s\n",
+              "floor", o.publish_runs * o.publish_lines, floor);
+  std::printf("%-10s %7d lines sent by one link, one per run in flight, each fenced by the last ack: %8.0f lines/s\n",
+              "fenced", o.publish_runs * o.publish_lines, fenced);
+  for (bool serial : {true, false}) {
+    PublishFigure f = publish_phase(cluster, o, serial);
+    if (f.failed) status = std::max(status, 2);
+    if (f.incomplete > 0) status = std::max(status, 1);
+    std::printf(
+        "%-10s %7llu lines: fleet complete after %6.2f s = %8.0f lines/s per host; local writing %6.2f s = %8.0f "
+        "lines/s; streams complete, in order, no duplicate: %s; load %.1f -> %.1f\n",
+        serial ? "serial" : "pipelined", static_cast<unsigned long long>(f.lines), f.fleet_s,
+        f.fleet_s > 0 ? f.lines / f.fleet_s : 0.0, f.local_s, f.local_s > 0 ? f.lines / f.local_s : 0.0,
+        f.incomplete == 0 && !f.failed ? "yes" : "NO", f.load_before, f.load_after);
+  }
+  return status;
+}
 
 void report_us(const char* what, std::vector<double> v) {
   std::sort(v.begin(), v.end());

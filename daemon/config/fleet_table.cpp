@@ -44,6 +44,7 @@ void read_fleet_keys(TableReader& r, fleet::FleetConfig& f) {
                : "must be an NKey user's public key (U and 55 base32 characters)";
   });
   r.read<bool>("insecure_no_credentials", f.insecure_no_credentials);
+  r.read<bool>("serial_publish", f.serial_publish);
   std::int64_t replicas = f.replicas;
   r.read<std::int64_t>("replicas", replicas,
                        [](const std::int64_t& v) { return v >= 1 && v <= 5 ? "" : "must be between 1 and 5"; });

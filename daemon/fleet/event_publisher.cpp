@@ -43,31 +43,70 @@ NatsResult<RunPublisher> RunPublisher::resume(FleetLink& link, std::string run_i
   return RunPublisher(link, std::move(run_id), *tail, wait);
 }
 
-NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::string_view line) {
-  // Already in the fleet (a restart resumed past it): nothing to send.
-  if (seq <= tail_.last_seq) return Outcome::duplicate;
-  const std::string msg_id = run_id_ + ":" + std::to_string(seq);
+jsPubOptions RunPublisher::expectations() const {
   jsPubOptions po;
   jsPubOptions_Init(&po);
-  po.MsgId = msg_id.c_str();
-  po.MaxWait = (wait_ == Wait::sweep ? link_->sweep_timeout() : link_->config().request_timeout).count();
   // The subject's last message must be the one we know of: nobody else's line in between.
   if (tail_.subject_seq == 0)
     po.ExpectNoMessage = true;
   else
     po.ExpectLastSubjectSeq = tail_.subject_seq;
+  return po;
+}
+
+NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::string_view line) {
+  // Already in the fleet (a restart resumed past it): nothing to send.
+  if (seq <= tail_.last_seq) return Outcome::duplicate;
+  const std::string msg_id = run_id_ + ":" + std::to_string(seq);
+  jsPubOptions po = expectations();
+  po.MsgId = msg_id.c_str();
+  po.MaxWait = (wait_ == Wait::sweep ? link_->sweep_timeout() : link_->config().request_timeout).count();
   jsPubAck* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_Publish(&raw, wait_ == Wait::sweep ? link_->sweep_js() : link_->js(), subject_.c_str(), line.data(),
                             static_cast<int>(line.size()), &po, &code);
   PubAckHandle ack(raw);
+  PublishAck got;
+  got.status = s;
+  got.js = code;
   if (s == NATS_OK) {
-    if (ack->Duplicate) return Outcome::duplicate;
-    tail_.subject_seq = ack->Sequence;
+    got.sequence = ack->Sequence;
+    got.duplicate = ack->Duplicate;
+  }
+  return settle(seq, line, got);
+}
+
+NatsResult<std::optional<RunPublisher::Outcome>> RunPublisher::send(std::uint64_t seq, std::string_view line,
+                                                                    PublishPipe::Done done) {
+  if (seq <= tail_.last_seq) return std::optional<Outcome>(Outcome::duplicate);
+  auto sent = link_->pipe().send(subject_, run_id_ + ":" + std::to_string(seq), line, expectations(), std::move(done));
+  if (!sent) return sent.error();
+  return std::optional<Outcome>();
+}
+
+NatsResult<RunPublisher::Outcome> RunPublisher::settle(std::uint64_t seq, std::string_view line,
+                                                       const PublishAck& ack) {
+  const std::string msg_id = run_id_ + ":" + std::to_string(seq);
+  if (ack.status == NATS_OK) {
+    if (ack.duplicate) {
+      // Stored before (an earlier attempt whose ack was lost): the fleet holds this line, and
+      // the next line's expectation is its sequence, read back from the tail.
+      if (tail_.last_seq < seq) {
+        auto now = fleet_stream_tail(*link_, run_id_, wait_);
+        if (!now) return now.error();
+        tail_ = *now;
+      }
+      return Outcome::duplicate;
+    }
+    tail_.subject_seq = ack.sequence;
     tail_.last_seq = seq;
     return Outcome::published;
   }
-  if (code != JSStreamWrongLastSequenceErr) return nats_error("publishing " + msg_id, s, code);
+  if (ack.js != JSStreamWrongLastSequenceErr) {
+    NatsError e = nats_error("publishing " + msg_id, ack.status, ack.js);
+    if (!ack.text.empty()) e.text += " (" + ack.text + ")";
+    return e;
+  }
   // The subject moved: read what it ends with now. Our own line (an earlier attempt whose ack
   // was lost) is a duplicate; anything else means the run was taken from us.
   auto now = fleet_stream_tail(*link_, run_id_, wait_);

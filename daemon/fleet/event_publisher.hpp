@@ -46,8 +46,19 @@ class RunPublisher {
   // A failure (a timeout, no route) is an error: retrying the same call is safe.
   NatsResult<Outcome> publish(std::uint64_t seq, std::string_view line);
 
+  // The same publish without waiting (publish_pipe.hpp): `done` gets what came back, to be handed
+  // to settle() on the publisher's own executor; the next line is sent only after that (the
+  // expected last subject sequence of line seq+1 is line seq's ack). An error: nothing was sent
+  // (done is never called); retrying is safe. Outcome::duplicate at once (nullopt otherwise)
+  // when the fleet already holds `seq`.
+  NatsResult<std::optional<Outcome>> send(std::uint64_t seq, std::string_view line, PublishPipe::Done done);
+  // What line `seq`'s ack (or failure) means, as publish() would have answered; the tail follows.
+  // Blocking (a read of the subject's tail) only after a wrong-last-sequence refusal.
+  NatsResult<Outcome> settle(std::uint64_t seq, std::string_view line, const PublishAck& ack);
+
   const FleetStreamTail& tail() const { return tail_; }
   const std::string& run_id() const { return run_id_; }
+  FleetLink& link() const { return *link_; }
 
  private:
   RunPublisher(FleetLink& link, std::string run_id, FleetStreamTail tail, Wait wait)
@@ -56,6 +67,8 @@ class RunPublisher {
         run_id_(std::move(run_id)),
         subject_(link.names().events_subject(run_id_)),
         tail_(tail) {}
+
+  jsPubOptions expectations() const;
 
   FleetLink* link_;
   Wait wait_;

@@ -28,6 +28,10 @@ struct FleetConfig {
   std::chrono::milliseconds lease_ttl{6000};        // a host whose lease is this old is lost
   std::string prefix = "mh";                        // subjects <prefix>.events.<run>, ...
   std::chrono::milliseconds request_timeout{5000};  // a NATS API call, a routed command
+  // The publisher before issue 26: every run's lines on one strand, one blocking publish (a
+  // JetStream round trip) at a time. Kept to measure against (bench/fleet_daemon_bench.cpp);
+  // false (the default): every run publishes asynchronously, all at once (publish_pipe.hpp).
+  bool serial_publish = false;
 };
 
 // "" when the name may go into a subject ([A-Za-z0-9_-], 1..64 characters), else why not.

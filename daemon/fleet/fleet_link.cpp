@@ -261,6 +261,9 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
   s = natsConnection_JetStream(&raw_js, link->nc_.get(), &jo);
   if (s != NATS_OK) return nats_error("JetStream context", s);
   link->sweep_js_.reset(raw_js);
+  auto pipe = PublishPipe::open(link->nc_.get(), config.request_timeout);
+  if (!pipe) return pipe.error();
+  link->pipe_ = std::move(*pipe);
   const auto give_up = std::chrono::steady_clock::now() + patience;
   for (std::chrono::milliseconds pause(250);; pause = std::min(pause * 2, std::chrono::milliseconds(2000))) {
     auto made = link->make_layout();
@@ -286,6 +289,7 @@ FleetLink::~FleetLink() {
   js_.reset();
   sweep_js_.reset();
   if (nc_) natsConnection_Close(nc_.get());
+  pipe_.reset();  // no ack can arrive on a closed connection
 }
 
 std::chrono::milliseconds FleetLink::sweep_timeout() const {

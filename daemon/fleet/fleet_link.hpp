@@ -16,6 +16,7 @@
 
 #include "daemon/fleet/fleet_config.hpp"
 #include "daemon/fleet/nats_handles.hpp"
+#include "daemon/fleet/publish_pipe.hpp"
 
 namespace mh::fleet {
 
@@ -59,6 +60,8 @@ class FleetLink {
   jsCtx* sweep_js() const { return sweep_js_.get(); }
   kvStore* sweep_runs() const { return sweep_runs_.get(); }
   kvStore* sweep_hosts() const { return sweep_hosts_.get(); }
+  // Every run's lines, published asynchronously (publish_pipe.hpp); acks awaited request_timeout.
+  PublishPipe& pipe() const { return *pipe_; }
   // A third of the lease (a renewal tick), at least 200 ms, at most request_timeout.
   std::chrono::milliseconds sweep_timeout() const;
   // The largest message the server takes (max_payload): a line above it cannot be published.
@@ -83,6 +86,7 @@ class FleetLink {
 
   FleetConfig config_;
   FleetNames names_;
+  std::unique_ptr<PublishPipe> pipe_;  // destroyed after the connection is closed (~FleetLink)
   ConnectionHandle nc_;
   JsHandle js_, sweep_js_;
   KvHandle runs_, hosts_, sweep_runs_, sweep_hosts_;

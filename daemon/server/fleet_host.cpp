@@ -75,6 +75,29 @@ asio::awaitable<void> say_closed_elsewhere(std::shared_ptr<Server> server, std::
   if (entry && entry->run) entry->run->host_warning("HOST_LOST_RETURNED", message);
 }
 
+// Line `seq` of the run published: blocking (fleet.serial_publish) or sent and its ack awaited
+// without holding the thread (publish_pipe.hpp); either way the same outcome.
+asio::awaitable<fleet::NatsResult<fleet::RunPublisher::Outcome>> publish_line(fleet::RunPublisher& publisher,
+                                                                              std::uint64_t seq,
+                                                                              std::string_view line) {
+  if (publisher.link().config().serial_publish) co_return publisher.publish(seq, line);
+  std::optional<fleet::NatsError> refused;
+  std::optional<fleet::RunPublisher::Outcome> at_once;
+  fleet::PublishAck ack = co_await await_callback<fleet::PublishAck>([&](auto done) {
+    auto sent = publisher.send(seq, line, [done](fleet::PublishAck a) mutable { done(std::move(a)); });
+    if (!sent || *sent) {  // nothing in flight: resumed at once
+      if (!sent)
+        refused = sent.error();
+      else
+        at_once = **sent;
+      done(fleet::PublishAck{});
+    }
+  });
+  if (refused) co_return *refused;
+  if (at_once) co_return *at_once;
+  co_return publisher.settle(seq, line, ack);
+}
+
 }  // namespace
 
 FleetHost::FleetHost(std::shared_ptr<Server> server, std::unique_ptr<fleet::FleetLink> link)
@@ -179,7 +202,12 @@ void FleetHost::stop() {
   auto deadline = Clock::now() + kStopDrain;
   auto step = std::make_shared<std::function<void()>>();
   *step = [this, &drained, deadline, step] {
-    if (!publishing_.empty() && Clock::now() < deadline) {
+    bool publishing = false;
+    {
+      std::lock_guard lock(publishing_mu_);
+      publishing = !publishing_.empty();
+    }
+    if (publishing && Clock::now() < deadline) {
       auto timer = std::make_shared<asio::steady_timer>(strand_, std::chrono::milliseconds(50));
       timer->async_wait([timer, step](boost::system::error_code) { (*step)(); });
       return;
@@ -193,6 +221,8 @@ void FleetHost::stop() {
   for (auto& t : threads_)
     t.join();
   threads_.clear();
+  // Publishers still awaiting an ack are let go (their coroutines end here, not at the link's end).
+  link_->pipe().abandon();
   // The lease is renewed through the drain; then it goes.
   lease_io_.stop();
   for (auto& t : lease_threads_)
@@ -205,8 +235,18 @@ void FleetHost::stop() {
 void FleetHost::track(const std::string& id) {
   auto self = shared_from_this();
   asio::post(strand_, [self, id] {
-    if (self->stopped_ || !self->publishing_.insert(id).second) return;
-    asio::co_spawn(self->strand_, publish_run(self, id), asio::detached);
+    if (self->stopped_) return;
+    {
+      std::lock_guard lock(self->publishing_mu_);
+      if (!self->publishing_.insert(id).second) return;
+    }
+    // Pipelined (the default): each run on a strand of its own, its publishes asynchronous, so
+    // no run waits for another's round trip. Serial (fleet.serial_publish): every run on the one
+    // strand, each publish blocking it, as before issue 26.
+    if (self->link_->config().serial_publish)
+      asio::co_spawn(self->strand_, publish_run(self, id), asio::detached);
+    else
+      asio::co_spawn(asio::make_strand(self->io_), publish_run(self, id), asio::detached);
   });
 }
 
@@ -371,10 +411,13 @@ void FleetHost::sweep() {
 
 asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, std::string id) {
   struct Done {
-    FleetHost& host;
+    std::shared_ptr<FleetHost> self;
     std::string id;
-    ~Done() { host.publishing_.erase(id); }
-  } done{*self, id};
+    ~Done() {
+      std::lock_guard lock(self->publishing_mu_);
+      self->publishing_.erase(id);
+    }
+  } done{self, id};
   auto server = self->server_.lock();
   if (!server) co_return;
   auto find = [server, id] { return server->registry.lookup(id); };
@@ -437,7 +480,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       std::string_view line = bytes.substr(0, end);
       bytes.remove_prefix(end + 1);
       for (;;) {
-        auto sent = publisher->publish(seq, line);
+        auto sent = co_await publish_line(*publisher, seq, line);
         if (sent && *sent == fleet::RunPublisher::Outcome::superseded) {
           auto record = fleet::read_run_record(link, id);
           std::string closer = record && *record ? (*record)->closed_by : "";

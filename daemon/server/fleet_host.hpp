@@ -5,10 +5,12 @@
 // Threading: every blocking NATS call runs on the fleet's own threads (an io_context of two
 // threads that only this class uses, the lease's io_context of two more, and the placement
 // thread), never on the daemon's io threads; what they learn about the daemon's runs they ask
-// the registry strand for (Server::on_registry). The publishers are on one strand of the fleet's
-// io_context (one run's publisher is a coroutine with a StreamReader on the run's events.jsonl:
-// the file is the buffer, as for a `tail --follow` reader); a socket request's fleet call
-// (on_fleet) runs on the other thread, so a submit or a routed command never waits behind them.
+// the registry strand for (Server::on_registry). Each run's publisher is a coroutine with a
+// StreamReader on the run's events.jsonl (the file is the buffer, as for a `tail --follow`
+// reader), on a strand of its own on the fleet's io_context, awaiting each line's ack without
+// holding a thread (publish_pipe.hpp); with fleet.serial_publish they all share strand_ and each
+// publish blocks it (the publisher before issue 26). A socket request's fleet call (on_fleet)
+// runs on the fleet's io_context too, never behind a publish's round trip.
 // The lease's renewal and the host-loss sweep have a thread each (lease_io_): a publish waiting
 // on a dead leader never delays a renewal (this host's lease would run out), and a long sweep
 // never does either. The placement thread pulls specs only while this daemon is below
@@ -24,6 +26,7 @@
 #include <boost/system/result.hpp>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -82,7 +85,10 @@ class FleetHost : public std::enable_shared_from_this<FleetHost> {
   std::unique_ptr<fleet::FleetLink> link_;
   boost::asio::io_context io_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-  std::set<std::string> publishing_;  // strand_
+  // The runs being published: taken on strand_ (track, the stop's drain), let go by each run's
+  // publisher as it ends, on its own strand: hence the lock.
+  std::mutex publishing_mu_;
+  std::set<std::string> publishing_;  // publishing_mu_
   std::vector<std::thread> threads_;
   fleet::LostHostSweep lease_;
   boost::asio::io_context lease_io_;

@@ -44,6 +44,16 @@ TEST(FleetConfig, TheSectionIsReadWithItsDefaults) {
   EXPECT_EQ(c->fleet->replicas, 3);  // what the docs and the shipped config say
   EXPECT_EQ(c->fleet->lease_ttl.count(), 6000);
   EXPECT_EQ(c->fleet->prefix, "mh");
+  EXPECT_FALSE(c->fleet->serial_publish);  // pipelined unless asked (issue 26 section 5)
+}
+
+TEST(FleetConfig, TheSerialPublisherIsTakenWhenAskedFor) {
+  auto c = load(
+      "[fleet]\nnats_urls = [\"nats://127.0.0.1:4222\"]\nhost_id = \"h\"\ninsecure_no_credentials = true\n"
+      "serial_publish = true\n");
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE(c->fleet);
+  EXPECT_TRUE(c->fleet->serial_publish);
 }
 
 TEST(FleetConfig, ABadValueIsRefusedNamingItsKey) {

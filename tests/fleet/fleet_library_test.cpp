@@ -9,6 +9,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -148,6 +149,75 @@ TEST_F(FleetLibrary, PublisherDeduplicatesAndResumesWithoutGapOrDuplicate) {
   ASSERT_EQ(from6.size(), 3u);
   EXPECT_EQ(from6.front().seq, 6u);
   EXPECT_EQ(from6.back().seq, 8u);
+}
+
+// Issue 26 section 5: every run's lines in flight at once through the link's pipe (one line
+// per run at a time, each fenced by its predecessor's ack), while the node leading the events
+// stream is killed mid-stream: each run's stream ends complete, in order, byte for byte, and the
+// stream holds exactly one message per line (no duplicate from a retry after a lost ack).
+TEST_F(FleetLibrary, PipelinedRunsKeepEachRunsOrderWithoutLossOrDuplicateWhileTheLeadingNodeIsKilled) {
+  constexpr int kRuns = 12;
+  constexpr std::uint64_t kLines = 150;
+  auto config_a = config("host-a", std::chrono::seconds(6), 0);  // connected to n0, which stays up
+  config_a.request_timeout = std::chrono::seconds(2);            // an ack lost with n2 is retried soon
+  auto made = FleetLink::connect(config_a);
+  ASSERT_TRUE(made) << made.error().text;
+  FleetLink& a = **made;
+  const std::string stream = a.names().events_stream();
+  ASSERT_TRUE(cluster_->move_leader(stream, 2, true));
+  std::atomic<std::uint64_t> acked{0}, retried{0};
+  std::atomic<bool> failed{false};
+  auto publish_run = [&](const std::string& run) {
+    auto p = RunPublisher::resume(a, run);
+    if (!p) return failed.store(true);
+    for (std::uint64_t seq = 1; seq <= kLines;) {
+      std::promise<fleet::PublishAck> promised;
+      auto sent = p->send(seq, line(run, seq), [&promised](fleet::PublishAck ack) { promised.set_value(ack); });
+      std::optional<Outcome> outcome;
+      if (sent && *sent) outcome = **sent;
+      if (sent && !*sent) {
+        auto settled = p->settle(seq, line(run, seq), promised.get_future().get());
+        if (settled) outcome = *settled;
+      }
+      if (!outcome) {
+        ++retried;  // a timeout or a refusal while JetStream elects: the same line again,
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // after a pause (as the daemon's)
+        continue;
+      }
+      if (*outcome == Outcome::superseded) return failed.store(true);
+      ++acked;
+      ++seq;
+    }
+  };
+  std::vector<std::thread> runs;
+  for (int r = 0; r < kRuns; ++r)
+    runs.emplace_back(publish_run, "p" + std::to_string(r));
+  // Mid-stream: once a third of the lines are in, the leader goes (its in-flight lines with it).
+  while (acked < kRuns * kLines / 3 && !failed)
+    std::this_thread::yield();
+  cluster_->kill(2);
+  for (auto& t : runs)
+    t.join();
+  // n2 back (for the reading below, which makes a consumer, and the next tests).
+  cluster_->start(2);
+  ASSERT_TRUE(cluster_->ready()) << cluster_->why();
+  ASSERT_FALSE(failed);
+  std::printf("pipelined: %zu publishes in flight at most, %llu retried\n", a.pipe().most_in_flight(),
+              static_cast<unsigned long long>(retried.load()));
+  EXPECT_GT(a.pipe().most_in_flight(), 1u);  // the runs were in flight together
+  auto reader = link("host-b", std::chrono::seconds(6), 0);
+  ASSERT_TRUE(reader);
+  for (int r = 0; r < kRuns; ++r) {
+    const std::string run = "p" + std::to_string(r);
+    auto all = read_all(*reader, run, 1, kLines);
+    ASSERT_EQ(all.size(), kLines) << run;
+    for (std::uint64_t i = 0; i < all.size(); ++i)
+      ASSERT_EQ(all[i].line, line(run, i + 1)) << run << " line " << i + 1;
+  }
+  jsStreamInfo* raw = nullptr;
+  ASSERT_EQ(js_GetStreamInfo(&raw, a.js(), stream.c_str(), nullptr, nullptr), NATS_OK);
+  fleet::StreamInfoHandle info(raw);
+  EXPECT_EQ(info->State.Msgs, kRuns * kLines);  // one message per line: no duplicate stored
 }
 
 TEST_F(FleetLibrary, ThirtySpecsArePlacedExactlyOnceAcrossThreeConsumers) {
