@@ -1628,6 +1628,18 @@ int main(int argc, char** argv) {
         goals.push_back({"decision round trip p99 (think 50 ms; issue 10)",
                          fixed(r.round_trip.p99_us, 1) + " us" + beside("the paced floor's p99", paced_p99),
                          "<= 1000 us", r.round_trip.p99_us <= 1000});
+        // Issue 26's form of the same goals: ratios to the floor measured in this invocation, so a
+        // slower or faster machine (or hour) moves goal and figure together.
+        if (least_cpu)
+          goals.push_back({"daemon CPU per decision against the least (think 50 ms; issue 26)",
+                           fixed(r.daemon_cpu_us_per_call / *least_cpu, 2) + "x (" +
+                               fixed(r.daemon_cpu_us_per_call, 1) + " / " + fixed(*least_cpu, 1) + " us)",
+                           "<= 2x", r.daemon_cpu_us_per_call <= 2 * *least_cpu});
+        if (paced_p50)
+          goals.push_back({"decision round trip p50 against the paced floor's (think 50 ms; issue 26)",
+                           fixed(r.round_trip.p50_us / *paced_p50, 2) + "x (" + fixed(r.round_trip.p50_us, 1) + " / " +
+                               fixed(*paced_p50, 1) + " us)",
+                           "<= 3x", r.round_trip.p50_us <= 3 * *paced_p50});
       }
     }
     summary["round_trip"] = std::move(rts);
