@@ -28,6 +28,7 @@
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_containment.hpp"
 #include "daemon/process/unique_fd.hpp"
+#include "daemon/run/append_file.hpp"
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/run_core.hpp"
@@ -42,23 +43,6 @@ namespace mh::daemon {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-
-// Appends bytes to a file with write(2), for the raw transcripts. A failure is reported once
-// and then ignored: losing the copy must not stop the run (the event stream is the record).
-class AppendFile {
- public:
-  bool open(const std::filesystem::path& path, std::string& error) {
-    fd_.reset(open_with_mode(path, O_WRONLY | O_APPEND, kFileMode));  // 0640 whatever the umask
-    if (!fd_) error = "cannot open " + path.string() + ": " + std::strerror(errno);
-    return bool(fd_);
-  }
-  void append(std::string_view bytes) {
-    if (fd_ && !write_all(fd_.get(), bytes)) fd_.reset();
-  }
-
- private:
-  UniqueFd fd_;
-};
 
 // The wall clock now, in Unix milliseconds (a chunk's received_at).
 std::int64_t unix_ms_now();
