@@ -141,6 +141,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
                                 i, RunCoreOptions{i.options.halt_grace, &i.options.prices});
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
+  run->impl_->timers.bind(run);
   return run;
 }
 
@@ -186,6 +187,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_con
   i.adoption_pending = true;
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
+  run->impl_->timers.bind(run);
   return run;
 }
 

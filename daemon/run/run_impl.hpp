@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -26,9 +28,11 @@
 #include "daemon/process/child_process.hpp"
 #include "daemon/process/run_containment.hpp"
 #include "daemon/process/unique_fd.hpp"
+#include "daemon/run/append_file.hpp"
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/run_core.hpp"
+#include "daemon/run/run_timers.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "daemon/stream/stream_redactor.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
@@ -39,23 +43,6 @@ namespace mh::daemon {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-
-// Appends bytes to a file with write(2), for the raw transcripts. A failure is reported once
-// and then ignored: losing the copy must not stop the run (the event stream is the record).
-class AppendFile {
- public:
-  bool open(const std::filesystem::path& path, std::string& error) {
-    fd_.reset(open_with_mode(path, O_WRONLY | O_APPEND, kFileMode));  // 0640 whatever the umask
-    if (!fd_) error = "cannot open " + path.string() + ": " + std::strerror(errno);
-    return bool(fd_);
-  }
-  void append(std::string_view bytes) {
-    if (fd_ && !write_all(fd_.get(), bytes)) fd_.reset();
-  }
-
- private:
-  UniqueFd fd_;
-};
 
 // The wall clock now, in Unix milliseconds (a chunk's received_at).
 std::int64_t unix_ms_now();
@@ -73,9 +60,13 @@ struct Run::Impl final : RunEffects {
         strand(asio::make_strand(io)),
         adapter(adapter),
         options(std::move(options)),
-        idle_timer(strand),
-        grace_timer(strand),
-        wall_timer(strand) {}
+        timers(
+            strand,
+            [this](journal::Input timeout) {
+              input(std::move(timeout), Clock::now());
+              after_core();
+            },
+            [this] { asio::co_spawn(strand, kill_everything(self.lock()), asio::detached); }) {}
 
   asio::io_context& io;
   asio::strand<asio::io_context::executor_type> strand;
@@ -113,11 +104,7 @@ struct Run::Impl final : RunEffects {
   bool writing = false;
   bool stdin_closed = false;
   bool vendor_reaped = false;  // the child was waited for: nothing is left to kill by pid
-  std::map<std::string, std::unique_ptr<asio::steady_timer>> deadlines;
-  asio::steady_timer idle_timer;
-  asio::steady_timer grace_timer;
-  asio::steady_timer wall_timer;
-  bool grace_armed = false;
+  RunTimers timers;            // the deadlines, the wall budget, the idle timeout and the grace (run_timers.hpp)
 
   // The vendor's stdout, framed. A member because a supervised run feeds it across the
   // supervisor's messages, and an adoption's replay feeds it before the live run goes on.
@@ -253,9 +240,6 @@ struct Run::Impl final : RunEffects {
   void refuse(const std::string& code, const std::string& message,
               const std::vector<protocol::ev::CommandResult>& results);
   void after_core();
-  // When `timer` fires (not when it is cancelled, nor once the run is gone): `timeout` goes to
-  // the core, then after_core.
-  void on_expiry(asio::steady_timer& timer, journal::Input timeout);
   Ticket route(ResultCallback on_result);
   void arm_deadline(const std::string& call_id, Instant when) override;
   void cancel_deadline(const std::string& call_id) override;

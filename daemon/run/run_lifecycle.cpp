@@ -206,23 +206,10 @@ void Run::Impl::after_core() {
   if (replay) return;  // the timers are the reconciliation's to arm, once the replay is over
   if (log_failed && !core->ending()) input(journal::Shutdown{}, Clock::now());  // not governed off the record
   if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
-    idle_timer.expires_after(options.idle_timeout);
-    on_expiry(idle_timer, journal::IdleTimeout{});
+    timers.arm_idle(options.idle_timeout);
   } else {
-    idle_timer.cancel();
+    timers.cancel_idle();
   }
-}
-
-void Run::Impl::on_expiry(asio::steady_timer& timer, journal::Input timeout) {
-  timer.async_wait([weak = self, timeout = std::move(timeout)](boost::system::error_code ec) {
-    if (ec) return;  // disarmed
-    if (auto run = weak.lock()) {
-      Impl& impl = *run->impl_;
-      if (const auto* deadline = std::get_if<journal::Deadline>(&timeout)) impl.deadlines.erase(deadline->call_id);
-      impl.input(timeout, Clock::now());
-      impl.after_core();
-    }
-  });
 }
 
 Ticket Run::Impl::route(ResultCallback on_result) {
@@ -244,14 +231,12 @@ void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
     replay->deadlines[call_id] = when;
     return;
   }
-  auto timer = std::make_unique<asio::steady_timer>(strand, when);
-  on_expiry(*timer, journal::Deadline{call_id});  // which, once fired, is dropped from `deadlines`
-  deadlines[call_id] = std::move(timer);
+  timers.arm_deadline(call_id, when);
 }
 
 void Run::Impl::cancel_deadline(const std::string& call_id) {
   if (replay) replay->deadlines.erase(call_id);
-  deadlines.erase(call_id);
+  timers.cancel_deadline(call_id);
 }
 
 void Run::Impl::arm_wall_budget(Instant when) {
@@ -259,8 +244,7 @@ void Run::Impl::arm_wall_budget(Instant when) {
     replay->wall = when;
     return;
   }
-  wall_timer.expires_at(when);
-  on_expiry(wall_timer, journal::WallBudget{});
+  timers.arm_wall_budget(when);
 }
 
 void Run::Impl::spend_changed(const Spend& spend) {

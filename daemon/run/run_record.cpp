@@ -92,10 +92,7 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
   }
   auto closed_seq = log->close(reason, process, written, std::move(resources));
   if (!reported) report(closed_seq ? *closed_seq : log->last_seq());
-  deadlines.clear();
-  idle_timer.cancel();
-  grace_timer.cancel();
-  wall_timer.cancel();
+  timers.cancel_all();
   if (hook_acceptor) {
     boost::system::error_code ec;
     hook_acceptor->close(ec);

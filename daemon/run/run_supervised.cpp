@@ -189,7 +189,7 @@ asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_body() {
     } else if (auto* exited = std::get_if<supervisor::Exited>(&*message)) {
       vendor_exit = exited->termination;
       vendor_reaped = true;
-      grace_timer.cancel();
+      timers.cancel_grace();
       // Whatever of the run is left (background jobs, escapees) goes now, so its stdout can end.
       co_await end_body(std::nullopt);
     } else if (auto* hook = std::get_if<supervisor::Hook>(&*message)) {

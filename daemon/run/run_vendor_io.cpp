@@ -196,7 +196,7 @@ asio::awaitable<void> Run::Impl::read_stderr() {
 asio::awaitable<protocol::ProcessTermination> Run::Impl::supervise_exit() {
   protocol::ProcessTermination termination = co_await child->async_wait();
   vendor_reaped = true;
-  grace_timer.cancel();
+  timers.cancel_grace();
   const auto& plan = std::get<adapters::LaunchPlan>(planned);
   if (containment) {
     std::string problems = co_await containment->end(strand, std::nullopt, std::chrono::seconds(10));
@@ -215,13 +215,8 @@ void Run::Impl::arm_grace(std::chrono::milliseconds grace) {
 
 // A grace that began before an adoption: it ends when it would have (at once, if it is over).
 void Run::Impl::arm_grace_at(Instant when) {
-  if (grace_armed || vendor_reaped) return;
-  grace_armed = true;
-  grace_timer.expires_at(when);
-  grace_timer.async_wait([weak = self](boost::system::error_code ec) {
-    if (ec) return;
-    if (auto run = weak.lock()) asio::co_spawn(run->impl_->strand, run->impl_->kill_everything(run), asio::detached);
-  });
+  if (vendor_reaped) return;  // nothing is left to kill
+  timers.arm_grace_at(when);
 }
 
 asio::awaitable<void> Run::Impl::kill_everything(std::shared_ptr<Run> keep) {
