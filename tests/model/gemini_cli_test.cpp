@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/model/gemini_acp_client.hpp"
 #include "tests/model/process_support.hpp"
 #include "tests/model/test_support.hpp"
 
@@ -37,61 +38,6 @@ constexpr const char* kScenario = R"({
     {"name": "done", "content": [{"type": "text", "text": "All done."}]}
   ]
 })";
-
-std::optional<std::filesystem::path> gemini_cli() {
-  if (const char* env = std::getenv("MH_GEMINI_CLI"); env && *env) return std::filesystem::path(env);
-  const std::filesystem::path vendored = std::filesystem::path(MH_SOURCE_DIR) / ".vendor/node_modules/.bin/gemini";
-  if (std::filesystem::exists(vendored)) return vendored;
-  return std::nullopt;
-}
-
-// A bounded ACP conversation over the CLI's stdio.
-class AcpClient {
- public:
-  explicit AcpClient(LiveProcess& process) : process_(process) {}
-
-  // Sends a request and reads until its answer, answering permission requests on the way.
-  std::optional<json::value> call(std::string_view method, json::object params) {
-    const std::int64_t id = ++next_id_;
-    json::object request{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
-    if (!process_.write_line(json::serialize(request))) return std::nullopt;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto line = process_.read_line(std::chrono::seconds(120));
-      if (!line) return std::nullopt;
-      boost::system::error_code ec;
-      json::value message = json::parse(*line, ec);
-      if (ec || !message.is_object()) continue;  // the CLI's own stdout noise, if any
-      const json::object& m = message.get_object();
-      if (m.contains("method") && m.contains("id")) {
-        answer(m);
-        continue;
-      }
-      if (const json::value* got = m.if_contains("id"); got && got->is_int64() && got->get_int64() == id)
-        return message;
-    }
-    return std::nullopt;
-  }
-  int permissions_asked = 0;
-
- private:
-  void answer(const json::object& m) {
-    json::object reply{{"jsonrpc", "2.0"}, {"id", m.at("id")}};
-    if (m.at("method") == "session/request_permission") {
-      ++permissions_asked;
-      const char* wanted = permissions_asked == 1 ? "allow_once" : "reject_once";
-      json::object outcome{{"outcome", "cancelled"}};
-      for (const auto& option : m.at("params").at("options").as_array())
-        if (option.at("kind") == wanted) outcome = {{"outcome", "selected"}, {"optionId", option.at("optionId")}};
-      reply["result"] = json::object{{"outcome", std::move(outcome)}};
-    } else {
-      reply["error"] = json::object{{"code", -32601}, {"message", "not offered by this client"}};
-    }
-    process_.write_line(json::serialize(reply));
-  }
-  LiveProcess& process_;
-  std::int64_t next_id_ = 0;
-};
 
 TEST(GeminiCli, RunsAScenarioOverAcpAgainstTheGeminiWire) {
   const auto cli = gemini_cli();
