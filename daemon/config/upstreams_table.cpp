@@ -103,9 +103,9 @@ struct UpstreamKeys {
   std::string credential, credential_name, ca_file;
 };
 void read_upstream_keys(TableReader& r, UpstreamConfig& u, UpstreamKeys& k) {
-  static const std::set<std::string> kWires = {"anthropic", "openai-responses"};
+  static const std::set<std::string> kWires = {"anthropic", "openai-responses", "gemini"};
   r.read<std::string>("wire", u.wire, [](const std::string& v) -> std::string {
-    return kWires.count(v) ? "" : "must be \"anthropic\" or \"openai-responses\"";
+    return kWires.count(v) ? "" : "must be \"anthropic\", \"openai-responses\" or \"gemini\"";
   });
   r.read<std::string>("url", u.url, upstream_url_problem);
   r.read<std::string>("credential", k.credential, [](const std::string& v) -> std::string {
@@ -174,7 +174,7 @@ std::string read_upstream(const std::string& name, const toml::node& node, std::
   read_upstream_keys(r, u, keys);
   r.finish();
   if (!error.empty()) return error;
-  if (!t->contains("wire")) return prefix + "wire: is required (\"anthropic\" or \"openai-responses\")";
+  if (!t->contains("wire")) return prefix + "wire: is required (\"anthropic\", \"openai-responses\" or \"gemini\")";
   if (!t->contains("url")) return prefix + "url: is required";
   if (auto problem = upstream_credential(*t, prefix, keys, u); !problem.empty()) return problem;
   if (!keys.ca_file.empty()) u.ca_file = keys.ca_file;

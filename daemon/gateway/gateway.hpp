@@ -39,16 +39,23 @@ namespace mh::gateway {
 namespace asio = boost::asio;
 
 // The model APIs a gateway forwards. A vendor speaks one; an upstream serves one.
-enum class Wire { anthropic, openai_responses };
-std::optional<Wire> wire_from_name(std::string_view name);  // "anthropic" | "openai-responses"
+enum class Wire { anthropic, openai_responses, gemini };
+std::optional<Wire> wire_from_name(std::string_view name);  // "anthropic" | "openai-responses" | "gemini"
 std::string_view wire_name(Wire wire);
 // The header that carries the key when the upstream names none: Anthropic "x-api-key", OpenAI
-// "authorization" (sent as "Bearer <key>").
+// "authorization" (sent as "Bearer <key>"), Gemini "x-goog-api-key".
 std::string_view default_key_header(Wire wire);
 // The wire's own model routes, the only ones forwarded with the key (method and path, the path
 // without its query and after the upstream's base path is taken off): Anthropic POST /v1/messages
-// and /v1/messages/count_tokens; OpenAI POST /v1/responses (and /responses).
+// and /v1/messages/count_tokens; OpenAI POST /v1/responses (and /responses); Gemini POST
+// /v1beta/models/MODEL:generateContent, :streamGenerateContent and :countTokens (and /v1/...).
 bool route_allowed(Wire wire, std::string_view method, std::string_view path);
+// A Gemini model route's parts: the model (one plain path segment) and the method.
+struct GeminiRoute {
+  std::string model;
+  std::string method;  // generateContent | streamGenerateContent | countTokens
+};
+std::optional<GeminiRoute> gemini_route(std::string_view path);
 
 // One [upstreams.NAME] as the gateway uses it.
 struct Upstream {
@@ -67,8 +74,9 @@ struct Upstream {
 // What a request may spend at most, asked before it is forwarded.
 struct Reservation {
   std::uint64_t request = 0;      // this gateway's request number, from 1
-  std::string model;              // the request body's "model" ("" when it names none)
-  std::uint64_t max_tokens = 0;   // its max_tokens / max_output_tokens (0 when it names none)
+  std::string model;              // the request body's "model" (Gemini: the path's) ("" when none)
+  std::uint64_t max_tokens = 0;   // its max_tokens / max_output_tokens / generationConfig.
+                                  // maxOutputTokens (0 when it names none)
   std::uint64_t input_bytes = 0;  // the request body's size: a bound on its input
 };
 struct ReservationAnswer {
@@ -82,7 +90,8 @@ struct RequestUsage {
   int status = 0;  // the upstream's HTTP status (0: no answer)
   std::string model;
   std::optional<std::uint64_t> input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens;
-  bool complete = false;  // the answer ended as its wire says it ends (message_stop, response.completed)
+  bool complete = false;  // the answer ended as its wire says it ends (message_stop, response.completed,
+                          // Gemini: a finishReason)
   std::string failure;    // no answer came (status 0): why (the upstream refused the connection, TLS, …)
 };
 

@@ -51,6 +51,44 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+// The value of query parameter `name` in `target`, if present.
+std::optional<std::string_view> query_parameter(std::string_view target, std::string_view name) {
+  const std::size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const std::size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+// `target` without any `key=` query parameter: the Gemini API takes its key in the URL too, and
+// the vendor's (the run's placeholder) must never reach the upstream, in the header or there.
+std::string without_key_parameter(std::string_view target) {
+  const std::size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::string(target);
+  std::string out(target.substr(0, q));
+  std::string_view query = target.substr(q + 1);
+  char separator = '?';
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    if (!pair.empty() && pair.substr(0, pair.find('=')) != "key") {
+      out += separator;
+      out += pair;
+      separator = '&';
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return out;
+}
+
 std::string_view trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
     text.remove_prefix(1);
@@ -271,6 +309,17 @@ bool Session<Protocol>::token_accepted(const Request& request) const {
     if (value.size() > 7 && lower(value.substr(0, 7)) == "bearer ")
       matched = matched || same_secret(trim(value.substr(7)), token);
   }
+  if (state_->options.upstream.wire == Wire::gemini) {
+    // The Gemini CLI sends its key as x-goog-api-key; the REST form is ?key=.
+    if (auto it = request.find("x-goog-api-key"); it != request.end()) {
+      presented = true;
+      matched = matched || same_secret(trim(it->value()), token);
+    }
+    if (auto key = query_parameter(request.target(), "key")) {
+      presented = true;
+      matched = matched || same_secret(*key, token);
+    }
+  }
   return presented && matched;
 }
 
@@ -307,7 +356,8 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
                                       ") cannot be metered before it is sent; send it uncompressed",
                                   "unsupported_content_encoding", keep_alive, version);
   const std::uint64_t number = ++state_->requests;
-  const bool count_tokens = path.ends_with("/count_tokens");
+  const std::optional<GeminiRoute> gemini = wire == Wire::gemini ? gemini_route(path) : std::nullopt;
+  const bool count_tokens = gemini ? gemini->method == "countTokens" : path.ends_with("/count_tokens");
   // What the body says of its spend is read where a budget applies, and on the Responses wire
   // always: a background response is spent after its answer (which carries no usage) and would
   // never be metered.
@@ -337,8 +387,21 @@ asio::awaitable<bool> Session<Protocol>::handle(Request request) {
       reservation.input_bytes = request.body().size();
       if (const json::value* model = object->if_contains("model"); model && model->is_string())
         reservation.model = std::string(model->get_string());
-      const char* max_name = wire == Wire::anthropic ? "max_tokens" : "max_output_tokens";
-      if (const json::value* max = object->if_contains(max_name); max && !max->is_null()) {
+      if (gemini) reservation.model = gemini->model;  // Gemini names the model in the path
+      const char* max_name = wire == Wire::anthropic          ? "max_tokens"
+                             : wire == Wire::openai_responses ? "max_output_tokens"
+                                                              : "generationConfig.maxOutputTokens";
+      const json::value* max = nullptr;
+      if (wire == Wire::gemini) {
+        // generationConfig itself must be an object when present, or its limit cannot be read.
+        if (const json::value* config = object->if_contains("generationConfig"); config && !config->is_null()) {
+          if (!config->is_object()) co_return co_await unmeterable("generationConfig is not an object");
+          max = config->get_object().if_contains("maxOutputTokens");
+        }
+      } else {
+        max = object->if_contains(max_name);
+      }
+      if (max && !max->is_null()) {
         if (max->is_uint64())
           reservation.max_tokens = max->get_uint64();
         else if (max->is_int64() && max->get_int64() >= 0)
@@ -392,13 +455,15 @@ asio::awaitable<bool> Session<Protocol>::forward(Request request, std::uint64_t 
 
   // The upstream's request: the vendor's, less its credentials and this hop's headers, plus the
   // real key. Accept-Encoding is set to identity so the answer's usage can be read on the way.
-  Request up{request.method(), state_->url.base_path + std::string(request.target()), 11};
+  const std::string target =
+      wire == Wire::gemini ? without_key_parameter(request.target()) : std::string(request.target());
+  Request up{request.method(), state_->url.base_path + target, 11};
   const std::vector<std::string> listed = connection_tokens(request);
   for (const auto& field : request) {
     const std::string name = lower(field.name_string());
     if (hop_by_hop(name) || name == "host" || name == "x-api-key" || name == "authorization" ||
-        name == "content-length" || name == "expect" || name == "accept-encoding" || name == state_->key_header ||
-        std::find(listed.begin(), listed.end(), name) != listed.end())
+        name == "x-goog-api-key" || name == "content-length" || name == "expect" || name == "accept-encoding" ||
+        name == state_->key_header || std::find(listed.begin(), listed.end(), name) != listed.end())
       continue;
     up.insert(field.name_string(), field.value());
   }
@@ -660,8 +725,8 @@ asio::awaitable<bool> Session<Protocol>::answer(unsigned status, std::string bod
 template <class Protocol>
 asio::awaitable<bool> Session<Protocol>::refuse(unsigned status, std::string_view type, std::string_view message,
                                                 std::string_view code, bool keep_alive, unsigned version) {
-  co_return co_await answer(status, wire_error_body(state_->options.upstream.wire, type, message, code), keep_alive,
-                            version);
+  co_return co_await answer(status, wire_error_body(state_->options.upstream.wire, type, message, code, status),
+                            keep_alive, version);
 }
 
 namespace {

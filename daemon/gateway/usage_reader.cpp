@@ -134,7 +134,38 @@ void UsageReader::dispatch() {
   event_overflow_ = false;
 }
 
+// One GenerateContentResponse (an SSE chunk, or a JSON answer or an element of one): its
+// usageMetadata is cumulative, so the last one read stands. promptTokenCount counts the cached
+// tokens too (cachedContentTokenCount says how many); thoughts are billed as output, so
+// output = candidatesTokenCount + thoughtsTokenCount. A finishReason ends the answer; an
+// `error` object (a stream broken off by the API) leaves it incomplete.
+void UsageReader::read_gemini_response(const json::value& response) {
+  if (at_path(response, {"error"})) {
+    usage_.complete = false;
+    saw_gemini_error_ = true;
+    return;
+  }
+  take_model(usage_.model, response, {"modelVersion"});
+  if (at_path(response, {"usageMetadata"})) {
+    take(usage_.input_tokens, count_at(response, {"usageMetadata", "promptTokenCount"}));
+    take(usage_.cache_read_tokens, count_at(response, {"usageMetadata", "cachedContentTokenCount"}));
+    const auto candidates = count_at(response, {"usageMetadata", "candidatesTokenCount"});
+    const auto thoughts = count_at(response, {"usageMetadata", "thoughtsTokenCount"});
+    if (candidates || thoughts) usage_.output_tokens = candidates.value_or(0) + thoughts.value_or(0);
+  }
+  if (const json::value* candidates = at_path(response, {"candidates"}); candidates && candidates->is_array())
+    for (const json::value& candidate : candidates->get_array())
+      if (const json::value* reason = at_path(candidate, {"finishReason"}); reason && reason->is_string())
+        usage_.complete = !saw_gemini_error_;
+}
+
 void UsageReader::read_event(std::string_view name, std::string_view data) {
+  if (wire_ == Wire::gemini) {
+    // alt=sse: nameless `data:` chunks, each a whole GenerateContentResponse. Every chunk is
+    // parsed: the usage rides on the content chunks too, and the last one is not marked.
+    if (auto parsed = parse_bounded(data)) read_gemini_response(*parsed);
+    return;
+  }
   // Only the events that carry usage or the end are parsed: the deltas, most of the bytes, pass.
   auto interesting = [&](std::string_view n) {
     if (wire_ == Wire::anthropic)
@@ -195,6 +226,16 @@ void UsageReader::finish() {
 void UsageReader::read_json_answer(std::string_view text) {
   auto parsed = parse_bounded(text);
   if (!parsed) return;
+  if (wire_ == Wire::gemini) {
+    // generateContent answers one response; streamGenerateContent without alt=sse a JSON array of
+    // them.
+    if (const json::array* chunks = parsed->if_array())
+      for (const json::value& chunk : *chunks)
+        read_gemini_response(chunk);
+    else
+      read_gemini_response(*parsed);
+    return;
+  }
   take_model(usage_.model, *parsed, {"model"});
   if (wire_ == Wire::anthropic) {
     take(usage_.input_tokens, count_at(*parsed, {"usage", "input_tokens"}));

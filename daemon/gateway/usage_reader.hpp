@@ -6,8 +6,13 @@
 //              message_stop (complete); a JSON answer's usage and model.
 //   OpenAI:    response.completed (response.usage, response.model; complete), response.failed and
 //              response.incomplete (usage, not complete); a JSON answer's usage, model and status.
+//   Gemini:    every `data:` chunk (no event names) is a GenerateContentResponse: its
+//              usageMetadata (the last one stands), modelVersion, and a candidate's finishReason
+//              (complete); an `error` chunk leaves it incomplete. A JSON answer: one response or
+//              an array of them.
 #pragma once
 
+#include <boost/json/value.hpp>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -40,6 +45,7 @@ class UsageReader {
   void dispatch();
   void read_event(std::string_view name, std::string_view data);
   void read_json_answer(std::string_view text);
+  void read_gemini_response(const boost::json::value& response);
 
   Wire wire_;
   Body body_;
@@ -51,6 +57,7 @@ class UsageReader {
   bool event_overflow_ = false;
   std::string json_;
   bool json_overflow_ = false;
+  bool saw_gemini_error_ = false;
 };
 
 }  // namespace mh::gateway

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -48,11 +49,70 @@ bool is_secret_header(std::string_view lower_name) {
                      [&](std::string_view m) { return lower_name.find(m) != std::string_view::npos; });
 }
 
+// A Gemini API call: POST .../models/{model}:{method} (the prefix is the API version, v1beta
+// from the Gemini CLI).
+struct GeminiCall {
+  std::string model;
+  std::string method;  // generateContent, streamGenerateContent, countTokens
+};
+
+std::optional<GeminiCall> gemini_call(std::string_view path) {
+  const std::size_t models = path.rfind("/models/");
+  if (models == std::string_view::npos) return std::nullopt;
+  std::string_view rest = path.substr(models + 8);
+  const std::size_t colon = rest.find(':');
+  if (colon == std::string_view::npos || colon == 0 || rest.find('/') != std::string_view::npos) return std::nullopt;
+  std::string_view method = rest.substr(colon + 1);
+  if (method != "generateContent" && method != "streamGenerateContent" && method != "countTokens") return std::nullopt;
+  return GeminiCall{std::string(rest.substr(0, colon)), std::string(method)};
+}
+
 std::optional<Wire> wire_of(std::string_view target) {
   std::string_view path = target.substr(0, target.find('?'));
   if (ends_with(path, "/v1/messages")) return Wire::anthropic;
   if (ends_with(path, "/responses")) return Wire::responses;
+  if (gemini_call(path)) return Wire::gemini;
   return std::nullopt;
+}
+
+// The value of query parameter `name` in `target`, if present (not percent-decoded: a key has
+// no characters that need it).
+std::optional<std::string> query_parameter(std::string_view target, std::string_view name) {
+  const std::size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    const std::size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+// `target` with the value of every `key=` query parameter (Gemini's API key in the URL) blanked,
+// so the request log never holds a credential.
+std::string without_key_parameter(std::string_view target) {
+  const std::size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::string(target);
+  std::string out(target.substr(0, q + 1));
+  std::string_view query = target.substr(q + 1);
+  bool first = true;
+  while (true) {
+    const std::size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    if (!first) out += '&';
+    first = false;
+    if (pair.substr(0, pair.find('=')) == "key")
+      out += "key=REDACTED";
+    else
+      out += pair;
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return out;
 }
 
 std::optional<std::string> bearer_token(std::string_view authorization) {
@@ -195,7 +255,9 @@ detail::Reply Connection<Stream>::decide(const http::request<http::string_body>&
     entry.answer = Answer::not_found;
     return detail::render_neutral_error(404, "not_found_error",
                                         "metaharness scripted endpoint: no such endpoint " + entry.method + " " +
-                                            entry.target + " (it serves POST /v1/messages and POST .../responses)",
+                                            entry.target +
+                                            " (it serves POST /v1/messages, POST .../responses and POST "
+                                            ".../models/MODEL:generateContent|streamGenerateContent|countTokens)",
                                         seq);
   }
   if (request.method() != http::verb::post) {
@@ -207,10 +269,15 @@ detail::Reply Connection<Stream>::decide(const http::request<http::string_body>&
   }
 
   // The credential: Anthropic clients send x-api-key (API key) or a bearer token (auth token);
-  // OpenAI clients send a bearer token.
+  // OpenAI clients send a bearer token; Gemini clients x-goog-api-key (the Gemini CLI) or the
+  // `key` query parameter (the REST documentation's form).
   std::vector<std::string> presented;
   if (*wire == Wire::anthropic)
     if (auto it = request.find("x-api-key"); it != request.end()) presented.emplace_back(it->value());
+  if (*wire == Wire::gemini) {
+    if (auto it = request.find("x-goog-api-key"); it != request.end()) presented.emplace_back(it->value());
+    if (auto key = query_parameter(request.target(), "key")) presented.push_back(*key);
+  }
   if (auto it = request.find(http::field::authorization); it != request.end())
     if (auto token = bearer_token(it->value())) presented.push_back(*token);
   if (presented.empty()) {
@@ -224,8 +291,10 @@ detail::Reply Connection<Stream>::decide(const http::request<http::string_body>&
     HttpError error;
     error.status = 401;
     if (entry.credential == Credential::missing)
-      error.message = *wire == Wire::anthropic
-                          ? "x-api-key header is required"
+      error.message = *wire == Wire::anthropic ? "x-api-key header is required"
+                      : *wire == Wire::gemini
+                          ? "Method doesn't allow unregistered callers (callers without established identity). "
+                            "Please use API Key or other form of API consumer identity to call this API."
                           : "You didn't provide an API key. Provide it in an Authorization header (Bearer).";
     entry.answer = Answer::unauthorized;
     return detail::render_error(*wire, error, seq);
@@ -263,8 +332,23 @@ detail::Reply Connection<Stream>::decide(const http::request<http::string_body>&
                       "metaharness scripted endpoint: the request body is not a JSON object");
   }
   const json::object& object = body.get_object();
+  // Gemini says in the path what the other wires say in the body: the model and whether to
+  // stream.
+  const std::optional<GeminiCall> gemini =
+      *wire == Wire::gemini ? gemini_call(std::string_view(entry.target).substr(0, entry.target.find('?')))
+                            : std::nullopt;
+  if (gemini && gemini->method == "countTokens") {
+    // The Gemini CLI may ask how large its history is; an estimate (4 bytes a token) answers it
+    // without using up a step.
+    entry.answer = Answer::count_tokens;
+    detail::Reply reply;
+    reply.headers.emplace_back("content-type", "application/json; charset=UTF-8");
+    reply.body = json::serialize(json::object{{"totalTokens", (text.size() + 3) / 4}});
+    entry.body = std::move(body);
+    return reply;
+  }
   const json::value* stream = object.if_contains("stream");
-  entry.stream = stream && stream->is_bool() && stream->get_bool();
+  entry.stream = gemini ? gemini->method == "streamGenerateContent" : stream && stream->is_bool() && stream->get_bool();
   const json::value* model = object.if_contains("model");
   const json::value* tools = object.if_contains("tools");
   const bool main_loop =
@@ -272,7 +356,9 @@ detail::Reply Connection<Stream>::decide(const http::request<http::string_body>&
 
   detail::RenderContext context;
   context.sequence = seq;
-  context.model = model && model->is_string() ? std::string(model->get_string()) : "metaharness-scripted";
+  context.model = gemini                        ? gemini->model
+                  : model && model->is_string() ? std::string(model->get_string())
+                                                : "metaharness-scripted";
   context.stream = entry.stream;
   context.created_at = static_cast<std::int64_t>(std::time(nullptr));
   entry.body = std::move(body);
@@ -297,7 +383,7 @@ net::awaitable<bool> Connection<Stream>::answer(http::request<http::string_body>
   entry.sequence = state_->log.next_sequence();
   entry.received_at = state_->since_start();
   entry.method = std::string(request.method_string());
-  entry.target = std::string(request.target());
+  entry.target = without_key_parameter(request.target());
   entry.body_bytes = request.body().size();
   record_headers(request, entry);
 
@@ -426,7 +512,7 @@ net::awaitable<void> Connection<Stream>::refuse_malformed(http::request_parser<h
   // while its header is being finished, so the header is all there.
   const auto& header = parser.get();
   entry.method = std::string(header.method_string());
-  entry.target = std::string(header.target());
+  entry.target = without_key_parameter(header.target());
   entry.wire = wire_of(entry.target);
   record_headers(header, entry);
   if (auto it = header.find(http::field::content_length); it != header.end()) {

@@ -11,12 +11,18 @@
 // The names, in each enum's order, through the protocol's one enum-name table.
 template <>
 struct mh::protocol::EnumNames<mh::model::Answer> {
-  static constexpr std::array names = {std::string_view("step"),           std::string_view("aux"),
-                                       std::string_view("exhausted"),      std::string_view("unauthorized"),
-                                       std::string_view("not_found"),      std::string_view("method_not_allowed"),
-                                       std::string_view("bad_request"),    std::string_view("unsupported_encoding"),
-                                       std::string_view("body_too_large"), std::string_view("headers_too_large"),
-                                       std::string_view("wire_not_served")};
+  static constexpr std::array names = {std::string_view("step"),
+                                       std::string_view("aux"),
+                                       std::string_view("exhausted"),
+                                       std::string_view("unauthorized"),
+                                       std::string_view("not_found"),
+                                       std::string_view("method_not_allowed"),
+                                       std::string_view("bad_request"),
+                                       std::string_view("unsupported_encoding"),
+                                       std::string_view("body_too_large"),
+                                       std::string_view("headers_too_large"),
+                                       std::string_view("wire_not_served"),
+                                       std::string_view("count_tokens")};
 };
 template <>
 struct mh::protocol::EnumNames<mh::model::Credential> {

@@ -26,13 +26,14 @@ enum class Answer {
   aux,                   // not a main-loop request: the scenario's aux answer
   exhausted,             // a main-loop request after the steps ran out
   unauthorized,          // 401: missing or wrong token
-  not_found,             // 404: a path that is neither Messages nor Responses
+  not_found,             // 404: a path that is none of Messages, Responses, Gemini models
   method_not_allowed,    // 405: not a POST
   bad_request,           // 400: unreadable HTTP or a body that is not a JSON object
   unsupported_encoding,  // 415: a compressed request body
   body_too_large,        // 413
   headers_too_large,     // 431
   wire_not_served,       // 404: the scenario does not declare this wire
+  count_tokens,          // Gemini :countTokens, answered with an estimate (no step consumed)
 };
 std::string_view to_string(Answer answer);
 
@@ -57,7 +58,7 @@ struct ServedRequest {
   std::chrono::milliseconds received_at{0};  // since the endpoint started
   std::optional<std::chrono::milliseconds> ended_at;
   std::string method;
-  std::string target;                          // as sent, query included
+  std::string target;                          // as sent, query included (a `key=` value blanked)
   std::optional<Wire> wire;                    // from the path; empty for unknown paths
   std::map<std::string, std::string> headers;  // lower-case names; credential headers left out
   Credential credential = Credential::not_checked;

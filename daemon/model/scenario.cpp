@@ -15,7 +15,15 @@ namespace mh::model {
 namespace json = boost::json;
 
 std::string_view to_string(Wire wire) {
-  return wire == Wire::anthropic ? "anthropic" : "responses";
+  switch (wire) {
+    case Wire::anthropic:
+      return "anthropic";
+    case Wire::responses:
+      return "responses";
+    case Wire::gemini:
+      return "gemini";
+  }
+  return "unknown";
 }
 
 void throw_exception_from_error(const ScenarioError& e, const boost::source_location& loc) {
@@ -36,7 +44,11 @@ struct Refusal {
 }
 
 constexpr std::uint64_t kMaxMilliseconds = 3'600'000;  // an hour: larger is a unit mistake
-constexpr std::array kWires = {Wire::anthropic, Wire::responses};
+constexpr std::array kWires = {Wire::anthropic, Wire::responses, Wire::gemini};
+
+bool is_wire_key(std::string_view key) {
+  return key == "anthropic" || key == "responses" || key == "gemini";
+}
 
 std::string in_quotes(std::string_view s) {
   return "\"" + std::string(s) + "\"";
@@ -50,7 +62,7 @@ struct Field {
 };
 
 // An object as seen by one wire: its own keys, replaced key by key by the keys of its
-// "anthropic" / "responses" sub-object.
+// "anthropic" / "responses" / "gemini" sub-object.
 class WireView {
  public:
   const Field* get(std::string_view key) const {
@@ -90,7 +102,7 @@ WireView make_view(const json::object& object, const std::string& path, Wire wir
   WireView view;
   for (const auto& kv : object) {
     std::string_view key = kv.key();
-    if (key == "anthropic" || key == "responses") {
+    if (is_wire_key(key)) {
       const std::string sub_path = path + "." + std::string(key);
       const json::object& sub = as_object(kv.value(), sub_path);
       for (const auto& skv : sub) {
@@ -102,7 +114,7 @@ WireView make_view(const json::object& object, const std::string& path, Wire wir
     }
     if (!contains(own_keys, key))
       refuse(path + "." + std::string(key),
-             "unknown key (expected one of: " + list(own_keys) + ", anthropic, responses)");
+             "unknown key (expected one of: " + list(own_keys) + ", anthropic, responses, gemini)");
     view.fields_[std::string(key)] = Field{&kv.value(), path + "." + std::string(key)};
   }
   if (const json::value* sub = object.if_contains(to_string(wire))) {
@@ -183,6 +195,10 @@ void check_wire_only_keys(const json::object& object, const std::string& path) {
       a && a->is_object() && a->get_object().contains(kResponsesOnlyKey))
     refuse(path + ".anthropic." + std::string(kResponsesOnlyKey),
            "the Anthropic wire has no tool namespaces; \"namespace\" belongs in the \"responses\" override");
+  if (const json::value* g = object.if_contains("gemini");
+      g && g->is_object() && g->get_object().contains(kResponsesOnlyKey))
+    refuse(path + ".gemini." + std::string(kResponsesOnlyKey),
+           "the Gemini wire has no tool namespaces; \"namespace\" belongs in the \"responses\" override");
 }
 
 Block parse_block(const json::value& v, const std::string& path, Wire wire) {
@@ -212,6 +228,10 @@ Block parse_block(const json::value& v, const std::string& path, Wire wire) {
       refuse(type->path,
              "a custom_tool_call (raw string input) has no Anthropic form; give the block an "
              "\"anthropic\" override (e.g. a tool_call) or declare \"wires\": [\"responses\"]");
+    if (wire == Wire::gemini)
+      refuse(type->path,
+             "a custom_tool_call (raw string input) has no Gemini form; give the block a "
+             "\"gemini\" override (e.g. a tool_call) or declare \"wires\" without \"gemini\"");
   } else {
     refuse(type->path,
            "unknown block type " + in_quotes(type_name) + " (expected text, thinking, tool_call or custom_tool_call)");
@@ -436,7 +456,7 @@ Step parse_step(const json::value& v, const std::string& path, const Scenario& s
       }
     }
     if (!scenario.serves(wire)) continue;
-    (wire == Wire::anthropic ? step.anthropic : step.responses) = parse_form(view, path, wire);
+    step.form(wire) = parse_form(view, path, wire);
   }
   return step;
 }
@@ -449,6 +469,7 @@ Step text_answer(std::string text) {
   step.anthropic.content.push_back(block);
   step.anthropic.stop_reason = "end_turn";
   step.responses = step.anthropic;
+  step.gemini = step.anthropic;
   return step;
 }
 
@@ -469,15 +490,17 @@ Scenario parse_root(const json::value& root) {
   if (auto* v = object.if_contains("note")) read_string(*v, "note");
   if (auto* v = object.if_contains("wires")) {
     if (!v->is_array() || v->get_array().empty())
-      refuse("wires", "expected a non-empty list drawn from \"anthropic\", \"responses\"");
-    scenario.serves_anthropic = scenario.serves_responses = false;
+      refuse("wires", "expected a non-empty list drawn from \"anthropic\", \"responses\", \"gemini\"");
+    scenario.serves_anthropic = scenario.serves_responses = scenario.serves_gemini = false;
     const json::array& wires = v->get_array();
     for (std::size_t i = 0; i < wires.size(); ++i) {
       const std::string path = "wires[" + std::to_string(i) + "]";
       std::string name = read_string(wires[i], path);
-      if (name != "anthropic" && name != "responses")
-        refuse(path, "unknown wire " + in_quotes(name) + " (expected anthropic or responses)");
-      bool& slot = name == "anthropic" ? scenario.serves_anthropic : scenario.serves_responses;
+      if (!is_wire_key(name))
+        refuse(path, "unknown wire " + in_quotes(name) + " (expected anthropic, responses or gemini)");
+      bool& slot = name == "anthropic"   ? scenario.serves_anthropic
+                   : name == "responses" ? scenario.serves_responses
+                                         : scenario.serves_gemini;
       if (slot) refuse(path, "wire " + in_quotes(name) + " is listed twice");
       slot = true;
     }

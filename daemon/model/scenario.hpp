@@ -1,10 +1,11 @@
 // metaharness.scenario/1: the script a ScriptedEndpoint plays to a vendor CLI.
 //
-// One scenario drives both model wires the project speaks to: the Anthropic Messages API
-// (Claude Code) and the OpenAI Responses API (Codex). A step is written once in neutral terms
-// (text, thinking, tool calls, usage, an HTTP error, pacing) and rendered into each wire's shapes
-// when served; where the wires genuinely differ a step or a content block carries per-wire
-// overrides ("anthropic": {...}, "responses": {...}) whose keys replace its own on that wire.
+// One scenario drives every model wire the project speaks to: the Anthropic Messages API
+// (Claude Code), the OpenAI Responses API (Codex) and the Gemini API (Gemini CLI). A step is
+// written once in neutral terms (text, thinking, tool calls, usage, an HTTP error, pacing) and
+// rendered into each wire's shapes when served; where the wires genuinely differ a step or a
+// content block carries per-wire overrides ("anthropic": {...}, "responses": {...},
+// "gemini": {...}) whose keys replace its own on that wire.
 // Overrides are resolved and every wire's form validated when the scenario is loaded, so a
 // scenario that loads can always be served. docs/scenarios.md is the full reference.
 //
@@ -27,29 +28,32 @@ namespace mh::model {
 
 inline constexpr std::string_view kScenarioFormat = "metaharness.scenario/1";
 
-// The two model APIs the endpoint serves. The wire of a request is decided by its path.
-enum class Wire { anthropic, responses };
+// The model APIs the endpoint serves. The wire of a request is decided by its path.
+enum class Wire { anthropic, responses, gemini };
 std::string_view to_string(Wire wire);
 
 // Token counts reported for one model response, in neutral names; each wire renders its own
 // shape (Anthropic: input/output/cache_read/cache_creation; Responses: input/output with
-// input_tokens_details.cached_tokens and output_tokens_details.reasoning_tokens).
+// input_tokens_details.cached_tokens and output_tokens_details.reasoning_tokens; Gemini:
+// usageMetadata prompt/candidates/cachedContent/thoughts/totalTokenCount).
 struct Usage {
   std::uint64_t input_tokens = 10;
   std::uint64_t output_tokens = 5;
-  std::uint64_t cached_input_tokens = 0;          // Anthropic cache_read_input_tokens
+  std::uint64_t cached_input_tokens = 0;          // Anthropic cache_read; Gemini cachedContentTokenCount
   std::uint64_t cache_creation_input_tokens = 0;  // Anthropic only
-  std::uint64_t reasoning_tokens = 0;             // Responses only
+  std::uint64_t reasoning_tokens = 0;             // Responses reasoning_tokens; Gemini thoughtsTokenCount
 };
 
 // One piece of model output.
 struct Block {
   enum class Kind {
-    text,              // Anthropic text block; Responses message item (output_text)
-    thinking,          // Anthropic thinking block (+signature); Responses reasoning item (summary)
-    tool_call,         // Anthropic tool_use; Responses function_call (arguments = JSON text)
+    text,              // Anthropic text block; Responses message item (output_text); Gemini text part
+    thinking,          // Anthropic thinking block (+signature); Responses reasoning item (summary);
+                       // Gemini part with thought: true (+thoughtSignature)
+    tool_call,         // Anthropic tool_use; Responses function_call (arguments = JSON text);
+                       // Gemini functionCall part {name, args} (+id only when the block gives one)
     custom_tool_call,  // Responses custom_tool_call with a raw string input (apply_patch); no
-                       // Anthropic form
+                       // Anthropic or Gemini form
   };
   Kind kind = Kind::text;
   std::string text;          // text, thinking
@@ -67,7 +71,8 @@ struct Block {
 struct HttpError {
   unsigned status = 500;
   std::string message;  // empty = the wire's usual text for the status
-  std::string type;     // empty = the wire's usual error type for the status
+  std::string type;     // empty = the wire's usual error type for the status (Gemini: error.status,
+                        // e.g. RESOURCE_EXHAUSTED)
   std::string code;     // Responses `error.code`; empty = the usual code for the status (or null)
   std::optional<std::uint64_t> retry_after_s;                // `retry-after: N`
   std::optional<std::uint64_t> retry_after_ms;               // `retry-after-ms: N`
@@ -83,15 +88,20 @@ struct Timing {
 
 // How a streamed response ends once the content (and any hold) is out.
 enum class Finish {
-  complete,      // message_delta + message_stop / response.completed
-  stream_error,  // Anthropic `event: error` (overloaded) / Responses response.failed
+  complete,      // message_delta + message_stop / response.completed / Gemini's last chunk
+                 // (finishReason + usageMetadata)
+  stream_error,  // Anthropic `event: error` (overloaded) / Responses response.failed / Gemini
+                 // a `data: {"error": {...}}` chunk (500 INTERNAL)
   disconnect,    // close the connection without final events
 };
 
 // What one wire serves for one step: the step with that wire's overrides applied.
 struct StepForm {
   std::vector<Block> content;
-  std::optional<std::string> stop_reason;  // Anthropic; empty = tool_use if a tool call, else end_turn
+  // Anthropic's name; empty = tool_use if a tool call, else end_turn. Gemini maps it to a
+  // finishReason (end_turn/tool_use/stop_sequence/pause_turn: STOP; max_tokens and
+  // model_context_window_exceeded: MAX_TOKENS; refusal: SAFETY).
+  std::optional<std::string> stop_reason;
   Usage usage;
   std::optional<HttpError> error;  // when set, the step answers with this error and no content
   Timing timing;
@@ -120,8 +130,14 @@ struct Step {
   std::optional<When> when;
   StepForm anthropic;
   StepForm responses;
+  StepForm gemini;
 
-  const StepForm& form(Wire wire) const { return wire == Wire::anthropic ? anthropic : responses; }
+  const StepForm& form(Wire wire) const {
+    return wire == Wire::anthropic ? anthropic : wire == Wire::responses ? responses : gemini;
+  }
+  StepForm& form(Wire wire) {
+    return wire == Wire::anthropic ? anthropic : wire == Wire::responses ? responses : gemini;
+  }
 };
 
 // Which requests consume steps. Everything else gets the `aux` answer.
@@ -135,12 +151,15 @@ struct Scenario {
   std::string description;
   bool serves_anthropic = true;
   bool serves_responses = true;
+  bool serves_gemini = true;
   MainLoopRule main_loop = MainLoopRule::requests_with_tools;
   std::vector<Step> steps;
   Step aux;        // answer for requests that are not main-loop
   Step exhausted;  // answer for main-loop requests once the steps have run out
 
-  bool serves(Wire wire) const { return wire == Wire::anthropic ? serves_anthropic : serves_responses; }
+  bool serves(Wire wire) const {
+    return wire == Wire::anthropic ? serves_anthropic : wire == Wire::responses ? serves_responses : serves_gemini;
+  }
 };
 
 // A refusal names where the problem is (a JSON path such as `steps[2].content[0].input`) and

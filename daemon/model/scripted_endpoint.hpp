@@ -1,7 +1,8 @@
 // ScriptedEndpoint: a loopback HTTP server that plays a metaharness.scenario/1 to a real vendor
 // CLI as if it were the model provider. It speaks the Anthropic Messages API
-// (`POST …/v1/messages`, Claude Code) and the OpenAI Responses API (`POST …/responses`, Codex),
-// streaming (SSE) or not, checks a per-run token, and records every request it served.
+// (`POST …/v1/messages`, Claude Code), the OpenAI Responses API (`POST …/responses`, Codex) and
+// the Gemini API (`POST …/models/M:streamGenerateContent|generateContent|countTokens`, Gemini
+// CLI), streaming (SSE) or not, checks a per-run token, and records every request it served.
 //
 //   boost::asio::io_context io;
 //   mh::model::ScriptedEndpoint endpoint(io, mh::model::load_scenario_file(path).value(), {});
@@ -9,6 +10,7 @@
 //   std::thread runner([&] { io.run(); });
 //   // ANTHROPIC_BASE_URL=endpoint.base_url(), ANTHROPIC_API_KEY=endpoint.token()
 //   // codex: base_url = endpoint.openai_base_url(), env_key holding endpoint.token()
+//   // gemini --acp: GOOGLE_GEMINI_BASE_URL=endpoint.base_url(), GEMINI_API_KEY=endpoint.token()
 //   endpoint.wait_for([](auto& rs) { return rs.size() >= 2; }, 10s);
 //   endpoint.stop(); runner.join();
 //

@@ -3,6 +3,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <cstdio>
+#include <optional>
 
 namespace mh::model::detail {
 
@@ -425,11 +426,196 @@ Reply responses_reply(const StepForm& form, const RenderContext& ctx) {
   return reply;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Gemini API (generateContent / streamGenerateContent?alt=sse)
+// ---------------------------------------------------------------------------------------------
+
+// Gemini's error `status` (a google.rpc.Code name) for an HTTP status.
+std::string_view gemini_status(unsigned status) {
+  switch (status) {
+    case 400:
+    case 413:
+    case 415:
+    case 431:
+      return "INVALID_ARGUMENT";
+    case 401:
+      return "UNAUTHENTICATED";
+    case 403:
+      return "PERMISSION_DENIED";
+    case 404:
+      return "NOT_FOUND";
+    case 405:
+      return "UNIMPLEMENTED";
+    case 409:
+      return "ABORTED";
+    case 429:
+      return "RESOURCE_EXHAUSTED";
+    case 499:
+      return "CANCELLED";
+    case 501:
+      return "UNIMPLEMENTED";
+    case 503:
+    case 529:
+      return "UNAVAILABLE";
+    case 504:
+      return "DEADLINE_EXCEEDED";
+    default:
+      return status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT";
+  }
+}
+
+std::string_view gemini_message(unsigned status) {
+  switch (status) {
+    case 401:
+      return "Request had invalid authentication credentials. Expected a valid API key.";
+    case 429:
+      return "Resource has been exhausted (e.g. check quota).";
+    case 500:
+      return "An internal error has occurred. Please retry or report in "
+             "https://developers.generativeai.google/guide/troubleshooting";
+    case 503:
+    case 529:
+      return "The model is overloaded. Please try again later.";
+    default:
+      return defaults_for(status).openai_message;
+  }
+}
+
+json::object gemini_error_object(const HttpError& error) {
+  return {{"error",
+           {{"code", error.status},
+            {"message", error.message.empty() ? gemini_message(error.status) : std::string_view(error.message)},
+            {"status", error.type.empty() ? gemini_status(error.status) : std::string_view(error.type)}}}};
+}
+
+std::string_view gemini_finish_reason(const StepForm& form) {
+  const std::string reason = anthropic_stop_reason(form);
+  if (reason == "max_tokens" || reason == "model_context_window_exceeded") return "MAX_TOKENS";
+  if (reason == "refusal") return "SAFETY";
+  return "STOP";
+}
+
+// promptTokenCount counts the cached tokens too (cachedContentTokenCount says how many of them);
+// totalTokenCount = prompt + candidates + thoughts, as the API reports it.
+json::object gemini_usage(const Usage& u, bool final) {
+  json::object usage{{"promptTokenCount", u.input_tokens}};
+  if (final) {
+    usage["candidatesTokenCount"] = u.output_tokens;
+    usage["totalTokenCount"] = u.input_tokens + u.output_tokens + u.reasoning_tokens;
+  } else {
+    usage["totalTokenCount"] = u.input_tokens;
+  }
+  if (u.cached_input_tokens > 0) usage["cachedContentTokenCount"] = u.cached_input_tokens;
+  if (final && u.reasoning_tokens > 0) usage["thoughtsTokenCount"] = u.reasoning_tokens;
+  return usage;
+}
+
+// The parts one block becomes; streamed, text is cut into delta_bytes pieces (one part each).
+json::array gemini_parts(const Block& block, const StepForm& form, std::uint64_t sequence, std::size_t index,
+                         bool split) {
+  json::array parts;
+  switch (block.kind) {
+    case Block::Kind::text:
+    case Block::Kind::thinking: {
+      const bool thought = block.kind == Block::Kind::thinking;
+      std::vector<std::string> pieces =
+          split ? split_utf8(block.text, form.delta_bytes) : std::vector<std::string>{block.text};
+      if (pieces.empty()) pieces.emplace_back();
+      for (std::size_t p = 0; p < pieces.size(); ++p) {
+        json::object part{{"text", pieces[p]}};
+        if (thought) {
+          part["thought"] = true;
+          if (p + 1 == pieces.size()) part["thoughtSignature"] = signature_of(block, sequence, index);
+        }
+        parts.push_back(std::move(part));
+      }
+      break;
+    }
+    case Block::Kind::tool_call:
+    case Block::Kind::custom_tool_call: {  // custom_tool_call is refused at load for this wire
+      // The Gemini API gives a functionCall no id of its own (the CLI makes one up); the scenario
+      // may give one, and then it is sent.
+      json::object call{{"name", block.name}, {"args", block.input}};
+      if (!block.id.empty()) call["id"] = block.id;
+      parts.push_back(json::object{{"functionCall", std::move(call)}});
+      break;
+    }
+  }
+  return parts;
+}
+
+json::object gemini_response(json::array parts, std::optional<std::string_view> finish_reason, json::object usage,
+                             const RenderContext& ctx) {
+  json::object candidate{{"content", {{"role", "model"}, {"parts", std::move(parts)}}}, {"index", 0}};
+  if (finish_reason) candidate["finishReason"] = *finish_reason;
+  return {{"candidates", json::array{std::move(candidate)}},
+          {"usageMetadata", std::move(usage)},
+          {"modelVersion", ctx.model},
+          {"responseId", id_for("resp", ctx.sequence)}};
+}
+
+Reply gemini_reply(const StepForm& form, const RenderContext& ctx) {
+  Reply reply;
+  reply.headers.emplace_back("x-request-id", request_id(ctx.sequence));
+  if (!ctx.stream) {
+    if (form.finish == Finish::disconnect) {
+      reply.disconnect_after_hold = true;
+      return reply;
+    }
+    if (form.finish == Finish::stream_error) return render_error(Wire::gemini, HttpError{}, ctx.sequence);
+    json::array parts;
+    for (std::size_t i = 0; i < form.content.size(); ++i)
+      for (auto& part : gemini_parts(form.content[i], form, ctx.sequence, i, false))
+        parts.push_back(std::move(part));
+    reply.headers.emplace_back("content-type", "application/json; charset=UTF-8");
+    reply.body = json::serialize(
+        gemini_response(std::move(parts), gemini_finish_reason(form), gemini_usage(form.usage, true), ctx));
+    return reply;
+  }
+
+  // SSE as the API sends it with alt=sse: `data:` lines only (no event names), one
+  // GenerateContentResponse per chunk; the last chunk carries finishReason and the whole
+  // usageMetadata (the one a meter reads).
+  reply.streaming = true;
+  reply.headers.emplace_back("content-type", "text/event-stream");
+  reply.headers.emplace_back("cache-control", "no-cache");
+  for (std::size_t i = 0; i < form.content.size(); ++i)
+    for (auto& part : gemini_parts(form.content[i], form, ctx.sequence, i, true))
+      reply.content_events.push_back({"", json::serialize(gemini_response(json::array{std::move(part)}, std::nullopt,
+                                                                          gemini_usage(form.usage, false), ctx))});
+  switch (form.finish) {
+    case Finish::complete:
+      // The finishing chunk holds an empty text part: the shape the API sends when the
+      // content is already out.
+      reply.final_events.push_back(
+          {"", json::serialize(gemini_response(json::array{json::object{{"text", ""}}}, gemini_finish_reason(form),
+                                               gemini_usage(form.usage, true), ctx))});
+      break;
+    case Finish::stream_error: {
+      HttpError error;
+      reply.final_events.push_back({"", json::serialize(gemini_error_object(error))});
+      break;
+    }
+    case Finish::disconnect:
+      reply.disconnect_after_hold = true;
+      break;
+  }
+  return reply;
+}
+
 }  // namespace
 
 Reply render_step(Wire wire, const StepForm& form, const RenderContext& context) {
   if (form.error) return render_error(wire, *form.error, context.sequence);
-  return wire == Wire::anthropic ? anthropic_reply(form, context) : responses_reply(form, context);
+  switch (wire) {
+    case Wire::anthropic:
+      return anthropic_reply(form, context);
+    case Wire::responses:
+      return responses_reply(form, context);
+    case Wire::gemini:
+      return gemini_reply(form, context);
+  }
+  return responses_reply(form, context);
 }
 
 Reply render_error(Wire wire, const HttpError& error, std::uint64_t sequence) {
@@ -443,6 +629,9 @@ Reply render_error(Wire wire, const HttpError& error, std::uint64_t sequence) {
             {"error",
              {{"type", error.type.empty() ? d.anthropic_type : std::string_view(error.type)},
               {"message", error.message.empty() ? d.anthropic_message : std::string_view(error.message)}}}};
+  } else if (wire == Wire::gemini) {
+    reply.headers.emplace_back("x-request-id", request_id(sequence));
+    body = gemini_error_object(error);
   } else {
     reply.headers.emplace_back("x-request-id", request_id(sequence));
     const std::string_view code = error.code.empty() ? d.openai_code : std::string_view(error.code);
@@ -476,7 +665,9 @@ Reply render_neutral_error(unsigned status, std::string_view type, std::string_v
 std::string sse_frame(const SseEvent& event) {
   std::string frame;
   frame.reserve(event.name.size() + event.data.size() + 16);
-  frame.append("event: ").append(event.name).append("\ndata: ").append(event.data).append("\n\n");
+  // A nameless event is a bare `data:` line (Gemini's alt=sse stream has no event names).
+  if (!event.name.empty()) frame.append("event: ").append(event.name).append("\n");
+  frame.append("data: ").append(event.data).append("\n\n");
   return frame;
 }
 

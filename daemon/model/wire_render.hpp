@@ -44,7 +44,8 @@ Reply render_error(Wire wire, const HttpError& error, std::uint64_t sequence);
 // (`error.type` and `error.message`).
 Reply render_neutral_error(unsigned status, std::string_view type, std::string_view message, std::uint64_t sequence);
 
-// One SSE frame as written on the wire: "event: NAME\ndata: JSON\n\n".
+// One SSE frame as written on the wire: "event: NAME\ndata: JSON\n\n" ("data: JSON\n\n" for a
+// nameless event).
 std::string sse_frame(const SseEvent& event);
 // `text` cut into pieces of at most `max_bytes` bytes without splitting a UTF-8 sequence;
 // 0 = one piece. An empty text gives no pieces.

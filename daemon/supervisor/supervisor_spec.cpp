@@ -113,8 +113,9 @@ SpecGateway read_gateway(FieldReader& outer, const json::object& object) {
   SpecGateway g;
   g.upstream_name = f.req_string("upstream_name");
   g.wire = f.req_string("wire");
-  if (f.ok() && g.wire != "anthropic" && g.wire != "openai-responses")
-    f.fail("field \"wire\" is \"" + protocol::excerpt(g.wire, 80) + "\", expected anthropic or openai-responses");
+  if (f.ok() && g.wire != "anthropic" && g.wire != "openai-responses" && g.wire != "gemini")
+    f.fail("field \"wire\" is \"" + protocol::excerpt(g.wire, 80) +
+           "\", expected anthropic, openai-responses or gemini");
   g.url = f.req_string("url");
   g.credential = read_opt_path(f, "credential");
   g.ca_file = read_opt_path(f, "ca_file");

@@ -45,7 +45,7 @@ struct SpecListen {
 // The run's model gateway (docs/gateway.md), hosted by the supervisor.
 struct SpecGateway {
   std::string upstream_name;
-  std::string wire;                    // "anthropic" | "openai-responses"
+  std::string wire;                    // "anthropic" | "openai-responses" | "gemini"
   std::string url;                     // empty with `scenario`: the supervisor's own scripted endpoint
   std::optional<fs::path> credential;  // the key's file (read by the supervisor, never by the run)
   std::optional<fs::path> ca_file;

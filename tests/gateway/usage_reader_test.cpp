@@ -118,6 +118,75 @@ TEST(UsageReader, JsonAnswers) {
   EXPECT_FALSE(error.usage().input_tokens);
 }
 
+// As the Gemini API (and the scripted endpoint) stream with alt=sse: bare data lines, usage on
+// every chunk, the whole of it on the last, with the finishReason.
+const std::string kGeminiStream =
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"hi\"}]},\"index\":0}],"
+    "\"usageMetadata\":{\"promptTokenCount\":200,\"totalTokenCount\":200},\"modelVersion\":\"gemini-x\"}\r\n\r\n"
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"ls\","
+    "\"args\":{}}}]},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":200,\"totalTokenCount\":200}}\r\n\r\n"
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"\"}]},\"finishReason\":"
+    "\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":200,\"candidatesTokenCount\":50,"
+    "\"cachedContentTokenCount\":150,\"thoughtsTokenCount\":12,\"totalTokenCount\":262},"
+    "\"modelVersion\":\"gemini-x\"}\r\n\r\n";
+
+TEST(UsageReader, GeminiStreamAtEverySplit) {
+  for (std::size_t split = 0; split <= kGeminiStream.size(); ++split) {
+    UsageReader reader(Wire::gemini, "text/event-stream");
+    reader.feed(std::string_view(kGeminiStream).substr(0, split));
+    reader.feed(std::string_view(kGeminiStream).substr(split));
+    reader.finish();
+    const RequestUsage& u = reader.usage();
+    SCOPED_TRACE(split);
+    EXPECT_EQ(u.model, "gemini-x");
+    EXPECT_EQ(u.input_tokens, 200u);
+    EXPECT_EQ(u.cache_read_tokens, 150u);
+    EXPECT_EQ(u.output_tokens, 62u) << "thoughts are billed as output";
+    EXPECT_TRUE(u.complete);
+  }
+}
+
+TEST(UsageReader, GeminiStreamWithoutFinishOrEndingInAnErrorIsIncomplete) {
+  const std::string first_two = kGeminiStream.substr(0, kGeminiStream.rfind("data: "));
+  UsageReader cut(Wire::gemini, "text/event-stream");
+  cut.feed(first_two);
+  cut.finish();
+  EXPECT_EQ(cut.usage().input_tokens, 200u);
+  EXPECT_FALSE(cut.usage().output_tokens);
+  EXPECT_FALSE(cut.usage().complete);
+
+  UsageReader broken(Wire::gemini, "text/event-stream");
+  broken.feed(first_two);
+  broken.feed("data: {\"error\":{\"code\":500,\"message\":\"x\",\"status\":\"INTERNAL\"}}\n\n");
+  broken.finish();
+  EXPECT_FALSE(broken.usage().complete);
+}
+
+TEST(UsageReader, GeminiJsonAnswersOneOrAnArray) {
+  const std::string one =
+      "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"finishReason\":\"MAX_TOKENS\"}],"
+      "\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":4,\"totalTokenCount\":13},"
+      "\"modelVersion\":\"gemini-y\"}";
+  UsageReader single(Wire::gemini, "application/json; charset=UTF-8");
+  single.feed(one);
+  single.finish();
+  EXPECT_EQ(single.usage().model, "gemini-y");
+  EXPECT_EQ(single.usage().input_tokens, 9u);
+  EXPECT_EQ(single.usage().output_tokens, 4u);
+  EXPECT_TRUE(single.usage().complete);
+
+  // streamGenerateContent without alt=sse answers a JSON array of chunks.
+  UsageReader array(Wire::gemini, "application/json");
+  array.feed(
+      "[{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],\"usageMetadata\":"
+      "{\"promptTokenCount\":9}}," +
+      one + "]");
+  array.finish();
+  EXPECT_EQ(array.usage().input_tokens, 9u);
+  EXPECT_EQ(array.usage().output_tokens, 4u);
+  EXPECT_TRUE(array.usage().complete);
+}
+
 TEST(UsageReader, HostileInputIsBoundedAndIgnored) {
   UsageReader reader(Wire::anthropic, "text/event-stream");
   // A line longer than the bound, then garbage, then a real event: only the real one counts.

@@ -38,6 +38,32 @@ TEST(Wire, OnlyTheModelRoutesAreAllowed) {
   EXPECT_FALSE(route_allowed(Wire::openai_responses, "GET", "/v1/responses"));
 }
 
+TEST(Wire, GeminiIsNamedKeyedAndRoutedToTheModelCallsOnly) {
+  EXPECT_EQ(wire_from_name("gemini"), Wire::gemini);
+  EXPECT_EQ(wire_name(Wire::gemini), "gemini");
+  EXPECT_EQ(default_key_header(Wire::gemini), "x-goog-api-key");
+  for (auto path :
+       {"/v1beta/models/gemini-2.5-flash:streamGenerateContent", "/v1beta/models/gemini-2.5-flash:generateContent",
+        "/v1beta/models/gemini-2.5-flash:countTokens", "/v1/models/gemini-2.5-pro:generateContent"})
+    EXPECT_TRUE(route_allowed(Wire::gemini, "POST", path)) << path;
+  const auto route = gemini_route("/v1beta/models/gemini-2.5-flash:streamGenerateContent");
+  ASSERT_TRUE(route);
+  EXPECT_EQ(route->model, "gemini-2.5-flash");
+  EXPECT_EQ(route->method, "streamGenerateContent");
+  for (auto path :
+       {"/v1beta/models", "/v1beta/models/gemini-2.5-flash", "/v1beta/models/gemini-2.5-flash:embedContent",
+        "/v1beta/models/gemini-2.5-flash:batchGenerateContent", "/v1beta/models/gemini-2.5-flash:predict",
+        "/v1beta/files", "/upload/v1beta/files", "/v1beta/cachedContents", "/v1beta/tunedModels/x:generateContent",
+        "/v1beta/models/:generateContent", "/v1beta/models/a/b:generateContent", "/v1beta/models/..:generateContent",
+        "/v1beta/models/a%2Fb:generateContent", "/v1/messages", "/v1/responses",
+        "/v1beta/models/gemini-2.5-flash:generateContent/x", "/x/v1beta/models/m:generateContent"})
+    EXPECT_FALSE(route_allowed(Wire::gemini, "POST", path)) << path;
+  EXPECT_FALSE(route_allowed(Wire::gemini, "GET", "/v1beta/models/gemini-2.5-flash:generateContent"));
+  // Gemini's routes are no other wire's.
+  EXPECT_FALSE(route_allowed(Wire::anthropic, "POST", "/v1beta/models/gemini-2.5-flash:generateContent"));
+  EXPECT_FALSE(route_allowed(Wire::openai_responses, "POST", "/v1beta/models/gemini-2.5-flash:generateContent"));
+}
+
 TEST(Placeholder, NamesTheRunAndIsFreshEachTime) {
   std::set<std::string> seen;
   const std::regex shape("mh-run-r42-[0-9a-f]{32}");

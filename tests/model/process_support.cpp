@@ -6,6 +6,8 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/streambuf.hpp>
+#include <boost/asio/writable_pipe.hpp>
+#include <boost/asio/write.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -84,13 +86,19 @@ ProcessResult run_process(const ProcessSpec& spec, std::chrono::milliseconds tim
 
 struct LiveProcess::Impl {
   explicit Impl(const ProcessSpec& spec)
-      : out(io),
-        err_path(spec.output_dir / "stderr.txt"),
-        process(io, spec.executable, spec.args, bp::process_stdio{nullptr, out, err_path},
-                bp::process_environment(spec.environment), bp::process_start_dir(spec.working_dir)) {}
+      : out(io), in(io), err_path(spec.output_dir / "stderr.txt"), process(start(spec)) {}
+
+  bp::process start(const ProcessSpec& spec) {
+    if (spec.pipe_stdin)
+      return bp::process(io, spec.executable, spec.args, bp::process_stdio{in, out, err_path},
+                         bp::process_environment(spec.environment), bp::process_start_dir(spec.working_dir));
+    return bp::process(io, spec.executable, spec.args, bp::process_stdio{nullptr, out, err_path},
+                       bp::process_environment(spec.environment), bp::process_start_dir(spec.working_dir));
+  }
 
   net::io_context io;
   net::readable_pipe out;
+  net::writable_pipe in;
   std::filesystem::path err_path;
   bp::process process;
   net::streambuf buffer;
@@ -123,6 +131,20 @@ std::optional<std::string> LiveProcess::read_line(std::chrono::milliseconds time
   std::string line;
   std::getline(in, line);
   return line;
+}
+
+bool LiveProcess::write_line(std::string_view line) {
+  if (!impl_->in.is_open()) return false;
+  std::string text(line);
+  text.push_back('\n');
+  boost::system::error_code ec;
+  net::write(impl_->in, net::buffer(text), ec);
+  return !ec;
+}
+
+void LiveProcess::close_stdin() {
+  boost::system::error_code ignored;
+  impl_->in.close(ignored);
 }
 
 void LiveProcess::signal(int signal_number) {

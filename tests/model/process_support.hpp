@@ -39,6 +39,7 @@ struct ProcessSpec {
   std::vector<std::string> environment;  // "NAME=value"; exactly this, nothing inherited
   std::filesystem::path working_dir;
   std::filesystem::path output_dir;  // where stdout.txt / stderr.txt go
+  bool pipe_stdin = false;           // LiveProcess only: stdin is a pipe (write_line), else /dev/null
 };
 
 // Runs to completion (stdin is /dev/null) or kills it at `timeout`.
@@ -51,6 +52,10 @@ class LiveProcess {
   ~LiveProcess();  // kills it if still running
   // The next stdout line (without the newline), or nullopt at EOF / timeout.
   std::optional<std::string> read_line(std::chrono::milliseconds timeout);
+  // Writes `line` and a newline to its stdin (spec.pipe_stdin); false when it cannot.
+  bool write_line(std::string_view line);
+  // Closes its stdin (EOF for the process).
+  void close_stdin();
   void signal(int signal_number);
   // The exit code, or nullopt if it did not exit in time (it is then killed).
   std::optional<int> wait(std::chrono::milliseconds timeout);

@@ -61,6 +61,36 @@ TEST(Scenario, ResolvesPerWireOverridesAndDefaults) {
   EXPECT_EQ(scenario->main_loop, MainLoopRule::requests_with_tools);
 }
 
+TEST(Scenario, TheGeminiWireTakesItsOwnOverridesAndIsServedUnlessWiresLeaveItOut) {
+  auto scenario = parse_scenario(R"({
+    "format": "metaharness.scenario/1",
+    "steps": [
+      {"content": [{"type": "tool_call", "name": "Bash", "input": {"command": "ls"},
+                    "gemini": {"name": "run_shell_command", "id": "g1"}}],
+       "gemini": {"stop_reason": "max_tokens", "usage": {"input_tokens": 9}}}
+    ]
+  })");
+  ASSERT_TRUE(scenario) << scenario.error().message();
+  EXPECT_TRUE(scenario->serves(Wire::gemini));
+  const StepForm& gemini = scenario->steps[0].form(Wire::gemini);
+  EXPECT_EQ(gemini.content[0].name, "run_shell_command");
+  EXPECT_EQ(gemini.content[0].id, "g1");
+  EXPECT_EQ(gemini.content[0].input.at("command"), "ls");  // not overridden: the block's own
+  EXPECT_EQ(gemini.stop_reason, "max_tokens");
+  EXPECT_EQ(gemini.usage.input_tokens, 9u);
+  const StepForm& anthropic = scenario->steps[0].form(Wire::anthropic);
+  EXPECT_EQ(anthropic.content[0].name, "Bash");
+  EXPECT_TRUE(anthropic.content[0].id.empty());
+  EXPECT_FALSE(anthropic.stop_reason);
+
+  auto only = parse_scenario(R"({"format": "metaharness.scenario/1", "wires": ["gemini"]})");
+  ASSERT_TRUE(only) << only.error().message();
+  EXPECT_TRUE(only->serves(Wire::gemini));
+  EXPECT_FALSE(only->serves(Wire::anthropic));
+  EXPECT_FALSE(only->serves(Wire::responses));
+  EXPECT_EQ(to_string(Wire::gemini), "gemini");
+}
+
 TEST(Scenario, ReadsTimingErrorsAndWires) {
   auto scenario = parse_scenario(R"({
     "format": "metaharness.scenario/1",
@@ -207,7 +237,17 @@ INSTANTIATE_TEST_SUITE_P(
                 "{" FMT R"(, "steps": [{"error": {"status": 401}, "sticky": true}, {"content": []}]})", "steps[1]",
                 "unreachable"},
         Refusal{"aux cannot repeat", "{" FMT R"(, "aux": {"content": [], "repeat": 2}})", "aux.repeat", "only a step"},
-        Refusal{"unknown wire", "{" FMT R"(, "wires": ["anthropic", "gemini"]})", "wires[1]", "unknown wire"},
+        Refusal{"unknown wire", "{" FMT R"(, "wires": ["anthropic", "bedrock"]})", "wires[1]", "unknown wire"},
+        Refusal{"custom tool call on gemini",
+                "{" FMT R"(, "wires": ["responses", "gemini"], "steps": [{"content": [{"type": "custom_tool_call",
+                   "name": "apply_patch", "input": "x"}]}]})",
+                "steps[0].content[0].type", "no Gemini form"},
+        Refusal{"namespace on the gemini wire",
+                "{" FMT R"(, "steps": [{"content": [{"type": "tool_call", "name": "spawn_agent",
+                   "gemini": {"namespace": "multi_agent_v1"}}]}]})",
+                "steps[0].content[0].gemini.namespace", "no tool namespaces"},
+        Refusal{"bad key in a gemini override", "{" FMT R"(, "steps": [{"content": [], "gemini": {"repeat": 2}}]})",
+                "steps[0].gemini.repeat", "non-overridable"},
         Refusal{"unknown main loop rule", "{" FMT R"(, "main_loop": "sometimes"})", "main_loop", "unknown rule"},
         Refusal{"usage with a fraction", "{" FMT R"(, "steps": [{"content": [], "usage": {"input_tokens": 1.5}}]})",
                 "steps[0].usage.input_tokens", "whole number"},

@@ -278,6 +278,11 @@ std::vector<SseEvent> parse_sse(std::string_view body) {
     }
     std::string_view frame = body.substr(at, end - at);
     at = end + 2;
+    if (frame.substr(0, 6) == "data: " && frame.find('\n') == std::string_view::npos) {
+      // A nameless event (Gemini's alt=sse stream): a bare data line.
+      events.push_back(SseEvent{"", parse(frame.substr(6))});
+      continue;
+    }
     const std::size_t newline = frame.find('\n');
     if (frame.substr(0, 7) != "event: " || newline == std::string_view::npos ||
         frame.substr(newline + 1, 6) != "data: ") {

@@ -71,8 +71,8 @@ struct SseEvent {
   std::string name;
   boost::json::value data;
 };
-// Splits an SSE body into events; a frame that is not `event:`/`data:` with JSON data fails the
-// test.
+// Splits an SSE body into events; a frame that is not `event:`/`data:` (or a bare `data:`, whose
+// event has no name) with JSON data fails the test.
 std::vector<SseEvent> parse_sse(std::string_view body);
 std::vector<std::string> event_names(const std::vector<SseEvent>& events);
 

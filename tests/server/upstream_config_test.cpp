@@ -53,6 +53,15 @@ TEST(UpstreamConfig, AnUpstreamLoadsWithItsKeysPathNeverItsKey) {
   EXPECT_FALSE(c->default_upstream.count("codex"));
 }
 
+TEST(UpstreamConfig, TheGeminiWireIsTaken) {
+  KeyFile key("k");
+  auto c = load_config_text(upstream_toml(
+      "g",
+      "wire = \"gemini\"\nurl = \"https://generativelanguage.example\"\ncredential = \"" + key.path.string() + "\"\n"));
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->upstreams.at("g").wire, "gemini");
+}
+
 TEST(UpstreamConfig, PlainHttpIsTakenOnLoopbackOnly) {
   KeyFile key("k");
   const std::string cred = "credential = \"" + key.path.string() + "\"\n";

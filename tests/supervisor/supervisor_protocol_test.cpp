@@ -562,6 +562,10 @@ TEST(SupervisorSpec, TheGatewayAndTheEgressProxyRoundTrip) {
   EXPECT_EQ(scripted->gateway->scenario_log, spec.gateway->scenario_log);
   EXPECT_EQ(scripted->gateway->wire, "openai-responses");
   EXPECT_EQ(scripted->gateway->listen.tcp_port, 41234);
+  spec.gateway->wire = "gemini";
+  auto gemini = parse_spec(boost::json::serialize(spec_to_json(spec)));
+  ASSERT_TRUE(gemini) << gemini.error();
+  EXPECT_EQ(gemini->gateway->wire, "gemini");
   EXPECT_FALSE(scripted->gateway->listen.path);
   EXPECT_FALSE(scripted->egress);
 
@@ -593,7 +597,8 @@ TEST(SupervisorSpec, AGatewayOrEgressBlockIsRefusedByName) {
                                                  : ::testing::AssertionFailure() << error << " does not name " << what;
   };
   EXPECT_TRUE(named(refusal([&](auto& o) { o["gateway"] = "yes"; }), "\"gateway\""));
-  EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["wire"] = "smtp"; }), "expected anthropic or openai-responses"));
+  EXPECT_TRUE(
+      named(refusal([&](auto& o) { gw(o)["wire"] = "smtp"; }), "expected anthropic, openai-responses or gemini"));
   EXPECT_TRUE(named(refusal([&](auto& o) { gw(o).erase("token"); }), "missing required field \"token\""));
   EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["token"] = ""; }), "field \"token\" is empty"));
   EXPECT_TRUE(named(refusal([&](auto& o) { gw(o)["reserve"] = "no"; }), "\"reserve\""));
