@@ -19,6 +19,7 @@ import pathlib
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -169,10 +170,35 @@ class Soak:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 pass
+        self.plant(ids)
         for log in self.logs:
             if log.run_id:
                 check_run(self.inv, self, log)
         self.check_growth()
+
+    def plant(self, ids):
+        """--plant: a known violation put where the checks look, so a test can show each check
+        catches what it names (tests/soak). Never used in a real soak."""
+        closed = [log for log in self.logs if log.run_id]
+        if self.args.plant == "torn_record" and closed:
+            path = self.host.state_dir / "runs" / closed[0].run_id / "events.jsonl"
+            data = path.read_bytes()
+            path.write_bytes(data[:data.rstrip(b"\n").rfind(b"\n") + 1])  # the last line (stream.closed) gone
+        elif self.args.plant == "reader_lie" and closed:
+            reader = next((r for log in closed for r in log.readers if r.lines), None)
+            if reader is not None:
+                seq = min(reader.lines)
+                reader.lines[seq] = reader.lines[seq].replace(b'"seq"', b'"seq" ', 1)
+        elif self.args.plant == "leaked_process" and ids:
+            env = dict(os.environ, METAHARNESS_RUN=ids[0])
+            # It says it is running (its own environment in place) before the check looks.
+            leak = subprocess.Popen([sys.executable, "-c", "import sys; print(flush=True); sys.stdin.read()"],
+                                    env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            leak.stdout.readline()
+            left = run_pids(ids)
+            self.inv.check("no_process_left", not left, f"planted: run processes {sorted(left)[:10]}")
+            leak.kill()
+            leak.wait()
 
     def check_growth(self):
         """Over the last half, within one daemon incarnation (a restart resets both), the
@@ -260,6 +286,8 @@ def main():
     p.add_argument("--run-timeout-s", type=float, default=120.0, help="a run's wall budget and the soak's wait on it")
     p.add_argument("--bin-dir", default=str(SOURCE / "build" / "bin"))
     p.add_argument("--report", help="also write the report here")
+    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process"],
+                   help="put one known violation where the checks look (the soak's own tests)")
     p.add_argument("--keep", action="store_true", help="keep the soak's directory (daemon log, state)")
     a = p.parse_args()
     soak = Soak(a)
