@@ -64,6 +64,7 @@ class Soak:
         self.cli_readers = []
         self.samples = []  # (t, incarnation, rss_kib, fds, active)
         self.t0 = time.monotonic()
+        self.loadavg_start = loadavg()
 
     # Shared state the workers and the fault injector use.
     def register_run(self, log):
@@ -228,6 +229,11 @@ class Soak:
         self.inv.check("daemon_rss_bounded", rss_trend < 16, self.growth_note, round(samples[-1][0], 1))
 
 
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def trend(points):
     """c of the least-squares fit y = a + b*x + c*t over (t, x, y) points (0 when degenerate)."""
     n = len(points)
@@ -269,6 +275,8 @@ def report(soak, injector, wall):
                f"{soak.allowed_effects_seen}")
     out.append(f"daemon growth: {getattr(soak, 'growth_note', 'no samples over the last half')}")
     out.append(f"daemon stop at the end: exit {soak.stop_code}")
+    out.append(f"machine: {os.cpu_count()} cpus, load average (1/5/15 min) {soak.loadavg_start} at the start, "
+               f"{loadavg()} at the end")
     for name, moment, detail in soak.inv.violations:
         out.append(f"VIOLATION {name} at {moment if moment is None else round(moment, 2)} s (replay: --seed {a.seed} --minutes {a.minutes} --runs {a.runs}): "
                    f"{detail}")
