@@ -166,7 +166,9 @@ class Soak:
         self.inv.check("no_process_left", not left and not supervisors,
                        f"after every run closed and the daemon stopped: run processes {sorted(left)[:10]}, "
                        f"supervisors {supervisors[:10]}", moment)
-        for pid in left:  # the soak's own leftovers, by pid (each carries a soak run's marker)
+        # The soak's own leftovers, by pid: each carries a soak run's marker, or is a supervisor
+        # of the soak's state dir (its command line checked above).
+        for pid in list(left) + [int(p) for p in supervisors]:
             try:
                 os.kill(pid, 9)
             except ProcessLookupError:
@@ -280,6 +282,9 @@ def report(soak, injector, wall):
     for name, moment, detail in soak.inv.violations:
         out.append(f"VIOLATION {name} at {moment if moment is None else round(moment, 2)} s (replay: --seed {a.seed} --minutes {a.minutes} --runs {a.runs}): "
                    f"{detail}")
+    out.append("fault log (moment s, kind, target, note):")
+    for moment, kind, target, note in injector.injected:
+        out.append(f"  {moment:9.3f} {kind:17} {target} {note}")
     out.append(f"{len(soak.inv.violations)} violations")
     return "\n".join(out)
 
