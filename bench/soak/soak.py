@@ -160,9 +160,16 @@ class Soak:
             self.inv.check("no_cgroup_left", not left, f"cgroups of closed runs left under {cgroup_dir}: {left[:5]}",
                            moment)
         self.stop_code = self.host.stop()
-        left = run_pids(ids)
-        supervisors = [p for p in os.listdir("/proc") if p.isdigit()
-                       and "metaharness-supervisor" in cmdline(int(p)) and str(self.host.state_dir) in cmdline(int(p))]
+        # A supervisor released at the last close is still exiting: 5 s for it to go, polled
+        # (a process's end has no event to wait on from here).
+        grace = time.monotonic() + 5
+        while True:
+            left = run_pids(ids)
+            supervisors = [p for p in os.listdir("/proc") if p.isdigit() and "metaharness-supervisor" in
+                           cmdline(int(p)) and str(self.host.state_dir) in cmdline(int(p))]
+            if (not left and not supervisors) or time.monotonic() > grace:
+                break
+            time.sleep(0.1)
         self.inv.check("no_process_left", not left and not supervisors,
                        f"after every run closed and the daemon stopped: run processes {sorted(left)[:10]}, "
                        f"supervisors {supervisors[:10]}", moment)

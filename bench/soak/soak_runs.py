@@ -104,14 +104,27 @@ class RunDriver:
         except metaharness.MetaharnessError as e:
             self.log.errors.append(f"{name}: {type(e).__name__}: {e}")
 
+    def _send_once(self, what):
+        """A one-shot request (its own connection). While the daemon restarts nothing listens
+        (DaemonUnreachable: the line never left, so sending it again cannot act twice): it is
+        sent again once the daemon is up, for up to 60 s."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if what == "halt":
+                    return self.client.halt(self.log.run_id, reason="soak halt")
+                return self.client.interrupt(self.log.run_id, reason="soak interrupt")
+            except metaharness.DaemonUnreachable:
+                if time.monotonic() > deadline:
+                    raise
+                self.soak.host.up.wait(timeout=1.0)
+                time.sleep(0.05)  # a retry pace while the daemon restarts, not a synchronisation
+
     def _timed_command(self, at_s, what):
         time.sleep(at_s)  # the plan's moment
         self.log.commands_sent += 1
         try:
-            if what == "halt":
-                outcome = self.client.halt(self.log.run_id, reason="soak halt")
-            else:
-                outcome = self.client.interrupt(self.log.run_id, reason="soak interrupt")
+            outcome = self._send_once(what)
             self.log.commands_answered += 1
             del outcome
             if what == "interrupt":
