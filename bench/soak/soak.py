@@ -323,7 +323,8 @@ def main():
     print(text)
     if a.report:
         pathlib.Path(a.report).write_text(text + "\n")
-    if soak.inv.violations or a.keep:
+    # A planted violation is the soak's own test: nothing there to look at afterwards.
+    if (soak.inv.violations and not a.plant) or a.keep:
         print(f"soak: the directory is kept: {soak.dir}", file=sys.stderr)
     else:
         shutil.rmtree(soak.dir, ignore_errors=True)
