@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""The soak (issue 29), one host: many concurrent runs of the stand-in harness under a real
+`metaharness daemon`, faults at random moments, invariants judged over everything kept.
+
+    bench/soak/soak.py --seed 7 --minutes 2 --runs 6 [--bin-dir build/bin] [--report FILE]
+
+Everything random comes from --seed: each run's plan from its own source (seed, index), the
+faults' moments and kinds from another, so a seed replays the same plans and the same fault
+schedule (the moments a fault lands relative to a run's progress vary with the machine's pace;
+the report gives each violation's moment in seconds from the start to find it again). The
+report ends with a line `N violations`; the exit status is 1 on any violation, 2 when the soak
+could not be set up.
+
+Docs: docs/soak.md."""
+
+import argparse
+import os
+import pathlib
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+SOURCE = HERE.parent.parent
+sys.path.insert(0, str(SOURCE / "clients" / "python"))
+sys.path.insert(0, str(HERE))
+
+import metaharness  # noqa: E402
+from soak_faults import FAULT_KINDS, FaultInjector, cmdline, run_pids  # noqa: E402
+from soak_host import DaemonHost  # noqa: E402
+from soak_invariants import INVARIANTS, Invariants, check_run  # noqa: E402
+from soak_runs import RunDriver, RunLog, make_plan  # noqa: E402
+
+
+class Soak:
+    def __init__(self, args):
+        self.args = args
+        self.seed = args.seed
+        bin_dir = pathlib.Path(args.bin_dir).resolve()
+        self.metaharness = str(bin_dir / "metaharness")
+        standin = bin_dir / "mh-standin-claude"
+        for needed in (self.metaharness, standin, bin_dir / "metaharness-supervisor"):
+            if not os.path.isfile(needed):
+                raise SystemExit(f"soak: {needed} is not built (./run build metaharness metaharness-supervisor "
+                                 "mh-standin-claude mh-exec)")
+        # A short path: a Unix socket path is at most 107 bytes.
+        self.dir = tempfile.mkdtemp(prefix=f"mh-soak-{self.seed}-")
+        os.chmod(self.dir, 0o755)
+        # Under a root daemon each run is a uid of its own: its script must be world-readable.
+        self.scripts_dir = os.path.join(self.dir, "scripts")
+        os.mkdir(self.scripts_dir)
+        os.chmod(self.scripts_dir, 0o755)
+        self.host = DaemonHost(self.metaharness, standin, self.scripts_dir, os.path.join(self.dir, "daemon"))
+        self.run_timeout_s = args.run_timeout_s
+        self.inv = Invariants()
+        self.allowed_effects_seen = 0
+        self.lock = threading.Lock()
+        self.logs = []
+        self.cli_readers = []
+        self.samples = []  # (t, incarnation, rss_kib, fds, active)
+        self.t0 = time.monotonic()
+        self.loadavg_start = loadavg()
+
+    # Shared state the workers and the fault injector use.
+    def register_run(self, log):
+        with self.lock:
+            self.logs.append(log)
+
+    def open_run_ids(self):
+        with self.lock:
+            return [log.run_id for log in self.logs if log.run_id and not log.closed_seen
+                    and not all(r.closed for r in log.readers)]
+
+    def register_cli_reader(self, reader):
+        with self.lock:
+            self.cli_readers.append(reader)
+
+    def unregister_cli_reader(self, reader):
+        with self.lock:
+            self.cli_readers.remove(reader)
+
+    def cli_readers_now(self):
+        with self.lock:
+            return list(self.cli_readers)
+
+    def worker(self, w, stop_at):
+        index = w
+        while time.monotonic() < stop_at:
+            rng = random.Random(f"{self.seed}:{index}")
+            plan = make_plan(rng, index)
+            log = RunLog(index, plan)
+            RunDriver(self, index, plan, log).drive()
+            if log.run_id is None:
+                with self.lock:
+                    self.logs.append(log)
+            index += self.args.runs
+
+    def sampler(self, stop):
+        client = metaharness.Client(self.host.socket, timeout=10)
+        while not stop.wait(2.0):  # the sampling period
+            if not self.host.up.is_set():
+                continue
+            try:
+                active = client.status().runs["active"]
+            except metaharness.MetaharnessError:
+                continue
+            s = self.host.sample()
+            if s is not None:
+                self.samples.append((time.monotonic() - self.t0, self.host.incarnation, s[0], s[1], active))
+
+    def run(self):
+        a = self.args
+        self.host.start()
+        duration = a.minutes * 60
+        stop_at = self.t0 + duration
+        stop_sampling = threading.Event()
+        sampler = threading.Thread(target=self.sampler, args=(stop_sampling,), daemon=True)
+        sampler.start()
+        kinds = set(a.faults.split(",")) if a.faults != "all" else set(FAULT_KINDS)
+        injector = FaultInjector(self, random.Random(f"{self.seed}:faults"), a.fault_interval_s, kinds)
+        fault_thread = threading.Thread(target=injector.run, args=(stop_at,), daemon=True)
+        if a.fault_interval_s > 0:
+            fault_thread.start()
+        workers = [threading.Thread(target=self.worker, args=(w, stop_at), daemon=True) for w in range(a.runs)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        if fault_thread.is_alive():
+            fault_thread.join()
+        stop_sampling.set()
+        sampler.join()
+        self.finish()
+        return injector
+
+    def finish(self):
+        """Every run closed (halted if not), then the leak checks, then the daemon's stop."""
+        client = metaharness.Client(self.host.socket, timeout=60)
+        ids = [log.run_id for log in self.logs if log.run_id]
+        for run in client.list():
+            if run.run_id in ids and run.state != "closed":
+                try:
+                    client.halt(run.run_id, reason="soak end")
+                except metaharness.MetaharnessError:
+                    pass
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(r.state != "closed" for r in client.list() if r.run_id in ids):
+            time.sleep(0.2)  # polling the daemon's view; there is no event for "all closed"
+        status = client.status()
+        cgroup_dir = (status.containment or {}).get("cgroup") or {}
+        cgroup_dir = cgroup_dir.get("dir") if isinstance(cgroup_dir, dict) else None
+        moment = round(time.monotonic() - self.t0, 1)
+        if cgroup_dir and os.path.isdir(cgroup_dir):
+            left = [d for d in os.listdir(cgroup_dir) if any(i in d for i in ids)]
+            self.inv.check("no_cgroup_left", not left, f"cgroups of closed runs left under {cgroup_dir}: {left[:5]}",
+                           moment)
+        self.stop_code = self.host.stop()
+        # A supervisor released at the last close is still exiting: 5 s for it to go, polled
+        # (a process's end has no event to wait on from here).
+        grace = time.monotonic() + 5
+        while True:
+            left = run_pids(ids)
+            supervisors = [p for p in os.listdir("/proc") if p.isdigit() and "metaharness-supervisor" in
+                           cmdline(int(p)) and str(self.host.state_dir) in cmdline(int(p))]
+            if (not left and not supervisors) or time.monotonic() > grace:
+                break
+            time.sleep(0.1)
+        self.inv.check("no_process_left", not left and not supervisors,
+                       f"after every run closed and the daemon stopped: run processes {sorted(left)[:10]}, "
+                       f"supervisors {supervisors[:10]}", moment)
+        # The soak's own leftovers, by pid: each carries a soak run's marker, or is a supervisor
+        # of the soak's state dir (its command line checked above).
+        for pid in list(left) + [int(p) for p in supervisors]:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        self.plant(ids)
+        for log in self.logs:
+            if log.run_id:
+                check_run(self.inv, self, log)
+        self.check_growth()
+
+    def plant(self, ids):
+        """--plant: a known violation put where the checks look, so a test can show each check
+        catches what it names (tests/soak). Never used in a real soak."""
+        closed = [log for log in self.logs if log.run_id]
+        if self.args.plant == "torn_record" and closed:
+            path = self.host.state_dir / "runs" / closed[0].run_id / "events.jsonl"
+            data = path.read_bytes()
+            path.write_bytes(data[:data.rstrip(b"\n").rfind(b"\n") + 1])  # the last line (stream.closed) gone
+        elif self.args.plant == "reader_lie" and closed:
+            reader = next((r for log in closed for r in log.readers if r.lines), None)
+            if reader is not None:
+                seq = min(reader.lines)
+                reader.lines[seq] = reader.lines[seq].replace(b'"seq"', b'"seq" ', 1)
+        elif self.args.plant == "leaked_process" and ids:
+            env = dict(os.environ, METAHARNESS_RUN=ids[0])
+            # It says it is running (its own environment in place) before the check looks.
+            leak = subprocess.Popen([sys.executable, "-c", "import sys; print(flush=True); sys.stdin.read()"],
+                                    env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            leak.stdout.readline()
+            left = run_pids(ids)
+            self.inv.check("no_process_left", not left, f"planted: run processes {sorted(left)[:10]}")
+            leak.kill()
+            leak.wait()
+
+    def check_growth(self):
+        """Over the last half, within one daemon incarnation (a restart resets both), the
+        daemon's fds and RSS net of its active runs must not trend upward beyond noise: the
+        least-squares fit of value = a + b*active + c*t over the half, c * half-duration below a
+        bound (fds 16, RSS 16 MiB)."""
+        half = self.args.minutes * 60 / 2
+        last = [s for s in self.samples if s[0] >= half]
+        if not last:
+            return
+        by_inc = {}
+        for s in last:
+            by_inc.setdefault(s[1], []).append(s)
+        inc, samples = max(by_inc.items(), key=lambda kv: len(kv[1]))
+        if len(samples) < 6:
+            self.inv.check("daemon_fds_bounded", True, "")
+            self.inv.check("daemon_rss_bounded", True, "")
+            self.growth_note = f"too few samples in one incarnation over the last half ({len(samples)})"
+            return
+        span = samples[-1][0] - samples[0][0]
+        fds_trend = trend([(s[0], s[4], s[3]) for s in samples]) * span
+        rss_trend = trend([(s[0], s[4], s[2]) for s in samples]) * span / 1024
+        self.growth_note = (f"incarnation {inc}, {len(samples)} samples over {span:.0f} s: fds trend {fds_trend:+.1f}, "
+                            f"RSS trend {rss_trend:+.1f} MiB (net of active runs); fds {samples[0][3]}..{samples[-1][3]}, "
+                            f"RSS {samples[0][2] // 1024}..{samples[-1][2] // 1024} MiB")
+        self.inv.check("daemon_fds_bounded", fds_trend < 16, self.growth_note, round(samples[-1][0], 1))
+        self.inv.check("daemon_rss_bounded", rss_trend < 16, self.growth_note, round(samples[-1][0], 1))
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def trend(points):
+    """c of the least-squares fit y = a + b*x + c*t over (t, x, y) points (0 when degenerate)."""
+    n = len(points)
+    mt = statistics.fmean(p[0] for p in points)
+    mx = statistics.fmean(p[1] for p in points)
+    my = statistics.fmean(p[2] for p in points)
+    stt = sum((p[0] - mt) ** 2 for p in points)
+    sxx = sum((p[1] - mx) ** 2 for p in points)
+    stx = sum((p[0] - mt) * (p[1] - mx) for p in points)
+    sty = sum((p[0] - mt) * (p[2] - my) for p in points)
+    sxy = sum((p[1] - mx) * (p[2] - my) for p in points)
+    det = stt * sxx - stx * stx
+    if n < 3 or abs(det) < 1e-9:
+        return sty / stt if stt > 0 else 0.0
+    return (sty * sxx - sxy * stx) / det
+
+
+def report(soak, injector, wall):
+    a = soak.args
+    out = []
+    out.append(f"soak: seed {a.seed}, {a.minutes} min, {a.runs} concurrent runs, faults every ~{a.fault_interval_s} s "
+               f"({a.faults}), wall {wall:.0f} s, daemon incarnations {soak.host.incarnation}")
+    submitted = [log for log in soak.logs if log.run_id]
+    modes = {}
+    for log in submitted:
+        modes[log.plan["mode"]] = modes.get(log.plan["mode"], 0) + 1
+    decisions = sum(len(log.decisions) for log in submitted)
+    racing = sum(1 for log in submitted if log.plan["racing"])
+    readers = sum(len(log.readers) + len(log.cli_readers) for log in submitted)
+    out.append(f"load: {len(submitted)} runs ({', '.join(f'{k} {v}' for k, v in sorted(modes.items()))}), "
+               f"{racing} with racing controllers, {decisions} decisions sent, {readers} readers; "
+               f"{len(soak.logs) - len(submitted)} submits refused")
+    out.append("faults injected: " + ", ".join(f"{k} {injector.counts[k]}" for k in FAULT_KINDS)
+               + " (skipped, no target: " + ", ".join(f"{k} {v}" for k, v in injector.skipped.items() if v) + ")")
+    out.append("invariants (checked / violated):")
+    for name in INVARIANTS:
+        out.append(f"  {name:26} {soak.inv.checked[name]:6} / {soak.inv.violated(name)}")
+    out.append(f"allowed calls whose effect was found (the deny check looks in the right place): "
+               f"{soak.allowed_effects_seen}")
+    out.append(f"daemon growth: {getattr(soak, 'growth_note', 'no samples over the last half')}")
+    out.append(f"daemon stop at the end: exit {soak.stop_code}")
+    out.append(f"machine: {os.cpu_count()} cpus, load average (1/5/15 min) {soak.loadavg_start} at the start, "
+               f"{loadavg()} at the end")
+    for name, moment, detail in soak.inv.violations:
+        out.append(f"VIOLATION {name} at {moment if moment is None else round(moment, 2)} s (replay: --seed {a.seed} --minutes {a.minutes} --runs {a.runs}): "
+                   f"{detail}")
+    out.append("fault log (moment s, kind, target, note):")
+    for moment, kind, target, note in injector.injected:
+        out.append(f"  {moment:9.3f} {kind:17} {target} {note}")
+    out.append(f"{len(soak.inv.violations)} violations")
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--minutes", type=float, default=2.0)
+    p.add_argument("--runs", type=int, default=6, help="concurrent runs (one worker each)")
+    p.add_argument("--fault-interval-s", type=float, default=5.0, help="mean seconds between faults (0: none)")
+    p.add_argument("--faults", default="all", help=f"all, or a comma list of {','.join(FAULT_KINDS)}")
+    p.add_argument("--run-timeout-s", type=float, default=120.0, help="a run's wall budget and the soak's wait on it")
+    p.add_argument("--bin-dir", default=str(SOURCE / "build" / "bin"))
+    p.add_argument("--report", help="also write the report here")
+    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process"],
+                   help="put one known violation where the checks look (the soak's own tests)")
+    p.add_argument("--keep", action="store_true", help="keep the soak's directory (daemon log, state)")
+    a = p.parse_args()
+    soak = Soak(a)
+    started = time.monotonic()
+    try:
+        injector = soak.run()
+    except Exception:
+        print(f"soak: set-up or driver failure; the directory is kept: {soak.dir}", file=sys.stderr)
+        if soak.host.proc is not None and soak.host.proc.poll() is None:
+            soak.host.stop()
+        raise
+    text = report(soak, injector, time.monotonic() - started)
+    print(text)
+    if a.report:
+        pathlib.Path(a.report).write_text(text + "\n")
+    # A planted violation is the soak's own test: nothing there to look at afterwards.
+    if (soak.inv.violations and not a.plant) or a.keep:
+        print(f"soak: the directory is kept: {soak.dir}", file=sys.stderr)
+    else:
+        shutil.rmtree(soak.dir, ignore_errors=True)
+    return 1 if soak.inv.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

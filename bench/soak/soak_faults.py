@@ -1,0 +1,176 @@
+"""Faults at random moments, from the soak's seeded source: the daemon killed (-9) or stopped
+(SIGTERM) and restarted on its state directory, frozen (SIGSTOP/SIGCONT); one run's supervisor
+killed (-9); one run's vendor process killed (-9); a `metaharness tail` reader frozen; junk and
+half-lines on the socket. Every signal goes to a pid the soak started or that carries the marker
+of a run the soak submitted (checked before it is sent): nothing else on the machine is touched."""
+
+import json
+import os
+import signal
+import socket
+import time
+
+FAULT_KINDS = ("daemon_kill9", "daemon_sigterm", "daemon_sigstop", "supervisor_kill9", "vendor_kill9",
+               "reader_sigstop", "socket_junk")
+WEIGHTS = {"daemon_kill9": 2, "daemon_sigterm": 1, "daemon_sigstop": 2, "supervisor_kill9": 2,
+           "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3}
+
+
+def environ_has(pid, marker):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def run_pids(run_ids):
+    """Live pids carrying one of these runs' marker (METAHARNESS_RUN=<id>) -> run id."""
+    markers = {f"METAHARNESS_RUN={i}".encode(): i for i in run_ids}
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item in markers:
+                found[int(entry)] = markers[item]
+                break
+    return found
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class FaultInjector:
+    def __init__(self, soak, rng, mean_interval_s, kinds):
+        self.soak, self.rng, self.mean_interval_s = soak, rng, mean_interval_s
+        self.kinds = [k for k in FAULT_KINDS if k in kinds]
+        self.injected = []  # (moment_s, kind, target, note)
+        self.counts = {k: 0 for k in FAULT_KINDS}
+        self.skipped = {k: 0 for k in FAULT_KINDS}
+
+    def run(self, stop_at):
+        while True:
+            wait = self.rng.expovariate(1.0 / self.mean_interval_s)
+            if time.monotonic() + wait >= stop_at:
+                return
+            time.sleep(wait)  # the schedule's moment
+            kind = self.rng.choices(self.kinds, weights=[WEIGHTS[k] for k in self.kinds])[0]
+            pick = self.rng.random()  # which target, among those alive at that moment
+            moment = round(time.monotonic() - self.soak.t0, 3)
+            try:
+                target, note = getattr(self, kind)(pick)
+            except Exception as e:  # a fault that could not be applied is reported, not hidden
+                target, note = None, f"could not inject: {type(e).__name__}: {e}"
+            if target is None:
+                self.skipped[kind] += 1
+            else:
+                self.counts[kind] += 1
+            self.injected.append((moment, kind, target, note))
+            if kind == "daemon_sigterm":
+                self.soak.inv.check("daemon_stops_on_sigterm", not (note or "").startswith("VIOLATION"), note, moment)
+
+    def _live_run(self, pick):
+        live = self.soak.open_run_ids()
+        if not live:
+            return None
+        return live[int(pick * len(live)) % len(live)]
+
+    def daemon_kill9(self, pick):
+        self.soak.host.kill9_and_restart()
+        return f"daemon incarnation {self.soak.host.incarnation - 1}", "restarted"
+
+    def daemon_sigterm(self, pick):
+        exited = self.soak.host.term_and_restart()
+        return (f"daemon incarnation {self.soak.host.incarnation - 1}",
+                "restarted" if exited else "VIOLATION: did not exit within 60 s of SIGTERM (killed)")
+
+    def daemon_sigstop(self, pick):
+        seconds = round(0.3 + pick * 2.7, 2)
+        self.soak.host.freeze(seconds)
+        return "daemon", f"stopped {seconds} s"
+
+    def supervisor_kill9(self, pick):
+        run_id = self._live_run(pick)
+        if run_id is None:
+            return None, "no open run"
+        run_dir = self.soak.host.state_dir / "runs" / run_id
+        try:
+            pid = json.loads((run_dir / "supervisor.json").read_text())["supervisor_pid"]
+        except (OSError, ValueError, KeyError):
+            return None, f"{run_id}: no supervisor.json yet"
+        if str(run_dir / "supervisor-spec.json") not in cmdline(pid):
+            return None, f"{run_id}: supervisor {pid} gone"
+        os.kill(pid, signal.SIGKILL)
+        return run_id, f"supervisor pid {pid}"
+
+    def vendor_kill9(self, pick):
+        run_id = self._live_run(pick)
+        if run_id is None:
+            return None, "no open run"
+        pids = [p for p, r in run_pids([run_id]).items() if comm(p).startswith("mh-standin")]
+        if not pids:
+            return None, f"{run_id}: no vendor process"
+        pid = sorted(pids)[0]
+        if not environ_has(pid, f"METAHARNESS_RUN={run_id}".encode()):
+            return None, f"{run_id}: vendor {pid} gone"
+        os.kill(pid, signal.SIGKILL)
+        return run_id, f"vendor pid {pid}"
+
+    def reader_sigstop(self, pick):
+        readers = self.soak.cli_readers_now()
+        if not readers:
+            return None, "no cli reader"
+        reader = readers[int(pick * len(readers)) % len(readers)]
+        seconds = round(0.5 + pick * 3.5, 2)
+        reader.freeze()
+        time.sleep(seconds)  # the fault is the duration itself
+        reader.thaw()
+        return f"cli reader pid {reader.proc.pid}", f"stopped {seconds} s"
+
+    def socket_junk(self, pick):
+        variants = [
+            b"\x00\xff\xfe garbage \x01\x02\n",
+            b'{"format":"metaharness.socket/1","request":"sta',  # a half line, then gone
+            b'{"format":"metaharness.socket/1","request":"no-such-request","id":"j"}\n',
+            b"not json at all\n" * 50,
+            b'{"format":"metaharness.socket/1","request":"tail","run_id":"../../etc","follow":true}\n',
+            b'{"format":"metaharness.command/1","command":"halt"}\n',
+            b"[" * 10000 + b"\n",
+        ]
+        data = variants[int(pick * len(variants)) % len(variants)]
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.settimeout(3)
+            s.connect(self.soak.host.socket)
+            s.sendall(data)
+            if pick < 0.5:
+                s.shutdown(socket.SHUT_WR)
+                try:
+                    while s.recv(4096):
+                        pass
+                except OSError:
+                    pass
+        except OSError as e:
+            return "socket", f"variant {int(pick * len(variants)) % len(variants)}: {e}"
+        finally:
+            s.close()
+        return "socket", f"variant {int(pick * len(variants)) % len(variants)}"

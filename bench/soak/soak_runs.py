@@ -1,0 +1,192 @@
+"""One soak run from its plan to its end: a stand-in script made for it, the submit, its
+controllers (ask mode: allow or deny with a reason, some answers at the deadline's edge, some
+runs with two controllers racing), a halt or an interrupt at a random moment, and its readers.
+Everything a plan holds comes from the run's own seeded random source, so a seed replays the
+same plans; what the soak observed is kept on the RunLog for the invariants."""
+
+import json
+import os
+import threading
+import time
+
+import metaharness
+from soak_readers import CliReader, RawReader
+
+
+class RunLog:
+    """What the soak did to one run and what came back."""
+
+    def __init__(self, index, plan):
+        self.index, self.plan = index, plan
+        self.run_id = None
+        self.submitted_at = None
+        self.decisions = []  # (controller, call_id, decision, outcome_ok, code)
+        self.commands_sent = 0
+        self.commands_answered = 0
+        self.command_errors = []
+        self.readers = []  # RawReader
+        self.cli_readers = []  # (CliReader, lines)
+        self.closed_seen = False
+        self.errors = []
+
+
+def make_plan(rng, index):
+    mode = rng.choices(["ask", "observe", "frame"], weights=[6, 3, 1])[0]
+    steps, calls = [], []
+    for k in range(rng.randint(1, 4)):
+        kind = rng.choices(["calls", "text", "chatter", "wait", "sleep"], weights=[5, 2, 1, 1, 1])[0]
+        if kind == "calls":
+            batch = []
+            for _ in range(rng.randint(1, 3)):
+                call_id = f"toolu_s{index}_{len(calls)}"
+                calls.append(call_id)
+                batch.append({"id": call_id, "name": "Bash",
+                              "input": {"command": f"touch m_{call_id}.txt", "description": call_id}})
+            steps.append({"type": "tool_use", "calls": batch})
+        elif kind == "text":
+            steps.append({"type": "text", "text": f"step {k} of run {index}"})
+        elif kind == "chatter":
+            steps.append({"type": "chatter", "count": rng.randint(20, 300), "bytes": rng.randint(50, 400)})
+        elif kind == "wait":
+            steps.append({"type": "wait", "ms": rng.randint(100, 1500)})
+        else:
+            call_id = f"toolu_s{index}_{len(calls)}"
+            calls.append(call_id)
+            steps.append({"type": "sleep", "id": call_id, "ms": rng.randint(300, 3000)})
+    steps.append({"type": "text", "text": "done"})
+    return {
+        "mode": mode,
+        "script": {"format": "mh-standin-claude.script/1", "description": f"soak run {index}", "turns": [steps]},
+        "calls": calls,
+        "deadline_ms": rng.choice([1500, 3000, 6000]),
+        "deny_share": rng.choice([0.0, 0.3, 0.6]),
+        "edge_share": rng.choice([0.0, 0.0, 0.3]),
+        "racing": mode == "ask" and rng.random() < 0.3,
+        "halt_at_s": rng.uniform(0.2, 4.0) if rng.random() < 0.12 else None,
+        "interrupt_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.12 else None,
+        "halt_after_interrupt_s": rng.uniform(0.1, 2.0),
+        "raw_readers": rng.randint(1, 2),
+        "cli_reader": rng.random() < 0.25,
+        "controller_seed": rng.getrandbits(32),
+        "reader_seed": rng.getrandbits(32),
+    }
+
+
+class RunDriver:
+    def __init__(self, soak, index, plan, log):
+        self.soak, self.index, self.plan, self.log = soak, index, plan, log
+        self.client = metaharness.Client(soak.host.socket, timeout=60)
+
+    def _decide_loop(self, name, rng):
+        """One controller: attach, decide every call offered to it, until the stream closes."""
+        try:
+            with self.client.attach(self.log.run_id, timeout=self.soak.run_timeout_s) as run:
+                for item in run:
+                    if isinstance(item, metaharness.Pending):
+                        deny = rng.random() < self.plan["deny_share"]
+                        if rng.random() < self.plan["edge_share"]:
+                            # At the deadline's edge: within 60 ms either side of it.
+                            time.sleep(max(0.0, item.remaining_ms / 1000.0 + rng.uniform(-0.06, 0.06)))
+                        else:
+                            time.sleep(rng.uniform(0, 0.2))
+                        decision = (metaharness.Deny(f"soak {name} denies {item.call_id}") if deny
+                                    else metaharness.Allow())
+                        self.log.commands_sent += 1
+                        try:
+                            outcome = run.decide(item.call_id, decision)
+                            self.log.commands_answered += 1
+                            self.log.decisions.append((name, item.call_id, "deny" if deny else "allow",
+                                                       outcome.ok, outcome.code))
+                        except (metaharness.CommandLost, metaharness.ConnectionLost) as e:
+                            self.log.command_errors.append(f"{name} decide {item.call_id}: {type(e).__name__} {e}")
+                    elif item.event == "stream.closed":
+                        self.log.closed_seen = True
+        except metaharness.MetaharnessError as e:
+            self.log.errors.append(f"{name}: {type(e).__name__}: {e}")
+
+    def _send_once(self, what):
+        """A one-shot request (its own connection). While the daemon restarts nothing listens
+        (DaemonUnreachable: the line never left, so sending it again cannot act twice): it is
+        sent again once the daemon is up, for up to 60 s."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if what == "halt":
+                    return self.client.halt(self.log.run_id, reason="soak halt")
+                return self.client.interrupt(self.log.run_id, reason="soak interrupt")
+            except metaharness.DaemonUnreachable:
+                if time.monotonic() > deadline:
+                    raise
+                self.soak.host.up.wait(timeout=1.0)
+                time.sleep(0.05)  # a retry pace while the daemon restarts, not a synchronisation
+
+    def _timed_command(self, at_s, what):
+        time.sleep(at_s)  # the plan's moment
+        self.log.commands_sent += 1
+        try:
+            outcome = self._send_once(what)
+            self.log.commands_answered += 1
+            del outcome
+            if what == "interrupt":
+                # An interrupt holds the run open for its next input (docs/architecture.md): the
+                # soak's next input is a halt, a moment later.
+                self._timed_command(self.plan["halt_after_interrupt_s"], "halt")
+        except (metaharness.CommandLost, metaharness.ConnectionLost, metaharness.DaemonUnreachable) as e:
+            self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
+        except metaharness.MetaharnessError as e:
+            self.log.commands_answered += 1  # a refusal is an answer
+            del e
+
+    def drive(self):
+        plan = self.plan
+        script_path = os.path.join(self.soak.scripts_dir, f"run{self.index}.json")
+        with open(script_path, "w") as f:
+            json.dump(plan["script"], f)
+        os.chmod(script_path, 0o644)
+        spec = {"adapter": "claude", "prompt": "go", "decisions": plan["mode"],
+                "model_endpoint": {"base_url": "http://127.0.0.1:9"},
+                "vendor_env": {"MH_STANDIN_SCRIPT": script_path},
+                "labels": {"soak": str(self.soak.seed), "index": str(self.index)},
+                "budget": {"wall_ms": int(self.soak.run_timeout_s * 1000)}}
+        if plan["mode"] == "ask":
+            spec["decision_deadline_ms"] = plan["deadline_ms"]
+        try:
+            self.log.run_id = self.client.submit(request_id=f"soak-{self.soak.seed}-{self.index}", **spec)
+        except metaharness.MetaharnessError as e:
+            self.log.errors.append(f"submit: {type(e).__name__}: {e}")
+            return
+        self.log.submitted_at = time.monotonic() - self.soak.t0
+        self.soak.register_run(self.log)
+        import random
+        threads = []
+        # The readers outlive the run's wall budget, so a run its budget closes is read to its end.
+        deadline = time.monotonic() + self.soak.run_timeout_s + 30
+        reader_rng = random.Random(plan["reader_seed"])
+        for r in range(plan["raw_readers"]):
+            reader = RawReader(self.soak.host, self.log.run_id, reader_rng, f"r{self.index}.{r}", give_up_s=120)
+            self.log.readers.append(reader)
+            threads.append(threading.Thread(target=reader.run, args=(deadline,), daemon=True))
+        cli = None
+        if plan["cli_reader"]:
+            cli = CliReader(self.soak.metaharness, self.soak.host, self.log.run_id, reader_rng,
+                            os.path.join(self.soak.dir, f"cli-reader-{self.index}.jsonl"))
+            self.soak.register_cli_reader(cli)
+        if plan["mode"] == "ask":
+            controller_rng = random.Random(plan["controller_seed"])
+            names = ["c1", "c2"] if plan["racing"] else ["c1"]
+            for name in names:
+                threads.append(threading.Thread(target=self._decide_loop,
+                                                args=(name, random.Random(controller_rng.getrandbits(32))),
+                                                daemon=True))
+        if plan["halt_at_s"] is not None:
+            threads.append(threading.Thread(target=self._timed_command, args=(plan["halt_at_s"], "halt"), daemon=True))
+        if plan["interrupt_at_s"] is not None:
+            threads.append(threading.Thread(target=self._timed_command, args=(plan["interrupt_at_s"], "interrupt"),
+                                            daemon=True))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=max(1.0, deadline - time.monotonic() + 30))
+        if cli is not None:
+            self.soak.unregister_cli_reader(cli)
+            self.log.cli_readers.append((cli, cli.finish(timeout=30)))
