@@ -21,6 +21,7 @@
 #include <deque>
 #include <fstream>
 #include <system_error>
+#include <vector>
 
 #include "daemon/log.hpp"
 #include "daemon/process/unique_fd.hpp"
@@ -144,6 +145,10 @@ struct SupervisorLink::State {
   std::optional<std::string> ended;  // why the connection is over
   std::deque<std::string> out;
   bool writing = false;
+  // The link was let go with writes still queued: they go out first, then the connection closes
+  // (a Release queued behind a write in flight was dropped, and the supervisor read a detach and
+  // waited its adopt bound for a daemon: issue 29's soak, finding 1).
+  bool close_when_drained = false;
 
   void end(std::string why) {
     if (!ended) ended = "supervisor gone: " + why;
@@ -198,6 +203,7 @@ asio::awaitable<void> write_out(std::shared_ptr<SupervisorLink::State> s) {
     if (ec) s->end("writing to it failed: " + ec.message());
   }
   s->writing = false;
+  if (s->close_when_drained && !s->ended) s->end("this daemon closed the link");
 }
 
 void queue(const std::shared_ptr<SupervisorLink::State>& s, std::string bytes) {
@@ -266,7 +272,14 @@ asio::awaitable<boost::system::result<std::unique_ptr<SupervisorLink>, std::stri
 }
 
 SupervisorLink::~SupervisorLink() {
-  if (!state_->ended) state_->end("this daemon closed the link");
+  if (state_->ended) return;
+  if (state_->writing) {
+    // write_out holds the state and closes the connection once what was sent has gone out; a
+    // next() awaited meanwhile completes then, with the same error as before.
+    state_->close_when_drained = true;
+    return;
+  }
+  state_->end("this daemon closed the link");
 }
 
 asio::awaitable<boost::system::result<sv::FromSupervisor, std::string>> SupervisorLink::next() {
@@ -293,10 +306,42 @@ std::optional<RecordedSupervisor> recorded_supervisor(const std::filesystem::pat
   return recorded;
 }
 
+namespace {
+
+// The supervisors of `run_dir` found by their command line (`… --spec <run dir>/supervisor-spec.json`)
+// among this daemon's uid's processes: for a run whose supervisor was spawned but had not yet
+// written supervisor.json when its daemon died (issue 29's soak, finding 2). A process of another
+// uid that names the spec is not ours to end.
+std::vector<pid_t> supervisors_by_command_line(const std::filesystem::path& run_dir) {
+  const std::string spec = (run_dir / "supervisor-spec.json").string();
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat info {};
+    if (::stat(entry.path().c_str(), &info) != 0 || info.st_uid != ::geteuid()) continue;
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string argv((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    // argv[1] == "--spec", argv[2] == the spec file, exactly.
+    const std::string tail = std::string("\0--spec\0", 8) + spec + std::string(1, '\0');
+    if (argv.size() > tail.size() && argv.compare(argv.size() - tail.size(), tail.size(), tail) == 0 &&
+        argv.find('\0') == argv.size() - tail.size())
+      found.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return found;
+}
+
+}  // namespace
+
 bool end_stale_supervisor(const std::filesystem::path& run_dir) {
   auto recorded = recorded_supervisor(run_dir);
-  if (!recorded || !recorded->running) return false;
-  return ::kill(recorded->pid, SIGKILL) == 0;
+  if (recorded) return recorded->running && ::kill(recorded->pid, SIGKILL) == 0;
+  // None recorded: spawned, perhaps, in the moment before supervisor.json was written.
+  bool ended = false;
+  for (pid_t pid : supervisors_by_command_line(run_dir))
+    ended = ::kill(pid, SIGKILL) == 0 || ended;
+  return ended;
 }
 
 }  // namespace mh::daemon
