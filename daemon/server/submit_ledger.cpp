@@ -1,6 +1,7 @@
 #include "daemon/server/submit_ledger.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -18,6 +19,8 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::size_t kMaxRequestIdChars = 128;
+// As every file of the state directory (docs/containment.md): the daemon's, readable by its group.
+constexpr mode_t kLedgerMode = 0640;
 
 std::int64_t unix_ms(SubmitLedger::SystemClock::time_point at) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count();
@@ -101,8 +104,9 @@ std::optional<std::string> SubmitLedger::open(SubmitLedger& ledger, std::filesys
 }
 
 std::optional<std::string> SubmitLedger::open_for_append() {
-  fd_ = UniqueFd(::open(file_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+  fd_ = UniqueFd(::open(file_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, kLedgerMode));
   if (!fd_) return errno_text("cannot open", file_);
+  ::fchmod(fd_.get(), kLedgerMode);
   // A last line torn by a crash ends here, so the next line starts on a line of its own.
   char last = '\n';
   off_t size = ::lseek(fd_.get(), 0, SEEK_END);
@@ -201,8 +205,9 @@ std::optional<std::string> SubmitLedger::rewrite() {
   if (file_.empty()) return std::nullopt;
   std::filesystem::path next = file_;
   next += ".new";
-  UniqueFd out(::open(next.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  UniqueFd out(::open(next.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kLedgerMode));
   if (!out) return errno_text("cannot write", next);
+  ::fchmod(out.get(), kLedgerMode);  // exactly, whatever the daemon's umask
   std::string text;
   std::size_t lines = 0;
   for (const auto& [at, key] : by_age_) {

@@ -49,7 +49,7 @@ class SubmitLedger {
 
   // No file: a ledger in memory only (tests of the server without a state directory).
   SubmitLedger() = default;
-  // Reads `file` (created 0600 if absent), keeps the lines younger than `retention`, and rewrites
+  // Reads `file` (created 0640 if absent), keeps the lines younger than `retention`, and rewrites
   // it when some were dropped (expired, torn by a crash mid-write, unreadable). A problem is
   // returned to be logged; the ledger still holds what it read, and while its file cannot be
   // written a submit with a request_id is refused by name (commit fails) rather than promised.

@@ -70,8 +70,9 @@ TEST(SubmitLedger, WhatIsCommittedSurvivesAReopenAndATornLastLineIsDropped) {
     ASSERT_EQ(ledger.commit(5, "kept", "run-kept", t0), std::nullopt);
     ASSERT_EQ(ledger.claim(5, "never-committed", "d", t0).claim, Claim::fresh);
   }
-  EXPECT_EQ((std::filesystem::status(file).permissions() & std::filesystem::perms::all),
-            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(
+      (std::filesystem::status(file).permissions() & std::filesystem::perms::all),
+      std::filesystem::perms::owner_read | std::filesystem::perms::owner_write | std::filesystem::perms::group_read);
   std::ofstream(file, std::ios::app) << R"({"uid":5,"request_id":"torn","spec_sha256":"d","run_i)";
   SubmitLedger reopened;
   ASSERT_EQ(SubmitLedger::open(reopened, file, 3600s, t0 + 10s), std::nullopt);
