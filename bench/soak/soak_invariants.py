@@ -13,6 +13,7 @@ INVARIANTS = (
     "reader_complete",        # every reconnecting reader got each seq once, in order, up to stream.closed
     "cli_reader_contiguous",  # what a `metaharness tail --follow` reader wrote is a gap-free run of seqs
     "command_one_result",     # every command sent got exactly one result; no command id has two command.results
+    "command_lost_in_crash",  # a command the client was told it lost across a daemon kill has no result recorded
     "call_decided_once",      # at most one tool.decided per call; at most one controller told ok per call
     "decision_as_answered",   # the recorded decision of a call a controller was told ok for is that controller's
     "no_run_after_deny",      # a denied call's effect (its marker file) never happened
@@ -91,14 +92,23 @@ def check_run(inv, soak, log):
         inv.check("cli_reader_contiguous", not gaps and (not lines or min(lines) == cli.from_seq),
                   f"{tag}: cli reader from {cli.from_seq}: first {min(lines) if lines else None}, gaps {gaps[:5]}", at)
 
-    # Commands: each sent one answered; no command id with two command.results.
-    inv.check("command_one_result", not log.command_errors and log.commands_answered == log.commands_sent,
-              f"{tag}: sent {log.commands_sent}, answered {log.commands_answered}: {log.command_errors[:3]}", at)
+    # Commands: each sent one answered; no command id with two command.results. A command lost in
+    # a daemon's crash (the client told CommandLost, the daemon restarted meanwhile) is accounted
+    # for apart: it must have no result in the record (the daemon never recorded it).
+    lost = len(log.lost_in_crash)
+    inv.check("command_one_result",
+              not log.command_errors and log.commands_answered + lost == log.commands_sent,
+              f"{tag}: sent {log.commands_sent}, answered {log.commands_answered}, lost in a crash {lost}: "
+              f"{log.command_errors[:3]}", at)
     result_ids = {}
     for e in events:
         if e.get("event") == "command.result":
             cid = e.get("command_id") or e.get("id")
             result_ids[cid] = result_ids.get(cid, 0) + 1
+    for command_id, sent_in, told_in in log.lost_in_crash:
+        inv.check("command_lost_in_crash", command_id not in result_ids,
+                  f"{tag}: command {command_id} (sent to daemon incarnation {sent_in}, lost by {told_in}) "
+                  f"has a result in the record, which the client was never given", at)
     twice = [c for c, n in result_ids.items() if n > 1 and c not in (None, "-")]
     inv.check("command_one_result", not twice, f"{tag}: command ids with more than one command.result: {twice[:5]}",
               at)

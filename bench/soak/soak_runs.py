@@ -24,6 +24,11 @@ class RunLog:
         self.commands_sent = 0
         self.commands_answered = 0
         self.command_errors = []
+        # Commands the client was told it lost (CommandLost) while the daemon was killed -9 in
+        # between: (command id, daemon incarnation when sent, when told). A crash may lose a
+        # command it had not recorded; the client is told so by name. The invariants check the
+        # record holds no result for it (docs/soak.md).
+        self.lost_in_crash = []
         self.readers = []  # RawReader
         self.cli_readers = []  # (CliReader, lines)
         self.closed_seen = False
@@ -92,12 +97,18 @@ class RunDriver:
                         decision = (metaharness.Deny(f"soak {name} denies {item.call_id}") if deny
                                     else metaharness.Allow())
                         self.log.commands_sent += 1
+                        sent_in = self.soak.host.incarnation
                         try:
                             outcome = run.decide(item.call_id, decision)
                             self.log.commands_answered += 1
                             self.log.decisions.append((name, item.call_id, "deny" if deny else "allow",
                                                        outcome.ok, outcome.code))
-                        except (metaharness.CommandLost, metaharness.ConnectionLost) as e:
+                        except metaharness.CommandLost as e:
+                            if self.soak.host.incarnation != sent_in:
+                                self.log.lost_in_crash.append((e.command_id, sent_in, self.soak.host.incarnation))
+                            else:
+                                self.log.command_errors.append(f"{name} decide {item.call_id}: CommandLost {e}")
+                        except metaharness.ConnectionLost as e:
                             self.log.command_errors.append(f"{name} decide {item.call_id}: {type(e).__name__} {e}")
                     elif item.event == "stream.closed":
                         self.log.closed_seen = True
