@@ -1,6 +1,8 @@
 // `metaharness vendor install [--dir DIR]`: the pinned vendor CLIs (vendor/pins, compiled in as
-// build_info::vendor_pins) installed with npm where the daemon finds them. Idempotent: a folder
-// already on every pin is left untouched (not even read-write), so it may be read-only.
+// build_info::vendor_pins) installed with npm where the daemon finds them, and the sha256 of each
+// binary an adapter runs recorded in <dir>/installed.json (what `audit` holds a run's attested
+// binary to, H9). Idempotent: a folder already on every pin, whose record names every pin, is
+// left untouched (not even read-write), so it may be read-only.
 // `metaharness vendor list [--helpers]`: the registered vendors' ids, one a line, in registration
 // order (the list scripts loop over instead of naming vendors); with --helpers, the file names of
 // the helper programs their runs execute (VendorHelper: what packaging installs).
@@ -8,15 +10,20 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "adapters/registry.hpp"
 #include "adapters/vendor_descriptor.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/asio/process_v2.hpp"
+#include "daemon/process/vendor_install_record.hpp"
+#include "daemon/process/vendor_provenance.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/json.hpp"
+#include "protocol/time_text.hpp"
 
 namespace mh::cli {
 
@@ -131,6 +138,79 @@ bool ensure_npm_folder(const fs::path& dir, std::string_view name) {
   return true;
 }
 
+// The binary each pin's adapter runs, as the record states it: resolved, and digested. Nullopt
+// with `error` when it cannot be (named by file).
+std::optional<protocol::InstalledBinary> installed_binary(const build_info::VendorPin& pin, const fs::path& dir,
+                                                          std::string& error) {
+  PinState state = inspect(pin, dir);
+  std::error_code ec;
+  fs::path resolved = fs::canonical(state.binary, ec);
+  if (ec) {
+    error = "cannot resolve " + state.binary.string() + ": " + ec.message();
+    return std::nullopt;
+  }
+  auto sha = daemon::VendorProvenance::file_sha256(resolved);
+  if (!sha) {
+    error = sha.error();
+    return std::nullopt;
+  }
+  return protocol::InstalledBinary{std::string(pin.adapter), std::string(pin.npm_package), state.version.value_or(""),
+                                   resolved.string(), std::move(*sha)};
+}
+
+// Records the digests of what is installed (<dir>/installed.json, what `audit` holds a run's
+// binary to): the pins in `fresh` (what npm just installed) anew, the others kept as recorded
+// when the record has them, recorded now when it has not. An unreadable record is refused, never
+// overwritten: it may be the one thing that says a binary was changed. A record that names every
+// pin and has nothing fresh is left untouched. False when the record could not be written.
+bool record_installed(const fs::path& dir, const std::set<std::string>& fresh) {
+  const fs::path file = daemon::InstallRecord::path_in(dir);
+  bool absent = false;
+  auto existing = daemon::InstallRecord::read(file, &absent);
+  if (!existing && !absent) {
+    std::cerr << "metaharness vendor install: " << existing.error()
+              << "; it is left as it is (remove it to record the binaries now in place)\n";
+    return false;
+  }
+  daemon::InstallRecord record;
+  std::vector<std::string> recorded_now;
+  for (const auto& pin : build_info::vendor_pins) {
+    const std::string adapter(pin.adapter);
+    const protocol::InstalledBinary* kept = nullptr;
+    if (existing && !fresh.count(adapter))
+      for (const auto& b : existing->binaries)
+        if (b.adapter == adapter) kept = &b;
+    if (kept) {
+      record.binaries.push_back(*kept);
+      continue;
+    }
+    std::string error;
+    auto entry = installed_binary(pin, dir, error);
+    if (!entry) {
+      std::cerr << "metaharness vendor install: cannot record the " << adapter << " binary: " << error << "\n";
+      return false;
+    }
+    record.binaries.push_back(std::move(*entry));
+    recorded_now.push_back(adapter);
+  }
+  if (recorded_now.empty()) return true;
+  const auto now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  record.recorded_at = protocol::rfc3339_millis(now.count()).value_or("");
+  if (auto problem = record.write(file)) {
+    std::cerr << "metaharness vendor install: cannot record the installed binaries' digests: " << *problem
+              << " (`audit` holds H9 unknown without the record)\n";
+    return false;
+  }
+  std::string names;
+  for (const auto& a : recorded_now)
+    names += (names.empty() ? "" : ", ") + a;
+  std::cout << "vendor install: recorded the sha256 of the " << names << " binar"
+            << (recorded_now.size() == 1 ? "y" : "ies") << " in " << file.string()
+            << (fresh.empty() ? " (as found in place: no record named them)" : "") << "\n";
+  return true;
+}
+
 int vendor_install(const std::string& dir_option) {
   fs::path dir = dir_option.empty() ? adapters::host_config_from_environment().vendor_dir : fs::path(dir_option);
   dir = fs::absolute(dir);
@@ -147,6 +227,9 @@ int vendor_install(const std::string& dir_option) {
     for (const auto& plugin : plugins)
       std::cout << plugin.title() << plugin.package() << " already in " << plugin.dir.string() << "\n";
     std::cout << "vendor install: nothing to do\n";
+    // The binaries in place are recorded once when no record names them yet; a record that
+    // cannot be written (a read-only folder) is said, and does not undo what is installed.
+    record_installed(dir, {});
     return 0;
   }
   for (const auto& s : before)
@@ -192,6 +275,12 @@ int vendor_install(const std::string& dir_option) {
       std::cerr << "metaharness vendor install: after npm, " << pin.adapter << " is " << after.describe() << "\n";
       result = 2;
     }
+  }
+  if (result == 0) {
+    std::set<std::string> fresh;
+    for (const auto& s : before)
+      if (!s.on_pin()) fresh.insert(std::string(s.pin->adapter));
+    if (!record_installed(dir, fresh)) result = 2;
   }
   for (const auto& after : inspect_plugins(dir)) {
     if (after.wanted()) {

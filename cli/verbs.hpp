@@ -35,7 +35,10 @@ std::optional<std::string> read_input(const std::string& path, std::string& erro
 
 // The hermetic audit of a run directory (the stream and the launch's facts from spec.json and
 // plan.json) or of a bare events.jsonl (the stream alone). The error says why it cannot be read.
-boost::system::result<protocol::AuditReport, std::string> audit_path(const std::filesystem::path& path,
-                                                                     const adapters::AdapterRegistry& registry);
+// H9 holds the attested vendor binary to `install_record` (`vendor install`'s record; default:
+// installed.json in the host's vendor dir).
+boost::system::result<protocol::AuditReport, std::string> audit_path(
+    const std::filesystem::path& path, const adapters::AdapterRegistry& registry,
+    const std::optional<std::filesystem::path>& install_record = std::nullopt);
 
 }  // namespace mh::cli

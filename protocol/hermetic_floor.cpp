@@ -156,7 +156,7 @@ Judged h7(const ev::SessionStarted& s, const LaunchFacts& f) {
   return {Verdict::gap, "cwd " + in_quotes(*s.cwd) + " where " + in_quotes(f.cwd->planned) + " was planned"};
 }
 
-Judged h9(const ev::SessionStarted& s, const LaunchFacts& f) {
+Judged h9_version(const ev::SessionStarted& s, const LaunchFacts& f) {
   if (!s.harness_version) return {Verdict::unk, "session.started.harness_version is null: the vendor did not say"};
   if (!f.pins || f.pins->empty())
     return {Verdict::unk, "no pinned version is known for adapter " + in_quotes(s.adapter) + " to check " +
@@ -164,6 +164,40 @@ Judged h9(const ev::SessionStarted& s, const LaunchFacts& f) {
   if (std::find(f.pins->begin(), f.pins->end(), *s.harness_version) != f.pins->end())
     return {Verdict::ok, "version " + *s.harness_version + ", on the pin"};
   return {Verdict::gap, "version " + excerpt(*s.harness_version, 60) + ", off the pin " + listed(*f.pins)};
+}
+
+std::string short_digest(const std::string& d) {
+  return d.substr(0, 12) + "…";
+}
+
+// The binary the attestation says ran, against the one `vendor install` recorded for the
+// adapter: the same digest is the installed binary; another is a gap (whatever its path); no
+// record, or an attestation without a digest, leaves it unknown.
+Judged h9_digest(const ev::SessionStarted& s, const InstallRecordFact& record) {
+  const auto& binary = s.hermetic.vendor_binary;
+  if (!binary) return {Verdict::unk, "the attestation names no vendor binary digest (a run made before they were)"};
+  if (!binary->sha256)
+    return {Verdict::unk, "the binary " + in_quotes(binary->path) +
+                              " was not digested at launch: " + binary->refused.value_or("no reason given")};
+  if (!record.entry) return {Verdict::unk, record.why_none};
+  const InstalledBinary& e = *record.entry;
+  if (*binary->sha256 != e.sha256)
+    return {Verdict::gap, "binary " + in_quotes(binary->path) + " sha256 " + short_digest(*binary->sha256) +
+                              " is not the " + e.package + " " + e.version + " binary `vendor install` recorded (" +
+                              in_quotes(e.path) + ", sha256 " + short_digest(e.sha256) + ", in " + record.where + ")"};
+  return {Verdict::ok, "binary " + in_quotes(binary->path) + " sha256 " + short_digest(*binary->sha256) +
+                           ", as `vendor install` recorded for " + e.package + " " + e.version};
+}
+
+// The version against the pins and, when the caller consulted an install record, the binary
+// against it: a gap in either is a gap (it outranks an unknown), an unknown in either unknown.
+Judged h9(const ev::SessionStarted& s, const LaunchFacts& f) {
+  Judged version = h9_version(s, f);
+  if (!f.install_record) return version;
+  Judged digest = h9_digest(s, *f.install_record);
+  auto rank = [](Verdict v) { return v == Verdict::gap ? 2 : v == Verdict::unk ? 1 : 0; };
+  Verdict worst = rank(digest.verdict) > rank(version.verdict) ? digest.verdict : version.verdict;
+  return {worst, version.detail + "; " + digest.detail};
 }
 
 Judged h10(const ev::SessionStarted& s) {
@@ -534,6 +568,24 @@ json::object audit_report_json(const AuditReport& r) {
   facts["mcp_servers"] = optional_strings(r.facts.mcp_servers);
   facts["api_key_declared"] = r.facts.api_key ? json::value(*r.facts.api_key) : json::value(nullptr);
   facts["pins"] = optional_strings(r.facts.pins);
+  if (r.facts.install_record) {
+    const InstallRecordFact& rec = *r.facts.install_record;
+    json::object record;
+    record["where"] = rec.where;
+    if (rec.entry) {
+      record["entry"] = json::object{{"adapter", rec.entry->adapter},
+                                     {"package", rec.entry->package},
+                                     {"version", rec.entry->version},
+                                     {"path", rec.entry->path},
+                                     {"sha256", rec.entry->sha256}};
+    } else {
+      record["entry"] = nullptr;
+      record["why_none"] = rec.why_none;
+    }
+    facts["install_record"] = std::move(record);
+  } else {
+    facts["install_record"] = nullptr;  // not consulted
+  }
   o["facts"] = std::move(facts);
   o["exit_status"] = audit_exit_status(r);
   return o;

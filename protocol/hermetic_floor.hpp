@@ -40,6 +40,24 @@ struct PlannedCwd {
   bool operator_named = false;
 };
 
+// One vendor binary as `metaharness vendor install` recorded it (<vendor dir>/installed.json,
+// daemon/process/vendor_install_record.hpp): the pinned package, the version its manifest said,
+// the binary the adapter runs (resolved) and its SHA-256.
+struct InstalledBinary {
+  std::string adapter;
+  std::string package;
+  std::string version;
+  std::string path;
+  std::string sha256;
+};
+
+// What the judge found of the host's install record for the run's adapter.
+struct InstallRecordFact {
+  std::string where;                     // the record's file, for the details
+  std::optional<InstalledBinary> entry;  // nullopt: no record there, or none for this adapter
+  std::string why_none;                  // said when entry is nullopt
+};
+
 // What the judge knows about the launch. Every nullopt is "not known", and makes the rows that
 // need it unk; an empty list is a known "none declared".
 struct LaunchFacts {
@@ -49,6 +67,10 @@ struct LaunchFacts {
   std::optional<std::vector<std::string>> mcp_servers;  // MCP server names the launch configured
   std::optional<bool> api_key;                          // an API key was declared for the vendor
   std::optional<std::vector<std::string>> pins;         // the adapter's pinned vendor versions
+  // The install record H9 holds the attested binary's digest to. nullopt: the caller consulted
+  // none (the daemon's `get`), and H9 judges the version alone, saying so; `metaharness audit`
+  // and `run --hermetic` consult the host's record, where no record is an unknown, never a pass.
+  std::optional<InstallRecordFact> install_record;
   // Where the facts came from, for the details of the rows they leave unknown
   // ("the run directory", "the stream alone").
   std::string source;

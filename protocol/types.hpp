@@ -231,6 +231,21 @@ struct InstalledPlugin {
 };
 BOOST_DESCRIBE_STRUCT(InstalledPlugin, (), (name, source, installed_at, digest, loaded_by))
 
+// Additive (issue 27 section 6, docs/hermetic.md): the vendor binary the run executes, as the
+// daemon found it at launch: its resolved path (links followed), its SHA-256, and the npm package
+// that holds it (name and version from that package's own package.json; null when the binary is
+// not inside an npm package or its manifest says none). `sha256` null: the file could not be read,
+// and `refused` says why (never a digest guessed).
+struct VendorBinary {
+  std::string path;
+  std::optional<std::string> sha256;
+  std::optional<std::string> package;
+  std::optional<std::string> version;
+  std::optional<std::string> refused;
+};
+BOOST_DESCRIBE_STRUCT(VendorBinary, (), (path, sha256, package, version, refused))
+MH_WIRE_RULES(VendorBinary, WireFieldRule{"sha256", kDigest}, WireFieldRule{"refused", kOmitNull})
+
 struct HermeticAttestation {
   HermeticMode mode = HermeticMode::off;
   DecisionMode decisions = DecisionMode::frame;
@@ -248,12 +263,14 @@ struct HermeticAttestation {
   // model_endpoint with its own token, as given). Omitted when not said (older runs).
   std::optional<std::string> network;
   std::optional<std::string> model_credential;
+  // Additive (issue 27 section 6): the binary executed. Omitted when not said (older runs).
+  std::optional<VendorBinary> vendor_binary;
 };
 BOOST_DESCRIBE_STRUCT(HermeticAttestation, (),
                       (mode, decisions, imposed, unavailable, ambient_inputs, installed_plugins, deny_only, network,
-                       model_credential))
+                       model_credential, vendor_binary))
 MH_WIRE_RULES(HermeticAttestation, WireFieldRule{"deny_only", kAdditive}, WireFieldRule{"network", kOmitNull},
-              WireFieldRule{"model_credential", kOmitNull})
+              WireFieldRule{"model_credential", kOmitNull}, WireFieldRule{"vendor_binary", kOmitNull})
 
 struct FinalAnswer {
   std::string text;

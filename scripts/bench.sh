@@ -38,6 +38,14 @@ median_ns() {
     END { if (!found) exit 1 }'
 }
 
+# The attestation's vendor binary (issue 27 section 6): each pinned binary digested by a fresh
+# VendorProvenance (a binary's first run in a daemon's life) and by one that kept it (every later
+# run). No goal: the figures are reported.
+bench_provenance() {
+  say "provenance: the vendor binary's digest at launch, $REPETITIONS repetitions"
+  run_benchmark mh_vendor_provenance_bench
+}
+
 # Protocol: typed layer (read_event_line + serialize) against raw Boost.JSON (parse +
 # serialize) on the same generated stream. Goal: typed costs at most 2x raw.
 bench_protocol() {
@@ -216,7 +224,7 @@ bench_gateway() {
 
 # Further benches: add a bench_<name> function above and list it here. MH_BENCH_ONLY (e.g.
 # "bench_seam") runs only the named ones.
-read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_seam bench_daemon bench_vendor_seams bench_vendor_start bench_containment bench_adoption bench_fleet bench_gateway}"
+read -r -a BENCHES <<< "${MH_BENCH_ONLY:-bench_protocol bench_provenance bench_seam bench_daemon bench_vendor_seams bench_vendor_start bench_containment bench_adoption bench_fleet bench_gateway}"
 
 status=0
 for bench in "${BENCHES[@]}"; do

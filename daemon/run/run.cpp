@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 
 #include "daemon/process/sandbox.hpp"
+#include "daemon/process/vendor_provenance.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
 
@@ -78,6 +79,7 @@ void add_network(adapters::LaunchPlan& plan, const RunOptions& options) {
     plan.attestation.model_credential = "scenario";
   else if (options.spec.model_endpoint)
     plan.attestation.model_credential = "raw-token";
+  plan.attestation.vendor_binary = shared_vendor_provenance().of(plan.program);  // issue 27 section 6
 }
 
 }  // namespace

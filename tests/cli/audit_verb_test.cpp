@@ -7,6 +7,8 @@
 #include <fstream>
 #include <set>
 
+extern char** environ;
+
 #include "protocol/events.hpp"
 #include "tests/support/governed_run.hpp"
 
@@ -319,6 +321,115 @@ TEST_F(OpencodeAudit, StrictWithAnOperatorNamedCwdExitsOneOnH7AndH11) {
   EXPECT_EQ(v["h4"], "ok");
 }
 
+// --- the binary that ran (issue 27 section 6) ---------------------------------------------------
+
+// A vendor dir of the test's own: the real one's packages linked in, but Claude's native package
+// copied, so its binary can be changed without touching the real one. `vendor install` records
+// it, a real Claude run attests it, and the audit holds the run to the record.
+class RecordedBinaryAudit : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    namespace fs = std::filesystem;
+    const fs::path real = fs::canonical(source_dir() / ".vendor");
+    ASSERT_TRUE(fs::exists(real / "node_modules")) << "the pinned vendor CLIs (./run setup) are needed";
+    fs::create_directories(vendor() / "node_modules/@anthropic-ai");
+    for (const auto& e : fs::directory_iterator(real / "node_modules"))
+      if (e.path().filename() != "@anthropic-ai")
+        fs::create_symlink(e.path(), vendor() / "node_modules" / e.path().filename());
+    for (const auto& e : fs::directory_iterator(real / "node_modules/@anthropic-ai"))
+      if (e.path().filename() == "claude-code-linux-x64")
+        fs::copy(e.path(), vendor() / "node_modules/@anthropic-ai" / e.path().filename(), fs::copy_options::recursive);
+      else
+        fs::create_symlink(e.path(), vendor() / "node_modules/@anthropic-ai" / e.path().filename());
+    for (const auto& e : fs::directory_iterator(real))
+      if (e.path().filename() != "node_modules" && e.path().filename() != "installed.json")
+        fs::create_symlink(e.path(), vendor() / e.path().filename());
+    for (char** e = environ; *e; ++e)
+      if (std::string(*e).rfind("METAHARNESS_", 0) != 0) env.emplace_back(*e);
+    env.push_back("METAHARNESS_VENDOR_DIR=" + vendor().string());
+  }
+
+  std::filesystem::path vendor() const { return dir.path() / "vendor"; }
+  std::filesystem::path binary() const {
+    return std::filesystem::canonical(vendor() / "node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+  }
+  Output metaharness(std::vector<std::string> args) {
+    args.insert(args.begin(), metaharness_binary().string());
+    return run_to_end(std::move(args), env, std::chrono::seconds(120));
+  }
+  // A strict, observed run of the real CLI from the test's vendor dir; its exit status.
+  int strict_run(const std::string& name) {
+    return metaharness({"run", "claude", "-p", "go", "--model-scenario",
+                        (source_dir() / "tests/scenarios/claude/bash_marker.json").string(), "--run-dir",
+                        (dir.path() / name).string(), "--decisions", "observe", "--hermetic", "strict"})
+        .status;
+  }
+  json::object attested_binary(const std::string& name) {
+    for (const auto& line : read_lines(dir.path() / name / "events.jsonl"))
+      if (auto doc = protocol::parse_json(line); doc && doc->is_object() && doc->at("event") == "session.started")
+        return doc->at("hermetic").at("vendor_binary").as_object();
+    ADD_FAILURE() << "no session.started in " << name;
+    return {};
+  }
+
+  std::vector<std::string> env;
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+};
+
+TEST_F(RecordedBinaryAudit, ARunAttestsTheBinaryItRanAndAChangedBinaryIsAGap) {
+  auto install = metaharness({"vendor", "install"});
+  ASSERT_EQ(install.status, 0) << install.out << install.err;
+  EXPECT_NE(install.out.find("vendor install: nothing to do\n"), std::string::npos) << install.out;
+  EXPECT_NE(install.out.find("vendor install: recorded the sha256 of the "), std::string::npos) << install.out;
+  auto record = protocol::parse_json(read_file(vendor() / "installed.json"));
+  ASSERT_TRUE(record && record->is_object());
+  std::string recorded;
+  for (const auto& b : record->at("binaries").as_array())
+    if (b.at("adapter") == "claude") {
+      recorded = std::string(b.at("sha256").as_string());
+      EXPECT_EQ(b.at("path").as_string(), binary().string());
+      EXPECT_EQ(b.at("package"), "@anthropic-ai/claude-code");
+      EXPECT_EQ(b.at("version"), "2.1.197");
+    }
+  ASSERT_EQ(recorded.size(), 64u) << read_file(vendor() / "installed.json");
+  // Run again: a record naming every pin is left as it is.
+  auto again = metaharness({"vendor", "install"});
+  EXPECT_EQ(again.out.find("recorded"), std::string::npos) << again.out;
+
+  // The run's session.started names the file exec'd, its digest and its package's version.
+  ASSERT_EQ(strict_run("run-1"), 0);
+  auto attested = attested_binary("run-1");
+  EXPECT_EQ(attested.at("path").as_string(), binary().string());
+  EXPECT_EQ(attested.at("sha256").as_string(), recorded);
+  EXPECT_EQ(attested.at("package"), "@anthropic-ai/claude-code-linux-x64");
+  EXPECT_EQ(attested.at("version"), "2.1.197");
+  auto ok = metaharness({"audit", (dir.path() / "run-1").string(), "--json"});
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  auto ok_doc = protocol::parse_json(ok.out);
+  ASSERT_TRUE(ok_doc && ok_doc->is_object()) << ok.out;
+  EXPECT_EQ(verdicts(ok_doc->as_object())["h9"], "ok");
+
+  // The binary changed after it was recorded (one byte appended: it still runs, as 2.1.197).
+  std::ofstream(binary(), std::ios::binary | std::ios::app) << '\n';
+  EXPECT_EQ(strict_run("run-2"), 1) << "strict: a gating gap";
+  EXPECT_NE(attested_binary("run-2").at("sha256").as_string(), recorded);
+  auto gap = metaharness({"audit", (dir.path() / "run-2").string()});
+  EXPECT_EQ(gap.status, 1) << gap.out;
+  EXPECT_NE(row_line(gap.out, "H9")
+                .find("  H9 gap gating record vendor version pinned — version 2.1.197, on the pin; "
+                      "binary \"" +
+                      binary().string() + "\" sha256 "),
+            std::string::npos)
+      << gap.out;
+  EXPECT_NE(row_line(gap.out, "H9")
+                .find("is not the @anthropic-ai/claude-code 2.1.197 binary `vendor install` "
+                      "recorded"),
+            std::string::npos)
+      << gap.out;
+  // The first run still ran the recorded binary.
+  EXPECT_EQ(metaharness({"audit", (dir.path() / "run-1").string()}).status, 0);
+}
+
 // --- hand-made streams -------------------------------------------------------------------------
 
 class HandMadeAudit : public ::testing::Test {
@@ -335,6 +446,9 @@ class HandMadeAudit : public ::testing::Test {
     s.plugins = std::vector<protocol::PluginRef>{};
     s.mcp_servers = std::vector<protocol::McpServerRef>{};
     s.hermetic.mode = protocol::HermeticMode::on;
+    // The binary `vendor install` recorded (the record is the test's own: record()).
+    s.hermetic.vendor_binary =
+        protocol::VendorBinary{"/vendor/claude", kRecordedSha, "@anthropic-ai/claude-code", "2.1.197", std::nullopt};
     using protocol::HermeticRow;
     for (auto r : {HermeticRow::h2, HermeticRow::h3, HermeticRow::h6, HermeticRow::h8, HermeticRow::h11})
       s.hermetic.imposed.push_back({r, "imposed"});
@@ -353,6 +467,18 @@ class HandMadeAudit : public ::testing::Test {
     return dir.path();
   }
 
+  // The audit, holding H9's binary to the test's own install record (naming kRecordedSha).
+  Output audit(std::vector<std::string> args) {
+    std::ofstream(record()) << R"({"format":"metaharness.vendor-install/1","recorded_at":"",)"
+                               R"("binaries":[{"adapter":"claude","package":"@anthropic-ai/claude-code",)"
+                               R"("version":"2.1.197","path":"/vendor/claude","sha256":")" +
+                                   kRecordedSha + R"("}]})";
+    args.insert(args.end(), {"--install-record", record().string()});
+    return test::audit(std::move(args));
+  }
+  std::filesystem::path record() const { return dir.path() / "installed.json"; }
+
+  const std::string kRecordedSha = std::string(64, 'c');
   TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
 };
 
@@ -378,6 +504,37 @@ TEST_F(HandMadeAudit, TheAttestedNetworkAndModelCredentialAreShownBesideTheRows)
   EXPECT_TRUE(doc->at("model_credential").is_null());
   auto old = audit({write_run([](auto&) {}).string()});
   EXPECT_NE(old.out.find("\nnetwork: not attested; model credential: not attested\n"), std::string::npos) << old.out;
+}
+
+// Issue 27 section 6: the binary the attestation says ran against `vendor install`'s record.
+TEST_F(HandMadeAudit, ABinaryOtherThanTheRecordedOneIsAGapNoRecordIsUnknown) {
+  auto other = audit({write_run([](auto& s) { s.hermetic.vendor_binary->sha256 = std::string(64, 'd'); }).string()});
+  EXPECT_EQ(other.status, 1) << other.out;
+  EXPECT_NE(row_line(other.out, "H9")
+                .find("  H9 gap gating record vendor version pinned — version 2.1.197, on the "
+                      "pin; binary \"/vendor/claude\" sha256 dddddddddddd… is not the "
+                      "@anthropic-ai/claude-code 2.1.197 binary `vendor install` recorded"),
+            std::string::npos)
+      << other.out;
+  EXPECT_NE(other.out.find("\nvendor binary: /vendor/claude (@anthropic-ai/claude-code 2.1.197), sha256 " +
+                           std::string(64, 'd') + "\n"),
+            std::string::npos)
+      << other.out;
+
+  const auto run = write_run([](auto&) {});
+  auto none = test::audit({run.string(), "--install-record", (dir.path() / "none.json").string(), "--json"});
+  EXPECT_EQ(none.status, 3) << none.out;
+  auto doc = protocol::parse_json(none.out);
+  ASSERT_TRUE(doc && doc->is_object()) << none.out;
+  EXPECT_EQ(verdicts(doc->as_object())["h9"], "unk");
+  EXPECT_EQ(doc->at("gating"), "unk");
+  EXPECT_TRUE(doc->at("facts").at("install_record").at("entry").is_null());
+  EXPECT_EQ(doc->at("vendor_binary").at("sha256").as_string(), kRecordedSha);
+
+  // A run made before the attestation named its binary: unknown, not a pass.
+  auto old = audit({write_run([](auto& s) { s.hermetic.vendor_binary = std::nullopt; }).string()});
+  EXPECT_EQ(old.status, 3) << old.out;
+  EXPECT_NE(old.out.find("\nvendor binary: not attested\n"), std::string::npos) << old.out;
 }
 
 TEST_F(HandMadeAudit, AnotherOutputStyleIsAGapExitOne) {

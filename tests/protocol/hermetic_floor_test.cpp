@@ -269,6 +269,117 @@ TEST(HermeticFloor, H9TheObservedVersionAgainstThePin) {
       [](LaunchFacts& f) { f.pins = std::nullopt; });
 }
 
+// Issue 27 section 6: with an install record consulted, H9 also holds the binary the attestation
+// says ran to the one `vendor install` recorded for the adapter.
+const std::string kInstalled(64, 'a');
+
+InstallRecordFact record_naming(std::string sha256) {
+  return {"/vendor/installed.json",
+          InstalledBinary{"claude", "@anthropic-ai/claude-code", "2.1.197", "/vendor/node_modules/claude", sha256}, ""};
+}
+
+ev::SessionStarted start_with_binary(std::optional<std::string> sha256) {
+  auto s = clean_start();
+  s.hermetic.vendor_binary = VendorBinary{"/vendor/node_modules/claude", std::move(sha256),
+                                          "@anthropic-ai/claude-code-linux-x64", "2.1.197", std::nullopt};
+  return s;
+}
+
+TEST(HermeticFloor, H9TheAttestedBinaryAgainstTheInstallRecordSameDigestIsOk) {
+  auto f = clean_facts();
+  f.install_record = record_naming(kInstalled);
+  auto v = judge(HermeticRow::h9, start_with_binary(kInstalled), f);
+  EXPECT_EQ(v.verdict, Verdict::ok) << v.detail;
+  EXPECT_EQ(v.detail,
+            "version 2.1.197, on the pin; binary \"/vendor/node_modules/claude\" sha256 aaaaaaaaaaaa…, as `vendor "
+            "install` recorded for @anthropic-ai/claude-code 2.1.197");
+}
+
+TEST(HermeticFloor, H9ABinaryWhoseDigestIsNotTheRecordedOneIsAGapEvenOnThePinnedVersion) {
+  auto f = clean_facts();
+  f.install_record = record_naming(kInstalled);
+  auto v = judge(HermeticRow::h9, start_with_binary(std::string(64, 'b')), f);
+  EXPECT_EQ(v.verdict, Verdict::gap);
+  EXPECT_NE(v.detail.find("sha256 bbbbbbbbbbbb… is not the @anthropic-ai/claude-code 2.1.197 binary `vendor install` "
+                          "recorded (\"/vendor/node_modules/claude\", sha256 aaaaaaaaaaaa…, in "
+                          "/vendor/installed.json)"),
+            std::string::npos)
+      << v.detail;
+  // A gap outranks an unknown version.
+  auto s = start_with_binary(std::string(64, 'b'));
+  s.harness_version = std::nullopt;
+  EXPECT_EQ(judge(HermeticRow::h9, s, f).verdict, Verdict::gap);
+  EXPECT_EQ(gating_verdict(judge_floor(&s, f)), Verdict::gap);
+}
+
+TEST(HermeticFloor, H9NoRecordOrNoDigestIsUnknownNeverAGapNorOk) {
+  auto f = clean_facts();
+  f.install_record =
+      InstallRecordFact{"/vendor/installed.json", std::nullopt, "no install record at /vendor/installed.json"};
+  auto none = judge(HermeticRow::h9, start_with_binary(kInstalled), f);
+  EXPECT_EQ(none.verdict, Verdict::unk);
+  EXPECT_EQ(none.detail, "version 2.1.197, on the pin; no install record at /vendor/installed.json");
+
+  f.install_record = record_naming(kInstalled);
+  auto unattested = judge(HermeticRow::h9, clean_start(), f);  // a run made before the attestation said
+  EXPECT_EQ(unattested.verdict, Verdict::unk);
+  EXPECT_NE(unattested.detail.find("the attestation names no vendor binary digest"), std::string::npos);
+
+  auto refused = start_with_binary(std::nullopt);
+  refused.hermetic.vendor_binary->refused = "cannot digest the vendor binary /x: Permission denied";
+  auto v = judge(HermeticRow::h9, refused, f);
+  EXPECT_EQ(v.verdict, Verdict::unk);
+  EXPECT_NE(v.detail.find("was not digested at launch: cannot digest the vendor binary /x: Permission denied"),
+            std::string::npos)
+      << v.detail;
+
+  // An off-pin version is a gap whatever the record says.
+  auto off = start_with_binary(kInstalled);
+  off.harness_version = "2.1.198";
+  f.install_record = InstallRecordFact{"/vendor/installed.json", std::nullopt, "none"};
+  EXPECT_EQ(judge(HermeticRow::h9, off, f).verdict, Verdict::gap);
+}
+
+// On the wire: additive, omitted when not said, read back field by field; a digest that is not
+// one is refused.
+TEST(HermeticFloor, TheAttestedBinaryIsAdditiveOnTheWireAndReadsBack) {
+  auto s = start_with_binary(kInstalled);
+  std::string line = serialize(Event{1, "r-1", std::nullopt, s, std::nullopt});
+  EXPECT_NE(line.find(R"("vendor_binary":{"path":"/vendor/node_modules/claude","sha256":")" + kInstalled +
+                      R"(","package":"@anthropic-ai/claude-code-linux-x64","version":"2.1.197"})"),
+            std::string::npos)
+      << line;
+  auto back = session_started_in(line);
+  ASSERT_TRUE(back && back->hermetic.vendor_binary);
+  EXPECT_EQ(back->hermetic.vendor_binary->sha256, kInstalled);
+  EXPECT_EQ(back->hermetic.vendor_binary->version, "2.1.197");
+  EXPECT_FALSE(back->hermetic.vendor_binary->refused);
+
+  std::string old_line = serialize(Event{1, "r-1", std::nullopt, clean_start(), std::nullopt});
+  EXPECT_EQ(old_line.find("vendor_binary"), std::string::npos) << "omitted when not said";
+  auto old = session_started_in(old_line);
+  ASSERT_TRUE(old);
+  EXPECT_FALSE(old->hermetic.vendor_binary);
+
+  auto refused = start_with_binary(std::nullopt);
+  refused.hermetic.vendor_binary->refused = "cannot digest the vendor binary /x: Permission denied";
+  auto refused_back = session_started_in(serialize(Event{1, "r-1", std::nullopt, refused, std::nullopt}));
+  ASSERT_TRUE(refused_back && refused_back->hermetic.vendor_binary);
+  EXPECT_FALSE(refused_back->hermetic.vendor_binary->sha256);
+  EXPECT_EQ(refused_back->hermetic.vendor_binary->refused, refused.hermetic.vendor_binary->refused);
+
+  std::string bad = line;
+  bad.replace(bad.find(kInstalled), 64, std::string(64, 'A'));
+  EXPECT_FALSE(session_started_in(bad)) << "an upper-case digest is no digest";
+}
+
+// A caller that consulted no record (the daemon's `get`) judges the version alone, as before.
+TEST(HermeticFloor, H9WithoutAConsultedRecordJudgesTheVersionAlone) {
+  auto v = judge(HermeticRow::h9, start_with_binary(std::string(64, 'b')));
+  EXPECT_EQ(v.verdict, Verdict::ok);
+  EXPECT_EQ(v.detail, "version 2.1.197, on the pin");
+}
+
 TEST(HermeticFloor, H10IsOkWithADigestAndOkWithoutOneNothingPinnedNothingCanMove) {
   auto s = clean_start();
   s.inputs_digest = std::string(64, 'a');

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "adapters/vendor_descriptor.hpp"
+#include "protocol/digest.hpp"
+#include "protocol/json.hpp"
 #include "tests/systemd/package_support.hpp"
 
 extern char** environ;
@@ -131,6 +133,26 @@ TEST_F(VendorInstall, AFolderWithNothingAsksNpmForEveryPinAndReportsEachInstalle
   EXPECT_NE(o.out.find("opencode seam plugin: @opencode-ai/plugin@" + opencode_version + " installed in"),
             std::string::npos)
       << o.out;
+  // What it installed is recorded (issue 27 section 6): each binary an adapter runs, resolved,
+  // with its sha256, the pinned package and its manifest's version.
+  auto record = protocol::parse_json(read_file(target / "installed.json"));
+  ASSERT_TRUE(record && record->is_object()) << read_file(target / "installed.json");
+  EXPECT_EQ(record->at("format"), "metaharness.vendor-install/1");
+  const auto& binaries = record->at("binaries").as_array();
+  const auto all = pins();
+  ASSERT_EQ(binaries.size(), all.size());
+  for (std::size_t i = 0; i < binaries.size(); ++i) {
+    const auto& b = binaries[i].as_object();
+    const auto& p = all[i];
+    EXPECT_EQ(b.at("adapter").as_string(), p.adapter);
+    EXPECT_EQ(b.at("package").as_string(), p.package);
+    EXPECT_EQ(b.at("version").as_string(), p.version);
+    const auto* vendor = adapters::find_vendor(p.adapter);
+    ASSERT_NE(vendor, nullptr) << p.adapter;
+    EXPECT_EQ(b.at("path").as_string(), fs::canonical(vendor->default_binary(target)).string());
+    EXPECT_EQ(b.at("sha256").as_string(), protocol::sha256_hex("#!/bin/sh\n")) << "the stand-in's binary";
+  }
+  EXPECT_NE(o.out.find("vendor install: recorded the sha256 of the "), std::string::npos) << o.out;
 }
 
 TEST_F(VendorInstall, AFolderAlreadyOnEveryPinIsLeftUntouchedAndNpmIsNotRun) {
@@ -148,6 +170,25 @@ TEST_F(VendorInstall, AFolderAlreadyOnEveryPinIsLeftUntouchedAndNpmIsNotRun) {
   for (const auto& p : pins())
     EXPECT_NE(o.out.find(p.adapter + ": " + p.package + " " + p.version + " already in"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("vendor install: nothing to do"), std::string::npos) << o.out;
+  // The binaries in place, named by no record yet, are recorded once, and said to be as found.
+  EXPECT_NE(o.out.find("(as found in place: no record named them)"), std::string::npos) << o.out;
+  ASSERT_TRUE(fs::exists(target / "installed.json"));
+  const auto recorded = read_file(target / "installed.json");
+  const auto written = fs::last_write_time(target / "installed.json");
+  // Again: the record names every pin, so nothing at all is written.
+  auto again = install(target, {"NPM_EXIT=1"});
+  ASSERT_EQ(again.status, 0) << again.out << again.err;
+  EXPECT_EQ(again.out.find("recorded"), std::string::npos) << again.out;
+  EXPECT_EQ(read_file(target / "installed.json"), recorded);
+  EXPECT_EQ(fs::last_write_time(target / "installed.json"), written);
+  // A record that is not one is refused by name and kept (it may be what says a binary changed).
+  std::ofstream(target / "installed.json") << "{";
+  auto torn = install(target, {"NPM_EXIT=1"});
+  EXPECT_EQ(torn.status, 0) << "nothing was to be installed";
+  EXPECT_NE(torn.err.find("the install record " + (target / "installed.json").string() + " is not a JSON object"),
+            std::string::npos)
+      << torn.err;
+  EXPECT_EQ(read_file(target / "installed.json"), "{");
 }
 
 TEST_F(VendorInstall, OnlyThePinsNotInPlaceAreAskedFor) {
