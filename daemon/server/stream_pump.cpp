@@ -3,8 +3,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
+#include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/requests.hpp"
-#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
