@@ -32,6 +32,7 @@
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 #include "daemon/server/socket_api.hpp"
+#include "daemon/stream/close_syncer.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
 #include "daemon/viewer/viewer_routes.hpp"
 
@@ -296,6 +297,9 @@ struct Daemon::Impl final : Server {
     signals.cancel();
     cancel_timers();
     if (http_listener) http_listener->stop();
+    // Every run's stream.closed made durable and handed to its readers (close_syncer.hpp) before
+    // the connections are told to flush: a tail's stream.closed and `end` go out as before.
+    CloseSyncer::shared()->wait_idle();
     if (auto problem = registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
     std::vector<std::shared_ptr<Connection>> open;
     {
