@@ -14,6 +14,7 @@
 #include "cli/socket_client.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/config/config.hpp"
+#include "daemon/fleet/fleet_host.hpp"
 #include "daemon/server/daemon.hpp"
 #include "daemon/server/socket_api.hpp"
 #include "protocol/event_text.hpp"
@@ -502,7 +503,7 @@ int daemon_verb(const ClientOptions& o) {
   }
   if (!o.socket_override.empty()) config->socket = o.socket_override;
   if (!o.state_dir_override.empty()) config->state_dir = o.state_dir_override;
-  daemon::Daemon d(std::move(*config));
+  daemon::Daemon d(std::move(*config), &daemon::FleetHost::start);
   return d.run();
 }
 

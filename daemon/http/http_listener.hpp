@@ -11,7 +11,7 @@
 // connection that sends nothing (or too slowly) for idle_timeout is closed.
 //
 // No authentication of its own: a route that needs one checks the request (the viewer's bearer
-// token, daemon/server/viewer_routes.hpp); /metrics answers whoever can reach the address.
+// token, daemon/viewer/viewer_routes.hpp); /metrics answers whoever can reach the address.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>

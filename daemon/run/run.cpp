@@ -12,6 +12,7 @@
 #include "daemon/process/vendor_provenance.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
+#include "daemon/stream/close_syncer.hpp"
 
 namespace mh::daemon {
 
@@ -54,6 +55,8 @@ EventLogOptions log_options_of(const RunOptions& options) {
   log_options.durability = options.fsync_each_event ? Durability::fsync_each : Durability::write;
   log_options.max_line_bytes = options.max_event_line_bytes;
   log_options.redactions = options.redactions;  // issue 25: no secret in the record
+  // stream.closed made durable off the run's io thread (close_syncer.hpp; issue 26 §5).
+  log_options.close_syncer = CloseSyncer::shared();
   return log_options;
 }
 

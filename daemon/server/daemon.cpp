@@ -27,13 +27,14 @@
 #include "daemon/server/connection.hpp"
 #include "daemon/server/connection_home.hpp"
 #include "daemon/server/containment_policy.hpp"
-#include "daemon/server/fleet_host.hpp"
+#include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
 #include "daemon/server/socket_api.hpp"
-#include "daemon/server/viewer_routes.hpp"
+#include "daemon/stream/close_syncer.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
+#include "daemon/viewer/viewer_routes.hpp"
 
 namespace mh::daemon {
 
@@ -90,7 +91,10 @@ void end_run_body(const Server& server, const Run& run) {
 }  // namespace
 
 struct Daemon::Impl final : Server {
-  explicit Impl(DaemonConfig c) : Server(std::move(c)), acceptor(io), signals(io, SIGTERM, SIGINT) {}
+  Impl(DaemonConfig c, FleetStarter f)
+      : Server(std::move(c)), start_fleet(std::move(f)), acceptor(io), signals(io, SIGTERM, SIGINT) {}
+
+  FleetStarter start_fleet;  // [fleet]: what makes this daemon a host of the fleet (fleet_gate.hpp)
 
   asio::local::stream_protocol::acceptor acceptor;
   asio::signal_set signals;
@@ -293,6 +297,9 @@ struct Daemon::Impl final : Server {
     signals.cancel();
     cancel_timers();
     if (http_listener) http_listener->stop();
+    // Every run's stream.closed made durable and handed to its readers (close_syncer.hpp) before
+    // the connections are told to flush: a tail's stream.closed and `end` go out as before.
+    CloseSyncer::shared()->wait_idle();
     if (auto problem = registry.save_ledger()) log(LogPriority::error, "daily budgets: " + *problem);
     std::vector<std::shared_ptr<Connection>> open;
     {
@@ -340,7 +347,8 @@ void log_containment(const ContainmentPolicy& p) {
 
 }  // namespace
 
-Daemon::Daemon(DaemonConfig config) : impl_(std::make_shared<Impl>(std::move(config))) {}
+Daemon::Daemon(DaemonConfig config, FleetStarter start_fleet)
+    : impl_(std::make_shared<Impl>(std::move(config), std::move(start_fleet))) {}
 Daemon::~Daemon() = default;
 
 int Daemon::run() {
@@ -406,7 +414,13 @@ int Daemon::run() {
                                         std::chrono::system_clock::now()))
     log(LogPriority::warning, "submit request ids: " + *problem);
   if (d.config.fleet) {
-    auto host = FleetHost::start(impl_);
+    if (!d.start_fleet) {
+      log(LogPriority::error,
+          "cannot start: fleet: the config has a [fleet] section, but this program was built "
+          "without the fleet (no FleetStarter)");
+      return 2;
+    }
+    auto host = d.start_fleet(impl_);
     if (!host) {
       log(LogPriority::error, "cannot start: " + host.error());
       return 2;

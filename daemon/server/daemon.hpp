@@ -10,12 +10,15 @@
 #include <memory>
 
 #include "daemon/config/config.hpp"
+#include "daemon/server/fleet_gate.hpp"
 
 namespace mh::daemon {
 
 class Daemon {
  public:
-  explicit Daemon(DaemonConfig config);
+  // `start_fleet`: what a config with a [fleet] section starts (the fleet's FleetHost::start,
+  // daemon/fleet/fleet_host.hpp); without it such a config is refused at start, by name.
+  explicit Daemon(DaemonConfig config, FleetStarter start_fleet = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

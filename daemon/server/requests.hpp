@@ -4,7 +4,7 @@
 // runs.
 //
 // Handlers, by concern: requests_runs.cpp (submit, list, get, status, shutdown),
-// requests_control.cpp (command, halt), stream_pump.cpp (tail, attach), requests_viewer.cpp
+// requests_control.cpp (command, halt), stream_pump.cpp (tail, attach), daemon/viewer/requests_viewer.cpp
 // (viewer: a token for the viewer page).
 #pragma once
 
@@ -53,8 +53,6 @@ boost::asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, 
 // it queues a spec).
 boost::system::result<adapters::RunSpec, SubmitRefusal> check_submit(Server& server, Role role,
                                                                      const boost::json::object& run);
-// `submit` with "fleet": true (requests_fleet.cpp): the spec goes on the fleet's queue.
-boost::asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const boost::json::object& run);
 
 // A handler answers on the session (at least one line, unless the connection closes).
 using RequestHandler = boost::asio::awaitable<void> (*)(Session& session, const SocketRequest& request);

@@ -1,7 +1,7 @@
 // The requests that command a run without attaching to it: command (any metaharness.command/1)
 // and halt. Each answers with the command's `result` once its command.result exists.
+#include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/requests.hpp"
-#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"

@@ -20,11 +20,11 @@
 #include "daemon/server/io_pool.hpp"
 #include "daemon/server/registry.hpp"
 #include "daemon/server/submit_ledger.hpp"
-#include "daemon/server/viewer_tokens.hpp"
+#include "daemon/viewer/viewer_tokens.hpp"
 
 namespace mh::daemon {
 
-class FleetHost;
+class FleetGate;
 
 // Turns a callback API ("call done(value) exactly once, on any thread") into an awaitable that
 // resumes on the awaiting coroutine's executor.
@@ -129,8 +129,8 @@ class Server : public std::enable_shared_from_this<Server> {
   // The request ids of submits (submit_ledger.hpp): opened on its file at start; in memory only
   // for a Server built without a daemon. Any thread.
   SubmitLedger submits;
-  // [fleet]: this daemon as a host of a fleet (fleet_host.hpp); null without the section.
-  std::shared_ptr<FleetHost> fleet;
+  // [fleet]: this daemon as a host of a fleet (fleet_gate.hpp); null without the section.
+  std::shared_ptr<FleetGate> fleet;
 
  protected:
   // Registry strand: the daemon is stopping and its last run has closed.

@@ -4,8 +4,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 
+#include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/requests.hpp"
-#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "protocol/reader.hpp"

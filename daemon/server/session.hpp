@@ -56,7 +56,7 @@ class Session : public Connection::Handler, public std::enable_shared_from_this<
     bool active = false;
     std::string run_id;
     std::shared_ptr<Run> attached;
-    std::string fleet_owner;  // attached to a run of this host of the fleet (requests_fleet.hpp)
+    std::string fleet_owner;  // attached to a run of this host of the fleet (fleet_gate.hpp)
   };
   Stream& stream() { return stream_; }
 

@@ -3,8 +3,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
+#include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/requests.hpp"
-#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
@@ -119,7 +119,9 @@ asio::awaitable<void> pump_stream(std::shared_ptr<Session> session, StreamReader
     }
     if (batch->reached_end) break;
     if (batch->count == 0) {
-      if (!follow) break;
+      // Without --follow a tail ends at the end, but not between a closed run's last event and
+      // its stream.closed, which its syncer is making durable (close_syncer.hpp).
+      if (!follow && !reader.final_pending()) break;
       auto outcome = co_await wait_more(connection, reader);
       if (outcome == WaitOutcome::writer_gone || connection.closing()) break;
     }

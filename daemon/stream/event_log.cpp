@@ -9,6 +9,8 @@
 #include <chrono>
 #include <system_error>
 
+#include "daemon/log.hpp"
+#include "daemon/stream/close_syncer.hpp"
 #include "protocol/line_framer.hpp"
 #include "protocol/reader.hpp"
 #include "protocol/time_text.hpp"
@@ -239,13 +241,36 @@ boost::system::result<void, std::string> EventLog::commit_pending(bool closing) 
   pending_index_.clear();
   committed_bytes_ += scratch_.size();
   committed_seq_ = last_seq_;
-  if (closing) {
+  bool published_later = false;
+  if (closing && options_.close_syncer) {
+    // Written; the syncer makes it durable and only then publishes it (close_syncer.hpp), off
+    // this strand. Whoever close() tells hears of it now, before any reader can see it.
+    if (auto fd = std::make_shared<UniqueFd>(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0)); *fd) {
+      shared_->mark_close_pending();
+      if (before_final_publish_) before_final_publish_(committed_seq_);
+      options_.close_syncer->submit(
+          [shared = shared_, fd, bytes = committed_bytes_, seq = committed_seq_, path = shared_->path()] {
+            if (::fdatasync(fd->get()) == -1) {
+              const int error = errno;
+              daemon::log(LogPriority::error, "stream.closed written as seq " + std::to_string(seq) + " to " +
+                                                  path.string() + ", but fdatasync failed: " + errno_text(error));
+            }
+            shared->set_final_seq(seq);
+            shared->publish(bytes, seq);
+            shared->wake_waiters();
+          });
+      published_later = true;
+    }  // no descriptor to hand over: synced here, as without a syncer
+  }
+  if (closing && !published_later) {
     if (::fdatasync(fd_.get()) == -1) final_sync_error_ = errno;
     if (before_final_publish_) before_final_publish_(committed_seq_);
     shared_->set_final_seq(committed_seq_);
   }
-  shared_->publish(committed_bytes_, committed_seq_);
-  shared_->wake_waiters();
+  if (!published_later) {
+    shared_->publish(committed_bytes_, committed_seq_);
+    shared_->wake_waiters();
+  }
   scratch_.clear();
   if (scratch_.capacity() > kScratchKeepBytes) {
     scratch_.shrink_to_fit();

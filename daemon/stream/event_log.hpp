@@ -17,7 +17,8 @@
 //
 // Durability: `write` (default) leaves the line in the page cache once write(2) returns: it
 // survives a crash of the daemon, not of the machine. `fsync_each` fdatasyncs every line before
-// publishing it. close() always fdatasyncs.
+// publishing it. close() always fdatasyncs, on the caller's thread or (EventLogOptions'
+// close_syncer) on a syncer's, before it publishes stream.closed.
 //
 // Threading: an EventLog is owned and used on its run's strand; it is not thread-safe, by design
 // (one writer, no locks). The only state shared with readers on other strands is the
@@ -44,6 +45,8 @@ namespace mh::daemon {
 
 enum class Durability { write, fsync_each };
 
+class CloseSyncer;
+
 struct EventLogOptions {
   Durability durability = Durability::write;
   // A sparse index entry every `index_interval` lines: O(N / interval) memory, and a reader
@@ -62,6 +65,12 @@ struct EventLogOptions {
   // sees one. The line is cut to its bound after redaction, so a cut's SHA-256 is of the
   // redacted content too.
   std::vector<std::pair<std::string, std::string>> redactions;
+  // Where close() makes stream.closed durable. Null: on the caller's thread, inside close(),
+  // which returns once readers can see the line. Else on the syncer's threads
+  // (close_syncer.hpp): close() returns once the line is written and `before_readers_see` has
+  // been called, and readers see the line once it is durable, as before; a failed fdatasync is
+  // then said in the daemon's log rather than in close()'s result.
+  std::shared_ptr<CloseSyncer> close_syncer;
 };
 
 struct RecoveryReport {
@@ -121,7 +130,9 @@ class EventLog {
 
   // Appends stream.closed (events = seq - 1, run_id = this run) as the last line, fdatasyncs,
   // calls `before_readers_see(seq)` (if given), publishes it, and returns its seq (after writing
-  // what a hold kept, if any). A second close is refused. `resources`: what the run's cgroup
+  // what a hold kept, if any). With a close_syncer (EventLogOptions), `before_readers_see` is
+  // called once the line is written, and the fdatasync and the publication happen on the
+  // syncer, after close() has returned. A second close is refused. `resources`: what the run's cgroup
   // counted (absent from the line when nullopt: the run had none).
   boost::system::result<std::uint64_t, std::string> close(
       protocol::CloseReason reason, protocol::ProcessTermination process,

@@ -88,6 +88,9 @@ class StreamReader {
   bool has_unread() const { return offset_ < log_->committed_bytes(); }
   // Everything through stream.closed has been read.
   bool finished() const;
+  // Caught up with a stream whose stream.closed is written but not yet readable (it is being
+  // made durable, close_syncer.hpp): a reader that would stop at the end waits for it instead.
+  bool final_pending() const { return !finished() && log_->close_pending() && !log_->final_seq(); }
   // This reader's memory: its read buffer (bounded by the budget, or the longest line).
   std::size_t buffer_capacity() const { return buffer_.capacity(); }
   // Where its bytes came from, counted: pread(2) calls on the file, and copies from the log's

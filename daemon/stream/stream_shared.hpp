@@ -163,6 +163,9 @@ class SharedStreamState {
   // The log went away without writing stream.closed (its owner dropped it, e.g. a daemon
   // shutting down mid-run): nothing more will ever be committed.
   bool writer_gone() const { return writer_gone_.load(std::memory_order_seq_cst); }
+  // stream.closed is written and being made durable off the writer's thread (close_syncer.hpp):
+  // final_seq() comes with the next publication.
+  bool close_pending() const { return close_pending_.load(std::memory_order_seq_cst); }
 
   // Diagnostics: how many readers are listed for a wake-up right now (each at most once).
   std::size_t listed_waiters() const { return listed_count_.load(std::memory_order_relaxed); }
@@ -181,6 +184,7 @@ class SharedStreamState {
   }
   void set_final_seq(std::uint64_t seq) { final_seq_.store(seq, std::memory_order_release); }
   void mark_writer_gone() { writer_gone_.store(true, std::memory_order_seq_cst); }
+  void mark_close_pending() { close_pending_.store(true, std::memory_order_seq_cst); }
   // Wakes every listed reader. Cheap when none is listed (one load).
   void wake_waiters();
 
@@ -197,6 +201,7 @@ class SharedStreamState {
   std::atomic<std::uint64_t> committed_seq_{0};
   std::atomic<std::uint64_t> final_seq_{0};
   std::atomic<bool> writer_gone_{false};
+  std::atomic<bool> close_pending_{false};
   std::atomic<ReaderWaker*> waiters_{nullptr};
   std::atomic<std::size_t> listed_count_{0};
 };

@@ -2,6 +2,11 @@
 // after a kill (torn line cut, nothing complete lost), bounded memory.
 #include <sys/stat.h>
 
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+
+#include "daemon/stream/close_syncer.hpp"
+#include "daemon/stream/stream_reader.hpp"
 #include "protocol/completeness.hpp"
 #include "stream_test_support.hpp"
 
@@ -75,6 +80,65 @@ TEST(EventLog, CloseTellsItsCallerBeforeAnyReaderCanSeeStreamClosed) {
   EXPECT_FALSE(final_when_told);
   EXPECT_EQ(shared->committed_seq(), 2u);
   EXPECT_EQ(shared->final_seq(), std::optional<std::uint64_t>(2));
+}
+
+// With a close syncer (issue 26 §5: N runs closing together no longer wait for each other's
+// fdatasync on their io thread), close() returns once stream.closed is written and its caller
+// told; readers see it only once the syncer has made it durable, and the log may be gone by then.
+TEST(EventLog, WithACloseSyncerReadersSeeStreamClosedOnlyOnceTheSyncerSyncedIt) {
+  TempDir dir;
+  auto syncer = std::make_shared<CloseSyncer>(0);  // runs nothing until run_queued()
+  EventLogOptions options;
+  options.close_syncer = syncer;
+  std::shared_ptr<SharedStreamState> shared;
+  std::optional<std::uint64_t> told;
+  boost::asio::io_context context;
+  std::optional<StreamReader> reader;
+  {
+    auto log = make_log(dir, "run-1", options);
+    ASSERT_TRUE(log.append(text_event(1), std::nullopt));
+    shared = log.shared();
+    auto opened = StreamReader::open(shared, context.get_executor(), ReaderStart::from_beginning());
+    ASSERT_TRUE(opened) << opened.error();
+    reader.emplace(std::move(*opened));
+    auto first = reader->read_some();
+    ASSERT_TRUE(first) << first.error();
+    EXPECT_EQ(first->count, 1u);
+    EXPECT_FALSE(reader->final_pending()) << "an open stream is not closing";
+    auto closed = log.close(CloseReason::completed, exited(0), [&](std::uint64_t seq) { told = seq; });
+    ASSERT_TRUE(closed) << closed.error();
+    EXPECT_EQ(*closed, 2u);
+    EXPECT_TRUE(log.closed());
+    EXPECT_EQ(told, std::optional<std::uint64_t>(2)) << "the caller is told at once";
+    EXPECT_EQ(read_file(dir.events()).size(), log.committed_bytes()) << "the line is written";
+    EXPECT_EQ(shared->committed_seq(), 1u) << "but not readable before the sync";
+    EXPECT_FALSE(shared->final_seq().has_value());
+    auto none = reader->read_some();
+    ASSERT_TRUE(none) << none.error();
+    EXPECT_EQ(none->count, 0u);
+    EXPECT_FALSE(none->reached_end);
+    EXPECT_TRUE(reader->final_pending()) << "a tail without --follow waits here rather than ending";
+  }  // the log goes before the sync: its readers are not told the writer is gone
+  EXPECT_FALSE(shared->writer_gone());
+  EXPECT_EQ(syncer->run_queued(), 1u);
+  EXPECT_EQ(shared->committed_seq(), 2u);
+  EXPECT_EQ(shared->final_seq(), std::optional<std::uint64_t>(2));
+  auto last = reader->read_some();
+  ASSERT_TRUE(last) << last.error();
+  EXPECT_EQ(last->count, 1u);
+  EXPECT_TRUE(last->reached_end);
+  EXPECT_FALSE(reader->final_pending());
+  auto verdict = protocol::check_stream(read_file(dir.events()));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << verdict.first_bad_reason;
+}
+
+TEST(CloseSyncer, WaitIdleReturnsOnceEveryJobHasRun) {
+  CloseSyncer syncer(2);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 50; ++i)
+    syncer.submit([&ran] { ++ran; });
+  syncer.wait_idle();
+  EXPECT_EQ(ran.load(), 50);
 }
 
 TEST(EventLog, RefusalsAreValues) {

@@ -1,5 +1,5 @@
 // The viewer's token book: what a token grants, for how long, and the bounds it keeps.
-#include "daemon/server/viewer_tokens.hpp"
+#include "daemon/viewer/viewer_tokens.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/server/viewer_routes.hpp"
+#include "daemon/viewer/viewer_routes.hpp"
 
 #include <boost/asio/this_coro.hpp>
 #include <boost/json/serialize.hpp>

@@ -1,6 +1,7 @@
 // This daemon as a host of a fleet ([fleet], docs/fleet.md): its link to NATS, its lease, the
 // sweep that closes a lost host's runs, and the publishing of every local run's stream to the
-// fleet after each line is on local disk.
+// fleet after each line is on local disk. The server reaches it only through FleetGate
+// (daemon/server/fleet_gate.hpp); the socket requests' fleet side is fleet_requests.hpp.
 //
 // Threading: every blocking NATS call runs on the fleet's own threads (an io_context of two
 // threads that only this class uses, the lease's io_context of two more, and the placement
@@ -36,25 +37,34 @@
 #include "daemon/fleet/fleet_link.hpp"
 #include "daemon/fleet/lost_host_sweep.hpp"
 #include "daemon/fleet/placement.hpp"
+#include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/server.hpp"
 
 namespace mh::daemon {
 
 class Server;
-class SharedStreamState;
 
-class FleetHost : public std::enable_shared_from_this<FleetHost> {
+class FleetHost final : public FleetGate, public std::enable_shared_from_this<FleetHost> {
  public:
   // Connects and takes the lease (blocking; at start, before the daemon says READY). A refusal
-  // names the key and why.
-  static boost::system::result<std::shared_ptr<FleetHost>, std::string> start(std::shared_ptr<Server> server);
-  ~FleetHost();
+  // names the key and why. The daemon's FleetStarter.
+  static boost::system::result<std::shared_ptr<FleetGate>, std::string> start(std::shared_ptr<Server> server);
+  ~FleetHost() override;
 
   // Publishes run `id` from what the fleet already holds of it on (any thread). A run that is
   // published already is left as it is.
-  void track(const std::string& id);
+  void track(const std::string& id) override;
   // Drops the lease (a clean stop: the survivors need not wait out the TTL) and stops the thread.
-  void stop();
+  void stop() override;
+
+  // The socket requests' fleet side (fleet_requests.hpp).
+  boost::asio::awaitable<void> submit(Session& s, const SocketRequest& r, const boost::json::object& run) override;
+  boost::asio::awaitable<void> list(Session& s, const SocketRequest& r) override;
+  boost::asio::awaitable<bool> get(Session& s, const SocketRequest& r) override;
+  boost::asio::awaitable<bool> command(Session& s, const SocketRequest& r, std::string_view kind) override;
+  boost::asio::awaitable<bool> tail(Session& s, const SocketRequest& r, bool attach) override;
+  boost::asio::awaitable<void> attached_line(Session& s, std::string line,
+                                             std::optional<std::string> too_long) override;
 
   // Runs f() (a blocking fleet call) on a fleet thread and resumes the awaiting coroutine, on
   // its own executor, with its result.
@@ -67,7 +77,7 @@ class FleetHost : public std::enable_shared_from_this<FleetHost> {
     return await_fleet_callback<R>(std::move(run_there));
   }
 
-  const std::string& host_id() const;
+  const std::string& host_id() const override;
   fleet::FleetLink& link() { return *link_; }
   boost::asio::io_context& io() { return io_; }
 

@@ -1,4 +1,4 @@
-#include "daemon/server/viewer_tokens.hpp"
+#include "daemon/viewer/viewer_tokens.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>

@@ -1,6 +1,7 @@
-// The fleet's part of the requests (requests_fleet.cpp), called from the one-host handlers: each
-// answers and returns true when the request is the fleet's (a run another host owns, or
-// "fleet": true), false to let the one-host handler answer.
+// The socket requests' fleet side (fleet_requests.cpp), reached from the one-host handlers
+// through FleetGate (daemon/server/fleet_gate.hpp), whose FleetHost forwards here: each answers
+// and returns true when the request is the fleet's (a run another host owns, or "fleet": true),
+// false to let the one-host handler answer. And the owner's side of a relayed command.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -12,6 +13,7 @@
 
 namespace mh::daemon {
 
+class FleetHost;
 class Session;
 class Server;
 struct DaemonConfig;
@@ -24,20 +26,26 @@ bool admin_uid_here(const DaemonConfig& config, std::uint32_t uid);
 // Why a peer host's claim to act for `uid` is refused here ("" when it is not).
 std::string peer_uid_problem(const DaemonConfig& config, std::uint32_t uid);
 
-boost::asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r);
-boost::asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r);
+// `submit` with "fleet": true: the spec goes on the fleet's queue.
+boost::asio::awaitable<void> queue_submit(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r,
+                                          const boost::json::object& run);
+// `list` with "fleet": true.
+boost::asio::awaitable<void> list_fleet(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r);
+boost::asio::awaitable<bool> get_remote(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r);
 // `tail` of a run another host owns (or "fleet": true), and `attach` to one: its stream from
-// the fleet, its pending decisions and its commands relayed to the owner (fleet_attached_line).
-boost::asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach);
+// the fleet, its pending decisions and its commands relayed to the owner (relay_attached_line).
+boost::asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r,
+                                         bool attach);
 // A line the client sent on a connection attached to another host's run: relayed to the owner,
 // which handles it as an attached line there (a command, or an unreadable line; `too_long` for a
 // line over the bound, with the framer's words); its result is in the stream, or sent here when
 // it could not be recorded.
-boost::asio::awaitable<void> fleet_attached_line(Session& s, std::string line,
-                                                 std::optional<std::string> too_long = std::nullopt);
+boost::asio::awaitable<void> relay_attached_line(std::shared_ptr<FleetHost> host, Session& s, std::string line,
+                                                 std::optional<std::string> too_long);
 // `command` / `halt` (kind) for a run another host owns: relayed to its owner, whose answer (the
 // same `result` line, or its refusal) goes back to the client.
-boost::asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::string_view kind);
+boost::asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r,
+                                           std::string_view kind);
 // The owner's side: one relayed command, answered through `responder` (on the daemon's io).
 void serve_fleet_command(std::shared_ptr<Server> server, std::string body, fleet::Responder responder);
 

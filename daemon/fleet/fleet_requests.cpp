@@ -1,7 +1,7 @@
 // The socket API's fleet side (docs/fleet.md): `submit` with "fleet": true queues the spec for
 // whichever host has room; `get`, `list` with "fleet": true, `tail` and `attach` reach a run that
 // another host owns. Each answers as its one-host request does, plus which host.
-#include "daemon/server/requests_fleet.hpp"
+#include "daemon/fleet/fleet_requests.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -14,12 +14,12 @@
 
 #include "daemon/fleet/command_relay.hpp"
 #include "daemon/fleet/event_publisher.hpp"
+#include "daemon/fleet/fleet_host.hpp"
 #include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/placement.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "daemon/run/run_dir.hpp"
-#include "daemon/server/fleet_host.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
@@ -41,12 +41,8 @@ std::string peer_uid_problem(const DaemonConfig& config, std::uint32_t uid) {
          "admin's uid (docs/fleet.md, Trust)";
 }
 
-asio::awaitable<void> submit_to_fleet(Session& s, const SocketRequest& r, const json::object& run) {
-  std::shared_ptr<FleetHost> host = s.server().fleet;
-  if (!host) {
-    s.refuse("FLEET_UNCONFIGURED", "this daemon has no [fleet] section; submit without \"fleet\"", r.id);
-    co_return;
-  }
+asio::awaitable<void> queue_submit(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r,
+                                   const json::object& run) {
   // The refusals a host would make, made here first: a spec no host could run never queues.
   if (auto checked = check_submit(s.server(), s.role(), run); !checked) {
     s.refuse(checked.error().code, checked.error().reason, r.id);
@@ -111,11 +107,10 @@ std::string remote_state(const fleet::FleetStreamTail& tail) {
 
 // The run a request names, when this host has a fleet and does not have the run itself: the
 // fleet host and the id (nullopt: the one-host handler answers).
-asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>>> elsewhere(Session& s,
-                                                                                             const SocketRequest& r) {
-  std::shared_ptr<FleetHost> host = s.server().fleet;
+asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>>> elsewhere(
+    std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r) {
   const json::value* v = r.body.if_contains("run_id");
-  if (!host || !v || !v->is_string()) co_return std::nullopt;
+  if (!v || !v->is_string()) co_return std::nullopt;
   std::string id(v->get_string());
   auto server = s.server_ptr();
   auto local = [server, id] { return server->registry.lookup(id).has_value(); };
@@ -125,8 +120,8 @@ asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>
 
 }  // namespace
 
-asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r) {
-  auto remote = co_await elsewhere(s, r);
+asio::awaitable<bool> get_remote(std::shared_ptr<FleetHost> fleet, Session& s, const SocketRequest& r) {
+  auto remote = co_await elsewhere(std::move(fleet), s, r);
   if (!remote) co_return false;
   auto [host, id] = std::move(*remote);
   auto read = [host, id]() -> fleet::NatsResult<std::pair<std::optional<fleet::RunRecord>, fleet::FleetStreamTail>> {
@@ -153,12 +148,7 @@ asio::awaitable<bool> fleet_get(Session& s, const SocketRequest& r) {
   co_return true;
 }
 
-asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r) {
-  std::shared_ptr<FleetHost> host = s.server().fleet;
-  if (!host) {
-    s.refuse("FLEET_UNCONFIGURED", "this daemon has no [fleet] section; list without \"fleet\"", r.id);
-    co_return;
-  }
+asio::awaitable<void> list_fleet(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r) {
   auto read = [host]() -> fleet::NatsResult<std::pair<std::vector<fleet::RunRecord>, std::set<std::string>>> {
     auto records = fleet::list_run_records(host->link());
     if (!records) return records.error();
@@ -189,8 +179,9 @@ asio::awaitable<void> fleet_list(Session& s, const SocketRequest& r) {
   s.reply("runs", r.id, fields);
 }
 
-asio::awaitable<bool> fleet_command(Session& s, const SocketRequest& r, std::string_view kind) {
-  auto remote = co_await elsewhere(s, r);
+asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> fleet, Session& s, const SocketRequest& r,
+                                    std::string_view kind) {
+  auto remote = co_await elsewhere(std::move(fleet), s, r);
   if (!remote) co_return false;
   auto [host, id] = std::move(*remote);
   auto server = s.server_ptr();
@@ -375,10 +366,9 @@ namespace {
 
 // One relay from an attach here to the run's owner: `kind` and its fields, as this connection's
 // peer. The owner's answer, or nullopt once the refusal (FLEET_UNAVAILABLE) went to the client.
-asio::awaitable<std::optional<std::string>> relay_attached(Session& s, const std::string& run_id,
-                                                           const std::string& owner, std::string_view kind,
-                                                           json::object fields) {
-  std::shared_ptr<FleetHost> host = s.server().fleet;
+asio::awaitable<std::optional<std::string>> relay_attached(std::shared_ptr<FleetHost> host, Session& s,
+                                                           const std::string& run_id, const std::string& owner,
+                                                           std::string_view kind, json::object fields) {
   fields["kind"] = std::string(kind);
   fields["run_id"] = run_id;
   fields["uid"] = s.peer().uid;
@@ -407,14 +397,15 @@ asio::awaitable<std::optional<std::string>> relay_attached(Session& s, const std
 
 }  // namespace
 
-asio::awaitable<void> fleet_attached_line(Session& s, std::string line, std::optional<std::string> too_long) {
+asio::awaitable<void> relay_attached_line(std::shared_ptr<FleetHost> host, Session& s, std::string line,
+                                          std::optional<std::string> too_long) {
   const std::string run_id = s.stream().run_id, owner = s.stream().fleet_owner;
   json::object fields;
   if (too_long)
     fields["too_long"] = *too_long;
   else
     fields["line"] = std::move(line);
-  auto answer = co_await relay_attached(s, run_id, owner, "line", std::move(fields));
+  auto answer = co_await relay_attached(std::move(host), s, run_id, owner, "line", std::move(fields));
   if (!answer) co_return;
   // A result that is the command.result in the stream reaches the client there, through the
   // fleet: as on an attach to a run of this host, only an unrecorded one is sent as a line.
@@ -424,10 +415,9 @@ asio::awaitable<void> fleet_attached_line(Session& s, std::string line, std::opt
   s.connection().send(std::move(*answer));
 }
 
-asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach) {
-  std::shared_ptr<FleetHost> host = s.server().fleet;
+asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r, bool attach) {
   const json::value* v = r.body.if_contains("run_id");
-  if (!host || !v || !v->is_string()) co_return false;
+  if (!v || !v->is_string()) co_return false;
   const json::value* wanted = r.body.if_contains("fleet");
   bool asked = wanted && wanted->is_bool() && wanted->get_bool();
   std::string id(v->get_string());
@@ -467,7 +457,7 @@ asio::awaitable<bool> fleet_tail(Session& s, const SocketRequest& r, bool attach
   // whether this peer may control the run (FORBIDDEN, passed on as it is).
   std::optional<json::array> pending;
   if (attach) {
-    auto asked_owner = co_await relay_attached(s, id, found->first->host, "pending", {});
+    auto asked_owner = co_await relay_attached(host, s, id, found->first->host, "pending", {});
     if (!asked_owner) co_return true;
     auto parsed = protocol::parse_json(*asked_owner);
     const json::value* list = parsed && parsed->is_object() ? parsed->as_object().if_contains("pending") : nullptr;

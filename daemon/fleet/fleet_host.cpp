@@ -1,4 +1,4 @@
-#include "daemon/server/fleet_host.hpp"
+#include "daemon/fleet/fleet_host.hpp"
 
 #include <unistd.h>
 
@@ -12,12 +12,12 @@
 #include <future>
 
 #include "daemon/fleet/event_publisher.hpp"
+#include "daemon/fleet/fleet_requests.hpp"
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "daemon/log.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/server/requests.hpp"
-#include "daemon/server/requests_fleet.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/stream/stream_reader.hpp"
@@ -116,8 +116,8 @@ const std::string& FleetHost::host_id() const {
   return link_->config().host_id;
 }
 
-boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(std::shared_ptr<Server> server) {
-  using Result = boost::system::result<std::shared_ptr<FleetHost>, std::string>;
+boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(std::shared_ptr<Server> server) {
+  using Result = boost::system::result<std::shared_ptr<FleetGate>, std::string>;
   const fleet::FleetConfig& config = *server->config.fleet;
   // Said at every start, whatever else the log says: this fleet trusts anyone who reaches NATS.
   if (config.insecure_no_credentials)
@@ -176,7 +176,31 @@ boost::system::result<std::shared_ptr<FleetHost>, std::string> FleetHost::start(
     });
   }
   host->placement_ = std::thread([raw = host.get()] { raw->placement_loop(); });
-  return host;
+  return std::shared_ptr<FleetGate>(std::move(host));
+}
+
+asio::awaitable<void> FleetHost::submit(Session& s, const SocketRequest& r, const json::object& run) {
+  co_await queue_submit(shared_from_this(), s, r, run);
+}
+
+asio::awaitable<void> FleetHost::list(Session& s, const SocketRequest& r) {
+  co_await list_fleet(shared_from_this(), s, r);
+}
+
+asio::awaitable<bool> FleetHost::get(Session& s, const SocketRequest& r) {
+  co_return co_await get_remote(shared_from_this(), s, r);
+}
+
+asio::awaitable<bool> FleetHost::command(Session& s, const SocketRequest& r, std::string_view kind) {
+  co_return co_await relay_command(shared_from_this(), s, r, kind);
+}
+
+asio::awaitable<bool> FleetHost::tail(Session& s, const SocketRequest& r, bool attach) {
+  co_return co_await tail_remote(shared_from_this(), s, r, attach);
+}
+
+asio::awaitable<void> FleetHost::attached_line(Session& s, std::string line, std::optional<std::string> too_long) {
+  co_await relay_attached_line(shared_from_this(), s, std::move(line), std::move(too_long));
 }
 
 void FleetHost::stop() {
