@@ -299,7 +299,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.turns = i.core->turns();
     s.last_seq = i.log->last_seq();
     if (closed) s.close_reason = i.outcome.reason;
-    s.pid = closed ? 0 : i.child ? i.child->pid() : i.vendor_pid;  // a closed run's child is reaped
+    s.pid = closed || !i.body ? 0 : i.body->pid();  // a closed run's child is reaped
     s.created_at = i.created_at;
     s.labels = i.options.spec.labels;
     s.spend = i.core->reported_spend();

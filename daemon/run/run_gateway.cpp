@@ -12,11 +12,11 @@
 
 namespace mh::daemon {
 
-void Run::Impl::on_gateway_message(const supervisor::FromSupervisor& message) {
+void Run::Impl::on_gateway_message(const supervisor::FromSupervisor& message, SupervisorLink& link) {
   // After stream.closed no line may follow: what the gateway says then is not the record's.
   const bool closed = core->phase() == RunCore::Phase::closed || log->closed();
   std::visit(protocol::Overloaded{
-                 [&](const supervisor::Reserve& r) { on_reserve(r); },
+                 [&](const supervisor::Reserve& r) { on_reserve(r, link); },
                  [&](const supervisor::GatewayUsage& u) {
                    // The reservation is settled before the usage reaches the core: the ledger then
                    // holds this request's actual cost from the moment its worst case is let go
@@ -71,9 +71,9 @@ void Run::Impl::on_gateway_message(const supervisor::FromSupervisor& message) {
              message);
 }
 
-void Run::Impl::on_reserve(const supervisor::Reserve& r) {
+void Run::Impl::on_reserve(const supervisor::Reserve& r, SupervisorLink& link) {
   auto answer = [&](bool allowed, std::string reason) {
-    if (link) link->send(supervisor::Reserved{r.request, allowed, std::move(reason)});
+    link.send(supervisor::Reserved{r.request, allowed, std::move(reason)});
   };
   const auto& ending = core->ending();
   if (core->phase() == RunCore::Phase::closed || log->closed() || (ending && ending->forced)) {

@@ -42,19 +42,8 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                    core->start(now);
                  },
                  [&](const journal::VendorOut& v) {
-                   if (!x.bytes.empty() || v.to == stdout_fed) {
-                     feed_stdout(x.bytes, v.received_unix_ms, now);
-                     stdout_fed = v.to;
-                     return;
-                   }
-                   // A replay: the bytes are in the transcript, where the supervisor wrote them.
-                   std::string bytes(v.to > stdout_fed ? v.to - stdout_fed : 0, '\0');
-                   ssize_t n = bytes.empty() ? 0
-                                             : ::pread(transcript_reader.fd(), bytes.data(), bytes.size(),
-                                                       static_cast<off_t>(stdout_fed));
-                   if (n != static_cast<ssize_t>(bytes.size()) && replay && !replay->diverged)
-                     replay->diverged = "the transcript holds fewer bytes than the journal says were read";
-                   feed_stdout(bytes, v.received_unix_ms, now);
+                   // The chunk as read live, or as a replay read it back from the transcript.
+                   feed_stdout(x.bytes, v.received_unix_ms, now);
                    stdout_fed = v.to;
                  },
                  [&](const journal::VendorEnd&) {

@@ -5,16 +5,15 @@
 // on the strand. Separate from the I/O files: this is the order of things.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "daemon/process/sandbox.hpp"
+#include "daemon/run/direct_body.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
+#include "daemon/run/supervised_body.hpp"
 
 namespace mh::daemon {
-
-using namespace asio::experimental::awaitable_operators;
 
 asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   (void)keep;
@@ -62,11 +61,21 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     refuse("LAUNCH_FAILED", *problem, {});
     co_return;
   }
-  // A supervised run's transcripts are its supervisor's to write, and its hook channel is the
-  // supervisor's to serve; this daemon keeps only the hook log.
+  // The body is chosen here, once. A supervised run's transcripts are its supervisor's to write,
+  // and its hook channel is the supervisor's to serve; this daemon keeps only the hook log.
   const bool supervised = options.supervision.has_value();
-  if (!supervised && (!transcript.open(plan.transcript_path, error) || !stdin_log.open(plan.stdin_log_path, error) ||
-                      !stderr_log.open(dir.vendor_stderr(), error))) {
+  DirectBody* direct = nullptr;
+  SupervisedBody* supervised_body = nullptr;
+  if (supervised) {
+    auto made = std::make_unique<SupervisedBody>(*this);
+    supervised_body = made.get();
+    body = std::move(made);
+  } else {
+    auto made = std::make_unique<DirectBody>(*this);
+    direct = made.get();
+    body = std::move(made);
+  }
+  if (direct && !direct->open_transcripts(plan, dir, error)) {
     refuse("LAUNCH_FAILED", error, {});
     co_return;
   }
@@ -140,50 +149,27 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   // A supervised run's hook channel is its supervisor's to serve. Opened here, after the
   // containment: a run with a network of its own has it on a path in its gate, not on the
   // abstract name the adapter gave it (to_spawn->hook_channel says which).
-  if (to_spawn->hook_channel && !supervised) {
-    if (!open_hook_channel(*to_spawn->hook_channel, error)) {
-      refuse("LAUNCH_FAILED", error, {});
-      co_return;
-    }
-    asio::co_spawn(strand, accept_hooks(self.lock()), asio::detached);
-  }
-  if (supervised) {
-    if (!co_await launch_supervised(*to_spawn, spawn_options)) co_return;
-    input(journal::Start{}, Clock::now());  // the commands that waited for the spawn are handled here, in order
-    after_core();
-    protocol::ProcessTermination termination = co_await supervise_body();
-    protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
-    report_recorded(true);
-    finish(reason, termination);
+  if (direct && to_spawn->hook_channel && !direct->open_hook_channel(*to_spawn->hook_channel, error)) {
+    refuse("LAUNCH_FAILED", error, {});
     co_return;
   }
-  auto spawned = ChildProcess::spawn(strand, *to_spawn, spawn_options);
-  if (!spawned) {
+  if (supervised_body) {
+    auto failed = co_await supervised_body->launch(*to_spawn, spawn_options);
+    if (failed) {
+      refuse("LAUNCH_FAILED", *failed, {});
+      co_return;
+    }
+  } else if (auto spawned = direct->spawn(*to_spawn, spawn_options); !spawned) {
     refuse("LAUNCH_FAILED", spawned.error(), {});
     co_return;
   }
-  child = std::move(*spawned);
-  // The run reads the vendor's output itself (readiness, then a drain into the io thread's
-  // buffer), so it takes the two read ends over from the pipe objects.
-  vendor_stdout.emplace(strand, child->stdout_pipe().release());
-  vendor_stderr.emplace(strand, child->stderr_pipe().release());
   input(journal::Start{}, Clock::now());  // the commands that waited for the spawn are handled here, in order
   after_core();
-
-  auto [stdout_done, termination, stderr_done] =
-      co_await (wrap(read_stdout()) && supervise_exit() && wrap(read_stderr()));
-  (void)stdout_done;
-  (void)stderr_done;
+  protocol::ProcessTermination termination = co_await body->run_until_gone();
   // The vendor's stdout has ended and no process of the run is left: wind up.
   protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
   report_recorded(true);
   finish(reason, termination);
-}
-
-// awaitable_operators combine awaitable<T> results; give void coroutines a value.
-asio::awaitable<bool> Run::Impl::wrap(asio::awaitable<void> a) {
-  co_await std::move(a);
-  co_return true;
 }
 
 // Refused before anything spawned: the command results (one per needed command the adapter

@@ -93,18 +93,10 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
   auto closed_seq = log->close(reason, process, written, std::move(resources));
   if (!reported) report(closed_seq ? *closed_seq : log->last_seq());
   timers.cancel_all();
-  if (hook_acceptor) {
-    boost::system::error_code ec;
-    hook_acceptor->close(ec);
-  }
-  for (auto& [id, socket] : hook_waiting) {
-    boost::system::error_code ec;
-    socket->close(ec);
-  }
-  hook_waiting.clear();
+  // The record is closed: the body lets go (a direct run's hook sockets; a supervised run's
+  // supervisor, which has nothing left to keep).
+  if (body) body->release();
   if (endpoint) endpoint->stop();
-  // The record is closed: the supervisor has nothing left to keep.
-  if (link) link->send(supervisor::Release{});
   // The final input: a run that never started answers what waited for it (TOO_LATE), and every
   // command from here on is answered by the core, unrecorded.
   core->on_stream_closed();
