@@ -138,7 +138,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   if (plan) add_network(*plan, i.options);
   i.core =
       std::make_unique<RunCore>(i.options.spec, adapter, plan ? adapter.open_session(i.options.spec, *plan) : nullptr,
-                                i, RunCoreOptions{i.options.halt_grace, &i.options.prices});
+                                i.effects, RunCoreOptions{i.options.halt_grace, &i.options.prices});
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
   run->impl_->timers.bind(run);
@@ -181,7 +181,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_con
     std::string error;
     if (!i.hook_log.open(dir.vendor_hooks(), error)) return fail(error);
   }
-  i.core = std::make_unique<RunCore>(i.options.spec, adapter, adapter.open_session(i.options.spec, *plan), i,
+  i.core = std::make_unique<RunCore>(i.options.spec, adapter, adapter.open_session(i.options.spec, *plan), i.effects,
                                      RunCoreOptions{i.options.halt_grace, &i.options.prices});
   i.adopting = true;
   i.adoption_pending = true;

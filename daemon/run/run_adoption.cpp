@@ -17,6 +17,7 @@
 
 #include "daemon/log.hpp"
 #include "daemon/process/run_processes.hpp"
+#include "daemon/run/replay_effects.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
 #include "daemon/run/supervised_body.hpp"
@@ -50,7 +51,7 @@ void Run::Impl::adoption_over() {
 }
 
 void Run::Impl::give_up_adoption(const std::string& why) {
-  replay.reset();
+  effects.point_at_live();  // a replay that was under way is over
   daemon::log(LogPriority::warning, "run " + log->run_id() + ": not adopted: " + why);
   emit(protocol::ev::Warning{"RECOVERED_AFTER_RESTART", "metaharness restarted and could not take this run over (" +
                                                             why + "): its processes are killed and it is closed"},
@@ -78,17 +79,18 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
     adoption_over();  // what waited is answered by the closed run
     co_return;
   }
-  hello_at = Clock::now();
+  const Instant hello_at = Clock::now();
   const supervisor::Hello hello = supervised.hello();
 
-  if (auto problem = replay_journal(supervised)) {
-    co_await end_unadoptable(supervised, *problem);
+  auto replayed = replay_journal(supervised);
+  if (!replayed) {
+    co_await end_unadoptable(supervised, replayed.error());
     co_return;
   }
-  reconcile_after_replay(supervised, Clock::now());
-  if (replay && replay->diverged) {
-    std::string why = *replay->diverged;
-    replay.reset();
+  ReplayEffects& replay = **replayed;
+  reconcile_after_replay(supervised, replay, hello_at, Clock::now());
+  if (replay.diverged()) {
+    std::string why = *replay.diverged();
     co_await end_unadoptable(supervised, why);
     co_return;
   }
@@ -126,34 +128,39 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
 // Rebuilds the core from the journal: every entry handed to apply() as the live run handed it,
 // with what the core does checked against the record and collected for the reconciliation.
 // nullopt, or why the run cannot be adopted.
-std::optional<std::string> Run::Impl::replay_journal(SupervisedBody& supervised) {
+boost::system::result<std::unique_ptr<ReplayEffects>, std::string> Run::Impl::replay_journal(
+    SupervisedBody& supervised) {
+  using Result = boost::system::result<std::unique_ptr<ReplayEffects>, std::string>;
+  auto fail = [](std::string why) { return Result(boost::system::in_place_error, std::move(why)); };
   const RunDir dir(options.run_dir);
   auto read = read_journal(options.run_dir / kJournalFile);
-  if (!read) return read.error();
+  if (!read) return fail(read.error());
   if (!supervised.transcript().open(std::get<adapters::LaunchPlan>(planned).transcript_path))
-    return "its transcript cannot be read: " + std::string(std::strerror(errno));
+    return fail("its transcript cannot be read: " + std::string(std::strerror(errno)));
   // The record's event types, by seq: the replay must make the same events in the same order.
-  Replay r;
-  r.recorded_last = log->last_seq();
+  const std::uint64_t recorded_last = log->last_seq();
+  std::vector<std::string> recorded_types;
   {
     UniqueFd events(::open(dir.events().c_str(), O_RDONLY | O_CLOEXEC));
-    if (!events) return "its stream cannot be read";
+    if (!events) return fail("its stream cannot be read");
     std::string all;
     char chunk[64 * 1024];
     for (ssize_t n; (n = ::read(events.get(), chunk, sizeof chunk)) > 0;)
       all.append(chunk, static_cast<std::size_t>(n));
     std::size_t at = 0;
-    while (r.recorded_types.size() < r.recorded_last) {
+    while (recorded_types.size() < recorded_last) {
       std::size_t nl = all.find('\n', at);
-      if (nl == std::string::npos) return "its stream holds fewer lines than its last seq";
+      if (nl == std::string::npos) return fail("its stream holds fewer lines than its last seq");
       auto event = protocol::read_event_line(std::string_view(all).substr(at, nl - at));
-      if (!event) return "line " + std::to_string(r.recorded_types.size() + 1) + " of its stream cannot be read";
-      r.recorded_types.emplace_back(protocol::event_name(event->payload));
+      if (!event) return fail("line " + std::to_string(recorded_types.size() + 1) + " of its stream cannot be read");
+      recorded_types.emplace_back(protocol::event_name(event->payload));
       at = nl + 1;
     }
   }
-  replay.emplace(std::move(r));
+  auto replay = std::make_unique<ReplayEffects>(*this, std::move(recorded_types), options.exit_grace);
+  effects.point_at(*replay);  // until the reconciliation (or the adoption is given up)
   for (const journal::Entry& entry : read->entries) {
+    replay->at(entry.now);
     InputExtras extras;
     // A chunk of vendor stdout the live run read: its bytes are in the transcript, where the
     // supervisor wrote them.
@@ -163,47 +170,48 @@ std::optional<std::string> Run::Impl::replay_journal(SupervisedBody& supervised)
       ssize_t n = bytes.empty() ? 0
                                 : ::pread(supervised.transcript().fd(), bytes.data(), bytes.size(),
                                           static_cast<off_t>(stdout_fed));
-      if (n != static_cast<ssize_t>(bytes.size()) && !replay->diverged)
-        replay->diverged = "the transcript holds fewer bytes than the journal says were read";
+      if (n != static_cast<ssize_t>(bytes.size()))
+        replay->diverge("the transcript holds fewer bytes than the journal says were read");
       extras.bytes = bytes;
     }
     apply(entry.input, entry.now, extras);
     after_core();
-    if (replay->diverged) break;
+    if (replay->diverged()) break;
   }
   // Appending goes on after the journal's last entry (a torn line was never handed in).
   auto reopened = InputJournal::open_append(options.run_dir / kJournalFile, read->complete_bytes);
-  if (!reopened) return reopened.error();
+  if (!reopened) {
+    effects.point_at_live();  // the adoption is given up: the replay is over
+    return fail(reopened.error());
+  }
   journal.emplace(std::move(*reopened));
-  return std::nullopt;
+  return Result(std::move(replay));
 }
 
 // After the replay: what the core did that the supervisor has not seen yet is done now (the rest
 // of its stdin, the replies to hooks still waiting, closing stdin), the timers are armed where
 // they were (a deadline or a grace that ran out while no daemon was there applies now), the gap
 // is stated where it was (RUN_ADOPTED), and the vendor output written meanwhile is read.
-void Run::Impl::reconcile_after_replay(SupervisedBody& supervised, Instant now) {
+void Run::Impl::reconcile_after_replay(SupervisedBody& supervised, ReplayEffects& done, Instant hello_at, Instant now) {
   const supervisor::Hello& hello = supervised.hello();
-  Replay& r = *replay;
-  if (r.seq < r.recorded_last && !r.diverged)
-    r.diverged =
-        "the replay made " + std::to_string(r.seq) + " of the stream's " + std::to_string(r.recorded_last) + " events";
+  if (done.seq() < done.recorded_last())
+    done.diverge("the replay made " + std::to_string(done.seq()) + " of the stream's " +
+                 std::to_string(done.recorded_last()) + " events");
   // The vendor was sent a prefix of what the core wrote, byte for byte (the supervisor's copy).
-  if (!r.diverged && hello.stdin_bytes > r.stdin_bytes.size())
-    r.diverged = "the vendor was sent " + std::to_string(hello.stdin_bytes) + " bytes, the replay made " +
-                 std::to_string(r.stdin_bytes.size());
-  if (!r.diverged && hello.stdin_bytes > 0) {
+  if (!done.diverged() && hello.stdin_bytes > done.stdin_bytes().size())
+    done.diverge("the vendor was sent " + std::to_string(hello.stdin_bytes) + " bytes, the replay made " +
+                 std::to_string(done.stdin_bytes().size()));
+  if (!done.diverged() && hello.stdin_bytes > 0) {
     const auto& plan = std::get<adapters::LaunchPlan>(planned);
     UniqueFd sent(::open(plan.stdin_log_path.c_str(), O_RDONLY | O_CLOEXEC));
     std::string prefix(hello.stdin_bytes, '\0');
     if (!sent || ::pread(sent.get(), prefix.data(), prefix.size(), 0) != static_cast<ssize_t>(prefix.size()) ||
-        r.stdin_bytes.compare(0, prefix.size(), prefix) != 0)
-      r.diverged = "what the vendor was sent is not what the replay made";
+        done.stdin_bytes().compare(0, prefix.size(), prefix) != 0)
+      done.diverge("what the vendor was sent is not what the replay made");
   }
-  if (r.diverged) return;
+  if (done.diverged()) return;
 
-  Replay done = std::move(r);
-  replay.reset();  // live from here on
+  effects.point_at_live();  // live from here on
   if (options.on_spend_replayed) options.on_spend_replayed(core->spend());
   // The gap is the supervisor's to measure: from when its previous daemon's connection dropped to
   // its hello, plus this daemon's replay since. (The time since the run's last input is not it: a
@@ -215,7 +223,7 @@ void Run::Impl::reconcile_after_replay(SupervisedBody& supervised, Instant now) 
           " (from its previous daemon's going to this adoption)";
   else
     gap = "its supervisor does not say how long no daemon governed it (an older supervisor); its last input was " +
-          seconds_text(now - done.now) + " ago";
+          seconds_text(now - done.now()) + " ago";
   // Journaled like every shell warning: a later adoption states it again in its place.
   input(
       journal::ShellWarning{"RUN_ADOPTED",
@@ -225,23 +233,23 @@ void Run::Impl::reconcile_after_replay(SupervisedBody& supervised, Instant now) 
       now);
   after_core();
 
-  for (std::size_t at = hello.stdin_bytes; at < done.stdin_bytes.size();) {
-    std::size_t nl = done.stdin_bytes.find('\n', at);
-    supervised.send(supervisor::In{done.stdin_bytes.substr(at, nl - at)});
+  for (std::size_t at = hello.stdin_bytes; at < done.stdin_bytes().size();) {
+    std::size_t nl = done.stdin_bytes().find('\n', at);
+    supervised.send(supervisor::In{done.stdin_bytes().substr(at, nl - at)});
     at = nl + 1;
   }
-  if (done.stdin_closed && !hello.stdin_closed) supervised.send(supervisor::CloseStdin{});
+  if (done.stdin_closed() && !hello.stdin_closed) supervised.send(supervisor::CloseStdin{});
   std::set<std::uint64_t> waiting;
   for (const auto& hook : hello.hooks_open) {
     waiting.insert(hook.connection);
-    if (auto reply = done.hook_replies.find(hook.connection); reply != done.hook_replies.end()) {
+    if (auto reply = done.hook_replies().find(hook.connection); reply != done.hook_replies().end()) {
       log_hook(hook.connection, "out", json::value(reply->second));
       supervised.send(supervisor::HookReply{hook.connection, reply->second});
     }
   }
   // Timers where they were; what ran out meanwhile applies now, in the order it ran out.
   std::vector<std::pair<Instant, std::string>> due;
-  for (const auto& [call_id, when] : done.deadlines)
+  for (const auto& [call_id, when] : done.deadlines())
     due.emplace_back(when, call_id);
   std::sort(due.begin(), due.end());
   for (const auto& [when, call_id] : due) {
@@ -252,8 +260,8 @@ void Run::Impl::reconcile_after_replay(SupervisedBody& supervised, Instant now) 
       arm_deadline(call_id, when);
     }
   }
-  if (done.wall) arm_wall_budget(*done.wall);
-  if (done.kill_at) supervised.arm_grace_at(*done.kill_at);
+  if (done.wall()) arm_wall_budget(*done.wall());
+  if (done.kill_at()) supervised.arm_grace_at(*done.kill_at());
   after_core();
 
   // What happened while no daemon was there: hooks that arrived or went, the exit (the output

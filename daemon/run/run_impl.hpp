@@ -29,6 +29,7 @@
 #include "daemon/process/run_containment.hpp"
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/append_file.hpp"
+#include "daemon/run/effects_switch.hpp"
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/run_core.hpp"
@@ -42,6 +43,7 @@
 
 namespace mh::daemon {
 
+class ReplayEffects;
 class SupervisedBody;
 
 namespace asio = boost::asio;
@@ -86,7 +88,10 @@ struct Run::Impl final : RunEffects {
   std::variant<adapters::LaunchPlan, adapters::LaunchRefusal> planned;
   std::unique_ptr<model::ScriptedEndpoint> endpoint;
   std::unique_ptr<RunContainment> containment;  // when options.containment: made before the spawn
-  std::unique_ptr<RunCore> core;                // from create on: the run's lifecycle and governing logic
+  // What the core is made with: its effects go to this shell (the overrides below), or to an
+  // adoption's ReplayEffects while the journal replays (effects_switch.hpp).
+  EffectsSwitch effects{*this};
+  std::unique_ptr<RunCore> core;  // from create on: the run's lifecycle and governing logic
   std::function<void(const RunOutcome&)> on_closed;
   RunOutcome outcome;
   bool log_failed = false;  // a write to the record failed: the run is stopped (after_core)
@@ -115,25 +120,6 @@ struct Run::Impl final : RunEffects {
   std::vector<std::function<void()>> until_adopted;
   void when_adopted(std::function<void()> f);
   void adoption_over();
-
-  // An adoption's replay of the journal: what the core does while it is rebuilt is checked
-  // against the record (events up to the stream's last seq are not written again) and collected
-  // (answers to the vendor, timers), then reconciled with what the supervisor says happened.
-  struct Replay {
-    std::uint64_t recorded_last = 0;          // the stream's last seq when the adoption began
-    std::uint64_t seq = 0;                    // the seq the core's last replayed event got
-    std::vector<std::string> recorded_types;  // the type of each recorded event, by seq - 1
-    Instant now{};                            // the entry being replayed
-    std::string stdin_bytes;                  // every line the core wrote to the vendor, with its '\n'
-    bool stdin_closed = false;
-    std::optional<Instant> kill_at;  // a grace that began before the adoption ends then
-    std::map<std::uint64_t, std::string> hook_replies;
-    std::map<std::string, Instant> deadlines;
-    std::optional<Instant> wall;
-    std::optional<std::string> diverged;  // the core did not do what the record says: not adoptable
-  };
-  std::optional<Replay> replay;
-  Instant hello_at{};  // when the adopting attach's hello arrived: its ungoverned_ms was true then
 
   // Every input to the core goes through input(): journaled (when the run keeps a journal), then
   // applied; a replay applies the journal's entries the same way (run_inputs.cpp).
@@ -201,8 +187,11 @@ struct Run::Impl final : RunEffects {
   asio::awaitable<void> adopt_main(std::shared_ptr<Run> keep);
   void give_up_adoption(const std::string& why);
   asio::awaitable<void> end_unadoptable(SupervisedBody& body, std::string why);
-  std::optional<std::string> replay_journal(SupervisedBody& body);
-  void reconcile_after_replay(SupervisedBody& body, Instant now);
+  // The core rebuilt from the journal with its effects pointed at the returned replay; or why
+  // the run cannot be adopted. `hello_at`: when the attach's hello arrived (its ungoverned_ms was
+  // true then).
+  boost::system::result<std::unique_ptr<ReplayEffects>, std::string> replay_journal(SupervisedBody& body);
+  void reconcile_after_replay(SupervisedBody& body, ReplayEffects& replay, Instant hello_at, Instant now);
 
   // Launch, delivery, the core's timers and wind-up (run_lifecycle.cpp).
   asio::awaitable<void> main(std::shared_ptr<Run> keep);

@@ -35,7 +35,6 @@ void Run::Impl::input(journal::Input in, Instant now, InputExtras extras) {
 }
 
 void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
-  if (replay) replay->now = now;
   std::visit(protocol::Overloaded{
                  [&](const journal::Start& s) {
                    if (s.gateway) core->meter_by_gateway();
@@ -90,7 +89,8 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                  [&](const journal::IdleTimeout&) { core->on_idle_timeout(now); },
                  [&](const journal::WallBudget&) { core->on_wall_budget(now); },
                  [&](const journal::ShellWarning& w) {
-                   emit(protocol::ev::Warning{w.code, w.message}, std::nullopt);
+                   // Through the core's effects: a replay checks it against the record.
+                   effects.emit(protocol::ev::Warning{w.code, w.message}, std::nullopt);
                  },
                  [&](const journal::GatewayUsage& g) {
                    GatewayAnswer answer;

@@ -189,7 +189,9 @@ void Run::Impl::after_core() {
   report_recorded(true);
   RunCore::Phase phase = core->phase();
   if (phase == RunCore::Phase::closed) return;
-  if (replay) return;  // the timers are the reconciliation's to arm, once the replay is over
+  // While an adoption replays the journal the core is pointed at the replay: the timers are the
+  // reconciliation's to arm, once the replay is over, and a failed record stops the run then.
+  if (effects.replaying()) return;
   if (log_failed && !core->ending()) input(journal::Shutdown{}, Clock::now());  // not governed off the record
   if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
     timers.arm_idle(options.idle_timeout);
@@ -213,28 +215,18 @@ void Run::Impl::command_answered(Ticket ticket, const protocol::ev::CommandResul
 }
 
 void Run::Impl::arm_deadline(const std::string& call_id, Instant when) {
-  if (replay) {
-    replay->deadlines[call_id] = when;
-    return;
-  }
   timers.arm_deadline(call_id, when);
 }
 
 void Run::Impl::cancel_deadline(const std::string& call_id) {
-  if (replay) replay->deadlines.erase(call_id);
   timers.cancel_deadline(call_id);
 }
 
 void Run::Impl::arm_wall_budget(Instant when) {
-  if (replay) {
-    replay->wall = when;
-    return;
-  }
   timers.arm_wall_budget(when);
 }
 
 void Run::Impl::spend_changed(const Spend& spend) {
-  if (replay) return;  // reported once, when the replay is over (reconcile_after_replay)
   if (options.on_spend) options.on_spend(spend);
 }
 

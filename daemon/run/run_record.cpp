@@ -14,17 +14,6 @@ std::uint64_t Run::Impl::emit(protocol::EventPayload payload, std::optional<std:
 
 std::uint64_t Run::Impl::emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
                                   std::vector<protocol::CutField> cut) {
-  if (replay && replay->seq < replay->recorded_last) {
-    // Rebuilding an adopted run's core: this event is on record already. It must be the one the
-    // record holds at its seq, or the core is not the one that governed the run.
-    ++replay->seq;
-    std::string_view made = protocol::event_name(payload);
-    const std::string& recorded = replay->recorded_types[replay->seq - 1];
-    if (!replay->diverged && made != recorded)
-      replay->diverged = "the replay made " + std::string(made) + " where the stream holds " + recorded + " (seq " +
-                         std::to_string(replay->seq) + ")";
-    return replay->seq;
-  }
   // The observer hears of the event while the payload is still in hand, before readers can
   // see it; only a failed write (which stops the run, logged above all) could make it differ
   // from the record.

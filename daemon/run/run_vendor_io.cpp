@@ -1,5 +1,6 @@
-// The shell's vendor effects: what the core asks of the vendor (a line, stdin closed, the end
-// with a grace, a hook answered) handed to the run's body (vendor_body.hpp), whichever it is;
+// The shell's live vendor effects: what the core asks of the vendor (a line, stdin closed, the
+// end with a grace, a hook answered) handed to the run's body (vendor_body.hpp), whichever it is
+// (while an adoption replays the journal the core's effects go to a ReplayEffects instead);
 // the grace kill; the tail of the vendor's stderr a warning quotes; the io thread's read buffer
 // both bodies drain into.
 #include <fcntl.h>
@@ -17,20 +18,11 @@ std::int64_t unix_ms_now() {
 }
 
 void Run::Impl::write_vendor(std::string line) {
-  if (replay) {  // delivered before, or to be delivered once the replay is reconciled
-    replay->stdin_bytes += line;
-    replay->stdin_bytes.push_back('\n');
-    return;
-  }
   if (options.seam_probe) options.seam_probe->answer_written();
   body->write_line(std::move(line));
 }
 
 void Run::Impl::reply_hook(std::uint64_t connection, std::string line) {
-  if (replay) {  // sent once the replay is reconciled, if that hook still waits
-    replay->hook_replies[connection] = std::move(line);
-    return;
-  }
   body->reply_hook(connection, std::move(line));
 }
 
@@ -57,21 +49,10 @@ std::string Run::Impl::stderr_tail() const {
 }
 
 void Run::Impl::close_vendor_stdin() {
-  if (replay) {
-    replay->stdin_closed = true;
-    if (!replay->kill_at) replay->kill_at = replay->now + options.exit_grace;
-    return;
-  }
   body->close_stdin(options.exit_grace);
 }
 
 void Run::Impl::terminate_vendor(std::chrono::milliseconds grace) {
-  if (replay) {
-    replay->stdin_closed = true;
-    Instant at = replay->now + grace;
-    if (!replay->kill_at || at < *replay->kill_at) replay->kill_at = at;
-    return;
-  }
   body->close_stdin(grace);
 }
 
