@@ -183,8 +183,8 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_con
   }
   i.core = std::make_unique<RunCore>(i.options.spec, adapter, adapter.open_session(i.options.spec, *plan), i.effects,
                                      RunCoreOptions{i.options.halt_grace, &i.options.prices});
-  i.adopting = true;
-  i.adoption_pending = true;
+  i.bring_up = &Impl::adopt;  // main takes the run over instead of launching it
+  i.until_live.hold();        // what arrives waits until the run is rebuilt
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
   run->impl_->timers.bind(run);
@@ -202,7 +202,7 @@ void post_input(std::shared_ptr<Run> run, Run::Impl& i, Input input) {
       input(*i.core);
       i.after_core();
     };
-    i.when_adopted(std::move(handle));
+    i.until_live.run_or_hold(std::move(handle));
   });
 }
 
@@ -214,7 +214,7 @@ void Run::start(std::function<void(const RunOutcome&)> on_closed) {
     if (i.core->phase() != RunCore::Phase::created) return;  // started once
     i.core->launch();
     i.on_closed = std::move(on_closed);
-    asio::co_spawn(i.strand, i.adopting ? i.adopt_main(run) : i.main(run), asio::detached);
+    asio::co_spawn(i.strand, i.main(run), asio::detached);
   });
 }
 
@@ -311,7 +311,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
 void Run::pending_calls(std::function<void(std::vector<PendingCallView>)> callback) const {
   asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
     Impl& i = *run->impl_;
-    i.when_adopted([run, &i, callback] {
+    i.until_live.run_or_hold([run, &i, callback] {
       callback(i.core->phase() != RunCore::Phase::closed ? i.core->pending_calls(Clock::now())
                                                          : std::vector<PendingCallView>{});
     });

@@ -2,7 +2,7 @@
 // SupervisedBody), the journal replayed into a fresh core, reconciled with what the supervisor
 // says happened meanwhile, and the run then goes on live; or, when it cannot be taken over, ended
 // through its cgroup and closed, saying why. While it is rebuilt, what arrives from outside waits
-// (when_adopted) and runs once the run is live.
+// (InputHold, released by main once adopt returns).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,20 +36,6 @@ std::string seconds_text(std::chrono::nanoseconds d) {
 
 }  // namespace
 
-void Run::Impl::when_adopted(std::function<void()> f) {
-  if (adoption_pending)
-    until_adopted.push_back(std::move(f));
-  else
-    f();
-}
-
-void Run::Impl::adoption_over() {
-  adoption_pending = false;
-  auto waiting = std::move(until_adopted);
-  for (auto& f : waiting)
-    f();
-}
-
 void Run::Impl::give_up_adoption(const std::string& why) {
   effects.point_at_live();  // a replay that was under way is over
   daemon::log(LogPriority::warning, "run " + log->run_id() + ": not adopted: " + why);
@@ -64,11 +50,11 @@ asio::awaitable<void> Run::Impl::end_unadoptable(SupervisedBody& supervised, std
   co_await supervised.end_vendor();
   supervised.send(supervisor::Release{});
   finish(protocol::CloseReason::error, supervised.hello().exited.value_or(protocol::ProcessTermination{}));
-  adoption_over();
 }
 
-asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
-  (void)keep;
+// Takes the run over (main's way up for a run made by Run::adopt): true when it is live, false
+// when it was closed instead.
+asio::awaitable<bool> Run::Impl::adopt() {
   auto made = std::make_unique<SupervisedBody>(*this);
   SupervisedBody& supervised = *made;
   body = std::move(made);
@@ -76,8 +62,7 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
     give_up_adoption(*failed);
     co_await supervised.end_body(std::nullopt);
     finish(protocol::CloseReason::error, protocol::ProcessTermination{});
-    adoption_over();  // what waited is answered by the closed run
-    co_return;
+    co_return false;  // what waited is answered by the closed run
   }
   const Instant hello_at = Clock::now();
   const supervisor::Hello hello = supervised.hello();
@@ -85,14 +70,14 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
   auto replayed = replay_journal(supervised);
   if (!replayed) {
     co_await end_unadoptable(supervised, replayed.error());
-    co_return;
+    co_return false;
   }
   ReplayEffects& replay = **replayed;
   reconcile_after_replay(supervised, replay, hello_at, Clock::now());
   if (replay.diverged()) {
     std::string why = *replay.diverged();
     co_await end_unadoptable(supervised, why);
-    co_return;
+    co_return false;
   }
   // The previous daemon died between spawning the supervisor and recording the run's start (the
   // journal holds no Start): the vendor was spawned and waits for what the start sends it. The
@@ -102,8 +87,7 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
     if (hello.spawn_error) {
       supervised.send(supervisor::Release{});
       refuse("LAUNCH_FAILED", *hello.spawn_error, {});
-      adoption_over();
-      co_return;
+      co_return false;
     }
     input(journal::Start{}, Clock::now());
     after_core();
@@ -115,14 +99,7 @@ asio::awaitable<void> Run::Impl::adopt_main(std::shared_ptr<Run> keep) {
     input(journal::VendorEnd{}, Clock::now());
     after_core();
   }
-  adoption_over();  // live: what arrived meanwhile is handled now, in order
-  if (supervised.exited()) co_await supervised.end_body(std::nullopt);  // what it left behind, so its stdout can end
-  if (core->phase() != RunCore::Phase::closed) {
-    auto termination = co_await body->run_until_gone();
-    protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
-    report_recorded(true);
-    finish(reason, termination);
-  }
+  co_return true;  // live: what arrived meanwhile is handled now, in order (main)
 }
 
 // Rebuilds the core from the journal: every entry handed to apply() as the live run handed it,

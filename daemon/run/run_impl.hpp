@@ -30,6 +30,7 @@
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/append_file.hpp"
 #include "daemon/run/effects_switch.hpp"
+#include "daemon/run/input_hold.hpp"
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/run_core.hpp"
@@ -112,14 +113,8 @@ struct Run::Impl final : RunEffects {
   std::optional<InputJournal> journal;
   std::uint64_t stdout_fed = 0;                             // vendor stdout bytes handed to the framer
   std::set<std::uint64_t> hooks_handed, hooks_gone_handed;  // hook connections the core was handed
-  bool adopting = false;  // made by Run::adopt: main takes the run over instead of launching it
-  // While an adopted run is being rebuilt, what arrives from outside (commands, snapshots) waits
-  // here, in order, and runs once the run is live: the replay hands the core only what the
-  // journal holds, and a snapshot shows the rebuilt run, not a half-built one.
-  bool adoption_pending = false;
-  std::vector<std::function<void()>> until_adopted;
-  void when_adopted(std::function<void()> f);
-  void adoption_over();
+  // What arrives from outside while an adopted run is rebuilt waits here (input_hold.hpp).
+  InputHold until_live;
 
   // Every input to the core goes through input(): journaled (when the run keeps a journal), then
   // applied; a replay applies the journal's entries the same way (run_inputs.cpp).
@@ -184,7 +179,7 @@ struct Run::Impl final : RunEffects {
 
   // The adoption of a run a previous daemon left (run_adoption.cpp): the journal replayed into
   // the fresh core, reconciled with what the supervisor says happened meanwhile.
-  asio::awaitable<void> adopt_main(std::shared_ptr<Run> keep);
+  asio::awaitable<bool> adopt();
   void give_up_adoption(const std::string& why);
   asio::awaitable<void> end_unadoptable(SupervisedBody& body, std::string why);
   // The core rebuilt from the journal with its effects pointed at the returned replay; or why
@@ -194,7 +189,11 @@ struct Run::Impl final : RunEffects {
   void reconcile_after_replay(SupervisedBody& body, ReplayEffects& replay, Instant hello_at, Instant now);
 
   // Launch, delivery, the core's timers and wind-up (run_lifecycle.cpp).
+  // One main for a launched and an adopted run; the way up is chosen when the run is made.
   asio::awaitable<void> main(std::shared_ptr<Run> keep);
+  asio::awaitable<bool> launch();
+  using WayUp = asio::awaitable<bool> (Impl::*)();
+  WayUp bring_up = &Impl::launch;  // Run::adopt: &Impl::adopt
   void refuse(const std::string& code, const std::string& message,
               const std::vector<protocol::ev::CommandResult>& results);
   void after_core();

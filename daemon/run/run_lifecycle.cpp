@@ -15,15 +15,34 @@
 
 namespace mh::daemon {
 
+// One run, launched or adopted: brought up the way chosen when the run was made (launch, or
+// adopt for Run::adopt), then the body runs until the vendor is gone, then the one wind-up.
 asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   (void)keep;
+  auto way_up = (this->*bring_up)();
+  const bool live = co_await std::move(way_up);
+  // An adopted run's inputs that waited while it was rebuilt run now, in order: on the live run,
+  // or answered by the closed one. (A launched run holds none.)
+  until_live.release();
+  if (!live || core->phase() == RunCore::Phase::closed) co_return;
+  protocol::ProcessTermination termination = co_await body->run_until_gone();
+  // The vendor's stdout has ended and no process of the run is left: wind up.
+  protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
+  report_recorded(true);
+  finish(reason, termination);
+}
+
+// Launches the run (main's way up for a run made by Run::create): writes the plan's files, opens
+// the transcripts and the hook channel, spawns the vendor (or its supervisor) and starts the
+// core. True when the vendor runs; false when the run was refused or failed (and is closed).
+asio::awaitable<bool> Run::Impl::launch() {
   if (auto* refusal = std::get_if<adapters::LaunchRefusal>(&planned)) {
     refuse("LAUNCH_REFUSED", refusal->message, refusal->command_results);
-    co_return;
+    co_return false;
   }
   if (auto unpriced = refuse_unpriced_budget(options.spec, adapter, options.prices)) {
     refuse("LAUNCH_REFUSED", *unpriced, {});
-    co_return;
+    co_return false;
   }
   if (!options.containment && adapters::any_limit(options.spec.limits)) {
     // Nothing here could enforce them: refused by name before anything is made, never ignored.
@@ -31,7 +50,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
            "run: limits " + protocol::canonical_json(adapters::limits_to_json(options.spec.limits)) +
                " cannot be enforced: this run has no cgroup (it is not contained; the daemon's runs are)",
            {});
-    co_return;
+    co_return false;
   }
   auto& plan = std::get<adapters::LaunchPlan>(planned);
   std::string error;
@@ -40,26 +59,26 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     make_directories(d, ec);  // 0750 whatever the umask
     if (ec) {
       refuse("LAUNCH_FAILED", "cannot create " + d.string() + ": " + ec.message(), {});
-      co_return;
+      co_return false;
     }
   }
   const RunDir dir(options.run_dir);
   for (const auto& f : plan.files) {
     if (auto problem = write_file(f.path, f.contents, f.mode)) {
       refuse("LAUNCH_FAILED", *problem, {});
-      co_return;
+      co_return false;
     }
   }
   for (const auto& l : plan.links) {
     std::filesystem::create_symlink(l.target, l.path, ec);
     if (ec) {
       refuse("LAUNCH_FAILED", "cannot link " + l.path.string() + " to " + l.target.string() + ": " + ec.message(), {});
-      co_return;
+      co_return false;
     }
   }
   if (auto problem = dir.write_plan(plan, options.spec)) {
     refuse("LAUNCH_FAILED", *problem, {});
-    co_return;
+    co_return false;
   }
   // The body is chosen here, once. A supervised run's transcripts are its supervisor's to write,
   // and its hook channel is the supervisor's to serve; this daemon keeps only the hook log.
@@ -77,7 +96,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   }
   if (direct && !direct->open_transcripts(plan, dir, error)) {
     refuse("LAUNCH_FAILED", error, {});
-    co_return;
+    co_return false;
   }
   // The gateway lives in the run's supervisor (it must outlive this daemon as the run does):
   // without one there is nobody to host it.
@@ -86,7 +105,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
            "run: a model gateway (an upstream, or a model_scenario behind the gateway) needs a supervised run, and "
            "runs.supervise is false",
            {});
-    co_return;
+    co_return false;
   }
   // network = "gateway": only the sandbox can give the run a network of its own; never a run
   // that quietly keeps the host's.
@@ -97,7 +116,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
              "network = \"gateway\" needs the sandbox: " +
                  (options.containment ? options.containment->no_sandbox_why : std::string("the run is not contained")),
              {});
-      co_return;
+      co_return false;
     }
     own_network.emplace();
     own_network->gate_dir = options.run_dir / "gate";
@@ -116,12 +135,12 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
           SandboxSpec::Relay{port, std::filesystem::path(kGateInView) / listen.path->filename()});
       return true;
     };
-    if (options.gateway && !relay(options.gateway->listen, kGatewayRelayPort, "gateway")) co_return;
-    if (options.egress && !relay(options.egress->listen, kEgressRelayPort, "egress proxy")) co_return;
+    if (options.gateway && !relay(options.gateway->listen, kGatewayRelayPort, "gateway")) co_return false;
+    if (options.egress && !relay(options.egress->listen, kEgressRelayPort, "egress proxy")) co_return false;
   }
   if (plan.hook_channel && !hook_log.open(dir.vendor_hooks(), error)) {
     refuse("LAUNCH_FAILED", error, {});
-    co_return;
+    co_return false;
   }
   SpawnOptions spawn_options;
   const adapters::LaunchPlan* to_spawn = &plan;
@@ -129,7 +148,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
     auto journal_made = InputJournal::create(options.run_dir / "core-inputs.jsonl");
     if (!journal_made) {
       refuse("LAUNCH_FAILED", journal_made.error(), {});
-      co_return;
+      co_return false;
     }
     journal.emplace(std::move(*journal_made));
   }
@@ -138,7 +157,7 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
                                             limits_of(options.spec), own_network);
     if (!prepared) {
       refuse("LAUNCH_REFUSED", prepared.error(), {});
-      co_return;
+      co_return false;
     }
     containment = std::move(*prepared);
     for (const auto& [code, message] : containment->warnings())
@@ -151,25 +170,21 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   // abstract name the adapter gave it (to_spawn->hook_channel says which).
   if (direct && to_spawn->hook_channel && !direct->open_hook_channel(*to_spawn->hook_channel, error)) {
     refuse("LAUNCH_FAILED", error, {});
-    co_return;
+    co_return false;
   }
   if (supervised_body) {
     auto failed = co_await supervised_body->launch(*to_spawn, spawn_options);
     if (failed) {
       refuse("LAUNCH_FAILED", *failed, {});
-      co_return;
+      co_return false;
     }
   } else if (auto spawned = direct->spawn(*to_spawn, spawn_options); !spawned) {
     refuse("LAUNCH_FAILED", spawned.error(), {});
-    co_return;
+    co_return false;
   }
   input(journal::Start{}, Clock::now());  // the commands that waited for the spawn are handled here, in order
   after_core();
-  protocol::ProcessTermination termination = co_await body->run_until_gone();
-  // The vendor's stdout has ended and no process of the run is left: wind up.
-  protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
-  report_recorded(true);
-  finish(reason, termination);
+  co_return true;
 }
 
 // Refused before anything spawned: the command results (one per needed command the adapter

@@ -199,6 +199,9 @@ void SupervisedBody::release() {
 // and stderr have ended; then what is left of the run is killed. A supervisor that goes away
 // before that takes the vendor's pipes with it: the run is ended through its cgroup.
 asio::awaitable<protocol::ProcessTermination> SupervisedBody::run_until_gone() {
+  // A vendor that exited while no daemon was there (an adoption's hello said so): what it left
+  // behind goes first, so its stdout can end.
+  if (vendor_exit_) co_await end_body(std::nullopt);
   while (!(vendor_exit_ && stdout_ended_ && stderr_ended_)) {
     auto message = co_await link_->next();
     if (!message) {
