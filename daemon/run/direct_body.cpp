@@ -227,7 +227,7 @@ void DirectBody::reply_hook(std::uint64_t connection, std::string line) {
   if (run_.options.seam_probe) run_.options.seam_probe->answer_written();
   auto socket = std::move(it->second);
   hook_waiting_.erase(it);
-  run_.log_hook(connection, "out", json::value(line));
+  run_.hook_log.append(connection, "out", json::value(line));
   auto bytes = std::make_shared<std::string>(std::move(line));
   bytes->push_back('\n');
   asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {

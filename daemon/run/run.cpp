@@ -1,6 +1,6 @@
 // The public Run: create (the run directory, the scripted endpoint, the log, the plan), the
-// thread-safe members that post onto the strand, and the snapshots. What runs on the strand is in
-// run_lifecycle.cpp, run_record.cpp, run_vendor_io.cpp and run_hook_channel.cpp (run_impl.hpp).
+// thread-safe members that post onto the strand, and the snapshots. What runs on the strand is
+// Run::Impl's (run_impl.hpp).
 #include "daemon/run/run.hpp"
 
 #include <boost/asio/co_spawn.hpp>

@@ -1,8 +1,12 @@
-// Run::Impl, the state of one run on its strand, shared by the files that implement it: run.cpp
-// (the public Run: create, the posts onto the strand, the snapshots), run_lifecycle.cpp (launch,
-// command delivery, the core's timers and wind-up), run_record.cpp (the event log and the close),
-// run_vendor_io.cpp (the child's pipes and its exit), run_hook_channel.cpp (the hook socket).
-// Internal to daemon/run: nothing outside these files includes it.
+// Run::Impl, the run's shell: the state of one run on its strand and the core's live effects. It
+// owns the objects each way of running needs, each in its own file (the vendor's body, chosen once:
+// direct_body / supervised_body; the timers; the hook log; the gateway ledger; the input hold; the
+// effects switch a replay points the core through), and keeps for itself the record, the inputs'
+// one door and the order of things. Its own functions: run.cpp (the public Run: create, adopt, the
+// posts onto the strand, the snapshots), run_lifecycle.cpp (main, launch, adopt, after_core, the
+// timer effects), run_record.cpp (the event log and the close), run_inputs.cpp (input/apply),
+// run_vendor_io.cpp (the vendor effects handed to the body). Internal to daemon/run: nothing
+// outside it includes this header.
 #pragma once
 
 #include <fcntl.h>
@@ -30,6 +34,8 @@
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/append_file.hpp"
 #include "daemon/run/effects_switch.hpp"
+#include "daemon/run/gateway_ledger.hpp"
+#include "daemon/run/hook_log.hpp"
 #include "daemon/run/input_hold.hpp"
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
@@ -43,9 +49,6 @@
 #include "protocol/line_framer.hpp"
 
 namespace mh::daemon {
-
-class ReplayEffects;
-class SupervisedBody;
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -97,7 +100,7 @@ struct Run::Impl final : RunEffects {
   RunOutcome outcome;
   bool log_failed = false;  // a write to the record failed: the run is stopped (after_core)
 
-  AppendFile hook_log;  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
+  HookLog hook_log{redactor};  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
   // The vendor's process, chosen once when the run is launched or adopted: a direct child
   // (direct_body.hpp) or the child of the run's supervisor (supervised_body.hpp). The effect
   // overrides below call it; null until then (the core asks nothing of the vendor before start).
@@ -109,7 +112,7 @@ struct Run::Impl final : RunEffects {
   std::optional<protocol::LineFramer> framer;
 
   // Supervised (options.supervision): every input to the core is journaled first, so a daemon
-  // that adopts the run can rebuild the core (run_adoption.cpp).
+  // that adopts the run can rebuild the core (adoption.hpp).
   std::optional<InputJournal> journal;
   std::uint64_t stdout_fed = 0;                             // vendor stdout bytes handed to the framer
   std::set<std::uint64_t> hooks_handed, hooks_gone_handed;  // hook connections the core was handed
@@ -144,7 +147,6 @@ struct Run::Impl final : RunEffects {
   void finish(protocol::CloseReason reason, protocol::ProcessTermination process);
   // The hook channel's answers go to the body; both bodies keep its traffic in the hook log.
   void reply_hook(std::uint64_t connection, std::string line) override;
-  void log_hook(std::uint64_t connection, std::string_view direction, const json::value& message);
 
   // The vendor's side (run_vendor_io.cpp): the effects handed to the body, and what both bodies
   // share. Reading the vendor's output: wait until it is readable, then drain it into a buffer
@@ -159,39 +161,15 @@ struct Run::Impl final : RunEffects {
   void terminate_vendor(std::chrono::milliseconds grace) override;
   asio::awaitable<void> kill_everything(std::shared_ptr<Run> keep);
 
-  // A message of the run's gateway or egress proxy (Reserve, GatewayUsage, GatewayRefused,
-  // Egress), from the supervised body's loop; a reservation is answered on `link`
-  // (run_gateway.cpp).
-  void on_gateway_message(const supervisor::FromSupervisor& message, SupervisorLink& link);
-  void on_reserve(const supervisor::Reserve& reserve, SupervisorLink& link);
-  // The run ended: whatever it still holds of its owner's day is released (release_daily).
-  void release_reservations();
-  // A reservation granted and not yet settled, by the gateway's request number. Not journaled:
-  // a reservation is a promise to the live ledger, which a restart empties (docs/policies.md).
-  struct Reservation {
-    Spend worst;
-    std::optional<std::uint64_t> daily;  // the ledger's id, when the owner's day was reserved too
-  };
-  std::map<std::uint64_t, Reservation> reservations;
-  // The reasons an upstream could not be reached that the stream was told (once each).
-  static constexpr std::size_t kMaxUpstreamFailuresTold = 16;
-  std::set<std::string> upstream_failures_told;
-
-  // The adoption of a run a previous daemon left (run_adoption.cpp): the journal replayed into
-  // the fresh core, reconciled with what the supervisor says happened meanwhile.
-  asio::awaitable<bool> adopt();
-  void give_up_adoption(const std::string& why);
-  asio::awaitable<void> end_unadoptable(SupervisedBody& body, std::string why);
-  // The core rebuilt from the journal with its effects pointed at the returned replay; or why
-  // the run cannot be adopted. `hello_at`: when the attach's hello arrived (its ungoverned_ms was
-  // true then).
-  boost::system::result<std::unique_ptr<ReplayEffects>, std::string> replay_journal(SupervisedBody& body);
-  void reconcile_after_replay(SupervisedBody& body, ReplayEffects& replay, Instant hello_at, Instant now);
+  // The run's side of its gateway: its messages and the reservations it granted
+  // (gateway_ledger.hpp).
+  GatewayLedger gateway{*this};
 
   // Launch, delivery, the core's timers and wind-up (run_lifecycle.cpp).
   // One main for a launched and an adopted run; the way up is chosen when the run is made.
   asio::awaitable<void> main(std::shared_ptr<Run> keep);
   asio::awaitable<bool> launch();
+  asio::awaitable<bool> adopt();  // through an Adoption (adoption.hpp)
   using WayUp = asio::awaitable<bool> (Impl::*)();
   WayUp bring_up = &Impl::launch;  // Run::adopt: &Impl::adopt
   void refuse(const std::string& code, const std::string& message,

@@ -63,7 +63,7 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                      request = std::move(*parsed);
                    }
                    hooks_handed.insert(h.connection);
-                   log_hook(h.connection, "in", *request);
+                   hook_log.append(h.connection, "in", *request);
                    core->on_hook_request(h.connection, *request, now);
                  },
                  [&](const journal::HookGone& h) {

@@ -1,13 +1,15 @@
-// One run from launch to wind-up: main writes the plan's files, opens the transcripts and the hook
-// channel, spawns the vendor, starts the core and waits for stdout, exit and stderr to end;
-// route keeps where a command's result goes; after_core (after every input) tells the core what
-// is durable and rearms the idle timer; the deadline, wall-budget and idle timers wake the core
-// on the strand. Separate from the I/O files: this is the order of things.
+// One run from launch (or adoption) to wind-up: main brings the run up the way chosen when it was
+// made (launch writes the plan's files, opens the transcripts and the hook channel, spawns the
+// vendor or its supervisor and starts the core; adopt hands over to an Adoption), then waits for
+// the body to be gone and winds up; route keeps where a command's result goes; after_core (after every input) tells the
+// core what is durable and rearms the idle timer; the deadline, wall-budget and idle timers wake the core on the
+// strand. Separate from the I/O files: this is the order of things.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "daemon/process/sandbox.hpp"
+#include "daemon/run/adoption.hpp"
 #include "daemon/run/direct_body.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/run_impl.hpp"
@@ -30,6 +32,15 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
   report_recorded(true);
   finish(reason, termination);
+}
+
+// Takes the run over (main's way up for a run made by Run::adopt): its supervisor is the body.
+asio::awaitable<bool> Run::Impl::adopt() {
+  auto made = std::make_unique<SupervisedBody>(*this);
+  Adoption adoption(*this, *made);
+  body = std::move(made);
+  auto taking_over = adoption.take_over();
+  co_return co_await std::move(taking_over);
 }
 
 // Launches the run (main's way up for a run made by Run::create): writes the plan's files, opens

@@ -73,7 +73,7 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
     report(seq);
   };
   // The run holds nothing of its owner's day from here on (its requests can no longer be settled).
-  release_reservations();
+  gateway.release();
   auto resources = containment ? containment->resources() : std::nullopt;
   if (core && (!core->egress_counts().allowed.empty() || !core->egress_counts().denied.empty())) {
     if (!resources) resources.emplace();  // a run with no cgroup: only the egress counts are known

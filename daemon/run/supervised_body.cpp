@@ -185,7 +185,7 @@ asio::awaitable<void> SupervisedBody::terminate() {
 
 void SupervisedBody::reply_hook(std::uint64_t connection, std::string line) {
   if (run_.options.seam_probe) run_.options.seam_probe->answer_written();
-  run_.log_hook(connection, "out", json::value(line));
+  run_.hook_log.append(connection, "out", json::value(line));
   link_->send(supervisor::HookReply{connection, std::move(line)});
 }
 
@@ -257,8 +257,8 @@ asio::awaitable<protocol::ProcessTermination> SupervisedBody::run_until_gone() {
       daemon::log(LogPriority::error, "run " + run_.log->run_id() + ": the supervisor refused a line: " + why);
     } else {
       // The gateway's and the egress proxy's (Reserve, GatewayUsage, GatewayRefused, Egress):
-      // run_gateway.cpp; a reservation is answered on this link.
-      run_.on_gateway_message(*message, *link_);
+      // gateway_ledger.hpp; a reservation is answered on this link.
+      run_.gateway.on_message(*message, *link_);
     }
   }
   protocol::ProcessTermination termination = *vendor_exit_;
