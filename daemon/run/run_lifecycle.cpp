@@ -1,9 +1,10 @@
-// One run from launch (or adoption) to wind-up: main brings the run up the way chosen when it was
-// made (launch writes the plan's files, opens the transcripts and the hook channel, spawns the
-// vendor or its supervisor and starts the core; adopt hands over to an Adoption), then waits for
-// the body to be gone and winds up; route keeps where a command's result goes; after_core (after every input) tells the
-// core what is durable and rearms the idle timer; the deadline, wall-budget and idle timers wake the core on the
-// strand. Separate from the I/O files: this is the order of things.
+// One run from launch (or adoption) to wind-up: main brings the run up the way chosen when it
+// was made (launch writes the plan's files, opens the transcripts and the hook channel, spawns
+// the vendor or its supervisor and starts the core; adopt hands over to an Adoption), then waits
+// for the body to be gone and winds up; route keeps where a command's result goes; after_core
+// (after every input) tells the core what is durable and rearms the idle timer; the deadline,
+// wall-budget and idle timers wake the core on the strand. Separate from the I/O files: this is
+// the order of things.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
