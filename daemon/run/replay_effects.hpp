@@ -1,5 +1,5 @@
 // ReplayEffects: what a run's core does while an adoption rebuilds it from the input journal
-// (run_adoption.cpp). The core is pointed at it (EffectsSwitch) for the replay. Each event the
+// (adoption.hpp). The core is pointed at it (EffectsSwitch) for the replay. Each event the
 // core emits up to the stream's last seq is on record already: it is checked against the type the
 // record holds at that seq, not written again (past it, events go to the live record). What the
 // core asks of the vendor and of the timers is collected, not done: the adoption reconciles it

@@ -1,12 +1,10 @@
-// Run::Impl, the run's shell: the state of one run on its strand and the core's live effects. It
-// owns the objects each way of running needs, each in its own file (the vendor's body, chosen once:
-// direct_body / supervised_body; the timers; the hook log; the gateway ledger; the input hold; the
-// effects switch a replay points the core through), and keeps for itself the record, the inputs'
-// one door and the order of things. Its own functions: run.cpp (the public Run: create, adopt, the
-// posts onto the strand, the snapshots), run_lifecycle.cpp (main, launch, adopt, after_core, the
-// timer effects), run_record.cpp (the event log and the close), run_inputs.cpp (input/apply),
-// run_vendor_io.cpp (the vendor effects handed to the body). Internal to daemon/run: nothing
-// outside it includes this header.
+// Run::Impl, the run's shell: the state of one run on its strand and the core's live effects,
+// implemented in run_impl.cpp. It owns the objects each way of running needs, each in its own
+// file: the vendor's body, chosen once (direct_body / supervised_body), the way up (launch /
+// adoption), the timers, the hook log, the gateway ledger, the input hold, and the effects switch
+// a replay points the core through (replay_effects). It keeps for itself the record, the inputs'
+// one door and the order of things. Internal to daemon/run: nothing outside it includes this
+// header.
 #pragma once
 
 #include <fcntl.h>
@@ -120,7 +118,7 @@ struct Run::Impl final : RunEffects {
   InputHold until_live;
 
   // Every input to the core goes through input(): journaled (when the run keeps a journal), then
-  // applied; a replay applies the journal's entries the same way (run_inputs.cpp).
+  // applied; a replay applies the journal's entries the same way.
   struct InputExtras {
     Ticket ticket = kUnrouted;
     std::optional<protocol::Command> command;  // a live command, already parsed
@@ -136,8 +134,8 @@ struct Run::Impl final : RunEffects {
   Ticket next_ticket = kUnrouted;
   std::map<Ticket, ResultCallback> result_routes;
 
-  // The record and the close (run_record.cpp). The other RunEffects overrides sit below with
-  // the file that defines them: vendor I/O, the hook channel, the timers and spend.
+  // The record and the close. The other RunEffects overrides sit below with their part:
+  // the vendor effects, the hook channel, the timers and spend.
   std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override;
   std::uint64_t emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
                          std::vector<protocol::CutField> cut) override;
@@ -148,7 +146,7 @@ struct Run::Impl final : RunEffects {
   // The hook channel's answers go to the body; both bodies keep its traffic in the hook log.
   void reply_hook(std::uint64_t connection, std::string line) override;
 
-  // The vendor's side (run_vendor_io.cpp): the effects handed to the body, and what both bodies
+  // The vendor's side: the effects handed to the body, and what both bodies
   // share. Reading the vendor's output: wait until it is readable, then drain it into a buffer
   // that belongs to the io thread, not to the run. An idle run therefore holds no read buffer at
   // all (1,000 idle runs cost no 80 MiB of buffers); the framer keeps only a partial line.
@@ -165,7 +163,7 @@ struct Run::Impl final : RunEffects {
   // (gateway_ledger.hpp).
   GatewayLedger gateway{*this};
 
-  // Launch, delivery, the core's timers and wind-up (run_lifecycle.cpp).
+  // Launch, delivery, the core's timers and wind-up.
   // One main for a launched and an adopted run; the way up is chosen when the run is made.
   asio::awaitable<void> main(std::shared_ptr<Run> keep);
   asio::awaitable<bool> launch();
