@@ -1,6 +1,6 @@
 // The public Run: create (the run directory, the scripted endpoint, the log, the plan), the
-// thread-safe members that post onto the strand, and the snapshots. What runs on the strand is in
-// run_lifecycle.cpp, run_record.cpp, run_vendor_io.cpp and run_hook_channel.cpp (run_impl.hpp).
+// thread-safe members that post onto the strand, and the snapshots. What runs on the strand is
+// Run::Impl's (run_impl.hpp).
 #include "daemon/run/run.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -143,7 +143,7 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   if (plan) add_network(*plan, i.options);
   i.core =
       std::make_unique<RunCore>(i.options.spec, adapter, plan ? adapter.open_session(i.options.spec, *plan) : nullptr,
-                                i, RunCoreOptions{i.options.halt_grace, &i.options.prices});
+                                i.effects, RunCoreOptions{i.options.halt_grace, &i.options.prices});
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
   run->impl_->timers.bind(run);
@@ -186,10 +186,10 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_con
     std::string error;
     if (!i.hook_log.open(dir.vendor_hooks(), error)) return fail(error);
   }
-  i.core = std::make_unique<RunCore>(i.options.spec, adapter, adapter.open_session(i.options.spec, *plan), i,
+  i.core = std::make_unique<RunCore>(i.options.spec, adapter, adapter.open_session(i.options.spec, *plan), i.effects,
                                      RunCoreOptions{i.options.halt_grace, &i.options.prices});
-  i.adopting = true;
-  i.adoption_pending = true;
+  i.bring_up = &Impl::adopt;  // main takes the run over instead of launching it
+  i.until_live.hold();        // what arrives waits until the run is rebuilt
   auto run = std::shared_ptr<Run>(new Run(std::move(impl)));
   run->impl_->self = run;
   run->impl_->timers.bind(run);
@@ -207,7 +207,7 @@ void post_input(std::shared_ptr<Run> run, Run::Impl& i, Input input) {
       input(*i.core);
       i.after_core();
     };
-    i.when_adopted(std::move(handle));
+    i.until_live.run_or_hold(std::move(handle));
   });
 }
 
@@ -219,7 +219,7 @@ void Run::start(std::function<void(const RunOutcome&)> on_closed) {
     if (i.core->phase() != RunCore::Phase::created) return;  // started once
     i.core->launch();
     i.on_closed = std::move(on_closed);
-    asio::co_spawn(i.strand, i.adopting ? i.adopt_main(run) : i.main(run), asio::detached);
+    asio::co_spawn(i.strand, i.main(run), asio::detached);
   });
 }
 
@@ -304,7 +304,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.turns = i.core->turns();
     s.last_seq = i.log->last_seq();
     if (closed) s.close_reason = i.outcome.reason;
-    s.pid = closed ? 0 : i.child ? i.child->pid() : i.vendor_pid;  // a closed run's child is reaped
+    s.pid = closed || !i.body ? 0 : i.body->pid();  // a closed run's child is reaped
     s.created_at = i.created_at;
     s.labels = i.options.spec.labels;
     s.spend = i.core->reported_spend();
@@ -316,7 +316,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
 void Run::pending_calls(std::function<void(std::vector<PendingCallView>)> callback) const {
   asio::post(impl_->strand, [run = std::const_pointer_cast<Run>(shared_from_this()), callback = std::move(callback)] {
     Impl& i = *run->impl_;
-    i.when_adopted([run, &i, callback] {
+    i.until_live.run_or_hold([run, &i, callback] {
       callback(i.core->phase() != RunCore::Phase::closed ? i.core->pending_calls(Clock::now())
                                                          : std::vector<PendingCallView>{});
     });

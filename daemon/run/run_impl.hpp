@@ -1,8 +1,10 @@
-// Run::Impl, the state of one run on its strand, shared by the files that implement it: run.cpp
-// (the public Run: create, the posts onto the strand, the snapshots), run_lifecycle.cpp (launch,
-// command delivery, the core's timers and wind-up), run_record.cpp (the event log and the close),
-// run_vendor_io.cpp (the child's pipes and its exit), run_hook_channel.cpp (the hook socket).
-// Internal to daemon/run: nothing outside these files includes it.
+// Run::Impl, the run's shell: the state of one run on its strand and the core's live effects,
+// implemented in run_impl.cpp. It owns the objects each way of running needs, each in its own
+// file: the vendor's body, chosen once (direct_body / supervised_body), the way up (launch /
+// adoption), the timers, the hook log, the gateway ledger, the input hold, and the effects switch
+// a replay points the core through (replay_effects). It keeps for itself the record, the inputs'
+// one door and the order of things. Internal to daemon/run: nothing outside it includes this
+// header.
 #pragma once
 
 #include <fcntl.h>
@@ -29,10 +31,15 @@
 #include "daemon/process/run_containment.hpp"
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/append_file.hpp"
+#include "daemon/run/effects_switch.hpp"
+#include "daemon/run/gateway_ledger.hpp"
+#include "daemon/run/hook_log.hpp"
+#include "daemon/run/input_hold.hpp"
 #include "daemon/run/input_journal.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/run_core.hpp"
 #include "daemon/run/run_timers.hpp"
+#include "daemon/run/vendor_body.hpp"
 #include "daemon/stream/event_log.hpp"
 #include "daemon/stream/stream_redactor.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
@@ -75,9 +82,6 @@ struct Run::Impl final : RunEffects {
   // The run's secrets as its files other than events.jsonl are redacted with (the EventLog keeps
   // its own, from the same options.redactions).
   Redactor redactor{options.redactions};
-  // A direct child's stdout and stderr are redacted as read, before the adapter or the file sees
-  // them (a supervised run's are, by its supervisor, before they reach its transcript).
-  StreamRedactor stdout_redactor, stderr_redactor;
   std::weak_ptr<Run> self;
   std::chrono::system_clock::time_point created_at = std::chrono::system_clock::now();
 
@@ -86,71 +90,35 @@ struct Run::Impl final : RunEffects {
   std::variant<adapters::LaunchPlan, adapters::LaunchRefusal> planned;
   std::unique_ptr<model::ScriptedEndpoint> endpoint;
   std::unique_ptr<RunContainment> containment;  // when options.containment: made before the spawn
-  std::unique_ptr<ChildProcess> child;
+  // What the core is made with: its effects go to this shell (the overrides below), or to an
+  // adoption's ReplayEffects while the journal replays (effects_switch.hpp).
+  EffectsSwitch effects{*this};
   std::unique_ptr<RunCore> core;  // from create on: the run's lifecycle and governing logic
   std::function<void(const RunOutcome&)> on_closed;
   RunOutcome outcome;
   bool log_failed = false;  // a write to the record failed: the run is stopped (after_core)
 
-  AppendFile transcript, stdin_log, stderr_log;
-  AppendFile hook_log;  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
-  std::optional<asio::posix::stream_descriptor> vendor_stdout, vendor_stderr;
-  // The hook channel (plan.hook_channel): pending hook connections wait for their answer here.
-  std::optional<asio::local::stream_protocol::acceptor> hook_acceptor;
-  std::map<std::uint64_t, std::shared_ptr<local_socket>> hook_waiting;
-  std::uint64_t hook_connections = 0;
-  // The vendor's stdin: the queue and the one writer coroutine's plumbing.
-  std::deque<std::optional<std::string>> to_vendor;  // nullopt: close stdin after what precedes
-  bool writing = false;
-  bool stdin_closed = false;
-  bool vendor_reaped = false;  // the child was waited for: nothing is left to kill by pid
-  RunTimers timers;            // the deadlines, the wall budget, the idle timeout and the grace (run_timers.hpp)
+  HookLog hook_log{redactor};  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
+  // The vendor's process, chosen once when the run is launched or adopted: a direct child
+  // (direct_body.hpp) or the child of the run's supervisor (supervised_body.hpp). The effect
+  // overrides below call it; null until then (the core asks nothing of the vendor before start).
+  std::unique_ptr<VendorBody> body;
+  RunTimers timers;  // the deadlines, the wall budget, the idle timeout and the grace (run_timers.hpp)
 
   // The vendor's stdout, framed. A member because a supervised run feeds it across the
   // supervisor's messages, and an adoption's replay feeds it before the live run goes on.
   std::optional<protocol::LineFramer> framer;
 
-  // Supervised (options.supervision): the vendor is the child of a supervisor process of the
-  // run's own (daemon/supervisor), which outlives this daemon; every input to the core is
-  // journaled first, so a daemon that adopts the run can rebuild the core (run_supervised.cpp).
-  std::unique_ptr<SupervisorLink> link;
+  // Supervised (options.supervision): every input to the core is journaled first, so a daemon
+  // that adopts the run can rebuild the core (adoption.hpp).
   std::optional<InputJournal> journal;
-  TranscriptFollower transcript_reader;                     // the transcript the supervisor writes, as it grows
-  std::uint64_t stdout_fed = 0;                             // transcript bytes handed to the framer
-  pid_t vendor_pid = 0;                                     // the supervisor's child (not ours: it is not reaped here)
-  std::optional<protocol::ProcessTermination> vendor_exit;  // as the supervisor reported it
-  bool vendor_stdout_ended = false, vendor_stderr_ended = false;
+  std::uint64_t stdout_fed = 0;                             // vendor stdout bytes handed to the framer
   std::set<std::uint64_t> hooks_handed, hooks_gone_handed;  // hook connections the core was handed
-  bool adopting = false;  // made by Run::adopt: main takes the run over instead of launching it
-  // While an adopted run is being rebuilt, what arrives from outside (commands, snapshots) waits
-  // here, in order, and runs once the run is live: the replay hands the core only what the
-  // journal holds, and a snapshot shows the rebuilt run, not a half-built one.
-  bool adoption_pending = false;
-  std::vector<std::function<void()>> until_adopted;
-  void when_adopted(std::function<void()> f);
-  void adoption_over();
-
-  // An adoption's replay of the journal: what the core does while it is rebuilt is checked
-  // against the record (events up to the stream's last seq are not written again) and collected
-  // (answers to the vendor, timers), then reconciled with what the supervisor says happened.
-  struct Replay {
-    std::uint64_t recorded_last = 0;          // the stream's last seq when the adoption began
-    std::uint64_t seq = 0;                    // the seq the core's last replayed event got
-    std::vector<std::string> recorded_types;  // the type of each recorded event, by seq - 1
-    Instant now{};                            // the entry being replayed
-    std::string stdin_bytes;                  // every line the core wrote to the vendor, with its '\n'
-    bool stdin_closed = false;
-    std::optional<Instant> kill_at;  // a grace that began before the adoption ends then
-    std::map<std::uint64_t, std::string> hook_replies;
-    std::map<std::string, Instant> deadlines;
-    std::optional<Instant> wall;
-    std::optional<std::string> diverged;  // the core did not do what the record says: not adoptable
-  };
-  std::optional<Replay> replay;
-  Instant hello_at{};  // when the adopting attach's hello arrived: its ungoverned_ms was true then
+  // What arrives from outside while an adopted run is rebuilt waits here (input_hold.hpp).
+  InputHold until_live;
 
   // Every input to the core goes through input(): journaled (when the run keeps a journal), then
-  // applied; a replay applies the journal's entries the same way (run_inputs.cpp).
+  // applied; a replay applies the journal's entries the same way.
   struct InputExtras {
     Ticket ticket = kUnrouted;
     std::optional<protocol::Command> command;  // a live command, already parsed
@@ -166,8 +134,8 @@ struct Run::Impl final : RunEffects {
   Ticket next_ticket = kUnrouted;
   std::map<Ticket, ResultCallback> result_routes;
 
-  // The record and the close (run_record.cpp). The other RunEffects overrides sit below with
-  // the file that defines them: vendor I/O, the hook channel, the timers and spend.
+  // The record and the close. The other RunEffects overrides sit below with their part:
+  // the vendor effects, the hook channel, the timers and spend.
   std::uint64_t emit(protocol::EventPayload payload, std::optional<std::string> at) override;
   std::uint64_t emit_cut(protocol::EventPayload payload, std::optional<std::string> at,
                          std::vector<protocol::CutField> cut) override;
@@ -175,68 +143,33 @@ struct Run::Impl final : RunEffects {
   void report_recorded(bool durable);
   void release_log();
   void finish(protocol::CloseReason reason, protocol::ProcessTermination process);
-
-  // The hook channel (run_hook_channel.cpp).
+  // The hook channel's answers go to the body; both bodies keep its traffic in the hook log.
   void reply_hook(std::uint64_t connection, std::string line) override;
-  void log_hook(std::uint64_t connection, std::string_view direction, const json::value& message);
-  bool open_hook_channel(const adapters::HookChannel& channel, std::string& error);
-  asio::awaitable<void> accept_hooks(std::shared_ptr<Run> keep);
-  asio::awaitable<void> serve_hook(std::shared_ptr<Run> keep, std::shared_ptr<local_socket> socket);
 
-  // Vendor I/O (run_vendor_io.cpp).
-  // Reading the vendor's output: wait until the pipe is readable, then drain it into a buffer
+  // The vendor's side: the effects handed to the body, and what both bodies
+  // share. Reading the vendor's output: wait until it is readable, then drain it into a buffer
   // that belongs to the io thread, not to the run. An idle run therefore holds no read buffer at
   // all (1,000 idle runs cost no 80 MiB of buffers); the framer keeps only a partial line.
   static constexpr std::size_t kChunk = 64 * 1024;
   static constexpr std::size_t kDrainPerTurn = 256 * 1024;  // then yield to other runs
+  static char* thread_buffer();
   void write_vendor(std::string line) override;
   std::string stderr_tail() const;
   void close_vendor_stdin() override;
   void terminate_vendor(std::chrono::milliseconds grace) override;
-  void pump_stdin();
-  asio::awaitable<void> write_stdin(std::shared_ptr<Run> keep);
-  static char* thread_buffer();
-  template <class Consume>
-  asio::awaitable<bool> drain(asio::posix::stream_descriptor& from, Consume&& consume);
-  template <class Consume>
-  asio::awaitable<void> read_until_end(asio::posix::stream_descriptor& from, Consume& consume);
-  asio::awaitable<void> read_stdout();
-  asio::awaitable<void> read_stderr();
-  asio::awaitable<protocol::ProcessTermination> supervise_exit();
-  void arm_grace(std::chrono::milliseconds grace);
   asio::awaitable<void> kill_everything(std::shared_ptr<Run> keep);
-  void arm_grace_at(Instant when);
 
-  // Supervised runs (run_supervised.cpp).
-  // A message of the run's gateway or egress proxy (Reserve, GatewayUsage, GatewayRefused,
-  // Egress), from the supervisor's loop: run_gateway.cpp.
-  void on_gateway_message(const supervisor::FromSupervisor& message);
-  void on_reserve(const supervisor::Reserve& reserve);
-  // The run ended: whatever it still holds of its owner's day is released (release_daily).
-  void release_reservations();
-  // A reservation granted and not yet settled, by the gateway's request number. Not journaled:
-  // a reservation is a promise to the live ledger, which a restart empties (docs/policies.md).
-  struct Reservation {
-    Spend worst;
-    std::optional<std::uint64_t> daily;  // the ledger's id, when the owner's day was reserved too
-  };
-  std::map<std::uint64_t, Reservation> reservations;
-  // The reasons an upstream could not be reached that the stream was told (once each).
-  static constexpr std::size_t kMaxUpstreamFailuresTold = 16;
-  std::set<std::string> upstream_failures_told;
-  asio::awaitable<bool> launch_supervised(const adapters::LaunchPlan& to_spawn, const SpawnOptions& spawn_options);
-  asio::awaitable<protocol::ProcessTermination> supervise_body();
-  asio::awaitable<void> read_transcript_to(std::uint64_t end, const supervisor::Out* out = nullptr);
-  asio::awaitable<void> end_body(std::optional<pid_t> root);
-  asio::awaitable<void> adopt_main(std::shared_ptr<Run> keep);
-  void give_up_adoption(const std::string& why);
-  asio::awaitable<void> end_unadoptable(std::string why);
-  std::optional<std::string> replay_journal();
-  void reconcile_after_replay(Instant now);
+  // The run's side of its gateway: its messages and the reservations it granted
+  // (gateway_ledger.hpp).
+  GatewayLedger gateway{*this};
 
-  // Launch, delivery, the core's timers and wind-up (run_lifecycle.cpp).
+  // Launch, delivery, the core's timers and wind-up.
+  // One main for a launched and an adopted run; the way up is chosen when the run is made.
   asio::awaitable<void> main(std::shared_ptr<Run> keep);
-  static asio::awaitable<bool> wrap(asio::awaitable<void> a);
+  asio::awaitable<bool> launch();
+  asio::awaitable<bool> adopt();  // through an Adoption (adoption.hpp)
+  using WayUp = asio::awaitable<bool> (Impl::*)();
+  WayUp bring_up = &Impl::launch;  // Run::adopt: &Impl::adopt
   void refuse(const std::string& code, const std::string& message,
               const std::vector<protocol::ev::CommandResult>& results);
   void after_core();

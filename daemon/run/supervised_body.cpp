@@ -1,0 +1,268 @@
+// SupervisedBody (supervised_body.hpp): the launch (the supervisor's spec, its spawn, the
+// attach), the attach of an adoption, the loop that turns the supervisor's messages into the
+// run's inputs, and the end of the body.
+#include "daemon/run/supervised_body.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/log.hpp"
+#include "daemon/process/run_processes.hpp"
+#include "daemon/run/run_dir.hpp"
+#include "daemon/run/run_impl.hpp"
+#include "daemon/supervisor/supervisor_spec.hpp"
+
+namespace mh::daemon {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::string_view kBodyRecordFile = "body.json";
+constexpr std::string_view kSupervisorSpecFile = "supervisor-spec.json";
+constexpr std::string_view kSupervisorSocket = "supervisor.sock";
+
+}  // namespace
+
+SupervisedBody::SupervisedBody(Run::Impl& run) : run_(run) {}
+SupervisedBody::~SupervisedBody() = default;
+
+asio::awaitable<std::optional<std::string>> SupervisedBody::launch(const adapters::LaunchPlan& to_spawn,
+                                                                   const SpawnOptions& spawn_options) {
+  const RunOptions& options = run_.options;
+  const RunContainment* containment = run_.containment.get();
+  const RunDir dir(options.run_dir);
+  supervisor::SupervisorSpec spec;
+  spec.run_id = run_.log->run_id();
+  spec.socket = options.run_dir / kSupervisorSocket;
+  spec.program = to_spawn.program;
+  spec.args = to_spawn.args;
+  spec.env = to_spawn.env;
+  spec.vendor_env = to_spawn.handed_env;  // sandboxed: the vendor's, apart from the hops' fixed one
+  spec.cwd = to_spawn.cwd;
+  spec.transcript = to_spawn.transcript_path;
+  spec.stderr_log = dir.vendor_stderr();
+  spec.stdin_log = to_spawn.stdin_log_path;
+  spec.secret_env = options.spec.secret_vendor_env;  // redacted from what the supervisor writes
+  if (containment) spec.cgroup = containment->cgroup_dir();
+  if (spawn_options.identity)
+    spec.identity = supervisor::SpecIdentity{spawn_options.identity->uid, spawn_options.identity->gid};
+  // The run's user, also when the sandbox drops to it (spawn_options then has none): the sockets
+  // the run connects to are given to it.
+  if (containment)
+    if (auto who = containment->record().identity) spec.run_user = supervisor::SpecIdentity{who->uid, who->gid};
+  const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
+  // The hook channel as contained: a run with a network of its own has it on a path in its gate
+  // (bound_at, where the supervisor binds it), not on the adapter's abstract name.
+  if (to_spawn.hook_channel) {
+    uid_t run_uid = containment && containment->uid() ? *containment->uid() : ::geteuid();
+    const adapters::HookChannel& channel = *to_spawn.hook_channel;
+    spec.hook_channel = supervisor::SpecHookChannel{
+        channel.bound_at.empty() ? channel.address : channel.bound_at.string(), static_cast<std::uint32_t>(run_uid),
+        plan.run_marker.first + "=" + plan.run_marker.second};
+  }
+  // The run's gateway and egress proxy live in the supervisor (docs/gateway.md).
+  spec.gateway = options.gateway;
+  spec.egress = options.egress;
+  spec.adopt_within_ms = static_cast<std::uint64_t>(options.supervision->adopt_within.count());
+  if (options.supervision->ungoverned_halt_after)
+    spec.ungoverned_halt_after_ms = static_cast<std::uint64_t>(options.supervision->ungoverned_halt_after->count());
+
+  if (containment)
+    if (auto problem = RunContainment::write_record(options.run_dir / kBodyRecordFile, containment->record()))
+      co_return *problem;
+  auto spawned = spawn_supervisor(options.supervision->binary, spec, options.run_dir / kSupervisorSpecFile);
+  if (!spawned) co_return spawned.error();
+  auto attached = co_await SupervisorLink::attach(run_.strand, spec.socket, options.supervision->attach_within);
+  if (!attached) {
+    // A supervisor that never answered may still have spawned the vendor: end the body.
+    co_await end_body(std::nullopt);
+    co_return "the run's supervisor: " + attached.error();
+  }
+  link_ = std::move(*attached);
+  const supervisor::Hello& hello = link_->hello();
+  if (hello.spawn_error) {
+    link_->send(supervisor::Release{});
+    co_return *hello.spawn_error;
+  }
+  vendor_pid_ = hello.vendor_pid.value_or(0);
+  if (!transcript_.open(spec.transcript)) {
+    std::string why = "cannot read the transcript " + spec.transcript.string() + ": " + std::strerror(errno);
+    co_await end_vendor();
+    link_->send(supervisor::Release{});
+    co_return why;
+  }
+  co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<std::string>> SupervisedBody::attach() {
+  auto attached = co_await SupervisorLink::attach(run_.strand, run_.options.run_dir / kSupervisorSocket,
+                                                  run_.options.supervision->attach_within);
+  if (!attached) co_return "its supervisor: " + attached.error();
+  link_ = std::move(*attached);
+  vendor_pid_ = link_->hello().vendor_pid.value_or(0);
+  co_return std::nullopt;
+}
+
+void SupervisedBody::take_hello_ends() {
+  const supervisor::Hello& hello = link_->hello();
+  if (hello.exited) {
+    vendor_exit_ = hello.exited;
+    reaped_ = true;
+  }
+  stderr_ended_ = hello.stderr_ended;
+}
+
+// The transcript up to `end`, fed to the core in chunks, each journaled before it is handed in;
+// a chatty vendor yields to other runs every kDrainPerTurn bytes. `out`: the message that
+// reported `end`, whose carried bytes are fed without a read of the file when they continue what
+// was fed (TranscriptFollower).
+asio::awaitable<void> SupervisedBody::read_transcript_to(std::uint64_t end, const supervisor::Out* out) {
+  std::size_t this_turn = 0;
+  while (run_.stdout_fed < end) {
+    auto chunk = transcript_.next(run_.stdout_fed, end, out, Run::Impl::thread_buffer(), Run::Impl::kChunk);
+    if (!chunk) {
+      daemon::log(LogPriority::error, "run " + run_.log->run_id() + ": the transcript ends before the " +
+                                          std::to_string(end) + " bytes the supervisor wrote");
+      co_return;
+    }
+    Instant now = Clock::now();
+    if (run_.options.seam_probe) run_.options.seam_probe->input_read(now);
+    Run::Impl::InputExtras extras;
+    extras.bytes = *chunk;
+    run_.input(journal::VendorOut{run_.stdout_fed + chunk->size(), unix_ms_now()}, now, std::move(extras));
+    if (run_.options.seam_probe) run_.options.seam_probe->input_done();
+    this_turn += chunk->size();
+    if (this_turn >= Run::Impl::kDrainPerTurn) {
+      co_await asio::post(run_.strand, asio::use_awaitable);
+      this_turn = 0;
+    }
+  }
+}
+
+// Kills every process of the run (through its cgroup, else the marker sweep) and waits, bounded.
+asio::awaitable<void> SupervisedBody::end_body(std::optional<pid_t> root) {
+  std::string problems;
+  if (run_.containment) {
+    problems = co_await run_.containment->end(run_.strand, root, std::chrono::seconds(10));
+  } else {
+    const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
+    KillReport report = co_await kill_run_processes(run_.strand, root, plan.run_marker, std::chrono::seconds(10));
+    if (!report.clean()) problems = report.summary();
+  }
+  if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": at its end: " + problems);
+}
+
+asio::awaitable<void> SupervisedBody::end_vendor() {
+  co_await end_body(vendor_pid_ ? std::optional<pid_t>(vendor_pid_) : std::nullopt);
+}
+
+// --- the run's effects ------------------------------------------------------------------------
+
+void SupervisedBody::write_line(std::string line) {
+  link_->send(supervisor::In{std::move(line)});  // the supervisor writes it to the vendor and keeps the copy
+}
+
+void SupervisedBody::close_stdin(std::chrono::milliseconds grace) {
+  link_->send(supervisor::CloseStdin{});
+  arm_grace_at(Clock::now() + grace);
+}
+
+void SupervisedBody::arm_grace_at(Instant when) {
+  if (reaped_) return;  // nothing is left to kill
+  run_.timers.arm_grace_at(when);
+}
+
+asio::awaitable<void> SupervisedBody::terminate() {
+  if (!vendor_exit_) co_await end_vendor();
+}
+
+void SupervisedBody::reply_hook(std::uint64_t connection, std::string line) {
+  if (run_.options.seam_probe) run_.options.seam_probe->answer_written();
+  run_.hook_log.append(connection, "out", json::value(line));
+  link_->send(supervisor::HookReply{connection, std::move(line)});
+}
+
+void SupervisedBody::release() {
+  if (link_) link_->send(supervisor::Release{});  // the record is closed: the supervisor has nothing left to keep
+}
+
+// --- the loop ---------------------------------------------------------------------------------
+
+// The supervisor's messages as the core's inputs, until the vendor has exited and its stdout
+// and stderr have ended; then what is left of the run is killed. A supervisor that goes away
+// before that takes the vendor's pipes with it: the run is ended through its cgroup.
+asio::awaitable<protocol::ProcessTermination> SupervisedBody::run_until_gone() {
+  // A vendor that exited while no daemon was there (an adoption's hello said so): what it left
+  // behind goes first, so its stdout can end.
+  if (vendor_exit_) co_await end_body(std::nullopt);
+  while (!(vendor_exit_ && stdout_ended_ && stderr_ended_)) {
+    auto message = co_await link_->next();
+    if (!message) {
+      run_.input(journal::ShellWarning{"SUPERVISOR_LOST", "the run's supervisor went away (" + message.error() +
+                                                              "): its vendor is killed and the run is closed"},
+                 Clock::now());
+      run_.after_core();
+      co_await end_vendor();
+      struct stat st {};
+      if (::fstat(transcript_.fd(), &st) == 0) co_await read_transcript_to(static_cast<std::uint64_t>(st.st_size));
+      if (!stdout_ended_) {
+        run_.input(journal::VendorEnd{}, Clock::now());
+        run_.after_core();
+      }
+      reaped_ = true;
+      co_return vendor_exit_.value_or(protocol::ProcessTermination{});
+    }
+    if (auto* out = std::get_if<supervisor::Out>(&*message)) {
+      co_await read_transcript_to(out->bytes, out);
+    } else if (auto* out_end = std::get_if<supervisor::OutEnd>(&*message)) {
+      co_await read_transcript_to(out_end->bytes);
+      stdout_ended_ = true;
+      run_.input(journal::VendorEnd{}, Clock::now());
+      run_.after_core();
+    } else if (std::holds_alternative<supervisor::ErrEnd>(*message)) {
+      stderr_ended_ = true;
+    } else if (auto* exited = std::get_if<supervisor::Exited>(&*message)) {
+      vendor_exit_ = exited->termination;
+      reaped_ = true;
+      run_.timers.cancel_grace();
+      // Whatever of the run is left (background jobs, escapees) goes now, so its stdout can end.
+      co_await end_body(std::nullopt);
+    } else if (auto* hook = std::get_if<supervisor::Hook>(&*message)) {
+      auto parsed = protocol::parse_json(hook->line);
+      if (!parsed || run_.core->phase() == RunCore::Phase::closed) {
+        link_->send(supervisor::HookReply{hook->connection,
+                                          parsed ? "refused: the run is closed" : "refused: the request is not JSON"});
+        continue;
+      }
+      Instant now = Clock::now();
+      if (run_.options.seam_probe) run_.options.seam_probe->input_read(now);
+      Run::Impl::InputExtras extras;
+      extras.hook_request = std::move(*parsed);
+      run_.input(journal::HookRequest{hook->connection, hook->line}, now, std::move(extras));
+      run_.after_core();
+      if (run_.options.seam_probe) run_.options.seam_probe->input_done();
+    } else if (auto* gone = std::get_if<supervisor::HookGone>(&*message)) {
+      run_.input(journal::HookGone{gone->connection}, Clock::now());
+      run_.after_core();
+    } else if (auto* refused = std::get_if<supervisor::Refused>(&*message)) {
+      std::string why = refused->why;
+      run_.redactor.redact(why);  // it may quote what it refused: no secret in the daemon's log either
+      daemon::log(LogPriority::error, "run " + run_.log->run_id() + ": the supervisor refused a line: " + why);
+    } else {
+      // The gateway's and the egress proxy's (Reserve, GatewayUsage, GatewayRefused, Egress):
+      // gateway_ledger.hpp; a reservation is answered on this link.
+      run_.gateway.on_message(*message, *link_);
+    }
+  }
+  protocol::ProcessTermination termination = *vendor_exit_;
+  co_return run_.containment ? run_.containment->vendor_termination(termination) : termination;
+}
+
+}  // namespace mh::daemon
