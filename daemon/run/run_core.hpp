@@ -23,6 +23,8 @@
 //   idle          on_command_source_closed, on_idle_timeout   ending (normal end)
 //   any live      halt, shutdown, budget, fail_run,           ending{forced: reason}
 //                 on_budget_exhausted, on_wall_budget
+//   starting,     on_stall_timeout with on_stall = halt       ending{forced: steer_halt} (after RUN_STALLED)
+//    turn
 //   live, ending  on_vendor_end (the vendor's stdout ended)   vendor_ended (ending kept)
 //   any           wind_up(process) (its processes are gone)   closed
 //
