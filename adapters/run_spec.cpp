@@ -111,6 +111,8 @@ json::value spec_to_json(const RunSpec& spec) {
   o["decisions"] = proto::to_string(spec.decisions);
   o["frame"] = spec.frame ? proto::frame_to_json(*spec.frame, true) : json::value(nullptr);
   o["decision_deadline_ms"] = spec.decision_deadline_ms;
+  o["stall_after_ms"] = spec.stall_after_ms ? json::value(*spec.stall_after_ms) : json::value(nullptr);
+  o["on_stall"] = spec.on_stall ? json::value(proto::to_string(*spec.on_stall)) : json::value(nullptr);
   o["cwd"] = spec.cwd ? json::value(*spec.cwd) : json::value(nullptr);
   if (spec.model_endpoint)
     o["model_endpoint"] = json::object{{"base_url", spec.model_endpoint->base_url}, {"token", kRedacted}};
@@ -234,6 +236,16 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
     spec.decision_deadline_ms = *deadline;
   } else {
     spec.decision_deadline_ms = 0;  // the host's default
+  }
+  // 0 is a value (never named stalled); absent or null leaves the host's default.
+  spec.stall_after_ms = f.opt_u64("stall_after_ms");
+  if (spec.stall_after_ms && *spec.stall_after_ms > kMaxStallAfterMs)
+    return fail("run: \"stall_after_ms\" is " + std::to_string(*spec.stall_after_ms) + "; expected at most " +
+                std::to_string(kMaxStallAfterMs) + " (30 days), or 0 for never");
+  if (auto on_stall = f.opt_string("on_stall")) {
+    auto mode = proto::parse_enum<proto::OnStall>(*on_stall);
+    if (!mode) return fail("run: \"on_stall\" is \"" + proto::excerpt(*on_stall, 40) + "\"; expected warn or halt");
+    spec.on_stall = *mode;
   }
   if (const json::value* frame = o.if_contains("frame"); frame && !frame->is_null()) {
     auto loaded = proto::frame_from_json(*frame, /*require_sealed=*/true);

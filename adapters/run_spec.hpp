@@ -84,6 +84,10 @@ inline bool any_limit(const RunLimits& l) {
   return l.memory_max_bytes || l.pids_max || l.cpu_max_percent;
 }
 
+// The longest stall_after a spec may name (30 days): a run silent that long is stalled by any
+// measure, and the bound keeps every deadline within the clock's range.
+inline constexpr std::uint64_t kMaxStallAfterMs = 30ull * 24 * 3600 * 1000;
+
 struct RunSpec {
   std::string run_id;
   std::string adapter;  // a registered vendor's id (adapters/registry.cpp)
@@ -91,6 +95,12 @@ struct RunSpec {
   proto::DecisionMode decisions = proto::DecisionMode::frame;
   std::optional<proto::Frame> frame;  // launch-time frame (already loaded and verified)
   std::uint64_t decision_deadline_ms = 55'000;
+  // Stalls (issue 27, docs/policies.md): a run whose vendor makes no output for this long while no
+  // decision is pending gets a warning RUN_STALLED; on_stall = halt then halts it. 0: never named
+  // stalled. Unset: the host's default ([runs] stall_after_s, on_stall), filled before the run
+  // starts; a run whose spec leaves it unset is never named stalled.
+  std::optional<std::uint64_t> stall_after_ms;
+  std::optional<proto::OnStall> on_stall;
   std::optional<std::string> cwd;  // operator-named working directory (else scratch/work)
   std::optional<ModelEndpoint> model_endpoint;
   // The configured upstream ([upstreams.NAME]) the run's model gateway forwards to (issue 25,

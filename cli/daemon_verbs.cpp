@@ -131,6 +131,15 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
   run["prompt"] = o.prompt;
   run["decisions"] = o.decisions;
   run["decision_deadline_ms"] = o.decision_deadline_ms;
+  if (!o.stall_after.empty()) {
+    auto ms = parse_stall_after(o.stall_after);
+    if (!ms) {
+      error = ms.error();
+      return {};
+    }
+    run["stall_after_ms"] = *ms;
+  }
+  if (!o.on_stall.empty()) run["on_stall"] = o.on_stall;
   auto read = [&](const std::string& path) -> std::optional<json::value> {
     auto bytes = read_file_bytes(path, error);
     if (!bytes) return std::nullopt;

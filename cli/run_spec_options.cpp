@@ -1,5 +1,6 @@
 #include "cli/run_spec_options.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,13 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
       ->check(CLI::IsMember({"frame", "ask", "observe"}));
   app->add_option("--decision-deadline-ms", o.decision_deadline_ms,
                   "ask mode: a call nobody decides within this budget is denied (default 55000)");
+  app->add_option("--stall-after", o.stall_after,
+                  "DURATION (90s, 10m, 1500ms; 0: never) with no vendor output and no decision pending after which "
+                  "the run is warned RUN_STALLED (default: the daemon's [runs] stall_after_s, 600 s)");
+  app->add_option("--on-stall", o.on_stall,
+                  "warn (default: the daemon's [runs] on_stall) or halt: a stalled run is then halted (failure "
+                  "category stalled)")
+      ->check(CLI::IsMember({"warn", "halt"}));
   app->add_option("--model-scenario", o.model_scenario,
                   "host a scripted model endpoint for this run, playing this scenario file");
   app->add_option("--model-endpoint", o.model_endpoint, "the model endpoint base URL to use instead");
@@ -80,6 +88,38 @@ boost::system::result<std::pair<std::string, std::string>, std::string> split_kv
 }
 }  // namespace
 
+boost::system::result<std::uint64_t, std::string> parse_stall_after(const std::string& text) {
+  using Result = boost::system::result<std::uint64_t, std::string>;
+  auto refuse = [&](std::string why) {
+    return Result(boost::system::in_place_error, "--stall-after \"" + text + "\" " + std::move(why));
+  };
+  if (text == "0") return std::uint64_t{0};
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
+  if (digits == 0 || digits > 12) return refuse("is not a duration: a whole number and its unit (90s, 10m, 1500ms)");
+  const std::string unit = text.substr(digits);
+  std::uint64_t scale = 0;
+  if (unit == "ms") scale = 1;
+  if (unit == "s") scale = 1000;
+  if (unit == "m") scale = 60'000;
+  if (unit == "h") scale = 3'600'000;
+  if (scale == 0) return refuse("has no unit it knows: give ms, s, m or h (90s, 10m, 1500ms), or 0 for never");
+  const std::uint64_t ms = std::stoull(text.substr(0, digits)) * scale;
+  if (ms > adapters::kMaxStallAfterMs) return refuse("is longer than 30 days, the longest stall_after");
+  return ms;
+}
+
+boost::system::result<void, std::string> apply_stall_options(const RunSpecOptions& o, adapters::RunSpec& spec) {
+  if (!o.stall_after.empty()) {
+    auto ms = parse_stall_after(o.stall_after);
+    if (!ms) return ms.error();
+    spec.stall_after_ms = *ms;
+  }
+  if (!o.on_stall.empty()) spec.on_stall = protocol::parse_enum<protocol::OnStall>(o.on_stall);
+  return {};
+}
+
 boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOptions& o, std::string run_id) {
   adapters::RunSpec spec;
   spec.run_id = std::move(run_id);
@@ -88,6 +128,7 @@ boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOp
   spec.decisions = *protocol::parse_enum<protocol::DecisionMode>(o.decisions);
   spec.decision_deadline_ms = o.decision_deadline_ms;
   if (o.decision_deadline_ms == 0) return fail(std::string("--decision-deadline-ms must be positive"));
+  if (auto stall = apply_stall_options(o, spec); !stall) return fail(stall.error());
   if (!o.frame_path.empty()) {
     std::string error;
     auto text = read_file_bytes(o.frame_path, error);

@@ -16,6 +16,8 @@ struct RunSpecOptions {
   std::string frame_path;
   std::string decisions = "frame";
   std::uint64_t decision_deadline_ms = 55'000;
+  std::string stall_after;  // a duration (90s, 10m, 1500ms; 0: never); "": the host's default
+  std::string on_stall;     // warn | halt; "": the host's default
   std::string model_scenario;
   std::string model_endpoint;
   std::string model_token_env;
@@ -44,6 +46,11 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o);
 // Builds the spec: loads and verifies the frame file, parses KEY=VALUE lists, checks names.
 // The model endpoint is left empty when a scenario is given (the host starts one and fills it).
 boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOptions& o, std::string run_id);
+
+// --stall-after's DURATION: a whole number with its unit (ms, s, m or h), or 0 for never; in ms.
+boost::system::result<std::uint64_t, std::string> parse_stall_after(const std::string& text);
+// The two stall flags, as a spec holds them (unset when the flag was not given).
+boost::system::result<void, std::string> apply_stall_options(const RunSpecOptions& o, adapters::RunSpec& spec);
 
 // A fresh run id, the daemon's own (daemon/run/run_dir.hpp): `run` and `plan` name their runs as
 // the daemon does.

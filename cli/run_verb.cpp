@@ -175,6 +175,13 @@ int run_verb(const RunVerbOptions& o) {
   }
   const protocol::HermeticMode mode = spec->hermetic;
   daemon::RunOptions options;
+  // Stalls: what the flags leave unset is the config's [runs] stall_after_s and on_stall, or
+  // their defaults (600 s, warn), as a daemon's run would have.
+  auto fill_stall = [&spec](const daemon::DaemonConfig& c) {
+    if (!spec->stall_after_ms) spec->stall_after_ms = static_cast<std::uint64_t>(c.stall_after.count()) * 1000;
+    if (!spec->on_stall) spec->on_stall = protocol::parse_enum<protocol::OnStall>(c.on_stall);
+  };
+  if (o.config.empty()) fill_stall(daemon::DaemonConfig{});
   if (!o.config.empty()) {
     // The daemon's config file: its [budgets] defaults and [prices] apply to this run too.
     auto config = daemon::load_config(std::filesystem::path(o.config));
@@ -183,6 +190,7 @@ int run_verb(const RunVerbOptions& o) {
       return 2;
     }
     adapters::fill_unset_budgets(spec->budget, config->default_budget);
+    fill_stall(*config);
     options.prices = config->prices;
     // Its line bounds too: the run reads and writes lines as the daemon's runs would.
     options.max_vendor_line_bytes = config->max_vendor_line_bytes;

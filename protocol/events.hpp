@@ -207,12 +207,26 @@ struct CommandResult {
 };
 BOOST_DESCRIBE_STRUCT(CommandResult, (), (id, outcome))
 
+// Additive (issue 27): what a RUN_STALLED warning says in figures, so a harness reads the stall
+// without parsing its message.
+struct StallReport {
+  std::uint64_t silent_ms = 0;            // since the vendor's last output (or its spawn, when none yet)
+  std::optional<std::string> last_event;  // the type of the last event the vendor's output made; null: none yet
+  std::optional<std::string> last_tool;   // the tool of that event, when it was a tool.* event
+  std::uint64_t stall_after_ms = 0;       // the run's stall_after
+  OnStall on_stall = OnStall::warn;       // halt: the run is halted right after this warning
+};
+BOOST_DESCRIBE_STRUCT(StallReport, (), (silent_ms, last_event, last_tool, stall_after_ms, on_stall))
+
 struct Warning {
   static constexpr std::string_view kName = "warning";
   std::string code;
   std::string message;
+  // Only on RUN_STALLED (absent from every other warning and from older lines).
+  std::optional<StallReport> stall = std::nullopt;
 };
-BOOST_DESCRIBE_STRUCT(Warning, (), (code, message))
+BOOST_DESCRIBE_STRUCT(Warning, (), (code, message, stall))
+MH_WIRE_RULES(Warning, WireFieldRule{"stall", kOmitNull})
 
 struct Opaque {
   static constexpr std::string_view kName = "opaque";

@@ -51,7 +51,9 @@ void FailureWitness::observe(const EventPayload& event) {
       vendor_exited_ = signal;
     else if (c == "BUDGET_EXHAUSTED")
       budget_ = signal;
-    else if (c == "RUN_STALLED")
+    else if (c == "RUN_STALLED" && (!warning->stall || warning->stall->on_stall == OnStall::halt))
+      // Only the stall that halted the run: a warn-only one that a person's halt follows later is
+      // that person's halt. (A RUN_STALLED without figures predates them: it always halted.)
       stalled_ = signal;
     else if (c == "GATEWAY_UPSTREAM_UNREACHABLE")
       upstream_ = signal;

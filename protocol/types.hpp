@@ -54,6 +54,9 @@ MH_NAMED_ENUM(TierStatus, delivered, unverified, absent);
 MH_NAMED_ENUM(AdapterClass, harness, direct_provider);
 MH_NAMED_ENUM(HermeticRow, h1a, h1b, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11);
 MH_NAMED_ENUM(ProcessKind, exited, signaled, unknown);
+// What a run that makes no progress for its stall_after gets (issue 27): a warning RUN_STALLED, and
+// with `halt` the run is then halted (its stream.closed's failure says `stalled`).
+MH_NAMED_ENUM(OnStall, warn, halt);
 
 // The one wire name that is no identifier.
 enum class CloseReason { completed, budget, killed, error, steer_halt };

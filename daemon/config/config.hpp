@@ -73,6 +73,11 @@ struct DaemonConfig {
   std::chrono::milliseconds shutdown_grace{10000};
   std::chrono::milliseconds idle_timeout{600000};
   std::uint64_t decision_deadline_ms = 55000;
+  // Stalls (issue 27, docs/policies.md): a run whose vendor makes no output for stall_after while
+  // no decision is pending is warned RUN_STALLED, and halted when on_stall is "halt". The defaults
+  // of a spec that names neither; 0 s: never named stalled.
+  std::chrono::seconds stall_after{600};
+  std::string on_stall = "warn";  // "warn" | "halt"
   bool fsync_each_event = false;
   // How long a submit's request_id keeps pointing at the run it made (docs/socket-api.md).
   std::chrono::seconds request_id_retention{std::chrono::hours(24 * 7)};

@@ -26,6 +26,15 @@ void read_run_timings(TableReader& r, DaemonConfig& c) {
   r.read<std::int64_t>("idle_timeout_ms", idle);
   r.read<std::uint64_t>("decision_deadline_ms", c.decision_deadline_ms,
                         [](const std::uint64_t& v) { return v > 0 ? "" : "must be positive"; });
+  std::int64_t stall_after_s = c.stall_after.count();
+  r.read<std::int64_t>("stall_after_s", stall_after_s, [](const std::int64_t& v) -> std::string {
+    if (v >= 0 && static_cast<std::uint64_t>(v) <= adapters::kMaxStallAfterMs / 1000) return "";
+    return "must be between 0 (never) and " + std::to_string(adapters::kMaxStallAfterMs / 1000) + " (30 days)";
+  });
+  c.stall_after = std::chrono::seconds(stall_after_s);
+  r.read<std::string>("on_stall", c.on_stall, [](const std::string& v) -> std::string {
+    return v == "warn" || v == "halt" ? "" : "must be \"warn\" or \"halt\"";
+  });
   r.read<bool>("fsync_each_event", c.fsync_each_event);
   std::int64_t retention = c.request_id_retention.count();
   r.read<std::int64_t>("request_id_retention_s", retention,

@@ -146,6 +146,19 @@ std::string DaemonMetrics::render(const Gauges& gauges) const {
            "Tool calls waiting for an embedder's decision (tool.requested with decision_required, not decided yet).");
   x.sample({}, static_cast<std::uint64_t>(std::max<std::int64_t>(0, pending_.load(kRelaxed))));
 
+  x.family("metaharness_runs_waiting_on_decision", MetricType::gauge,
+           "Live runs with a tool call waiting for an embedder's decision: waiting, not stalled.");
+  x.sample({}, gauges.runs_waiting_on_decision);
+
+  x.family("metaharness_oldest_pending_decision_seconds", MetricType::gauge,
+           "How long the oldest decision still pending in any live run has waited (0 when none is pending).");
+  x.sample({}, gauges.oldest_decision_wait_seconds);
+
+  x.family("metaharness_runs_stalled", MetricType::gauge,
+           "Live runs named stalled (a warning RUN_STALLED: no vendor output for stall_after while no decision "
+           "was pending) and silent since.");
+  x.sample({}, gauges.runs_stalled);
+
   x.family("metaharness_approval_wait_seconds", MetricType::histogram,
            "How long an approval waited, from its request's delivery to its decision (tool.decided latency_ms).");
   std::array<std::uint64_t, kWaitBounds.size() + 1> buckets{};

@@ -10,6 +10,7 @@
 // zero (Prometheus's rate() treats that as a reset). Gauges are read afresh at each scrape.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -36,6 +37,19 @@ struct Gauges {
   std::uint64_t connections = 0;                                      // socket connections open
   std::uint64_t tails = 0;                                            // tail readers open
   std::uint64_t attaches = 0;                                         // attached readers open
+  // Progress (issue 27 §2), from the live runs' status (RunProgress).
+  std::uint64_t runs_waiting_on_decision = 0;  // live runs with a decision pending
+  double oldest_decision_wait_seconds = 0;     // the longest a pending decision has waited; 0: none pending
+  std::uint64_t runs_stalled = 0;              // live runs named RUN_STALLED and silent since
+  // Counts one live run's progress in.
+  void add_progress(const daemon::RunProgress& progress) {
+    if (progress.waiting_ms) {
+      ++runs_waiting_on_decision;
+      oldest_decision_wait_seconds =
+          std::max(oldest_decision_wait_seconds, static_cast<double>(*progress.waiting_ms) / 1000.0);
+    }
+    if (progress.stalled_ms) ++runs_stalled;
+  }
 };
 
 class DaemonMetrics : public std::enable_shared_from_this<DaemonMetrics> {

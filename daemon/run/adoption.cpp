@@ -239,6 +239,9 @@ void Adoption::reconcile(ReplayEffects& done, Instant now) {
     }
   }
   if (done.wall()) run_.arm_wall_budget(*done.wall());
+  // The core believes its stall timer set as the replay left it; it runs once the output written
+  // meanwhile has been read (Run::Impl::arm_stall holds it until the run is live).
+  if (done.stall() && *done.stall()) run_.arm_stall(**done.stall());
   if (done.kill_at()) supervised.arm_grace_at(*done.kill_at());
   run_.after_core();
 

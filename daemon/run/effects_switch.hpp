@@ -31,6 +31,7 @@ class EffectsSwitch final : public RunEffects {
   void close_vendor_stdin() override { to_->close_vendor_stdin(); }
   void terminate_vendor(std::chrono::milliseconds grace) override { to_->terminate_vendor(grace); }
   void arm_wall_budget(Instant when) override { to_->arm_wall_budget(when); }
+  void arm_stall(std::optional<Instant> when) override { to_->arm_stall(when); }
   void spend_changed(const Spend& spend) override { to_->spend_changed(spend); }
   void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override {
     to_->command_answered(ticket, result, recorded);

@@ -25,7 +25,7 @@ namespace json = boost::json;
 constexpr std::string_view kKinds[] = {"start",           "out",        "out_end",       "hook",    "hook_gone",
                                        "command",         "unreadable", "source_closed", "budget",  "shutdown",
                                        "deadline",        "idle",       "wall",          "warning", "gateway_usage",
-                                       "gateway_refused", "egress"};
+                                       "gateway_refused", "egress",     "stall"};
 static_assert(std::size(kKinds) == std::variant_size_v<Input>);
 
 std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
@@ -70,6 +70,7 @@ void fill(json::object& o, const Deadline& v) {
 }
 void fill(json::object&, const IdleTimeout&) {}
 void fill(json::object&, const WallBudget&) {}
+void fill(json::object&, const StallTimeout&) {}
 void fill(json::object& o, const ShellWarning& v) {
   o["code"] = v.code;
   o["message"] = v.message;
@@ -193,6 +194,8 @@ boost::system::result<Input, std::string> read_input(std::string_view kind, Fiel
     input = IdleTimeout{};
   } else if (kind == "wall") {
     input = WallBudget{};
+  } else if (kind == "stall") {
+    input = StallTimeout{};
   } else if (kind == "warning") {
     input = ShellWarning{f.string("code"), f.string("message")};
   } else if (kind == "gateway_usage") {

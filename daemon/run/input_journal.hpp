@@ -72,6 +72,7 @@ struct Deadline {
 };
 struct IdleTimeout {};
 struct WallBudget {};
+struct StallTimeout {};  // the stall timer ran out (RunCore::on_stall_timeout; issue 27 §2)
 // A warning the shell itself states (the run's containment, an adoption, a lost supervisor): in
 // the journal so that a replay states it again at the same place in the stream.
 struct ShellWarning {
@@ -101,7 +102,7 @@ struct Egress {  // a connection attempt through the egress proxy
 
 using Input = std::variant<Start, VendorOut, VendorEnd, HookRequest, HookGone, CommandLine, Unreadable, SourceClosed,
                            BudgetExhausted, Shutdown, Deadline, IdleTimeout, WallBudget, ShellWarning, GatewayUsage,
-                           GatewayRefused, Egress>;
+                           GatewayRefused, Egress, StallTimeout>;
 
 struct Entry {
   std::chrono::steady_clock::time_point now;

@@ -41,6 +41,8 @@ class ReplayEffects final : public RunEffects {
   const std::map<std::uint64_t, std::string>& hook_replies() const { return hook_replies_; }
   const std::map<std::string, Instant>& deadlines() const { return deadlines_; }
   const std::optional<Instant>& wall() const { return wall_; }
+  // The stall timer as the rebuilt core last set it (issue 27 §2): unset if it never set one.
+  const std::optional<std::optional<Instant>>& stall() const { return stall_; }
 
   std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) override;
   std::uint64_t emit_cut(proto::EventPayload payload, std::optional<std::string> at,
@@ -52,6 +54,7 @@ class ReplayEffects final : public RunEffects {
   void close_vendor_stdin() override;
   void terminate_vendor(std::chrono::milliseconds grace) override;
   void arm_wall_budget(Instant when) override;
+  void arm_stall(std::optional<Instant> when) override { stall_ = when; }
   // Reported once, when the replay is over (the adoption's on_spend_replayed).
   void spend_changed(const Spend& spend) override { (void)spend; }
   void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override;
@@ -69,6 +72,7 @@ class ReplayEffects final : public RunEffects {
   std::map<std::uint64_t, std::string> hook_replies_;
   std::map<std::string, Instant> deadlines_;
   std::optional<Instant> wall_;
+  std::optional<std::optional<Instant>> stall_;
 };
 
 }  // namespace mh::daemon

@@ -309,6 +309,7 @@ void Run::status(std::function<void(RunStatus)> callback) const {
     s.labels = i.options.spec.labels;
     s.spend = i.core->reported_spend();
     s.budget = i.options.spec.budget;
+    s.progress = i.core->progress(Clock::now());
     callback(std::move(s));
   });
 }

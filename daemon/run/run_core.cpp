@@ -65,9 +65,11 @@ void RunCore::launch() {
 }
 
 void RunCore::start(Instant now) {
+  StallSettle settle(*this);
   if (life_.phase != Phase::created && life_.phase != Phase::launching) return;
   now_ = now;
   started_at_ = now;
+  stall_.last_output = now;  // a vendor that never says anything is silent since its spawn
   life_.phase = Phase::starting;
   if (spec_.budget.wall_ms) effects_.arm_wall_budget(now + std::chrono::milliseconds(*spec_.budget.wall_ms));
   adapters::AdapterOutputs outputs;
@@ -88,12 +90,14 @@ void RunCore::start(Instant now) {
 }
 
 void RunCore::on_wall_budget(Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (life_.phase == Phase::closed) return;
   if (auto crossing = budget_.wall(ms_between(started_at_, now))) exhaust(*crossing);
 }
 
 void RunCore::on_budget_exhausted(const std::string& message, Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (!(live() || life_.phase == Phase::ending || life_.phase == Phase::vendor_ended)) return;
   if (life_.ending && life_.ending->forced) return;
@@ -102,6 +106,8 @@ void RunCore::on_budget_exhausted(const std::string& message, Instant now) {
 }
 
 void RunCore::on_gateway_usage(const GatewayAnswer& answer, Instant now) {
+  StallSettle settle(*this);
+  note_output();  // a model request of the vendor's was answered
   now_ = now;
   if (life_.phase == Phase::closed || life_.phase == Phase::created || life_.phase == Phase::launching) return;
   if (answer.status == 429) {
@@ -127,6 +133,7 @@ void RunCore::on_gateway_usage(const GatewayAnswer& answer, Instant now) {
 }
 
 void RunCore::on_gateway_refused(const std::string& method, const std::string& path, Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (life_.phase == Phase::closed || !routes_refused_.insert({method, path}).second) return;
   warn("GATEWAY_ROUTE_REFUSED", "the run's model gateway refused " + method + " " + path +
@@ -135,6 +142,7 @@ void RunCore::on_gateway_refused(const std::string& method, const std::string& p
 }
 
 void RunCore::on_egress(const std::string& destination, bool allowed, const std::string& why, Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (life_.phase == Phase::closed) return;  // stream.closed has counted what it could
   auto& counts = allowed ? egress_.allowed : egress_.denied;
@@ -150,6 +158,8 @@ void RunCore::on_egress(const std::string& destination, bool allowed, const std:
 }
 
 void RunCore::on_vendor_line(const proto::FramedLine& line, Instant now) {
+  StallSettle settle(*this);
+  note_output();
   now_ = now;
   if (!session_ || life_.phase == Phase::closed) return;
   adapters::AdapterOutputs outputs;
@@ -158,6 +168,8 @@ void RunCore::on_vendor_line(const proto::FramedLine& line, Instant now) {
 }
 
 void RunCore::on_hook_request(std::uint64_t connection, const json::value& input, Instant now) {
+  StallSettle settle(*this);
+  note_output();  // the vendor asks through its hook program
   now_ = now;
   if (!session_ || life_.phase == Phase::closed) {
     effects_.reply_hook(connection, "");
@@ -169,6 +181,7 @@ void RunCore::on_hook_request(std::uint64_t connection, const json::value& input
 }
 
 void RunCore::on_hook_gone(std::uint64_t connection, Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (!session_ || life_.phase == Phase::closed) return;
   adapters::AdapterOutputs outputs;
@@ -177,6 +190,7 @@ void RunCore::on_hook_gone(std::uint64_t connection, Instant now) {
 }
 
 void RunCore::on_unreadable_command(Ticket ticket, const proto::LineRefusal& refusal, Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (life_.phase == Phase::created || life_.phase == Phase::launching) {
     waiting_start_.push_back(Waiting{ticket, refusal, std::nullopt});
@@ -186,6 +200,7 @@ void RunCore::on_unreadable_command(Ticket ticket, const proto::LineRefusal& ref
 }
 
 void RunCore::on_deadline(const std::string& call_id, Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   auto it = calls_.find(call_id);
   if (it == calls_.end() || !pending_.count(call_id)) return;  // decided meanwhile
@@ -197,22 +212,103 @@ void RunCore::on_deadline(const std::string& call_id, Instant now) {
 }
 
 void RunCore::on_command_source_closed(Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   command_source_closed_ = true;
   if (life_.phase == Phase::idle) end_normally();
 }
 
 void RunCore::on_idle_timeout(Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (life_.phase == Phase::idle) end_normally();
 }
 
+void RunCore::on_stall_timeout(Instant now) {
+  StallSettle settle(*this);
+  now_ = now;
+  stall_.armed.reset();  // the host's timer has run out: settle_stall arms it again if still wanted
+  const std::uint64_t after = spec_.stall_after_ms.value_or(0);
+  if (after == 0 || !stall_.timing_from || stall_.named_at) return;
+  if (ms_between(*stall_.timing_from, now) < after) return;  // the run moved on after the timer was set
+  stall_.named_at = now;
+  proto::ev::StallReport report;
+  report.silent_ms = ms_between(stall_.last_output.value_or(started_at_), now);
+  report.last_event = stall_.last_event;
+  report.last_tool = stall_.last_tool;
+  report.stall_after_ms = after;
+  report.on_stall = spec_.on_stall.value_or(proto::OnStall::warn);
+  const bool halt = report.on_stall == proto::OnStall::halt;
+  std::string last = stall_.last_event ? "its last output made " + *stall_.last_event +
+                                             (stall_.last_tool ? " (" + *stall_.last_tool + ")" : std::string())
+                                       : "it has made no event yet";
+  std::string message = std::string(adapter_.id()) + " has made no output for " +
+                        std::to_string(report.silent_ms / 1000) + " s and no decision is pending (" + last +
+                        "; stall_after " + std::to_string(after) + " ms)" +
+                        (halt ? "; on_stall is \"halt\": the run is halted"
+                              : "; on_stall is \"warn\": the run goes on, and is named again only after it "
+                                "makes output and falls silent once more");
+  proto::ev::Warning warning{"RUN_STALLED", std::move(message)};
+  warning.stall = std::move(report);
+  effects_.emit(std::move(warning), std::nullopt);
+  if (halt) stop(proto::CloseReason::steer_halt, "the run stalled");
+}
+
+void RunCore::settle_stall() {
+  const std::uint64_t after = spec_.stall_after_ms.value_or(0);
+  // Timed only while the vendor owes the run something: it is starting or in a turn, and no
+  // call waits on the embedder (a decision is the embedder's to make, not the vendor's).
+  const bool timing = after > 0 && (life_.phase == Phase::starting || life_.phase == Phase::turn) && pending_.empty();
+  if (stall_.output) stall_.last_output = now_;
+  if (!timing) {
+    stall_.timing_from.reset();
+    stall_.named_at.reset();
+  } else if (!stall_.timing_from || stall_.output) {
+    stall_.timing_from = now_;  // a new silence: from this output, or from when timing (re)started
+    stall_.named_at.reset();
+  }
+  stall_.output = false;
+  std::optional<Instant> want;
+  if (timing && !stall_.named_at) want = *stall_.timing_from + std::chrono::milliseconds(after);
+  // A timer already set to run out no later than wanted is kept: on_stall_timeout finds the
+  // silence younger than stall_after and sets it again then. So a chatty vendor costs no timer
+  // change per line, only one timeout per stall_after.
+  if (want == stall_.armed || (want && stall_.armed && *stall_.armed <= *want)) return;
+  stall_.armed = want;
+  effects_.arm_stall(want);
+}
+
+void RunCore::note_last(std::string_view event, const std::string* tool) {
+  stall_.last_event = std::string(event);
+  stall_.last_tool = tool ? std::optional<std::string>(*tool) : std::nullopt;
+}
+
+void RunCore::note_last(const proto::EventPayload& payload) {
+  const std::string* tool = nullptr;
+  if (const auto* result = std::get_if<proto::ev::ToolResult>(&payload))
+    if (auto it = calls_.find(result->call_id); it != calls_.end()) tool = &it->second.call.name;
+  note_last(proto::event_names()[payload.index()], tool);
+}
+
+RunProgress RunCore::progress(Instant now) const {
+  RunProgress p;
+  for (const auto& id : pending_) {
+    std::uint64_t waited = ms_between(calls_.at(id).delivered_at, now);
+    if (!p.waiting_ms || waited > *p.waiting_ms) p.waiting_ms = waited;
+  }
+  if (live() && stall_.last_output) p.silent_ms = ms_between(*stall_.last_output, now);
+  if (stall_.named_at) p.stalled_ms = ms_between(*stall_.named_at, now);
+  return p;
+}
+
 void RunCore::on_shutdown(Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   stop(proto::CloseReason::killed, "the daemon shut down");
 }
 
 void RunCore::on_command(Ticket ticket, proto::Command command, std::optional<proto::PeerIdentity> peer, Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   switch (life_.phase) {
     case Phase::created:
@@ -269,6 +365,7 @@ void RunCore::on_recorded(std::uint64_t seq) {
 }
 
 void RunCore::on_stream_closed() {
+  StallSettle settle(*this);
   // Whatever the host could not confirm durable before the close is not recorded.
   on_recorded(0);
   if (life_.phase == Phase::closed) return;
@@ -289,6 +386,7 @@ void RunCore::on_stream_closed() {
 }
 
 void RunCore::on_vendor_end(Instant now) {
+  StallSettle settle(*this);
   now_ = now;
   if (!session_ || !(live() || life_.phase == Phase::ending)) return;
   // What the session held is the vendor's own record, handled in the phase the vendor left the
@@ -313,6 +411,7 @@ static std::string describe(const proto::ProcessTermination& p) {
 
 proto::CloseReason RunCore::wind_up(const proto::ProcessTermination& process, Instant now,
                                     std::string_view vendor_stderr_tail) {
+  StallSettle settle(*this);
   // What the session held is the vendor's own record: it comes before why the run ends.
   on_vendor_end(now);
   // A turn cut short: what it spent is judged as at a turn's end (an unpriced request is unknown).

@@ -23,6 +23,8 @@
 //   idle          on_command_source_closed, on_idle_timeout   ending (normal end)
 //   any live      halt, shutdown, budget, fail_run,           ending{forced: reason}
 //                 on_budget_exhausted, on_wall_budget
+//   starting,     on_stall_timeout with on_stall = halt       ending{forced: steer_halt} (after RUN_STALLED)
+//    turn
 //   live, ending  on_vendor_end (the vendor's stdout ended)   vendor_ended (ending kept)
 //   any           wind_up(process) (its processes are gone)   closed
 //
@@ -82,6 +84,10 @@ class RunEffects {
   virtual void terminate_vendor(std::chrono::milliseconds grace) = 0;
   // The run's wall-clock budget runs out at `when`: the host calls on_wall_budget() then.
   virtual void arm_wall_budget(Instant when) { (void)when; }
+  // The run is named stalled at `when` unless the core says otherwise first: the host calls
+  // on_stall_timeout() then. nullopt disarms it. Each call replaces the one before; the core
+  // calls it only when what it wants changes.
+  virtual void arm_stall(std::optional<Instant> when) { (void)when; }
   // What the run has spent changed (a turn, a tool call, a usage record).
   virtual void spend_changed(const Spend& spend) { (void)spend; }
   // The one result of the command handed in under `ticket`: `recorded` when it is the
@@ -167,6 +173,14 @@ class RunCore final {
   void on_shutdown(Instant now);
   // The run's wall_ms budget ran out (the timer armed through arm_wall_budget).
   void on_wall_budget(Instant now);
+  // The stall timer ran out (armed through arm_stall; issue 27 §2). The run has been timing a
+  // silence — live (starting or in a turn), no decision pending, no vendor output — since the
+  // later of its last output, its spawn, the turn's start from idle and the last decision made:
+  // once that reaches the spec's stall_after_ms it gets one warning RUN_STALLED (with a
+  // StallReport), and with on_stall = halt it is then halted (steer_halt; failure `stalled`).
+  // A silence is named once: further output (or a new silence after a decision) times afresh,
+  // and a later silence as long is named again. A timeout the run has moved past is ignored.
+  void on_stall_timeout(Instant now);
   // A budget kept outside the run (the daemon's daily budget of the run's owner) is exhausted:
   // the run is stopped and closes `budget`, the warning saying which.
   void on_budget_exhausted(const std::string& message, Instant now);
@@ -209,6 +223,8 @@ class RunCore final {
   RunPhase public_phase() const;
   const proto::DecisionCensus& census() const { return census_; }
   std::vector<PendingCallView> pending_calls(Instant now) const;
+  // Decisions waited on, the vendor's silence, a stall named (RunProgress), as of `now`.
+  RunProgress progress(Instant now) const;
   std::size_t pending_count() const { return pending_.size(); }
   std::uint32_t turns() const { return turn_; }
   // Settled (what the budgets and the daily ledger count) and reported (what readers are shown:
@@ -252,6 +268,19 @@ class RunCore final {
   void answer_vendor(CallState& call);
   void abandon_pending(std::string_view why);
   void warn(std::string code, std::string message);
+  // Stalls (issue 27 §2). Every input ends with settle_stall() (through a StallSettle made at its
+  // top): it works out whether a silence is being timed and tells the host's timer when it changed.
+  void settle_stall();
+  void note_output() { stall_.output = true; }
+  void note_last(std::string_view event, const std::string* tool);
+  void note_last(const proto::EventPayload& payload);  // its name, and a tool.result's tool
+  struct StallSettle {
+    RunCore& core;
+    explicit StallSettle(RunCore& c) : core(c) {}
+    ~StallSettle() { core.settle_stall(); }
+    StallSettle(const StallSettle&) = delete;
+    StallSettle& operator=(const StallSettle&) = delete;
+  };
 
   // One command in flight: who sent it (ticket) and its id (for command.result).
   struct CommandRef {
@@ -364,6 +393,16 @@ class RunCore final {
     proto::ev::CommandResult result;
   };
   std::vector<Unrecorded> unrecorded_;
+  // The stall clock (issue 27 §2; settle_stall).
+  struct StallClock {
+    std::optional<Instant> timing_from;                // the silence being timed began then; nullopt: none is timed
+    std::optional<Instant> armed;                      // what the host's timer was last told
+    std::optional<Instant> named_at;                   // this silence was named RUN_STALLED then
+    std::optional<Instant> last_output;                // the vendor's last output, else its spawn
+    bool output = false;                               // the input being handled carried vendor output
+    std::optional<std::string> last_event, last_tool;  // what the vendor's output last made
+  };
+  StallClock stall_;
   // The gateway's reports (issue 25): routes warned of, egress attempts per destination.
   std::set<std::pair<std::string, std::string>> routes_refused_;
   proto::ev::EgressCounts egress_;

@@ -60,6 +60,7 @@ RunCore::CallState& RunCore::present(adapters::ToolCall call, std::optional<std:
   requested.escalation = call.escalation;
   st.call = std::move(call);
   st.delivered_at = now_;
+  note_last(proto::ev::ToolRequested::kName, &st.call.name);
 
   auto over_budget = budget_.tool_call();
   effects_.spend_changed(budget_.spend());

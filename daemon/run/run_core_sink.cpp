@@ -35,12 +35,15 @@ void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) 
     crossing = budget_.usage(*usage);
     effects_.spend_changed(budget_.spend());
   }
+  note_last(payload);
   effects_.emit(std::move(payload), std::move(at));
   if (crossing) exhaust(*crossing);  // the tokens are spent already: the record first, then the stop
 }
 
 void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) {
-  // Content events (text, thinking, tool.result, injection): nothing the core meters or tracks.
+  // Content events (text, thinking, tool.result, injection): nothing the core meters or tracks,
+  // beyond what the vendor last did (a stall names it).
+  note_last(payload);
   effects_.emit_cut(std::move(payload), std::move(at), std::move(cut));
 }
 
@@ -177,6 +180,7 @@ void RunCore::turn_started(std::optional<std::string> at) {
   budget_.turn_started();
   effects_.spend_changed(budget_.spend());
   ++turn_;
+  note_last(proto::ev::TurnStarted::kName, nullptr);
   effects_.emit(proto::ev::TurnStarted{turn_, frame_in_force_ ? std::optional<std::string>(frame_in_force_->digest)
                                                               : std::nullopt},
                 std::move(at));
@@ -189,6 +193,7 @@ void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<s
   // A request of an unpriced model was judged at the turn's end (its figures had no cost).
   auto crossing = budget_.turn_ended();
   effects_.spend_changed(budget_.spend());
+  note_last(proto::ev::TurnEnded::kName, nullptr);
   effects_.emit(proto::ev::TurnEnded{std::max<std::uint32_t>(turn_, 1), stop_reason}, std::move(at));
   // A steer belongs to its turn: one accepted that the vendor never showed in it is gone.
   std::erase_if(steers_, [&](auto& s) {

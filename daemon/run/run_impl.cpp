@@ -208,6 +208,7 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                  [&](const journal::Deadline& d) { core->on_deadline(d.call_id, now); },
                  [&](const journal::IdleTimeout&) { core->on_idle_timeout(now); },
                  [&](const journal::WallBudget&) { core->on_wall_budget(now); },
+                 [&](const journal::StallTimeout&) { core->on_stall_timeout(now); },
                  [&](const journal::ShellWarning& w) {
                    // Through the core's effects: a replay checks it against the record.
                    effects.emit(protocol::ev::Warning{w.code, w.message}, std::nullopt);

@@ -177,6 +177,11 @@ struct Run::Impl final : RunEffects {
   void arm_deadline(const std::string& call_id, Instant when) override;
   void cancel_deadline(const std::string& call_id) override;
   void arm_wall_budget(Instant when) override;
+  // The stall timer (issue 27 §2), set once the run is live: an adoption's replay and catch-up
+  // leave it as the rebuilt core last wanted it, never running out on output not yet read.
+  void arm_stall(std::optional<Instant> when) override {
+    until_live.run_or_hold([this, when] { timers.arm_stall(when); });
+  }
   void spend_changed(const Spend& spend) override;
 };
 

@@ -8,7 +8,8 @@ RunTimers::RunTimers(Strand strand, std::function<void(journal::Input)> on_timeo
       on_grace_(std::move(on_grace)),
       idle_(strand),
       wall_(strand),
-      grace_(strand) {}
+      grace_(strand),
+      stall_(strand) {}
 
 // The handler holds no more than the owner's token: `this` is only touched once the owner (which
 // holds this object) is known to live.
@@ -35,6 +36,15 @@ void RunTimers::cancel_deadline(const std::string& call_id) {
 void RunTimers::arm_wall_budget(Instant when) {
   wall_.expires_at(when);
   expire_into(wall_, journal::WallBudget{});
+}
+
+void RunTimers::arm_stall(std::optional<Instant> when) {
+  if (!when || closed_) {
+    stall_.cancel();
+    return;
+  }
+  stall_.expires_at(*when);
+  expire_into(stall_, journal::StallTimeout{});
 }
 
 void RunTimers::arm_idle(std::chrono::milliseconds after) {
@@ -65,6 +75,8 @@ void RunTimers::cancel_all() {
   idle_.cancel();
   grace_.cancel();
   wall_.cancel();
+  stall_.cancel();
+  closed_ = true;
 }
 
 }  // namespace mh::daemon

@@ -1,7 +1,8 @@
-// RunTimers: the run's four kinds of timer on its strand — one deadline per pending decision, the
-// wall budget, the idle timeout, and the grace after which whatever of the run is left is killed.
+// RunTimers: the run's five kinds of timer on its strand — one deadline per pending decision, the
+// wall budget, the idle timeout, the stall timer, and the grace after which whatever of the run is
+// left is killed.
 // The shell says when; a timer that runs out hands its timeout to `on_timeout` (the deadline,
-// wall-budget and idle timeouts are inputs of the core) or, for the grace, calls `on_grace`.
+// wall-budget, idle and stall timeouts are inputs of the core) or, for the grace, calls `on_grace`.
 // Neither is called once the run is gone (the owner token has expired) nor for a timer cancelled
 // or rearmed before it ran out. Separate from the shell because it owns no I/O, only time.
 #pragma once
@@ -13,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "daemon/run/input_journal.hpp"
@@ -33,6 +35,9 @@ class RunTimers {
   void arm_deadline(const std::string& call_id, Instant when);
   void cancel_deadline(const std::string& call_id);
   void arm_wall_budget(Instant when);
+  // The stall timer (issue 27 §2): runs out at `when` into a StallTimeout; nullopt disarms it.
+  // Each call replaces the one before; none takes effect once the run closed (cancel_all).
+  void arm_stall(std::optional<Instant> when);
   // (Re)armed after every input while the run is idle; cancelled otherwise.
   void arm_idle(std::chrono::milliseconds after);
   void cancel_idle();
@@ -55,6 +60,8 @@ class RunTimers {
   boost::asio::steady_timer wall_;
   boost::asio::steady_timer grace_;
   bool grace_armed_ = false;
+  boost::asio::steady_timer stall_;
+  bool closed_ = false;  // cancel_all ran: the stall timer is not armed again
 };
 
 }  // namespace mh::daemon

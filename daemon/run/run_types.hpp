@@ -52,6 +52,14 @@ constexpr std::string_view to_string(RunPhase phase) {
   return "closed";
 }
 
+// Whether a live run is making progress (issue 27 §2), as `get`, `ls`, the viewer and /metrics
+// show it: ages at the moment the status was taken (RunCore::progress).
+struct RunProgress {
+  std::optional<std::uint64_t> waiting_ms;  // the oldest pending decision has waited this long; none pending: nullopt
+  std::optional<std::uint64_t> silent_ms;   // since the vendor's last output (or its spawn); not started: nullopt
+  std::optional<std::uint64_t> stalled_ms;  // named RUN_STALLED this long ago and silent since; else nullopt
+};
+
 struct RunStatus {
   std::string run_id;
   std::string adapter;
@@ -65,6 +73,7 @@ struct RunStatus {
   std::map<std::string, std::string> labels;
   Spend spend;               // so far
   adapters::Budgets budget;  // the run's limits
+  RunProgress progress;      // decisions waited on, silence, a stall (issue 27)
 };
 
 }  // namespace mh::daemon

@@ -112,6 +112,10 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
   if (auto too_long = adapters::refuse_deadline(*adapter, spec->decision_deadline_ms)) {
     return refuse("MALFORMED", *too_long);
   }
+  // Stalls: what the spec leaves unset is the daemon's (kept in spec.json, so an adopting daemon
+  // times the run as this one did).
+  if (!spec->stall_after_ms) spec->stall_after_ms = static_cast<std::uint64_t>(config.stall_after.count()) * 1000;
+  if (!spec->on_stall) spec->on_stall = protocol::parse_enum<protocol::OnStall>(config.on_stall);
   adapters::fill_unset_budgets(spec->budget, config.default_budget);
   if (auto unpriced = refuse_unpriced_budget(*spec, *adapter, config.prices)) {
     return refuse("BUDGET_UNPRICED", *unpriced);

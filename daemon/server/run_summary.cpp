@@ -41,6 +41,19 @@ asio::awaitable<json::object> summary(const RunEntry& e) {
   o["age_ms"] =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - e.created_at).count();
   o["pending_decisions"] = status ? status->pending_decisions : 0;
+  // Progress (issue 27 §2): a run waiting on a decision is not stalled, and says since when it
+  // waits; a run's silence and a stall it was named for. Null when none (and for a closed run).
+  {
+    const auto now = std::chrono::system_clock::now();
+    auto since = [&](const std::optional<std::uint64_t>& ago) -> json::value {
+      if (!ago || !status || status->phase == RunPhase::closed) return nullptr;
+      return json::value(rfc3339(now - std::chrono::milliseconds(*ago)));
+    };
+    std::optional<RunProgress> progress = status ? std::optional<RunProgress>(status->progress) : std::nullopt;
+    o["waiting_on_decision_since"] = since(progress ? progress->waiting_ms : std::nullopt);
+    o["last_output_at"] = since(progress ? progress->silent_ms : std::nullopt);
+    o["stalled_since"] = since(progress ? progress->stalled_ms : std::nullopt);
+  }
   if (status)
     o["turns"] = status->turns;
   else if (e.turns)

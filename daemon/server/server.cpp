@@ -123,7 +123,11 @@ asio::awaitable<std::string> Server::metrics_page() {
       gauges.runs[{std::string(id), std::string(to_string(phase))}] = 0;
   for (const auto& e : entries) {
     RunPhase phase = RunPhase::closed;
-    if (e.run && !e.closed) phase = (co_await status_now(e.run)).phase;
+    if (e.run && !e.closed) {
+      RunStatus status = co_await status_now(e.run);
+      phase = status.phase;
+      gauges.add_progress(status.progress);  // issue 27 §2 (S)
+    }
     ++gauges.runs[{e.adapter, std::string(to_string(phase))}];
   }
   gauges.connections = connections.load();

@@ -91,7 +91,8 @@ async function refreshRuns() {
     let row = rows.get(run.run_id);
     if (!row) {
       row = el("tr", { "data-run-id": run.run_id });
-      for (const name of ["run-id", "adapter", "state", "age", "pending-count", "turns", "spend", "closed", "labels"])
+      for (const name of ["run-id", "adapter", "state", "age", "pending-count", "progress", "turns", "spend", "closed",
+                          "labels"])
         row.append(el("td", { class: name }));
       row.addEventListener("click", () => showRun(row.dataset.runId));
     }
@@ -99,7 +100,7 @@ async function refreshRuns() {
     row.classList.toggle("selected", run.run_id === state.runId);
     const cells = {
       "run-id": run.run_id, adapter: run.adapter, state: run.state, age: age(run.age_ms),
-      "pending-count": String(run.pending_decisions), turns: run.turns === null ? "unknown" : String(run.turns),
+      "pending-count": String(run.pending_decisions), progress: progressText(run), turns: run.turns === null ? "unknown" : String(run.turns),
       spend: spendText(run.spend), closed: run.close_reason || "", labels: labelsText(run.labels),
     };
     for (const [name, text] of Object.entries(cells)) {
@@ -238,6 +239,16 @@ async function followStream(runId, generation) {
 // not carry it.
 const closedFailures = new Map();
 
+// Whether a live run is making progress (docs/policies.md, "Stalls"): a run waiting on a decision
+// is not stalled, and says since when it waits; a run named stalled says since when, until its
+// vendor makes output again. "" for neither (and for a closed run: the summary has both null).
+function progressText(run) {
+  const at = (iso) => new Date(iso).toLocaleTimeString();
+  if (run.waiting_on_decision_since) return "waiting on a decision since " + at(run.waiting_on_decision_since);
+  if (run.stalled_since) return "stalled since " + at(run.stalled_since);
+  return "";
+}
+
 // "closed (error: launch, not retryable)": the state, the close reason, and why it failed in the
 // closed vocabulary (docs/socket-api.md, "Failures"; none when it completed), its detail the title.
 function showRunState(runState, reason, failure) {
@@ -258,8 +269,10 @@ async function refreshRun() {
   // Why nothing can be answered: a closed run has nothing left to answer, whatever the token.
   const why = body.can_decide ? "" : run.state === "closed" ? " — the run is closed: nothing is left to answer"
                                                              : " — this token may look, not answer";
+  const progress = progressText(run);
   document.getElementById("run-facts").textContent =
-      run.adapter + ", " + age(run.age_ms) + " old, " + run.turns + " turn(s), spend " + spendText(run.spend) + why;
+      run.adapter + ", " + age(run.age_ms) + " old, " + run.turns + " turn(s), spend " + spendText(run.spend) +
+      (progress ? ", " + progress : "") + why;
   const now = Date.now();
   state.pending = body.pending.map((p) => ({ call_id: p.call_id, requested_seq: p.requested_seq,
                                              deadline: now + p.remaining_ms }));

@@ -720,5 +720,160 @@ TEST_F(DaemonStandin, AnUngovernedBoundTheAdoptBoundWouldPreemptIsRefusedAtStart
       << refused.stderr_text();
 }
 
+// --- Issue 27 §2: stalls are named, not waited out ---------------------------------------------
+
+std::vector<EventLine> warnings_coded(const std::vector<EventLine>& events, const std::string& code) {
+  std::vector<EventLine> out;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == code) out.push_back(e);
+  return out;
+}
+
+// Each silence of a vendor (4 s of the model streaming nothing, twice) is named once with a short
+// stall_after, each after the output that preceded it; under "warn" the run goes on and completes.
+TEST_F(DaemonStandin, EachSilenceOfTheVendorIsNamedStalledOnceAndUnderWarnTheRunCompletes) {
+  const std::string id =
+      submit(standin_run("stall_twice.json", R"("decisions":"observe","stall_after_ms":300,"on_stall":"warn")"));
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  auto stalls = warnings_coded(events, "RUN_STALLED");
+  ASSERT_EQ(stalls.size(), 2u) << "one per silence, never repeated within one";
+  std::vector<std::string> order;
+  for (const auto& e : events)
+    if (e.event() == "text" || (e.event() == "warning" && e.str("code") == "RUN_STALLED"))
+      order.push_back(e.event() == "text" ? e.str("text") : "STALLED");
+  EXPECT_EQ(order, (std::vector<std::string>{"Working.", "STALLED", "Halfway.", "STALLED", "Done."}));
+  const auto& stall = stalls[0].object.at("stall").as_object();
+  EXPECT_GE(stall.at("silent_ms").to_number<std::uint64_t>(), 300u) << stalls[0].raw;
+  EXPECT_EQ(stall.at("last_event").as_string(), "usage")
+      << "the text record's last event, its usage: " << stalls[0].raw;
+  EXPECT_EQ(stall.at("on_stall").as_string(), "warn") << stalls[0].raw;
+  EXPECT_EQ(stall.at("stall_after_ms").to_number<std::uint64_t>(), 300u) << stalls[0].raw;
+  EXPECT_EQ(events.back().str("reason"), "completed") << events.back().raw;
+}
+
+// on_stall = "halt": the vendor that hangs is named once, halted, and its close says `stalled`.
+TEST_F(DaemonStandin, AHangingVendorUnderHaltIsNamedStalledThenHaltedAndClosesWithFailureStalled) {
+  const std::string id =
+      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":300,"on_stall":"halt")"));
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(warnings_coded(events, "RUN_STALLED").size(), 1u);
+  const auto& closed = events.back();
+  ASSERT_EQ(closed.event(), "stream.closed") << closed.raw;
+  EXPECT_EQ(closed.str("reason"), "steer-halt") << closed.raw;
+  ASSERT_TRUE(closed.object.contains("failure")) << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").as_object().at("category").as_string(), "stalled") << closed.raw;
+  EXPECT_TRUE(closed.object.at("failure").as_object().at("retryable").as_bool()) << closed.raw;
+  SocketClient observer(daemon->socket());
+  auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(got && got->object.at("failure").is_object()) << (got ? got->raw : "no reply");
+  EXPECT_EQ(got->object.at("failure").as_object().at("category").as_string(), "stalled") << got->raw;
+}
+
+// A call waiting on a decision is no stall, however long it waits: `get` and `ls` say since when
+// it waits instead. Another run with the same stall_after, named stalled meanwhile, is the clock
+// that shows the wait outlasted stall_after (no sleep).
+TEST_F(DaemonStandin, ACallWaitingOnADecisionLongerThanStallAfterIsNoStallAndGetAndLsSayWaitingSince) {
+  const std::string waiting = submit(standin_run(
+      "bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000,"stall_after_ms":300,"on_stall":"halt")"));
+  SocketClient controller(daemon->socket());
+  controller.send(socket_request("attach", R"("run_id":")" + waiting + R"(","from_seq":1)"));
+  ASSERT_TRUE(controller.wait_event("tool.requested", 60s));
+  const std::string clock =
+      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":300,"on_stall":"halt")"));
+  auto clock_events = follow(clock);
+  ASSERT_EQ(warnings_coded(clock_events, "RUN_STALLED").size(), 1u) << "the clock run was named: 300 ms passed";
+
+  SocketClient observer(daemon->socket());
+  auto got = observer.request(socket_request("get", R"("run_id":")" + waiting + "\""));
+  ASSERT_TRUE(got) << "no reply";
+  EXPECT_EQ(got->str("state"), "turn") << got->raw;
+  EXPECT_EQ(got->object.at("pending_decisions").to_number<std::uint64_t>(), 1u) << got->raw;
+  ASSERT_TRUE(got->object.at("waiting_on_decision_since").is_string()) << got->raw;
+  EXPECT_TRUE(got->object.at("stalled_since").is_null()) << got->raw;
+  EXPECT_TRUE(got->object.at("last_output_at").is_string()) << got->raw;
+  auto listed = observer.request(socket_request("list"));
+  ASSERT_TRUE(listed && listed->object.at("runs").is_array()) << (listed ? listed->raw : "no reply");
+  bool found = false;
+  for (const auto& run : listed->object.at("runs").as_array()) {
+    if (run.as_object().at("run_id").as_string() != waiting) continue;
+    found = true;
+    EXPECT_TRUE(run.as_object().at("waiting_on_decision_since").is_string()) << listed->raw;
+  }
+  EXPECT_TRUE(found) << listed->raw;
+
+  controller.send(tool_decide("d1", "toolu_marker", R"({"decision":"allow"})"));
+  ASSERT_TRUE(controller.wait_reply("end", 60s));
+  EXPECT_TRUE(warnings_coded(controller.lines(), "RUN_STALLED").empty()) << "a wait on a decision is no stall";
+  auto closed = controller.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].str("reason"), "completed") << closed[0].raw;
+}
+
+// A stall named before the daemon was killed is not named again by the daemon that adopts the run:
+// the timeout is an input in the run's journal, replayed with the rest. Another run named stalled
+// after the adoption is the clock that shows a second warning had time to come (no sleep).
+TEST_F(DaemonStandin, AStallNamedBeforeAKillIsNotNamedAgainByTheDaemonThatAdoptsTheRun) {
+  const std::string id =
+      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":300,"on_stall":"warn")"));
+  {
+    SocketClient watcher(daemon->socket());
+    watcher.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(watcher.wait_for([](const EventLine& e) { return e.str("code") == "RUN_STALLED"; }, 60s));
+  }
+  daemon->signal(SIGKILL);
+  daemon->wait_exit(30s);
+  daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config());
+  ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  SocketClient controller(daemon->socket());
+  controller.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(controller.wait_for([](const EventLine& e) { return e.str("code") == "RUN_ADOPTED"; }, 60s));
+  const std::string clock =
+      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":300,"on_stall":"halt")"));
+  ASSERT_EQ(warnings_coded(follow(clock), "RUN_STALLED").size(), 1u);
+  SocketClient observer(daemon->socket());
+  auto got = observer.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(got) << "no reply";
+  EXPECT_TRUE(got->object.at("stalled_since").is_string()) << "still silent since it was named: " << got->raw;
+  controller.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  ASSERT_TRUE(controller.wait_reply("end", 60s));
+  EXPECT_EQ(warnings_coded(controller.lines(), "RUN_STALLED").size(), 1u) << "named once, across the adoption";
+  auto closed = controller.events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_NE(closed[0].raw.find(R"("category":"halted")"), std::string::npos)
+      << "a person's halt after a warn-only stall is that person's: " << closed[0].raw;
+}
+
+// The spec's fields are refused by name; what a spec leaves unset is the daemon's [runs] default,
+// shown in `get`'s spec.
+TEST_F(DaemonStandin, StallFieldsOfASpecAreRefusedByNameAndUnsetOnesAreTheDaemonsDefaults) {
+  SocketClient c(daemon->socket());
+  for (auto [fields, named] :
+       std::vector<std::pair<std::string, std::string>>{{R"("stall_after_ms":-1)", "stall_after_ms"},
+                                                        {R"("stall_after_ms":"10s")", "stall_after_ms"},
+                                                        {R"("stall_after_ms":2592000001)", "stall_after_ms"},
+                                                        {R"("on_stall":"kill")", "on_stall"},
+                                                        {R"("on_stall":3)", "on_stall"}}) {
+    auto reply = c.request(socket_request("submit", standin_run("bash_marker.json", fields)));
+    ASSERT_TRUE(reply) << fields;
+    EXPECT_EQ(reply->str("reply"), "refused") << reply->raw;
+    EXPECT_EQ(reply->str("code"), "MALFORMED") << reply->raw;
+    EXPECT_NE(reply->str("reason").find(named), std::string::npos) << reply->raw;
+  }
+  const std::string id = submit(standin_run("bash_marker.json", R"("decisions":"observe")"));
+  follow(id);
+  auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+  ASSERT_TRUE(got && got->object.at("spec").is_object()) << (got ? got->raw : "no reply");
+  const auto& spec = got->object.at("spec").as_object();
+  EXPECT_EQ(spec.at("stall_after_ms").to_number<std::uint64_t>(), 600'000u) << got->raw;
+  EXPECT_EQ(spec.at("on_stall").as_string(), "warn") << got->raw;
+  // The command line: a duration needs its unit.
+  CliProcess submit_cli({metaharness_binary().string(), "submit", "--socket", daemon->socket().string(), "claude", "-p",
+                         "go", "--stall-after", "600"});
+  EXPECT_EQ(submit_cli.finish(60s), 2) << submit_cli.stderr_text();
+  EXPECT_NE(submit_cli.stderr_text().find("--stall-after"), std::string::npos) << submit_cli.stderr_text();
+}
+
 }  // namespace
 }  // namespace mh::test

@@ -179,12 +179,30 @@ TEST_F(DaemonMetricsTest, TheGaugesAreTheDaemonsReadingAndThePageIsStable) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("# TYPE ", 0) == 0) families.push_back(line.substr(7, line.find(' ', 7) - 7));
   EXPECT_EQ(families,
-            (std::vector<std::string>{"metaharness_runs", "metaharness_events_total", "metaharness_decisions_total",
-                                      "metaharness_deadline_denials_total", "metaharness_pending_approvals",
-                                      "metaharness_approval_wait_seconds", "metaharness_tokens_total",
-                                      "metaharness_spend_usd_total", "metaharness_priced_usage_total",
-                                      "metaharness_unpriced_usage_total", "metaharness_runs_closed_total",
-                                      "metaharness_connections", "metaharness_stream_readers"}));
+            (std::vector<std::string>{
+                "metaharness_runs", "metaharness_events_total", "metaharness_decisions_total",
+                "metaharness_deadline_denials_total", "metaharness_pending_approvals",
+                "metaharness_runs_waiting_on_decision", "metaharness_oldest_pending_decision_seconds",
+                "metaharness_runs_stalled", "metaharness_approval_wait_seconds", "metaharness_tokens_total",
+                "metaharness_spend_usd_total", "metaharness_priced_usage_total", "metaharness_unpriced_usage_total",
+                "metaharness_runs_closed_total", "metaharness_connections", "metaharness_stream_readers"}));
+}
+
+// Issue 27 §2: a run waiting on a decision is counted as waiting (with the oldest wait), not as
+// stalled; a run named stalled is counted apart.
+TEST_F(DaemonMetricsTest, RunsWaitingOnADecisionAndStalledRunsAreGaugedApart) {
+  Gauges none;
+  EXPECT_EQ(value("metaharness_runs_waiting_on_decision", none), "0");
+  EXPECT_EQ(value("metaharness_oldest_pending_decision_seconds", none), "0");
+  EXPECT_EQ(value("metaharness_runs_stalled", none), "0");
+  Gauges g;
+  g.add_progress(daemon::RunProgress{90'500, 1'000, std::nullopt});
+  g.add_progress(daemon::RunProgress{2'000, 3'000, std::nullopt});
+  g.add_progress(daemon::RunProgress{std::nullopt, 700'000, 100'000});
+  g.add_progress(daemon::RunProgress{std::nullopt, 10, std::nullopt});
+  EXPECT_EQ(value("metaharness_runs_waiting_on_decision", g), "2");
+  EXPECT_EQ(value("metaharness_oldest_pending_decision_seconds", g), "90.5");
+  EXPECT_EQ(value("metaharness_runs_stalled", g), "1");
 }
 
 }  // namespace

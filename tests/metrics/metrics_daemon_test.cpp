@@ -104,6 +104,7 @@ TEST_F(MetricsDaemon, AnAllowADenyAndADeadlineDenialLeaveExactlyTheirFiguresOnMe
   EXPECT_EQ(before[R"(metaharness_runs{adapter="claude",state="closed"})"], "0");
   EXPECT_EQ(before[R"(metaharness_runs{adapter="codex",state="turn"})"], "0") << "every adapter in every state";
   EXPECT_EQ(before["metaharness_pending_approvals"], "0");
+  EXPECT_EQ(before["metaharness_runs_waiting_on_decision"], "0");
 
   // Run A waits on its decision while a controller is attached and a tail follows it.
   std::string a = submit(standin_run_fields("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)"));
@@ -117,6 +118,11 @@ TEST_F(MetricsDaemon, AnAllowADenyAndADeadlineDenialLeaveExactlyTheirFiguresOnMe
   ASSERT_TRUE(tail.wait_event("tool.requested", 60s));
   auto waiting = page();
   EXPECT_EQ(waiting["metaharness_pending_approvals"], "1") << "counted before the record was readable";
+  // Issue 27 §2: the run waits on a decision, which is no stall.
+  EXPECT_EQ(waiting["metaharness_runs_waiting_on_decision"], "1");
+  ASSERT_FALSE(waiting["metaharness_oldest_pending_decision_seconds"].empty());
+  EXPECT_GE(std::stod(waiting["metaharness_oldest_pending_decision_seconds"]), 0.0);
+  EXPECT_EQ(waiting["metaharness_runs_stalled"], "0");
   EXPECT_EQ(waiting[R"(metaharness_runs{adapter="claude",state="turn"})"], "1");
   EXPECT_EQ(waiting[R"(metaharness_stream_readers{kind="attach"})"], "1");
   EXPECT_EQ(waiting[R"(metaharness_stream_readers{kind="tail"})"], "1");

@@ -362,6 +362,28 @@ TEST(EventBytes, AgentEscalationRequestedAndRecordedAtAreAdditiveAndRoundTrip) {
   EXPECT_EQ(serialize(*decided_back), decided);
 }
 
+// Issue 27 §2: a RUN_STALLED warning's figures are additive (absent from every other warning).
+TEST(EventBytes, AStallReportIsAdditiveOnAWarningAndRoundTrips) {
+  ev::Warning w{"RUN_STALLED", "silent"};
+  w.stall = ev::StallReport{12000, std::string("tool.result"), std::string("Bash"), 10000, OnStall::halt};
+  std::string line = serialize(make_event(w));
+  EXPECT_NE(line.find(R"("code":"RUN_STALLED","message":"silent","stall":{"silent_ms":12000,)"
+                      R"("last_event":"tool.result","last_tool":"Bash","stall_after_ms":10000,"on_stall":"halt"}})"),
+            std::string::npos)
+      << line;
+  auto back = read_event_line(line);
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(std::get<ev::Warning>(back->payload).stall);
+  EXPECT_EQ(std::get<ev::Warning>(back->payload).stall->on_stall, OnStall::halt);
+  EXPECT_EQ(serialize(*back), line);
+  std::string plain = serialize(make_event(ev::Warning{"W", "m"}));
+  EXPECT_EQ(plain.find("stall"), std::string::npos) << plain;
+  auto bad = read_event_line(with_envelope(R"("event":"warning","code":"RUN_STALLED","message":"m",)"
+                                           R"("stall":{"silent_ms":1,"last_event":null,"last_tool":null,)"
+                                           R"("stall_after_ms":1,"on_stall":"kill"}})"));
+  EXPECT_FALSE(bad) << "an on_stall outside warn and halt is refused";
+}
+
 TEST(EventReader, LinesWithoutTheAdditiveFieldsStillRead) {
   auto read = read_event_line(with_envelope(R"("event":"tool.requested","call_id":"c","name":"Bash","input":{},)"
                                             R"("decision_required":false,"deadline_ms":null,"seam":"none"})"));

@@ -77,6 +77,21 @@ TEST(RunFailure, EachCloseReasonAndSignalIsItsCategoryAndSaysWhetherToRetry) {
   }
 }
 
+// Issue 27 §2: only the RUN_STALLED that halted the run (on_stall = "halt") makes its halt a
+// stall; a warn-only one followed later by a person's halt is that person's halt.
+TEST(RunFailure, OnlyAStallThatHaltedMakesTheHaltStalled) {
+  ev::Warning halting = warning("RUN_STALLED");
+  halting.stall = ev::StallReport{12000, "tool.result", "Bash", 10000, OnStall::halt};
+  ev::Warning warn_only = halting;
+  warn_only.stall->on_stall = OnStall::warn;
+  RunFailure stalled = judged({halting}, CloseReason::steer_halt);
+  EXPECT_EQ(stalled.category, "stalled");
+  EXPECT_TRUE(stalled.retryable);
+  RunFailure halted = judged({warn_only}, CloseReason::steer_halt);
+  EXPECT_EQ(halted.category, "halted");
+  EXPECT_FALSE(halted.retryable);
+}
+
 TEST(RunFailure, TheDetailQuotesTheSignalAndIsBoundedOnACharacterBoundary) {
   auto failure =
       judged({warning("LAUNCH_REFUSED", "vendor_env CLAUDE_CODE_SIMPLE switches the seam off")}, CloseReason::error);

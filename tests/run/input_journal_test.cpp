@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
 #include "protocol/commands.hpp"
 
@@ -45,10 +46,15 @@ std::vector<Entry> one_of_each() {
       {at(18), journal::GatewayRefused{"POST", "/v1/files?x=\"1\""}},
       {at(19), journal::Egress{"pypi.org:443", true, ""}},
       {at(20), journal::Egress{"169.254.169.254:80", false, "link-local"}},
+      {at(21), journal::StallTimeout{}},
   };
 }
 
 TEST(InputJournal, EveryKindOfInputRoundTripsThroughItsLine) {
+  std::set<std::size_t> kinds;
+  for (const Entry& entry : one_of_each())
+    kinds.insert(entry.input.index());
+  EXPECT_EQ(kinds.size(), std::variant_size_v<journal::Input>) << "one of each kind, the stall timeout included";
   for (const Entry& entry : one_of_each()) {
     std::string line = journal::serialize(entry);
     ASSERT_EQ(line.back(), '\n');

@@ -73,6 +73,9 @@ TEST(ReplayEffects, WhatTheCoreAsksOfTheVendorAndTheTimersIsCollectedNotDone) {
   replay.arm_deadline("b", t0 + 20s);
   replay.cancel_deadline("a");
   replay.arm_wall_budget(t0 + 1min);
+  EXPECT_FALSE(replay.stall().has_value());  // never set: the adoption arms nothing
+  replay.arm_stall(t0 + 30s);
+  replay.arm_stall(t0 + 40s);  // the core's last wish is what the adoption arms
   // A normal end gives the exit grace from the entry it began in; a forced end's shorter grace wins.
   replay.close_vendor_stdin();
   EXPECT_EQ(replay.kill_at(), t0 + 5000ms);
@@ -87,6 +90,7 @@ TEST(ReplayEffects, WhatTheCoreAsksOfTheVendorAndTheTimersIsCollectedNotDone) {
   EXPECT_EQ(replay.hook_replies(), (std::map<std::uint64_t, std::string>{{3, "allow"}}));
   EXPECT_EQ(replay.deadlines(), (std::map<std::string, Instant>{{"b", t0 + 20s}}));
   EXPECT_EQ(replay.wall(), t0 + 1min);
+  EXPECT_EQ(replay.stall(), std::optional<std::optional<Instant>>(t0 + 40s));
   EXPECT_EQ(replay.now(), t0 + 1s);
 }
 

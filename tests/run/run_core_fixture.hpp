@@ -52,6 +52,10 @@ class RecordingEffects final : public RunEffects {
   void close_vendor_stdin() override { stdin_closed = true; }
   void terminate_vendor(std::chrono::milliseconds) override { terminated = true; }
   void arm_wall_budget(Instant when) override { wall_budget_at = when; }
+  void arm_stall(std::optional<Instant> when) override {
+    stall_at = when;
+    ++stall_arms;
+  }
   void spend_changed(const Spend& s) override { spend = s; }
   void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override {
     answered.push_back(Answered{ticket, result, recorded});
@@ -64,6 +68,8 @@ class RecordingEffects final : public RunEffects {
   bool stdin_closed = false;
   bool terminated = false;
   std::optional<Instant> wall_budget_at;
+  std::optional<Instant> stall_at;  // the stall timer as the core last set it (nullopt: disarmed)
+  std::size_t stall_arms = 0;       // how many times the core changed it
   Spend spend;
   std::vector<Answered> answered;
   bool refuse_emit = false;  // the stream cannot take an event (its write failed): emit returns 0

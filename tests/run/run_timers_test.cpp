@@ -82,5 +82,27 @@ TEST_F(RunTimersTest, TheGraceIsArmedOnceAndCancelAllStopsEveryTimer) {
   EXPECT_EQ(graces, 1) << "the second object's grace was cancelled";
 }
 
+// Issue 27 §2: the stall timer hands back a StallTimeout; a later arm replaces it, nullopt disarms
+// it, and once the run closed (cancel_all) no arm takes effect.
+TEST_F(RunTimersTest, TheStallTimerRunsOutOnceAsLastSetAndNeverAfterTheClose) {
+  RunTimers timers = make();
+  timers.bind(owner);
+  timers.arm_stall(past);
+  timers.arm_stall(past + std::chrono::milliseconds(1));  // replaces the first
+  io.run();
+  ASSERT_EQ(timeouts.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<journal::StallTimeout>(timeouts[0]));
+  io.restart();
+  timers.arm_stall(past);
+  timers.arm_stall(std::nullopt);
+  io.run();
+  EXPECT_EQ(timeouts.size(), 1u) << "disarmed";
+  io.restart();
+  timers.cancel_all();
+  timers.arm_stall(past);
+  io.run();
+  EXPECT_EQ(timeouts.size(), 1u) << "the run closed: the stall timer is not armed again";
+}
+
 }  // namespace
 }  // namespace mh::daemon

@@ -34,5 +34,24 @@ TEST(RunsConfig, SupervisionIsOnUnlessTurnedOffAndDetachNeedsIt) {
   EXPECT_TRUE(refused_naming("[runs]\nsupervise = false\non_stop = \"detach\"\n", {"runs.on_stop"}));
 }
 
+// Issue 27 §2: a run silent for stall_after (600 s unless configured) is warned; halt on request.
+TEST(RunsConfig, StallAfterAndOnStallDefaultAndAreRefusedNamingTheKey) {
+  auto defaults = load_config_text("");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_EQ(defaults->stall_after, std::chrono::seconds(600));
+  EXPECT_EQ(defaults->on_stall, "warn");
+  auto set = load_config_text("[runs]\nstall_after_s = 30\non_stall = \"halt\"\n");
+  ASSERT_TRUE(set) << set.error();
+  EXPECT_EQ(set->stall_after, std::chrono::seconds(30));
+  EXPECT_EQ(set->on_stall, "halt");
+  auto never = load_config_text("[runs]\nstall_after_s = 0\n");
+  ASSERT_TRUE(never) << never.error();
+  EXPECT_EQ(never->stall_after, std::chrono::seconds(0));
+  EXPECT_TRUE(refused_naming("[runs]\nstall_after_s = -1\n", {"runs.stall_after_s", "negative"}));
+  EXPECT_TRUE(refused_naming("[runs]\nstall_after_s = 99999999999\n", {"runs.stall_after_s", "must be"}));
+  EXPECT_TRUE(refused_naming("[runs]\nstall_after_s = \"10m\"\n", {"runs.stall_after_s"}));
+  EXPECT_TRUE(refused_naming("[runs]\non_stall = \"kill\"\n", {"runs.on_stall", "must be"}));
+}
+
 }  // namespace
 }  // namespace mh::test

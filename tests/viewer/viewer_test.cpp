@@ -290,6 +290,10 @@ TEST_F(Viewer, APendingApprovalIsAnsweredFromThePageInARealBrowser) {
   auto count = browser.find(row + " td.pending-count");
   ASSERT_TRUE(count) << browser.error();
   EXPECT_EQ(browser.text(*count), "1");
+  // Issue 27 §2: a run waiting on a decision is not stalled, and the page says since when.
+  auto progress = browser.find(row + " td.progress");
+  ASSERT_TRUE(progress) << browser.error();
+  EXPECT_EQ(browser.text(*progress).rfind("waiting on a decision since ", 0), 0u) << browser.text(*progress);
 
   auto open = browser.find(row);
   ASSERT_TRUE(open);

@@ -36,6 +36,7 @@ from .outcome import Outcome
 from .paths import default_socket_path
 from .records import Record
 from .spec import RUN_SPEC_FIELDS
+from .stall import ON_STALL, StallReport
 from .stream import Pending
 from .wire import COMMAND_FORMAT, EVENT_FORMAT, SOCKET_FORMAT, decode
 
@@ -53,6 +54,6 @@ __all__ = [
     "COMMAND_FORMAT", "CommandLost", "CommandRefused", "ConnectionLost", "DaemonUnreachable",
     "Decision", "Deny", "EVENT_FORMAT", "EVENT_NAMES", "Event", "MalformedLine", "MetaharnessError",
     "NotJson", "Outcome", "Pending", "ProtocolError", "RUN_SPEC_FIELDS", "Record", "Refused",
-    "Replace", "RunFailed", "RunFailure", "FAILURE_CATEGORIES", "SOCKET_FORMAT", "Tail", "Timeout", "UnknownEvent", "UnknownFormat", "UnknownReply",
+    "Replace", "RunFailed", "RunFailure", "FAILURE_CATEGORIES", "ON_STALL", "SOCKET_FORMAT", "StallReport", "Tail", "Timeout", "UnknownEvent", "UnknownFormat", "UnknownReply",
     "default_socket_path", "events", "parse_event", "parse_line",
 ]

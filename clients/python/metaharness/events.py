@@ -10,6 +10,7 @@ from .decisions import Decision
 from .errors import MalformedLine, RunFailed, UnknownEvent, UnknownFormat
 from .failure import RunFailure
 from .outcome import Outcome
+from .stall import StallReport
 from .wire import EVENT_FORMAT
 
 # Envelope keys; `at` is omitted when the vendor gave no time, `recorded_at` where nobody wrote
@@ -20,7 +21,8 @@ ENVELOPE = ("format", "seq", "run", "at", "event", "recorded_at", "cut")
 # Additive fields of this implementation (docs/socket-api.md) are declared too: `agent`,
 # `escalation` (tool.requested), `peer`, `requested` (tool.decided), `resources` (stream.closed:
 # what the run's cgroup counted, each counter None where unknown; None for a run without one;
-# `failure`: why it failed, a RunFailure, None when it completed).
+# `failure`: why it failed, a RunFailure, None when it completed), `stall` (warning: a
+# RUN_STALLED's figures, a StallReport; None on every other warning).
 SCHEMA = {
     "session.started": ("SessionStarted", (
         "adapter", "adapter_class", "harness_version", "session_id", "model", "permission_mode",
@@ -52,7 +54,7 @@ SCHEMA = {
     "usage": ("Usage", ("request_id", "model", "usage"), ("usage",)),
     "rate_limit": ("RateLimit", ("info",), ("info",)),
     "command.result": ("CommandResult", ("id", "outcome"), ("id", "outcome")),
-    "warning": ("Warning", ("code", "message"), ("code", "message")),
+    "warning": ("Warning", ("code", "message", "stall"), ("code", "message")),
     "opaque": ("Opaque", ("vendor_type", "vendor_subtype", "digest", "source_line"), ("digest",)),
     "auth.expired": ("AuthExpired", ("credential_source", "detail", "source_line"), ()),
     "stream.closed": ("StreamClosed", ("events", "reason", "run_id", "process", "resources", "failure"),
@@ -166,9 +168,16 @@ class StreamClosedBase(Event):
         return self
 
 
+class WarningBase(Event):
+    __slots__ = ()
+
+    def _convert(self):
+        self._payload["stall"] = StallReport.from_wire(self._payload.get("stall"))
+
+
 def _make_classes():
     bases = {"tool.decided": ToolDecidedBase, "command.result": CommandResultBase,
-             "stream.closed": StreamClosedBase}
+             "stream.closed": StreamClosedBase, "warning": WarningBase}
     classes = {}
     for name, (class_name, fields, required) in SCHEMA.items():
         base = bases.get(name, Event)
