@@ -2,7 +2,7 @@
 // supervisor alive after its record was closed. Its supervisor.log says "the daemon detached" at
 // the moment the run closed, with no daemon stop then, and never "released by the daemon"; the
 // supervisor then waits runs.adopt_within_ms (600 s by default) for a daemon that never adopts a
-// closed run. The record's close sends Release on the run's SupervisorLink (run_record.cpp); a
+// closed run. The record's close sends Release on the run's SupervisorLink (SupervisedBody::release); a
 // link destroyed before that write went out closes the connection with the Release still queued
 // (~SupervisorLink ends the state, which clears what is queued), which the supervisor reads as a
 // detach. This test is that sequence against a stand-in supervisor socket: the last message a
@@ -95,8 +95,8 @@ TEST(SoakFindings, AReleaseSentJustBeforeTheLinkIsLetGoReachesTheSupervisor) {
         auto link = co_await mh::daemon::SupervisorLink::attach(io.get_executor(), supervisor.path(), 5s);
         if (!link) co_return;
         attached = true;
-        // What a halted run's end does: its vendor's stdin is closed (run_vendor_io.cpp), then
-        // the record's close sends Release (run_record.cpp: "the record is closed: the
+        // What a halted run's end does: its vendor's stdin is closed (the VendorBody), then
+        // the record's close sends Release (SupervisedBody::release: "the record is closed: the
         // supervisor has nothing left to keep"), then the run lets its link go. The first write's
         // completion is still to run when the second is queued behind it.
         (*link)->send(sv::CloseStdin{});
