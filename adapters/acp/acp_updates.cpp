@@ -26,8 +26,9 @@ bool is_empty_input(const json::value& v) {
 
 std::optional<proto::TokenUsage> token_usage(const json::object& u) {
   proto::TokenUsage t;
-  t.input_tokens = proto::u64_at(u, "inputTokens");
-  t.output_tokens = proto::u64_at(u, "outputTokens");
+  // The spec's camelCase; Gemini CLI's prompt result spells its quota's counts in snake case.
+  t.input_tokens = proto::u64_at(u, {"inputTokens", "input_tokens"});
+  t.output_tokens = proto::u64_at(u, {"outputTokens", "output_tokens"});
   t.cache_read_input_tokens = proto::u64_at(u, "cachedReadTokens");
   t.cache_creation_input_tokens = proto::u64_at(u, "cachedWriteTokens");
   t.thinking_tokens = proto::u64_at(u, "thoughtTokens");
@@ -35,6 +36,12 @@ std::optional<proto::TokenUsage> token_usage(const json::object& u) {
       !t.thinking_tokens)
     return std::nullopt;
   return t;
+}
+
+std::string UpdateReader::tool_name(const std::string& call_id, std::string title) const {
+  if (tool_of_call_)
+    if (auto tool = tool_of_call_(call_id)) return *tool;
+  return title;
 }
 
 OpenCall* UpdateReader::find(const std::string& call_id) {
@@ -81,8 +88,9 @@ bool UpdateReader::tool_call(const json::object& update, bool first_notice, Adap
   OpenCall* call = find(*id);
   if (!call) {
     // A call's first notice names it; an update for a call never announced still ends it.
-    call = track(*id, string_at(update, "title").value_or(string_at(update, "kind").value_or("unknown")),
-                 string_at(update, "kind").value_or(""));
+    call =
+        track(*id, tool_name(*id, string_at(update, "title").value_or(string_at(update, "kind").value_or("unknown"))),
+              string_at(update, "kind").value_or(""));
     if (!call) return false;
   } else if (first_notice) {
     return false;  // a second announcement of a call already open: not ours to reconcile
