@@ -12,7 +12,8 @@
 #define MH_VENDORS(VENDOR) \
   VENDOR(claude)           \
   VENDOR(codex)            \
-  VENDOR(opencode)
+  VENDOR(opencode)         \
+  VENDOR(gemini)
 
 namespace mh::adapters {
 
