@@ -296,7 +296,8 @@ void Client::permission(const AgentRequest& r, std::string_view raw, std::uint64
     return;
   }
   OpenCall* call = updates_.find(request.tool_call_id);
-  std::string name = updates_.tool_name(request.tool_call_id, request.title.value_or("unknown"));
+  std::string name =
+      updates_.tool_name(request.tool_call_id, request.title.value_or("unknown"), object_at(r.params, "toolCall"));
   if (!call) call = updates_.track(request.tool_call_id, name, request.kind.value_or(""));
   ToolCall presented{request.tool_call_id, call ? call->name : name,
                      request.raw_input.is_null() && call ? call->input : request.raw_input,

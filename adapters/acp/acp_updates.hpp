@@ -42,8 +42,10 @@ class UpdateReader {
   // Starts tracking a call first seen in a permission request; nullptr past kMaxOpenCalls.
   OpenCall* track(const std::string& call_id, std::string name, std::string kind);
   std::size_t open_calls() const { return calls_.size(); }
-  // What names a call first seen with this title: the tool its id names, else the title.
-  std::string tool_name(const std::string& call_id, std::string title) const;
+  // What names a call first seen in `notice` (a tool_call update, or a permission request's
+  // toolCall) with this title: the tool its _meta.toolName names (Qwen Code), else the tool its id
+  // names (ToolOfCall), else the title.
+  std::string tool_name(const std::string& call_id, std::string title, const json::object* notice = nullptr) const;
 
  private:
   bool tool_call(const json::object& update, bool first_notice, AdapterOutputs& sink);

@@ -287,6 +287,33 @@ TEST_F(GeminiLines, APromptRefusedUnauthenticatedIsAuthExpired) {
   EXPECT_EQ(r.of<proto::ev::AuthExpired>().size(), 1u);
 }
 
+// --- Qwen Code 0.24.4's own lines (tests/qwen; docs/adapters.md) -------------------------------
+
+// A call's tool is the one its _meta.toolName names (the title is a display name, "Shell"); an
+// empty message chunk says nothing (opaque, no text event); a prompt refused "Internal error" says
+// why in the error's data.details, which is the endpoint's own answer: auth.expired.
+TEST_F(AcpClient, QwenNamesItsToolInMetaSendsEmptyChunksAndExplainsErrorsInData) {
+  open_and_prompt();
+  feed(
+      R"J({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call","toolCallId":"toolu_sh","status":"pending","title":"Shell","content":[],"locations":[],"kind":"execute","rawInput":{},"_meta":{"toolName":"run_shell_command","provenance":"builtin","phase":"preparing"}}}})J");
+  feed(
+      R"J({"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","options":[{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"toolu_sh","status":"pending","title":"touch sh.txt (d)","content":[],"locations":[],"kind":"execute","rawInput":{"command":"touch sh.txt","description":"d"},"_meta":{
+    "toolName" : "run_shell_command"}
+}
+}
+})");
+  ASSERT_EQ(r.calls.size(), 1u);
+EXPECT_EQ(r.calls[0].call.name, "run_shell_command");
+EXPECT_EQ(r.calls[0].call.input.at("command"), "touch sh.txt");
+feed(
+    R"J({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":""}}}})J");
+  EXPECT_TRUE(r.of<proto::ev::Text>().empty()) << "an empty chunk is no text";
+  feed(
+      R"J({"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error","data":{"details":"401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"OAuth token has expired.\"}}"}}})J");
+  ASSERT_EQ(r.of<proto::ev::AuthExpired>().size(), 1u);
+  EXPECT_NE(r.of<proto::ev::AuthExpired>()[0].detail.value_or("").find("OAuth token has expired."), std::string::npos);
+}
+
 TEST_F(AcpClient, AnAllowWithNoOnceOptionIsDeliveredAsRejectWithAWarning) {
   open_and_prompt();
   feed(
