@@ -13,7 +13,8 @@
   VENDOR(claude)           \
   VENDOR(codex)            \
   VENDOR(opencode)         \
-  VENDOR(gemini)
+  VENDOR(gemini)           \
+  VENDOR(qwen)
 
 namespace mh::adapters {
 

@@ -128,14 +128,15 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "vendor-stdout.jsonl")) << "nothing was spawned";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "scratch")) << "no scratch file was written";
 
-  // The native binary, not a node wrapper: the pid is the CLI's own. Gemini CLI ships no native
-  // binary: its entry is the bundle's own script, which `env` execs node over in place (and
-  // GEMINI_CLI_NO_RELAUNCH keeps it from relaunching itself), so the pid is the CLI's as well.
+  // The native binary, not a node wrapper: the pid is the CLI's own. Gemini CLI and Qwen Code ship
+  // no native binary: their entry is the bundle's own script, which `env` execs node over in place
+  // (and GEMINI_CLI_NO_RELAUNCH / QWEN_CODE_NO_RELAUNCH keep it from relaunching itself), so the
+  // pid is the CLI's as well.
   std::string program(plan.at("program").as_string());
   std::ifstream elf(program, std::ios::binary);
   char magic[19] = {};
   elf.read(magic, 19);
-  if (GetParam() == "gemini")
+  if (GetParam() == "gemini" || GetParam() == "qwen")
     EXPECT_EQ(std::string(magic, 19), "#!/usr/bin/env node") << program;
   else
     EXPECT_EQ(std::string(magic, 4),
@@ -144,7 +145,8 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
         << program;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs, ::testing::Values("claude", "codex", "opencode", "gemini"));
+INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs,
+                         ::testing::Values("claude", "codex", "opencode", "gemini", "qwen"));
 
 TEST(ClaudePlan, HooksStayOnAndSettingsAreNotRead) {
   auto o = run_verb({"plan", "claude", "-p", "x", "--model-scenario", scenario("claude").string()});

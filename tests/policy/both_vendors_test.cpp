@@ -16,7 +16,7 @@ namespace mh::test {
 namespace {
 
 // The model each run names, priced (or not) in the config the test writes: one of its wire's
-// (opencode speaks the Anthropic wire, Gemini CLI the Gemini wire).
+// (opencode and Qwen Code speak the Anthropic wire, Gemini CLI the Gemini wire).
 std::string model_of(const std::string& adapter) {
   return adapter == "codex" ? "gpt-5.5" : adapter == "gemini" ? "gemini-2.5-flash" : "claude-sonnet-4-5";
 }
@@ -27,9 +27,9 @@ class BothVendors : public ::testing::TestWithParam<std::string> {
   std::filesystem::path run_dir() const { return dir.path() / "run"; }
   // The shared scripts name a tool call per wire; opencode shares Claude's wire but not its tool
   // names, so it plays its own script of the same name (the same steps, in its own tools), as
-  // Gemini CLI does on its own wire.
+  // Qwen Code does, and Gemini CLI on its own wire.
   std::filesystem::path shared(const std::string& name) const {
-    if (adapter() == "opencode" || adapter() == "gemini")
+    if (adapter() == "opencode" || adapter() == "gemini" || adapter() == "qwen")
       return source_dir() / "tests/scenarios" / adapter() / (name + ".json");
     return source_dir() / "tests/scenarios/shared" / (name + ".json");
   }
@@ -182,7 +182,7 @@ TEST_P(BothVendors, AVendorThatExitsBeforeItOpensASessionIsNamedInTheStream) {
   expect_complete_stream();
 }
 
-INSTANTIATE_TEST_SUITE_P(Adapters, BothVendors, ::testing::Values("claude", "codex", "opencode", "gemini"),
+INSTANTIATE_TEST_SUITE_P(Adapters, BothVendors, ::testing::Values("claude", "codex", "opencode", "gemini", "qwen"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -52,6 +52,7 @@ for spec in "$@"; do
     @openai/codex) b=node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex ;;
     opencode-ai) b=node_modules/opencode-linux-x64/bin/opencode ;;
     @google/gemini-cli) b=node_modules/@google/gemini-cli/bundle/gemini.js ;;
+    @qwen-code/qwen-code) b=node_modules/@qwen-code/qwen-code/cli-entry.js ;;
     *) continue ;;
   esac
   mkdir -p "$(dirname "$b")"
