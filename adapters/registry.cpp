@@ -12,7 +12,9 @@
 #define MH_VENDORS(VENDOR) \
   VENDOR(claude)           \
   VENDOR(codex)            \
-  VENDOR(opencode)
+  VENDOR(opencode)         \
+  VENDOR(gemini)           \
+  VENDOR(qwen)
 
 namespace mh::adapters {
 

@@ -28,17 +28,21 @@ constexpr std::string_view kPermissionToken = "acp-permission:";
 
 // What an agent's error says when the model endpoint refused the run's credential (as observed on
 // a 401: "Internal error: <the endpoint's message>", errorName APIError). Lower case.
-constexpr std::array<std::string_view, 7> kCredentialWords = {
-    "token has expired",    "token has been revoked", "invalid x-api-key",  "invalid api key",
-    "authentication_error", "unauthorized",           "session has expired"};
+// Gemini CLI passes the endpoint's own error on (Google's UNAUTHENTICATED: "Request had invalid
+// authentication credentials..."), with the HTTP status as the error's code.
+constexpr std::array<std::string_view, 9> kCredentialWords = {
+    "token has expired",    "token has been revoked", "invalid x-api-key",   "invalid api key",
+    "authentication_error", "unauthorized",           "session has expired", "invalid authentication credentials",
+    "unauthenticated"};
 
-// The model a session/new answer says is chosen (a configOptions entry of category model).
+// The model a session/new answer says is chosen: a configOptions entry of category model, or
+// (Gemini CLI 0.61.0, the spec's unstable session models) models.currentModelId.
 std::optional<std::string> current_model(const json::object& result) {
-  const json::value* options = result.if_contains("configOptions");
-  if (!options || !options->is_array()) return std::nullopt;
-  for (const auto& o : options->get_array())
-    if (o.is_object() && string_at(o.get_object(), "category") == "model")
-      return string_at(o.get_object(), "currentValue");
+  if (const json::value* options = result.if_contains("configOptions"); options && options->is_array())
+    for (const auto& o : options->get_array())
+      if (o.is_object() && string_at(o.get_object(), "category") == "model")
+        return string_at(o.get_object(), "currentValue");
+  if (const json::object* models = object_at(result, "models")) return string_at(*models, "currentModelId");
   return std::nullopt;
 }
 
@@ -189,7 +193,11 @@ void Client::prompt_answered(const Answer& a, std::uint64_t line_no, AdapterOutp
   std::optional<std::string> stop = result ? string_at(*result, "stopReason") : std::nullopt;
   last_prompt_failed_ = !result;
   last_stop_reason_ = result ? stop : std::optional<std::string>("error: " + a.error_message);
-  if (const json::object* u = result ? object_at(*result, "usage") : nullptr)
+  const json::object* reported = result ? object_at(*result, "usage") : nullptr;
+  if (!reported && result)  // Gemini CLI 0.61.0: no usage, its quota's token_count in _meta
+    if (const json::object* meta = object_at(*result, "_meta"))
+      if (const json::object* quota = object_at(*meta, "quota")) reported = object_at(*quota, "token_count");
+  if (const json::object* u = reported)
     if (auto usage = token_usage(*u)) {
       if (!total_usage_) total_usage_.emplace();
       add(total_usage_->input_tokens, usage->input_tokens);
@@ -288,8 +296,10 @@ void Client::permission(const AgentRequest& r, std::string_view raw, std::uint64
     return;
   }
   OpenCall* call = updates_.find(request.tool_call_id);
-  if (!call) call = updates_.track(request.tool_call_id, request.title.value_or("unknown"), request.kind.value_or(""));
-  ToolCall presented{request.tool_call_id, call ? call->name : request.title.value_or("unknown"),
+  std::string name =
+      updates_.tool_name(request.tool_call_id, request.title.value_or("unknown"), object_at(r.params, "toolCall"));
+  if (!call) call = updates_.track(request.tool_call_id, name, request.kind.value_or(""));
+  ToolCall presented{request.tool_call_id, call ? call->name : name,
                      request.raw_input.is_null() && call ? call->input : request.raw_input,
                      proto::Seam::control_request};
   if (call) call->presented = true;
@@ -312,6 +322,12 @@ void Client::answer(const ReplyToken& reply, const proto::Decision& decision, Ad
                std::nullopt);
     option = open.request.option_of_kind("reject_once");
   }
+  if (auto* deny = std::get_if<proto::decision::Deny>(&decision); deny && !deny->reason.empty())
+    sink.event(proto::ev::Warning{"DENY_REASON_NOT_DELIVERED",
+                                  "an ACP permission answer carries no reason: " + open.request.tool_call_id +
+                                      " was rejected, and the agent tells the model a text of its own instead of: " +
+                                      proto::excerpt(deny->reason, 200)},
+               std::nullopt);
   sink.write_vendor(option ? permission_selected(open.id, *option) : permission_cancelled(open.id));
 }
 

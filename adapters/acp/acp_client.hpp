@@ -41,18 +41,23 @@ struct ClientOptions {
   // model config option says otherwise means the config was not read (an agent may then fall back
   // to a hosted default), and the run fails before its first prompt. Empty: not checked.
   std::string expected_model;
+  // The tool a call id names (UpdateReader's ToolOfCall), for an agent whose tool calls name no
+  // tool of their own; empty: a call is named by its first title.
+  ToolOfCall tool_of_call;
 };
 
 class Client {
  public:
-  explicit Client(ClientOptions options) : options_(std::move(options)) {}
+  explicit Client(ClientOptions options) : options_(std::move(options)), updates_(options_.tool_of_call) {}
 
   void start(AdapterOutputs& sink);
   void on_line(const proto::FramedLine& line, AdapterOutputs& sink);
   void on_end(AdapterOutputs& sink);
 
   // A decision for a permission request (`reply` as presented): allow -> allow_once, anything
-  // else -> reject_once. A reply token that is not an open permission request is ignored.
+  // else -> reject_once. A reply token that is not an open permission request is ignored. A
+  // deny's reason has no place in the answer: the agent tells the model a text of its own, and
+  // the run says so (warning DENY_REASON_NOT_DELIVERED) rather than let the reason vanish.
   void answer(const ReplyToken& reply, const proto::Decision& decision, AdapterOutputs& sink);
   // A permission answer carries no input: replace cannot be delivered through it.
   std::optional<proto::Refusal> check_decision(const proto::Decision& decision) const;

@@ -26,8 +26,9 @@ bool is_empty_input(const json::value& v) {
 
 std::optional<proto::TokenUsage> token_usage(const json::object& u) {
   proto::TokenUsage t;
-  t.input_tokens = proto::u64_at(u, "inputTokens");
-  t.output_tokens = proto::u64_at(u, "outputTokens");
+  // The spec's camelCase; Gemini CLI's prompt result spells its quota's counts in snake case.
+  t.input_tokens = proto::u64_at(u, {"inputTokens", "input_tokens"});
+  t.output_tokens = proto::u64_at(u, {"outputTokens", "output_tokens"});
   t.cache_read_input_tokens = proto::u64_at(u, "cachedReadTokens");
   t.cache_creation_input_tokens = proto::u64_at(u, "cachedWriteTokens");
   t.thinking_tokens = proto::u64_at(u, "thoughtTokens");
@@ -35,6 +36,14 @@ std::optional<proto::TokenUsage> token_usage(const json::object& u) {
       !t.thinking_tokens)
     return std::nullopt;
   return t;
+}
+
+std::string UpdateReader::tool_name(const std::string& call_id, std::string title, const json::object* notice) const {
+  if (const json::object* meta = notice ? object_at(*notice, "_meta") : nullptr)
+    if (auto tool = string_at(*meta, "toolName"); tool && !tool->empty() && tool->size() <= kMaxIdBytes) return *tool;
+  if (tool_of_call_)
+    if (auto tool = tool_of_call_(call_id)) return *tool;
+  return title;
 }
 
 OpenCall* UpdateReader::find(const std::string& call_id) {
@@ -52,8 +61,17 @@ bool UpdateReader::read(const json::object& update, AdapterOutputs& sink) {
   auto kind = string_at(update, "sessionUpdate");
   if (!kind) return false;
   if (*kind == "agent_message_chunk" || *kind == "agent_thought_chunk") {
+    // Qwen Code 0.24.4 reports a model request's usage on a message chunk (_meta.usage, the spec's
+    // token fields), the chunk's text empty; an empty chunk with no usage says nothing: opaque.
+    bool usage_read = false;
+    if (const json::object* meta = object_at(update, "_meta"))
+      if (const json::object* u = object_at(*meta, "usage"))
+        if (auto usage = token_usage(*u)) {
+          sink.event(proto::ev::Usage{std::nullopt, std::nullopt, *usage, std::string("request")}, std::nullopt);
+          usage_read = true;
+        }
     auto text = text_of(update);
-    if (!text) return false;
+    if (!text || text->empty()) return usage_read;
     if (*kind == "agent_message_chunk")
       sink.event(proto::ev::Text{*text, std::nullopt}, std::nullopt);
     else
@@ -81,8 +99,10 @@ bool UpdateReader::tool_call(const json::object& update, bool first_notice, Adap
   OpenCall* call = find(*id);
   if (!call) {
     // A call's first notice names it; an update for a call never announced still ends it.
-    call = track(*id, string_at(update, "title").value_or(string_at(update, "kind").value_or("unknown")),
-                 string_at(update, "kind").value_or(""));
+    call = track(
+        *id,
+        tool_name(*id, string_at(update, "title").value_or(string_at(update, "kind").value_or("unknown")), &update),
+        string_at(update, "kind").value_or(""));
     if (!call) return false;
   } else if (first_notice) {
     return false;  // a second announcement of a call already open: not ours to reconcile

@@ -106,6 +106,11 @@ AgentMessage classify(const json::object& m) {
     a.result = *result;
   } else if (error->is_object()) {
     a.error_message = proto::string_at(error->get_object(), "message").value_or("");
+    // The JSON-RPC error's data says what went wrong where the message is generic (Qwen Code 0.24.4:
+    // "Internal error", the endpoint's own answer in data.details).
+    if (const json::object* data = proto::object_at(error->get_object(), "data"))
+      if (auto details = proto::string_at(*data, "details"); details && !details->empty())
+        a.error_message += ": " + proto::excerpt(*details, 2000);
     if (const json::value* code = error->get_object().if_contains("code"); code && code->is_int64())
       a.error_code = code->as_int64();
   } else {

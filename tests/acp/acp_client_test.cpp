@@ -189,6 +189,131 @@ TEST_F(AcpClient, DenyAndAbstainSelectRejectOnceAndNeverAnAlwaysOption) {
   }
 }
 
+// A deny's reason has no place in a permission answer: the reject is sent, and the run says by
+// name that the reason did not reach the model (carrying it); a deny without a reason (none to
+// lose) and an abstain say nothing.
+TEST_F(AcpClient, ADenysReasonThatCannotRideTheAnswerIsNamedInAWarning) {
+  open_and_prompt();
+  feed(kToolCall);
+  feed(kPermission);
+  decide(proto::decision::Deny{"SUPERVISOR: not on my watch"});
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "reject");
+  auto warnings = r.of<proto::ev::Warning>();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].code, "DENY_REASON_NOT_DELIVERED");
+  EXPECT_NE(warnings[0].message.find("SUPERVISOR: not on my watch"), std::string::npos) << warnings[0].message;
+  EXPECT_NE(warnings[0].message.find("toolu_marker"), std::string::npos) << warnings[0].message;
+}
+
+// --- Gemini CLI 0.61.0's own lines (tests/gemini; docs/adapters.md) -----------------------------
+
+constexpr std::string_view kGeminiSessionNew =
+    R"({"jsonrpc":"2.0","id":2,"result":{"sessionId":"19b84725-2e5d-4dca-a026-bb939bb03147","modes":{"availableModes":[{"id":"default","name":"Default","description":"Prompts for approval"}],"currentModeId":"default"},"models":{"availableModels":[{"modelId":"gemini-2.5-flash","name":"gemini-2.5-flash"}],"currentModelId":"gemini-2.5-flash"}}})";
+constexpr std::string_view kGeminiPermission =
+    R"({"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"19b84725-2e5d-4dca-a026-bb939bb03147","options":[{"optionId":"proceed_always","name":"Allow for this session","kind":"allow_always"},{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"run_shell_command__toolu_marker","status":"pending","title":"touch marker.txt","content":[],"locations":[],"kind":"execute"}}})";
+constexpr std::string_view kGeminiEndTurn =
+    R"({"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":20,"output_tokens":10},"model_usage":[{"model":"gemini-2.5-flash","token_count":{"input_tokens":20,"output_tokens":10}}]}}}})";
+
+class GeminiLines : public AcpClient {
+ protected:
+  static ClientOptions gemini_options(std::string expected_model) {
+    ClientOptions o = options();
+    o.started.adapter = "gemini";
+    o.expected_model = std::move(expected_model);
+    o.tool_of_call = [](std::string_view id) -> std::optional<std::string> {
+      auto at = id.find("__");
+      if (at == std::string_view::npos) return std::nullopt;
+      return std::string(id.substr(0, at));
+    };
+    return o;
+  }
+  void open(std::string expected_model) {
+    Client fresh(gemini_options(std::move(expected_model)));
+    std::swap(client, fresh);
+    AdapterOutputs out;
+    client.start(out);
+    r.take(out);
+    feed(
+        R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentInfo":{"name":"gemini-cli","version":"0.61.0"}}})");
+    feed(kGeminiSessionNew);
+  }
+};
+
+// The session's model is models.currentModelId: another one than the launch's fails the run before
+// its first prompt.
+TEST_F(GeminiLines, TheSessionsModelIsCheckedAgainstTheLaunchs) {
+  open("gemini-2.5-flash");
+  EXPECT_TRUE(r.failures.empty());
+  EXPECT_EQ(r.ready, 1);
+  r = {};
+  line_no = 0;
+  open("gemini-2.5-pro");
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_NE(r.failures[0].find("gemini-2.5-flash, not the configured gemini-2.5-pro"), std::string::npos)
+      << r.failures[0];
+  EXPECT_EQ(r.ready, 0);
+}
+
+// A permission request that names no tool and carries no input presents the call under the tool
+// its id names; the prompt's usage is its _meta.quota.token_count.
+TEST_F(GeminiLines, ACallIsNamedByItsIdAndTheTurnsUsageIsTheQuotasTokenCount) {
+  open("gemini-2.5-flash");
+  AdapterOutputs p;
+  ASSERT_TRUE(client.prompt({"go"}, p));
+  r.take(p);
+  feed(kGeminiPermission);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].call.call_id, "run_shell_command__toolu_marker");
+  EXPECT_EQ(r.calls[0].call.name, "run_shell_command");
+  EXPECT_TRUE(r.calls[0].call.input.is_null());
+  decide(proto::decision::Allow{});
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "proceed_once");
+  feed(kGeminiEndTurn);
+  auto usage = r.of<proto::ev::Usage>();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].usage.input_tokens, 20u);
+  EXPECT_EQ(usage[0].usage.output_tokens, 10u);
+}
+
+// Gemini CLI answers a prompt the endpoint refused with a 401 as an error whose message is the
+// endpoint's own (Google's UNAUTHENTICATED): the credential stopped working.
+TEST_F(GeminiLines, APromptRefusedUnauthenticatedIsAuthExpired) {
+  open("gemini-2.5-flash");
+  AdapterOutputs p;
+  ASSERT_TRUE(client.prompt({"go"}, p));
+  r.take(p);
+  feed(
+      R"({"jsonrpc":"2.0","id":3,"error":{"code":401,"message":"{\"error\":{\"code\":401,\"message\":\"Request had invalid authentication credentials. Expected OAuth 2 access token.\",\"status\":\"UNAUTHENTICATED\"}}"}})");
+  EXPECT_EQ(r.of<proto::ev::AuthExpired>().size(), 1u);
+}
+
+// --- Qwen Code 0.24.4's own lines (tests/qwen; docs/adapters.md) -------------------------------
+
+// A call's tool is the one its _meta.toolName names (the title is a display name, "Shell"); an
+// empty message chunk says nothing (opaque, no text event); a prompt refused "Internal error" says
+// why in the error's data.details, which is the endpoint's own answer: auth.expired.
+TEST_F(AcpClient, QwenNamesItsToolInMetaSendsEmptyChunksAndExplainsErrorsInData) {
+  open_and_prompt();
+  feed(
+      R"J({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"tool_call","toolCallId":"toolu_sh","status":"pending","title":"Shell","content":[],"locations":[],"kind":"execute","rawInput":{},"_meta":{"toolName":"run_shell_command","provenance":"builtin","phase":"preparing"}}}})J");
+  feed(
+      R"J({"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","options":[{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"toolu_sh","status":"pending","title":"touch sh.txt (d)","content":[],"locations":[],"kind":"execute","rawInput":{"command":"touch sh.txt","description":"d"},"_meta":{
+    "toolName" : "run_shell_command"}
+}
+}
+})");
+  ASSERT_EQ(r.calls.size(), 1u);
+EXPECT_EQ(r.calls[0].call.name, "run_shell_command");
+EXPECT_EQ(r.calls[0].call.input.at("command"), "touch sh.txt");
+feed(
+    R"J({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_dc099cb22ffe1vQapdkhAVz5kp","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":""}}}})J");
+  EXPECT_TRUE(r.of<proto::ev::Text>().empty()) << "an empty chunk is no text";
+  feed(
+      R"J({"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error","data":{"details":"401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"OAuth token has expired.\"}}"}}})J");
+  ASSERT_EQ(r.of<proto::ev::AuthExpired>().size(), 1u);
+  EXPECT_NE(r.of<proto::ev::AuthExpired>()[0].detail.value_or("").find("OAuth token has expired."), std::string::npos);
+}
+
 TEST_F(AcpClient, AnAllowWithNoOnceOptionIsDeliveredAsRejectWithAWarning) {
   open_and_prompt();
   feed(

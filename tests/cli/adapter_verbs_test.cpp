@@ -70,7 +70,10 @@ TEST_P(AdapterVerbs, CapabilitiesPrintEveryTierCommandAndDecisionMode) {
   for (auto network : {"gateway", "host"})
     EXPECT_TRUE(containment.at("network").as_object().contains(network)) << network;
   // The wire an upstream must serve for this adapter (docs/gateway.md).
-  EXPECT_EQ(table.at("model_wire"), GetParam() == "codex" ? "openai-responses" : "anthropic") << o.out;
+  EXPECT_EQ(table.at("model_wire"), GetParam() == "codex"    ? "openai-responses"
+                                    : GetParam() == "gemini" ? "gemini"
+                                                             : "anthropic")
+      << o.out;
 }
 
 TEST_P(AdapterVerbs, DoctorIsOnPinForTheInstalledCli) {
@@ -125,18 +128,25 @@ TEST_P(AdapterVerbs, PlanIsAValueWithAConstructedEnvironmentAndSpawnsNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "vendor-stdout.jsonl")) << "nothing was spawned";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "run" / "scratch")) << "no scratch file was written";
 
-  // The native binary, not a node wrapper: the pid is the CLI's own.
+  // The native binary, not a node wrapper: the pid is the CLI's own. Gemini CLI and Qwen Code ship
+  // no native binary: their entry is the bundle's own script, which `env` execs node over in place
+  // (and GEMINI_CLI_NO_RELAUNCH / QWEN_CODE_NO_RELAUNCH keep it from relaunching itself), so the
+  // pid is the CLI's as well.
   std::string program(plan.at("program").as_string());
   std::ifstream elf(program, std::ios::binary);
-  char magic[4] = {};
-  elf.read(magic, 4);
-  EXPECT_EQ(std::string(magic, 4),
-            "\x7f"
-            "ELF")
-      << program;
+  char magic[19] = {};
+  elf.read(magic, 19);
+  if (GetParam() == "gemini" || GetParam() == "qwen")
+    EXPECT_EQ(std::string(magic, 19), "#!/usr/bin/env node") << program;
+  else
+    EXPECT_EQ(std::string(magic, 4),
+              "\x7f"
+              "ELF")
+        << program;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs, ::testing::Values("claude", "codex", "opencode"));
+INSTANTIATE_TEST_SUITE_P(EveryAdapter, AdapterVerbs,
+                         ::testing::Values("claude", "codex", "opencode", "gemini", "qwen"));
 
 TEST(ClaudePlan, HooksStayOnAndSettingsAreNotRead) {
   auto o = run_verb({"plan", "claude", "-p", "x", "--model-scenario", scenario("claude").string()});

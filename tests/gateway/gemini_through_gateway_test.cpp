@@ -1,7 +1,7 @@
 // The real Gemini CLI (`gemini --acp`, 0.61.0) through a run's gateway (`wire = "gemini"`) to the
 // scripted endpoint over HTTPS: the CLI holds only the run's placeholder, the upstream sees only
-// its own key, and the gateway meters every answer from its usageMetadata. Built only with
-// -DMH_GEMINI_CLI_TESTS=ON (label "gemini-cli"), as tests/model/gemini_cli_test.cpp.
+// its own key, and the gateway meters every answer from its usageMetadata. Built unless
+// -DMH_GEMINI_CLI_TESTS=OFF (label "gemini-cli"), as tests/model/gemini_cli_test.cpp.
 #include <gtest/gtest.h>
 
 #include <boost/json/serialize.hpp>

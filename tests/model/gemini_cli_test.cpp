@@ -4,8 +4,8 @@
 // CLI sends (path, key header, body shape, no side requests) and that the scenario's steps work
 // unchanged on this wire, the rejection reaching the model as a functionResponse.
 //
-// The CLI is not yet pinned by ./run setup, so this executable is built only with
-// -DMH_GEMINI_CLI_TESTS=ON (label "gemini-cli"); it then takes the CLI from $MH_GEMINI_CLI or
+// The CLI is pinned (vendor/pins; ./run setup installs it), so this executable is built unless
+// -DMH_GEMINI_CLI_TESTS=OFF (label "gemini-cli"); it takes the CLI from $MH_GEMINI_CLI or
 // .vendor/node_modules/.bin/gemini and fails naming both when neither exists.
 #include <gtest/gtest.h>
 

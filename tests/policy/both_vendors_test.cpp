@@ -16,9 +16,9 @@ namespace mh::test {
 namespace {
 
 // The model each run names, priced (or not) in the config the test writes: one of its wire's
-// (opencode speaks the Anthropic wire).
+// (opencode and Qwen Code speak the Anthropic wire, Gemini CLI the Gemini wire).
 std::string model_of(const std::string& adapter) {
-  return adapter == "codex" ? "gpt-5.5" : "claude-sonnet-4-5";
+  return adapter == "codex" ? "gpt-5.5" : adapter == "gemini" ? "gemini-2.5-flash" : "claude-sonnet-4-5";
 }
 
 class BothVendors : public ::testing::TestWithParam<std::string> {
@@ -26,9 +26,11 @@ class BothVendors : public ::testing::TestWithParam<std::string> {
   const std::string& adapter() const { return GetParam(); }
   std::filesystem::path run_dir() const { return dir.path() / "run"; }
   // The shared scripts name a tool call per wire; opencode shares Claude's wire but not its tool
-  // names, so it plays its own script of the same name (the same steps, in its own tools).
+  // names, so it plays its own script of the same name (the same steps, in its own tools), as
+  // Qwen Code does, and Gemini CLI on its own wire.
   std::filesystem::path shared(const std::string& name) const {
-    if (adapter() == "opencode") return source_dir() / "tests/scenarios/opencode" / (name + ".json");
+    if (adapter() == "opencode" || adapter() == "gemini" || adapter() == "qwen")
+      return source_dir() / "tests/scenarios" / adapter() / (name + ".json");
     return source_dir() / "tests/scenarios/shared" / (name + ".json");
   }
 
@@ -180,7 +182,7 @@ TEST_P(BothVendors, AVendorThatExitsBeforeItOpensASessionIsNamedInTheStream) {
   expect_complete_stream();
 }
 
-INSTANTIATE_TEST_SUITE_P(Adapters, BothVendors, ::testing::Values("claude", "codex", "opencode"),
+INSTANTIATE_TEST_SUITE_P(Adapters, BothVendors, ::testing::Values("claude", "codex", "opencode", "gemini", "qwen"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

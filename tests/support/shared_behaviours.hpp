@@ -43,6 +43,10 @@ struct VendorFacts {
   // A turn that ends within a millisecond of a decision (the stand-in): the deadline behaviour
   // holds the run open, or the later commands could arrive after the stream closed.
   bool ends_before_later_commands_arrive = false;
+  // The vendor asks for the calls of one message one at a time, the next only once the last is
+  // answered (Gemini CLI's ACP session runs them in turn; its capability table's notes say so):
+  // they cannot all be delivered before an answer is due, so each is decided as it is asked.
+  bool asks_one_call_at_a_time = false;
 };
 
 // A Vendor's base: its fixture, and no extra checks until the Vendor names some.
@@ -70,6 +74,35 @@ class VendorBase : public Fixture {
   void expect_interrupt_extras(const EventLine& /*turn_ended*/) {}
   void expect_before_halt(const std::string& /*run_id*/, const std::vector<int>& /*marked*/) {}
   void expect_auth_failure_extras() {}
+  // For a vendor that asks one call at a time (VendorFacts::asks_one_call_at_a_time): each of
+  // three_calls' calls is asked only after the last is answered, and each decision is honoured;
+  // what SeveralCallsInOneMessage... checks after its decisions, checked the same.
+  void expect_three_calls_decided_as_asked(const std::string& prefix, bool b_allowed) {
+    for (const char* call : {"a", "b", "c"}) {
+      std::optional<EventLine> r = this->process->wait_for(
+          [&](const EventLine& e) { return e.event() == "tool.requested" && e.str("call_id") == prefix + call; });
+      ASSERT_TRUE(r) << "call " << call << " was never asked; " << this->process->stderr_text();
+      EXPECT_EQ(this->process->events_named("tool.requested").size(),
+                this->process->events_named("tool.decided").size() + 1)
+          << "one call asked at a time";
+      const bool allow = std::string(call) != "b" || b_allowed;
+      this->send(std::string("d") + call,
+                 decide_line(std::string("d") + call, prefix + call,
+                             allow ? R"({"decision":"allow"})" : R"({"decision":"deny","reason":"not b"})"));
+      ASSERT_TRUE(this->result_for(std::string("d") + call));
+    }
+    ASSERT_EQ(this->finish(), 0) << this->process->stderr_text();
+    EXPECT_TRUE(std::filesystem::exists(this->work() / "a.txt"));
+    EXPECT_EQ(std::filesystem::exists(this->work() / "b.txt"), b_allowed);
+    EXPECT_TRUE(std::filesystem::exists(this->work() / "c.txt"));
+    for (auto id : {"da", "db", "dc"})
+      EXPECT_EQ(outcome_code(*this->result_for(id)), "ok");
+    std::vector<EventLine> ended = this->process->events_named("session.ended");
+    ASSERT_EQ(ended.size(), 1u);
+    const auto& census = ended[0].object.at("census").as_object();
+    EXPECT_EQ(census.at("allowed").to_number<int>(), b_allowed ? 3 : 2);
+    EXPECT_EQ(census.at("denied").to_number<int>(), b_allowed ? 0 : 1);
+  }
   void expect_translation_extras(const CliProcess& /*translate*/) {}
 };
 
@@ -149,6 +182,11 @@ TYPED_TEST_P(SharedRun, DeadlineDeniesSilenceAndEveryLaterCommandIsAnsweredOnceB
 TYPED_TEST_P(SharedRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyOrder) {
   using V = TypeParam;
   this->start("three_calls", {"--decisions", "ask"});
+  const bool b_allowed = V::facts.allows_every_one_of_three_calls;
+  if (V::facts.asks_one_call_at_a_time) {
+    this->expect_three_calls_decided_as_asked(V::facts.call_prefix, b_allowed);
+    return;
+  }
   std::set<std::string> seen;
   while (seen.size() < 3) {
     std::optional<EventLine> r = this->process->wait_for(
@@ -160,7 +198,6 @@ TYPED_TEST_P(SharedRun, SeveralCallsInOneMessageAreAllDeliveredThenDecidedInAnyO
   EXPECT_EQ(seen, (std::set<std::string>{V::facts.call_prefix + "a", V::facts.call_prefix + "b",
                                          V::facts.call_prefix + "c"}));
   EXPECT_TRUE(this->process->events_named("tool.decided").empty()) << "nothing was decided before we answered";
-  const bool b_allowed = V::facts.allows_every_one_of_three_calls;
   this->send("dc", decide_line("dc", V::facts.call_prefix + "c", R"({"decision":"allow"})"));
   this->send("db", decide_line("db", V::facts.call_prefix + "b",
                                b_allowed ? R"({"decision":"allow"})" : R"({"decision":"deny","reason":"not b"})"));

@@ -53,6 +53,8 @@ for spec in "$@"; do
     @anthropic-ai/claude-code) b=node_modules/@anthropic-ai/claude-code-linux-x64/claude ;;
     @openai/codex) b=node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex ;;
     opencode-ai) b=node_modules/opencode-linux-x64/bin/opencode ;;
+    @google/gemini-cli) b=node_modules/@google/gemini-cli/bundle/gemini.js ;;
+    @qwen-code/qwen-code) b=node_modules/@qwen-code/qwen-code/cli-entry.js ;;
     *) continue ;;
   esac
   mkdir -p "$(dirname "$b")"
