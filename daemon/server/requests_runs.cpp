@@ -6,6 +6,7 @@
 
 #include "adapters/plan_common.hpp"
 #include "daemon/log.hpp"
+#include "daemon/process/vendor_install_record.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/fleet_host.hpp"
@@ -44,6 +45,7 @@ json::object hermetic_view(Server& server, const RunEntry& e, const json::value&
     started = protocol::session_started_in(line);
   std::string adapter = facts.adapter.value_or(started ? started->adapter : e.adapter);
   if (const adapters::Adapter* a = server.adapters.find(adapter)) facts.pins = a->capabilities().versions_pinned;
+  facts.install_record = InstallRecord::fact_for(InstallRecord::path_in(server.adapters.config().vendor_dir), adapter);
   return protocol::hermetic_view_json(protocol::spec_mode(spec), started ? &*started : nullptr, facts, closed);
 }
 

@@ -5,6 +5,7 @@
 #include "daemon/process/vendor_provenance.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -188,6 +189,27 @@ TEST_F(Provenance, AnInstallRecordThatIsNotOneIsRefusedByName) {
   EXPECT_EQ(fact.why_none, bad.error());
   InstallRecord::read(dir.path() / "absent.json", &absent);
   EXPECT_TRUE(absent);
+}
+
+// The daemon reads the record at every `get` on an io thread: what stands in its place is refused
+// by name, never waited on or read without bound. A FIFO nobody writes (opening it to read would
+// block forever) and a directory are not regular files; a file grown past 1 MiB is not read whole.
+TEST_F(Provenance, AnInstallRecordIsReadWithoutBlockingAndWithinItsBound) {
+  const fs::path fifo = dir.path() / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  bool absent = true;
+  auto from_fifo = InstallRecord::read(fifo, &absent);
+  ASSERT_FALSE(from_fifo);
+  EXPECT_FALSE(absent);
+  EXPECT_EQ(from_fifo.error(), "the install record " + fifo.string() + " is not a regular file");
+  auto from_folder = InstallRecord::read(dir.path());
+  ASSERT_FALSE(from_folder);
+  EXPECT_EQ(from_folder.error(), "the install record " + dir.path().string() + " is not a regular file");
+  const fs::path large = write(dir.path() / "large.json", std::string((1 << 20) + 1, ' '));
+  auto too_large = InstallRecord::read(large);
+  ASSERT_FALSE(too_large);
+  EXPECT_EQ(too_large.error(), "the install record " + large.string() + " is larger than 1 MiB");
+  EXPECT_EQ(InstallRecord::fact_for(fifo, "claude").why_none, from_fifo.error());
 }
 
 }  // namespace
