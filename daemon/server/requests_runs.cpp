@@ -7,6 +7,7 @@
 #include "adapters/plan_common.hpp"
 #include "daemon/log.hpp"
 #include "daemon/process/vendor_install_record.hpp"
+#include "daemon/process/vendor_provenance.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/fleet_host.hpp"
@@ -243,6 +244,9 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
                    spec->budget,
                    std::string(server->own_network ? "gateway" : "host"),
                    spec->upstream};
+  // The binary's first digest (0.4-0.6 s) on the hashing thread, not this io thread (vendor_provenance.hpp).
+  auto digested = shared_vendor_provenance().keep(adapters::vendor_program(server->adapters.config(), adapter_name));
+  co_await std::move(digested);
   auto created = create_run(*server, peer, dir, *adapter, std::move(*spec), run);
   std::optional<std::string> unrecorded;
   if (created && request_id) {
