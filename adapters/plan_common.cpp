@@ -9,6 +9,7 @@
 #include "adapters/offline.hpp"
 #include "adapters/registry.hpp"
 #include "adapters/session.hpp"
+#include "adapters/vendor_descriptor.hpp"
 
 namespace mh::adapters {
 
@@ -234,6 +235,12 @@ std::filesystem::path configured_binary(const HostConfig& config, std::string_vi
                                         std::filesystem::path fallback) {
   if (auto it = config.binaries.find(std::string(adapter)); it != config.binaries.end()) return it->second;
   return fallback;
+}
+
+std::optional<std::filesystem::path> vendor_program(const HostConfig& config, std::string_view adapter) {
+  const VendorDescriptor* vendor = find_vendor(adapter);
+  if (!vendor) return std::nullopt;
+  return configured_binary(config, adapter, vendor->default_binary(config.vendor_dir));
 }
 
 std::optional<std::string> read_package_version(const std::filesystem::path& manifest) {

@@ -84,6 +84,10 @@ void note_observe_mode(const RunSpec& spec, std::vector<std::string>& ambient_in
 // The vendor CLI for `adapter`: the host's override if it names one, else `fallback`.
 std::filesystem::path configured_binary(const HostConfig& config, std::string_view adapter,
                                         std::filesystem::path fallback);
+// The program a plan of `adapter` execs on this host (configured_binary of its descriptor's
+// default), known before any spec: the daemon digests it before it creates the run
+// (daemon/process/vendor_provenance.hpp). nullopt for an adapter no vendor descriptor names.
+std::optional<std::filesystem::path> vendor_program(const HostConfig& config, std::string_view adapter);
 
 // The installed vendor version (`metaharness doctor`): the `version` of the npm package manifest
 // at `manifest` under the host's vendor dir; unknown, saying why, when the host overrides the

@@ -68,8 +68,8 @@ struct LaunchFacts {
   std::optional<bool> api_key;                          // an API key was declared for the vendor
   std::optional<std::vector<std::string>> pins;         // the adapter's pinned vendor versions
   // The install record H9 holds the attested binary's digest to. nullopt: the caller consulted
-  // none (the daemon's `get`), and H9 judges the version alone, saying so; `metaharness audit`
-  // and `run --hermetic` consult the host's record, where no record is an unknown, never a pass.
+  // none, and H9 judges the version alone. `metaharness audit`, `run --hermetic` and the daemon's
+  // `get` consult the host's record, where no record is an unknown, never a pass.
   std::optional<InstallRecordFact> install_record;
   // Where the facts came from, for the details of the rows they leave unknown
   // ("the run directory", "the stream alone").

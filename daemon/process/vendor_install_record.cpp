@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "daemon/process/unique_fd.hpp"
 #include "protocol/digest.hpp"
@@ -19,7 +18,7 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::uintmax_t kMaxRecordBytes = 1 << 20;  // a handful of entries; more is not ours
+constexpr std::size_t kMaxRecordBytes = 1 << 20;  // a handful of entries; more is not ours
 
 }  // namespace
 
@@ -29,16 +28,27 @@ boost::system::result<InstallRecord, std::string> InstallRecord::read(const fs::
     return Result(boost::system::in_place_error, "the install record " + file.string() + " " + why);
   };
   if (absent) *absent = false;
-  std::error_code ec;
-  auto size = fs::file_size(file, ec);
-  if (ec) {
-    if (absent) *absent = ec == std::errc::no_such_file_or_directory;
-    return refuse("cannot be read: " + ec.message());
+  // One descriptor, opened without blocking (a FIFO put in its place must not hold the daemon's
+  // io thread: `get` reads this), checked to be a regular file, read to at most the bound.
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) {
+    int e = errno;
+    if (absent) *absent = e == ENOENT;
+    return refuse(std::string("cannot be read: ") + std::strerror(e));
   }
-  if (size > kMaxRecordBytes) return refuse("is larger than 1 MiB");
-  std::ifstream in(file, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.eof() && in.fail()) return refuse("cannot be read");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return refuse(std::string("cannot be read: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return refuse("is not a regular file");
+  std::string text;
+  char buffer[16 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return refuse(std::string("cannot be read: ") + std::strerror(errno));
+    if (n == 0) break;
+    if (text.size() + static_cast<std::size_t>(n) > kMaxRecordBytes) return refuse("is larger than 1 MiB");
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
   auto parsed = protocol::parse_json(text);
   if (!parsed || !parsed->is_object()) return refuse("is not a JSON object");
   const json::object& o = parsed->get_object();

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -152,6 +154,35 @@ protocol::VendorBinary VendorProvenance::of(const fs::path& program) {
   kept_[out.path] = Kept{identity_of(digested->st), digested->sha256};
   out.sha256 = std::move(digested->sha256);
   return out;
+}
+
+bool VendorProvenance::is_kept(const fs::path& program) const {
+  std::error_code ec;
+  fs::path resolved = fs::canonical(program, ec);
+  struct stat st {};
+  if (ec || ::stat(resolved.c_str(), &st) != 0) return false;
+  std::lock_guard lock(mutex_);
+  auto it = kept_.find(resolved.string());
+  return it != kept_.end() && it->second.identity == identity_of(st);
+}
+
+boost::asio::any_io_executor VendorProvenance::hashing_executor() {
+  std::lock_guard lock(hashing_mutex_);
+  if (!hashing_) hashing_ = own_pool_.emplace(1).get_executor();
+  return hashing_;
+}
+
+boost::asio::awaitable<void> VendorProvenance::keep(std::optional<fs::path> program) {
+  if (!program || is_kept(*program)) co_return;
+  // of() on the hashing thread keeps what it computes (or leaves a refusal for the run's own
+  // of() to state); the caller resumes on its own executor when it is done.
+  auto digest = [this, file = std::move(*program)]() -> boost::asio::awaitable<void> {
+    (void)of(file);
+    co_return;
+  };
+  auto hashing = hashing_executor();
+  auto digested = boost::asio::co_spawn(hashing, std::move(digest), boost::asio::use_awaitable);
+  co_await std::move(digested);
 }
 
 std::uint64_t VendorProvenance::files_digested() const {

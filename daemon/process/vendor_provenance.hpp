@@ -12,6 +12,9 @@
 
 #include <sys/stat.h>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/system/result.hpp>
 #include <cstdint>
 #include <filesystem>
@@ -36,10 +39,26 @@ NpmPackage npm_package_of(const std::filesystem::path& resolved_file);
 
 class VendorProvenance {
  public:
+  // Digests that keep() computes run on a thread of this object's own, started at the first one.
+  VendorProvenance() = default;
+  // ... or on `hashing` (tests hold it, to see what runs where).
+  explicit VendorProvenance(boost::asio::any_io_executor hashing) : hashing_(std::move(hashing)) {}
+
   // The attestation of `program`: its resolved path, its digest and its package. A program that
   // cannot be resolved or read is refused by name: sha256 null, `refused` saying which file and
-  // why (the path is then the one the plan named, or as far as it resolved).
+  // why (the path is then the one the plan named, or as far as it resolved). Reads the whole file
+  // on the calling thread when no digest of it is kept: a daemon calls keep() first.
   protocol::VendorBinary of(const std::filesystem::path& program);
+
+  // Makes of(program) cost one stat: when no digest of the file as it is now is kept, computes it
+  // on the hashing thread (never the awaiting coroutine's: a daemon io thread serves other runs
+  // and connections, and a first digest takes 0.4-0.6 s, bench/RESULTS.md) and resumes on the
+  // coroutine's executor. The hashing thread digests one file at a time, so first runs of one
+  // binary arriving together read it once. Nothing to do for nullopt (no binary known); a file
+  // that cannot be read is left for of() to refuse by name. The awaiting coroutine keeps its
+  // executor's context alive until it resumes (the daemon's submit holds the Server, which owns
+  // the contexts).
+  boost::asio::awaitable<void> keep(std::optional<std::filesystem::path> program);
 
   // The SHA-256 of one regular file, read through one descriptor in 1 MiB chunks; refused by
   // name when it cannot be opened or read, is not a regular file, or changed while it was read.
@@ -64,9 +83,18 @@ class VendorProvenance {
     std::string sha256;
   };
 
+  // Whether a digest of `program`'s file as it is now is kept (resolve and stat, no read).
+  bool is_kept(const std::filesystem::path& program) const;
+  boost::asio::any_io_executor hashing_executor();
+
   mutable std::mutex mutex_;
   std::map<std::string, Kept> kept_;  // by resolved path; a handful of binaries per host
   std::uint64_t files_digested_ = 0;
+  std::mutex hashing_mutex_;
+  boost::asio::any_io_executor hashing_;  // hashing_mutex_
+  // One thread, made at the first digest keep() asks for. Last member: destroyed (joined) first,
+  // while what a digest in flight writes to is still there.
+  std::optional<boost::asio::thread_pool> own_pool_;  // hashing_mutex_
 };
 
 // The daemon's one instance (every run of the process shares what it has digested).

@@ -6,6 +6,8 @@
 
 #include "adapters/plan_common.hpp"
 #include "daemon/log.hpp"
+#include "daemon/process/vendor_install_record.hpp"
+#include "daemon/process/vendor_provenance.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/fleet_gate.hpp"
@@ -43,6 +45,7 @@ json::object hermetic_view(Server& server, const RunEntry& e, const json::value&
     started = protocol::session_started_in(line);
   std::string adapter = facts.adapter.value_or(started ? started->adapter : e.adapter);
   if (const adapters::Adapter* a = server.adapters.find(adapter)) facts.pins = a->capabilities().versions_pinned;
+  facts.install_record = InstallRecord::fact_for(InstallRecord::path_in(server.adapters.config().vendor_dir), adapter);
   return protocol::hermetic_view_json(protocol::spec_mode(spec), started ? &*started : nullptr, facts, closed);
 }
 
@@ -244,6 +247,9 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
                    spec->budget,
                    std::string(server->own_network ? "gateway" : "host"),
                    spec->upstream};
+  // The binary's first digest (0.4-0.6 s) on the hashing thread, not this io thread (vendor_provenance.hpp).
+  auto digested = shared_vendor_provenance().keep(adapters::vendor_program(server->adapters.config(), adapter_name));
+  co_await std::move(digested);
   auto created = create_run(*server, peer, dir, *adapter, std::move(*spec), run);
   std::optional<std::string> unrecorded;
   if (created && request_id) {

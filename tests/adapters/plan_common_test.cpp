@@ -14,6 +14,7 @@
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/registry.hpp"
 #include "adapters/session.hpp"
+#include "adapters/vendor_descriptor.hpp"
 
 namespace mh::adapters {
 namespace {
@@ -402,6 +403,27 @@ TEST_P(BothAdapters, TheInstalledVersionIsThePackageManifestsUnlessTheBinaryIsOv
   fs::create_directories((plain.vendor_dir / manifest).parent_path());
   std::ofstream(plain.vendor_dir / manifest) << R"({"name":"x","version":"9.8.7"})";
   EXPECT_EQ(unpinned.find(GetParam())->installed_version(error), "9.8.7");
+}
+
+// The daemon digests vendor_program() before it creates a run, so that the plan's own digest is a
+// stat: it is the program the plan execs, overridden or the vendor folder's default.
+TEST_P(BothAdapters, TheVendorProgramIsTheProgramThePlanExecs) {
+  ASSERT_NE(adapter_, nullptr);
+  auto overridden = plan(spec());
+  ASSERT_TRUE(std::holds_alternative<LaunchPlan>(overridden)) << refusal_message(overridden);
+  EXPECT_EQ(vendor_program(config_, GetParam()), std::get<LaunchPlan>(overridden).program);
+
+  HostConfig plain;
+  plain.vendor_dir = dir_.path / "vendor";
+  plain.binaries["codex-hook"] = config_.binaries["codex-hook"];
+  const fs::path default_binary = find_vendor(GetParam())->default_binary(plain.vendor_dir);
+  fs::create_directories(default_binary.parent_path());
+  std::ofstream(default_binary) << "";
+  AdapterRegistry defaults(plain);
+  auto planned = defaults.find(GetParam())->plan(spec(), RunPaths{dir_.path / "run", dir_.path / "scratch"});
+  ASSERT_TRUE(std::holds_alternative<LaunchPlan>(planned)) << refusal_message(planned);
+  EXPECT_EQ(vendor_program(plain, GetParam()), std::get<LaunchPlan>(planned).program);
+  EXPECT_EQ(vendor_program(plain, "no-such-vendor"), std::nullopt);
 }
 
 INSTANTIATE_TEST_SUITE_P(ClaudeAndCodex, BothAdapters, ::testing::Values("claude", "codex"));

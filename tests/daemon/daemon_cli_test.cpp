@@ -3,6 +3,7 @@
 // volume in daemon_standin_test.cpp).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
@@ -10,6 +11,8 @@
 #include <map>
 #include <set>
 
+#include "daemon/process/vendor_install_record.hpp"
+#include "daemon/process/vendor_provenance.hpp"
 #include "metaharness/build_info.hpp"
 #include "protocol/completeness.hpp"
 #include "protocol/frame.hpp"
@@ -104,6 +107,30 @@ class DaemonCli : public ::testing::Test {
   void expect_complete(const std::string& id) {
     auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
     EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << " / " << verdict.first_bad_reason;
+  }
+
+  // A vendor folder of the test's own: every entry of the pinned one linked, but its own
+  // installed.json, so H9's standard is the test's. The config that points the daemon at it.
+  std::filesystem::path own_vendor() const { return dir.path() / "vendor"; }
+  std::string own_vendor_config() {
+    namespace fs = std::filesystem;
+    const fs::path real = fs::canonical(fs::path(build_info::default_vendor_dir));
+    EXPECT_TRUE(fs::exists(real / "node_modules")) << "the pinned vendor CLIs (./run setup) are needed";
+    fs::create_directories(own_vendor());
+    for (const auto& e : fs::directory_iterator(real))
+      if (e.path().filename() != daemon::kInstallRecordFile && !fs::exists(own_vendor() / e.path().filename()))
+        fs::create_symlink(e.path(), own_vendor() / e.path().filename());
+    // The links' targets are shown to the sandbox as the folder itself would be.
+    return "[vendor]\ndir = \"" + own_vendor().string() + "\"\n[runs]\nsandbox_read_only = [\"" + real.string() +
+           "\"]\n";
+  }
+  // Records `sha256` as the claude binary `vendor install` installed, in the test's vendor folder.
+  void record_claude(const std::string& sha256) {
+    daemon::InstallRecord record;
+    record.recorded_at = "2026-12-06T18:00:00.000Z";
+    record.binaries.push_back({"claude", "@anthropic-ai/claude-code", "2.1.197", "/the/recorded/claude", sha256});
+    auto problem = record.write(daemon::InstallRecord::path_in(own_vendor()));
+    EXPECT_FALSE(problem) << *problem;
   }
 
   TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
@@ -573,6 +600,14 @@ TEST_F(DaemonCli, ACodexCommandOutputOverOneMebibyteIsCutToTheLineBoundAndEveryR
 // (here while a call is pending), the same after the run; null under `hermetic: off`; every row
 // unk for a run refused before anything was observed.
 TEST_F(DaemonCli, GetCarriesTheHermeticVerdictsNullUnderOffUnknownWhenNothingWasObserved) {
+  // H9 holds the binary to the daemon's install record: the test's, naming the real binary.
+  daemon.reset();
+  const std::string config = own_vendor_config();
+  auto real = daemon::VendorProvenance::file_sha256(
+      std::filesystem::canonical(own_vendor() / "node_modules/@anthropic-ai/claude-code-linux-x64/claude"));
+  ASSERT_TRUE(real) << real.error();
+  record_claude(*real);
+  start_daemon(config);
   auto hermetic = [&](const std::string& id) {
     SocketClient c(daemon->socket());
     auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
@@ -617,6 +652,80 @@ TEST_F(DaemonCli, GetCarriesTheHermeticVerdictsNullUnderOffUnknownWhenNothingWas
   EXPECT_EQ(unobserved.at("gating"), "unk");
   for (const auto& r : unobserved.at("rows").as_array())
     EXPECT_EQ(r.as_object().at("verdict"), "unk") << protocol::canonical_json(r);
+}
+
+// Issue 27 section 6: `get` judges H9 as `metaharness audit` does, the attested binary's digest
+// against the install record of the daemon's vendor folder, read at each `get`: the same digest
+// ok, another a gap, no record or one that cannot be read unknown with the reason (a FIFO in its
+// place refused, not waited on). `audit` of the run directory with the same record agrees.
+TEST_F(DaemonCli, GetJudgesTheAttestedBinaryAgainstTheDaemonsInstallRecord) {
+  daemon.reset();
+  start_daemon(own_vendor_config());
+  std::string id = submit("bash_marker", R"("decisions":"observe","hermetic":"strict")");
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().str("reason"), "completed") << read_file(daemon->run_dir(id) / "events.jsonl");
+  std::string attested;
+  for (const auto& e : events)
+    if (e.event() == "session.started")
+      attested = std::string(e.object.at("hermetic").at("vendor_binary").at("sha256").as_string());
+  ASSERT_EQ(attested.size(), 64u);
+  const auto record = daemon::InstallRecord::path_in(own_vendor());
+  auto h9 = [&] {
+    SocketClient c(daemon->socket());
+    auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+    EXPECT_TRUE(got && got->object.contains("hermetic")) << (got ? got->raw : "no reply");
+    if (!got || !got->object.contains("hermetic")) return json::object{};
+    for (const auto& r : got->object.at("hermetic").at("rows").as_array())
+      if (r.as_object().at("id") == "h9") return r.as_object();
+    ADD_FAILURE() << "no h9 row: " << got->raw;
+    return json::object{};
+  };
+  auto audited_h9 = [&] {
+    auto audit = run_to_end({metaharness_binary().string(), "audit", daemon->run_dir(id).string(), "--json",
+                             "--install-record", record.string()},
+                            std::nullopt, 60s);
+    auto doc = protocol::parse_json(audit.out);
+    EXPECT_TRUE(doc && doc->is_object()) << audit.out << audit.err;
+    if (doc && doc->is_object())
+      for (const auto& r : doc->at("rows").as_array())
+        if (r.as_object().at("id") == "h9") return r.as_object();
+    return json::object{};
+  };
+  auto detail = [](const json::object& row) { return std::string(row.at("detail").as_string()); };
+
+  record_claude(attested);
+  json::object same = h9();
+  EXPECT_EQ(same.at("verdict"), "ok") << protocol::canonical_json(same);
+  EXPECT_NE(detail(same).find("as `vendor install` recorded for @anthropic-ai/claude-code 2.1.197"), std::string::npos)
+      << detail(same);
+  EXPECT_EQ(protocol::canonical_json(same), protocol::canonical_json(audited_h9())) << "get and audit agree";
+
+  record_claude(std::string(64, '0'));
+  json::object other = h9();
+  EXPECT_EQ(other.at("verdict"), "gap") << protocol::canonical_json(other);
+  EXPECT_NE(detail(other).find("is not the @anthropic-ai/claude-code 2.1.197 binary `vendor install` recorded"),
+            std::string::npos)
+      << detail(other);
+  EXPECT_EQ(protocol::canonical_json(other), protocol::canonical_json(audited_h9())) << "get and audit agree";
+
+  std::filesystem::remove(record);
+  json::object none = h9();
+  EXPECT_EQ(none.at("verdict"), "unk") << protocol::canonical_json(none);
+  EXPECT_NE(detail(none).find("no install record at " + record.string()), std::string::npos) << detail(none);
+
+  std::ofstream(record) << "{";
+  json::object torn = h9();
+  EXPECT_EQ(torn.at("verdict"), "unk") << protocol::canonical_json(torn);
+  EXPECT_NE(detail(torn).find("the install record " + record.string() + " is not a JSON object"), std::string::npos)
+      << detail(torn);
+
+  std::filesystem::remove(record);
+  ASSERT_EQ(::mkfifo(record.c_str(), 0644), 0);
+  json::object fifo = h9();
+  EXPECT_EQ(fifo.at("verdict"), "unk") << protocol::canonical_json(fifo);
+  EXPECT_NE(detail(fifo).find("the install record " + record.string() + " is not a regular file"), std::string::npos)
+      << detail(fifo);
 }
 
 TEST_F(DaemonCli, APeerWithNoRoleGetsOneLineThenTheConnectionCloses) {

@@ -5,9 +5,16 @@
 #include "daemon/process/vendor_provenance.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "daemon/process/vendor_install_record.hpp"
 #include "protocol/digest.hpp"
@@ -141,6 +148,90 @@ TEST_F(Provenance, ADigestIsKeptUntilTheFileChanges) {
   EXPECT_EQ(provenance.files_digested(), 3u);
 }
 
+// --- the digest off the io thread ----------------------------------------------------------------
+
+// keep() reads the file on the hashing executor, never the awaiting coroutine's: while the digest
+// waits for the hashing context, the caller's context runs its other handlers (another run's
+// lines), and the coroutine resumes on its own context once the digest is kept. A digest kept
+// already costs the caller no trip to the hashing context.
+TEST_F(Provenance, KeepDigestsOnTheHashingExecutorAndResumesTheCallerOnItsOwn) {
+  namespace asio = boost::asio;
+  const fs::path binary = write(dir.path() / "cli", "abc");
+  asio::io_context caller, hashing;
+  VendorProvenance provenance(hashing.get_executor());
+  bool kept = false, other_ran = false;
+  std::thread::id resumed_on;
+  auto keeping = [&]() -> asio::awaitable<void> {
+    co_await provenance.keep(binary);
+    kept = true;
+    resumed_on = std::this_thread::get_id();
+  };
+  asio::co_spawn(caller, keeping, asio::detached);
+  asio::post(caller, [&] { other_ran = true; });
+  caller.poll();
+  EXPECT_TRUE(other_ran) << "the caller's context went on";
+  EXPECT_FALSE(kept);
+  EXPECT_EQ(provenance.files_digested(), 0u) << "nothing was read on the caller's context";
+
+  hashing.poll();
+  EXPECT_EQ(provenance.files_digested(), 1u) << "read on the hashing context";
+  EXPECT_FALSE(kept) << "the caller resumes on its own context, not the hashing one";
+  caller.restart();
+  caller.poll();
+  EXPECT_TRUE(kept);
+  EXPECT_EQ(resumed_on, std::this_thread::get_id());
+  EXPECT_EQ(provenance.of(binary).sha256, kShaOfAbc);
+  EXPECT_EQ(provenance.files_digested(), 1u) << "of() then reads nothing";
+
+  kept = false;
+  asio::co_spawn(caller, keeping, asio::detached);
+  caller.restart();
+  caller.poll();
+  EXPECT_TRUE(kept) << "kept already: done without the hashing context";
+  hashing.restart();
+  EXPECT_EQ(hashing.poll(), 0u);
+
+  // No binary known, or one that cannot be read: nothing kept, of() refuses it by name.
+  bool none_done = false;
+  auto keeping_none = [&]() -> asio::awaitable<void> {
+    co_await provenance.keep(std::nullopt);
+    none_done = true;
+  };
+  asio::co_spawn(caller, keeping_none, asio::detached);
+  caller.restart();
+  caller.poll();
+  EXPECT_TRUE(none_done);
+}
+
+// First runs of one binary arriving together, from several io threads at once, while other runs
+// call of() directly: the shared map is consulted from every thread (the digest cache's lock),
+// every caller gets the one digest, and the file is read once (the hashing thread takes one at a
+// time, so the later ones find it kept).
+TEST_F(Provenance, FirstRunsArrivingTogetherReadTheBinaryOnce) {
+  namespace asio = boost::asio;
+  const fs::path binary = write(dir.path() / "cli", std::string(4 << 20, 'a'));
+  const std::string expected = sha_of(binary);
+  VendorProvenance provenance;  // its own hashing thread
+  asio::thread_pool io(4);
+  constexpr int kRuns = 16;
+  std::mutex mutex;
+  std::vector<std::optional<std::string>> seen;
+  for (int i = 0; i < kRuns; ++i) {
+    auto run = [&]() -> asio::awaitable<void> {
+      co_await provenance.keep(binary);
+      auto b = provenance.of(binary);
+      std::lock_guard lock(mutex);
+      seen.push_back(b.sha256);
+    };
+    asio::co_spawn(io, run, asio::detached);
+  }
+  io.join();
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kRuns));
+  for (const auto& sha : seen)
+    EXPECT_EQ(sha, expected);
+  EXPECT_EQ(provenance.files_digested(), 1u);
+}
+
 // --- the install record ------------------------------------------------------------------------
 
 TEST_F(Provenance, TheInstallRecordReadsBackWhatWasWrittenAndNamesWhatItLacks) {
@@ -188,6 +279,27 @@ TEST_F(Provenance, AnInstallRecordThatIsNotOneIsRefusedByName) {
   EXPECT_EQ(fact.why_none, bad.error());
   InstallRecord::read(dir.path() / "absent.json", &absent);
   EXPECT_TRUE(absent);
+}
+
+// The daemon reads the record at every `get` on an io thread: what stands in its place is refused
+// by name, never waited on or read without bound. A FIFO nobody writes (opening it to read would
+// block forever) and a directory are not regular files; a file grown past 1 MiB is not read whole.
+TEST_F(Provenance, AnInstallRecordIsReadWithoutBlockingAndWithinItsBound) {
+  const fs::path fifo = dir.path() / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  bool absent = true;
+  auto from_fifo = InstallRecord::read(fifo, &absent);
+  ASSERT_FALSE(from_fifo);
+  EXPECT_FALSE(absent);
+  EXPECT_EQ(from_fifo.error(), "the install record " + fifo.string() + " is not a regular file");
+  auto from_folder = InstallRecord::read(dir.path());
+  ASSERT_FALSE(from_folder);
+  EXPECT_EQ(from_folder.error(), "the install record " + dir.path().string() + " is not a regular file");
+  const fs::path large = write(dir.path() / "large.json", std::string((1 << 20) + 1, ' '));
+  auto too_large = InstallRecord::read(large);
+  ASSERT_FALSE(too_large);
+  EXPECT_EQ(too_large.error(), "the install record " + large.string() + " is larger than 1 MiB");
+  EXPECT_EQ(InstallRecord::fact_for(fifo, "claude").why_none, from_fifo.error());
 }
 
 }  // namespace
