@@ -32,6 +32,10 @@ struct FleetConfig {
   // JetStream round trip) at a time. Kept to measure against (bench/fleet_daemon_bench.cpp);
   // false (the default): every run publishes asynchronously, all at once (publish_pipe.hpp).
   bool serial_publish = false;
+  // How long a fleet submit's request id is claimed (the requests bucket's max age): not a
+  // [fleet] key but the daemon's runs.request_id_retention_s, set by FleetHost::start. The host
+  // that makes the bucket sets it; a host that finds the bucket uses it as it is.
+  std::chrono::seconds request_id_retention{std::chrono::hours(24 * 7)};
 };
 
 // "" when the name may go into a subject ([A-Za-z0-9_-], 1..64 characters), else why not.
@@ -64,6 +68,7 @@ struct FleetNames {
   std::string command_subject(std::string_view host) const { return prefix + ".cmd." + std::string(host); }
   std::string runs_bucket() const { return prefix + "_runs"; }
   std::string hosts_bucket() const { return prefix + "_hosts"; }
+  std::string requests_bucket() const { return prefix + "_requests"; }
   std::string placement_consumer() const { return prefix + "_placement"; }
 
  private:

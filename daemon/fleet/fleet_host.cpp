@@ -118,7 +118,9 @@ const std::string& FleetHost::host_id() const {
 
 boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(std::shared_ptr<Server> server) {
   using Result = boost::system::result<std::shared_ptr<FleetGate>, std::string>;
-  const fleet::FleetConfig& config = *server->config.fleet;
+  fleet::FleetConfig config = *server->config.fleet;
+  // The fleet's request ids are kept as long as this host's own (runs.request_id_retention_s).
+  config.request_id_retention = server->config.request_id_retention;
   // Said at every start, whatever else the log says: this fleet trusts anyone who reaches NATS.
   if (config.insecure_no_credentials)
     log(LogPriority::warning,

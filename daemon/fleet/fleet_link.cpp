@@ -387,6 +387,21 @@ NatsResult<void> FleetLink::make_layout() {
     if (!kv) return kv.error();
     hosts_ = std::move(*kv);
   }
+  {
+    // A fleet submit's request id, claimed create-only (request_claims.hpp); the bucket ages its
+    // claims out after runs.request_id_retention_s (no per-key TTL on nats-server 2.9).
+    const std::string requests_bucket = names_.requests_bucket();
+    kvConfig kc;
+    kvConfig_Init(&kc);
+    kc.Bucket = requests_bucket.c_str();
+    kc.History = 1;
+    kc.Replicas = config_.replicas;
+    kc.TTL = static_cast<int64_t>(config_.request_id_retention.count()) * 1000 * kNanosPerMilli;
+    kc.MaxValueSize = 4 * 1024;
+    auto kv = ensure_bucket(js_.get(), kc, unanswered_creates_);
+    if (!kv) return kv.error();
+    requests_ = std::move(*kv);
+  }
   // The buckets again, bound to the short-wait context (js_KeyValue reads the bucket's stream
   // once). Here, inside the waited-for layout, since a bind can meet JetStream's blip as well.
   for (auto [bucket, handle] : {std::pair{&runs_bucket, &sweep_runs_}, std::pair{&hosts_bucket, &sweep_hosts_}}) {

@@ -37,8 +37,8 @@ class FleetLink {
   static constexpr std::chrono::seconds kLayoutPatience{60};
 
   // Connects (every URL, user/password or credentials from the config), then makes or finds the
-  // layout: the events stream, the submit work queue and its durable pull consumer, the runs
-  // and hosts buckets, each with a leader (so the first publish or fetch finds someone to
+  // layout: the events stream, the submit work queue and its durable pull consumer, the runs,
+  // hosts and requests buckets, each with a leader (so the first publish or fetch finds someone to
   // answer). A failure JetStream calls temporary (or a call it did not answer in time) is tried
   // again, `waiting` told each time, within `patience` (then returned, saying how long it was
   // waited for); any other is returned at once.
@@ -54,6 +54,8 @@ class FleetLink {
   jsCtx* js() const { return js_.get(); }
   kvStore* runs() const { return runs_.get(); }
   kvStore* hosts() const { return hosts_.get(); }
+  // The fleet submits' request ids (request_claims.hpp), each kept for request_id_retention.
+  kvStore* requests() const { return requests_.get(); }
   // The same context and buckets with a short wait (sweep_timeout): the lease and the host-loss
   // sweep must not sit out request_timeout on a call that went to a leader that just died — a
   // failed call is tried again at the next tick, by then perhaps against the new leader.
@@ -89,7 +91,7 @@ class FleetLink {
   std::unique_ptr<PublishPipe> pipe_;  // destroyed after the connection is closed (~FleetLink)
   ConnectionHandle nc_;
   JsHandle js_, sweep_js_;
-  KvHandle runs_, hosts_, sweep_runs_, sweep_hosts_;
+  KvHandle runs_, hosts_, requests_, sweep_runs_, sweep_hosts_;
 };
 
 }  // namespace mh::fleet

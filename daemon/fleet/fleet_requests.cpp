@@ -18,12 +18,14 @@
 #include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/placement.hpp"
+#include "daemon/fleet/request_claims.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
 #include "daemon/server/session.hpp"
+#include "protocol/digest.hpp"
 #include "protocol/reader.hpp"
 
 namespace mh::daemon {
@@ -55,7 +57,7 @@ asio::awaitable<void> queue_submit(std::shared_ptr<FleetHost> host, Session& s, 
     co_return;
   }
   // The id is the submitter's: a redelivered spec can never make a second run.
-  const std::string id = new_run_id();
+  std::string id = new_run_id();
   json::object envelope;
   envelope["run"] = run;
   envelope["uid"] = s.peer().uid;
@@ -65,11 +67,48 @@ asio::awaitable<void> queue_submit(std::shared_ptr<FleetHost> host, Session& s, 
     s.refuse("MALFORMED", "the run spec is over 1 MiB", r.id);
     co_return;
   }
-  auto send = [host, id, body] { return fleet::submit_spec(host->link(), id, body); };
-  auto sent = co_await host->on_fleet(std::move(send));
-  if (!sent) {
-    s.refuse("FLEET_UNAVAILABLE", sent.error().text, r.id);
-    co_return;
+  // A request id (checked by handle_submit) is claimed fleet-wide before the spec is queued: the
+  // first claimant's run id is every later submit's answer (request_claims.hpp).
+  bool duplicate = false, placed_already = false;
+  if (const json::value* given = r.body.if_contains("request_id"); given && given->is_string()) {
+    const std::string request_id(given->get_string());
+    const std::uint32_t uid = s.peer().uid;
+    const fleet::RequestClaim mine{id, protocol::sha256_hex(protocol::canonical_json(run))};
+    auto claim = [host, uid, request_id, mine] { return fleet::claim_request(host->link(), uid, request_id, mine); };
+    auto claimed = co_await host->on_fleet(std::move(claim));
+    if (!claimed) {
+      s.refuse("FLEET_UNAVAILABLE", claimed.error().text, r.id);
+      co_return;
+    }
+    if (*claimed && (*claimed)->spec_sha256 != mine.spec_sha256) {
+      s.refuse("CONFLICT", "request_id " + request_id + " made run " + (*claimed)->run_id + " with another spec", r.id);
+      co_return;
+    }
+    if (*claimed) {
+      duplicate = true;
+      id = (*claimed)->run_id;
+      // A record: placed, or being placed (then waited for below, as the first submitter does);
+      // nothing is queued again.
+      auto read = [host, id] { return fleet::read_run_record(host->link(), id); };
+      auto record = co_await host->on_fleet(std::move(read));
+      if (!record) {
+        s.refuse("FLEET_UNAVAILABLE", record.error().text, r.id);
+        co_return;
+      }
+      placed_already = record->has_value();
+      // Not placed: still queued, or its first queueing failed. Queued again under the claimed
+      // id, which cannot make a second run (the message id, the runs bucket's create-only
+      // record, the placing host's registry), and heals a claim whose first queueing never happened.
+    }
+  }
+  if (!placed_already) {
+    auto send = [host, id, body] { return fleet::submit_spec(host->link(), id, body); };
+    auto sent = co_await host->on_fleet(std::move(send));
+    if (!sent) {
+      // A claim made here stays: the client's retry (same request id and spec) queues it again.
+      s.refuse("FLEET_UNAVAILABLE", sent.error().text, r.id);
+      co_return;
+    }
   }
   auto timeout = 2 * host->link().config().request_timeout;
   auto wait = [host, id, timeout] { return fleet::await_run_record(host->link(), id, timeout); };
@@ -83,6 +122,7 @@ asio::awaitable<void> queue_submit(std::shared_ptr<FleetHost> host, Session& s, 
     fields["host"] = nullptr;
     fields["placement"] = "queued";  // no host had room within the wait: the first that has takes it
   }
+  if (duplicate) fields["duplicate"] = true;
   s.reply("submitted", r.id, fields);
 }
 

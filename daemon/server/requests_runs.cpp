@@ -334,11 +334,7 @@ asio::awaitable<void> handle_submit(Session& s, const SocketRequest& r) {
   if (!request_id) co_return;  // refused
   if (const json::value* to_fleet = r.body.if_contains("fleet");
       to_fleet && to_fleet->is_bool() && to_fleet->get_bool()) {
-    if (!request_id->empty()) {
-      s.refuse("MALFORMED", "request_id is not yet honoured on a fleet submit (\"fleet\": true); submit it to one host",
-               r.id);
-      co_return;
-    }
+    // A request id is claimed fleet-wide there (daemon/fleet/request_claims.hpp).
     co_await submit_to_fleet(s, r, run->get_object());
     co_return;
   }

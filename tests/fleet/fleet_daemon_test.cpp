@@ -779,5 +779,74 @@ TEST_F(FleetDaemons, TheFleetVerbsSubmitListAndTailAsAUserTypesThem) {
   EXPECT_EQ(tailed.out, owners_lines_from(owner, run, middle));
 }
 
+// Every run directory on the hosts this test started: the runs they made, whoever placed them.
+std::set<std::string> runs_on(const std::map<int, std::unique_ptr<DaemonUnderTest>>& daemons) {
+  std::set<std::string> runs;
+  std::error_code ec;
+  for (const auto& [i, d] : daemons)
+    for (const auto& run : std::filesystem::directory_iterator(d->state_dir() / "runs", ec))
+      runs.insert(run.path().filename().string());
+  return runs;
+}
+
+TEST_F(FleetDaemons, ARequestIdSubmittedToTwoHostsMakesOneRunAndAnotherSpecUnderItIsAConflict) {
+  // Issue 27 §1 across the fleet: a fleet submit whose reply was lost, retried on another host
+  // with the same request id (holding '.' and ':', which a NATS key cannot), gets the first run's
+  // id back (duplicate: true), never a second run; the same id with another spec is CONFLICT.
+  on_standin_ = true;
+  for (int i = 0; i < 2; ++i)
+    start(i);
+  const std::string request_id = R"("request_id":"job-7:attempt.1")";
+  std::string run;
+  {
+    SocketClient c(daemons[0]->socket());
+    auto first = c.request(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true,)" + request_id), 120s);
+    ASSERT_TRUE(first && first->str("reply") == "submitted") << (first ? first->raw : "no reply");
+    EXPECT_FALSE(first->object.contains("duplicate")) << first->raw;
+    run = first->str("run_id");
+  }
+  {
+    SocketClient c(daemons[1]->socket());
+    auto again = c.request(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true,)" + request_id), 120s);
+    ASSERT_TRUE(again && again->str("reply") == "submitted") << (again ? again->raw : "no reply");
+    EXPECT_EQ(again->str("run_id"), run) << again->raw;
+    ASSERT_TRUE(again->object.contains("duplicate")) << again->raw;
+    EXPECT_TRUE(again->object.at("duplicate").as_bool()) << again->raw;
+    EXPECT_EQ(again->str("placement"), "placed") << again->raw;
+    std::string other = standin_bash_ask_run();
+    other.replace(other.find(R"("prompt":"go")"), 13, R"("prompt":"stop")");
+    auto conflict = c.request(socket_request("submit", other + R"(,"fleet":true,)" + request_id), 120s);
+    ASSERT_TRUE(conflict) << "no reply";
+    EXPECT_EQ(conflict->str("reply"), "refused") << conflict->raw;
+    EXPECT_EQ(conflict->str("code"), "CONFLICT") << conflict->raw;
+  }
+  EXPECT_EQ(runs_on(daemons), (std::set<std::string>{run}));
+  SocketClient c(daemons[1]->socket());
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+}
+
+TEST_F(FleetDaemons, OneRequestIdSubmittedToTwoHostsAtOnceMakesExactlyOneRun) {
+  // Both hosts asked at the same moment: one claim wins, the other submit answers with its run.
+  on_standin_ = true;
+  for (int i = 0; i < 2; ++i)
+    start(i);
+  const std::string submit =
+      socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true,"request_id":"at-once.1")");
+  SocketClient a(daemons[0]->socket()), b(daemons[1]->socket());
+  a.send(submit);
+  b.send(submit);
+  auto replied = [](const EventLine& l) { return !l.str("reply").empty(); };
+  auto from_a = a.wait_for(replied, 120s), from_b = b.wait_for(replied, 120s);
+  ASSERT_TRUE(from_a && from_a->str("reply") == "submitted") << (from_a ? from_a->raw : "no reply");
+  ASSERT_TRUE(from_b && from_b->str("reply") == "submitted") << (from_b ? from_b->raw : "no reply");
+  EXPECT_EQ(from_a->str("run_id"), from_b->str("run_id")) << from_a->raw << "\n" << from_b->raw;
+  EXPECT_EQ(from_a->object.contains("duplicate") + from_b->object.contains("duplicate"), 1) << from_a->raw << "\n"
+                                                                                            << from_b->raw;
+  EXPECT_EQ(runs_on(daemons), (std::set<std::string>{from_a->str("run_id")}));
+  auto halted = a.request(socket_request("halt", R"("run_id":")" + from_a->str("run_id") + "\""), 120s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+}
+
 }  // namespace
 }  // namespace mh::test

@@ -23,6 +23,7 @@
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/lost_host_sweep.hpp"
 #include "daemon/fleet/placement.hpp"
+#include "daemon/fleet/request_claims.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/nats_cluster.hpp"
@@ -348,6 +349,62 @@ TEST_F(FleetLibrary, ASubmitterHearsOfThePlacementOnceTheRunIsMadeOnItsHost) {
   EXPECT_TRUE(fleet::mark_launched(*owner, "rl"));
   // Nobody's run cannot be marked.
   EXPECT_FALSE(fleet::mark_launched(*owner, "nobodys"));
+}
+
+TEST_F(FleetLibrary, ARequestIdIsClaimedOnceFleetWideUnderAKeyNatsTakesAndAgesWithItsRetention) {
+  // Issue 27 §1: the first claim of (uid, request_id) wins on every host; a later claim gets it
+  // back (a retry of the winner's own claim is the winner's); another uid's id is its own. The id
+  // holds '.' and ':', which a bucket key may not.
+  auto c0 = config("a");
+  c0.request_id_retention = std::chrono::seconds(3600);
+  auto made = FleetLink::connect(c0);
+  ASSERT_TRUE(made) << made.error().text;
+  auto a = std::move(*made);
+  auto b = link("b");
+  ASSERT_TRUE(b);
+  const std::string id = "job-7:attempt.1";
+  const fleet::RequestClaim first{"run-a", "d1"}, second{"run-b", "d2"};
+  auto won = fleet::claim_request(*a, 1000, id, first);
+  ASSERT_TRUE(won) << won.error().text;
+  EXPECT_FALSE(*won) << "the first claim is the claimant's";
+  auto lost = fleet::claim_request(*b, 1000, id, second);
+  ASSERT_TRUE(lost) << lost.error().text;
+  ASSERT_TRUE(*lost);
+  EXPECT_EQ((*lost)->run_id, "run-a");
+  EXPECT_EQ((*lost)->spec_sha256, "d1");
+  auto again = fleet::claim_request(*a, 1000, id, first);
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(*again) << "the winner's own claim, asked again (its ack lost)";
+  auto other_uid = fleet::claim_request(*b, 1001, id, second);
+  ASSERT_TRUE(other_uid);
+  EXPECT_FALSE(*other_uid) << "another uid's request id is its own";
+  auto read = fleet::read_request_claim(*b, 1000, id);
+  ASSERT_TRUE(read && *read);
+  EXPECT_EQ((*read)->run_id, "run-a");
+  // Twenty claimants of one fresh id at once, on two links: exactly one wins, all see its run.
+  std::vector<std::thread> claimants;
+  std::mutex m;
+  std::vector<std::string> answers;
+  for (int n = 0; n < 20; ++n)
+    claimants.emplace_back([&, n] {
+      auto got = fleet::claim_request(n % 2 ? *a : *b, 1000, "at.once:1",
+                                      fleet::RequestClaim{"run-" + std::to_string(n), "d"});
+      std::lock_guard lock(m);
+      answers.push_back(!got ? "error: " + got.error().text : *got ? (*got)->run_id : "won-" + std::to_string(n));
+    });
+  for (auto& t : claimants)
+    t.join();
+  std::set<std::string> winners, runs;
+  for (const auto& answer : answers)
+    (answer.rfind("won-", 0) == 0 ? winners : runs).insert(answer);
+  ASSERT_EQ(winners.size(), 1u) << ::testing::PrintToString(answers);
+  const std::string winner_run = "run-" + winners.begin()->substr(4);
+  EXPECT_EQ(runs, (std::set<std::string>{winner_run})) << ::testing::PrintToString(answers);
+  // The bucket ages its claims out after the retention (its stream's MaxAge).
+  jsStreamInfo* raw = nullptr;
+  ASSERT_EQ(js_GetStreamInfo(&raw, a->js(), ("KV_" + a->names().requests_bucket()).c_str(), nullptr, nullptr), NATS_OK);
+  EXPECT_EQ(raw->Config->MaxAge, std::int64_t{3600} * 1'000'000'000);
+  jsStreamInfo_Destroy(raw);
 }
 
 TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
