@@ -5,6 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -322,6 +324,42 @@ int tail_verb(const ClientOptions& o, bool attach) {
   return print_stream(c, human_output(o));
 }
 
+// "12s", "5m", "3h": how long ago, as the human table says it.
+std::string age_text(std::int64_t age_s) {
+  return age_s < 120    ? std::to_string(age_s) + "s"
+         : age_s < 7200 ? std::to_string(age_s / 60) + "m"
+                        : std::to_string(age_s / 3600) + "h";
+}
+
+// How long ago an RFC 3339 UTC instant of a run summary was ("2026-12-06T18:40:05.123Z"), or the
+// text as sent when it is not one this client can read (shown, not dropped).
+std::string ago_text(const std::string& at) {
+  std::tm tm{};
+  char zone = 0;
+  double seconds = 0;
+  if (std::sscanf(at.c_str(), "%4d-%2d-%2dT%2d:%2d:%lf%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &seconds, &zone) != 7 ||
+      zone != 'Z')
+    return at;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  tm.tm_sec = static_cast<int>(seconds);
+  const std::time_t then = ::timegm(&tm);
+  const std::time_t now = std::time(nullptr);
+  return age_text(then <= now ? static_cast<std::int64_t>(now - then) : 0);
+}
+
+// The PROGRESS column (issue 27 §2): "stalled 45s" (named RUN_STALLED that long ago, still
+// silent), "waiting 3m" (its oldest call has waited on a decision that long: no stall), else "-".
+std::string progress_text(const json::object& r) {
+  for (auto [key, word] :
+       {std::pair{"stalled_since", "stalled "}, std::pair{"waiting_on_decision_since", "waiting "}}) {
+    const json::value* at = r.if_contains(key);
+    if (at && at->is_string()) return word + ago_text(std::string(at->get_string()));
+  }
+  return "-";
+}
+
 int ls_verb(const ClientOptions& o) {
   Client c;
   int status = 0;
@@ -332,7 +370,7 @@ int ls_verb(const ClientOptions& o) {
   const json::value* hosts = reply->o.if_contains("hosts");
   const json::array no_hosts;
   const json::array& live = hosts && hosts->is_array() ? hosts->get_array() : no_hosts;
-  if (o.json_out || !stdout_is_terminal()) {
+  if (o.json_out || (!o.human_out && !stdout_is_terminal())) {
     // The fleet's answer is two lists, the runs and the hosts holding a live lease: both, as the
     // daemon sent them. One host's is its runs alone.
     if (o.fleet) {
@@ -356,21 +394,18 @@ int ls_verb(const ClientOptions& o) {
     std::printf("\nHOSTS WITH A LIVE LEASE: %s\n", names.empty() ? "none" : names.c_str());
     return 0;
   }
-  std::printf("%-32s %-8s %-7s %-7s %10s %7s %5s %8s  %s\n", "RUN", "STATE", "ADAPTER", "NETWORK", "AGE", "PENDING",
-              "TURNS", "SEQ", "LABELS");
+  std::printf("%-32s %-8s %-7s %-7s %10s %7s %-12s %5s %8s  %s\n", "RUN", "STATE", "ADAPTER", "NETWORK", "AGE",
+              "PENDING", "PROGRESS", "TURNS", "SEQ", "LABELS");
   for (const auto& run : reply->o.at("runs").as_array()) {
     const auto& r = run.as_object();
-    std::int64_t age_s = r.at("age_ms").to_number<std::int64_t>() / 1000;
-    std::string age = age_s < 120    ? std::to_string(age_s) + "s"
-                      : age_s < 7200 ? std::to_string(age_s / 60) + "m"
-                                     : std::to_string(age_s / 3600) + "h";
+    std::string age = age_text(r.at("age_ms").to_number<std::int64_t>() / 1000);
     std::string state = field(r, "state");
     if (state == "closed" && !field(r, "close_reason").empty()) state = field(r, "close_reason");
     std::string network = field(r, "network");  // "-" when not known (a run found on disk)
-    std::printf("%-32s %-8s %-7s %-7s %10s %7s %5s %8s  %s\n", field(r, "run_id").c_str(), state.c_str(),
+    std::printf("%-32s %-8s %-7s %-7s %10s %7s %-12s %5s %8s  %s\n", field(r, "run_id").c_str(), state.c_str(),
                 field(r, "adapter").c_str(), network.empty() || network == "null" ? "-" : network.c_str(), age.c_str(),
-                field(r, "pending_decisions").c_str(), field(r, "turns").c_str(), field(r, "last_seq").c_str(),
-                field(r, "labels").c_str());
+                field(r, "pending_decisions").c_str(), progress_text(r).c_str(), field(r, "turns").c_str(),
+                field(r, "last_seq").c_str(), field(r, "labels").c_str());
   }
   return 0;
 }
@@ -562,6 +597,7 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
 
   auto* ls = app.add_subcommand("ls", "List runs: state, adapter, age, pending decisions");
   ls->add_flag("--json", o->json_out, "raw JSON");
+  ls->add_flag("--human", o->human_out, "the table even when not on a terminal");
   ls->add_flag("--fleet", o->fleet, "every run of the fleet, with its host");
   socket_option(ls);
   ls->callback([&ctx, o] { ctx.exit_code = ls_verb(*o); });

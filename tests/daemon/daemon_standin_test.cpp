@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "protocol/completeness.hpp"
@@ -843,6 +844,83 @@ TEST_F(DaemonStandin, AStallNamedBeforeAKillIsNotNamedAgainByTheDaemonThatAdopts
   ASSERT_EQ(closed.size(), 1u);
   EXPECT_NE(closed[0].raw.find(R"("category":"halted")"), std::string::npos)
       << "a person's halt after a warn-only stall is that person's: " << closed[0].raw;
+}
+
+// A run adopted while its vendor is silent and its stall not yet named: the replay rebuilds the
+// core, which then believes its stall timer set from the output it replayed. The adopting daemon
+// must set that timer (Adoption::reconcile), or the silence is never named: here it is named once,
+// after RUN_ADOPTED, and under "halt" the run closes `stalled` by itself.
+TEST_F(DaemonStandin, AVendorSilentAcrossAnAdoptionIsStillNamedStalledByTheAdoptingDaemon) {
+  const std::string id =
+      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":5000,"on_stall":"halt")"));
+  {
+    SocketClient watcher(daemon->socket());
+    watcher.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(watcher.wait_for([](const EventLine& e) { return e.event() == "text"; }, 60s));
+  }
+  daemon->signal(SIGKILL);
+  daemon->wait_exit(30s);
+  {
+    std::vector<EventLine> before;
+    std::ifstream in(daemon->run_dir(id) / "events.jsonl");
+    for (std::string line; std::getline(in, line);)
+      before.push_back(to_event_line(line));
+    ASSERT_TRUE(warnings_coded(before, "RUN_STALLED").empty())
+        << "the kill must come before the stall is named, or this proves nothing of the adoption";
+  }
+  daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config());
+  ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  std::vector<std::string> order;
+  for (const auto& e : events)
+    if (e.event() == "warning" && (e.str("code") == "RUN_ADOPTED" || e.str("code") == "RUN_STALLED"))
+      order.push_back(e.str("code"));
+  EXPECT_EQ(order, (std::vector<std::string>{"RUN_ADOPTED", "RUN_STALLED"}));
+  const auto& closed = events.back();
+  ASSERT_EQ(closed.event(), "stream.closed") << closed.raw;
+  ASSERT_TRUE(closed.object.contains("failure")) << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").as_object().at("category").as_string(), "stalled") << closed.raw;
+}
+
+// `metaharness ls --human`: the PROGRESS column says which run waits on a decision (however long:
+// no stall) and which was named stalled, each with how long; a closed run says neither. The
+// stalled run, named after 300 ms, is the clock that shows the wait outlasted that (no sleep).
+TEST_F(DaemonStandin, LsHumanTableSaysWhichRunWaitsOnADecisionAndWhichIsStalled) {
+  const std::string done = submit(standin_run("bash_marker.json", R"("decisions":"observe")"));
+  follow(done);
+  const std::string waiting = submit(standin_run(
+      "bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000,"stall_after_ms":300,"on_stall":"halt")"));
+  SocketClient waiting_control(daemon->socket());
+  waiting_control.send(socket_request("attach", R"("run_id":")" + waiting + R"(","from_seq":1)"));
+  ASSERT_TRUE(waiting_control.wait_event("tool.requested", 60s));
+  const std::string stalled =
+      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":300,"on_stall":"warn")"));
+  SocketClient stalled_control(daemon->socket());
+  stalled_control.send(socket_request("attach", R"("run_id":")" + stalled + R"(","from_seq":1)"));
+  ASSERT_TRUE(stalled_control.wait_for([](const EventLine& e) { return e.str("code") == "RUN_STALLED"; }, 60s));
+
+  CliProcess ls({metaharness_binary().string(), "ls", "--human", "--socket", daemon->socket().string()});
+  ls.close_stdin();
+  const std::string table = ls.read_out(60s);
+  EXPECT_EQ(ls.finish(60s), 0) << ls.stderr_text();
+  auto row = [&](const std::string& id) {
+    std::istringstream lines(table);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind(id, 0) == 0) return line;
+    return std::string();
+  };
+  EXPECT_NE(table.substr(0, table.find('\n')).find("PROGRESS"), std::string::npos) << table;
+  EXPECT_TRUE(std::regex_search(row(waiting), std::regex(R"( waiting \d+[smh] )"))) << table;
+  EXPECT_TRUE(std::regex_search(row(stalled), std::regex(R"( stalled \d+[smh] )"))) << table;
+  ASSERT_FALSE(row(done).empty()) << table;
+  EXPECT_EQ(row(done).find("waiting"), std::string::npos) << table;
+  EXPECT_EQ(row(done).find("stalled"), std::string::npos) << table;
+
+  for (auto* control : {&waiting_control, &stalled_control}) {
+    control->send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+    EXPECT_TRUE(control->wait_reply("end", 60s));
+  }
 }
 
 // The spec's fields are refused by name; what a spec leaves unset is the daemon's [runs] default,
