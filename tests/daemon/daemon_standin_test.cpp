@@ -850,9 +850,10 @@ TEST_F(DaemonStandin, AStallNamedBeforeAKillIsNotNamedAgainByTheDaemonThatAdopts
 // core, which then believes its stall timer set from the output it replayed. The adopting daemon
 // must set that timer (Adoption::reconcile), or the silence is never named: here it is named once,
 // after RUN_ADOPTED, and under "halt" the run closes `stalled` by itself.
+// (15 s: room for the kill to land before the stall is named on a loaded machine.)
 TEST_F(DaemonStandin, AVendorSilentAcrossAnAdoptionIsStillNamedStalledByTheAdoptingDaemon) {
   const std::string id =
-      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":5000,"on_stall":"halt")"));
+      submit(standin_run("stall_hang.json", R"("decisions":"observe","stall_after_ms":15000,"on_stall":"halt")"));
   {
     SocketClient watcher(daemon->socket());
     watcher.send(socket_request("tail", R"("run_id":")" + id + R"(","from_seq":1,"follow":true)"));
