@@ -1,5 +1,6 @@
 // The requests that command a run without attaching to it: command (any metaharness.command/1)
 // and halt. Each answers with the command's `result` once its command.result exists.
+#include "daemon/run/disk_floor.hpp"
 #include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
@@ -15,6 +16,15 @@ namespace {
 
 // Hands the command to the run and answers with its result (run_access.hpp).
 asio::awaitable<void> deliver(Session& s, const SocketRequest& r, const RunEntry& e, protocol::Command cmd) {
+  // As an attached command (session.cpp): one the run could not record is refused by name; a
+  // halt goes through.
+  auto full = std::holds_alternative<protocol::cmd::Halt>(cmd.payload)
+                  ? std::nullopt
+                  : disk_full_problem(e.dir, kCommandFloorBytes, "the run needs to record a command");
+  if (full) {
+    s.refuse("DISK_FULL", "the run's record cannot take command " + cmd.id + ": " + *full, r.id);
+    co_return;
+  }
   DeliveredResult answer = co_await deliver_command(e, std::move(cmd), s.peer().identity());
   s.connection().send(result_line(r.id, answer.result, answer.recorded));
 }

@@ -8,6 +8,7 @@
 #include "daemon/log.hpp"
 #include "daemon/process/vendor_install_record.hpp"
 #include "daemon/process/vendor_provenance.hpp"
+#include "daemon/run/disk_floor.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/containment_policy.hpp"
 #include "daemon/server/fleet_gate.hpp"
@@ -223,6 +224,10 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
   const adapters::Adapter* adapter = nullptr;
   auto spec = checked_spec(*server, role, run, adapter);
   if (!spec) co_return SubmitResult(boost::system::in_place_error, spec.error());
+  // A run that starts on a full disk could not keep its record: refused by name before anything
+  // is reserved or created (daemon/run/disk_floor.hpp).
+  auto full = disk_full_problem(server->config.state_dir, kNewRunFloorBytes, "a new run needs");
+  if (full) co_return refused("DISK_FULL", "the state directory " + *full);
   std::uint32_t uid = peer.uid;
   auto admit = [server, uid, run_id] { return server->registry.admit(uid, std::chrono::system_clock::now(), run_id); };
   auto admitted = co_await server->on_registry(admit);
@@ -269,7 +274,10 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
       return true;
     };
     co_await server->on_registry(std::move(release));
-    co_return refused("REFUSED", created.error());
+    // The space ran out between the floor's check and the writes (another run's record took it).
+    const bool no_space = names_no_space(created.error()) ||
+                          disk_full_problem(server->config.state_dir, kNewRunFloorBytes, "a new run needs");
+    co_return refused(no_space ? "DISK_FULL" : "REFUSED", created.error());
   }
   std::shared_ptr<Run> handle = *created;
   record.dir = handle->run_dir();

@@ -4,6 +4,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 
+#include "daemon/run/disk_floor.hpp"
 #include "daemon/server/fleet_gate.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
@@ -56,6 +57,16 @@ asio::awaitable<void> Session::on_line(std::string line) {
   }
   // Attached: every other line is a command for the run, recorded in its stream either way.
   auto cmd = protocol::read_command_line(line);
+  // A command whose result the run could not record is not admitted: refused by name on the
+  // socket before the run acts on it (daemon/run/disk_floor.hpp; docs/socket-api.md, DISK_FULL).
+  // A halt goes through: stopping the run matters more than recording that it was asked to.
+  if (cmd && !std::holds_alternative<protocol::cmd::Halt>(cmd->payload)) {
+    if (auto full =
+            disk_full_problem(stream_.attached->run_dir(), kCommandFloorBytes, "the run needs to record a command")) {
+      refuse("DISK_FULL", "the run's record cannot take command " + cmd->id + ": " + *full, cmd->id);
+      co_return;
+    }
+  }
   if (cmd)
     stream_.attached->command(std::move(*cmd), peer_.identity(), unrecorded_result_sender(),
                               std::chrono::steady_clock::now());

@@ -1,0 +1,169 @@
+// What a full disk does to the daemon (issue 29, "what a full disk must do"): its state directory
+// on a size-bounded tmpfs (mounted for the test, unmounted by its RAII), filled to ENOSPC by a
+// file the test owns, then freed. The stand-in harness plays the vendor.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "protocol/completeness.hpp"
+#include "tests/support/daemon_harness.hpp"
+
+namespace mh::test {
+namespace {
+
+std::string standin_config() {
+  return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nnetwork = \"host\"\n" +
+         "sandbox_read_only = [\"" + std::string(MH_TEST_STANDIN_SCRIPTS) + "\"]\n";
+}
+
+std::string standin_run(const std::string& script, const std::string& extra) {
+  return R"("run":{"adapter":"claude","prompt":"go","model_endpoint":{"base_url":"http://127.0.0.1:9"},)"
+         R"("vendor_env":{"MH_STANDIN_SCRIPT":")" +
+         (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / script).string() + "\"}," + extra + "}";
+}
+
+// A tmpfs of `size` on `dir` (made here) for the test's life.
+class TmpfsMount {
+ public:
+  TmpfsMount(const std::filesystem::path& dir, const std::string& size) : dir_(dir) {
+    std::filesystem::create_directories(dir_);
+    const std::string options = "size=" + size + ",mode=0755";
+    if (::mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) == 0)
+      mounted_ = true;
+    else
+      error_ = std::strerror(errno);
+  }
+  ~TmpfsMount() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  TmpfsMount(const TmpfsMount&) = delete;
+  TmpfsMount& operator=(const TmpfsMount&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::filesystem::path dir_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+// A file that takes every free byte of its filesystem (written until ENOSPC); removed by free()
+// or at the end of its scope.
+class DiskFiller {
+ public:
+  explicit DiskFiller(std::filesystem::path file) : file_(std::move(file)) {
+    std::FILE* f = std::fopen(file_.c_str(), "wb");
+    if (!f) return;
+    const std::string block(4096, 'x');
+    while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {
+    }
+    // The last partial block: byte by byte, so not even a page is left.
+    while (std::fputc('x', f) != EOF && std::fflush(f) == 0) {
+    }
+    filled_ = errno == ENOSPC;
+    std::fclose(f);
+  }
+  ~DiskFiller() { free(); }
+  DiskFiller(const DiskFiller&) = delete;
+  DiskFiller& operator=(const DiskFiller&) = delete;
+  bool filled() const { return filled_; }
+  void free() {
+    std::error_code ec;
+    std::filesystem::remove(file_, ec);
+  }
+
+ private:
+  std::filesystem::path file_;
+  bool filled_ = false;
+};
+
+class DiskFull : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!mount.mounted()) GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << mount.error();
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config());
+    ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  }
+
+  std::size_t run_dirs() const {
+    std::size_t n = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(daemon->state_dir() / "runs", ec);
+         !ec && it != std::filesystem::directory_iterator(); ++it)
+      ++n;
+    return n;
+  }
+
+  // Destroyed in reverse: the daemon stops before its state dir is unmounted, then the dir goes.
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  TmpfsMount mount{dir.path() / "state", "4m"};
+  std::unique_ptr<DaemonUnderTest> daemon;
+};
+
+TEST_F(DiskFull, ASubmitWhileTheStateDirIsFullIsRefusedDiskFullAndLeavesNothingThenIsAdmittedOnceFreed) {
+  DiskFiller filler(daemon->state_dir() / "filler");
+  ASSERT_TRUE(filler.filled());
+  SocketClient c(daemon->socket());
+  auto reply = c.request(socket_request("submit", standin_run("bash_marker.json", R"("decisions":"observe")")));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->str("reply"), "refused") << reply->raw;
+  EXPECT_EQ(reply->str("code"), "DISK_FULL") << reply->raw;
+  EXPECT_NE(reply->str("reason").find(daemon->state_dir().string()), std::string::npos) << reply->raw;
+  EXPECT_EQ(run_dirs(), 0u) << "refused before anything is created";
+  // With a request_id too: nothing claimed stays behind, the same id is free once space returns.
+  auto with_id = c.request(socket_request(
+      "submit", standin_run("bash_marker.json", R"("decisions":"observe")") + R"(,"request_id":"full-1")"));
+  ASSERT_TRUE(with_id);
+  EXPECT_EQ(with_id->str("code"), "DISK_FULL") << with_id->raw;
+
+  filler.free();
+  auto admitted = c.request(socket_request(
+      "submit", standin_run("bash_marker.json", R"("decisions":"observe")") + R"(,"request_id":"full-1")"));
+  ASSERT_TRUE(admitted);
+  ASSERT_EQ(admitted->str("reply"), "submitted") << admitted->raw;
+  EXPECT_FALSE(admitted->object.contains("duplicate")) << "the refused submit made no run: " << admitted->raw;
+  auto events = follow_to_end(daemon->socket(), admitted->str("run_id"), 60s);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+}
+
+// A running run on a full disk: a command it could not record is refused by name (DISK_FULL) on
+// the socket before the run acts on it; a halt goes through and stops the run; once space
+// returns the stream is whole: seq contiguous, one stream.closed (check-stream).
+TEST_F(DiskFull, ACommandARunCannotRecordIsRefusedDiskFullAndTheRunStillClosesWhole) {
+  SocketClient c(daemon->socket());
+  auto reply = c.request(
+      socket_request("submit", standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)")));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string id = reply->str("run_id");
+  SocketClient controller(daemon->socket());
+  controller.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(controller.wait_event("tool.requested", 60s));
+  DiskFiller filler(daemon->state_dir() / "filler");
+  ASSERT_TRUE(filler.filled());
+
+  controller.send(tool_decide("d1", "toolu_marker", R"({"decision":"allow"})"));
+  auto refused = controller.wait_for([](const EventLine& e) { return e.str("id") == "d1"; }, 60s);
+  ASSERT_TRUE(refused) << "the decision is answered";
+  EXPECT_EQ(refused->str("reply"), "refused") << refused->raw;
+  EXPECT_EQ(refused->str("code"), "DISK_FULL") << refused->raw;
+
+  controller.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  filler.free();
+  ASSERT_TRUE(controller.wait_reply("end", 60s)) << daemon->stderr_text();
+  EXPECT_TRUE(controller.events_named("tool.decided").size() <= 1u);
+  for (const auto& d : controller.events_named("tool.decided"))
+    EXPECT_NE(d.str("decision"), "allow") << "the refused allow was not acted on: " << d.raw;
+  EXPECT_FALSE(std::filesystem::exists(daemon->run_dir(id) / "scratch" / "marker.txt")) << "nothing ran";
+  std::string record = read_file(daemon->run_dir(id) / "events.jsonl");
+  auto verdict = protocol::check_stream(record);
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << "\n" << record;
+  EXPECT_EQ(controller.events_named("stream.closed").size(), 1u);
+}
+
+}  // namespace
+}  // namespace mh::test
