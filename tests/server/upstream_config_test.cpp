@@ -134,7 +134,8 @@ TEST(UpstreamConfig, AnAdaptersDefaultUpstreamMustBeConfiguredAndTheAdapterKnown
   const std::string up = upstream_toml(
       "a", "wire = \"anthropic\"\nurl = \"https://a.example\"\ncredential = \"" + key.path.string() + "\"\n");
   EXPECT_TRUE(refused_naming(up + "[vendor.upstream]\nclaude = \"b\"\n", {"vendor.upstream.claude", "upstreams.b"}));
-  EXPECT_TRUE(refused_naming(up + "[vendor.upstream]\ngemini = \"a\"\n", {"unknown key vendor.upstream.gemini"}));
+  EXPECT_TRUE(
+      refused_naming(up + "[vendor.upstream]\nnosuchvendor = \"a\"\n", {"unknown key vendor.upstream.nosuchvendor"}));
   EXPECT_TRUE(refused_naming(up + "[vendor]\nupstream = \"a\"\n", {"vendor.upstream", "must be a table"}));
 }
 
