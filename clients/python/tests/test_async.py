@@ -29,7 +29,7 @@ def test_requests(daemon):
             await client.get("no-such-run")
         assert refused.value.code == "UNKNOWN_RUN"
         with pytest.raises(metaharness.Refused) as refused:
-            await client.submit(adapter="gemini", prompt="go")
+            await client.submit(adapter="nosuchvendor", prompt="go")
         assert refused.value.code == "MALFORMED"
 
     run(main())

@@ -92,8 +92,8 @@ def test_a_refused_submit_raises_with_the_daemons_code_and_reason(client):
     assert refused.value.code == "MALFORMED"
     assert "model_scenario" in refused.value.reason and "model_endpoint" in refused.value.reason
     with pytest.raises(metaharness.Refused) as refused:
-        client.submit(adapter="gemini", prompt="go")
-    assert refused.value.code == "MALFORMED" and "gemini" in refused.value.reason
+        client.submit(adapter="nosuchvendor", prompt="go")
+    assert refused.value.code == "MALFORMED" and "nosuchvendor" in refused.value.reason
 
 
 def test_get_tail_attach_and_commands_on_an_unknown_run_are_refused_unknown_run(client):
