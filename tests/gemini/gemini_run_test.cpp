@@ -10,6 +10,7 @@
 #include <set>
 
 #include "protocol/digest.hpp"
+#include "protocol/json.hpp"
 #include "tests/support/governed_run.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
@@ -207,6 +208,31 @@ TEST_F(GeminiRun, SessionStartedCarriesWhatGeminiReportsAndNullWhereItSaysNothin
   ASSERT_EQ(headers.size(), 1u) << "one model request for one turn, nothing else";
   std::string settings = read_file(run_dir() / "scratch/home/.gemini/settings.json");
   EXPECT_NE(settings.find(R"("usageStatisticsEnabled":false)"), std::string::npos) << settings;
+}
+
+// A throttled run fails as rate_limit (issue 27's categories), as the other vendors' do: Gemini CLI sends a throttled
+// request general.maxAttempts times (max_attempts=2: two), then answers the prompt with the 429 as its error's code.
+// session.ended says the status, and stream.closed's failure is rate_limit, not a vendor exit.
+TEST_F(GeminiRun, AnEndpointThatKeepsThrottlingFailsTheRunAsRateLimit) {
+  start("rate_limit_429", {"--vendor-option", "max_attempts=2"});
+  process->close_stdin();
+  EXPECT_EQ(finish(), 3) << process->stderr_text();
+  auto ended = process->events_named("session.ended");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].str("api_error_status"), "429") << ended[0].raw;
+  const auto& closed = process->events().back();
+  ASSERT_EQ(closed.event(), "stream.closed");
+  EXPECT_EQ(closed.str("reason"), "error");
+  ASSERT_TRUE(closed.object.at("failure").is_object()) << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("category"), "rate_limit") << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("retryable"), true);
+  std::vector<int> statuses;
+  for (const auto& line : read_lines(run_dir() / "model-requests.jsonl")) {
+    auto entry = protocol::parse_json(line);
+    if (entry && entry->is_object() && entry->at("kind") == "request")
+      statuses.push_back(entry->at("status").to_number<int>());
+  }
+  EXPECT_EQ(statuses, (std::vector<int>{429, 429})) << "max_attempts=2: the request and one retry";
 }
 
 }  // namespace

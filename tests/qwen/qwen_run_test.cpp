@@ -10,6 +10,7 @@
 #include <set>
 
 #include "protocol/digest.hpp"
+#include "protocol/json.hpp"
 #include "tests/support/governed_run.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
@@ -202,6 +203,34 @@ TEST_F(QwenRun, SessionStartedCarriesWhatQwenReportsAndNullWhereItSaysNothing) {
   auto bodies = logged_request_bodies(run_dir());
   ASSERT_EQ(bodies.size(), 1u) << "one model request for one turn: no memory extraction, no suggestion";
   EXPECT_EQ(bodies[0].at("model"), "claude-sonnet-4-5");
+}
+
+// A throttled run fails as rate_limit (issue 27's categories), as the other vendors' do: Qwen Code retries a throttled
+// request (max_retries=0 turns its rate-limit retries off; its request retries still make 7 attempts with a backoff,
+// ~75 s), then answers the prompt with the 429 as its error's code. session.ended says the status, and stream.closed's
+// failure is rate_limit, not a vendor exit.
+TEST_F(QwenRun, AnEndpointThatKeepsThrottlingFailsTheRunAsRateLimit) {
+  start("rate_limit_429", {"--vendor-option", "max_retries=0"});
+  process->close_stdin();
+  EXPECT_EQ(finish(), 3) << process->stderr_text();
+  auto ended = process->events_named("session.ended");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].str("api_error_status"), "429") << ended[0].raw;
+  const auto& closed = process->events().back();
+  ASSERT_EQ(closed.event(), "stream.closed");
+  EXPECT_EQ(closed.str("reason"), "error");
+  ASSERT_TRUE(closed.object.at("failure").is_object()) << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("category"), "rate_limit") << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("retryable"), true);
+  std::vector<int> statuses;
+  for (const auto& line : read_lines(run_dir() / "model-requests.jsonl")) {
+    auto entry = protocol::parse_json(line);
+    if (entry && entry->is_object() && entry->at("kind") == "request")
+      statuses.push_back(entry->at("status").to_number<int>());
+  }
+  EXPECT_GE(statuses.size(), 1u);
+  for (int status : statuses)
+    EXPECT_EQ(status, 429);
 }
 
 }  // namespace
