@@ -84,16 +84,30 @@ void run_acp_plan_directly(const RunContext& c, RunRecord& r, model::ScriptedEnd
     } else if (method && id) {  // a request of the vendor's
       auto option = *method == "session/request_permission" ? allow_once_option(m) : std::nullopt;
       if (option && how.ask) {
+        // The request may be the first sight of its call (Gemini CLI 0.61.0 sends no tool_call
+        // notice before it asks).
+        const json::value* params = m.if_contains("params");
+        const json::value* tool =
+            params && params->is_object() ? params->get_object().if_contains("toolCall") : nullptr;
+        if (auto call = tool && tool->is_object() ? string_at(tool->get_object(), "toolCallId") : std::nullopt;
+            call && !r.seen_by_id.contains(*call)) {
+          r.call_seen_ms.push_back(ms_between(d.started, d.read_at));
+          r.seen_by_id.emplace(*call, ms_between(d.started, d.read_at));
+        }
         d.child.write_line(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(*id) +
                            R"(,"result":{"outcome":{"outcome":"selected","optionId":)" +
                            protocol::canonical_json(json::value(*option)) + "}}}");
         r.driver_reaction_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - d.read_at).count());
         ++r.calls_answered;
       } else {
+        // Anything else is answered method-not-found, as metaharness's ACP client answers it
+        // (Qwen Code 0.24.4's craft/drainMidTurnQueue, asked every step, goes on without it). A
+        // permission request the floor was sent means it was not the floor: the run does not count.
         d.child.write_line(R"({"jsonrpc":"2.0","id":)" + protocol::canonical_json(*id) +
                            R"(,"error":{"code":-32601,"message":"mh_seam_bench does not serve this"}})");
-        if (d.problem.empty())
-          d.problem = vendor + " sent an unexpected " + *method + (how.ask ? "" : " (the floor asks nothing)");
+        if (*method == "session/request_permission" && d.problem.empty())
+          d.problem = vendor + " sent a session/request_permission " +
+                      (how.ask ? "with no allow_once option" : "(the floor asks nothing)");
       }
     } else if (*method == "session/update") {
       const json::value* params = m.if_contains("params");
@@ -106,9 +120,11 @@ void run_acp_plan_directly(const RunContext& c, RunRecord& r, model::ScriptedEnd
         r.call_seen_ms.push_back(ms_between(d.started, d.read_at));
         r.seen_by_id.emplace(call, ms_between(d.started, d.read_at));
       } else if (kind == "tool_call_update") {
+        // A call's result: completed, or failed. Qwen Code 0.24.4 driven this way reports some
+        // `touch` calls failed with exit code 0 and signal 1 (its pty hung up after the command
+        // ended); whether every call really ran is judged from the files f1..fN it left.
         auto status = string_at(u, "status");
-        if (status == "completed") r.done_by_id[call] = ms_between(d.started, d.read_at);
-        if (status == "failed" && d.problem.empty()) d.problem = "call " + call + " failed";
+        if (status == "completed" || status == "failed") r.done_by_id[call] = ms_between(d.started, d.read_at);
       }
     }
   });

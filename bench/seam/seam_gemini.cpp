@@ -43,9 +43,13 @@ void run_gemini_directly(const RunContext& c, RunRecord& r) {
     return;
   }
   auto plan = std::get<adapters::LaunchPlan>(std::move(planned));
-  if (!ask)
+  if (!ask) {
     for (std::size_t i = 0; i + 1 < plan.args.size(); ++i)
       if (plan.args[i] == "--approval-mode") plan.args[i + 1] = "yolo";
+    // Gemini CLI refuses yolo in an untrusted folder (it falls back to asking): the floor's work
+    // dir is trusted, which loads nothing more (the fresh scratch work dir holds no settings).
+    plan.env.emplace_back("GEMINI_CLI_TRUST_WORKSPACE", "true");
+  }
   run_acp_plan_directly(c, r, *endpoint, plan, {.vendor = "gemini", .ask = ask});
 }
 
@@ -57,6 +61,7 @@ const VendorDriver kGemini = {
     .bin_under_vendor = mh::adapters::gemini::kBinaryUnderVendor,
     .bin_default = "the pinned bundle in <source>/.vendor",
     .json_name = "gemini-seam-bench.json",
+    .gemini_wire = true,
     .metaharness = {.pass_locale = true, .close_at_turn_end = true, .strict_requests = true},
     .run_directly = &run_gemini_directly,
     .approval = ApprovalReport{.seam_title = "Gemini CLI call seam",
