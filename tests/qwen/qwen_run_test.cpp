@@ -12,6 +12,7 @@
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "tests/support/governed_run.hpp"
+#include "tests/support/run_sockets.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
 namespace mh::test {
@@ -231,6 +232,36 @@ TEST_F(QwenRun, AnEndpointThatKeepsThrottlingFailsTheRunAsRateLimit) {
   EXPECT_GE(statuses.size(), 1u);
   for (int status : statuses)
     EXPECT_EQ(status, 429);
+}
+
+// No path to the network but the model endpoint (the hermetic side requests cut: usage statistics,
+// telemetry, update checks, model lists): once Qwen Code has started and asked for its call, every
+// socket any process of the run holds is connected to loopback (or to nothing), and every request
+// the endpoint logged is a model request of the run's own (/v1/messages).
+TEST_F(QwenRun, NoSocketOfTheRunReachesBeyondLoopback) {
+  start("marker", {"--decisions", "ask"});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  std::vector<int> marked = processes_with_env("METAHARNESS_RUN=" + run_id());
+  ASSERT_FALSE(marked.empty());
+  std::set<std::string> remotes;
+  for (int pid : marked)
+    for (const auto& r : remote_addresses(pid))
+      remotes.insert(r);
+  EXPECT_FALSE(remotes.empty()) << "Qwen Code holds its connection to the endpoint";
+  for (const auto& r : remotes)
+    EXPECT_TRUE(is_loopback_or_unconnected(r)) << "a socket reaches " << r;
+  send("c1", decide_line("c1", "toolu_marker", R"({"decision":"allow"})"));
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  std::vector<std::string> targets;
+  for (const auto& line : read_lines(run_dir() / "model-requests.jsonl")) {
+    auto entry = protocol::parse_json(line);
+    if (entry && entry->is_object() && entry->at("kind") == "request")
+      targets.push_back(std::string(entry->at("target").as_string()));
+  }
+  EXPECT_EQ(targets.size(), 2u) << "the call's turn: the request asking for it, the one after its result";
+  for (const auto& t : targets)
+    EXPECT_NE(t.find("/v1/messages"), std::string::npos) << "a request that is not the run's model request: " << t;
 }
 
 }  // namespace
