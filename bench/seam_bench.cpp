@@ -562,14 +562,17 @@ int main(int argc, char** argv) {
               << "\n";
     return 2;
   }
-  if (d.responses_wire && !scenario->serves(mh::model::Wire::responses)) {
-    std::cerr << program << ": the scenario does not serve the responses wire " << d.name << " speaks\n";
+  const mh::model::Wire wire = d.responses_wire ? mh::model::Wire::responses
+                               : d.gemini_wire  ? mh::model::Wire::gemini
+                                                : mh::model::Wire::anthropic;
+  if (!scenario->serves(wire)) {
+    std::cerr << program << ": the scenario does not serve the wire " << d.name << " speaks\n";
     return 2;
   }
   // N = the tool calls the scenario makes (on the vendor's wire), one per step.
   int calls = 0;
   for (const auto& step : scenario->steps)
-    for (const auto& block : (d.responses_wire ? step.responses : step.anthropic).content)
+    for (const auto& block : step.form(wire).content)
       if (block.kind == mh::model::Block::Kind::tool_call) calls += static_cast<int>(step.repeat);
   if (calls == 0) {
     std::cerr << program << ": the scenario makes no tool call\n";

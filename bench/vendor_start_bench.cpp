@@ -4,8 +4,11 @@
 // every wire) against the scripted endpoint, stdin held open until the turn ends. Per run: spawn
 // -> session.started (the vendor's session is open: its init, thread or session/new answered),
 // spawn -> turn.ended, spawn -> stream.closed, and the
-// vendor process's peak resident memory (VmHWM of metaharness's child, read while the turn is
-// over and the vendor still runs), with the machine's load beside. Medians and spreads per
+// vendor's peak resident memory: the VmHWM of every process of the vendor's tree (metaharness's
+// descendants, read while the turn is over and the vendor still runs) summed, since a vendor may
+// be a launcher running its CLI in a child of its own (Qwen Code's cli-entry.js); the sum is an
+// upper bound of the tree's simultaneous peak. With the tree's process count and the machine's
+// load beside. Medians and spreads per
 // vendor; a JSON summary. Every wait is bounded; a run that does not finish is killed.
 #include <sys/wait.h>
 
@@ -56,7 +59,7 @@ std::vector<Vendor> governed_vendors(const fs::path& metaharness) {
 struct Sample {
   bool ok = false;
   std::string failure;
-  double session_ms = 0, turn_ms = 0, closed_ms = 0, peak_rss_kib = 0, load = 0;
+  double session_ms = 0, turn_ms = 0, closed_ms = 0, peak_rss_kib = 0, processes = 0, load = 0;
 };
 
 // metaharness's children (the vendor it spawned), from /proc/<pid>/task/*/children.
@@ -67,6 +70,17 @@ std::vector<pid_t> children_of(pid_t pid) {
     std::istringstream in(mh::testkit::read_file(task.path() / "children"));
     for (pid_t child; in >> child;)
       out.push_back(child);
+  }
+  return out;
+}
+
+// Every descendant of `pid`, depth first.
+std::vector<pid_t> descendants_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (pid_t child : children_of(pid)) {
+    out.push_back(child);
+    for (pid_t below : descendants_of(child))
+      out.push_back(below);
   }
   return out;
 }
@@ -107,8 +121,10 @@ Sample run_once(const fs::path& metaharness, const Vendor& v, const fs::path& di
       session_at = read_at;
     } else if (name == "turn.ended" && !turn_at) {
       turn_at = read_at;
-      for (pid_t vendor : children_of(child.pid()))
-        s.peak_rss_kib = std::max(s.peak_rss_kib, vm_hwm_kib(vendor));
+      for (pid_t vendor : descendants_of(child.pid())) {
+        s.peak_rss_kib += vm_hwm_kib(vendor);
+        ++s.processes;
+      }
       child.close_stdin();  // the turn is over: the run winds up
     } else if (name == "stream.closed") {
       closed_at = read_at;
@@ -187,8 +203,9 @@ int main(int argc, char** argv) {
     }
 
   json::object summary{{"runs", runs}, {"load_average_end", mh::testkit::load_average()}};
-  std::printf("%-10s %5s  %-24s %-24s %-24s %-26s %s\n", "vendor", "runs", "spawn -> session.started ms",
-              "spawn -> turn.ended ms", "spawn -> stream.closed ms", "vendor peak RSS (VmHWM) MiB", "load");
+  std::printf("%-10s %5s  %-24s %-24s %-24s %-28s %-10s %s\n", "vendor", "runs", "spawn -> session.started ms",
+              "spawn -> turn.ended ms", "spawn -> stream.closed ms", "vendor tree peak RSS (VmHWM) MiB", "processes",
+              "load");
   for (const auto& v : vendors) {
     auto& list = samples[v.name];
     auto column = [&](double Sample::*field, double scale = 1) {
@@ -198,15 +215,17 @@ int main(int argc, char** argv) {
       return mh::testkit::spread_of(values);
     };
     auto session = column(&Sample::session_ms), turn = column(&Sample::turn_ms), closed = column(&Sample::closed_ms),
-         rss = column(&Sample::peak_rss_kib, 1024), load = column(&Sample::load);
-    std::printf("%-10s %5zu  %-24s %-24s %-24s %-26s %s\n", v.name.c_str(), list.size(),
+         rss = column(&Sample::peak_rss_kib, 1024), processes = column(&Sample::processes),
+         load = column(&Sample::load);
+    std::printf("%-10s %5zu  %-24s %-24s %-24s %-28s %-10s %s\n", v.name.c_str(), list.size(),
                 mh::testkit::spread_text(session, 0).c_str(), mh::testkit::spread_text(turn, 0).c_str(),
                 mh::testkit::spread_text(closed, 0).c_str(), mh::testkit::spread_text(rss, 0).c_str(),
-                mh::testkit::spread_text(load, 2).c_str());
+                mh::testkit::spread_text(processes, 0).c_str(), mh::testkit::spread_text(load, 2).c_str());
     summary[v.name] = json::object{{"session_started_ms", mh::testkit::to_json(session)},
                                    {"turn_ended_ms", mh::testkit::to_json(turn)},
                                    {"stream_closed_ms", mh::testkit::to_json(closed)},
                                    {"peak_rss_mib", mh::testkit::to_json(rss)},
+                                   {"processes", mh::testkit::to_json(processes)},
                                    {"load", mh::testkit::to_json(load)},
                                    {"completed", list.size()}};
   }

@@ -192,6 +192,8 @@ void Client::prompt_answered(const Answer& a, std::uint64_t line_no, AdapterOutp
   const json::object* result = a.result && a.result->is_object() ? &a.result->get_object() : nullptr;
   std::optional<std::string> stop = result ? string_at(*result, "stopReason") : std::nullopt;
   last_prompt_failed_ = !result;
+  last_error_status_.reset();
+  if (!result && a.http_status) last_error_status_ = std::to_string(*a.http_status);
   last_stop_reason_ = result ? stop : std::optional<std::string>("error: " + a.error_message);
   const json::object* reported = result ? object_at(*result, "usage") : nullptr;
   if (!reported && result)  // Gemini CLI 0.61.0: no usage, its quota's token_count in _meta
@@ -356,6 +358,7 @@ std::optional<proto::ev::SessionEnded> Client::session_ended() const {
   e.num_turns = turns_;
   e.stop_reason = agent_gone_mid_prompt_ ? std::optional<std::string>("agent ended") : last_stop_reason_;
   e.is_error = agent_gone_mid_prompt_ || last_prompt_failed_;
+  if (!agent_gone_mid_prompt_) e.api_error_status = last_error_status_;
   e.usage = total_usage_;
   return e;
 }

@@ -119,6 +119,10 @@ class Client {
   std::uint64_t turns_ = 0;
   std::optional<std::string> last_stop_reason_;
   bool last_prompt_failed_ = false;
+  // The HTTP status of the model endpoint's refusal that failed the last prompt, when the agent
+  // says it (Answer::http_status): session.ended's api_error_status, which the failure category of
+  // stream.closed is judged from (429 rate_limit, 401/403 auth, 5xx upstream).
+  std::optional<std::string> last_error_status_;
   std::optional<proto::TokenUsage> total_usage_;
   bool agent_gone_mid_prompt_ = false;
 };

@@ -1,5 +1,7 @@
 #include "adapters/acp/acp_wire.hpp"
 
+#include <algorithm>
+
 #include "protocol/json.hpp"
 
 namespace mh::adapters::acp {
@@ -108,11 +110,18 @@ AgentMessage classify(const json::object& m) {
     a.error_message = proto::string_at(error->get_object(), "message").value_or("");
     // The JSON-RPC error's data says what went wrong where the message is generic (Qwen Code 0.24.4:
     // "Internal error", the endpoint's own answer in data.details).
+    auto is_http_error = [](std::int64_t status) { return status >= 400 && status <= 599; };
     if (const json::object* data = proto::object_at(error->get_object(), "data"))
-      if (auto details = proto::string_at(*data, "details"); details && !details->empty())
+      if (auto details = proto::string_at(*data, "details"); details && !details->empty()) {
         a.error_message += ": " + proto::excerpt(*details, 2000);
-    if (const json::value* code = error->get_object().if_contains("code"); code && code->is_int64())
+        if (details->size() > 4 && (*details)[3] == ' ' &&
+            std::all_of(details->begin(), details->begin() + 3, [](char c) { return c >= '0' && c <= '9'; }))
+          if (int status = std::stoi(details->substr(0, 3)); is_http_error(status)) a.http_status = status;
+      }
+    if (const json::value* code = error->get_object().if_contains("code"); code && code->is_int64()) {
       a.error_code = code->as_int64();
+      if (is_http_error(*a.error_code)) a.http_status = static_cast<int>(*a.error_code);
+    }
   } else {
     a.error_message = "(an error that is not an object)";
   }

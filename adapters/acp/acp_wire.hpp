@@ -72,6 +72,10 @@ struct Answer {
   std::optional<json::value> result;  // nullopt: an error answer
   std::string error_message;
   std::optional<std::int64_t> error_code;
+  // The model endpoint's HTTP status the error passes on, when it says one: the error's code when
+  // that is one (Gemini CLI 0.61.0; Qwen Code 0.24.4 for a 429), else the status that opens its
+  // data.details (Qwen Code 0.24.4's "Internal error" for a 401: "401 {...}").
+  std::optional<int> http_status;
 };
 struct Notification {
   std::string method;

@@ -1,5 +1,6 @@
 #include "adapters/gemini/gemini_adapter.hpp"
 
+#include "adapters/acp/acp_adapter.hpp"
 #include "adapters/acp/acp_session.hpp"
 #include "adapters/gemini/gemini_plan.hpp"
 #include "adapters/gemini/gemini_profile.hpp"
@@ -53,30 +54,23 @@ const proto::CapabilityTable& capabilities() {
 
 namespace {
 
-class GeminiAdapter final : public NpmCliAdapter {
+// What this vendor gives the ACP adapter every ACP vendor shares (adapters/acp/acp_adapter.hpp).
+const acp::AcpVendor& vendor() {
+  static const acp::AcpVendor v{
+      .identity = {"gemini", gemini::capabilities(), "node_modules/@google/gemini-cli/package.json", "gemini"},
+      .make_plan = &make_plan,
+      .make_session = &make_session,
+      .default_model = kDefaultModel,
+      // Gemini CLI waits on a permission answer with no timer of its own: the run's deadline timer
+      // (a signed 32-bit millisecond count) is the only bound.
+      .deadline_margin_s = 0,
+  };
+  return v;
+}
+
+class GeminiAdapter final : public acp::AcpAdapter {
  public:
-  explicit GeminiAdapter(HostConfig config)
-      : NpmCliAdapter({"gemini", gemini::capabilities(), "node_modules/@google/gemini-cli/package.json", "gemini"},
-                      std::move(config)) {}
-
-  std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
-    return make_plan(*this, config_, spec, paths);
-  }
-
-  std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
-    return make_session(spec, plan);
-  }
-
-  std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
-    auto session = make_session(RunSpec{}, LaunchPlan{}, /*offline=*/true);
-    return translate_with_session(*this, *session, transcript, run_id);
-  }
-
-  std::optional<std::string> default_model() const override { return std::string(kDefaultModel); }
-
-  // Gemini CLI waits on a permission answer with no timer of its own: the run's deadline timer
-  // (a signed 32-bit millisecond count) is the only bound.
-  std::uint64_t max_decision_deadline_ms() const override { return deadline_bound_of_int_ms_timer(0); }
+  explicit GeminiAdapter(HostConfig config) : acp::AcpAdapter(vendor(), std::move(config)) {}
 };
 
 }  // namespace

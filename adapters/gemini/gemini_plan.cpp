@@ -31,12 +31,21 @@ constexpr std::array<std::string_view, 8> kSeamBreakers = {"GEMINI_CLI_TRUST_WOR
                                                            "GEMINI_SANDBOX",
                                                            "GEMINI_CLI_IDE_SERVER_PORT"};
 
+// The vendor options a spec may give (`--vendor-option KEY=N`): max_attempts is Gemini CLI's
+// general.maxAttempts, how many times it sends a model request that failed retryably (a 429, a
+// 5xx) before the prompt fails; its own default and ceiling is 10, with a backoff from 5 s to 30 s.
+constexpr std::array<std::string_view, 1> kVendorOptions = {"max_attempts"};
+
 }  // namespace
 
-std::string settings_json() {
+std::string settings_json(const std::map<std::string, std::string>& vendor_options) {
+  // No update check and no update nag (both fetch from the npm registry).
+  json::object general{{"enableAutoUpdate", false}, {"enableAutoUpdateNotification", false}};
+  if (auto it = vendor_options.find("max_attempts"); it != vendor_options.end())
+    // A non-negative integer (common_plan checked its digits); Gemini CLI takes at most 10 itself.
+    general["maxAttempts"] = it->second.size() > 2 ? 10 : std::stoi(it->second);
   json::object settings{
-      // No update check and no update nag (both fetch from the npm registry).
-      {"general", json::object{{"enableAutoUpdate", false}, {"enableAutoUpdateNotification", false}}},
+      {"general", std::move(general)},
       // Usage statistics are on by default: Clearcut logging to play.googleapis.com (observed as a
       // DNS query at start without this, none with it).
       {"privacy", json::object{{"usageStatisticsEnabled", false}}},
@@ -67,7 +76,7 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
                     .seam_breaker_effect =
                         "would put settings, instructions or another model backend beside the "
                         "generated ones",
-                    .vendor_options = {},
+                    .vendor_options = kVendorOptions,
                     .own_env_summary =
                         "GEMINI_API_KEY (the run's endpoint token), GOOGLE_GEMINI_BASE_URL, GEMINI_CLI_NO_RELAUNCH, "
                         "the system settings, system defaults and trusted-folders paths, GEMINI_TELEMETRY_ENABLED",
@@ -88,7 +97,7 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
 
   p.args = {"--acp", "--model", model, "--approval-mode", "default", "--extensions", "none"};
   p.directories.insert(p.directories.end(), {gemini_dir, own});
-  p.files.push_back(ScratchFile{gemini_dir / "settings.json", settings_json(), 0644});
+  p.files.push_back(ScratchFile{gemini_dir / "settings.json", settings_json(spec.vendor_options), 0644});
   // Deny-only: no policy of ours; Gemini CLI's default rules decide every call the run does not deny.
   if (!spec.deny_only) {
     p.args.insert(p.args.end(), {"--admin-policy", policy.string()});

@@ -7,6 +7,9 @@
 // (adapters/plan_common).
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "adapters/adapter.hpp"
 #include "adapters/registry.hpp"
 
@@ -15,8 +18,9 @@ namespace mh::adapters::gemini {
 // The model a run gets when its spec names none (the endpoint is told this name in the path).
 inline constexpr std::string_view kDefaultModel = "gemini-2.5-flash";
 
-// The user settings file the plan writes ($GEMINI_CLI_HOME/.gemini/settings.json; canonical JSON).
-std::string settings_json();
+// The user settings file the plan writes ($GEMINI_CLI_HOME/.gemini/settings.json; canonical JSON),
+// with the spec's vendor options (max_attempts: general.maxAttempts) in it.
+std::string settings_json(const std::map<std::string, std::string>& vendor_options = {});
 // The admin policy (TOML) the plan passes with --admin-policy: every tool asks the user, which in
 // ACP mode is session/request_permission. The admin tier outranks every user, workspace and
 // default rule (a default rule allows the read tools unasked).

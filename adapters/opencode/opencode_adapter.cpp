@@ -1,5 +1,6 @@
 #include "adapters/opencode/opencode_adapter.hpp"
 
+#include "adapters/acp/acp_adapter.hpp"
 #include "adapters/acp/acp_session.hpp"
 #include "adapters/opencode/opencode_plan.hpp"
 #include "adapters/opencode/opencode_profile.hpp"
@@ -61,30 +62,23 @@ std::filesystem::path plugin_package_dir(const std::filesystem::path& vendor_dir
 
 namespace {
 
-class OpencodeAdapter final : public NpmCliAdapter {
+// What this vendor gives the ACP adapter every ACP vendor shares (adapters/acp/acp_adapter.hpp).
+const acp::AcpVendor& vendor() {
+  static const acp::AcpVendor v{
+      .identity = {"opencode", opencode::capabilities(), "node_modules/opencode-ai/package.json", "anthropic"},
+      .make_plan = &make_plan,
+      .make_session = &make_session,
+      .default_model = kDefaultModel,
+      // The plugin waits for the run's answer with setTimeout, whose delay is a signed 32-bit count of
+      // milliseconds, until the deadline + 20 s: that must stay within 2^31 - 1 ms.
+      .deadline_margin_s = 20,
+  };
+  return v;
+}
+
+class OpencodeAdapter final : public acp::AcpAdapter {
  public:
-  explicit OpencodeAdapter(HostConfig config)
-      : NpmCliAdapter({"opencode", opencode::capabilities(), "node_modules/opencode-ai/package.json", "anthropic"},
-                      std::move(config)) {}
-
-  std::variant<LaunchPlan, LaunchRefusal> plan(const RunSpec& spec, const RunPaths& paths) const override {
-    return make_plan(*this, config_, spec, paths);
-  }
-
-  std::unique_ptr<AdapterSession> open_session(const RunSpec& spec, const LaunchPlan& plan) const override {
-    return make_session(spec, plan);
-  }
-
-  std::vector<proto::Event> translate(std::string_view transcript, const std::string& run_id) const override {
-    auto session = make_session(RunSpec{}, LaunchPlan{}, /*offline=*/true);
-    return translate_with_session(*this, *session, transcript, run_id);
-  }
-
-  // The plugin waits for the run's answer with setTimeout, whose delay is a signed 32-bit count of
-  // milliseconds, until the deadline + 20 s: that must stay within 2^31 - 1 ms.
-  std::uint64_t max_decision_deadline_ms() const override { return deadline_bound_of_int_ms_timer(20); }
-
-  std::optional<std::string> default_model() const override { return std::string(kDefaultModel); }
+  explicit OpencodeAdapter(HostConfig config) : acp::AcpAdapter(vendor(), std::move(config)) {}
 
   // opencode's tools name their path filePath (read, write, edit) or path (glob, grep: a directory).
   std::vector<std::string> subjects_for(const ToolCall& call) const override {

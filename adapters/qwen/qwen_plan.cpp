@@ -49,9 +49,21 @@ constexpr std::array<std::string_view, 21> kAskRules = {"Read",
                                                         "Agent",
                                                         "task"};
 
+// The vendor options a spec may give (`--vendor-option KEY=N`): max_retries is Qwen Code's
+// model.generationConfig.maxRetries, how many times it retries a model request the endpoint
+// throttled (429) or failed (5xx) before the prompt fails; its own default is 10, the first after
+// 60 s and each later one up to 5 minutes (a throttled run looks stalled for most of an hour).
+constexpr std::array<std::string_view, 1> kVendorOptions = {"max_retries"};
+
 }  // namespace
 
-std::string settings_json(std::string_view model, bool ask_every_call) {
+std::string settings_json(std::string_view model, bool ask_every_call,
+                          const std::map<std::string, std::string>& vendor_options) {
+  json::object model_settings{{"name", model}};
+  if (auto it = vendor_options.find("max_retries"); it != vendor_options.end())
+    // A non-negative integer (common_plan checked its digits), bounded as Qwen Code's setting is.
+    model_settings["generationConfig"] =
+        json::object{{"maxRetries", it->second.size() > 9 ? std::int64_t{2147483647} : std::stoll(it->second)}};
   json::object settings{
       // Side requests that carry tools (they would take a scenario's steps and reach the model
       // on their own): managed memory extraction, its dream, follow-up suggestions.
@@ -61,7 +73,7 @@ std::string settings_json(std::string_view model, bool ask_every_call) {
       {"telemetry", json::object{{"enabled", false}}},
       {"general", json::object{{"enableAutoUpdate", false}, {"disableAutoUpdate", true}}},
       {"tools", json::object{{"approvalMode", "default"}}},
-      {"model", json::object{{"name", model}}},
+      {"model", std::move(model_settings)},
       {"mcpServers", json::object{}},
   };
   if (ask_every_call) {
@@ -83,7 +95,7 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
                     .seam_breaker_effect =
                         "would put settings, instructions or another model backend beside the "
                         "generated ones",
-                    .vendor_options = {},
+                    .vendor_options = kVendorOptions,
                     .own_env_summary =
                         "ANTHROPIC_API_KEY (the run's endpoint token), ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, "
                         "QWEN_CODE_NO_RELAUNCH, the system settings, system defaults and trusted-folders paths",
@@ -101,7 +113,7 @@ std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const 
 
   p.args = {"--acp", "--auth-type", "anthropic", "--approval-mode", "default", "--model", model};
   p.directories.push_back(own);
-  p.files.push_back(ScratchFile{settings, settings_json(model, !spec.deny_only), 0644});
+  p.files.push_back(ScratchFile{settings, settings_json(model, !spec.deny_only, spec.vendor_options), 0644});
 
   std::string base = spec.model_endpoint->base_url;
   while (!base.empty() && base.back() == '/')

@@ -7,6 +7,9 @@
 // wire. What every vendor's plan shares is common_plan's (adapters/plan_common).
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "adapters/adapter.hpp"
 #include "adapters/registry.hpp"
 
@@ -17,7 +20,9 @@ inline constexpr std::string_view kDefaultModel = "claude-sonnet-4-5";
 
 // The settings file the plan writes ($QWEN_HOME/settings.json; canonical JSON). `ask_every_call`:
 // permissions.ask names every tool; without it (deny-only) Qwen Code's own default rules decide.
-std::string settings_json(std::string_view model, bool ask_every_call = true);
+// The spec's vendor options (max_retries: model.generationConfig.maxRetries) go in it.
+std::string settings_json(std::string_view model, bool ask_every_call = true,
+                          const std::map<std::string, std::string>& vendor_options = {});
 
 std::variant<LaunchPlan, LaunchRefusal> make_plan(const Adapter& adapter, const HostConfig& config, const RunSpec& spec,
                                                   const RunPaths& paths);

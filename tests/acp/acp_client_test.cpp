@@ -8,6 +8,7 @@
 
 #include "adapters/session.hpp"
 #include "protocol/json.hpp"
+#include "protocol/run_failure.hpp"
 #include "tests/support/output_recorder.hpp"
 
 namespace mh::adapters::acp {
@@ -287,6 +288,54 @@ TEST_F(GeminiLines, APromptRefusedUnauthenticatedIsAuthExpired) {
   EXPECT_EQ(r.of<proto::ev::AuthExpired>().size(), 1u);
 }
 
+// The failure category a run that ended on this prompt's error closes with (issue 27's vocabulary),
+// judged from session.ended as the record holds it.
+std::string failure_category_after(const Client& client) {
+  auto ended = client.session_ended();
+  if (!ended) return "(no session.ended)";
+  proto::FailureWitness witness;
+  witness.observe(proto::EventPayload{*ended});
+  auto failure = witness.judge(proto::CloseReason::error, proto::ProcessTermination{});
+  return failure ? failure->category : "(none)";
+}
+
+// Gemini CLI answers a prompt whose model requests the endpoint kept throttling (its retries spent)
+// with the 429 as the error's code, and one the endpoint failed with the 500: session.ended says
+// the status, so the run's failure is rate_limit, or upstream, not a vendor exit.
+TEST_F(GeminiLines, APromptRefusedWithAStatusIsTheRunsFailureCategory) {
+  for (auto [status, message, category] :
+       {std::tuple{429, "Resource has been exhausted (e.g. check quota).", "rate_limit"},
+        std::tuple{500, "Internal error encountered.", "upstream"},
+        std::tuple{401, "Request had invalid authentication credentials.", "auth"}}) {
+    SCOPED_TRACE(status);
+    r = {};
+    line_no = 0;
+    open("gemini-2.5-flash");
+    AdapterOutputs p;
+    ASSERT_TRUE(client.prompt({"go"}, p));
+    r.take(p);
+    feed(R"({"jsonrpc":"2.0","id":3,"error":{"code":)" + std::to_string(status) + R"(,"message":")" + message +
+         R"("}})");
+    auto ended = client.session_ended();
+    ASSERT_TRUE(ended);
+    EXPECT_TRUE(ended->is_error);
+    EXPECT_EQ(ended->api_error_status, std::to_string(status));
+    EXPECT_EQ(failure_category_after(client), category);
+  }
+}
+
+// A JSON-RPC error code that is not an HTTP status says none: the failure stays the vendor's exit.
+TEST_F(GeminiLines, AnErrorCodeThatIsNoHttpStatusSaysNone) {
+  open("gemini-2.5-flash");
+  AdapterOutputs p;
+  ASSERT_TRUE(client.prompt({"go"}, p));
+  r.take(p);
+  feed(R"({"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error"}})");
+  ASSERT_TRUE(client.session_ended());
+  EXPECT_FALSE(client.session_ended()->api_error_status);
+  EXPECT_EQ(failure_category_after(client), "vendor_exit");
+}
+
 // --- Qwen Code 0.24.4's own lines (tests/qwen; docs/adapters.md) -------------------------------
 
 // A call's tool is the one its _meta.toolName names (the title is a display name, "Shell"); an
@@ -312,6 +361,19 @@ feed(
       R"J({"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error","data":{"details":"401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"OAuth token has expired.\"}}"}}})J");
   ASSERT_EQ(r.of<proto::ev::AuthExpired>().size(), 1u);
   EXPECT_NE(r.of<proto::ev::AuthExpired>()[0].detail.value_or("").find("OAuth token has expired."), std::string::npos);
+  // The status opening data.details is the endpoint's: the run's failure is auth.
+  EXPECT_EQ(client.session_ended()->api_error_status, "401");
+  EXPECT_EQ(failure_category_after(client), "auth");
+}
+
+// Qwen Code answers a prompt the endpoint kept throttling (its retries spent) with the 429 as the
+// error's code: the run's failure is rate_limit.
+TEST_F(AcpClient, QwenAnswersAThrottledPromptWithTheStatusAndTheRunsFailureIsRateLimit) {
+  open_and_prompt();
+  feed(R"({"jsonrpc":"2.0","id":3,"error":{"code":429,"message":"Rate limit exceeded. Try again later."}})");
+  ASSERT_TRUE(client.session_ended());
+  EXPECT_EQ(client.session_ended()->api_error_status, "429");
+  EXPECT_EQ(failure_category_after(client), "rate_limit");
 }
 
 TEST_F(AcpClient, AnAllowWithNoOnceOptionIsDeliveredAsRejectWithAWarning) {

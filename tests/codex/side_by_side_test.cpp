@@ -1,7 +1,8 @@
-// The promise in one test: one scenario, run on Claude Code, on Codex and on opencode (all real
-// CLIs, all against the scripted endpoint: Messages for Claude and opencode, Responses for Codex;
-// opencode's copy of the script names its own tool), gives the same sequence of event names over
-// the parts every vendor shares.
+// The promise in one test: one scenario, run on Claude Code, on Codex, on opencode, on Gemini CLI
+// and on Qwen Code (all real CLIs, all against the scripted endpoint: Messages for Claude, opencode
+// and Qwen, Responses for Codex, the Gemini wire for Gemini CLI; the one file serves Claude, Codex
+// and Gemini CLI, while opencode's and Qwen's copies name their own shell tool on the wire they
+// share with Claude), gives the same sequence of event names over the parts every vendor shares.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,15 +52,19 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-TEST(SideBySide, OneScenarioOnClaudeCodexAndOpencodeGivesTheSameSharedEventSequence) {
+TEST(SideBySide, OneScenarioOnEveryVendorGivesTheSameSharedEventSequence) {
   TempDir dir("side_by_side");
   Outcome claude = run_on("claude", dir);
   Outcome codex = run_on("codex", dir);
   Outcome opencode = run_on("opencode", dir, "tests/scenarios/opencode/side_by_side.json");
+  Outcome gemini = run_on("gemini", dir);
+  Outcome qwen = run_on("qwen", dir, "tests/scenarios/qwen/side_by_side.json");
   EXPECT_TRUE(claude.marker) << "the allowed call ran on claude";
   EXPECT_TRUE(codex.marker) << "the allowed call ran on codex";
   EXPECT_TRUE(opencode.marker) << "the allowed call ran on opencode";
-  for (const auto* o : {&claude, &codex, &opencode}) {
+  EXPECT_TRUE(gemini.marker) << "the allowed call ran on gemini";
+  EXPECT_TRUE(qwen.marker) << "the allowed call ran on qwen";
+  for (const auto* o : {&claude, &codex, &opencode, &gemini, &qwen}) {
     auto verdict = protocol::check_stream(o->stream);
     EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
   }
@@ -68,6 +73,8 @@ TEST(SideBySide, OneScenarioOnClaudeCodexAndOpencodeGivesTheSameSharedEventSeque
                                              "turn.ended",      "session.ended",  "stream.closed"};
   EXPECT_EQ(joined(claude.names), joined(expected)) << "claude";
   EXPECT_EQ(joined(codex.names), joined(claude.names)) << "codex against claude";
+  EXPECT_EQ(joined(gemini.names), joined(claude.names)) << "gemini against claude";
+  EXPECT_EQ(joined(qwen.names), joined(claude.names)) << "qwen against claude";
   // opencode's ACP updates trail its tool execution: the seam plugin asks (tool.requested) as the
   // call starts, ~0.5 s before the update carrying the text the model wrote ahead of the call
   // reaches stdout (docs/adapters.md). The same events, that one text after the decision.

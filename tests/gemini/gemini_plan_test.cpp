@@ -114,6 +114,26 @@ TEST_F(GeminiPlan, ADeclaredVariableThatBringsOtherSettingsOrBackendsIsRefused) 
   }
 }
 
+// The one vendor option, max_attempts, is Gemini CLI's general.maxAttempts (how often it sends a
+// model request that failed retryably); any other key is refused by name.
+TEST_F(GeminiPlan, MaxAttemptsIsGeneralMaxAttemptsAndAnyOtherOptionIsRefused) {
+  auto settings_of = [](const LaunchPlan& p) {
+    const ScratchFile* f = file_named(p, "settings.json");
+    return f ? proto::parse_json(f->contents).value_or(nullptr) : proto::json::value(nullptr);
+  };
+  EXPECT_FALSE(settings_of(planned()).at("general").as_object().contains("maxAttempts")) << "Gemini's own default";
+  spec.vendor_options = {{"max_attempts", "2"}};
+  EXPECT_EQ(settings_of(planned()).at("general").at("maxAttempts"), 2);
+  spec.vendor_options = {{"max_attempts", "99999999999999999999"}};
+  EXPECT_EQ(settings_of(planned()).at("general").at("maxAttempts"), 10) << "Gemini CLI's own ceiling";
+  spec.vendor_options = {{"retries", "2"}};
+  auto p = plan();
+  auto* refused = std::get_if<LaunchRefusal>(&p);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_NE(refused->message.find("unknown gemini vendor option \"retries\" (known: max_attempts)"), std::string::npos)
+      << refused->message;
+}
+
 TEST(GeminiProfile, ACallIsNamedByTheToolItsIdNames) {
   EXPECT_EQ(tool_of_call("run_shell_command__toolu_a"), "run_shell_command");
   EXPECT_EQ(tool_of_call("read_file-1765000000000-3"), "read_file");

@@ -10,7 +10,9 @@
 #include <set>
 
 #include "protocol/digest.hpp"
+#include "protocol/json.hpp"
 #include "tests/support/governed_run.hpp"
+#include "tests/support/run_sockets.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
 namespace mh::test {
@@ -207,6 +209,62 @@ TEST_F(GeminiRun, SessionStartedCarriesWhatGeminiReportsAndNullWhereItSaysNothin
   ASSERT_EQ(headers.size(), 1u) << "one model request for one turn, nothing else";
   std::string settings = read_file(run_dir() / "scratch/home/.gemini/settings.json");
   EXPECT_NE(settings.find(R"("usageStatisticsEnabled":false)"), std::string::npos) << settings;
+}
+
+// A throttled run fails as rate_limit (issue 27's categories), as the other vendors' do: Gemini CLI sends a throttled
+// request general.maxAttempts times (max_attempts=2: two), then answers the prompt with the 429 as its error's code.
+// session.ended says the status, and stream.closed's failure is rate_limit, not a vendor exit.
+TEST_F(GeminiRun, AnEndpointThatKeepsThrottlingFailsTheRunAsRateLimit) {
+  start("rate_limit_429", {"--vendor-option", "max_attempts=2"});
+  process->close_stdin();
+  EXPECT_EQ(finish(), 3) << process->stderr_text();
+  auto ended = process->events_named("session.ended");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].str("api_error_status"), "429") << ended[0].raw;
+  const auto& closed = process->events().back();
+  ASSERT_EQ(closed.event(), "stream.closed");
+  EXPECT_EQ(closed.str("reason"), "error");
+  ASSERT_TRUE(closed.object.at("failure").is_object()) << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("category"), "rate_limit") << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("retryable"), true);
+  std::vector<int> statuses;
+  for (const auto& line : read_lines(run_dir() / "model-requests.jsonl")) {
+    auto entry = protocol::parse_json(line);
+    if (entry && entry->is_object() && entry->at("kind") == "request")
+      statuses.push_back(entry->at("status").to_number<int>());
+  }
+  EXPECT_EQ(statuses, (std::vector<int>{429, 429})) << "max_attempts=2: the request and one retry";
+}
+
+// No path to the network but the model endpoint (the hermetic side requests cut: usage statistics,
+// telemetry, update checks, model lists): once Gemini CLI has started and asked for its call, every
+// socket any process of the run holds is connected to loopback (or to nothing), and every request
+// the endpoint logged is a model request of the run's own (:streamGenerateContent).
+TEST_F(GeminiRun, NoSocketOfTheRunReachesBeyondLoopback) {
+  start("marker", {"--decisions", "ask"});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  std::vector<int> marked = processes_with_env("METAHARNESS_RUN=" + run_id());
+  ASSERT_FALSE(marked.empty());
+  std::set<std::string> remotes;
+  for (int pid : marked)
+    for (const auto& r : remote_addresses(pid))
+      remotes.insert(r);
+  EXPECT_FALSE(remotes.empty()) << "Gemini CLI holds its connection to the endpoint";
+  for (const auto& r : remotes)
+    EXPECT_TRUE(is_loopback_or_unconnected(r)) << "a socket reaches " << r;
+  send("c1", decide_line("c1", "run_shell_command__toolu_marker", R"({"decision":"allow"})"));
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  std::vector<std::string> targets;
+  for (const auto& line : read_lines(run_dir() / "model-requests.jsonl")) {
+    auto entry = protocol::parse_json(line);
+    if (entry && entry->is_object() && entry->at("kind") == "request")
+      targets.push_back(std::string(entry->at("target").as_string()));
+  }
+  EXPECT_EQ(targets.size(), 2u) << "the call's turn: the request asking for it, the one after its result";
+  for (const auto& t : targets)
+    EXPECT_NE(t.find(":streamGenerateContent"), std::string::npos)
+        << "a request that is not the run's model request: " << t;
 }
 
 }  // namespace

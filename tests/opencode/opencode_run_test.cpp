@@ -26,6 +26,7 @@
 #include "protocol/digest.hpp"
 #include "protocol/frame.hpp"
 #include "tests/support/governed_run.hpp"
+#include "tests/support/run_sockets.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
 namespace mh::test {
@@ -169,33 +170,6 @@ TEST_F(OpencodeRun, AnUnmappedUpdateBecomesOpaqueWithItsDigestAndLine) {
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   auto kinds = opaque_kinds_citing_their_lines("vendor_subtype");
   EXPECT_TRUE(kinds.count("available_commands_update")) << "available_commands_update has no event of its own";
-}
-
-// The remote addresses of every socket a process holds open, remote side, for TCP and
-// UDP over IPv4 and IPv6 (hex as /proc/net shows them): what it is connected to.
-std::set<std::string> remote_addresses(int pid) {
-  std::set<std::string> inodes;
-  std::error_code ec;
-  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
-    auto target = fs::read_symlink(fd.path(), ec).string();
-    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
-  }
-  std::set<std::string> remotes;
-  for (const char* table : {"tcp", "tcp6", "udp", "udp6"})
-    for (const auto& line : read_lines("/proc/" + std::to_string(pid) + "/net/" + table)) {
-      std::istringstream fields(line);
-      std::string sl, local, remote, st, queues, tr, retr, uid, timeout, inode;
-      if (!(fields >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> inode)) continue;
-      if (inodes.count(inode)) remotes.insert(remote);
-    }
-  return remotes;
-}
-
-bool is_loopback_or_unconnected(const std::string& hex) {
-  std::string address = hex.substr(0, hex.find(':'));
-  if (address.size() == 8) return address == "00000000" || address.substr(6, 2) == "7F";  // 127.x.x.x, little-endian
-  return address == std::string(32, '0') || address == "00000000000000000000000001000000" ||
-         (address.substr(0, 24) == "0000000000000000FFFF0000" && address.substr(30, 2) == "7F");
 }
 
 // No path to the network but the model endpoint: while a run makes a tool call, every socket

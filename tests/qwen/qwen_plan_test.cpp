@@ -107,6 +107,23 @@ TEST_F(QwenPlan, ADeclaredVariableThatBringsOtherSettingsOrBackendsIsRefused) {
   }
 }
 
+// The one vendor option, max_retries, is Qwen Code's model.generationConfig.maxRetries (how often
+// it retries a throttled or failed model request); any other key is refused by name.
+TEST_F(QwenPlan, MaxRetriesIsTheGenerationConfigsAndAnyOtherOptionIsRefused) {
+  EXPECT_FALSE(settings_of(planned()).at("model").as_object().contains("generationConfig")) << "Qwen's own default";
+  spec.vendor_options = {{"max_retries", "0"}};
+  auto s = settings_of(planned());
+  EXPECT_EQ(s.at("model").at("generationConfig").at("maxRetries"), 0);
+  EXPECT_EQ(s.at("model").at("name"), "claude-sonnet-4-5") << "the model stays named";
+  spec.vendor_options = {{"max_attempts", "2"}};
+  auto p = plan();
+  auto* refused = std::get_if<LaunchRefusal>(&p);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_NE(refused->message.find("unknown qwen vendor option \"max_attempts\" (known: max_retries)"),
+            std::string::npos)
+      << refused->message;
+}
+
 TEST(QwenCapabilities, ReplaceSteerAndPermissionSetAreRefusedAndTheReasonLimitIsNamed) {
   const auto& t = capabilities();
   EXPECT_TRUE(t.command(proto::CommandName::tool_decide).honoured);

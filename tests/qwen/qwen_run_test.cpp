@@ -10,7 +10,9 @@
 #include <set>
 
 #include "protocol/digest.hpp"
+#include "protocol/json.hpp"
 #include "tests/support/governed_run.hpp"
+#include "tests/support/run_sockets.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
 namespace mh::test {
@@ -202,6 +204,64 @@ TEST_F(QwenRun, SessionStartedCarriesWhatQwenReportsAndNullWhereItSaysNothing) {
   auto bodies = logged_request_bodies(run_dir());
   ASSERT_EQ(bodies.size(), 1u) << "one model request for one turn: no memory extraction, no suggestion";
   EXPECT_EQ(bodies[0].at("model"), "claude-sonnet-4-5");
+}
+
+// A throttled run fails as rate_limit (issue 27's categories), as the other vendors' do: Qwen Code retries a throttled
+// request (max_retries=0 turns its rate-limit retries off; its request retries still make 7 attempts with a backoff,
+// ~75 s), then answers the prompt with the 429 as its error's code. session.ended says the status, and stream.closed's
+// failure is rate_limit, not a vendor exit.
+TEST_F(QwenRun, AnEndpointThatKeepsThrottlingFailsTheRunAsRateLimit) {
+  start("rate_limit_429", {"--vendor-option", "max_retries=0"});
+  process->close_stdin();
+  EXPECT_EQ(finish(), 3) << process->stderr_text();
+  auto ended = process->events_named("session.ended");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].str("api_error_status"), "429") << ended[0].raw;
+  const auto& closed = process->events().back();
+  ASSERT_EQ(closed.event(), "stream.closed");
+  EXPECT_EQ(closed.str("reason"), "error");
+  ASSERT_TRUE(closed.object.at("failure").is_object()) << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("category"), "rate_limit") << closed.raw;
+  EXPECT_EQ(closed.object.at("failure").at("retryable"), true);
+  std::vector<int> statuses;
+  for (const auto& line : read_lines(run_dir() / "model-requests.jsonl")) {
+    auto entry = protocol::parse_json(line);
+    if (entry && entry->is_object() && entry->at("kind") == "request")
+      statuses.push_back(entry->at("status").to_number<int>());
+  }
+  EXPECT_GE(statuses.size(), 1u);
+  for (int status : statuses)
+    EXPECT_EQ(status, 429);
+}
+
+// No path to the network but the model endpoint (the hermetic side requests cut: usage statistics,
+// telemetry, update checks, model lists): once Qwen Code has started and asked for its call, every
+// socket any process of the run holds is connected to loopback (or to nothing), and every request
+// the endpoint logged is a model request of the run's own (/v1/messages).
+TEST_F(QwenRun, NoSocketOfTheRunReachesBeyondLoopback) {
+  start("marker", {"--decisions", "ask"});
+  auto requested = process->wait_for_event("tool.requested");
+  ASSERT_TRUE(requested) << process->stderr_text();
+  std::vector<int> marked = processes_with_env("METAHARNESS_RUN=" + run_id());
+  ASSERT_FALSE(marked.empty());
+  std::set<std::string> remotes;
+  for (int pid : marked)
+    for (const auto& r : remote_addresses(pid))
+      remotes.insert(r);
+  EXPECT_FALSE(remotes.empty()) << "Qwen Code holds its connection to the endpoint";
+  for (const auto& r : remotes)
+    EXPECT_TRUE(is_loopback_or_unconnected(r)) << "a socket reaches " << r;
+  send("c1", decide_line("c1", "toolu_marker", R"({"decision":"allow"})"));
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  std::vector<std::string> targets;
+  for (const auto& line : read_lines(run_dir() / "model-requests.jsonl")) {
+    auto entry = protocol::parse_json(line);
+    if (entry && entry->is_object() && entry->at("kind") == "request")
+      targets.push_back(std::string(entry->at("target").as_string()));
+  }
+  EXPECT_EQ(targets.size(), 2u) << "the call's turn: the request asking for it, the one after its result";
+  for (const auto& t : targets)
+    EXPECT_NE(t.find("/v1/messages"), std::string::npos) << "a request that is not the run's model request: " << t;
 }
 
 }  // namespace

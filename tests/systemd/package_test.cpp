@@ -51,6 +51,9 @@ TEST_F(Package, ItIsNamedAndVersionedFromCMakeWithRealDepends) {
   for (auto needed : {"libboost-json1.81.0", "libssl3", "libtomlplusplus3", "libsystemd0", "libstdc++6", "libc6",
                       "systemd", "init-system-helpers", "bubblewrap", "nodejs", "npm", "ripgrep"})
     EXPECT_TRUE(has(depends, needed)) << needed << " missing from Depends: " << depends;
+  // Gemini CLI 0.61.0 (vendor/pins) runs on Node.js 20 or later, the oldest any pinned vendor runs on.
+  EXPECT_TRUE(has(depends, "nodejs (>= 20)")) << depends;
+  EXPECT_TRUE(has(dpkg_deb({"-f", deb_.string(), "Description"}).out, "Gemini CLI, Qwen Code"));
 }
 
 TEST_F(Package, ItShipsTheBinariesUnitsUserDirectoriesConfigAndDocsAndNotTheStandIn) {
