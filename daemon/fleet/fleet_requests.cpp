@@ -17,6 +17,7 @@
 #include "daemon/fleet/fleet_host.hpp"
 #include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/leases.hpp"
+#include "daemon/fleet/owner_answer.hpp"
 #include "daemon/fleet/placement.hpp"
 #include "daemon/fleet/request_claims.hpp"
 #include "daemon/fleet/run_records.hpp"
@@ -248,13 +249,13 @@ asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> fleet, Session& s
              "run " + id + " is on host " + owner + ", which did not answer: " + answer.error().text, r.id);
     co_return true;
   }
-  // The owner's line, passed on only if it is one JSON object (a peer's bytes are not trusted).
-  auto parsed = protocol::parse_json(*answer);
-  if (!parsed || !parsed->is_object() || answer->find('\n') != std::string::npos) {
-    s.refuse("FLEET_UNAVAILABLE", "host " + owner + " answered with something that is not one JSON object", r.id);
+  // The owner's answer, read field by field and written again here (a peer's bytes are not trusted).
+  auto checked = read_owner_answer(*answer, owner, r.id, false);
+  if (!checked) {
+    s.refuse("FLEET_UNAVAILABLE", checked.error(), r.id);
     co_return true;
   }
-  s.connection().send(std::move(*answer));
+  s.connection().send(std::move(checked->line));
   co_return true;
 }
 
@@ -405,10 +406,12 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
 namespace {
 
 // One relay from an attach here to the run's owner: `kind` and its fields, as this connection's
-// peer. The owner's answer, or nullopt once the refusal (FLEET_UNAVAILABLE) went to the client.
-asio::awaitable<std::optional<std::string>> relay_attached(std::shared_ptr<FleetHost> host, Session& s,
+// peer. The owner's answer, checked (owner_answer.hpp), or nullopt once a refusal
+// (FLEET_UNAVAILABLE, under `id`: the attach request's, or the line's command's) went to the client.
+asio::awaitable<std::optional<OwnerAnswer>> relay_attached(std::shared_ptr<FleetHost> host, Session& s,
                                                            const std::string& run_id, const std::string& owner,
-                                                           std::string_view kind, json::object fields) {
+                                                           std::string_view kind, json::object fields,
+                                                           const std::optional<std::string>& id) {
   fields["kind"] = std::string(kind);
   fields["run_id"] = run_id;
   fields["uid"] = s.peer().uid;
@@ -422,17 +425,29 @@ asio::awaitable<std::optional<std::string>> relay_attached(std::shared_ptr<Fleet
   };
   auto answer = co_await host->on_fleet(std::move(send));
   if (!answer) {
-    s.refuse("FLEET_UNAVAILABLE",
-             "run " + run_id + " is on host " + owner + ", which did not answer: " + answer.error().text, std::nullopt);
+    std::string why = "run " + run_id + " is on host " + owner + ", which did not answer: " + answer.error().text;
+    // A line may have reached the owner all the same: its command.result is then in the stream.
+    if (kind == "line") why += "; if it reached the run after all, its command.result is in the stream";
+    s.refuse("FLEET_UNAVAILABLE", std::move(why), id);
     co_return std::nullopt;
   }
-  auto parsed = protocol::parse_json(*answer);
-  if (!parsed || !parsed->is_object() || answer->find('\n') != std::string::npos) {
-    s.refuse("FLEET_UNAVAILABLE", "host " + owner + " answered with something that is not one JSON object",
-             std::nullopt);
+  // An attach's question is answered under its request's id; an attached line's answer is
+  // written as a local attach writes it (a result not recorded, a refusal: id null).
+  const bool pending = kind == "pending";
+  auto checked = read_owner_answer(*answer, owner, pending ? id : std::nullopt, pending);
+  if (!checked) {
+    s.refuse("FLEET_UNAVAILABLE", checked.error(), id);
     co_return std::nullopt;
   }
-  co_return std::move(*answer);
+  co_return std::move(*checked);
+}
+
+// The id a line sent on an attach names, when it can be read (a refusal about the line is sent
+// under it, as a local attach's refusal of a command is).
+std::optional<std::string> line_id(std::string_view line) {
+  auto parsed = protocol::parse_json(line);
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  return protocol::string_at(parsed->get_object(), "id");
 }
 
 }  // namespace
@@ -441,18 +456,19 @@ asio::awaitable<void> relay_attached_line(std::shared_ptr<FleetHost> host, Sessi
                                           std::optional<std::string> too_long) {
   const std::string run_id = s.stream().run_id, owner = s.stream().fleet_owner;
   json::object fields;
-  if (too_long)
+  std::optional<std::string> id;
+  if (too_long) {
     fields["too_long"] = *too_long;
-  else
+  } else {
+    id = line_id(line);
     fields["line"] = std::move(line);
-  auto answer = co_await relay_attached(std::move(host), s, run_id, owner, "line", std::move(fields));
+  }
+  auto answer = co_await relay_attached(std::move(host), s, run_id, owner, "line", std::move(fields), id);
   if (!answer) co_return;
   // A result that is the command.result in the stream reaches the client there, through the
   // fleet: as on an attach to a run of this host, only an unrecorded one is sent as a line.
-  auto parsed = protocol::parse_json(*answer);
-  const json::value* recorded = parsed->as_object().if_contains("recorded");
-  if (recorded && recorded->is_bool() && recorded->get_bool()) co_return;
-  s.connection().send(std::move(*answer));
+  if (answer->kind == OwnerAnswer::Kind::result && answer->recorded) co_return;
+  s.connection().send(std::move(answer->line));
 }
 
 asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r, bool attach) {
@@ -495,17 +511,20 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
   }
   // An attach asks the owner first for what is pending: its answer is also its judgement of
   // whether this peer may control the run (FORBIDDEN, passed on as it is).
-  std::optional<json::array> pending;
+  std::vector<OwnerPendingCall> pending;
   if (attach) {
-    auto asked_owner = co_await relay_attached(host, s, id, found->first->host, "pending", {});
+    auto asked_owner = co_await relay_attached(host, s, id, found->first->host, "pending", {}, r.id);
     if (!asked_owner) co_return true;
-    auto parsed = protocol::parse_json(*asked_owner);
-    const json::value* list = parsed && parsed->is_object() ? parsed->as_object().if_contains("pending") : nullptr;
-    if (!list || !list->is_array()) {
-      s.connection().send(std::move(*asked_owner));  // the owner's refusal
+    if (asked_owner->kind != OwnerAnswer::Kind::pending) {
+      // The owner's refusal (FORBIDDEN: this peer may not control the run), under this request's id.
+      if (asked_owner->kind == OwnerAnswer::Kind::refused)
+        s.connection().send(std::move(asked_owner->line));
+      else
+        s.refuse("FLEET_UNAVAILABLE", "host " + found->first->host + " answered an attach's question with a result",
+                 r.id);
       co_return true;
     }
-    pending = list->as_array();
+    pending = std::move(asked_owner->pending);
   }
   auto state = std::make_shared<FleetTailState>(s.connection().executor());
   auto on_line = [state](fleet::FleetLine line) {
@@ -526,15 +545,14 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
   fields["from_seq"] = from;
   if (found->first) fields["host"] = found->first->host;
   s.reply(attach ? "attached" : "tailing", r.id, fields);
-  if (pending)
-    for (const auto& p : *pending) {
-      if (!p.is_object()) continue;
-      json::object f;
-      f["run_id"] = id;
-      for (const char* key : {"call_id", "requested_seq", "remaining_ms"})
-        if (const json::value* v = p.as_object().if_contains(key)) f[key] = *v;
-      s.reply("pending", r.id, f);
-    }
+  for (const auto& p : pending) {
+    json::object f;
+    f["run_id"] = id;
+    f["call_id"] = p.call_id;
+    f["requested_seq"] = p.requested_seq;
+    f["remaining_ms"] = p.remaining_ms;
+    s.reply("pending", r.id, f);
+  }
   s.stream().active = true;
   s.stream().run_id = id;
   if (attach) s.stream().fleet_owner = found->first->host;
