@@ -21,6 +21,7 @@
 #include "daemon/fleet/placement.hpp"
 #include "daemon/fleet/request_claims.hpp"
 #include "daemon/fleet/run_records.hpp"
+#include "daemon/run/disk_floor.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
@@ -250,7 +251,7 @@ asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> fleet, Session& s
     co_return true;
   }
   // The owner's answer, read field by field and written again here (a peer's bytes are not trusted).
-  auto checked = read_owner_answer(*answer, owner, r.id, false);
+  auto checked = read_owner_answer(*answer, owner, r.id, r.id, false);
   if (!checked) {
     s.refuse("FLEET_UNAVAILABLE", checked.error(), r.id);
     co_return true;
@@ -260,6 +261,16 @@ asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> fleet, Session& s
 }
 
 namespace {
+
+// As a command on this host's own socket (session.cpp, requests_control.cpp): one the run could
+// not record is refused by name before the run acts on it; a halt goes through. The refusal's
+// words, or nullopt.
+std::optional<std::string> unrecordable(const RunEntry& e, const protocol::Command& cmd) {
+  if (std::holds_alternative<protocol::cmd::Halt>(cmd.payload)) return std::nullopt;
+  auto full = disk_full_problem(e.dir, kCommandFloorBytes, "the run needs to record a command");
+  if (!full) return std::nullopt;
+  return "the run's record cannot take command " + cmd.id + ": " + *full;
+}
 
 // What an attach on another host relays (`kind` "line" or "pending"), for a run here whose
 // controller `peer` may be: a line the client sent while attached, handled as an attached
@@ -287,6 +298,10 @@ asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind,
       run->unreadable_command(std::move(refusal), respond);
     else
       answer->respond(refusal_line("TOO_LATE", "the run has closed", refusal.id));
+    co_return;
+  }
+  if (auto full = unrecordable(e, *cmd)) {
+    answer->respond(refusal_line("DISK_FULL", std::move(*full), cmd->id));
     co_return;
   }
   DeliveredResult delivered = co_await deliver_command(e, std::move(*cmd), peer);
@@ -348,6 +363,7 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
                                         "): " + read.error().message);
     cmd = std::move(*read);
   }
+  if (auto full = unrecordable(*e, cmd)) co_return refuse("DISK_FULL", std::move(*full));
   DeliveredResult answer = co_await deliver_command(*e, std::move(cmd), peer);
   responder.respond(result_line(id, answer.result, answer.recorded));
 }
@@ -431,10 +447,10 @@ asio::awaitable<std::optional<OwnerAnswer>> relay_attached(std::shared_ptr<Fleet
     s.refuse("FLEET_UNAVAILABLE", std::move(why), id);
     co_return std::nullopt;
   }
-  // An attach's question is answered under its request's id; an attached line's answer is
-  // written as a local attach writes it (a result not recorded, a refusal: id null).
+  // An attach's question is answered under its request's id; an attached line's refusal under
+  // its command's id, and a result not recorded as a local attach writes it (id null).
   const bool pending = kind == "pending";
-  auto checked = read_owner_answer(*answer, owner, pending ? id : std::nullopt, pending);
+  auto checked = read_owner_answer(*answer, owner, id, pending ? id : std::nullopt, pending);
   if (!checked) {
     s.refuse("FLEET_UNAVAILABLE", checked.error(), id);
     co_return std::nullopt;

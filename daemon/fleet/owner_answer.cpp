@@ -65,8 +65,8 @@ Result read_pending(const json::value& list, std::string_view owner) {
 
 }  // namespace
 
-Result read_owner_answer(std::string_view answer, std::string_view owner, const std::optional<std::string>& id,
-                         bool pending_asked) {
+Result read_owner_answer(std::string_view answer, std::string_view owner, const std::optional<std::string>& refusal_id,
+                         const std::optional<std::string>& result_id, bool pending_asked) {
   if (answer.find('\n') != std::string_view::npos) return refuse(owner, "more than one line");
   auto parsed = protocol::parse_json(answer);
   if (!parsed || !parsed->is_object()) return refuse(owner, "with something that is not one JSON object");
@@ -88,7 +88,7 @@ Result read_owner_answer(std::string_view answer, std::string_view owner, const 
       return refuse(owner, "a refusal whose reason is not a string of at most " + std::to_string(kMaxOwnerReasonBytes) +
                                " bytes");
     out.kind = OwnerAnswer::Kind::refused;
-    out.line = refusal_line(*code, std::move(*reason), id);
+    out.line = refusal_line(*code, std::move(*reason), refusal_id);
     return out;
   }
   if (reply->get_string() == "result") {
@@ -106,7 +106,8 @@ Result read_owner_answer(std::string_view answer, std::string_view owner, const 
       return refuse(owner, "a result whose refusal reason is over " + std::to_string(kMaxOwnerReasonBytes) + " bytes");
     out.kind = OwnerAnswer::Kind::result;
     out.recorded = recorded->get_bool();
-    out.line = result_line(id, protocol::ev::CommandResult{std::move(*command_id), std::move(*read)}, out.recorded);
+    out.line =
+        result_line(result_id, protocol::ev::CommandResult{std::move(*command_id), std::move(*read)}, out.recorded);
     return out;
   }
   return refuse(owner, "a \"" + protocol::excerpt(reply->get_string(), 40) + "\" line, neither a result nor a refusal");

@@ -40,11 +40,12 @@ struct OwnerAnswer {
 };
 
 // Reads `answer` from host `owner`: a `result` line, a `refused` line, or (only when
-// `pending_asked`) {"pending": [{call_id, requested_seq, remaining_ms}…]}. `id`: the client's
-// request id, the written line's. Unknown keys are ignored (a newer owner may add some); a known
-// key of the wrong type or over its bound is not. The error names what did not fit.
+// `pending_asked`) {"pending": [{call_id, requested_seq, remaining_ms}…]}. A refusal is written
+// under `refusal_id`, a result under `result_id` (the client's ids). Unknown keys are ignored (a newer owner may add
+// some); a known key of the wrong type or over its bound is not. The error names what did not fit.
 boost::system::result<OwnerAnswer, std::string> read_owner_answer(std::string_view answer, std::string_view owner,
-                                                                  const std::optional<std::string>& id,
+                                                                  const std::optional<std::string>& refusal_id,
+                                                                  const std::optional<std::string>& result_id,
                                                                   bool pending_asked);
 
 }  // namespace mh::daemon

@@ -5,7 +5,8 @@
 // sent on that attach are the owner's to apply — an allow runs the call, a deny does not, each
 // answered by exactly one command.result, a second controller's late answer TOO_LATE; a peer of a
 // uid the owner does not let control the run is refused; a remote controller that stays silent
-// is denied by the owner's own deadline; and an owner host whose answers do not fit is refused by
+// is denied by the owner's own deadline; a command the owner's full disk could not record is
+// refused DISK_FULL there, as on its own socket; and an owner host whose answers do not fit is refused by
 // name, nothing of its bytes reaching the client.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,8 +21,10 @@
 #include "daemon/fleet/fleet_link.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "tests/support/daemon_harness.hpp"
+#include "tests/support/disk_filler.hpp"
 #include "tests/support/nats_cluster.hpp"
 #include "tests/support/peer_as_uid.hpp"
+#include "tests/support/tmpfs_mount.hpp"
 
 namespace mh::test {
 namespace {
@@ -324,6 +327,55 @@ TEST_F(FleetAttach, ACallItsRemoteControllerLeavesUnansweredIsDeniedByTheOwnersD
   halt_and_end(a, run);
   EXPECT_EQ(results_of(a, "late"), 1);
   EXPECT_FALSE(std::filesystem::exists(marker(run)));
+}
+
+TEST_F(FleetAttach, ACommandTheOwnersFullDiskCouldNotRecordIsRefusedDiskFullAndTheCallStillWaits) {
+  // h1 again, its home on a tmpfs the test fills: a decision sent on an attach from h0, and a
+  // command routed from h0, are refused by name on h1 before its run acts on them (as its own
+  // socket refuses them, docs/socket-api.md DISK_FULL); once there is room the call is decided.
+  const auto home = dir_->path() / (prefix() + "-h1-tmpfs");
+  h1_.reset();  // a clean stop: its lease is dropped
+  TmpfsMount mount(home, "32m");
+  if (!mount.mounted()) GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << mount.error();
+  h1_ = std::make_unique<DaemonUnderTest>(home, config(1, access()));
+  ASSERT_TRUE(h1_->wait_notify("READY=1", 90s)) << h1_->stderr_text();
+  const std::string run = run_waiting_on_h1();
+  ASSERT_FALSE(run.empty());
+  SocketClient a(h0_->socket());
+  auto attached = attach(a, run);
+  ASSERT_TRUE(attached && attached->str("reply") == "attached") << (attached ? attached->raw : "no reply");
+  ASSERT_TRUE(a.wait_reply("pending", 60s));
+  {
+    DiskFiller filler(h1_->state_dir() / "filler");
+    ASSERT_TRUE(filler.filled());
+    a.send(tool_decide("d1", "toolu_marker", R"({"decision":"allow"})"));
+    auto refused = a.wait_reply("refused", 60s);
+    ASSERT_TRUE(refused) << h1_->stderr_text();
+    EXPECT_EQ(refused->str("code"), "DISK_FULL") << refused->raw;
+    EXPECT_EQ(refused->str("id"), "d1") << refused->raw;
+    SocketClient c(h0_->socket());
+    auto routed = c.request(socket_request("command",
+                                           R"("run_id":")" + run + R"(","command":)" +
+                                               tool_decide("d2", "toolu_marker", R"({"decision":"allow"})"),
+                                           "t"),
+                            60s);
+    ASSERT_TRUE(routed);
+    EXPECT_EQ(routed->str("reply"), "refused") << routed->raw;
+    EXPECT_EQ(routed->str("code"), "DISK_FULL") << routed->raw;
+    EXPECT_EQ(routed->str("id"), "t") << routed->raw;
+    EXPECT_EQ(read_file(h1_->run_dir(run) / "events.jsonl").find("\"tool.decided\""), std::string::npos);
+  }
+  // Room again: the call still waited, and is decided now.
+  a.send(tool_decide("d3", "toolu_marker", R"({"decision":"allow"})"));
+  auto d3 = result_of(a, "d3");
+  ASSERT_TRUE(d3) << h1_->stderr_text();
+  EXPECT_EQ(outcome_code_of(*d3), "ok") << d3->raw;
+  ASSERT_TRUE(read_or_wait(a, "tool.result")) << h1_->stderr_text();
+  EXPECT_TRUE(std::filesystem::exists(marker(run)));
+  halt_and_end(a, run);
+  EXPECT_EQ(results_of(a, "d1"), 0);
+  EXPECT_EQ(results_of(a, "d2"), 0);
+  h1_.reset();  // before its disk is unmounted
 }
 
 TEST_F(FleetAttach, AnOwnerWhoseAnswersDoNotFitIsRefusedByNameAndNoneOfItsBytesReachTheClient) {

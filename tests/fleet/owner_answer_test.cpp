@@ -21,7 +21,7 @@ TEST(OwnerAnswer, AResultIsWrittenAgainUnderTheClientsIdWithOnlyItsCheckedFields
       R"({"format":"metaharness.socket/1","reply":"result","id":"theirs","command_id":"d1",)"
       R"("outcome":{"result":"refused","refused":{"code":"TOO_LATE","reason":"the deadline passed"}},"recorded":true,)"
       R"("extra":"x"})";
-  auto read = read_owner_answer(answer, "h1", std::string("mine"), false);
+  auto read = read_owner_answer(answer, "h1", std::nullopt, std::string("mine"), false);
   ASSERT_TRUE(read) << read.error();
   EXPECT_EQ(read->kind, OwnerAnswer::Kind::result);
   EXPECT_TRUE(read->recorded);
@@ -36,7 +36,7 @@ TEST(OwnerAnswer, AResultIsWrittenAgainUnderTheClientsIdWithOnlyItsCheckedFields
 TEST(OwnerAnswer, ARefusalKeepsItsCodeAndReason) {
   auto read = read_owner_answer(
       R"({"format":"metaharness.socket/1","reply":"refused","id":null,"code":"FORBIDDEN","reason":"not yours"})", "h1",
-      std::string("a1"), true);
+      std::string("a1"), std::nullopt, true);
   ASSERT_TRUE(read) << read.error();
   EXPECT_EQ(read->kind, OwnerAnswer::Kind::refused);
   auto line = object_of(read->line);
@@ -47,7 +47,7 @@ TEST(OwnerAnswer, ARefusalKeepsItsCodeAndReason) {
 
 TEST(OwnerAnswer, APendingListIsReadOnlyWhenOneWasAskedFor) {
   const std::string answer = R"({"pending":[{"call_id":"toolu_1","requested_seq":7,"remaining_ms":4000,"new":1}]})";
-  auto read = read_owner_answer(answer, "h1", std::string("a1"), true);
+  auto read = read_owner_answer(answer, "h1", std::string("a1"), std::string("a1"), true);
   ASSERT_TRUE(read) << read.error();
   ASSERT_EQ(read->kind, OwnerAnswer::Kind::pending);
   ASSERT_EQ(read->pending.size(), 1u);
@@ -55,7 +55,7 @@ TEST(OwnerAnswer, APendingListIsReadOnlyWhenOneWasAskedFor) {
   EXPECT_EQ(read->pending[0].requested_seq, 7u);
   EXPECT_EQ(read->pending[0].remaining_ms, 4000u);
   // The answer to a command line is never a pending list.
-  auto unasked = read_owner_answer(answer, "h1", std::nullopt, false);
+  auto unasked = read_owner_answer(answer, "h1", std::nullopt, std::nullopt, false);
   ASSERT_FALSE(unasked);
   EXPECT_NE(unasked.error().find("host h1 answered a line that is neither a result nor a refusal"), std::string::npos)
       << unasked.error();
@@ -89,7 +89,7 @@ TEST(OwnerAnswer, WhatDoesNotFitIsRefusedNamingWhat) {
        "outcome does not read"},
   };
   for (const auto& [answer, named] : cases) {
-    auto read = read_owner_answer(answer, "h1", std::string("a1"), true);
+    auto read = read_owner_answer(answer, "h1", std::string("a1"), std::string("a1"), true);
     ASSERT_FALSE(read) << answer;
     EXPECT_EQ(read.error().rfind("host h1 answered ", 0), 0u) << read.error();
     EXPECT_NE(read.error().find(named), std::string::npos) << answer.substr(0, 200) << " -> " << read.error();
