@@ -272,12 +272,16 @@ std::optional<std::string> unrecordable(const RunEntry& e, const protocol::Comma
   return "the run's record cannot take command " + cmd.id + ": " + *full;
 }
 
+// The bound on a relayed line's "too_long": the requesting host's sentence about it.
+constexpr std::size_t kMaxTooLongBytes = 1024;
+
 // What an attach on another host relays (`kind` "line" or "pending"), for a run here whose
 // controller `peer` may be: a line the client sent while attached, handled as an attached
 // connection's line is (a command, or an unreadable line answered MALFORMED in the stream), and
 // answered with its `result` line; or the decisions still pending, answered {"pending": [...]}.
 asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind, const json::object& o,
-                                     protocol::PeerIdentity peer, fleet::Responder responder) {
+                                     protocol::PeerIdentity peer, std::size_t max_line_bytes,
+                                     fleet::Responder responder) {
   std::shared_ptr<Run> run = e.run;  // null once the run has closed
   if (kind == "pending") {
     json::object answer;
@@ -289,8 +293,22 @@ asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind,
   auto respond = [answer](const protocol::ev::CommandResult& r, bool recorded) {
     answer->respond(result_line(std::nullopt, r, recorded));
   };
+  // The requesting host's words for a line over its bound, and the line: a peer's bytes, bounded
+  // here as this host's own connection would bound them (docs/fleet.md, Attach across hosts).
   std::optional<std::string> too_long = protocol::string_at(o, "too_long");
-  auto cmd = protocol::read_command_line(protocol::string_at(o, "line").value_or(""));
+  if (too_long && too_long->size() > kMaxTooLongBytes) {
+    answer->respond(refusal_line("MALFORMED",
+                                 "a relayed \"too_long\" is over " + std::to_string(kMaxTooLongBytes) +
+                                     " bytes; it is the framer's sentence about a line, not the line",
+                                 std::nullopt));
+    co_return;
+  }
+  const std::string line = protocol::string_at(o, "line").value_or("");
+  if (!too_long && line.size() > max_line_bytes)
+    too_long = "a line relayed from " + peer.via.value_or("a peer host") + " is over this host's " +
+               std::to_string(max_line_bytes) + "-byte bound (" + std::to_string(line.size()) + " bytes; it began \"" +
+               protocol::excerpt(line, 60) + "\"); it is refused unread";
+  auto cmd = protocol::read_command_line(too_long ? std::string_view() : std::string_view(line));
   if (too_long || !cmd) {
     protocol::LineRefusal refusal =
         too_long ? protocol::LineRefusal{protocol::LineRefusalKind::TooLong, *too_long, std::nullopt} : cmd.error();
@@ -345,7 +363,7 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
     co_return refuse("FORBIDDEN", "run " + run_id + " belongs to uid " + std::to_string(e->owner_uid) +
                                       "; a peer host may command only its own uid's runs");
   if (attached) {
-    co_await serve_attached(*e, kind, *o, peer, std::move(responder));
+    co_await serve_attached(*e, kind, *o, peer, server->config.max_line_bytes, std::move(responder));
     co_return;
   }
   protocol::Command cmd;

@@ -6,7 +6,8 @@
 // answered by exactly one command.result, a second controller's late answer TOO_LATE; a peer of a
 // uid the owner does not let control the run is refused; a remote controller that stays silent
 // is denied by the owner's own deadline; a command the owner's full disk could not record is
-// refused DISK_FULL there, as on its own socket; and an owner host whose answers do not fit is refused by
+// refused DISK_FULL there, as on its own socket; a relayed line is bounded by the owner's own
+// line bound; and an owner host whose answers do not fit is refused by
 // name, nothing of its bytes reaching the client.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -376,6 +377,66 @@ TEST_F(FleetAttach, ACommandTheOwnersFullDiskCouldNotRecordIsRefusedDiskFullAndT
   EXPECT_EQ(results_of(a, "d1"), 0);
   EXPECT_EQ(results_of(a, "d2"), 0);
   h1_.reset();  // before its disk is unmounted
+}
+
+TEST_F(FleetAttach, AnAttachedLineFromAPeerHostIsBoundedByTheOwnersOwnLineBound) {
+  // h1 again, its lines bounded at 4 KiB. What reaches mh.cmd.h1 straight from NATS (a peer host,
+  // or anyone holding the fleet's credentials) for root's run, as root: a line over h1's bound is
+  // refused unread as h1's own connection would refuse it (in the stream, MALFORMED), so the deny
+  // it carries decides nothing; a "too_long" sentence over 1 KiB is refused and recorded nowhere.
+  h1_.reset();
+  const auto home = dir_->path() / (prefix() + "-h1-small");
+  std::filesystem::create_directories(home);
+  h1_ = std::make_unique<DaemonUnderTest>(home, config(1, access() + "[server]\nmax_line_bytes = 4096\n"));
+  ASSERT_TRUE(h1_->wait_notify("READY=1", 90s)) << h1_->stderr_text();
+  const std::string run = run_waiting_on_h1();
+  ASSERT_FALSE(run.empty());
+  fleet::FleetConfig c;
+  c.nats_urls = {cluster_->url(2)};
+  c.host_id = "evil";
+  c.replicas = 3;
+  c.prefix = prefix();
+  auto made = fleet::FleetLink::connect(c);
+  ASSERT_TRUE(made) << made.error().text;
+  auto& link = **made;
+  const std::string subject = link.names().command_subject("h1");
+  auto json_string = [](const std::string& text) {
+    return protocol::canonical_json(boost::json::value(boost::json::string(text)));
+  };
+  const std::string deny =
+      tool_decide("big", "toolu_marker", R"({"decision":"deny","reason":")" + std::string(8000, 'r') + R"("})");
+  auto line_answer = fleet::relay_request(link, subject,
+                                          R"({"kind":"line","run_id":")" + run + R"(","line":)" + json_string(deny) +
+                                              R"(,"uid":0,"pid":1,"from_host":"evil"})",
+                                          30s);
+  ASSERT_TRUE(line_answer) << line_answer.error().text;
+  auto answered = to_event_line(*line_answer);
+  EXPECT_EQ(answered.str("reply"), "result") << *line_answer;
+  EXPECT_EQ(outcome_code_of(answered), "MALFORMED") << *line_answer;
+  EXPECT_NE(
+      answered.object.at("outcome").at("refused").at("reason").as_string().find("is over this host's 4096-byte bound"),
+      std::string::npos)
+      << *line_answer;
+  auto sentence_answer = fleet::relay_request(link, subject,
+                                              R"({"kind":"line","run_id":")" + run + R"(","too_long":")" +
+                                                  std::string(2000, 's') + R"(","uid":0,"pid":1,"from_host":"evil"})",
+                                              30s);
+  ASSERT_TRUE(sentence_answer) << sentence_answer.error().text;
+  auto refused = to_event_line(*sentence_answer);
+  EXPECT_EQ(refused.str("reply"), "refused") << *sentence_answer;
+  EXPECT_EQ(refused.str("code"), "MALFORMED") << *sentence_answer;
+  EXPECT_NE(refused.str("reason").find("\"too_long\" is over 1024 bytes"), std::string::npos) << *sentence_answer;
+  // The call still waits: nothing was decided, and the long sentence is nowhere in the stream.
+  const std::string events = read_file(h1_->run_dir(run) / "events.jsonl");
+  EXPECT_EQ(events.find("\"tool.decided\""), std::string::npos);
+  EXPECT_EQ(events.find(std::string(100, 's')), std::string::npos);
+  SocketClient a(h0_->socket());
+  auto attached = attach(a, run);
+  ASSERT_TRUE(attached && attached->str("reply") == "attached") << (attached ? attached->raw : "no reply");
+  auto pending = a.wait_reply("pending", 60s);
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(pending->str("call_id"), "toolu_marker");
+  halt_and_end(a, run);
 }
 
 TEST_F(FleetAttach, AnOwnerWhoseAnswersDoNotFitIsRefusedByNameAndNoneOfItsBytesReachTheClient) {
