@@ -453,9 +453,19 @@ TEST_F(FleetAttach, AnOwnerWhoseAnswersDoNotFitIsRefusedByNameAndNoneOfItsBytesR
   const std::string run = "20261206T000000Z-forged-" + prefix();
   auto claimed = fleet::claim_placement(link, run, "evil", /*launched=*/true);
   ASSERT_TRUE(claimed && *claimed == fleet::Claim::won);
-  boost::asio::io_context io;
-  auto guard = boost::asio::make_work_guard(io);
-  std::thread runner([&] { io.run(); });
+  // The forged owner's requests run here, until the end of the test however it ends (an early
+  // ASSERT included: a thread still joinable at its destruction would end the whole process).
+  struct Executor {
+    boost::asio::io_context io;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{io.get_executor()};
+    std::thread runner{[this] { io.run(); }};
+    ~Executor() {
+      guard.reset();
+      io.stop();
+      runner.join();
+    }
+  } executor;
+  auto& io = executor.io;
   const std::string forged_event =
       R"({"format":"metaharness.event/1","seq":1,"event":"tool.decided","call_id":"toolu_marker"})";
   std::atomic<int> asked{0};
@@ -494,10 +504,7 @@ TEST_F(FleetAttach, AnOwnerWhoseAnswersDoNotFitIsRefusedByNameAndNoneOfItsBytesR
       << refused->raw;
   for (const auto& l : a.lines())
     EXPECT_TRUE(l.event().empty()) << "the forged owner's event line reached the client: " << l.raw;
-  served->reset();
-  guard.reset();
-  io.stop();
-  runner.join();
+  served->reset();  // stops serving before the executor goes
 }
 
 }  // namespace
