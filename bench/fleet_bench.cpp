@@ -7,7 +7,8 @@
 //   placement throughput   N specs queued at once, three hosts pulling: runs placed per second
 // Then the same through three real daemons (fleet_daemon_bench.hpp).
 // A plain program: mh_fleet_bench [--runs N] [--lines N] [--decisions N] [--library-only]
-// [--publish-only] [--publish-runs N] [--publish-lines N] (publishing: fleet_daemon_bench.hpp).
+// [--publish-only] [--publish-runs N] [--publish-lines N] [--publish-batch N] (publishing:
+// fleet_daemon_bench.hpp).
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -93,7 +94,7 @@ void place_all(std::vector<std::unique_ptr<FleetLink>>& hosts, int total, int ba
 int main(int argc, char** argv) {
   int runs = 300, lines = 2000, decisions = 1000;
   bool library_only = false, publish_only = false;
-  int publish_runs = 50, publish_lines = 1000;
+  int publish_runs = 50, publish_lines = 1000, publish_batch = 64;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--library-only")) library_only = true;
     if (!std::strcmp(argv[i], "--publish-only")) publish_only = true;
@@ -103,6 +104,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--decisions")) decisions = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--publish-runs")) publish_runs = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--publish-lines")) publish_lines = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--publish-batch")) publish_batch = std::atoi(argv[i + 1]);
   }
   auto dir = std::filesystem::temp_directory_path() / ("mh-fleet-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -122,6 +124,7 @@ int main(int argc, char** argv) {
     o.work_dir = dir / "daemons";
     o.publish_runs = publish_runs;
     o.publish_lines = publish_lines;
+    o.publish_batch = publish_batch;
     if (publish_only) {
       status = mh::bench::bench_fleet_publish(cluster, o);
       std::error_code ec;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "daemon/fleet/event_publisher.hpp"
 #include "daemon/fleet/fleet_link.hpp"
 #include "daemon/fleet/fleet_reader.hpp"
 #include "testkit/daemon_process.hpp"
@@ -37,14 +38,16 @@ void write_script(const fs::path& path, const json::array& steps) {
 }
 
 std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, int i,
-                          const std::string& prefix = "bd", bool serial = false) {
+                          const std::string& prefix = "bd", bool serial = false, int batch = 0) {
   return "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" +
          o.work_dir.string() + "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
          // root (the bench) submits --fleet as a control peer: a peer host may not act for an
          // admin's uid (docs/fleet.md, Trust).
          "[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0]\n" + "[fleet]\nnats_urls = [\"" +
          cluster.url(i) + "\"]\nhost_id = \"h" + std::to_string(i) + "\"\nreplicas = 3\nprefix = \"" + prefix +
-         "\"\nrequest_timeout_ms = 10000\ninsecure_no_credentials = true\n" + (serial ? "serial_publish = true\n" : "");
+         "\"\nrequest_timeout_ms = 10000\ninsecure_no_credentials = true\n" +
+         (serial ? "serial_publish = true\n" : "") +
+         (batch > 0 ? "publish_batch_lines = " + std::to_string(batch) + "\n" : "");
 }
 
 std::optional<std::uint64_t> seq_of(const std::string& line) {
@@ -115,14 +118,16 @@ double loadavg1() {
 struct PublishFigure {
   std::uint64_t lines = 0;
   double fleet_s = 0, local_s = 0, load_before = 0, load_after = 0;
-  int incomplete = 0;  // runs whose stream in JetStream was not 1..n in order, once each
+  std::uint64_t messages = 0;  // what the events stream holds after the phase (lines in batches)
+  int incomplete = 0;          // runs whose stream in JetStream was not 1..n in order, once each
   bool failed = false;
 };
 
-// One publishing phase: a fresh h0 (its own home and prefix), `publish_runs` chatty runs.
-PublishFigure publish_phase(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, bool serial) {
+// One publishing phase: a fresh h0 (its own home and prefix), `publish_runs` chatty runs;
+// `batch`: its fleet.publish_batch_lines.
+PublishFigure publish_phase(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, bool serial, int batch) {
   PublishFigure f;
-  const std::string prefix = serial ? "ps" : "pp";
+  const std::string prefix = serial ? "ps" : "pp" + std::to_string(batch);
   const fs::path home = o.work_dir / ("publish-" + prefix), chatty = home / "chatty.json";
   fs::create_directories(home);
   {
@@ -132,7 +137,8 @@ PublishFigure publish_phase(const mh::test::NatsCluster& cluster, const FleetDae
           {"type", "text"}, {"text", "a line of about a hundred bytes, as a model's text " + std::to_string(i)}});
     write_script(chatty, steps);
   }
-  testkit::DaemonProcess daemon(home, o.metaharness, home / "state", daemon_config(cluster, o, 0, prefix, serial));
+  testkit::DaemonProcess daemon(home, o.metaharness, home / "state",
+                                daemon_config(cluster, o, 0, prefix, serial, batch));
   if (auto e = daemon.start_until_ready(); !e.empty()) {
     std::fprintf(stderr, "fleet_bench (publish): h0: %s\n", e.c_str());
     f.failed = true;
@@ -168,9 +174,20 @@ PublishFigure publish_phase(const mh::test::NatsCluster& cluster, const FleetDae
     }
     runs.push_back(*run);
   }
-  // Until every run is closed here (its last seq then final), then until the fleet holds them all.
+  // Until every run is closed here (its last seq then final), then until the fleet holds them
+  // all: each run's last line in the fleet is its last seq (runs looked at in turn, one request
+  // a poll while the first unfinished one lags).
   std::map<std::string, std::uint64_t> last;
   std::optional<Clock::time_point> local_done;
+  std::size_t in_fleet = 0;  // runs [0, in_fleet) complete in the fleet
+  auto fleet_has_all = [&] {
+    while (in_fleet < runs.size()) {
+      auto tail = fleet::fleet_stream_tail(**link, runs[in_fleet]);
+      if (!tail || tail->last_seq < last[runs[in_fleet]]) return false;
+      ++in_fleet;
+    }
+    return true;
+  };
   for (auto deadline = Clock::now() + 600s; Clock::now() < deadline;) {
     if (!local_done) {
       for (const auto& run : runs) {
@@ -186,26 +203,31 @@ PublishFigure publish_phase(const mh::test::NatsCluster& cluster, const FleetDae
           f.lines += n;
       }
     }
-    if (local_done && stored() >= f.lines) break;
+    if (local_done && fleet_has_all()) break;
     std::this_thread::sleep_for(20ms);  // a poll's period, not a synchronisation
   }
   const auto t_end = Clock::now();
   f.load_after = loadavg1();
   f.fleet_s = std::chrono::duration<double>(t_end - t0).count();
   f.local_s = local_done ? std::chrono::duration<double>(*local_done - t0).count() : 0;
-  if (!local_done || stored() != f.lines) {
-    std::fprintf(stderr, "fleet_bench (publish): the fleet holds %llu lines of %llu\n",
-                 static_cast<unsigned long long>(stored()), static_cast<unsigned long long>(f.lines));
+  f.messages = stored();
+  if (!local_done || in_fleet != runs.size()) {
+    std::fprintf(stderr, "fleet_bench (publish): %zu runs of %zu complete in the fleet\n", in_fleet, runs.size());
     f.failed = true;
   }
-  // Every run's stream read back from JetStream: 1..n in order (a duplicate or a gap shows as a
-  // wrong seq; the count above already says no line is stored twice).
+  // Every run's stream read back from JetStream, split into lines as every reader does: 1..n in
+  // order (a duplicate or a gap shows as a wrong seq) and nothing after n (no duplicate of the
+  // last lines).
   for (const auto& [run, n] : last) {
     auto reader = fleet::FleetStreamReader::open(**link, run, 1);
     bool ok = static_cast<bool>(reader);
     for (std::uint64_t seq = 1; ok && seq <= n; ++seq) {
       auto next = reader->next(10s);
       ok = next && *next && (*next)->seq == seq;
+    }
+    if (ok) {
+      auto extra = reader->next(200ms);
+      ok = extra && !*extra;
     }
     if (!ok) ++f.incomplete;
   }
@@ -315,15 +337,21 @@ int bench_fleet_publish(const mh::test::NatsCluster& cluster, const FleetDaemonO
               "floor", o.publish_runs * o.publish_lines, floor);
   std::printf("%-10s %7d lines sent by one link, one per run in flight, each fenced by the last ack: %8.0f lines/s\n",
               "fenced", o.publish_runs * o.publish_lines, fenced);
-  for (bool serial : {true, false}) {
-    PublishFigure f = publish_phase(cluster, o, serial);
+  struct Phase {
+    const char* name;
+    bool serial;
+    int batch;
+  };
+  const Phase phases[] = {{"serial", true, 1}, {"pipelined", false, 1}, {"batched", false, o.publish_batch}};
+  for (const Phase& p : phases) {
+    PublishFigure f = publish_phase(cluster, o, p.serial, p.batch);
     if (f.failed) status = std::max(status, 2);
     if (f.incomplete > 0) status = std::max(status, 1);
     std::printf(
-        "%-10s %7llu lines: fleet complete after %6.2f s = %8.0f lines/s per host; local writing %6.2f s = %8.0f "
-        "lines/s; streams complete, in order, no duplicate: %s; load %.1f -> %.1f\n",
-        serial ? "serial" : "pipelined", static_cast<unsigned long long>(f.lines), f.fleet_s,
-        f.fleet_s > 0 ? f.lines / f.fleet_s : 0.0, f.local_s, f.local_s > 0 ? f.lines / f.local_s : 0.0,
+        "%-10s %7llu lines (batch %d, %llu messages): fleet complete after %6.2f s = %8.0f lines/s per host; local "
+        "writing %6.2f s = %8.0f lines/s; streams complete, in order, no duplicate: %s; load %.1f -> %.1f\n",
+        p.name, static_cast<unsigned long long>(f.lines), p.batch, static_cast<unsigned long long>(f.messages),
+        f.fleet_s, f.fleet_s > 0 ? f.lines / f.fleet_s : 0.0, f.local_s, f.local_s > 0 ? f.lines / f.local_s : 0.0,
         f.incomplete == 0 && !f.failed ? "yes" : "NO", f.load_before, f.load_after);
   }
   return status;

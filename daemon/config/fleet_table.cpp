@@ -45,6 +45,10 @@ void read_fleet_keys(TableReader& r, fleet::FleetConfig& f) {
   });
   r.read<bool>("insecure_no_credentials", f.insecure_no_credentials);
   r.read<bool>("serial_publish", f.serial_publish);
+  std::int64_t batch = f.publish_batch_lines;
+  r.read<std::int64_t>("publish_batch_lines", batch,
+                       [](const std::int64_t& v) { return v >= 1 && v <= 1000 ? "" : "must be between 1 and 1000"; });
+  f.publish_batch_lines = static_cast<int>(batch);
   std::int64_t replicas = f.replicas;
   r.read<std::int64_t>("replicas", replicas,
                        [](const std::int64_t& v) { return v >= 1 && v <= 5 ? "" : "must be between 1 and 5"; });

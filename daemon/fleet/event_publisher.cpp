@@ -8,7 +8,9 @@ namespace {
 
 // The seq and event name of a line from the fleet. Lines come from peers: read as values only,
 // never trusted to be well formed.
-void read_line_facts(std::string_view line, FleetStreamTail& tail) {
+void read_line_facts(std::string_view message, FleetStreamTail& tail) {
+  // A message of several lines (a batch) ends with the last of them.
+  std::string_view line = message.substr(message.rfind('\n') + 1);
   tail.last_line = std::string(line);
   auto value = protocol::parse_json(line);
   if (!value || !value->is_object()) return;
@@ -73,20 +75,32 @@ NatsResult<RunPublisher::Outcome> RunPublisher::publish(std::uint64_t seq, std::
     got.sequence = ack->Sequence;
     got.duplicate = ack->Duplicate;
   }
-  return settle(seq, line, got);
+  return settle(seq, seq, line, got);
 }
 
-NatsResult<std::optional<RunPublisher::Outcome>> RunPublisher::send(std::uint64_t seq, std::string_view line,
-                                                                    PublishPipe::Done done) {
-  if (seq <= tail_.last_seq) return std::optional<Outcome>(Outcome::duplicate);
-  auto sent = link_->pipe().send(subject_, run_id_ + ":" + std::to_string(seq), line, expectations(), std::move(done));
+namespace {
+
+std::string message_id(const std::string& run_id, std::uint64_t first, std::uint64_t last) {
+  std::string id = run_id + ":" + std::to_string(first);
+  if (last != first) id += "-" + std::to_string(last);
+  return id;
+}
+
+}  // namespace
+
+NatsResult<std::optional<RunPublisher::Outcome>> RunPublisher::send(std::uint64_t first, std::uint64_t last,
+                                                                    std::string_view lines, PublishPipe::Done done) {
+  if (last <= tail_.last_seq) return std::optional<Outcome>(Outcome::duplicate);
+  auto sent = link_->pipe().send(subject_, message_id(run_id_, first, last), lines, expectations(), std::move(done));
   if (!sent) return sent.error();
   return std::optional<Outcome>();
 }
 
-NatsResult<RunPublisher::Outcome> RunPublisher::settle(std::uint64_t seq, std::string_view line,
+NatsResult<RunPublisher::Outcome> RunPublisher::settle(std::uint64_t first, std::uint64_t last, std::string_view lines,
                                                        const PublishAck& ack) {
-  const std::string msg_id = run_id_ + ":" + std::to_string(seq);
+  const std::string msg_id = message_id(run_id_, first, last);
+  const std::uint64_t seq = last;
+  const std::string_view line = lines.substr(lines.rfind('\n') + 1);
   if (ack.status == NATS_OK) {
     if (ack.duplicate) {
       // Stored before (an earlier attempt whose ack was lost): the fleet holds this line, and

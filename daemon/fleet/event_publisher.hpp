@@ -2,7 +2,10 @@
 // events stream after they are on local disk, each with the message id <run>:<seq> (the
 // server's dedup window drops a retry) and the expected last sequence of the subject (so a line
 // can never land after someone else's line — a survivor's close of a lost host's run, or a
-// second publisher of the same run). The body is the line byte for byte, without its newline.
+// second publisher of the same run). The body is the line byte for byte, without its newline;
+// or several consecutive lines of the run, '\n' between them (fleet.publish_batch_lines: what a
+// chatty run wrote while its previous message was in flight), which every reader splits
+// (fleet_reader.hpp, fleet_stream_tail).
 //
 // Threading: blocking calls (bounded by the link's request_timeout), on the fleet thread.
 #pragma once
@@ -46,15 +49,20 @@ class RunPublisher {
   // A failure (a timeout, no route) is an error: retrying the same call is safe.
   NatsResult<Outcome> publish(std::uint64_t seq, std::string_view line);
 
-  // The same publish without waiting (publish_pipe.hpp): `done` gets what came back, to be handed
-  // to settle() on the publisher's own executor; the next line is sent only after that (the
-  // expected last subject sequence of line seq+1 is line seq's ack). An error: nothing was sent
-  // (done is never called); retrying is safe. Outcome::duplicate at once (nullopt otherwise)
-  // when the fleet already holds `seq`.
-  NatsResult<std::optional<Outcome>> send(std::uint64_t seq, std::string_view line, PublishPipe::Done done);
-  // What line `seq`'s ack (or failure) means, as publish() would have answered; the tail follows.
-  // Blocking (a read of the subject's tail) only after a wrong-last-sequence refusal.
-  NatsResult<Outcome> settle(std::uint64_t seq, std::string_view line, const PublishAck& ack);
+  // Lines first..last of the run without waiting (publish_pipe.hpp), in ONE message: `lines` is
+  // them as they are in events.jsonl, '\n' between them, none after the last (a message of one
+  // line is that line, as publish() sends it). Its message id is <run>:<first> for one line and
+  // <run>:<first>-<last> for several, the same on every retry of the same lines, so the dedup
+  // window drops a retry. `done` gets what came back, to be handed to settle() on the
+  // publisher's own executor; the next message is sent only after that (its expected last
+  // subject sequence is this message's ack). An error: nothing was sent (done is never called);
+  // retrying is safe. Outcome::duplicate at once (nullopt otherwise) when the fleet already
+  // holds `last`.
+  NatsResult<std::optional<Outcome>> send(std::uint64_t first, std::uint64_t last, std::string_view lines,
+                                          PublishPipe::Done done);
+  // What the ack (or failure) of lines first..last means, as publish() would have answered; the
+  // tail follows. Blocking (a read of the subject's tail) only after a wrong-last-sequence refusal.
+  NatsResult<Outcome> settle(std::uint64_t first, std::uint64_t last, std::string_view lines, const PublishAck& ack);
 
   const FleetStreamTail& tail() const { return tail_; }
   const std::string& run_id() const { return run_id_; }

@@ -32,6 +32,11 @@ struct FleetConfig {
   // JetStream round trip) at a time. Kept to measure against (bench/fleet_daemon_bench.cpp);
   // false (the default): every run publishes asynchronously, all at once (publish_pipe.hpp).
   bool serial_publish = false;
+  // At most this many of a run's lines in one fleet message (issue 26 section 5): a run has one
+  // message in flight (its fence is the previous message's ack), and the lines written meanwhile
+  // go together in the next, so a chatty run is not held to one line per round trip. 1: one line
+  // per message, as before (a fleet with hosts older than this reader of batches needs it).
+  int publish_batch_lines = 64;
   // How long a fleet submit's request id is claimed (the requests bucket's max age): not a
   // [fleet] key but the daemon's runs.request_id_retention_s, set by FleetHost::start. The host
   // that makes the bucket sets it; a host that finds the bucket uses it as it is.

@@ -75,16 +75,17 @@ asio::awaitable<void> say_closed_elsewhere(std::shared_ptr<Server> server, std::
   if (entry && entry->run) entry->run->host_warning("HOST_LOST_RETURNED", message);
 }
 
-// Line `seq` of the run published: blocking (fleet.serial_publish) or sent and its ack awaited
-// without holding the thread (publish_pipe.hpp); either way the same outcome.
-asio::awaitable<fleet::NatsResult<fleet::RunPublisher::Outcome>> publish_line(fleet::RunPublisher& publisher,
-                                                                              std::uint64_t seq,
-                                                                              std::string_view line) {
-  if (publisher.link().config().serial_publish) co_return publisher.publish(seq, line);
+// Lines first..last of the run published (`lines`: them as in events.jsonl, without the last
+// newline): blocking (fleet.serial_publish, always one line) or sent as one message and its ack
+// awaited without holding the thread (publish_pipe.hpp); either way the same outcome.
+asio::awaitable<fleet::NatsResult<fleet::RunPublisher::Outcome>> publish_lines(fleet::RunPublisher& publisher,
+                                                                               std::uint64_t first, std::uint64_t last,
+                                                                               std::string_view lines) {
+  if (publisher.link().config().serial_publish) co_return publisher.publish(first, lines);
   std::optional<fleet::NatsError> refused;
   std::optional<fleet::RunPublisher::Outcome> at_once;
   fleet::PublishAck ack = co_await await_callback<fleet::PublishAck>([&](auto done) {
-    auto sent = publisher.send(seq, line, [done](fleet::PublishAck a) mutable { done(std::move(a)); });
+    auto sent = publisher.send(first, last, lines, [done](fleet::PublishAck a) mutable { done(std::move(a)); });
     if (!sent || *sent) {  // nothing in flight: resumed at once
       if (!sent)
         refused = sent.error();
@@ -95,7 +96,32 @@ asio::awaitable<fleet::NatsResult<fleet::RunPublisher::Outcome>> publish_line(fl
   });
   if (refused) co_return *refused;
   if (at_once) co_return *at_once;
-  co_return publisher.settle(seq, line, ack);
+  co_return publisher.settle(first, last, lines, ack);
+}
+
+// How many bytes of lines go in one message at most: a quarter of NATS' default max_payload
+// (1 MiB), and never above the server's own less its headers' room. A line longer than this goes
+// alone, as every line did before batches.
+constexpr std::size_t kBatchBytes = 256 * 1024;
+std::size_t batch_bytes(const fleet::FleetLink& link) {
+  const std::int64_t room = link.max_payload() - 4096;
+  return room > 0 ? std::min(kBatchBytes, static_cast<std::size_t>(room)) : 0;
+}
+
+// The next message of a run: the first line of `bytes` and those after it, up to `max_lines`
+// lines and `max_bytes` (at least one line). Returns how many lines; `message` is them without
+// the last newline.
+std::uint64_t next_message(std::string_view bytes, int max_lines, std::size_t max_bytes, std::string_view& message) {
+  std::size_t end = bytes.find('\n');
+  std::uint64_t count = 1;
+  while (count < static_cast<std::uint64_t>(max_lines) && end + 1 < bytes.size()) {
+    std::size_t next = bytes.find('\n', end + 1);
+    if (next == std::string_view::npos || next > max_bytes) break;
+    end = next;
+    ++count;
+  }
+  message = bytes.substr(0, end);
+  return count;
 }
 
 }  // namespace
@@ -501,12 +527,15 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       co_return;
     }
     std::string_view bytes = batch->bytes;
-    for (std::uint64_t seq = batch->first_seq; !bytes.empty(); ++seq) {
-      auto end = bytes.find('\n');
-      std::string_view line = bytes.substr(0, end);
-      bytes.remove_prefix(end + 1);
+    // Serial: one line per publish, as before issue 26.
+    const int max_lines = link.config().serial_publish ? 1 : link.config().publish_batch_lines;
+    const std::size_t max_bytes = batch_bytes(link);
+    for (std::uint64_t seq = batch->first_seq; !bytes.empty();) {
+      std::string_view message;
+      const std::uint64_t count = next_message(bytes, max_lines, max_bytes, message);
+      const std::uint64_t last = seq + count - 1;
       for (;;) {
-        auto sent = co_await publish_line(*publisher, seq, line);
+        auto sent = co_await publish_lines(*publisher, seq, last, message);
         if (sent && *sent == fleet::RunPublisher::Outcome::superseded) {
           auto record = fleet::read_run_record(link, id);
           std::string closer = record && *record ? (*record)->closed_by : "";
@@ -518,6 +547,8 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
         if (self->stopped_) co_return;
         co_await pause(kRetryPause);
       }
+      bytes.remove_prefix(std::min(bytes.size(), message.size() + 1));
+      seq = last + 1;
     }
     if (batch->reached_end) {
       // The owner closed its own run: the record says so (a survivor's close is a compare-and-set

@@ -8,8 +8,9 @@
 // thread), never on the daemon's io threads; what they learn about the daemon's runs they ask
 // the registry strand for (Server::on_registry). Each run's publisher is a coroutine with a
 // StreamReader on the run's events.jsonl (the file is the buffer, as for a `tail --follow`
-// reader), on a strand of its own on the fleet's io_context, awaiting each line's ack without
-// holding a thread (publish_pipe.hpp); with fleet.serial_publish they all share strand_ and each
+// reader), on a strand of its own on the fleet's io_context, awaiting each message's ack (one line,
+// or the lines written meanwhile: fleet.publish_batch_lines) without holding a thread
+// (publish_pipe.hpp); with fleet.serial_publish they all share strand_ and each
 // publish blocks it (the publisher before issue 26). A socket request's fleet call (on_fleet)
 // runs on the fleet's io_context too, never behind a publish's round trip.
 // The lease's renewal and the host-loss sweep have a thread each (lease_io_): a publish waiting

@@ -1,6 +1,8 @@
 #include "daemon/fleet/fleet_reader.hpp"
 
 #include <boost/asio/post.hpp>
+#include <string_view>
+#include <vector>
 
 #include "protocol/json.hpp"
 
@@ -10,12 +12,26 @@ namespace {
 
 // A peer's line: its facts read as values; one that does not parse is passed on as it is (the
 // owner's bytes), with no seq to skip it by.
-FleetLine line_of(natsMsg* msg) {
+FleetLine line_of(std::string_view bytes) {
   FleetLine out;
-  out.line.assign(natsMsg_GetData(msg), static_cast<std::size_t>(natsMsg_GetDataLength(msg)));
+  out.line.assign(bytes);
   if (auto v = protocol::parse_json(out.line); v && v->is_object()) {
     out.seq = protocol::u64_at(v->as_object(), "seq").value_or(0);
     out.closed = protocol::string_at(v->as_object(), "event").value_or("") == "stream.closed";
+  }
+  return out;
+}
+
+// A message's lines, in order: one line, or several with '\n' between them
+// (fleet.publish_batch_lines, event_publisher.hpp).
+std::vector<FleetLine> lines_of(natsMsg* msg) {
+  std::string_view rest(natsMsg_GetData(msg), static_cast<std::size_t>(natsMsg_GetDataLength(msg)));
+  std::vector<FleetLine> out;
+  for (;;) {
+    std::size_t end = rest.find('\n');
+    out.push_back(line_of(rest.substr(0, end)));
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
   }
   return out;
 }
@@ -46,10 +62,11 @@ namespace {
 void on_follow(natsConnection*, natsSubscription*, natsMsg* raw, void* closure) {
   MsgHandle msg(raw);
   auto* state = static_cast<FleetStreamFollower::State*>(closure);
-  FleetLine line = line_of(msg.get());
-  if (line.seq != 0 && line.seq < state->from) return;
-  boost::asio::post(state->executor,
-                    [on_line = state->on_line, line = std::move(line)]() mutable { on_line(std::move(line)); });
+  for (FleetLine& line : lines_of(msg.get())) {
+    if (line.seq != 0 && line.seq < state->from) continue;
+    boost::asio::post(state->executor,
+                      [on_line = state->on_line, line = std::move(line)]() mutable { on_line(std::move(line)); });
+  }
 }
 
 void on_follow_complete(void* closure) {
@@ -97,15 +114,20 @@ NatsResult<FleetStreamReader> FleetStreamReader::open(FleetLink& link, const std
 NatsResult<std::optional<FleetLine>> FleetStreamReader::next(std::chrono::milliseconds wait) {
   auto deadline = std::chrono::steady_clock::now() + wait;
   for (;;) {
+    while (!pending_.empty()) {
+      FleetLine out = std::move(pending_.front());
+      pending_.pop_front();
+      if (out.seq != 0 && out.seq < from_) continue;
+      return std::optional<FleetLine>(std::move(out));
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     natsMsg* raw = nullptr;
     natsStatus s = natsSubscription_NextMsg(&raw, sub_.get(), std::max<std::int64_t>(left.count(), 1));
     MsgHandle msg(raw);
     if (s == NATS_TIMEOUT) return std::optional<FleetLine>();
     if (s != NATS_OK) return nats_error("reading the fleet stream", s);
-    FleetLine out = line_of(msg.get());
-    if (out.seq != 0 && out.seq < from_) continue;
-    return std::optional<FleetLine>(std::move(out));
+    for (FleetLine& line : lines_of(msg.get()))
+      pending_.push_back(std::move(line));
   }
 }
 

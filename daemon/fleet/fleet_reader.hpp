@@ -1,12 +1,14 @@
 // Reading one run's stream from the fleet, from any host: an ordered consumer (libnats makes
 // and remakes it, no gap, no duplicate) filtered on the run's subject, from the first line;
-// lines before the wanted seq are skipped. Each line is the owner's byte for byte.
+// lines before the wanted seq are skipped. Each line is the owner's byte for byte; a message of
+// several lines (fleet.publish_batch_lines) is handed on line by line, in order.
 //
 // Threading: next() blocks (bounded by its wait): fleet thread, or a client process.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,6 +34,7 @@ class FleetStreamReader {
   FleetStreamReader(SubscriptionHandle sub, std::uint64_t from) : sub_(std::move(sub)), from_(from) {}
   SubscriptionHandle sub_;
   std::uint64_t from_;
+  std::deque<FleetLine> pending_;  // the rest of a message of several lines
 };
 
 // The same ordered consumer, pushed: each line is handed, in order, to `on_line` on `executor`

@@ -17,9 +17,11 @@
 #include "daemon/fleet/fleet_host.hpp"
 #include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/leases.hpp"
+#include "daemon/fleet/owner_answer.hpp"
 #include "daemon/fleet/placement.hpp"
 #include "daemon/fleet/request_claims.hpp"
 #include "daemon/fleet/run_records.hpp"
+#include "daemon/run/disk_floor.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
@@ -248,24 +250,38 @@ asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> fleet, Session& s
              "run " + id + " is on host " + owner + ", which did not answer: " + answer.error().text, r.id);
     co_return true;
   }
-  // The owner's line, passed on only if it is one JSON object (a peer's bytes are not trusted).
-  auto parsed = protocol::parse_json(*answer);
-  if (!parsed || !parsed->is_object() || answer->find('\n') != std::string::npos) {
-    s.refuse("FLEET_UNAVAILABLE", "host " + owner + " answered with something that is not one JSON object", r.id);
+  // The owner's answer, read field by field and written again here (a peer's bytes are not trusted).
+  auto checked = read_owner_answer(*answer, owner, r.id, r.id, false);
+  if (!checked) {
+    s.refuse("FLEET_UNAVAILABLE", checked.error(), r.id);
     co_return true;
   }
-  s.connection().send(std::move(*answer));
+  s.connection().send(std::move(checked->line));
   co_return true;
 }
 
 namespace {
+
+// As a command on this host's own socket (session.cpp, requests_control.cpp): one the run could
+// not record is refused by name before the run acts on it; a halt goes through. The refusal's
+// words, or nullopt.
+std::optional<std::string> unrecordable(const RunEntry& e, const protocol::Command& cmd) {
+  if (std::holds_alternative<protocol::cmd::Halt>(cmd.payload)) return std::nullopt;
+  auto full = disk_full_problem(e.dir, kCommandFloorBytes, "the run needs to record a command");
+  if (!full) return std::nullopt;
+  return "the run's record cannot take command " + cmd.id + ": " + *full;
+}
+
+// The bound on a relayed line's "too_long": the requesting host's sentence about it.
+constexpr std::size_t kMaxTooLongBytes = 1024;
 
 // What an attach on another host relays (`kind` "line" or "pending"), for a run here whose
 // controller `peer` may be: a line the client sent while attached, handled as an attached
 // connection's line is (a command, or an unreadable line answered MALFORMED in the stream), and
 // answered with its `result` line; or the decisions still pending, answered {"pending": [...]}.
 asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind, const json::object& o,
-                                     protocol::PeerIdentity peer, fleet::Responder responder) {
+                                     protocol::PeerIdentity peer, std::size_t max_line_bytes,
+                                     fleet::Responder responder) {
   std::shared_ptr<Run> run = e.run;  // null once the run has closed
   if (kind == "pending") {
     json::object answer;
@@ -277,8 +293,22 @@ asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind,
   auto respond = [answer](const protocol::ev::CommandResult& r, bool recorded) {
     answer->respond(result_line(std::nullopt, r, recorded));
   };
+  // The requesting host's words for a line over its bound, and the line: a peer's bytes, bounded
+  // here as this host's own connection would bound them (docs/fleet.md, Attach across hosts).
   std::optional<std::string> too_long = protocol::string_at(o, "too_long");
-  auto cmd = protocol::read_command_line(protocol::string_at(o, "line").value_or(""));
+  if (too_long && too_long->size() > kMaxTooLongBytes) {
+    answer->respond(refusal_line("MALFORMED",
+                                 "a relayed \"too_long\" is over " + std::to_string(kMaxTooLongBytes) +
+                                     " bytes; it is the framer's sentence about a line, not the line",
+                                 std::nullopt));
+    co_return;
+  }
+  const std::string line = protocol::string_at(o, "line").value_or("");
+  if (!too_long && line.size() > max_line_bytes)
+    too_long = "a line relayed from " + peer.via.value_or("a peer host") + " is over this host's " +
+               std::to_string(max_line_bytes) + "-byte bound (" + std::to_string(line.size()) + " bytes; it began \"" +
+               protocol::excerpt(line, 60) + "\"); it is refused unread";
+  auto cmd = protocol::read_command_line(too_long ? std::string_view() : std::string_view(line));
   if (too_long || !cmd) {
     protocol::LineRefusal refusal =
         too_long ? protocol::LineRefusal{protocol::LineRefusalKind::TooLong, *too_long, std::nullopt} : cmd.error();
@@ -286,6 +316,10 @@ asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind,
       run->unreadable_command(std::move(refusal), respond);
     else
       answer->respond(refusal_line("TOO_LATE", "the run has closed", refusal.id));
+    co_return;
+  }
+  if (auto full = unrecordable(e, *cmd)) {
+    answer->respond(refusal_line("DISK_FULL", std::move(*full), cmd->id));
     co_return;
   }
   DeliveredResult delivered = co_await deliver_command(e, std::move(*cmd), peer);
@@ -329,7 +363,7 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
     co_return refuse("FORBIDDEN", "run " + run_id + " belongs to uid " + std::to_string(e->owner_uid) +
                                       "; a peer host may command only its own uid's runs");
   if (attached) {
-    co_await serve_attached(*e, kind, *o, peer, std::move(responder));
+    co_await serve_attached(*e, kind, *o, peer, server->config.max_line_bytes, std::move(responder));
     co_return;
   }
   protocol::Command cmd;
@@ -347,6 +381,7 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
                                         "): " + read.error().message);
     cmd = std::move(*read);
   }
+  if (auto full = unrecordable(*e, cmd)) co_return refuse("DISK_FULL", std::move(*full));
   DeliveredResult answer = co_await deliver_command(*e, std::move(cmd), peer);
   responder.respond(result_line(id, answer.result, answer.recorded));
 }
@@ -405,10 +440,12 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
 namespace {
 
 // One relay from an attach here to the run's owner: `kind` and its fields, as this connection's
-// peer. The owner's answer, or nullopt once the refusal (FLEET_UNAVAILABLE) went to the client.
-asio::awaitable<std::optional<std::string>> relay_attached(std::shared_ptr<FleetHost> host, Session& s,
+// peer. The owner's answer, checked (owner_answer.hpp), or nullopt once a refusal
+// (FLEET_UNAVAILABLE, under `id`: the attach request's, or the line's command's) went to the client.
+asio::awaitable<std::optional<OwnerAnswer>> relay_attached(std::shared_ptr<FleetHost> host, Session& s,
                                                            const std::string& run_id, const std::string& owner,
-                                                           std::string_view kind, json::object fields) {
+                                                           std::string_view kind, json::object fields,
+                                                           const std::optional<std::string>& id) {
   fields["kind"] = std::string(kind);
   fields["run_id"] = run_id;
   fields["uid"] = s.peer().uid;
@@ -422,17 +459,29 @@ asio::awaitable<std::optional<std::string>> relay_attached(std::shared_ptr<Fleet
   };
   auto answer = co_await host->on_fleet(std::move(send));
   if (!answer) {
-    s.refuse("FLEET_UNAVAILABLE",
-             "run " + run_id + " is on host " + owner + ", which did not answer: " + answer.error().text, std::nullopt);
+    std::string why = "run " + run_id + " is on host " + owner + ", which did not answer: " + answer.error().text;
+    // A line may have reached the owner all the same: its command.result is then in the stream.
+    if (kind == "line") why += "; if it reached the run after all, its command.result is in the stream";
+    s.refuse("FLEET_UNAVAILABLE", std::move(why), id);
     co_return std::nullopt;
   }
-  auto parsed = protocol::parse_json(*answer);
-  if (!parsed || !parsed->is_object() || answer->find('\n') != std::string::npos) {
-    s.refuse("FLEET_UNAVAILABLE", "host " + owner + " answered with something that is not one JSON object",
-             std::nullopt);
+  // An attach's question is answered under its request's id; an attached line's refusal under
+  // its command's id, and a result not recorded as a local attach writes it (id null).
+  const bool pending = kind == "pending";
+  auto checked = read_owner_answer(*answer, owner, id, pending ? id : std::nullopt, pending);
+  if (!checked) {
+    s.refuse("FLEET_UNAVAILABLE", checked.error(), id);
     co_return std::nullopt;
   }
-  co_return std::move(*answer);
+  co_return std::move(*checked);
+}
+
+// The id a line sent on an attach names, when it can be read (a refusal about the line is sent
+// under it, as a local attach's refusal of a command is).
+std::optional<std::string> line_id(std::string_view line) {
+  auto parsed = protocol::parse_json(line);
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  return protocol::string_at(parsed->get_object(), "id");
 }
 
 }  // namespace
@@ -441,18 +490,19 @@ asio::awaitable<void> relay_attached_line(std::shared_ptr<FleetHost> host, Sessi
                                           std::optional<std::string> too_long) {
   const std::string run_id = s.stream().run_id, owner = s.stream().fleet_owner;
   json::object fields;
-  if (too_long)
+  std::optional<std::string> id;
+  if (too_long) {
     fields["too_long"] = *too_long;
-  else
+  } else {
+    id = line_id(line);
     fields["line"] = std::move(line);
-  auto answer = co_await relay_attached(std::move(host), s, run_id, owner, "line", std::move(fields));
+  }
+  auto answer = co_await relay_attached(std::move(host), s, run_id, owner, "line", std::move(fields), id);
   if (!answer) co_return;
   // A result that is the command.result in the stream reaches the client there, through the
   // fleet: as on an attach to a run of this host, only an unrecorded one is sent as a line.
-  auto parsed = protocol::parse_json(*answer);
-  const json::value* recorded = parsed->as_object().if_contains("recorded");
-  if (recorded && recorded->is_bool() && recorded->get_bool()) co_return;
-  s.connection().send(std::move(*answer));
+  if (answer->kind == OwnerAnswer::Kind::result && answer->recorded) co_return;
+  s.connection().send(std::move(answer->line));
 }
 
 asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r, bool attach) {
@@ -495,17 +545,20 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
   }
   // An attach asks the owner first for what is pending: its answer is also its judgement of
   // whether this peer may control the run (FORBIDDEN, passed on as it is).
-  std::optional<json::array> pending;
+  std::vector<OwnerPendingCall> pending;
   if (attach) {
-    auto asked_owner = co_await relay_attached(host, s, id, found->first->host, "pending", {});
+    auto asked_owner = co_await relay_attached(host, s, id, found->first->host, "pending", {}, r.id);
     if (!asked_owner) co_return true;
-    auto parsed = protocol::parse_json(*asked_owner);
-    const json::value* list = parsed && parsed->is_object() ? parsed->as_object().if_contains("pending") : nullptr;
-    if (!list || !list->is_array()) {
-      s.connection().send(std::move(*asked_owner));  // the owner's refusal
+    if (asked_owner->kind != OwnerAnswer::Kind::pending) {
+      // The owner's refusal (FORBIDDEN: this peer may not control the run), under this request's id.
+      if (asked_owner->kind == OwnerAnswer::Kind::refused)
+        s.connection().send(std::move(asked_owner->line));
+      else
+        s.refuse("FLEET_UNAVAILABLE", "host " + found->first->host + " answered an attach's question with a result",
+                 r.id);
       co_return true;
     }
-    pending = list->as_array();
+    pending = std::move(asked_owner->pending);
   }
   auto state = std::make_shared<FleetTailState>(s.connection().executor());
   auto on_line = [state](fleet::FleetLine line) {
@@ -526,15 +579,14 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
   fields["from_seq"] = from;
   if (found->first) fields["host"] = found->first->host;
   s.reply(attach ? "attached" : "tailing", r.id, fields);
-  if (pending)
-    for (const auto& p : *pending) {
-      if (!p.is_object()) continue;
-      json::object f;
-      f["run_id"] = id;
-      for (const char* key : {"call_id", "requested_seq", "remaining_ms"})
-        if (const json::value* v = p.as_object().if_contains(key)) f[key] = *v;
-      s.reply("pending", r.id, f);
-    }
+  for (const auto& p : pending) {
+    json::object f;
+    f["run_id"] = id;
+    f["call_id"] = p.call_id;
+    f["requested_seq"] = p.requested_seq;
+    f["remaining_ms"] = p.remaining_ms;
+    s.reply("pending", r.id, f);
+  }
   s.stream().active = true;
   s.stream().run_id = id;
   if (attach) s.stream().fleet_owner = found->first->host;

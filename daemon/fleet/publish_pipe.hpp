@@ -1,15 +1,18 @@
 // Asynchronous JetStream publishes for every run of one host (issue 26 section 5): one JetStream
 // context whose acks come back on libnats' reply thread and are handed, by message id, to the
-// callback its publish left. Each run keeps ONE line in flight (its next line carries the
-// expected last subject sequence that only the previous line's ack tells), so a run's order and
-// the fence of event_publisher.hpp hold; what is pipelined is the runs: all their lines are in
-// flight at once, and none waits for another's round trip.
+// callback its publish left. Each run keeps ONE message in flight (its next message carries the
+// expected last subject sequence that only the previous message's ack tells), so a run's order
+// and the fence of event_publisher.hpp hold; what is pipelined is the runs: all their messages
+// are in flight at once, and none waits for another's round trip. A message holds one line or
+// several (fleet.publish_batch_lines): the lines a run wrote while its previous message was in
+// flight, so a chatty run is not held to one line per round trip.
 //
-// Why not a window within a run: nats-server 2.9 checks Nats-Expected-Last-Subject-Sequence
+// Why batches and not a window of messages within a run: nats-server 2.9 checks Nats-Expected-Last-Subject-Sequence
 // against the stream sequence of the subject's last stored message, which a line still in flight
 // does not have yet; a window's later lines would go unchecked, and one of them could land after
 // an earlier line that failed (a leader change drops in-flight proposals), or after a survivor's
-// stream.closed. docs/fleet.md, Publishing.
+// stream.closed. A batch is one message: it lands whole, fenced, or not at all. docs/fleet.md,
+// Publishing.
 //
 // Threading: send() from any thread, never blocking (no MaxPending stall: the in-flight count is
 // bounded by the runs, one each); a callback runs on libnats' reply thread, and must only hand

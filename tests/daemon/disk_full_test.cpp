@@ -11,6 +11,8 @@
 
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
+#include "tests/support/disk_filler.hpp"
+#include "tests/support/tmpfs_mount.hpp"
 
 namespace mh::test {
 namespace {
@@ -25,61 +27,6 @@ std::string standin_run(const std::string& script, const std::string& extra) {
          R"("vendor_env":{"MH_STANDIN_SCRIPT":")" +
          (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / script).string() + "\"}," + extra + "}";
 }
-
-// A tmpfs of `size` on `dir` (made here) for the test's life.
-class TmpfsMount {
- public:
-  TmpfsMount(const std::filesystem::path& dir, const std::string& size) : dir_(dir) {
-    std::filesystem::create_directories(dir_);
-    const std::string options = "size=" + size + ",mode=0755";
-    if (::mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) == 0)
-      mounted_ = true;
-    else
-      error_ = std::strerror(errno);
-  }
-  ~TmpfsMount() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  TmpfsMount(const TmpfsMount&) = delete;
-  TmpfsMount& operator=(const TmpfsMount&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::filesystem::path dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
-// A file that takes every free byte of its filesystem (written until ENOSPC); removed by free()
-// or at the end of its scope.
-class DiskFiller {
- public:
-  explicit DiskFiller(std::filesystem::path file) : file_(std::move(file)) {
-    std::FILE* f = std::fopen(file_.c_str(), "wb");
-    if (!f) return;
-    const std::string block(4096, 'x');
-    while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {
-    }
-    // The last partial block: byte by byte, so not even a page is left.
-    while (std::fputc('x', f) != EOF && std::fflush(f) == 0) {
-    }
-    filled_ = errno == ENOSPC;
-    std::fclose(f);
-  }
-  ~DiskFiller() { free(); }
-  DiskFiller(const DiskFiller&) = delete;
-  DiskFiller& operator=(const DiskFiller&) = delete;
-  bool filled() const { return filled_; }
-  void free() {
-    std::error_code ec;
-    std::filesystem::remove(file_, ec);
-  }
-
- private:
-  std::filesystem::path file_;
-  bool filled_ = false;
-};
 
 class DiskFull : public ::testing::Test {
  protected:

@@ -45,6 +45,7 @@ TEST(FleetConfig, TheSectionIsReadWithItsDefaults) {
   EXPECT_EQ(c->fleet->lease_ttl.count(), 6000);
   EXPECT_EQ(c->fleet->prefix, "mh");
   EXPECT_FALSE(c->fleet->serial_publish);  // pipelined unless asked (issue 26 section 5)
+  EXPECT_EQ(c->fleet->publish_batch_lines, 64);
 }
 
 TEST(FleetConfig, TheSerialPublisherIsTakenWhenAskedFor) {
@@ -54,6 +55,21 @@ TEST(FleetConfig, TheSerialPublisherIsTakenWhenAskedFor) {
   ASSERT_TRUE(c) << c.error();
   ASSERT_TRUE(c->fleet);
   EXPECT_TRUE(c->fleet->serial_publish);
+}
+
+TEST(FleetConfig, TheBatchOfLinesPerMessageIsTakenAndBounded) {
+  const std::string head =
+      "[fleet]\nnats_urls = [\"nats://127.0.0.1:4222\"]\nhost_id = \"h\"\ninsecure_no_credentials = true\n";
+  auto c = load(head + "publish_batch_lines = 1\n");
+  ASSERT_TRUE(c) << c.error();
+  ASSERT_TRUE(c->fleet);
+  EXPECT_EQ(c->fleet->publish_batch_lines, 1);
+  for (const char* bad : {"publish_batch_lines = 0\n", "publish_batch_lines = 1001\n"}) {
+    auto refused = load(head + bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find("fleet.publish_batch_lines: must be between 1 and 1000"), std::string::npos)
+        << refused.error();
+  }
 }
 
 TEST(FleetConfig, ABadValueIsRefusedNamingItsKey) {

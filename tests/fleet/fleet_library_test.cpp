@@ -89,6 +89,16 @@ class FleetLibrary : public ::testing::Test {
     }
   }
 
+  // Lines first..last as one message through the pipe (fleet.publish_batch_lines), its ack awaited.
+  static fleet::NatsResult<Outcome> send_batch(RunPublisher& p, std::uint64_t first, std::uint64_t last,
+                                               const std::string& lines) {
+    std::promise<fleet::PublishAck> promised;
+    auto sent = p.send(first, last, lines, [&promised](fleet::PublishAck ack) { promised.set_value(ack); });
+    if (!sent) return sent.error();
+    if (*sent) return **sent;
+    return p.settle(first, last, lines, promised.get_future().get());
+  }
+
   // Every line of a run in the fleet, from `from`, until stream.closed or `expect` lines.
   static std::vector<fleet::FleetLine> read_all(FleetLink& link, const std::string& run, std::uint64_t from,
                                                 std::size_t expect) {
@@ -173,11 +183,11 @@ TEST_F(FleetLibrary, PipelinedRunsKeepEachRunsOrderWithoutLossOrDuplicateWhileTh
     if (!p) return failed.store(true);
     for (std::uint64_t seq = 1; seq <= kLines;) {
       std::promise<fleet::PublishAck> promised;
-      auto sent = p->send(seq, line(run, seq), [&promised](fleet::PublishAck ack) { promised.set_value(ack); });
+      auto sent = p->send(seq, seq, line(run, seq), [&promised](fleet::PublishAck ack) { promised.set_value(ack); });
       std::optional<Outcome> outcome;
       if (sent && *sent) outcome = **sent;
       if (sent && !*sent) {
-        auto settled = p->settle(seq, line(run, seq), promised.get_future().get());
+        auto settled = p->settle(seq, seq, line(run, seq), promised.get_future().get());
         if (settled) outcome = *settled;
       }
       if (!outcome) {
@@ -219,6 +229,61 @@ TEST_F(FleetLibrary, PipelinedRunsKeepEachRunsOrderWithoutLossOrDuplicateWhileTh
   ASSERT_EQ(js_GetStreamInfo(&raw, a.js(), stream.c_str(), nullptr, nullptr), NATS_OK);
   fleet::StreamInfoHandle info(raw);
   EXPECT_EQ(info->State.Msgs, kRuns * kLines);  // one message per line: no duplicate stored
+}
+
+// Issue 26 section 5, lines batched: a run's lines written while its previous message was in
+// flight go in one message (fleet.publish_batch_lines). Readers split it back into lines in order,
+// byte for byte, from any seq (even inside a batch); the fence and the dedup window hold for a
+// batch as for a line: the same batch again is a duplicate, someone else's batch first makes ours
+// superseded, and the next message is fenced by the batch's ack.
+TEST_F(FleetLibrary, BatchedLinesAreOneMessageSplitBackInOrderAndFencedLikeOneLine) {
+  auto a = link("host-a");
+  ASSERT_TRUE(a);
+  auto stale = RunPublisher::resume(*a, "rb");
+  ASSERT_TRUE(stale);
+  auto p = RunPublisher::resume(*a, "rb");
+  ASSERT_TRUE(p);
+  const std::string first3 = line("rb", 1) + "\n" + line("rb", 2) + "\n" + line("rb", 3);
+  auto sent = send_batch(*p, 1, 3, first3);
+  ASSERT_TRUE(sent) << sent.error().text;
+  EXPECT_EQ(*sent, Outcome::published);
+  EXPECT_EQ(p->tail().last_seq, 3u);
+  auto tail = fleet::fleet_stream_tail(*a, "rb");
+  ASSERT_TRUE(tail) << tail.error().text;
+  EXPECT_EQ(tail->last_seq, 3u);  // the batch's last line, not its first
+  EXPECT_EQ(tail->last_line, line("rb", 3));
+  // The same batch again (a retry whose first ack was lost): the dedup window's duplicate.
+  auto again = send_batch(*stale, 1, 3, first3);
+  ASSERT_TRUE(again) << again.error().text;
+  EXPECT_EQ(*again, Outcome::duplicate);
+  // The next line is fenced by the batch's ack.
+  auto fourth = p->publish(4, line("rb", 4));
+  ASSERT_TRUE(fourth) << fourth.error().text;
+  EXPECT_EQ(*fourth, Outcome::published);
+  // Someone else's 5..6 first: ours is refused, not interleaved.
+  auto other = RunPublisher::resume(*a, "rb");
+  ASSERT_TRUE(other);
+  auto theirs = send_batch(*other, 5, 6, line("rb", 5, "theirs") + "\n" + line("rb", 6, "theirs"));
+  ASSERT_TRUE(theirs) << theirs.error().text;
+  EXPECT_EQ(*theirs, Outcome::published);
+  auto ours = send_batch(*p, 5, 6, line("rb", 5, "ours") + "\n" + line("rb", 6, "ours"));
+  ASSERT_TRUE(ours) << ours.error().text;
+  EXPECT_EQ(*ours, Outcome::superseded);
+
+  auto all = read_all(*a, "rb", 1, 6);
+  ASSERT_EQ(all.size(), 6u);
+  for (std::uint64_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].seq, i + 1);
+    EXPECT_EQ(all[i].line, line("rb", i + 1, i + 1 >= 5 ? "theirs" : "x"));
+  }
+  auto from2 = read_all(*a, "rb", 2, 5);  // from inside the first batch
+  ASSERT_EQ(from2.size(), 5u);
+  EXPECT_EQ(from2.front().seq, 2u);
+  EXPECT_EQ(from2.back().seq, 6u);
+  jsStreamInfo* raw = nullptr;
+  ASSERT_EQ(js_GetStreamInfo(&raw, a->js(), a->names().events_stream().c_str(), nullptr, nullptr), NATS_OK);
+  fleet::StreamInfoHandle info(raw);
+  EXPECT_EQ(info->State.Msgs, 3u);  // 1..3, 4, 5..6: the duplicate and the superseded batch not stored
 }
 
 TEST_F(FleetLibrary, ThirtySpecsArePlacedExactlyOnceAcrossThreeConsumers) {
