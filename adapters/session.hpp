@@ -20,6 +20,16 @@ namespace mh::adapters {
 namespace proto = mh::protocol;
 namespace json = boost::json;
 
+// A vendor's permission posture (issue 27 section 6, daemon/run/posture_check.hpp): its permission
+// mode (Claude's permissionMode, Codex's approvalPolicy) and its sandbox (Codex's sandbox mode),
+// each in the vendor's own vocabulary as permission.set names it. nullopt: not said (a report
+// that carries no sandbox, a vendor without one), never "none".
+struct Posture {
+  std::optional<std::string> permission_mode;
+  std::optional<std::string> sandbox;
+  bool operator==(const Posture&) const = default;
+};
+
 // The reply channel for one vendor decision request: the vendor's own request id (the control
 // request_id of an in-band hook_callback, the JSON-RPC id of an approval request), or the hook
 // channel's connection that is waiting (a command hook, a seam plugin). Typed, so an adapter
@@ -128,11 +138,19 @@ struct SessionReady {};
 struct FailRun {
   std::string reason;
 };
+// The vendor said which posture it runs under (issue 27 section 6): at its start (an adapter
+// whose session.started does not carry it all), or when a session is resumed. `occasion` says
+// when ("start", "resume").
+struct PostureReported {
+  Posture posture;
+  std::string occasion;
+};
 }  // namespace out
 
-using AdapterOutput = std::variant<out::Event, out::EventCut, out::CallPresented, out::CallAwaitsAnswer,
-                                   out::CallWithdrawn, out::ControlAnswered, out::TurnStarted, out::TurnEnded,
-                                   out::WriteVendor, out::ReplyHook, out::SessionReady, out::FailRun>;
+using AdapterOutput =
+    std::variant<out::Event, out::EventCut, out::CallPresented, out::CallAwaitsAnswer, out::CallWithdrawn,
+                 out::ControlAnswered, out::TurnStarted, out::TurnEnded, out::WriteVendor, out::ReplyHook,
+                 out::SessionReady, out::FailRun, out::PostureReported>;
 
 // The ordered list a session fills for one input, with one short verb per kind of output.
 class AdapterOutputs {
@@ -161,6 +179,9 @@ class AdapterOutputs {
   }
   void session_ready() { list_.emplace_back(out::SessionReady{}); }
   void fail_run(std::string reason) { list_.emplace_back(out::FailRun{std::move(reason)}); }
+  void posture_reported(Posture posture, std::string occasion) {
+    list_.emplace_back(out::PostureReported{std::move(posture), std::move(occasion)});
+  }
 
   std::size_t size() const { return list_.size(); }
   bool empty() const { return list_.empty(); }
@@ -230,6 +251,15 @@ class AdapterSession {
   virtual ControlAck interrupt(AdapterOutputs& sink) = 0;
   virtual ControlAck steer(const std::string& text, AdapterOutputs& sink) = 0;
   virtual ControlAck set_permission(const std::string& posture, AdapterOutputs& sink) = 0;
+  // The posture (issue 27 section 6) this session asks the vendor for at launch, to hold what the
+  // vendor reports against; nullopt: the adapter states none (nothing to compare with).
+  virtual std::optional<Posture> asked_posture() const { return std::nullopt; }
+  // What a permission.set of `posture` asks, once the vendor applied it (Codex's sandbox postures
+  // move the sandbox, the rest the permission mode).
+  virtual Posture posture_of_set(const std::string& posture) const { return Posture{posture, std::nullopt}; }
+  // Whether the session reports its posture through PostureReported at its start; otherwise the
+  // run reads session.started's permission_mode as the start's report.
+  virtual bool reports_posture() const { return false; }
   // Halt, step by step: the adapter's graceful end (e.g. end_session), before stdin is closed
   // and the process tree is killed by the run loop.
   virtual void end_session(AdapterOutputs& sink) = 0;

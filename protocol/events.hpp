@@ -218,15 +218,37 @@ struct StallReport {
 };
 BOOST_DESCRIBE_STRUCT(StallReport, (), (silent_ms, last_event, last_tool, stall_after_ms, on_stall))
 
+// Additive (issue 27 section 6): a permission posture in a POSTURE_DRIFT warning, each part in the
+// vendor's own vocabulary; null: not said.
+struct PostureParts {
+  std::optional<std::string> permission_mode;
+  std::optional<std::string> sandbox;
+};
+BOOST_DESCRIBE_STRUCT(PostureParts, (), (permission_mode, sandbox))
+
+// What a POSTURE_DRIFT warning says in fields: when the vendor reported (start, resume), what the
+// run asks (its launch posture and every permission.set the vendor applied), what the vendor
+// reported, which parts differ, and the controls refused until permission.set sets them again.
+struct PostureDrift {
+  std::string occasion;
+  PostureParts asked;
+  PostureParts reported;
+  std::vector<std::string> drifted;  // "permission_mode", "sandbox"
+  std::vector<std::string> refused;  // the controls refused while it lasts
+};
+BOOST_DESCRIBE_STRUCT(PostureDrift, (), (occasion, asked, reported, drifted, refused))
+
 struct Warning {
   static constexpr std::string_view kName = "warning";
   std::string code;
   std::string message;
   // Only on RUN_STALLED (absent from every other warning and from older lines).
   std::optional<StallReport> stall = std::nullopt;
+  // Only on POSTURE_DRIFT (absent from every other warning and from older lines).
+  std::optional<PostureDrift> posture = std::nullopt;
 };
-BOOST_DESCRIBE_STRUCT(Warning, (), (code, message, stall))
-MH_WIRE_RULES(Warning, WireFieldRule{"stall", kOmitNull})
+BOOST_DESCRIBE_STRUCT(Warning, (), (code, message, stall, posture))
+MH_WIRE_RULES(Warning, WireFieldRule{"stall", kOmitNull}, WireFieldRule{"posture", kOmitNull})
 
 struct Opaque {
   static constexpr std::string_view kName = "opaque";

@@ -219,6 +219,10 @@ class Session final : public AdapterSession {
     return is_known_posture(posture) && posture != "bypassPermissions";
   }
 
+  // The plan passes no --permission-mode (and loads no settings that could name one): Claude
+  // starts in its `default` mode (issue 27 section 6: held against its system/init).
+  std::optional<Posture> asked_posture() const override { return Posture{"default", std::nullopt}; }
+
   std::optional<proto::Refusal> check_decision(const ToolCall&, const proto::Decision& decision) const override {
     if (auto* r = std::get_if<proto::decision::Replace>(&decision); r && !r->input.is_object())
       return proto::Refusal{

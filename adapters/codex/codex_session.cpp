@@ -36,6 +36,31 @@ std::string hook_reply(const proto::Decision& decision) {
   return proto::canonical_json(hook_output(decision));
 }
 
+// The sandbox a thread is started under (thread/start's `sandbox`, a permission.set posture name).
+constexpr std::string_view kLaunchSandbox = "workspace-write";
+
+// The sandbox thread/start's (or thread/resume's) answer reports, in permission.set's vocabulary:
+// its `sandbox.type` (workspaceWrite -> workspace-write, readOnly -> read-only, dangerFullAccess ->
+// danger-full-access; another type as Codex names it). nullopt: the answer says none.
+std::optional<std::string> reported_sandbox(const json::object& result) {
+  const json::value* sandbox = result.if_contains("sandbox");
+  if (!sandbox) return std::nullopt;
+  if (sandbox->is_string()) return std::string(sandbox->get_string());
+  if (!sandbox->is_object()) return std::nullopt;
+  std::optional<std::string> type = string_at(sandbox->get_object(), "type");
+  if (!type) return proto::canonical_json(*sandbox);
+  std::string kebab;
+  for (char c : *type) {
+    if (c >= 'A' && c <= 'Z') {
+      kebab += '-';
+      kebab += static_cast<char>(c - 'A' + 'a');
+    } else {
+      kebab += c;
+    }
+  }
+  return kebab;
+}
+
 // What an answer of app-server is for. The evidence requests are asked while the thread starts
 // (mcp_servers right after, since it needs the thread): session.started waits for their answers.
 enum class Purpose {
@@ -282,6 +307,18 @@ class Session final : public AdapterSession {
     return ControlAck::pending("rpc:" + std::to_string(id), "the next turn boundary");
   }
 
+  // The thread is started under approval policy untrusted (never, deny-only) and sandbox
+  // workspace-write (start_thread); permission.set moves one of the two (set_permission).
+  std::optional<Posture> asked_posture() const override {
+    return Posture{std::string(approval_policy()), std::string(kLaunchSandbox)};
+  }
+  Posture posture_of_set(const std::string& posture) const override {
+    if (posture == "untrusted") return Posture{posture, std::nullopt};
+    return Posture{std::nullopt, posture};
+  }
+  // thread/start's answer carries both the approval policy and the sandbox (open_session).
+  bool reports_posture() const override { return true; }
+
   void end_session(AdapterOutputs& sink) override {
     // app-server ends on stdin EOF (which the run loop closes next) and kills its children then;
     // cleaning the background terminals first stops anything a turn left running.
@@ -403,7 +440,7 @@ class Session final : public AdapterSession {
     request(sink, "thread/start",
             json::object{{"cwd", cwd_.string()},
                          {"approvalPolicy", approval_policy()},
-                         {"sandbox", "workspace-write"},
+                         {"sandbox", kLaunchSandbox},
                          {"config", json::object{{"bypass_hook_trust", true}}},
                          // The model's own output items (rawResponseItem/completed): the only
                          // record of a call's sandbox_permissions and justification.
@@ -552,7 +589,10 @@ class Session final : public AdapterSession {
                 [](const auto& x, const auto& y) { return x.row < y.row; });
     }
     reader_.set_model(s.model);
+    std::optional<std::string> reported_mode = s.permission_mode;
     sink.event(std::move(s), std::nullopt);
+    // The posture the thread runs under, as Codex reports it (issue 27 section 6).
+    sink.posture_reported(Posture{std::move(reported_mode), reported_sandbox(result)}, "start");
     for (const auto& note : evidence_notes_)
       sink.event(proto::ev::Warning{"VENDOR_REFUSED", note}, std::nullopt);
     for (auto& [deferred_id, settings] : deferred_settings_) {

@@ -82,7 +82,6 @@ void add_network(adapters::LaunchPlan& plan, const RunOptions& options) {
     plan.attestation.model_credential = "scenario";
   else if (options.spec.model_endpoint)
     plan.attestation.model_credential = "raw-token";
-  plan.attestation.vendor_binary = shared_vendor_provenance().of(plan.program);  // issue 27 section 6
 }
 
 }  // namespace
@@ -141,6 +140,8 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::create(asio::io_co
   // spawned wait in it, and a run refused at launch is closed by it.
   auto* plan = std::get_if<adapters::LaunchPlan>(&i.planned);
   if (plan) add_network(*plan, i.options);
+  // Issue 27 section 6. A stat in the daemon, whose submit kept the digest first (off its io thread).
+  if (plan) plan->attestation.vendor_binary = shared_vendor_provenance().of(plan->program);
   i.core =
       std::make_unique<RunCore>(i.options.spec, adapter, plan ? adapter.open_session(i.options.spec, *plan) : nullptr,
                                 i.effects, RunCoreOptions{i.options.halt_grace, &i.options.prices});
@@ -175,6 +176,8 @@ boost::system::result<std::shared_ptr<Run>, std::string> Run::adopt(asio::io_con
   auto* plan = std::get_if<adapters::LaunchPlan>(&i.planned);
   if (!plan) return fail("its adapter no longer plans it: " + std::get<adapters::LaunchRefusal>(i.planned).message);
   add_network(*plan, i.options);
+  // The binary's digest is not read here (the adopting thread): the run's way up keeps it on the
+  // hashing thread, then opens the session with the whole attestation (Impl::adopt).
   if (i.options.containment) {
     if (auto record = RunContainment::read_record(dir.root() / "body.json")) {
       auto adopted = RunContainment::adopt(*i.options.containment, i.options.spec.run_id, *plan, *record);

@@ -31,6 +31,7 @@ RunCore::RunCore(const adapters::RunSpec& spec, const adapters::Adapter& adapter
       effects_(effects),
       options_(options),
       budget_(spec.budget, options.prices, spec.model),
+      posture_(session_ ? session_->asked_posture() : std::nullopt),
       frame_in_force_(spec.frame),
       step_change_pending_(spec.frame.has_value()) {}
 

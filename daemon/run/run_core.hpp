@@ -52,6 +52,7 @@
 #include "adapters/adapter.hpp"
 #include "adapters/session.hpp"
 #include "daemon/run/budget_meter.hpp"
+#include "daemon/run/posture_check.hpp"
 #include "daemon/run/run_types.hpp"
 #include "protocol/reader.hpp"
 
@@ -252,6 +253,8 @@ class RunCore final {
   // session again (an answer, the first turn) has that call's outputs folded in its place.
   void fold(adapters::AdapterOutputs& outputs);
   void event(proto::EventPayload payload, std::optional<std::string> at);
+  // The vendor reported its posture (issue 27 section 6): a drift is warned POSTURE_DRIFT.
+  void posture_reported(const adapters::Posture& report, std::string_view occasion);
   void event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut);
   void call_presented(adapters::ToolCall call, std::optional<std::string> at);
   void call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken reply);
@@ -333,6 +336,7 @@ class RunCore final {
   Instant now_{};
   Instant started_at_{};
   BudgetMeter budget_;
+  PostureCheck posture_;  // the posture asked, held against what the vendor reports (issue 27 section 6)
   std::uint32_t turn_ = 0;
   // Facts, not lifecycle: they shape what the next boundary does, not where the run is.
   bool command_source_closed_ = false;  // no further message can come: the next idle point ends the run

@@ -50,6 +50,11 @@ void RunCore::handle(const proto::cmd::ToolDecide& c, const CommandRef& ref, std
                     "the vendor's own rules; deny, abstain or allow (delivered as abstain) instead"));
     return;
   }
+  // The vendor's posture drifted (issue 27 section 6): a decision that hands the call to it is refused.
+  if (auto drift = posture_.refusal(c.decision, spec_.deny_only)) {
+    result(ref, proto::CommandOutcome::refused(proto::RefusalCode::UNSUPPORTED_CONTROL, std::move(*drift)));
+    return;
+  }
   if (auto refusal = session_->check_decision(st.call, c.decision)) {
     result(ref, proto::CommandOutcome{std::move(*refusal), std::nullopt});
     return;
@@ -134,6 +139,10 @@ void RunCore::handle(const proto::cmd::PermissionSet& c, const CommandRef& ref) 
   }
   adapters::AdapterOutputs outputs;
   adapters::ControlAck ack = session_->set_permission(c.posture, outputs);
+  // What the run asks from here on, once the vendor applies it (a drifted part is then set again).
+  if (ack.kind == adapters::ControlAck::Kind::done) posture_.set_applied(session_->posture_of_set(c.posture));
+  if (ack.kind == adapters::ControlAck::Kind::pending_vendor)
+    posture_.set_sent(ack.control_id, session_->posture_of_set(c.posture));
   fold(outputs);
   track(ack, ref, proto::CommandName::permission_set);
 }

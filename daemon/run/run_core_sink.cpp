@@ -35,9 +35,18 @@ void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) 
     crossing = budget_.usage(*usage);
     effects_.spend_changed(budget_.spend());
   }
+  // The start's posture, from session.started, unless the session reports it on its own.
+  std::optional<adapters::Posture> start_posture;
+  if (auto* started = std::get_if<proto::ev::SessionStarted>(&payload); started && !session_->reports_posture())
+    start_posture = adapters::Posture{started->permission_mode, std::nullopt};
   note_last(payload);
   effects_.emit(std::move(payload), std::move(at));
+  if (start_posture) posture_reported(*start_posture, "start");  // after session.started, which opens the stream
   if (crossing) exhaust(*crossing);  // the tokens are spent already: the record first, then the stop
+}
+
+void RunCore::posture_reported(const adapters::Posture& report, std::string_view occasion) {
+  if (auto drift = posture_.reported(report, occasion, spec_.deny_only)) effects_.emit(std::move(*drift), std::nullopt);
 }
 
 void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> at, std::vector<proto::CutField> cut) {
@@ -65,6 +74,7 @@ void RunCore::fold(adapters::AdapterOutputs& outputs) {
                    [&](out::ReplyHook& o) { effects_.reply_hook(o.connection, std::move(o.line)); },
                    [&](out::SessionReady&) { session_ready(); },
                    [&](out::FailRun& o) { fail_run(std::move(o.reason)); },
+                   [&](out::PostureReported& o) { posture_reported(o.posture, o.occasion); },
                },
                output);
   }
@@ -156,6 +166,7 @@ void RunCore::control_answered(adapters::ControlReply reply) {
   if (it == pending_controls_.end()) return;  // e.g. the interrupt a halt sends: no command waits on it
   PendingControl pending = std::move(it->second);
   pending_controls_.erase(it);
+  if (pending.name == proto::CommandName::permission_set) posture_.set_answered(reply.control_id, reply.ok);
   auto steer =
       std::find_if(steers_.begin(), steers_.end(), [&](const auto& s) { return s.control_id == reply.control_id; });
   if (steer != steers_.end()) {

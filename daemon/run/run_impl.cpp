@@ -25,6 +25,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "daemon/log.hpp"
+#include "daemon/process/vendor_provenance.hpp"
 #include "daemon/run/adoption.hpp"
 #include "daemon/run/launch.hpp"
 #include "daemon/run/run_dir.hpp"
@@ -54,6 +55,19 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
 
 // Takes the run over (main's way up for a run made by Run::adopt): its supervisor is the body.
 asio::awaitable<bool> Run::Impl::adopt() {
+  // The vendor binary's digest (issue 27 section 6), which Run::adopt left out: read on the hashing
+  // thread (a first digest is 0.4-0.6 s of a 245 MB file), never the thread that adopts, and this
+  // coroutine resumes on the run's strand. Nothing has reached the core yet (what arrives waits in
+  // until_live), so the session is opened again, now with the whole attestation: a session.started
+  // the replay makes past the record carries it.
+  if (auto* plan = std::get_if<adapters::LaunchPlan>(&planned); plan && !plan->attestation.vendor_binary) {
+    auto keeping = shared_vendor_provenance().keep(plan->program);
+    co_await std::move(keeping);
+    plan->attestation.vendor_binary = shared_vendor_provenance().of(plan->program);
+    core = std::make_unique<RunCore>(options.spec, adapter, adapter.open_session(options.spec, *plan), effects,
+                                     RunCoreOptions{options.halt_grace, &options.prices});
+    core->launch();
+  }
   auto made = std::make_unique<SupervisedBody>(*this);
   Adoption adoption(*this, *made);
   body = std::move(made);

@@ -120,6 +120,38 @@ TEST_F(CodexSession, StartsTheThreadUntrustedWithHookTrustBypassedAndOpensWithSe
   EXPECT_FALSE(caps.at("optOutNotificationMethods").as_array().empty());
 }
 
+// Issue 27 section 6: the posture thread/start's answer reports (approvalPolicy, sandbox as
+// captured from 0.171.0) is reported once, after session.started, for the run to hold against
+// the one it asked (untrusted, workspace-write).
+TEST_F(CodexSession, ReportsThePostureThreadStartAnswersAfterSessionStarted) {
+  json::object result = codex_answers::thread_start();
+  result["sandbox"] = json::object{{"type", "workspaceWrite"},
+                                   {"writableRoots", json::array{}},
+                                   {"networkAccess", false},
+                                   {"excludeTmpdirEnvVar", false},
+                                   {"excludeSlashTmp", false}};
+  start_thread(std::move(result));
+  EXPECT_TRUE(sink.postures.empty()) << "reported with session.started, which waits for the evidence";
+  answer_evidence();
+  ASSERT_EQ(sink.postures.size(), 1u);
+  EXPECT_EQ(sink.postures[0].occasion, "start");
+  EXPECT_EQ(sink.postures[0].posture, (Posture{"untrusted", "workspace-write"}));
+  EXPECT_TRUE(session->reports_posture()) << "the run reads the report, not session.started alone";
+  EXPECT_EQ(session->asked_posture(), (Posture{"untrusted", "workspace-write"}));
+  EXPECT_EQ(session->posture_of_set("read-only"), (Posture{std::nullopt, "read-only"}));
+  EXPECT_EQ(session->posture_of_set("danger-full-access"), (Posture{std::nullopt, "danger-full-access"}));
+  EXPECT_EQ(session->posture_of_set("untrusted"), (Posture{"untrusted", std::nullopt}));
+}
+
+TEST_F(CodexSession, AnAnswerThatNamesNoSandboxReportsItUnknown) {
+  open();  // the captured answer without its sandbox
+  ASSERT_EQ(sink.postures.size(), 1u);
+  EXPECT_EQ(sink.postures[0].posture.permission_mode, "untrusted");
+  EXPECT_FALSE(sink.postures[0].posture.sandbox) << "null, never a guess";
+  spec.deny_only = true;
+  EXPECT_EQ(adapter->open_session(spec, plan)->asked_posture(), (Posture{"never", "workspace-write"}));
+}
+
 TEST_F(CodexSession, NotificationsBeforeTheThreadExistsFollowSessionStartedWithTheirOwnLines) {
   session->start(sink.in());
   feed(json::object{{"id", sink.written.at(0).at("id")},

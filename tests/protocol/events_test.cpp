@@ -384,6 +384,30 @@ TEST(EventBytes, AStallReportIsAdditiveOnAWarningAndRoundTrips) {
   EXPECT_FALSE(bad) << "an on_stall outside warn and halt is refused";
 }
 
+// Issue 27 section 6: a POSTURE_DRIFT warning's fields are additive (absent from every other warning).
+TEST(EventBytes, APostureDriftIsAdditiveOnAWarningAndRoundTrips) {
+  ev::Warning w{"POSTURE_DRIFT", "drifted"};
+  w.posture = ev::PostureDrift{"resume",
+                               ev::PostureParts{std::string("acceptEdits"), std::nullopt},
+                               ev::PostureParts{std::string("default"), std::nullopt},
+                               {"permission_mode"},
+                               {"tool.decide abstain"}};
+  std::string line = serialize(make_event(w));
+  EXPECT_NE(line.find(R"("code":"POSTURE_DRIFT","message":"drifted","posture":{"occasion":"resume",)"
+                      R"("asked":{"permission_mode":"acceptEdits","sandbox":null},)"
+                      R"("reported":{"permission_mode":"default","sandbox":null},)"
+                      R"("drifted":["permission_mode"],"refused":["tool.decide abstain"]}})"),
+            std::string::npos)
+      << line;
+  auto back = read_event_line(line);
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(std::get<ev::Warning>(back->payload).posture);
+  EXPECT_EQ(std::get<ev::Warning>(back->payload).posture->reported.permission_mode, "default");
+  EXPECT_EQ(serialize(*back), line);
+  std::string plain = serialize(make_event(ev::Warning{"W", "m"}));
+  EXPECT_EQ(plain.find("posture"), std::string::npos) << plain;
+}
+
 TEST(EventReader, LinesWithoutTheAdditiveFieldsStillRead) {
   auto read = read_event_line(with_envelope(R"("event":"tool.requested","call_id":"c","name":"Bash","input":{},)"
                                             R"("decision_required":false,"deadline_ms":null,"seam":"none"})"));

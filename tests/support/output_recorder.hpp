@@ -32,6 +32,7 @@ struct OutputRecorder {
   std::vector<std::pair<std::uint64_t, std::string>> hook_replies;  // (connection, line)
   std::vector<std::string> turns;                                   // "started" / "ended:<reason>"
   std::vector<std::string> failures;
+  std::vector<adapters::out::PostureReported> postures;
   int ready = 0;
 
   void take(adapters::AdapterOutputs& outputs) {
@@ -77,6 +78,7 @@ struct OutputRecorder {
   void one(adapters::out::ReplyHook& o) { hook_replies.emplace_back(o.connection, std::move(o.line)); }
   void one(adapters::out::SessionReady&) { ++ready; }
   void one(adapters::out::FailRun& o) { failures.push_back(std::move(o.reason)); }
+  void one(adapters::out::PostureReported& o) { postures.push_back(std::move(o)); }
 };
 
 }  // namespace mh::test
