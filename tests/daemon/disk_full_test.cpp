@@ -1,13 +1,18 @@
 // What a full disk does to the daemon (issue 29, "what a full disk must do"): its state directory
-// on a size-bounded tmpfs (mounted for the test, unmounted by its RAII), filled to ENOSPC by a
-// file the test owns, then freed. The stand-in harness plays the vendor.
+// on a size-bounded filesystem (a tmpfs, or a loop-mounted ext4 image where a tmpfs's page slack
+// would hide ENOSPC; mounted for the test, unmounted by its RAII), filled to ENOSPC by a file the
+// test owns, then freed. The stand-in harness plays the vendor.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
@@ -79,6 +84,67 @@ class DiskFiller {
  private:
   std::filesystem::path file_;
   bool filled_ = false;
+};
+
+// An ext4 filesystem of `bytes` in an image file, on `dir` (made here) through a loop device, for
+// the test's life; unmounted, its loop device let go, by what it created. 1 KiB blocks and no
+// blocks reserved for root: a write that needs a block fails ENOSPC, with at most the tail of the
+// file's last block as slack (a tmpfs has up to a page per file, which hid the failing close).
+class LoopExt4 {
+ public:
+  LoopExt4(const std::filesystem::path& image, const std::filesystem::path& dir, std::uintmax_t bytes)
+      : image_(image), dir_(dir) {
+    std::filesystem::create_directories(dir_);
+    { std::ofstream(image_).close(); }
+    std::error_code ec;
+    std::filesystem::resize_file(image_, bytes, ec);
+    if (ec) {
+      fail("resize " + image_.string() + ": " + ec.message());
+      return;
+    }
+    if (std::system(("mkfs.ext4 -q -F -b 1024 -m 0 '" + image_.string() + "' >/dev/null 2>&1").c_str()) != 0) {
+      fail("mkfs.ext4 failed (is e2fsprogs installed?)");
+      return;
+    }
+    std::FILE* p = ::popen(("losetup --find --show '" + image_.string() + "' 2>&1").c_str(), "r");
+    if (!p) {
+      fail("popen losetup");
+      return;
+    }
+    char buf[256] = {};
+    std::string out = std::fgets(buf, sizeof buf, p) ? buf : "";
+    const int rc = ::pclose(p);
+    if (!out.empty() && out.back() == '\n') out.pop_back();
+    if (rc != 0 || out.rfind("/dev/loop", 0) != 0) {
+      fail("losetup: " + out);
+      return;
+    }
+    device_ = out;
+    if (::mount(device_.c_str(), dir_.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) != 0) {
+      fail(std::string("mount ext4: ") + std::strerror(errno));
+      return;
+    }
+    mounted_ = true;
+    ::chmod(dir_.c_str(), 0755);
+  }
+  ~LoopExt4() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    // On a device still busy (a lazy unmount), the kernel lets it go at its last user.
+    if (!device_.empty()) (void)std::system(("losetup -d '" + device_ + "' >/dev/null 2>&1").c_str());
+    std::error_code ec;
+    std::filesystem::remove(image_, ec);
+  }
+  LoopExt4(const LoopExt4&) = delete;
+  LoopExt4& operator=(const LoopExt4&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  void fail(std::string why) { error_ = std::move(why); }
+  std::filesystem::path image_, dir_;
+  std::string device_;
+  bool mounted_ = false;
+  std::string error_;
 };
 
 class DiskFull : public ::testing::Test {
@@ -163,6 +229,72 @@ TEST_F(DiskFull, ACommandARunCannotRecordIsRefusedDiskFullAndTheRunStillClosesWh
   auto verdict = protocol::check_stream(record);
   EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << "\n" << record;
   EXPECT_EQ(controller.events_named("stream.closed").size(), 1u);
+}
+
+// The state directory on a loop-mounted ext4 (no page slack to hide ENOSPC).
+class DiskFullExt4 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs.mounted())
+      GTEST_SKIP() << "cannot make a loop-mounted ext4 (needs root, losetup, mkfs.ext4): " << fs.error();
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config());
+    ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  }
+
+  // The run's state in the daemon's list ("closed" once the daemon was told of its close).
+  std::string listed_state(const std::string& id) {
+    SocketClient c(daemon->socket());
+    auto reply = c.request(socket_request("list"));
+    if (!reply || !reply->object.contains("runs")) return "";
+    for (const auto& r : reply->object.at("runs").as_array())
+      if (r.as_object().contains("run_id") && r.at("run_id").as_string() == id && r.as_object().contains("state"))
+        return std::string(r.at("state").as_string());
+    return "";
+  }
+
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  LoopExt4 fs{dir.path() / "state.img", dir.path() / "state", 8u * 1024 * 1024};
+  std::unique_ptr<DaemonUnderTest> daemon;
+};
+
+// A run halted while its filesystem is full: its stop's events and its stream.closed cannot be
+// written. Once space returns, stream.closed is written late, after a RECORD_INCOMPLETE warning
+// that says writes failed (what is missing is said, never silently dropped): a reader following
+// the stream gets its end, and the record passes check-stream. Before the fix nobody wrote the
+// close: the reader waited until the daemon stopped.
+TEST_F(DiskFullExt4, AStreamClosedThatCouldNotBeWrittenIsWrittenLateWithRecordIncompleteOnceSpaceReturns) {
+  SocketClient c(daemon->socket());
+  auto reply = c.request(
+      socket_request("submit", standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)")));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string id = reply->str("run_id");
+  SocketClient controller(daemon->socket());
+  controller.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(controller.wait_event("tool.requested", 60s));
+  DiskFiller filler(daemon->state_dir() / "filler");
+  ASSERT_TRUE(filler.filled());
+
+  controller.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  // The daemon is told of the close whether or not stream.closed could be written; polled (the
+  // list is the daemon's view, and nothing in the stream can say that stream.closed failed).
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (listed_state(id) != "closed" && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(listed_state(id), "closed") << daemon->stderr_text();
+  EXPECT_TRUE(controller.events_named("stream.closed").empty())
+      << "the disk is full: the close is not written yet (else the test did not reach the failing close)";
+
+  filler.free();
+  ASSERT_TRUE(controller.wait_event("stream.closed", 30s)) << "stream.closed is written once space returns\n"
+                                                           << daemon->stderr_text();
+  std::string record = read_file(daemon->run_dir(id) / "events.jsonl");
+  auto verdict = protocol::check_stream(record);
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << "\n" << record;
+  const auto warnings = controller.events_named("warning");
+  ASSERT_FALSE(warnings.empty()) << record;
+  EXPECT_EQ(warnings.back().str("code"), "RECORD_INCOMPLETE") << record;
+  EXPECT_EQ(controller.events_named("stream.closed").size(), 1u);
+  EXPECT_EQ(controller.lines().back().event(), "stream.closed");
 }
 
 }  // namespace
