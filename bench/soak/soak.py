@@ -33,8 +33,10 @@ sys.path.insert(0, str(HERE))
 import metaharness  # noqa: E402
 from soak_faults import FAULT_KINDS, FaultInjector, cmdline, run_pids  # noqa: E402
 from soak_host import DaemonHost  # noqa: E402
-from soak_invariants import INVARIANTS, Invariants, check_run  # noqa: E402
+from soak_invariants import INVARIANTS, Invariants, check_refusals, check_run  # noqa: E402
+from soak_leaks import NamespaceWatch, fds_into, in_cgroup_under, mounts_under  # noqa: E402
 from soak_runs import RunDriver, RunLog, make_plan  # noqa: E402
+from soak_statefs import StateFs  # noqa: E402
 
 
 class Soak:
@@ -55,10 +57,24 @@ class Soak:
         self.scripts_dir = os.path.join(self.dir, "scripts")
         os.mkdir(self.scripts_dir)
         os.chmod(self.scripts_dir, 0o755)
+        # The state directory on a filesystem of the soak's own, bounded, for the disk_full fault.
+        self.statefs = None
+        self.statefs_problem = "--state-fs-mb 0" if args.state_fs_mb <= 0 else None
+        if args.state_fs_mb > 0:
+            try:
+                self.statefs = StateFs(os.path.join(self.dir, "state.img"), os.path.join(self.dir, "daemon", "state"),
+                                       args.state_fs_mb)
+            except (OSError, subprocess.CalledProcessError) as e:
+                # Not root, no loop device, no mkfs.ext4: the soak goes on without the fault, and
+                # its report says so by name (never a silent skip).
+                detail = getattr(e, "stderr", None)
+                self.statefs_problem = f"{e}" + (f": {detail.decode(errors='replace').strip()}" if detail else "")
         self.host = DaemonHost(self.metaharness, standin, self.scripts_dir, os.path.join(self.dir, "daemon"))
         self.run_timeout_s = args.run_timeout_s
         self.inv = Invariants()
+        self.disk_full_windows = []  # (from_s, to_s) the state dir was held full
         self.allowed_effects_seen = 0
+        self.record_incomplete_runs = 0
         self.lock = threading.Lock()
         self.logs = []
         self.cli_readers = []
@@ -121,7 +137,12 @@ class Soak:
         stop_sampling = threading.Event()
         sampler = threading.Thread(target=self.sampler, args=(stop_sampling,), daemon=True)
         sampler.start()
+        self.ns_watch = NamespaceWatch(self)
+        ns_sampler = threading.Thread(target=self.ns_watch.run, args=(stop_sampling,), daemon=True)
+        ns_sampler.start()
         kinds = set(a.faults.split(",")) if a.faults != "all" else set(FAULT_KINDS)
+        if self.statefs is None:
+            kinds.discard("disk_full")  # no filesystem of the soak's own to fill
         injector = FaultInjector(self, random.Random(f"{self.seed}:faults"), a.fault_interval_s, kinds)
         fault_thread = threading.Thread(target=injector.run, args=(stop_at,), daemon=True)
         if a.fault_interval_s > 0:
@@ -135,6 +156,7 @@ class Soak:
             fault_thread.join()
         stop_sampling.set()
         sampler.join()
+        ns_sampler.join()
         self.finish()
         return injector
 
@@ -159,6 +181,27 @@ class Soak:
             left = [d for d in os.listdir(cgroup_dir) if any(i in d for i in ids)]
             self.inv.check("no_cgroup_left", not left, f"cgroups of closed runs left under {cgroup_dir}: {left[:5]}",
                            moment)
+        # Every run closed and every reader gone: the daemon holds no fd into a run's directory.
+        run_dirs = {i: str(self.host.state_dir / "runs" / i) for i in ids}
+        held = fds_into(self.host.pid, run_dirs)
+        self.inv.check("no_fd_left", not held, f"the daemon's fds into closed runs' directories: {held[:5]}", moment)
+        markers = {f"METAHARNESS_RUN={i}".encode() for i in ids}
+        daemon_pid = self.host.pid
+
+        def related(pid):
+            if pid == daemon_pid or in_cgroup_under(pid, cgroup_dir):
+                return True
+            line = cmdline(pid)
+            if "metaharness-supervisor" in line and str(self.host.state_dir) in line:
+                return True
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    return any(item in markers for item in f.read().split(b"\0"))
+            except OSError:
+                return False
+
+        # Namespaces held while the daemon still runs (its fds, its supervisors), then after its stop.
+        left_ns = self.ns_watch.still_referenced(related)
         self.stop_code = self.host.stop()
         # A supervisor released at the last close is still exiting: 5 s for it to go, polled
         # (a process's end has no event to wait on from here).
@@ -180,10 +223,21 @@ class Soak:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 pass
+        # Their namespaces (learnt while they lived) held by nothing; no mount left under the state dir.
+        left_ns.update(self.ns_watch.still_referenced(related))
+        net = {k: v for k, v in left_ns.items() if k[0] == "net"}
+        mnt = {k: v for k, v in left_ns.items() if k[0] == "mnt"}
+        self.inv.check("no_netns_left", not net, f"network namespaces of closed runs still held: {list(net.items())[:5]}",
+                       moment)
+        mounts = mounts_under(self.host.state_dir)
+        self.inv.check("no_mount_left", not mnt and not mounts,
+                       f"mount namespaces of closed runs still held: {list(mnt.items())[:5]}; "
+                       f"mounts under the state dir: {mounts[:5]}", moment)
         self.plant(ids)
         for log in self.logs:
             if log.run_id:
                 check_run(self.inv, self, log)
+            check_refusals(self.inv, self, log)
         self.check_growth()
 
     def plant(self, ids):
@@ -199,6 +253,17 @@ class Soak:
             if reader is not None:
                 seq = min(reader.lines)
                 reader.lines[seq] = reader.lines[seq].replace(b'"seq"', b'"seq" ', 1)
+        elif self.args.plant == "lost_vendor_line" and closed:
+            # A vendor line the stream never shows: a completed run's transcript gets a second copy
+            # of an assistant line (the same request id), which no event of the record accounts for.
+            for log in closed:
+                path = self.host.state_dir / "runs" / log.run_id / "vendor-stdout.jsonl"
+                lines = path.read_bytes().splitlines(keepends=True)
+                assistant = [x for x in lines if x.startswith(b'{"type":"assistant"') and b'"text"' in x]
+                record = (self.host.state_dir / "runs" / log.run_id / "events.jsonl").read_bytes()
+                if assistant and b'"reason":"completed"' in record:
+                    path.write_bytes(b"".join(lines) + assistant[-1])
+                    break
         elif self.args.plant == "leaked_process" and ids:
             env = dict(os.environ, METAHARNESS_RUN=ids[0])
             # It says it is running (its own environment in place) before the check looks.
@@ -260,6 +325,14 @@ def trend(points):
     return (sty * sxx - sxy * stx) / det
 
 
+def refusal_counts(logs):
+    counts = {}
+    for log in {id(x): x for x in logs}.values():
+        for _moment, what, code in log.refusals:
+            counts[f"{what} {code}"] = counts.get(f"{what} {code}", 0) + 1
+    return counts
+
+
 def report(soak, injector, wall):
     a = soak.args
     out = []
@@ -282,6 +355,16 @@ def report(soak, injector, wall):
         out.append(f"  {name:26} {soak.inv.checked[name]:6} / {soak.inv.violated(name)}")
     out.append(f"allowed calls whose effect was found (the deny check looks in the right place): "
                f"{soak.allowed_effects_seen}")
+    watch = getattr(soak, "ns_watch", None)
+    if watch is not None:
+        kinds = {k: sum(1 for key in watch.seen if key[0] == k) for k in ("net", "mnt")}
+        out.append(f"namespaces of runs learnt while they lived (what no_netns_left / no_mount_left look for): "
+                   f"net {kinds['net']}, mnt {kinds['mnt']} ({watch.samples} samples)")
+    if soak.statefs_problem:
+        out.append(f"disk_full NOT INJECTED: no filesystem of the soak's own ({soak.statefs_problem})")
+    out.append(f"state dir full {len(soak.disk_full_windows)} times; runs whose record says RECORD_INCOMPLETE: "
+               f"{soak.record_incomplete_runs}; refused by name: "
+               + ", ".join(f"{k} {v}" for k, v in sorted(refusal_counts(submitted + soak.logs).items())))
     out.append(f"daemon growth: {getattr(soak, 'growth_note', 'no samples over the last half')}")
     out.append(f"daemon stop at the end: exit {soak.stop_code}")
     out.append(f"machine: {os.cpu_count()} cpus, load average (1/5/15 min) {soak.loadavg_start} at the start, "
@@ -306,9 +389,12 @@ def main():
     p.add_argument("--run-timeout-s", type=float, default=120.0, help="a run's wall budget and the soak's wait on it")
     p.add_argument("--bin-dir", default=str(SOURCE / "build" / "bin"))
     p.add_argument("--report", help="also write the report here")
-    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process"],
+    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process", "lost_vendor_line"],
                    help="put one known violation where the checks look (the soak's own tests)")
     p.add_argument("--keep", action="store_true", help="keep the soak's directory (daemon log, state)")
+    p.add_argument("--state-fs-mb", type=int, default=4096,
+                   help="the state directory's own ext4 (a sparse loop-mounted image) of this size, for the "
+                        "disk_full fault; 0: the state directory on the soak's directory's filesystem")
     a = p.parse_args()
     soak = Soak(a)
     started = time.monotonic()
@@ -319,6 +405,9 @@ def main():
         if soak.host.proc is not None and soak.host.proc.poll() is None:
             soak.host.stop()
         raise
+    finally:
+        if soak.statefs is not None:
+            soak.statefs.close()
     text = report(soak, injector, time.monotonic() - started)
     print(text)
     if a.report:
@@ -327,7 +416,7 @@ def main():
     if (soak.inv.violations and not a.plant) or a.keep:
         print(f"soak: the directory is kept: {soak.dir}", file=sys.stderr)
     else:
-        shutil.rmtree(soak.dir, ignore_errors=True)
+        shutil.rmtree(soak.dir, ignore_errors=True)  # the state's image with it
     return 1 if soak.inv.violations else 0
 
 

@@ -1,7 +1,7 @@
 """Faults at random moments, from the soak's seeded source: the daemon killed (-9) or stopped
 (SIGTERM) and restarted on its state directory, frozen (SIGSTOP/SIGCONT); one run's supervisor
 killed (-9); one run's vendor process killed (-9); a `metaharness tail` reader frozen; junk and
-half-lines on the socket. Every signal goes to a pid the soak started or that carries the marker
+half-lines on the socket; the state directory's filesystem filled, then freed. Every signal goes to a pid the soak started or that carries the marker
 of a run the soak submitted (checked before it is sent): nothing else on the machine is touched."""
 
 import json
@@ -11,9 +11,9 @@ import socket
 import time
 
 FAULT_KINDS = ("daemon_kill9", "daemon_sigterm", "daemon_sigstop", "supervisor_kill9", "vendor_kill9",
-               "reader_sigstop", "socket_junk")
+               "reader_sigstop", "socket_junk", "disk_full")
 WEIGHTS = {"daemon_kill9": 2, "daemon_sigterm": 1, "daemon_sigstop": 2, "supervisor_kill9": 2,
-           "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3}
+           "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3, "disk_full": 2}
 
 
 def environ_has(pid, marker):
@@ -174,3 +174,18 @@ class FaultInjector:
         finally:
             s.close()
         return "socket", f"variant {int(pick * len(variants)) % len(variants)}"
+
+    def disk_full(self, pick):
+        """The state directory's filesystem (the soak's own, soak_statefs.py) filled for 0.5–5 s,
+        then freed. The faults are one at a time: no daemon restart happens while it is full."""
+        fs = self.soak.statefs
+        if fs is None:
+            return None, "no filesystem of the soak's own"
+        seconds = round(0.5 + pick * 4.5, 2)
+        started = time.monotonic()
+        taken = fs.fill()
+        left = fs.free_bytes()
+        time.sleep(seconds)  # the fault is the duration itself
+        fs.release()
+        self.soak.disk_full_windows.append((started - self.soak.t0, time.monotonic() - self.soak.t0))
+        return "state dir", f"full {seconds} s ({taken // 1024} KiB taken, {left} bytes left)"

@@ -2,6 +2,7 @@
 every run's record, what every reader received, what every controller was answered, and the
 host's processes, cgroups and the daemon's memory and fds."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -19,6 +20,11 @@ INVARIANTS = (
     "no_run_after_deny",      # a denied call's effect (its marker file) never happened
     "no_process_left",        # no process of a closed run (its marker), no supervisor of the soak's state dir
     "no_cgroup_left",         # the daemon's cgroup holds no group of a closed run
+    "no_netns_left",          # no network namespace of a closed run held (by a process, an fd, a mount)
+    "no_mount_left",          # nor a mount namespace; no mount left under the state dir
+    "no_fd_left",             # the daemon holds no fd into a closed run's directory
+    "disk_full_only_when_full",  # DISK_FULL only while the soak held the state dir full
+    "vendor_lines_accounted",  # every line of the kept vendor transcript is in the stream: mapped, or opaque
     "daemon_stops_on_sigterm",  # a SIGTERM stops the daemon within 60 s
     "daemon_fds_bounded",     # the daemon's fds do not grow over the last half beyond noise
     "daemon_rss_bounded",     # nor does its RSS
@@ -64,11 +70,15 @@ def check_run(inv, soak, log):
     at = log.submitted_at
     tag = f"run {log.run_id} (plan #{log.index}, submitted at {at:.1f} s)"
     closed = [e for e in events if e.get("event") == "stream.closed"]
+    if any(e.get("event") == "warning" and e.get("code") == "RECORD_INCOMPLETE" for e in events):
+        soak.record_incomplete_runs += 1  # a write failed (a full disk) and the record says so
     inv.check("run_closed", len(closed) >= 1, f"{tag}: no stream.closed in its record", at)
     checked = subprocess.run([soak.metaharness, "check-stream", os.path.join(run_dir, "events.jsonl")],
                              capture_output=True, text=True)
     inv.check("check_stream", checked.returncode == 0,
               f"{tag}: check-stream: {(checked.stdout + checked.stderr).strip()[:300]}", at)
+
+    check_vendor_lines(inv, soak, run_dir, events, tag, at)
 
     for reader in log.readers:
         bad = [s for s, line in reader.lines.items() if by_seq.get(s) != line]
@@ -144,3 +154,92 @@ def check_run(inv, soak, log):
         if kind == "deny":
             inv.check("no_run_after_deny", not os.path.exists(os.path.join(work, f"m_{call_id}.txt")),
                       f"{tag}: {call_id} was denied and its effect (m_{call_id}.txt) happened", at)
+
+
+def check_refusals(inv, soak, log):
+    """DISK_FULL is said only while the state dir was held full (2 s of margin after: the reply
+    to a check made just before the free arrives after it)."""
+    tag = f"plan #{log.index}" + (f" (run {log.run_id})" if log.run_id else " (not submitted)")
+    for moment, what, code in log.refusals:
+        if code == "DISK_FULL":
+            inside = any(a - 0.5 <= moment <= b + 2.0 for a, b in soak.disk_full_windows)
+            inv.check("disk_full_only_when_full", inside,
+                      f"{tag}: {what} refused DISK_FULL at {moment:.1f} s, outside every full window", moment)
+
+
+def event_key(e):
+    """What identifies a vendor-made event across the live stream and an offline translation."""
+    return (e.get("event"), e.get("call_id"), e.get("request_id"), e.get("source_line"), e.get("turn"))
+
+
+def check_vendor_lines(inv, soak, run_dir, events, tag, at):
+    """Every line of the kept transcript (vendor-stdout.jsonl) is accounted for in the stream.
+
+    The oracle is `metaharness translate` of the transcript (the adapter's reader alone,
+    offline): the events it makes must appear in the live stream in order (the live stream has
+    more: decisions, commands, warnings). Control traffic (control_*) is the live controller's,
+    offline an opaque: left out. A run that did not complete may miss a suffix (what its vendor
+    wrote after the run stopped reading: a halt, a kill, a run recovered or left ungoverned), never
+    a line in the middle: once one oracle event is missing, none after it may be in the stream.
+    Each live `opaque` must name a transcript line (source_line) whose SHA-256 is its digest. A
+    record that says RECORD_INCOMPLETE (a full disk cut writes) is exempt from the order check:
+    what it lost is said by name there."""
+    path = os.path.join(run_dir, "vendor-stdout.jsonl")
+    try:
+        with open(path, "rb") as f:
+            transcript = f.read().split(b"\n")
+    except OSError:
+        transcript = []
+    if transcript and transcript[-1] == b"":
+        transcript.pop()
+    complete_lines = transcript  # a last line without its newline is still the vendor's (cut by a kill)
+    bad_opaque = []
+    for e in events:
+        if e.get("event") == "opaque" and e.get("source_line") is not None:
+            n = e["source_line"]
+            line = complete_lines[n - 1] if 0 < n <= len(complete_lines) else None
+            digest = (e.get("digest") or "").removeprefix("sha256:")
+            if line is None or hashlib.sha256(line).hexdigest() != digest:
+                bad_opaque.append(n)
+    translated = subprocess.run([soak.metaharness, "translate", "claude", path], capture_output=True)
+    oracle = []
+    for raw in translated.stdout.splitlines():
+        try:
+            e = json.loads(raw)
+        except ValueError:
+            continue
+        if e.get("event") in ("stream.closed", None):
+            continue
+        if e.get("event") == "opaque":
+            n = e.get("source_line")
+            line = complete_lines[n - 1] if n and 0 < n <= len(complete_lines) else b""
+            if line.startswith(b'{"type":"control_'):
+                continue  # the live controller's traffic
+        oracle.append(event_key(e))
+    live = [event_key(e) for e in events]
+    closed = [e for e in events if e.get("event") == "stream.closed"]
+    completed = bool(closed) and closed[-1].get("reason") == "completed"
+    incomplete = any(e.get("event") == "warning" and e.get("code") == "RECORD_INCOMPLETE" for e in events)
+    p, missing_at = 0, None
+    last_match = -1
+    for i, key in enumerate(oracle):
+        while p < len(live) and live[p] != key:
+            p += 1
+        if p == len(live):
+            missing_at = i
+            break
+        last_match = p
+        p += 1
+    problem = None
+    if missing_at is not None and not incomplete:
+        later = set(live[last_match + 1:])
+        resumed = [k for k in oracle[missing_at + 1:] if k in later]
+        if completed:
+            problem = f"a completed run's stream lacks {oracle[missing_at]} (and {len(oracle) - missing_at - 1} after)"
+        elif resumed:
+            problem = f"the stream lacks {oracle[missing_at]} but has later vendor events {resumed[:3]}"
+    if translated.returncode != 0 and transcript:
+        problem = f"translate failed: {translated.stderr.decode(errors='replace')[:200]}"
+    if bad_opaque:
+        problem = (problem + "; " if problem else "") + f"opaque events whose line or digest is not the transcript's: {bad_opaque[:5]}"
+    inv.check("vendor_lines_accounted", problem is None, f"{tag}: {problem} ({len(transcript)} transcript lines)", at)

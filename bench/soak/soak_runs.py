@@ -33,6 +33,7 @@ class RunLog:
         self.cli_readers = []  # (CliReader, lines)
         self.closed_seen = False
         self.errors = []
+        self.refusals = []  # (moment_s, what, code): refused by name (a submit, a decision, a command)
 
 
 def make_plan(rng, index):
@@ -110,6 +111,11 @@ class RunDriver:
                                 self.log.command_errors.append(f"{name} decide {item.call_id}: CommandLost {e}")
                         except metaharness.ConnectionLost as e:
                             self.log.command_errors.append(f"{name} decide {item.call_id}: {type(e).__name__} {e}")
+                        except metaharness.Refused as e:
+                            # Refused by name on the socket (DISK_FULL while the state dir is full):
+                            # an answer; the call waits for its deadline or the next controller.
+                            self.log.commands_answered += 1
+                            self.log.refusals.append((time.monotonic() - self.soak.t0, "decide", e.code))
                     elif item.event == "stream.closed":
                         self.log.closed_seen = True
         except metaharness.MetaharnessError as e:
@@ -144,6 +150,9 @@ class RunDriver:
                 self._timed_command(self.plan["halt_after_interrupt_s"], "halt")
         except (metaharness.CommandLost, metaharness.ConnectionLost, metaharness.DaemonUnreachable) as e:
             self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
+        except metaharness.Refused as e:
+            self.log.commands_answered += 1  # a refusal is an answer
+            self.log.refusals.append((time.monotonic() - self.soak.t0, what, e.code))
         except metaharness.MetaharnessError as e:
             self.log.commands_answered += 1  # a refusal is an answer
             del e
@@ -163,6 +172,12 @@ class RunDriver:
             spec["decision_deadline_ms"] = plan["deadline_ms"]
         try:
             self.log.run_id = self.client.submit(request_id=f"soak-{self.soak.seed}-{self.index}", **spec)
+        except metaharness.Refused as e:
+            self.log.errors.append(f"submit: {type(e).__name__}: {e}")
+            self.log.refusals.append((time.monotonic() - self.soak.t0, "submit", e.code))
+            if e.code == "DISK_FULL" and self.soak.statefs is not None:
+                self.soak.statefs.free.wait(timeout=60)  # no new submit until the disk is freed
+            return
         except metaharness.MetaharnessError as e:
             self.log.errors.append(f"submit: {type(e).__name__}: {e}")
             return
