@@ -11,9 +11,9 @@ import socket
 import time
 
 FAULT_KINDS = ("daemon_kill9", "daemon_sigterm", "daemon_sigstop", "supervisor_kill9", "vendor_kill9",
-               "reader_sigstop", "socket_junk", "disk_full")
+               "reader_sigstop", "socket_junk", "disk_full", "nats_kill9")
 WEIGHTS = {"daemon_kill9": 2, "daemon_sigterm": 1, "daemon_sigstop": 2, "supervisor_kill9": 2,
-           "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3, "disk_full": 2}
+           "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3, "disk_full": 2, "nats_kill9": 2}
 
 
 def environ_has(pid, marker):
@@ -94,25 +94,35 @@ class FaultInjector:
             return None
         return live[int(pick * len(live)) % len(live)]
 
+    def _host(self, pick):
+        hosts = self.soak.hosts
+        return hosts[int(pick * len(hosts)) % len(hosts)]
+
+    def _name(self, host):
+        return f"daemon {host.host_id} " if host.host_id else "daemon "
+
     def daemon_kill9(self, pick):
-        self.soak.host.kill9_and_restart()
-        return f"daemon incarnation {self.soak.host.incarnation - 1}", "restarted"
+        host = self._host(pick)
+        host.kill9_and_restart()
+        return f"{self._name(host)}incarnation {host.incarnation - 1}", "restarted"
 
     def daemon_sigterm(self, pick):
-        exited = self.soak.host.term_and_restart()
-        return (f"daemon incarnation {self.soak.host.incarnation - 1}",
+        host = self._host(pick)
+        exited = host.term_and_restart()
+        return (f"{self._name(host)}incarnation {host.incarnation - 1}",
                 "restarted" if exited else "VIOLATION: did not exit within 60 s of SIGTERM (killed)")
 
     def daemon_sigstop(self, pick):
+        host = self._host(pick)
         seconds = round(0.3 + pick * 2.7, 2)
-        self.soak.host.freeze(seconds)
-        return "daemon", f"stopped {seconds} s"
+        host.freeze(seconds)
+        return self._name(host).strip(), f"stopped {seconds} s"
 
     def supervisor_kill9(self, pick):
         run_id = self._live_run(pick)
         if run_id is None:
             return None, "no open run"
-        run_dir = self.soak.host.state_dir / "runs" / run_id
+        run_dir = self.soak.host_of(run_id).state_dir / "runs" / run_id
         try:
             pid = json.loads((run_dir / "supervisor.json").read_text())["supervisor_pid"]
         except (OSError, ValueError, KeyError):
@@ -189,3 +199,18 @@ class FaultInjector:
         fs.release()
         self.soak.disk_full_windows.append((started - self.soak.t0, time.monotonic() - self.soak.t0))
         return "state dir", f"full {seconds} s ({taken // 1024} KiB taken, {left} bytes left)"
+
+    def nats_kill9(self, pick):
+        """One node of the fleet's NATS cluster killed (-9), started again 1–5 s later on its
+        store; the fault ends once every node answers /healthz again (bounded)."""
+        nats = self.soak.nats
+        if nats is None:
+            return None, "no fleet"
+        i = int(pick * len(nats.nodes)) % len(nats.nodes)
+        seconds = round(1 + pick * 4, 2)
+        pid = nats.kill9(i)
+        time.sleep(seconds)  # the fault is the duration itself
+        nats.start(i)
+        healthy = nats.wait_healthy(timeout=90)
+        return f"nats node n{i}", f"pid {pid} killed, down {seconds} s, " + (
+            "healthy again" if healthy else "NOT healthy within 90 s of its restart")

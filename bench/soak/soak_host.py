@@ -13,8 +13,9 @@ import time
 
 
 class DaemonHost:
-    def __init__(self, metaharness, standin, scripts_dir, work_dir):
+    def __init__(self, metaharness, standin, scripts_dir, work_dir, extra_config="", host_id=None):
         self.metaharness = str(metaharness)
+        self.host_id = host_id  # its fleet host id (--hosts 3), else None
         self.dir = pathlib.Path(work_dir)
         self.socket = str(self.dir / "mh.sock")
         self.state_dir = self.dir / "state"
@@ -24,7 +25,7 @@ class DaemonHost:
         # and leave the adoption path unexercised by half of the daemon faults.
         self.config = (f'[vendor]\nclaude = "{standin}"\n'
                        f'[runs]\nmax_active = 400\non_stop = "detach"\n'
-                       f'sandbox_read_only = ["{scripts_dir}"]\n')
+                       f'sandbox_read_only = ["{scripts_dir}"]\n') + extra_config
         self.proc = None
         self.incarnation = 0
         self.lock = threading.RLock()  # one fault at a time on the process

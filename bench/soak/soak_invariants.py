@@ -24,6 +24,8 @@ INVARIANTS = (
     "no_mount_left",          # nor a mount namespace; no mount left under the state dir
     "no_fd_left",             # the daemon holds no fd into a closed run's directory
     "disk_full_only_when_full",  # DISK_FULL only while the soak held the state dir full
+    "fleet_placed_once",      # --hosts 3: one host's state dir has the run (the one the soak was told)
+    "fleet_closed_once",      # --hosts 3: its fleet copy (tail --fleet from another host) has one stream.closed
     "vendor_lines_accounted",  # every line of the kept vendor transcript is in the stream: mapped, or opaque
     "daemon_stops_on_sigterm",  # a SIGTERM stops the daemon within 60 s
     "daemon_fds_bounded",     # the daemon's fds do not grow over the last half beyond noise
@@ -65,7 +67,7 @@ def record_lines(run_dir):
 
 
 def check_run(inv, soak, log):
-    run_dir = str(soak.host.state_dir / "runs" / log.run_id)
+    run_dir = str(log.host.state_dir / "runs" / log.run_id)
     by_seq, events = record_lines(run_dir)
     at = log.submitted_at
     tag = f"run {log.run_id} (plan #{log.index}, submitted at {at:.1f} s)"

@@ -29,6 +29,9 @@ class RunLog:
         # command it had not recorded; the client is told so by name. The invariants check the
         # record holds no result for it (docs/soak.md).
         self.lost_in_crash = []
+        self.host = None  # the DaemonHost that owns the run (the one it was placed on)
+        self.submit_host = None  # the one it was submitted to
+        self.fleet_submit = False
         self.readers = []  # RawReader
         self.cli_readers = []  # (CliReader, lines)
         self.closed_seen = False
@@ -81,7 +84,11 @@ def make_plan(rng, index):
 class RunDriver:
     def __init__(self, soak, index, plan, log):
         self.soak, self.index, self.plan, self.log = soak, index, plan, log
-        self.client = metaharness.Client(soak.host.socket, timeout=60)
+        # One host: every run on it. A fleet: submitted to host index % n, every other one with
+        # "fleet": true (placed by whichever host takes it from the queue).
+        self.submit_host = soak.hosts[index % len(soak.hosts)]
+        self.fleet = len(soak.hosts) > 1 and index % 2 == 0
+        self.client = metaharness.Client(self.submit_host.socket, timeout=60)
 
     def _decide_loop(self, name, rng):
         """One controller: attach, decide every call offered to it, until the stream closes."""
@@ -98,15 +105,15 @@ class RunDriver:
                         decision = (metaharness.Deny(f"soak {name} denies {item.call_id}") if deny
                                     else metaharness.Allow())
                         self.log.commands_sent += 1
-                        sent_in = self.soak.host.incarnation
+                        sent_in = self.log.host.incarnation
                         try:
                             outcome = run.decide(item.call_id, decision)
                             self.log.commands_answered += 1
                             self.log.decisions.append((name, item.call_id, "deny" if deny else "allow",
                                                        outcome.ok, outcome.code))
                         except metaharness.CommandLost as e:
-                            if self.soak.host.incarnation != sent_in:
-                                self.log.lost_in_crash.append((e.command_id, sent_in, self.soak.host.incarnation))
+                            if self.log.host.incarnation != sent_in:
+                                self.log.lost_in_crash.append((e.command_id, sent_in, self.log.host.incarnation))
                             else:
                                 self.log.command_errors.append(f"{name} decide {item.call_id}: CommandLost {e}")
                         except metaharness.ConnectionLost as e:
@@ -134,7 +141,7 @@ class RunDriver:
             except metaharness.DaemonUnreachable:
                 if time.monotonic() > deadline:
                     raise
-                self.soak.host.up.wait(timeout=1.0)
+                self.log.host.up.wait(timeout=1.0)
                 time.sleep(0.05)  # a retry pace while the daemon restarts, not a synchronisation
 
     def _timed_command(self, at_s, what):
@@ -157,6 +164,26 @@ class RunDriver:
             self.log.commands_answered += 1  # a refusal is an answer
             del e
 
+    def _fleet_submit(self, spec):
+        """A fleet submit (docs/fleet.md, Placement): the run id and the DaemonHost that placed it.
+        A run answered "queued" (no host had room yet) is looked up with `get` on the submitter
+        until its record names a host (60 s)."""
+        reply = self.client._request("submit", run=spec, request_id=f"soak-{self.soak.seed}-{self.index}",
+                                     fleet=True)
+        run_id, host_id = reply.run_id, getattr(reply, "host", None)
+        deadline = time.monotonic() + 60
+        while host_id is None and time.monotonic() < deadline:
+            try:
+                host_id = getattr(self.client._request("get", run_id=run_id).run, "host", None)
+            except metaharness.MetaharnessError:
+                pass
+            if host_id is None:
+                time.sleep(0.2)  # polling the fleet's record: placement has no event here
+        owner = self.soak.host_by_id(host_id)
+        if owner is None:
+            raise metaharness.MetaharnessError(f"fleet submit {run_id}: placed on an unknown host {host_id!r}")
+        return run_id, owner
+
     def drive(self):
         plan = self.plan
         script_path = os.path.join(self.soak.scripts_dir, f"run{self.index}.json")
@@ -170,8 +197,14 @@ class RunDriver:
                 "budget": {"wall_ms": int(self.soak.run_timeout_s * 1000)}}
         if plan["mode"] == "ask":
             spec["decision_deadline_ms"] = plan["deadline_ms"]
+        self.log.submit_host, self.log.host, self.log.fleet_submit = self.submit_host, self.submit_host, self.fleet
         try:
-            self.log.run_id = self.client.submit(request_id=f"soak-{self.soak.seed}-{self.index}", **spec)
+            if self.fleet:
+                self.log.run_id, owner = self._fleet_submit(spec)
+                self.log.host = owner
+                self.client = metaharness.Client(owner.socket, timeout=60)
+            else:
+                self.log.run_id = self.client.submit(request_id=f"soak-{self.soak.seed}-{self.index}", **spec)
         except metaharness.Refused as e:
             self.log.errors.append(f"submit: {type(e).__name__}: {e}")
             self.log.refusals.append((time.monotonic() - self.soak.t0, "submit", e.code))
@@ -189,12 +222,12 @@ class RunDriver:
         deadline = time.monotonic() + self.soak.run_timeout_s + 30
         reader_rng = random.Random(plan["reader_seed"])
         for r in range(plan["raw_readers"]):
-            reader = RawReader(self.soak.host, self.log.run_id, reader_rng, f"r{self.index}.{r}", give_up_s=120)
+            reader = RawReader(self.log.host, self.log.run_id, reader_rng, f"r{self.index}.{r}", give_up_s=120)
             self.log.readers.append(reader)
             threads.append(threading.Thread(target=reader.run, args=(deadline,), daemon=True))
         cli = None
         if plan["cli_reader"]:
-            cli = CliReader(self.soak.metaharness, self.soak.host, self.log.run_id, reader_rng,
+            cli = CliReader(self.soak.metaharness, self.log.host, self.log.run_id, reader_rng,
                             os.path.join(self.soak.dir, f"cli-reader-{self.index}.jsonl"))
             self.soak.register_cli_reader(cli)
         if plan["mode"] == "ask":
