@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "protocol/completeness.hpp"
+#include "protocol/json.hpp"
+#include "tests/http/http_test_client.hpp"
 #include "tests/support/daemon_harness.hpp"
 
 namespace mh::test {
@@ -237,8 +239,26 @@ class DiskFullExt4 : public ::testing::Test {
   void SetUp() override {
     if (!fs.mounted())
       GTEST_SKIP() << "cannot make a loop-mounted ext4 (needs root, losetup, mkfs.ext4): " << fs.error();
-    daemon = std::make_unique<DaemonUnderTest>(dir.path(), standin_config());
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), "[http]\nlisten = \"127.0.0.1:0\"\n" + standin_config());
     ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  }
+
+  // One poll of the viewer's events (docs/viewer.md) with a token minted on the socket.
+  json::object viewer_events(const std::string& id, std::uint64_t from_seq) {
+    SocketClient c(daemon->socket());
+    auto minted = c.request(socket_request("viewer", R"("role":"observe")"));
+    if (!minted || minted->str("reply") != "viewer") return {};
+    std::string address = read_file(daemon->state_dir() / "http.addr");
+    while (!address.empty() && (address.back() == '\n' || address.back() == ' '))
+      address.pop_back();
+    const auto colon = address.rfind(':');
+    HttpTestClient http(address.substr(0, colon), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))),
+                        30s);
+    auto answer = http.request("GET", "/viewer/api/events?run_id=" + id + "&from_seq=" + std::to_string(from_seq),
+                               {{"Authorization", "Bearer " + minted->str("token")}});
+    if (!answer || answer->status != 200) return {};
+    auto v = protocol::parse_json(answer->body);
+    return v && v->is_object() ? v->as_object() : json::object{};
   }
 
   // The run's state in the daemon's list ("closed" once the daemon was told of its close).
@@ -283,6 +303,12 @@ TEST_F(DiskFullExt4, AStreamClosedThatCouldNotBeWrittenIsWrittenLateWithRecordIn
   ASSERT_EQ(listed_state(id), "closed") << daemon->stderr_text();
   EXPECT_TRUE(controller.events_named("stream.closed").empty())
       << "the disk is full: the close is not written yet (else the test did not reach the failing close)";
+  // The viewer's long poll meanwhile: the run is closed in the daemon's view, its stream.closed is
+  // still to come, so the page must be told more can come (live), or it stops short of the end.
+  auto before = viewer_events(id, 1);
+  ASSERT_TRUE(before.contains("live")) << "the viewer answered";
+  EXPECT_FALSE(before.at("closed").as_bool());
+  EXPECT_TRUE(before.at("live").as_bool()) << "stream.closed is still to come";
 
   filler.free();
   ASSERT_TRUE(controller.wait_event("stream.closed", 30s)) << "stream.closed is written once space returns\n"
@@ -295,6 +321,10 @@ TEST_F(DiskFullExt4, AStreamClosedThatCouldNotBeWrittenIsWrittenLateWithRecordIn
   EXPECT_EQ(warnings.back().str("code"), "RECORD_INCOMPLETE") << record;
   EXPECT_EQ(controller.events_named("stream.closed").size(), 1u);
   EXPECT_EQ(controller.lines().back().event(), "stream.closed");
+  auto after = viewer_events(id, before.at("next_seq").to_number<std::uint64_t>());
+  ASSERT_TRUE(after.contains("closed"));
+  EXPECT_TRUE(after.at("closed").as_bool()) << "the page's next poll gets the end";
+  EXPECT_FALSE(after.at("live").as_bool());
 }
 
 }  // namespace
