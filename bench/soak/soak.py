@@ -93,6 +93,7 @@ class Soak:
         self.run_timeout_s = args.run_timeout_s
         self.inv = Invariants()
         self.disk_full_windows = []  # (from_s, to_s) the state dir was held full
+        self.driver_errors = []  # (moment_s, plan index, what): the soak's own failures, reported
         self.allowed_effects_seen = 0
         self.record_incomplete_runs = 0
         self.lock = threading.Lock()
@@ -139,7 +140,16 @@ class Soak:
             rng = random.Random(f"{self.seed}:{index}")
             plan = make_plan(rng, index)
             log = RunLog(index, plan)
-            RunDriver(self, index, plan, log).drive()
+            try:
+                RunDriver(self, index, plan, log).drive()
+                self.inv.check("soak_driver_ok", True, "")
+            except Exception as e:  # the soak's own fault: a violation by name (what it planned did not
+                # happen), and the worker goes on
+                moment = round(time.monotonic() - self.t0, 1)
+                with self.lock:
+                    self.driver_errors.append((moment, index, f"{type(e).__name__}: {e}"))
+                self.inv.check("soak_driver_ok", False, f"plan #{index}: the driver failed: {type(e).__name__}: {e}",
+                               moment)
             if log.run_id is None:
                 with self.lock:
                     self.logs.append(log)
@@ -427,12 +437,15 @@ def report(soak, injector, wall):
         modes[log.plan["mode"]] = modes.get(log.plan["mode"], 0) + 1
     decisions = sum(len(log.decisions) for log in submitted)
     racing = sum(1 for log in submitted if log.plan["racing"])
-    readers = sum(len(log.readers) + len(log.cli_readers) for log in submitted)
+    readers = sum(len(log.readers) + len(log.cli_readers) + len(log.viewer_readers) for log in submitted)
     out.append(f"load: {len(submitted)} runs ({', '.join(f'{k} {v}' for k, v in sorted(modes.items()))}), "
                f"{racing} with racing controllers, {decisions} decisions sent, {readers} readers; "
                f"{len(soak.logs) - len(submitted)} submits refused")
     out.append("faults injected: " + ", ".join(f"{k} {injector.counts[k]}" for k in FAULT_KINDS)
                + " (skipped, no target: " + ", ".join(f"{k} {v}" for k, v in injector.skipped.items() if v) + ")")
+    if soak.driver_errors:
+        out.append(f"DRIVER ERRORS (the soak's own, not the daemon's): {len(soak.driver_errors)}, the first: "
+                   f"{soak.driver_errors[:3]}")
     out.append("invariants (checked / violated):")
     for name in INVARIANTS:
         out.append(f"  {name:26} {soak.inv.checked[name]:6} / {soak.inv.violated(name)}")

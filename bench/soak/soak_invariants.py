@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import subprocess
+import threading
 
 INVARIANTS = (
     "run_closed",             # every submitted run's record ends in stream.closed by the soak's end
@@ -13,6 +14,7 @@ INVARIANTS = (
     "reader_bytes_equal",     # every line a reader received is byte-equal to the record's line of that seq
     "reader_complete",        # every reconnecting reader got each seq once, in order, up to stream.closed
     "cli_reader_contiguous",  # what a `metaharness tail --follow` reader wrote is a gap-free run of seqs
+    "viewer_poll_complete",   # a viewer long-poll reader got seq 1.. through stream.closed, in order, as recorded
     "command_one_result",     # every command sent got exactly one result; no command id has two command.results
     "command_lost_in_crash",  # a command the client was told it lost across a daemon kill has no result recorded
     "call_decided_once",      # at most one tool.decided per call; at most one controller told ok per call
@@ -28,6 +30,7 @@ INVARIANTS = (
     "fleet_closed_once",      # --hosts 3: its fleet copy (tail --fleet from another host) has one stream.closed
     "vendor_lines_accounted",  # every line of the kept vendor transcript is in the stream: mapped, or opaque
     "daemon_stops_on_sigterm",  # a SIGTERM stops the daemon within 60 s
+    "soak_driver_ok",         # the soak's own driver did what each plan said (no exception in it)
     "daemon_fds_bounded",     # the daemon's fds do not grow over the last half beyond noise
     "daemon_rss_bounded",     # nor does its RSS
 )
@@ -35,13 +38,15 @@ INVARIANTS = (
 
 class Invariants:
     def __init__(self):
+        self.lock = threading.Lock()
         self.checked = {name: 0 for name in INVARIANTS}
         self.violations = []  # (name, moment_s or None, detail)
 
     def check(self, name, ok, detail, moment=None):
-        self.checked[name] += 1
-        if not ok:
-            self.violations.append((name, moment, detail))
+        with self.lock:  # the workers and the fault thread check at once
+            self.checked[name] += 1
+            if not ok:
+                self.violations.append((name, moment, detail))
         return ok
 
     def violated(self, name):
@@ -95,6 +100,14 @@ def check_run(inv, soak, log):
         inv.check("reader_complete", complete,
                   f"{tag}: reader {reader.name} (from {reader.from_seq}, {reader.connections} connections): "
                   f"closed={reader.closed} ended={reader.ended} gaps={gaps[:5]} errors={reader.errors[:3]}", at)
+    for viewer in log.viewer_readers:
+        bad = [s for s, obj in viewer.lines.items() if s not in by_seq or json.loads(by_seq[s]) != obj]
+        seqs = sorted(viewer.lines)
+        contiguous = seqs == list(range(1, len(seqs) + 1))
+        inv.check("viewer_poll_complete", viewer.closed and contiguous and not viewer.errors and not bad,
+                  f"{tag}: viewer reader {viewer.name} (wait_ms {viewer.wait_ms}, {viewer.polls} polls, "
+                  f"{viewer.tokens} tokens): closed={viewer.closed} ended={viewer.ended} seqs {seqs[:1]}..{seqs[-1:]} "
+                  f"contiguous={contiguous} differing from the record {bad[:5]} errors={viewer.errors[:3]}", at)
     for cli, lines in log.cli_readers:
         bad = [s for s, line in lines.items() if by_seq.get(s) != line]
         inv.check("reader_bytes_equal", not bad, f"{tag}: cli reader seqs differ from the record: {bad[:5]}", at)

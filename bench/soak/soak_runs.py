@@ -11,6 +11,7 @@ import time
 
 import metaharness
 from soak_readers import CliReader, RawReader
+from soak_viewer import ViewerReader
 
 
 class RunLog:
@@ -33,6 +34,7 @@ class RunLog:
         self.submit_host = None  # the one it was submitted to
         self.fleet_submit = False
         self.readers = []  # RawReader
+        self.viewer_readers = []  # ViewerReader
         self.cli_readers = []  # (CliReader, lines)
         self.closed_seen = False
         self.errors = []
@@ -78,6 +80,8 @@ def make_plan(rng, index):
         "cli_reader": rng.random() < 0.25,
         "controller_seed": rng.getrandbits(32),
         "reader_seed": rng.getrandbits(32),
+        # Drawn last, so every draw above is what it was before the viewer's reader came.
+        "viewer_reader": rng.random() < 0.2,
     }
 
 
@@ -174,7 +178,10 @@ class RunDriver:
         deadline = time.monotonic() + 60
         while host_id is None and time.monotonic() < deadline:
             try:
-                host_id = getattr(self.client._request("get", run_id=run_id).run, "host", None)
+                got = dict(self.client._request("get", run_id=run_id))
+                # A remote run's answer is the fleet record's (host at the top); a local one's is
+                # the run summary, under `run`.
+                host_id = got.get("host") or (got.get("run") or {}).get("host")
             except metaharness.MetaharnessError:
                 pass
             if host_id is None:
@@ -225,6 +232,11 @@ class RunDriver:
             reader = RawReader(self.log.host, self.log.run_id, reader_rng, f"r{self.index}.{r}", give_up_s=120)
             self.log.readers.append(reader)
             threads.append(threading.Thread(target=reader.run, args=(deadline,), daemon=True))
+        if plan["viewer_reader"]:
+            viewer = ViewerReader(self.soak.metaharness, self.log.host, self.log.run_id,
+                                  random.Random(plan["reader_seed"] ^ 0x5EED), f"v{self.index}")
+            self.log.viewer_readers.append(viewer)
+            threads.append(threading.Thread(target=viewer.run, args=(deadline,), daemon=True))
         cli = None
         if plan["cli_reader"]:
             cli = CliReader(self.soak.metaharness, self.log.host, self.log.run_id, reader_rng,
