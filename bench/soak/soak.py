@@ -96,6 +96,7 @@ class Soak:
         self.driver_errors = []  # (moment_s, plan index, what): the soak's own failures, reported
         self.allowed_effects_seen = 0
         self.record_incomplete_runs = 0
+        self.budget_closes = 0
         self.lock = threading.Lock()
         self.logs = []
         self.cli_readers = []
@@ -449,6 +450,10 @@ def report(soak, injector, wall):
     out.append("invariants (checked / violated):")
     for name in INVARIANTS:
         out.append(f"  {name:26} {soak.inv.checked[name]:6} / {soak.inv.violated(name)}")
+    steers = sum(1 for log in submitted if log.plan.get("steer_at_s") is not None)
+    injects = sum(1 for log in submitted if log.plan.get("inject_at_s") is not None)
+    budgets = sum(1 for log in submitted if log.plan.get("budget_tool_calls") is not None)
+    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes})")
     out.append(f"allowed calls whose effect was found (the deny check looks in the right place): "
                f"{soak.allowed_effects_seen}")
     watch = getattr(soak, "ns_watch", None)

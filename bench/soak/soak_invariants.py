@@ -15,6 +15,7 @@ INVARIANTS = (
     "reader_complete",        # every reconnecting reader got each seq once, in order, up to stream.closed
     "cli_reader_contiguous",  # what a `metaharness tail --follow` reader wrote is a gap-free run of seqs
     "viewer_poll_complete",   # a viewer long-poll reader got seq 1.. through stream.closed, in order, as recorded
+    "budget_named",           # a run closed `budget` says which budget (a BUDGET_EXHAUSTED warning before its close)
     "command_one_result",     # every command sent got exactly one result; no command id has two command.results
     "command_lost_in_crash",  # a command the client was told it lost across a daemon kill has no result recorded
     "call_decided_once",      # at most one tool.decided per call; at most one controller told ok per call
@@ -86,6 +87,10 @@ def check_run(inv, soak, log):
               f"{tag}: check-stream: {(checked.stdout + checked.stderr).strip()[:300]}", at)
 
     check_vendor_lines(inv, soak, run_dir, events, tag, at)
+    if closed and closed[-1].get("reason") == "budget":
+        soak.budget_closes += 1
+        inv.check("budget_named", any(e.get("event") == "warning" and e.get("code") == "BUDGET_EXHAUSTED"
+                                      for e in events), f"{tag}: closed budget with no BUDGET_EXHAUSTED warning", at)
 
     for reader in log.readers:
         bad = [s for s, line in reader.lines.items() if by_seq.get(s) != line]

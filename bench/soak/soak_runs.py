@@ -82,6 +82,11 @@ def make_plan(rng, index):
         "reader_seed": rng.getrandbits(32),
         # Drawn last, so every draw above is what it was before the viewer's reader came.
         "viewer_reader": rng.random() < 0.2,
+        # A steer or an inject at a random moment (an answer either way: ok, or refused by name),
+        # and a tool-call budget that some runs cross (BUDGET_EXHAUSTED, stream.closed budget).
+        "steer_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
+        "inject_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
+        "budget_tool_calls": rng.choice([1, 2]) if rng.random() < 0.1 else None,
     }
 
 
@@ -141,6 +146,10 @@ class RunDriver:
             try:
                 if what == "halt":
                     return self.client.halt(self.log.run_id, reason="soak halt")
+                if what == "steer":
+                    return self.client.steer(self.log.run_id, f"soak steer of plan {self.index}")
+                if what == "inject":
+                    return self.client.inject(self.log.run_id, f"soak inject of plan {self.index}")
                 return self.client.interrupt(self.log.run_id, reason="soak interrupt")
             except metaharness.DaemonUnreachable:
                 if time.monotonic() > deadline:
@@ -202,6 +211,8 @@ class RunDriver:
                 "vendor_env": {"MH_STANDIN_SCRIPT": script_path},
                 "labels": {"soak": str(self.soak.seed), "index": str(self.index)},
                 "budget": {"wall_ms": int(self.soak.run_timeout_s * 1000)}}
+        if plan["budget_tool_calls"] is not None:
+            spec["budget"]["tool_calls"] = plan["budget_tool_calls"]
         if plan["mode"] == "ask":
             spec["decision_deadline_ms"] = plan["deadline_ms"]
         self.log.submit_host, self.log.host, self.log.fleet_submit = self.submit_host, self.submit_host, self.fleet
@@ -251,6 +262,10 @@ class RunDriver:
                                                 daemon=True))
         if plan["halt_at_s"] is not None:
             threads.append(threading.Thread(target=self._timed_command, args=(plan["halt_at_s"], "halt"), daemon=True))
+        for what in ("steer", "inject"):
+            if plan[f"{what}_at_s"] is not None:
+                threads.append(threading.Thread(target=self._timed_command, args=(plan[f"{what}_at_s"], what),
+                                                daemon=True))
         if plan["interrupt_at_s"] is not None:
             threads.append(threading.Thread(target=self._timed_command, args=(plan["interrupt_at_s"], "interrupt"),
                                             daemon=True))
