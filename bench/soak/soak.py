@@ -47,10 +47,10 @@ class Soak:
         bin_dir = pathlib.Path(args.bin_dir).resolve()
         self.metaharness = str(bin_dir / "metaharness")
         standin = bin_dir / "mh-standin-claude"
-        for needed in (self.metaharness, standin, bin_dir / "metaharness-supervisor"):
+        for needed in (self.metaharness, standin, bin_dir / "metaharness-supervisor", bin_dir / "mh-codex-hook"):
             if not os.path.isfile(needed):
                 raise SystemExit(f"soak: {needed} is not built (./run build metaharness metaharness-supervisor "
-                                 "mh-standin-claude mh-exec)")
+                                 "mh-standin-claude mh-exec mh-codex-hook)")
         # A short path: a Unix socket path is at most 107 bytes.
         self.dir = tempfile.mkdtemp(prefix=f"mh-soak-{self.seed}-")
         os.chmod(self.dir, 0o755)
@@ -97,6 +97,7 @@ class Soak:
         self.allowed_effects_seen = 0
         self.record_incomplete_runs = 0
         self.budget_closes = 0
+        self.codex_completed = 0
         self.lock = threading.Lock()
         self.logs = []
         self.cli_readers = []
@@ -453,7 +454,12 @@ def report(soak, injector, wall):
     steers = sum(1 for log in submitted if log.plan.get("steer_at_s") is not None)
     injects = sum(1 for log in submitted if log.plan.get("inject_at_s") is not None)
     budgets = sum(1 for log in submitted if log.plan.get("budget_tool_calls") is not None)
-    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes})")
+    adapters = {}
+    for log in submitted:
+        adapters[log.plan.get("adapter", "claude")] = adapters.get(log.plan.get("adapter", "claude"), 0) + 1
+    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes}); "
+               f"adapters: {', '.join(f'{k} {v}' for k, v in sorted(adapters.items()))} (claude: the stand-in; "
+               f"codex: the real CLI on the scripted endpoint; {soak.codex_completed} of its runs completed)")
     out.append(f"allowed calls whose effect was found (the deny check looks in the right place): "
                f"{soak.allowed_effects_seen}")
     watch = getattr(soak, "ns_watch", None)

@@ -86,7 +86,9 @@ def check_run(inv, soak, log):
     inv.check("check_stream", checked.returncode == 0,
               f"{tag}: check-stream: {(checked.stdout + checked.stderr).strip()[:300]}", at)
 
-    check_vendor_lines(inv, soak, run_dir, events, tag, at)
+    check_vendor_lines(inv, soak, run_dir, events, tag, at, log.plan.get("adapter", "claude"))
+    if log.plan.get("adapter") == "codex" and closed and closed[-1].get("reason") == "completed":
+        soak.codex_completed += 1  # the real CLI ran its scenario to the end (not refused at launch)
     if closed and closed[-1].get("reason") == "budget":
         soak.budget_closes += 1
         inv.check("budget_named", any(e.get("event") == "warning" and e.get("code") == "BUDGET_EXHAUSTED"
@@ -192,13 +194,14 @@ def event_key(e):
     return (e.get("event"), e.get("call_id"), e.get("request_id"), e.get("source_line"), e.get("turn"))
 
 
-def check_vendor_lines(inv, soak, run_dir, events, tag, at):
+def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
     """Every line of the kept transcript (vendor-stdout.jsonl) is accounted for in the stream.
 
     The oracle is `metaharness translate` of the transcript (the adapter's reader alone,
     offline): the events it makes must appear in the live stream in order (the live stream has
-    more: decisions, commands, warnings). Control traffic (control_*) is the live controller's,
-    offline an opaque: left out. A run that did not complete may miss a suffix (what its vendor
+    more: decisions, commands, warnings). Control traffic (Claude's control_*, the answers to
+    JSON-RPC requests the live client sent: `response`) is the live controller's, offline an
+    opaque: left out. A run that did not complete may miss a suffix (what its vendor
     wrote after the run stopped reading: a halt, a kill, a run recovered or left ungoverned), never
     a line in the middle: once one oracle event is missing, none after it may be in the stream.
     Each live `opaque` must name a transcript line (source_line) whose SHA-256 is its digest. A
@@ -221,7 +224,7 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at):
             digest = (e.get("digest") or "").removeprefix("sha256:")
             if line is None or hashlib.sha256(line).hexdigest() != digest:
                 bad_opaque.append(n)
-    translated = subprocess.run([soak.metaharness, "translate", "claude", path], capture_output=True)
+    translated = subprocess.run([soak.metaharness, "translate", adapter, path], capture_output=True)
     oracle = []
     for raw in translated.stdout.splitlines():
         try:
@@ -233,10 +236,17 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at):
         if e.get("event") == "opaque":
             n = e.get("source_line")
             line = complete_lines[n - 1] if n and 0 < n <= len(complete_lines) else b""
-            if line.startswith(b'{"type":"control_'):
-                continue  # the live controller's traffic
+            if line.startswith(b'{"type":"control_') or e.get("vendor_type") == "response":
+                continue  # the live controller's traffic (Claude's control_*, a JSON-RPC response to it)
         oracle.append(event_key(e))
-    live = [event_key(e) for e in events]
+    # The calls a turn presents are in the stream, in whatever order the live seam presented them
+    # (Codex's parallel calls reach the live stream through its hook in hook order, the offline
+    # translation in transcript order): checked as a set, the rest in order.
+    oracle_calls = [k for k in oracle if k[0] == "tool.requested"]
+    oracle = [k for k in oracle if k[0] != "tool.requested"]
+    live_calls = {e.get("call_id") for e in events if e.get("event") == "tool.requested"}
+    live_call_ids = {e.get("call_id") for e in events if e.get("call_id")}
+    live = [event_key(e) for e in events if e.get("event") != "tool.requested"]
     closed = [e for e in events if e.get("event") == "stream.closed"]
     completed = bool(closed) and closed[-1].get("reason") == "completed"
     incomplete = any(e.get("event") == "warning" and e.get("code") == "RECORD_INCOMPLETE" for e in events)
@@ -258,6 +268,9 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at):
             problem = f"a completed run's stream lacks {oracle[missing_at]} (and {len(oracle) - missing_at - 1} after)"
         elif resumed:
             problem = f"the stream lacks {oracle[missing_at]} but has later vendor events {resumed[:3]}"
+    lost_calls = [k[1] for k in oracle_calls if k[1] not in live_calls and (completed or k[1] in live_call_ids)]
+    if lost_calls and not incomplete:
+        problem = (problem + "; " if problem else "") + f"calls the transcript presents and the stream does not: {lost_calls[:5]}"
     if translated.returncode != 0 and transcript:
         problem = f"translate failed: {translated.stderr.decode(errors='replace')[:200]}"
     if bad_opaque:

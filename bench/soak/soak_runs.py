@@ -87,6 +87,9 @@ def make_plan(rng, index):
         "steer_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
         "inject_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
         "budget_tool_calls": rng.choice([1, 2]) if rng.random() < 0.1 else None,
+        # A share of runs on a real vendor CLI (Codex, from .vendor) against the daemon's scripted
+        # model endpoint, playing the same calls as a scenario.
+        "adapter": "codex" if rng.random() < 0.05 else "claude",
     }
 
 
@@ -200,6 +203,23 @@ class RunDriver:
             raise metaharness.MetaharnessError(f"fleet submit {run_id}: placed on an unknown host {host_id!r}")
         return run_id, owner
 
+    def codex_scenario(self):
+        """The plan's calls and texts as a metaharness.scenario/1 for Codex (the Responses wire):
+        each batch of calls one step of exec_command calls that touch the call's marker, each text
+        a step of its own; chatter, waits and sleeps are the stand-in's only."""
+        steps = []
+        for step in self.plan["script"]["turns"][0]:
+            if step["type"] == "tool_use":
+                steps.append({"name": f"calls {len(steps)}", "content": [
+                    {"type": "tool_call", "id": c["id"].replace("toolu_", "call_"), "name": "exec_command",
+                     "input": {"cmd": f"touch m_{c['id'].replace('toolu_', 'call_')}.txt"}} for c in step["calls"]]})
+            elif step["type"] == "text":
+                steps.append({"name": f"text {len(steps)}", "content": [{"type": "text", "text": step["text"]}]})
+        if not steps or steps[-1]["content"][0]["type"] != "text":
+            steps.append({"name": "answer", "content": [{"type": "text", "text": "done"}]})
+        return {"format": "metaharness.scenario/1", "description": f"soak run {self.index} on Codex",
+                "wires": ["responses"], "steps": steps}
+
     def drive(self):
         plan = self.plan
         script_path = os.path.join(self.soak.scripts_dir, f"run{self.index}.json")
@@ -211,6 +231,10 @@ class RunDriver:
                 "vendor_env": {"MH_STANDIN_SCRIPT": script_path},
                 "labels": {"soak": str(self.soak.seed), "index": str(self.index)},
                 "budget": {"wall_ms": int(self.soak.run_timeout_s * 1000)}}
+        if plan["adapter"] == "codex":
+            del spec["model_endpoint"], spec["vendor_env"]
+            spec["adapter"] = "codex"
+            spec["model_scenario"] = self.codex_scenario()
         if plan["budget_tool_calls"] is not None:
             spec["budget"]["tool_calls"] = plan["budget_tool_calls"]
         if plan["mode"] == "ask":
