@@ -98,6 +98,7 @@ class Soak:
         self.record_incomplete_runs = 0
         self.budget_closes = 0
         self.codex_completed = 0
+        self.unknown_in_crash = 0
         self.lock = threading.Lock()
         self.logs = []
         self.cli_readers = []
@@ -460,6 +461,8 @@ def report(soak, injector, wall):
     out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes}); "
                f"adapters: {', '.join(f'{k} {v}' for k, v in sorted(adapters.items()))} (claude: the stand-in; "
                f"codex: the real CLI on the scripted endpoint; {soak.codex_completed} of its runs completed)")
+    out.append(f"one-shot commands whose connection a daemon kill cut before the reply (ConnectionLost, "
+               f"counted apart in command_one_result): {soak.unknown_in_crash}")
     out.append(f"allowed calls whose effect was found (the deny check looks in the right place): "
                f"{soak.allowed_effects_seen}")
     watch = getattr(soak, "ns_watch", None)

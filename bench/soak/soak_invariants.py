@@ -128,10 +128,12 @@ def check_run(inv, soak, log):
     # a daemon's crash (the client told CommandLost, the daemon restarted meanwhile) is accounted
     # for apart: it must have no result in the record (the daemon never recorded it).
     lost = len(log.lost_in_crash)
+    unknown = len(log.unknown_in_crash)
+    soak.unknown_in_crash += unknown
     inv.check("command_one_result",
-              not log.command_errors and log.commands_answered + lost == log.commands_sent,
-              f"{tag}: sent {log.commands_sent}, answered {log.commands_answered}, lost in a crash {lost}: "
-              f"{log.command_errors[:3]}", at)
+              not log.command_errors and log.commands_answered + lost + unknown == log.commands_sent,
+              f"{tag}: sent {log.commands_sent}, answered {log.commands_answered}, lost in a crash {lost}, "
+              f"connection cut by a daemon kill {unknown}: {log.command_errors[:3]}", at)
     result_ids = {}
     for e in events:
         if e.get("event") == "command.result":

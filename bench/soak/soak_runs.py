@@ -30,6 +30,9 @@ class RunLog:
         # command it had not recorded; the client is told so by name. The invariants check the
         # record holds no result for it (docs/soak.md).
         self.lost_in_crash = []
+        # One-shot requests (halt, interrupt, steer, inject) whose connection the daemon's kill cut
+        # before the reply: (what, daemon incarnation when sent, the client's words).
+        self.unknown_in_crash = []
         self.host = None  # the DaemonHost that owns the run (the one it was placed on)
         self.submit_host = None  # the one it was submitted to
         self.fleet_submit = False
@@ -135,6 +138,9 @@ class RunDriver:
                             # an answer; the call waits for its deadline or the next controller.
                             self.log.commands_answered += 1
                             self.log.refusals.append((time.monotonic() - self.soak.t0, "decide", e.code))
+                        except metaharness.MetaharnessError as e:  # any other: named in the violation
+                            self.log.command_errors.append(f"{name} decide {item.call_id}: {type(e).__name__} {e}")
+                            raise
                     elif item.event == "stream.closed":
                         self.log.closed_seen = True
         except metaharness.MetaharnessError as e:
@@ -163,6 +169,7 @@ class RunDriver:
     def _timed_command(self, at_s, what):
         time.sleep(at_s)  # the plan's moment
         self.log.commands_sent += 1
+        sent_in = self.log.host.incarnation
         try:
             outcome = self._send_once(what)
             self.log.commands_answered += 1
@@ -171,7 +178,16 @@ class RunDriver:
                 # An interrupt holds the run open for its next input (docs/architecture.md): the
                 # soak's next input is a halt, a moment later.
                 self._timed_command(self.plan["halt_after_interrupt_s"], "halt")
-        except (metaharness.CommandLost, metaharness.ConnectionLost, metaharness.DaemonUnreachable) as e:
+        except metaharness.ConnectionLost as e:
+            if not self.log.host.up.is_set() or self.log.host.incarnation != sent_in:
+                # The daemon was killed with the request in flight: whether it acted is unknown, and
+                # the client is told so by name (ConnectionLost). Not an answer, not a silence.
+                self.log.unknown_in_crash.append((what, sent_in, str(e)))
+                if what == "interrupt":  # it may hold the run open: the halt still follows
+                    self._timed_command(self.plan["halt_after_interrupt_s"], "halt")
+            else:
+                self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
+        except (metaharness.CommandLost, metaharness.DaemonUnreachable) as e:
             self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
         except metaharness.Refused as e:
             self.log.commands_answered += 1  # a refusal is an answer
@@ -179,6 +195,8 @@ class RunDriver:
         except metaharness.MetaharnessError as e:
             self.log.commands_answered += 1  # a refusal is an answer
             del e
+        except Exception as e:  # the thread would die silently: named in the violation instead
+            self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
 
     def _fleet_submit(self, spec):
         """A fleet submit (docs/fleet.md, Placement): the run id and the DaemonHost that placed it.
