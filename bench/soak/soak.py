@@ -33,8 +33,11 @@ sys.path.insert(0, str(HERE))
 import metaharness  # noqa: E402
 from soak_faults import FAULT_KINDS, FaultInjector, cmdline, run_pids  # noqa: E402
 from soak_host import DaemonHost  # noqa: E402
-from soak_invariants import INVARIANTS, Invariants, check_run  # noqa: E402
+from soak_nats import NatsCluster  # noqa: E402
+from soak_invariants import INVARIANTS, Invariants, check_refusals, check_run  # noqa: E402
+from soak_leaks import NamespaceWatch, fds_into, in_cgroup_under, mounts_under  # noqa: E402
 from soak_runs import RunDriver, RunLog, make_plan  # noqa: E402
+from soak_statefs import StateFs  # noqa: E402
 
 
 class Soak:
@@ -44,10 +47,10 @@ class Soak:
         bin_dir = pathlib.Path(args.bin_dir).resolve()
         self.metaharness = str(bin_dir / "metaharness")
         standin = bin_dir / "mh-standin-claude"
-        for needed in (self.metaharness, standin, bin_dir / "metaharness-supervisor"):
+        for needed in (self.metaharness, standin, bin_dir / "metaharness-supervisor", bin_dir / "mh-codex-hook"):
             if not os.path.isfile(needed):
                 raise SystemExit(f"soak: {needed} is not built (./run build metaharness metaharness-supervisor "
-                                 "mh-standin-claude mh-exec)")
+                                 "mh-standin-claude mh-exec mh-codex-hook)")
         # A short path: a Unix socket path is at most 107 bytes.
         self.dir = tempfile.mkdtemp(prefix=f"mh-soak-{self.seed}-")
         os.chmod(self.dir, 0o755)
@@ -55,10 +58,47 @@ class Soak:
         self.scripts_dir = os.path.join(self.dir, "scripts")
         os.mkdir(self.scripts_dir)
         os.chmod(self.scripts_dir, 0o755)
-        self.host = DaemonHost(self.metaharness, standin, self.scripts_dir, os.path.join(self.dir, "daemon"))
+        # The state directory on a filesystem of the soak's own, bounded, for the disk_full fault.
+        self.statefs = None
+        self.statefs_problem = "--state-fs-mb 0" if args.state_fs_mb <= 0 else None
+        if args.hosts > 1:
+            self.statefs_problem = "a fleet soak (--hosts) fills no host's disk yet"
+        if args.state_fs_mb > 0 and args.hosts == 1:
+            try:
+                self.statefs = StateFs(os.path.join(self.dir, "state.img"), os.path.join(self.dir, "daemon", "state"),
+                                       args.state_fs_mb)
+            except (OSError, subprocess.CalledProcessError) as e:
+                # Not root, no loop device, no mkfs.ext4: the soak goes on without the fault, and
+                # its report says so by name (never a silent skip).
+                detail = getattr(e, "stderr", None)
+                self.statefs_problem = f"{e}" + (f": {detail.decode(errors='replace').strip()}" if detail else "")
+        self.nats = None
+        if args.hosts == 1:
+            self.hosts = [DaemonHost(self.metaharness, standin, self.scripts_dir, os.path.join(self.dir, "daemon"))]
+        else:
+            # A fleet: a 3-node JetStream cluster on loopback, one daemon per host, each given every
+            # node's URL (a node's loss is a failover, not its host's loss). Root is a control peer,
+            # not an admin: a peer host places runs only for a uid it does not treat as admin.
+            self.nats = NatsCluster(os.path.join(self.dir, "nats"), 3)
+            self.hosts = []
+            for i in range(args.hosts):
+                urls = ", ".join(f'"{u}"' for u in self.nats.urls())
+                extra = ("[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0]\n"
+                         f"[fleet]\nnats_urls = [{urls}]\nhost_id = \"h{i}\"\nreplicas = 3\n"
+                         f"lease_ttl_ms = 3000\nprefix = \"mhsoak{self.seed}\"\nrequest_timeout_ms = 4000\n"
+                         "insecure_no_credentials = true\n")
+                self.hosts.append(DaemonHost(self.metaharness, standin, self.scripts_dir,
+                                             os.path.join(self.dir, f"daemon-h{i}"), extra, f"h{i}"))
+        self.host = self.hosts[0]  # the one sampled for growth, and the socket junk's target
         self.run_timeout_s = args.run_timeout_s
         self.inv = Invariants()
+        self.disk_full_windows = []  # (from_s, to_s) the state dir was held full
+        self.driver_errors = []  # (moment_s, plan index, what): the soak's own failures, reported
         self.allowed_effects_seen = 0
+        self.record_incomplete_runs = 0
+        self.budget_closes = 0
+        self.codex_completed = 0
+        self.unknown_in_crash = 0
         self.lock = threading.Lock()
         self.logs = []
         self.cli_readers = []
@@ -67,6 +107,15 @@ class Soak:
         self.loadavg_start = loadavg()
 
     # Shared state the workers and the fault injector use.
+    def host_by_id(self, host_id):
+        if len(self.hosts) == 1:
+            return self.hosts[0]
+        return next((h for h in self.hosts if h.host_id == host_id), None)
+
+    def host_of(self, run_id):
+        with self.lock:
+            return next((log.host for log in self.logs if log.run_id == run_id), self.host)
+
     def register_run(self, log):
         with self.lock:
             self.logs.append(log)
@@ -94,7 +143,16 @@ class Soak:
             rng = random.Random(f"{self.seed}:{index}")
             plan = make_plan(rng, index)
             log = RunLog(index, plan)
-            RunDriver(self, index, plan, log).drive()
+            try:
+                RunDriver(self, index, plan, log).drive()
+                self.inv.check("soak_driver_ok", True, "")
+            except Exception as e:  # the soak's own fault: a violation by name (what it planned did not
+                # happen), and the worker goes on
+                moment = round(time.monotonic() - self.t0, 1)
+                with self.lock:
+                    self.driver_errors.append((moment, index, f"{type(e).__name__}: {e}"))
+                self.inv.check("soak_driver_ok", False, f"plan #{index}: the driver failed: {type(e).__name__}: {e}",
+                               moment)
             if log.run_id is None:
                 with self.lock:
                     self.logs.append(log)
@@ -115,13 +173,23 @@ class Soak:
 
     def run(self):
         a = self.args
-        self.host.start()
+        if self.nats is not None and not self.nats.wait_healthy(timeout=120):
+            raise RuntimeError(f"the NATS cluster did not become healthy; see {self.nats.dir}/n*/nats.log")
+        for host in self.hosts:
+            host.start(timeout=120)
         duration = a.minutes * 60
         stop_at = self.t0 + duration
         stop_sampling = threading.Event()
         sampler = threading.Thread(target=self.sampler, args=(stop_sampling,), daemon=True)
         sampler.start()
+        self.ns_watch = NamespaceWatch(self)
+        ns_sampler = threading.Thread(target=self.ns_watch.run, args=(stop_sampling,), daemon=True)
+        ns_sampler.start()
         kinds = set(a.faults.split(",")) if a.faults != "all" else set(FAULT_KINDS)
+        if self.statefs is None:
+            kinds.discard("disk_full")  # no filesystem of the soak's own to fill
+        if self.nats is None:
+            kinds.discard("nats_kill9")  # no fleet
         injector = FaultInjector(self, random.Random(f"{self.seed}:faults"), a.fault_interval_s, kinds)
         fault_thread = threading.Thread(target=injector.run, args=(stop_at,), daemon=True)
         if a.fault_interval_s > 0:
@@ -135,38 +203,71 @@ class Soak:
             fault_thread.join()
         stop_sampling.set()
         sampler.join()
+        ns_sampler.join()
         self.finish()
         return injector
 
     def finish(self):
-        """Every run closed (halted if not), then the leak checks, then the daemon's stop."""
-        client = metaharness.Client(self.host.socket, timeout=60)
+        """Every run closed (halted if not), then the leak checks, then the daemons' stop."""
         ids = [log.run_id for log in self.logs if log.run_id]
-        for run in client.list():
-            if run.run_id in ids and run.state != "closed":
-                try:
-                    client.halt(run.run_id, reason="soak end")
-                except metaharness.MetaharnessError:
-                    pass
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(r.state != "closed" for r in client.list() if r.run_id in ids):
-            time.sleep(0.2)  # polling the daemon's view; there is no event for "all closed"
-        status = client.status()
-        cgroup_dir = (status.containment or {}).get("cgroup") or {}
-        cgroup_dir = cgroup_dir.get("dir") if isinstance(cgroup_dir, dict) else None
+        cgroup_dirs = []
+        for host in self.hosts:
+            client = metaharness.Client(host.socket, timeout=60)
+            mine = {log.run_id for log in self.logs if log.run_id and log.host is host}
+            for run in client.list():
+                if run.run_id in mine and run.state != "closed":
+                    try:
+                        client.halt(run.run_id, reason="soak end")
+                    except metaharness.MetaharnessError:
+                        pass
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and any(r.state != "closed" for r in client.list() if r.run_id in mine):
+                time.sleep(0.2)  # polling the daemon's view; there is no event for "all closed"
+            status = client.status()
+            cgroup_dir = (status.containment or {}).get("cgroup") or {}
+            cgroup_dirs.append(cgroup_dir.get("dir") if isinstance(cgroup_dir, dict) else None)
         moment = round(time.monotonic() - self.t0, 1)
-        if cgroup_dir and os.path.isdir(cgroup_dir):
-            left = [d for d in os.listdir(cgroup_dir) if any(i in d for i in ids)]
-            self.inv.check("no_cgroup_left", not left, f"cgroups of closed runs left under {cgroup_dir}: {left[:5]}",
-                           moment)
-        self.stop_code = self.host.stop()
+        for cgroup_dir in cgroup_dirs:
+            if cgroup_dir and os.path.isdir(cgroup_dir):
+                left = [d for d in os.listdir(cgroup_dir) if any(i in d for i in ids)]
+                self.inv.check("no_cgroup_left", not left, f"cgroups of closed runs left under {cgroup_dir}: {left[:5]}",
+                               moment)
+        # Every run closed and every reader gone: no daemon holds an fd into a run's directory.
+        for host in self.hosts:
+            run_dirs = {i: str(host.state_dir / "runs" / i) for i in ids}
+            held = fds_into(host.pid, run_dirs)
+            self.inv.check("no_fd_left", not held, f"the daemon's fds into closed runs' directories: {held[:5]}", moment)
+        if self.nats is not None:
+            self.check_fleet(moment)
+        markers = {f"METAHARNESS_RUN={i}".encode() for i in ids}
+        daemon_pids = {host.pid for host in self.hosts}
+        state_dirs = [str(host.state_dir) for host in self.hosts]
+
+        def supervisor_of_soak(pid):
+            line = cmdline(pid)
+            return "metaharness-supervisor" in line and any(d in line for d in state_dirs)
+
+        def related(pid):
+            if pid in daemon_pids or any(in_cgroup_under(pid, d) for d in cgroup_dirs):
+                return True
+            if supervisor_of_soak(pid):
+                return True
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    return any(item in markers for item in f.read().split(b"\0"))
+            except OSError:
+                return False
+
+        # Namespaces held while the daemons still run (their fds, their supervisors), then after their stop.
+        left_ns = self.ns_watch.still_referenced(related)
+        codes = [host.stop() for host in self.hosts]
+        self.stop_code = codes[0] if len(codes) == 1 else codes
         # A supervisor released at the last close is still exiting: 5 s for it to go, polled
         # (a process's end has no event to wait on from here).
         grace = time.monotonic() + 5
         while True:
             left = run_pids(ids)
-            supervisors = [p for p in os.listdir("/proc") if p.isdigit() and "metaharness-supervisor" in
-                           cmdline(int(p)) and str(self.host.state_dir) in cmdline(int(p))]
+            supervisors = [p for p in os.listdir("/proc") if p.isdigit() and supervisor_of_soak(int(p))]
             if (not left and not supervisors) or time.monotonic() > grace:
                 break
             time.sleep(0.1)
@@ -180,18 +281,65 @@ class Soak:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 pass
+        # Their namespaces (learnt while they lived) held by nothing; no mount left under the state dir.
+        left_ns.update(self.ns_watch.still_referenced(related))
+        net = {k: v for k, v in left_ns.items() if k[0] == "net"}
+        mnt = {k: v for k, v in left_ns.items() if k[0] == "mnt"}
+        self.inv.check("no_netns_left", not net, f"network namespaces of closed runs still held: {list(net.items())[:5]}",
+                       moment)
+        mounts = [m for host in self.hosts for m in mounts_under(host.state_dir)]
+        self.inv.check("no_mount_left", not mnt and not mounts,
+                       f"mount namespaces of closed runs still held: {list(mnt.items())[:5]}; "
+                       f"mounts under the state dir: {mounts[:5]}", moment)
         self.plant(ids)
         for log in self.logs:
             if log.run_id:
                 check_run(self.inv, self, log)
+            check_refusals(self.inv, self, log)
         self.check_growth()
+
+    def check_fleet(self, moment):
+        """The fleet's invariants, once every run is closed and before the daemons stop: each run
+        placed exactly once (one host's state dir has it, the host the soak was told), and closed
+        by exactly one host (its fleet copy, read with `tail --fleet` from another host, passes
+        check-stream: one stream.closed, seq contiguous)."""
+        self.host_lost_closes = 0
+        self.fleet_healthy_at_end = self.nats.wait_healthy(timeout=120)
+        for log in self.logs:
+            if not log.run_id:
+                continue
+            tag = f"run {log.run_id} (plan #{log.index}, {'fleet' if log.fleet_submit else 'local'} submit to " \
+                  f"{log.submit_host.host_id}, owner {log.host.host_id})"
+            having = [h.host_id for h in self.hosts if (h.state_dir / "runs" / log.run_id).is_dir()]
+            self.inv.check("fleet_placed_once", having == [log.host.host_id],
+                           f"{tag}: the run directory is on {having}", log.submitted_at)
+            reader = next(h for h in self.hosts if h is not log.host)
+            # FLEET_UNAVAILABLE while JetStream elects a leader is "ask again" (docs/fleet.md): up to 60 s.
+            deadline = time.monotonic() + 60
+            while True:
+                copy = subprocess.run([self.metaharness, "tail", "--fleet", "--json", log.run_id, "--socket",
+                                       reader.socket], capture_output=True, timeout=120)
+                if b"FLEET_UNAVAILABLE" not in copy.stderr or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)  # a retry pace while JetStream elects, not a synchronisation
+            path = os.path.join(self.dir, "fleet-copy.jsonl")
+            with open(path, "wb") as f:
+                f.write(copy.stdout)
+            checked = subprocess.run([self.metaharness, "check-stream", path], capture_output=True, text=True)
+            closes = copy.stdout.count(b'"event":"stream.closed"')
+            if b'"code":"HOST_LOST"' in copy.stdout:
+                self.host_lost_closes += 1
+            self.inv.check("fleet_closed_once", copy.returncode == 0 and checked.returncode == 0 and closes == 1,
+                           f"{tag}: its fleet copy read from {reader.host_id}: tail exit {copy.returncode} "
+                           f"{copy.stderr.decode(errors='replace').strip()[:200]}, {closes} stream.closed, check-stream: "
+                           f"{(checked.stdout + checked.stderr).strip()[:200]}", log.submitted_at)
 
     def plant(self, ids):
         """--plant: a known violation put where the checks look, so a test can show each check
         catches what it names (tests/soak). Never used in a real soak."""
         closed = [log for log in self.logs if log.run_id]
         if self.args.plant == "torn_record" and closed:
-            path = self.host.state_dir / "runs" / closed[0].run_id / "events.jsonl"
+            path = closed[0].host.state_dir / "runs" / closed[0].run_id / "events.jsonl"
             data = path.read_bytes()
             path.write_bytes(data[:data.rstrip(b"\n").rfind(b"\n") + 1])  # the last line (stream.closed) gone
         elif self.args.plant == "reader_lie" and closed:
@@ -199,6 +347,17 @@ class Soak:
             if reader is not None:
                 seq = min(reader.lines)
                 reader.lines[seq] = reader.lines[seq].replace(b'"seq"', b'"seq" ', 1)
+        elif self.args.plant == "lost_vendor_line" and closed:
+            # A vendor line the stream never shows: a completed run's transcript gets a second copy
+            # of an assistant line (the same request id), which no event of the record accounts for.
+            for log in closed:
+                path = log.host.state_dir / "runs" / log.run_id / "vendor-stdout.jsonl"
+                lines = path.read_bytes().splitlines(keepends=True)
+                assistant = [x for x in lines if x.startswith(b'{"type":"assistant"') and b'"text"' in x]
+                record = (log.host.state_dir / "runs" / log.run_id / "events.jsonl").read_bytes()
+                if assistant and b'"reason":"completed"' in record:
+                    path.write_bytes(b"".join(lines) + assistant[-1])
+                    break
         elif self.args.plant == "leaked_process" and ids:
             env = dict(os.environ, METAHARNESS_RUN=ids[0])
             # It says it is running (its own environment in place) before the check looks.
@@ -260,29 +419,69 @@ def trend(points):
     return (sty * sxx - sxy * stx) / det
 
 
+def refusal_counts(logs):
+    counts = {}
+    for log in {id(x): x for x in logs}.values():
+        for _moment, what, code in log.refusals:
+            counts[f"{what} {code}"] = counts.get(f"{what} {code}", 0) + 1
+    return counts
+
+
 def report(soak, injector, wall):
     a = soak.args
     out = []
     out.append(f"soak: seed {a.seed}, {a.minutes} min, {a.runs} concurrent runs, faults every ~{a.fault_interval_s} s "
-               f"({a.faults}), wall {wall:.0f} s, daemon incarnations {soak.host.incarnation}")
+               f"({a.faults}), wall {wall:.0f} s, daemon incarnations "
+               f"{', '.join(str(h.incarnation) for h in soak.hosts)}" + (f", {len(soak.hosts)} hosts over a 3-node NATS "
+                                                                         f"cluster" if soak.nats else ""))
     submitted = [log for log in soak.logs if log.run_id]
     modes = {}
     for log in submitted:
         modes[log.plan["mode"]] = modes.get(log.plan["mode"], 0) + 1
     decisions = sum(len(log.decisions) for log in submitted)
     racing = sum(1 for log in submitted if log.plan["racing"])
-    readers = sum(len(log.readers) + len(log.cli_readers) for log in submitted)
+    readers = sum(len(log.readers) + len(log.cli_readers) + len(log.viewer_readers) for log in submitted)
     out.append(f"load: {len(submitted)} runs ({', '.join(f'{k} {v}' for k, v in sorted(modes.items()))}), "
                f"{racing} with racing controllers, {decisions} decisions sent, {readers} readers; "
                f"{len(soak.logs) - len(submitted)} submits refused")
     out.append("faults injected: " + ", ".join(f"{k} {injector.counts[k]}" for k in FAULT_KINDS)
                + " (skipped, no target: " + ", ".join(f"{k} {v}" for k, v in injector.skipped.items() if v) + ")")
+    if soak.driver_errors:
+        out.append(f"DRIVER ERRORS (the soak's own, not the daemon's): {len(soak.driver_errors)}, the first: "
+                   f"{soak.driver_errors[:3]}")
     out.append("invariants (checked / violated):")
     for name in INVARIANTS:
         out.append(f"  {name:26} {soak.inv.checked[name]:6} / {soak.inv.violated(name)}")
+    steers = sum(1 for log in submitted if log.plan.get("steer_at_s") is not None)
+    injects = sum(1 for log in submitted if log.plan.get("inject_at_s") is not None)
+    budgets = sum(1 for log in submitted if log.plan.get("budget_tool_calls") is not None)
+    adapters = {}
+    for log in submitted:
+        adapters[log.plan.get("adapter", "claude")] = adapters.get(log.plan.get("adapter", "claude"), 0) + 1
+    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes}); "
+               f"adapters: {', '.join(f'{k} {v}' for k, v in sorted(adapters.items()))} (claude: the stand-in; "
+               f"codex: the real CLI on the scripted endpoint; {soak.codex_completed} of its runs completed)")
+    out.append(f"one-shot commands whose connection a daemon kill cut before the reply (ConnectionLost, "
+               f"counted apart in command_one_result): {soak.unknown_in_crash}")
     out.append(f"allowed calls whose effect was found (the deny check looks in the right place): "
                f"{soak.allowed_effects_seen}")
-    out.append(f"daemon growth: {getattr(soak, 'growth_note', 'no samples over the last half')}")
+    watch = getattr(soak, "ns_watch", None)
+    if watch is not None:
+        kinds = {k: sum(1 for key in watch.seen if key[0] == k) for k in ("net", "mnt")}
+        out.append(f"namespaces of runs learnt while they lived (what no_netns_left / no_mount_left look for): "
+                   f"net {kinds['net']}, mnt {kinds['mnt']} ({watch.samples} samples)")
+    if soak.statefs_problem:
+        out.append(f"disk_full NOT INJECTED: no filesystem of the soak's own ({soak.statefs_problem})")
+    out.append(f"state dir full {len(soak.disk_full_windows)} times; runs whose record says RECORD_INCOMPLETE: "
+               f"{soak.record_incomplete_runs}; refused by name: "
+               + ", ".join(f"{k} {v}" for k, v in sorted(refusal_counts(submitted + soak.logs).items())))
+    if soak.nats is not None:
+        fleet = sum(1 for log in submitted if log.fleet_submit)
+        placed_elsewhere = sum(1 for log in submitted if log.host is not log.submit_host)
+        out.append(f"fleet: {fleet} fleet submits ({placed_elsewhere} placed on another host than the submitter), "
+                   f"{len(submitted) - fleet} local; runs whose fleet copy holds HOST_LOST: "
+                   f"{getattr(soak, 'host_lost_closes', 0)}")
+    out.append(f"daemon growth (host 0): {getattr(soak, 'growth_note', 'no samples over the last half')}")
     out.append(f"daemon stop at the end: exit {soak.stop_code}")
     out.append(f"machine: {os.cpu_count()} cpus, load average (1/5/15 min) {soak.loadavg_start} at the start, "
                f"{loadavg()} at the end")
@@ -306,9 +505,14 @@ def main():
     p.add_argument("--run-timeout-s", type=float, default=120.0, help="a run's wall budget and the soak's wait on it")
     p.add_argument("--bin-dir", default=str(SOURCE / "build" / "bin"))
     p.add_argument("--report", help="also write the report here")
-    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process"],
+    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process", "lost_vendor_line"],
                    help="put one known violation where the checks look (the soak's own tests)")
+    p.add_argument("--hosts", type=int, default=1, choices=[1, 3],
+                   help="1: one daemon; 3: three daemons over a 3-node JetStream cluster (nats-server, loopback)")
     p.add_argument("--keep", action="store_true", help="keep the soak's directory (daemon log, state)")
+    p.add_argument("--state-fs-mb", type=int, default=4096,
+                   help="the state directory's own ext4 (a sparse loop-mounted image) of this size, for the "
+                        "disk_full fault; 0: the state directory on the soak's directory's filesystem")
     a = p.parse_args()
     soak = Soak(a)
     started = time.monotonic()
@@ -316,9 +520,15 @@ def main():
         injector = soak.run()
     except Exception:
         print(f"soak: set-up or driver failure; the directory is kept: {soak.dir}", file=sys.stderr)
-        if soak.host.proc is not None and soak.host.proc.poll() is None:
-            soak.host.stop()
+        for host in soak.hosts:
+            if host.proc is not None and host.proc.poll() is None:
+                host.stop()
         raise
+    finally:
+        if soak.statefs is not None:
+            soak.statefs.close()
+        if soak.nats is not None:
+            soak.nats.stop()
     text = report(soak, injector, time.monotonic() - started)
     print(text)
     if a.report:
@@ -327,7 +537,7 @@ def main():
     if (soak.inv.violations and not a.plant) or a.keep:
         print(f"soak: the directory is kept: {soak.dir}", file=sys.stderr)
     else:
-        shutil.rmtree(soak.dir, ignore_errors=True)
+        shutil.rmtree(soak.dir, ignore_errors=True)  # the state's image with it
     return 1 if soak.inv.violations else 0
 
 

@@ -1,7 +1,7 @@
 """Faults at random moments, from the soak's seeded source: the daemon killed (-9) or stopped
 (SIGTERM) and restarted on its state directory, frozen (SIGSTOP/SIGCONT); one run's supervisor
 killed (-9); one run's vendor process killed (-9); a `metaharness tail` reader frozen; junk and
-half-lines on the socket. Every signal goes to a pid the soak started or that carries the marker
+half-lines on the socket; the state directory's filesystem filled, then freed. Every signal goes to a pid the soak started or that carries the marker
 of a run the soak submitted (checked before it is sent): nothing else on the machine is touched."""
 
 import json
@@ -11,9 +11,9 @@ import socket
 import time
 
 FAULT_KINDS = ("daemon_kill9", "daemon_sigterm", "daemon_sigstop", "supervisor_kill9", "vendor_kill9",
-               "reader_sigstop", "socket_junk")
+               "reader_sigstop", "socket_junk", "disk_full", "nats_kill9")
 WEIGHTS = {"daemon_kill9": 2, "daemon_sigterm": 1, "daemon_sigstop": 2, "supervisor_kill9": 2,
-           "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3}
+           "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3, "disk_full": 2, "nats_kill9": 2}
 
 
 def environ_has(pid, marker):
@@ -94,25 +94,35 @@ class FaultInjector:
             return None
         return live[int(pick * len(live)) % len(live)]
 
+    def _host(self, pick):
+        hosts = self.soak.hosts
+        return hosts[int(pick * len(hosts)) % len(hosts)]
+
+    def _name(self, host):
+        return f"daemon {host.host_id} " if host.host_id else "daemon "
+
     def daemon_kill9(self, pick):
-        self.soak.host.kill9_and_restart()
-        return f"daemon incarnation {self.soak.host.incarnation - 1}", "restarted"
+        host = self._host(pick)
+        host.kill9_and_restart()
+        return f"{self._name(host)}incarnation {host.incarnation - 1}", "restarted"
 
     def daemon_sigterm(self, pick):
-        exited = self.soak.host.term_and_restart()
-        return (f"daemon incarnation {self.soak.host.incarnation - 1}",
+        host = self._host(pick)
+        exited = host.term_and_restart()
+        return (f"{self._name(host)}incarnation {host.incarnation - 1}",
                 "restarted" if exited else "VIOLATION: did not exit within 60 s of SIGTERM (killed)")
 
     def daemon_sigstop(self, pick):
+        host = self._host(pick)
         seconds = round(0.3 + pick * 2.7, 2)
-        self.soak.host.freeze(seconds)
-        return "daemon", f"stopped {seconds} s"
+        host.freeze(seconds)
+        return self._name(host).strip(), f"stopped {seconds} s"
 
     def supervisor_kill9(self, pick):
         run_id = self._live_run(pick)
         if run_id is None:
             return None, "no open run"
-        run_dir = self.soak.host.state_dir / "runs" / run_id
+        run_dir = self.soak.host_of(run_id).state_dir / "runs" / run_id
         try:
             pid = json.loads((run_dir / "supervisor.json").read_text())["supervisor_pid"]
         except (OSError, ValueError, KeyError):
@@ -174,3 +184,33 @@ class FaultInjector:
         finally:
             s.close()
         return "socket", f"variant {int(pick * len(variants)) % len(variants)}"
+
+    def disk_full(self, pick):
+        """The state directory's filesystem (the soak's own, soak_statefs.py) filled for 0.5–5 s,
+        then freed. The faults are one at a time: no daemon restart happens while it is full."""
+        fs = self.soak.statefs
+        if fs is None:
+            return None, "no filesystem of the soak's own"
+        seconds = round(0.5 + pick * 4.5, 2)
+        started = time.monotonic()
+        taken = fs.fill()
+        left = fs.free_bytes()
+        time.sleep(seconds)  # the fault is the duration itself
+        fs.release()
+        self.soak.disk_full_windows.append((started - self.soak.t0, time.monotonic() - self.soak.t0))
+        return "state dir", f"full {seconds} s ({taken // 1024} KiB taken, {left} bytes left)"
+
+    def nats_kill9(self, pick):
+        """One node of the fleet's NATS cluster killed (-9), started again 1–5 s later on its
+        store; the fault ends once every node answers /healthz again (bounded)."""
+        nats = self.soak.nats
+        if nats is None:
+            return None, "no fleet"
+        i = int(pick * len(nats.nodes)) % len(nats.nodes)
+        seconds = round(1 + pick * 4, 2)
+        pid = nats.kill9(i)
+        time.sleep(seconds)  # the fault is the duration itself
+        nats.start(i)
+        healthy = nats.wait_healthy(timeout=90)
+        return f"nats node n{i}", f"pid {pid} killed, down {seconds} s, " + (
+            "healthy again" if healthy else "NOT healthy within 90 s of its restart")

@@ -12,9 +12,28 @@ import threading
 import time
 
 
+def pick_http_port():
+    """A loopback port in 20000-29999 nobody listens on now: outside the kernel's ephemeral
+    range (32768-60999), so another program's bind(0) cannot take it while the daemon restarts."""
+    import random
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randint(20000, 29999)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free loopback port in 20000-29999 for the viewer")
+
+
 class DaemonHost:
-    def __init__(self, metaharness, standin, scripts_dir, work_dir):
+    def __init__(self, metaharness, standin, scripts_dir, work_dir, extra_config="", host_id=None):
         self.metaharness = str(metaharness)
+        self.host_id = host_id  # its fleet host id (--hosts 3), else None
         self.dir = pathlib.Path(work_dir)
         self.socket = str(self.dir / "mh.sock")
         self.state_dir = self.dir / "state"
@@ -22,9 +41,13 @@ class DaemonHost:
         # on_stop = "detach": a SIGTERM leaves the runs to their supervisors and the next start
         # adopts them, as a kill -9 does; a halt-on-stop would end every run at each SIGTERM
         # and leave the adoption path unexercised by half of the daemon faults.
-        self.config = (f'[vendor]\nclaude = "{standin}"\n'
+        # The viewer's listener (its long poll is one of the readers): a port outside the kernel's
+        # ephemeral range, free now, kept across restarts.
+        self.http_port = pick_http_port()
+        self.config = (f'[http]\nlisten = "127.0.0.1:{self.http_port}"\n'
+                       f'[vendor]\nclaude = "{standin}"\n'
                        f'[runs]\nmax_active = 400\non_stop = "detach"\n'
-                       f'sandbox_read_only = ["{scripts_dir}"]\n')
+                       f'sandbox_read_only = ["{scripts_dir}"]\n') + extra_config
         self.proc = None
         self.incarnation = 0
         self.lock = threading.RLock()  # one fault at a time on the process

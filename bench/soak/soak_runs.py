@@ -11,6 +11,7 @@ import time
 
 import metaharness
 from soak_readers import CliReader, RawReader
+from soak_viewer import ViewerReader
 
 
 class RunLog:
@@ -29,10 +30,18 @@ class RunLog:
         # command it had not recorded; the client is told so by name. The invariants check the
         # record holds no result for it (docs/soak.md).
         self.lost_in_crash = []
+        # One-shot requests (halt, interrupt, steer, inject) whose connection the daemon's kill cut
+        # before the reply: (what, daemon incarnation when sent, the client's words).
+        self.unknown_in_crash = []
+        self.host = None  # the DaemonHost that owns the run (the one it was placed on)
+        self.submit_host = None  # the one it was submitted to
+        self.fleet_submit = False
         self.readers = []  # RawReader
+        self.viewer_readers = []  # ViewerReader
         self.cli_readers = []  # (CliReader, lines)
         self.closed_seen = False
         self.errors = []
+        self.refusals = []  # (moment_s, what, code): refused by name (a submit, a decision, a command)
 
 
 def make_plan(rng, index):
@@ -74,13 +83,27 @@ def make_plan(rng, index):
         "cli_reader": rng.random() < 0.25,
         "controller_seed": rng.getrandbits(32),
         "reader_seed": rng.getrandbits(32),
+        # Drawn last, so every draw above is what it was before the viewer's reader came.
+        "viewer_reader": rng.random() < 0.2,
+        # A steer or an inject at a random moment (an answer either way: ok, or refused by name),
+        # and a tool-call budget that some runs cross (BUDGET_EXHAUSTED, stream.closed budget).
+        "steer_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
+        "inject_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
+        "budget_tool_calls": rng.choice([1, 2]) if rng.random() < 0.1 else None,
+        # A share of runs on a real vendor CLI (Codex, from .vendor) against the daemon's scripted
+        # model endpoint, playing the same calls as a scenario.
+        "adapter": "codex" if rng.random() < 0.05 else "claude",
     }
 
 
 class RunDriver:
     def __init__(self, soak, index, plan, log):
         self.soak, self.index, self.plan, self.log = soak, index, plan, log
-        self.client = metaharness.Client(soak.host.socket, timeout=60)
+        # One host: every run on it. A fleet: submitted to host index % n, every other one with
+        # "fleet": true (placed by whichever host takes it from the queue).
+        self.submit_host = soak.hosts[index % len(soak.hosts)]
+        self.fleet = len(soak.hosts) > 1 and index % 2 == 0
+        self.client = metaharness.Client(self.submit_host.socket, timeout=60)
 
     def _decide_loop(self, name, rng):
         """One controller: attach, decide every call offered to it, until the stream closes."""
@@ -97,19 +120,27 @@ class RunDriver:
                         decision = (metaharness.Deny(f"soak {name} denies {item.call_id}") if deny
                                     else metaharness.Allow())
                         self.log.commands_sent += 1
-                        sent_in = self.soak.host.incarnation
+                        sent_in = self.log.host.incarnation
                         try:
                             outcome = run.decide(item.call_id, decision)
                             self.log.commands_answered += 1
                             self.log.decisions.append((name, item.call_id, "deny" if deny else "allow",
                                                        outcome.ok, outcome.code))
                         except metaharness.CommandLost as e:
-                            if self.soak.host.incarnation != sent_in:
-                                self.log.lost_in_crash.append((e.command_id, sent_in, self.soak.host.incarnation))
+                            if self.log.host.incarnation != sent_in:
+                                self.log.lost_in_crash.append((e.command_id, sent_in, self.log.host.incarnation))
                             else:
                                 self.log.command_errors.append(f"{name} decide {item.call_id}: CommandLost {e}")
                         except metaharness.ConnectionLost as e:
                             self.log.command_errors.append(f"{name} decide {item.call_id}: {type(e).__name__} {e}")
+                        except metaharness.Refused as e:
+                            # Refused by name on the socket (DISK_FULL while the state dir is full):
+                            # an answer; the call waits for its deadline or the next controller.
+                            self.log.commands_answered += 1
+                            self.log.refusals.append((time.monotonic() - self.soak.t0, "decide", e.code))
+                        except metaharness.MetaharnessError as e:  # any other: named in the violation
+                            self.log.command_errors.append(f"{name} decide {item.call_id}: {type(e).__name__} {e}")
+                            raise
                     elif item.event == "stream.closed":
                         self.log.closed_seen = True
         except metaharness.MetaharnessError as e:
@@ -124,16 +155,21 @@ class RunDriver:
             try:
                 if what == "halt":
                     return self.client.halt(self.log.run_id, reason="soak halt")
+                if what == "steer":
+                    return self.client.steer(self.log.run_id, f"soak steer of plan {self.index}")
+                if what == "inject":
+                    return self.client.inject(self.log.run_id, f"soak inject of plan {self.index}")
                 return self.client.interrupt(self.log.run_id, reason="soak interrupt")
             except metaharness.DaemonUnreachable:
                 if time.monotonic() > deadline:
                     raise
-                self.soak.host.up.wait(timeout=1.0)
+                self.log.host.up.wait(timeout=1.0)
                 time.sleep(0.05)  # a retry pace while the daemon restarts, not a synchronisation
 
     def _timed_command(self, at_s, what):
         time.sleep(at_s)  # the plan's moment
         self.log.commands_sent += 1
+        sent_in = self.log.host.incarnation
         try:
             outcome = self._send_once(what)
             self.log.commands_answered += 1
@@ -142,11 +178,65 @@ class RunDriver:
                 # An interrupt holds the run open for its next input (docs/architecture.md): the
                 # soak's next input is a halt, a moment later.
                 self._timed_command(self.plan["halt_after_interrupt_s"], "halt")
-        except (metaharness.CommandLost, metaharness.ConnectionLost, metaharness.DaemonUnreachable) as e:
+        except metaharness.ConnectionLost as e:
+            if not self.log.host.up.is_set() or self.log.host.incarnation != sent_in:
+                # The daemon was killed with the request in flight: whether it acted is unknown, and
+                # the client is told so by name (ConnectionLost). Not an answer, not a silence.
+                self.log.unknown_in_crash.append((what, sent_in, str(e)))
+                if what == "interrupt":  # it may hold the run open: the halt still follows
+                    self._timed_command(self.plan["halt_after_interrupt_s"], "halt")
+            else:
+                self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
+        except (metaharness.CommandLost, metaharness.DaemonUnreachable) as e:
             self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
+        except metaharness.Refused as e:
+            self.log.commands_answered += 1  # a refusal is an answer
+            self.log.refusals.append((time.monotonic() - self.soak.t0, what, e.code))
         except metaharness.MetaharnessError as e:
             self.log.commands_answered += 1  # a refusal is an answer
             del e
+        except Exception as e:  # the thread would die silently: named in the violation instead
+            self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
+
+    def _fleet_submit(self, spec):
+        """A fleet submit (docs/fleet.md, Placement): the run id and the DaemonHost that placed it.
+        A run answered "queued" (no host had room yet) is looked up with `get` on the submitter
+        until its record names a host (60 s)."""
+        reply = self.client._request("submit", run=spec, request_id=f"soak-{self.soak.seed}-{self.index}",
+                                     fleet=True)
+        run_id, host_id = reply.run_id, getattr(reply, "host", None)
+        deadline = time.monotonic() + 60
+        while host_id is None and time.monotonic() < deadline:
+            try:
+                got = dict(self.client._request("get", run_id=run_id))
+                # A remote run's answer is the fleet record's (host at the top); a local one's is
+                # the run summary, under `run`.
+                host_id = got.get("host") or (got.get("run") or {}).get("host")
+            except metaharness.MetaharnessError:
+                pass
+            if host_id is None:
+                time.sleep(0.2)  # polling the fleet's record: placement has no event here
+        owner = self.soak.host_by_id(host_id)
+        if owner is None:
+            raise metaharness.MetaharnessError(f"fleet submit {run_id}: placed on an unknown host {host_id!r}")
+        return run_id, owner
+
+    def codex_scenario(self):
+        """The plan's calls and texts as a metaharness.scenario/1 for Codex (the Responses wire):
+        each batch of calls one step of exec_command calls that touch the call's marker, each text
+        a step of its own; chatter, waits and sleeps are the stand-in's only."""
+        steps = []
+        for step in self.plan["script"]["turns"][0]:
+            if step["type"] == "tool_use":
+                steps.append({"name": f"calls {len(steps)}", "content": [
+                    {"type": "tool_call", "id": c["id"].replace("toolu_", "call_"), "name": "exec_command",
+                     "input": {"cmd": f"touch m_{c['id'].replace('toolu_', 'call_')}.txt"}} for c in step["calls"]]})
+            elif step["type"] == "text":
+                steps.append({"name": f"text {len(steps)}", "content": [{"type": "text", "text": step["text"]}]})
+        if not steps or steps[-1]["content"][0]["type"] != "text":
+            steps.append({"name": "answer", "content": [{"type": "text", "text": "done"}]})
+        return {"format": "metaharness.scenario/1", "description": f"soak run {self.index} on Codex",
+                "wires": ["responses"], "steps": steps}
 
     def drive(self):
         plan = self.plan
@@ -159,10 +249,28 @@ class RunDriver:
                 "vendor_env": {"MH_STANDIN_SCRIPT": script_path},
                 "labels": {"soak": str(self.soak.seed), "index": str(self.index)},
                 "budget": {"wall_ms": int(self.soak.run_timeout_s * 1000)}}
+        if plan["adapter"] == "codex":
+            del spec["model_endpoint"], spec["vendor_env"]
+            spec["adapter"] = "codex"
+            spec["model_scenario"] = self.codex_scenario()
+        if plan["budget_tool_calls"] is not None:
+            spec["budget"]["tool_calls"] = plan["budget_tool_calls"]
         if plan["mode"] == "ask":
             spec["decision_deadline_ms"] = plan["deadline_ms"]
+        self.log.submit_host, self.log.host, self.log.fleet_submit = self.submit_host, self.submit_host, self.fleet
         try:
-            self.log.run_id = self.client.submit(request_id=f"soak-{self.soak.seed}-{self.index}", **spec)
+            if self.fleet:
+                self.log.run_id, owner = self._fleet_submit(spec)
+                self.log.host = owner
+                self.client = metaharness.Client(owner.socket, timeout=60)
+            else:
+                self.log.run_id = self.client.submit(request_id=f"soak-{self.soak.seed}-{self.index}", **spec)
+        except metaharness.Refused as e:
+            self.log.errors.append(f"submit: {type(e).__name__}: {e}")
+            self.log.refusals.append((time.monotonic() - self.soak.t0, "submit", e.code))
+            if e.code == "DISK_FULL" and self.soak.statefs is not None:
+                self.soak.statefs.free.wait(timeout=60)  # no new submit until the disk is freed
+            return
         except metaharness.MetaharnessError as e:
             self.log.errors.append(f"submit: {type(e).__name__}: {e}")
             return
@@ -174,12 +282,17 @@ class RunDriver:
         deadline = time.monotonic() + self.soak.run_timeout_s + 30
         reader_rng = random.Random(plan["reader_seed"])
         for r in range(plan["raw_readers"]):
-            reader = RawReader(self.soak.host, self.log.run_id, reader_rng, f"r{self.index}.{r}", give_up_s=120)
+            reader = RawReader(self.log.host, self.log.run_id, reader_rng, f"r{self.index}.{r}", give_up_s=120)
             self.log.readers.append(reader)
             threads.append(threading.Thread(target=reader.run, args=(deadline,), daemon=True))
+        if plan["viewer_reader"]:
+            viewer = ViewerReader(self.soak.metaharness, self.log.host, self.log.run_id,
+                                  random.Random(plan["reader_seed"] ^ 0x5EED), f"v{self.index}")
+            self.log.viewer_readers.append(viewer)
+            threads.append(threading.Thread(target=viewer.run, args=(deadline,), daemon=True))
         cli = None
         if plan["cli_reader"]:
-            cli = CliReader(self.soak.metaharness, self.soak.host, self.log.run_id, reader_rng,
+            cli = CliReader(self.soak.metaharness, self.log.host, self.log.run_id, reader_rng,
                             os.path.join(self.soak.dir, f"cli-reader-{self.index}.jsonl"))
             self.soak.register_cli_reader(cli)
         if plan["mode"] == "ask":
@@ -191,6 +304,10 @@ class RunDriver:
                                                 daemon=True))
         if plan["halt_at_s"] is not None:
             threads.append(threading.Thread(target=self._timed_command, args=(plan["halt_at_s"], "halt"), daemon=True))
+        for what in ("steer", "inject"):
+            if plan[f"{what}_at_s"] is not None:
+                threads.append(threading.Thread(target=self._timed_command, args=(plan[f"{what}_at_s"], what),
+                                                daemon=True))
         if plan["interrupt_at_s"] is not None:
             threads.append(threading.Thread(target=self._timed_command, args=(plan["interrupt_at_s"], "interrupt"),
                                             daemon=True))

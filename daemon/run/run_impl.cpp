@@ -27,6 +27,7 @@
 #include "daemon/log.hpp"
 #include "daemon/process/vendor_provenance.hpp"
 #include "daemon/run/adoption.hpp"
+#include "daemon/run/disk_floor.hpp"
 #include "daemon/run/launch.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/run/supervised_body.hpp"
@@ -281,7 +282,7 @@ std::uint64_t Run::Impl::emit_cut(protocol::EventPayload payload, std::optional<
   if (!seq) {
     // The record cannot be kept: say so where the operator looks, and stop the run rather
     // than govern it off the record.
-    daemon::log(LogPriority::error, "run " + log->run_id() + ": " + seq.error());
+    record_failed(seq.error());
     log_failed = true;  // after_core() stops the run once the core has returned
     return 0;           // not in the stream: the core tells nobody it was recorded
   }
@@ -302,7 +303,7 @@ void Run::Impl::report_recorded(bool durable) {
 void Run::Impl::release_log() {
   auto written = log->release();
   if (!written) {
-    daemon::log(LogPriority::error, "run " + log->run_id() + ": " + written.error());
+    record_failed(written.error());
     log_failed = true;
   }
   report_recorded(written.has_value());
@@ -337,8 +338,16 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
     if (!resources) resources.emplace();  // a run with no cgroup: only the egress counts are known
     resources->egress = core->egress_counts();
   }
-  auto closed_seq = log->close(reason, process, written, std::move(resources));
-  if (!reported) report(closed_seq ? *closed_seq : log->last_seq());
+  std::optional<protocol::ev::RunResources> kept = resources;  // for a close tried again
+  boost::system::result<std::uint64_t, std::string> closed_seq = std::string();
+  if (auto unwritten = warn_incomplete())
+    closed_seq = *unwritten;
+  else
+    closed_seq = log->close(reason, process, written, std::move(resources));
+  const bool retry = !closed_seq && names_no_space(closed_seq.error());
+  if (!closed_seq) record_failed("stream.closed: " + closed_seq.error());
+  // A late close writes RECORD_INCOMPLETE (unless written already), then stream.closed: the seq it will have.
+  if (!reported) report(closed_seq ? *closed_seq : log->last_seq() + (retry ? (incomplete_warned ? 1 : 2) : 0));
   timers.cancel_all();
   // The record is closed: the body lets go (a direct run's hook sockets; a supervised run's
   // supervisor, which has nothing left to keep).
@@ -347,6 +356,59 @@ void Run::Impl::finish(protocol::CloseReason reason, protocol::ProcessTerminatio
   // The final input: a run that never started answers what waited for it (TOO_LATE), and every
   // command from here on is answered by the core, unrecorded.
   core->on_stream_closed();
+  if (retry) retry_close(reason, process, std::move(kept));
+}
+
+void Run::Impl::record_failed(const std::string& why) {
+  daemon::log(LogPriority::error, "run " + log->run_id() + ": " + why);
+  if (record_failures++ == 0) first_record_failure = why;
+}
+
+void Run::Impl::retry_close(protocol::CloseReason reason, protocol::ProcessTermination process,
+                            std::optional<protocol::ev::RunResources> resources) {
+  close_retry.expires_after(kCloseRetry);
+  auto keep = self.lock();
+  close_retry.async_wait(
+      [this, keep, reason, process, resources = std::move(resources)](boost::system::error_code ec) mutable {
+        if (ec || log->closed()) return;
+        if (!try_close_late(reason, process, resources)) retry_close(reason, process, std::move(resources));
+      });
+}
+
+// What the run did while a write to its record failed is not in the stream: said there, by name,
+// before stream.closed (whether the close is written at once or late), so a reader never takes a
+// record some write of which failed for the whole run. nullopt when written, written already, or
+// no write failed; else why it could not be written.
+std::optional<std::string> Run::Impl::warn_incomplete() {
+  if (record_failures == 0 || incomplete_warned) return std::nullopt;
+  protocol::ev::Warning warning{"RECORD_INCOMPLETE",
+                                std::to_string(record_failures) +
+                                    " write(s) to this record failed, the first: " + first_record_failure +
+                                    "; what the run did meanwhile (its stop included) is not in this stream"};
+  if (options.observer) options.observer->appended(warning);
+  auto seq = log->append(std::move(warning), std::nullopt);
+  if (!seq) return seq.error();
+  incomplete_warned = true;
+  return std::nullopt;
+}
+
+// Whether the late close is done (written, or given up on a failure that is not a full disk).
+bool Run::Impl::try_close_late(protocol::CloseReason reason, protocol::ProcessTermination process,
+                               const std::optional<protocol::ev::RunResources>& resources) {
+  if (auto unwritten = warn_incomplete()) return !names_no_space(*unwritten);
+  auto written = [this, reason, process](std::uint64_t seq) {
+    if (options.observer)
+      options.observer->appended(protocol::ev::StreamClosed{seq - 1, reason, log->run_id(), process});
+  };
+  auto closed = log->close(reason, process, written, resources);
+  if (closed) {
+    daemon::log(LogPriority::notice, "run " + log->run_id() + ": stream.closed written as seq " +
+                                         std::to_string(*closed) + " once space returned");
+    return true;
+  }
+  if (names_no_space(closed.error())) return false;
+  daemon::log(LogPriority::error, "run " + log->run_id() + ": stream.closed cannot be written: " + closed.error());
+  return true;
 }
 
 // --- the vendor effects --------------------------------------------------------------------------

@@ -97,6 +97,22 @@ struct Run::Impl final : RunEffects {
   std::function<void(const RunOutcome&)> on_closed;
   RunOutcome outcome;
   bool log_failed = false;  // a write to the record failed: the run is stopped (after_core)
+  // Writes to the record that failed (each cut back to the last whole line), and the first's
+  // reason: what the RECORD_INCOMPLETE warning names before a late stream.closed.
+  std::uint64_t record_failures = 0;
+  std::string first_record_failure;
+  void record_failed(const std::string& why);
+  // stream.closed could not be written for want of space (ENOSPC/EDQUOT): the close is tried again
+  // every kCloseRetry until space returns, with the record whole up to its last line meanwhile
+  // (docs/soak.md, "A full disk"). The Run is kept alive by the wait.
+  static constexpr std::chrono::milliseconds kCloseRetry{200};
+  asio::steady_timer close_retry{strand};
+  bool incomplete_warned = false;
+  std::optional<std::string> warn_incomplete();
+  void retry_close(protocol::CloseReason reason, protocol::ProcessTermination process,
+                   std::optional<protocol::ev::RunResources> resources);
+  bool try_close_late(protocol::CloseReason reason, protocol::ProcessTermination process,
+                      const std::optional<protocol::ev::RunResources>& resources);
 
   HookLog hook_log{redactor};  // the hook channel's traffic, both directions (vendor-hooks.jsonl)
   // The vendor's process, chosen once when the run is launched or adopted: a direct child

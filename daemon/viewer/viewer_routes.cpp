@@ -227,7 +227,11 @@ asio::awaitable<http::Response> api_events(std::shared_ptr<Server> server, http:
   body["from_seq"] = from;
   body["next_seq"] = reader->next_seq();
   body["closed"] = closed;
-  body["live"] = !closed && live && e->run != nullptr;
+  // More can come while lines are unread past this batch, or while the run's writer is there: the
+  // run still hosted, or its log still closing (the daemon hears of a close before its
+  // stream.closed is readable, and a close a full disk refused is written once space returns).
+  const bool writer_there = e->run != nullptr || (e->stream && !e->stream->writer_gone());
+  body["live"] = !closed && (reader->has_unread() || (live && writer_there));
   body["events"] = std::move(events);
   co_return json_answer(200, body);
 }

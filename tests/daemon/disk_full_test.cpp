@@ -1,17 +1,25 @@
 // What a full disk does to the daemon (issue 29, "what a full disk must do"): its state directory
-// on a size-bounded tmpfs (mounted for the test, unmounted by its RAII), filled to ENOSPC by a
-// file the test owns, then freed. The stand-in harness plays the vendor.
+// on a size-bounded filesystem (a tmpfs, or a loop-mounted ext4 image where a tmpfs's page slack
+// would hide ENOSPC; mounted for the test, unmounted by its RAII), filled to ENOSPC by a file the
+// test owns, then freed. The stand-in harness plays the vendor.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "protocol/completeness.hpp"
+#include "protocol/json.hpp"
+#include "tests/http/http_test_client.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/disk_filler.hpp"
+#include "tests/support/loop_ext4.hpp"
 #include "tests/support/tmpfs_mount.hpp"
 
 namespace mh::test {
@@ -110,6 +118,100 @@ TEST_F(DiskFull, ACommandARunCannotRecordIsRefusedDiskFullAndTheRunStillClosesWh
   auto verdict = protocol::check_stream(record);
   EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << "\n" << record;
   EXPECT_EQ(controller.events_named("stream.closed").size(), 1u);
+}
+
+// The state directory on a loop-mounted ext4 (no page slack to hide ENOSPC).
+class DiskFullExt4 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs.mounted())
+      GTEST_SKIP() << "cannot make a loop-mounted ext4 (needs root, losetup, mkfs.ext4): " << fs.error();
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(), "[http]\nlisten = \"127.0.0.1:0\"\n" + standin_config());
+    ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
+  }
+
+  // One poll of the viewer's events (docs/viewer.md) with a token minted on the socket.
+  json::object viewer_events(const std::string& id, std::uint64_t from_seq) {
+    SocketClient c(daemon->socket());
+    auto minted = c.request(socket_request("viewer", R"("role":"observe")"));
+    if (!minted || minted->str("reply") != "viewer") return {};
+    std::string address = read_file(daemon->state_dir() / "http.addr");
+    while (!address.empty() && (address.back() == '\n' || address.back() == ' '))
+      address.pop_back();
+    const auto colon = address.rfind(':');
+    HttpTestClient http(address.substr(0, colon), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))),
+                        30s);
+    auto answer = http.request("GET", "/viewer/api/events?run_id=" + id + "&from_seq=" + std::to_string(from_seq),
+                               {{"Authorization", "Bearer " + minted->str("token")}});
+    if (!answer || answer->status != 200) return {};
+    auto v = protocol::parse_json(answer->body);
+    return v && v->is_object() ? v->as_object() : json::object{};
+  }
+
+  // The run's state in the daemon's list ("closed" once the daemon was told of its close).
+  std::string listed_state(const std::string& id) {
+    SocketClient c(daemon->socket());
+    auto reply = c.request(socket_request("list"));
+    if (!reply || !reply->object.contains("runs")) return "";
+    for (const auto& r : reply->object.at("runs").as_array())
+      if (r.as_object().contains("run_id") && r.at("run_id").as_string() == id && r.as_object().contains("state"))
+        return std::string(r.at("state").as_string());
+    return "";
+  }
+
+  TempDir dir{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  LoopExt4 fs{dir.path() / "state.img", dir.path() / "state", 8u * 1024 * 1024};
+  std::unique_ptr<DaemonUnderTest> daemon;
+};
+
+// A run halted while its filesystem is full: its stop's events and its stream.closed cannot be
+// written. Once space returns, stream.closed is written late, after a RECORD_INCOMPLETE warning
+// that says writes failed (what is missing is said, never silently dropped): a reader following
+// the stream gets its end, and the record passes check-stream. Before the fix nobody wrote the
+// close: the reader waited until the daemon stopped.
+TEST_F(DiskFullExt4, AStreamClosedThatCouldNotBeWrittenIsWrittenLateWithRecordIncompleteOnceSpaceReturns) {
+  SocketClient c(daemon->socket());
+  auto reply = c.request(
+      socket_request("submit", standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)")));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string id = reply->str("run_id");
+  SocketClient controller(daemon->socket());
+  controller.send(socket_request("attach", R"("run_id":")" + id + R"(","from_seq":1)"));
+  ASSERT_TRUE(controller.wait_event("tool.requested", 60s));
+  DiskFiller filler(daemon->state_dir() / "filler");
+  ASSERT_TRUE(filler.filled());
+
+  controller.send(R"({"format":"metaharness.command/1","id":"h","command":"halt"})");
+  // The daemon is told of the close whether or not stream.closed could be written; polled (the
+  // list is the daemon's view, and nothing in the stream can say that stream.closed failed).
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (listed_state(id) != "closed" && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(listed_state(id), "closed") << daemon->stderr_text();
+  EXPECT_TRUE(controller.events_named("stream.closed").empty())
+      << "the disk is full: the close is not written yet (else the test did not reach the failing close)";
+  // The viewer's long poll meanwhile: the run is closed in the daemon's view, its stream.closed is
+  // still to come, so the page must be told more can come (live), or it stops short of the end.
+  auto before = viewer_events(id, 1);
+  ASSERT_TRUE(before.contains("live")) << "the viewer answered";
+  EXPECT_FALSE(before.at("closed").as_bool());
+  EXPECT_TRUE(before.at("live").as_bool()) << "stream.closed is still to come";
+
+  filler.free();
+  ASSERT_TRUE(controller.wait_event("stream.closed", 30s)) << "stream.closed is written once space returns\n"
+                                                           << daemon->stderr_text();
+  std::string record = read_file(daemon->run_dir(id) / "events.jsonl");
+  auto verdict = protocol::check_stream(record);
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary() << "\n" << record;
+  const auto warnings = controller.events_named("warning");
+  ASSERT_FALSE(warnings.empty()) << record;
+  EXPECT_EQ(warnings.back().str("code"), "RECORD_INCOMPLETE") << record;
+  EXPECT_EQ(controller.events_named("stream.closed").size(), 1u);
+  EXPECT_EQ(controller.lines().back().event(), "stream.closed");
+  auto after = viewer_events(id, before.at("next_seq").to_number<std::uint64_t>());
+  ASSERT_TRUE(after.contains("closed"));
+  EXPECT_TRUE(after.at("closed").as_bool()) << "the page's next poll gets the end";
+  EXPECT_FALSE(after.at("live").as_bool());
 }
 
 }  // namespace
