@@ -63,6 +63,26 @@ boost::system::result<void, std::string> DirectBody::spawn(const adapters::Launc
   return {};
 }
 
+// Parking (issue 27 §5): the vendor's next process, as planned plus the session's resume
+// arguments, on the same transcripts (appended: one transcript, its lines numbered on). Only an
+// uncontained run gets here (Launch refuses parking with a cgroup or a sandbox, whose end is the
+// vendor's end).
+std::optional<std::string> DirectBody::respawn(const std::vector<std::string>& extra_args) {
+  if (run_.containment) return std::string("a contained run's cgroup ended with its vendor");
+  adapters::LaunchPlan again = std::get<adapters::LaunchPlan>(run_.planned);
+  again.args.insert(again.args.end(), extra_args.begin(), extra_args.end());
+  stdout_.reset();
+  stderr_.reset();
+  to_vendor_.clear();
+  writing_ = false;
+  stdin_closed_ = false;
+  reaped_ = false;
+  stdout_redactor_ = StreamRedactor{};
+  stderr_redactor_ = StreamRedactor{};
+  if (auto spawned = spawn(again, SpawnOptions{}); !spawned) return spawned.error();
+  return std::nullopt;
+}
+
 // --- stdin ------------------------------------------------------------------------------------
 
 void DirectBody::write_line(std::string line) {

@@ -44,6 +44,7 @@ class DirectBody final : public VendorBody {
   boost::asio::awaitable<protocol::ProcessTermination> run_until_gone() override;
   void release() override;
   pid_t pid() const override { return child_ ? child_->pid() : 0; }
+  std::optional<std::string> respawn(const std::vector<std::string>& extra_args) override;
 
  private:
   using local_socket = boost::asio::local::stream_protocol::socket;

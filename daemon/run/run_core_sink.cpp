@@ -188,6 +188,7 @@ void RunCore::turn_started(std::optional<std::string> at) {
 }
 
 void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
+  if (park_at_turn_end(stop_reason, at)) return;  // the vendor deferred the call it was parked on
   // A turn end closes the decision window: nothing still pending can run any more.
   abandon_pending("the turn ended");
   // A request of an unpriced model was judged at the turn's end (its figures had no cost).
