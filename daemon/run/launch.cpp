@@ -59,16 +59,12 @@ asio::awaitable<bool> Launch::run() {
     run_.refuse("LAUNCH_FAILED", *problem, {});
     co_return false;
   }
-  // Parking (issue 27 §5) starts the vendor again in the same run: only the daemon's own child,
-  // uncontained, can be (a supervisor spawns its vendor once; a cgroup ends with its vendor).
-  // Refused by name, never run unparked.
-  if (run_.options.spec.park_after_ms.value_or(0) > 0 &&
-      (run_.options.supervision.has_value() || run_.options.containment != nullptr)) {
+  // Parking (issue 27 §5) starts the vendor again in the same run: only the daemon's own child
+  // can be so far (a run's supervisor spawns its vendor once). Refused by name, never run unparked.
+  if (run_.options.spec.park_after_ms.value_or(0) > 0 && run_.options.supervision.has_value()) {
     run_.refuse("LAUNCH_REFUSED",
-                std::string("run: park_after_ms needs an unsupervised, uncontained run (runs.supervise = false, "
-                            "no containment): ") +
-                    (run_.options.supervision ? "this run's supervisor" : "this run's cgroup") +
-                    " cannot start its vendor a second time yet",
+                "run: park_after_ms needs an unsupervised run (runs.supervise = false): a run's supervisor "
+                "cannot start its vendor a second time yet",
                 {});
     co_return false;
   }
