@@ -8,7 +8,7 @@ both phases use it so that only parking differs; containment as the host gives i
 REAL pinned Claude Code against each run's scripted endpoint (one Bash call, then an answer). N
 runs are submitted in waves (--wave at a time: a 2-core host), each in ask mode with a 10-minute
 deadline, and awaited: waiting = its call pending (get: pending_decisions 1), parked = get's state
-"parked". With all N there, the daemon's process tree is read from /proc: every descendant's
+"parked" and its pid null (the vendor process exited). With all N there, the daemon's process tree is read from /proc: every descendant's
 VmRSS and Pss (smaps_rollup), and the daemon's own. Then every call is allowed and every run must
 close `completed`. Every wait is bounded; the daemon is stopped with SIGTERM (it halts what is
 left). Output: a table, and JSON (--json FILE). Exit 0; 1 when a run did not get there or did not
@@ -112,7 +112,9 @@ def phase(binary, runs, wave, park):
                     batch.append(client.submit(**spec))  # the run id
                 for rid in batch:
                     if park:
-                        until(lambda: client.get(rid).state == "parked", 180, f"{rid} parked")
+                        # Parked is said at the turn's end; the vendor then exits: wait for both.
+                        until(lambda: client.get(rid).state == "parked" and client.get(rid).pid is None, 180,
+                              f"{rid} parked and its vendor gone")
                     else:
                         until(lambda: client.get(rid).pending_decisions == 1, 180, f"{rid} waiting")
                 ids.extend(batch)
