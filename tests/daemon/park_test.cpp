@@ -28,7 +28,14 @@ std::optional<std::string> state_of(const std::filesystem::path& socket, const s
   SocketClient c(socket);
   auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
   if (!got || got->str("reply") != "run") return std::nullopt;
-  return std::string(got->object.at("run").as_object().at("state").as_string());
+  return got->str("state");  // the summary's fields are the reply's own
+}
+
+// Parked is said at the turn's end; its vendor then exits (pid null).
+bool parked_and_gone(const std::filesystem::path& socket, const std::string& id) {
+  SocketClient c(socket);
+  auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+  return got && got->str("reply") == "run" && got->str("state") == "parked" && got->object.at("pid").is_null();
 }
 
 TEST(DaemonPark, TwentyParkedRunsResumedByDecisionsInRandomOrderEachStreamWhole) {
@@ -45,7 +52,7 @@ TEST(DaemonPark, TwentyParkedRunsResumedByDecisionsInRandomOrderEachStreamWhole)
       started.push_back(reply->str("run_id"));
     }
     for (const auto& id : started)
-      ASSERT_TRUE(eventually([&] { return state_of(d.socket(), id) == "parked"; }, 120s))
+      ASSERT_TRUE(eventually([&] { return parked_and_gone(d.socket(), id); }, 120s))
           << id << " did not park: " << state_of(d.socket(), id).value_or("?") << d.stderr_text();
     ids.insert(ids.end(), started.begin(), started.end());
   }
