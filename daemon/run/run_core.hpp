@@ -317,6 +317,7 @@ class RunCore final {
     std::optional<std::string> deferring;  // answered defer: the vendor's turn is ending on it
     std::optional<std::string> parked;     // the run is parked on this call
     bool resume_wanted = false;            // its decision is made: start the vendor again
+    std::optional<std::string> unasked;    // resumed: the vendor has not asked for this call again yet
     Instant parked_at{};
     std::uint32_t times = 0;  // how often this run parked
   };
@@ -325,6 +326,8 @@ class RunCore final {
   // A turn end while a call was answered defer: true when the run parked on it.
   bool park_at_turn_end(const std::optional<std::string>& stop_reason, std::optional<std::string>& at);
   void decided_while_parked(const std::string& call_id);
+  // A tool.result of the resumed call before the vendor asked the seam for it: RESUME_UNGOVERNED.
+  void check_resumed_result(const proto::EventPayload& payload);
 
   // One command in flight: who sent it (ticket) and its id (for command.result).
   struct CommandRef {

@@ -108,9 +108,29 @@ void RunCore::on_resumed(Instant now) {
   warn("RUN_RESUMED", id + " was decided after " + std::to_string(ms_between(parking_.parked_at, now)) +
                           " ms parked: the vendor's session is resumed and the decision answers the call");
   turn_started(std::nullopt);
+  parking_.unasked = id;
   adapters::AdapterOutputs outputs;
   session_->resume(outputs);
   fold(outputs);
+}
+
+// Claude Code 2.1.197 may resume the deferred call before it has read the initialize that installs
+// the call seam again (seen under load: the call's result, then the process's init, then the
+// answer to initialize): its own permission pipeline then decided the call, not the decision the
+// run made. That is never passed over in silence: the stream names it, before the result.
+void RunCore::check_resumed_result(const proto::EventPayload& payload) {
+  if (!parking_.unasked) return;
+  const auto* result = std::get_if<proto::ev::ToolResult>(&payload);
+  if (!result || result->call_id != *parking_.unasked) return;
+  const std::string id = *parking_.unasked;
+  parking_.unasked.reset();
+  const CallState& st = calls_.at(id);
+  warn("RESUME_UNGOVERNED",
+       id +
+           " was resumed by the vendor before its call seam was installed again, so the vendor's own permission "
+           "pipeline decided it; the run's decision (" +
+           std::string(st.decision ? proto::decision_name(*st.decision) : "none") +
+           ") was not delivered, and its result follows as the vendor reports it");
 }
 
 }  // namespace mh::daemon

@@ -36,6 +36,7 @@ void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) 
     effects_.spend_changed(budget_.spend());
   }
   note_last(payload);
+  check_resumed_result(payload);  // parking (run_core_park.cpp)
   effects_.emit(std::move(payload), std::move(at));
   if (crossing) exhaust(*crossing);  // the tokens are spent already: the record first, then the stop
 }
@@ -44,6 +45,7 @@ void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> 
   // Content events (text, thinking, tool.result, injection): nothing the core meters or tracks,
   // beyond what the vendor last did (a stall names it).
   note_last(payload);
+  check_resumed_result(payload);  // parking (run_core_park.cpp)
   effects_.emit_cut(std::move(payload), std::move(at), std::move(cut));
 }
 
@@ -103,6 +105,7 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
     return;
   }
   CallState& st = it->second;
+  if (parking_.unasked == call.call_id) parking_.unasked.reset();  // the resumed vendor asked again
   if (!identical_request(st.call, call) && !session_->same_request(st.call, call)) {
     proto::ev::ToolRequested again;
     again.call_id = call.call_id;

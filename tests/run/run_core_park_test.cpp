@@ -134,6 +134,32 @@ TEST_F(RunCorePark, ACallDecidedBeforeParkAfterDisarmsTheTimer) {
   EXPECT_EQ(core->phase(), RunCore::Phase::turn);
 }
 
+// Claude 2.1.197 under load may resume the deferred call before it reads the initialize that
+// installs the seam again: its own pipeline decides the call. The stream names it.
+TEST_F(RunCorePark, ADeferredCallTheVendorResumesBeforeAskingTheSeamIsNamedUngoverned) {
+  open_parking();
+  park();
+  command(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_1",)"
+          R"("decision":{"decision":"deny","reason":"no"}})");
+  core->on_resumed(now);
+  feed(lines::tool_result("toolu_1", "blocked by the vendor's own rules", true));
+  EXPECT_EQ(warning_codes(), (std::vector<std::string>{"RUN_PARKED", "RUN_RESUMED", "RESUME_UNGOVERNED"}));
+  EXPECT_NE(all<proto::ev::Warning>().back().message.find("(deny) was not delivered"), std::string::npos);
+}
+
+// Asked through the seam first: no such warning.
+TEST_F(RunCorePark, AResumedCallAskedThroughTheSeamIsNotNamedUngoverned) {
+  open_parking();
+  park();
+  command(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_1",)"
+          R"("decision":{"decision":"allow"}})");
+  core->on_resumed(now);
+  feed(lines::initialize_ok());
+  feed(lines::hook_callback("hc-2", "toolu_1", "Bash", kBash));
+  feed(lines::tool_result("toolu_1", "", false));
+  EXPECT_EQ(warning_codes(), (std::vector<std::string>{"RUN_PARKED", "RUN_RESUMED"}));
+}
+
 // Without park_after_ms no park timer is ever set.
 TEST_F(RunCorePark, WithoutParkAfterNoTimerIsSet) {
   open_and_begin(proto::DecisionMode::ask);
