@@ -237,6 +237,18 @@ class AdapterSession {
     return false;
   }
   virtual std::vector<std::string> resume_args() const { return {}; }
+  // The same, knowing the parked call and the decision it is to be answered with: a session whose
+  // vendor may run the deferred call before its call seam is back can carry the decision in the
+  // arguments themselves (then resume_delivers_decision says so for that call).
+  virtual std::vector<std::string> resume_args(const ToolCall& call, const proto::Decision& decision) const {
+    (void)call;
+    (void)decision;
+    return resume_args();
+  }
+  virtual bool resume_delivers_decision(const std::string& call_id) const {
+    (void)call_id;
+    return false;
+  }
   virtual void resume(AdapterOutputs& sink) { start(sink); }
 
   // Start a new turn with one user message made of these texts, in order (a frame that comes

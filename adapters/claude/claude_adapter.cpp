@@ -249,6 +249,31 @@ class Session final : public AdapterSession {
     return true;
   }
   std::vector<std::string> resume_args() const override { return {"--resume", session_id_}; }
+  // Claude 2.1.197 may run the deferred call on --resume before it reads the initialize that
+  // installs the in-band seam again (RESUME_UNGOVERNED, seen in 15 of 20 daemon runs). The
+  // decision is known before the process starts, so the process is started with it: a PreToolUse
+  // COMMAND hook in --settings (honoured with --setting-sources "", observed on 2.1.197, and run
+  // for the resumed call with no initialize read at all) that prints the decision's hook output
+  // when its stdin names the parked call's tool_use_id and nothing for any other call, which the
+  // in-band callback decides as ever once initialize is read. The call id and the output (an
+  // embedder's reason) are data: each is one single-quoted shell word, never spliced raw; the
+  // match is on the id as Claude's compact JSON writes it, so only ids whose JSON form is plain
+  // are carried (resume_delivers_decision).
+  std::vector<std::string> resume_args(const ToolCall& call, const proto::Decision& decision) const override {
+    if (!resume_delivers_decision(call.call_id)) return resume_args();
+    const std::string match = "\"tool_use_id\":\"" + call.call_id + "\"";
+    const std::string command = "case \"$(cat)\" in *" + shell_word(match) + "*) printf '%s' " +
+                                shell_word(proto::canonical_json(hook_output(decision))) + " ;; esac";
+    json::object hook{{"type", "command"}, {"command", command}};
+    json::object matcher{{"matcher", "*"}, {"hooks", json::array{std::move(hook)}}};
+    json::object settings{{"hooks", json::object{{"PreToolUse", json::array{std::move(matcher)}}}}};
+    return {"--resume", session_id_, "--settings", proto::canonical_json(settings)};
+  }
+  bool resume_delivers_decision(const std::string& call_id) const override {
+    return !call_id.empty() && std::all_of(call_id.begin(), call_id.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+  }
   void resume(AdapterOutputs& sink) override {
     reader_.skip_next_turn_start();
     start(sink);
@@ -296,6 +321,13 @@ class Session final : public AdapterSession {
   std::optional<proto::ev::SessionEnded> session_ended() const override { return reader_.session_ended(); }
 
  private:
+  // One POSIX shell word holding `s` as it is: single-quoted, each ' written '\''.
+  static std::string shell_word(const std::string& s) {
+    std::string out = "'";
+    for (char c : s)
+      out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  }
   std::string next_control_id() { return "mh-ctl-" + std::to_string(++control_counter_); }
 
   // Returns false when the record is not one we handle (it then goes to the reader -> opaque).

@@ -209,7 +209,7 @@ class RunCore final {
   // Parked, the decision made (or the deadline's), and not yet started again.
   bool resume_wanted() const { return life_.phase == Phase::parked && parking_.resume_wanted; }
   // The vendor's arguments for the process that resumes a parked run (the session's).
-  std::vector<std::string> resume_args() const { return session_->resume_args(); }
+  std::vector<std::string> resume_args() const;
   // A budget kept outside the run (the daemon's daily budget of the run's owner) is exhausted:
   // the run is stopped and closes `budget`, the warning saying which.
   void on_budget_exhausted(const std::string& message, Instant now);

@@ -96,6 +96,15 @@ void RunCore::decided_while_parked(const std::string& call_id) {
   effects_.resume_vendor();
 }
 
+// The parked call's decision is known before the vendor starts again: the session may carry it in
+// the arguments (Claude: a settings hook that answers that call before the in-band seam is back).
+std::vector<std::string> RunCore::resume_args() const {
+  if (parking_.parked)
+    if (auto it = calls_.find(*parking_.parked); it != calls_.end() && it->second.decision)
+      return session_->resume_args(it->second.call, *it->second.decision);
+  return session_->resume_args();
+}
+
 void RunCore::on_resumed(Instant now) {
   StallSettle settle(*this);
   now_ = now;
@@ -125,6 +134,8 @@ void RunCore::check_resumed_result(const proto::EventPayload& payload) {
   const std::string id = *parking_.unasked;
   parking_.unasked.reset();
   const CallState& st = calls_.at(id);
+  // Carried in the resumed process's own arguments: governed even before its seam is back.
+  if (st.decision && session_->resume_delivers_decision(id)) return;
   warn("RESUME_UNGOVERNED",
        id +
            " was resumed by the vendor before its call seam was installed again, so the vendor's own permission "

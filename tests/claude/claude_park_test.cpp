@@ -86,12 +86,15 @@ TEST_F(ClaudePark, AParkedCallDeniedLaterDoesNotRunAndTheReasonReachesTheModel) 
   start("bash_marker", {"--decisions", "ask", "--park-after", "200ms", "--decision-deadline-ms", "300000"});
   ASSERT_TRUE(process->wait_for_event("tool.requested")) << process->stderr_text();
   expect_parked();
-  const std::string reason = "SUPERVISOR: not after a night's thought either";
+  // Quotes and shell syntax: the reason is data wherever the resume carries it (a settings hook).
+  const std::string reason = "SUPERVISOR: not after a night's thought either; $(touch pwned) `touch pwned2` '";
   send("c1", decide_line("c1", "toolu_marker", R"({"decision":"deny","reason":")" + reason + "\"}"));
   ASSERT_TRUE(warning("RUN_RESUMED")) << process->stderr_text();
   process->close_stdin();
   ASSERT_EQ(finish(), 0) << process->stderr_text();
   EXPECT_FALSE(std::filesystem::exists(work() / "marker.txt")) << "the denied call must not run";
+  EXPECT_FALSE(std::filesystem::exists(work() / "pwned") || std::filesystem::exists(work() / "pwned2"))
+      << "the reason was run as shell";
   bool reached_model = false;
   for (const auto& body : logged_request_bodies(run_dir()))
     if (protocol::canonical_json(body).find(reason) != std::string::npos) reached_model = true;

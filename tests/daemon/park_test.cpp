@@ -114,22 +114,20 @@ TEST(DaemonPark, TwentyParkedRunsResumedByDecisionsInRandomOrderEachStreamWhole)
         run_to_end({metaharness_binary().string(), "check-stream", (d.run_dir(ids[i]) / "events.jsonl").string()});
     EXPECT_EQ(checked.status, 0) << ids[i] << ": " << checked.out << checked.err;
     // Claude 2.1.197 may resume the deferred call before it reads the initialize that installs
-    // the seam again (seen under load): its own pipeline then decides, and the stream must say so
-    // (RESUME_UNGOVERNED). Otherwise the decision made is what happened.
+    // the in-band seam again (seen under load in 15 of 20 runs before the resume carried the
+    // decision in a settings hook): no run may resume ungoverned, and in every run the decision
+    // made is what happened.
     std::size_t ungoverned = 0;
     for (const auto& e : events)
       ungoverned += e.event() == "warning" && e.str("code") == "RESUME_UNGOVERNED";
-    if (ungoverned) {
-      ++ungoverned_runs;
-      continue;
-    }
+    EXPECT_EQ(ungoverned, 0u) << ids[i] << " resumed ungoverned";
+    ungoverned_runs += ungoverned > 0;
     EXPECT_EQ(std::filesystem::exists(d.run_dir(ids[i]) / "scratch/work/marker.txt"), i % 2 == 0)
         << ids[i] << (i % 2 == 0 ? ": the allowed call ran" : ": the denied call did not run");
   }
   std::cout << ungoverned_runs << " of " << kRuns << " runs resumed ungoverned (RESUME_UNGOVERNED)\n";
 }
 
-// (ungoverned_runs is reported in the test's output, not judged: it is the vendor's race.)
 // A supervised run (the daemon's default) cannot start its vendor again: park_after_ms is
 // refused at launch by name, never run unparked.
 TEST(DaemonPark, ASupervisedRunRefusesParkAfterAtLaunchByName) {

@@ -4,6 +4,8 @@
 // state parked, the call still pending); the decision (the embedder's or the deadline's) asks the
 // host to start the vendor again; on_resumed states RUN_RESUMED and the resumed turn and installs
 // the seam again; the vendor's new request for the call is answered with the decision made.
+#include <fstream>
+
 #include "tests/run/run_core_fixture.hpp"
 
 namespace mh::daemon {
@@ -68,7 +70,11 @@ TEST_F(RunCorePark, AParkedCallIsDeferredTheRunParksAndItsDecisionResumesTheSess
   EXPECT_EQ(only<proto::ev::ToolDecided>().decided_by, proto::DecidedBy::embedder);
   EXPECT_EQ(fx.resumes, 1u);
   ASSERT_TRUE(core->resume_wanted());
-  EXPECT_EQ(core->resume_args(), (std::vector<std::string>{"--resume", "sess-1"}));
+  auto args = core->resume_args();
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[0], "--resume");
+  EXPECT_EQ(args[1], "sess-1");
+  EXPECT_EQ(args[2], "--settings") << "the decision travels with the resumed process";
 
   const std::size_t written = fx.vendor.size();
   core->on_resumed(now);
@@ -135,16 +141,70 @@ TEST_F(RunCorePark, ACallDecidedBeforeParkAfterDisarmsTheTimer) {
 }
 
 // Claude 2.1.197 under load may resume the deferred call before it reads the initialize that
-// installs the seam again: its own pipeline decides the call. The stream names it.
-TEST_F(RunCorePark, ADeferredCallTheVendorResumesBeforeAskingTheSeamIsNamedUngoverned) {
+// installs the in-band seam again. The resumed process is started with the decision already
+// (a PreToolUse command hook in --settings), so a result before the seam's request is governed:
+// no RESUME_UNGOVERNED.
+TEST_F(RunCorePark, ADeferredCallTheVendorResumesBeforeAskingTheSeamIsGovernedByTheDecisionItCarries) {
   open_parking();
   park();
   command(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_1",)"
           R"("decision":{"decision":"deny","reason":"no"}})");
+  ASSERT_EQ(core->resume_args().size(), 4u);
   core->on_resumed(now);
-  feed(lines::tool_result("toolu_1", "blocked by the vendor's own rules", true));
-  EXPECT_EQ(warning_codes(), (std::vector<std::string>{"RUN_PARKED", "RUN_RESUMED", "RESUME_UNGOVERNED"}));
-  EXPECT_NE(all<proto::ev::Warning>().back().message.find("(deny) was not delivered"), std::string::npos);
+  feed(lines::tool_result("toolu_1", "no", true));
+  EXPECT_EQ(warning_codes(), (std::vector<std::string>{"RUN_PARKED", "RUN_RESUMED"}));
+}
+
+// The settings hook the resume carries, run by a shell as Claude runs it: for the parked call's
+// request it prints the decision's hook output (a reason with quotes and shell syntax stays data),
+// for any other call nothing (the in-band seam decides those).
+TEST_F(RunCorePark, TheResumesSettingsHookAnswersOnlyTheParkedCallAndItsReasonIsData) {
+  open_parking();
+  park();
+  const std::string reason = "it's $(touch pwned) `touch pwned2` \\' \"quoted\"";
+  json::object cmd{{"format", "metaharness.command/1"},
+                   {"id", "d1"},
+                   {"command", "tool.decide"},
+                   {"call_id", "toolu_1"},
+                   {"decision", json::object{{"decision", "deny"}, {"reason", reason}}}};
+  command(proto::canonical_json(cmd));
+  auto args = core->resume_args();
+  ASSERT_EQ(args.size(), 4u);
+  auto settings = parse_object(args[3]);
+  ASSERT_TRUE(settings.contains("hooks")) << args[3];
+  const auto& hook = settings.at("hooks")
+                         .as_object()
+                         .at("PreToolUse")
+                         .as_array()
+                         .at(0)
+                         .as_object()
+                         .at("hooks")
+                         .as_array()
+                         .at(0)
+                         .as_object();
+  EXPECT_EQ(hook.at("type"), "command");
+  const std::string command_text(hook.at("command").as_string());
+  mh::test::TempDir dir{"park-hook"};
+  auto run_hook = [&](const std::string& input) {
+    const auto in = dir.path() / "in.json";
+    std::ofstream(in) << input;
+    return mh::test::run_to_end({"/bin/sh", "-c", "cd \"$1\" && exec /bin/sh -c \"$2\" < \"$3\"", "sh",
+                                 dir.path().string(), command_text, in.string()});
+  };
+  auto parked = run_hook(R"({"session_id":"sess-1","hook_event_name":"PreToolUse","tool_name":"Bash",)"
+                         R"("tool_input":{"command":"ls"},"tool_use_id":"toolu_1"})");
+  EXPECT_EQ(parked.status, 0) << parked.err;
+  auto out = parse_object(parked.out);
+  ASSERT_TRUE(out.contains("hookSpecificOutput")) << parked.out;
+  const auto& specific = out.at("hookSpecificOutput").as_object();
+  EXPECT_EQ(specific.at("permissionDecision"), "deny");
+  EXPECT_EQ(std::string(specific.at("permissionDecisionReason").as_string()), reason);
+  // Another call, even one whose input quotes the parked call's id, gets nothing.
+  auto other = run_hook(R"({"tool_name":"Bash","tool_input":{"command":"echo \"tool_use_id\":\"toolu_1\""},)"
+                        R"("tool_use_id":"toolu_2"})");
+  EXPECT_EQ(other.status, 0) << other.err;
+  EXPECT_EQ(other.out, "");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "pwned") || std::filesystem::exists(dir.path() / "pwned2"));
 }
 
 // Asked through the seam first: no such warning.
