@@ -30,6 +30,12 @@ std::vector<proto::ev::CommandResult> refuse_unhonoured_commands(const RunSpec& 
     refused.push_back(proto::ev::CommandResult{"start/" + std::string(proto::to_string(c)),
                                                proto::CommandOutcome::refused(support.code, table.refusal_reason(c))});
   }
+  // Parking (issue 27 §5) is asked for by park_after_ms, and refused by name where not honoured.
+  if (spec.park_after_ms.value_or(0) > 0 && !table.parking.honoured)
+    refused.push_back(proto::ev::CommandResult{
+        "start/park", proto::CommandOutcome::refused(
+                          table.parking.code,
+                          "the " + table.adapter_id + " adapter cannot honour park_after_ms: " + table.parking.note)});
   return refused;
 }
 

@@ -113,6 +113,7 @@ json::value spec_to_json(const RunSpec& spec) {
   o["decision_deadline_ms"] = spec.decision_deadline_ms;
   o["stall_after_ms"] = spec.stall_after_ms ? json::value(*spec.stall_after_ms) : json::value(nullptr);
   o["on_stall"] = spec.on_stall ? json::value(proto::to_string(*spec.on_stall)) : json::value(nullptr);
+  o["park_after_ms"] = spec.park_after_ms ? json::value(*spec.park_after_ms) : json::value(nullptr);
   o["cwd"] = spec.cwd ? json::value(*spec.cwd) : json::value(nullptr);
   if (spec.model_endpoint)
     o["model_endpoint"] = json::object{{"base_url", spec.model_endpoint->base_url}, {"token", kRedacted}};
@@ -241,6 +242,10 @@ boost::system::result<RunSpec, std::string> spec_from_json(const json::object& o
   spec.stall_after_ms = f.opt_u64("stall_after_ms");
   if (spec.stall_after_ms && *spec.stall_after_ms > kMaxStallAfterMs)
     return fail("run: \"stall_after_ms\" is " + std::to_string(*spec.stall_after_ms) + "; expected at most " +
+                std::to_string(kMaxStallAfterMs) + " (30 days), or 0 for never");
+  spec.park_after_ms = f.opt_u64("park_after_ms");
+  if (spec.park_after_ms && *spec.park_after_ms > kMaxStallAfterMs)
+    return fail("run: \"park_after_ms\" is " + std::to_string(*spec.park_after_ms) + "; expected at most " +
                 std::to_string(kMaxStallAfterMs) + " (30 days), or 0 for never");
   if (auto on_stall = f.opt_string("on_stall")) {
     auto mode = proto::parse_enum<proto::OnStall>(*on_stall);

@@ -101,6 +101,11 @@ struct RunSpec {
   // starts; a run whose spec leaves it unset is never named stalled.
   std::optional<std::uint64_t> stall_after_ms;
   std::optional<proto::OnStall> on_stall;
+  // Parking (issue 27 §5, docs/policies.md): a call pending a decision for this long parks the run
+  // (the vendor is answered "defer" and exits; a decision arriving later resumes it). Unset or 0:
+  // never parked. Only an adapter whose capability table honours parking takes it; any other
+  // refuses the run at start (UNSUPPORTED_CONTROL, start/park).
+  std::optional<std::uint64_t> park_after_ms;
   std::optional<std::string> cwd;  // operator-named working directory (else scratch/work)
   std::optional<ModelEndpoint> model_endpoint;
   // The configured upstream ([upstreams.NAME]) the run's model gateway forwards to (issue 25,

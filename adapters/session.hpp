@@ -245,6 +245,33 @@ class AdapterSession {
     return false;
   }
 
+  // Parking (issue 27 §5), for an adapter whose capability table honours it. park: answer the
+  // request the vendor blocks on so that it defers the call and ends its turn (the run loop then
+  // closes its stdin); false when this session cannot. resume_args: what the next process of the
+  // same session is started with. resume: that process is spawned; its first lines go out (the
+  // call seam again), and the vendor's own word that a turn began is not repeated (the run loop
+  // states the resumed turn itself).
+  virtual bool park(const ReplyToken& reply, const ToolCall& call, AdapterOutputs& sink) {
+    (void)reply;
+    (void)call;
+    (void)sink;
+    return false;
+  }
+  virtual std::vector<std::string> resume_args() const { return {}; }
+  // The same, knowing the parked call and the decision it is to be answered with: a session whose
+  // vendor may run the deferred call before its call seam is back can carry the decision in the
+  // arguments themselves (then resume_delivers_decision says so for that call).
+  virtual std::vector<std::string> resume_args(const ToolCall& call, const proto::Decision& decision) const {
+    (void)call;
+    (void)decision;
+    return resume_args();
+  }
+  virtual bool resume_delivers_decision(const std::string& call_id) const {
+    (void)call_id;
+    return false;
+  }
+  virtual void resume(AdapterOutputs& sink) { start(sink); }
+
   // Start a new turn with one user message made of these texts, in order (a frame that comes
   // into force at this boundary is delivered as the first text).
   virtual void send_user_turn(const std::vector<std::string>& texts, AdapterOutputs& sink) = 0;

@@ -142,6 +142,14 @@ json::object run_object(const RunSpecOptions& o, std::string& error) {
     run["stall_after_ms"] = *ms;
   }
   if (!o.on_stall.empty()) run["on_stall"] = o.on_stall;
+  if (!o.park_after.empty()) {
+    auto ms = parse_stall_after(o.park_after, "--park-after");
+    if (!ms) {
+      error = ms.error();
+      return {};
+    }
+    run["park_after_ms"] = *ms;
+  }
   auto read = [&](const std::string& path) -> std::optional<json::value> {
     auto bytes = read_file_bytes(path, error);
     if (!bytes) return std::nullopt;

@@ -37,6 +37,10 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
                   "warn (default: the daemon's [runs] on_stall) or halt: a stalled run is then halted (failure "
                   "category stalled)")
       ->check(CLI::IsMember({"warn", "halt"}));
+  app->add_option("--park-after", o.park_after,
+                  "DURATION (10m, 90s, 1500ms; 0: never) a call may wait on a decision before the run is parked: "
+                  "the vendor is answered defer and exits, a later decision resumes it (default: the daemon's "
+                  "[runs] park_after_s, unset: never; adapters that cannot park refuse the run at start)");
   app->add_option("--model-scenario", o.model_scenario,
                   "host a scripted model endpoint for this run, playing this scenario file");
   app->add_option("--model-endpoint", o.model_endpoint, "the model endpoint base URL to use instead");
@@ -88,10 +92,10 @@ boost::system::result<std::pair<std::string, std::string>, std::string> split_kv
 }
 }  // namespace
 
-boost::system::result<std::uint64_t, std::string> parse_stall_after(const std::string& text) {
+boost::system::result<std::uint64_t, std::string> parse_stall_after(const std::string& text, std::string_view flag) {
   using Result = boost::system::result<std::uint64_t, std::string>;
   auto refuse = [&](std::string why) {
-    return Result(boost::system::in_place_error, "--stall-after \"" + text + "\" " + std::move(why));
+    return Result(boost::system::in_place_error, std::string(flag) + " \"" + text + "\" " + std::move(why));
   };
   if (text == "0") return std::uint64_t{0};
   std::size_t digits = 0;
@@ -117,6 +121,11 @@ boost::system::result<void, std::string> apply_stall_options(const RunSpecOption
     spec.stall_after_ms = *ms;
   }
   if (!o.on_stall.empty()) spec.on_stall = protocol::parse_enum<protocol::OnStall>(o.on_stall);
+  if (!o.park_after.empty()) {
+    auto ms = parse_stall_after(o.park_after, "--park-after");
+    if (!ms) return ms.error();
+    spec.park_after_ms = *ms;
+  }
   return {};
 }
 

@@ -18,6 +18,7 @@ struct RunSpecOptions {
   std::uint64_t decision_deadline_ms = 55'000;
   std::string stall_after;  // a duration (90s, 10m, 1500ms; 0: never); "": the host's default
   std::string on_stall;     // warn | halt; "": the host's default
+  std::string park_after;   // a duration (10m, 90s; 0: never); "": the host's default (unset: never)
   std::string model_scenario;
   std::string model_endpoint;
   std::string model_token_env;
@@ -48,7 +49,8 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o);
 boost::system::result<adapters::RunSpec, std::string> build_spec(const RunSpecOptions& o, std::string run_id);
 
 // --stall-after's DURATION: a whole number with its unit (ms, s, m or h), or 0 for never; in ms.
-boost::system::result<std::uint64_t, std::string> parse_stall_after(const std::string& text);
+boost::system::result<std::uint64_t, std::string> parse_stall_after(const std::string& text,
+                                                                    std::string_view flag = "--stall-after");
 // The two stall flags, as a spec holds them (unset when the flag was not given).
 boost::system::result<void, std::string> apply_stall_options(const RunSpecOptions& o, adapters::RunSpec& spec);
 

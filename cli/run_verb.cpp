@@ -180,6 +180,8 @@ int run_verb(const RunVerbOptions& o) {
   auto fill_stall = [&spec](const daemon::DaemonConfig& c) {
     if (!spec->stall_after_ms) spec->stall_after_ms = static_cast<std::uint64_t>(c.stall_after.count()) * 1000;
     if (!spec->on_stall) spec->on_stall = protocol::parse_enum<protocol::OnStall>(c.on_stall);
+    if (!spec->park_after_ms && c.park_after)
+      spec->park_after_ms = static_cast<std::uint64_t>(c.park_after->count()) * 1000;
   };
   if (o.config.empty()) fill_stall(daemon::DaemonConfig{});
   if (!o.config.empty()) {

@@ -88,6 +88,11 @@ json::value capabilities_to_json(const CapabilityTable& t) {
   for (const auto& n : t.notes)
     notes.emplace_back(n);
   o["notes"] = std::move(notes);
+  // Additive (issue 27 §5): whether park_after_ms is honoured.
+  if (t.parking.honoured)
+    o["parking"] = "honoured";
+  else
+    o["parking"] = json::object{{"refused", to_string(t.parking.code)}, {"why", t.parking.note}};
   return o;
 }
 

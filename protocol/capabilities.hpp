@@ -27,6 +27,13 @@ struct CapabilityTable {
   // Free-text notes for limits a table cannot express (e.g. a deny reason the wire cannot
   // carry to the model). Printed with the table; additive to the reference descriptor.
   std::vector<std::string> notes;
+  // Parking a long-pending call (issue 27 §5: spec park_after_ms): the vendor told to defer the
+  // call and exit, and a later process of the same session resuming it with the decision. Refused
+  // unless an adapter has shown its wire carries a pending call over; a run that asks for it on an
+  // adapter that refuses is refused at start (start/park), never run unparked.
+  CommandSupport parking{false, RefusalCode::UNSUPPORTED_CONTROL,
+                         "this adapter cannot park a pending call: no way to hand a call still awaiting its decision "
+                         "to a later process of the same session is known to work on its wire"};
 
   TierStatus tier(Tier t) const;
   TierStatus decision_mode(DecisionMode m) const;

@@ -77,6 +77,11 @@ const proto::CapabilityTable& capabilities() {
         {CommandName::interrupt, {true, {}, "interrupt control request"}},
         {CommandName::halt, {true, {}, "interrupt, end_session, close stdin, then kill the run's processes"}},
     };
+    // Verified on 2.1.197 against the scripted endpoint (tests/claude/claude_park_test.cpp): a
+    // PreToolUse "defer" ends the turn (result stop_reason tool_deferred) and the process exits
+    // once its stdin closes; `claude -p --resume <session>` with no prompt asks PreToolUse for
+    // that call again right after initialize, and runs it or not by the answer.
+    t.parking = {true, {}, "PreToolUse defer, then the session resumed with --resume; the decision answers the call"};
     t.rendering = {{"file.read", "Read"},      {"file.write", "Write"},   {"file.edit", "Edit"},
                    {"dir.list", "Glob"},       {"search", "Grep"},        {"shell", "Bash"},
                    {"web.read", "WebFetch"},   {"skill.load", "Skill"},   {"subagent.spawn", "Agent"},
@@ -231,6 +236,53 @@ class Session final : public AdapterSession {
     return std::nullopt;
   }
 
+  // Parking (issue 27 §5), as observed on 2.1.197: a PreToolUse "defer" ends the turn at once
+  // (result stop_reason "tool_deferred", deferred_tool_use); the process exits when its stdin
+  // closes. `--resume <session>` with no prompt, once initialize has installed the seam again,
+  // asks PreToolUse for the deferred call again and runs it or not by the answer; before its
+  // init it writes the call's progress and hook attachment once (opaque) and the call's result.
+  bool park(const ReplyToken& reply, const ToolCall&, AdapterOutputs& sink) override {
+    // Nothing to resume it by (or a session id that would read as a flag).
+    if (session_id_.empty() || session_id_.front() == '-' || reply.id.empty()) return false;
+    json::object specific{{"hookEventName", "PreToolUse"}, {"permissionDecision", "defer"}};
+    json::object response{{"subtype", "success"},
+                          {"request_id", reply.id},
+                          {"response", json::object{{"hookSpecificOutput", std::move(specific)}}}};
+    sink.write_vendor(
+        proto::canonical_json(json::object{{"type", "control_response"}, {"response", std::move(response)}}));
+    return true;
+  }
+  std::vector<std::string> resume_args() const override { return {"--resume", session_id_}; }
+  // Claude 2.1.197 may run the deferred call on --resume before it reads the initialize that
+  // installs the in-band seam again (RESUME_UNGOVERNED, seen in 15 of 20 daemon runs). The
+  // decision is known before the process starts, so the process is started with it: a PreToolUse
+  // COMMAND hook in --settings (honoured with --setting-sources "", observed on 2.1.197, and run
+  // for the resumed call with no initialize read at all) that prints the decision's hook output
+  // when its stdin names the parked call's tool_use_id and nothing for any other call, which the
+  // in-band callback decides as ever once initialize is read. The call id and the output (an
+  // embedder's reason) are data: each is one single-quoted shell word, never spliced raw; the
+  // match is on the id as Claude's compact JSON writes it, so only ids whose JSON form is plain
+  // are carried (resume_delivers_decision).
+  std::vector<std::string> resume_args(const ToolCall& call, const proto::Decision& decision) const override {
+    if (!resume_delivers_decision(call.call_id)) return resume_args();
+    const std::string match = "\"tool_use_id\":\"" + call.call_id + "\"";
+    const std::string command = "case \"$(cat)\" in *" + shell_word(match) + "*) printf '%s' " +
+                                shell_word(proto::canonical_json(hook_output(decision))) + " ;; esac";
+    json::object hook{{"type", "command"}, {"command", command}};
+    json::object matcher{{"matcher", "*"}, {"hooks", json::array{std::move(hook)}}};
+    json::object settings{{"hooks", json::object{{"PreToolUse", json::array{std::move(matcher)}}}}};
+    return {"--resume", session_id_, "--settings", proto::canonical_json(settings)};
+  }
+  bool resume_delivers_decision(const std::string& call_id) const override {
+    return !call_id.empty() && std::all_of(call_id.begin(), call_id.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+  }
+  void resume(AdapterOutputs& sink) override {
+    reader_.skip_next_turn_start();
+    start(sink);
+  }
+
   void send_user_turn(const std::vector<std::string>& texts, AdapterOutputs& sink) override {
     json::array content;
     for (const auto& t : texts)
@@ -273,6 +325,13 @@ class Session final : public AdapterSession {
   std::optional<proto::ev::SessionEnded> session_ended() const override { return reader_.session_ended(); }
 
  private:
+  // One POSIX shell word holding `s` as it is: single-quoted, each ' written '\''.
+  static std::string shell_word(const std::string& s) {
+    std::string out = "'";
+    for (char c : s)
+      out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  }
   std::string next_control_id() { return "mh-ctl-" + std::to_string(++control_counter_); }
 
   // Returns false when the record is not one we handle (it then goes to the reader -> opaque).
@@ -289,6 +348,9 @@ class Session final : public AdapterSession {
       const json::value* input = req.if_contains("input");
       if (input && input->is_object()) {
         const auto& in = input->get_object();
+        // The session a parked call is resumed in (its hook input names it).
+        if (const json::value* sid = in.if_contains("session_id"); sid && sid->is_string() && session_id_.empty())
+          session_id_ = sid->get_string();
         if (const json::value* n = in.if_contains("tool_name"); n && n->is_string()) call.name = n->get_string();
         if (const json::value* ti = in.if_contains("tool_input")) call.input = *ti;
         if (const json::value* tu = in.if_contains("tool_use_id"); tu && tu->is_string())
@@ -349,6 +411,7 @@ class Session final : public AdapterSession {
   Reader reader_;
   std::uint64_t hook_timeout_seconds_;
   std::uint64_t control_counter_ = 0;
+  std::string session_id_;  // from the first hook request: what --resume names
 };
 
 }  // namespace

@@ -260,6 +260,10 @@ void Reader::map_init(const json::object& r, const std::optional<std::string>& a
     sink.event(std::move(s), at);
   }
   // Claude writes one system/init per turn: it is the vendor's word that a turn began.
+  if (skip_turn_start_) {
+    skip_turn_start_ = false;
+    return;
+  }
   sink.turn_started(at);
 }
 

@@ -38,6 +38,9 @@ class Reader {
   void read_skeleton(const proto::RecordSkeleton& skeleton, const proto::FramedLine& line, AdapterOutputs& sink);
 
   bool saw_session_start() const { return saw_init_; }
+  // A resumed process (parking, issue 27 §5) writes system/init for the turn the run loop has
+  // already stated: that one init says nothing new.
+  void skip_next_turn_start() { skip_turn_start_ = true; }
   std::optional<proto::ev::SessionEnded> session_ended() const;
   const std::optional<std::string>& credential_source() const { return credential_source_; }
   // The Agent call that spawned a sub-agent, by the sub-agent's own id (a hook input inside a
@@ -66,6 +69,7 @@ class Reader {
 
   Launch launch_;
   bool saw_init_ = false;
+  bool skip_turn_start_ = false;
   std::optional<std::string> credential_source_;
   std::optional<proto::ev::SessionEnded> last_result_;
   std::vector<proto::PermissionDenial> denials_;  // every turn's, in order

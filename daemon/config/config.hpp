@@ -78,6 +78,8 @@ struct DaemonConfig {
   // of a spec that names neither; 0 s: never named stalled.
   std::chrono::seconds stall_after{600};
   std::string on_stall = "warn";  // "warn" | "halt"
+  // Parking (issue 27 §5): a spec that names no park_after_ms gets this; unset: never parked.
+  std::optional<std::chrono::seconds> park_after;
   bool fsync_each_event = false;
   // How long a submit's request_id keeps pointing at the run it made (docs/socket-api.md).
   std::chrono::seconds request_id_retention{std::chrono::hours(24 * 7)};

@@ -32,6 +32,12 @@ void read_run_timings(TableReader& r, DaemonConfig& c) {
     return "must be between 0 (never) and " + std::to_string(adapters::kMaxStallAfterMs / 1000) + " (30 days)";
   });
   c.stall_after = std::chrono::seconds(stall_after_s);
+  std::int64_t park_after_s = c.park_after ? c.park_after->count() : 0;
+  r.read<std::int64_t>("park_after_s", park_after_s, [](const std::int64_t& v) -> std::string {
+    if (v >= 0 && static_cast<std::uint64_t>(v) <= adapters::kMaxStallAfterMs / 1000) return "";
+    return "must be between 0 (never) and " + std::to_string(adapters::kMaxStallAfterMs / 1000) + " (30 days)";
+  });
+  if (park_after_s > 0) c.park_after = std::chrono::seconds(park_after_s);
   r.read<std::string>("on_stall", c.on_stall, [](const std::string& v) -> std::string {
     return v == "warn" || v == "halt" ? "" : "must be \"warn\" or \"halt\"";
   });

@@ -97,6 +97,7 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
     const std::optional<SandboxSpec::OwnNetwork>& own_network) {
   std::unique_ptr<RunContainment> c(new RunContainment());
   c->plan_ = plan;
+  c->unsandboxed_ = plan;
   if (own_network && !policy.sandbox)
     return "network = \"gateway\" needs the sandbox, and there is none: " + policy.no_sandbox_why;
 
@@ -180,6 +181,7 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
       spec.own_network = own_network;
     }
     c->plan_ = daemon::sandboxed(plan, spec);
+    c->sandbox_spec_ = spec;
     c->sandboxed_ = true;
   } else {
     c->warnings_.emplace_back("SANDBOX_UNAVAILABLE",
@@ -297,6 +299,26 @@ boost::asio::awaitable<std::string> RunContainment::end(boost::asio::any_io_exec
     if (auto removed = cgroup_->remove(); !removed) problems += (problems.empty() ? "" : "; ") + removed.error();
   // Once empty and removed there is nothing left to end, and the counters read are the last.
   ended_ = problems.empty();
+  co_return problems;
+}
+
+adapters::LaunchPlan RunContainment::plan_with(const std::vector<std::string>& extra_args) const {
+  adapters::LaunchPlan again = unsandboxed_;
+  again.args.insert(again.args.end(), extra_args.begin(), extra_args.end());
+  return sandbox_spec_ ? daemon::sandboxed(again, *sandbox_spec_) : again;
+}
+
+boost::asio::awaitable<std::string> RunContainment::sweep(boost::asio::any_io_executor executor,
+                                                          std::chrono::milliseconds timeout) {
+  if (!cgroup_) {
+    KillReport report = co_await kill_run_processes(executor, std::nullopt, plan_.run_marker, timeout);
+    co_return report.clean() ? std::string() : report.summary();
+  }
+  std::string problems;
+  if (auto killed = cgroup_->kill(); !killed) problems = killed.error();
+  if (!co_await cgroup_->wait_empty(executor, timeout))
+    problems += std::string(problems.empty() ? "" : "; ") + "processes still in " + cgroup_->dir().string() +
+                " after " + std::to_string(timeout.count()) + " ms";
   co_return problems;
 }
 

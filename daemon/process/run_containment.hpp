@@ -125,6 +125,12 @@ class RunContainment {
   boost::asio::awaitable<std::string> end(boost::asio::any_io_executor executor, std::optional<pid_t> root,
                                           std::chrono::milliseconds timeout);
 
+  // Parking (issue 27 §5): the run's vendor is started again in the same containment. The plan as
+  // prepared with `extra_args` after the vendor's own (sandboxed alike), and the sweep of what the
+  // last process left: killed through the cgroup (kept: the run goes on), else the marker sweep.
+  adapters::LaunchPlan plan_with(const std::vector<std::string>& extra_args) const;
+  boost::asio::awaitable<std::string> sweep(boost::asio::any_io_executor executor, std::chrono::milliseconds timeout);
+
   // The cgroup's counters (read at end(), kept); nullopt without a cgroup.
   const std::optional<CgroupFacts>& facts() const { return facts_; }
   // The same for stream.closed: nullopt without a cgroup; read now when end() has not run (a
@@ -138,6 +144,8 @@ class RunContainment {
   RunContainment() = default;
 
   adapters::LaunchPlan plan_;
+  adapters::LaunchPlan unsandboxed_;         // the plan as given (plan_with)
+  std::optional<SandboxSpec> sandbox_spec_;  // what plan_ was sandboxed with
   std::unique_ptr<RunCgroup> cgroup_;
   bool sandboxed_ = false;
   std::optional<SpawnOptions::Identity> identity_;

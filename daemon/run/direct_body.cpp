@@ -63,6 +63,31 @@ boost::system::result<void, std::string> DirectBody::spawn(const adapters::Launc
   return {};
 }
 
+// Parking (issue 27 §5): the vendor's next process, as planned plus the session's resume
+// arguments, on the same transcripts (appended: one transcript, its lines numbered on), in the
+// same containment (its cgroup kept while parked: wait_exit swept it instead of ending it).
+std::optional<std::string> DirectBody::respawn(const std::vector<std::string>& extra_args) {
+  adapters::LaunchPlan again;
+  SpawnOptions options;
+  if (run_.containment) {
+    again = run_.containment->plan_with(extra_args);
+    options = run_.containment->spawn_options();
+  } else {
+    again = std::get<adapters::LaunchPlan>(run_.planned);
+    again.args.insert(again.args.end(), extra_args.begin(), extra_args.end());
+  }
+  stdout_.reset();
+  stderr_.reset();
+  to_vendor_.clear();
+  writing_ = false;
+  stdin_closed_ = false;
+  reaped_ = false;
+  stdout_redactor_ = StreamRedactor{};
+  stderr_redactor_ = StreamRedactor{};
+  if (auto spawned = spawn(again, options); !spawned) return spawned.error();
+  return std::nullopt;
+}
+
 // --- stdin ------------------------------------------------------------------------------------
 
 void DirectBody::write_line(std::string line) {
@@ -186,6 +211,12 @@ asio::awaitable<protocol::ProcessTermination> DirectBody::wait_exit() {
   reaped_ = true;
   run_.timers.cancel_grace();
   const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
+  if (run_.containment && run_.core->phase() == RunCore::Phase::parked) {
+    // Parked (issue 27 §5): what the vendor left is killed, and the cgroup kept for its next process.
+    std::string problems = co_await run_.containment->sweep(run_.strand, std::chrono::seconds(10));
+    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": parked: " + problems);
+    co_return run_.containment->vendor_termination(termination);
+  }
   if (run_.containment) {
     std::string problems = co_await run_.containment->end(run_.strand, std::nullopt, std::chrono::seconds(10));
     if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": at its end: " + problems);

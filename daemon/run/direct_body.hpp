@@ -43,7 +43,8 @@ class DirectBody final : public VendorBody {
   void reply_hook(std::uint64_t connection, std::string line) override;
   boost::asio::awaitable<protocol::ProcessTermination> run_until_gone() override;
   void release() override;
-  pid_t pid() const override { return child_ ? child_->pid() : 0; }
+  pid_t pid() const override { return child_ && !reaped_ ? child_->pid() : 0; }  // none while parked
+  std::optional<std::string> respawn(const std::vector<std::string>& extra_args) override;
 
  private:
   using local_socket = boost::asio::local::stream_protocol::socket;

@@ -32,6 +32,8 @@ class EffectsSwitch final : public RunEffects {
   void terminate_vendor(std::chrono::milliseconds grace) override { to_->terminate_vendor(grace); }
   void arm_wall_budget(Instant when) override { to_->arm_wall_budget(when); }
   void arm_stall(std::optional<Instant> when) override { to_->arm_stall(when); }
+  void arm_park(const std::string& call_id, std::optional<Instant> when) override { to_->arm_park(call_id, when); }
+  void resume_vendor() override { to_->resume_vendor(); }
   void spend_changed(const Spend& spend) override { to_->spend_changed(spend); }
   void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override {
     to_->command_answered(ticket, result, recorded);

@@ -17,8 +17,8 @@ using namespace run_core_detail;
 
 std::string_view to_string(RunCore::Phase phase) {
   // In the enum's declaration order.
-  static constexpr std::array<std::string_view, 8> kNames = {"created", "launching", "starting",     "turn",
-                                                             "idle",    "ending",    "vendor_ended", "closed"};
+  static constexpr std::array<std::string_view, 9> kNames = {"created", "launching", "starting",     "turn",  "idle",
+                                                             "parked",  "ending",    "vendor_ended", "closed"};
   static_assert(static_cast<std::size_t>(RunCore::Phase::closed) + 1 == kNames.size());
   return kNames[static_cast<std::size_t>(phase)];
 }
@@ -47,6 +47,8 @@ RunPhase RunCore::public_phase() const {
       return RunPhase::turn;
     case Phase::idle:
       return RunPhase::idle;
+    case Phase::parked:
+      return RunPhase::parked;
     case Phase::ending:
     case Phase::vendor_ended:
       return RunPhase::ending;
@@ -256,6 +258,7 @@ void RunCore::on_stall_timeout(Instant now) {
 }
 
 void RunCore::settle_stall() {
+  settle_park();  // after every input, as the stall clock (run_core_park.cpp)
   const std::uint64_t after = spec_.stall_after_ms.value_or(0);
   // Timed only while the vendor owes the run something: it is starting or in a turn, and no
   // call waits on the embedder (a decision is the embedder's to make, not the vendor's).

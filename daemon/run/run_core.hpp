@@ -25,6 +25,11 @@
 //                 on_budget_exhausted, on_wall_budget
 //   starting,     on_stall_timeout with on_stall = halt       ending{forced: steer_halt} (after RUN_STALLED)
 //    turn
+//   turn          turn ended "tool_deferred" after on_park_     parked (the vendor's stdin closed;
+//                 timeout answered a pending call defer         its process exits; issue 27 §5)
+//   parked        on_resumed (the decision came, the vendor   turn
+//                 was started again with its resume args)
+//   parked        halt, shutdown, budget (stop)               ending{forced}
 //   live, ending  on_vendor_end (the vendor's stdout ended)   vendor_ended (ending kept)
 //   any           wind_up(process) (its processes are gone)   closed
 //
@@ -89,6 +94,16 @@ class RunEffects {
   // on_stall_timeout() then. nullopt disarms it. Each call replaces the one before; the core
   // calls it only when what it wants changes.
   virtual void arm_stall(std::optional<Instant> when) { (void)when; }
+  // Parking (issue 27 §5). The park timer: the host calls on_park_timeout(call_id) at `when`;
+  // nullopt disarms it. One per run; each call replaces the one before.
+  virtual void arm_park(const std::string& call_id, std::optional<Instant> when) {
+    (void)call_id;
+    (void)when;
+  }
+  // The parked run has its decision (or was ended): once the vendor's process is gone, the host
+  // starts it again with the session's resume_args() and calls on_resumed() (or, when the run is
+  // no longer parked, winds it up).
+  virtual void resume_vendor() {}
   // What the run has spent changed (a turn, a tool call, a usage record).
   virtual void spend_changed(const Spend& spend) { (void)spend; }
   // The one result of the command handed in under `ticket`: `recorded` when it is the
@@ -124,6 +139,7 @@ class RunCore final {
     starting,      // spawned, control channel not yet confirmed
     turn,          // a turn is running (or its first message is on the way)
     idle,          // between turns, held open for message.inject
+    parked,        // a call waited park_after_ms: the vendor deferred it and exits; a decision resumes it
     ending,        // the end was decided (see Ending); waiting for the vendor's stdout to close
     vendor_ended,  // the vendor's stdout ended; waiting for its processes to be gone
     closed,        // wound up, or never started; the host writes stream.closed
@@ -182,6 +198,19 @@ class RunCore final {
   // A silence is named once: further output (or a new silence after a decision) times afresh,
   // and a later silence as long is named again. A timeout the run has moved past is ignored.
   void on_stall_timeout(Instant now);
+  // Parking (issue 27 §5; run_core_park.cpp). The park timer ran out for `call_id`: if it still
+  // waits on the embedder and the vendor blocks on it, the session answers it "defer" (the
+  // vendor ends its turn "tool_deferred", and the run parks: its stdin is closed, the process
+  // exits). The decision, when it comes (the embedder, the deadline), asks the host to start the
+  // vendor again (resume_vendor); on_resumed() then says it is back.
+  void on_park_timeout(const std::string& call_id, Instant now);
+  // The vendor was started again for a parked run: RUN_RESUMED, a turn.started, the session's
+  // resume (its control channel again); the call's new request is answered with its decision.
+  void on_resumed(Instant now);
+  // Parked, the decision made (or the deadline's), and not yet started again.
+  bool resume_wanted() const { return life_.phase == Phase::parked && parking_.resume_wanted; }
+  // The vendor's arguments for the process that resumes a parked run (the session's).
+  std::vector<std::string> resume_args() const;
   // A budget kept outside the run (the daemon's daily budget of the run's owner) is exhausted:
   // the run is stopped and closes `budget`, the warning saying which.
   void on_budget_exhausted(const std::string& message, Instant now);
@@ -284,6 +313,24 @@ class RunCore final {
     StallSettle(const StallSettle&) = delete;
     StallSettle& operator=(const StallSettle&) = delete;
   };
+
+  // Parking (issue 27 §5; run_core_park.cpp).
+  struct Parking {
+    std::optional<std::string> timed;      // the call the park timer runs for
+    std::optional<std::string> deferring;  // answered defer: the vendor's turn is ending on it
+    std::optional<std::string> parked;     // the run is parked on this call
+    bool resume_wanted = false;            // its decision is made: start the vendor again
+    std::optional<std::string> unasked;    // resumed: the vendor has not asked for this call again yet
+    Instant parked_at{};
+    std::uint32_t times = 0;  // how often this run parked
+  };
+  Parking parking_;
+  void settle_park();  // arms the park timer for the oldest call the vendor blocks on
+  // A turn end while a call was answered defer: true when the run parked on it.
+  bool park_at_turn_end(const std::optional<std::string>& stop_reason, std::optional<std::string>& at);
+  void decided_while_parked(const std::string& call_id);
+  // A tool.result of the resumed call before the vendor asked the seam for it: RESUME_UNGOVERNED.
+  void check_resumed_result(const proto::EventPayload& payload);
 
   // One command in flight: who sent it (ticket) and its id (for command.result).
   struct CommandRef {

@@ -150,6 +150,7 @@ void RunCore::decide(CallState& st, proto::Decision decision, proto::DecidedBy b
   // follows must not overtake it), and the record follows the effect.
   answer_vendor(st);
   effects_.emit(std::move(decided), std::nullopt);
+  decided_while_parked(st.call.call_id);
 }
 
 void RunCore::answer_vendor(CallState& st) {

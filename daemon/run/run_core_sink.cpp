@@ -40,6 +40,7 @@ void RunCore::event(proto::EventPayload payload, std::optional<std::string> at) 
   if (auto* started = std::get_if<proto::ev::SessionStarted>(&payload); started && !session_->reports_posture())
     start_posture = adapters::Posture{started->permission_mode, std::nullopt};
   note_last(payload);
+  check_resumed_result(payload);  // parking (run_core_park.cpp)
   effects_.emit(std::move(payload), std::move(at));
   if (start_posture) posture_reported(*start_posture, "start");  // after session.started, which opens the stream
   if (crossing) exhaust(*crossing);  // the tokens are spent already: the record first, then the stop
@@ -53,6 +54,7 @@ void RunCore::event_cut(proto::EventPayload payload, std::optional<std::string> 
   // Content events (text, thinking, tool.result, injection): nothing the core meters or tracks,
   // beyond what the vendor last did (a stall names it).
   note_last(payload);
+  check_resumed_result(payload);  // parking (run_core_park.cpp)
   effects_.emit_cut(std::move(payload), std::move(at), std::move(cut));
 }
 
@@ -113,6 +115,7 @@ void RunCore::call_awaits_answer(adapters::ToolCall call, adapters::ReplyToken r
     return;
   }
   CallState& st = it->second;
+  if (parking_.unasked == call.call_id) parking_.unasked.reset();  // the resumed vendor asked again
   if (!identical_request(st.call, call) && !session_->same_request(st.call, call)) {
     proto::ev::ToolRequested again;
     again.call_id = call.call_id;
@@ -199,6 +202,7 @@ void RunCore::turn_started(std::optional<std::string> at) {
 }
 
 void RunCore::turn_ended(std::optional<std::string> stop_reason, std::optional<std::string> at) {
+  if (park_at_turn_end(stop_reason, at)) return;  // the vendor deferred the call it was parked on
   // A turn end closes the decision window: nothing still pending can run any more.
   abandon_pending("the turn ended");
   // A request of an unpriced model was judged at the turn's end (its figures had no cost).

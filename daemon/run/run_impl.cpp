@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -48,10 +49,40 @@ asio::awaitable<void> Run::Impl::main(std::shared_ptr<Run> keep) {
   until_live.release();
   if (!live || core->phase() == RunCore::Phase::closed) co_return;
   protocol::ProcessTermination termination = co_await body->run_until_gone();
+  // Parked (issue 27 §5): the vendor deferred a call and is gone; a decision starts it again.
+  while (core->phase() == RunCore::Phase::parked) {
+    auto waiting = wait_parked();
+    if (!co_await std::move(waiting)) break;
+    termination = co_await body->run_until_gone();
+  }
   // The vendor's stdout has ended and no process of the run is left: wind up.
   protocol::CloseReason reason = core->wind_up(termination, Clock::now(), stderr_tail());
   report_recorded(true);
   finish(reason, termination);
+}
+
+// The run is parked and its vendor's process is gone: wait until the core wants it back (the
+// decision came) or is no longer parked (halted, shut down). Back: the vendor is started again
+// with the session's resume arguments and the core told; a vendor that cannot be started again
+// fails the run, saying why.
+asio::awaitable<bool> Run::Impl::wait_parked() {
+  while (core->phase() == RunCore::Phase::parked && !core->resume_wanted()) {
+    park_waiting = true;
+    park_wake.expires_at(asio::steady_timer::time_point::max());
+    auto [ec] = co_await park_wake.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;  // cancelled: look again
+    park_waiting = false;
+  }
+  if (!core->resume_wanted()) co_return false;
+  if (auto failed = body->respawn(core->resume_args())) {
+    input(journal::ShellWarning{"RESUME_FAILED", "the parked run's vendor could not be started again: " + *failed},
+          Clock::now());
+    core->on_shutdown(Clock::now());
+    co_return false;
+  }
+  core->on_resumed(Clock::now());
+  after_core();
+  co_return true;
 }
 
 // Takes the run over (main's way up for a run made by Run::adopt): its supervisor is the body.
@@ -100,6 +131,7 @@ void Run::Impl::after_core() {
   report_recorded(true);
   RunCore::Phase phase = core->phase();
   if (phase == RunCore::Phase::closed) return;
+  if (park_waiting) park_wake.cancel();  // main looks again (parking, issue 27 §5)
   // While an adoption replays the journal the core is pointed at the replay: the timers are the
   // reconciliation's to arm, once the replay is over, and a failed record stops the run then.
   if (effects.replaying()) return;
@@ -224,6 +256,7 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                  [&](const journal::IdleTimeout&) { core->on_idle_timeout(now); },
                  [&](const journal::WallBudget&) { core->on_wall_budget(now); },
                  [&](const journal::StallTimeout&) { core->on_stall_timeout(now); },
+                 [&](const journal::ParkTimeout& p) { core->on_park_timeout(p.call_id, now); },
                  [&](const journal::ShellWarning& w) {
                    // Through the core's effects: a replay checks it against the record.
                    effects.emit(protocol::ev::Warning{w.code, w.message}, std::nullopt);

@@ -199,6 +199,15 @@ struct Run::Impl final : RunEffects {
     until_live.run_or_hold([this, when] { timers.arm_stall(when); });
   }
   void spend_changed(const Spend& spend) override;
+  // Parking (issue 27 §5): the park timer is the RunTimers'; main waits on park_wake while the
+  // run is parked and its vendor gone, and every input pokes it (after_core) so main looks again.
+  void arm_park(const std::string& call_id, std::optional<Instant> when) override { timers.arm_park(call_id, when); }
+  void resume_vendor() override { park_wake.cancel(); }
+  asio::steady_timer park_wake{strand};
+  bool park_waiting = false;
+  // Parked and gone: waits for the decision (then starts the vendor again: true) or the run's end
+  // (false).
+  asio::awaitable<bool> wait_parked();
 };
 
 }  // namespace mh::daemon

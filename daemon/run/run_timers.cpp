@@ -33,6 +33,13 @@ void RunTimers::cancel_deadline(const std::string& call_id) {
   deadlines_.erase(call_id);
 }
 
+void RunTimers::arm_park(const std::string& call_id, std::optional<Instant> when) {
+  park_.reset();  // a timer destroyed is a timer disarmed (its handler sees operation_aborted)
+  if (!when || closed_) return;
+  park_ = std::make_unique<boost::asio::steady_timer>(strand_, *when);
+  expire_into(*park_, journal::ParkTimeout{call_id});
+}
+
 void RunTimers::arm_wall_budget(Instant when) {
   wall_.expires_at(when);
   expire_into(wall_, journal::WallBudget{});
@@ -72,6 +79,7 @@ void RunTimers::cancel_grace() {
 
 void RunTimers::cancel_all() {
   deadlines_.clear();
+  park_.reset();
   idle_.cancel();
   grace_.cancel();
   wall_.cancel();

@@ -34,6 +34,8 @@ class RunTimers {
 
   void arm_deadline(const std::string& call_id, Instant when);
   void cancel_deadline(const std::string& call_id);
+  // The park timer (issue 27 §5): one per run, for the call RunCore times; nullopt disarms it.
+  void arm_park(const std::string& call_id, std::optional<Instant> when);
   void arm_wall_budget(Instant when);
   // The stall timer (issue 27 §2): runs out at `when` into a StallTimeout; nullopt disarms it.
   // Each call replaces the one before; none takes effect once the run closed (cancel_all).
@@ -56,6 +58,7 @@ class RunTimers {
   std::function<void()> on_grace_;
   std::weak_ptr<void> owner_;
   std::map<std::string, std::unique_ptr<boost::asio::steady_timer>> deadlines_;
+  std::unique_ptr<boost::asio::steady_timer> park_;
   boost::asio::steady_timer idle_;
   boost::asio::steady_timer wall_;
   boost::asio::steady_timer grace_;

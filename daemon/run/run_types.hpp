@@ -33,9 +33,11 @@ struct PendingCallView {
 
 // Where a run is, as its host shows it (`ls`, `get`, /metrics): the core's phases folded into
 // the five a user sees (RunCore::public_phase).
-enum class RunPhase { starting, turn, idle, ending, closed };
-inline constexpr std::array<RunPhase, 5> kRunPhases = {RunPhase::starting, RunPhase::turn, RunPhase::idle,
-                                                       RunPhase::ending, RunPhase::closed};
+// parked (issue 27 §5): a call waited longer than park_after_ms, the vendor was told to defer it and
+// has exited; a decision resumes it.
+enum class RunPhase { starting, turn, idle, ending, closed, parked };
+inline constexpr std::array<RunPhase, 6> kRunPhases = {RunPhase::starting, RunPhase::turn,   RunPhase::idle,
+                                                       RunPhase::ending,   RunPhase::closed, RunPhase::parked};
 constexpr std::string_view to_string(RunPhase phase) {
   switch (phase) {
     case RunPhase::starting:
@@ -46,6 +48,8 @@ constexpr std::string_view to_string(RunPhase phase) {
       return "idle";
     case RunPhase::ending:
       return "ending";
+    case RunPhase::parked:
+      return "parked";
     case RunPhase::closed:
       return "closed";
   }

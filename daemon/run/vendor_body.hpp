@@ -15,7 +15,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "protocol/types.hpp"
 
@@ -40,6 +42,13 @@ class VendorBody {
   virtual boost::asio::awaitable<protocol::ProcessTermination> run_until_gone() = 0;
   // The run is closed: the body lets go of what it holds (hook sockets, the supervisor).
   virtual void release() = 0;
+  // Parking (issue 27 §5): once the vendor is gone (run_until_gone returned), start it again as
+  // planned with `extra_args` after its own (the session's resume arguments); then run_until_gone
+  // serves the new process. The reason when this body cannot.
+  virtual std::optional<std::string> respawn(const std::vector<std::string>& extra_args) {
+    (void)extra_args;
+    return std::string("this run's vendor cannot be started again in the same run");
+  }
   // The vendor's pid (0 when none was spawned), for the run's status.
   virtual pid_t pid() const = 0;
 };

@@ -120,6 +120,8 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
   // times the run as this one did).
   if (!spec->stall_after_ms) spec->stall_after_ms = static_cast<std::uint64_t>(config.stall_after.count()) * 1000;
   if (!spec->on_stall) spec->on_stall = protocol::parse_enum<protocol::OnStall>(config.on_stall);
+  if (!spec->park_after_ms && config.park_after)
+    spec->park_after_ms = static_cast<std::uint64_t>(config.park_after->count()) * 1000;
   adapters::fill_unset_budgets(spec->budget, config.default_budget);
   if (auto unpriced = refuse_unpriced_budget(*spec, *adapter, config.prices)) {
     return refuse("BUDGET_UNPRICED", *unpriced);

@@ -3,6 +3,8 @@
 // frames it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "adapters/adapter.hpp"
 #include "adapters/offline.hpp"
 #include "adapters/registry.hpp"
@@ -87,6 +89,37 @@ TEST(CapabilityTables, ACommandAnAdapterDoesNotDeclareIsRefusedUnsupportedContro
         }
       EXPECT_TRUE(found) << what << ": a spec requiring it is not refused at start";
     }
+  }
+}
+
+// Parking (issue 27 §5): a spec with park_after_ms is refused at start by name (start/park,
+// UNSUPPORTED_CONTROL) on every adapter whose table does not honour it: the shared table refuses
+// by default and only Claude declares it. Without park_after_ms (or 0) nothing is refused.
+TEST(CapabilityTables, ParkingIsRefusedAtStartByNameUnlessTheAdapterHonoursIt) {
+  AdapterRegistry registry(HostConfig{});
+  EXPECT_FALSE(harness_capabilities("any").parking.honoured) << "the shared default refuses parking";
+  for (std::string_view id : registry.ids()) {
+    const proto::CapabilityTable& table = registry.find(id)->capabilities();
+    EXPECT_EQ(table.parking.honoured, id == "claude") << id;
+    RunSpec spec;
+    for (std::optional<std::uint64_t> unset : {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{0}}) {
+      spec.park_after_ms = unset;
+      for (const auto& r : refuse_unhonoured_commands(spec, table))
+        EXPECT_NE(r.id, "start/park") << id;
+    }
+    spec.park_after_ms = 60000;
+    const auto refused = refuse_unhonoured_commands(spec, table);
+    auto park = std::find_if(refused.begin(), refused.end(), [](const auto& r) { return r.id == "start/park"; });
+    if (table.parking.honoured) {
+      EXPECT_EQ(park, refused.end()) << id;
+      continue;
+    }
+    ASSERT_NE(park, refused.end()) << id << ": a spec with park_after_ms is not refused at start";
+    ASSERT_TRUE(park->outcome.refusal.has_value()) << id;
+    EXPECT_EQ(park->outcome.refusal->code, proto::RefusalCode::UNSUPPORTED_CONTROL) << id;
+    EXPECT_NE(park->outcome.refusal->reason.find("the " + std::string(id) + " adapter cannot honour park_after_ms"),
+              std::string::npos)
+        << park->outcome.refusal->reason;
   }
 }
 

@@ -172,7 +172,11 @@ TEST(Descriptor, FieldOrderIsTheDocumentedOne) {
   },
   "notes": [
     "a deny reason reaches the model verbatim"
-  ]
+  ],
+  "parking": {
+    "refused": "UNSUPPORTED_CONTROL",
+    "why": "this adapter cannot park a pending call: no way to hand a call still awaiting its decision to a later process of the same session is known to work on its wire"
+  }
 }
 )");
 }

@@ -56,6 +56,10 @@ class RecordingEffects final : public RunEffects {
     stall_at = when;
     ++stall_arms;
   }
+  void arm_park(const std::string& call_id, std::optional<Instant> when) override {
+    park = when ? std::optional<std::pair<std::string, Instant>>({call_id, *when}) : std::nullopt;
+  }
+  void resume_vendor() override { ++resumes; }
   void spend_changed(const Spend& s) override { spend = s; }
   void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override {
     answered.push_back(Answered{ticket, result, recorded});
@@ -68,8 +72,10 @@ class RecordingEffects final : public RunEffects {
   bool stdin_closed = false;
   bool terminated = false;
   std::optional<Instant> wall_budget_at;
-  std::optional<Instant> stall_at;  // the stall timer as the core last set it (nullopt: disarmed)
-  std::size_t stall_arms = 0;       // how many times the core changed it
+  std::optional<Instant> stall_at;                      // the stall timer as the core last set it (nullopt: disarmed)
+  std::size_t stall_arms = 0;                           // how many times the core changed it
+  std::optional<std::pair<std::string, Instant>> park;  // the park timer as last set (issue 27 §5)
+  std::size_t resumes = 0;                              // resume_vendor() calls
   Spend spend;
   std::vector<Answered> answered;
   bool refuse_emit = false;  // the stream cannot take an event (its write failed): emit returns 0

@@ -53,5 +53,21 @@ TEST(RunsConfig, StallAfterAndOnStallDefaultAndAreRefusedNamingTheKey) {
   EXPECT_TRUE(refused_naming("[runs]\non_stall = \"kill\"\n", {"runs.on_stall", "must be"}));
 }
 
+// Issue 27 §5: parking is off unless configured; park_after_s is refused naming the key.
+TEST(RunsConfig, ParkAfterIsUnsetByDefaultAndRefusedNamingTheKey) {
+  auto defaults = load_config_text("");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_FALSE(defaults->park_after) << "unset: never parked";
+  auto set = load_config_text("[runs]\npark_after_s = 900\n");
+  ASSERT_TRUE(set) << set.error();
+  EXPECT_EQ(set->park_after, std::chrono::seconds(900));
+  auto never = load_config_text("[runs]\npark_after_s = 0\n");
+  ASSERT_TRUE(never) << never.error();
+  EXPECT_FALSE(never->park_after) << "0: never";
+  EXPECT_TRUE(refused_naming("[runs]\npark_after_s = -1\n", {"runs.park_after_s"}));
+  EXPECT_TRUE(refused_naming("[runs]\npark_after_s = 99999999999\n", {"runs.park_after_s", "must be"}));
+  EXPECT_TRUE(refused_naming("[runs]\npark_after_s = \"10m\"\n", {"runs.park_after_s"}));
+}
+
 }  // namespace
 }  // namespace mh::test

@@ -12,6 +12,7 @@ RUN_SPEC_FIELDS = (
     "adapter", "prompt", "decisions", "decision_deadline_ms", "frame", "model_scenario",
     "model_endpoint", "model", "cwd", "vendor_env", "vendor_options", "requires", "keep_open",
     "labels", "deny_only", "budget", "hermetic", "upstream", "egress", "stall_after_ms", "on_stall",
+    "park_after_ms",
 )
 
 # Stalls (docs/policies.md): at most 30 days; 0 is never.
@@ -37,11 +38,13 @@ def build_run_spec(fields):
         if needed not in fields:
             raise TypeError(f"the run spec needs {needed!r}")
     spec = {k: v for k, v in fields.items() if v is not None}
-    stall_after = spec.get("stall_after_ms")
-    if stall_after is not None and (isinstance(stall_after, bool) or not isinstance(stall_after, int)
-                                    or not 0 <= stall_after <= MAX_STALL_AFTER_MS):
-        raise ValueError(f"stall_after_ms is {stall_after!r}; expected whole milliseconds from 0 (never) to "
-                         f"{MAX_STALL_AFTER_MS} (30 days)")
+    # Stalls and parking (docs/policies.md): whole milliseconds, 0 (never) to 30 days.
+    for key in ("stall_after_ms", "park_after_ms"):
+        after = spec.get(key)
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int)
+                                  or not 0 <= after <= MAX_STALL_AFTER_MS):
+            raise ValueError(f"{key} is {after!r}; expected whole milliseconds from 0 (never) to "
+                             f"{MAX_STALL_AFTER_MS} (30 days)")
     if "on_stall" in spec and spec["on_stall"] not in ON_STALL:
         raise ValueError(f"on_stall is {spec['on_stall']!r}; expected one of {', '.join(ON_STALL)}")
     for key in ("model_scenario", "frame"):

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""park_rss_bench: the memory 20 runs hold while each waits on a decision, parked (issue 27 §5:
+park_after_ms, the vendor deferred the call and exited) against waiting (no park_after_ms: each
+vendor process stays up, blocked on its call).
+
+Each phase has its own real `metaharness daemon` (runs.supervise = false: parking needs it, and
+both phases use it so that only parking differs; containment as the host gives it) running the
+REAL pinned Claude Code against each run's scripted endpoint (one Bash call, then an answer). N
+runs are submitted in waves (--wave at a time: a 2-core host), each in ask mode with a 10-minute
+deadline, and awaited: waiting = its call pending (get: pending_decisions 1), parked = get's state
+"parked" and its pid null (the vendor process exited). With all N there, the daemon's process tree is read from /proc: every descendant's
+VmRSS and Pss (smaps_rollup), and the daemon's own. Then every call is allowed and every run must
+close `completed`. Every wait is bounded; the daemon is stopped with SIGTERM (it halts what is
+left). Output: a table, and JSON (--json FILE). Exit 0; 1 when a run did not get there or did not
+complete; 2 when the bench itself failed."""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+import metaharness  # noqa: E402
+
+SCENARIO = {"format": "metaharness.scenario/1", "wires": ["anthropic"], "steps": [
+    {"name": "ask", "content": [{"type": "tool_call", "id": "toolu_probe", "name": "Bash",
+                                 "input": {"command": "true", "description": "probe"}}]},
+    {"name": "answer", "content": [{"type": "text", "text": "Done."}]}]}
+
+
+def until(condition, bound_s, what):
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)  # a poll with a bound
+    raise TimeoutError(what)
+
+
+def status_kb(pid, key):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def pss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def descendants(root):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def phase(binary, runs, wave, park):
+    with tempfile.TemporaryDirectory(prefix="mh-park-bench-") as d:
+        config = os.path.join(d, "config.toml")
+        with open(config, "w") as f:
+            f.write("[runs]\nsupervise = false\n")
+        sock = os.path.join(d, "mh.sock")
+        daemon = subprocess.Popen([binary, "daemon", "--config", config, "--socket", sock, "--state-dir",
+                                   os.path.join(d, "state")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            until(lambda: os.path.exists(sock), 30, "the daemon's socket")
+            client = metaharness.Client(sock, timeout=120)
+            def answers():
+                try:
+                    return client.status() is not None
+                except metaharness.MetaharnessError:
+                    return False
+            until(answers, 30, "the daemon's status")
+            ids = []
+            t0 = time.monotonic()
+            for start in range(0, runs, wave):
+                batch = []
+                for _ in range(start, min(runs, start + wave)):
+                    spec = dict(adapter="claude", prompt="go", decisions="ask", decision_deadline_ms=600000,
+                                model_scenario=SCENARIO)
+                    if park:
+                        spec["park_after_ms"] = 200
+                    batch.append(client.submit(**spec))  # the run id
+                for rid in batch:
+                    if park:
+                        # Parked is said at the turn's end; the vendor then exits: wait for both.
+                        until(lambda: client.get(rid).state == "parked" and client.get(rid).pid is None, 180,
+                              f"{rid} parked and its vendor gone")
+                    else:
+                        until(lambda: client.get(rid).pending_decisions == 1, 180, f"{rid} waiting")
+                ids.extend(batch)
+            settle_s = time.monotonic() - t0
+            procs = descendants(daemon.pid)
+            rss = sum(status_kb(p, "VmRSS") for p in procs)
+            pss = sum(pss_kb(p) for p in procs)
+            result = {"phase": "parked" if park else "waiting", "runs": runs, "processes": len(procs),
+                      "tree_rss_kib": rss, "tree_pss_kib": pss, "daemon_rss_kib": status_kb(daemon.pid, "VmRSS"),
+                      "all_there_s": round(settle_s, 1)}
+            t1 = time.monotonic()
+            for rid in ids:
+                client.decide(rid, "toolu_probe", "allow")
+            for rid in ids:
+                until(lambda: client.get(rid).state == "closed", 300, f"{rid} closed")
+            result["all_closed_after_decisions_s"] = round(time.monotonic() - t1, 1)
+            result["completed"] = sum(1 for rid in ids if client.get(rid).close_reason == "completed")
+            return result
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(30)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bin", "metaharness"))
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--wave", type=int, default=4)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    try:
+        results = [phase(a.binary, a.runs, a.wave, park=False), phase(a.binary, a.runs, a.wave, park=True)]
+    except (TimeoutError, metaharness.MetaharnessError) as e:
+        print(f"park_rss_bench: {e}", file=sys.stderr)
+        return 2
+    print(f"{'phase':8} {'runs':>4} {'procs':>5} {'tree RSS MiB':>12} {'tree PSS MiB':>12} {'daemon RSS MiB':>14} "
+          f"{'completed':>9}")
+    for r in results:
+        print(f"{r['phase']:8} {r['runs']:>4} {r['processes']:>5} {r['tree_rss_kib'] / 1024:>12.1f} "
+              f"{r['tree_pss_kib'] / 1024:>12.1f} {r['daemon_rss_kib'] / 1024:>14.1f} {r['completed']:>9}")
+    summary = {"bench": "park_rss", "results": results}
+    print(json.dumps(summary))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    return 0 if all(r["completed"] == r["runs"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

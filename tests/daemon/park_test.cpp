@@ -1,0 +1,153 @@
+// Parking (issue 27 §5) in the daemon, on the REAL Claude Code CLI against each run's scripted
+// endpoint (runs.supervise = false: a run's supervisor cannot start its vendor again yet, and a
+// supervised run refuses park_after_ms at launch by name). 20 runs park (get and list say
+// "parked", no vendor pid), then decisions arrive in a random order (the seed is printed): each
+// run resumes, an allowed call runs and a denied one does not, and every stream is whole
+// (check-stream: one session.started, contiguous seqs, stream.closed completed).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "protocol/completeness.hpp"
+#include "tests/support/daemon_harness.hpp"
+
+namespace mh::test {
+namespace {
+
+constexpr std::size_t kRuns = 20;
+constexpr std::size_t kWave = 4;  // runs started together: 2 cores, a real CLI each
+
+std::string park_spec(const std::string& marker) {
+  return R"("run":{"adapter":"claude","prompt":"go","decisions":"ask","decision_deadline_ms":600000,)"
+         R"("park_after_ms":200,"model_scenario":)" +
+         one_bash_call_scenario("touch " + marker) + "}";
+}
+
+std::optional<std::string> state_of(const std::filesystem::path& socket, const std::string& id) {
+  SocketClient c(socket);
+  auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+  if (!got || got->str("reply") != "run") return std::nullopt;
+  return got->str("state");  // the summary's fields are the reply's own
+}
+
+// Parked is said at the turn's end; its vendor then exits (pid null).
+bool parked_and_gone(const std::filesystem::path& socket, const std::string& id) {
+  SocketClient c(socket);
+  auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+  return got && got->str("reply") == "run" && got->str("state") == "parked" && got->object.at("pid").is_null();
+}
+
+TEST(DaemonPark, TwentyParkedRunsResumedByDecisionsInRandomOrderEachStreamWhole) {
+  TempDir dir{"park-twenty"};
+  DaemonUnderTest d(dir.path(), "[runs]\nsupervise = false\n");
+  ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+  std::vector<std::string> ids;
+  for (std::size_t wave = 0; wave < kRuns; wave += kWave) {
+    std::vector<std::string> started;
+    for (std::size_t i = wave; i < wave + kWave; ++i) {
+      SocketClient c(d.socket());
+      auto reply = c.request(socket_request("submit", park_spec("marker.txt")));
+      ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : d.stderr_text());
+      started.push_back(reply->str("run_id"));
+    }
+    for (const auto& id : started)
+      ASSERT_TRUE(eventually([&] { return parked_and_gone(d.socket(), id); }, 120s))
+          << id << " did not park: " << state_of(d.socket(), id).value_or("?") << d.stderr_text();
+    ids.insert(ids.end(), started.begin(), started.end());
+  }
+  // Every run parked, its vendor gone: list says parked with no pid, and one call still waits.
+  {
+    SocketClient c(d.socket());
+    auto runs = c.request(socket_request("list"));
+    ASSERT_TRUE(runs);
+    std::size_t parked = 0;
+    for (const auto& r : runs->object.at("runs").as_array()) {
+      const auto& o = r.as_object();
+      if (o.at("state") != "parked") continue;
+      ++parked;
+      EXPECT_TRUE(o.at("pid").is_null()) << "a parked run holds no vendor process: " << protocol::canonical_json(o);
+      EXPECT_EQ(o.at("pending_decisions").to_number<int>(), 1);
+      EXPECT_FALSE(o.at("waiting_on_decision_since").is_null());
+    }
+    EXPECT_EQ(parked, kRuns);
+  }
+  for (const auto& id : ids)
+    EXPECT_FALSE(std::filesystem::exists(d.run_dir(id) / "scratch/work/marker.txt")) << "nothing ran while parked";
+
+  // Decisions in a random order: even positions allowed, odd denied.
+  const auto seed = std::random_device{}();
+  std::cout << "decision order seed " << seed << "\n";
+  std::vector<std::size_t> order(kRuns);
+  for (std::size_t i = 0; i < kRuns; ++i)
+    order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  for (std::size_t k = 0; k < kRuns; ++k) {
+    const std::size_t i = order[k];
+    const std::string decision =
+        i % 2 == 0 ? R"({"decision":"allow"})" : R"({"decision":"deny","reason":"parked and refused"})";
+    SocketClient c(d.socket());
+    auto result =
+        c.request(socket_request("command", R"("run_id":")" + ids[i] + R"(","command":)" +
+                                                tool_decide("d" + std::to_string(i), "toolu_probe", decision)));
+    ASSERT_TRUE(result && result->str("reply") == "result") << (result ? result->raw : d.stderr_text());
+    EXPECT_EQ(result->object.at("outcome").as_object().at("result"), "ok") << result->raw;
+    // Resumed one after another (2 cores): this one's vendor is back before the next decision.
+    ASSERT_TRUE(eventually([&] { return state_of(d.socket(), ids[i]) != "parked"; }, 60s)) << ids[i];
+  }
+  std::size_t ungoverned_runs = 0;
+  for (std::size_t i = 0; i < kRuns; ++i) {
+    auto events = follow_to_end(d.socket(), ids[i], 120s);
+    ASSERT_FALSE(events.empty()) << ids[i];
+    EXPECT_EQ(events.back().event(), "stream.closed") << ids[i];
+    EXPECT_EQ(events.back().str("reason"), "completed") << ids[i];
+    std::size_t started = 0, parked = 0, resumed = 0;
+    for (const auto& e : events) {
+      started += e.event() == "session.started";
+      parked += e.event() == "warning" && e.str("code") == "RUN_PARKED";
+      resumed += e.event() == "warning" && e.str("code") == "RUN_RESUMED";
+    }
+    EXPECT_EQ(started, 1u) << ids[i];
+    EXPECT_EQ(parked, 1u) << ids[i];
+    EXPECT_EQ(resumed, 1u) << ids[i];
+    auto checked =
+        run_to_end({metaharness_binary().string(), "check-stream", (d.run_dir(ids[i]) / "events.jsonl").string()});
+    EXPECT_EQ(checked.status, 0) << ids[i] << ": " << checked.out << checked.err;
+    // Claude 2.1.197 may resume the deferred call before it reads the initialize that installs
+    // the in-band seam again (seen under load in 15 of 20 runs before the resume carried the
+    // decision in a settings hook): no run may resume ungoverned, and in every run the decision
+    // made is what happened.
+    std::size_t ungoverned = 0;
+    for (const auto& e : events)
+      ungoverned += e.event() == "warning" && e.str("code") == "RESUME_UNGOVERNED";
+    EXPECT_EQ(ungoverned, 0u) << ids[i] << " resumed ungoverned";
+    ungoverned_runs += ungoverned > 0;
+    EXPECT_EQ(std::filesystem::exists(d.run_dir(ids[i]) / "scratch/work/marker.txt"), i % 2 == 0)
+        << ids[i] << (i % 2 == 0 ? ": the allowed call ran" : ": the denied call did not run");
+  }
+  std::cout << ungoverned_runs << " of " << kRuns << " runs resumed ungoverned (RESUME_UNGOVERNED)\n";
+}
+
+// A supervised run (the daemon's default) cannot start its vendor again: park_after_ms is
+// refused at launch by name, never run unparked.
+TEST(DaemonPark, ASupervisedRunRefusesParkAfterAtLaunchByName) {
+  TempDir dir{"park-supervised"};
+  DaemonUnderTest d(dir.path());
+  ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+  SocketClient c(d.socket());
+  auto reply = c.request(socket_request("submit", park_spec("marker.txt")));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : d.stderr_text());
+  auto events = follow_to_end(d.socket(), reply->str("run_id"), 60s);
+  ASSERT_FALSE(events.empty());
+  bool named = false;
+  for (const auto& e : events)
+    if (e.event() == "warning" && e.str("code") == "LAUNCH_REFUSED" &&
+        e.str("message").find("park_after_ms needs an unsupervised run") != std::string::npos)
+      named = true;
+  EXPECT_TRUE(named) << "the launch refusal names park_after_ms";
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  EXPECT_EQ(events.back().str("reason"), "error");
+}
+
+}  // namespace
+}  // namespace mh::test
