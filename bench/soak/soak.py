@@ -58,18 +58,25 @@ class Soak:
         self.scripts_dir = os.path.join(self.dir, "scripts")
         os.mkdir(self.scripts_dir)
         os.chmod(self.scripts_dir, 0o755)
-        # The state directory on a filesystem of the soak's own, bounded, for the disk_full fault.
-        self.statefs = None
+        # Each host's state directory on a filesystem of the soak's own, bounded, for the disk_full
+        # fault: one ext4 per host (a fleet's hosts fill apart, as separate machines would).
+        self.statefses = {}  # host id (None on one host) -> StateFs
         self.statefs_problem = "--state-fs-mb 0" if args.state_fs_mb <= 0 else None
-        if args.hosts > 1:
-            self.statefs_problem = "a fleet soak (--hosts) fills no host's disk yet"
-        if args.state_fs_mb > 0 and args.hosts == 1:
+        if args.state_fs_mb > 0:
+            host_ids = [None] if args.hosts == 1 else [f"h{i}" for i in range(args.hosts)]
             try:
-                self.statefs = StateFs(os.path.join(self.dir, "state.img"), os.path.join(self.dir, "daemon", "state"),
-                                       args.state_fs_mb)
+                for host_id in host_ids:
+                    name = "daemon" if host_id is None else f"daemon-{host_id}"
+                    image = "state.img" if host_id is None else f"state-{host_id}.img"
+                    self.statefses[host_id] = StateFs(os.path.join(self.dir, image),
+                                                      os.path.join(self.dir, name, "state"), args.state_fs_mb)
             except (OSError, subprocess.CalledProcessError) as e:
                 # Not root, no loop device, no mkfs.ext4: the soak goes on without the fault, and
-                # its report says so by name (never a silent skip).
+                # its report says so by name (never a silent skip). None half made: the ones
+                # already mounted go, so every host's state dir is alike.
+                for fs in self.statefses.values():
+                    fs.close()
+                self.statefses = {}
                 detail = getattr(e, "stderr", None)
                 self.statefs_problem = f"{e}" + (f": {detail.decode(errors='replace').strip()}" if detail else "")
         self.nats = None
@@ -92,7 +99,7 @@ class Soak:
         self.host = self.hosts[0]  # the one sampled for growth, and the socket junk's target
         self.run_timeout_s = args.run_timeout_s
         self.inv = Invariants()
-        self.disk_full_windows = []  # (from_s, to_s) the state dir was held full
+        self.disk_full_windows = []  # (from_s, to_s, host id) a host's state dir was held full
         self.driver_errors = []  # (moment_s, plan index, what): the soak's own failures, reported
         self.allowed_effects_seen = 0
         self.record_incomplete_runs = 0
@@ -186,7 +193,7 @@ class Soak:
         ns_sampler = threading.Thread(target=self.ns_watch.run, args=(stop_sampling,), daemon=True)
         ns_sampler.start()
         kinds = set(a.faults.split(",")) if a.faults != "all" else set(FAULT_KINDS)
-        if self.statefs is None:
+        if not self.statefses:
             kinds.discard("disk_full")  # no filesystem of the soak's own to fill
         if self.nats is None:
             kinds.discard("nats_kill9")  # no fleet
@@ -525,8 +532,8 @@ def main():
                 host.stop()
         raise
     finally:
-        if soak.statefs is not None:
-            soak.statefs.close()
+        for fs in soak.statefses.values():
+            fs.close()
         if soak.nats is not None:
             soak.nats.stop()
     text = report(soak, injector, time.monotonic() - started)

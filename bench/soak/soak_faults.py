@@ -186,19 +186,24 @@ class FaultInjector:
         return "socket", f"variant {int(pick * len(variants)) % len(variants)}"
 
     def disk_full(self, pick):
-        """The state directory's filesystem (the soak's own, soak_statefs.py) filled for 0.5–5 s,
-        then freed. The faults are one at a time: no daemon restart happens while it is full."""
-        fs = self.soak.statefs
-        if fs is None:
+        """One host's state directory filesystem (the soak's own, soak_statefs.py; one per host
+        in a fleet, so hosts fill apart as machines would) filled for 0.5–5 s, then freed. The
+        faults are one at a time: no daemon restart happens while it is full."""
+        fses = self.soak.statefses
+        if not fses:
             return None, "no filesystem of the soak's own"
+        host_ids = sorted(fses, key=lambda h: h or "")
+        host_id = host_ids[int(pick * 1000) % len(host_ids)]
+        fs = fses[host_id]
         seconds = round(0.5 + pick * 4.5, 2)
         started = time.monotonic()
         taken = fs.fill()
         left = fs.free_bytes()
         time.sleep(seconds)  # the fault is the duration itself
         fs.release()
-        self.soak.disk_full_windows.append((started - self.soak.t0, time.monotonic() - self.soak.t0))
-        return "state dir", f"full {seconds} s ({taken // 1024} KiB taken, {left} bytes left)"
+        self.soak.disk_full_windows.append((started - self.soak.t0, time.monotonic() - self.soak.t0, host_id))
+        where = "state dir" if host_id is None else f"state dir of {host_id}"
+        return where, f"full {seconds} s ({taken // 1024} KiB taken, {left} bytes left)"
 
     def nats_kill9(self, pick):
         """One node of the fleet's NATS cluster killed (-9), started again 1–5 s later on its

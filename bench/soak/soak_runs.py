@@ -268,8 +268,9 @@ class RunDriver:
         except metaharness.Refused as e:
             self.log.errors.append(f"submit: {type(e).__name__}: {e}")
             self.log.refusals.append((time.monotonic() - self.soak.t0, "submit", e.code))
-            if e.code == "DISK_FULL" and self.soak.statefs is not None:
-                self.soak.statefs.free.wait(timeout=60)  # no new submit until the disk is freed
+            if e.code == "DISK_FULL":
+                for fs in self.soak.statefses.values():
+                    fs.free.wait(timeout=60)  # no new submit until the disks are freed
             return
         except metaharness.MetaharnessError as e:
             self.log.errors.append(f"submit: {type(e).__name__}: {e}")
