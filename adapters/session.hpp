@@ -266,8 +266,9 @@ class AdapterSession {
     (void)decision;
     return resume_args();
   }
-  virtual bool resume_delivers_decision(const std::string& call_id) const {
-    (void)call_id;
+  virtual bool resume_delivers_decision(const ToolCall& call, const proto::Decision& decision) const {
+    (void)call;
+    (void)decision;
     return false;
   }
   virtual void resume(AdapterOutputs& sink) { start(sink); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include "adapters/claude/claude_reader.hpp"
 #include "adapters/hook_output.hpp"
@@ -252,7 +253,11 @@ class Session final : public AdapterSession {
         proto::canonical_json(json::object{{"type", "control_response"}, {"response", std::move(response)}}));
     return true;
   }
-  std::vector<std::string> resume_args() const override { return {"--resume", session_id_}; }
+  std::vector<std::string> resume_args() const override {
+    std::vector<std::string> args{"--resume", session_id_};
+    if (mode_) args.insert(args.end(), {"--permission-mode", *mode_});
+    return args;
+  }
   // Claude 2.1.197 may run the deferred call on --resume before it reads the initialize that
   // installs the in-band seam again (RESUME_UNGOVERNED, seen in 15 of 20 daemon runs). The
   // decision is known before the process starts, so the process is started with it: a PreToolUse
@@ -260,23 +265,15 @@ class Session final : public AdapterSession {
   // for the resumed call with no initialize read at all) that prints the decision's hook output
   // when its stdin names the parked call's tool_use_id and nothing for any other call, which the
   // in-band callback decides as ever once initialize is read. The call id and the output (an
-  // embedder's reason) are data: each is one single-quoted shell word, never spliced raw; the
-  // match is on the id as Claude's compact JSON writes it, so only ids whose JSON form is plain
-  // are carried (resume_delivers_decision).
+  // embedder's reason) are data: each is one single-quoted shell word, never spliced raw
+  // (carried_settings, below, says what cannot be carried).
   std::vector<std::string> resume_args(const ToolCall& call, const proto::Decision& decision) const override {
-    if (!resume_delivers_decision(call.call_id)) return resume_args();
-    const std::string match = "\"tool_use_id\":\"" + call.call_id + "\"";
-    const std::string command = "case \"$(cat)\" in *" + shell_word(match) + "*) printf '%s' " +
-                                shell_word(proto::canonical_json(hook_output(decision))) + " ;; esac";
-    json::object hook{{"type", "command"}, {"command", command}};
-    json::object matcher{{"matcher", "*"}, {"hooks", json::array{std::move(hook)}}};
-    json::object settings{{"hooks", json::object{{"PreToolUse", json::array{std::move(matcher)}}}}};
-    return {"--resume", session_id_, "--settings", proto::canonical_json(settings)};
+    auto args = resume_args();
+    if (auto settings = carried_settings(call, decision)) args.insert(args.end(), {"--settings", *settings});
+    return args;
   }
-  bool resume_delivers_decision(const std::string& call_id) const override {
-    return !call_id.empty() && std::all_of(call_id.begin(), call_id.end(), [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    });
+  bool resume_delivers_decision(const ToolCall& call, const proto::Decision& decision) const override {
+    return carried_settings(call, decision).has_value();
   }
   void resume(AdapterOutputs& sink) override {
     reader_.skip_next_turn_start();
@@ -314,6 +311,7 @@ class Session final : public AdapterSession {
                                      std::string(posture_vocabulary()));
     std::string id = next_control_id();
     sink.write_vendor(control_request(id, json::object{{"subtype", "set_permission_mode"}, {"mode", posture}}));
+    modes_sent_[id] = posture;
     return ControlAck::pending(id);
   }
 
@@ -325,6 +323,28 @@ class Session final : public AdapterSession {
   std::optional<proto::ev::SessionEnded> session_ended() const override { return reader_.session_ended(); }
 
  private:
+  // The --settings text that answers the parked call with `decision`, or nothing when it cannot
+  // be carried: an id whose JSON form is not plain (the match is on Claude's compact JSON), or a
+  // text over one argument's bound (the kernel's MAX_ARG_STRLEN is 128 KiB: a replace with a large
+  // input would fail the exec, so it is left to the in-band seam, RESUME_UNGOVERNED if it loses).
+  static constexpr std::size_t kMaxCarriedSettingsBytes = 96 * 1024;
+  static bool plain_call_id(const std::string& id) {
+    return !id.empty() && std::all_of(id.begin(), id.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+  }
+  static std::optional<std::string> carried_settings(const ToolCall& call, const proto::Decision& decision) {
+    if (!plain_call_id(call.call_id)) return std::nullopt;
+    const std::string match = "\"tool_use_id\":\"" + call.call_id + "\"";
+    const std::string command = "case \"$(cat)\" in *" + shell_word(match) + "*) printf '%s' " +
+                                shell_word(proto::canonical_json(hook_output(decision))) + " ;; esac";
+    json::object hook{{"type", "command"}, {"command", command}};
+    json::object matcher{{"matcher", "*"}, {"hooks", json::array{std::move(hook)}}};
+    json::object settings{{"hooks", json::object{{"PreToolUse", json::array{std::move(matcher)}}}}};
+    std::string text = proto::canonical_json(settings);
+    if (text.size() > kMaxCarriedSettingsBytes) return std::nullopt;
+    return text;
+  }
   // One POSIX shell word holding `s` as it is: single-quoted, each ' written '\''.
   static std::string shell_word(const std::string& s) {
     std::string out = "'";
@@ -398,6 +418,10 @@ class Session final : public AdapterSession {
         sink.fail_run("claude refused initialize, so the PreToolUse call seam is not installed: " + error);
       return true;
     }
+    if (auto sent = modes_sent_.find(std::string(id->get_string())); sent != modes_sent_.end()) {
+      if (ok) mode_ = sent->second;
+      modes_sent_.erase(sent);
+    }
     ControlReply reply;
     reply.control_id = std::string(id->get_string());
     reply.ok = ok;
@@ -412,6 +436,10 @@ class Session final : public AdapterSession {
   std::uint64_t hook_timeout_seconds_;
   std::uint64_t control_counter_ = 0;
   std::string session_id_;  // from the first hook request: what --resume names
+  // The permission mode Claude acknowledged last (permission.set), which a resumed process is
+  // started in: Claude does not keep it in the session, so a bare --resume starts in "default".
+  std::optional<std::string> mode_;
+  std::map<std::string, std::string> modes_sent_;  // control id -> mode, until Claude answers
 };
 
 }  // namespace

@@ -262,6 +262,9 @@ void Reader::map_init(const json::object& r, const std::optional<std::string>& a
   // Claude writes one system/init per turn: it is the vendor's word that a turn began.
   if (skip_turn_start_) {
     skip_turn_start_ = false;
+    // A resumed process (parking) is a new process: the mode it runs in is said and compared with
+    // the run's (POSTURE_DRIFT when it differs), as the first process's was at session.started.
+    sink.posture_reported(Posture{string_at(r, "permissionMode"), std::nullopt}, "resume");
     return;
   }
   sink.turn_started(at);

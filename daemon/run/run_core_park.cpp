@@ -135,7 +135,7 @@ void RunCore::check_resumed_result(const proto::EventPayload& payload) {
   parking_.unasked.reset();
   const CallState& st = calls_.at(id);
   // Carried in the resumed process's own arguments: governed even before its seam is back.
-  if (st.decision && session_->resume_delivers_decision(id)) return;
+  if (st.decision && session_->resume_delivers_decision(st.call, *st.decision)) return;
   warn("RESUME_UNGOVERNED",
        id +
            " was resumed by the vendor before its call seam was installed again, so the vendor's own permission "

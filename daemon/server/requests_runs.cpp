@@ -120,7 +120,10 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
   // times the run as this one did).
   if (!spec->stall_after_ms) spec->stall_after_ms = static_cast<std::uint64_t>(config.stall_after.count()) * 1000;
   if (!spec->on_stall) spec->on_stall = protocol::parse_enum<protocol::OnStall>(config.on_stall);
-  if (!spec->park_after_ms && config.park_after)
+  // The daemon's park_after_s is a default for the runs that can park (the adapter honours
+  // parking): a Codex run is not refused for a host-wide preference it never asked for. A spec's
+  // own park_after_ms is a request, refused by name where it cannot be honoured.
+  if (!spec->park_after_ms && config.park_after && adapter->capabilities().parking.honoured)
     spec->park_after_ms = static_cast<std::uint64_t>(config.park_after->count()) * 1000;
   adapters::fill_unset_budgets(spec->budget, config.default_budget);
   if (auto unpriced = refuse_unpriced_budget(*spec, *adapter, config.prices)) {

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
@@ -126,6 +129,57 @@ TEST(DaemonPark, TwentyParkedRunsResumedByDecisionsInRandomOrderEachStreamWhole)
         << ids[i] << (i % 2 == 0 ? ": the allowed call ran" : ": the denied call did not run");
   }
   std::cout << ungoverned_runs << " of " << kRuns << " runs resumed ungoverned (RESUME_UNGOVERNED)\n";
+}
+
+// The daemon's [runs] park_after_s is a default for the runs that can park: a Claude run takes
+// it (its spec.json says so), a Codex run (its adapter cannot park) is neither given it nor
+// refused for it and completes; a Codex spec that asks for parking itself is refused by name.
+TEST(DaemonPark, TheConfigsParkAfterIsADefaultOnlyForRunsWhoseAdapterCanPark) {
+  TempDir dir{"park-default"};
+  DaemonUnderTest d(dir.path(), "[runs]\nsupervise = false\npark_after_s = 900\n");
+  ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
+  auto spec_of = [&](const std::string& id) {
+    std::ifstream in(d.run_dir(id) / "spec.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    return boost::json::parse(text.str()).as_object();
+  };
+  const std::string codex_scenario = R"({"format":"metaharness.scenario/1","wires":["responses"],"steps":[)"
+                                     R"({"name":"answer","content":[{"type":"text","text":"Done."}]}]})";
+  auto submit = [&](const std::string& run) {
+    SocketClient c(d.socket());
+    auto reply = c.request(socket_request("submit", R"("run":{)" + run + "}"));
+    EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : d.stderr_text());
+    return reply ? reply->str("run_id") : std::string();
+  };
+  const std::string claude = submit(R"("adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
+                                    one_bash_call_scenario("true"));
+  const std::string codex =
+      submit(R"("adapter":"codex","prompt":"go","decisions":"observe","model_scenario":)" + codex_scenario);
+  const std::string codex_asks = submit(R"("adapter":"codex","prompt":"go","decisions":"observe",)"
+                                        R"("park_after_ms":1000,"model_scenario":)" +
+                                        codex_scenario);
+  ASSERT_FALSE(claude.empty() || codex.empty() || codex_asks.empty());
+
+  auto claude_events = follow_to_end(d.socket(), claude, 120s);
+  ASSERT_FALSE(claude_events.empty());
+  EXPECT_EQ(claude_events.back().str("reason"), "completed");
+  ASSERT_TRUE(spec_of(claude).at("park_after_ms").is_number()) << "a run that can park takes the daemon's default";
+  EXPECT_EQ(spec_of(claude).at("park_after_ms").to_number<std::uint64_t>(), 900000u);
+
+  auto codex_events = follow_to_end(d.socket(), codex, 120s);
+  ASSERT_FALSE(codex_events.empty());
+  for (const auto& e : codex_events)
+    EXPECT_FALSE(e.event() == "command.result" && e.str("id") == "start/park") << e.raw;
+  EXPECT_EQ(codex_events.back().str("reason"), "completed") << codex_events.back().raw;
+  EXPECT_TRUE(spec_of(codex).at("park_after_ms").is_null()) << "a Codex run is not given a default it cannot honour";
+
+  auto asked = follow_to_end(d.socket(), codex_asks, 120s);
+  bool refused = false;
+  for (const auto& e : asked)
+    refused |= e.event() == "command.result" && e.str("id") == "start/park" &&
+               e.raw.find("UNSUPPORTED_CONTROL") != std::string::npos;
+  EXPECT_TRUE(refused) << "a Codex spec's own park_after_ms is refused by name";
 }
 
 // A supervised run (the daemon's default) cannot start its vendor again: park_after_ms is

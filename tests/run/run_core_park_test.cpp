@@ -188,7 +188,9 @@ TEST_F(RunCorePark, TheResumesSettingsHookAnswersOnlyTheParkedCallAndItsReasonIs
   auto run_hook = [&](const std::string& input) {
     const auto in = dir.path() / "in.json";
     std::ofstream(in) << input;
-    return mh::test::run_to_end({"/bin/sh", "-c", "cd \"$1\" && exec /bin/sh -c \"$2\" < \"$3\"", "sh",
+    // The hook prints no newline (Claude reads its whole stdout); run_to_end reads lines, so the
+    // wrapper ends what the hook printed with one.
+    return mh::test::run_to_end({"/bin/sh", "-c", "cd \"$1\" && /bin/sh -c \"$2\" < \"$3\"; printf '\\n'", "sh",
                                  dir.path().string(), command_text, in.string()});
   };
   auto parked = run_hook(R"({"session_id":"sess-1","hook_event_name":"PreToolUse","tool_name":"Bash",)"
@@ -203,8 +205,63 @@ TEST_F(RunCorePark, TheResumesSettingsHookAnswersOnlyTheParkedCallAndItsReasonIs
   auto other = run_hook(R"({"tool_name":"Bash","tool_input":{"command":"echo \"tool_use_id\":\"toolu_1\""},)"
                         R"("tool_use_id":"toolu_2"})");
   EXPECT_EQ(other.status, 0) << other.err;
-  EXPECT_EQ(other.out, "");
+  EXPECT_EQ(other.out, "\n") << "the hook printed nothing (the newline is the wrapper's)";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "pwned") || std::filesystem::exists(dir.path() / "pwned2"));
+}
+
+// A decision too large for one argument (a replace with a big input; the kernel bounds an argument
+// at 128 KiB) is not carried: the resume is the plain one, and if the vendor then runs the call
+// before asking the seam, the stream names it ungoverned rather than the exec failing.
+TEST_F(RunCorePark, ADecisionTooLargeForAnArgumentIsNotCarriedAndALostRaceIsNamed) {
+  open_parking();
+  park();
+  json::object cmd{
+      {"format", "metaharness.command/1"},
+      {"id", "d1"},
+      {"command", "tool.decide"},
+      {"call_id", "toolu_1"},
+      {"decision", json::object{{"decision", "replace"},
+                                {"input", json::object{{"command", "echo " + std::string(200'000, 'x')}}}}}};
+  command(proto::canonical_json(cmd));
+  EXPECT_EQ(core->resume_args(), (std::vector<std::string>{"--resume", "sess-1"}));
+  core->on_resumed(now);
+  feed(lines::tool_result("toolu_1", "ran as the vendor decided", false));
+  EXPECT_EQ(warning_codes(), (std::vector<std::string>{"RUN_PARKED", "RUN_RESUMED", "RESUME_UNGOVERNED"}));
+  EXPECT_NE(all<proto::ev::Warning>().back().message.find("(replace) was not delivered"), std::string::npos)
+      << all<proto::ev::Warning>().back().message;
+}
+
+// Claude does not keep the permission mode in its session (a bare --resume starts in "default"):
+// the resumed process is started in the mode the run last set, and the mode it then reports is
+// compared with the run's, a difference named POSTURE_DRIFT (occasion "resume").
+TEST_F(RunCorePark, TheResumedProcessStartsInTheModeTheRunSetAndTheModeItReportsIsCompared) {
+  spec.park_after_ms = 1'000;
+  spec.deny_only = true;  // a posture other than bypassPermissions is set only on a deny-only run
+  open_and_begin(proto::DecisionMode::ask);
+  command(R"({"format":"metaharness.command/1","id":"p1","command":"permission.set","posture":"acceptEdits"})");
+  feed(lines::control_ok(std::string(last_vendor().at("request_id").as_string())));
+  ASSERT_TRUE(result_for("p1").outcome.is_ok());
+  feed(lines::tool_use("toolu_1", "Bash", kBash));
+  feed(lines::hook_callback("hc-1", "toolu_1", "Bash", kBash));
+  park();
+  command(R"({"format":"metaharness.command/1","id":"d1","command":"tool.decide","call_id":"toolu_1",)"
+          R"("decision":{"decision":"deny","reason":"no"}})");
+  auto args = core->resume_args();
+  ASSERT_GE(args.size(), 4u);
+  EXPECT_EQ((std::vector<std::string>{args[0], args[1], args[2], args[3]}),
+            (std::vector<std::string>{"--resume", "sess-1", "--permission-mode", "acceptEdits"}));
+  core->on_resumed(now);
+  auto init = parse_object(lines::init());
+  init["permissionMode"] = "default";
+  feed(lines::line(init));
+  std::vector<proto::ev::Warning> drifts;
+  for (const auto& w : all<proto::ev::Warning>())
+    if (w.code == "POSTURE_DRIFT") drifts.push_back(w);
+  ASSERT_EQ(drifts.size(), 1u) << "the resumed process's mode is compared with the run's";
+  ASSERT_TRUE(drifts[0].posture);
+  EXPECT_EQ(drifts[0].posture->occasion, "resume");
+  EXPECT_EQ(drifts[0].posture->asked.permission_mode, "acceptEdits");
+  EXPECT_EQ(drifts[0].posture->reported.permission_mode, "default");
 }
 
 // Asked through the seam first: no such warning.

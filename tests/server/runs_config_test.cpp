@@ -58,9 +58,12 @@ TEST(RunsConfig, ParkAfterIsUnsetByDefaultAndRefusedNamingTheKey) {
   auto defaults = load_config_text("");
   ASSERT_TRUE(defaults) << defaults.error();
   EXPECT_FALSE(defaults->park_after) << "unset: never parked";
-  auto set = load_config_text("[runs]\npark_after_s = 900\n");
+  auto set = load_config_text("[runs]\nsupervise = false\npark_after_s = 900\n");
   ASSERT_TRUE(set) << set.error();
   EXPECT_EQ(set->park_after, std::chrono::seconds(900));
+  // Supervised runs (the default) cannot park: a default every run would be refused for is a
+  // config error naming both keys, not a daemon that refuses each submit.
+  EXPECT_TRUE(refused_naming("[runs]\npark_after_s = 900\n", {"runs.park_after_s", "runs.supervise = false"}));
   auto never = load_config_text("[runs]\npark_after_s = 0\n");
   ASSERT_TRUE(never) << never.error();
   EXPECT_FALSE(never->park_after) << "0: never";
