@@ -47,6 +47,7 @@ std::vector<Entry> one_of_each() {
       {at(19), journal::Egress{"pypi.org:443", true, ""}},
       {at(20), journal::Egress{"169.254.169.254:80", false, "link-local"}},
       {at(21), journal::StallTimeout{}},
+      {at(22), journal::ParkTimeout{"toolu_01"}},
   };
 }
 
@@ -54,7 +55,7 @@ TEST(InputJournal, EveryKindOfInputRoundTripsThroughItsLine) {
   std::set<std::size_t> kinds;
   for (const Entry& entry : one_of_each())
     kinds.insert(entry.input.index());
-  EXPECT_EQ(kinds.size(), std::variant_size_v<journal::Input>) << "one of each kind, the stall timeout included";
+  EXPECT_EQ(kinds.size(), std::variant_size_v<journal::Input>) << "one of each kind, the stall and park timeouts included";
   for (const Entry& entry : one_of_each()) {
     std::string line = journal::serialize(entry);
     ASSERT_EQ(line.back(), '\n');
