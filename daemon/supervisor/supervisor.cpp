@@ -611,7 +611,6 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
   pipe.non_blocking(true, ec);
   std::unique_ptr<char[]> buffer(new char[kChunk]);
   bool open = true;
-  bool write_failed = false;
   while (open) {
     // Drain (the reactor is edge-triggered), one file write per chunk, then one `out`.
     std::size_t this_turn = 0;
@@ -623,14 +622,11 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
         const std::string_view chunk =
             (is_stdout ? stdout_redactor : stderr_redactor)
                 .feed(std::string_view(buffer.get(), static_cast<std::size_t>(n)), record_redactor());
-        const bool written = chunk.empty() || write_all(fd, chunk);
-        if (!written && !write_failed) {
-          write_failed = true;  // said once; the bytes that reach the file are still counted
-          log("cannot append to " + path.string() + ": " + errno_text(errno));
-        }
+        // Written whole before anything more is read (a full disk holds the vendor, not its bytes).
+        co_await append_whole(fd, path, chunk);
         if (is_stdout) {
           stdout_bytes = file_size(fd);
-          keep_to_carry(chunk, written);
+          keep_to_carry(chunk, true);
         }
         this_turn += static_cast<std::size_t>(n);
         if (this_turn < kDrainPerTurn) continue;
@@ -653,11 +649,10 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
   // What was held for a secret that might still be completing goes out now: nothing more comes.
   if (const std::string_view rest = (is_stdout ? stdout_redactor : stderr_redactor).finish(record_redactor());
       !rest.empty()) {
-    const bool written = write_all(fd, rest);
-    if (!written && !write_failed) log("cannot append to " + path.string() + ": " + errno_text(errno));
+    co_await append_whole(fd, path, rest);
     if (is_stdout) {
       stdout_bytes = file_size(fd);
-      keep_to_carry(rest, written);
+      keep_to_carry(rest, true);
       tell_out();
     }
   }
@@ -668,6 +663,32 @@ asio::awaitable<void> Supervisor::Impl::read_vendor(asio::posix::stream_descript
     stderr_ended = true;
     tell(ErrEnd{});
   }
+}
+
+// A vendor's output goes to its file whole or not yet: a write the disk refuses (ENOSPC, EDQUOT,
+// any error) keeps the unwritten rest and tries it again every 200 ms, and read_vendor reads
+// nothing more meanwhile, so the vendor's pipe fills and the vendor waits for the disk. Dropping
+// the rest instead (as this did) tore the transcript's line and lost what the vendor said next
+// to the run, which then waited on a request nobody saw (docs/soak.md, finding 4). Logged once
+// per outage, and once more when the bytes are written.
+asio::awaitable<void> Supervisor::Impl::append_whole(int fd, const fs::path& path, std::string_view bytes) {
+  bool held = false;
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (!held) {
+      held = true;
+      log("cannot append to " + path.string() + ": " + errno_text(n == 0 ? EIO : errno) +
+          "; the vendor's output is held (the vendor waits) until it can be written");
+    }
+    asio::steady_timer retry(io, std::chrono::milliseconds(200));
+    co_await retry.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  if (held) log("appended to " + path.string() + " again: nothing the vendor wrote was lost");
 }
 
 asio::awaitable<void> Supervisor::Impl::wait_vendor() {

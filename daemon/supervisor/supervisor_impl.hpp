@@ -173,6 +173,8 @@ struct Supervisor::Impl {
   void pump_stdin();
   asio::awaitable<void> write_stdin();
   asio::awaitable<void> read_vendor(asio::posix::stream_descriptor& pipe, bool is_stdout);
+  // Appends all of `bytes` to a vendor output file, waiting out a write the disk refuses.
+  asio::awaitable<void> append_whole(int fd, const std::filesystem::path& path, std::string_view bytes);
   asio::awaitable<void> wait_vendor();
 
   // supervisor_gateway.cpp

@@ -7,11 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "protocol/completeness.hpp"
@@ -25,9 +27,9 @@
 namespace mh::test {
 namespace {
 
-std::string standin_config() {
+std::string standin_config(const std::string& more_runs_keys = "") {
   return std::string("[vendor]\nclaude = \"") + MH_TEST_STANDIN + "\"\n[runs]\nnetwork = \"host\"\n" +
-         "sandbox_read_only = [\"" + std::string(MH_TEST_STANDIN_SCRIPTS) + "\"]\n";
+         "sandbox_read_only = [\"" + std::string(MH_TEST_STANDIN_SCRIPTS) + "\"]\n" + more_runs_keys;
 }
 
 std::string standin_run(const std::string& script, const std::string& extra) {
@@ -126,9 +128,11 @@ class DiskFullExt4 : public ::testing::Test {
   void SetUp() override {
     if (!fs.mounted())
       GTEST_SKIP() << "cannot make a loop-mounted ext4 (needs root, losetup, mkfs.ext4): " << fs.error();
-    daemon = std::make_unique<DaemonUnderTest>(dir.path(), "[http]\nlisten = \"127.0.0.1:0\"\n" + standin_config());
+    daemon = std::make_unique<DaemonUnderTest>(dir.path(),
+                                               "[http]\nlisten = \"127.0.0.1:0\"\n" + standin_config(more_runs_keys()));
     ASSERT_TRUE(daemon->wait_notify("READY=1")) << daemon->stderr_text();
   }
+  virtual std::string more_runs_keys() const { return ""; }
 
   // One poll of the viewer's events (docs/viewer.md) with a token minted on the socket.
   json::object viewer_events(const std::string& id, std::uint64_t from_seq) {
@@ -164,12 +168,21 @@ class DiskFullExt4 : public ::testing::Test {
   std::unique_ptr<DaemonUnderTest> daemon;
 };
 
+// The run the daemon's own child (runs.supervise = false): its vendor's output is read by the
+// daemon itself, so a run halted on a full disk is closed in the daemon's view at once, which is
+// the window the late close below is about. (A supervised run's supervisor holds output it cannot
+// write, so such a run closes once space returns: the test after it.)
+class DiskFullExt4Unsupervised : public DiskFullExt4 {
+ protected:
+  std::string more_runs_keys() const override { return "supervise = false\n"; }
+};
+
 // A run halted while its filesystem is full: its stop's events and its stream.closed cannot be
 // written. Once space returns, stream.closed is written late, after a RECORD_INCOMPLETE warning
 // that says writes failed (what is missing is said, never silently dropped): a reader following
 // the stream gets its end, and the record passes check-stream. Before the fix nobody wrote the
 // close: the reader waited until the daemon stopped.
-TEST_F(DiskFullExt4, AStreamClosedThatCouldNotBeWrittenIsWrittenLateWithRecordIncompleteOnceSpaceReturns) {
+TEST_F(DiskFullExt4Unsupervised, AStreamClosedThatCouldNotBeWrittenIsWrittenLateWithRecordIncompleteOnceSpaceReturns) {
   SocketClient c(daemon->socket());
   auto reply = c.request(
       socket_request("submit", standin_run("bash_marker.json", R"("decisions":"ask","decision_deadline_ms":120000)")));
@@ -212,6 +225,80 @@ TEST_F(DiskFullExt4, AStreamClosedThatCouldNotBeWrittenIsWrittenLateWithRecordIn
   ASSERT_TRUE(after.contains("closed"));
   EXPECT_TRUE(after.at("closed").as_bool()) << "the page's next poll gets the end";
   EXPECT_FALSE(after.at("live").as_bool());
+}
+
+// The pids of the stand-in processes playing `script` (their MH_STANDIN_SCRIPT names it).
+std::vector<pid_t> standin_pids_playing(const std::string& script) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const std::string cmdline = read_file(it->path() / "cmdline");
+    if (cmdline.find("mh-standin-claude") == std::string::npos) continue;
+    if (read_file(it->path() / "environ").find("MH_STANDIN_SCRIPT=" + script) == std::string::npos) continue;
+    pids.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return pids;
+}
+
+// Blocked writing into a full pipe ("pipe_write", "anon_pipe_write" as kernels name it).
+bool blocked_writing_a_pipe(pid_t pid) {
+  std::string wchan = read_file("/proc/" + std::to_string(pid) + "/wchan");
+  return wchan.size() >= 10 && wchan.compare(wchan.size() - 10, 10, "pipe_write") == 0;
+}
+
+// Vendor output that arrives while the disk is full (issue 29; docs/soak.md, finding 4): the
+// supervisor cannot append it to the transcript, so it holds it and reads no more, and the
+// vendor waits on its full pipe. Once space returns every byte is written and the run goes on:
+// the transcript is whole JSON lines, none lost. Before the fix the unwritten rest of a chunk
+// was dropped and the next bytes spliced on: a torn line, and lines the run never saw.
+TEST_F(DiskFullExt4, VendorOutputWhileTheDiskIsFullIsHeldWithTheVendorWaitingAndWrittenWholeOnceFreed) {
+  const std::string script = (std::filesystem::path(MH_TEST_STANDIN_SCRIPTS) / "sleep_then_chatter.json").string();
+  SocketClient c(daemon->socket());
+  auto reply = c.request(socket_request("submit", standin_run("sleep_then_chatter.json", R"("decisions":"observe")")));
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+  const std::string id = reply->str("run_id");
+  const auto scratch = daemon->run_dir(id) / "scratch";
+  ASSERT_TRUE(eventually(
+      [&] {
+        return std::filesystem::exists(scratch / "work" / "started.txt") ||
+               std::filesystem::exists(scratch / "started.txt");
+      },
+      60s))
+      << "the stand-in's tool began\n"
+      << daemon->stderr_text();
+  DiskFiller filler(daemon->state_dir() / "filler");
+  ASSERT_TRUE(filler.filled());
+  // The tool ends and the chatter comes while the disk is full: the vendor ends up waiting on
+  // its pipe, because nothing more is read until what was read can be written.
+  const bool held = eventually(
+      [&] {
+        auto pids = standin_pids_playing(script);
+        return std::any_of(pids.begin(), pids.end(), blocked_writing_a_pipe);
+      },
+      60s);
+  filler.free();
+  EXPECT_TRUE(held) << "the vendor was not held while its output could not be written";
+  auto events = follow_to_end(daemon->socket(), id, 120s);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  EXPECT_EQ(events.back().str("reason"), "completed") << events.back().raw;
+  std::size_t lines = 0;
+  std::istringstream transcript(read_file(daemon->run_dir(id) / "vendor-stdout.jsonl"));
+  for (std::string line; std::getline(transcript, line); ++lines) {
+    auto parsed = protocol::parse_json(line);
+    ASSERT_TRUE(parsed && parsed->is_object())
+        << "transcript line " << lines + 1 << " is torn: " << line.substr(0, 200);
+  }
+  EXPECT_GE(lines, 2000u) << "every chatter record is in the transcript";
+  std::size_t texts = 0;
+  for (const auto& e : events)
+    texts += e.event() == "text";
+  EXPECT_GE(texts, 2000u) << "and every one reached the stream";
+  auto verdict = protocol::check_stream(read_file(daemon->run_dir(id) / "events.jsonl"));
+  EXPECT_TRUE(verdict.complete_and_well_formed()) << verdict.summary();
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ TEST(InputJournal, EveryKindOfInputRoundTripsThroughItsLine) {
   std::set<std::size_t> kinds;
   for (const Entry& entry : one_of_each())
     kinds.insert(entry.input.index());
-  EXPECT_EQ(kinds.size(), std::variant_size_v<journal::Input>) << "one of each kind, the stall and park timeouts included";
+  EXPECT_EQ(kinds.size(), std::variant_size_v<journal::Input>)
+      << "one of each kind, the stall and park timeouts included";
   for (const Entry& entry : one_of_each()) {
     std::string line = journal::serialize(entry);
     ASSERT_EQ(line.back(), '\n');
