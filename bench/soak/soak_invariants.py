@@ -8,6 +8,8 @@ import os
 import subprocess
 import threading
 
+from soak_runs import plan_cli
+
 INVARIANTS = (
     "run_closed",             # every submitted run's record ends in stream.closed by the soak's end
     "check_stream",           # `metaharness check-stream` passes: seq contiguous, one stream.closed, last
@@ -17,6 +19,7 @@ INVARIANTS = (
     "viewer_poll_complete",   # a viewer long-poll reader got seq 1.. through stream.closed, in order, as recorded
     "budget_named",           # a run closed `budget` says which budget (a BUDGET_EXHAUSTED warning before its close)
     "command_one_result",     # every command sent got exactly one result; no command id has two command.results
+    "control_as_documented",  # a halt/interrupt/steer/inject is answered as the adapter's capability table says
     "command_lost_in_crash",  # a command the client was told it lost across a daemon kill has no result recorded
     "call_decided_once",      # at most one tool.decided per call; at most one controller told ok per call
     "decision_as_answered",   # the recorded decision of a call a controller was told ok for is that controller's
@@ -35,6 +38,21 @@ INVARIANTS = (
     "daemon_fds_bounded",     # the daemon's fds do not grow over the last half beyond noise
     "daemon_rss_bounded",     # nor does its RSS
 )
+
+
+# The one-shot commands the soak sends, by their names in a capability table's `commands`.
+CONTROL_COMMANDS = {"halt": "halt", "interrupt": "interrupt", "steer": "steer", "inject": "message.inject"}
+
+
+def load_capabilities(metaharness, adapters):
+    """adapter -> its capability table's `commands` ({name: "honoured" | {"refused": CODE}})."""
+    tables = {}
+    for adapter in adapters:
+        out = subprocess.run([metaharness, "capabilities", adapter], capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError(f"metaharness capabilities {adapter}: exit {out.returncode}: {out.stderr.strip()[:300]}")
+        tables[adapter] = json.loads(out.stdout)["commands"]
+    return tables
 
 
 class Invariants:
@@ -87,8 +105,9 @@ def check_run(inv, soak, log):
               f"{tag}: check-stream: {(checked.stdout + checked.stderr).strip()[:300]}", at)
 
     check_vendor_lines(inv, soak, run_dir, events, tag, at, log.plan.get("adapter", "claude"))
-    if log.plan.get("adapter") == "codex" and closed and closed[-1].get("reason") == "completed":
-        soak.codex_completed += 1  # the real CLI ran its scenario to the end (not refused at launch)
+    if closed and closed[-1].get("reason") == "completed":
+        cli = plan_cli(log.plan)  # a real CLI's completed runs say it ran its scenario (not refused at launch)
+        soak.completed_by_cli[cli] = soak.completed_by_cli.get(cli, 0) + 1
     if closed and closed[-1].get("reason") == "budget":
         soak.budget_closes += 1
         inv.check("budget_named", any(e.get("event") == "warning" and e.get("code") == "BUDGET_EXHAUSTED"
@@ -146,6 +165,21 @@ def check_run(inv, soak, log):
     twice = [c for c, n in result_ids.items() if n > 1 and c not in (None, "-")]
     inv.check("command_one_result", not twice, f"{tag}: command ids with more than one command.result: {twice[:5]}",
               at)
+
+    # One-shot controls against the adapter's capability table (`metaharness capabilities`): one
+    # it refuses (a steer on Claude Code or an ACP vendor: UNSUPPORTED_CONTROL) is never answered
+    # ok, one it honours is never refused UNSUPPORTED_CONTROL. Other refusals (DISK_FULL, a run
+    # already closed, TOO_LATE) are answers by name.
+    caps = soak.capabilities.get(log.plan.get("adapter", "claude"), {})
+    for what, ok, code in log.controls:
+        documented = caps.get(CONTROL_COMMANDS[what])
+        refused = documented.get("refused") if isinstance(documented, dict) else None
+        if refused is not None and code == refused:
+            soak.refused_as_documented[f"{what} {code}"] = soak.refused_as_documented.get(f"{what} {code}", 0) + 1
+        inv.check("control_as_documented",
+                  not (refused is not None and ok) and not (documented == "honoured" and code == "UNSUPPORTED_CONTROL"),
+                  f"{tag}: {what} answered {'ok' if ok else code}; {log.plan.get('adapter', 'claude')}'s capability "
+                  f"table says {documented}", at)
 
     # Decisions.
     decided = {}
