@@ -33,6 +33,7 @@ INVARIANTS = (
     "fleet_placed_once",      # --hosts 3: one host's state dir has the run (the one the soak was told)
     "fleet_closed_once",      # --hosts 3: its fleet copy (tail --fleet from another host) has one stream.closed
     "vendor_lines_accounted",  # every line of the kept vendor transcript is in the stream: mapped, or opaque
+    "transcript_lines_whole",  # every line of the kept vendor transcript is one whole vendor line (JSON), but a last one a kill cut
     "daemon_stops_on_sigterm",  # a SIGTERM stops the daemon within 60 s
     "soak_driver_ok",         # the soak's own driver did what each plan said (no exception in it)
     "daemon_fds_bounded",     # the daemon's fds do not grow over the last half beyond noise
@@ -230,6 +231,10 @@ def check_refusals(inv, soak, log):
                       f"{tag}: {what} refused DISK_FULL at {moment:.1f} s, outside every full window", moment)
 
 
+# The adapters over the Agent Client Protocol, whose turns the client starts.
+ACP_ADAPTERS = ("opencode", "gemini", "qwen")
+
+
 def event_key(e):
     """What identifies a vendor-made event across the live stream and an offline translation."""
     return (e.get("event"), e.get("call_id"), e.get("request_id"), e.get("source_line"), e.get("turn"))
@@ -254,9 +259,24 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
             transcript = f.read().split(b"\n")
     except OSError:
         transcript = []
+    cut_last = bool(transcript) and transcript[-1] != b""  # a last line without its newline (a kill cut it)
     if transcript and transcript[-1] == b"":
         transcript.pop()
     complete_lines = transcript  # a last line without its newline is still the vendor's (cut by a kill)
+    # Every vendor speaks JSON lines on stdout (stream-json, JSON-RPC): a line that is not one whole
+    # JSON value is torn (a write that stopped part-way, the next bytes spliced onto it), unless it
+    # is the last one, without its newline, that a kill cut.
+    torn = []
+    for n, line in enumerate(transcript, 1):
+        if cut_last and n == len(transcript):
+            continue
+        try:
+            json.loads(line)
+        except ValueError:
+            torn.append((n, len(line)))
+    inv.check("transcript_lines_whole", not torn,
+              f"{tag}: transcript lines that are not one whole vendor line (line, bytes): {torn[:5]} of "
+              f"{len(transcript)}", at)
     bad_opaque = []
     for e in events:
         if e.get("event") == "opaque" and e.get("source_line") is not None:
@@ -288,6 +308,15 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
     live_calls = {e.get("call_id") for e in events if e.get("event") == "tool.requested"}
     live_call_ids = {e.get("call_id") for e in events if e.get("call_id")}
     live = [event_key(e) for e in events if e.get("event") != "tool.requested"]
+    # On ACP (opencode, Gemini CLI, Qwen Code) a turn is the client's: the live turn.started is made
+    # when the run sends its session/prompt (vendor-stdin.jsonl), which the offline reader never
+    # sees (it infers the turn from the vendor's next lines). No vendor line makes it, so it is not
+    # ordered against them: each offline turn.started must be in the stream, anywhere.
+    lost_turns = []
+    if adapter in ACP_ADAPTERS:
+        live_turns = {k for k in live if k[0] == "turn.started"}
+        lost_turns = [k for k in oracle if k[0] == "turn.started" and k not in live_turns]
+        oracle = [k for k in oracle if k[0] != "turn.started"]
     closed = [e for e in events if e.get("event") == "stream.closed"]
     completed = bool(closed) and closed[-1].get("reason") == "completed"
     incomplete = any(e.get("event") == "warning" and e.get("code") == "RECORD_INCOMPLETE" for e in events)
@@ -310,6 +339,8 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
         elif resumed:
             problem = f"the stream lacks {oracle[missing_at]} but has later vendor events {resumed[:3]}"
     lost_calls = [k[1] for k in oracle_calls if k[1] not in live_calls and (completed or k[1] in live_call_ids)]
+    if lost_turns and not incomplete:
+        problem = (problem + "; " if problem else "") + f"turns the transcript shows and the stream does not: {lost_turns[:3]}"
     if lost_calls and not incomplete:
         problem = (problem + "; " if problem else "") + f"calls the transcript presents and the stream does not: {lost_calls[:5]}"
     if translated.returncode != 0 and transcript:
