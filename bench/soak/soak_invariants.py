@@ -286,6 +286,16 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
             if line is None or hashlib.sha256(line).hexdigest() != digest:
                 bad_opaque.append(n)
     translated = subprocess.run([soak.metaharness, "translate", adapter, path], capture_output=True)
+    # What the run sent that the vendor echoes back (Codex's userMessage items of a steer or an
+    # inject, and its raw user message) is recorded live as `injection`; offline, with no view of
+    # what was sent, those lines are `opaque`. Such a line, holding the text of an `injection` of the
+    # live stream, is accounted for by it.
+    injected = [json.dumps(e.get("text"))[1:-1].encode() for e in events
+                if e.get("event") == "injection" and e.get("text")]
+
+    def echoes_injection(line):
+        return (b'"userMessage"' in line or b'"role":"user"' in line) and any(t in line for t in injected)
+
     oracle = []
     for raw in translated.stdout.splitlines():
         try:
@@ -299,6 +309,8 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
             line = complete_lines[n - 1] if n and 0 < n <= len(complete_lines) else b""
             if line.startswith(b'{"type":"control_') or e.get("vendor_type") == "response":
                 continue  # the live controller's traffic (Claude's control_*, a JSON-RPC response to it)
+            if injected and echoes_injection(line):
+                continue  # the echo of what the run injected: live, its `injection`
         oracle.append(event_key(e))
     # The calls a turn presents are in the stream, in whatever order the live seam presented them
     # (Codex's parallel calls reach the live stream through its hook in hook order, the offline
@@ -310,13 +322,16 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
     live = [event_key(e) for e in events if e.get("event") != "tool.requested"]
     # On ACP (opencode, Gemini CLI, Qwen Code) a turn is the client's: the live turn.started is made
     # when the run sends its session/prompt (vendor-stdin.jsonl), which the offline reader never
-    # sees (it infers the turn from the vendor's next lines). No vendor line makes it, so it is not
-    # ordered against them: each offline turn.started must be in the stream, anywhere.
-    lost_turns = []
+    # sees (it infers a turn from the vendor's next lines). No vendor line makes it: it is left out
+    # of the order. And a vendor notification outside any prompt (Qwen's available_commands_update
+    # after a cancelled prompt's answer) opens, offline, a turn of the reader's own, ended
+    # `agent ended` at the transcript's end, where live it is an `opaque` outside a turn: the
+    # turn.ended of a turn the live stream never started is left out too. The vendor lines of such
+    # a turn are still checked.
     if adapter in ACP_ADAPTERS:
-        live_turns = {k for k in live if k[0] == "turn.started"}
-        lost_turns = [k for k in oracle if k[0] == "turn.started" and k not in live_turns]
-        oracle = [k for k in oracle if k[0] != "turn.started"]
+        live_turns = {k[4] for k in live if k[0] == "turn.started"}
+        oracle = [k for k in oracle
+                  if k[0] != "turn.started" and not (k[0] == "turn.ended" and k[4] not in live_turns)]
     closed = [e for e in events if e.get("event") == "stream.closed"]
     completed = bool(closed) and closed[-1].get("reason") == "completed"
     incomplete = any(e.get("event") == "warning" and e.get("code") == "RECORD_INCOMPLETE" for e in events)
@@ -339,8 +354,6 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
         elif resumed:
             problem = f"the stream lacks {oracle[missing_at]} but has later vendor events {resumed[:3]}"
     lost_calls = [k[1] for k in oracle_calls if k[1] not in live_calls and (completed or k[1] in live_call_ids)]
-    if lost_turns and not incomplete:
-        problem = (problem + "; " if problem else "") + f"turns the transcript shows and the stream does not: {lost_turns[:3]}"
     if lost_calls and not incomplete:
         problem = (problem + "; " if problem else "") + f"calls the transcript presents and the stream does not: {lost_calls[:5]}"
     if translated.returncode != 0 and transcript:
