@@ -14,9 +14,11 @@ could not be set up.
 Docs: docs/soak.md."""
 
 import argparse
+import json
 import os
 import pathlib
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -34,9 +36,9 @@ import metaharness  # noqa: E402
 from soak_faults import FAULT_KINDS, FaultInjector, cmdline, run_pids  # noqa: E402
 from soak_host import DaemonHost  # noqa: E402
 from soak_nats import NatsCluster  # noqa: E402
-from soak_invariants import INVARIANTS, Invariants, check_refusals, check_run  # noqa: E402
+from soak_invariants import INVARIANTS, Invariants, check_refusals, check_run, load_capabilities  # noqa: E402
 from soak_leaks import NamespaceWatch, fds_into, in_cgroup_under, mounts_under  # noqa: E402
-from soak_runs import RunDriver, RunLog, make_plan  # noqa: E402
+from soak_runs import REAL_CLIS, RunDriver, RunLog, make_plan, plan_cli  # noqa: E402
 from soak_statefs import StateFs  # noqa: E402
 
 
@@ -51,6 +53,8 @@ class Soak:
             if not os.path.isfile(needed):
                 raise SystemExit(f"soak: {needed} is not built (./run build metaharness metaharness-supervisor "
                                  "mh-standin-claude mh-exec mh-codex-hook)")
+        # Each adapter's capability table: how its one-shot controls must be answered.
+        self.capabilities = load_capabilities(self.metaharness, sorted({c["adapter"] for c in REAL_CLIS.values()}))
         # A short path: a Unix socket path is at most 107 bytes.
         self.dir = tempfile.mkdtemp(prefix=f"mh-soak-{self.seed}-")
         os.chmod(self.dir, 0o755)
@@ -58,6 +62,15 @@ class Soak:
         self.scripts_dir = os.path.join(self.dir, "scripts")
         os.mkdir(self.scripts_dir)
         os.chmod(self.scripts_dir, 0o755)
+        # The daemon's `claude` is a wrapper: the stand-in for a run that names its script
+        # (MH_STANDIN_SCRIPT), the real Claude Code for the others (docs/soak.md, "The real CLIs").
+        self.real_claude, self.real_claude_problem = real_claude_binary(self.metaharness)
+        # The stand-in as the wrapper execs it: its real path, its directory bound read-only in
+        # every sandbox when it is not the daemon's own program directory (a --bin-dir of links).
+        standin_real = os.path.realpath(standin)
+        claude = write_claude_wrapper(self.scripts_dir, standin_real, self.real_claude)
+        daemon_dir = os.path.dirname(os.path.realpath(self.metaharness))
+        read_only = [] if os.path.dirname(standin_real) == daemon_dir else [os.path.dirname(standin_real)]
         # Each host's state directory on a filesystem of the soak's own, bounded, for the disk_full
         # fault: one ext4 per host (a fleet's hosts fill apart, as separate machines would).
         self.statefses = {}  # host id (None on one host) -> StateFs
@@ -81,7 +94,8 @@ class Soak:
                 self.statefs_problem = f"{e}" + (f": {detail.decode(errors='replace').strip()}" if detail else "")
         self.nats = None
         if args.hosts == 1:
-            self.hosts = [DaemonHost(self.metaharness, standin, self.scripts_dir, os.path.join(self.dir, "daemon"))]
+            self.hosts = [DaemonHost(self.metaharness, claude, self.scripts_dir, os.path.join(self.dir, "daemon"),
+                                     read_only=read_only)]
         else:
             # A fleet: a 3-node JetStream cluster on loopback, one daemon per host, each given every
             # node's URL (a node's loss is a failover, not its host's loss). Root is a control peer,
@@ -94,9 +108,9 @@ class Soak:
                          f"[fleet]\nnats_urls = [{urls}]\nhost_id = \"h{i}\"\nreplicas = 3\n"
                          f"lease_ttl_ms = 3000\nprefix = \"mhsoak{self.seed}\"\nrequest_timeout_ms = 4000\n"
                          "insecure_no_credentials = true\n")
-                self.hosts.append(DaemonHost(self.metaharness, standin, self.scripts_dir,
-                                             os.path.join(self.dir, f"daemon-h{i}"), extra, f"h{i}"))
-        self.host = self.hosts[0]  # the one sampled for growth, and the socket junk's target
+                self.hosts.append(DaemonHost(self.metaharness, claude, self.scripts_dir,
+                                             os.path.join(self.dir, f"daemon-h{i}"), extra, f"h{i}", read_only))
+        self.host = self.hosts[0]  # the socket junk's target
         self.run_timeout_s = args.run_timeout_s
         self.inv = Invariants()
         self.disk_full_windows = []  # (from_s, to_s, host id) a host's state dir was held full
@@ -104,12 +118,13 @@ class Soak:
         self.allowed_effects_seen = 0
         self.record_incomplete_runs = 0
         self.budget_closes = 0
-        self.codex_completed = 0
+        self.refused_as_documented = {}  # "what CODE" -> count: controls refused as the capability table says
+        self.completed_by_cli = {}  # cli -> runs closed `completed` (the CLI ran its scenario to the end)
         self.unknown_in_crash = 0
         self.lock = threading.Lock()
         self.logs = []
         self.cli_readers = []
-        self.samples = []  # (t, incarnation, rss_kib, fds, active)
+        self.samples = []  # (t, host id, incarnation, rss_kib, fds, active), every host
         self.t0 = time.monotonic()
         self.loadavg_start = loadavg()
 
@@ -126,6 +141,10 @@ class Soak:
     def register_run(self, log):
         with self.lock:
             self.logs.append(log)
+
+    def cli_of(self, run_id):
+        with self.lock:
+            return next((plan_cli(log.plan) for log in self.logs if log.run_id == run_id), "standin")
 
     def open_run_ids(self):
         with self.lock:
@@ -166,17 +185,20 @@ class Soak:
             index += self.args.runs
 
     def sampler(self, stop):
-        client = metaharness.Client(self.host.socket, timeout=10)
+        """Every host's daemon, every 2 s: (t, host id, incarnation, rss_kib, fds, active runs)."""
+        clients = [(host, metaharness.Client(host.socket, timeout=10)) for host in self.hosts]
         while not stop.wait(2.0):  # the sampling period
-            if not self.host.up.is_set():
-                continue
-            try:
-                active = client.status().runs["active"]
-            except metaharness.MetaharnessError:
-                continue
-            s = self.host.sample()
-            if s is not None:
-                self.samples.append((time.monotonic() - self.t0, self.host.incarnation, s[0], s[1], active))
+            for host, client in clients:
+                if not host.up.is_set():
+                    continue
+                incarnation = host.incarnation
+                try:
+                    active = client.status().runs["active"]
+                except metaharness.MetaharnessError:
+                    continue
+                s = host.sample()
+                if s is not None and host.incarnation == incarnation:
+                    self.samples.append((time.monotonic() - self.t0, host.host_id, incarnation, s[0], s[1], active))
 
     def run(self):
         a = self.args
@@ -365,6 +387,12 @@ class Soak:
                 if assistant and b'"reason":"completed"' in record:
                     path.write_bytes(b"".join(lines) + assistant[-1])
                     break
+        elif self.args.plant == "control_ok" and closed:
+            # A steer answered ok on a run whose adapter refuses steer (Claude Code, the stand-in's
+            # adapter: UNSUPPORTED_CONTROL): what control_as_documented must name.
+            log = next((x for x in closed if x.plan.get("adapter", "claude") == "claude"), None)
+            if log is not None:
+                log.controls.append(("steer", True, None))
         elif self.args.plant == "leaked_process" and ids:
             env = dict(os.environ, METAHARNESS_RUN=ids[0])
             # It says it is running (its own environment in place) before the check looks.
@@ -377,31 +405,87 @@ class Soak:
             leak.wait()
 
     def check_growth(self):
-        """Over the last half, within one daemon incarnation (a restart resets both), the
-        daemon's fds and RSS net of its active runs must not trend upward beyond noise: the
-        least-squares fit of value = a + b*active + c*t over the half, c * half-duration below a
-        bound (fds 16, RSS 16 MiB)."""
+        """Over the last half of the soak, every daemon incarnation (of every host) that lived at
+        least GROWTH_MIN_SPAN_S of it with GROWTH_MIN_SAMPLES samples is judged on its own (a restart
+        resets both figures): the least-squares fit value = a + b*active + c*t over its samples, and
+        c * its span below the bound (fds 16, RSS 16 MiB). Shorter incarnations are not judged, and
+        the report says how much of the last half was judged; with none long enough the growth
+        checks are NOT JUDGED (counted 0, said so by name), never passed."""
         half = self.args.minutes * 60 / 2
         last = [s for s in self.samples if s[0] >= half]
-        if not last:
-            return
         by_inc = {}
         for s in last:
-            by_inc.setdefault(s[1], []).append(s)
-        inc, samples = max(by_inc.items(), key=lambda kv: len(kv[1]))
-        if len(samples) < 6:
-            self.inv.check("daemon_fds_bounded", True, "")
-            self.inv.check("daemon_rss_bounded", True, "")
-            self.growth_note = f"too few samples in one incarnation over the last half ({len(samples)})"
+            by_inc.setdefault((s[1], s[2]), []).append(s)
+        judged, skipped = [], []
+        for (host_id, inc), samples in sorted(by_inc.items(), key=lambda kv: kv[1][0][0]):
+            span = samples[-1][0] - samples[0][0]
+            name = f"{host_id + ' ' if host_id else ''}incarnation {inc}"
+            if span < GROWTH_MIN_SPAN_S or len(samples) < GROWTH_MIN_SAMPLES:
+                skipped.append(span)
+                continue
+            fds_trend = trend([(x[0], x[5], x[4]) for x in samples]) * span
+            rss_trend = trend([(x[0], x[5], x[3]) for x in samples]) * span / 1024
+            note = (f"{name}, {len(samples)} samples over {span:.0f} s: fds trend {fds_trend:+.1f}, RSS trend "
+                    f"{rss_trend:+.1f} MiB (net of active runs); fds {samples[0][4]}..{samples[-1][4]}, "
+                    f"RSS {samples[0][3] // 1024}..{samples[-1][3] // 1024} MiB")
+            self.inv.check("daemon_fds_bounded", fds_trend < 16, note, round(samples[-1][0], 1))
+            self.inv.check("daemon_rss_bounded", rss_trend < 16, note, round(samples[-1][0], 1))
+            judged.append((span, fds_trend, rss_trend, note))
+        covered = sum(j[0] for j in judged)
+        # The last half as sampled: from its start to the last sample (the drain included), per host.
+        sampled = max((x[0] for x in last), default=half) - half
+        hosts = len(self.hosts)
+        if not judged:
+            longest = max(skipped, default=0)
+            self.growth_note = (f"NOT JUDGED: no daemon incarnation lived {GROWTH_MIN_SPAN_S} s of the last half "
+                                f"({len(by_inc)} incarnations sampled over it, the longest {longest:.0f} s): "
+                                f"daemon_fds_bounded and daemon_rss_bounded were not checked")
             return
-        span = samples[-1][0] - samples[0][0]
-        fds_trend = trend([(s[0], s[4], s[3]) for s in samples]) * span
-        rss_trend = trend([(s[0], s[4], s[2]) for s in samples]) * span / 1024
-        self.growth_note = (f"incarnation {inc}, {len(samples)} samples over {span:.0f} s: fds trend {fds_trend:+.1f}, "
-                            f"RSS trend {rss_trend:+.1f} MiB (net of active runs); fds {samples[0][3]}..{samples[-1][3]}, "
-                            f"RSS {samples[0][2] // 1024}..{samples[-1][2] // 1024} MiB")
-        self.inv.check("daemon_fds_bounded", fds_trend < 16, self.growth_note, round(samples[-1][0], 1))
-        self.inv.check("daemon_rss_bounded", rss_trend < 16, self.growth_note, round(samples[-1][0], 1))
+        worst_fds = max(judged, key=lambda j: j[1])
+        worst_rss = max(judged, key=lambda j: j[2])
+        self.growth_note = (f"judged {len(judged)} of {len(by_inc)} incarnations (those living >= "
+                            f"{GROWTH_MIN_SPAN_S} s of the last half), {covered:.0f} s of the last half's "
+                            f"{sampled * hosts:.0f} sampled host-seconds ({100 * covered / max(1, sampled * hosts):.0f} %); "
+                            f"the highest fds trend: {worst_fds[3]}; the highest RSS trend: {worst_rss[3]}")
+
+
+def real_claude_binary(metaharness):
+    """(path, None) of the real Claude Code the daemon's binary would run with no `[vendor] claude`
+    (its default vendor dir, or $METAHARNESS_CLAUDE_BIN), from `metaharness plan claude`; or
+    (None, why) when there is none (the real-Claude runs then close `error`, as the report counts)."""
+    env = {k: v for k, v in os.environ.items() if k != "METAHARNESS_SOCKET"}
+    try:
+        planned = subprocess.run([metaharness, "plan", "claude", "-p", "go", "--model-endpoint", "http://127.0.0.1:9"],
+                                 capture_output=True, text=True,
+                                 timeout=60, env=env)
+        program = json.loads(planned.stdout)["program"]
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as e:
+        return None, f"`metaharness plan claude` named no program: {type(e).__name__}: {e}"
+    if not os.access(program, os.X_OK):
+        return None, f"{program} is not an executable file"
+    return program, None
+
+
+def write_claude_wrapper(scripts_dir, standin, real_claude):
+    """The daemon's `claude` binary: a shell script in the soak's scripts dir (bound read-only in
+    every sandbox) that execs the stand-in when the run declares MH_STANDIN_SCRIPT, else the real
+    Claude Code (under the daemon's vendor dir, which the sandbox binds). exec: the vendor's pid
+    is the script's."""
+    path = os.path.join(scripts_dir, "claude-or-standin")
+    real = shlex.quote(real_claude) if real_claude else ""
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n"
+                "# The soak's `claude` (bench/soak/soak.py): the stand-in for a run with a script, else the real CLI.\n"
+                f'if [ -n "${{MH_STANDIN_SCRIPT:-}}" ]; then exec {shlex.quote(str(standin))} "$@"; fi\n'
+                + (f'exec {real} "$@"\n' if real else 'echo "soak: no real Claude Code found" >&2; exit 127\n'))
+    os.chmod(path, 0o755)
+    return path
+
+
+# An incarnation is judged for growth when it lived this long within the last half, with this
+# many samples (one every 2 s).
+GROWTH_MIN_SPAN_S = 60
+GROWTH_MIN_SAMPLES = 20
 
 
 def loadavg():
@@ -462,12 +546,16 @@ def report(soak, injector, wall):
     steers = sum(1 for log in submitted if log.plan.get("steer_at_s") is not None)
     injects = sum(1 for log in submitted if log.plan.get("inject_at_s") is not None)
     budgets = sum(1 for log in submitted if log.plan.get("budget_tool_calls") is not None)
-    adapters = {}
+    clis = {}
     for log in submitted:
-        adapters[log.plan.get("adapter", "claude")] = adapters.get(log.plan.get("adapter", "claude"), 0) + 1
-    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes}); "
-               f"adapters: {', '.join(f'{k} {v}' for k, v in sorted(adapters.items()))} (claude: the stand-in; "
-               f"codex: the real CLI on the scripted endpoint; {soak.codex_completed} of its runs completed)")
+        clis[plan_cli(log.plan)] = clis.get(plan_cli(log.plan), 0) + 1
+    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes})")
+    out.append("CLIs (runs, of them closed completed): " + ", ".join(
+        f"{k} {clis.get(k, 0)} ({soak.completed_by_cli.get(k, 0)})" for k in ["standin", *REAL_CLIS])
+        + " (standin: mh-standin-claude as the claude adapter; the others the real CLIs from the daemon's vendor "
+        f"dir on its scripted endpoint; real Claude Code: {soak.real_claude or soak.real_claude_problem})")
+    out.append("controls refused as the adapter's capability table says (control_as_documented): "
+               + (", ".join(f"{k} {v}" for k, v in sorted(soak.refused_as_documented.items())) or "none"))
     out.append(f"one-shot commands whose connection a daemon kill cut before the reply (ConnectionLost, "
                f"counted apart in command_one_result): {soak.unknown_in_crash}")
     out.append(f"allowed calls whose effect was found (the deny check looks in the right place): "
@@ -488,7 +576,7 @@ def report(soak, injector, wall):
         out.append(f"fleet: {fleet} fleet submits ({placed_elsewhere} placed on another host than the submitter), "
                    f"{len(submitted) - fleet} local; runs whose fleet copy holds HOST_LOST: "
                    f"{getattr(soak, 'host_lost_closes', 0)}")
-    out.append(f"daemon growth (host 0): {getattr(soak, 'growth_note', 'no samples over the last half')}")
+    out.append(f"daemon growth: {getattr(soak, 'growth_note', 'NOT JUDGED: no samples over the last half')}")
     out.append(f"daemon stop at the end: exit {soak.stop_code}")
     out.append(f"machine: {os.cpu_count()} cpus, load average (1/5/15 min) {soak.loadavg_start} at the start, "
                f"{loadavg()} at the end")
@@ -512,7 +600,7 @@ def main():
     p.add_argument("--run-timeout-s", type=float, default=120.0, help="a run's wall budget and the soak's wait on it")
     p.add_argument("--bin-dir", default=str(SOURCE / "build" / "bin"))
     p.add_argument("--report", help="also write the report here")
-    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process", "lost_vendor_line"],
+    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process", "lost_vendor_line", "control_ok"],
                    help="put one known violation where the checks look (the soak's own tests)")
     p.add_argument("--hosts", type=int, default=1, choices=[1, 3],
                    help="1: one daemon; 3: three daemons over a 3-node JetStream cluster (nats-server, loopback)")

@@ -12,6 +12,11 @@ import time
 
 FAULT_KINDS = ("daemon_kill9", "daemon_sigterm", "daemon_sigstop", "supervisor_kill9", "vendor_kill9",
                "reader_sigstop", "socket_junk", "disk_full", "nats_kill9")
+# A real CLI's own process, by its command name (/proc/<pid>/comm): Claude Code and Codex are
+# native binaries, opencode a Bun one, Gemini CLI and Qwen Code node (one process each: their
+# relaunch is off under the adapters). The stand-in's is `mh-standin-claude`.
+VENDOR_COMMS = {"claude": ("claude",), "codex": ("codex",), "opencode": ("opencode", ".opencode"),
+                "gemini": ("node",), "qwen": ("node",)}
 WEIGHTS = {"daemon_kill9": 2, "daemon_sigterm": 1, "daemon_sigstop": 2, "supervisor_kill9": 2,
            "vendor_kill9": 2, "reader_sigstop": 2, "socket_junk": 3, "disk_full": 2, "nats_kill9": 2}
 
@@ -133,17 +138,23 @@ class FaultInjector:
         return run_id, f"supervisor pid {pid}"
 
     def vendor_kill9(self, pick):
+        """SIGKILL of one open run's vendor process: the stand-in, or the real CLI's own process
+        (VENDOR_COMMS: by its command name among the run's marked processes, the oldest)."""
         run_id = self._live_run(pick)
         if run_id is None:
             return None, "no open run"
-        pids = [p for p, r in run_pids([run_id]).items() if comm(p).startswith("mh-standin")]
+        cli = self.soak.cli_of(run_id)
+        names = VENDOR_COMMS.get(cli, ())
+        pids = [p for p, r in run_pids([run_id]).items()
+                if (comm(p).startswith("mh-standin") if cli == "standin" else comm(p) in names)]
         if not pids:
-            return None, f"{run_id}: no vendor process"
+            return None, f"{run_id}: no vendor process ({cli})"
         pid = sorted(pids)[0]
+        name = comm(pid)
         if not environ_has(pid, f"METAHARNESS_RUN={run_id}".encode()):
             return None, f"{run_id}: vendor {pid} gone"
         os.kill(pid, signal.SIGKILL)
-        return run_id, f"vendor pid {pid}"
+        return run_id, f"vendor pid {pid} ({cli}: {name})"
 
     def reader_sigstop(self, pick):
         readers = self.soak.cli_readers_now()

@@ -31,7 +31,7 @@ def pick_http_port():
 
 
 class DaemonHost:
-    def __init__(self, metaharness, standin, scripts_dir, work_dir, extra_config="", host_id=None):
+    def __init__(self, metaharness, claude, scripts_dir, work_dir, extra_config="", host_id=None, read_only=()):
         self.metaharness = str(metaharness)
         self.host_id = host_id  # its fleet host id (--hosts 3), else None
         self.dir = pathlib.Path(work_dir)
@@ -44,10 +44,11 @@ class DaemonHost:
         # The viewer's listener (its long poll is one of the readers): a port outside the kernel's
         # ephemeral range, free now, kept across restarts.
         self.http_port = pick_http_port()
+        read_only_list = ", ".join(f'"{d}"' for d in [scripts_dir, *read_only])
         self.config = (f'[http]\nlisten = "127.0.0.1:{self.http_port}"\n'
-                       f'[vendor]\nclaude = "{standin}"\n'
+                       f'[vendor]\nclaude = "{claude}"\n'
                        f'[runs]\nmax_active = 400\non_stop = "detach"\n'
-                       f'sandbox_read_only = ["{scripts_dir}"]\n') + extra_config
+                       f'sandbox_read_only = [{read_only_list}]\n') + extra_config
         self.proc = None
         self.incarnation = 0
         self.lock = threading.RLock()  # one fault at a time on the process

@@ -8,6 +8,8 @@ import os
 import subprocess
 import threading
 
+from soak_runs import plan_cli
+
 INVARIANTS = (
     "run_closed",             # every submitted run's record ends in stream.closed by the soak's end
     "check_stream",           # `metaharness check-stream` passes: seq contiguous, one stream.closed, last
@@ -17,6 +19,7 @@ INVARIANTS = (
     "viewer_poll_complete",   # a viewer long-poll reader got seq 1.. through stream.closed, in order, as recorded
     "budget_named",           # a run closed `budget` says which budget (a BUDGET_EXHAUSTED warning before its close)
     "command_one_result",     # every command sent got exactly one result; no command id has two command.results
+    "control_as_documented",  # a halt/interrupt/steer/inject is answered as the adapter's capability table says
     "command_lost_in_crash",  # a command the client was told it lost across a daemon kill has no result recorded
     "call_decided_once",      # at most one tool.decided per call; at most one controller told ok per call
     "decision_as_answered",   # the recorded decision of a call a controller was told ok for is that controller's
@@ -30,11 +33,27 @@ INVARIANTS = (
     "fleet_placed_once",      # --hosts 3: one host's state dir has the run (the one the soak was told)
     "fleet_closed_once",      # --hosts 3: its fleet copy (tail --fleet from another host) has one stream.closed
     "vendor_lines_accounted",  # every line of the kept vendor transcript is in the stream: mapped, or opaque
+    "transcript_lines_whole",  # every line of the kept vendor transcript is one whole vendor line (JSON), but a last one a kill cut
     "daemon_stops_on_sigterm",  # a SIGTERM stops the daemon within 60 s
     "soak_driver_ok",         # the soak's own driver did what each plan said (no exception in it)
     "daemon_fds_bounded",     # the daemon's fds do not grow over the last half beyond noise
     "daemon_rss_bounded",     # nor does its RSS
 )
+
+
+# The one-shot commands the soak sends, by their names in a capability table's `commands`.
+CONTROL_COMMANDS = {"halt": "halt", "interrupt": "interrupt", "steer": "steer", "inject": "message.inject"}
+
+
+def load_capabilities(metaharness, adapters):
+    """adapter -> its capability table's `commands` ({name: "honoured" | {"refused": CODE}})."""
+    tables = {}
+    for adapter in adapters:
+        out = subprocess.run([metaharness, "capabilities", adapter], capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError(f"metaharness capabilities {adapter}: exit {out.returncode}: {out.stderr.strip()[:300]}")
+        tables[adapter] = json.loads(out.stdout)["commands"]
+    return tables
 
 
 class Invariants:
@@ -87,8 +106,9 @@ def check_run(inv, soak, log):
               f"{tag}: check-stream: {(checked.stdout + checked.stderr).strip()[:300]}", at)
 
     check_vendor_lines(inv, soak, run_dir, events, tag, at, log.plan.get("adapter", "claude"))
-    if log.plan.get("adapter") == "codex" and closed and closed[-1].get("reason") == "completed":
-        soak.codex_completed += 1  # the real CLI ran its scenario to the end (not refused at launch)
+    if closed and closed[-1].get("reason") == "completed":
+        cli = plan_cli(log.plan)  # a real CLI's completed runs say it ran its scenario (not refused at launch)
+        soak.completed_by_cli[cli] = soak.completed_by_cli.get(cli, 0) + 1
     if closed and closed[-1].get("reason") == "budget":
         soak.budget_closes += 1
         inv.check("budget_named", any(e.get("event") == "warning" and e.get("code") == "BUDGET_EXHAUSTED"
@@ -147,6 +167,21 @@ def check_run(inv, soak, log):
     inv.check("command_one_result", not twice, f"{tag}: command ids with more than one command.result: {twice[:5]}",
               at)
 
+    # One-shot controls against the adapter's capability table (`metaharness capabilities`): one
+    # it refuses (a steer on Claude Code or an ACP vendor: UNSUPPORTED_CONTROL) is never answered
+    # ok, one it honours is never refused UNSUPPORTED_CONTROL. Other refusals (DISK_FULL, a run
+    # already closed, TOO_LATE) are answers by name.
+    caps = soak.capabilities.get(log.plan.get("adapter", "claude"), {})
+    for what, ok, code in log.controls:
+        documented = caps.get(CONTROL_COMMANDS[what])
+        refused = documented.get("refused") if isinstance(documented, dict) else None
+        if refused is not None and code == refused:
+            soak.refused_as_documented[f"{what} {code}"] = soak.refused_as_documented.get(f"{what} {code}", 0) + 1
+        inv.check("control_as_documented",
+                  not (refused is not None and ok) and not (documented == "honoured" and code == "UNSUPPORTED_CONTROL"),
+                  f"{tag}: {what} answered {'ok' if ok else code}; {log.plan.get('adapter', 'claude')}'s capability "
+                  f"table says {documented}", at)
+
     # Decisions.
     decided = {}
     for e in events:
@@ -196,6 +231,10 @@ def check_refusals(inv, soak, log):
                       f"{tag}: {what} refused DISK_FULL at {moment:.1f} s, outside every full window", moment)
 
 
+# The adapters over the Agent Client Protocol, whose turns the client starts.
+ACP_ADAPTERS = ("opencode", "gemini", "qwen")
+
+
 def event_key(e):
     """What identifies a vendor-made event across the live stream and an offline translation."""
     return (e.get("event"), e.get("call_id"), e.get("request_id"), e.get("source_line"), e.get("turn"))
@@ -220,9 +259,24 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
             transcript = f.read().split(b"\n")
     except OSError:
         transcript = []
+    cut_last = bool(transcript) and transcript[-1] != b""  # a last line without its newline (a kill cut it)
     if transcript and transcript[-1] == b"":
         transcript.pop()
     complete_lines = transcript  # a last line without its newline is still the vendor's (cut by a kill)
+    # Every vendor speaks JSON lines on stdout (stream-json, JSON-RPC): a line that is not one whole
+    # JSON value is torn (a write that stopped part-way, the next bytes spliced onto it), unless it
+    # is the last one, without its newline, that a kill cut.
+    torn = []
+    for n, line in enumerate(transcript, 1):
+        if cut_last and n == len(transcript):
+            continue
+        try:
+            json.loads(line)
+        except ValueError:
+            torn.append((n, len(line)))
+    inv.check("transcript_lines_whole", not torn,
+              f"{tag}: transcript lines that are not one whole vendor line (line, bytes): {torn[:5]} of "
+              f"{len(transcript)}", at)
     bad_opaque = []
     for e in events:
         if e.get("event") == "opaque" and e.get("source_line") is not None:
@@ -232,6 +286,16 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
             if line is None or hashlib.sha256(line).hexdigest() != digest:
                 bad_opaque.append(n)
     translated = subprocess.run([soak.metaharness, "translate", adapter, path], capture_output=True)
+    # What the run sent that the vendor echoes back (Codex's userMessage items of a steer or an
+    # inject, and its raw user message) is recorded live as `injection`; offline, with no view of
+    # what was sent, those lines are `opaque`. Such a line, holding the text of an `injection` of the
+    # live stream, is accounted for by it.
+    injected = [json.dumps(e.get("text"))[1:-1].encode() for e in events
+                if e.get("event") == "injection" and e.get("text")]
+
+    def echoes_injection(line):
+        return (b'"userMessage"' in line or b'"role":"user"' in line) and any(t in line for t in injected)
+
     oracle = []
     for raw in translated.stdout.splitlines():
         try:
@@ -245,6 +309,8 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
             line = complete_lines[n - 1] if n and 0 < n <= len(complete_lines) else b""
             if line.startswith(b'{"type":"control_') or e.get("vendor_type") == "response":
                 continue  # the live controller's traffic (Claude's control_*, a JSON-RPC response to it)
+            if injected and echoes_injection(line):
+                continue  # the echo of what the run injected: live, its `injection`
         oracle.append(event_key(e))
     # The calls a turn presents are in the stream, in whatever order the live seam presented them
     # (Codex's parallel calls reach the live stream through its hook in hook order, the offline
@@ -254,6 +320,18 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
     live_calls = {e.get("call_id") for e in events if e.get("event") == "tool.requested"}
     live_call_ids = {e.get("call_id") for e in events if e.get("call_id")}
     live = [event_key(e) for e in events if e.get("event") != "tool.requested"]
+    # On ACP (opencode, Gemini CLI, Qwen Code) a turn is the client's: the live turn.started is made
+    # when the run sends its session/prompt (vendor-stdin.jsonl), which the offline reader never
+    # sees (it infers a turn from the vendor's next lines). No vendor line makes it: it is left out
+    # of the order. And a vendor notification outside any prompt (Qwen's available_commands_update
+    # after a cancelled prompt's answer) opens, offline, a turn of the reader's own, ended
+    # `agent ended` at the transcript's end, where live it is an `opaque` outside a turn: the
+    # turn.ended of a turn the live stream never started is left out too. The vendor lines of such
+    # a turn are still checked.
+    if adapter in ACP_ADAPTERS:
+        live_turns = {k[4] for k in live if k[0] == "turn.started"}
+        oracle = [k for k in oracle
+                  if k[0] != "turn.started" and not (k[0] == "turn.ended" and k[4] not in live_turns)]
     closed = [e for e in events if e.get("event") == "stream.closed"]
     completed = bool(closed) and closed[-1].get("reason") == "completed"
     incomplete = any(e.get("event") == "warning" and e.get("code") == "RECORD_INCOMPLETE" for e in events)

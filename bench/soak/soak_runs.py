@@ -42,6 +42,7 @@ class RunLog:
         self.closed_seen = False
         self.errors = []
         self.refusals = []  # (moment_s, what, code): refused by name (a submit, a decision, a command)
+        self.controls = []  # (what, ok, code): the answers to the one-shot commands (halt, interrupt, steer, inject)
 
 
 def make_plan(rng, index):
@@ -90,10 +91,45 @@ def make_plan(rng, index):
         "steer_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
         "inject_at_s": rng.uniform(0.2, 3.0) if rng.random() < 0.1 else None,
         "budget_tool_calls": rng.choice([1, 2]) if rng.random() < 0.1 else None,
-        # A share of runs on a real vendor CLI (Codex, from .vendor) against the daemon's scripted
-        # model endpoint, playing the same calls as a scenario.
-        "adapter": "codex" if rng.random() < 0.05 else "claude",
+        # A share of runs on a real vendor CLI (from .vendor) against the daemon's scripted model
+        # endpoint, playing the same calls as a scenario in that vendor's words (REAL_CLIS).
+        **real_cli_draw(rng.random()),
     }
+
+
+# The real CLIs a share of runs play on, each REAL_SHARE of the runs (one draw: a seed's earlier
+# plan fields are what they were before). For each: the daemon's adapter, the scenario's wire,
+# its shell tool and that tool's input, and the call id its events report for a scenario call id
+# (`m_<that id>.txt` is the call's marker, so the deny and effect checks find it).
+REAL_SHARE = 0.02
+REAL_CLIS = {
+    "codex": {"adapter": "codex", "wire": "responses", "tool": "exec_command", "key": "cmd", "prefix": "call_",
+              "reported": "{id}"},
+    "opencode": {"adapter": "opencode", "wire": "anthropic", "tool": "bash", "key": "command", "prefix": "toolu_",
+                 "reported": "{id}", "aux": True},
+    # Gemini CLI names a call `<tool>__<the model's id>` (docs/adapters.md) and reports no input.
+    "gemini": {"adapter": "gemini", "wire": "gemini", "tool": "run_shell_command", "key": "command",
+               "prefix": "toolu_", "reported": "run_shell_command__{id}", "aux": True},
+    "qwen": {"adapter": "qwen", "wire": "anthropic", "tool": "run_shell_command", "key": "command",
+             "prefix": "toolu_", "reported": "{id}", "aux": True},
+    # The real Claude Code: the daemon's `claude` binary is the soak's wrapper (soak_host.py), which
+    # runs the stand-in when MH_STANDIN_SCRIPT is set and the real CLI otherwise.
+    "claude": {"adapter": "claude", "wire": "anthropic", "tool": "Bash", "key": "command", "prefix": "toolu_",
+               "reported": "{id}"},
+}
+
+
+def real_cli_draw(r):
+    """{"adapter", "cli"}: `cli` is "standin" or one of REAL_CLIS."""
+    for i, cli in enumerate(REAL_CLIS):
+        if r < REAL_SHARE * (i + 1):
+            return {"adapter": REAL_CLIS[cli]["adapter"], "cli": cli}
+    return {"adapter": "claude", "cli": "standin"}
+
+
+def plan_cli(plan):
+    """The CLI a plan runs on (a plan made before `cli` was drawn: codex or the stand-in)."""
+    return plan.get("cli") or ("codex" if plan.get("adapter") == "codex" else "standin")
 
 
 class RunDriver:
@@ -173,7 +209,11 @@ class RunDriver:
         try:
             outcome = self._send_once(what)
             self.log.commands_answered += 1
-            del outcome
+            # The answer, judged against the adapter's capability table (control_as_documented);
+            # a refusal by name is an answer, counted in the report by its code.
+            self.log.controls.append((what, bool(outcome.ok), None if outcome.ok else outcome.code))
+            if not outcome.ok:
+                self.log.refusals.append((time.monotonic() - self.soak.t0, what, outcome.code))
             if what == "interrupt":
                 # An interrupt holds the run open for its next input (docs/architecture.md): the
                 # soak's next input is a halt, a moment later.
@@ -191,10 +231,11 @@ class RunDriver:
             self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
         except metaharness.Refused as e:
             self.log.commands_answered += 1  # a refusal is an answer
+            self.log.controls.append((what, False, e.code))
             self.log.refusals.append((time.monotonic() - self.soak.t0, what, e.code))
         except metaharness.MetaharnessError as e:
             self.log.commands_answered += 1  # a refusal is an answer
-            del e
+            self.log.controls.append((what, False, getattr(e, "code", None) or type(e).__name__))
         except Exception as e:  # the thread would die silently: named in the violation instead
             self.log.command_errors.append(f"{what}: {type(e).__name__} {e}")
 
@@ -221,22 +262,54 @@ class RunDriver:
             raise metaharness.MetaharnessError(f"fleet submit {run_id}: placed on an unknown host {host_id!r}")
         return run_id, owner
 
-    def codex_scenario(self):
-        """The plan's calls and texts as a metaharness.scenario/1 for Codex (the Responses wire):
-        each batch of calls one step of exec_command calls that touch the call's marker, each text
-        a step of its own; chatter, waits and sleeps are the stand-in's only."""
-        steps = []
+    def vendor_scenario(self):
+        """The plan's steps as a metaharness.scenario/1 in the words of the plan's real CLI
+        (REAL_CLIS): each batch of calls one model response of that CLI's shell tool, each call
+        touching its marker `m_<the call id its events report>.txt` in the work dir; a sleep a call
+        that touches its marker, then sleeps (in python: Qwen Code refuses a foreground `sleep`);
+        texts ride with the next calls (a response of text alone ends the vendor's turn), the
+        rest of them the last answer; a model wait delays the next response (`headers_delay_ms`);
+        chatter is the stand-in's only."""
+        cli = REAL_CLIS[plan_cli(self.plan)]
+        steps, texts, delay_ms = [], [], 0
+
+        def call(scenario_id, command_after=""):
+            marker = f"m_{cli['reported'].format(id=scenario_id)}.txt"
+            command = f"touch {marker}" + command_after
+            block = {"type": "tool_call", "id": scenario_id, "name": cli["tool"], "input": {cli["key"]: command}}
+            if cli["key"] == "command":
+                block["input"]["description"] = scenario_id
+            return block
+
+        def emit(content):
+            nonlocal texts, delay_ms
+            step = {"name": f"step {len(steps)}", "content": [{"type": "text", "text": t} for t in texts] + content}
+            if delay_ms:
+                step["timing"] = {"headers_delay_ms": delay_ms}
+            steps.append(step)
+            texts, delay_ms = [], 0
+
         for step in self.plan["script"]["turns"][0]:
             if step["type"] == "tool_use":
-                steps.append({"name": f"calls {len(steps)}", "content": [
-                    {"type": "tool_call", "id": c["id"].replace("toolu_", "call_"), "name": "exec_command",
-                     "input": {"cmd": f"touch m_{c['id'].replace('toolu_', 'call_')}.txt"}} for c in step["calls"]]})
+                emit([call(c["id"].replace("toolu_", cli["prefix"])) for c in step["calls"]])
+            elif step["type"] == "sleep":
+                seconds = step["ms"] / 1000.0
+                emit([call(step["id"].replace("toolu_", cli["prefix"]),
+                           f"; python3 -c 'import time; time.sleep({seconds:.3f})'")])
             elif step["type"] == "text":
-                steps.append({"name": f"text {len(steps)}", "content": [{"type": "text", "text": step["text"]}]})
-        if not steps or steps[-1]["content"][0]["type"] != "text":
-            steps.append({"name": "answer", "content": [{"type": "text", "text": "done"}]})
-        return {"format": "metaharness.scenario/1", "description": f"soak run {self.index} on Codex",
-                "wires": ["responses"], "steps": steps}
+                texts.append(step["text"])
+            elif step["type"] == "wait":
+                delay_ms += step["ms"]
+        if not texts:
+            texts.append("done")
+        emit([])
+        scenario = {"format": "metaharness.scenario/1",
+                    "description": f"soak run {self.index} on {plan_cli(self.plan)}",
+                    "wires": [cli["wire"]], "steps": steps}
+        if cli.get("aux"):
+            # opencode's session title, any request without tools: answered, consuming no step.
+            scenario["aux"] = {"content": [{"type": "text", "text": f"soak run {self.index}"}]}
+        return scenario
 
     def drive(self):
         plan = self.plan
@@ -249,10 +322,12 @@ class RunDriver:
                 "vendor_env": {"MH_STANDIN_SCRIPT": script_path},
                 "labels": {"soak": str(self.soak.seed), "index": str(self.index)},
                 "budget": {"wall_ms": int(self.soak.run_timeout_s * 1000)}}
-        if plan["adapter"] == "codex":
+        if plan_cli(plan) != "standin":
+            # A real CLI on the daemon's scripted endpoint; no MH_STANDIN_SCRIPT, so the soak's
+            # `claude` wrapper runs the real Claude Code.
             del spec["model_endpoint"], spec["vendor_env"]
-            spec["adapter"] = "codex"
-            spec["model_scenario"] = self.codex_scenario()
+            spec["adapter"] = plan["adapter"]
+            spec["model_scenario"] = self.vendor_scenario()
         if plan["budget_tool_calls"] is not None:
             spec["budget"]["tool_calls"] = plan["budget_tool_calls"]
         if plan["mode"] == "ask":
