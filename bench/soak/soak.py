@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The soak (issue 29), one host: many concurrent runs of the stand-in harness under a real
-`metaharness daemon`, faults at random moments, invariants judged over everything kept.
+"""The soak (issue 29), one host or a 3-host fleet: many concurrent runs of the stand-in harness
+and, 2 % each, of the real CLIs of all five vendors under a real `metaharness daemon`, faults at
+random moments, invariants judged over everything kept.
 
     bench/soak/soak.py --seed 7 --minutes 2 --runs 6 [--bin-dir build/bin] [--report FILE]
 
