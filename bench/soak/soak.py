@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The soak (issue 29), one host: many concurrent runs of the stand-in harness under a real
-`metaharness daemon`, faults at random moments, invariants judged over everything kept.
+"""The soak (issue 29), one host or a 3-host fleet: many concurrent runs of the stand-in harness
+and, 2 % each, of the real CLIs of all five vendors under a real `metaharness daemon`, faults at
+random moments, invariants judged over everything kept.
 
     bench/soak/soak.py --seed 7 --minutes 2 --runs 6 [--bin-dir build/bin] [--report FILE]
 
@@ -118,6 +119,7 @@ class Soak:
         self.allowed_effects_seen = 0
         self.record_incomplete_runs = 0
         self.budget_closes = 0
+        self.budget_warning_in_lost_write = 0  # closed budget, its warning in writes RECORD_INCOMPLETE names lost
         self.refused_as_documented = {}  # "what CODE" -> count: controls refused as the capability table says
         self.completed_by_cli = {}  # cli -> runs closed `completed` (the CLI ran its scenario to the end)
         self.unknown_in_crash = 0
@@ -549,7 +551,9 @@ def report(soak, injector, wall):
     clis = {}
     for log in submitted:
         clis[plan_cli(log.plan)] = clis.get(plan_cli(log.plan), 0) + 1
-    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes})")
+    out.append(f"steers {steers}, injects {injects}, tool-call budgets {budgets} (closed budget: {soak.budget_closes}; "
+               f"of them with no BUDGET_EXHAUSTED in a record that says RECORD_INCOMPLETE: "
+               f"{soak.budget_warning_in_lost_write})")
     out.append("CLIs (runs, of them closed completed): " + ", ".join(
         f"{k} {clis.get(k, 0)} ({soak.completed_by_cli.get(k, 0)})" for k in ["standin", *REAL_CLIS])
         + " (standin: mh-standin-claude as the claude adapter; the others the real CLIs from the daemon's vendor "

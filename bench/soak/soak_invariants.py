@@ -111,8 +111,14 @@ def check_run(inv, soak, log):
         soak.completed_by_cli[cli] = soak.completed_by_cli.get(cli, 0) + 1
     if closed and closed[-1].get("reason") == "budget":
         soak.budget_closes += 1
-        inv.check("budget_named", any(e.get("event") == "warning" and e.get("code") == "BUDGET_EXHAUSTED"
-                                      for e in events), f"{tag}: closed budget with no BUDGET_EXHAUSTED warning", at)
+        named = any(e.get("event") == "warning" and e.get("code") == "BUDGET_EXHAUSTED" for e in events)
+        # A record that says RECORD_INCOMPLETE lost writes by name ("what the run did meanwhile (its
+        # stop included) is not in this stream"): its BUDGET_EXHAUSTED may be among them. Counted apart.
+        lost = not named and any(e.get("event") == "warning" and e.get("code") == "RECORD_INCOMPLETE" for e in events)
+        if lost:
+            soak.budget_warning_in_lost_write += 1
+        inv.check("budget_named", named or lost,
+                  f"{tag}: closed budget with no BUDGET_EXHAUSTED warning (and no RECORD_INCOMPLETE)", at)
 
     for reader in log.readers:
         bad = [s for s, line in reader.lines.items() if by_seq.get(s) != line]
