@@ -227,24 +227,8 @@ TEST_F(DiskFullExt4Unsupervised, AStreamClosedThatCouldNotBeWrittenIsWrittenLate
   EXPECT_FALSE(after.at("live").as_bool());
 }
 
-// The pids of the stand-in processes playing `script` (their MH_STANDIN_SCRIPT names it).
-std::vector<pid_t> standin_pids_playing(const std::string& script) {
-  std::vector<pid_t> pids;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-    const std::string cmdline = read_file(it->path() / "cmdline");
-    if (cmdline.find("mh-standin-claude") == std::string::npos) continue;
-    if (read_file(it->path() / "environ").find("MH_STANDIN_SCRIPT=" + script) == std::string::npos) continue;
-    pids.push_back(static_cast<pid_t>(std::stol(name)));
-  }
-  return pids;
-}
-
 // Blocked writing into a full pipe ("pipe_write", "anon_pipe_write" as kernels name it).
-bool blocked_writing_a_pipe(pid_t pid) {
+bool blocked_writing_a_pipe(int pid) {
   std::string wchan = read_file("/proc/" + std::to_string(pid) + "/wchan");
   return wchan.size() >= 10 && wchan.compare(wchan.size() - 10, 10, "pipe_write") == 0;
 }
@@ -275,7 +259,7 @@ TEST_F(DiskFullExt4, VendorOutputWhileTheDiskIsFullIsHeldWithTheVendorWaitingAnd
   // its pipe, because nothing more is read until what was read can be written.
   const bool held = eventually(
       [&] {
-        auto pids = standin_pids_playing(script);
+        auto pids = processes_with_env("MH_STANDIN_SCRIPT=" + script);  // the stand-in playing it
         return std::any_of(pids.begin(), pids.end(), blocked_writing_a_pipe);
       },
       60s);

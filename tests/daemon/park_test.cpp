@@ -8,9 +8,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
@@ -139,10 +137,7 @@ TEST(DaemonPark, TheConfigsParkAfterIsADefaultOnlyForRunsWhoseAdapterCanPark) {
   DaemonUnderTest d(dir.path(), "[runs]\nsupervise = false\npark_after_s = 900\n");
   ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
   auto spec_of = [&](const std::string& id) {
-    std::ifstream in(d.run_dir(id) / "spec.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    return boost::json::parse(text.str()).as_object();
+    return boost::json::parse(read_file(d.run_dir(id) / "spec.json")).as_object();
   };
   const std::string codex_scenario = R"({"format":"metaharness.scenario/1","wires":["responses"],"steps":[)"
                                      R"({"name":"answer","content":[{"type":"text","text":"Done."}]}]})";
