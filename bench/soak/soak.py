@@ -389,6 +389,17 @@ class Soak:
                 if assistant and b'"reason":"completed"' in record:
                     path.write_bytes(b"".join(lines) + assistant[-1])
                     break
+        elif self.args.plant == "torn_transcript" and closed:
+            # A vendor line torn in the middle of a kept transcript: its first half spliced onto the
+            # next line, as a write that stopped part-way left it before finding 4 was fixed. Not the
+            # last line: a last line without its newline is one a kill cut, which the check allows.
+            for log in closed:
+                path = log.host.state_dir / "runs" / log.run_id / "vendor-stdout.jsonl"
+                lines = path.read_bytes().splitlines(keepends=True)
+                if len(lines) >= 2 and len(lines[0]) > 2:
+                    lines[0] = lines[0][:len(lines[0]) // 2]
+                    path.write_bytes(b"".join(lines))
+                    break
         elif self.args.plant == "control_ok" and closed:
             # A steer answered ok on a run whose adapter refuses steer (Claude Code, the stand-in's
             # adapter: UNSUPPORTED_CONTROL): what control_as_documented must name.
@@ -604,7 +615,8 @@ def main():
     p.add_argument("--run-timeout-s", type=float, default=120.0, help="a run's wall budget and the soak's wait on it")
     p.add_argument("--bin-dir", default=str(SOURCE / "build" / "bin"))
     p.add_argument("--report", help="also write the report here")
-    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process", "lost_vendor_line", "control_ok"],
+    p.add_argument("--plant", choices=["torn_record", "reader_lie", "leaked_process", "lost_vendor_line", "control_ok",
+                                         "torn_transcript"],
                    help="put one known violation where the checks look (the soak's own tests)")
     p.add_argument("--hosts", type=int, default=1, choices=[1, 3],
                    help="1: one daemon; 3: three daemons over a 3-node JetStream cluster (nats-server, loopback)")

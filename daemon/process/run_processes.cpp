@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "daemon/process/freeze_pass.hpp"
 #include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
@@ -210,7 +211,7 @@ int pidfd_send_signal(int pidfd, int signal) {
 }
 
 // The state of one kill: the processes frozen so far, each pinned by a pidfd.
-class RunKiller {
+class RunKiller final : public FreezeTarget {
  public:
   RunKiller(std::optional<pid_t> root, const RunMarker& marker)
       : protect_(proc_), root_(root), entry_(marker.first + "=" + marker.second) {}
@@ -222,7 +223,7 @@ class RunKiller {
   RunKiller& operator=(const RunKiller&) = delete;
 
   // One scan; freezes whatever it finds that is not frozen yet. Returns how many it froze.
-  std::size_t freeze_round() {
+  std::size_t freeze_round() override {
     ++rounds_;
     auto found = scan_run(proc_, protect_, root_, entry_, [this](const ProcStat& p) {
       return tracked_.count(Identity{p.pid, p.start_time}) > 0;
@@ -271,19 +272,22 @@ class RunKiller {
     return alive;
   }
 
-  // How many frozen processes are not yet actually stopped (or dead). A SIGSTOP is acted on when
-  // the process next returns to user space; a fork that was in progress at that moment still
-  // completes (since Linux 5.0 a signal to one process no longer restarts its fork). So a scan
-  // proves nothing new can appear only once every frozen process shows as stopped.
-  std::size_t count_unsettled() {
-    std::size_t unsettled = 0;
+  // How the frozen processes stand (FreezeTarget::settling): those not yet actually stopped (nor
+  // dead), and whether each is in an uninterruptible wait. A SIGSTOP is acted on when the process
+  // next returns to user space; a fork that was in progress at that moment still completes (since
+  // Linux 5.0 a signal to one process no longer restarts its fork). One not stopped is sent
+  // SIGSTOP again: a process of the run may have sent it SIGCONT since.
+  Settling settling() override {
+    Settling s;
     for (auto& [id, t] : tracked_) {
       if (t.dead) continue;
       auto now = read_stat(proc_.fd(), id.pid);
       if (!now || now->start_time != id.start_time || now->dead()) continue;
-      if (now->state != 'T' && now->state != 't') ++unsettled;
+      if (now->state == 'T' || now->state == 't') continue;
+      (now->state == 'D' ? s.uninterruptible : s.runnable) += 1;
+      signal(id, t, SIGSTOP);
     }
-    return unsettled;
+    return s;
   }
 
   // Blocks in poll(2) until every frozen process is gone or the deadline passes.
@@ -307,7 +311,7 @@ class RunKiller {
     }
   }
 
-  int rounds() const { return rounds_; }
+  int rounds() const override { return rounds_; }
   std::size_t tracked() const { return tracked_.size(); }
 
   KillReport report(bool fixed_point) const {
@@ -375,56 +379,20 @@ std::string KillReport::summary() const {
 
 // The driver, in two flavours that differ only in how they pause: the sync one blocks, the
 // async one awaits a timer or a post. Each pass:
-//   freeze: note whether every frozen process is really stopped, then scan and SIGSTOP the
-//           newcomers; a scan that finds nothing new, begun while everything frozen was already
-//           stopped, is the fixed point. (Noting it after the scan would be wrong: a fork in
-//           flight while we scanned completes before its parent stops.) A process that does not
-//           stop within kSettlePatience (stuck in an uninterruptible wait) is not waited for.
+//   freeze: FreezePass (freeze_pass.hpp): scan and SIGSTOP the newcomers, wait until the frozen
+//           ones are stopped, scan again, until the fixed point, the budget or the patience ends it.
 //   kill:   SIGKILL everything frozen; wait until none is alive.
 //   check:  scan once more; anything found starts another pass.
-constexpr auto kSettlePatience = std::chrono::milliseconds(200);
 
-enum class FreezeStep { fixed_point, scan_again, pause, give_up };
-
-// One freeze round and what to do next.
-FreezeStep freeze_step(RunKiller& killer, Clock::time_point& unsettled_since) {
-  bool all_stopped_before_scan = killer.count_unsettled() == 0;
-  if (killer.freeze_round() > 0) {
-    unsettled_since = Clock::time_point::max();
-    return FreezeStep::scan_again;
-  }
-  if (all_stopped_before_scan) return FreezeStep::fixed_point;
-  auto now = Clock::now();
-  if (unsettled_since == Clock::time_point::max()) unsettled_since = now;
-  return now - unsettled_since < kSettlePatience ? FreezeStep::pause : FreezeStep::give_up;
+// The pause while frozen processes settle: short at first (a SIGSTOP normally lands within
+// microseconds), longer while it takes (looking costs a stat read per frozen process).
+std::chrono::milliseconds next_pause(std::chrono::milliseconds pause) {
+  return std::min(pause * 2, std::chrono::milliseconds(16));
 }
-
-bool out_of_budget(const RunKiller& killer, Clock::time_point deadline) {
-  return killer.rounds() >= kMaxFreezeRounds || Clock::now() >= deadline;
-}
-
-// One pass's freeze, a round per step(): what the driver does next (the two drivers differ only
-// in how they pause and how they let other work in before the next scan).
-class FreezePass {
- public:
-  enum class Next { over, pause, scan_again };
-  Next step(RunKiller& killer, Clock::time_point deadline) {
-    if (out_of_budget(killer, deadline)) return Next::over;
-    FreezeStep s = freeze_step(killer, unsettled_since_);
-    if (s == FreezeStep::fixed_point) fixed_point_ = true;
-    if (s == FreezeStep::fixed_point || s == FreezeStep::give_up) return Next::over;
-    return s == FreezeStep::pause ? Next::pause : Next::scan_again;
-  }
-  bool fixed_point() const { return fixed_point_; }
-
- private:
-  bool fixed_point_ = false;
-  Clock::time_point unsettled_since_ = Clock::time_point::max();
-};
 
 // After a pass's kill: whether another pass is due (the check after the kill found more).
 bool another_pass(RunKiller& killer, Clock::time_point deadline) {
-  if (killer.tracked() == 0 || out_of_budget(killer, deadline)) return false;
+  if (killer.tracked() == 0 || killer.rounds() >= kMaxFreezeRounds || Clock::now() >= deadline) return false;
   return killer.freeze_round() > 0;  // the check after the kill
 }
 
@@ -435,8 +403,16 @@ KillReport kill_run_processes_sync(std::optional<pid_t> root, const RunMarker& m
   bool fixed_point = false;
   do {
     FreezePass pass;
-    for (auto next = pass.step(killer, deadline); next != FreezePass::Next::over; next = pass.step(killer, deadline))
-      if (next == FreezePass::Next::pause) ::usleep(1000);  // blocking is this variant's contract
+    auto pause = std::chrono::milliseconds(1);
+    for (auto next = pass.step(killer, Clock::now(), deadline); next != FreezePass::Next::over;
+         next = pass.step(killer, Clock::now(), deadline)) {
+      if (next != FreezePass::Next::pause) {
+        pause = std::chrono::milliseconds(1);  // newcomers frozen: they too normally stop at once
+        continue;
+      }
+      ::usleep(static_cast<useconds_t>(pause.count() * 1000));  // blocking is this variant's contract
+      pause = next_pause(pause);
+    }
     fixed_point = pass.fixed_point();
     killer.kill_all();
     killer.wait_until_dead(deadline);
@@ -452,12 +428,16 @@ asio::awaitable<KillReport> kill_run_processes(asio::any_io_executor executor, s
   bool fixed_point = false;
   do {
     FreezePass pass;
-    for (auto next = pass.step(killer, deadline); next != FreezePass::Next::over; next = pass.step(killer, deadline)) {
+    auto pause = std::chrono::milliseconds(1);
+    for (auto next = pass.step(killer, Clock::now(), deadline); next != FreezePass::Next::over;
+         next = pass.step(killer, Clock::now(), deadline)) {
       if (next == FreezePass::Next::pause) {
-        timer.expires_after(std::chrono::milliseconds(1));
+        timer.expires_after(pause);
         co_await timer.async_wait(asio::use_awaitable);
+        pause = next_pause(pause);
       } else {
         // Let the other work on these io threads run between two scans.
+        pause = std::chrono::milliseconds(1);  // newcomers frozen: they too normally stop at once
         co_await asio::post(executor, asio::use_awaitable);
       }
     }

@@ -11,20 +11,21 @@
 // is not walked at all (only the marker counts then). A zombie is dead and never listed.
 //
 // Killing is freeze-then-kill, so nothing can fork or escape while we look: SIGSTOP everything
-// found, scan again, repeat until a scan finds nothing new while every frozen process really
-// shows as stopped (a SIGSTOP takes effect on the way back to user space, and a fork already in
-// flight at that moment still completes, so only a stopped parent proves its children are all
-// visible), then SIGKILL everything and wait (bounded) until none is alive (a zombie counts as
-// dead). One more scan after the kill catches anything that still slipped through (e.g. the
-// child of a process stuck in an uninterruptible wait, which never shows as stopped; we wait for
-// such a process to settle for 200 ms at most); if it finds something, the whole pass repeats.
+// found, wait until every frozen process really shows as stopped (a SIGSTOP takes effect on the
+// way back to user space, and a fork already in flight at that moment still completes, so only a
+// stopped parent proves its children are all visible), scan again, repeat until such a scan finds
+// nothing new (freeze_pass.hpp), then SIGKILL everything and wait (bounded) until none is alive (a
+// zombie counts as dead). One more scan after the kill catches anything that still slipped
+// through (e.g. the child of a process stuck in an uninterruptible wait, which never shows as
+// stopped; such a process is waited for 200 ms at most, a merely slow one 2 s); if it finds
+// something, the whole pass repeats.
 // Every process is signalled through a pidfd opened after it qualified and checked against the
 // start time seen when it qualified, so a recycled pid is never signalled; a process that lost
 // its pid in between is simply left for the next scan to judge afresh.
 //
 // Cost: each scan reads /proc/<pid>/stat of every process on the host, and /proc/<pid>/environ
 // (in 16 KiB chunks, never held whole) of those that are not already known to be in the tree.
-// Scans are bounded by the number of processes; rounds are bounded by kMaxFreezeRounds.
+// Scans are bounded by the number of processes; rounds (scans) by kMaxFreezeRounds (freeze_pass.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -41,8 +42,6 @@ namespace mh::daemon {
 
 // name=value; LaunchPlan::run_marker.
 using RunMarker = std::pair<std::string, std::string>;
-
-inline constexpr int kMaxFreezeRounds = 32;
 
 // The run's live processes right now (unordered, no duplicates). Synchronous; see cost above.
 std::vector<pid_t> find_run_processes(std::optional<pid_t> root, const RunMarker& marker);
