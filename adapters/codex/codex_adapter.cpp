@@ -35,6 +35,12 @@ const proto::CapabilityTable& capabilities() {
         {CommandName::interrupt, {true, {}, "turn/interrupt, then thread/backgroundTerminals/clean"}},
         {CommandName::halt, {true, {}, "interrupt, close app-server's stdin, then kill the run's processes"}},
     };
+    // Measured on 0.171.0 against the scripted endpoint (tests/codex/codex_park_test.cpp): the
+    // refusal names what the real CLI does, so a harness reading the table learns why.
+    t.parking = {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+                 "codex app-server (0.171.0) does not carry a call awaiting its approval to a later process: the "
+                 "ending process (or, after a kill, the resuming one) closes the call as aborted, and thread/resume "
+                 "never asks its approval again"};
     t.rendering = {{"file.read", "view_image"}, {"file.write", "apply_patch"}, {"file.edit", "apply_patch"},
                    {"dir.list", std::nullopt},  {"search", std::nullopt},      {"shell", "Bash"},
                    {"web.read", std::nullopt},  {"skill.load", std::nullopt},  {"subagent.spawn", "spawn_agent"},

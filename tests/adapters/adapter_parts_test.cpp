@@ -95,6 +95,9 @@ TEST(CapabilityTables, ACommandAnAdapterDoesNotDeclareIsRefusedUnsupportedContro
 // Parking (issue 27 §5): a spec with park_after_ms is refused at start by name (start/park,
 // UNSUPPORTED_CONTROL) on every adapter whose table does not honour it: the shared table refuses
 // by default and only Claude declares it. Without park_after_ms (or 0) nothing is refused.
+// The adapters whose CLI was asked whether a pending call survives to a later process.
+constexpr std::string_view kParkingMeasured[] = {"codex"};
+
 TEST(CapabilityTables, ParkingIsRefusedAtStartByNameUnlessTheAdapterHonoursIt) {
   AdapterRegistry registry(HostConfig{});
   EXPECT_FALSE(harness_capabilities("any").parking.honoured) << "the shared default refuses parking";
@@ -113,6 +116,11 @@ TEST(CapabilityTables, ParkingIsRefusedAtStartByNameUnlessTheAdapterHonoursIt) {
     if (table.parking.honoured) {
       EXPECT_EQ(park, refused.end()) << id;
       continue;
+    }
+    // Where a real CLI was asked (tests/codex/codex_park_test.cpp, tests/opencode/opencode_park_test.cpp),
+    // the refusal says what that CLI does, not the shared default's "no way is known".
+    if (std::find(std::begin(kParkingMeasured), std::end(kParkingMeasured), id) != std::end(kParkingMeasured)) {
+      EXPECT_NE(table.parking.note, harness_capabilities("any").parking.note) << id << ": the generic refusal";
     }
     ASSERT_NE(park, refused.end()) << id << ": a spec with park_after_ms is not refused at start";
     ASSERT_TRUE(park->outcome.refusal.has_value()) << id;
