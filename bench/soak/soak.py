@@ -34,7 +34,8 @@ sys.path.insert(0, str(SOURCE / "clients" / "python"))
 sys.path.insert(0, str(HERE))
 
 import metaharness  # noqa: E402
-from soak_faults import FAULT_KINDS, FaultInjector, cmdline, run_pids  # noqa: E402
+from soak_faults import (CALM_MIN_SOAK_S, CALM_S, FAULT_KINDS, RESTART_KINDS, FaultInjector, cmdline,  # noqa: E402
+                         run_pids)
 from soak_host import DaemonHost  # noqa: E402
 from soak_nats import NatsCluster  # noqa: E402
 from soak_invariants import INVARIANTS, Invariants, check_refusals, check_run, load_capabilities  # noqa: E402
@@ -549,7 +550,11 @@ def report(soak, injector, wall):
                f"{racing} with racing controllers, {decisions} decisions sent, {readers} readers; "
                f"{len(soak.logs) - len(submitted)} submits refused")
     out.append("faults injected: " + ", ".join(f"{k} {injector.counts[k]}" for k in FAULT_KINDS)
-               + " (skipped, no target: " + ", ".join(f"{k} {v}" for k, v in injector.skipped.items() if v) + ")")
+               + " (skipped, no target: " + ", ".join(f"{k} {v}" for k, v in injector.skipped.items() if v) + ")"
+               + (f"; {injector.held} held in calm windows" if injector.held else ""))
+    if soak.args.minutes * 60 >= CALM_MIN_SOAK_S:
+        out.append(f"calm windows: in the last half, every other {CALM_S} s holds back {', '.join(RESTART_KINDS)} "
+                   f"(so incarnations live long enough for the growth checks)")
     if soak.driver_errors:
         out.append(f"DRIVER ERRORS (the soak's own, not the daemon's): {len(soak.driver_errors)}, the first: "
                    f"{soak.driver_errors[:3]}")
