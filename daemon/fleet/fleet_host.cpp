@@ -9,6 +9,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
+#include <cstdlib>
 #include <future>
 
 #include "daemon/fleet/event_publisher.hpp"
@@ -165,6 +166,16 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
     return Result(boost::system::in_place_error, key + ": " + link.error().text);
   }
   std::shared_ptr<FleetHost> host(new FleetHost(server, std::move(*link)));
+  if (const char* hold = std::getenv(kHoldOffersEnv); hold && *hold) {
+    const std::string mode(hold);
+    host->hold_offers_ = mode == "fetched_until_stopping"  ? HoldOffers::fetched_until_stopping
+                         : mode == "claimed_until_stopped" ? HoldOffers::claimed_until_stopped
+                                                           : HoldOffers::no;
+    log(LogPriority::warning, std::string("fleet: test hook ") + kHoldOffersEnv + "=" + mode +
+                                  (host->hold_offers_ == HoldOffers::no
+                                       ? ": not a mode (fetched_until_stopping, claimed_until_stopped); ignored"
+                                       : ": every spec this host fetches is held until it stops; for tests only"));
+  }
   // The first lease, within the same patience as the layout: a node that has just come back may
   // hold a replica of the hosts bucket whose stream has no leader yet ("no responders" to the
   // put, which a bucket of one replica never shows) for a moment after the layout is there.
@@ -231,8 +242,31 @@ asio::awaitable<void> FleetHost::attached_line(Session& s, std::string line, std
   co_await relay_attached_line(shared_from_this(), s, std::move(line), std::move(too_long));
 }
 
+void FleetHost::wake_waiters() {
+  // The flag is set before the lock is taken: a waiter that checked it under the lock is
+  // already waiting when notified, one that did not yet will see it set.
+  { std::lock_guard lock(wake_mu_); }
+  wake_.notify_all();
+}
+
+void FleetHost::stop_placing() {
+  placing_stopped_ = true;
+  wake_waiters();
+}
+
+void FleetHost::hold_offer(const fleet::SubmitOffer& offer, HoldPoint point) {
+  const bool fetched = hold_offers_ == HoldOffers::fetched_until_stopping && point == HoldPoint::fetched;
+  const bool claimed = hold_offers_ == HoldOffers::claimed_until_stopped && point == HoldPoint::claimed;
+  if (!fetched && !claimed) return;
+  log(LogPriority::notice, "fleet: test hook: holding the spec of run " + offer.run_id() +
+                               (fetched ? " until this host begins to stop" : ", claimed, until this host stops"));
+  std::unique_lock lock(wake_mu_);
+  wake_.wait(lock, [&] { return stopped_ || (fetched && placing_stopped_); });
+}
+
 void FleetHost::stop() {
   if (threads_.empty() || stopped_.exchange(true)) return;
+  wake_waiters();
   auto on_this_thread = [](const std::vector<std::thread>& ts) {
     for (auto& t : ts)
       if (std::this_thread::get_id() == t.get_id()) return true;
@@ -332,8 +366,10 @@ void FleetHost::placement_loop() {
       log(LogPriority::debug, "fleet: " + offers.error().text);
       continue;
     }
-    for (auto& offer : *offers)
+    for (auto& offer : *offers) {
+      hold_offer(offer, HoldPoint::fetched);
       place(offer);
+    }
   }
 }
 
@@ -377,6 +413,7 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
     (void)offer.ack();
     return;
   }
+  hold_offer(offer, HoldPoint::claimed);
   auto server = server_.lock();
   if (!server) return;
   PeerCredentials peer;
