@@ -18,6 +18,7 @@
 #include "daemon/fleet/run_records.hpp"
 #include "daemon/log.hpp"
 #include "daemon/run/run.hpp"
+#include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
@@ -339,6 +340,13 @@ void FleetHost::track(const std::string& id) {
 void FleetHost::placement_loop() {
   std::optional<fleet::PlacementPuller> puller;
   while (!stopped_) {
+    if (placing_stopped_) {
+      // The daemon is stopping: nothing more is pulled. A host that does not pull is never
+      // chosen (placement is the hosts' pulling), so this is how it stops offering itself.
+      std::unique_lock lock(wake_mu_);
+      wake_.wait(lock, [&] { return stopped_.load(); });
+      break;
+    }
     if (!puller) {
       auto opened = fleet::PlacementPuller::open(*link_);
       if (!opened) {
@@ -368,7 +376,12 @@ void FleetHost::placement_loop() {
     }
     for (auto& offer : *offers) {
       hold_offer(offer, HoldPoint::fetched);
-      place(offer);
+      // A spec that arrives once the daemon has begun to stop (the fetch was under way) is not
+      // claimed: it goes back at once for a host that stays.
+      if (placing_stopped_ || stopped_)
+        hand_back(offer, false, "this host is stopping");
+      else
+        place(offer);
     }
   }
 }
@@ -414,16 +427,20 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
     return;
   }
   hold_offer(offer, HoldPoint::claimed);
+  // From here on the record names this host: a spec this host does not make a run of goes back
+  // with its claim let go (hand_back), never left claimed and unmade (soak finding 6: a survivor
+  // would close it HOST_LOST once this host's lease went, and its redelivery would be dropped).
+  if (placing_stopped_ || stopped_) return hand_back(offer, true, "this host began to stop as it claimed it");
   auto server = server_.lock();
-  if (!server) return;
+  if (!server) return hand_back(offer, true, "this host is stopping");
   PeerCredentials peer;
   peer.uid = static_cast<std::uint32_t>(*uid);
   auto known = std::make_shared<std::promise<bool>>();
   asio::post(server->registry_strand,
              [server, id, known] { known->set_value(server->registry.lookup(id).has_value()); });
   auto was_known = wait_unless(stopped_, known);
-  if (!was_known) return;  // stopping: the spec comes back to someone after AckWait
-  if (*was_known) {        // this host took it before and its ack was lost
+  if (!was_known) return hand_back(offer, true, "this host stopped before it could make the run");
+  if (*was_known) {  // this host took it before and its ack was lost
     (void)offer.ack();
     return;
   }
@@ -438,9 +455,20 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
         else
           created->set_value(std::move(r));
       });
+  const std::filesystem::path run_dir = RunDir::in_state_dir(server->config.state_dir, id).root();
   server.reset();
   auto waited = wait_unless(stopped_, created);
-  if (!waited) return;
+  if (!waited) {
+    // The daemon's io stopped under the submit: nothing here makes the run any more. Unless its
+    // directory was made already (then it is this host's, and the next start finds it on disk),
+    // it goes to a host that stays.
+    std::error_code ec;
+    if (!std::filesystem::exists(run_dir, ec) && !ec)
+      return hand_back(offer, true, "this host stopped before it made the run");
+    log(LogPriority::warning, "fleet: run " + id + ": this host stopped while making it; its directory " +
+                                  run_dir.string() + " is here, so it stays this host's");
+    return;
+  }
   SubmitResult result = std::move(*waited);
   if (result) {
     // The run is made: its submitter may say so (it waits for this mark, so a `get` or `tail`
@@ -454,13 +482,33 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
   }
   log(LogPriority::warning, "fleet: run " + id + " (from host " + protocol::excerpt(from, 64) +
                                 ") refused here: " + result.error().code + " " + result.error().reason);
-  // Not this host's after all: the record goes, and the spec goes back for another host (BUSY)
-  // or for good (anything else would be refused anywhere).
-  (void)kvStore_Delete(link_->runs(), id.c_str());
-  if (result.error().code == "BUSY")
-    (void)offer.give_back();
-  else
-    (void)offer.refuse();
+  // Not this host's after all: the record goes, and the spec goes back for another host (BUSY,
+  // or SHUTTING_DOWN: this host began to stop after it claimed it) or for good (anything else
+  // would be refused anywhere).
+  const std::string& code = result.error().code;
+  if (code == "BUSY" || code == "SHUTTING_DOWN") return hand_back(offer, true, "refused here " + code);
+  if (auto released = fleet::release_placement(*link_, id, me); !released)
+    log(LogPriority::warning, "fleet: run " + id + ": " + released.error().text);
+  (void)offer.refuse();
+}
+
+void FleetHost::hand_back(fleet::SubmitOffer& offer, bool claimed, const std::string& why) {
+  const std::string& id = offer.run_id();
+  if (claimed) {
+    // The claim goes first: the spec, back on the queue, is then another host's to claim.
+    auto released = fleet::release_placement(*link_, id, host_id());
+    if (!released || !*released) {
+      // NATS away, or the record moved (another host's, or closed): the spec is not given back
+      // over a record that would make its next host drop it; AckWait brings it back.
+      log(LogPriority::warning,
+          "fleet: run " + id + ": its claim here could not be let go (" +
+              (released ? std::string("its record is no longer this host's open claim") : released.error().text) +
+              "); its spec comes back after the queue's AckWait");
+      return;
+    }
+  }
+  log(LogPriority::info, "fleet: run " + id + ": its spec goes back to the queue unplaced: " + why);
+  if (auto back = offer.give_back(); !back) log(LogPriority::warning, "fleet: " + back.error().text);
 }
 
 void FleetHost::renew() {

@@ -98,6 +98,9 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   void sweep();
   void placement_loop();
   void place(fleet::SubmitOffer& offer);
+  // A spec this host does not make a run of after all: its claim (when `claimed`) let go, then
+  // the spec back on the queue at once for another host; `why` goes in the log.
+  void hand_back(fleet::SubmitOffer& offer, bool claimed, const std::string& why);
   // The test hook (kHoldOffersEnv): holds a spec at `point` when the hook says so.
   enum class HoldPoint { fetched, claimed };
   void hold_offer(const fleet::SubmitOffer& offer, HoldPoint point);
