@@ -9,6 +9,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
+#include <cstdlib>
 #include <future>
 
 #include "daemon/fleet/event_publisher.hpp"
@@ -17,6 +18,7 @@
 #include "daemon/fleet/run_records.hpp"
 #include "daemon/log.hpp"
 #include "daemon/run/run.hpp"
+#include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
 #include "daemon/server/run_access.hpp"
 #include "daemon/server/server.hpp"
@@ -165,6 +167,16 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
     return Result(boost::system::in_place_error, key + ": " + link.error().text);
   }
   std::shared_ptr<FleetHost> host(new FleetHost(server, std::move(*link)));
+  if (const char* hold = std::getenv(kHoldOffersEnv); hold && *hold) {
+    const std::string mode(hold);
+    host->hold_offers_ = mode == "fetched_until_stopping"  ? HoldOffers::fetched_until_stopping
+                         : mode == "claimed_until_stopped" ? HoldOffers::claimed_until_stopped
+                                                           : HoldOffers::no;
+    log(LogPriority::warning, std::string("fleet: test hook ") + kHoldOffersEnv + "=" + mode +
+                                  (host->hold_offers_ == HoldOffers::no
+                                       ? ": not a mode (fetched_until_stopping, claimed_until_stopped); ignored"
+                                       : ": every spec this host fetches is held until it stops; for tests only"));
+  }
   // The first lease, within the same patience as the layout: a node that has just come back may
   // hold a replica of the hosts bucket whose stream has no leader yet ("no responders" to the
   // put, which a bucket of one replica never shows) for a moment after the layout is there.
@@ -231,8 +243,31 @@ asio::awaitable<void> FleetHost::attached_line(Session& s, std::string line, std
   co_await relay_attached_line(shared_from_this(), s, std::move(line), std::move(too_long));
 }
 
+void FleetHost::wake_waiters() {
+  // The flag is set before the lock is taken: a waiter that checked it under the lock is
+  // already waiting when notified, one that did not yet will see it set.
+  { std::lock_guard lock(wake_mu_); }
+  wake_.notify_all();
+}
+
+void FleetHost::stop_placing() {
+  placing_stopped_ = true;
+  wake_waiters();
+}
+
+void FleetHost::hold_offer(const fleet::SubmitOffer& offer, HoldPoint point) {
+  const bool fetched = hold_offers_ == HoldOffers::fetched_until_stopping && point == HoldPoint::fetched;
+  const bool claimed = hold_offers_ == HoldOffers::claimed_until_stopped && point == HoldPoint::claimed;
+  if (!fetched && !claimed) return;
+  log(LogPriority::notice, "fleet: test hook: holding the spec of run " + offer.run_id() +
+                               (fetched ? " until this host begins to stop" : ", claimed, until this host stops"));
+  std::unique_lock lock(wake_mu_);
+  wake_.wait(lock, [&] { return stopped_ || (fetched && placing_stopped_); });
+}
+
 void FleetHost::stop() {
   if (threads_.empty() || stopped_.exchange(true)) return;
+  wake_waiters();
   auto on_this_thread = [](const std::vector<std::thread>& ts) {
     for (auto& t : ts)
       if (std::this_thread::get_id() == t.get_id()) return true;
@@ -305,6 +340,13 @@ void FleetHost::track(const std::string& id) {
 void FleetHost::placement_loop() {
   std::optional<fleet::PlacementPuller> puller;
   while (!stopped_) {
+    if (placing_stopped_) {
+      // The daemon is stopping: nothing more is pulled. A host that does not pull is never
+      // chosen (placement is the hosts' pulling), so this is how it stops offering itself.
+      std::unique_lock lock(wake_mu_);
+      wake_.wait(lock, [&] { return stopped_.load(); });
+      break;
+    }
     if (!puller) {
       auto opened = fleet::PlacementPuller::open(*link_);
       if (!opened) {
@@ -332,8 +374,15 @@ void FleetHost::placement_loop() {
       log(LogPriority::debug, "fleet: " + offers.error().text);
       continue;
     }
-    for (auto& offer : *offers)
-      place(offer);
+    for (auto& offer : *offers) {
+      hold_offer(offer, HoldPoint::fetched);
+      // A spec that arrives once the daemon has begun to stop (the fetch was under way) is not
+      // claimed: it goes back at once for a host that stays.
+      if (placing_stopped_ || stopped_)
+        hand_back(offer, false, "this host is stopping");
+      else
+        place(offer);
+    }
   }
 }
 
@@ -377,16 +426,21 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
     (void)offer.ack();
     return;
   }
+  hold_offer(offer, HoldPoint::claimed);
+  // From here on the record names this host: a spec this host does not make a run of goes back
+  // with its claim let go (hand_back), never left claimed and unmade (soak finding 6: a survivor
+  // would close it HOST_LOST once this host's lease went, and its redelivery would be dropped).
+  if (placing_stopped_ || stopped_) return hand_back(offer, true, "this host began to stop as it claimed it");
   auto server = server_.lock();
-  if (!server) return;
+  if (!server) return hand_back(offer, true, "this host is stopping");
   PeerCredentials peer;
   peer.uid = static_cast<std::uint32_t>(*uid);
   auto known = std::make_shared<std::promise<bool>>();
   asio::post(server->registry_strand,
              [server, id, known] { known->set_value(server->registry.lookup(id).has_value()); });
   auto was_known = wait_unless(stopped_, known);
-  if (!was_known) return;  // stopping: the spec comes back to someone after AckWait
-  if (*was_known) {        // this host took it before and its ack was lost
+  if (!was_known) return hand_back(offer, true, "this host stopped before it could make the run");
+  if (*was_known) {  // this host took it before and its ack was lost
     (void)offer.ack();
     return;
   }
@@ -401,9 +455,20 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
         else
           created->set_value(std::move(r));
       });
+  const std::filesystem::path run_dir = RunDir::in_state_dir(server->config.state_dir, id).root();
   server.reset();
   auto waited = wait_unless(stopped_, created);
-  if (!waited) return;
+  if (!waited) {
+    // The daemon's io stopped under the submit: nothing here makes the run any more. Unless its
+    // directory was made already (then it is this host's, and the next start finds it on disk),
+    // it goes to a host that stays.
+    std::error_code ec;
+    if (!std::filesystem::exists(run_dir, ec) && !ec)
+      return hand_back(offer, true, "this host stopped before it made the run");
+    log(LogPriority::warning, "fleet: run " + id + ": this host stopped while making it; its directory " +
+                                  run_dir.string() + " is here, so it stays this host's");
+    return;
+  }
   SubmitResult result = std::move(*waited);
   if (result) {
     // The run is made: its submitter may say so (it waits for this mark, so a `get` or `tail`
@@ -417,13 +482,33 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
   }
   log(LogPriority::warning, "fleet: run " + id + " (from host " + protocol::excerpt(from, 64) +
                                 ") refused here: " + result.error().code + " " + result.error().reason);
-  // Not this host's after all: the record goes, and the spec goes back for another host (BUSY)
-  // or for good (anything else would be refused anywhere).
-  (void)kvStore_Delete(link_->runs(), id.c_str());
-  if (result.error().code == "BUSY")
-    (void)offer.give_back();
-  else
-    (void)offer.refuse();
+  // Not this host's after all: the record goes, and the spec goes back for another host (BUSY,
+  // or SHUTTING_DOWN: this host began to stop after it claimed it) or for good (anything else
+  // would be refused anywhere).
+  const std::string& code = result.error().code;
+  if (code == "BUSY" || code == "SHUTTING_DOWN") return hand_back(offer, true, "refused here " + code);
+  if (auto released = fleet::release_placement(*link_, id, me); !released)
+    log(LogPriority::warning, "fleet: run " + id + ": " + released.error().text);
+  (void)offer.refuse();
+}
+
+void FleetHost::hand_back(fleet::SubmitOffer& offer, bool claimed, const std::string& why) {
+  const std::string& id = offer.run_id();
+  if (claimed) {
+    // The claim goes first: the spec, back on the queue, is then another host's to claim.
+    auto released = fleet::release_placement(*link_, id, host_id());
+    if (!released || !*released) {
+      // NATS away, or the record moved (another host's, or closed): the spec is not given back
+      // over a record that would make its next host drop it; AckWait brings it back.
+      log(LogPriority::warning,
+          "fleet: run " + id + ": its claim here could not be let go (" +
+              (released ? std::string("its record is no longer this host's open claim") : released.error().text) +
+              "); its spec comes back after the queue's AckWait");
+      return;
+    }
+  }
+  log(LogPriority::info, "fleet: run " + id + ": its spec goes back to the queue unplaced: " + why);
+  if (auto back = offer.give_back(); !back) log(LogPriority::warning, "fleet: " + back.error().text);
 }
 
 void FleetHost::renew() {

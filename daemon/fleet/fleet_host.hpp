@@ -26,6 +26,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/system/result.hpp>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,13 @@ namespace mh::daemon {
 
 class Server;
 
+// A test hook (tests/fleet/fleet_daemon_test.cpp, soak finding 6) that makes the window of a spec
+// taken as its host stops deterministic: "fetched_until_stopping" holds every spec the placement
+// thread fetches, before it claims it, until the daemon begins to stop (stop_placing);
+// "claimed_until_stopped" holds it once claimed (this host's record made) until the fleet stops
+// (stop(): the daemon's io threads are gone). Said in the log at start; no production unit sets it.
+inline constexpr const char* kHoldOffersEnv = "MH_TEST_FLEET_HOLD_OFFERS";
+
 class FleetHost final : public FleetGate, public std::enable_shared_from_this<FleetHost> {
  public:
   // Connects and takes the lease (blocking; at start, before the daemon says READY). A refusal
@@ -57,6 +65,8 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   void track(const std::string& id) override;
   // Drops the lease (a clean stop: the survivors need not wait out the TTL) and stops the thread.
   void stop() override;
+  // The daemon has begun to stop: no more specs from the queue (any thread, never blocks).
+  void stop_placing() override;
 
   // The socket requests' fleet side (fleet_requests.hpp).
   boost::asio::awaitable<void> submit(Session& s, const SocketRequest& r, const boost::json::object& run) override;
@@ -88,6 +98,14 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   void sweep();
   void placement_loop();
   void place(fleet::SubmitOffer& offer);
+  // A spec this host does not make a run of after all: its claim (when `claimed`) let go, then
+  // the spec back on the queue at once for another host; `why` goes in the log.
+  void hand_back(fleet::SubmitOffer& offer, bool claimed, const std::string& why);
+  // The test hook (kHoldOffersEnv): holds a spec at `point` when the hook says so.
+  enum class HoldPoint { fetched, claimed };
+  void hold_offer(const fleet::SubmitOffer& offer, HoldPoint point);
+  // Wakes whatever waits on wake_ (a flag it waits for has just been set).
+  void wake_waiters();
   template <class T, class Initiate>
   static auto await_fleet_callback(Initiate initiate);
   static boost::asio::awaitable<void> publish_run(std::shared_ptr<FleetHost> self, std::string id);
@@ -108,6 +126,14 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   std::thread placement_;
   std::unique_ptr<fleet::CommandServer> commands_;  // <prefix>.cmd.<host>
   std::atomic<bool> stopped_{false};
+  // The daemon has begun to stop (stop_placing): set before it stops accepting runs.
+  std::atomic<bool> placing_stopped_{false};
+  // Where the placement thread waits for one of the two flags above.
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  // A test hook, from the environment at start (kHoldOffersEnv): never set in production.
+  enum class HoldOffers { no, fetched_until_stopping, claimed_until_stopped };
+  HoldOffers hold_offers_ = HoldOffers::no;
   // How often this host's lease ran out and was taken again: an idle publisher that sees it move
   // looks whether its run was closed in the fleet meanwhile, before the run writes another line.
   std::atomic<std::uint64_t> lapses_{0};

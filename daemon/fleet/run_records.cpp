@@ -62,6 +62,38 @@ NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, co
   return (*existing)->host == host ? Claim::won : Claim::lost;
 }
 
+NatsResult<bool> release_placement(FleetLink& link, const std::string& run_id, const std::string& host) {
+  auto record = read_run_record(link, run_id);
+  if (!record) return record.error();
+  if (!*record) return true;
+  const RunRecord& claimed = **record;
+  if (claimed.host != host || claimed.launched || claimed.state != "open") return false;
+  // The delete marker kvStore_Delete writes (a KV-Operation header on the key's subject), published
+  // only over the revision read: kvStore_Delete has no compare-and-set, and a plain delete could
+  // erase a survivor's close or a mark made meanwhile.
+  const std::string subject = "$KV." + link.names().runs_bucket() + "." + run_id;
+  natsMsg* raw = nullptr;
+  natsStatus s = natsMsg_Create(&raw, subject.c_str(), nullptr, nullptr, 0);
+  MsgHandle msg(raw);
+  if (s == NATS_OK) s = natsMsgHeader_Set(msg.get(), "KV-Operation", "DEL");
+  if (s != NATS_OK) return nats_error("releasing " + run_id, s);
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.ExpectLastSubjectSeq = claimed.revision;
+  po.MaxWait = link.config().request_timeout.count();
+  jsPubAck* ack_raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  s = js_PublishMsg(&ack_raw, link.js(), msg.get(), &po, &code);
+  PubAckHandle ack(ack_raw);
+  if (s == NATS_OK) return true;
+  // Refused (the record moved) or the reply lost: what is there now says which.
+  auto now = read_run_record(link, run_id);
+  if (!now) return now.error();
+  if (!*now) return true;
+  if ((*now)->revision == claimed.revision) return nats_error("releasing " + run_id, s, code);
+  return false;
+}
+
 NatsResult<std::optional<RunRecord>> read_run_record(FleetLink& link, const std::string& run_id, Wait wait) {
   if (!run_id_problem(run_id).empty()) return std::optional<RunRecord>();
   // The key's last message asked of the bucket's stream leader, not kvStore_Get: libnats 3.4

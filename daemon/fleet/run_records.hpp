@@ -37,6 +37,13 @@ enum class Claim { won, lost };
 NatsResult<Claim> claim_placement(FleetLink& link, const std::string& run_id, const std::string& host,
                                   bool launched = false);
 
+// Lets go of a claim this host made and did not launch (its run not made here: the host is
+// stopping, or refused it BUSY): a delete of the record over the revision read, so that the
+// spec, given back to the queue afterwards, can be claimed by another host. A record that is
+// not this host's unlaunched open claim (another host's, launched, closed by a survivor meanwhile)
+// is never touched. True: the key holds no record now; false: it holds one this host may not drop.
+NatsResult<bool> release_placement(FleetLink& link, const std::string& run_id, const std::string& host);
+
 // Marks this host's record of `run_id` launched (compare-and-set): its run is made here.
 NatsResult<void> mark_launched(FleetLink& link, const std::string& run_id);
 

@@ -256,6 +256,9 @@ struct Daemon::Impl final : Server {
   void begin_shutdown(const std::string& why) override {
     asio::post(registry_strand, [self = self(), why] {
       if (!self->registry.accepting()) return;
+      // The fleet's queue first: a spec this host would take from now on could only be refused
+      // SHUTTING_DOWN or left unmade (soak finding 6); it is left for a host that stays.
+      if (self->fleet) self->fleet->stop_placing();
       auto open = self->registry.stop_accepting();
       sd_notify(0, "STOPPING=1");
       boost::system::error_code ec;

@@ -34,6 +34,9 @@ class FleetGate {
   virtual void track(const std::string& id) = 0;
   // Drops the lease (a clean stop: the survivors need not wait out the TTL) and stops the threads.
   virtual void stop() = 0;
+  // The daemon has begun to stop (on the registry strand, before it stops accepting runs): this
+  // host takes no more placements from the fleet's queue. Never blocks.
+  virtual void stop_placing() = 0;
 
   // The socket requests' fleet side, on the session's strand. Those returning bool answer and
   // return true when the request is the fleet's (a run another host owns, or "fleet": true), and

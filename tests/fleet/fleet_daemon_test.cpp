@@ -115,15 +115,15 @@ class FleetDaemons : public ::testing::Test {
   static std::string access_as_control(const std::string& more = "") {
     return "[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0" + more + "]\n";
   }
-  // `home`: the daemon's directory (default: one under the suite's).
+  // `home`: the daemon's directory (default: one under the suite's); `env`: more of its environment.
   DaemonUnderTest& start(int i, int max_active = 100, int lease_ms = 3000, std::filesystem::path home = {},
-                         const std::string& extra = "") {
+                         const std::string& extra = "", std::vector<std::string> env = {}) {
     if (home.empty()) home = dir_->path() / (prefix() + "-h" + std::to_string(i));
     std::filesystem::create_directories(home);
     if (std::find(homes_.begin(), homes_.end(), home) == homes_.end()) homes_.push_back(home);
     auto& d = daemons[i];
     d.reset();
-    d = std::make_unique<DaemonUnderTest>(home, config(i, max_active, lease_ms, extra));
+    d = std::make_unique<DaemonUnderTest>(home, config(i, max_active, lease_ms, extra), std::move(env));
     EXPECT_TRUE(d->wait_notify("READY=1", 90s)) << d->stderr_text();
     return *d;
   }
@@ -154,6 +154,7 @@ class FleetDaemons : public ::testing::Test {
   }
 
   std::int64_t lose_a_host(bool leaders_on_lost, int lease_ms);
+  void placed_once_though_held_as_its_host_stops(const std::string& hold, const std::string& given_back_why);
 
   // A run waiting on its decision, submitted on host `host` itself (not through the queue): "" if refused.
   std::string submit_here(int host) {
@@ -787,6 +788,102 @@ std::set<std::string> runs_on(const std::map<int, std::unique_ptr<DaemonUnderTes
     for (const auto& run : std::filesystem::directory_iterator(d->state_dir() / "runs", ec))
       runs.insert(run.path().filename().string());
   return runs;
+}
+
+// Soak finding 6: a fleet spec that reaches a host as that host stops. h1, the submitter, has
+// room for one run and holds one (waiting on its decision), so h0 is the only host that pulls
+// from the queue (a fetch h1 began before its run was admitted may still take the spec: h1 then
+// refuses it BUSY and gives it back, and it reaches h0 all the same). h0 holds the spec it fetched (the test hook
+// MH_TEST_FLEET_HOLD_OFFERS, `hold`: before it claims it, until the daemon begins to stop; or once claimed, until its
+// fleet stops, its io threads gone) and is sent SIGTERM with the spec in hand. The run must then be made exactly once,
+// by the host that stays, as soon as that host has room — never named h0's and left unmade (h0 claimed it and never
+// made it, and a survivor closed it HOST_LOST), never dropped from the queue (refused SHUTTING_DOWN).
+void FleetDaemons::placed_once_though_held_as_its_host_stops(const std::string& hold,
+                                                             const std::string& given_back_why) {
+  on_standin_ = true;
+  constexpr int kLeaseMs = 3000;
+  start(1, 1, kLeaseMs);
+  std::string busy;
+  {
+    SocketClient c(daemons[1]->socket());
+    auto reply = c.request(socket_request("submit", standin_bash_ask_run()), 60s);
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    busy = reply->str("run_id");
+  }
+  start(0, 100, kLeaseMs, {}, "", {"MH_TEST_FLEET_HOLD_OFFERS=" + hold});
+  SocketClient submitter(daemons[1]->socket());
+  submitter.send(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true)", "f1"));
+  const std::string holding = "test hook: holding the spec of run ";
+  std::string run;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::string log = daemons[0]->stderr_text();
+        auto at = log.find(holding);
+        if (at == std::string::npos) return false;
+        auto end = log.find_first_of(" ,", at + holding.size());
+        if (end == std::string::npos) return false;  // the line is still being written
+        run = log.substr(at + holding.size(), end - at - holding.size());
+        return true;
+      },
+      60s))
+      << daemons[0]->stderr_text();
+  daemons[0]->signal(SIGTERM);
+  EXPECT_EQ(daemons[0]->wait_exit(60s), 0) << daemons[0]->stderr_text();
+  // h1 gets room: the spec h0 did not place is h1's to take.
+  {
+    SocketClient c(daemons[1]->socket());
+    auto halted = c.request(socket_request("halt", R"("run_id":")" + busy + "\""), 60s);
+    ASSERT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+  }
+  auto answer = submitter.wait_for([](const EventLine& l) { return !l.str("reply").empty(); }, 60s);
+  ASSERT_TRUE(answer) << "no reply";
+  ASSERT_EQ(answer->str("reply"), "submitted") << answer->raw;
+  EXPECT_EQ(answer->str("run_id"), run) << answer->raw;
+  EXPECT_NE(answer->str("host"), "h0") << answer->raw;  // "placed" on h1, or "queued" until h1 had room
+  const std::string h0_log = daemons[0]->stderr_text();
+  EXPECT_NE(h0_log.find("fleet: run " + run + ": its spec goes back to the queue unplaced: " + given_back_why),
+            std::string::npos)
+      << h0_log;
+  EXPECT_EQ(h0_log.find("fleet: placed run " + run), std::string::npos) << h0_log;
+  // Made on h1, and there only (h0 has no trace of it), and it runs: its call waits on a decision.
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(daemons[1]->run_dir(run) / "events.jsonl"); }, 60s))
+      << "h0:\n"
+      << h0_log << "\nh1:\n"
+      << daemons[1]->stderr_text();
+  EXPECT_EQ(runs_on(daemons), (std::set<std::string>{busy, run}));
+  {
+    SocketClient watch(daemons[1]->socket());
+    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << what_happened(1, run);
+  }
+  // The fleet's record names h1, open: the run was never closed HOST_LOST as h0's.
+  SocketClient c(daemons[1]->socket());
+  auto listed = c.request(socket_request("list", R"("fleet":true)"), 60s);
+  ASSERT_TRUE(listed && listed->object.contains("runs")) << (listed ? listed->raw : "no reply");
+  bool recorded = false;
+  for (const auto& r : listed->object.at("runs").as_array()) {
+    const auto& o = r.as_object();
+    if (o.at("run_id").as_string() != run) continue;
+    recorded = true;
+    EXPECT_EQ(std::string(o.at("host").as_string()), "h1") << listed->raw;
+    EXPECT_EQ(std::string(o.at("state").as_string()), "open") << listed->raw;
+  }
+  EXPECT_TRUE(recorded) << listed->raw;
+  EXPECT_EQ(daemons[1]->stderr_text().find("host h0 lost its lease"), std::string::npos) << daemons[1]->stderr_text();
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 60s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+}
+
+TEST_F(FleetDaemons, ASpecFetchedAsItsHostBeginsToStopIsPlacedOnceByAHostThatStays) {
+  // Released as h0 begins to stop (its io threads still run): h0 would claim it and refuse it
+  // SHUTTING_DOWN, for good, or its io would be gone before it made the run.
+  placed_once_though_held_as_its_host_stops("fetched_until_stopping", "this host is stopping");
+}
+
+TEST_F(FleetDaemons, ASpecClaimedWhenItsHostsFleetStopsIsPlacedOnceByAHostThatStays) {
+  // Claimed by h0 (its record names h0), released once h0's fleet stops, its io threads gone:
+  // the soak's case (nothing on h0 can make the run any more, and h0's record of it stayed).
+  placed_once_though_held_as_its_host_stops("claimed_until_stopped", "this host began to stop as it claimed it");
 }
 
 TEST_F(FleetDaemons, ARequestIdSubmittedToTwoHostsMakesOneRunAndAnotherSpecUnderItIsAConflict) {

@@ -416,6 +416,57 @@ TEST_F(FleetLibrary, ASubmitterHearsOfThePlacementOnceTheRunIsMadeOnItsHost) {
   EXPECT_FALSE(fleet::mark_launched(*owner, "nobodys"));
 }
 
+TEST_F(FleetLibrary, AClaimLetGoIsClaimedAfreshByAnotherHostAndOnlyItsOwnUnmadeOpenClaimIsLetGo) {
+  // Soak finding 6: a host that stops with a claimed, unmade run lets its claim go before it gives
+  // the spec back, so another host's claim wins it; it never drops a record that is not its own
+  // unlaunched open claim (another host's, launched, closed by a survivor).
+  auto a = link("a");
+  auto b = link("b");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(*fleet::claim_placement(*a, "rr", "a"), fleet::Claim::won);
+  ASSERT_EQ(*fleet::claim_placement(*b, "rr", "b"), fleet::Claim::lost);
+  auto not_mine = fleet::release_placement(*b, "rr", "b");
+  ASSERT_TRUE(not_mine) << not_mine.error().text;
+  EXPECT_FALSE(*not_mine);
+  auto still = fleet::read_run_record(*b, "rr");
+  ASSERT_TRUE(still && *still);
+  EXPECT_EQ((*still)->host, "a");
+  auto released = fleet::release_placement(*a, "rr", "a");
+  ASSERT_TRUE(released) << released.error().text;
+  EXPECT_TRUE(*released);
+  auto gone = fleet::read_run_record(*b, "rr");
+  ASSERT_TRUE(gone) << gone.error().text;
+  EXPECT_FALSE(*gone);
+  auto again = fleet::release_placement(*a, "rr", "a");  // nothing there: nothing to let go
+  ASSERT_TRUE(again && *again);
+  // The key is free again: the next host's create-only claim wins over the delete marker.
+  ASSERT_EQ(*fleet::claim_placement(*b, "rr", "b"), fleet::Claim::won);
+  ASSERT_EQ(*fleet::claim_placement(*a, "rr", "a"), fleet::Claim::lost);
+  // Made (launched), it is never let go.
+  ASSERT_TRUE(fleet::mark_launched(*b, "rr"));
+  auto launched = fleet::release_placement(*b, "rr", "b");
+  ASSERT_TRUE(launched) << launched.error().text;
+  EXPECT_FALSE(*launched);
+  auto kept = fleet::read_run_record(*a, "rr");
+  ASSERT_TRUE(kept && *kept);
+  EXPECT_EQ((*kept)->host, "b");
+  EXPECT_TRUE((*kept)->launched);
+  // Closed by a survivor (its host's lease gone), it is never let go either.
+  ASSERT_EQ(*fleet::claim_placement(*a, "rc", "a"), fleet::Claim::won);
+  auto open = fleet::read_run_record(*b, "rc");
+  ASSERT_TRUE(open && *open);
+  fleet::RunRecord closed = **open;
+  closed.state = "closed";
+  closed.closed_by = "b";
+  ASSERT_EQ(*fleet::update_run_record(*b, closed), fleet::Claim::won);
+  auto swept = fleet::release_placement(*a, "rc", "a");
+  ASSERT_TRUE(swept) << swept.error().text;
+  EXPECT_FALSE(*swept);
+  auto left = fleet::read_run_record(*a, "rc");
+  ASSERT_TRUE(left && *left);
+  EXPECT_EQ((*left)->state, "closed");
+}
+
 TEST_F(FleetLibrary, ARequestIdIsClaimedOnceFleetWideUnderAKeyNatsTakesAndAgesWithItsRetention) {
   // Issue 27 §1: the first claim of (uid, request_id) wins on every host; a later claim gets it
   // back (a retry of the winner's own claim is the winner's); another uid's id is its own. The id
