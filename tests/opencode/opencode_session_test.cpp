@@ -217,7 +217,7 @@ TEST_F(OpencodeSession, ASecondGateAfterTheCallsFailedEndIsAnsweredAsDecidedNotP
     EXPECT_EQ(r.calls.size(), presented + 1) << id << ": the late second gate is not a second presentation";
     ASSERT_EQ(r.written.size(), written + 1) << id << ": the request is answered at once";
     EXPECT_EQ(r.written.back().at("id"), std::stoi(agent_id)) << id;
-    EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), cases[i].option)
+    EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), cases[i].option.c_str())
         << id << ": the seam's decision, never allow for a call it did not grant";
     EXPECT_EQ(r.opaque_subtypes().back(), cases[i].subtype) << id;
   }
