@@ -223,7 +223,7 @@ void Client::prompt_answered(const Answer& a, std::uint64_t line_no, AdapterOutp
   for (auto& [token, open] : permissions_)
     sink.call_withdrawn(ReplyToken{.id = token, .seam = proto::Seam::control_request});
   permissions_.clear();
-  seam_verdicts_.clear();
+  seam_verdicts_.turn_ended();
   sink.turn_ended(last_stop_reason_, std::nullopt);
 }
 
@@ -236,18 +236,18 @@ void Client::presented_at_seam(const std::string& call_id, const std::string& na
 }
 
 void Client::decided_at_seam(const std::string& call_id, SeamVerdict verdict) {
-  // Past the bound a verdict is not kept: that call's permission request is then presented.
-  if (seam_verdicts_.size() < kMaxOpenCalls || seam_verdicts_.count(call_id)) seam_verdicts_[call_id] = verdict;
+  seam_verdicts_.decided(call_id, verdict);
 }
 
 void Client::notification(const Notification& n, std::string_view raw, std::uint64_t line_no, AdapterOutputs& sink) {
   const json::object* update = object_at(n.params, "update");
   auto kind = update ? string_at(*update, "sessionUpdate") : std::nullopt;
   if (n.method == "session/update" && update && kind == "tool_call_update") {
-    // A call's end closes its seam verdict (its permission, if any, came before it).
+    // A call's end does not close its seam verdict: its permission request may still come (it
+    // can trail the end), and must be answered as the seam decided, not presented again.
     auto id = string_at(*update, "toolCallId");
     auto status = string_at(*update, "status");
-    if (id && (status == "failed" || status == "completed")) seam_verdicts_.erase(*id);
+    if (id && (status == "failed" || status == "completed")) seam_verdicts_.ended(*id);
   }
   if (n.method == "session/update" && string_at(n.params, "sessionId") == session_id_) implicit_turn(sink);
   if (n.method != "session/update" || !update || string_at(n.params, "sessionId") != session_id_ || !session_open() ||
@@ -286,9 +286,10 @@ void Client::permission(const AgentRequest& r, std::string_view raw, std::uint64
     opaque(sink, r.method, "outside the running prompt", raw, line_no);
     return;
   }
-  if (auto verdict = seam_verdicts_.find(request.tool_call_id); verdict != seam_verdicts_.end()) {
-    // The second gate of a call the earlier seam decided: answered at once, never asked again.
-    bool granted = verdict->second == SeamVerdict::granted;
+  if (auto verdict = seam_verdicts_.find(request.tool_call_id)) {
+    // The second gate of a call the earlier seam decided: answered at once, never asked again,
+    // before or after the call's end.
+    bool granted = *verdict == SeamVerdict::granted;
     auto option = request.option_of_kind(granted ? "allow_once" : "reject_once");
     sink.write_vendor(option ? permission_selected(r.id, *option) : permission_cancelled(r.id));
     opaque(sink, r.method,

@@ -22,6 +22,7 @@
 
 #include <set>
 
+#include "adapters/acp/acp_seam_verdicts.hpp"
 #include "adapters/acp/acp_updates.hpp"
 #include "adapters/session.hpp"
 
@@ -77,7 +78,8 @@ class Client {
   // replaced input), reject_once where it did not (abstain: under "ask" nobody else can grant it).
   // A call denied at the seam ends failed with the reason as its error: that end is its
   // tool.result, as on every other vendor (what the model was told; tool.decided says it never ran).
-  enum class SeamVerdict { granted, not_granted, denied };
+  // The second gate may come after the call's end: it is answered the same way (acp_seam_verdicts.hpp).
+  using SeamVerdict = acp::SeamVerdict;
   void presented_at_seam(const std::string& call_id, const std::string& name, const json::value& input);
   void decided_at_seam(const std::string& call_id, SeamVerdict verdict);
 
@@ -113,7 +115,7 @@ class Client {
     PermissionRequest request;
   };
   std::map<std::string, OpenPermission> permissions_;  // reply token id -> the agent's request
-  std::map<std::string, SeamVerdict> seam_verdicts_;   // call id -> what the earlier seam decided
+  SeamVerdicts seam_verdicts_;                         // call id -> what the earlier seam decided
   UpdateReader updates_;
   // What session.ended says.
   std::uint64_t turns_ = 0;

@@ -186,6 +186,61 @@ TEST_F(OpencodeSession, AnAbstainedCallsSecondGateIsRejectedForNobodyGrantedIt) 
   EXPECT_EQ(r.calls.size(), 1u);
 }
 
+// Soak finding 5: opencode reported a call the plugin presented `failed` ("The user rejected permission
+// to use this specific tool call.") before it sent that call's second-gate permission request. The
+// late request is the same call's second gate: answered as the seam decided and recorded opaque,
+// never presented as a new call (the run would record a second tool.requested, REQUEST_MUTATED
+// and a second tool.decided).
+TEST_F(OpencodeSession, ASecondGateAfterTheCallsFailedEndIsAnsweredAsDecidedNotPresentedAgain) {
+  struct Case {
+    proto::Decision decision;
+    std::string option;
+    std::string subtype;
+  };
+  const std::vector<Case> cases = {
+      {proto::decision::Abstain{}, "reject", "the second gate of a call the seam did not grant: reject_once"},
+      {proto::decision::Deny{"MH-REASON: no markers here"}, "reject",
+       "the second gate of a call the seam did not grant: reject_once"},
+      {proto::decision::Allow{}, "once", "the second gate of a call granted at the seam: allow_once"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string id = "toolu_s103_" + std::to_string(i);
+    const std::string command = "touch m_" + id + ".txt";
+    const std::size_t presented = r.calls.size();
+    seam_asks(id, command);
+    ASSERT_EQ(r.calls.size(), presented + 1) << id;
+    decide(presented, cases[i].decision);
+    feed(ended(id, "failed", R"({"error":"The user rejected permission to use this specific tool call."})"));
+    const std::size_t written = r.written.size();
+    const std::string agent_id = std::to_string(10 + i);
+    feed(permission(agent_id, id, command));
+    EXPECT_EQ(r.calls.size(), presented + 1) << id << ": the late second gate is not a second presentation";
+    ASSERT_EQ(r.written.size(), written + 1) << id << ": the request is answered at once";
+    EXPECT_EQ(r.written.back().at("id"), std::stoi(agent_id)) << id;
+    EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), cases[i].option.c_str())
+        << id << ": the seam's decision, never allow for a call it did not grant";
+    EXPECT_EQ(r.opaque_subtypes().back(), cases[i].subtype) << id;
+  }
+  EXPECT_EQ(r.all<proto::ev::ToolResult>().size(), cases.size()) << "each call's end is its one tool.result";
+}
+
+// The late second gate may trail even the prompt's answer: a call the seam decided in one turn is
+// still that call in the next.
+TEST_F(OpencodeSession, ASecondGateArrivingInTheNextTurnIsStillAnsweredAsTheSeamDecided) {
+  seam_asks("toolu_1", "touch marker.txt");
+  decide(0, proto::decision::Deny{"MH-REASON: no markers here"});
+  feed(ended("toolu_1", "failed", R"({"error":"MH-REASON: no markers here"})"));
+  feed(R"({"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}})");
+  AdapterOutputs turn;
+  session->send_user_turn({"Go on."}, turn);
+  r.take(turn);
+  ASSERT_EQ(r.turns, (std::vector<std::string>{"started", "ended:end_turn", "started"}));
+  feed(permission("7", "toolu_1", "touch marker.txt"));
+  EXPECT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.written.back().at("id"), 7);
+  EXPECT_EQ(r.written.back().at("result").at("outcome").at("optionId"), "reject");
+}
+
 TEST_F(OpencodeSession, APermissionThePluginNeverSawIsPresentedOnItsOwnAndCannotCarryAReplace) {
   feed(permission("4", "toolu_other", "ls /"));
   ASSERT_EQ(r.calls.size(), 1u);
