@@ -25,6 +25,11 @@ const proto::CapabilityTable& capabilities() {
         false, proto::RefusalCode::UNSUPPORTED_CONTROL,
         "opencode's permission rules are fixed at launch (ask for every tool) and no ACP session mode maps to a "
         "permission posture truthfully"};
+    // Measured on 1.18.33 against the scripted endpoint (tests/opencode/opencode_park_test.cpp).
+    t.parking = {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+                 "opencode acp (1.18.33) does not carry a call awaiting its permission to a later process: "
+                 "session/load replays it failed (or, after a kill, in progress) and session/resume replays "
+                 "nothing, and neither asks its permission again"};
     t.rendering = {{"file.read", "read"},      {"file.write", "write"},   {"file.edit", "edit"},
                    {"dir.list", "glob"},       {"search", "grep"},        {"shell", "bash"},
                    {"web.read", "webfetch"},   {"skill.load", "skill"},   {"subagent.spawn", "task"},

@@ -96,7 +96,7 @@ TEST(CapabilityTables, ACommandAnAdapterDoesNotDeclareIsRefusedUnsupportedContro
 // UNSUPPORTED_CONTROL) on every adapter whose table does not honour it: the shared table refuses
 // by default and only Claude declares it. Without park_after_ms (or 0) nothing is refused.
 // The adapters whose CLI was asked whether a pending call survives to a later process.
-constexpr std::string_view kParkingMeasured[] = {"codex"};
+constexpr std::string_view kParkingMeasured[] = {"codex", "opencode"};
 
 TEST(CapabilityTables, ParkingIsRefusedAtStartByNameUnlessTheAdapterHonoursIt) {
   AdapterRegistry registry(HostConfig{});
