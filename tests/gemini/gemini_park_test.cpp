@@ -18,6 +18,11 @@
 // a decision into, and the capability table's refusal of park_after_ms stands. These tests fail
 // when a later pin asks the pending permission again after a load (or carries the call over in
 // any form): the moment to revisit the refusal.
+//
+// Taken up at once, not minutes later as a parked run would be: within the minute a session began,
+// Gemini CLI 0.61.0 cannot load it at all (the loading process's own recording overwrites the
+// session's file, as_if_begun_earlier says how), so the test names the file as an earlier minute
+// would have. A kill is of every process carrying the first process's marker.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -26,6 +31,7 @@
 #include "adapters/gemini/gemini_adapter.hpp"
 #include "adapters/gemini/gemini_plan.hpp"
 #include "adapters/vendor_descriptor.hpp"
+#include "testkit/proc.hpp"
 #include "tests/model/rpc_peer.hpp"
 #include "tests/model/test_support.hpp"
 
@@ -86,10 +92,42 @@ class GeminiPark : public ::testing::Test {
                         "GEMINI_CLI_TRUSTED_FOLDERS_PATH=" + (dir / "own/no-trusted-folders.json").string(),
                         "GEMINI_TELEMETRY_ENABLED=false",
                         "GEMINI_MODEL=" + model};
+    // The run marker the plan gives every vendor process (adapters/plan_common.cpp), here one per
+    // process of the test, so that a kill finds the process's children too.
+    spec.environment.push_back(marker(output));
     spec.working_dir = dir / "work";
     spec.output_dir = dir / output;
     spec.pipe_stdin = true;
     return std::make_unique<LiveProcess>(spec);
+  }
+
+  std::string marker(std::string_view output) const {
+    return "METAHARNESS_RUN=" + dir.path().filename().string() + "-" + std::string(output);
+  }
+
+  // Killed outright: every process of it, children included (nothing of it may tidy up).
+  void kill_all(std::string_view output) const {
+    auto pids = testkit::processes_with_environment(marker(output));
+    EXPECT_FALSE(pids.empty()) << "no process of " << output << " to kill";
+    for (pid_t pid : pids)
+      ::kill(pid, SIGKILL);
+  }
+
+  // A parked run is taken up minutes after it parked; the test takes it up at once. Gemini CLI
+  // (0.61.0) names a session's file by the minute the session began and its id's first 8
+  // characters, and a process loading the session starts a recording of its own first, under the
+  // name of ITS minute: within the minute the session began that is the session's own file, whose
+  // history the new recording's start overwrites (session/load then fails "No previous sessions
+  // found for this project."). So the file is renamed as an earlier minute would have named it,
+  // as a later take-up would find it; its content is untouched.
+  void as_if_begun_earlier() {
+    const std::string tail = "-" + session_id.substr(0, 8) + ".jsonl";
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir / "home/.gemini/tmp"))
+      if (const std::string name = e.path().filename().string(); name.starts_with("session-") && name.ends_with(tail))
+        files.push_back(e.path());
+    ASSERT_EQ(files.size(), 1u) << "the session's file, under " << (dir / "home/.gemini/tmp");
+    fs::rename(files[0], files[0].parent_path() / ("session-1970-01-01T00-00" + tail));
   }
 
   // initialize, as the adapter sends it (adapters/acp/acp_wire.cpp); its agentCapabilities.
@@ -179,7 +217,7 @@ class GeminiPark : public ::testing::Test {
     if (how == End::stdin_closed)
       first->close_stdin();
     else
-      first->signal(SIGKILL);
+      kill_all("first");
     EXPECT_TRUE(a.read_to_end(kBound)) << a.transcript();
     auto status = first->wait(kBound);
     ASSERT_TRUE(status) << "the first gemini did not exit";
@@ -189,6 +227,8 @@ class GeminiPark : public ::testing::Test {
     for (const auto& line : a.read())
       if (!line.contains("method") && line.contains("id") && line.at("id") == first_prompt)
         first_prompt_answered = true;
+
+    ASSERT_NO_FATAL_FAILURE(as_if_begun_earlier());
 
     // --- the second process: the same home, the session loaded -------------------------------
     auto second = agent("second");

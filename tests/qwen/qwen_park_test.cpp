@@ -14,11 +14,16 @@
 // call in_progress then failed so, and the next prompt's model request carries it as that error
 // tool_result. Killed outright, nothing closes the call, yet nothing asks for it either: session/load
 // replays it failed ("Tool result missing from saved history; ..."), and the next request carries
-// "Tool execution result was not recorded — likely interrupted by ... process exit. ...". session/
-// resume replays nothing; the model is told the same. The command never runs. So nothing is left to
+// "Tool execution result was not recorded — likely interrupted by ... process exit. ...".
+// session/resume replays nothing, and the model is told the same as after a load. The command
+// never runs. So nothing is left to
 // resume a decision into, and the capability table's refusal of park_after_ms stands. These tests
 // fail when a later pin asks the pending permission again after a load or resume: the moment to
 // revisit the refusal.
+//
+// `qwen` is two processes: cli-entry.js relaunches cli.js with --expose-gc as its child (0.24.4
+// does so whatever QWEN_CODE_NO_RELAUNCH says) and waits on it. Killed outright means both: every
+// process carrying the first process's marker, so no child outlives its parent holding the pipes.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -27,6 +32,7 @@
 #include "adapters/qwen/qwen_adapter.hpp"
 #include "adapters/qwen/qwen_plan.hpp"
 #include "adapters/vendor_descriptor.hpp"
+#include "testkit/proc.hpp"
 #include "tests/model/rpc_peer.hpp"
 #include "tests/model/test_support.hpp"
 
@@ -93,10 +99,25 @@ class QwenPark : public ::testing::Test {
                         "QWEN_CODE_SYSTEM_SETTINGS_PATH=" + (dir / "own/no-system-settings.json").string(),
                         "QWEN_CODE_SYSTEM_DEFAULTS_PATH=" + (dir / "own/no-system-defaults.json").string(),
                         "QWEN_CODE_TRUSTED_FOLDERS_PATH=" + (dir / "own/no-trusted-folders.json").string()};
+    // The run marker the plan gives every vendor process (adapters/plan_common.cpp), here one per
+    // process of the test, so that a kill finds the process's children too.
+    spec.environment.push_back(marker(output));
     spec.working_dir = dir / "work";
     spec.output_dir = dir / output;
     spec.pipe_stdin = true;
     return std::make_unique<LiveProcess>(spec);
+  }
+
+  std::string marker(std::string_view output) const {
+    return "METAHARNESS_RUN=" + dir.path().filename().string() + "-" + std::string(output);
+  }
+
+  // Killed outright: every process of it, children included (nothing of it may tidy up).
+  void kill_all(std::string_view output) const {
+    auto pids = testkit::processes_with_environment(marker(output));
+    EXPECT_FALSE(pids.empty()) << "no process of " << output << " to kill";
+    for (pid_t pid : pids)
+      ::kill(pid, SIGKILL);
   }
 
   // initialize, as the adapter sends it (adapters/acp/acp_wire.cpp); its agentCapabilities.
@@ -181,7 +202,7 @@ class QwenPark : public ::testing::Test {
     if (how == End::stdin_closed)
       first->close_stdin();
     else
-      first->signal(SIGKILL);
+      kill_all("first");
     EXPECT_TRUE(a.read_to_end(kBound)) << a.transcript();
     auto status = first->wait(kBound);
     ASSERT_TRUE(status) << "the first qwen did not exit";
