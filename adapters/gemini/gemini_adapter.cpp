@@ -28,6 +28,13 @@ const proto::CapabilityTable& capabilities() {
         false, proto::RefusalCode::UNSUPPORTED_CONTROL,
         "Gemini CLI's permission posture is fixed at launch (an admin policy: every tool asks); its ACP session modes "
         "(default, autoEdit, yolo, plan) would let calls run unasked, so none is offered"};
+    // Measured on 0.61.0 against the scripted endpoint (tests/gemini/gemini_park_test.cpp): the
+    // refusal names what the real CLI does, so a harness reading the table learns why.
+    t.parking = {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+                 "gemini --acp (0.61.0) does not carry a call awaiting its permission to a later process: it records a "
+                 "call only with its result, so the ending (or killed) process leaves the call in no record, and "
+                 "session/load neither replays it nor asks its permission again (the model's next request does not "
+                 "carry it)"};
     // glob and google_web_search render no operation of their own (one tool per operation).
     t.rendering = {{"file.read", "read_file"},     {"file.write", "write_file"}, {"file.edit", "replace"},
                    {"dir.list", "list_directory"}, {"search", "grep_search"},    {"shell", "run_shell_command"},

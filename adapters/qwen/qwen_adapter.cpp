@@ -30,6 +30,13 @@ const proto::CapabilityTable& capabilities() {
         "Qwen Code's permission posture is fixed at launch (approval mode default, every tool asking); its ACP session "
         "modes (auto-edit, auto: an LLM classifier, yolo, plan) would let calls run unasked or be approved by a "
         "classifier, so none is offered"};
+    // Measured on 0.24.4 against the scripted endpoint (tests/qwen/qwen_park_test.cpp): the
+    // refusal names what the real CLI does, so a harness reading the table learns why.
+    t.parking = {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+                 "qwen --acp (0.24.4) does not carry a call awaiting its permission to a later process: the ending "
+                 "process cancels the call (\"Tool call was cancelled before execution.\"), a killed one leaves it "
+                 "without a result that the next process reports as failed, and neither session/load nor "
+                 "session/resume asks its permission again"};
     t.rendering = {{"file.read", "read_file"},  {"file.write", "write_file"}, {"file.edit", "edit"},
                    {"dir.list", std::nullopt},  {"search", "grep_search"},    {"shell", "run_shell_command"},
                    {"web.read", "web_fetch"},   {"skill.load", std::nullopt}, {"subagent.spawn", std::nullopt},

@@ -96,7 +96,7 @@ TEST(CapabilityTables, ACommandAnAdapterDoesNotDeclareIsRefusedUnsupportedContro
 // UNSUPPORTED_CONTROL) on every adapter whose table does not honour it: the shared table refuses
 // by default and only Claude declares it. Without park_after_ms (or 0) nothing is refused.
 // The adapters whose CLI was asked whether a pending call survives to a later process.
-constexpr std::string_view kParkingMeasured[] = {"codex", "opencode"};
+constexpr std::string_view kParkingMeasured[] = {"codex", "gemini", "opencode", "qwen"};
 
 TEST(CapabilityTables, ParkingIsRefusedAtStartByNameUnlessTheAdapterHonoursIt) {
   AdapterRegistry registry(HostConfig{});
@@ -117,8 +117,9 @@ TEST(CapabilityTables, ParkingIsRefusedAtStartByNameUnlessTheAdapterHonoursIt) {
       EXPECT_EQ(park, refused.end()) << id;
       continue;
     }
-    // Where a real CLI was asked (tests/codex/codex_park_test.cpp, tests/opencode/opencode_park_test.cpp),
-    // the refusal says what that CLI does, not the shared default's "no way is known".
+    // Where a real CLI was asked (tests/codex/codex_park_test.cpp, tests/gemini/gemini_park_test.cpp,
+    // tests/qwen/qwen_park_test.cpp, tests/opencode/opencode_park_test.cpp), the refusal says what that
+    // CLI does, not the shared default's "no way is known".
     if (std::find(std::begin(kParkingMeasured), std::end(kParkingMeasured), id) != std::end(kParkingMeasured)) {
       EXPECT_NE(table.parking.note, harness_capabilities("any").parking.note) << id << ": the generic refusal";
     }
