@@ -32,6 +32,7 @@
 #include "adapters/gemini/gemini_plan.hpp"
 #include "adapters/vendor_descriptor.hpp"
 #include "testkit/proc.hpp"
+#include "tests/model/acp_probe.hpp"
 #include "tests/model/rpc_peer.hpp"
 #include "tests/model/test_support.hpp"
 
@@ -48,10 +49,6 @@ constexpr const char* kCall = "run_shell_command__toolu_marker";
 constexpr std::string_view kPermission = "session/request_permission";
 
 enum class End { stdin_closed, killed };
-
-std::string text_of(const json::value& v) {
-  return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
-}
 
 class GeminiPark : public ::testing::Test {
  protected:
@@ -131,23 +128,9 @@ class GeminiPark : public ::testing::Test {
   }
 
   // initialize, as the adapter sends it (adapters/acp/acp_wire.cpp); its agentCapabilities.
-  static json::object handshake(RpcPeer& peer) {
-    auto id = peer.request(
-        "initialize",
-        {{"protocolVersion", 1},
-         {"clientCapabilities", {{"fs", {{"readTextFile", false}, {"writeTextFile", false}}}, {"terminal", false}}},
-         {"clientInfo", {{"name", "metaharness"}, {"version", "0"}}}});
-    auto answer = peer.answer_to(id, kBound);
-    if (!answer || !answer->contains("result")) {
-      ADD_FAILURE() << "initialize was not answered\n" << peer.transcript();
-      return {};
-    }
-    return answer->at("result").at("agentCapabilities").as_object();
-  }
+  static json::object handshake(RpcPeer& peer) { return acp_initialize(peer, kBound); }
 
-  json::object prompt(const std::string& text) const {
-    return {{"sessionId", session_id}, {"prompt", json::array{json::object{{"type", "text"}, {"text", text}}}}};
-  }
+  json::object prompt(const std::string& text) const { return acp_prompt(session_id, text); }
 
   // The parts of the model requests that name the call (its functionCall, or a functionResponse for
   // it), as JSON text, in order.

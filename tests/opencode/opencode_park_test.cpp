@@ -25,6 +25,7 @@
 
 #include "adapters/opencode/opencode_adapter.hpp"
 #include "adapters/opencode/opencode_plan.hpp"
+#include "tests/model/acp_probe.hpp"
 #include "tests/model/rpc_peer.hpp"
 #include "tests/model/test_support.hpp"
 
@@ -40,22 +41,6 @@ constexpr std::string_view kPermission = "session/request_permission";
 
 enum class End { stdin_closed, killed };
 enum class TakeUp { load, resume };
-
-std::string text_of(const json::value& v) {
-  if (v.is_string()) return std::string(v.get_string());
-  if (v.is_array()) {  // Anthropic content blocks
-    std::string out;
-    for (const auto& block : v.as_array())
-      if (block.is_object() && block.as_object().contains("text")) out += text_of(block.at("text"));
-    return out;
-  }
-  return json::serialize(v);
-}
-
-struct ToolResult {
-  std::string content;
-  bool is_error = false;
-};
 
 class OpencodePark : public ::testing::Test {
  protected:
@@ -96,44 +81,12 @@ class OpencodePark : public ::testing::Test {
   }
 
   // initialize, as the adapter sends it (adapters/acp/acp_wire.cpp); its agentCapabilities.
-  static json::object handshake(RpcPeer& peer) {
-    auto id = peer.request(
-        "initialize",
-        {{"protocolVersion", 1},
-         {"clientCapabilities", {{"fs", {{"readTextFile", false}, {"writeTextFile", false}}}, {"terminal", false}}},
-         {"clientInfo", {{"name", "metaharness"}, {"version", "0"}}}});
-    auto answer = peer.answer_to(id, kBound);
-    if (!answer || !answer->contains("result")) {
-      ADD_FAILURE() << "initialize was not answered\n" << peer.transcript();
-      return {};
-    }
-    return answer->at("result").at("agentCapabilities").as_object();
-  }
+  static json::object handshake(RpcPeer& peer) { return acp_initialize(peer, kBound); }
 
-  json::object prompt(const std::string& text) const {
-    return {{"sessionId", session_id}, {"prompt", json::array{json::object{{"type", "text"}, {"text", text}}}}};
-  }
+  json::object prompt(const std::string& text) const { return acp_prompt(session_id, text); }
 
   // The tool_results for the call the model was sent, in order.
-  std::vector<ToolResult> results_sent_to_the_model() const {
-    std::vector<ToolResult> out;
-    for (const auto& r : endpoint.requests()) {
-      if (!r.body.is_object()) continue;
-      const json::value* messages = r.body.as_object().if_contains("messages");
-      if (!messages || !messages->is_array()) continue;
-      for (const auto& m : messages->as_array()) {
-        const json::value* content = m.is_object() ? m.as_object().if_contains("content") : nullptr;
-        if (!content || !content->is_array()) continue;
-        for (const auto& block : content->as_array())
-          if (block.is_object() && block.as_object().contains("type") && block.at("type") == "tool_result" &&
-              block.at("tool_use_id") == kCall) {
-            const json::value* err = block.as_object().if_contains("is_error");
-            out.push_back({text_of(block.at("content")), err && err->is_bool() && err->get_bool()});
-          }
-      }
-    }
-    return out;
-  }
+  std::vector<ToolResult> results_sent_to_the_model() const { return tool_results_sent(endpoint, kCall); }
 
   // The statuses the call's replayed updates carry (session/update tool_call / tool_call_update), in order.
   static std::vector<std::string> replayed_statuses(const RpcPeer& peer) {
