@@ -9,6 +9,7 @@
 #include "adapters/opencode/opencode_profile.hpp"
 #include "adapters/session.hpp"
 #include "protocol/json.hpp"
+#include "tests/opencode/opencode_wire_lines.hpp"
 #include "tests/support/output_recorder.hpp"
 
 namespace mh::adapters::opencode {
@@ -41,40 +42,13 @@ struct Recorded : test::OutputRecorder {
   }
 };
 
-constexpr std::string_view kSession = "ses_dbd9cffe4ffep6zk2miwlvdaMo";
+using namespace mh::test::opencode_wire;
 
 std::string initialized() {
   return R"({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentInfo":{"name":"OpenCode","version":"1.18.33"}}})";
 }
 std::string session_new() {
   return R"({"jsonrpc":"2.0","id":2,"result":{"sessionId":")" + std::string(kSession) + R"("}})";
-}
-std::string update(std::string_view body) {
-  return R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":")" + std::string(kSession) +
-         R"(","update":)" + std::string(body) + "}}";
-}
-// What opencode sent around a bash call the plugin saw first (captured with the probe plugin).
-std::string notice(std::string_view id) {
-  return update(R"({"sessionUpdate":"tool_call","toolCallId":")" + std::string(id) +
-                R"(","title":"bash","kind":"execute","status":"pending","locations":[],"rawInput":{"cwd":"/w"}})");
-}
-std::string permission(std::string_view agent_id, std::string_view id, std::string_view command) {
-  return R"({"jsonrpc":"2.0","id":)" + std::string(agent_id) +
-         R"(,"method":"session/request_permission","params":{"sessionId":")" + std::string(kSession) +
-         R"(","toolCall":{"toolCallId":")" + std::string(id) + R"(","title":")" + std::string(command) +
-         R"(","kind":"execute","status":"pending","locations":[],"rawInput":{"command":")" + std::string(command) +
-         R"("}},"options":[{"optionId":"once","kind":"allow_once","name":"Allow once"},{"optionId":"always","kind":"allow_always","name":"Always allow"},{"optionId":"reject","kind":"reject_once","name":"Reject"}]}})";
-}
-std::string ended(std::string_view id, std::string_view status, std::string_view raw_output) {
-  return update(R"({"sessionUpdate":"tool_call_update","toolCallId":")" + std::string(id) + R"(","status":")" +
-                std::string(status) + R"(","rawOutput":)" + std::string(raw_output) + "}");
-}
-json::value seam_request(std::string_view id, std::string_view command) {
-  return json::object{{"hook", "tool.execute.before"},
-                      {"tool", "bash"},
-                      {"session_id", kSession},
-                      {"call_id", id},
-                      {"args", json::object{{"command", command}, {"description", "m"}}}};
 }
 
 class OpencodeSession : public ::testing::Test {

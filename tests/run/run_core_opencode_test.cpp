@@ -2,40 +2,16 @@
 // its seam plugin's hook requests and its ACP lines as opencode 1.18.33 sends them,
 // tests/opencode/opencode_session_test.cpp), where what a test asserts is the run's own record
 // (tool.requested, tool.decided, warnings) rather than the session's outputs. No process, no clock.
+#include "tests/opencode/opencode_wire_lines.hpp"
 #include "tests/run/run_core_fixture.hpp"
 
 namespace mh::daemon {
 namespace {
 
-constexpr std::string_view kSession = "ses_dbd9cffe4ffep6zk2miwlvdaMo";
+using namespace mh::test::opencode_wire;
 
-std::string update(std::string_view body) {
-  return R"({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":")" + std::string(kSession) +
-         R"(","update":)" + std::string(body) + "}}";
-}
-std::string notice(std::string_view id) {
-  return update(R"({"sessionUpdate":"tool_call","toolCallId":")" + std::string(id) +
-                R"(","title":"bash","kind":"execute","status":"pending","locations":[],"rawInput":{"cwd":"/w"}})");
-}
-// opencode restates a bash call's input as {command} (the plugin saw {command, description}).
-std::string permission(std::string_view agent_id, std::string_view id, std::string_view command) {
-  return R"({"jsonrpc":"2.0","id":)" + std::string(agent_id) +
-         R"(,"method":"session/request_permission","params":{"sessionId":")" + std::string(kSession) +
-         R"(","toolCall":{"toolCallId":")" + std::string(id) + R"(","title":")" + std::string(command) +
-         R"(","kind":"execute","status":"pending","locations":[],"rawInput":{"command":")" + std::string(command) +
-         R"("}},"options":[{"optionId":"once","kind":"allow_once","name":"Allow once"},{"optionId":"always","kind":"allow_always","name":"Always allow"},{"optionId":"reject","kind":"reject_once","name":"Reject"}]}})";
-}
 std::string failed(std::string_view id) {
-  return update(
-      R"({"sessionUpdate":"tool_call_update","toolCallId":")" + std::string(id) +
-      R"(","status":"failed","rawOutput":{"error":"The user rejected permission to use this specific tool call."}})");
-}
-json::value seam_request(std::string_view id, std::string_view command) {
-  return json::object{{"hook", "tool.execute.before"},
-                      {"tool", "bash"},
-                      {"session_id", kSession},
-                      {"call_id", id},
-                      {"args", json::object{{"command", command}, {"description", "m"}}}};
+  return ended(id, "failed", R"({"error":"The user rejected permission to use this specific tool call."})");
 }
 
 class RunCoreOpencode : public RunCoreTest {
