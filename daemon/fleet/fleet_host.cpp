@@ -17,6 +17,7 @@
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/run_records.hpp"
 #include "daemon/log.hpp"
+#include "daemon/run/disk_floor.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
@@ -35,6 +36,9 @@ namespace {
 // How long a publisher waits before it tries a refused or failed publish again (NATS away, a
 // leader election): a pause between retries, not a synchronisation.
 constexpr std::chrono::milliseconds kRetryPause{500};
+// How long a host whose disk is full waits before it looks again (statvfs, no NATS traffic): a
+// pause between looks, not a synchronisation.
+constexpr std::chrono::milliseconds kDiskFullPause{500};
 // How long a stop waits for the publishers to send what is on disk.
 constexpr std::chrono::seconds kStopDrain{3};
 
@@ -339,6 +343,9 @@ void FleetHost::track(const std::string& id) {
 
 void FleetHost::placement_loop() {
   std::optional<fleet::PlacementPuller> puller;
+  bool disk_was_full = false;
+  std::filesystem::path state_dir;
+  if (auto server = server_.lock()) state_dir = server->config.state_dir;
   while (!stopped_) {
     if (placing_stopped_) {
       // The daemon is stopping: nothing more is pulled. A host that does not pull is never
@@ -369,6 +376,19 @@ void FleetHost::placement_loop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a run's close makes room; look again soon
       continue;
     }
+    // Room on disk too: a host whose state directory cannot take a new run would refuse it
+    // DISK_FULL, a refusal of this host, not of the spec. It pulls nothing while it lasts, so a
+    // host with room takes the spec, or it waits queued until one has (soak: a spec refused
+    // DISK_FULL used to be dropped from the queue, its submitter told "queued" and never run).
+    if (auto full = disk_full_problem(state_dir, kNewRunFloorBytes, "a new run needs")) {
+      if (!disk_was_full)
+        log(LogPriority::warning, "fleet: this host takes no spec from the queue while its disk is full: " + *full);
+      disk_was_full = true;
+      std::this_thread::sleep_for(kDiskFullPause);
+      continue;
+    }
+    if (disk_was_full) log(LogPriority::info, "fleet: this host's disk has room again; it takes specs from the queue");
+    disk_was_full = false;
     auto offers = puller->fetch(1, std::chrono::seconds(1));
     if (!offers) {
       log(LogPriority::debug, "fleet: " + offers.error().text);
@@ -482,11 +502,19 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
   }
   log(LogPriority::warning, "fleet: run " + id + " (from host " + protocol::excerpt(from, 64) +
                                 ") refused here: " + result.error().code + " " + result.error().reason);
-  // Not this host's after all: the record goes, and the spec goes back for another host (BUSY,
-  // or SHUTTING_DOWN: this host began to stop after it claimed it) or for good (anything else
-  // would be refused anywhere).
+  // Not this host's after all: the record goes, and the spec goes back for another host (BUSY;
+  // SHUTTING_DOWN: this host began to stop after it claimed it; DISK_FULL: its disk filled
+  // between the placement loop's look and the run's making) or for good (anything else would be
+  // refused anywhere).
   const std::string& code = result.error().code;
   if (code == "BUSY" || code == "SHUTTING_DOWN") return hand_back(offer, true, "refused here " + code);
+  if (code == "DISK_FULL") {
+    hand_back(offer, true, "refused here " + code);
+    // A disk that refused a run with room above the floor (inodes, a quota) would have this host
+    // claim and give back the same spec in a loop: a pause, so another host is first to it.
+    std::this_thread::sleep_for(kDiskFullPause);
+    return;
+  }
   if (auto released = fleet::release_placement(*link_, id, me); !released)
     log(LogPriority::warning, "fleet: run " + id + ": " + released.error().text);
   (void)offer.refuse();

@@ -23,8 +23,10 @@
 
 #include "daemon/supervisor/supervisor_link.hpp"
 #include "tests/support/daemon_harness.hpp"
+#include "tests/support/disk_filler.hpp"
 #include "tests/support/nats_cluster.hpp"
 #include "tests/support/peer_as_uid.hpp"
+#include "tests/support/tmpfs_mount.hpp"
 
 namespace mh::test {
 namespace {
@@ -884,6 +886,59 @@ TEST_F(FleetDaemons, ASpecClaimedWhenItsHostsFleetStopsIsPlacedOnceByAHostThatSt
   // Claimed by h0 (its record names h0), released once h0's fleet stops, its io threads gone:
   // the soak's case (nothing on h0 can make the run any more, and h0's record of it stayed).
   placed_once_though_held_as_its_host_stops("claimed_until_stopped", "this host began to stop as it claimed it");
+}
+
+TEST_F(FleetDaemons, ASpecQueuedWhileTheHostWithRoomHasAFullDiskWaitsAndIsMadeThereOnceItHasRoom) {
+  // A full disk is its host's refusal, not the spec's. Before, a host whose state directory was
+  // full pulled a spec, was refused DISK_FULL by its own submit and dropped the spec from the
+  // queue for good (Term): its submitter had been told "queued", and the run was never made,
+  // anywhere, even once the disk had room. h1, the submitter, has room for one run and holds one,
+  // so h0 is the only host with room; h0's home is a tmpfs the test fills. h0 must take nothing
+  // from the queue while it is full, and make the run, once, when it has room again.
+  on_standin_ = true;
+  start(1, 1);
+  std::string busy;
+  {
+    SocketClient c(daemons[1]->socket());
+    auto reply = c.request(socket_request("submit", standin_bash_ask_run()), 60s);
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    busy = reply->str("run_id");
+  }
+  const auto home = dir_->path() / (prefix() + "-h0-tmpfs");
+  TmpfsMount mount(home, "32m");
+  if (!mount.mounted()) GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << mount.error();
+  start(0, 100, 3000, home);
+  std::string run;
+  {
+    DiskFiller filler(daemons[0]->state_dir() / "filler");
+    ASSERT_TRUE(filler.filled());
+    SocketClient submitter(daemons[1]->socket());
+    auto answer = submitter.request(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true)"), 60s);
+    ASSERT_TRUE(answer && answer->str("reply") == "submitted") << (answer ? answer->raw : "no reply");
+    EXPECT_EQ(answer->str("placement"), "queued") << answer->raw;
+    run = answer->str("run_id");
+    ASSERT_FALSE(run.empty()) << answer->raw;
+    EXPECT_FALSE(std::filesystem::exists(daemons[0]->run_dir(run)));
+    const std::string h0_log = daemons[0]->stderr_text();
+    EXPECT_NE(h0_log.find("fleet: this host takes no spec from the queue while its disk is full"), std::string::npos)
+        << h0_log;
+    EXPECT_EQ(h0_log.find("refused here: DISK_FULL"), std::string::npos) << h0_log;
+  }
+  // Room again: h0 takes the spec from the queue and makes the run, there only.
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(daemons[0]->run_dir(run) / "events.jsonl"); }, 60s))
+      << "h0:\n"
+      << daemons[0]->stderr_text() << "\nh1:\n"
+      << daemons[1]->stderr_text();
+  EXPECT_EQ(runs_on(daemons), (std::set<std::string>{busy, run}));
+  SocketClient watch(daemons[0]->socket());
+  watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+  ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << what_happened(0, run);
+  EXPECT_NE(daemons[0]->stderr_text().find("fleet: placed run " + run + " here"), std::string::npos);
+  SocketClient c(daemons[0]->socket());
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 60s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+  EXPECT_TRUE(watch.wait_event("stream.closed", 60s)) << what_happened(0, run);
+  daemons[0].reset();  // before its disk is unmounted
 }
 
 TEST_F(FleetDaemons, ARequestIdSubmittedToTwoHostsMakesOneRunAndAnotherSpecUnderItIsAConflict) {
