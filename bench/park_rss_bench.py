@@ -3,13 +3,16 @@
 park_after_ms, the vendor deferred the call and exited) against waiting (no park_after_ms: each
 vendor process stays up, blocked on its call).
 
-Each phase has its own real `metaharness daemon` (runs.supervise = false: parking needs it, and
-both phases use it so that only parking differs; containment as the host gives it) running the
+Four phases, each with its own real `metaharness daemon` (containment as the host gives it):
+waiting and parked with runs that are the daemon's own children (runs.supervise = false), then
+waiting and parked with supervised runs (the default: each run's supervisor is its own process,
+which a parked run keeps while its vendor is gone), each running the
 REAL pinned Claude Code against each run's scripted endpoint (one Bash call, then an answer). N
 runs are submitted in waves (--wave at a time: a 2-core host), each in ask mode with a 10-minute
 deadline, and awaited: waiting = its call pending (get: pending_decisions 1), parked = get's state
-"parked" and its pid null (the vendor process exited). With all N there, the daemon's process tree is read from /proc: every descendant's
-VmRSS and Pss (smaps_rollup), and the daemon's own. Then every call is allowed and every run must
+"parked" and its pid null (the vendor process exited). With all N there, the processes the runs
+hold are read from /proc: every descendant of the daemon and (supervised) of each run's
+supervisor (supervisor.json names it), their VmRSS and Pss (smaps_rollup), and the daemon's own. Then every call is allowed and every run must
 close `completed`. Every wait is bounded; the daemon is stopped with SIGTERM (it halts what is
 left). Output: a table, and JSON (--json FILE). Exit 0; 1 when a run did not get there or did not
 complete; 2 when the bench itself failed."""
@@ -83,11 +86,23 @@ def descendants(root):
     return out
 
 
-def phase(binary, runs, wave, park):
+def supervisors(state_dir, ids):
+    """Each run's supervisor pid, from its supervisor.json (supervised runs)."""
+    pids = []
+    for rid in ids:
+        try:
+            with open(os.path.join(state_dir, "runs", rid, "supervisor.json")) as f:
+                pids.append(int(json.load(f)["supervisor_pid"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    return pids
+
+
+def phase(binary, runs, wave, park, supervised):
     with tempfile.TemporaryDirectory(prefix="mh-park-bench-") as d:
         config = os.path.join(d, "config.toml")
         with open(config, "w") as f:
-            f.write("[runs]\nsupervise = false\n")
+            f.write(f"[runs]\nsupervise = {'true' if supervised else 'false'}\n")
         sock = os.path.join(d, "mh.sock")
         daemon = subprocess.Popen([binary, "daemon", "--config", config, "--socket", sock, "--state-dir",
                                    os.path.join(d, "state")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -120,9 +135,14 @@ def phase(binary, runs, wave, park):
                 ids.extend(batch)
             settle_s = time.monotonic() - t0
             procs = descendants(daemon.pid)
+            if supervised:
+                for sup in supervisors(os.path.join(d, "state"), ids):
+                    if sup not in procs:
+                        procs.append(sup)
+                        procs.extend(p for p in descendants(sup) if p not in procs)
             rss = sum(status_kb(p, "VmRSS") for p in procs)
             pss = sum(pss_kb(p) for p in procs)
-            result = {"phase": "parked" if park else "waiting", "runs": runs, "processes": len(procs),
+            result = {"phase": ("parked" if park else "waiting") + ("/sup" if supervised else ""), "runs": runs, "processes": len(procs),
                       "tree_rss_kib": rss, "tree_pss_kib": pss, "daemon_rss_kib": status_kb(daemon.pid, "VmRSS"),
                       "all_there_s": round(settle_s, 1)}
             t1 = time.monotonic()
@@ -150,14 +170,15 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     try:
-        results = [phase(a.binary, a.runs, a.wave, park=False), phase(a.binary, a.runs, a.wave, park=True)]
+        results = [phase(a.binary, a.runs, a.wave, park=park, supervised=supervised)
+                   for supervised in (False, True) for park in (False, True)]
     except (TimeoutError, metaharness.MetaharnessError) as e:
         print(f"park_rss_bench: {e}", file=sys.stderr)
         return 2
-    print(f"{'phase':8} {'runs':>4} {'procs':>5} {'tree RSS MiB':>12} {'tree PSS MiB':>12} {'daemon RSS MiB':>14} "
+    print(f"{'phase':11} {'runs':>4} {'procs':>5} {'tree RSS MiB':>12} {'tree PSS MiB':>12} {'daemon RSS MiB':>14} "
           f"{'completed':>9}")
     for r in results:
-        print(f"{r['phase']:8} {r['runs']:>4} {r['processes']:>5} {r['tree_rss_kib'] / 1024:>12.1f} "
+        print(f"{r['phase']:11} {r['runs']:>4} {r['processes']:>5} {r['tree_rss_kib'] / 1024:>12.1f} "
               f"{r['tree_pss_kib'] / 1024:>12.1f} {r['daemon_rss_kib'] / 1024:>14.1f} {r['completed']:>9}")
     summary = {"bench": "park_rss", "results": results}
     print(json.dumps(summary))

@@ -122,12 +122,6 @@ std::string read_runs_table(const toml::table& runs, DaemonConfig& c) {
             " ms), after which an unattached run is abandoned without its record closed";
   if (error.empty() && c.ungoverned_halt_after && !c.supervise)
     error = "runs.ungoverned_halt_after_s needs runs.supervise = true: an unsupervised run dies with its daemon";
-  // A supervised run's vendor is its supervisor's, spawned once: it cannot park (launch refuses
-  // park_after_ms by name), so a default that every run would be refused for is refused here.
-  if (error.empty() && c.park_after && c.supervise)
-    error =
-        "runs.park_after_s needs runs.supervise = false: a supervised run cannot park (its supervisor starts "
-        "its vendor once)";
   if (error.empty() && c.on_stop == "detach" && !c.supervise)
     error = "runs.on_stop = \"detach\" needs runs.supervise = true: a run that is the daemon's child dies with it";
   r.finish();

@@ -242,6 +242,15 @@ void Adoption::reconcile(ReplayEffects& done, Instant now) {
   // The core believes its stall timer set as the replay left it; it runs once the output written
   // meanwhile has been read (Run::Impl::arm_stall holds it until the run is live).
   if (done.stall() && *done.stall()) run_.arm_stall(**done.stall());
+  // The park timer where the rebuilt core left it (issue 27 §5); run out meanwhile, it applies now.
+  if (const auto& park = done.park()) {
+    if (park->second <= now) {
+      run_.input(journal::ParkTimeout{park->first}, now);
+      run_.after_core();
+    } else {
+      run_.arm_park(park->first, park->second);
+    }
+  }
   if (done.kill_at()) supervised.arm_grace_at(*done.kill_at());
   run_.after_core();
 

@@ -66,7 +66,7 @@ boost::system::result<void, std::string> DirectBody::spawn(const adapters::Launc
 // Parking (issue 27 §5): the vendor's next process, as planned plus the session's resume
 // arguments, on the same transcripts (appended: one transcript, its lines numbered on), in the
 // same containment (its cgroup kept while parked: wait_exit swept it instead of ending it).
-std::optional<std::string> DirectBody::respawn(const std::vector<std::string>& extra_args) {
+asio::awaitable<std::optional<std::string>> DirectBody::respawn(std::vector<std::string> extra_args) {
   adapters::LaunchPlan again;
   SpawnOptions options;
   if (run_.containment) {
@@ -84,8 +84,8 @@ std::optional<std::string> DirectBody::respawn(const std::vector<std::string>& e
   reaped_ = false;
   stdout_redactor_ = StreamRedactor{};
   stderr_redactor_ = StreamRedactor{};
-  if (auto spawned = spawn(again, options); !spawned) return spawned.error();
-  return std::nullopt;
+  if (auto spawned = spawn(again, options); !spawned) co_return spawned.error();
+  co_return std::nullopt;
 }
 
 // --- stdin ------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ class DirectBody final : public VendorBody {
   boost::asio::awaitable<protocol::ProcessTermination> run_until_gone() override;
   void release() override;
   pid_t pid() const override { return child_ && !reaped_ ? child_->pid() : 0; }  // none while parked
-  std::optional<std::string> respawn(const std::vector<std::string>& extra_args) override;
+  boost::asio::awaitable<std::optional<std::string>> respawn(std::vector<std::string> extra_args) override;
 
  private:
   using local_socket = boost::asio::local::stream_protocol::socket;

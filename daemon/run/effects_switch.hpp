@@ -34,6 +34,7 @@ class EffectsSwitch final : public RunEffects {
   void arm_stall(std::optional<Instant> when) override { to_->arm_stall(when); }
   void arm_park(const std::string& call_id, std::optional<Instant> when) override { to_->arm_park(call_id, when); }
   void resume_vendor() override { to_->resume_vendor(); }
+  void vendor_started_again() override { to_->vendor_started_again(); }
   void spend_changed(const Spend& spend) override { to_->spend_changed(spend); }
   void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override {
     to_->command_answered(ticket, result, recorded);

@@ -25,7 +25,7 @@ namespace json = boost::json;
 constexpr std::string_view kKinds[] = {"start",           "out",        "out_end",       "hook",    "hook_gone",
                                        "command",         "unreadable", "source_closed", "budget",  "shutdown",
                                        "deadline",        "idle",       "wall",          "warning", "gateway_usage",
-                                       "gateway_refused", "egress",     "stall",         "park"};
+                                       "gateway_refused", "egress",     "stall",         "park",    "resumed"};
 static_assert(std::size(kKinds) == std::variant_size_v<Input>);
 
 std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
@@ -74,6 +74,7 @@ void fill(json::object&, const StallTimeout&) {}
 void fill(json::object& o, const ParkTimeout& v) {
   o["call_id"] = v.call_id;
 }
+void fill(json::object&, const Resumed&) {}
 void fill(json::object& o, const ShellWarning& v) {
   o["code"] = v.code;
   o["message"] = v.message;
@@ -201,6 +202,8 @@ boost::system::result<Input, std::string> read_input(std::string_view kind, Fiel
     input = StallTimeout{};
   } else if (kind == "park") {
     input = ParkTimeout{f.string("call_id")};
+  } else if (kind == "resumed") {
+    input = Resumed{};
   } else if (kind == "warning") {
     input = ShellWarning{f.string("code"), f.string("message")};
   } else if (kind == "gateway_usage") {

@@ -76,6 +76,7 @@ struct StallTimeout {};  // the stall timer ran out (RunCore::on_stall_timeout; 
 struct ParkTimeout {     // the park timer ran out for this call (RunCore::on_park_timeout; issue 27 §5)
   std::string call_id;
 };
+struct Resumed {};  // a parked run's vendor was started again (RunCore::on_resumed; issue 27 §5)
 // A warning the shell itself states (the run's containment, an adoption, a lost supervisor): in
 // the journal so that a replay states it again at the same place in the stream.
 struct ShellWarning {
@@ -105,7 +106,7 @@ struct Egress {  // a connection attempt through the egress proxy
 
 using Input = std::variant<Start, VendorOut, VendorEnd, HookRequest, HookGone, CommandLine, Unreadable, SourceClosed,
                            BudgetExhausted, Shutdown, Deadline, IdleTimeout, WallBudget, ShellWarning, GatewayUsage,
-                           GatewayRefused, Egress, StallTimeout, ParkTimeout>;
+                           GatewayRefused, Egress, StallTimeout, ParkTimeout, Resumed>;
 
 struct Entry {
   std::chrono::steady_clock::time_point now;

@@ -59,15 +59,6 @@ asio::awaitable<bool> Launch::run() {
     run_.refuse("LAUNCH_FAILED", *problem, {});
     co_return false;
   }
-  // Parking (issue 27 §5) starts the vendor again in the same run: only the daemon's own child
-  // can be so far (a run's supervisor spawns its vendor once). Refused by name, never run unparked.
-  if (run_.options.spec.park_after_ms.value_or(0) > 0 && run_.options.supervision.has_value()) {
-    run_.refuse("LAUNCH_REFUSED",
-                "run: park_after_ms needs an unsupervised run (runs.supervise = false): a run's supervisor "
-                "cannot start its vendor a second time yet",
-                {});
-    co_return false;
-  }
   // The body is chosen here, once. A supervised run's transcripts are its supervisor's to write,
   // and its hook channel is the supervisor's to serve; this daemon keeps only the hook log.
   const bool supervised = run_.options.supervision.has_value();

@@ -27,8 +27,11 @@ std::uint64_t ReplayEffects::emit_cut(proto::EventPayload payload, std::optional
   return seq_;
 }
 
-// Delivered before, or to be delivered once the replay is reconciled.
+// Delivered before, or to be delivered once the replay is reconciled. A line written once stdin
+// was closed never reached the vendor: the supervisor did not accept it (nor keep it in its stdin
+// log, the copy the reconciliation compares with), so neither does the replay.
 void ReplayEffects::write_vendor(std::string line) {
+  if (stdin_closed_) return;
   stdin_bytes_ += line;
   stdin_bytes_.push_back('\n');
 }
@@ -55,6 +58,20 @@ void ReplayEffects::terminate_vendor(std::chrono::milliseconds grace) {
   stdin_closed_ = true;
   Instant at = now_ + grace;
   if (!kill_at_ || at < *kill_at_) kill_at_ = at;
+}
+
+void ReplayEffects::arm_park(const std::string& call_id, std::optional<Instant> when) {
+  if (when)
+    park_.emplace(call_id, *when);
+  else
+    park_.reset();
+}
+
+// A parked run's vendor was started again (issue 27 §5): its stdin is open, and the grace its
+// stdin's close began is over (the old process exited within it).
+void ReplayEffects::vendor_started_again() {
+  stdin_closed_ = false;
+  kill_at_.reset();
 }
 
 void ReplayEffects::arm_wall_budget(Instant when) {

@@ -43,6 +43,9 @@ class ReplayEffects final : public RunEffects {
   const std::optional<Instant>& wall() const { return wall_; }
   // The stall timer as the rebuilt core last set it (issue 27 §2): unset if it never set one.
   const std::optional<std::optional<Instant>>& stall() const { return stall_; }
+  // The park timer as the rebuilt core last set it (issue 27 §5): the call and when; nullopt if
+  // disarmed or never armed.
+  const std::optional<std::pair<std::string, Instant>>& park() const { return park_; }
 
   std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) override;
   std::uint64_t emit_cut(proto::EventPayload payload, std::optional<std::string> at,
@@ -55,6 +58,8 @@ class ReplayEffects final : public RunEffects {
   void terminate_vendor(std::chrono::milliseconds grace) override;
   void arm_wall_budget(Instant when) override;
   void arm_stall(std::optional<Instant> when) override { stall_ = when; }
+  void arm_park(const std::string& call_id, std::optional<Instant> when) override;
+  void vendor_started_again() override;
   // Reported once, when the replay is over (the adoption's on_spend_replayed).
   void spend_changed(const Spend& spend) override { (void)spend; }
   void command_answered(Ticket ticket, const proto::ev::CommandResult& result, bool recorded) override;
@@ -73,6 +78,7 @@ class ReplayEffects final : public RunEffects {
   std::map<std::string, Instant> deadlines_;
   std::optional<Instant> wall_;
   std::optional<std::optional<Instant>> stall_;
+  std::optional<std::pair<std::string, Instant>> park_;
 };
 
 }  // namespace mh::daemon

@@ -104,6 +104,10 @@ class RunEffects {
   // starts it again with the session's resume_args() and calls on_resumed() (or, when the run is
   // no longer parked, winds it up).
   virtual void resume_vendor() {}
+  // The vendor's process was started again (on_resumed): a new process, its stdin open, no grace
+  // of the old one's running. The live shell started it already; a replay of the journal keeps
+  // its own view of the vendor (ReplayEffects) and takes it from here.
+  virtual void vendor_started_again() {}
   // What the run has spent changed (a turn, a tool call, a usage record).
   virtual void spend_changed(const Spend& spend) { (void)spend; }
   // The one result of the command handed in under `ticket`: `recorded` when it is the

@@ -116,6 +116,7 @@ void RunCore::on_resumed(Instant now) {
   life_.phase = Phase::turn;
   warn("RUN_RESUMED", id + " was decided after " + std::to_string(ms_between(parking_.parked_at, now)) +
                           " ms parked: the vendor's session is resumed and the decision answers the call");
+  effects_.vendor_started_again();
   turn_started(std::nullopt);
   parking_.unasked = id;
   adapters::AdapterOutputs outputs;

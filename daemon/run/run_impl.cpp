@@ -74,13 +74,15 @@ asio::awaitable<bool> Run::Impl::wait_parked() {
     park_waiting = false;
   }
   if (!core->resume_wanted()) co_return false;
-  if (auto failed = body->respawn(core->resume_args())) {
+  auto respawning = body->respawn(core->resume_args());
+  if (auto failed = co_await std::move(respawning)) {
     input(journal::ShellWarning{"RESUME_FAILED", "the parked run's vendor could not be started again: " + *failed},
           Clock::now());
-    core->on_shutdown(Clock::now());
+    input(journal::Shutdown{}, Clock::now());
     co_return false;
   }
-  core->on_resumed(Clock::now());
+  // Journaled (a supervised run's): an adoption's replay resumes the rebuilt core at this place.
+  input(journal::Resumed{}, Clock::now());
   after_core();
   co_return true;
 }
@@ -257,6 +259,7 @@ void Run::Impl::apply(const journal::Input& in, Instant now, InputExtras& x) {
                  [&](const journal::WallBudget&) { core->on_wall_budget(now); },
                  [&](const journal::StallTimeout&) { core->on_stall_timeout(now); },
                  [&](const journal::ParkTimeout& p) { core->on_park_timeout(p.call_id, now); },
+                 [&](const journal::Resumed&) { core->on_resumed(now); },
                  [&](const journal::ShellWarning& w) {
                    // Through the core's effects: a replay checks it against the record.
                    effects.emit(protocol::ev::Warning{w.code, w.message}, std::nullopt);

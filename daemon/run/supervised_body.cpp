@@ -163,6 +163,47 @@ asio::awaitable<void> SupervisedBody::end_vendor() {
   co_await end_body(vendor_pid_ ? std::optional<pid_t>(vendor_pid_) : std::nullopt);
 }
 
+// The vendor exited: whatever of the run it left (background jobs, escapees) goes now, so its
+// stdout can end. Parked (issue 27 §5): the run's cgroup is kept for the process that resumes it
+// (swept, not ended), as the direct body keeps it.
+asio::awaitable<void> SupervisedBody::after_vendor_exit() {
+  if (run_.containment && run_.core->phase() == RunCore::Phase::parked) {
+    std::string problems = co_await run_.containment->sweep(run_.strand, std::chrono::seconds(10));
+    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": parked: " + problems);
+    co_return;
+  }
+  co_await end_body(std::nullopt);
+}
+
+// Parking (issue 27 §5): the run's supervisor spawns the vendor again (docs/supervisor.md,
+// `respawn`), on the same transcript, hook channel, gateway and cgroup; what it says until its
+// answer is handled as run_until_gone would. A supervisor that cannot (an older one, adopted
+// after an upgrade: its hello does not say `respawn`) is not asked.
+asio::awaitable<std::optional<std::string>> SupervisedBody::respawn(std::vector<std::string> extra_args) {
+  if (!link_) co_return std::string("the run has no supervisor");
+  if (!link_->hello().can_respawn)
+    co_return "the run's supervisor (version " + link_->hello().version +
+        ") cannot start its vendor again; it was started by an older metaharness";
+  // A grace the old process's close began (armed again by an adoption, which found it exited) must
+  // not end the new one.
+  run_.timers.cancel_grace();
+  link_->send(supervisor::Respawn{extra_args});
+  for (;;) {
+    auto message = co_await link_->next();
+    if (!message) co_return "the run's supervisor went away (" + message.error() + ")";
+    auto* answer = std::get_if<supervisor::Respawned>(&*message);
+    if (!answer) {
+      co_await handle(*message);
+      continue;
+    }
+    if (!answer->vendor_pid) co_return answer->spawn_error.value_or("the supervisor did not say why");
+    vendor_pid_ = *answer->vendor_pid;
+    vendor_exit_.reset();
+    stdout_ended_ = stderr_ended_ = reaped_ = false;
+    co_return std::nullopt;
+  }
+}
+
 // --- the run's effects ------------------------------------------------------------------------
 
 void SupervisedBody::write_line(std::string line) {
@@ -201,7 +242,7 @@ void SupervisedBody::release() {
 asio::awaitable<protocol::ProcessTermination> SupervisedBody::run_until_gone() {
   // A vendor that exited while no daemon was there (an adoption's hello said so): what it left
   // behind goes first, so its stdout can end.
-  if (vendor_exit_) co_await end_body(std::nullopt);
+  if (vendor_exit_) co_await after_vendor_exit();
   while (!(vendor_exit_ && stdout_ended_ && stderr_ended_)) {
     auto message = co_await link_->next();
     if (!message) {
@@ -219,50 +260,60 @@ asio::awaitable<protocol::ProcessTermination> SupervisedBody::run_until_gone() {
       reaped_ = true;
       co_return vendor_exit_.value_or(protocol::ProcessTermination{});
     }
-    if (auto* out = std::get_if<supervisor::Out>(&*message)) {
-      co_await read_transcript_to(out->bytes, out);
-    } else if (auto* out_end = std::get_if<supervisor::OutEnd>(&*message)) {
-      co_await read_transcript_to(out_end->bytes);
-      stdout_ended_ = true;
-      run_.input(journal::VendorEnd{}, Clock::now());
-      run_.after_core();
-    } else if (std::holds_alternative<supervisor::ErrEnd>(*message)) {
-      stderr_ended_ = true;
-    } else if (auto* exited = std::get_if<supervisor::Exited>(&*message)) {
-      vendor_exit_ = exited->termination;
-      reaped_ = true;
-      run_.timers.cancel_grace();
-      // Whatever of the run is left (background jobs, escapees) goes now, so its stdout can end.
-      co_await end_body(std::nullopt);
-    } else if (auto* hook = std::get_if<supervisor::Hook>(&*message)) {
-      auto parsed = protocol::parse_json(hook->line);
-      if (!parsed || run_.core->phase() == RunCore::Phase::closed) {
-        link_->send(supervisor::HookReply{hook->connection,
-                                          parsed ? "refused: the run is closed" : "refused: the request is not JSON"});
-        continue;
-      }
-      Instant now = Clock::now();
-      if (run_.options.seam_probe) run_.options.seam_probe->input_read(now);
-      Run::Impl::InputExtras extras;
-      extras.hook_request = std::move(*parsed);
-      run_.input(journal::HookRequest{hook->connection, hook->line}, now, std::move(extras));
-      run_.after_core();
-      if (run_.options.seam_probe) run_.options.seam_probe->input_done();
-    } else if (auto* gone = std::get_if<supervisor::HookGone>(&*message)) {
-      run_.input(journal::HookGone{gone->connection}, Clock::now());
-      run_.after_core();
-    } else if (auto* refused = std::get_if<supervisor::Refused>(&*message)) {
-      std::string why = refused->why;
-      run_.redactor.redact(why);  // it may quote what it refused: no secret in the daemon's log either
-      daemon::log(LogPriority::error, "run " + run_.log->run_id() + ": the supervisor refused a line: " + why);
-    } else {
-      // The gateway's and the egress proxy's (Reserve, GatewayUsage, GatewayRefused, Egress):
-      // gateway_ledger.hpp; a reservation is answered on this link.
-      run_.gateway.on_message(*message, *link_);
-    }
+    co_await handle(*message);
   }
   protocol::ProcessTermination termination = *vendor_exit_;
   co_return run_.containment ? run_.containment->vendor_termination(termination) : termination;
+}
+
+// One message of the supervisor as the run's input (or the gateway's), as run_until_gone reads
+// them; a `respawned` outside a respawn (none was asked) is logged and dropped.
+asio::awaitable<void> SupervisedBody::handle(supervisor::FromSupervisor& message) {
+  if (auto* out = std::get_if<supervisor::Out>(&message)) {
+    co_await read_transcript_to(out->bytes, out);
+  } else if (auto* out_end = std::get_if<supervisor::OutEnd>(&message)) {
+    co_await read_transcript_to(out_end->bytes);
+    stdout_ended_ = true;
+    run_.input(journal::VendorEnd{}, Clock::now());
+    run_.after_core();
+  } else if (std::holds_alternative<supervisor::ErrEnd>(message)) {
+    stderr_ended_ = true;
+  } else if (auto* exited = std::get_if<supervisor::Exited>(&message)) {
+    vendor_exit_ = exited->termination;
+    reaped_ = true;
+    run_.timers.cancel_grace();
+    // Whatever of the run is left (background jobs, escapees) goes now, so its stdout can end.
+    co_await after_vendor_exit();
+  } else if (auto* hook = std::get_if<supervisor::Hook>(&message)) {
+    auto parsed = protocol::parse_json(hook->line);
+    if (!parsed || run_.core->phase() == RunCore::Phase::closed) {
+      link_->send(supervisor::HookReply{hook->connection,
+                                        parsed ? "refused: the run is closed" : "refused: the request is not JSON"});
+      co_return;
+    }
+    Instant now = Clock::now();
+    if (run_.options.seam_probe) run_.options.seam_probe->input_read(now);
+    Run::Impl::InputExtras extras;
+    extras.hook_request = std::move(*parsed);
+    run_.input(journal::HookRequest{hook->connection, hook->line}, now, std::move(extras));
+    run_.after_core();
+    if (run_.options.seam_probe) run_.options.seam_probe->input_done();
+  } else if (auto* gone = std::get_if<supervisor::HookGone>(&message)) {
+    run_.input(journal::HookGone{gone->connection}, Clock::now());
+    run_.after_core();
+  } else if (auto* refused = std::get_if<supervisor::Refused>(&message)) {
+    std::string why = refused->why;
+    run_.redactor.redact(why);  // it may quote what it refused: no secret in the daemon's log either
+    daemon::log(LogPriority::error, "run " + run_.log->run_id() + ": the supervisor refused a line: " + why);
+  } else if (auto* respawned = std::get_if<supervisor::Respawned>(&message)) {
+    daemon::log(LogPriority::warning, "run " + run_.log->run_id() +
+                                          ": the supervisor answered a respawn not asked for (" +
+                                          (respawned->spawn_error ? *respawned->spawn_error : "spawned") + ")");
+  } else {
+    // The gateway's and the egress proxy's (Reserve, GatewayUsage, GatewayRefused, Egress):
+    // gateway_ledger.hpp; a reservation is answered on this link.
+    run_.gateway.on_message(message, *link_);
+  }
 }
 
 }  // namespace mh::daemon

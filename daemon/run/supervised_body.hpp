@@ -61,10 +61,14 @@ class SupervisedBody final : public VendorBody {
   boost::asio::awaitable<void> terminate() override;
   void reply_hook(std::uint64_t connection, std::string line) override;
   boost::asio::awaitable<protocol::ProcessTermination> run_until_gone() override;
+  boost::asio::awaitable<std::optional<std::string>> respawn(std::vector<std::string> extra_args) override;
   void release() override;
-  pid_t pid() const override { return vendor_pid_; }
+  pid_t pid() const override { return reaped_ ? 0 : vendor_pid_; }  // none once it exited (parked, say)
 
  private:
+  boost::asio::awaitable<void> handle(supervisor::FromSupervisor& message);
+  boost::asio::awaitable<void> after_vendor_exit();
+
   Run::Impl& run_;
   std::unique_ptr<SupervisorLink> link_;
   TranscriptFollower transcript_;                            // the transcript the supervisor writes, as it grows

@@ -44,11 +44,9 @@ class VendorBody {
   virtual void release() = 0;
   // Parking (issue 27 §5): once the vendor is gone (run_until_gone returned), start it again as
   // planned with `extra_args` after its own (the session's resume arguments); then run_until_gone
-  // serves the new process. The reason when this body cannot.
-  virtual std::optional<std::string> respawn(const std::vector<std::string>& extra_args) {
-    (void)extra_args;
-    return std::string("this run's vendor cannot be started again in the same run");
-  }
+  // serves the new process. nullopt, or why it was not started. (By value: a coroutine keeps its
+  // arguments, and the caller's vector is a temporary.)
+  virtual boost::asio::awaitable<std::optional<std::string>> respawn(std::vector<std::string> extra_args) = 0;
   // The vendor's pid (0 when none was spawned), for the run's status.
   virtual pid_t pid() const = 0;
 };

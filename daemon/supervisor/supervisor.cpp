@@ -152,11 +152,12 @@ std::optional<std::string> Supervisor::Impl::listen() {
   return std::nullopt;
 }
 
-void Supervisor::Impl::spawn() {
+void Supervisor::Impl::spawn(const std::vector<std::string>& extra_args) {
   adapters::LaunchPlan plan;
   plan.adapter = "supervised";
   plan.program = spec.program;
   plan.args = spec.args;
+  plan.args.insert(plan.args.end(), extra_args.begin(), extra_args.end());
   plan.env = spec.env;
   plan.handed_env = spec.vendor_env;  // a sandboxed plan's: applied by mh-exec after the drop
   plan.cwd = spec.cwd;
@@ -231,14 +232,62 @@ int Supervisor::run() {
 void Supervisor::Impl::start_loops() {
   asio::co_spawn(io, accept_daemons(), asio::detached);
   if (hook_acceptor) asio::co_spawn(io, accept_hooks(), asio::detached);
-  if (child) {
-    vendor_stdout.emplace(io, child->stdout_pipe().release());
-    vendor_stderr.emplace(io, child->stderr_pipe().release());
-    asio::co_spawn(io, read_vendor(*vendor_stdout, true), asio::detached);
-    asio::co_spawn(io, read_vendor(*vendor_stderr, false), asio::detached);
-    asio::co_spawn(io, wait_vendor(), asio::detached);
-  }
+  start_vendor_loops();
   arm_adopt_timer();
+}
+
+void Supervisor::Impl::start_vendor_loops() {
+  if (!child) return;
+  vendor_stdout.emplace(io, child->stdout_pipe().release());
+  vendor_stderr.emplace(io, child->stderr_pipe().release());
+  asio::co_spawn(io, read_vendor(*vendor_stdout, true), asio::detached);
+  asio::co_spawn(io, read_vendor(*vendor_stderr, false), asio::detached);
+  asio::co_spawn(io, wait_vendor(), asio::detached);
+}
+
+// Parking (issue 27 §5; docs/supervisor.md): the run parked its vendor (it deferred a call and
+// exited) and wants it back. The vendor is spawned again as the spec says, with the session's
+// resume arguments after the spec's own, on the same transcript, stderr and stdin logs (appended:
+// the transcript's offsets go on), the same hook channel, gateway and cgroup. Only once the first
+// process is wholly gone — exited, its stdout and stderr ended, nothing left being written to its
+// stdin — since two vendors of one run would write one transcript; else refused by name.
+void Supervisor::Impl::respawn(const std::vector<std::string>& extra_args) {
+  std::optional<std::string> refusal;
+  if (!child)
+    refusal = "the vendor never started";
+  else if (!exited || !stdout_ended || !stderr_ended)
+    refusal = "the vendor is still running";
+  else if (writing_stdin)
+    refusal = "the vendor's stdin is still being written";
+  else if (abandoned)
+    refusal = "the run is being killed";
+  if (refusal) {
+    log("a respawn refused: " + *refusal);
+    tell(Respawned{std::nullopt, refusal});
+    return;
+  }
+  child.reset();  // reaped (exited): nothing of it to kill, and no loop of it still runs
+  vendor_stdout.reset();
+  vendor_stderr.reset();
+  exited.reset();
+  stdout_ended = stderr_ended = stdin_closed = false;
+  to_vendor.clear();
+  stdout_redactor = daemon::StreamRedactor{};
+  stderr_redactor = daemon::StreamRedactor{};
+  spawn(extra_args);
+  if (spawn_error) {
+    // Told, not kept: a failed respawn is the run's to close (RESUME_FAILED), and a later
+    // daemon's attach must not take it for a failed first spawn.
+    std::string why = std::move(*spawn_error);
+    spawn_error.reset();
+    log("the vendor could not be spawned again: " + why);
+    tell(Respawned{std::nullopt, why});
+    return;
+  }
+  if (auto problem = write_state_file()) log(*problem);
+  log("the vendor spawned again (pid " + std::to_string(child->pid()) + "): the parked run resumes");
+  tell(Respawned{child->pid(), std::nullopt});  // before anything of the new process
+  start_vendor_loops();
 }
 
 void Supervisor::Impl::finish(int code) {
@@ -314,6 +363,8 @@ void Supervisor::Impl::on_daemon_line(const std::shared_ptr<DaemonConnection>& c
   } else if (std::holds_alternative<Release>(message)) {
     log("released by the daemon");
     finish(kExitReleased);
+  } else if (const auto* again = std::get_if<Respawn>(&message)) {
+    respawn(again->extra_args);
   }
 }
 
@@ -368,6 +419,7 @@ Hello Supervisor::Impl::hello() const {
   for (const auto& [id, hook] : hooks_open)
     h.hooks_open.push_back(Hook{id, hook->line});
   h.hooks_gone = hooks_gone;
+  h.can_respawn = true;
   return h;
 }
 

@@ -140,9 +140,11 @@ struct Supervisor::Impl {
   // supervisor.cpp
   std::optional<std::string> open_files();
   std::optional<std::string> listen();
-  void spawn();
+  void spawn(const std::vector<std::string>& extra_args = {});
   std::optional<std::string> write_state_file() const;
   void start_loops();
+  void start_vendor_loops();  // the vendor's pipes and its end, read
+  void respawn(const std::vector<std::string>& extra_args);
   void finish(int code);
   void log(const std::string& message) const { supervisor_log(spec.run_id, message); }
 

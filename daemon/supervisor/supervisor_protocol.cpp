@@ -19,10 +19,10 @@ namespace {
 
 // Each message's "t", in the order of its variant's alternatives.
 constexpr std::array<std::string_view, std::variant_size_v<ToSupervisor>> kToKinds = {
-    "attach", "in", "close_stdin", "hook_reply", "release", "reserved"};
+    "attach", "in", "close_stdin", "hook_reply", "release", "reserved", "respawn"};
 constexpr std::array<std::string_view, std::variant_size_v<FromSupervisor>> kFromKinds = {
-    "hello",     "out",     "out_end", "err_end",       "exited",          "hook",
-    "hook_gone", "refused", "reserve", "gateway_usage", "gateway_refused", "egress"};
+    "hello",   "out",     "out_end",       "err_end",         "exited", "hook",     "hook_gone",
+    "refused", "reserve", "gateway_usage", "gateway_refused", "egress", "respawned"};
 
 void write_termination(JsonWriter& w, const protocol::ProcessTermination& termination) {
   protocol::write(w, termination);
@@ -53,6 +53,13 @@ struct ToWriter {
     w.field_u64("request", m.request);
     w.field_bool("allowed", m.allowed);
     if (!m.reason.empty()) w.field("reason", m.reason);
+  }
+  void operator()(const Respawn& m) {
+    w.key("extra_args");
+    w.begin_array();
+    for (const std::string& arg : m.extra_args)
+      w.string(arg);
+    w.end_array();
   }
 };
 
@@ -90,6 +97,7 @@ struct FromWriter {
     w.end_array();
     w.field_u64("carry_out_bytes", m.carry_out_bytes);
     if (m.ungoverned_ms) w.field_u64("ungoverned_ms", *m.ungoverned_ms);
+    if (m.can_respawn) w.field_bool("respawn", true);
   }
   void operator()(const Out& m) {
     w.field_u64("bytes", m.bytes);
@@ -129,6 +137,10 @@ struct FromWriter {
     w.field("destination", m.destination);
     w.field_bool("allowed", m.allowed);
     if (!m.why.empty()) w.field("why", m.why);
+  }
+  void operator()(const Respawned& m) {
+    w.field_i64("vendor_pid", m.vendor_pid ? std::optional<std::int64_t>(*m.vendor_pid) : std::nullopt);
+    w.field("spawn_error", m.spawn_error);
   }
 };
 
@@ -250,6 +262,7 @@ Hello read_hello(FieldReader& f) {
   }
   m.carry_out_bytes = f.opt_u64("carry_out_bytes").value_or(0);
   m.ungoverned_ms = f.opt_u64("ungoverned_ms");
+  m.can_respawn = f.opt_bool("respawn").value_or(false);
   return m;
 }
 
@@ -297,6 +310,19 @@ ParsedToSupervisor parse_to_supervisor(std::string_view line) {
     m.request = f.req_u64("request");
     m.allowed = f.req_bool("allowed");
     m.reason = f.opt_string("reason").value_or("");
+    return done<ToSupervisor>(f, std::move(m));
+  }
+  if (t == "respawn") {
+    Respawn m;
+    if (const json::array* args = f.req_array("extra_args")) {
+      for (const json::value& v : *args) {
+        if (!v.is_string()) {
+          f.fail("an entry of \"extra_args\" is " + protocol::describe_json(v) + ", expected a string");
+          break;
+        }
+        m.extra_args.emplace_back(v.get_string());
+      }
+    }
     return done<ToSupervisor>(f, std::move(m));
   }
   return std::optional<ToSupervisor>();  // a later daemon's message: ignored
@@ -365,6 +391,13 @@ ParsedFromSupervisor parse_from_supervisor(std::string_view line) {
     m.destination = f.req_string("destination");
     m.allowed = f.req_bool("allowed");
     m.why = f.opt_string("why").value_or("");
+    return done<FromSupervisor>(f, std::move(m));
+  }
+  if (t == "respawned") {
+    Respawned m;
+    m.vendor_pid = to_pid(f.opt_i64("vendor_pid"), f, "vendor_pid");
+    m.spawn_error = f.opt_string("spawn_error");
+    if (f.ok() && !m.vendor_pid && !m.spawn_error) f.fail("neither \"vendor_pid\" nor \"spawn_error\"");
     return done<FromSupervisor>(f, std::move(m));
   }
   return std::optional<FromSupervisor>();  // a later supervisor's message: ignored

@@ -76,7 +76,15 @@ struct Reserved {
   std::string reason;
 };
 
-using ToSupervisor = std::variant<Attach, In, CloseStdin, HookReply, Release, Reserved>;
+// Parking (issue 27 §5; docs/supervisor.md): the vendor has exited (the run parked it) and the
+// run wants it back: spawn it again as the spec says, with `extra_args` after the spec's own (the
+// session's resume arguments), on the same transcript, stdin log, hook channel and gateway.
+// Answered by Respawned. Sent only to a supervisor whose hello said `respawn`.
+struct Respawn {
+  std::vector<std::string> extra_args;
+};
+
+using ToSupervisor = std::variant<Attach, In, CloseStdin, HookReply, Release, Reserved, Respawn>;
 
 // ---- supervisor -> daemon ---------------------------------------------------------------------
 
@@ -106,6 +114,9 @@ struct Hello {
   // daemon's connection dropped (or since the supervisor started, if none ever attached). Absent
   // from an older supervisor.
   std::optional<std::uint64_t> ungoverned_ms;
+  // This supervisor spawns its vendor again on a `respawn` (parking). Absent from an older
+  // supervisor: false, and the daemon does not ask.
+  bool can_respawn = false;
 };
 struct Out {  // the transcript grew to `bytes`
   std::uint64_t bytes = 0;
@@ -157,8 +168,16 @@ struct Egress {             // a connection attempt through the run's egress pro
   std::string why;  // when refused
 };
 
+// The answer to a `respawn`: the new vendor's pid, or why it was not spawned (a vendor still
+// running, a spawn that failed). After a pid, the new vendor's out, out_end, err_end and exited
+// follow as the first one's did (the transcript's offsets go on from where they were).
+struct Respawned {
+  std::optional<std::int32_t> vendor_pid;
+  std::optional<std::string> spawn_error;
+};
+
 using FromSupervisor = std::variant<Hello, Out, OutEnd, ErrEnd, Exited, Hook, HookGone, Refused, Reserve, GatewayUsage,
-                                    GatewayRefused, Egress>;
+                                    GatewayRefused, Egress, Respawned>;
 
 // ---- codec ------------------------------------------------------------------------------------
 

@@ -544,5 +544,82 @@ TEST_F(DaemonAdoption, AVendorEnvValueIsInNoReplyNorSpecJsonAndTheRunStillAdopts
       << "the vendor had the value all along";
 }
 
+// Two Bash calls (toolu_first `first`, then toolu_second `second`), then an answer: a run that
+// waits on two decisions.
+std::string two_bash_calls_scenario(const std::string& first, const std::string& second) {
+  auto ask = [](const std::string& name, const std::string& id, const std::string& command) {
+    json::object input{{"command", command}, {"description", "probe"}};
+    json::object call{{"type", "tool_call"}, {"id", id}, {"name", "Bash"}, {"input", input}};
+    return json::object{{"name", name}, {"content", json::array{call}}};
+  };
+  json::object answer{{"name", "answer"}, {"content", json::array{json::object{{"type", "text"}, {"text", "Done."}}}}};
+  json::object scenario{
+      {"format", "metaharness.scenario/1"},
+      {"wires", json::array{"anthropic"}},
+      {"steps", json::array{ask("first", "toolu_first", first), ask("second", "toolu_second", second), answer}}};
+  return protocol::canonical_json(scenario);
+}
+
+// Parking (issue 27 §5) in a supervised run: a parked run keeps its supervisor, not its vendor,
+// so it outlives its daemon as any supervised run does. The run parks on its first call, is
+// resumed by its decision (its supervisor spawns the vendor again) and parks again on its
+// second; the daemon is then killed. The next daemon adopts the parked run — its journal replays
+// the first park, the resume and the second park — and the second call's decision resumes it
+// once more. One stream: one session.started, two RUN_PARKED, two RUN_RESUMED, one RUN_ADOPTED,
+// completed; both calls ran.
+TEST_F(DaemonAdoption, AParkedRunOutlivesItsDaemonAndTheNextOneResumesItOnItsDecision) {
+  ModelServer m(dir.path(), "park", two_bash_calls_scenario("echo one > one.txt", "echo two > two.txt"));
+  ASSERT_TRUE(m.up());
+  const std::string id = submit(m, R"("decisions":"ask","decision_deadline_ms":600000,"park_after_ms":200)");
+  ASSERT_FALSE(id.empty());
+  auto warnings = [&](const std::string& code) {
+    std::size_t n = 0;
+    for (const auto& e : events_of(id))
+      n += e.event() == "warning" && e.str("code") == code;
+    return n;
+  };
+  // Parked `times` times, and its vendor gone: get says so, with no pid.
+  auto parked = [&](std::size_t times) {
+    if (warnings("RUN_PARKED") != times) return false;
+    SocketClient c(daemon->socket());
+    auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+    return got && got->str("state") == "parked" && got->object.at("pid").is_null();
+  };
+  auto decide = [&](const std::string& command_id, const std::string& call_id) {
+    SocketClient c(daemon->socket());
+    auto result = c.request(socket_request("command", R"("run_id":")" + id + R"(","command":)" +
+                                                          tool_decide(command_id, call_id, R"({"decision":"allow"})")));
+    ASSERT_TRUE(result && result->str("reply") == "result") << (result ? result->raw : daemon->stderr_text());
+    EXPECT_EQ(result->object.at("outcome").as_object().at("result"), "ok") << result->raw;
+  };
+  ASSERT_TRUE(eventually([&] { return parked(1); }, 120s)) << what_happened(id);
+  auto supervisor = supervisor_pid(id);
+  ASSERT_TRUE(supervisor);
+  EXPECT_EQ(::kill(*supervisor, 0), 0) << "a parked run keeps its supervisor";
+  ASSERT_NO_FATAL_FAILURE(decide("d1", "toolu_first"));
+  ASSERT_TRUE(eventually([&] { return parked(2); }, 120s)) << what_happened(id);
+  EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/one.txt"), "one\n");
+  EXPECT_EQ(supervisor_pid(id), supervisor) << "one supervisor for the whole run";
+
+  kill_daemon();
+  start_daemon();
+  ASSERT_TRUE(eventually([&] { return parked(2); }, 60s)) << "adopted as parked: " << what_happened(id);
+  ASSERT_NO_FATAL_FAILURE(decide("d2", "toolu_second"));
+  auto events = follow(id);
+  expect_adopted_and_complete(id, events);
+  std::size_t started = 0, parks = 0, resumes = 0, ungoverned = 0;
+  for (const auto& e : events) {
+    started += e.event() == "session.started";
+    parks += e.event() == "warning" && e.str("code") == "RUN_PARKED";
+    resumes += e.event() == "warning" && e.str("code") == "RUN_RESUMED";
+    ungoverned += e.event() == "warning" && e.str("code") == "RESUME_UNGOVERNED";
+  }
+  EXPECT_EQ(started, 1u);
+  EXPECT_EQ(parks, 2u);
+  EXPECT_EQ(resumes, 2u);
+  EXPECT_EQ(ungoverned, 0u);
+  EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/two.txt"), "two\n") << what_happened(id);
+}
+
 }  // namespace
 }  // namespace mh::test

@@ -1,13 +1,15 @@
 // Parking (issue 27 §5) in the daemon, on the REAL Claude Code CLI against each run's scripted
-// endpoint (runs.supervise = false: a run's supervisor cannot start its vendor again yet, and a
-// supervised run refuses park_after_ms at launch by name). 20 runs park (get and list say
+// endpoint: runs that are the daemon's own children (runs.supervise = false) and supervised runs
+// (the default: the supervisor spawns the vendor again). 20 unsupervised runs park (get and list say
 // "parked", no vendor pid), then decisions arrive in a random order (the seed is printed): each
 // run resumes, an allowed call runs and a denied one does not, and every stream is whole
 // (check-stream: one session.started, contiguous seqs, stream.closed completed).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cerrno>
 #include <random>
 
 #include "protocol/completeness.hpp"
@@ -177,25 +179,65 @@ TEST(DaemonPark, TheConfigsParkAfterIsADefaultOnlyForRunsWhoseAdapterCanPark) {
   EXPECT_TRUE(refused) << "a Codex spec's own park_after_ms is refused by name";
 }
 
-// A supervised run (the daemon's default) cannot start its vendor again: park_after_ms is
-// refused at launch by name, never run unparked.
-TEST(DaemonPark, ASupervisedRunRefusesParkAfterAtLaunchByName) {
+// A supervised run (the daemon's default) parks too: its vendor's process is gone while it is
+// parked, its supervisor (a few MB) stays, and the decision has the supervisor spawn the vendor
+// again. One run allowed, one denied: each resumes once, the allowed call runs, the denied one
+// does not, and each stream is whole.
+TEST(DaemonPark, ASupervisedRunParksKeepingOnlyItsSupervisorAndResumesOnItsDecision) {
   TempDir dir{"park-supervised"};
   DaemonUnderTest d(dir.path());
   ASSERT_TRUE(d.wait_notify("READY=1")) << d.stderr_text();
-  SocketClient c(d.socket());
-  auto reply = c.request(socket_request("submit", park_spec("marker.txt")));
-  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : d.stderr_text());
-  auto events = follow_to_end(d.socket(), reply->str("run_id"), 60s);
-  ASSERT_FALSE(events.empty());
-  bool named = false;
-  for (const auto& e : events)
-    if (e.event() == "warning" && e.str("code") == "LAUNCH_REFUSED" &&
-        e.str("message").find("park_after_ms needs an unsupervised run") != std::string::npos)
-      named = true;
-  EXPECT_TRUE(named) << "the launch refusal names park_after_ms";
-  EXPECT_EQ(events.back().event(), "stream.closed");
-  EXPECT_EQ(events.back().str("reason"), "error");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    SocketClient c(d.socket());
+    auto reply = c.request(socket_request("submit", park_spec("marker.txt")));
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : d.stderr_text());
+    ids.push_back(reply->str("run_id"));
+  }
+  for (const auto& id : ids) {
+    ASSERT_TRUE(eventually([&] { return parked_and_gone(d.socket(), id); }, 120s))
+        << id << " did not park: " << state_of(d.socket(), id).value_or("?") << "\n"
+        << read_file(d.run_dir(id) / "events.jsonl") << read_file(d.run_dir(id) / "supervisor.log") << d.stderr_text();
+    // Its supervisor is there; the vendor it spawned is not.
+    auto state = boost::json::parse(read_file(d.run_dir(id) / "supervisor.json")).as_object();
+    const auto supervisor = static_cast<pid_t>(state.at("supervisor_pid").to_number<std::int64_t>());
+    const auto vendor = static_cast<pid_t>(state.at("vendor_pid").to_number<std::int64_t>());
+    EXPECT_EQ(::kill(supervisor, 0), 0) << id << ": the parked run's supervisor stays";
+    EXPECT_TRUE(::kill(vendor, 0) != 0 && errno == ESRCH) << id << ": the parked vendor's process is gone";
+    EXPECT_FALSE(std::filesystem::exists(d.run_dir(id) / "scratch/work/marker.txt")) << "nothing ran while parked";
+  }
+  const std::vector<std::string> decisions = {R"({"decision":"allow"})",
+                                              R"({"decision":"deny","reason":"parked and refused"})"};
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    SocketClient c(d.socket());
+    auto result = c.request(socket_request(
+        "command", R"("run_id":")" + ids[i] + R"(","command":)" + tool_decide("d", "toolu_probe", decisions[i])));
+    ASSERT_TRUE(result && result->str("reply") == "result") << (result ? result->raw : d.stderr_text());
+    EXPECT_EQ(result->object.at("outcome").as_object().at("result"), "ok") << result->raw;
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto events = follow_to_end(d.socket(), ids[i], 120s);
+    ASSERT_FALSE(events.empty()) << ids[i];
+    EXPECT_EQ(events.back().event(), "stream.closed") << ids[i];
+    EXPECT_EQ(events.back().str("reason"), "completed") << ids[i] << "\n"
+                                                        << read_file(d.run_dir(ids[i]) / "supervisor.log");
+    std::size_t started = 0, parked = 0, resumed = 0, ungoverned = 0;
+    for (const auto& e : events) {
+      started += e.event() == "session.started";
+      parked += e.event() == "warning" && e.str("code") == "RUN_PARKED";
+      resumed += e.event() == "warning" && e.str("code") == "RUN_RESUMED";
+      ungoverned += e.event() == "warning" && e.str("code") == "RESUME_UNGOVERNED";
+    }
+    EXPECT_EQ(started, 1u) << ids[i];
+    EXPECT_EQ(parked, 1u) << ids[i];
+    EXPECT_EQ(resumed, 1u) << ids[i];
+    EXPECT_EQ(ungoverned, 0u) << ids[i];
+    auto checked =
+        run_to_end({metaharness_binary().string(), "check-stream", (d.run_dir(ids[i]) / "events.jsonl").string()});
+    EXPECT_EQ(checked.status, 0) << ids[i] << ": " << checked.out << checked.err;
+    EXPECT_EQ(std::filesystem::exists(d.run_dir(ids[i]) / "scratch/work/marker.txt"), i == 0)
+        << ids[i] << (i == 0 ? ": the allowed call ran" : ": the denied call did not run");
+  }
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ std::vector<Entry> one_of_each() {
       {at(20), journal::Egress{"169.254.169.254:80", false, "link-local"}},
       {at(21), journal::StallTimeout{}},
       {at(22), journal::ParkTimeout{"toolu_01"}},
+      {at(23), journal::Resumed{}},
   };
 }
 
@@ -56,7 +57,7 @@ TEST(InputJournal, EveryKindOfInputRoundTripsThroughItsLine) {
   for (const Entry& entry : one_of_each())
     kinds.insert(entry.input.index());
   EXPECT_EQ(kinds.size(), std::variant_size_v<journal::Input>)
-      << "one of each kind, the stall and park timeouts included";
+      << "one of each kind, the stall and park timeouts and the resume included";
   for (const Entry& entry : one_of_each()) {
     std::string line = journal::serialize(entry);
     ASSERT_EQ(line.back(), '\n');

@@ -94,5 +94,34 @@ TEST(ReplayEffects, WhatTheCoreAsksOfTheVendorAndTheTimersIsCollectedNotDone) {
   EXPECT_EQ(replay.now(), t0 + 1s);
 }
 
+// Parking (issue 27 §5) in a replayed journal: the park timer is collected for the adoption to arm
+// again; a line written once stdin was closed never reached the vendor (the supervisor did not
+// accept it, nor keep it in its stdin log), so it is not among the bytes the reconciliation
+// compares; and once the parked vendor was started again its stdin is open and the old grace is
+// over, so the adoption neither closes the new process's stdin nor kills it.
+TEST(ReplayEffects, AParkedVendorStartedAgainHasItsStdinOpenAndNoGraceLeft) {
+  LiveEffects live;
+  ReplayEffects replay(live, {}, 5000ms);
+  const Instant t0 = Instant{} + 1h;
+  replay.at(t0);
+  EXPECT_FALSE(replay.park());
+  replay.arm_park("toolu_1", t0 + 200ms);
+  EXPECT_EQ(replay.park(), (std::optional<std::pair<std::string, Instant>>{{"toolu_1", t0 + 200ms}}));
+  replay.arm_park("toolu_1", std::nullopt);
+  EXPECT_FALSE(replay.park()) << "disarmed: nothing to arm again";
+  replay.write_vendor("first process");
+  replay.close_vendor_stdin();  // parked: the vendor's stdin closed
+  replay.write_vendor("never accepted");
+  EXPECT_EQ(replay.stdin_bytes(), "first process\n");
+  ASSERT_TRUE(replay.kill_at());
+  replay.vendor_started_again();
+  EXPECT_FALSE(replay.stdin_closed());
+  EXPECT_FALSE(replay.kill_at());
+  replay.write_vendor("second process");
+  EXPECT_EQ(replay.stdin_bytes(), "first process\nsecond process\n");
+  replay.arm_park("toolu_2", t0 + 1s);
+  EXPECT_EQ(replay.park()->first, "toolu_2");
+}
+
 }  // namespace
 }  // namespace mh::daemon

@@ -61,9 +61,10 @@ TEST(RunsConfig, ParkAfterIsUnsetByDefaultAndRefusedNamingTheKey) {
   auto set = load_config_text("[runs]\nsupervise = false\npark_after_s = 900\n");
   ASSERT_TRUE(set) << set.error();
   EXPECT_EQ(set->park_after, std::chrono::seconds(900));
-  // Supervised runs (the default) cannot park: a default every run would be refused for is a
-  // config error naming both keys, not a daemon that refuses each submit.
-  EXPECT_TRUE(refused_naming("[runs]\npark_after_s = 900\n", {"runs.park_after_s", "runs.supervise = false"}));
+  // Supervised runs (the default) park too: their supervisor starts the vendor again.
+  auto supervised = load_config_text("[runs]\npark_after_s = 900\n");
+  ASSERT_TRUE(supervised) << supervised.error();
+  EXPECT_EQ(supervised->park_after, std::chrono::seconds(900));
   auto never = load_config_text("[runs]\npark_after_s = 0\n");
   ASSERT_TRUE(never) << never.error();
   EXPECT_FALSE(never->park_after) << "0: never";

@@ -48,6 +48,9 @@ TEST(SupervisorProtocol, EveryDaemonMessageRoundTrips) {
   EXPECT_EQ(reply.connection, 42u);
   EXPECT_EQ(reply.line, "{\"decision\":\"deny\"}");
   EXPECT_TRUE(std::holds_alternative<Release>(to_round_trip(Release{})));
+  EXPECT_EQ(std::get<Respawn>(to_round_trip(Respawn{{"--resume", "s 1", ""}})).extra_args,
+            (std::vector<std::string>{"--resume", "s 1", ""}));
+  EXPECT_TRUE(std::get<Respawn>(to_round_trip(Respawn{})).extra_args.empty());
   EXPECT_EQ(serialize(ToSupervisor(In{"x"})), "{\"t\":\"in\",\"line\":\"x\"}\n");
 }
 
@@ -80,6 +83,9 @@ TEST(SupervisorProtocol, EverySupervisorMessageRoundTrips) {
   ASSERT_EQ(back.hooks_open.size(), 2u);
   EXPECT_EQ(back.hooks_open[1].connection, 5u);
   EXPECT_EQ(back.hooks_gone, (std::vector<std::uint64_t>{1, 4}));
+  EXPECT_FALSE(back.can_respawn) << "absent: an older supervisor, which the daemon does not ask to respawn";
+  hello.can_respawn = true;
+  EXPECT_TRUE(std::get<Hello>(from_round_trip(hello)).can_respawn);
 
   // A failed spawn: null is unknown, never 0.
   Hello failed;
@@ -106,6 +112,10 @@ TEST(SupervisorProtocol, EverySupervisorMessageRoundTrips) {
   EXPECT_EQ(hook.line, "{\"tool\":\"Bash\"}");
   EXPECT_EQ(std::get<HookGone>(from_round_trip(HookGone{9})).connection, 9u);
   EXPECT_EQ(std::get<Refused>(from_round_trip(Refused{"attach first"})).why, "attach first");
+  EXPECT_EQ(std::get<Respawned>(from_round_trip(Respawned{202, std::nullopt})).vendor_pid, 202);
+  auto not_spawned = std::get<Respawned>(from_round_trip(Respawned{std::nullopt, "the vendor is still running"}));
+  EXPECT_FALSE(not_spawned.vendor_pid);
+  EXPECT_EQ(not_spawned.spawn_error, "the vendor is still running");
   EXPECT_EQ(serialize(FromSupervisor(Exited{{protocol::ProcessKind::signaled, 0, 15}})),
             "{\"t\":\"exited\",\"termination\":{\"kind\":\"signaled\",\"signal\":15}}\n");
 }
@@ -153,6 +163,12 @@ TEST(SupervisorProtocol, MalformedLinesAreRefusedByName) {
   from = parse_from_supervisor("{\"t\":\"hello\",\"protocol\":1}");
   ASSERT_FALSE(from);
   EXPECT_NE(from.error().find("missing required field"), std::string::npos) << from.error();
+  // A respawn's answer says one of the two; its arguments are strings.
+  from = parse_from_supervisor("{\"t\":\"respawned\"}");
+  ASSERT_FALSE(from);
+  EXPECT_NE(from.error().find("neither"), std::string::npos) << from.error();
+  EXPECT_NE(refusal("{\"t\":\"respawn\",\"extra_args\":[\"--resume\",7]}").find("\"extra_args\""), std::string::npos);
+  EXPECT_NE(refusal("{\"t\":\"respawn\"}").find("missing required field \"extra_args\""), std::string::npos);
 }
 
 TEST(SupervisorProtocol, OversizedLinesAreRefusedByName) {

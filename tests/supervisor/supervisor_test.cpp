@@ -288,6 +288,61 @@ TEST_F(SupervisorTest, InLinesReachTheVendorAndItsOutputTheTranscript) {
   EXPECT_NE(slurp(dir_.path() / "supervisor.log").find("released"), std::string::npos);
 }
 
+// Parking (issue 27 §5): a vendor that has exited is spawned again on `respawn`, with the
+// session's resume arguments after the spec's own, on the same transcript and stdin log
+// (appended: the offsets go on), and supervisor.json names the new pid. A respawn while the
+// vendor runs is refused by name, and the supervisor stays up.
+TEST_F(SupervisorTest, AVendorThatExitedIsSpawnedAgainWithTheResumeArgumentsOnTheSameFiles) {
+  start(make_spec("/bin/sh", {"-c", "cat; echo \"args:$#:$*\"", "sh"}));
+  Link link = attach();
+  EXPECT_TRUE(link->hello().can_respawn);
+  ASSERT_TRUE(link->hello().vendor_pid);
+  const pid_t first = *link->hello().vendor_pid;
+  auto answered = [](const FromSupervisor& m) { return std::holds_alternative<Respawned>(m); };
+  send(*link, {Respawn{{"--resume"}}});
+  const Messages refusal = until(*link, answered);
+  const Respawned* refused = first_of<Respawned>(refusal);
+  ASSERT_TRUE(refused);
+  EXPECT_FALSE(refused->vendor_pid);
+  EXPECT_EQ(refused->spawn_error, "the vendor is still running");
+
+  // Each process's whole end: its exit, its stdout's and stderr's end.
+  auto run_to_its_end = [&](const std::string& line, std::uint64_t transcript_bytes) {
+    bool out_end = false, err_end = false, exited = false;
+    send(*link, {In{line}, CloseStdin{}});
+    until(*link, [&](const FromSupervisor& m) {
+      if (auto* end = std::get_if<OutEnd>(&m)) {
+        out_end = true;
+        EXPECT_EQ(end->bytes, transcript_bytes);
+      }
+      err_end = err_end || std::holds_alternative<ErrEnd>(m);
+      exited = exited || std::holds_alternative<Exited>(m);
+      return out_end && err_end && exited;
+    });
+  };
+  const std::string first_out = "first\nargs:0:\n";
+  run_to_its_end("first", first_out.size());
+  send(*link, {Respawn{{"--resume", "session 1"}}});
+  const Messages answer = until(*link, answered);
+  const Respawned* again = first_of<Respawned>(answer);
+  ASSERT_TRUE(again);
+  ASSERT_TRUE(again->vendor_pid) << again->spawn_error.value_or("");
+  EXPECT_NE(*again->vendor_pid, first);
+  EXPECT_EQ(state_file().at("vendor_pid").to_number<pid_t>(), *again->vendor_pid);
+  const std::string both_out = first_out + "second\nargs:2:--resume session 1\n";
+  run_to_its_end("second", both_out.size());
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdout.jsonl"), both_out);
+  EXPECT_EQ(slurp(dir_.path() / "vendor-stdin.jsonl"), "first\nsecond\n");
+  // A daemon that attaches now hears of the second process, ended.
+  drop_link(std::move(link));
+  Link next = attach();
+  EXPECT_EQ(next->hello().vendor_pid, again->vendor_pid);
+  EXPECT_TRUE(next->hello().exited);
+  EXPECT_EQ(next->hello().stdout_bytes, both_out.size());
+  send(*next, {Release{}});
+  EXPECT_EQ(wait_exit(supervisor_pid_, 20s), kExitReleased);
+}
+
 // A sandboxed plan's spec (issue 24, items 1 and 5): what the supervisor spawns (the first hop)
 // gets the spec's fixed `env` and the handed descriptor alone; the vendor's `vendor_env` is in the
 // sealed memfd, for mh-exec after the drop. And the child has the run's umask (022), not the
