@@ -21,7 +21,10 @@
 #include <map>
 #include <set>
 
+#include "daemon/fleet/fleet_link.hpp"
+#include "daemon/fleet/request_claims.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
+#include "protocol/digest.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/disk_filler.hpp"
 #include "tests/support/nats_cluster.hpp"
@@ -983,6 +986,48 @@ TEST_F(FleetDaemons, ARequestIdSubmittedToTwoHostsMakesOneRunAndAnotherSpecUnder
   EXPECT_EQ(runs_on(daemons), (std::set<std::string>{run}));
   SocketClient c(daemons[1]->socket());
   auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+}
+
+TEST_F(FleetDaemons, ARequestIdClaimedByASubmitWhoseQueueingFailedIsPlacedByItsRetryUnderTheClaimedRunId) {
+  // Issue 27 §1 across the fleet: a fleet submit claims its request id, then its queueing fails
+  // (NATS lost between the two: that client was refused FLEET_UNAVAILABLE). The claim stays, naming
+  // the run id that submit chose; nothing was queued and no host has a record. The client's retry
+  // (same id, same spec) must make exactly that run, never a second one and never stranded. The
+  // claim is made here directly, as the failed submit left it.
+  on_standin_ = true;
+  start(0);
+  auto spec = protocol::parse_json("{" + standin_bash_ask_run() + "}");
+  ASSERT_TRUE(spec && spec->is_object());
+  const std::string digest = protocol::sha256_hex(protocol::canonical_json(spec->as_object().at("run")));
+  const std::string claimed_run = "20261207T000000Z-0123456789ab";
+  {
+    fleet::FleetConfig c;
+    c.nats_urls = {cluster_->url(1)};
+    c.host_id = "failed-submitter";
+    c.replicas = 3;
+    c.prefix = prefix();
+    auto link = fleet::FleetLink::connect(c);
+    ASSERT_TRUE(link) << link.error().text;
+    auto claimed = fleet::claim_request(**link, 0, "healed.1", fleet::RequestClaim{claimed_run, digest});
+    ASSERT_TRUE(claimed) << claimed.error().text;
+    ASSERT_FALSE(*claimed) << "the claim is this submitter's";
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the retry, then one more: still the one run
+    SocketClient c(daemons[0]->socket());
+    auto reply =
+        c.request(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true,"request_id":"healed.1")"), 120s);
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : daemons[0]->stderr_text());
+    EXPECT_EQ(reply->str("run_id"), claimed_run) << reply->raw;
+    ASSERT_TRUE(reply->object.contains("duplicate")) << reply->raw;
+    EXPECT_EQ(reply->str("placement"), "placed") << reply->raw;
+  }
+  EXPECT_EQ(runs_on(daemons), (std::set<std::string>{claimed_run}));
+  SocketClient watch(daemons[0]->socket());
+  watch.send(socket_request("tail", R"("run_id":")" + claimed_run + R"(","from_seq":1,"follow":true)"));
+  ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << what_happened(0, claimed_run);
+  SocketClient c(daemons[0]->socket());
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + claimed_run + "\""), 120s);
   EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
 }
 
