@@ -314,15 +314,7 @@ ParsedToSupervisor parse_to_supervisor(std::string_view line) {
   }
   if (t == "respawn") {
     Respawn m;
-    if (const json::array* args = f.req_array("extra_args")) {
-      for (const json::value& v : *args) {
-        if (!v.is_string()) {
-          f.fail("an entry of \"extra_args\" is " + protocol::describe_json(v) + ", expected a string");
-          break;
-        }
-        m.extra_args.emplace_back(v.get_string());
-      }
-    }
+    if (f.req_array("extra_args")) m.extra_args = f.strings_or_empty("extra_args");
     return done<ToSupervisor>(f, std::move(m));
   }
   return std::optional<ToSupervisor>();  // a later daemon's message: ignored

@@ -572,15 +572,9 @@ TEST_F(DaemonAdoption, AParkedRunOutlivesItsDaemonAndTheNextOneResumesItOnItsDec
   ASSERT_TRUE(m.up());
   const std::string id = submit(m, R"("decisions":"ask","decision_deadline_ms":600000,"park_after_ms":200)");
   ASSERT_FALSE(id.empty());
-  auto warnings = [&](const std::string& code) {
-    std::size_t n = 0;
-    for (const auto& e : events_of(id))
-      n += e.event() == "warning" && e.str("code") == code;
-    return n;
-  };
   // Parked `times` times, and its vendor gone: get says so, with no pid.
   auto parked = [&](std::size_t times) {
-    if (warnings("RUN_PARKED") != times) return false;
+    if (count_events(events_of(id), "warning", "RUN_PARKED") != times) return false;
     SocketClient c(daemon->socket());
     auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
     return got && got->str("state") == "parked" && got->object.at("pid").is_null();
@@ -607,17 +601,10 @@ TEST_F(DaemonAdoption, AParkedRunOutlivesItsDaemonAndTheNextOneResumesItOnItsDec
   ASSERT_NO_FATAL_FAILURE(decide("d2", "toolu_second"));
   auto events = follow(id);
   expect_adopted_and_complete(id, events);
-  std::size_t started = 0, parks = 0, resumes = 0, ungoverned = 0;
-  for (const auto& e : events) {
-    started += e.event() == "session.started";
-    parks += e.event() == "warning" && e.str("code") == "RUN_PARKED";
-    resumes += e.event() == "warning" && e.str("code") == "RUN_RESUMED";
-    ungoverned += e.event() == "warning" && e.str("code") == "RESUME_UNGOVERNED";
-  }
-  EXPECT_EQ(started, 1u);
-  EXPECT_EQ(parks, 2u);
-  EXPECT_EQ(resumes, 2u);
-  EXPECT_EQ(ungoverned, 0u);
+  EXPECT_EQ(count_events(events, "session.started"), 1u);
+  EXPECT_EQ(count_events(events, "warning", "RUN_PARKED"), 2u);
+  EXPECT_EQ(count_events(events, "warning", "RUN_RESUMED"), 2u);
+  EXPECT_EQ(count_events(events, "warning", "RESUME_UNGOVERNED"), 0u);
   EXPECT_EQ(read_file(daemon->run_dir(id) / "scratch/work/two.txt"), "two\n") << what_happened(id);
 }
 

@@ -104,15 +104,9 @@ TEST(DaemonPark, TwentyParkedRunsResumedByDecisionsInRandomOrderEachStreamWhole)
     ASSERT_FALSE(events.empty()) << ids[i];
     EXPECT_EQ(events.back().event(), "stream.closed") << ids[i];
     EXPECT_EQ(events.back().str("reason"), "completed") << ids[i];
-    std::size_t started = 0, parked = 0, resumed = 0;
-    for (const auto& e : events) {
-      started += e.event() == "session.started";
-      parked += e.event() == "warning" && e.str("code") == "RUN_PARKED";
-      resumed += e.event() == "warning" && e.str("code") == "RUN_RESUMED";
-    }
-    EXPECT_EQ(started, 1u) << ids[i];
-    EXPECT_EQ(parked, 1u) << ids[i];
-    EXPECT_EQ(resumed, 1u) << ids[i];
+    EXPECT_EQ(count_events(events, "session.started"), 1u) << ids[i];
+    EXPECT_EQ(count_events(events, "warning", "RUN_PARKED"), 1u) << ids[i];
+    EXPECT_EQ(count_events(events, "warning", "RUN_RESUMED"), 1u) << ids[i];
     auto checked =
         run_to_end({metaharness_binary().string(), "check-stream", (d.run_dir(ids[i]) / "events.jsonl").string()});
     EXPECT_EQ(checked.status, 0) << ids[i] << ": " << checked.out << checked.err;
@@ -120,9 +114,7 @@ TEST(DaemonPark, TwentyParkedRunsResumedByDecisionsInRandomOrderEachStreamWhole)
     // the in-band seam again (seen under load in 15 of 20 runs before the resume carried the
     // decision in a settings hook): no run may resume ungoverned, and in every run the decision
     // made is what happened.
-    std::size_t ungoverned = 0;
-    for (const auto& e : events)
-      ungoverned += e.event() == "warning" && e.str("code") == "RESUME_UNGOVERNED";
+    const std::size_t ungoverned = count_events(events, "warning", "RESUME_UNGOVERNED");
     EXPECT_EQ(ungoverned, 0u) << ids[i] << " resumed ungoverned";
     ungoverned_runs += ungoverned > 0;
     EXPECT_EQ(std::filesystem::exists(d.run_dir(ids[i]) / "scratch/work/marker.txt"), i % 2 == 0)
@@ -221,17 +213,10 @@ TEST(DaemonPark, ASupervisedRunParksKeepingOnlyItsSupervisorAndResumesOnItsDecis
     EXPECT_EQ(events.back().event(), "stream.closed") << ids[i];
     EXPECT_EQ(events.back().str("reason"), "completed") << ids[i] << "\n"
                                                         << read_file(d.run_dir(ids[i]) / "supervisor.log");
-    std::size_t started = 0, parked = 0, resumed = 0, ungoverned = 0;
-    for (const auto& e : events) {
-      started += e.event() == "session.started";
-      parked += e.event() == "warning" && e.str("code") == "RUN_PARKED";
-      resumed += e.event() == "warning" && e.str("code") == "RUN_RESUMED";
-      ungoverned += e.event() == "warning" && e.str("code") == "RESUME_UNGOVERNED";
-    }
-    EXPECT_EQ(started, 1u) << ids[i];
-    EXPECT_EQ(parked, 1u) << ids[i];
-    EXPECT_EQ(resumed, 1u) << ids[i];
-    EXPECT_EQ(ungoverned, 0u) << ids[i];
+    EXPECT_EQ(count_events(events, "session.started"), 1u) << ids[i];
+    EXPECT_EQ(count_events(events, "warning", "RUN_PARKED"), 1u) << ids[i];
+    EXPECT_EQ(count_events(events, "warning", "RUN_RESUMED"), 1u) << ids[i];
+    EXPECT_EQ(count_events(events, "warning", "RESUME_UNGOVERNED"), 0u) << ids[i];
     auto checked =
         run_to_end({metaharness_binary().string(), "check-stream", (d.run_dir(ids[i]) / "events.jsonl").string()});
     EXPECT_EQ(checked.status, 0) << ids[i] << ": " << checked.out << checked.err;

@@ -300,6 +300,13 @@ std::string one_bash_call_scenario(const std::string& command) {
   return protocol::canonical_json(scenario);
 }
 
+std::size_t count_events(const std::vector<EventLine>& events, std::string_view event, std::string_view code) {
+  std::size_t n = 0;
+  for (const auto& e : events)
+    n += e.event() == event && (code.empty() || e.str("code") == code);
+  return n;
+}
+
 std::vector<EventLine> follow_to_end(const std::filesystem::path& socket, const std::string& run_id,
                                      std::chrono::milliseconds timeout, std::uint64_t from_seq) {
   SocketClient c(socket);

@@ -93,6 +93,9 @@ std::string socket_request(const std::string& request, const std::string& fields
 std::string one_bash_call_scenario(const std::string& command);
 std::string tool_decide(const std::string& id, const std::string& call, const std::string& decision_json);
 
+// How many of `events` are `event`; with `code`, how many of those carry that code (a warning's).
+std::size_t count_events(const std::vector<EventLine>& events, std::string_view event, std::string_view code = {});
+
 // Follows a run's stream from `from_seq` to its end (tail --follow) on a fresh connection; the
 // events read by then (all of them, unless `timeout` passed first).
 std::vector<EventLine> follow_to_end(const std::filesystem::path& socket, const std::string& run_id,
