@@ -207,7 +207,7 @@ asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection> self, st
     for (auto& item : items) {
       if (closed_ || close_after_flush_) break;
       if (item.kind == Item::oversized) {
-        handler->on_oversized(std::move(item.text));
+        co_await handler->on_oversized(std::move(item.text));
         continue;
       }
       if (item.text.find_first_not_of(" \t\r") == std::string::npos) continue;

@@ -55,8 +55,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     virtual ~Handler() = default;
     // One complete, non-blank line, without its newline.
     virtual boost::asio::awaitable<void> on_line(std::string line) = 0;
-    // A line over the bound, already discarded; `message` says which and how long it was.
-    virtual void on_oversized(std::string message) = 0;
+    // A line over the bound, already discarded; `message` says which and how long it was. Awaited
+    // as a line is: what its answer takes (a relay to another host) ends before the next line is
+    // handed over, so the answers keep the order of the lines.
+    virtual boost::asio::awaitable<void> on_oversized(std::string message) = 0;
   };
 
   static constexpr std::size_t kOutboxHighWater = 256 * 1024;

@@ -1,7 +1,5 @@
 #include "daemon/server/session.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 
 #include "daemon/run/disk_floor.hpp"
@@ -14,15 +12,6 @@
 namespace mh::daemon {
 
 namespace asio = boost::asio;
-
-namespace {
-
-// A line over the bound on a connection attached to another host's run: its owner answers it.
-asio::awaitable<void> relay_oversized(std::shared_ptr<Session> session, std::string message) {
-  co_await fleet_attached_line(*session, "", std::move(message));
-}
-
-}  // namespace
 
 Session::Session(std::shared_ptr<Server> server, std::shared_ptr<Connection> connection, PeerCredentials peer,
                  Role role)
@@ -74,9 +63,10 @@ asio::awaitable<void> Session::on_line(std::string line) {
     stream_.attached->unreadable_command(cmd.error(), unrecorded_result_sender());
 }
 
-void Session::on_oversized(std::string message) {
+asio::awaitable<void> Session::on_oversized(std::string message) {
   if (!stream_.fleet_owner.empty()) {
-    asio::co_spawn(connection_->executor(), relay_oversized(shared_from_this(), std::move(message)), asio::detached);
+    // Attached to another host's run: its owner answers, before the next line is relayed.
+    co_await fleet_attached_line(*this, "", std::move(message));
   } else if (stream_.attached) {
     stream_.attached->unreadable_command(
         protocol::LineRefusal{protocol::LineRefusalKind::TooLong, std::move(message), std::nullopt},

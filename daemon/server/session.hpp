@@ -27,7 +27,7 @@ class Session : public Connection::Handler, public std::enable_shared_from_this<
   Session(std::shared_ptr<Server> server, std::shared_ptr<Connection> connection, PeerCredentials peer, Role role);
 
   boost::asio::awaitable<void> on_line(std::string line) override;
-  void on_oversized(std::string message) override;
+  boost::asio::awaitable<void> on_oversized(std::string message) override;
 
   Server& server() { return *server_; }
   const std::shared_ptr<Server>& server_ptr() { return server_; }

@@ -439,6 +439,54 @@ TEST_F(FleetAttach, AnAttachedLineFromAPeerHostIsBoundedByTheOwnersOwnLineBound)
   halt_and_end(a, run);
 }
 
+TEST_F(FleetAttach, ALineOverTheBoundOnAnAttachAcrossHostsIsAnsweredBeforeTheLineSentAfterIt) {
+  // h0 bounds its lines at 4 KiB. Attached there to h1's run, a client sends, in one write, a deny
+  // over h0's bound and then an allow. The deny is refused unread (h0's framer) and relayed to the
+  // owner as such; the allow goes after it. Each is answered in the order sent: the refusal of the
+  // line over the bound first (it was relayed beside the next line and could land after it), then
+  // the allow, which decides the call.
+  h0_.reset();
+  const auto home = dir_->path() / (prefix() + "-h0-small");
+  std::filesystem::create_directories(home);
+  h0_ = std::make_unique<DaemonUnderTest>(home, config(0, access() + "[server]\nmax_line_bytes = 4096\n"));
+  ASSERT_TRUE(h0_->wait_notify("READY=1", 90s)) << h0_->stderr_text();
+  const std::string run = run_waiting_on_h1();
+  ASSERT_FALSE(run.empty());
+  SocketClient a(h0_->socket());
+  auto attached = attach(a, run);
+  ASSERT_TRUE(attached && attached->str("reply") == "attached") << (attached ? attached->raw : "no reply");
+  ASSERT_TRUE(a.wait_reply("pending", 60s));
+  const std::string deny =
+      tool_decide("big", "toolu_marker", R"({"decision":"deny","reason":")" + std::string(8000, 'r') + R"("})");
+  a.send_raw(deny + "\n" + tool_decide("d1", "toolu_marker", R"({"decision":"allow"})") + "\n");
+  auto d1 = result_of(a, "d1");
+  ASSERT_TRUE(d1) << h1_->stderr_text();
+  EXPECT_EQ(outcome_code_of(*d1), "ok") << d1->raw;
+  // The answer to the line over the bound: a result naming no command (the line was not read),
+  // refused, its reason h0's words about the line.
+  auto is_oversized_answer = [](const EventLine& l) {
+    const bool result = l.event() == "command.result" || l.str("reply") == "result";
+    return result && l.object.contains("outcome") && outcome_code_of(l) != "ok" &&
+           l.raw.find("4096-byte bound") != std::string::npos;
+  };
+  std::size_t oversized_at = a.lines().size(), d1_at = a.lines().size();
+  for (std::size_t i = 0; i < a.lines().size(); ++i) {
+    const EventLine& l = a.lines()[i];
+    if (oversized_at == a.lines().size() && is_oversized_answer(l)) oversized_at = i;
+    if (d1_at == a.lines().size() && ((l.event() == "command.result" && l.str("id") == "d1") ||
+                                      (l.str("reply") == "result" && l.str("command_id") == "d1")))
+      d1_at = i;
+  }
+  ASSERT_LT(oversized_at, a.lines().size()) << "the line over the bound was not answered before the allow's result";
+  EXPECT_LT(oversized_at, d1_at) << a.lines()[oversized_at].raw;
+  // The refused deny decided nothing: the allow did, and the call ran.
+  auto decided = read_or_wait(a, "tool.decided");
+  ASSERT_TRUE(decided) << h1_->stderr_text();
+  EXPECT_EQ(decided->object.at("decision").at("decision"), "allow") << decided->raw;
+  halt_and_end(a, run);
+  EXPECT_EQ(a.events_named("tool.decided").size(), 1u);
+}
+
 TEST_F(FleetAttach, AnOwnerWhoseAnswersDoNotFitIsRefusedByNameAndNoneOfItsBytesReachTheClient) {
   // A forged owner: whoever holds the fleet's NATS credentials can record a run as its own and
   // serve its host's command subject. Its answers are read as a peer's bytes.

@@ -32,7 +32,7 @@ constexpr auto kBound = 10s;  // an upper bound on every wait, never a pause
 class IgnoreLines : public daemon::Connection::Handler {
  public:
   asio::awaitable<void> on_line(std::string) override { co_return; }
-  void on_oversized(std::string) override {}
+  asio::awaitable<void> on_oversized(std::string) override { co_return; }
 };
 
 // A connection on one end of a socketpair, served by an io_context on a thread of its own; the

@@ -242,7 +242,10 @@ class Recorder : public daemon::Connection::Handler {
     connection->send("line " + line);
     co_return;
   }
-  void on_oversized(std::string message) override { connection->send("oversized " + message); }
+  asio::awaitable<void> on_oversized(std::string message) override {
+    connection->send("oversized " + message);
+    co_return;
+  }
   std::shared_ptr<daemon::Connection> connection;
 };
 
