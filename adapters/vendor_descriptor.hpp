@@ -33,6 +33,21 @@ struct VendorHelper {
   std::string_view file_name;   // its file beside the metaharness binary (build/bin, /usr/lib/...)
 };
 
+// How a scripted model asks this vendor's CLI to run one shell command: what the drivers that play
+// a vendor on the scripted endpoint (the soak, scripts/make_seam_scenario.sh) write in a scenario
+// step, and the call id the run's events then report for it. Facts of the CLI, kept with the rest
+// of its identity so that no driver keeps a table of vendors.
+struct ScriptedShell {
+  std::string_view tool;            // the tool the model calls (the CLI's own name for its shell)
+  std::string_view command_key;     // the input field that holds the command line
+  std::string_view call_id_prefix;  // how the wire's call ids begin (the CLI may check the form)
+  // The call_id the run's events report for the model's call `{id}` ("{id}": the same).
+  std::string_view reported_call_id = "{id}";
+  // The CLI also asks the model things with no tools (a title, a summary): a scenario answers them
+  // with its `aux` step, or those requests would take the steps meant for the calls.
+  bool side_requests = false;
+};
+
 struct VendorDescriptor {
   std::string_view id;                       // the adapter's id, as vendor/pins names it
   std::string_view atif_agent_name;          // Harbor's name for the agent in an ATIF export
@@ -40,6 +55,12 @@ struct VendorDescriptor {
   UsageShape usage_shape = UsageShape::unknown;
   std::unique_ptr<Adapter> (*make)(const HostConfig& config) = nullptr;
   std::vector<VendorHelper> helpers;  // none for most vendors
+  // The CLI's own process, by its command name (/proc/<pid>/comm), among the run's processes.
+  std::vector<std::string_view> process_names;
+  // The run speaks the Agent Client Protocol with the CLI (adapters/acp): the client starts each
+  // turn (session/prompt), so no vendor line makes a turn's start.
+  bool over_acp = false;
+  ScriptedShell scripted_shell;
 
   std::filesystem::path default_binary(const std::filesystem::path& vendor_dir) const {
     return vendor_dir / binary_under_vendor_dir;

@@ -1,6 +1,6 @@
 // mh_adoption_bench: the numbers of issue 11 item 5 (runs that outlive the daemon), side by side
 // in one invocation, on the real `metaharness daemon` hosting the stand-in harness (tests/standin)
-// in place of Claude:
+// in place of a vendor CLI:
 //
 //   supervised    a daemon with runs.supervise = true and on_stop = "detach"; N runs (ask mode,
 //                 long deadline) each stopped at tool.requested, waiting for a decision. With all
@@ -17,7 +17,7 @@
 //                 and exec -> each run's `end` on attach.
 //
 //   close at N   (--close-at 5,50,200 --baseline DIR) only the supervised phase, once per N with
-//                 today's programs (DIR: metaharness, metaharness-supervisor, mh-standin-claude of
+//                 today's programs (DIR: metaharness, metaharness-supervisor, the stand-in of
 //                 an earlier build) and once with these, alternating which goes first: allow ->
 //                 stream.closed side by side in one invocation (issue 26 §5: closes that queue
 //                 behind each other show as a median growing with N).
@@ -63,6 +63,7 @@
 #include "testkit/daemon_process.hpp"
 #include "testkit/proc.hpp"
 #include "testkit/socket_client.hpp"
+#include "testkit/standin.hpp"
 #include "testkit/stats.hpp"
 #include "testkit/stop_signals.hpp"
 
@@ -243,14 +244,14 @@ void usage(std::ostream& out) {
          "                         [--close-at N1,N2,... --baseline DIR]\n"
          "  --runs N         open runs killed and adopted (default 200)\n"
          "  --metaharness    the daemon binary (default: beside this program)\n"
-         "  --standin        mh-standin-claude (default: beside this program)\n"
+         "  --standin        the stand-in harness (default: beside this program)\n"
          "  --supervisor     metaharness-supervisor (default: beside this program)\n"
          "  --work-dir DIR   state dirs and scripts (default: a fresh mkdtemp dir)\n"
          "  --json FILE      the summary (default: adoption-bench.json in the work dir)\n"
          "  --keep           keep the run directories\n"
          "  --close-at LIST  only allow -> stream.closed of the supervised phase, at each N of LIST,\n"
          "                   side by side with --baseline's programs (today's), in this one invocation\n"
-         "  --baseline DIR   metaharness, metaharness-supervisor and mh-standin-claude of the build\n"
+         "  --baseline DIR   metaharness, metaharness-supervisor and the stand-in of the build\n"
          "                   to compare with (--close-at)\n";
 }
 
@@ -258,7 +259,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
   fs::path self_dir = fs::canonical("/proc/self/exe").parent_path();
   o.metaharness = self_dir / "metaharness";
-  o.standin = self_dir / "mh-standin-claude";
+  o.standin = self_dir / mh::testkit::standin::kProgram;
   o.supervisor = self_dir / "metaharness-supervisor";
   const BenchArgs args{.values = {{"--metaharness", [&](const std::string& v) { o.metaharness = v; }},
                                   {"--standin", [&](const std::string& v) { o.standin = v; }},
@@ -287,8 +288,9 @@ std::optional<Options> parse_options(int argc, char** argv) {
 }
 
 std::string daemon_config(const Options& o, bool supervise) {
-  std::string c = "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nsandbox_read_only = [\"" +
-                  o.work_root.string() + "\"]\nmax_active = " + std::to_string(o.runs + 10) +
+  std::string c = "[vendor]\n" + std::string(mh::testkit::standin::kAdapter) + " = \"" + o.standin.string() +
+                  "\"\n[runs]\nsandbox_read_only = [\"" + o.work_root.string() +
+                  "\"]\nmax_active = " + std::to_string(o.runs + 10) +
                   "\ndecision_deadline_ms = " + std::to_string(o.deadline_ms) + "\n";
   if (supervise)
     c += "supervise = true\non_stop = \"detach\"\nsupervisor = \"" + o.supervisor.string() +
@@ -393,10 +395,11 @@ PhaseResult run_phase(const Options& o, bool supervised) {
   const fs::path state = dir / "state", runs_dir = state / "runs";
   fs::create_directories(dir);
   const fs::path script = dir / "one_call.json";
-  write_file(script, R"({"format":"mh-standin-claude.script/1","description":"mh_adoption_bench: one call, waits",)"
-                     R"("turns":[[{"type":"tool_use","id":"toolu_bench","name":"Bash",)"
-                     R"("input":{"command":"touch decided.txt","description":"bench"}},)"
-                     R"({"type":"text","text":"done"}]]})");
+  write_file(script, mh::testkit::standin::script_head() +
+                         R"("description":"mh_adoption_bench: one call, waits",)"
+                         R"("turns":[[{"type":"tool_use","id":"toolu_bench","name":"Bash",)"
+                         R"("input":{"command":"touch decided.txt","description":"bench"}},)"
+                         R"({"type":"text","text":"done"}]]})");
   const std::string config = daemon_config(o, supervised);
   auto finish = [&](std::string failure) {
     if (!failure.empty() && r.failure.empty()) r.failure = std::move(failure);
@@ -566,7 +569,7 @@ int close_at_n(const Options& o) {
     fs::path metaharness, supervisor, standin;
   };
   const Side today{"today", o.baseline / "metaharness", o.baseline / "metaharness-supervisor",
-                   o.baseline / "mh-standin-claude"},
+                   o.baseline / mh::testkit::standin::kProgram},
       after{"after", o.metaharness, o.supervisor, o.standin};
   Steadiness start = steadiness_now();
   std::cerr << "mh_adoption_bench: close at N, today = " << today.metaharness.string()
@@ -667,10 +670,11 @@ int main(int argc, char** argv) {
   auto parsed = parse_options(argc, argv);
   if (!parsed) return 2;
   Options o = std::move(*parsed);
-  std::vector<std::pair<std::string, fs::path>> programs{
-      {"metaharness", o.metaharness}, {"mh-standin-claude", o.standin}, {"metaharness-supervisor", o.supervisor}};
+  std::vector<std::pair<std::string, fs::path>> programs{{"metaharness", o.metaharness},
+                                                         {std::string(mh::testkit::standin::kProgram), o.standin},
+                                                         {"metaharness-supervisor", o.supervisor}};
   if (!o.baseline.empty())
-    for (const char* name : {"metaharness", "mh-standin-claude", "metaharness-supervisor"})
+    for (const char* name : {"metaharness", mh::testkit::standin::kProgram.data(), "metaharness-supervisor"})
       programs.emplace_back(std::string("--baseline's ") + name, o.baseline / name);
   for (const auto& [what, path] : programs) {
     if (::access(path.c_str(), X_OK) != 0) {

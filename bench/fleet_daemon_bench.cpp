@@ -16,6 +16,7 @@
 #include "daemon/fleet/fleet_reader.hpp"
 #include "testkit/daemon_process.hpp"
 #include "testkit/socket_client.hpp"
+#include "testkit/standin.hpp"
 
 namespace mh::bench {
 
@@ -33,14 +34,16 @@ double us(Clock::duration d) {
 }
 
 void write_script(const fs::path& path, const json::array& steps) {
-  std::ofstream(path) << json::serialize(json::object{
-      {"format", "mh-standin-claude.script/1"}, {"description", "mh_fleet_bench"}, {"turns", json::array{steps}}});
+  std::ofstream(path) << json::serialize(json::object{{"format", mh::testkit::standin::kScriptFormat},
+                                                      {"description", "mh_fleet_bench"},
+                                                      {"turns", json::array{steps}}});
 }
 
 std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, int i,
                           const std::string& prefix = "bd", bool serial = false, int batch = 0) {
-  return "[vendor]\nclaude = \"" + o.standin.string() + "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" +
-         o.work_dir.string() + "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
+  return "[vendor]\n" + std::string(mh::testkit::standin::kAdapter) + " = \"" + o.standin.string() +
+         "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" + o.work_dir.string() +
+         "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
          // root (the bench) submits --fleet as a control peer: a peer host may not act for an
          // admin's uid (docs/fleet.md, Trust).
          "[access]\nroot_is_admin = false\nowner_is_admin = false\ncontrol_uids = [0]\n" + "[fleet]\nnats_urls = [\"" +

@@ -131,11 +131,11 @@ std::vector<std::string> generate_stream(std::uint64_t seed) {
     lines.push_back(serialize(e));
   };
 
-  // The session.started of a Claude run, as one value.
-  emit(ev::SessionStarted{.adapter = "claude",
+  // The session.started of a run, as one value.
+  emit(ev::SessionStarted{.adapter = "vendor",
                           .harness_version = "2.1.241",
                           .session_id = "8f0c1d2e-0000-4000-8000-000000000001",
-                          .model = "claude-opus-4",
+                          .model = "model-opus-4",
                           .permission_mode = "default",
                           .credential_source = "none",
                           .cwd = "/work",
@@ -149,7 +149,7 @@ std::vector<std::string> generate_stream(std::uint64_t seed) {
     emit(ev::TurnStarted{turn, std::nullopt}, false);
     if (rng.chance(60)) emit(ev::Thinking{prose(rng, rng.between(200, 1200)), "req_" + std::to_string(turn)}, true);
     emit(ev::Text{prose(rng, rng.between(80, 900)), "req_" + std::to_string(turn)}, true);
-    emit(ev::Usage{"req_" + std::to_string(turn), std::string("claude-opus-4"), usage_of(rng)}, true);
+    emit(ev::Usage{"req_" + std::to_string(turn), std::string("model-opus-4"), usage_of(rng)}, true);
     for (std::size_t call = 0, n = rng.between(1, 4); call < n; ++call) {
       std::string id = call_id(++calls);
       ev::ToolRequested requested;

@@ -82,20 +82,32 @@ void BM_Provenance_FirstKeep_IoThread(benchmark::State& state, std::string_view 
   }
 }
 
-BENCHMARK_CAPTURE(BM_Provenance_FirstRun, claude, "claude")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Provenance_FirstRun, codex, "codex")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Provenance_FirstRun, opencode, "opencode")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Provenance_Kept, claude, "claude")->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Provenance_Kept, codex, "codex")->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Provenance_FirstKeep_IoThread, claude, "claude")
-    ->Unit(benchmark::kMicrosecond)
-    ->UseManualTime()
-    ->Iterations(5);
-BENCHMARK_CAPTURE(BM_Provenance_FirstKeep_IoThread, codex, "codex")
-    ->Unit(benchmark::kMicrosecond)
-    ->UseManualTime()
-    ->Iterations(5);
+// Every registered vendor, in registration order (no table of vendors here): its first run's
+// digest, a kept one, and the io thread's share of a first keep.
+void register_each_vendor() {
+  for (const mh::adapters::VendorDescriptor* vendor : mh::adapters::vendor_descriptors()) {
+    const std::string id(vendor->id);
+    const std::string_view adapter = vendor->id;
+    benchmark::RegisterBenchmark(("BM_Provenance_FirstRun/" + id).c_str(), BM_Provenance_FirstRun, adapter)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Provenance_Kept/" + id).c_str(), BM_Provenance_Kept, adapter)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_Provenance_FirstKeep_IoThread/" + id).c_str(), BM_Provenance_FirstKeep_IoThread,
+                                 adapter)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseManualTime()
+        ->Iterations(5);
+  }
+}
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  register_each_vendor();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -5,7 +5,8 @@
 // left untouched (not even read-write), so it may be read-only.
 // `metaharness vendor list [--helpers]`: the registered vendors' ids, one a line, in registration
 // order (the list scripts loop over instead of naming vendors); with --helpers, the file names of
-// the helper programs their runs execute (VendorHelper: what packaging installs).
+// the helper programs their runs execute (VendorHelper: what packaging installs); with --json, what
+// drivers read of each vendor (vendor_list_json).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -294,6 +295,34 @@ int vendor_install(const std::string& dir_option) {
   return result;
 }
 
+// `vendor list --json`: what a driver that plays each vendor on the scripted endpoint needs (the
+// soak, scripts/make_seam_scenario.sh), so that none of them keeps a table of vendors.
+boost::json::array vendor_list_json() {
+  const adapters::HostConfig config = adapters::host_config_from_environment();
+  boost::json::array out;
+  for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors()) {
+    const std::unique_ptr<adapters::Adapter> adapter = v->make(config);
+    boost::json::array process_names, helpers;
+    for (std::string_view name : v->process_names)
+      process_names.emplace_back(name);
+    for (const adapters::VendorHelper& h : v->helpers)
+      helpers.emplace_back(h.file_name);
+    const adapters::ScriptedShell& shell = v->scripted_shell;
+    out.push_back(
+        boost::json::object{{"id", v->id},
+                            {"model_wire", adapter->model_wire()},
+                            {"process_names", std::move(process_names)},
+                            {"over_acp", v->over_acp},
+                            {"scripted_shell", boost::json::object{{"tool", shell.tool},
+                                                                   {"command_key", shell.command_key},
+                                                                   {"call_id_prefix", shell.call_id_prefix},
+                                                                   {"reported_call_id", shell.reported_call_id},
+                                                                   {"side_requests", shell.side_requests}}},
+                            {"helpers", std::move(helpers)}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_vendor_verb(CLI::App& app, Context& ctx) {
@@ -309,15 +338,26 @@ void register_vendor_verb(CLI::App& app, Context& ctx) {
                           std::string(build_info::default_vendor_dir));
   install->callback([&ctx, dir] { ctx.exit_code = vendor_install(*dir); });
   auto helpers = std::make_shared<bool>(false);
+  auto as_json = std::make_shared<bool>(false);
   auto* list = vendor->add_subcommand("list", "The vendors this build governs, one id a line (registration order)");
-  list->add_flag("--helpers", *helpers,
-                 "instead, the helper programs their runs execute beside the CLI, one file name a line (what the "
-                 "package installs beside the supervisor)");
-  list->callback([&ctx, helpers] {
-    for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors()) {
-      if (!*helpers) std::cout << v->id << "\n";
-      for (const adapters::VendorHelper& h : *helpers ? v->helpers : std::vector<adapters::VendorHelper>{})
-        std::cout << h.file_name << "\n";
+  auto* helpers_flag =
+      list->add_flag("--helpers", *helpers,
+                     "instead, the helper programs their runs execute beside the CLI, one file name a line (what the "
+                     "package installs beside the supervisor)");
+  auto* json_flag =
+      list->add_flag("--json", *as_json,
+                     "instead, one JSON array: each vendor's id, model wire, process names, whether it speaks ACP, "
+                     "how a scripted model asks it to run a shell command, and its helpers (what drivers read)");
+  json_flag->excludes(helpers_flag);
+  list->callback([&ctx, helpers, as_json] {
+    if (*as_json) {
+      std::cout << protocol::canonical_json(vendor_list_json()) << "\n";
+    } else {
+      for (const adapters::VendorDescriptor* v : adapters::vendor_descriptors()) {
+        if (!*helpers) std::cout << v->id << "\n";
+        for (const adapters::VendorHelper& h : *helpers ? v->helpers : std::vector<adapters::VendorHelper>{})
+          std::cout << h.file_name << "\n";
+      }
     }
     ctx.exit_code = 0;
   });

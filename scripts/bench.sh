@@ -92,7 +92,7 @@ bench_seam() {
 }
 
 # The daemon (issue 4): the real `metaharness daemon` hosting the stand-in harness
-# (mh-standin-claude) in one invocation: the decision round trip at the harness (100 runs deciding
+# (tests/standin, found beside the bench) in one invocation: the decision round trip at the harness (100 runs deciding
 # concurrently, at think times 50, 10 and 0 ms; the first is judged) beside a Unix-socket
 # ping-pong as the floor; the daemon's memory per idle run (1,000 runs parked mid-turn); stream
 # throughput of one chatty run to one reader, alone and with a stalled reader attached; start to
@@ -107,9 +107,9 @@ bench_daemon() {
   local program="$BIN/mh_daemon_bench"
   [ -x "$program" ] || { say "missing $program (build first)"; return 1; }
   [ -x "$BIN/metaharness" ] || { say "missing $BIN/metaharness (build first)"; return 1; }
-  [ -x "$BIN/mh-standin-claude" ] || { say "missing $BIN/mh-standin-claude (build first)"; return 1; }
   say "daemon: round trip, idle memory, stream, READY with the stand-in harness (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  local args=(--metaharness "$BIN/metaharness" --standin "$BIN/mh-standin-claude")
+  # The stand-in is the one built beside the bench (it says so by name when it is missing).
+  local args=(--metaharness "$BIN/metaharness")
   [ -n "${MH_DAEMON_JSON:-}" ] && args+=(--json "$MH_DAEMON_JSON")
   local extra=()
   [ -n "${MH_DAEMON_BENCH_ARGS:-}" ] && read -r -a extra <<< "$MH_DAEMON_BENCH_ARGS"

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "testkit/proc.hpp"
+#include "testkit/standin.hpp"
 
 namespace mh::testkit {
 
@@ -124,7 +125,7 @@ json::object standin_run_spec(const std::filesystem::path& script, std::string_v
   json::object env{{"MH_STANDIN_SCRIPT", script.string()}};
   for (auto& kv : extra_env)
     env[kv.key()] = kv.value();
-  return json::object{{"adapter", "claude"},
+  return json::object{{"adapter", standin::kAdapter},
                       {"prompt", "go"},
                       {"decisions", decisions},
                       {"decision_deadline_ms", decision_deadline_ms},

@@ -5,11 +5,16 @@
 namespace mh::adapters::claude {
 
 const VendorDescriptor& descriptor() {
-  static const VendorDescriptor d{.id = "claude",
-                                  .atif_agent_name = "claude-code",
-                                  .binary_under_vendor_dir = kBinaryUnderVendor,
-                                  .usage_shape = UsageShape::anthropic,
-                                  .make = &make_claude_adapter};
+  static const VendorDescriptor d{
+      .id = "claude",
+      .atif_agent_name = "claude-code",
+      .binary_under_vendor_dir = kBinaryUnderVendor,
+      .usage_shape = UsageShape::anthropic,
+      .make = &make_claude_adapter,
+      .process_names = {"claude"},
+      // Bash; read-only commands (`ls`, `echo`) are auto-allowed and
+      // skip the permission pipeline, so a driver's calls should write.
+      .scripted_shell = {.tool = "Bash", .command_key = "command", .call_id_prefix = "toolu_"}};
   return d;
 }
 

@@ -40,7 +40,8 @@ from soak_host import DaemonHost  # noqa: E402
 from soak_nats import NatsCluster  # noqa: E402
 from soak_invariants import INVARIANTS, Invariants, check_refusals, check_run, load_capabilities  # noqa: E402
 from soak_leaks import NamespaceWatch, fds_into, in_cgroup_under, mounts_under  # noqa: E402
-from soak_runs import REAL_CLIS, RunDriver, RunLog, make_plan, plan_cli  # noqa: E402
+from soak_runs import (REAL_CLIS, STANDIN_ADAPTER, STANDIN_PROGRAM, RunDriver, RunLog, load_real_clis,  # noqa: E402
+                       make_plan, plan_cli)
 from soak_statefs import StateFs  # noqa: E402
 
 
@@ -50,11 +51,16 @@ class Soak:
         self.seed = args.seed
         bin_dir = pathlib.Path(args.bin_dir).resolve()
         self.metaharness = str(bin_dir / "metaharness")
-        standin = bin_dir / "mh-standin-claude"
-        for needed in (self.metaharness, standin, bin_dir / "metaharness-supervisor", bin_dir / "mh-codex-hook"):
+        standin = bin_dir / STANDIN_PROGRAM
+        if not os.path.isfile(self.metaharness):
+            raise SystemExit(f"soak: {self.metaharness} is not built (./run build --for-soak)")
+        # Every vendor the binary registers, as the drivers play it (adapters/vendor_descriptor.hpp).
+        load_real_clis(self.metaharness)
+        helpers = subprocess.run([self.metaharness, "vendor", "list", "--helpers"], capture_output=True, text=True,
+                                 timeout=60).stdout.split()
+        for needed in (standin, bin_dir / "metaharness-supervisor", *(bin_dir / h for h in helpers)):
             if not os.path.isfile(needed):
-                raise SystemExit(f"soak: {needed} is not built (./run build metaharness metaharness-supervisor "
-                                 "mh-standin-claude mh-exec mh-codex-hook)")
+                raise SystemExit(f"soak: {needed} is not built (./run build --for-soak)")
         # Each adapter's capability table: how its one-shot controls must be answered.
         self.capabilities = load_capabilities(self.metaharness, sorted({c["adapter"] for c in REAL_CLIS.values()}))
         # A short path: a Unix socket path is at most 107 bytes.
@@ -64,13 +70,14 @@ class Soak:
         self.scripts_dir = os.path.join(self.dir, "scripts")
         os.mkdir(self.scripts_dir)
         os.chmod(self.scripts_dir, 0o755)
-        # The daemon's `claude` is a wrapper: the stand-in for a run that names its script
-        # (MH_STANDIN_SCRIPT), the real Claude Code for the others (docs/soak.md, "The real CLIs").
-        self.real_claude, self.real_claude_problem = real_claude_binary(self.metaharness)
+        # The daemon's binary for the stand-in's adapter is a wrapper: the stand-in for a run that
+        # names its script (MH_STANDIN_SCRIPT), that adapter's real CLI for the others (docs/soak.md,
+        # "The real CLIs").
+        self.real_standin_cli, self.real_standin_cli_problem = planned_binary(self.metaharness, STANDIN_ADAPTER)
         # The stand-in as the wrapper execs it: its real path, its directory bound read-only in
         # every sandbox when it is not the daemon's own program directory (a --bin-dir of links).
         standin_real = os.path.realpath(standin)
-        claude = write_claude_wrapper(self.scripts_dir, standin_real, self.real_claude)
+        wrapper = write_standin_wrapper(self.scripts_dir, standin_real, self.real_standin_cli)
         daemon_dir = os.path.dirname(os.path.realpath(self.metaharness))
         read_only = [] if os.path.dirname(standin_real) == daemon_dir else [os.path.dirname(standin_real)]
         # Each host's state directory on a filesystem of the soak's own, bounded, for the disk_full
@@ -96,8 +103,8 @@ class Soak:
                 self.statefs_problem = f"{e}" + (f": {detail.decode(errors='replace').strip()}" if detail else "")
         self.nats = None
         if args.hosts == 1:
-            self.hosts = [DaemonHost(self.metaharness, claude, self.scripts_dir, os.path.join(self.dir, "daemon"),
-                                     read_only=read_only)]
+            self.hosts = [DaemonHost(self.metaharness, {STANDIN_ADAPTER: wrapper}, self.scripts_dir,
+                                     os.path.join(self.dir, "daemon"), read_only=read_only)]
         else:
             # A fleet: a 3-node JetStream cluster on loopback, one daemon per host, each given every
             # node's URL (a node's loss is a failover, not its host's loss). Root is a control peer,
@@ -110,7 +117,7 @@ class Soak:
                          f"[fleet]\nnats_urls = [{urls}]\nhost_id = \"h{i}\"\nreplicas = 3\n"
                          f"lease_ttl_ms = 3000\nprefix = \"mhsoak{self.seed}\"\nrequest_timeout_ms = 4000\n"
                          "insecure_no_credentials = true\n")
-                self.hosts.append(DaemonHost(self.metaharness, claude, self.scripts_dir,
+                self.hosts.append(DaemonHost(self.metaharness, {STANDIN_ADAPTER: wrapper}, self.scripts_dir,
                                              os.path.join(self.dir, f"daemon-h{i}"), extra, f"h{i}", read_only))
         self.host = self.hosts[0]  # the socket junk's target
         self.run_timeout_s = args.run_timeout_s
@@ -402,9 +409,10 @@ class Soak:
                     path.write_bytes(b"".join(lines))
                     break
         elif self.args.plant == "control_ok" and closed:
-            # A steer answered ok on a run whose adapter refuses steer (Claude Code, the stand-in's
-            # adapter: UNSUPPORTED_CONTROL): what control_as_documented must name.
-            log = next((x for x in closed if x.plan.get("adapter", "claude") == "claude"), None)
+            # A steer answered ok on a run whose adapter refuses steer (the stand-in's adapter:
+            # UNSUPPORTED_CONTROL): what control_as_documented must name.
+            log = next((x for x in closed if plan_cli(x.plan) == "standin"
+                        and "refused" in str(self.capabilities.get(STANDIN_ADAPTER, {}).get("steer"))), None)
             if log is not None:
                 log.controls.append(("steer", True, None))
         elif self.args.plant == "leaked_process" and ids:
@@ -463,35 +471,35 @@ class Soak:
                             f"the highest fds trend: {worst_fds[3]}; the highest RSS trend: {worst_rss[3]}")
 
 
-def real_claude_binary(metaharness):
-    """(path, None) of the real Claude Code the daemon's binary would run with no `[vendor] claude`
-    (its default vendor dir, or $METAHARNESS_CLAUDE_BIN), from `metaharness plan claude`; or
-    (None, why) when there is none (the real-Claude runs then close `error`, as the report counts)."""
+def planned_binary(metaharness, adapter):
+    """(path, None) of the real CLI the daemon's binary would run for `adapter` with no `[vendor]`
+    key of its own (its default vendor dir, or $METAHARNESS_<ADAPTER>_BIN), from `metaharness plan`;
+    or (None, why) when there is none (its real runs then close `error`, as the report counts)."""
     env = {k: v for k, v in os.environ.items() if k != "METAHARNESS_SOCKET"}
     try:
-        planned = subprocess.run([metaharness, "plan", "claude", "-p", "go", "--model-endpoint", "http://127.0.0.1:9"],
+        planned = subprocess.run([metaharness, "plan", adapter, "-p", "go", "--model-endpoint", "http://127.0.0.1:9"],
                                  capture_output=True, text=True,
                                  timeout=60, env=env)
         program = json.loads(planned.stdout)["program"]
     except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as e:
-        return None, f"`metaharness plan claude` named no program: {type(e).__name__}: {e}"
+        return None, f"`metaharness plan {adapter}` named no program: {type(e).__name__}: {e}"
     if not os.access(program, os.X_OK):
         return None, f"{program} is not an executable file"
     return program, None
 
 
-def write_claude_wrapper(scripts_dir, standin, real_claude):
-    """The daemon's `claude` binary: a shell script in the soak's scripts dir (bound read-only in
-    every sandbox) that execs the stand-in when the run declares MH_STANDIN_SCRIPT, else the real
-    Claude Code (under the daemon's vendor dir, which the sandbox binds). exec: the vendor's pid
-    is the script's."""
-    path = os.path.join(scripts_dir, "claude-or-standin")
-    real = shlex.quote(real_claude) if real_claude else ""
+def write_standin_wrapper(scripts_dir, standin, real_cli):
+    """The daemon's binary for the stand-in's adapter: a shell script in the soak's scripts dir
+    (bound read-only in every sandbox) that execs the stand-in when the run declares
+    MH_STANDIN_SCRIPT, else that adapter's real CLI (under the daemon's vendor dir, which the
+    sandbox binds). exec: the vendor's pid is the script's."""
+    path = os.path.join(scripts_dir, "cli-or-standin")
+    real = shlex.quote(real_cli) if real_cli else ""
     with open(path, "w") as f:
         f.write("#!/bin/sh\n"
-                "# The soak's `claude` (bench/soak/soak.py): the stand-in for a run with a script, else the real CLI.\n"
+                "# The soak's wrapper (bench/soak/soak.py): the stand-in for a run with a script, else the real CLI.\n"
                 f'if [ -n "${{MH_STANDIN_SCRIPT:-}}" ]; then exec {shlex.quote(str(standin))} "$@"; fi\n'
-                + (f'exec {real} "$@"\n' if real else 'echo "soak: no real Claude Code found" >&2; exit 127\n'))
+                + (f'exec {real} "$@"\n' if real else 'echo "soak: no real CLI found for the stand-in\'s adapter" >&2; exit 127\n'))
     os.chmod(path, 0o755)
     return path
 
@@ -572,8 +580,8 @@ def report(soak, injector, wall):
                f"{soak.budget_warning_in_lost_write})")
     out.append("CLIs (runs, of them closed completed): " + ", ".join(
         f"{k} {clis.get(k, 0)} ({soak.completed_by_cli.get(k, 0)})" for k in ["standin", *REAL_CLIS])
-        + " (standin: mh-standin-claude as the claude adapter; the others the real CLIs from the daemon's vendor "
-        f"dir on its scripted endpoint; real Claude Code: {soak.real_claude or soak.real_claude_problem})")
+        + f" (standin: {STANDIN_PROGRAM} as the {STANDIN_ADAPTER} adapter; the others the real CLIs from the daemon's "
+        f"vendor dir on its scripted endpoint; real {STANDIN_ADAPTER}: {soak.real_standin_cli or soak.real_standin_cli_problem})")
     out.append("controls refused as the adapter's capability table says (control_as_documented): "
                + (", ".join(f"{k} {v}" for k, v in sorted(soak.refused_as_documented.items())) or "none"))
     out.append(f"one-shot commands whose connection a daemon kill cut before the reply (ConnectionLost, "

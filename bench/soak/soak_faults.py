@@ -10,13 +10,10 @@ import signal
 import socket
 import time
 
+from soak_runs import REAL_CLIS
+
 FAULT_KINDS = ("daemon_kill9", "daemon_sigterm", "daemon_sigstop", "supervisor_kill9", "vendor_kill9",
                "reader_sigstop", "socket_junk", "disk_full", "nats_kill9")
-# A real CLI's own process, by its command name (/proc/<pid>/comm): Claude Code and Codex are
-# native binaries, opencode a Bun one, Gemini CLI and Qwen Code node (one process each: their
-# relaunch is off under the adapters). The stand-in's is `mh-standin-claude`.
-VENDOR_COMMS = {"claude": ("claude",), "codex": ("codex",), "opencode": ("opencode", ".opencode"),
-                "gemini": ("node",), "qwen": ("node",)}
 # What ends a daemon's incarnation (the growth checks judge each incarnation on its own).
 RESTART_KINDS = ("daemon_kill9", "daemon_sigterm")
 # Calm windows: in the last half of a soak of CALM_MIN_SOAK_S or more, every other window of
@@ -162,12 +159,13 @@ class FaultInjector:
 
     def vendor_kill9(self, pick):
         """SIGKILL of one open run's vendor process: the stand-in, or the real CLI's own process
-        (VENDOR_COMMS: by its command name among the run's marked processes, the oldest)."""
+        (by a command name its vendor's descriptor gives, REAL_CLIS' process_names, among the run's
+        marked processes, the oldest; the stand-in's begins `mh-standin`)."""
         run_id = self._live_run(pick)
         if run_id is None:
             return None, "no open run"
         cli = self.soak.cli_of(run_id)
-        names = VENDOR_COMMS.get(cli, ())
+        names = REAL_CLIS[cli]["process_names"] if cli in REAL_CLIS else ()
         pids = [p for p, r in run_pids([run_id]).items()
                 if (comm(p).startswith("mh-standin") if cli == "standin" else comm(p) in names)]
         if not pids:

@@ -31,7 +31,8 @@ def pick_http_port():
 
 
 class DaemonHost:
-    def __init__(self, metaharness, claude, scripts_dir, work_dir, extra_config="", host_id=None, read_only=()):
+    def __init__(self, metaharness, vendor_binaries, scripts_dir, work_dir, extra_config="", host_id=None,
+                 read_only=()):
         self.metaharness = str(metaharness)
         self.host_id = host_id  # its fleet host id (--hosts 3), else None
         self.dir = pathlib.Path(work_dir)
@@ -46,7 +47,7 @@ class DaemonHost:
         self.http_port = pick_http_port()
         read_only_list = ", ".join(f'"{d}"' for d in [scripts_dir, *read_only])
         self.config = (f'[http]\nlisten = "127.0.0.1:{self.http_port}"\n'
-                       f'[vendor]\nclaude = "{claude}"\n'
+                       '[vendor]\n' + "".join(f'{k} = "{v}"\n' for k, v in vendor_binaries.items()) +
                        f'[runs]\nmax_active = 400\non_stop = "detach"\n'
                        f'sandbox_read_only = [{read_only_list}]\n') + extra_config
         self.proc = None

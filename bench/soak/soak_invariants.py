@@ -8,7 +8,7 @@ import os
 import subprocess
 import threading
 
-from soak_runs import plan_cli
+from soak_runs import REAL_CLIS, plan_cli
 
 INVARIANTS = (
     "run_closed",             # every submitted run's record ends in stream.closed by the soak's end
@@ -105,7 +105,7 @@ def check_run(inv, soak, log):
     inv.check("check_stream", checked.returncode == 0,
               f"{tag}: check-stream: {(checked.stdout + checked.stderr).strip()[:300]}", at)
 
-    check_vendor_lines(inv, soak, run_dir, events, tag, at, log.plan.get("adapter", "claude"))
+    check_vendor_lines(inv, soak, run_dir, events, tag, at, log.plan["adapter"])
     if closed and closed[-1].get("reason") == "completed":
         cli = plan_cli(log.plan)  # a real CLI's completed runs say it ran its scenario (not refused at launch)
         soak.completed_by_cli[cli] = soak.completed_by_cli.get(cli, 0) + 1
@@ -174,10 +174,10 @@ def check_run(inv, soak, log):
               at)
 
     # One-shot controls against the adapter's capability table (`metaharness capabilities`): one
-    # it refuses (a steer on Claude Code or an ACP vendor: UNSUPPORTED_CONTROL) is never answered
+    # it refuses (a steer where the capability table says UNSUPPORTED_CONTROL) is never answered
     # ok, one it honours is never refused UNSUPPORTED_CONTROL. Other refusals (DISK_FULL, a run
     # already closed, TOO_LATE) are answers by name.
-    caps = soak.capabilities.get(log.plan.get("adapter", "claude"), {})
+    caps = soak.capabilities.get(log.plan["adapter"], {})
     for what, ok, code in log.controls:
         documented = caps.get(CONTROL_COMMANDS[what])
         refused = documented.get("refused") if isinstance(documented, dict) else None
@@ -185,7 +185,7 @@ def check_run(inv, soak, log):
             soak.refused_as_documented[f"{what} {code}"] = soak.refused_as_documented.get(f"{what} {code}", 0) + 1
         inv.check("control_as_documented",
                   not (refused is not None and ok) and not (documented == "honoured" and code == "UNSUPPORTED_CONTROL"),
-                  f"{tag}: {what} answered {'ok' if ok else code}; {log.plan.get('adapter', 'claude')}'s capability "
+                  f"{tag}: {what} answered {'ok' if ok else code}; {log.plan['adapter']}'s capability "
                   f"table says {documented}", at)
 
     # Decisions.
@@ -237,8 +237,6 @@ def check_refusals(inv, soak, log):
                       f"{tag}: {what} refused DISK_FULL at {moment:.1f} s, outside every full window", moment)
 
 
-# The adapters over the Agent Client Protocol, whose turns the client starts.
-ACP_ADAPTERS = ("opencode", "gemini", "qwen")
 
 
 def event_key(e):
@@ -326,7 +324,7 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
     live_calls = {e.get("call_id") for e in events if e.get("event") == "tool.requested"}
     live_call_ids = {e.get("call_id") for e in events if e.get("call_id")}
     live = [event_key(e) for e in events if e.get("event") != "tool.requested"]
-    # On ACP (opencode, Gemini CLI, Qwen Code) a turn is the client's: the live turn.started is made
+    # On ACP (the vendors whose descriptor says over_acp) a turn is the client's: the live turn.started is made
     # when the run sends its session/prompt (vendor-stdin.jsonl), which the offline reader never
     # sees (it infers a turn from the vendor's next lines). No vendor line makes it: it is left out
     # of the order. And a vendor notification outside any prompt (Qwen's available_commands_update
@@ -334,7 +332,7 @@ def check_vendor_lines(inv, soak, run_dir, events, tag, at, adapter):
     # `agent ended` at the transcript's end, where live it is an `opaque` outside a turn: the
     # turn.ended of a turn the live stream never started is left out too. The vendor lines of such
     # a turn are still checked.
-    if adapter in ACP_ADAPTERS:
+    if REAL_CLIS.get(adapter, {}).get("over_acp"):
         live_turns = {k[4] for k in live if k[0] == "turn.started"}
         oracle = [k for k in oracle
                   if k[0] != "turn.started" and not (k[0] == "turn.ended" and k[4] not in live_turns)]

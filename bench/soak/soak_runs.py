@@ -6,6 +6,7 @@ same plans; what the soak observed is kept on the RunLog for the invariants."""
 
 import json
 import os
+import subprocess
 import threading
 import time
 
@@ -71,7 +72,7 @@ def make_plan(rng, index):
     steps.append({"type": "text", "text": "done"})
     return {
         "mode": mode,
-        "script": {"format": "mh-standin-claude.script/1", "description": f"soak run {index}", "turns": [steps]},
+        "script": {"format": f"{STANDIN_PROGRAM}.script/1", "description": f"soak run {index}", "turns": [steps]},
         "calls": calls,
         "deadline_ms": rng.choice([1500, 3000, 6000]),
         "deny_share": rng.choice([0.0, 0.3, 0.6]),
@@ -97,26 +98,38 @@ def make_plan(rng, index):
     }
 
 
-# The real CLIs a share of runs play on, each REAL_SHARE of the runs (one draw: a seed's earlier
-# plan fields are what they were before). For each: the daemon's adapter, the scenario's wire,
-# its shell tool and that tool's input, and the call id its events report for a scenario call id
-# (`m_<that id>.txt` is the call's marker, so the deny and effect checks find it).
+# The real CLIs a share of runs play on, each REAL_SHARE of the runs (one draw): every vendor the
+# daemon's binary registers, in registration order, as `metaharness vendor list --json` gives it
+# (load_real_clis fills REAL_CLIS before the first plan; the soak keeps no table of vendors). For
+# each: the daemon's adapter, the scenario's wire, its shell tool and that tool's input, the call
+# id form, the call id its events report for a scenario call id (`m_<that id>.txt` is the call's
+# marker, so the deny and effect checks find it), whether the CLI also asks the model things with
+# no tools (a scenario answers those with `aux`), its process names, and whether it speaks ACP.
 REAL_SHARE = 0.02
-REAL_CLIS = {
-    "codex": {"adapter": "codex", "wire": "responses", "tool": "exec_command", "key": "cmd", "prefix": "call_",
-              "reported": "{id}"},
-    "opencode": {"adapter": "opencode", "wire": "anthropic", "tool": "bash", "key": "command", "prefix": "toolu_",
-                 "reported": "{id}", "aux": True},
-    # Gemini CLI names a call `<tool>__<the model's id>` (docs/adapters.md) and reports no input.
-    "gemini": {"adapter": "gemini", "wire": "gemini", "tool": "run_shell_command", "key": "command",
-               "prefix": "toolu_", "reported": "run_shell_command__{id}", "aux": True},
-    "qwen": {"adapter": "qwen", "wire": "anthropic", "tool": "run_shell_command", "key": "command",
-             "prefix": "toolu_", "reported": "{id}", "aux": True},
-    # The real Claude Code: the daemon's `claude` binary is the soak's wrapper (soak_host.py), which
-    # runs the stand-in when MH_STANDIN_SCRIPT is set and the real CLI otherwise.
-    "claude": {"adapter": "claude", "wire": "anthropic", "tool": "Bash", "key": "command", "prefix": "toolu_",
-               "reported": "{id}"},
-}
+REAL_CLIS = {}
+# The stand-in (tests/standin, mh-standin-*) speaks this adapter's wire and runs as its binary: the
+# daemon's binary for it is the soak's wrapper (soak.py), which runs the real CLI of the same
+# adapter for a run with no stand-in script.
+STANDIN_ADAPTER = "claude"
+STANDIN_PROGRAM = "mh-standin-claude"
+# An adapter's model wire, by the name a scenario's `wires` gives it where the two differ.
+SCENARIO_WIRE = {"openai-responses": "responses"}
+
+
+def load_real_clis(metaharness):
+    """Fills REAL_CLIS from `metaharness vendor list --json` (adapters/vendor_descriptor.hpp)."""
+    out = subprocess.run([metaharness, "vendor", "list", "--json"], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"metaharness vendor list --json: exit {out.returncode}: {out.stderr.strip()[:300]}")
+    REAL_CLIS.clear()
+    for vendor in json.loads(out.stdout):
+        shell = vendor["scripted_shell"]
+        REAL_CLIS[vendor["id"]] = {
+            "adapter": vendor["id"], "wire": SCENARIO_WIRE.get(vendor["model_wire"], vendor["model_wire"]),
+            "tool": shell["tool"], "key": shell["command_key"], "prefix": shell["call_id_prefix"],
+            "reported": shell["reported_call_id"], "aux": shell["side_requests"],
+            "process_names": tuple(vendor["process_names"]), "over_acp": vendor["over_acp"]}
+    return REAL_CLIS
 
 
 def real_cli_draw(r):
@@ -124,12 +137,12 @@ def real_cli_draw(r):
     for i, cli in enumerate(REAL_CLIS):
         if r < REAL_SHARE * (i + 1):
             return {"adapter": REAL_CLIS[cli]["adapter"], "cli": cli}
-    return {"adapter": "claude", "cli": "standin"}
+    return {"adapter": STANDIN_ADAPTER, "cli": "standin"}
 
 
 def plan_cli(plan):
-    """The CLI a plan runs on (a plan made before `cli` was drawn: codex or the stand-in)."""
-    return plan.get("cli") or ("codex" if plan.get("adapter") == "codex" else "standin")
+    """The CLI a plan runs on: "standin" or one of REAL_CLIS."""
+    return plan.get("cli", "standin")
 
 
 class RunDriver:
@@ -306,8 +319,8 @@ class RunDriver:
         scenario = {"format": "metaharness.scenario/1",
                     "description": f"soak run {self.index} on {plan_cli(self.plan)}",
                     "wires": [cli["wire"]], "steps": steps}
-        if cli.get("aux"):
-            # opencode's session title, any request without tools: answered, consuming no step.
+        if cli["aux"]:
+            # A session title, any request without tools: answered, consuming no step.
             scenario["aux"] = {"content": [{"type": "text", "text": f"soak run {self.index}"}]}
         return scenario
 
@@ -317,14 +330,14 @@ class RunDriver:
         with open(script_path, "w") as f:
             json.dump(plan["script"], f)
         os.chmod(script_path, 0o644)
-        spec = {"adapter": "claude", "prompt": "go", "decisions": plan["mode"],
+        spec = {"adapter": STANDIN_ADAPTER, "prompt": "go", "decisions": plan["mode"],
                 "model_endpoint": {"base_url": "http://127.0.0.1:9"},
                 "vendor_env": {"MH_STANDIN_SCRIPT": script_path},
                 "labels": {"soak": str(self.soak.seed), "index": str(self.index)},
                 "budget": {"wall_ms": int(self.soak.run_timeout_s * 1000)}}
         if plan_cli(plan) != "standin":
             # A real CLI on the daemon's scripted endpoint; no MH_STANDIN_SCRIPT, so the soak's
-            # `claude` wrapper runs the real Claude Code.
+            # wrapper for the stand-in's adapter runs that adapter's real CLI.
             del spec["model_endpoint"], spec["vendor_env"]
             spec["adapter"] = plan["adapter"]
             spec["model_scenario"] = self.vendor_scenario()

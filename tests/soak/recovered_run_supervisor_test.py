@@ -52,7 +52,8 @@ def main():
                    "turns": [[{"type": "tool_use", "id": "toolu_held", "name": "Bash",
                                "input": {"command": "touch held.txt", "description": "held"}}]]}, f)
     os.chmod(script, 0o644)
-    host = DaemonHost(bin_dir / "metaharness", bin_dir / "mh-standin-claude", scripts, os.path.join(work, "d"))
+    host = DaemonHost(bin_dir / "metaharness", {"claude": bin_dir / "mh-standin-claude"}, scripts,
+                      os.path.join(work, "d"))
     host.start()
     left = []
     try:

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "adapters/registry.hpp"
 #include "adapters/vendor_descriptor.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
@@ -267,6 +268,54 @@ TEST(VendorList, HelpersAreTheDescriptorsProgramsBuiltBesideMetaharness) {
   EXPECT_FALSE(listed.empty()) << "a vendor with a hook program declares it";
   for (const auto& name : listed)
     EXPECT_EQ(::access((metaharness_binary().parent_path() / name).c_str(), X_OK), 0) << name;
+}
+
+// `vendor list --json` is what drivers read instead of keeping a table of vendors (the soak,
+// scripts/make_seam_scenario.sh): each registered vendor, in registration order, with its
+// descriptor's facts; every vendor declares a shell tool a scripted model can call and the process
+// that is its CLI, so a driver can play and find any of them.
+TEST(VendorList, JsonGivesEachVendorsDescriptorFactsInRegistrationOrder) {
+  CliProcess p({metaharness_binary().string(), "vendor", "list", "--json"});
+  p.close_stdin();
+  ASSERT_EQ(p.finish(30s), 0) << p.stderr_text();
+  ASSERT_EQ(p.events().size(), 1u) << "one JSON array on one line";
+  const auto parsed = protocol::parse_json(p.events().front().raw);
+  ASSERT_TRUE(parsed && parsed->is_array()) << p.events().front().raw;
+  const auto& listed = parsed->as_array();
+  const auto& declared = adapters::vendor_descriptors();
+  ASSERT_EQ(listed.size(), declared.size());
+  const adapters::AdapterRegistry registry(adapters::host_config_from_environment());
+  for (std::size_t i = 0; i < declared.size(); ++i) {
+    const adapters::VendorDescriptor& v = *declared[i];
+    const auto& o = listed[i].as_object();
+    SCOPED_TRACE(std::string(v.id));
+    EXPECT_EQ(o.at("id").as_string(), v.id);
+    ASSERT_NE(registry.find(v.id), nullptr);
+    EXPECT_EQ(o.at("model_wire").as_string(), registry.find(v.id)->model_wire());
+    EXPECT_EQ(o.at("over_acp").as_bool(), v.over_acp);
+    const auto& names = o.at("process_names").as_array();
+    ASSERT_EQ(names.size(), v.process_names.size());
+    EXPECT_FALSE(names.empty()) << "a driver finds the CLI's process by its name";
+    for (std::size_t n = 0; n < names.size(); ++n)
+      EXPECT_EQ(names[n].as_string(), v.process_names[n]);
+    const auto& shell = o.at("scripted_shell").as_object();
+    EXPECT_EQ(shell.at("tool").as_string(), v.scripted_shell.tool);
+    EXPECT_FALSE(shell.at("tool").as_string().empty());
+    EXPECT_EQ(shell.at("command_key").as_string(), v.scripted_shell.command_key);
+    EXPECT_FALSE(shell.at("command_key").as_string().empty());
+    EXPECT_EQ(shell.at("call_id_prefix").as_string(), v.scripted_shell.call_id_prefix);
+    EXPECT_NE(std::string_view(shell.at("reported_call_id").as_string()).find("{id}"), std::string_view::npos);
+    EXPECT_EQ(shell.at("side_requests").as_bool(), v.scripted_shell.side_requests);
+    EXPECT_EQ(o.at("helpers").as_array().size(), v.helpers.size());
+  }
+}
+
+// --json and --helpers are two answers to two questions: asked together, refused by name.
+TEST(VendorList, JsonWithHelpersIsRefused) {
+  CliProcess p({metaharness_binary().string(), "vendor", "list", "--json", "--helpers"});
+  p.close_stdin();
+  EXPECT_NE(p.finish(30s), 0);
+  EXPECT_NE(p.stderr_text().find("excludes"), std::string::npos) << p.stderr_text();
 }
 
 }  // namespace
