@@ -562,13 +562,17 @@ int main(int argc, char** argv) {
               << "\n";
     return 2;
   }
-  const mh::model::Wire wire = d.responses_wire ? mh::model::Wire::responses
-                               : d.gemini_wire  ? mh::model::Wire::gemini
-                                                : mh::model::Wire::anthropic;
-  if (!scenario->serves(wire)) {
-    std::cerr << program << ": the scenario does not serve the wire " << d.name << " speaks\n";
+  // The wire the row's CLI speaks is the one its scenario serves (make_seam_scenario.sh writes a
+  // scenario of one wire, the vendor's): its tool calls are counted there.
+  std::vector<mh::model::Wire> served;
+  for (mh::model::Wire w : mh::model::kWires)
+    if (scenario->serves(w)) served.push_back(w);
+  if (served.size() != 1) {
+    std::cerr << program << ": the scenario serves " << served.size() << " wires; a seam scenario serves one, the wire "
+              << d.name << " speaks\n";
     return 2;
   }
+  const mh::model::Wire wire = served.front();
   // N = the tool calls the scenario makes (on the vendor's wire), one per step.
   int calls = 0;
   for (const auto& step : scenario->steps)

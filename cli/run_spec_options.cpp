@@ -56,7 +56,7 @@ void add_run_spec_options(CLI::App* app, RunSpecOptions& o) {
   app->add_option("--cwd", o.cwd, "the vendor's working directory (default: the run's scratch work dir)");
   app->add_option("--vendor-env", o.vendor_env, "KEY=VALUE declared for the vendor (repeatable)");
   app->add_option("--vendor-option", o.vendor_options,
-                  "KEY=VALUE vendor setting the adapter knows (e.g. codex stream_max_retries=0; repeatable)");
+                  "KEY=VALUE vendor setting the adapter knows (docs/cli.md lists each adapter's; repeatable)");
   app->add_option("--require", o.requires_commands,
                   "a command this run will need; refused at start if the adapter cannot honour it (repeatable)");
   app->add_option("--label", o.labels, "KEY=VALUE label kept with the run (repeatable)");

@@ -37,7 +37,7 @@ struct RunSpecOptions {
   std::vector<std::string> limits;   // KEY=VALUE
 };
 
-// What a verb's ADAPTER may be, for its help ("claude, codex or opencode"): the adapters the build
+// What a verb's ADAPTER may be, for its help ("a, b or c"): the adapters the build
 // pins a vendor CLI for, so a new adapter's pin is all the help needs.
 std::string adapter_choices();
 

@@ -15,10 +15,16 @@
 #     as /usr/share/doc/metaharness/metaharness.toml.example; a test holds it to naming each
 #     vendor's [vendor] key) and packaging/debian/control.in (the package's description);
 #   - vendor/pins and this script.
-# Also reported apart ("own files"): files named after the vendor outside its folder (its row of
-# the seam bench, bench/seam/seam_<vendor>.cpp; its scenarios, bench/scenarios/<vendor>_*.json and
-# scripts/demo/scenario-<vendor>.json). They are the vendor's own by their names, but they are
-# outside adapters/<vendor>/, so the first figure counts them.
+# Reported apart, and included in the first figure, by what the line is:
+#   - own files: files named after the vendor outside its folder (its row of the seam bench,
+#     bench/seam/seam_<vendor>.cpp; its seam scenario, bench/scenarios/<vendor>_*.json);
+#   - the wire: where the vendor's id is also the name of a model API the vendor speaks (the
+#     Gemini API's wire is "gemini"), lines in the folders that speak the model wires by name
+#     (daemon/model/, daemon/gateway/, daemon/config/, daemon/supervisor/) name the wire, not the
+#     vendor;
+#   - comments: the name is in a comment (a line that is one, or after `//` or `# `): a vendor cited
+#     as the reason for, or an example of, vendor-neutral code;
+#   - code: every other line; the goal is one, its registration line.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -32,9 +38,9 @@ if [ "${#vendors[@]}" -eq 0 ]; then
     dirs="$(cd adapters && ls -d -- */ | tr -d /)"
   fi
   for name in $dirs; do
-    # A vendor's folder has an adapter of its own; shared rooms (adapters/acp) do not.
-    if git cat-file -e "${REV:-HEAD}:adapters/$name/${name}_adapter.cpp" 2>/dev/null ||
-      [ -f "adapters/$name/${name}_adapter.cpp" ]; then vendors+=("$name"); fi
+    # A vendor's folder has a descriptor of its own; shared rooms (adapters/acp) do not.
+    if git cat-file -e "${REV:-HEAD}:adapters/$name/${name}_descriptor.cpp" 2>/dev/null ||
+      [ -f "adapters/$name/${name}_descriptor.cpp" ]; then vendors+=("$name"); fi
   done
 fi
 
@@ -46,13 +52,36 @@ for vendor in "${vendors[@]}"; do
     ':(exclude)README.md' ':(exclude)bench/RESULTS.md' ':(exclude)config/metaharness.toml' \
     ':(exclude)packaging/debian/control.in' ':(exclude)vendor/pins' ':(exclude)scripts/vendor_names.sh' || true)"
   [ -n "$REV" ] && places="$(printf '%s\n' "$places" | sed "s|^$REV:||")"
-  count=0 files=0 own=0
+  count=0 files=0 own=0 wire=0 comments=0 code=0 tagged=""
   if [ -n "$places" ]; then
     count="$(printf '%s\n' "$places" | wc -l)"
     files="$(printf '%s\n' "$places" | cut -d: -f1 | sort -u | wc -l)"
-    own="$(printf '%s\n' "$places" | cut -d: -f1 | grep -c -E "(^|/|_|-)${vendor}([_.-])" || true)"
+    tagged="$(printf '%s\n' "$places" | VENDOR="$vendor" python3 -c '
+import os, re, sys
+vendor = os.environ["VENDOR"]
+wires = ("anthropic", "openai-responses", "gemini")  # the model wires, by their config names
+wire_dirs = ("daemon/model/", "daemon/gateway/", "daemon/config/", "daemon/supervisor/")
+name = re.compile(r"(?i)(?<![\w])" + re.escape(vendor) + r"(?![\w])")
+for line in sys.stdin.read().splitlines():
+    path, _, text = line.split(":", 2)
+    match = name.search(text)
+    before = text[:match.start()] if match else ""
+    if re.search(r"(^|/|_|-)" + re.escape(vendor) + r"([_.-])", path):
+        kind = "own"
+    elif vendor in wires and path.startswith(wire_dirs):
+        kind = "wire"
+    elif text.lstrip().startswith(("//", "#", "*", "/*")) or "//" in before or re.search(r"(^|\s)# ", before):
+        kind = "comment"
+    else:
+        kind = "code"
+    print(kind, line)
+')"
+    own="$(grep -c '^own ' <<< "$tagged" || true)"
+    wire="$(grep -c '^wire ' <<< "$tagged" || true)"
+    comments="$(grep -c '^comment ' <<< "$tagged" || true)"
+    code="$(grep -c '^code ' <<< "$tagged" || true)"
   fi
-  echo "$vendor: $count lines in $files files outside adapters/$vendor/, tests and docs" \
-    "($own of them in files named after it: its own bench rows and scenarios)"
-  if [ -n "$places" ] && [ "${VERBOSE:-0}" = 1 ]; then printf '%s\n' "$places" | sed 's/^/  /' | cut -c1-160; fi
+  echo "$vendor: $count lines in $files files outside adapters/$vendor/, tests and docs:" \
+    "$code code, $comments in comments, $wire naming its model wire, $own in files named after it"
+  if [ -n "$tagged" ] && [ "${VERBOSE:-0}" = 1 ]; then printf '%s\n' "$tagged" | sed 's/^/  /' | cut -c1-170; fi
 done

@@ -13,6 +13,8 @@ inline constexpr std::string_view kAdapter = "claude";
 inline constexpr std::string_view kScriptFormat = "mh-standin-claude.script/1";
 
 // A script's opening, `{"format":"<kScriptFormat>",`, for a bench writing one as JSON text.
-inline std::string script_head() { return R"({"format":")" + std::string(kScriptFormat) + R"(",)"; }
+inline std::string script_head() {
+  return R"({"format":")" + std::string(kScriptFormat) + R"(",)";
+}
 
 }  // namespace mh::testkit::standin

@@ -52,7 +52,7 @@ const proto::CapabilityTable& capabilities() {
         "replace is refused (UNSUPPORTED_CONTROL): an approval answer is accept or decline and carries no input",
         "abstain claims nothing, but under approvalPolicy untrusted Codex runs nothing without an approval and "
         "there is no one else to give it: an abstained shell command or patch is declined; other kinds run",
-        "allow grants, and more than on Claude: Codex re-runs an accepted command without its sandbox when "
+        "allow grants, and more than the call asked: Codex re-runs an accepted command without its sandbox when "
         "the sandboxed attempt is denied (observed on 0.171.0), with no second approval; so permission.set "
         "read-only or workspace-write is refused SHADOWED unless the run is deny-only",
         "deny-only: the thread runs under approval policy never (Codex's sandbox and rules decide, escalations "
@@ -72,7 +72,8 @@ const proto::CapabilityTable& capabilities() {
         "on-failure and never are refused SHADOWED: they let commands run without asking, switching the seam off",
         "the PreToolUse hook (mh-codex-hook) denies by itself when it cannot reach the run, because Codex fails "
         "open on a hook crash or timeout",
-        "decisions in the Claude vocabulary: Codex's hook names a shell call Bash; the model's tool is exec_command"};
+        "decisions in the PreToolUse hook's vocabulary: Codex's hook names a shell call Bash; the model's tool is "
+        "exec_command"};
     return t;
   }();
   return table;

@@ -344,9 +344,7 @@ struct VendorDriver {
   std::string_view bin_default = "the pinned native binary in <source>/.vendor";  // the default, as --help says it
   std::string_view json_name;             // default summary file name; the work dir's is mh-<its stem>
   std::string_view default_hook_command;  // "" = no command_hook variant
-  bool responses_wire = false;          // the scenario's tool calls are counted on the responses wire (else anthropic)
-  bool gemini_wire = false;             // ... or on the Gemini wire
-  std::string_view metaharness_helper;  // a program metaharness runs beside it ("" = none)
+  std::string_view metaharness_helper;    // a program metaharness runs beside it ("" = none)
   MetaharnessShape metaharness;
   void (*run_directly)(const RunContext&, RunRecord&);
   // Takes what it needs from metaharness's --latency-report (read by the shared variant).

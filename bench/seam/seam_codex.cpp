@@ -221,7 +221,6 @@ const VendorDriver kCodex = {
     .default_timeout_s = 120,
     .bin_under_vendor = mh::adapters::codex::kBinaryUnderVendor,
     .json_name = "codex-seam-bench.json",
-    .responses_wire = true,
     .metaharness_helper = "mh-codex-hook",
     .metaharness = {.pass_locale = true,
                     .model_flag = true,

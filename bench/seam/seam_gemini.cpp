@@ -61,7 +61,6 @@ const VendorDriver kGemini = {
     .bin_under_vendor = mh::adapters::gemini::kBinaryUnderVendor,
     .bin_default = "the pinned bundle in <source>/.vendor",
     .json_name = "gemini-seam-bench.json",
-    .gemini_wire = true,
     .metaharness = {.pass_locale = true, .close_at_turn_end = true, .strict_requests = true},
     .run_directly = &run_gemini_directly,
     .approval = ApprovalReport{.seam_title = "Gemini CLI call seam",

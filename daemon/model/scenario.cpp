@@ -44,7 +44,6 @@ struct Refusal {
 }
 
 constexpr std::uint64_t kMaxMilliseconds = 3'600'000;  // an hour: larger is a unit mistake
-constexpr std::array kWires = {Wire::anthropic, Wire::responses, Wire::gemini};
 
 bool is_wire_key(std::string_view key) {
   return key == "anthropic" || key == "responses" || key == "gemini";

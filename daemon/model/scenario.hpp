@@ -12,6 +12,7 @@
 // No Asio here: the daemon's config layer and the CLI load scenarios without a server.
 #pragma once
 
+#include <array>
 #include <boost/json/value.hpp>
 #include <boost/system/result.hpp>
 #include <chrono>
@@ -30,6 +31,7 @@ inline constexpr std::string_view kScenarioFormat = "metaharness.scenario/1";
 
 // The model APIs the endpoint serves. The wire of a request is decided by its path.
 enum class Wire { anthropic, responses, gemini };
+inline constexpr std::array kWires = {Wire::anthropic, Wire::responses, Wire::gemini};
 std::string_view to_string(Wire wire);
 
 // Token counts reported for one model response, in neutral names; each wire renders its own
