@@ -251,15 +251,7 @@ boost::system::result<SupervisorSpec, std::string> spec_from_json(const json::va
   if (f.ok() && spec.run_id.empty()) f.fail("field \"run_id\" is empty");
   spec.socket = read_path(f, "socket");
   spec.program = read_path(f, "program");
-  if (const json::array* args = f.req_array("args")) {
-    for (const json::value& arg : *args) {
-      if (!arg.is_string()) {
-        f.fail("an entry of \"args\" is " + protocol::describe_json(arg) + ", expected a string");
-        break;
-      }
-      spec.args.emplace_back(arg.get_string());
-    }
-  }
+  if (f.req_array("args")) spec.args = f.strings_or_empty("args");
   auto read_pairs = [&](const json::array& entries, std::string_view key,
                         std::vector<std::pair<std::string, std::string>>& out) {
     for (const json::value& entry : entries) {

@@ -23,6 +23,7 @@
 #include "daemon/fleet/run_records.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/disk_filler.hpp"
+#include "tests/support/fleet_peer.hpp"
 #include "tests/support/nats_cluster.hpp"
 #include "tests/support/peer_as_uid.hpp"
 #include "tests/support/tmpfs_mount.hpp"
@@ -391,12 +392,7 @@ TEST_F(FleetAttach, AnAttachedLineFromAPeerHostIsBoundedByTheOwnersOwnLineBound)
   ASSERT_TRUE(h1_->wait_notify("READY=1", 90s)) << h1_->stderr_text();
   const std::string run = run_waiting_on_h1();
   ASSERT_FALSE(run.empty());
-  fleet::FleetConfig c;
-  c.nats_urls = {cluster_->url(2)};
-  c.host_id = "evil";
-  c.replicas = 3;
-  c.prefix = prefix();
-  auto made = fleet::FleetLink::connect(c);
+  auto made = connect_peer(cluster_->url(2), "evil", prefix());
   ASSERT_TRUE(made) << made.error().text;
   auto& link = **made;
   const std::string subject = link.names().command_subject("h1");
@@ -490,12 +486,7 @@ TEST_F(FleetAttach, ALineOverTheBoundOnAnAttachAcrossHostsIsAnsweredBeforeTheLin
 TEST_F(FleetAttach, AnOwnerWhoseAnswersDoNotFitIsRefusedByNameAndNoneOfItsBytesReachTheClient) {
   // A forged owner: whoever holds the fleet's NATS credentials can record a run as its own and
   // serve its host's command subject. Its answers are read as a peer's bytes.
-  fleet::FleetConfig c;
-  c.nats_urls = {cluster_->url(1)};
-  c.host_id = "evil";
-  c.replicas = 3;
-  c.prefix = prefix();
-  auto made = fleet::FleetLink::connect(c);
+  auto made = connect_peer(cluster_->url(1), "evil", prefix());
   ASSERT_TRUE(made) << made.error().text;
   auto& link = **made;
   const std::string run = "20261206T000000Z-forged-" + prefix();

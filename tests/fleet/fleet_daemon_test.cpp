@@ -27,6 +27,7 @@
 #include "protocol/digest.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/disk_filler.hpp"
+#include "tests/support/fleet_peer.hpp"
 #include "tests/support/nats_cluster.hpp"
 #include "tests/support/peer_as_uid.hpp"
 #include "tests/support/tmpfs_mount.hpp"
@@ -1002,12 +1003,7 @@ TEST_F(FleetDaemons, ARequestIdClaimedByASubmitWhoseQueueingFailedIsPlacedByItsR
   const std::string digest = protocol::sha256_hex(protocol::canonical_json(spec->as_object().at("run")));
   const std::string claimed_run = "20261207T000000Z-0123456789ab";
   {
-    fleet::FleetConfig c;
-    c.nats_urls = {cluster_->url(1)};
-    c.host_id = "failed-submitter";
-    c.replicas = 3;
-    c.prefix = prefix();
-    auto link = fleet::FleetLink::connect(c);
+    auto link = connect_peer(cluster_->url(1), "failed-submitter", prefix());
     ASSERT_TRUE(link) << link.error().text;
     auto claimed = fleet::claim_request(**link, 0, "healed.1", fleet::RequestClaim{claimed_run, digest});
     ASSERT_TRUE(claimed) << claimed.error().text;

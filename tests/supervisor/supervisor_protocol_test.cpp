@@ -485,6 +485,10 @@ TEST(SupervisorSpec, RefusesByName) {
               o["vendor_env"] = boost::json::array{boost::json::array{1, 2}};
             }).find("\"vendor_env\""),
             std::string::npos);
+  // The vendor's arguments: present, an array, strings only.
+  EXPECT_NE(refusal([](auto& o) { o.erase("args"); }).find("\"args\""), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["args"] = "-p go"; }).find("\"args\""), std::string::npos);
+  EXPECT_NE(refusal([](auto& o) { o["args"] = boost::json::array{"-p", 7}; }).find("\"args\""), std::string::npos);
 }
 
 // A sandboxed plan's spec carries the vendor's environment apart from the privileged hops' fixed
