@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "adapters/posture.hpp"
 #include "adapters/tool_call.hpp"
 #include "protocol/events.hpp"
 #include "protocol/line_framer.hpp"
@@ -19,16 +20,6 @@ namespace mh::adapters {
 
 namespace proto = mh::protocol;
 namespace json = boost::json;
-
-// A vendor's permission posture (issue 27 section 6, daemon/run/posture_check.hpp): its permission
-// mode (Claude's permissionMode, Codex's approvalPolicy) and its sandbox (Codex's sandbox mode),
-// each in the vendor's own vocabulary as permission.set names it. nullopt: not said (a report
-// that carries no sandbox, a vendor without one), never "none".
-struct Posture {
-  std::optional<std::string> permission_mode;
-  std::optional<std::string> sandbox;
-  bool operator==(const Posture&) const = default;
-};
 
 // The reply channel for one vendor decision request: the vendor's own request id (the control
 // request_id of an in-band hook_callback, the JSON-RPC id of an approval request), or the hook

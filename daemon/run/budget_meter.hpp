@@ -24,6 +24,7 @@
 #include <string>
 
 #include "adapters/run_spec.hpp"
+#include "daemon/run/price_table.hpp"
 
 namespace mh::adapters {
 class Adapter;  // adapters/adapter.hpp: named by the run-start refusals only
@@ -32,30 +33,6 @@ class Adapter;  // adapters/adapter.hpp: named by the run-start refusals only
 namespace mh::daemon {
 
 namespace json = boost::json;
-
-// USD per million tokens of each kind; an unset kind has no price.
-struct ModelPrice {
-  std::optional<double> input_per_mtok;
-  std::optional<double> output_per_mtok;
-  std::optional<double> cache_read_per_mtok;
-  std::optional<double> cache_creation_per_mtok;
-};
-
-// Prices by model name. A key ending in `*` prices every model it is a prefix of (the longest
-// such key wins); otherwise names match exactly.
-class PriceTable {
- public:
-  void set(std::string model, ModelPrice price) { prices_[std::move(model)] = price; }
-  const ModelPrice* find(std::string_view model) const;
-  bool empty() const { return prices_.empty(); }
-  const std::map<std::string, ModelPrice, std::less<>>& all() const { return prices_; }
-
- private:
-  std::map<std::string, ModelPrice, std::less<>> prices_;
-};
-
-// The cost of one usage record at a price, or nullopt when a kind it used has no price.
-std::optional<double> price_usage(const protocol::TokenUsage& usage, const ModelPrice& price);
 
 struct Spend {
   std::uint64_t turns = 0;

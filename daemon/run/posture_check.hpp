@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "adapters/session.hpp"
+#include "adapters/posture.hpp"
 #include "protocol/events.hpp"
 
 namespace mh::daemon {

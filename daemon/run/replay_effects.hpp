@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/run/run_core.hpp"
+#include "daemon/run/run_effects.hpp"
 
 namespace mh::daemon {
 

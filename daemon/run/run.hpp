@@ -21,7 +21,9 @@
 
 #include "adapters/adapter.hpp"
 #include "daemon/run/budget_meter.hpp"
+#include "daemon/run/run_observer.hpp"
 #include "daemon/run/run_types.hpp"
+#include "daemon/run/seam_probe.hpp"
 #include "daemon/supervisor/supervisor_spec.hpp"
 #include "protocol/hermetic_floor.hpp"
 #include "protocol/reader.hpp"
@@ -34,39 +36,6 @@ namespace mh::daemon {
 
 class SharedStreamState;
 struct ContainmentPolicy;
-
-// Sees every event the run hands its log, on the run's strand, in stream order, with the
-// payload in hand, before any reader can see it (stream.closed included, between its sync and
-// its publication). The daemon's metrics (daemon/metrics) are derived from it, so they tell the
-// story the record tells. Optional: a run without one pays nothing.
-class RunObserver {
- public:
-  virtual ~RunObserver() = default;
-  virtual void appended(const protocol::EventPayload& event) = 0;
-};
-
-// Times metaharness's own share of the call seam, for the benches (`metaharness run
-// --latency-report` installs a SeamTimer, seam_timer.hpp). Optional and absent in the daemon: a
-// run without one pays a null test per input. Called on the run's strand, in this order per
-// input: input_read or command_received, then appending / answer_written as the core acts, then
-// recorded once what was appended is durable, then input_done or command_done.
-class SeamProbe {
- public:
-  virtual ~SeamProbe() = default;
-  // Vendor input is being handled, read at `at`: a chunk of its stdout, or one hook-channel
-  // request (Codex's calls arrive there).
-  virtual void input_read(Instant at) = 0;
-  virtual void input_done() = 0;
-  // A command (received at `at` by whoever read its line) is being handled.
-  virtual void command_received(Instant at) = 0;
-  virtual void command_done() = 0;
-  // An event is about to be appended to the run's stream.
-  virtual void appending(const protocol::EventPayload& event) = 0;
-  // What was appended since the last call is durable and visible to readers (or, !durable, lost).
-  virtual void recorded(bool durable) = 0;
-  // An answer left for the vendor: a line handed to its stdin, or a hook-channel reply.
-  virtual void answer_written() = 0;
-};
 
 struct RunOptions {
   adapters::RunSpec spec;
