@@ -53,14 +53,14 @@ class Soak:
         self.metaharness = str(bin_dir / "metaharness")
         standin = bin_dir / STANDIN_PROGRAM
         if not os.path.isfile(self.metaharness):
-            raise SystemExit(f"soak: {self.metaharness} is not built (./run build --for-soak)")
+            raise SystemExit(f"soak: {self.metaharness} is not built (./run build mh-programs mh-standin, as ./run soak does)")
         # Every vendor the binary registers, as the drivers play it (adapters/vendor_descriptor.hpp).
         load_real_clis(self.metaharness)
         helpers = subprocess.run([self.metaharness, "vendor", "list", "--helpers"], capture_output=True, text=True,
                                  timeout=60).stdout.split()
         for needed in (standin, bin_dir / "metaharness-supervisor", *(bin_dir / h for h in helpers)):
             if not os.path.isfile(needed):
-                raise SystemExit(f"soak: {needed} is not built (./run build --for-soak)")
+                raise SystemExit(f"soak: {needed} is not built (./run build mh-programs mh-standin, as ./run soak does)")
         # Each adapter's capability table: how its one-shot controls must be answered.
         self.capabilities = load_capabilities(self.metaharness, sorted({c["adapter"] for c in REAL_CLIS.values()}))
         # A short path: a Unix socket path is at most 107 bytes.
