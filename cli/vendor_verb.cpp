@@ -3,7 +3,7 @@
 // binary an adapter runs recorded in <dir>/installed.json (what `audit` holds a run's attested
 // binary to, H9). Idempotent: a folder already on every pin, whose record names every pin, is
 // left untouched (not even read-write), so it may be read-only.
-// `metaharness vendor list [--helpers]`: the registered vendors' ids, one a line, in registration
+// `metaharness vendor list [--helpers | --json]`: the registered vendors' ids, one a line, in registration
 // order (the list scripts loop over instead of naming vendors); with --helpers, the file names of
 // the helper programs their runs execute (VendorHelper: what packaging installs); with --json, what
 // drivers read of each vendor (vendor_list_json).
