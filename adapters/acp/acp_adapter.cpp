@@ -28,4 +28,20 @@ std::uint64_t AcpAdapter::max_decision_deadline_ms() const {
   return deadline_bound_of_int_ms_timer(vendor_.deadline_margin_s);
 }
 
+proto::CapabilityTable capability_table(std::string_view vendor) {
+  proto::CapabilityTable t = harness_capabilities(vendor);
+  using proto::CommandName;
+  t.commands = {
+      {CommandName::message_inject, {true, {}, "the next session/prompt"}},
+      {CommandName::steer,
+       {false, proto::RefusalCode::UNSUPPORTED_CONTROL,
+        "ACP has no way into a running prompt: session/prompt starts a turn and session/cancel ends one, so a "
+        "steer could not be promised"}},
+      {CommandName::interrupt, {true, {}, "session/cancel: the running prompt answers cancelled"}},
+      {CommandName::halt,
+       {true, {}, "session/cancel, close " + std::string(vendor) + "'s stdin, then kill the run's processes"}},
+  };
+  return t;
+}
+
 }  // namespace mh::adapters::acp

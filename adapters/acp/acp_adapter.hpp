@@ -29,6 +29,12 @@ struct AcpVendor {
   std::uint64_t deadline_margin_s;
 };
 
+// The capability table's ACP part, the same for every ACP vendor: message_inject is the next
+// session/prompt, interrupt is session/cancel, halt cancels and closes the agent's stdin, and
+// steer is refused (ACP has no way into a running prompt). The vendor adds tool_decide, frame_set,
+// permission_set, its rendering and its notes.
+proto::CapabilityTable capability_table(std::string_view vendor);
+
 class AcpAdapter : public NpmCliAdapter {
  public:
   AcpAdapter(const AcpVendor& vendor, HostConfig config);

@@ -15,10 +15,4 @@ namespace mh::adapters::acp {
 std::unique_ptr<AdapterSession> make_session(const Profile& profile, const RunSpec& spec, const LaunchPlan& plan,
                                              bool offline = false);
 
-// The capability table's ACP part, the same for every ACP vendor: message_inject is the next
-// session/prompt, interrupt is session/cancel, halt cancels and closes the agent's stdin, and
-// steer is refused (ACP has no way into a running prompt). The vendor adds tool_decide, frame_set,
-// permission_set, its rendering and its notes.
-proto::CapabilityTable capability_table(std::string_view vendor);
-
 }  // namespace mh::adapters::acp

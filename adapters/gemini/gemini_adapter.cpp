@@ -1,12 +1,10 @@
 #include "adapters/gemini/gemini_adapter.hpp"
 
 #include "adapters/acp/acp_adapter.hpp"
-#include "adapters/acp/acp_session.hpp"
 #include "adapters/gemini/gemini_plan.hpp"
 #include "adapters/gemini/gemini_profile.hpp"
 #include "adapters/plan_common.hpp"
 #include "adapters/registry.hpp"
-#include "adapters/session.hpp"
 #include "adapters/vendor_descriptor.hpp"
 
 namespace mh::adapters {

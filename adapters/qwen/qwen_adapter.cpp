@@ -1,12 +1,10 @@
 #include "adapters/qwen/qwen_adapter.hpp"
 
 #include "adapters/acp/acp_adapter.hpp"
-#include "adapters/acp/acp_session.hpp"
 #include "adapters/plan_common.hpp"
 #include "adapters/qwen/qwen_plan.hpp"
 #include "adapters/qwen/qwen_profile.hpp"
 #include "adapters/registry.hpp"
-#include "adapters/session.hpp"
 #include "adapters/vendor_descriptor.hpp"
 
 namespace mh::adapters {

@@ -3,9 +3,16 @@
 // and ACP does not report. Its calls name their tool themselves (_meta.toolName). No I/O, no clock.
 #pragma once
 
-#include "adapters/acp/acp_profile.hpp"
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "adapters/adapter.hpp"
-#include "adapters/session.hpp"
+
+namespace mh::adapters::acp {
+struct Profile;  // adapters/acp/acp_profile.hpp: what only the session and its tests need
+}
 
 namespace mh::adapters::qwen {
 
