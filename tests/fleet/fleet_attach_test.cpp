@@ -151,6 +151,20 @@ class FleetAttach : public ::testing::Test {
     return run;
   }
 
+  // Host `i` again, on a home of its own, its lines bounded at 4 KiB (server.max_line_bytes).
+  void restart_with_small_lines(int i) {
+    auto& host = i == 0 ? h0_ : h1_;
+    host.reset();
+    const auto home = dir_->path() / (prefix() + "-h" + std::to_string(i) + "-small");
+    std::filesystem::create_directories(home);
+    host = std::make_unique<DaemonUnderTest>(home, config(i, access() + "[server]\nmax_line_bytes = 4096\n"));
+    ASSERT_TRUE(host->wait_notify("READY=1", 90s)) << host->stderr_text();
+  }
+  // A deny of the waiting call whose reason alone is over those 4 KiB.
+  static std::string deny_over_the_bound() {
+    return tool_decide("big", "toolu_marker", R"({"decision":"deny","reason":")" + std::string(8000, 'r') + R"("})");
+  }
+
   // Attaches `c` (on h0) to `run` from seq 1: its `attached` reply.
   static std::optional<EventLine> attach(SocketClient& c, const std::string& run) {
     c.send(socket_request("attach", R"("run_id":")" + run + R"(","from_seq":1)", "a1"));
@@ -385,11 +399,7 @@ TEST_F(FleetAttach, AnAttachedLineFromAPeerHostIsBoundedByTheOwnersOwnLineBound)
   // or anyone holding the fleet's credentials) for root's run, as root: a line over h1's bound is
   // refused unread as h1's own connection would refuse it (in the stream, MALFORMED), so the deny
   // it carries decides nothing; a "too_long" sentence over 1 KiB is refused and recorded nowhere.
-  h1_.reset();
-  const auto home = dir_->path() / (prefix() + "-h1-small");
-  std::filesystem::create_directories(home);
-  h1_ = std::make_unique<DaemonUnderTest>(home, config(1, access() + "[server]\nmax_line_bytes = 4096\n"));
-  ASSERT_TRUE(h1_->wait_notify("READY=1", 90s)) << h1_->stderr_text();
+  ASSERT_NO_FATAL_FAILURE(restart_with_small_lines(1));
   const std::string run = run_waiting_on_h1();
   ASSERT_FALSE(run.empty());
   auto made = connect_peer(cluster_->url(2), "evil", prefix());
@@ -399,8 +409,7 @@ TEST_F(FleetAttach, AnAttachedLineFromAPeerHostIsBoundedByTheOwnersOwnLineBound)
   auto json_string = [](const std::string& text) {
     return protocol::canonical_json(boost::json::value(boost::json::string(text)));
   };
-  const std::string deny =
-      tool_decide("big", "toolu_marker", R"({"decision":"deny","reason":")" + std::string(8000, 'r') + R"("})");
+  const std::string deny = deny_over_the_bound();
   auto line_answer = fleet::relay_request(link, subject,
                                           R"({"kind":"line","run_id":")" + run + R"(","line":)" + json_string(deny) +
                                               R"(,"uid":0,"pid":1,"from_host":"evil"})",
@@ -441,19 +450,14 @@ TEST_F(FleetAttach, ALineOverTheBoundOnAnAttachAcrossHostsIsAnsweredBeforeTheLin
   // owner as such; the allow goes after it. Each is answered in the order sent: the refusal of the
   // line over the bound first (it was relayed beside the next line and could land after it), then
   // the allow, which decides the call.
-  h0_.reset();
-  const auto home = dir_->path() / (prefix() + "-h0-small");
-  std::filesystem::create_directories(home);
-  h0_ = std::make_unique<DaemonUnderTest>(home, config(0, access() + "[server]\nmax_line_bytes = 4096\n"));
-  ASSERT_TRUE(h0_->wait_notify("READY=1", 90s)) << h0_->stderr_text();
+  ASSERT_NO_FATAL_FAILURE(restart_with_small_lines(0));
   const std::string run = run_waiting_on_h1();
   ASSERT_FALSE(run.empty());
   SocketClient a(h0_->socket());
   auto attached = attach(a, run);
   ASSERT_TRUE(attached && attached->str("reply") == "attached") << (attached ? attached->raw : "no reply");
   ASSERT_TRUE(a.wait_reply("pending", 60s));
-  const std::string deny =
-      tool_decide("big", "toolu_marker", R"({"decision":"deny","reason":")" + std::string(8000, 'r') + R"("})");
+  const std::string deny = deny_over_the_bound();
   a.send_raw(deny + "\n" + tool_decide("d1", "toolu_marker", R"({"decision":"allow"})") + "\n");
   auto d1 = result_of(a, "d1");
   ASSERT_TRUE(d1) << h1_->stderr_text();
