@@ -20,6 +20,7 @@
 #include "adapters/vendor_descriptor.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/asio/process_v2.hpp"
+#include "daemon/model/scenario.hpp"
 #include "daemon/process/vendor_install_record.hpp"
 #include "daemon/process/vendor_provenance.hpp"
 #include "metaharness/build_info.hpp"
@@ -308,9 +309,12 @@ boost::json::array vendor_list_json() {
     for (const adapters::VendorHelper& h : v->helpers)
       helpers.emplace_back(h.file_name);
     const adapters::ScriptedShell& shell = v->scripted_shell;
+    const std::optional<model::Wire> scenario_wire = model::wire_of_model_api(adapter->model_wire());
     out.push_back(
         boost::json::object{{"id", v->id},
                             {"model_wire", adapter->model_wire()},
+                            {"scenario_wire", scenario_wire ? boost::json::value(model::to_string(*scenario_wire))
+                                                            : boost::json::value(nullptr)},
                             {"process_names", std::move(process_names)},
                             {"over_acp", v->over_acp},
                             {"scripted_shell", boost::json::object{{"tool", shell.tool},

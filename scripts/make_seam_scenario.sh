@@ -6,10 +6,10 @@
 #   scripts/make_seam_scenario.sh [N] [VENDOR] > bench/scenarios/<vendor>_<N>_calls.json
 #
 # VENDOR is any id of `metaharness vendor list` (default: the first). What the model says to it --
-# the wire, its shell tool and that tool's command field, the call id form, and whether the CLI
-# also asks for things with no tools (a title: answered by the scenario's `aux`) -- is the vendor's
-# descriptor (adapters/<vendor>/<vendor>_descriptor.cpp), as `metaharness vendor list --json`
-# gives it; this script keeps no table of vendors. $METAHARNESS names the binary (default:
+# the scenario wire, its shell tool and that tool's command field, the call id form, and whether
+# the CLI also asks for things with no tools (a title: answered by the scenario's `aux`) -- is the
+# vendor's descriptor (adapters/<vendor>/<vendor>_descriptor.cpp), as `metaharness vendor list
+# --json` gives it; this script keeps no table of vendors. $METAHARNESS names the binary (default:
 # build/bin/metaharness).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,8 +24,9 @@ vendor = next((v for v in vendors if wanted in (None, v["id"])), None)
 if vendor is None:
     sys.exit(f"make_seam_scenario.sh: unknown vendor {wanted} ({', '.join(v['id'] for v in vendors)})")
 shell = vendor["scripted_shell"]
-# A scenario names the Responses wire "responses"; an adapter, "openai-responses".
-wire = {"openai-responses": "responses"}.get(vendor["model_wire"], vendor["model_wire"])
+wire = vendor["scenario_wire"]
+if wire is None:
+    sys.exit(f"make_seam_scenario.sh: {vendor['id']} speaks {vendor['model_wire']}, which no scenario wire serves")
 description = (f"{vendor['id']} seam bench: {calls} sequential {shell['tool']} calls (touch f<i>), one per model "
                "step, then a final answer"
                + ("; a request with no tools (a side request) gets the aux answer" if shell["side_requests"] else "")

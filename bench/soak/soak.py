@@ -56,9 +56,8 @@ class Soak:
             raise SystemExit(f"soak: {self.metaharness} is not built (./run build mh-programs mh-standin, as ./run soak does)")
         # Every vendor the binary registers, as the drivers play it (adapters/vendor_descriptor.hpp).
         load_real_clis(self.metaharness)
-        helpers = subprocess.run([self.metaharness, "vendor", "list", "--helpers"], capture_output=True, text=True,
-                                 timeout=60).stdout.split()
-        for needed in (standin, bin_dir / "metaharness-supervisor", *(bin_dir / h for h in helpers)):
+        helpers = [bin_dir / h for cli in REAL_CLIS.values() for h in cli["helpers"]]
+        for needed in (standin, bin_dir / "metaharness-supervisor", *helpers):
             if not os.path.isfile(needed):
                 raise SystemExit(f"soak: {needed} is not built (./run build mh-programs mh-standin, as ./run soak does)")
         # Each adapter's capability table: how its one-shot controls must be answered.

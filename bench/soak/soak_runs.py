@@ -104,7 +104,8 @@ def make_plan(rng, index):
 # each: the daemon's adapter, the scenario's wire, its shell tool and that tool's input, the call
 # id form, the call id its events report for a scenario call id (`m_<that id>.txt` is the call's
 # marker, so the deny and effect checks find it), whether the CLI also asks the model things with
-# no tools (a scenario answers those with `aux`), its process names, and whether it speaks ACP.
+# no tools (a scenario answers those with `aux`), its process names, whether it speaks ACP, and
+# the helper programs its runs execute beside it.
 REAL_SHARE = 0.02
 REAL_CLIS = {}
 # The stand-in (tests/standin, mh-standin-*) speaks this adapter's wire and runs as its binary: the
@@ -112,8 +113,6 @@ REAL_CLIS = {}
 # adapter for a run with no stand-in script.
 STANDIN_ADAPTER = "claude"
 STANDIN_PROGRAM = "mh-standin-claude"
-# An adapter's model wire, by the name a scenario's `wires` gives it where the two differ.
-SCENARIO_WIRE = {"openai-responses": "responses"}
 
 
 def load_real_clis(metaharness):
@@ -125,10 +124,11 @@ def load_real_clis(metaharness):
     for vendor in json.loads(out.stdout):
         shell = vendor["scripted_shell"]
         REAL_CLIS[vendor["id"]] = {
-            "adapter": vendor["id"], "wire": SCENARIO_WIRE.get(vendor["model_wire"], vendor["model_wire"]),
+            "adapter": vendor["id"], "wire": vendor["scenario_wire"],
             "tool": shell["tool"], "key": shell["command_key"], "prefix": shell["call_id_prefix"],
             "reported": shell["reported_call_id"], "aux": shell["side_requests"],
-            "process_names": tuple(vendor["process_names"]), "over_acp": vendor["over_acp"]}
+            "process_names": tuple(vendor["process_names"]), "over_acp": vendor["over_acp"],
+            "helpers": tuple(vendor["helpers"])}
     return REAL_CLIS
 
 

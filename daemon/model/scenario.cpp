@@ -26,6 +26,13 @@ std::string_view to_string(Wire wire) {
   return "unknown";
 }
 
+std::optional<Wire> wire_of_model_api(std::string_view name) {
+  if (name == "openai-responses") return Wire::responses;
+  for (Wire wire : kWires)
+    if (wire != Wire::responses && to_string(wire) == name) return wire;
+  return std::nullopt;
+}
+
 void throw_exception_from_error(const ScenarioError& e, const boost::source_location& loc) {
   boost::throw_exception(std::runtime_error(e.message()), loc);
 }

@@ -33,6 +33,9 @@ inline constexpr std::string_view kScenarioFormat = "metaharness.scenario/1";
 enum class Wire { anthropic, responses, gemini };
 inline constexpr std::array kWires = {Wire::anthropic, Wire::responses, Wire::gemini};
 std::string_view to_string(Wire wire);
+// The wire of a model API as adapters, upstreams and the gateway name it ("anthropic",
+// "openai-responses", "gemini"): a scenario calls the second "responses". nullopt: none of them.
+std::optional<Wire> wire_of_model_api(std::string_view name);
 
 // Token counts reported for one model response, in neutral names; each wire renders its own
 // shape (Anthropic: input/output/cache_read/cache_creation; Responses: input/output with

@@ -260,6 +260,18 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// A model API as adapters, upstreams and the gateway name it, to the wire a scenario serves it on:
+// the Responses API is "openai-responses" there and "responses" in a scenario; an unknown name
+// is none of them.
+TEST(Scenario, AModelApisNameGivesTheWireAScenarioServesItOn) {
+  EXPECT_EQ(wire_of_model_api("anthropic"), Wire::anthropic);
+  EXPECT_EQ(wire_of_model_api("openai-responses"), Wire::responses);
+  EXPECT_EQ(wire_of_model_api("gemini"), Wire::gemini);
+  EXPECT_EQ(wire_of_model_api("responses"), std::nullopt) << "a scenario's name, not an adapter's";
+  EXPECT_EQ(wire_of_model_api("openai"), std::nullopt);
+  EXPECT_EQ(wire_of_model_api(""), std::nullopt);
+}
+
 TEST(Scenario, FileLoadingNamesTheFile) {
   auto missing = load_scenario_file("/nonexistent/scenario.json");
   ASSERT_FALSE(missing);
@@ -274,7 +286,8 @@ TEST(Scenario, FileLoadingNamesTheFile) {
   EXPECT_NE(bad.error().message().find(path.string()), std::string::npos);
 }
 
-// Every scenario the tests ship, and every complete scenario shown in docs/scenarios.md, loads.
+// Every scenario the tests and the demo ship, and every complete scenario shown in
+// docs/scenarios.md, loads.
 TEST(Scenario, ShippedAndDocumentedScenariosLoad) {
   const std::filesystem::path source(MH_SOURCE_DIR);
   std::size_t files = 0;
@@ -285,6 +298,16 @@ TEST(Scenario, ShippedAndDocumentedScenariosLoad) {
     EXPECT_TRUE(scenario) << scenario.error().message();
   }
   EXPECT_GE(files, 4u);
+  // The demo's, one in each vendor's folder (adapters/<vendor>/demo/scenario.json; ./run demo).
+  std::size_t demos = 0;
+  for (const auto& folder : std::filesystem::directory_iterator(source / "adapters")) {
+    const auto demo = folder.path() / "demo" / "scenario.json";
+    if (!std::filesystem::exists(demo)) continue;
+    ++demos;
+    auto scenario = load_scenario_file(demo);
+    EXPECT_TRUE(scenario) << demo << ": " << scenario.error().message();
+  }
+  EXPECT_GE(demos, 5u);
 
   const std::string doc = read_text(source / "docs/scenarios.md");
   std::size_t examples = 0;

@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "adapters/registry.hpp"
 #include "adapters/vendor_descriptor.hpp"
+#include "daemon/model/scenario.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "tests/systemd/package_support.hpp"
@@ -292,6 +294,12 @@ TEST(VendorList, JsonGivesEachVendorsDescriptorFactsInRegistrationOrder) {
     EXPECT_EQ(o.at("id").as_string(), v.id);
     ASSERT_NE(registry.find(v.id), nullptr);
     EXPECT_EQ(o.at("model_wire").as_string(), registry.find(v.id)->model_wire());
+    // The wire a driver's scenario serves the vendor on: one a scenario's "wires" names.
+    ASSERT_TRUE(o.at("scenario_wire").is_string()) << o.at("scenario_wire");
+    const std::string_view scenario_wire = o.at("scenario_wire").as_string();
+    EXPECT_TRUE(std::any_of(model::kWires.begin(), model::kWires.end(), [&](model::Wire w) {
+      return model::to_string(w) == scenario_wire;
+    })) << scenario_wire;
     EXPECT_EQ(o.at("over_acp").as_bool(), v.over_acp);
     const auto& names = o.at("process_names").as_array();
     ASSERT_EQ(names.size(), v.process_names.size());
