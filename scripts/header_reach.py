@@ -53,6 +53,9 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("headers", nargs="*")
     args = parser.parse_args()
+    # Ninja's records name files relative to the build folder: a relative --build would leave
+    # every project header looking like a system one (a count of 0).
+    args.build = os.path.abspath(args.build)
     if not os.path.exists(os.path.join(args.build, "build.ninja")):
         sys.exit(f"header_reach: {args.build} is not a configured Ninja build folder (./run build first)")
     units = read_deps(args.build)

@@ -141,6 +141,13 @@ fleet::NatsResult<std::optional<fleet::RunRecord>> record_of(FleetHost& host, co
   return fleet::await_run_record(host.link(), id, host.link().config().request_timeout);
 }
 
+// A fleet read that failed (JetStream electing a leader after a node's loss, NATS out of reach):
+// refused by name, never answered as if the run were unknown or held no lines.
+void refuse_unread(Session& s, const SocketRequest& r, const std::string& id, const fleet::NatsError& why) {
+  s.refuse("FLEET_UNAVAILABLE", "run " + protocol::excerpt(id, 80) + ": the fleet could not be read: " + why.text,
+           r.id);
+}
+
 // A remote run's `state`, in the fleet's vocabulary (its host alone knows starting, turn, idle
 // or ending): closed once its stream's last line in the fleet is stream.closed, else open.
 std::string remote_state(const fleet::FleetStreamTail& tail) {
@@ -171,13 +178,19 @@ asio::awaitable<bool> get_remote(std::shared_ptr<FleetHost> fleet, Session& s, c
     if (!record) return record.error();
     fleet::FleetStreamTail tail;
     if (*record) {
+      // Not read is not "none of its lines": the answer waits for a read that worked.
       auto t = fleet::fleet_stream_tail(host->link(), id);
-      if (t) tail = *t;
+      if (!t) return t.error();
+      tail = *t;
     }
     return std::make_pair(*record, tail);
   };
   auto found = co_await host->on_fleet(std::move(read));
-  if (!found || !found->first) co_return false;  // the one-host answer: UNKNOWN_RUN
+  if (!found) {
+    refuse_unread(s, r, id, found.error());
+    co_return true;
+  }
+  if (!found->first) co_return false;  // the one-host answer: UNKNOWN_RUN
   const auto& record = *found->first;
   json::object fields;
   fields["run_id"] = id;
@@ -229,7 +242,11 @@ asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> fleet, Session& s
   auto server = s.server_ptr();
   auto read = [host, id] { return record_of(*host, id); };
   auto record = co_await host->on_fleet(std::move(read));
-  if (!record || !*record) co_return false;  // the one-host answer: UNKNOWN_RUN
+  if (!record) {
+    refuse_unread(s, r, id, record.error());
+    co_return true;
+  }
+  if (!*record) co_return false;  // the one-host answer: UNKNOWN_RUN
   const std::string owner = (*record)->host;
   json::object relay;
   relay["kind"] = std::string(kind);

@@ -20,6 +20,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "daemon/fleet/fleet_link.hpp"
 #include "daemon/fleet/request_claims.hpp"
@@ -155,8 +156,28 @@ class FleetDaemons : public ::testing::Test {
       last = done ? done->raw : "no end";
       if (!done || done->str("code") != "FLEET_UNAVAILABLE") break;
     }
-    ADD_FAILURE() << run << " from h" << host << ": " << last << "\n" << daemons[host]->stderr_text();
+    ADD_FAILURE() << run << " from h" << host << ": " << last << "\n" << evidence();
     return {};
+  }
+
+  // For a failure after a node's loss: every daemon's log and what each NATS node said of its
+  // leaders, warnings and errors (its last 60 such lines).
+  std::string evidence() const {
+    std::string out;
+    for (const auto& [i, d] : daemons)
+      if (d) out += "--- daemon h" + std::to_string(i) + ":\n" + d->stderr_text();
+    for (int i = 0; i < cluster_->size(); ++i) {
+      std::vector<std::string> said;
+      std::istringstream in(cluster_->log(i));
+      for (std::string l; std::getline(in, l);)
+        if (l.find("leader") != std::string::npos || l.find("[WRN]") != std::string::npos ||
+            l.find("[ERR]") != std::string::npos)
+          said.push_back(l);
+      out += "--- NATS node n" + std::to_string(i) + ":\n";
+      for (std::size_t k = said.size() > 60 ? said.size() - 60 : 0; k < said.size(); ++k)
+        out += said[k] + "\n";
+    }
+    return out;
   }
 
   std::int64_t lose_a_host(bool leaders_on_lost, int lease_ms);
@@ -422,7 +443,7 @@ std::int64_t FleetDaemons::lose_a_host(bool leaders_on_lost, int lease_ms) {
   std::int64_t closed_after = 0;
   for (std::size_t n = 0; n < runs.size(); ++n) {
     auto closed = watches[n]->wait_event("stream.closed", 120s);
-    EXPECT_TRUE(closed) << daemons[0]->stderr_text() << daemons[1]->stderr_text();
+    EXPECT_TRUE(closed) << evidence();
     if (!closed) return -1;
     closed_after = std::max(closed_after, recorded_ms(*closed) - killed_ms);
   }
@@ -456,15 +477,18 @@ std::int64_t FleetDaemons::lose_a_host(bool leaders_on_lost, int lease_ms) {
     EXPECT_EQ(watches[n]->events_named("warning").size(), 1u);  // one survivor closed it
     // Every stream is complete from the other survivor too, and its record says who closed it.
     expect_complete(fleet_tail(1, runs[n]), runs[n]);
+    std::string last;
     EXPECT_TRUE(eventually(
         [&] {
           SocketClient c(daemons[1]->socket());
           auto got = c.request(socket_request("get", R"("run_id":")" + runs[n] + "\""));
+          last = got ? got->raw : "no reply";
           return got && got->str("fleet_state") == "closed" &&
                  (got->str("closed_by") == "h0" || got->str("closed_by") == "h1");
         },
         60s))
-        << runs[n];
+        << runs[n] << ": h1 answered " << last << "\n"
+        << evidence();
   }
   return closed_after;
 }
@@ -686,7 +710,7 @@ TEST_F(FleetDaemons, ARestartedDaemonPublishesWhatItWroteWhileItsNodeWasAwayWith
         return true;
       },
       90s))
-      << daemons[1]->stderr_text();
+      << evidence();
   EXPECT_LE(fleet_end + 2, local_end) << "fleet " << fleet_end << ", h0's disk " << local_end;
   std::printf("restart: the fleet held %llu of the %llu lines on h0's disk when h0 was killed\n",
               static_cast<unsigned long long>(fleet_end), static_cast<unsigned long long>(local_end));
@@ -703,6 +727,48 @@ TEST_F(FleetDaemons, ARestartedDaemonPublishesWhatItWroteWhileItsNodeWasAwayWith
   for (auto& e : events)
     fleet_bytes += e.raw + "\n";
   EXPECT_EQ(fleet_bytes, read_file(daemons[0]->run_dir(run) / "events.jsonl"));
+}
+
+TEST_F(FleetDaemons, AReadOfAnotherHostsRunThatTheFleetCannotAnswerIsRefusedByNameNotCalledUnknownOrEmpty) {
+  // With every NATS node stopped, every fleet read of h1 times out (whichever node it is connected
+  // to: libnats may move to one it discovered): its `get` and a command it would route are refused
+  // FLEET_UNAVAILABLE, naming the run, not UNKNOWN_RUN (the run is there) and not a `run` holding
+  // none of its lines (last_seq 0). With the nodes going on again, the same `get` reads the run,
+  // its lines included.
+  start(0, 100, 60000);
+  start(1, 100, 60000);
+  const std::string run = submit_here(0);
+  ASSERT_FALSE(run.empty());
+  ASSERT_TRUE(owner_known(1, run, "h0"));
+  {
+    SocketClient watch(daemons[1]->socket());
+    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[1]->stderr_text();
+  }
+  auto refused_unread = [&](const std::optional<EventLine>& got) {
+    ASSERT_TRUE(got) << evidence();
+    EXPECT_EQ(got->str("reply"), "refused") << got->raw << "\n" << evidence();
+    EXPECT_EQ(got->str("code"), "FLEET_UNAVAILABLE") << got->raw;
+    EXPECT_NE(got->str("reason").find("run " + run + ": the fleet could not be read"), std::string::npos) << got->raw;
+  };
+  {
+    StoppedNode n0(cluster_->pid(0)), n1(cluster_->pid(1)), n2(cluster_->pid(2));
+    SocketClient c(daemons[1]->socket());
+    refused_unread(c.request(socket_request("get", R"("run_id":")" + run + "\""), 60s));
+    refused_unread(c.request(allow_marker(run, "d1"), 60s));
+  }
+  // The nodes go on: once JetStream answers h1 again, the same read gives the run and its lines.
+  std::optional<EventLine> read;
+  ASSERT_TRUE(eventually(
+      [&] {
+        SocketClient c(daemons[1]->socket());
+        read = c.request(socket_request("get", R"("run_id":")" + run + "\""), 30s);
+        return read && read->str("reply") == "run";
+      },
+      90s))
+      << (read ? read->raw : "no reply") << daemons[1]->stderr_text();
+  EXPECT_EQ(read->str("host"), "h0") << read->raw;
+  EXPECT_GE(read->object.at("last_seq").to_number<std::uint64_t>(), 2u) << read->raw;
 }
 
 TEST_F(FleetDaemons, TheFleetVerbsSubmitListAndTailAsAUserTypesThem) {
