@@ -190,6 +190,25 @@ class FleetDaemons : public ::testing::Test {
     EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
     return reply ? reply->str("run_id") : "";
   }
+  // A run waiting on its decision on h0, whose lines to its tool.requested h1 has read from the
+  // fleet; long leases (nobody closes it meanwhile). "" (the failure said) if it got no further.
+  std::string run_on_h0_read_from_h1() {
+    start(0, 100, 60000);
+    start(1, 100, 60000);
+    const std::string run = submit_here(0);
+    if (run.empty()) return "";
+    if (!owner_known(1, run, "h0")) {
+      ADD_FAILURE() << run << ": h1 never named h0 its host\n" << evidence();
+      return "";
+    }
+    SocketClient watch(daemons[1]->socket());
+    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+    if (!watch.wait_event("tool.requested", 120s)) {
+      ADD_FAILURE() << run << ": h1 never read its tool.requested from the fleet\n" << evidence();
+      return "";
+    }
+    return run;
+  }
   // Whether `reader`'s `get` names `owner` as the run's host within the bound (a run submitted on
   // its own host enters the fleet's records when its publisher starts).
   bool owner_known(int reader, const std::string& run, const std::string& owner) {
@@ -669,19 +688,11 @@ TEST_F(FleetDaemons, ARestartedDaemonPublishesWhatItWroteWhileItsNodeWasAwayWith
   // h0 publishes through node n0 only; h1 reads. Long leases: nobody closes h0's run meanwhile.
   // The run ends before h0 is killed (what is tested is what the next daemon publishes of it, not
   // an adoption), so the model endpoint h0 hosts for it need not outlive h0.
-  start(0, 100, 60000);
-  start(1, 100, 60000);
-  const std::string run = submit_here(0);
-  ASSERT_FALSE(run.empty());
   // The run's first lines, to its tool.requested, reach the fleet: h0's publisher is past its
   // start (its claim and resume point, which need n0; and a daemon cannot start without its node,
   // so n0 is stopped only now, with the run under way).
-  ASSERT_TRUE(owner_known(1, run, "h0"));
-  {
-    SocketClient watch(daemons[1]->socket());
-    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
-    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[1]->stderr_text();
-  }
+  const std::string run = run_on_h0_read_from_h1();
+  ASSERT_FALSE(run.empty());
   // n0 stopped, not killed: h0's connection to it stays up (no reconnect elsewhere), and every
   // publish waits on it, times out and is tried again. The call decided on h0 itself: the run goes
   // on to its end, every line from here on on h0's disk only.
@@ -735,16 +746,8 @@ TEST_F(FleetDaemons, AReadOfAnotherHostsRunThatTheFleetCannotAnswerIsRefusedByNa
   // FLEET_UNAVAILABLE, naming the run, not UNKNOWN_RUN (the run is there) and not a `run` holding
   // none of its lines (last_seq 0). With the nodes going on again, the same `get` reads the run,
   // its lines included.
-  start(0, 100, 60000);
-  start(1, 100, 60000);
-  const std::string run = submit_here(0);
+  const std::string run = run_on_h0_read_from_h1();
   ASSERT_FALSE(run.empty());
-  ASSERT_TRUE(owner_known(1, run, "h0"));
-  {
-    SocketClient watch(daemons[1]->socket());
-    watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
-    ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << daemons[1]->stderr_text();
-  }
   auto refused_unread = [&](const std::optional<EventLine>& got) {
     ASSERT_TRUE(got) << evidence();
     EXPECT_EQ(got->str("reply"), "refused") << got->raw << "\n" << evidence();
