@@ -1,6 +1,6 @@
 #include "adapters/offline.hpp"
 
-#include "adapters/session.hpp"
+#include "adapters/adapter_outputs.hpp"
 #include "protocol/overloaded.hpp"
 
 namespace mh::adapters {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
-#include "adapters/session.hpp"
+#include "adapters/adapter_outputs.hpp"
 #include "protocol/line_framer.hpp"
 
 namespace mh::adapters {

@@ -8,8 +8,9 @@ tests" is the goal's measure).
 
   scripts/header_reach.py [--build DIR] [HEADER ...]
 
-With no HEADER: the project's seam headers (the session seam, the adapter, the run's public
-types), then the ten headers that reach the most translation units.
+With no HEADER: the project's seam headers (the session seam and its values, the adapter, the
+run's public types, the bodies' view of the run), then the ten headers that reach the most
+translation units.
 """
 import argparse
 import os
@@ -17,8 +18,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SEAM_HEADERS = ["adapters/session.hpp", "adapters/adapter.hpp", "adapters/run_spec.hpp",
-                "adapters/launch_plan.hpp", "daemon/run/run.hpp", "daemon/run/run_types.hpp"]
+SEAM_HEADERS = ["adapters/session.hpp", "adapters/adapter_outputs.hpp", "adapters/adapter.hpp", "adapters/run_spec.hpp",
+                "adapters/launch_plan.hpp", "daemon/run/run.hpp", "daemon/run/run_types.hpp", "daemon/run/body_host.hpp"]
 TEST_DIRS = ("tests/", "bench/", "fuzz/", "tests/fuzz/")
 
 

@@ -3,7 +3,7 @@
 #include <array>
 #include <cctype>
 
-#include "adapters/session.hpp"
+#include "adapters/adapter_outputs.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "protocol/vendor_line.hpp"

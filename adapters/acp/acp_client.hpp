@@ -24,7 +24,8 @@
 
 #include "adapters/acp/acp_seam_verdicts.hpp"
 #include "adapters/acp/acp_updates.hpp"
-#include "adapters/session.hpp"
+#include "adapters/adapter_outputs.hpp"
+#include "protocol/line_framer.hpp"
 
 namespace mh::adapters::acp {
 

@@ -1,6 +1,6 @@
 #include "adapters/acp/acp_updates.hpp"
 
-#include "adapters/session.hpp"
+#include "adapters/adapter_outputs.hpp"
 #include "protocol/json.hpp"
 
 namespace mh::adapters::acp {

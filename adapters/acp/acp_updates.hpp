@@ -8,7 +8,8 @@
 
 #include "adapters/acp/acp_wire.hpp"
 #include "adapters/adapter.hpp"
-#include "adapters/session.hpp"
+#include "adapters/adapter_outputs.hpp"
+#include "protocol/line_framer.hpp"
 
 namespace mh::adapters::acp {
 

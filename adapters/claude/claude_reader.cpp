@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "adapters/adapter_outputs.hpp"
 #include "adapters/claude/claude_adapter.hpp"
-#include "adapters/session.hpp"
 #include "protocol/digest.hpp"
 
 namespace mh::adapters::claude {

@@ -10,8 +10,9 @@
 #include <string_view>
 #include <utility>
 
+#include "adapters/adapter_outputs.hpp"
 #include "adapters/claude/claude_adapter.hpp"
-#include "adapters/session.hpp"
+#include "protocol/line_framer.hpp"
 
 namespace mh::adapters::claude {
 

@@ -9,9 +9,14 @@
 #include <array>
 #include <deque>
 
+#include "adapters/adapter_outputs.hpp"
 #include "adapters/codex/codex_adapter.hpp"
 #include "adapters/registry.hpp"
-#include "adapters/session.hpp"
+#include "protocol/line_framer.hpp"
+
+namespace mh::adapters {
+class AdapterSession;  // session.hpp: of the codex units, only the session and the adapter need the seam
+}  // namespace mh::adapters
 
 namespace mh::adapters::codex {
 

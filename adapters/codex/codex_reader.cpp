@@ -3,8 +3,8 @@
 // item type and the digest of its line: no notification is dropped.
 #include <algorithm>
 
+#include "adapters/adapter_outputs.hpp"
 #include "adapters/codex/codex_internal.hpp"
-#include "adapters/session.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/json.hpp"
 #include "protocol/time_text.hpp"

@@ -21,9 +21,12 @@
 #include "daemon/log.hpp"
 #include "daemon/peer.hpp"
 #include "daemon/process/process_env.hpp"
+#include "daemon/process/run_containment.hpp"
 #include "daemon/process/run_processes.hpp"
+#include "daemon/run/hook_log.hpp"
+#include "daemon/run/read_buffer.hpp"
 #include "daemon/run/run_dir.hpp"
-#include "daemon/run/run_impl.hpp"
+#include "daemon/run/seam_probe.hpp"
 #include "daemon/supervisor/supervisor_spec.hpp"
 
 namespace mh::daemon {
@@ -43,7 +46,7 @@ asio::awaitable<bool> wrap(asio::awaitable<void> a) {
 
 }  // namespace
 
-DirectBody::DirectBody(Run::Impl& run) : run_(run) {}
+DirectBody::DirectBody(BodyHost& run) : run_(run) {}
 DirectBody::~DirectBody() = default;
 
 bool DirectBody::open_transcripts(const adapters::LaunchPlan& plan, const RunDir& dir, std::string& error) {
@@ -53,13 +56,13 @@ bool DirectBody::open_transcripts(const adapters::LaunchPlan& plan, const RunDir
 
 boost::system::result<void, std::string> DirectBody::spawn(const adapters::LaunchPlan& to_spawn,
                                                            const SpawnOptions& options) {
-  auto spawned = ChildProcess::spawn(run_.strand, to_spawn, options);
+  auto spawned = ChildProcess::spawn(run_.executor(), to_spawn, options);
   if (!spawned) return boost::system::result<void, std::string>(boost::system::in_place_error, spawned.error());
   child_ = std::move(*spawned);
   // The body reads the vendor's output itself (readiness, then a drain into the io thread's
   // buffer), so it takes the two read ends over from the pipe objects.
-  stdout_.emplace(run_.strand, child_->stdout_pipe().release());
-  stderr_.emplace(run_.strand, child_->stderr_pipe().release());
+  stdout_.emplace(run_.executor(), child_->stdout_pipe().release());
+  stderr_.emplace(run_.executor(), child_->stderr_pipe().release());
   return {};
 }
 
@@ -69,11 +72,11 @@ boost::system::result<void, std::string> DirectBody::spawn(const adapters::Launc
 asio::awaitable<std::optional<std::string>> DirectBody::respawn(std::vector<std::string> extra_args) {
   adapters::LaunchPlan again;
   SpawnOptions options;
-  if (run_.containment) {
-    again = run_.containment->plan_with(extra_args);
-    options = run_.containment->spawn_options();
+  if (run_.box()) {
+    again = run_.box()->plan_with(extra_args);
+    options = run_.box()->spawn_options();
   } else {
-    again = std::get<adapters::LaunchPlan>(run_.planned);
+    again = run_.plan();
     again.args.insert(again.args.end(), extra_args.begin(), extra_args.end());
   }
   stdout_.reset();
@@ -99,13 +102,13 @@ void DirectBody::write_line(std::string line) {
 void DirectBody::close_stdin(std::chrono::milliseconds grace) {
   to_vendor_.emplace_back(std::nullopt);
   pump_stdin();
-  if (!reaped_) run_.timers.arm_grace_at(Clock::now() + grace);  // nothing is left to kill once reaped
+  if (!reaped_) run_.arm_grace_at(Clock::now() + grace);  // nothing is left to kill once reaped
 }
 
 void DirectBody::pump_stdin() {
   if (writing_ || !child_) return;
   writing_ = true;
-  asio::co_spawn(run_.strand, write_stdin(run_.self.lock()), asio::detached);
+  asio::co_spawn(run_.executor(), write_stdin(run_.keep_alive()), asio::detached);
 }
 
 asio::awaitable<void> DirectBody::write_stdin(std::shared_ptr<Run> keep) {
@@ -133,13 +136,13 @@ template <class Consume>
 asio::awaitable<bool> DirectBody::drain(asio::posix::stream_descriptor& from, Consume&& consume) {
   std::size_t this_turn = 0;
   for (;;) {
-    ssize_t n = ::read(from.native_handle(), Run::Impl::thread_buffer(), Run::Impl::kChunk);
+    ssize_t n = ::read(from.native_handle(), io_thread_read_buffer(), kReadChunk);
     if (n > 0) {
-      consume(std::string_view(Run::Impl::thread_buffer(), static_cast<std::size_t>(n)));
+      consume(std::string_view(io_thread_read_buffer(), static_cast<std::size_t>(n)));
       this_turn += static_cast<std::size_t>(n);
-      if (this_turn >= Run::Impl::kDrainPerTurn) {
+      if (this_turn >= kDrainPerTurn) {
         // Fairness: a chatty vendor must not hold the io thread; come back right after others.
-        co_await asio::post(run_.strand, asio::use_awaitable);
+        co_await asio::post(run_.executor(), asio::use_awaitable);
         this_turn = 0;
       }
       continue;
@@ -164,13 +167,11 @@ asio::awaitable<void> DirectBody::read_until_end(asio::posix::stream_descriptor&
 }
 
 asio::awaitable<void> DirectBody::read_stdout() {
-  SeamProbe* probe = run_.options.seam_probe.get();
+  SeamProbe* probe = run_.run_options().seam_probe.get();
   auto take = [&](std::string_view chunk) {
     Instant now = Clock::now();
     if (probe) probe->input_read(now);
-    Run::Impl::InputExtras extras;
-    extras.bytes = chunk;
-    run_.input(journal::VendorOut{run_.stdout_fed + chunk.size(), unix_ms_now()}, now, std::move(extras));
+    run_.vendor_out(chunk, now);
     if (probe) probe->input_done();
     // Byte for byte, as read. Written after the chunk's lines are handled so that answering
     // the vendor never waits on the copy; it is on disk before the next read.
@@ -179,20 +180,19 @@ asio::awaitable<void> DirectBody::read_stdout() {
   // Redacted as read (a secret split across reads is held until whole): the adapter, the
   // transcript and the journal's offsets all see the same, redacted, bytes.
   auto consume = [&](std::string_view raw) {
-    if (const std::string_view chunk = stdout_redactor_.feed(raw, run_.redactor); !chunk.empty()) take(chunk);
+    if (const std::string_view chunk = stdout_redactor_.feed(raw, run_.secrets()); !chunk.empty()) take(chunk);
   };
   co_await read_until_end(*stdout_, consume);
-  if (const std::string_view rest = stdout_redactor_.finish(run_.redactor); !rest.empty()) take(rest);
+  if (const std::string_view rest = stdout_redactor_.finish(run_.secrets()); !rest.empty()) take(rest);
   // Nothing more will come: the adapter flushes what it held for a later line (wind_up would
   // too, but only once the vendor's processes are gone; the record is due now).
-  run_.input(journal::VendorEnd{}, Clock::now());
-  run_.after_core();
+  run_.vendor_end();
 }
 
 asio::awaitable<void> DirectBody::read_stderr() {
-  auto consume = [this](std::string_view raw) { stderr_log_.append(stderr_redactor_.feed(raw, run_.redactor)); };
+  auto consume = [this](std::string_view raw) { stderr_log_.append(stderr_redactor_.feed(raw, run_.secrets())); };
   co_await read_until_end(*stderr_, consume);
-  stderr_log_.append(stderr_redactor_.finish(run_.redactor));
+  stderr_log_.append(stderr_redactor_.finish(run_.secrets()));
 }
 
 // --- the end ----------------------------------------------------------------------------------
@@ -209,33 +209,34 @@ asio::awaitable<protocol::ProcessTermination> DirectBody::run_until_gone() {
 asio::awaitable<protocol::ProcessTermination> DirectBody::wait_exit() {
   protocol::ProcessTermination termination = co_await child_->async_wait();
   reaped_ = true;
-  run_.timers.cancel_grace();
-  const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
-  if (run_.containment && run_.core->phase() == RunCore::Phase::parked) {
+  run_.cancel_grace();
+  const auto& plan = run_.plan();
+  if (run_.box() && run_.parked()) {
     // Parked (issue 27 §5): what the vendor left is killed, and the cgroup kept for its next process.
-    std::string problems = co_await run_.containment->sweep(run_.strand, std::chrono::seconds(10));
-    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": parked: " + problems);
-    co_return run_.containment->vendor_termination(termination);
+    std::string problems = co_await run_.box()->sweep(run_.executor(), std::chrono::seconds(10));
+    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.run_id() + ": parked: " + problems);
+    co_return run_.box()->vendor_termination(termination);
   }
-  if (run_.containment) {
-    std::string problems = co_await run_.containment->end(run_.strand, std::nullopt, std::chrono::seconds(10));
-    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": at its end: " + problems);
-    co_return run_.containment->vendor_termination(termination);
+  if (run_.box()) {
+    std::string problems = co_await run_.box()->end(run_.executor(), std::nullopt, std::chrono::seconds(10));
+    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.run_id() + ": at its end: " + problems);
+    co_return run_.box()->vendor_termination(termination);
   }
-  KillReport report = co_await kill_run_processes(run_.strand, std::nullopt, plan.run_marker, std::chrono::seconds(10));
+  KillReport report =
+      co_await kill_run_processes(run_.executor(), std::nullopt, plan.run_marker, std::chrono::seconds(10));
   if (!report.clean())
-    daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": leftover processes: " + report.summary());
+    daemon::log(LogPriority::warning, "run " + run_.run_id() + ": leftover processes: " + report.summary());
   co_return termination;
 }
 
 asio::awaitable<void> DirectBody::terminate() {
   if (reaped_ || !child_) co_return;
-  if (run_.containment) {
-    co_await run_.containment->end(run_.strand, child_->pid(), std::chrono::seconds(10));
+  if (run_.box()) {
+    co_await run_.box()->end(run_.executor(), child_->pid(), std::chrono::seconds(10));
     co_return;
   }
-  const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
-  co_await kill_run_processes(run_.strand, child_->pid(), plan.run_marker, std::chrono::seconds(10));
+  const auto& plan = run_.plan();
+  co_await kill_run_processes(run_.executor(), child_->pid(), plan.run_marker, std::chrono::seconds(10));
 }
 
 void DirectBody::release() {
@@ -255,10 +256,10 @@ void DirectBody::release() {
 void DirectBody::reply_hook(std::uint64_t connection, std::string line) {
   auto it = hook_waiting_.find(connection);
   if (it == hook_waiting_.end()) return;  // the hook already went away
-  if (run_.options.seam_probe) run_.options.seam_probe->answer_written();
+  if (run_.run_options().seam_probe) run_.run_options().seam_probe->answer_written();
   auto socket = std::move(it->second);
   hook_waiting_.erase(it);
-  run_.hook_log.append(connection, "out", json::value(line));
+  run_.hook_traffic().append(connection, "out", json::value(line));
   auto bytes = std::make_shared<std::string>(std::move(line));
   bytes->push_back('\n');
   asio::async_write(*socket, asio::buffer(*bytes), [socket, bytes](boost::system::error_code, std::size_t) {
@@ -270,10 +271,10 @@ void DirectBody::reply_hook(std::uint64_t connection, std::string line) {
 
 bool DirectBody::open_hook_channel(const adapters::HookChannel& channel, std::string& error) {
   boost::system::error_code ec;
-  hook_acceptor_.emplace(run_.strand);
+  hook_acceptor_.emplace(run_.executor());
   hook_acceptor_->open(asio::local::stream_protocol(), ec);
   const auto accepting = [&] {
-    if (!ec) asio::co_spawn(run_.strand, accept_hooks(run_.self.lock()), asio::detached);
+    if (!ec) asio::co_spawn(run_.executor(), accept_hooks(run_.keep_alive()), asio::detached);
     return !ec;
   };
   if (!channel.bound_at.empty() || (!channel.address.empty() && channel.address.front() == '/')) {
@@ -291,7 +292,7 @@ bool DirectBody::open_hook_channel(const adapters::HookChannel& channel, std::st
     if (!ec) hook_acceptor_->bind(asio::local::stream_protocol::endpoint(reachable), ec);
     if (!ec && ::chmod(reachable.c_str(), 0600) != 0)
       ec = boost::system::error_code(errno, boost::system::system_category());
-    const uid_t run_uid = run_.containment && run_.containment->uid() ? *run_.containment->uid() : ::geteuid();
+    const uid_t run_uid = run_.box() && run_.box()->uid() ? *run_.box()->uid() : ::geteuid();
     if (!ec && run_uid != ::geteuid() && ::chown(reachable.c_str(), run_uid, static_cast<gid_t>(-1)) != 0)
       ec = boost::system::error_code(errno, boost::system::system_category());
     if (dir_fd >= 0) ::close(dir_fd);
@@ -313,13 +314,13 @@ asio::awaitable<void> DirectBody::accept_hooks(std::shared_ptr<Run> keep) {
     auto [ec, socket] = co_await hook_acceptor_->async_accept(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
     auto shared = std::make_shared<local_socket>(std::move(socket));
-    asio::co_spawn(run_.strand, serve_hook(keep, shared), asio::detached);
+    asio::co_spawn(run_.executor(), serve_hook(keep, shared), asio::detached);
   }
 }
 
 asio::awaitable<void> DirectBody::serve_hook(std::shared_ptr<Run> keep, std::shared_ptr<local_socket> socket) {
   (void)keep;
-  const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
+  const auto& plan = run_.plan();
   auto refuse = [&](const std::string& why) {
     // The hook program prints a deny on any answer it cannot use; say why for its stderr.
     auto bytes = std::make_shared<std::string>(why + "\n");
@@ -329,17 +330,17 @@ asio::awaitable<void> DirectBody::serve_hook(std::shared_ptr<Run> keep, std::sha
   // The peer must be a process of this run: its user (the run's own under a root daemon), its
   // marker, and, when the run has a cgroup, inside it (a marker can be copied; a cgroup cannot
   // be joined from outside without privilege).
-  const uid_t run_uid = run_.containment && run_.containment->uid() ? *run_.containment->uid() : ::geteuid();
+  const uid_t run_uid = run_.box() && run_.box()->uid() ? *run_.box()->uid() : ::geteuid();
   if (!peer || peer->uid != run_uid ||
       !process_carries(peer->pid, plan.run_marker.first + "=" + plan.run_marker.second) ||
-      (run_.containment && !run_.containment->holds(peer->pid))) {
+      (run_.box() && !run_.box()->holds(peer->pid))) {
     refuse("refused: the peer is not a process of this run");
     co_return;
   }
   std::string request;
   auto [ec, n] = co_await asio::async_read_until(*socket, asio::dynamic_buffer(request, kMaxHookRequestBytes), '\n',
                                                  asio::as_tuple(asio::use_awaitable));
-  if (ec || run_.core->phase() == RunCore::Phase::closed) {
+  if (ec || run_.closed()) {
     refuse("refused: no request line");
     co_return;
   }
@@ -352,21 +353,17 @@ asio::awaitable<void> DirectBody::serve_hook(std::shared_ptr<Run> keep, std::sha
   std::uint64_t id = ++hook_connections_;
   hook_waiting_.emplace(id, socket);
   // The request is vendor input like a line of its stdout (Codex's calls arrive here), timed so.
-  SeamProbe* timing = run_.options.seam_probe.get();
+  SeamProbe* timing = run_.run_options().seam_probe.get();
   if (timing) timing->input_read(read_at);
-  Run::Impl::InputExtras extras;
-  extras.hook_request = std::move(*parsed);
   // A direct run keeps no journal: the request's line is not kept for one.
-  run_.input(journal::HookRequest{id, std::string()}, Clock::now(), std::move(extras));
-  run_.after_core();
+  run_.hook_request(id, std::string(), std::move(*parsed), Clock::now());
   if (timing) timing->input_done();
   // Watch for the hook going away before its answer (the vendor's own timeout kills it).
   if (!hook_waiting_.count(id)) co_return;
   char probe;
   co_await socket->async_read_some(asio::buffer(&probe, 1), asio::as_tuple(asio::use_awaitable));
   if (hook_waiting_.erase(id)) {
-    run_.input(journal::HookGone{id}, Clock::now());
-    run_.after_core();
+    run_.hook_gone(id);
   }
 }
 

@@ -2,7 +2,7 @@
 // child, the read ends of its stdout and stderr (drained into the io thread's buffer, redacted as
 // read), the one writer of its stdin, the raw transcripts (the vendor's stdout, stdin and stderr,
 // byte for byte), and the hook channel's socket with the connections that wait for an answer.
-// What the vendor writes and asks becomes the run's inputs (Run::Impl::input).
+// What the vendor writes and asks becomes the run's inputs (body_host.hpp).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -17,6 +17,7 @@
 
 #include "daemon/process/child_process.hpp"
 #include "daemon/run/append_file.hpp"
+#include "daemon/run/body_host.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/vendor_body.hpp"
 #include "daemon/stream/stream_redactor.hpp"
@@ -27,7 +28,7 @@ class RunDir;
 
 class DirectBody final : public VendorBody {
  public:
-  explicit DirectBody(Run::Impl& run);
+  explicit DirectBody(BodyHost& run);
   ~DirectBody() override;
 
   // Before the spawn, in this order: the raw transcripts, then (when the plan has one) the hook
@@ -61,7 +62,7 @@ class DirectBody final : public VendorBody {
   boost::asio::awaitable<void> accept_hooks(std::shared_ptr<Run> keep);
   boost::asio::awaitable<void> serve_hook(std::shared_ptr<Run> keep, std::shared_ptr<local_socket> socket);
 
-  Run::Impl& run_;
+  BodyHost& run_;
   std::unique_ptr<ChildProcess> child_;
   std::optional<boost::asio::posix::stream_descriptor> stdout_, stderr_;
   // Redacted as read, before the adapter or the file sees them.

@@ -1,4 +1,4 @@
-// Run::Impl (run_impl.hpp), the run's shell, in four parts:
+// Run::Impl (run_impl.hpp), the run's shell, in five parts:
 //  - the order of things: main brings the run up the way chosen when it was made (a Launch or an
 //    Adoption), waits for the body to be gone and winds up; route keeps where a command's result
 //    goes; after_core (after every input) tells the core what is durable and rearms the idle
@@ -13,7 +13,8 @@
 //    writes stream.closed and tears down;
 //  - the vendor effects: what the core asks of the vendor handed to the run's body
 //    (vendor_body.hpp), whichever it is; the grace kill; the tail of the vendor's stderr a warning
-//    quotes; the io thread's read buffer both bodies drain into.
+//    quotes;
+//  - what the vendor did, from its body (body_host.hpp): each one input through the same door.
 #include "daemon/run/run_impl.hpp"
 
 #include <fcntl.h>
@@ -493,9 +494,34 @@ void Run::Impl::terminate_vendor(std::chrono::milliseconds grace) {
   body->close_stdin(grace);
 }
 
-char* Run::Impl::thread_buffer() {
-  thread_local std::unique_ptr<char[]> buffer(new char[kChunk]);
-  return buffer.get();
+// --- what the vendor did, from its body (body_host.hpp) ---------------------------------------
+
+void Run::Impl::vendor_out(std::string_view chunk, Instant now) {
+  InputExtras extras;
+  extras.bytes = chunk;
+  input(journal::VendorOut{stdout_fed + chunk.size(), unix_ms_now()}, now, std::move(extras));
+}
+
+void Run::Impl::vendor_end() {
+  input(journal::VendorEnd{}, Clock::now());
+  after_core();
+}
+
+void Run::Impl::hook_request(std::uint64_t connection, std::string line, json::value parsed, Instant now) {
+  InputExtras extras;
+  extras.hook_request = std::move(parsed);
+  input(journal::HookRequest{connection, std::move(line)}, now, std::move(extras));
+  after_core();
+}
+
+void Run::Impl::hook_gone(std::uint64_t connection) {
+  input(journal::HookGone{connection}, Clock::now());
+  after_core();
+}
+
+void Run::Impl::shell_warning(std::string code, std::string message) {
+  input(journal::ShellWarning{std::move(code), std::move(message)}, Clock::now());
+  after_core();
 }
 
 // The grace ran out: whatever of the run is left is killed.

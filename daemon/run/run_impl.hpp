@@ -31,6 +31,7 @@
 #include "daemon/process/run_containment.hpp"
 #include "daemon/process/unique_fd.hpp"
 #include "daemon/run/append_file.hpp"
+#include "daemon/run/body_host.hpp"
 #include "daemon/run/effects_switch.hpp"
 #include "daemon/run/gateway_ledger.hpp"
 #include "daemon/run/hook_log.hpp"
@@ -58,7 +59,7 @@ std::int64_t unix_ms_now();
 // core's (RunCore::phase, run_core.hpp): the shell keeps no lifecycle flags of its own, only the
 // facts of its I/O (the stdin queue, the grace timer, whether the child was reaped, whether the
 // record failed) and the routes of command results back to their senders.
-struct Run::Impl final : RunEffects {
+struct Run::Impl final : RunEffects, BodyHost {
   using Clock = std::chrono::steady_clock;
   using local_socket = asio::local::stream_protocol::socket;
 
@@ -162,13 +163,7 @@ struct Run::Impl final : RunEffects {
   // The hook channel's answers go to the body; both bodies keep its traffic in the hook log.
   void reply_hook(std::uint64_t connection, std::string line) override;
 
-  // The vendor's side: the effects handed to the body, and what both bodies
-  // share. Reading the vendor's output: wait until it is readable, then drain it into a buffer
-  // that belongs to the io thread, not to the run. An idle run therefore holds no read buffer at
-  // all (1,000 idle runs cost no 80 MiB of buffers); the framer keeps only a partial line.
-  static constexpr std::size_t kChunk = 64 * 1024;
-  static constexpr std::size_t kDrainPerTurn = 256 * 1024;  // then yield to other runs
-  static char* thread_buffer();
+  // The vendor's side: the effects handed to the body.
   void write_vendor(std::string line) override;
   std::string stderr_tail() const;
   void close_vendor_stdin() override;
@@ -208,6 +203,30 @@ struct Run::Impl final : RunEffects {
   // Parked and gone: waits for the decision (then starts the vendor again: true) or the run's end
   // (false).
   asio::awaitable<bool> wait_parked();
+
+  // The run as its body sees it (body_host.hpp): the body's questions, then what the vendor did
+  // as the core's inputs (run_impl.cpp).
+  Strand& executor() override { return strand; }
+  std::shared_ptr<Run> keep_alive() override { return self.lock(); }
+  const RunOptions& run_options() const override { return options; }
+  const std::string& run_id() const override { return log->run_id(); }
+  RunContainment* box() override { return containment.get(); }
+  const adapters::LaunchPlan& plan() const override { return std::get<adapters::LaunchPlan>(planned); }
+  const Redactor& secrets() const override { return redactor; }
+  HookLog& hook_traffic() override { return hook_log; }
+  std::uint64_t stdout_handed() const override { return stdout_fed; }
+  bool parked() const override { return core->phase() == RunCore::Phase::parked; }
+  bool closed() const override { return core->phase() == RunCore::Phase::closed; }
+  void arm_grace_at(Instant when) override { timers.arm_grace_at(when); }
+  void cancel_grace() override { timers.cancel_grace(); }
+  void vendor_out(std::string_view chunk, Instant now) override;
+  void vendor_end() override;
+  void hook_request(std::uint64_t connection, std::string line, json::value parsed, Instant now) override;
+  void hook_gone(std::uint64_t connection) override;
+  void shell_warning(std::string code, std::string message) override;
+  void gateway_message(const supervisor::FromSupervisor& message, SupervisorLink& link) override {
+    gateway.on_message(message, link);
+  }
 };
 
 }  // namespace mh::daemon

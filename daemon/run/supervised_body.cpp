@@ -13,9 +13,13 @@
 #include <cstring>
 
 #include "daemon/log.hpp"
+#include "daemon/process/run_containment.hpp"
 #include "daemon/process/run_processes.hpp"
+#include "daemon/run/hook_log.hpp"
+#include "daemon/run/read_buffer.hpp"
 #include "daemon/run/run_dir.hpp"
-#include "daemon/run/run_impl.hpp"
+#include "daemon/run/seam_probe.hpp"
+#include "daemon/stream/redactor.hpp"
 #include "daemon/supervisor/supervisor_spec.hpp"
 
 namespace mh::daemon {
@@ -30,16 +34,16 @@ constexpr std::string_view kSupervisorSocket = "supervisor.sock";
 
 }  // namespace
 
-SupervisedBody::SupervisedBody(Run::Impl& run) : run_(run) {}
+SupervisedBody::SupervisedBody(BodyHost& run) : run_(run) {}
 SupervisedBody::~SupervisedBody() = default;
 
 asio::awaitable<std::optional<std::string>> SupervisedBody::launch(const adapters::LaunchPlan& to_spawn,
                                                                    const SpawnOptions& spawn_options) {
-  const RunOptions& options = run_.options;
-  const RunContainment* containment = run_.containment.get();
+  const RunOptions& options = run_.run_options();
+  const RunContainment* containment = run_.box();
   const RunDir dir(options.run_dir);
   supervisor::SupervisorSpec spec;
-  spec.run_id = run_.log->run_id();
+  spec.run_id = run_.run_id();
   spec.socket = options.run_dir / kSupervisorSocket;
   spec.program = to_spawn.program;
   spec.args = to_spawn.args;
@@ -57,7 +61,7 @@ asio::awaitable<std::optional<std::string>> SupervisedBody::launch(const adapter
   // the run connects to are given to it.
   if (containment)
     if (auto who = containment->record().identity) spec.run_user = supervisor::SpecIdentity{who->uid, who->gid};
-  const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
+  const auto& plan = run_.plan();
   // The hook channel as contained: a run with a network of its own has it on a path in its gate
   // (bound_at, where the supervisor binds it), not on the adapter's abstract name.
   if (to_spawn.hook_channel) {
@@ -79,7 +83,7 @@ asio::awaitable<std::optional<std::string>> SupervisedBody::launch(const adapter
       co_return *problem;
   auto spawned = spawn_supervisor(options.supervision->binary, spec, options.run_dir / kSupervisorSpecFile);
   if (!spawned) co_return spawned.error();
-  auto attached = co_await SupervisorLink::attach(run_.strand, spec.socket, options.supervision->attach_within);
+  auto attached = co_await SupervisorLink::attach(run_.executor(), spec.socket, options.supervision->attach_within);
   if (!attached) {
     // A supervisor that never answered may still have spawned the vendor: end the body.
     co_await end_body(std::nullopt);
@@ -102,8 +106,8 @@ asio::awaitable<std::optional<std::string>> SupervisedBody::launch(const adapter
 }
 
 asio::awaitable<std::optional<std::string>> SupervisedBody::attach() {
-  auto attached = co_await SupervisorLink::attach(run_.strand, run_.options.run_dir / kSupervisorSocket,
-                                                  run_.options.supervision->attach_within);
+  auto attached = co_await SupervisorLink::attach(run_.executor(), run_.run_options().run_dir / kSupervisorSocket,
+                                                  run_.run_options().supervision->attach_within);
   if (!attached) co_return "its supervisor: " + attached.error();
   link_ = std::move(*attached);
   vendor_pid_ = link_->hello().vendor_pid.value_or(0);
@@ -125,22 +129,20 @@ void SupervisedBody::take_hello_ends() {
 // was fed (TranscriptFollower).
 asio::awaitable<void> SupervisedBody::read_transcript_to(std::uint64_t end, const supervisor::Out* out) {
   std::size_t this_turn = 0;
-  while (run_.stdout_fed < end) {
-    auto chunk = transcript_.next(run_.stdout_fed, end, out, Run::Impl::thread_buffer(), Run::Impl::kChunk);
+  while (run_.stdout_handed() < end) {
+    auto chunk = transcript_.next(run_.stdout_handed(), end, out, io_thread_read_buffer(), kReadChunk);
     if (!chunk) {
-      daemon::log(LogPriority::error, "run " + run_.log->run_id() + ": the transcript ends before the " +
+      daemon::log(LogPriority::error, "run " + run_.run_id() + ": the transcript ends before the " +
                                           std::to_string(end) + " bytes the supervisor wrote");
       co_return;
     }
     Instant now = Clock::now();
-    if (run_.options.seam_probe) run_.options.seam_probe->input_read(now);
-    Run::Impl::InputExtras extras;
-    extras.bytes = *chunk;
-    run_.input(journal::VendorOut{run_.stdout_fed + chunk->size(), unix_ms_now()}, now, std::move(extras));
-    if (run_.options.seam_probe) run_.options.seam_probe->input_done();
+    if (run_.run_options().seam_probe) run_.run_options().seam_probe->input_read(now);
+    run_.vendor_out(*chunk, now);
+    if (run_.run_options().seam_probe) run_.run_options().seam_probe->input_done();
     this_turn += chunk->size();
-    if (this_turn >= Run::Impl::kDrainPerTurn) {
-      co_await asio::post(run_.strand, asio::use_awaitable);
+    if (this_turn >= kDrainPerTurn) {
+      co_await asio::post(run_.executor(), asio::use_awaitable);
       this_turn = 0;
     }
   }
@@ -149,14 +151,14 @@ asio::awaitable<void> SupervisedBody::read_transcript_to(std::uint64_t end, cons
 // Kills every process of the run (through its cgroup, else the marker sweep) and waits, bounded.
 asio::awaitable<void> SupervisedBody::end_body(std::optional<pid_t> root) {
   std::string problems;
-  if (run_.containment) {
-    problems = co_await run_.containment->end(run_.strand, root, std::chrono::seconds(10));
+  if (run_.box()) {
+    problems = co_await run_.box()->end(run_.executor(), root, std::chrono::seconds(10));
   } else {
-    const auto& plan = std::get<adapters::LaunchPlan>(run_.planned);
-    KillReport report = co_await kill_run_processes(run_.strand, root, plan.run_marker, std::chrono::seconds(10));
+    const auto& plan = run_.plan();
+    KillReport report = co_await kill_run_processes(run_.executor(), root, plan.run_marker, std::chrono::seconds(10));
     if (!report.clean()) problems = report.summary();
   }
-  if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": at its end: " + problems);
+  if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.run_id() + ": at its end: " + problems);
 }
 
 asio::awaitable<void> SupervisedBody::end_vendor() {
@@ -167,9 +169,9 @@ asio::awaitable<void> SupervisedBody::end_vendor() {
 // stdout can end. Parked (issue 27 §5): the run's cgroup is kept for the process that resumes it
 // (swept, not ended), as the direct body keeps it.
 asio::awaitable<void> SupervisedBody::after_vendor_exit() {
-  if (run_.containment && run_.core->phase() == RunCore::Phase::parked) {
-    std::string problems = co_await run_.containment->sweep(run_.strand, std::chrono::seconds(10));
-    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": parked: " + problems);
+  if (run_.box() && run_.parked()) {
+    std::string problems = co_await run_.box()->sweep(run_.executor(), std::chrono::seconds(10));
+    if (!problems.empty()) daemon::log(LogPriority::warning, "run " + run_.run_id() + ": parked: " + problems);
     co_return;
   }
   co_await end_body(std::nullopt);
@@ -186,7 +188,7 @@ asio::awaitable<std::optional<std::string>> SupervisedBody::respawn(std::vector<
         ") cannot start its vendor again; it was started by an older metaharness";
   // A grace the old process's close began (armed again by an adoption, which found it exited) must
   // not end the new one.
-  run_.timers.cancel_grace();
+  run_.cancel_grace();
   link_->send(supervisor::Respawn{extra_args});
   for (;;) {
     auto message = co_await link_->next();
@@ -217,7 +219,7 @@ void SupervisedBody::close_stdin(std::chrono::milliseconds grace) {
 
 void SupervisedBody::arm_grace_at(Instant when) {
   if (reaped_) return;  // nothing is left to kill
-  run_.timers.arm_grace_at(when);
+  run_.arm_grace_at(when);
 }
 
 asio::awaitable<void> SupervisedBody::terminate() {
@@ -225,8 +227,8 @@ asio::awaitable<void> SupervisedBody::terminate() {
 }
 
 void SupervisedBody::reply_hook(std::uint64_t connection, std::string line) {
-  if (run_.options.seam_probe) run_.options.seam_probe->answer_written();
-  run_.hook_log.append(connection, "out", json::value(line));
+  if (run_.run_options().seam_probe) run_.run_options().seam_probe->answer_written();
+  run_.hook_traffic().append(connection, "out", json::value(line));
   link_->send(supervisor::HookReply{connection, std::move(line)});
 }
 
@@ -246,16 +248,13 @@ asio::awaitable<protocol::ProcessTermination> SupervisedBody::run_until_gone() {
   while (!(vendor_exit_ && stdout_ended_ && stderr_ended_)) {
     auto message = co_await link_->next();
     if (!message) {
-      run_.input(journal::ShellWarning{"SUPERVISOR_LOST", "the run's supervisor went away (" + message.error() +
-                                                              "): its vendor is killed and the run is closed"},
-                 Clock::now());
-      run_.after_core();
+      run_.shell_warning("SUPERVISOR_LOST", "the run's supervisor went away (" + message.error() +
+                                                "): its vendor is killed and the run is closed");
       co_await end_vendor();
       struct stat st {};
       if (::fstat(transcript_.fd(), &st) == 0) co_await read_transcript_to(static_cast<std::uint64_t>(st.st_size));
       if (!stdout_ended_) {
-        run_.input(journal::VendorEnd{}, Clock::now());
-        run_.after_core();
+        run_.vendor_end();
       }
       reaped_ = true;
       co_return vendor_exit_.value_or(protocol::ProcessTermination{});
@@ -263,7 +262,7 @@ asio::awaitable<protocol::ProcessTermination> SupervisedBody::run_until_gone() {
     co_await handle(*message);
   }
   protocol::ProcessTermination termination = *vendor_exit_;
-  co_return run_.containment ? run_.containment->vendor_termination(termination) : termination;
+  co_return run_.box() ? run_.box()->vendor_termination(termination) : termination;
 }
 
 // One message of the supervisor as the run's input (or the gateway's), as run_until_gone reads
@@ -274,45 +273,39 @@ asio::awaitable<void> SupervisedBody::handle(supervisor::FromSupervisor& message
   } else if (auto* out_end = std::get_if<supervisor::OutEnd>(&message)) {
     co_await read_transcript_to(out_end->bytes);
     stdout_ended_ = true;
-    run_.input(journal::VendorEnd{}, Clock::now());
-    run_.after_core();
+    run_.vendor_end();
   } else if (std::holds_alternative<supervisor::ErrEnd>(message)) {
     stderr_ended_ = true;
   } else if (auto* exited = std::get_if<supervisor::Exited>(&message)) {
     vendor_exit_ = exited->termination;
     reaped_ = true;
-    run_.timers.cancel_grace();
+    run_.cancel_grace();
     // Whatever of the run is left (background jobs, escapees) goes now, so its stdout can end.
     co_await after_vendor_exit();
   } else if (auto* hook = std::get_if<supervisor::Hook>(&message)) {
     auto parsed = protocol::parse_json(hook->line);
-    if (!parsed || run_.core->phase() == RunCore::Phase::closed) {
+    if (!parsed || run_.closed()) {
       link_->send(supervisor::HookReply{hook->connection,
                                         parsed ? "refused: the run is closed" : "refused: the request is not JSON"});
       co_return;
     }
     Instant now = Clock::now();
-    if (run_.options.seam_probe) run_.options.seam_probe->input_read(now);
-    Run::Impl::InputExtras extras;
-    extras.hook_request = std::move(*parsed);
-    run_.input(journal::HookRequest{hook->connection, hook->line}, now, std::move(extras));
-    run_.after_core();
-    if (run_.options.seam_probe) run_.options.seam_probe->input_done();
+    if (run_.run_options().seam_probe) run_.run_options().seam_probe->input_read(now);
+    run_.hook_request(hook->connection, hook->line, std::move(*parsed), now);
+    if (run_.run_options().seam_probe) run_.run_options().seam_probe->input_done();
   } else if (auto* gone = std::get_if<supervisor::HookGone>(&message)) {
-    run_.input(journal::HookGone{gone->connection}, Clock::now());
-    run_.after_core();
+    run_.hook_gone(gone->connection);
   } else if (auto* refused = std::get_if<supervisor::Refused>(&message)) {
     std::string why = refused->why;
-    run_.redactor.redact(why);  // it may quote what it refused: no secret in the daemon's log either
-    daemon::log(LogPriority::error, "run " + run_.log->run_id() + ": the supervisor refused a line: " + why);
+    run_.secrets().redact(why);  // it may quote what it refused: no secret in the daemon's log either
+    daemon::log(LogPriority::error, "run " + run_.run_id() + ": the supervisor refused a line: " + why);
   } else if (auto* respawned = std::get_if<supervisor::Respawned>(&message)) {
-    daemon::log(LogPriority::warning, "run " + run_.log->run_id() +
-                                          ": the supervisor answered a respawn not asked for (" +
+    daemon::log(LogPriority::warning, "run " + run_.run_id() + ": the supervisor answered a respawn not asked for (" +
                                           (respawned->spawn_error ? *respawned->spawn_error : "spawned") + ")");
   } else {
     // The gateway's and the egress proxy's (Reserve, GatewayUsage, GatewayRefused, Egress):
     // gateway_ledger.hpp; a reservation is answered on this link.
-    run_.gateway.on_message(message, *link_);
+    run_.gateway_message(message, *link_);
   }
 }
 

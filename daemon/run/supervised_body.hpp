@@ -17,6 +17,7 @@
 #include <string>
 
 #include "daemon/process/child_process.hpp"
+#include "daemon/run/body_host.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/vendor_body.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
@@ -26,7 +27,7 @@ namespace mh::daemon {
 
 class SupervisedBody final : public VendorBody {
  public:
-  explicit SupervisedBody(Run::Impl& run);
+  explicit SupervisedBody(BodyHost& run);
   ~SupervisedBody() override;
 
   // Spawns the run's supervisor with the plan as contained, attaches to it and opens the
@@ -69,7 +70,7 @@ class SupervisedBody final : public VendorBody {
   boost::asio::awaitable<void> handle(supervisor::FromSupervisor& message);
   boost::asio::awaitable<void> after_vendor_exit();
 
-  Run::Impl& run_;
+  BodyHost& run_;
   std::unique_ptr<SupervisorLink> link_;
   TranscriptFollower transcript_;                            // the transcript the supervisor writes, as it grows
   pid_t vendor_pid_ = 0;                                     // the supervisor's child (not ours: it is not reaped here)

@@ -1,4 +1,4 @@
-#include "adapters/session.hpp"
+#include "adapters/adapter_outputs.hpp"
 
 namespace mh::adapters {
 
