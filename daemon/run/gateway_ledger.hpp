@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "daemon/run/ledger_host.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/supervisor/supervisor_link.hpp"
 
@@ -22,7 +23,7 @@ namespace mh::daemon {
 
 class GatewayLedger {
  public:
-  explicit GatewayLedger(Run::Impl& run) : run_(run) {}
+  explicit GatewayLedger(LedgerHost& run) : run_(run) {}
 
   // A message of the run's gateway or egress proxy (Reserve, GatewayUsage, GatewayRefused,
   // Egress), from the supervised body's loop; a reservation is answered on `link`.
@@ -33,7 +34,7 @@ class GatewayLedger {
  private:
   void on_reserve(const supervisor::Reserve& reserve, SupervisorLink& link);
 
-  Run::Impl& run_;
+  LedgerHost& run_;
   // A reservation granted and not yet settled, by the gateway's request number. Not journaled:
   // a reservation is a promise to the live ledger, which a restart empties (docs/policies.md).
   struct Reservation {

@@ -14,7 +14,8 @@
 //  - the vendor effects: what the core asks of the vendor handed to the run's body
 //    (vendor_body.hpp), whichever it is; the grace kill; the tail of the vendor's stderr a warning
 //    quotes;
-//  - what the vendor did, from its body (body_host.hpp): each one input through the same door.
+//  - what the vendor did, from its body (body_host.hpp), and what its gateway reported, from the
+//    ledger (ledger_host.hpp): each one input through the same door.
 #include "daemon/run/run_impl.hpp"
 
 #include <fcntl.h>
@@ -516,6 +517,12 @@ void Run::Impl::hook_request(std::uint64_t connection, std::string line, json::v
 
 void Run::Impl::hook_gone(std::uint64_t connection) {
   input(journal::HookGone{connection}, Clock::now());
+  after_core();
+}
+
+void Run::Impl::gateway_inputs(std::vector<journal::Input> inputs) {
+  for (auto& in : inputs)
+    input(std::move(in), Clock::now());
   after_core();
 }
 

@@ -37,6 +37,7 @@
 #include "daemon/run/hook_log.hpp"
 #include "daemon/run/input_hold.hpp"
 #include "daemon/run/input_journal.hpp"
+#include "daemon/run/ledger_host.hpp"
 #include "daemon/run/run.hpp"
 #include "daemon/run/run_core.hpp"
 #include "daemon/run/run_timers.hpp"
@@ -59,7 +60,7 @@ std::int64_t unix_ms_now();
 // core's (RunCore::phase, run_core.hpp): the shell keeps no lifecycle flags of its own, only the
 // facts of its I/O (the stdin queue, the grace timer, whether the child was reaped, whether the
 // record failed) and the routes of command results back to their senders.
-struct Run::Impl final : RunEffects, BodyHost {
+struct Run::Impl final : RunEffects, BodyHost, LedgerHost {
   using Clock = std::chrono::steady_clock;
   using local_socket = asio::local::stream_protocol::socket;
 
@@ -205,7 +206,7 @@ struct Run::Impl final : RunEffects, BodyHost {
   asio::awaitable<bool> wait_parked();
 
   // The run as its body sees it (body_host.hpp): the body's questions, then what the vendor did
-  // as the core's inputs (run_impl.cpp).
+  // as the core's inputs (run_impl.cpp); run_options serves the gateway ledger too.
   Strand& executor() override { return strand; }
   std::shared_ptr<Run> keep_alive() override { return self.lock(); }
   const RunOptions& run_options() const override { return options; }
@@ -227,6 +228,17 @@ struct Run::Impl final : RunEffects, BodyHost {
   void gateway_message(const supervisor::FromSupervisor& message, SupervisorLink& link) override {
     gateway.on_message(message, link);
   }
+
+  // The run as its gateway ledger sees it (ledger_host.hpp; run_options above serves both).
+  bool record_closed() const override { return closed() || log->closed(); }
+  bool forwards_no_model_request() const override {
+    const auto& ending = core->ending();
+    return record_closed() || (ending && ending->forced);
+  }
+  std::optional<Crossing> reserve_check(const Spend& worst, const Spend& held) const override {
+    return core->reserve_check(worst, held);
+  }
+  void gateway_inputs(std::vector<journal::Input> inputs) override;
 };
 
 }  // namespace mh::daemon
