@@ -697,6 +697,7 @@ TEST_F(FleetDaemons, ARestartedDaemonPublishesWhatItWroteWhileItsNodeWasAwayWith
   // publish waits on it, times out and is tried again. The call decided on h0 itself: the run goes
   // on to its end, every line from here on on h0's disk only.
   StoppedNode n0(cluster_->pid(0));
+  ASSERT_TRUE(n0.stopped());
   {
     SocketClient c(daemons[0]->socket());
     auto result = c.request(allow_marker(run, "d1"), 120s);
@@ -756,6 +757,7 @@ TEST_F(FleetDaemons, AReadOfAnotherHostsRunThatTheFleetCannotAnswerIsRefusedByNa
   };
   {
     StoppedNode n0(cluster_->pid(0)), n1(cluster_->pid(1)), n2(cluster_->pid(2));
+    ASSERT_TRUE(n0.stopped() && n1.stopped() && n2.stopped());
     SocketClient c(daemons[1]->socket());
     refused_unread(c.request(socket_request("get", R"("run_id":")" + run + "\""), 60s));
     refused_unread(c.request(allow_marker(run, "d1"), 60s));

@@ -634,6 +634,7 @@ TEST_F(FleetLibrary, AHostStartingWhileJetStreamIsUnavailableWaitsForItThenMakes
   // unavailable" (or nothing in time). connect() is told, waits, and once the two go on (resumed
   // from its first wait, nothing timed) makes the layout.
   StoppedNode n1(cluster_->pid(1)), n2(cluster_->pid(2));
+  ASSERT_TRUE(n1.stopped() && n2.stopped());
   // Node 0 may have been the meta leader: for some seconds it does not know it lost its quorum,
   // answers "not found" itself and takes a create it cannot commit. That create is applied once
   // the others go on, or dropped, and nats-server 2.9.10 can then end with two assignments of one
@@ -735,6 +736,7 @@ TEST_F(FleetLibrary, JetStreamStillUnavailableAtTheEndOfThePatienceIsRefusedSayi
   // Two of the three nodes stopped for longer than the (short) patience: refused, after waits,
   // naming JetStream's answer and how long it was waited out.
   StoppedNode n1(cluster_->pid(1)), n2(cluster_->pid(2));
+  ASSERT_TRUE(n1.stopped() && n2.stopped());
   auto c = config("impatient", std::chrono::seconds(6), 0);
   c.request_timeout = std::chrono::milliseconds(500);
   int waits = 0;

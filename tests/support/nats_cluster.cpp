@@ -193,6 +193,26 @@ std::string NatsCluster::urls_toml() const {
   return out + "]";
 }
 
+bool every_thread_stopped(int pid, std::chrono::milliseconds timeout) {
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  auto all_stopped = [&] {
+    std::error_code ec;
+    int seen = 0;
+    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream in(task.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      // "pid (comm) S ...": the state follows the last ')' (a comm may hold one).
+      auto close = stat.rfind(')');
+      if (close == std::string::npos || close + 2 >= stat.size()) continue;  // a thread that just ended
+      const char state = stat[close + 2];
+      if (state != 'T' && state != 't') return false;
+      ++seen;
+    }
+    return !ec && seen > 0;
+  };
+  return eventually(all_stopped, timeout);
+}
+
 std::string NatsCluster::log(int i) const {
   std::ifstream in(nodes_[i].log);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -78,12 +78,24 @@ class NatsCluster {
   std::string why_;
 };
 
-// A NATS node stopped (SIGSTOP) for as long as this lives: its connections stay open, nothing it
-// is sent is answered. SIGCONT at the end whatever happened, so the next test finds it running.
+// Whether every thread of process `pid` is stopped (/proc/<pid>/task/*/stat says T), within
+// `timeout`: kill(SIGSTOP) returns before they are, and a thread of the node that was running
+// serves on until it notices (a test once saw a request answered after the kill returned).
+bool every_thread_stopped(int pid, std::chrono::milliseconds timeout);
+
+// A NATS node stopped (SIGSTOP) for as long as this lives, every thread of it before the
+// constructor returns: its connections stay open, nothing it is sent is answered. SIGCONT at the
+// end whatever happened, so the next test finds it running.
 class StoppedNode {
  public:
-  explicit StoppedNode(int pid) : pid_(pid) { ::kill(pid_, SIGSTOP); }
+  explicit StoppedNode(int pid) : pid_(pid) {
+    if (pid_ <= 0) return;  // never kill(-1, …): that would be every process
+    ::kill(pid_, SIGSTOP);
+    stopped_ = every_thread_stopped(pid_, std::chrono::seconds(10));
+  }
   ~StoppedNode() { resume(); }
+  // Whether the node was seen stopped (every thread) within 10 s of the signal.
+  bool stopped() const { return stopped_; }
   StoppedNode(const StoppedNode&) = delete;
   StoppedNode& operator=(const StoppedNode&) = delete;
   void resume() {
@@ -93,6 +105,7 @@ class StoppedNode {
 
  private:
   int pid_;
+  bool stopped_ = false;
 };
 
 }  // namespace mh::test
