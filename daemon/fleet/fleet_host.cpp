@@ -181,6 +181,13 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
                                        ? ": not a mode (fetched_until_stopping, claimed_until_stopped); ignored"
                                        : ": every spec this host fetches is held until it stops; for tests only"));
   }
+  if (const char* fail = std::getenv(kFailOwnCloseEnv); fail && *fail) {
+    const int tries = std::atoi(fail);
+    host->fail_own_close_ = std::max(tries, 0);
+    log(LogPriority::warning, std::string("fleet: test hook ") + kFailOwnCloseEnv + "=" + fail + ": the first " +
+                                  std::to_string(host->fail_own_close_) +
+                                  " tries to mark a run's own close fail; for tests only");
+  }
   // The first lease, within the same patience as the layout: a node that has just come back may
   // hold a replica of the hosts bucket whose stream has no leader yet ("no responders" to the
   // put, which a bucket of one replica never shows) for a moment after the layout is there.
@@ -574,6 +581,35 @@ void FleetHost::sweep() {
   });
 }
 
+asio::awaitable<void> FleetHost::mark_own_close(std::shared_ptr<FleetHost> self, std::string id) {
+  // A survivor's close is a compare-and-set on the same entry, so only one of the two can write
+  // it. A record left open would read as a run still going (`ls --fleet`, a remote get's
+  // fleet_state) for as long as this host holds its lease: the sweep looks only at lost hosts' runs.
+  fleet::FleetLink& link = *self->link_;
+  for (;;) {
+    if (self->stopped_) co_return;
+    std::string failed;
+    if (self->fail_own_close_ > 0) {
+      --self->fail_own_close_;
+      failed = "the test hook " + std::string(kFailOwnCloseEnv) + " failed it";
+    } else if (auto record = fleet::read_run_record(link, id); !record) {
+      failed = record.error().text;
+    } else if (!*record || (*record)->state != "open") {
+      co_return;  // no record, or closed already (by a survivor, or by this host's try that was not answered)
+    } else {
+      fleet::RunRecord closed = **record;
+      closed.state = "closed";
+      auto updated = fleet::update_run_record(link, closed);
+      if (updated && *updated == fleet::Claim::won) co_return;
+      if (updated) continue;  // another host wrote the record meanwhile: read again what it says
+      failed = updated.error().text;
+    }
+    log(LogPriority::warning, "fleet: run " + id + ": its record is not marked closed yet (" + failed +
+                                  "); tried again in " + std::to_string(kRetryPause.count()) + " ms");
+    co_await pause(kRetryPause);
+  }
+}
+
 asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, std::string id) {
   struct Done {
     std::shared_ptr<FleetHost> self;
@@ -664,14 +700,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       seq = last + 1;
     }
     if (batch->reached_end) {
-      // The owner closed its own run: the record says so (a survivor's close is a compare-and-set
-      // on the same entry, so only one of the two can write it).
-      auto record = fleet::read_run_record(link, id);
-      if (record && *record && (*record)->state == "open") {
-        fleet::RunRecord closed = **record;
-        closed.state = "closed";
-        (void)fleet::update_run_record(link, closed);
-      }
+      co_await mark_own_close(self, id);
       co_return;
     }
     if (batch->count == 0) {

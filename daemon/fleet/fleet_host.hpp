@@ -52,6 +52,10 @@ class Server;
 // "claimed_until_stopped" holds it once claimed (this host's record made) until the fleet stops
 // (stop(): the daemon's io threads are gone). Said in the log at start; no production unit sets it.
 inline constexpr const char* kHoldOffersEnv = "MH_TEST_FLEET_HOLD_OFFERS";
+// A test hook (tests/fleet/fleet_daemon_test.cpp) that makes a failed mark of a run's own close
+// deterministic: the first N tries of this host to mark its records closed when its runs end fail
+// as if NATS had not answered. Said in the log at start; no production unit sets it.
+inline constexpr const char* kFailOwnCloseEnv = "MH_TEST_FLEET_FAIL_OWN_CLOSE";
 
 class FleetHost final : public FleetGate, public std::enable_shared_from_this<FleetHost> {
  public:
@@ -109,6 +113,9 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   template <class T, class Initiate>
   static auto await_fleet_callback(Initiate initiate);
   static boost::asio::awaitable<void> publish_run(std::shared_ptr<FleetHost> self, std::string id);
+  // This host closed its own run `id` and published its stream.closed: its record says so, tried
+  // again until it does, a record moved by another host says otherwise, or the fleet stops.
+  static boost::asio::awaitable<void> mark_own_close(std::shared_ptr<FleetHost> self, std::string id);
 
   std::weak_ptr<Server> server_;
   std::unique_ptr<fleet::FleetLink> link_;
@@ -134,6 +141,7 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   // A test hook, from the environment at start (kHoldOffersEnv): never set in production.
   enum class HoldOffers { no, fetched_until_stopping, claimed_until_stopped };
   HoldOffers hold_offers_ = HoldOffers::no;
+  std::atomic<int> fail_own_close_{0};  // kFailOwnCloseEnv: tries of mark_own_close left to fail
   // How often this host's lease ran out and was taken again: an idle publisher that sees it move
   // looks whether its run was closed in the fleet meanwhile, before the run writes another line.
   std::atomic<std::uint64_t> lapses_{0};
