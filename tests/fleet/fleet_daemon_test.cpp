@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -190,6 +191,22 @@ class FleetDaemons : public ::testing::Test {
     EXPECT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
     return reply ? reply->str("run_id") : "";
   }
+  // `host`'s `get` of `run`, asked again (each within 30 s) until `wanted` holds of its answer or
+  // `timeout` has passed: the last answer, nullopt if none came.
+  std::optional<EventLine> get_until(int host, const std::string& run,
+                                     const std::function<bool(const EventLine&)>& wanted,
+                                     std::chrono::milliseconds timeout) {
+    std::optional<EventLine> got;
+    eventually(
+        [&] {
+          SocketClient c(daemons[host]->socket());
+          got = c.request(socket_request("get", R"("run_id":")" + run + "\""), 30s);
+          return got && wanted(*got);
+        },
+        timeout);
+    return got;
+  }
+
   // A run waiting on its decision on h0, whose lines to its tool.requested h1 has read from the
   // fleet; long leases (nobody closes it meanwhile). `h0_env`: more of h0's environment. "" (the
   // failure said) if it got no further.
@@ -713,17 +730,10 @@ TEST_F(FleetDaemons, ARestartedDaemonPublishesWhatItWroteWhileItsNodeWasAwayWith
   // try, so of what waits in n0's socket buffer at most that one line lands when n0 goes on: the
   // rest is the restarted daemon's to publish, from its disk. Two lines at least: a daemon that
   // resumed from its own end instead of the fleet's would leave a gap.
-  std::uint64_t fleet_end = 0;
-  ASSERT_TRUE(eventually(
-      [&] {
-        SocketClient c(daemons[1]->socket());
-        auto got = c.request(socket_request("get", R"("run_id":")" + run + "\""), 30s);
-        if (!got || got->str("reply") != "run") return false;
-        fleet_end = got->object.at("last_seq").to_number<std::uint64_t>();
-        return true;
-      },
-      90s))
-      << evidence();
+  auto got = get_until(
+      1, run, [](const EventLine& l) { return l.str("reply") == "run"; }, 90s);
+  ASSERT_TRUE(got && got->str("reply") == "run") << (got ? got->raw : "no reply") << "\n" << evidence();
+  const std::uint64_t fleet_end = got->object.at("last_seq").to_number<std::uint64_t>();
   EXPECT_LE(fleet_end + 2, local_end) << "fleet " << fleet_end << ", h0's disk " << local_end;
   std::printf("restart: the fleet held %llu of the %llu lines on h0's disk when h0 was killed\n",
               static_cast<unsigned long long>(fleet_end), static_cast<unsigned long long>(local_end));
@@ -764,15 +774,9 @@ TEST_F(FleetDaemons, AReadOfAnotherHostsRunThatTheFleetCannotAnswerIsRefusedByNa
     refused_unread(c.request(allow_marker(run, "d1"), 60s));
   }
   // The nodes go on: once JetStream answers h1 again, the same read gives the run and its lines.
-  std::optional<EventLine> read;
-  ASSERT_TRUE(eventually(
-      [&] {
-        SocketClient c(daemons[1]->socket());
-        read = c.request(socket_request("get", R"("run_id":")" + run + "\""), 30s);
-        return read && read->str("reply") == "run";
-      },
-      90s))
-      << (read ? read->raw : "no reply") << daemons[1]->stderr_text();
+  auto read = get_until(
+      1, run, [](const EventLine& l) { return l.str("reply") == "run"; }, 90s);
+  ASSERT_TRUE(read && read->str("reply") == "run") << (read ? read->raw : "no reply") << daemons[1]->stderr_text();
   EXPECT_EQ(read->str("host"), "h0") << read->raw;
   EXPECT_GE(read->object.at("last_seq").to_number<std::uint64_t>(), 2u) << read->raw;
 }
@@ -792,16 +796,9 @@ TEST_F(FleetDaemons, ARunsOwnCloseWhoseRecordCouldNotBeMarkedIsMarkedOnceTheFlee
   auto local = follow_to_end(daemons[0]->socket(), run, 120s);
   ASSERT_FALSE(local.empty());
   ASSERT_EQ(local.back().event(), "stream.closed") << what_happened(0, run);
-  std::optional<EventLine> read;
-  ASSERT_TRUE(eventually(
-      [&] {
-        SocketClient c(daemons[1]->socket());
-        read = c.request(socket_request("get", R"("run_id":")" + run + "\""), 30s);
-        return read && read->str("fleet_state") == "closed";
-      },
-      60s))
-      << (read ? read->raw : "no reply") << "\n"
-      << evidence();
+  auto read = get_until(
+      1, run, [](const EventLine& l) { return l.str("fleet_state") == "closed"; }, 60s);
+  ASSERT_TRUE(read && read->str("fleet_state") == "closed") << (read ? read->raw : "no reply") << "\n" << evidence();
   EXPECT_EQ(read->str("state"), "closed") << read->raw;
   EXPECT_FALSE(read->object.contains("closed_by")) << read->raw;  // its owner's own close
   EXPECT_EQ(read->object.at("last_seq").to_number<std::uint64_t>(), local.size()) << read->raw;
