@@ -49,18 +49,28 @@ HostConfig host_config_from_environment() {
     std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });
     if (const char* bin = std::getenv(var.c_str()); bin && *bin) config.binaries[std::string(pin.adapter)] = bin;
   }
-  // A vendor's helper programs (its hook program...) ship next to this binary (build/bin, /usr/lib...).
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  // A vendor's helper programs (its hook program...) ship with this binary (build/bin, /usr/lib/metaharness).
   for (const VendorDescriptor* vendor : vendor_descriptors())
     for (const VendorHelper& helper : vendor->helpers) {
       const std::string key(helper.binary_key), env(helper.env);
       if (const char* bin = std::getenv(env.c_str()); bin && *bin)
         config.binaries[key] = bin;
-      else if (!ec)
-        config.binaries[key] = self.parent_path() / helper.file_name;
+      else
+        config.binaries[key] = helper_program(helper.file_name);
     }
   return config;
+}
+
+std::filesystem::path helper_program(const std::filesystem::path& self_dir, std::string_view file_name) {
+  std::error_code ec;
+  if (!self_dir.empty() && std::filesystem::exists(self_dir / file_name, ec)) return self_dir / file_name;
+  return std::filesystem::path(build_info::packaged_helper_dir) / file_name;
+}
+
+std::filesystem::path helper_program(std::string_view file_name) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return helper_program(ec ? std::filesystem::path() : self.parent_path(), file_name);
 }
 
 AdapterRegistry::AdapterRegistry(HostConfig config) : config_(std::move(config)) {

@@ -63,9 +63,9 @@
 #include "testkit/daemon_process.hpp"
 #include "testkit/proc.hpp"
 #include "testkit/socket_client.hpp"
-#include "testkit/standin.hpp"
 #include "testkit/stats.hpp"
 #include "testkit/stop_signals.hpp"
+#include "tests/standin/standin_identity.hpp"
 
 namespace {
 
@@ -259,7 +259,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
   fs::path self_dir = fs::canonical("/proc/self/exe").parent_path();
   o.metaharness = self_dir / "metaharness";
-  o.standin = self_dir / mh::testkit::standin::kProgram;
+  o.standin = self_dir / mh::standin::kProgram;
   o.supervisor = self_dir / "metaharness-supervisor";
   const BenchArgs args{.values = {{"--metaharness", [&](const std::string& v) { o.metaharness = v; }},
                                   {"--standin", [&](const std::string& v) { o.standin = v; }},
@@ -288,7 +288,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
 }
 
 std::string daemon_config(const Options& o, bool supervise) {
-  std::string c = "[vendor]\n" + std::string(mh::testkit::standin::kAdapter) + " = \"" + o.standin.string() +
+  std::string c = "[vendor]\n" + std::string(mh::standin::kAdapter) + " = \"" + o.standin.string() +
                   "\"\n[runs]\nsandbox_read_only = [\"" + o.work_root.string() +
                   "\"]\nmax_active = " + std::to_string(o.runs + 10) +
                   "\ndecision_deadline_ms = " + std::to_string(o.deadline_ms) + "\n";
@@ -395,11 +395,10 @@ PhaseResult run_phase(const Options& o, bool supervised) {
   const fs::path state = dir / "state", runs_dir = state / "runs";
   fs::create_directories(dir);
   const fs::path script = dir / "one_call.json";
-  write_file(script, mh::testkit::standin::script_head() +
-                         R"("description":"mh_adoption_bench: one call, waits",)"
-                         R"("turns":[[{"type":"tool_use","id":"toolu_bench","name":"Bash",)"
-                         R"("input":{"command":"touch decided.txt","description":"bench"}},)"
-                         R"({"type":"text","text":"done"}]]})");
+  write_file(script, mh::standin::script_head() + R"("description":"mh_adoption_bench: one call, waits",)"
+                                                  R"("turns":[[{"type":"tool_use","id":"toolu_bench","name":"Bash",)"
+                                                  R"("input":{"command":"touch decided.txt","description":"bench"}},)"
+                                                  R"({"type":"text","text":"done"}]]})");
   const std::string config = daemon_config(o, supervised);
   auto finish = [&](std::string failure) {
     if (!failure.empty() && r.failure.empty()) r.failure = std::move(failure);
@@ -569,7 +568,7 @@ int close_at_n(const Options& o) {
     fs::path metaharness, supervisor, standin;
   };
   const Side today{"today", o.baseline / "metaharness", o.baseline / "metaharness-supervisor",
-                   o.baseline / mh::testkit::standin::kProgram},
+                   o.baseline / mh::standin::kProgram},
       after{"after", o.metaharness, o.supervisor, o.standin};
   Steadiness start = steadiness_now();
   std::cerr << "mh_adoption_bench: close at N, today = " << today.metaharness.string()
@@ -671,10 +670,10 @@ int main(int argc, char** argv) {
   if (!parsed) return 2;
   Options o = std::move(*parsed);
   std::vector<std::pair<std::string, fs::path>> programs{{"metaharness", o.metaharness},
-                                                         {std::string(mh::testkit::standin::kProgram), o.standin},
+                                                         {std::string(mh::standin::kProgram), o.standin},
                                                          {"metaharness-supervisor", o.supervisor}};
   if (!o.baseline.empty())
-    for (const char* name : {"metaharness", mh::testkit::standin::kProgram.data(), "metaharness-supervisor"})
+    for (const char* name : {"metaharness", mh::standin::kProgram.data(), "metaharness-supervisor"})
       programs.emplace_back(std::string("--baseline's ") + name, o.baseline / name);
   for (const auto& [what, path] : programs) {
     if (::access(path.c_str(), X_OK) != 0) {

@@ -81,9 +81,9 @@
 #include "testkit/daemon_process.hpp"
 #include "testkit/proc.hpp"
 #include "testkit/socket_client.hpp"
-#include "testkit/standin.hpp"
 #include "testkit/stats.hpp"
 #include "testkit/stop_signals.hpp"
+#include "tests/standin/standin_identity.hpp"
 
 namespace {
 
@@ -310,7 +310,7 @@ bool wait_run_closed(const fs::path& socket, const std::string& run_id, std::chr
 // body in a supervisor of its own (the daemon's default) or the daemon's child.
 std::string daemon_config(const fs::path& standin, std::size_t max_active, unsigned threads, bool supervise) {
   // The stand-in reads its scripts (written under the bench's work dir) inside each run's sandbox.
-  return "[vendor]\n" + std::string(mh::testkit::standin::kAdapter) + " = \"" + standin.string() +
+  return "[vendor]\n" + std::string(mh::standin::kAdapter) + " = \"" + standin.string() +
          "\"\n[runs]\nsandbox_read_only = [\"" + fs::temp_directory_path().string() +
          "\"]\nmax_active = " + std::to_string(max_active) + "\ndecision_deadline_ms = 600000\n" +
          (supervise ? "" : "supervise = false\n") + "[server]\nmax_connections = 8192\n" +
@@ -667,7 +667,7 @@ std::string round_trip_script(int calls, int think_ms, std::mt19937_64& random) 
     }
   }
   steps.push_back(json::object{{"type", "text"}, {"text", "done"}});
-  return json::serialize(json::object{{"format", mh::testkit::standin::kScriptFormat},
+  return json::serialize(json::object{{"format", mh::standin::kScriptFormat},
                                       {"description", "mh_daemon_bench: a gate, then sequential Bash calls"},
                                       {"turns", json::array{steps}}});
 }
@@ -954,9 +954,8 @@ IdleResult measure_idle_memory(const Options& o) {
   fs::path dir = o.work_root / "idle_memory";
   fs::create_directories(dir);
   fs::path script = dir / "park.json";
-  write_file(script, mh::testkit::standin::script_head() +
-                         R"("description":"mh_daemon_bench: park mid-turn",)"
-                         R"("turns":[[{"type":"text","text":"parked"},{"type":"idle"}]]})");
+  write_file(script, mh::standin::script_head() + R"("description":"mh_daemon_bench: park mid-turn",)"
+                                                  R"("turns":[[{"type":"text","text":"parked"},{"type":"idle"}]]})");
   // Each run holds about eight descriptors in the daemon (pipes, pidfd, events.jsonl, transcripts).
   rlimit files{};
   ::getrlimit(RLIMIT_NOFILE, &files);
@@ -1197,7 +1196,7 @@ StreamResult measure_stream(const Options& o) {
   fs::path dir = o.work_root / "stream";
   fs::create_directories(dir);
   fs::path script = dir / "chatter.json";
-  write_file(script, mh::testkit::standin::script_head() +
+  write_file(script, mh::standin::script_head() +
                          R"("description":"mh_daemon_bench: a chatty turn",)"
                          R"("turns":[[{"type":"chatter","count":)" +
                          std::to_string(o.stream_events) + R"(,"bytes":)" + std::to_string(o.stream_bytes) + "}]]}");
@@ -1306,7 +1305,7 @@ ReadyResult measure_ready(const Options& o) {
     }
     steps.push_back(json::object{{"type", "text"}, {"text", "All done."}});
     fs::path script = dir / "template.json";
-    write_file(script, json::serialize(json::object{{"format", mh::testkit::standin::kScriptFormat},
+    write_file(script, json::serialize(json::object{{"format", mh::standin::kScriptFormat},
                                                     {"description", "mh_daemon_bench: a finished run to copy"},
                                                     {"turns", json::array{steps}}}));
     DaemonProcess daemon(dir / "template_daemon", o.metaharness, full_state,
@@ -1427,7 +1426,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
   fs::path self_dir = fs::canonical("/proc/self/exe").parent_path();
   o.metaharness = self_dir / "metaharness";
-  o.standin = self_dir / mh::testkit::standin::kProgram;
+  o.standin = self_dir / mh::standin::kProgram;
   auto number = [](int& field) { return [&field](const std::string& v) { field = std::stoi(v); }; };
   const BenchArgs args{
       .values = {{"--metaharness", [&](const std::string& v) { o.metaharness = v; }},
@@ -1473,7 +1472,7 @@ int main(int argc, char** argv) {
   if (!parsed) return 2;
   Options o = std::move(*parsed);
   for (const auto& [what, path] :
-       {std::pair{"metaharness", o.metaharness}, std::pair{mh::testkit::standin::kProgram.data(), o.standin}}) {
+       {std::pair{"metaharness", o.metaharness}, std::pair{mh::standin::kProgram.data(), o.standin}}) {
     if (::access(path.c_str(), X_OK) != 0) {
       std::cerr << "mh_daemon_bench: no executable " << what << " at " << path.string() << "\n";
       return 2;

@@ -28,7 +28,7 @@
 #include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/placement.hpp"
 #include "daemon/fleet/run_records.hpp"
-#include "testkit/standin.hpp"
+#include "tests/standin/standin_identity.hpp"
 #include "tests/support/nats_cluster.hpp"
 
 namespace {
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     const auto bin = std::filesystem::canonical("/proc/self/exe").parent_path();
     mh::bench::FleetDaemonOptions o;
     o.metaharness = bin / "metaharness";
-    o.standin = bin / mh::testkit::standin::kProgram;
+    o.standin = bin / mh::standin::kProgram;
     o.work_dir = dir / "daemons";
     o.publish_runs = publish_runs;
     o.publish_lines = publish_lines;

@@ -16,7 +16,7 @@
 #include "daemon/fleet/fleet_reader.hpp"
 #include "testkit/daemon_process.hpp"
 #include "testkit/socket_client.hpp"
-#include "testkit/standin.hpp"
+#include "tests/standin/standin_identity.hpp"
 
 namespace mh::bench {
 
@@ -34,14 +34,13 @@ double us(Clock::duration d) {
 }
 
 void write_script(const fs::path& path, const json::array& steps) {
-  std::ofstream(path) << json::serialize(json::object{{"format", mh::testkit::standin::kScriptFormat},
-                                                      {"description", "mh_fleet_bench"},
-                                                      {"turns", json::array{steps}}});
+  std::ofstream(path) << json::serialize(json::object{
+      {"format", mh::standin::kScriptFormat}, {"description", "mh_fleet_bench"}, {"turns", json::array{steps}}});
 }
 
 std::string daemon_config(const mh::test::NatsCluster& cluster, const FleetDaemonOptions& o, int i,
                           const std::string& prefix = "bd", bool serial = false, int batch = 0) {
-  return "[vendor]\n" + std::string(mh::testkit::standin::kAdapter) + " = \"" + o.standin.string() +
+  return "[vendor]\n" + std::string(mh::standin::kAdapter) + " = \"" + o.standin.string() +
          "\"\n[runs]\nmax_active = 500\nsandbox_read_only = [\"" + o.work_dir.string() +
          "\"]\n[server]\nmax_connections = 1024\n[log]\nlevel = \"warning\"\n" +
          // root (the bench) submits --fleet as a control peer: a peer host may not act for an

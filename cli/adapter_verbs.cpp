@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "adapters/registry.hpp"
+#include "adapters/vendor_descriptor.hpp"
 #include "cli/run_spec_options.hpp"
 #include "cli/verbs.hpp"
 #include "daemon/asio/process_v2.hpp"
@@ -156,6 +157,17 @@ int doctor_verb(const std::string& id) {
   std::cout << id << ": pinned " << pin << "\n";
   std::cout << id << ": package manifest " << (installed ? *installed : "unknown (" + manifest_error + ")") << "\n";
   std::cout << id << ": binary reports " << (reported ? *reported : "nothing (" + binary_error + ")") << "\n";
+  // The vendor's own programs its runs execute beside the CLI (a hook program): where this host
+  // finds them (the environment, beside this binary, else the package's folder), and whether they
+  // are there: a run whose helper is missing is refused at launch.
+  if (const adapters::VendorDescriptor* vendor = adapters::find_vendor(id))
+    for (const adapters::VendorHelper& helper : vendor->helpers) {
+      const auto where = registry.config().binaries.find(std::string(helper.binary_key));
+      if (where == registry.config().binaries.end()) continue;
+      std::error_code ec;
+      std::cout << id << ": helper " << helper.file_name << " " << where->second.string()
+                << (std::filesystem::exists(where->second, ec) ? "" : " (MISSING: runs are refused at launch)") << "\n";
+    }
   // The binary's own word is the evidence; the manifest is only a fallback.
   std::optional<bool> on_pin;
   if (reported)

@@ -22,8 +22,12 @@
 #     Gemini API's wire is "gemini"), lines in the folders that speak the model wires by name
 #     (daemon/model/, daemon/gateway/, daemon/config/, daemon/supervisor/) name the wire, not the
 #     vendor;
-#   - comments: the name is in a comment (a line that is one, or after `//` or `# `): a vendor cited
-#     as the reason for, or an example of, vendor-neutral code;
+#   - a model's id: the name begins a model's id (claude-sonnet-4-5, the model two other vendors'
+#     runs ask for by default): it names Anthropic's model, not the Claude Code adapter;
+#   - comments: the name is in a comment (a line that is one, or after `//` or `# `, or a Python
+#     docstring's line): a vendor cited as the reason for, or an example of, vendor-neutral code;
+#   - the wire, also: a scenario's "wires" list (bench/scenarios/), which names the model APIs the
+#     scripted endpoint answers on;
 #   - code: every other line; the goal is one, its registration line.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,36 +56,59 @@ for vendor in "${vendors[@]}"; do
     ':(exclude)README.md' ':(exclude)bench/RESULTS.md' ':(exclude)config/metaharness.toml' \
     ':(exclude)packaging/debian/control.in' ':(exclude)vendor/pins' ':(exclude)scripts/vendor_names.sh' || true)"
   [ -n "$REV" ] && places="$(printf '%s\n' "$places" | sed "s|^$REV:||")"
-  count=0 files=0 own=0 wire=0 comments=0 code=0 tagged=""
+  count=0 files=0 own=0 wire=0 model=0 comments=0 code=0 tagged=""
   if [ -n "$places" ]; then
     count="$(printf '%s\n' "$places" | wc -l)"
     files="$(printf '%s\n' "$places" | cut -d: -f1 | sort -u | wc -l)"
     tagged="$(printf '%s\n' "$places" | VENDOR="$vendor" python3 -c '
-import os, re, sys
+import ast, os, re, subprocess, sys
 vendor = os.environ["VENDOR"]
+rev = os.environ.get("REV", "")
 wires = ("anthropic", "openai-responses", "gemini")  # the model wires, by their config names
 wire_dirs = ("daemon/model/", "daemon/gateway/", "daemon/config/", "daemon/supervisor/")
 name = re.compile(r"(?i)(?<![\w])" + re.escape(vendor) + r"(?![\w])")
+# A model id that begins with the vendor name (claude-sonnet-4-5, a model of Anthropic, which
+# runs of other vendors ask for too) names the model, not the vendor.
+model_id = re.compile(r"(?i)(?<![\w])" + re.escape(vendor) + r"-(sonnet|opus|haiku)[\w.-]*")
+docstring_lines = {}
+def in_docstring(path, number):
+    """A Python docstring is documentation: the lines of every string that is a statement of its own."""
+    if path not in docstring_lines:
+        spans = set()
+        try:
+            source = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True, check=True).stdout \
+                if rev else open(path, encoding="utf-8").read()
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                    spans.update(range(node.lineno, node.end_lineno + 1))
+        except (OSError, SyntaxError, subprocess.CalledProcessError):
+            pass
+        docstring_lines[path] = spans
+    return number in docstring_lines[path]
 for line in sys.stdin.read().splitlines():
-    path, _, text = line.split(":", 2)
+    path, number, text = line.split(":", 2)
     match = name.search(text)
     before = text[:match.start()] if match else ""
     if re.search(r"(^|/|_|-)" + re.escape(vendor) + r"([_.-])", path):
         kind = "own"
-    elif vendor in wires and path.startswith(wire_dirs):
+    elif vendor in wires and (path.startswith(wire_dirs) or (path.startswith("bench/scenarios/") and "\"wires\"" in text)):
         kind = "wire"
-    elif text.lstrip().startswith(("//", "#", "*", "/*")) or "//" in before or re.search(r"(^|\s)# ", before):
+    elif text.lstrip().startswith(("//", "#", "*", "/*")) or "//" in before or re.search(r"(^|\s)# ", before) \
+            or (path.endswith(".py") and in_docstring(path, int(number))):
         kind = "comment"
+    elif not name.search(model_id.sub("", text)):
+        kind = "model"
     else:
         kind = "code"
     print(kind, line)
 ')"
     own="$(grep -c '^own ' <<< "$tagged" || true)"
     wire="$(grep -c '^wire ' <<< "$tagged" || true)"
+    model="$(grep -c '^model ' <<< "$tagged" || true)"
     comments="$(grep -c '^comment ' <<< "$tagged" || true)"
     code="$(grep -c '^code ' <<< "$tagged" || true)"
   fi
   echo "$vendor: $count lines in $files files outside adapters/$vendor/, tests and docs:" \
-    "$code code, $comments in comments, $wire naming its model wire, $own in files named after it"
+    "$code code, $comments in comments, $wire naming its model wire, $model in a model's id, $own in files named after it"
   if [ -n "$tagged" ] && [ "${VERBOSE:-0}" = 1 ]; then printf '%s\n' "$tagged" | sed 's/^/  /' | cut -c1-170; fi
 done

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "testkit/proc.hpp"
-#include "testkit/standin.hpp"
+#include "tests/standin/standin_identity.hpp"
 
 namespace mh::testkit {
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "adapters/host_config.hpp"
 #include "daemon/process/exec_handoff.hpp"
 
 namespace mh::daemon {
@@ -167,10 +168,7 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
 }
 
 fs::path default_exec_helper() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && fs::exists(self.parent_path() / "mh-exec", ec)) return self.parent_path() / "mh-exec";
-  return "/usr/lib/metaharness/mh-exec";
+  return adapters::helper_program("mh-exec");
 }
 
 adapters::LaunchPlan sandboxed(const adapters::LaunchPlan& plan, const SandboxSpec& spec) {

@@ -143,12 +143,7 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
 
 std::filesystem::path supervisor_binary(const DaemonConfig& config) {
   if (!config.supervisor.empty()) return config.supervisor;
-  // Beside this executable (a build tree: build/bin), else where the package puts it.
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec && std::filesystem::exists(self.parent_path() / "metaharness-supervisor", ec))
-    return self.parent_path() / "metaharness-supervisor";
-  return "/usr/lib/metaharness/metaharness-supervisor";
+  return adapters::helper_program("metaharness-supervisor");
 }
 
 RunOptions run_options(Server& server, const RunDir& dir) {

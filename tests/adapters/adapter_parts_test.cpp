@@ -2,10 +2,14 @@
 // capability table, operations with a vendor's aliases, and a transcript framed as the live run
 // frames it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "adapters/adapter.hpp"
+#include "adapters/host_config.hpp"
 #include "adapters/offline.hpp"
 #include "adapters/registry.hpp"
 #include "adapters/vendor_descriptor.hpp"
@@ -62,6 +66,35 @@ TEST(VendorDescriptors, TheRegistryIsMadeFromThemAndEachIsPinnedAndFindable) {
 // tables were written would be) is refused UNSUPPORTED_CONTROL by name, at start for a spec that
 // requires it and by the table every command goes through first (RunCore::dispatch asks
 // capabilities().command() before any handler), so only adapters that honour it change.
+// A program that ships with metaharness is found beside the running binary (a build tree), else
+// in the package's helper folder: so the packaged config names no vendor's hook program, and an
+// installed daemon (/usr/bin/metaharness) still finds /usr/lib/metaharness/mh-codex-hook.
+TEST(HelperPrograms, AHelperBesideTheBinaryIsThatOneAndOneNotBesideItIsThePackagedOne) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mh-helper-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "mh-some-hook") << "#!/bin/sh\n";
+  EXPECT_EQ(helper_program(dir, "mh-some-hook"), dir / "mh-some-hook");
+  EXPECT_EQ(helper_program(dir, "mh-other-hook"),
+            std::filesystem::path(build_info::packaged_helper_dir) / "mh-other-hook");
+  EXPECT_EQ(helper_program(std::filesystem::path(), "mh-some-hook"),
+            std::filesystem::path(build_info::packaged_helper_dir) / "mh-some-hook");
+  EXPECT_EQ(build_info::packaged_helper_dir, "/usr/lib/metaharness") << "where packaging/build-deb.sh installs them";
+  std::filesystem::remove_all(dir);
+}
+
+// Every vendor's helper in the host's default config: beside this test binary's metaharness build
+// (build/bin), where the build puts it.
+TEST(HelperPrograms, EachVendorsHelperIsFoundWhereTheBuildPutsIt) {
+  const HostConfig config = host_config_from_environment();
+  for (const VendorDescriptor* vendor : vendor_descriptors())
+    for (const VendorHelper& helper : vendor->helpers) {
+      if (std::getenv(std::string(helper.env).c_str())) continue;  // the environment's choice
+      const auto found = config.binaries.find(std::string(helper.binary_key));
+      ASSERT_NE(found, config.binaries.end()) << helper.binary_key;
+      EXPECT_EQ(found->second.filename(), helper.file_name);
+    }
+}
+
 TEST(CapabilityTables, ACommandAnAdapterDoesNotDeclareIsRefusedUnsupportedControlByName) {
   AdapterRegistry registry(HostConfig{});
   for (std::string_view id : registry.ids()) {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace mh::standin {
+#include "tests/standin/standin_identity.hpp"
 
-inline constexpr std::string_view kScriptFormat = "mh-standin-claude.script/1";
+namespace mh::standin {
 
 struct ToolCallSpec {
   std::string id;

@@ -111,6 +111,11 @@ TEST_F(Package, ThePackagedBinaryLooksForTheVendorCLIsWhereVendorInstallPutsThem
   auto doctor = run_command(
       {"/usr/bin/env", "-u", "METAHARNESS_VENDOR_DIR", "-u", "METAHARNESS_CLAUDE_BIN", binary, "doctor", "claude"});
   EXPECT_TRUE(has(doctor.out, " /var/lib/metaharness/vendor/node_modules/")) << doctor.out << doctor.err;
+  // A vendor's helper, which the packaged config no longer names, is looked for where the package
+  // installs it (/usr/bin/metaharness has no mh-codex-hook beside it).
+  auto codex = run_command({"/usr/bin/env", "-u", "METAHARNESS_CODEX_HOOK_BIN", binary, "doctor", "codex"});
+  EXPECT_TRUE(has(codex.out, "codex: helper mh-codex-hook /usr/lib/metaharness/mh-codex-hook"))
+      << codex.out << codex.err;
   EXPECT_FALSE(has(read_file(binary), source_dir().string() + "/.vendor")) << "no checkout path as a default";
 }
 

@@ -1,12 +1,13 @@
-// The stand-in harness (tests/standin, docs/standin.md) as the benches name it: its program, the
+// The stand-in harness's identity (README.md beside this file, docs/standin.md): its program, the
 // adapter whose wire it speaks (the [vendor] key a daemon runs it under, and a spec's adapter),
-// and the format its scripts declare. One place, so no bench spells the CLI it stands in for.
+// and the format its scripts declare. Defined once, beside the stand-in, and read by the stand-in
+// itself, testkit and the benches, so nothing else spells the CLI it stands in for.
 #pragma once
 
 #include <string>
 #include <string_view>
 
-namespace mh::testkit::standin {
+namespace mh::standin {
 
 inline constexpr std::string_view kProgram = "mh-standin-claude";
 inline constexpr std::string_view kAdapter = "claude";
@@ -17,4 +18,4 @@ inline std::string script_head() {
   return R"({"format":")" + std::string(kScriptFormat) + R"(",)";
 }
 
-}  // namespace mh::testkit::standin
+}  // namespace mh::standin
