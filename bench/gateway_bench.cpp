@@ -2,7 +2,8 @@
 // endpoint on loopback, directly and through a Gateway, interleaved request by request on kept-alive
 // connections, over plain http and (with the test CA) over https to the upstream. For each: time to
 // the first body byte (the first SSE event) and to the whole answer, medians and p90 side by side,
-// and the gateway thread's CPU per request. A plain program; scripts/bench.sh may run it.
+// and the gateway thread's CPU per request; first, what preparing a run's gateway costs (its TLS
+// trust). A plain program; scripts/bench.sh may run it.
 //   mh_gateway_bench [--requests N]   (default 400 per path)
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -18,8 +19,10 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <optional>
@@ -209,6 +212,52 @@ void print(const std::string& label, const Row& row) {
   std::printf("  gateway thread CPU per request: %s ms\n", fixed(row.gateway_cpu_ms_per_request, 3).c_str());
 }
 
+// What a run's gateway costs before its first request (Gateway::prepare: the URL, the key, the TLS
+// context and its trust), the median of `times` prepares on this thread, beside what the trust
+// cost before round 13: the system's whole CA bundle parsed into the context
+// (SSL_CTX_set_default_verify_paths), measured here on a bare context in the same invocation.
+void print_prepare_costs(int times) {
+  using mh::testkit::fixed;
+  auto median_ms = [&](const std::function<bool()>& once) -> std::optional<double> {
+    std::vector<double> cpu;
+    for (int i = 0; i < times; ++i) {
+      const double before = thread_cpu_ms();
+      if (!once()) return std::nullopt;
+      cpu.push_back(thread_cpu_ms() - before);
+    }
+    std::sort(cpu.begin(), cpu.end());
+    return mh::testkit::quantile_of_sorted(cpu, 0.5);
+  };
+  auto prepare = [](const std::string& url) {
+    return [url] {
+      asio::io_context io;
+      mh::gateway::GatewayOptions options;
+      options.upstream.name = "bench";
+      options.upstream.url = url;
+      options.upstream.key = "k";
+      options.token = mh::gateway::placeholder_token("bench");
+      mh::gateway::Gateway gateway(io, options, {});
+      return !gateway.prepare().has_value();
+    };
+  };
+  const auto plain = median_ms(prepare("http://127.0.0.1:9"));
+  const auto system = median_ms(prepare("https://api.anthropic.com"));
+  const auto bundle = median_ms([] {
+    asio::ssl::context context(asio::ssl::context::tls_client);
+    boost::system::error_code ec;
+    context.set_default_verify_paths(ec);
+    return !ec;
+  });
+  const char* bundle_env = std::getenv("SSL_CERT_FILE");
+  std::printf("gateway prepare, CPU median of %d on this thread (SSL_CERT_FILE %s)\n", times,
+              bundle_env ? (std::string("set: the system's trust loads that bundle whole, ") + bundle_env).c_str()
+                         : "unset: the system's trust is its CA directory");
+  std::printf("  plain upstream (http, loopback)             %s ms\n", plain ? fixed(*plain, 3).c_str() : "failed");
+  std::printf("  TLS upstream, the system's trust            %s ms\n", system ? fixed(*system, 3).c_str() : "failed");
+  std::printf("  the system's CA bundle parsed whole (before) %s ms (a bare TLS context's trust alone)\n",
+              bundle ? fixed(*bundle, 3).c_str() : "failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -216,6 +265,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--requests") requests = std::stoi(argv[i + 1]);
 
+  print_prepare_costs(25);
   if (auto row = measure("upstream over http (loopback)", requests, {}, std::nullopt)) {
     print("upstream over http (loopback)", *row);
   } else {

@@ -2,13 +2,19 @@
 // stop. One connection's conversation is gateway_session.cpp.
 #include "daemon/gateway/gateway.hpp"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cctype>
+#include <cstdlib>
 
 #include "daemon/gateway/gateway_impl.hpp"
 #include "daemon/gateway/serve_acceptor.hpp"
@@ -16,6 +22,23 @@
 namespace mh::gateway {
 
 namespace {
+
+// The system's trust store for a TLS upstream, as OpenSSL's default verify paths name it, but
+// its directory (/etc/ssl/certs: one file per CA, named by the hash of its subject) looked up per
+// issuer at verification instead of the whole bundle (cert.pem, ~140 CAs) parsed up front, which
+// costs ~19 ms of CPU and ~1 MiB in every run's gateway (bench/RESULTS.md, round 13). Debian's
+// update-ca-certificates writes both from the same CAs. A bundle the environment names
+// ($SSL_CERT_FILE) is still loaded whole, as OpenSSL's defaults would.
+void use_system_trust(asio::ssl::context& context, boost::system::error_code& ec) {
+  SSL_CTX* handle = context.native_handle();
+  if (::SSL_CTX_set_default_verify_dir(handle) != 1) {
+    ec = boost::system::error_code(static_cast<int>(::ERR_get_error()), boost::asio::error::get_ssl_category());
+    return;
+  }
+  const char* bundle = std::getenv(::X509_get_default_cert_file_env());
+  if (bundle && *bundle && ::SSL_CTX_set_default_verify_file(handle) != 1)
+    ec = boost::system::error_code(static_cast<int>(::ERR_get_error()), boost::asio::error::get_ssl_category());
+}
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -112,17 +135,19 @@ std::optional<std::string> Gateway::prepare() {
     s.credential.emplace(std::move(file));
   }
   // A TLS context even for a plain upstream: the upstream stream type is one (see the session).
+  // Its trust is loaded only when the upstream speaks TLS: a plain upstream's context never
+  // verifies anything.
   asio::ssl::context context(asio::ssl::context::tls_client);
   boost::system::error_code ec;
   context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                           asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1,
                       ec);
   if (!ec) context.set_verify_mode(asio::ssl::verify_peer, ec);
-  if (!ec) {
+  if (!ec && s.url.tls) {
     if (s.options.upstream.ca_file)
       context.load_verify_file(s.options.upstream.ca_file->string(), ec);
     else
-      context.set_default_verify_paths(ec);
+      use_system_trust(context, ec);
   }
   if (ec)
     return "gateway: upstream '" + s.options.upstream.name + "': cannot use " +

@@ -4,6 +4,8 @@
 #include "daemon/gateway/gateway.hpp"
 
 #include <gtest/gtest.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -377,6 +379,41 @@ TEST_F(GatewayTest, TheSystemStoreDoesNotTrustTheTestCa) {
   start_gateway(std::move(s));
   EXPECT_EQ(post_messages(token_, false).status, 502u);
   EXPECT_TRUE(upstream_log().empty());
+}
+
+// The system's trust is its CA directory, each CA looked up by its subject's hash when a chain
+// is verified (not the whole bundle parsed for every run's gateway): shown with the environment's
+// directory ($SSL_CERT_DIR, which OpenSSL's default reads first) holding the test CA under its
+// hash name; the same directory without it trusts nothing of the test's.
+TEST_F(GatewayTest, TheSystemStoreIsItsCaDirectoryLookedUpByHashWhenAChainIsVerified) {
+  start_endpoint();
+  const auto trusted = dir_ / "trusted-certs", empty = dir_ / "empty-certs";
+  std::filesystem::create_directories(trusted);
+  std::filesystem::create_directories(empty);
+  {
+    FILE* pem = std::fopen(ca_.ca_file().c_str(), "r");
+    ASSERT_NE(pem, nullptr);
+    X509* ca = ::PEM_read_X509(pem, nullptr, nullptr, nullptr);
+    std::fclose(pem);
+    ASSERT_NE(ca, nullptr);
+    char name[16];
+    std::snprintf(name, sizeof name, "%08lx.0", ::X509_subject_name_hash(ca));
+    ::X509_free(ca);
+    std::filesystem::copy_file(ca_.ca_file(), trusted / name);
+  }
+  const char* before = std::getenv("SSL_CERT_DIR");
+  const std::string kept = before ? before : "";
+  for (const auto& [directory, status] : {std::pair{trusted, 200u}, std::pair{empty, 502u}}) {
+    ::setenv("SSL_CERT_DIR", directory.c_str(), 1);
+    auto s = setup();
+    s.options.upstream.ca_file.reset();
+    start_gateway(std::move(s));
+    EXPECT_EQ(post_messages(token_, false).status, status) << directory;
+  }
+  if (before)
+    ::setenv("SSL_CERT_DIR", kept.c_str(), 1);
+  else
+    ::unsetenv("SSL_CERT_DIR");
 }
 
 TEST_F(GatewayTest, APlainHttpUpstreamOffLoopbackIsRefusedAtPrepare) {
