@@ -286,11 +286,15 @@ int submit_verb(const ClientOptions& o) {
       duplicate && duplicate->is_bool() && duplicate->get_bool())
     std::cerr << "metaharness: request id " << o.request_id << " made run " << id << " already\n";
   // Where the fleet placed it (stderr: stdout stays the id alone, for scripts).
-  if (o.fleet)
+  if (o.fleet) {
+    const std::string placement = field(reply->o, "placement");
     std::cerr << "metaharness: run " << id << " "
-              << (field(reply->o, "placement") == "placed" ? "placed on host " + field(reply->o, "host")
-                                                           : std::string("queued (no host had room yet)"))
+              << (placement == "placed"    ? "placed on host " + field(reply->o, "host")
+                  : placement == "unknown" ? "queued; where it was placed could not be read (" +
+                                                 field(reply->o, "placement_error") + "): ask `get` on any host"
+                                           : std::string("queued (no host had room yet)"))
               << "\n";
+  }
   if (!o.tail_after_submit) {
     std::cout << id << "\n";
     return 0;

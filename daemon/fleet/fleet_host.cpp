@@ -148,6 +148,16 @@ const std::string& FleetHost::host_id() const {
   return link_->config().host_id;
 }
 
+fleet::NatsResult<std::optional<fleet::RunRecord>> FleetHost::await_placement(const std::string& id,
+                                                                              std::chrono::milliseconds timeout) {
+  if (fail_placement_read_ > 0) {
+    --fail_placement_read_;
+    return fleet::NatsError{.status = NATS_TIMEOUT,
+                            .text = "the test hook " + std::string(kFailPlacementReadEnv) + " failed it"};
+  }
+  return fleet::await_run_record(*link_, id, timeout);
+}
+
 boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(std::shared_ptr<Server> server) {
   using Result = boost::system::result<std::shared_ptr<FleetGate>, std::string>;
   fleet::FleetConfig config = *server->config.fleet;
@@ -187,6 +197,12 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
     log(LogPriority::warning, std::string("fleet: test hook ") + kFailOwnCloseEnv + "=" + fail + ": the first " +
                                   std::to_string(host->fail_own_close_) +
                                   " tries to mark a run's own close fail; for tests only");
+  }
+  if (const char* fail = std::getenv(kFailPlacementReadEnv); fail && *fail) {
+    host->fail_placement_read_ = std::max(std::atoi(fail), 0);
+    log(LogPriority::warning, std::string("fleet: test hook ") + kFailPlacementReadEnv + "=" + fail + ": the first " +
+                                  std::to_string(host->fail_placement_read_) +
+                                  " reads of where a submitted spec was placed fail; for tests only");
   }
   // The first lease, within the same patience as the layout: a node that has just come back may
   // hold a replica of the hosts bucket whose stream has no leader yet ("no responders" to the

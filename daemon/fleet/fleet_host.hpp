@@ -56,6 +56,10 @@ inline constexpr const char* kHoldOffersEnv = "MH_TEST_FLEET_HOLD_OFFERS";
 // deterministic: the first N tries of this host to mark its records closed when its runs end fail
 // as if NATS had not answered. Said in the log at start; no production unit sets it.
 inline constexpr const char* kFailOwnCloseEnv = "MH_TEST_FLEET_FAIL_OWN_CLOSE";
+// A test hook (tests/fleet/fleet_daemon_test.cpp) that makes a fleet submit's failed read of where
+// its queued spec was placed deterministic: the first N such reads on this host fail as if NATS had
+// not answered. Said in the log at start; no production unit sets it.
+inline constexpr const char* kFailPlacementReadEnv = "MH_TEST_FLEET_FAIL_PLACEMENT_READ";
 
 class FleetHost final : public FleetGate, public std::enable_shared_from_this<FleetHost> {
  public:
@@ -94,6 +98,10 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
 
   const std::string& host_id() const override;
   fleet::FleetLink& link() { return *link_; }
+  // Where a submit's queued spec was placed, read for `timeout` (fleet thread): the placing host's
+  // launched record, none if no host took it in time, or the read's failure.
+  fleet::NatsResult<std::optional<fleet::RunRecord>> await_placement(const std::string& id,
+                                                                     std::chrono::milliseconds timeout);
   boost::asio::io_context& io() { return io_; }
 
  private:
@@ -141,7 +149,8 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   // A test hook, from the environment at start (kHoldOffersEnv): never set in production.
   enum class HoldOffers { no, fetched_until_stopping, claimed_until_stopped };
   HoldOffers hold_offers_ = HoldOffers::no;
-  std::atomic<int> fail_own_close_{0};  // kFailOwnCloseEnv: tries of mark_own_close left to fail
+  std::atomic<int> fail_own_close_{0};       // kFailOwnCloseEnv: tries of mark_own_close left to fail
+  std::atomic<int> fail_placement_read_{0};  // kFailPlacementReadEnv: placement reads left to fail
   // How often this host's lease ran out and was taken again: an idle publisher that sees it move
   // looks whether its run was closed in the fleet meanwhile, before the run writes another line.
   std::atomic<std::uint64_t> lapses_{0};

@@ -113,11 +113,18 @@ asio::awaitable<void> queue_submit(std::shared_ptr<FleetHost> host, Session& s, 
     }
   }
   auto timeout = 2 * host->link().config().request_timeout;
-  auto wait = [host, id, timeout] { return fleet::await_run_record(host->link(), id, timeout); };
+  auto wait = [host, id, timeout] { return host->await_placement(id, timeout); };
   auto placed = co_await host->on_fleet(std::move(wait));
   json::object fields;
   fields["run_id"] = id;
-  if (placed && *placed) {
+  if (!placed) {
+    // The spec is queued (JetStream took it, so it is not refused: a retry without a request id
+    // would make a second run), but where it went could not be read: said as unknown, with why,
+    // never as "queued" (no host had room), which may be false.
+    fields["host"] = nullptr;
+    fields["placement"] = "unknown";
+    fields["placement_error"] = placed.error().text;
+  } else if (*placed) {
     fields["host"] = (*placed)->host;
     fields["placement"] = "placed";
   } else {
@@ -154,6 +161,17 @@ std::string remote_state(const fleet::FleetStreamTail& tail) {
   return tail.last_event == "stream.closed" ? "closed" : "open";
 }
 
+// Whether run `id` is made on this host: in the registry with its directory. A run this host is
+// still making (placed here from the queue, its id reserved, no directory yet) is not: the
+// one-host handlers would call it unknown, so it is read from the fleet until it is made.
+asio::awaitable<bool> made_here(std::shared_ptr<Server> server, std::string id) {
+  auto made = [server, id] {
+    auto entry = server->registry.lookup(id);
+    return entry && !entry->dir.empty();
+  };
+  co_return co_await server->on_registry(std::move(made));
+}
+
 // The run a request names, when this host has a fleet and does not have the run itself: the
 // fleet host and the id (nullopt: the one-host handler answers).
 asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>>> elsewhere(
@@ -162,8 +180,7 @@ asio::awaitable<std::optional<std::pair<std::shared_ptr<FleetHost>, std::string>
   if (!v || !v->is_string()) co_return std::nullopt;
   std::string id(v->get_string());
   auto server = s.server_ptr();
-  auto local = [server, id] { return server->registry.lookup(id).has_value(); };
-  if (co_await server->on_registry(std::move(local))) co_return std::nullopt;
+  if (co_await made_here(server, id)) co_return std::nullopt;
   co_return std::make_pair(std::move(host), std::move(id));
 }
 
@@ -529,8 +546,7 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
   bool asked = wanted && wanted->is_bool() && wanted->get_bool();
   std::string id(v->get_string());
   auto server = s.server_ptr();
-  auto local = [server, id] { return server->registry.lookup(id).has_value(); };
-  bool here = co_await server->on_registry(std::move(local));
+  bool here = co_await made_here(server, id);
   if (!asked && here) co_return false;
   if (s.stream().active) co_return false;  // the one-host path refuses it by name
   if (attach && here) co_return false;     // a run of this host is attached here, as always

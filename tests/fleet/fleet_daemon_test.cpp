@@ -1133,6 +1133,45 @@ TEST_F(FleetDaemons, ARequestIdClaimedByASubmitWhoseQueueingFailedIsPlacedByItsR
   EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
 }
 
+TEST_F(FleetDaemons, ASubmitWhoseSpecWasQueuedButWhosePlacementCouldNotBeReadSaysUnknownNotQueued) {
+  // A fleet submit queues its spec, then reads where it was placed. When that read fails (the test
+  // hook, as a NATS that did not answer) the answer must not say "queued" (no host had room): the
+  // run may be placed already. It says "unknown", with the library's words, and is not refused
+  // (the spec is queued: a refused client's retry without a request id would make a second run).
+  on_standin_ = true;
+  start(0, 100, 60000, {}, "", {"MH_TEST_FLEET_FAIL_PLACEMENT_READ=1"});
+  SocketClient c(daemons[0]->socket());
+  auto reply = c.request(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true)"), 120s);
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : daemons[0]->stderr_text());
+  const std::string run = reply->str("run_id");
+  EXPECT_EQ(reply->str("placement"), "unknown") << reply->raw;
+  EXPECT_TRUE(reply->object.at("host").is_null()) << reply->raw;
+  EXPECT_NE(reply->str("placement_error").find("MH_TEST_FLEET_FAIL_PLACEMENT_READ"), std::string::npos) << reply->raw;
+  // The spec was queued all the same: the one host with room makes the run (the answer came
+  // before it did: the failed read did not wait), once. The tail may come while h0 is still making
+  // it (its id reserved, no directory yet): read from the fleet then, never refused UNKNOWN_RUN
+  // (it was, in 2 of 5 tries, before made_here in fleet_requests.cpp).
+  ASSERT_TRUE(owner_known(0, run, "h0")) << what_happened(0, run);
+  SocketClient watch(daemons[0]->socket());
+  watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+  ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << [&] {
+    std::string read;
+    for (const auto& l : watch.lines())
+      read += l.raw + "\n";
+    return "the tail read:\n" + read;
+  }() << what_happened(0, run);
+  EXPECT_EQ(runs_on(daemons), (std::set<std::string>{run}));
+  // The hook's one failure is spent: the next submit's placement is read, and said.
+  auto next = c.request(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true)"), 120s);
+  ASSERT_TRUE(next && next->str("reply") == "submitted") << (next ? next->raw : "no reply");
+  EXPECT_EQ(next->str("placement"), "placed") << next->raw;
+  EXPECT_EQ(next->str("host"), "h0") << next->raw;
+  for (const std::string& id : {run, next->str("run_id")}) {
+    auto halted = c.request(socket_request("halt", R"("run_id":")" + id + "\""), 120s);
+    EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
+  }
+}
+
 TEST_F(FleetDaemons, OneRequestIdSubmittedToTwoHostsAtOnceMakesExactlyOneRun) {
   // Both hosts asked at the same moment: one claim wins, the other submit answers with its run.
   on_standin_ = true;
