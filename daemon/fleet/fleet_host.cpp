@@ -13,6 +13,7 @@
 #include <future>
 
 #include "daemon/fleet/event_publisher.hpp"
+#include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/fleet_requests.hpp"
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/run_records.hpp"
@@ -32,6 +33,30 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Whether a test hook (kFailPlacementReadEnv, kFailLapseReadEnv) has a failure left, taking it.
+bool take_hook_failure(std::atomic<int>& left) {
+  int n = left.load();
+  while (n > 0 && !left.compare_exchange_weak(n, n - 1)) {
+  }
+  return n > 0;
+}
+
+// Whether the fleet's last line of run `id` (at `seq`, a stream.closed) is this host's own line
+// at that seq, byte for byte: the run's own close, published by this host. A survivor's close
+// (a HOST_LOST warning and its own stream.closed) is other bytes at its seqs. Blocking (NATS).
+bool fleet_close_is_this_hosts(fleet::FleetLink& link, const std::string& id, const OpenedStream& local,
+                               std::uint64_t seq, const asio::any_io_executor& executor) {
+  auto here = StreamReader::open(local.shared, executor, ReaderStart::at_seq(seq));
+  if (!here) return false;
+  auto batch = here->read_some();
+  if (!batch || batch->count == 0 || batch->first_seq != seq) return false;
+  const std::string_view own = batch->bytes.substr(0, batch->bytes.find('\n'));
+  auto there = fleet::FleetStreamReader::open(link, id, seq);
+  if (!there) return false;
+  auto line = there->next(link.config().request_timeout);
+  return line && *line && (*line)->seq == seq && (*line)->line == own;
+}
 
 // How long a publisher waits before it tries a refused or failed publish again (NATS away, a
 // leader election): a pause between retries, not a synchronisation.
@@ -150,8 +175,7 @@ const std::string& FleetHost::host_id() const {
 
 fleet::NatsResult<std::optional<fleet::RunRecord>> FleetHost::await_placement(const std::string& id,
                                                                               std::chrono::milliseconds timeout) {
-  if (fail_placement_read_ > 0) {
-    --fail_placement_read_;
+  if (take_hook_failure(fail_placement_read_)) {
     return fleet::NatsError{.status = NATS_TIMEOUT,
                             .text = "the test hook " + std::string(kFailPlacementReadEnv) + " failed it"};
   }
@@ -197,6 +221,12 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
     log(LogPriority::warning, std::string("fleet: test hook ") + kFailOwnCloseEnv + "=" + fail + ": the first " +
                                   std::to_string(host->fail_own_close_) +
                                   " tries to mark a run's own close fail; for tests only");
+  }
+  if (const char* fail = std::getenv(kFailLapseReadEnv); fail && *fail) {
+    host->fail_lapse_read_ = std::max(std::atoi(fail), 0);
+    log(LogPriority::warning, std::string("fleet: test hook ") + kFailLapseReadEnv + "=" + fail + ": the first " +
+                                  std::to_string(host->fail_lapse_read_) +
+                                  " reads of a run's fleet copy after a lease lapse fail; for tests only");
   }
   if (const char* fail = std::getenv(kFailPlacementReadEnv); fail && *fail) {
     host->fail_placement_read_ = std::max(std::atoi(fail), 0);
@@ -672,8 +702,16 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
   const auto& tail = publisher->tail();
   if (tail.last_event == "stream.closed") {
     auto record = fleet::read_run_record(link, id);
-    if (record && *record && !(*record)->closed_by.empty() && (*record)->closed_by != me)
+    const asio::any_io_executor executor = co_await asio::this_coro::executor;
+    if (record && *record && !(*record)->closed_by.empty() && (*record)->closed_by != me) {
       co_await say_closed_elsewhere(server, id, (*record)->closed_by, tail.last_seq);
+    } else if (record && *record && (*record)->state == "open" &&
+               fleet_close_is_this_hosts(link, id, *opened, tail.last_seq, executor)) {
+      // This host published the run's close, then stopped (or NATS did not take the mark) before
+      // the record was marked: marked now, or it would read open for as long as this host lives
+      // (the sweep looks only at lost hosts' runs).
+      co_await mark_own_close(self, id);
+    }
     co_return;
   }
   std::uint64_t seen_lapses = self->lapses_;
@@ -722,9 +760,15 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
     if (batch->count == 0) {
       if (std::uint64_t lapses = self->lapses_; lapses != seen_lapses) {
         // This host was away past its lease: a survivor may have closed the run in the fleet.
-        // Said now, while the run waits, not only when it writes its next line.
-        seen_lapses = lapses;
-        auto now = fleet::fleet_stream_tail(link, id);
+        // Said now, while the run waits, not only when it writes its next line. A read that
+        // fails is asked again on the next turn (a second later), not taken as "not closed".
+        fleet::NatsResult<fleet::FleetStreamTail> now =
+            fleet::NatsError{.status = NATS_TIMEOUT, .text = "the test hook " + std::string(kFailLapseReadEnv)};
+        if (!take_hook_failure(self->fail_lapse_read_)) now = fleet::fleet_stream_tail(link, id);
+        if (!now)
+          log(LogPriority::warning, "fleet: run " + id + ": after the lease lapsed: " + now.error().text +
+                                        "; whether another host closed it is asked again");
+        if (now) seen_lapses = lapses;
         if (now && now->last_event == "stream.closed" && now->subject_seq != publisher->tail().subject_seq) {
           auto record = fleet::read_run_record(link, id);
           // Named first: GCC 12 frees a ?: temporary inside a co_await expression twice.

@@ -60,6 +60,10 @@ inline constexpr const char* kFailOwnCloseEnv = "MH_TEST_FLEET_FAIL_OWN_CLOSE";
 // its queued spec was placed deterministic: the first N such reads on this host fail as if NATS had
 // not answered. Said in the log at start; no production unit sets it.
 inline constexpr const char* kFailPlacementReadEnv = "MH_TEST_FLEET_FAIL_PLACEMENT_READ";
+// A test hook (tests/fleet/fleet_daemon_test.cpp) that makes a failed read deterministic where a
+// run, once this host's lease lapsed, asks the fleet whether a survivor closed it: the first N
+// such reads fail as if NATS had not answered. Said in the log at start; no production unit sets it.
+inline constexpr const char* kFailLapseReadEnv = "MH_TEST_FLEET_FAIL_LAPSE_READ";
 
 class FleetHost final : public FleetGate, public std::enable_shared_from_this<FleetHost> {
  public:
@@ -151,6 +155,7 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   HoldOffers hold_offers_ = HoldOffers::no;
   std::atomic<int> fail_own_close_{0};       // kFailOwnCloseEnv: tries of mark_own_close left to fail
   std::atomic<int> fail_placement_read_{0};  // kFailPlacementReadEnv: placement reads left to fail
+  std::atomic<int> fail_lapse_read_{0};      // kFailLapseReadEnv: reads after a lapse left to fail
   // How often this host's lease ran out and was taken again: an idle publisher that sees it move
   // looks whether its run was closed in the fleet meanwhile, before the run writes another line.
   std::atomic<std::uint64_t> lapses_{0};

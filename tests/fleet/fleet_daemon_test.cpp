@@ -210,6 +210,33 @@ class FleetDaemons : public ::testing::Test {
   // A run waiting on its decision on h0, whose lines to its tool.requested h1 has read from the
   // fleet; long leases (nobody closes it meanwhile). `h0_env`: more of h0's environment. "" (the
   // failure said) if it got no further.
+  void host_back_after_its_lease_ran_out(std::vector<std::string> h1_env);
+  // Run `run` (on h0, waiting on its call) allowed there and read to its stream.closed: its lines,
+  // or none (with the failure added) when it did not get there.
+  std::vector<EventLine> allowed_to_its_end_on_h0(const std::string& run) {
+    SocketClient c(daemons[0]->socket());
+    auto result = c.request(allow_marker(run, "d1"), 120s);
+    if (!result || result->str("reply") != "result") {
+      ADD_FAILURE() << run << ": the allow was not answered: " << (result ? result->raw : "no reply");
+      return {};
+    }
+    auto local = follow_to_end(daemons[0]->socket(), run, 120s);
+    if (local.empty() || local.back().event() != "stream.closed") {
+      ADD_FAILURE() << run << ": no stream.closed on h0\n" << what_happened(0, run);
+      return {};
+    }
+    return local;
+  }
+  // h1's get of `run` says, within the bound, that its record is marked closed as its owner's own
+  // close (no closer named), with all `lines` of it.
+  void expect_marked_closed_by_its_owner(const std::string& run, std::size_t lines) {
+    auto read = get_until(
+        1, run, [](const EventLine& l) { return l.str("fleet_state") == "closed"; }, 60s);
+    ASSERT_TRUE(read && read->str("fleet_state") == "closed") << (read ? read->raw : "no reply") << "\n" << evidence();
+    EXPECT_EQ(read->str("state"), "closed") << read->raw;
+    EXPECT_FALSE(read->object.contains("closed_by")) << read->raw;  // its owner's own close
+    EXPECT_EQ(read->object.at("last_seq").to_number<std::uint64_t>(), lines) << read->raw;
+  }
   std::string run_on_h0_read_from_h1(std::vector<std::string> h0_env = {}) {
     start(0, 100, 60000, {}, "", std::move(h0_env));
     start(1, 100, 60000);
@@ -553,14 +580,14 @@ TEST_F(FleetDaemons, AHostKilledWithTheNodeLeadingTheFleetsStreamsHasItsRunsClos
   EXPECT_LE(took, 10000 + kLeaseMs + kLeaseMs / 3 + 1000);
 }
 
-TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishesNoMore) {
-  // h1 stopped (SIGSTOP) past its lease while its run waits on a decision: h0 closes the run in
-  // the fleet. h1 comes back (SIGCONT), finds the fleet's copy closed, and says so in the run's
-  // own stream — a warning HOST_LOST_RETURNED, before the run's own stream.closed (the local
-  // stream stays complete) — and publishes nothing more.
+// h1 stopped (SIGSTOP) past its lease while its run waits on a decision: h0 closes the run in
+// the fleet. h1 comes back (SIGCONT), finds the fleet's copy closed, and says so in the run's
+// own stream — a warning HOST_LOST_RETURNED, before the run's own stream.closed (the local
+// stream stays complete) — and publishes nothing more. `h1_env`: test hooks for h1.
+void FleetDaemons::host_back_after_its_lease_ran_out(std::vector<std::string> h1_env) {
   constexpr int kLeaseMs = 2000;
   start(0, 100, kLeaseMs);
-  start(1, 100, kLeaseMs);
+  start(1, 100, kLeaseMs, {}, "", std::move(h1_env));
   const std::string run = submit_here(1);
   ASSERT_FALSE(run.empty());
   SocketClient watch(daemons[0]->socket());
@@ -602,6 +629,20 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishe
   ASSERT_FALSE(fleet.empty());
   EXPECT_EQ(fleet.back().object.at("seq").to_number<std::uint64_t>(), fleet_end);
   EXPECT_EQ(fleet[fleet.size() - 2].str("code"), "HOST_LOST");
+}
+
+TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutSaysSoInItsOwnStreamAndPublishesNoMore) {
+  host_back_after_its_lease_ran_out({});
+}
+
+TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutWhoseFirstLookAtTheFleetFailsLooksAgainAndSaysSo) {
+  // h1's first read of the run's fleet copy after the lapse fails (the test hook, as a NATS that
+  // did not answer): it is asked again, so the warning still comes while the run waits on its
+  // decision, not only once the run writes its next line.
+  host_back_after_its_lease_ran_out({"MH_TEST_FLEET_FAIL_LAPSE_READ=1"});
+  EXPECT_NE(daemons[1]->stderr_text().find("after the lease lapsed: the test hook MH_TEST_FLEET_FAIL_LAPSE_READ"),
+            std::string::npos)
+      << daemons[1]->stderr_text();
 }
 
 TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsAnsweredOnce) {
@@ -788,20 +829,9 @@ TEST_F(FleetDaemons, ARunsOwnCloseWhoseRecordCouldNotBeMarkedIsMarkedOnceTheFlee
   // still going for as long as h0 holds its lease (the sweep looks only at lost hosts' runs).
   const std::string run = run_on_h0_read_from_h1({"MH_TEST_FLEET_FAIL_OWN_CLOSE=3"});
   ASSERT_FALSE(run.empty());
-  {
-    SocketClient c(daemons[0]->socket());
-    auto result = c.request(allow_marker(run, "d1"), 120s);
-    ASSERT_TRUE(result && result->str("reply") == "result") << (result ? result->raw : "no reply");
-  }
-  auto local = follow_to_end(daemons[0]->socket(), run, 120s);
+  const auto local = allowed_to_its_end_on_h0(run);
   ASSERT_FALSE(local.empty());
-  ASSERT_EQ(local.back().event(), "stream.closed") << what_happened(0, run);
-  auto read = get_until(
-      1, run, [](const EventLine& l) { return l.str("fleet_state") == "closed"; }, 60s);
-  ASSERT_TRUE(read && read->str("fleet_state") == "closed") << (read ? read->raw : "no reply") << "\n" << evidence();
-  EXPECT_EQ(read->str("state"), "closed") << read->raw;
-  EXPECT_FALSE(read->object.contains("closed_by")) << read->raw;  // its owner's own close
-  EXPECT_EQ(read->object.at("last_seq").to_number<std::uint64_t>(), local.size()) << read->raw;
+  expect_marked_closed_by_its_owner(run, local.size());
   // Each failed try was said, and tried again.
   const std::string log = daemons[0]->stderr_text();
   int said = 0;
@@ -809,6 +839,26 @@ TEST_F(FleetDaemons, ARunsOwnCloseWhoseRecordCouldNotBeMarkedIsMarkedOnceTheFlee
        (at = log.find("its record is not marked closed yet (the test hook", at)) != std::string::npos; ++at)
     ++said;
   EXPECT_EQ(said, 3) << log;
+}
+
+TEST_F(FleetDaemons, ARestartedDaemonMarksAsClosedTheRecordOfARunWhoseCloseItPublishedButCouldNotMark) {
+  // h0 cannot mark its records closed (the test hook fails every try, as a NATS that never took
+  // the mark): its run ends, its stream.closed reaches the fleet, its record stays open. h0 is
+  // killed (its tries end with it) and started again without the hook: it finds the fleet's copy
+  // closed by its own line and marks the record closed as the owner's own close (no closer), so
+  // another host's get says closed. Before, the record read open for as long as h0 lived.
+  const std::string run = run_on_h0_read_from_h1({"MH_TEST_FLEET_FAIL_OWN_CLOSE=1000000"});
+  ASSERT_FALSE(run.empty());
+  const auto local = allowed_to_its_end_on_h0(run);
+  ASSERT_FALSE(local.empty());
+  auto published = get_until(
+      1, run, [](const EventLine& l) { return l.str("state") == "closed"; }, 60s);
+  ASSERT_TRUE(published && published->str("state") == "closed") << (published ? published->raw : "no reply");
+  EXPECT_EQ(published->str("fleet_state"), "open") << "the hook kept the mark out: " << published->raw;
+  daemons[0]->signal(SIGKILL);
+  EXPECT_EQ(daemons[0]->wait_exit(30s), 128 + SIGKILL);
+  start(0, 100, 60000);
+  expect_marked_closed_by_its_owner(run, local.size());
 }
 
 TEST_F(FleetDaemons, TheFleetVerbsSubmitListAndTailAsAUserTypesThem) {
