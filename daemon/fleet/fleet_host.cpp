@@ -13,7 +13,6 @@
 #include <future>
 
 #include "daemon/fleet/event_publisher.hpp"
-#include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/fleet_requests.hpp"
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/run_records.hpp"
@@ -34,7 +33,17 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Whether a test hook (kFailPlacementReadEnv, kFailLapseReadEnv) has a failure left, taking it.
+// A failure-count test hook (kFailOwnCloseEnv, kFailPlacementReadEnv, kFailLapseReadEnv): its
+// count from the environment, said in the log (`fails`: what its failures are).
+void read_failure_hook(const char* env, std::atomic<int>& left, const std::string& fails) {
+  const char* value = std::getenv(env);
+  if (!value || !*value) return;
+  left = std::max(std::atoi(value), 0);
+  log(LogPriority::warning, std::string("fleet: test hook ") + env + "=" + value + ": the first " +
+                                std::to_string(left.load()) + " " + fails + " fail; for tests only");
+}
+
+// Whether a failure-count test hook has a failure left, taking it.
 bool take_hook_failure(std::atomic<int>& left) {
   int n = left.load();
   while (n > 0 && !left.compare_exchange_weak(n, n - 1)) {
@@ -42,20 +51,21 @@ bool take_hook_failure(std::atomic<int>& left) {
   return n > 0;
 }
 
-// Whether the fleet's last line of run `id` (at `seq`, a stream.closed) is this host's own line
-// at that seq, byte for byte: the run's own close, published by this host. A survivor's close
-// (a HOST_LOST warning and its own stream.closed) is other bytes at its seqs. Blocking (NATS).
-bool fleet_close_is_this_hosts(fleet::FleetLink& link, const std::string& id, const OpenedStream& local,
-                               std::uint64_t seq, const asio::any_io_executor& executor) {
+// What a failure a test hook made reads as: a NATS that did not answer.
+fleet::NatsError hook_failure(const char* env) {
+  return fleet::NatsError{.status = NATS_TIMEOUT, .text = "the test hook " + std::string(env) + " failed it"};
+}
+
+// Whether the fleet's last line of a run (`fleet_line`, at `seq`, a stream.closed) is this host's
+// own line at that seq, byte for byte: the run's own close, published by this host. A survivor's
+// close (a HOST_LOST warning and its own stream.closed) is other bytes at its seqs.
+bool fleet_close_is_this_hosts(const OpenedStream& local, std::uint64_t seq, std::string_view fleet_line,
+                               const asio::any_io_executor& executor) {
   auto here = StreamReader::open(local.shared, executor, ReaderStart::at_seq(seq));
   if (!here) return false;
   auto batch = here->read_some();
   if (!batch || batch->count == 0 || batch->first_seq != seq) return false;
-  const std::string_view own = batch->bytes.substr(0, batch->bytes.find('\n'));
-  auto there = fleet::FleetStreamReader::open(link, id, seq);
-  if (!there) return false;
-  auto line = there->next(link.config().request_timeout);
-  return line && *line && (*line)->seq == seq && (*line)->line == own;
+  return batch->bytes.substr(0, batch->bytes.find('\n')) == fleet_line;
 }
 
 // How long a publisher waits before it tries a refused or failed publish again (NATS away, a
@@ -175,10 +185,7 @@ const std::string& FleetHost::host_id() const {
 
 fleet::NatsResult<std::optional<fleet::RunRecord>> FleetHost::await_placement(const std::string& id,
                                                                               std::chrono::milliseconds timeout) {
-  if (take_hook_failure(fail_placement_read_)) {
-    return fleet::NatsError{.status = NATS_TIMEOUT,
-                            .text = "the test hook " + std::string(kFailPlacementReadEnv) + " failed it"};
-  }
+  if (take_hook_failure(fail_placement_read_)) return hook_failure(kFailPlacementReadEnv);
   return fleet::await_run_record(*link_, id, timeout);
 }
 
@@ -215,25 +222,9 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
                                        ? ": not a mode (fetched_until_stopping, claimed_until_stopped); ignored"
                                        : ": every spec this host fetches is held until it stops; for tests only"));
   }
-  if (const char* fail = std::getenv(kFailOwnCloseEnv); fail && *fail) {
-    const int tries = std::atoi(fail);
-    host->fail_own_close_ = std::max(tries, 0);
-    log(LogPriority::warning, std::string("fleet: test hook ") + kFailOwnCloseEnv + "=" + fail + ": the first " +
-                                  std::to_string(host->fail_own_close_) +
-                                  " tries to mark a run's own close fail; for tests only");
-  }
-  if (const char* fail = std::getenv(kFailLapseReadEnv); fail && *fail) {
-    host->fail_lapse_read_ = std::max(std::atoi(fail), 0);
-    log(LogPriority::warning, std::string("fleet: test hook ") + kFailLapseReadEnv + "=" + fail + ": the first " +
-                                  std::to_string(host->fail_lapse_read_) +
-                                  " reads of a run's fleet copy after a lease lapse fail; for tests only");
-  }
-  if (const char* fail = std::getenv(kFailPlacementReadEnv); fail && *fail) {
-    host->fail_placement_read_ = std::max(std::atoi(fail), 0);
-    log(LogPriority::warning, std::string("fleet: test hook ") + kFailPlacementReadEnv + "=" + fail + ": the first " +
-                                  std::to_string(host->fail_placement_read_) +
-                                  " reads of where a submitted spec was placed fail; for tests only");
-  }
+  read_failure_hook(kFailOwnCloseEnv, host->fail_own_close_, "tries to mark a run's own close");
+  read_failure_hook(kFailLapseReadEnv, host->fail_lapse_read_, "reads of a run's fleet copy after a lease lapse");
+  read_failure_hook(kFailPlacementReadEnv, host->fail_placement_read_, "reads of where a submitted spec was placed");
   // The first lease, within the same patience as the layout: a node that has just come back may
   // hold a replica of the hosts bucket whose stream has no leader yet ("no responders" to the
   // put, which a bucket of one replica never shows) for a moment after the layout is there.
@@ -635,9 +626,8 @@ asio::awaitable<void> FleetHost::mark_own_close(std::shared_ptr<FleetHost> self,
   for (;;) {
     if (self->stopped_) co_return;
     std::string failed;
-    if (self->fail_own_close_ > 0) {
-      --self->fail_own_close_;
-      failed = "the test hook " + std::string(kFailOwnCloseEnv) + " failed it";
+    if (take_hook_failure(self->fail_own_close_)) {
+      failed = hook_failure(kFailOwnCloseEnv).text;
     } else if (auto record = fleet::read_run_record(link, id); !record) {
       failed = record.error().text;
     } else if (!*record || (*record)->state != "open") {
@@ -706,7 +696,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
     if (record && *record && !(*record)->closed_by.empty() && (*record)->closed_by != me) {
       co_await say_closed_elsewhere(server, id, (*record)->closed_by, tail.last_seq);
     } else if (record && *record && (*record)->state == "open" &&
-               fleet_close_is_this_hosts(link, id, *opened, tail.last_seq, executor)) {
+               fleet_close_is_this_hosts(*opened, tail.last_seq, tail.last_line, executor)) {
       // This host published the run's close, then stopped (or NATS did not take the mark) before
       // the record was marked: marked now, or it would read open for as long as this host lives
       // (the sweep looks only at lost hosts' runs).
@@ -762,9 +752,9 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
         // This host was away past its lease: a survivor may have closed the run in the fleet.
         // Said now, while the run waits, not only when it writes its next line. A read that
         // fails is asked again on the next turn (a second later), not taken as "not closed".
-        fleet::NatsResult<fleet::FleetStreamTail> now =
-            fleet::NatsError{.status = NATS_TIMEOUT, .text = "the test hook " + std::string(kFailLapseReadEnv)};
-        if (!take_hook_failure(self->fail_lapse_read_)) now = fleet::fleet_stream_tail(link, id);
+        auto now = take_hook_failure(self->fail_lapse_read_)
+                       ? fleet::NatsResult<fleet::FleetStreamTail>(hook_failure(kFailLapseReadEnv))
+                       : fleet::fleet_stream_tail(link, id);
         if (!now)
           log(LogPriority::warning, "fleet: run " + id + ": after the lease lapsed: " + now.error().text +
                                         "; whether another host closed it is asked again");
