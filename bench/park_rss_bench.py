@@ -3,18 +3,21 @@
 park_after_ms, the vendor deferred the call and exited) against waiting (no park_after_ms: each
 vendor process stays up, blocked on its call).
 
-Four phases, each with its own real `metaharness daemon` (containment as the host gives it):
-waiting and parked with runs that are the daemon's own children (runs.supervise = false), then
-waiting and parked with supervised runs (the default: each run's supervisor is its own process,
-which a parked run keeps while its vendor is gone), each running the
-REAL pinned Claude Code against each run's scripted endpoint (one Bash call, then an answer). N
-runs are submitted in waves (--wave at a time: a 2-core host), each in ask mode with a 10-minute
-deadline, and awaited: waiting = its call pending (get: pending_decisions 1), parked = get's state
-"parked" and its pid null (the vendor process exited). With all N there, the processes the runs
-hold are read from /proc: every descendant of the daemon and (supervised) of each run's
-supervisor (supervisor.json names it), their VmRSS and Pss (smaps_rollup), and the daemon's own. Then every call is allowed and every run must
-close `completed`. Every wait is bounded; the daemon is stopped with SIGTERM (it halts what is
-left). Output: a table, and JSON (--json FILE). Exit 0; 1 when a run did not get there or did not
+Four phases per vendor, each with its own real `metaharness daemon` (containment as the host gives
+it): waiting and parked with runs that are the daemon's own children (runs.supervise = false),
+then waiting and parked with supervised runs (the default: each run's supervisor is its own
+process, which a parked run keeps while its vendor is gone), each running the REAL pinned CLI
+against each run's scripted endpoint (one shell call, then an answer; the call as the vendor's
+descriptor says its CLI is asked for one: `metaharness vendor list --json`). The vendors are
+--adapter's, else every registered vendor whose capability table honours parking
+(`metaharness capabilities`). N runs are submitted in waves (--wave at a time: a 2-core host),
+each in ask mode with a 10-minute deadline, and awaited: waiting = its call pending (get:
+pending_decisions 1), parked = get's state "parked" and its pid null (the vendor process exited).
+With all N there, the processes the runs hold are read from /proc: every descendant of the daemon
+and (supervised) of each run's supervisor (supervisor.json names it), their VmRSS and Pss
+(smaps_rollup), and the daemon's own. Then every call is allowed and every run must close
+`completed`. Every wait is bounded; the daemon is stopped with SIGTERM (it halts what is left).
+Output: a table, and JSON (--json FILE). Exit 0; 1 when a run did not get there or did not
 complete; 2 when the bench itself failed."""
 
 import argparse
@@ -30,10 +33,45 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 import metaharness  # noqa: E402
 
-SCENARIO = {"format": "metaharness.scenario/1", "wires": ["anthropic"], "steps": [
-    {"name": "ask", "content": [{"type": "tool_call", "id": "toolu_probe", "name": "Bash",
-                                 "input": {"command": "true", "description": "probe"}}]},
-    {"name": "answer", "content": [{"type": "text", "text": "Done."}]}]}
+def parking_vendors(binary, wanted):
+    """Each vendor to measure, as `metaharness vendor list --json` describes it: `wanted`'s, else
+    every one whose capability table honours parking. A wanted vendor that is not registered, or
+    does not park (its runs would be refused at start, start/park), is refused by name."""
+    out = subprocess.run([binary, "vendor", "list", "--json"], capture_output=True, text=True, timeout=60, check=True)
+    vendors = json.loads(out.stdout)
+
+    def parks(vendor):
+        table = subprocess.run([binary, "capabilities", vendor["id"]], capture_output=True, text=True, timeout=60,
+                               check=True)
+        return json.loads(table.stdout).get("parking") == "honoured"
+
+    if not wanted:
+        return [v for v in vendors if parks(v)]
+    known = {v["id"]: v for v in vendors}
+    missing = [w for w in wanted if w not in known]
+    if missing:
+        raise SystemExit(f"park_rss_bench: no such vendor: {', '.join(missing)} ({', '.join(known)})")
+    unparked = [w for w in wanted if not parks(known[w])]
+    if unparked:
+        raise SystemExit(f"park_rss_bench: {', '.join(unparked)}: its capability table does not honour parking "
+                         "(`metaharness capabilities`)")
+    return [known[w] for w in wanted]
+
+
+def scenario(vendor):
+    """One shell call the vendor's CLI is asked to make (its descriptor's scripted shell), then an
+    answer; and the call id the run's events report for it."""
+    shell = vendor["scripted_shell"]
+    call_id = f"{shell['call_id_prefix']}probe"
+    inputs = {shell["command_key"]: "true"}
+    if shell["command_key"] == "command":
+        inputs["description"] = "probe"
+    out = {"format": "metaharness.scenario/1", "wires": [vendor["scenario_wire"]], "steps": [
+        {"name": "ask", "content": [{"type": "tool_call", "id": call_id, "name": shell["tool"], "input": inputs}]},
+        {"name": "answer", "content": [{"type": "text", "text": "Done."}]}]}
+    if shell["side_requests"]:
+        out["aux"] = {"content": [{"type": "text", "text": "Park bench"}]}
+    return out, shell["reported_call_id"].replace("{id}", call_id)
 
 
 def until(condition, bound_s, what):
@@ -98,7 +136,7 @@ def supervisors(state_dir, ids):
     return pids
 
 
-def phase(binary, runs, wave, park, supervised):
+def phase(binary, vendor, runs, wave, park, supervised):
     with tempfile.TemporaryDirectory(prefix="mh-park-bench-") as d:
         config = os.path.join(d, "config.toml")
         with open(config, "w") as f:
@@ -115,13 +153,14 @@ def phase(binary, runs, wave, park, supervised):
                 except metaharness.MetaharnessError:
                     return False
             until(answers, 30, "the daemon's status")
+            model_scenario, call_id = scenario(vendor)
             ids = []
             t0 = time.monotonic()
             for start in range(0, runs, wave):
                 batch = []
                 for _ in range(start, min(runs, start + wave)):
-                    spec = dict(adapter="claude", prompt="go", decisions="ask", decision_deadline_ms=600000,
-                                model_scenario=SCENARIO)
+                    spec = dict(adapter=vendor["id"], prompt="go", decisions="ask", decision_deadline_ms=600000,
+                                model_scenario=model_scenario)
                     if park:
                         spec["park_after_ms"] = 200
                     batch.append(client.submit(**spec))  # the run id
@@ -142,12 +181,13 @@ def phase(binary, runs, wave, park, supervised):
                         procs.extend(p for p in descendants(sup) if p not in procs)
             rss = sum(status_kb(p, "VmRSS") for p in procs)
             pss = sum(pss_kb(p) for p in procs)
-            result = {"phase": ("parked" if park else "waiting") + ("/sup" if supervised else ""), "runs": runs, "processes": len(procs),
+            result = {"adapter": vendor["id"], "phase": ("parked" if park else "waiting") + ("/sup" if supervised else ""),
+                      "runs": runs, "processes": len(procs),
                       "tree_rss_kib": rss, "tree_pss_kib": pss, "daemon_rss_kib": status_kb(daemon.pid, "VmRSS"),
                       "all_there_s": round(settle_s, 1)}
             t1 = time.monotonic()
             for rid in ids:
-                client.decide(rid, "toolu_probe", "allow")
+                client.decide(rid, call_id, "allow")
             for rid in ids:
                 until(lambda: client.get(rid).state == "closed", 300, f"{rid} closed")
             result["all_closed_after_decisions_s"] = round(time.monotonic() - t1, 1)
@@ -167,18 +207,24 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bin", "metaharness"))
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--wave", type=int, default=4)
+    ap.add_argument("--adapter", action="append", help="a vendor to measure (repeatable); default: every one "
+                    "whose capability table honours parking")
     ap.add_argument("--json")
     a = ap.parse_args()
+    vendors = parking_vendors(a.binary, a.adapter)
+    if not vendors:
+        print("park_rss_bench: no registered vendor honours parking", file=sys.stderr)
+        return 2
     try:
-        results = [phase(a.binary, a.runs, a.wave, park=park, supervised=supervised)
-                   for supervised in (False, True) for park in (False, True)]
+        results = [phase(a.binary, vendor, a.runs, a.wave, park=park, supervised=supervised)
+                   for vendor in vendors for supervised in (False, True) for park in (False, True)]
     except (TimeoutError, metaharness.MetaharnessError) as e:
         print(f"park_rss_bench: {e}", file=sys.stderr)
         return 2
-    print(f"{'phase':11} {'runs':>4} {'procs':>5} {'tree RSS MiB':>12} {'tree PSS MiB':>12} {'daemon RSS MiB':>14} "
+    print(f"{'adapter':9} {'phase':11} {'runs':>4} {'procs':>5} {'tree RSS MiB':>12} {'tree PSS MiB':>12} {'daemon RSS MiB':>14} "
           f"{'completed':>9}")
     for r in results:
-        print(f"{r['phase']:11} {r['runs']:>4} {r['processes']:>5} {r['tree_rss_kib'] / 1024:>12.1f} "
+        print(f"{r['adapter']:9} {r['phase']:11} {r['runs']:>4} {r['processes']:>5} {r['tree_rss_kib'] / 1024:>12.1f} "
               f"{r['tree_pss_kib'] / 1024:>12.1f} {r['daemon_rss_kib'] / 1024:>14.1f} {r['completed']:>9}")
     summary = {"bench": "park_rss", "results": results}
     print(json.dumps(summary))

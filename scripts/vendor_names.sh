@@ -24,6 +24,9 @@
 #     vendor;
 #   - a model's id: the name begins a model's id (claude-sonnet-4-5, the model two other vendors'
 #     runs ask for by default): it names Anthropic's model, not the Claude Code adapter;
+#   - a file's name another CLI reads: in another vendor's folder, `<NAME>.md` (CLAUDE.md, a rules
+#     file opencode reads too, and that another vendor's plan keeps out of its run): it names a
+#     file of that CLI's, not this adapter;
 #   - comments: the name is in a comment (a line that is one, or after `//` or `# `, or a Python
 #     docstring's line): a vendor cited as the reason for, or an example of, vendor-neutral code;
 #   - the wire, also: a scenario's "wires" list (bench/scenarios/), which names the model APIs the
@@ -56,7 +59,7 @@ for vendor in "${vendors[@]}"; do
     ':(exclude)README.md' ':(exclude)bench/RESULTS.md' ':(exclude)config/metaharness.toml' \
     ':(exclude)packaging/debian/control.in' ':(exclude)vendor/pins' ':(exclude)scripts/vendor_names.sh' || true)"
   [ -n "$REV" ] && places="$(printf '%s\n' "$places" | sed "s|^$REV:||")"
-  count=0 files=0 own=0 wire=0 model=0 comments=0 code=0 tagged=""
+  count=0 files=0 own=0 wire=0 model=0 file=0 comments=0 code=0 tagged=""
   if [ -n "$places" ]; then
     count="$(printf '%s\n' "$places" | wc -l)"
     files="$(printf '%s\n' "$places" | cut -d: -f1 | sort -u | wc -l)"
@@ -98,6 +101,9 @@ for line in sys.stdin.read().splitlines():
         kind = "comment"
     elif not name.search(model_id.sub("", text)):
         kind = "model"
+    elif path.startswith("adapters/") and not name.search(
+            re.sub(r"(?i)(?<![\w])" + re.escape(vendor) + r"\.md(?![\w])", "", text)):
+        kind = "file"
     else:
         kind = "code"
     print(kind, line)
@@ -105,10 +111,12 @@ for line in sys.stdin.read().splitlines():
     own="$(grep -c '^own ' <<< "$tagged" || true)"
     wire="$(grep -c '^wire ' <<< "$tagged" || true)"
     model="$(grep -c '^model ' <<< "$tagged" || true)"
+    file="$(grep -c '^file ' <<< "$tagged" || true)"
     comments="$(grep -c '^comment ' <<< "$tagged" || true)"
     code="$(grep -c '^code ' <<< "$tagged" || true)"
   fi
   echo "$vendor: $count lines in $files files outside adapters/$vendor/, tests and docs:" \
-    "$code code, $comments in comments, $wire naming its model wire, $model in a model's id, $own in files named after it"
+    "$code code, $comments in comments, $wire naming its model wire, $model in a model's id," \
+    "$file in a file name another CLI reads, $own in files named after it"
   if [ -n "$tagged" ] && [ "${VERBOSE:-0}" = 1 ]; then printf '%s\n' "$tagged" | sed 's/^/  /' | cut -c1-170; fi
 done

@@ -40,7 +40,7 @@ from soak_host import DaemonHost  # noqa: E402
 from soak_nats import NatsCluster  # noqa: E402
 from soak_invariants import INVARIANTS, Invariants, check_refusals, check_run, load_capabilities  # noqa: E402
 from soak_leaks import NamespaceWatch, fds_into, in_cgroup_under, mounts_under  # noqa: E402
-from soak_runs import (REAL_CLIS, STANDIN_ADAPTER, STANDIN_PROGRAM, RunDriver, RunLog, load_real_clis,  # noqa: E402
+from soak_runs import (REAL_CLIS, STANDIN, RunDriver, RunLog, load_real_clis, load_standin,  # noqa: E402
                        make_plan, plan_cli)
 from soak_statefs import StateFs  # noqa: E402
 
@@ -51,9 +51,13 @@ class Soak:
         self.seed = args.seed
         bin_dir = pathlib.Path(args.bin_dir).resolve()
         self.metaharness = str(bin_dir / "metaharness")
-        standin = bin_dir / STANDIN_PROGRAM
         if not os.path.isfile(self.metaharness):
             raise SystemExit(f"soak: {self.metaharness} is not built (./run build mh-programs mh-standin, as ./run soak does)")
+        if not os.path.isfile(bin_dir / "mh-standin"):
+            raise SystemExit(f"soak: {bin_dir / 'mh-standin'} is not built (./run build mh-programs mh-standin, as ./run soak does)")
+        # The stand-in's program, adapter and script format, as it says them (tests/standin).
+        load_standin(bin_dir)
+        standin = bin_dir / STANDIN["program"]
         # Every vendor the binary registers, as the drivers play it (adapters/vendor_descriptor.hpp).
         load_real_clis(self.metaharness)
         helpers = [bin_dir / h for cli in REAL_CLIS.values() for h in cli["helpers"]]
@@ -72,7 +76,7 @@ class Soak:
         # The daemon's binary for the stand-in's adapter is a wrapper: the stand-in for a run that
         # names its script (MH_STANDIN_SCRIPT), that adapter's real CLI for the others (docs/soak.md,
         # "The real CLIs").
-        self.real_standin_cli, self.real_standin_cli_problem = planned_binary(self.metaharness, STANDIN_ADAPTER)
+        self.real_standin_cli, self.real_standin_cli_problem = planned_binary(self.metaharness, STANDIN["adapter"])
         # The stand-in as the wrapper execs it: its real path, its directory bound read-only in
         # every sandbox when it is not the daemon's own program directory (a --bin-dir of links).
         standin_real = os.path.realpath(standin)
@@ -102,7 +106,7 @@ class Soak:
                 self.statefs_problem = f"{e}" + (f": {detail.decode(errors='replace').strip()}" if detail else "")
         self.nats = None
         if args.hosts == 1:
-            self.hosts = [DaemonHost(self.metaharness, {STANDIN_ADAPTER: wrapper}, self.scripts_dir,
+            self.hosts = [DaemonHost(self.metaharness, {STANDIN["adapter"]: wrapper}, self.scripts_dir,
                                      os.path.join(self.dir, "daemon"), read_only=read_only)]
         else:
             # A fleet: a 3-node JetStream cluster on loopback, one daemon per host, each given every
@@ -116,7 +120,7 @@ class Soak:
                          f"[fleet]\nnats_urls = [{urls}]\nhost_id = \"h{i}\"\nreplicas = 3\n"
                          f"lease_ttl_ms = 3000\nprefix = \"mhsoak{self.seed}\"\nrequest_timeout_ms = 4000\n"
                          "insecure_no_credentials = true\n")
-                self.hosts.append(DaemonHost(self.metaharness, {STANDIN_ADAPTER: wrapper}, self.scripts_dir,
+                self.hosts.append(DaemonHost(self.metaharness, {STANDIN["adapter"]: wrapper}, self.scripts_dir,
                                              os.path.join(self.dir, f"daemon-h{i}"), extra, f"h{i}", read_only))
         self.host = self.hosts[0]  # the socket junk's target
         self.run_timeout_s = args.run_timeout_s
@@ -411,7 +415,7 @@ class Soak:
             # A steer answered ok on a run whose adapter refuses steer (the stand-in's adapter:
             # UNSUPPORTED_CONTROL): what control_as_documented must name.
             log = next((x for x in closed if plan_cli(x.plan) == "standin"
-                        and "refused" in str(self.capabilities.get(STANDIN_ADAPTER, {}).get("steer"))), None)
+                        and "refused" in str(self.capabilities.get(STANDIN["adapter"], {}).get("steer"))), None)
             if log is not None:
                 log.controls.append(("steer", True, None))
         elif self.args.plant == "leaked_process" and ids:
@@ -579,8 +583,8 @@ def report(soak, injector, wall):
                f"{soak.budget_warning_in_lost_write})")
     out.append("CLIs (runs, of them closed completed): " + ", ".join(
         f"{k} {clis.get(k, 0)} ({soak.completed_by_cli.get(k, 0)})" for k in ["standin", *REAL_CLIS])
-        + f" (standin: {STANDIN_PROGRAM} as the {STANDIN_ADAPTER} adapter; the others the real CLIs from the daemon's "
-        f"vendor dir on its scripted endpoint; real {STANDIN_ADAPTER}: {soak.real_standin_cli or soak.real_standin_cli_problem})")
+        + f" (standin: {STANDIN['program']} as the {STANDIN['adapter']} adapter; the others the real CLIs from the daemon's "
+        f"vendor dir on its scripted endpoint; real {STANDIN['adapter']}: {soak.real_standin_cli or soak.real_standin_cli_problem})")
     out.append("controls refused as the adapter's capability table says (control_as_documented): "
                + (", ".join(f"{k} {v}" for k, v in sorted(soak.refused_as_documented.items())) or "none"))
     out.append(f"one-shot commands whose connection a daemon kill cut before the reply (ConnectionLost, "

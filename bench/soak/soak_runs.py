@@ -72,7 +72,7 @@ def make_plan(rng, index):
     steps.append({"type": "text", "text": "done"})
     return {
         "mode": mode,
-        "script": {"format": f"{STANDIN_PROGRAM}.script/1", "description": f"soak run {index}", "turns": [steps]},
+        "script": {"format": STANDIN["script_format"], "description": f"soak run {index}", "turns": [steps]},
         "calls": calls,
         "deadline_ms": rng.choice([1500, 3000, 6000]),
         "deny_share": rng.choice([0.0, 0.3, 0.6]),
@@ -108,11 +108,22 @@ def make_plan(rng, index):
 # the helper programs its runs execute beside it.
 REAL_SHARE = 0.02
 REAL_CLIS = {}
-# The stand-in (tests/standin, mh-standin-*) speaks this adapter's wire and runs as its binary: the
-# daemon's binary for it is the soak's wrapper (soak.py), which runs the real CLI of the same
-# adapter for a run with no stand-in script.
-STANDIN_ADAPTER = "claude"
-STANDIN_PROGRAM = "mh-standin-claude"
+# The stand-in (tests/standin): its program, the adapter whose wire it speaks and runs as, and its
+# scripts' format, as `mh-standin --identity` says (load_standin). The daemon's binary for that
+# adapter is the soak's wrapper (soak.py), which runs the real CLI of the same adapter for a run
+# with no stand-in script.
+STANDIN = {}
+
+
+def load_standin(bin_dir):
+    """Fills STANDIN from `<bin_dir>/mh-standin --identity` (tests/standin/standin_identity.hpp)."""
+    out = subprocess.run([os.path.join(bin_dir, "mh-standin"), "--identity"], capture_output=True, text=True,
+                         timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"mh-standin --identity: exit {out.returncode}: {out.stderr.strip()[:300]}")
+    STANDIN.clear()
+    STANDIN.update(json.loads(out.stdout))
+    return STANDIN
 
 
 def load_real_clis(metaharness):
@@ -137,7 +148,7 @@ def real_cli_draw(r):
     for i, cli in enumerate(REAL_CLIS):
         if r < REAL_SHARE * (i + 1):
             return {"adapter": REAL_CLIS[cli]["adapter"], "cli": cli}
-    return {"adapter": STANDIN_ADAPTER, "cli": "standin"}
+    return {"adapter": STANDIN["adapter"], "cli": "standin"}
 
 
 def plan_cli(plan):
@@ -330,7 +341,7 @@ class RunDriver:
         with open(script_path, "w") as f:
             json.dump(plan["script"], f)
         os.chmod(script_path, 0o644)
-        spec = {"adapter": STANDIN_ADAPTER, "prompt": "go", "decisions": plan["mode"],
+        spec = {"adapter": STANDIN["adapter"], "prompt": "go", "decisions": plan["mode"],
                 "model_endpoint": {"base_url": "http://127.0.0.1:9"},
                 "vendor_env": {"MH_STANDIN_SCRIPT": script_path},
                 "labels": {"soak": str(self.soak.seed), "index": str(self.index)},

@@ -4,11 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 
 #include "tests/standin/session.hpp"
+#include "tests/standin/standin_identity.hpp"
 
 namespace {
 
@@ -84,6 +87,16 @@ int main(int argc, char** argv) {
       std::cout << mh::standin::kClaudeCodeVersion << " (Claude Code)\n";
       return 0;
     }
+  // What the drivers that run the stand-in (the soak) read instead of spelling it: its program,
+  // the adapter it runs as and its scripts' format (standin_identity.hpp). Not a flag of the CLI
+  // it stands in for.
+  if (argc == 2 && std::strcmp(argv[1], "--identity") == 0) {
+    boost::json::object identity{{"program", mh::standin::kProgram},
+                                 {"adapter", mh::standin::kAdapter},
+                                 {"script_format", mh::standin::kScriptFormat}};
+    std::cout << boost::json::serialize(identity) << "\n";
+    return 0;
+  }
   mh::standin::LaunchOptions launch;
   std::string error;
   if (!read_launch(argc, argv, launch, error)) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/standin/standin_identity.hpp"
 #include "tests/standin/standin_support.hpp"
 
 namespace mh::test {
@@ -121,6 +122,24 @@ class StandinWire : public ::testing::Test {
  protected:
   TempDir dir{std::string("standin-") + ::testing::UnitTest::GetInstance()->current_test_info()->name()};
 };
+
+TEST_F(StandinWire, SaysItsIdentityAndIsLinkedAsMhStandinBesideItself) {
+  // What the soak reads instead of spelling the stand-in (bench/soak/soak_runs.py load_standin):
+  // `mh-standin --identity`, the link the build makes beside the program, names the program, the
+  // adapter it runs as and its scripts' format, as standin_identity.hpp defines them.
+  const std::filesystem::path link = standin_binary().parent_path() / "mh-standin";
+  ASSERT_TRUE(std::filesystem::is_symlink(link)) << link;
+  EXPECT_EQ(std::filesystem::canonical(link), std::filesystem::canonical(standin_binary()));
+  auto said = run_to_end({link.string(), "--identity"});
+  ASSERT_EQ(said.status, 0) << said.err;
+  auto v = protocol::parse_json(said.out);
+  ASSERT_TRUE(v && v->is_object()) << said.out;
+  const auto& o = v->as_object();
+  EXPECT_EQ(protocol::string_at(o, "program").value_or(""), standin::kProgram) << said.out;
+  EXPECT_EQ(protocol::string_at(o, "adapter").value_or(""), standin::kAdapter) << said.out;
+  EXPECT_EQ(protocol::string_at(o, "script_format").value_or(""), standin::kScriptFormat) << said.out;
+  EXPECT_EQ(standin_binary().filename(), standin::kProgram);
+}
 
 TEST_F(StandinWire, RefusesALaunchThatIsNotBidirectionalStreamJson) {
   Wire wire(dir, script("[]"), {"-p", "--output-format", "stream-json", "--verbose"});
