@@ -13,6 +13,7 @@
 #include <future>
 
 #include "daemon/fleet/event_publisher.hpp"
+#include "daemon/fleet/fleet_reader.hpp"
 #include "daemon/fleet/fleet_requests.hpp"
 #include "daemon/fleet/leases.hpp"
 #include "daemon/fleet/run_records.hpp"
@@ -33,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// A failure-count test hook (kFailOwnCloseEnv, kFailPlacementReadEnv, kFailLapseReadEnv): its
+// A failure-count test hook (kFailOwnCloseEnv, kFailPlacementReadEnv, kFailLapseReadEnv, ...): its
 // count from the environment, said in the log (`fails`: what its failures are).
 void read_failure_hook(const char* env, std::atomic<int>& left, const std::string& fails) {
   const char* value = std::getenv(env);
@@ -66,6 +67,27 @@ bool fleet_close_is_this_hosts(const OpenedStream& local, std::uint64_t seq, std
   auto batch = here->read_some();
   if (!batch || batch->count == 0 || batch->first_seq != seq) return false;
   return batch->bytes.substr(0, batch->bytes.find('\n')) == fleet_line;
+}
+
+// How long reading the fleet's line before a survivor's stream.closed waits for it (it is there:
+// the close was read after it).
+constexpr std::chrono::seconds kCloserReadWait{5};
+
+// The closer a survivor's HOST_LOST warning names: the fleet's line just before its stream.closed
+// at `closed_seq` ("" when that line is not one, as in a close the sweep found whole and nobody
+// named: nobody to name).
+fleet::NatsResult<std::string> closer_before(fleet::FleetLink& link, const std::string& id, std::uint64_t closed_seq) {
+  if (closed_seq < 2) return std::string();
+  auto reader = fleet::FleetStreamReader::open(link, id, closed_seq - 1);
+  if (!reader) return reader.error();
+  auto line = reader->next(kCloserReadWait);
+  if (!line) return line.error();
+  if (!*line)
+    return fleet::NatsError{.status = NATS_TIMEOUT,
+                            .text = "no line at seq " + std::to_string(closed_seq - 1) + " came within " +
+                                    std::to_string(kCloserReadWait.count()) + " s"};
+  if ((*line)->seq != closed_seq - 1) return std::string();
+  return fleet::host_lost_closer((*line)->line);
 }
 
 // How long a publisher waits before it tries a refused or failed publish again (NATS away, a
@@ -225,6 +247,12 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
   read_failure_hook(kFailOwnCloseEnv, host->fail_own_close_, "tries to mark a run's own close");
   read_failure_hook(kFailLapseReadEnv, host->fail_lapse_read_, "reads of a run's fleet copy after a lease lapse");
   read_failure_hook(kFailPlacementReadEnv, host->fail_placement_read_, "reads of where a submitted spec was placed");
+  read_failure_hook(kFailClosedRecordReadEnv, host->fail_closed_record_read_,
+                    "reads of the record of a run another host closed in the fleet");
+  if (std::atomic<int> sweep_marks{0};
+      (read_failure_hook(kFailSweepMarkEnv, sweep_marks, "marks of a lost host's closed run by this host's sweep"),
+       sweep_marks > 0))
+    host->lease_.fail_marks_for_test(sweep_marks);
   // The first lease, within the same patience as the layout: a node that has just come back may
   // hold a replica of the hosts bucket whose stream has no leader yet ("no responders" to the
   // put, which a bucket of one replica never shows) for a moment after the layout is there.
@@ -646,6 +674,82 @@ asio::awaitable<void> FleetHost::mark_own_close(std::shared_ptr<FleetHost> self,
   }
 }
 
+asio::awaitable<void> FleetHost::closed_elsewhere(std::shared_ptr<FleetHost> self, std::string id,
+                                                  fleet::FleetStreamTail fleet_tail) {
+  fleet::FleetLink& link = *self->link_;
+  auto server = self->server_.lock();
+  if (!server) co_return;
+  const std::uint64_t closed_seq = fleet_tail.last_seq;
+  if (fleet_tail.last_event != "stream.closed") {
+    // Superseded by the survivor's HOST_LOST warning, its stream.closed still to come (it writes
+    // the two back to back): said now, naming the closer the warning names; the record is the
+    // survivor's to mark once its close is whole.
+    auto record = fleet::read_run_record(link, id);
+    std::string closer = record && *record ? (*record)->closed_by : "";
+    if (closer.empty()) closer = fleet::host_lost_closer(fleet_tail.last_line);
+    co_await say_closed_elsewhere(server, id, closer, closed_seq);
+    co_return;
+  }
+  // Who closed it: the record says when the survivor marked it; when it is still open, the
+  // survivor's HOST_LOST warning (the line before its stream.closed) names it. A read that fails
+  // is tried again: taken as "nobody", it would leave the run's stream silent and the record
+  // open for as long as this host lives.
+  std::optional<fleet::RunRecord> open_record;
+  std::string closer;
+  for (;;) {
+    if (self->stopped_) co_return;
+    std::string failed;
+    auto record = take_hook_failure(self->fail_closed_record_read_)
+                      ? fleet::NatsResult<std::optional<fleet::RunRecord>>(hook_failure(kFailClosedRecordReadEnv))
+                      : fleet::read_run_record(link, id);
+    if (!record) {
+      failed = "its record: " + record.error().text;
+    } else if (!*record || (*record)->state != "open") {
+      if (*record) closer = (*record)->closed_by;
+      break;
+    } else if (auto named = closer_before(link, id, closed_seq); !named) {
+      failed = "the line before its close: " + named.error().text;
+    } else {
+      closer = *named;
+      open_record = **record;
+      break;
+    }
+    log(LogPriority::warning, "fleet: run " + id + ": closed in the fleet by another host; reading " + failed +
+                                  "; tried again in " + std::to_string(kRetryPause.count()) + " ms");
+    co_await pause(kRetryPause);
+  }
+  co_await say_closed_elsewhere(server, id, closer, closed_seq);
+  if (!open_record) co_return;
+  // The survivor did not mark it (NATS did not take its mark before this host's lease was back):
+  // marked here, as the survivor's close. A compare-and-set, as the survivor's own mark is.
+  for (;;) {
+    if (self->stopped_) co_return;
+    fleet::RunRecord closed = *open_record;
+    closed.state = "closed";
+    closed.closed_by = closer;
+    auto updated = fleet::update_run_record(link, closed);
+    if (updated && *updated == fleet::Claim::won) {
+      log(LogPriority::info, "fleet: run " + id + ": its record marked closed by " +
+                                 (closer.empty() ? std::string("another host") : "host " + closer) +
+                                 ", whose own mark was not taken");
+      co_return;
+    }
+    std::string failed = updated ? "" : updated.error().text;
+    if (updated) {  // another host wrote the record meanwhile: read what it says now
+      auto now = fleet::read_run_record(link, id);
+      if (now && (!*now || (*now)->state != "open")) co_return;
+      if (now) {
+        open_record = **now;
+        continue;
+      }
+      failed = now.error().text;
+    }
+    log(LogPriority::warning, "fleet: run " + id + ": its record is not marked closed yet (" + failed +
+                                  "); tried again in " + std::to_string(kRetryPause.count()) + " ms");
+    co_await pause(kRetryPause);
+  }
+}
+
 asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, std::string id) {
   struct Done {
     std::shared_ptr<FleetHost> self;
@@ -691,16 +795,14 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
   if (!publisher) co_return;
   const auto& tail = publisher->tail();
   if (tail.last_event == "stream.closed") {
-    auto record = fleet::read_run_record(link, id);
     const asio::any_io_executor executor = co_await asio::this_coro::executor;
-    if (record && *record && !(*record)->closed_by.empty() && (*record)->closed_by != me) {
-      co_await say_closed_elsewhere(server, id, (*record)->closed_by, tail.last_seq);
-    } else if (record && *record && (*record)->state == "open" &&
-               fleet_close_is_this_hosts(*opened, tail.last_seq, tail.last_line, executor)) {
+    if (fleet_close_is_this_hosts(*opened, tail.last_seq, tail.last_line, executor)) {
       // This host published the run's close, then stopped (or NATS did not take the mark) before
       // the record was marked: marked now, or it would read open for as long as this host lives
-      // (the sweep looks only at lost hosts' runs).
+      // (the sweep looks only at lost hosts' runs). A record closed already is left as it is.
       co_await mark_own_close(self, id);
+    } else {
+      co_await closed_elsewhere(self, id, tail);
     }
     co_return;
   }
@@ -730,9 +832,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       for (;;) {
         auto sent = co_await publish_lines(*publisher, seq, last, message);
         if (sent && *sent == fleet::RunPublisher::Outcome::superseded) {
-          auto record = fleet::read_run_record(link, id);
-          std::string closer = record && *record ? (*record)->closed_by : "";
-          co_await say_closed_elsewhere(server, id, closer, publisher->tail().last_seq);
+          co_await closed_elsewhere(self, id, publisher->tail());
           co_return;
         }
         if (sent) break;
@@ -760,10 +860,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
                                         "; whether another host closed it is asked again");
         if (now) seen_lapses = lapses;
         if (now && now->last_event == "stream.closed" && now->subject_seq != publisher->tail().subject_seq) {
-          auto record = fleet::read_run_record(link, id);
-          // Named first: GCC 12 frees a ?: temporary inside a co_await expression twice.
-          std::string closer = record && *record ? (*record)->closed_by : "";
-          co_await say_closed_elsewhere(server, id, closer, now->last_seq);
+          co_await closed_elsewhere(self, id, *now);
           co_return;
         }
       }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "daemon/fleet/command_relay.hpp"
+#include "daemon/fleet/event_publisher.hpp"
 #include "daemon/fleet/fleet_link.hpp"
 #include "daemon/fleet/lost_host_sweep.hpp"
 #include "daemon/fleet/placement.hpp"
@@ -64,6 +65,15 @@ inline constexpr const char* kFailPlacementReadEnv = "MH_TEST_FLEET_FAIL_PLACEME
 // run, once this host's lease lapsed, asks the fleet whether a survivor closed it: the first N
 // such reads fail as if NATS had not answered. Said in the log at start; no production unit sets it.
 inline constexpr const char* kFailLapseReadEnv = "MH_TEST_FLEET_FAIL_LAPSE_READ";
+// A test hook (tests/fleet/fleet_daemon_test.cpp) that makes a survivor's unmarked close
+// deterministic: the first N marks of this host's sweep (a lost host's run it found closed) fail
+// as if NATS had not taken them. Said in the log at start; no production unit sets it.
+inline constexpr const char* kFailSweepMarkEnv = "MH_TEST_FLEET_FAIL_SWEEP_MARK";
+// A test hook (tests/fleet/fleet_daemon_test.cpp) that makes a failed read deterministic where
+// this host, finding its run's fleet copy closed by another host, reads the run's record: the
+// first N such reads fail as if NATS had not answered. Said in the log at start; no production
+// unit sets it.
+inline constexpr const char* kFailClosedRecordReadEnv = "MH_TEST_FLEET_FAIL_CLOSED_RECORD_READ";
 
 class FleetHost final : public FleetGate, public std::enable_shared_from_this<FleetHost> {
  public:
@@ -128,6 +138,13 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   // This host closed its own run `id` and published its stream.closed: its record says so, tried
   // again until it does, a record moved by another host says otherwise, or the fleet stops.
   static boost::asio::awaitable<void> mark_own_close(std::shared_ptr<FleetHost> self, std::string id);
+  // Another host closed this host's run `id` in the fleet while this host was away (`fleet_tail`:
+  // the fleet's last line, its stream.closed): said in the run's own stream, naming the closer,
+  // and the run's record marked closed by that closer when the survivor's own mark was not taken
+  // (the sweep looks only at lost hosts' runs, and this host is back). Reads tried again until
+  // they work, or the fleet stops.
+  static boost::asio::awaitable<void> closed_elsewhere(std::shared_ptr<FleetHost> self, std::string id,
+                                                       fleet::FleetStreamTail fleet_tail);
 
   std::weak_ptr<Server> server_;
   std::unique_ptr<fleet::FleetLink> link_;
@@ -153,9 +170,10 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   // A test hook, from the environment at start (kHoldOffersEnv): never set in production.
   enum class HoldOffers { no, fetched_until_stopping, claimed_until_stopped };
   HoldOffers hold_offers_ = HoldOffers::no;
-  std::atomic<int> fail_own_close_{0};       // kFailOwnCloseEnv: tries of mark_own_close left to fail
-  std::atomic<int> fail_placement_read_{0};  // kFailPlacementReadEnv: placement reads left to fail
-  std::atomic<int> fail_lapse_read_{0};      // kFailLapseReadEnv: reads after a lapse left to fail
+  std::atomic<int> fail_own_close_{0};           // kFailOwnCloseEnv: tries of mark_own_close left to fail
+  std::atomic<int> fail_placement_read_{0};      // kFailPlacementReadEnv: placement reads left to fail
+  std::atomic<int> fail_lapse_read_{0};          // kFailLapseReadEnv: reads after a lapse left to fail
+  std::atomic<int> fail_closed_record_read_{0};  // kFailClosedRecordReadEnv: record reads left to fail
   // How often this host's lease ran out and was taken again: an idle publisher that sees it move
   // looks whether its run was closed in the fleet meanwhile, before the run writes another line.
   std::atomic<std::uint64_t> lapses_{0};

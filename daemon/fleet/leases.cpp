@@ -27,21 +27,20 @@ std::string line_of(const std::string& run_id, std::uint64_t seq, protocol::Even
 
 constexpr std::string_view kClosedBy = "; its run was closed by host ";
 
-// The closer a HOST_LOST warning names (our own words, written below), or "" when the line is
-// not one.
-std::string closer_named(const FleetStreamTail& tail) {
-  if (tail.last_event != "warning") return "";
-  auto value = protocol::parse_json(tail.last_line);
+}  // namespace
+
+std::string host_lost_closer(std::string_view line) {
+  auto value = protocol::parse_json(line);
   if (!value || !value->is_object()) return "";
-  if (protocol::string_at(value->as_object(), "code").value_or("") != "HOST_LOST") return "";
-  std::string message = protocol::string_at(value->as_object(), "message").value_or("");
+  const auto& object = value->as_object();
+  if (protocol::string_at(object, "event").value_or("") != "warning") return "";
+  if (protocol::string_at(object, "code").value_or("") != "HOST_LOST") return "";
+  std::string message = protocol::string_at(object, "message").value_or("");
   auto at = message.find(kClosedBy);
   if (at == std::string::npos) return "";
   std::string host = message.substr(at + kClosedBy.size());
   return host_id_problem(host).empty() ? host : "";
 }
-
-}  // namespace
 
 NatsResult<void> renew_lease(FleetLink& link, const std::string& host, const std::string& info) {
   uint64_t rev = 0;
@@ -101,7 +100,7 @@ NatsResult<ClosedRun> close_run_in_fleet(FleetLink& link, const std::string& run
     // The seq of the HOST_LOST warning: the tail's own line when it is one (an earlier half-done
     // close, ours or another's: only stream.closed is missing), else the line we write next.
     std::uint64_t warning_seq = tail.last_seq;
-    if (std::string named = closer_named(tail); !named.empty()) {
+    if (std::string named = host_lost_closer(tail.last_line); !named.empty()) {
       out.closer = named;
     } else {
       warning_seq = tail.last_seq + 1;

@@ -10,6 +10,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/fleet/fleet_link.hpp"
@@ -33,6 +34,10 @@ struct ClosedRun {
   std::uint64_t closed_seq = 0;  // the seq of its stream.closed
   std::string closer;            // whose HOST_LOST warning it is ("" when the run was closed already)
 };
+
+// The closer a survivor's HOST_LOST warning (`line`, as the fleet holds it) names, or "" when the
+// line is not one (the warning close_run_in_fleet writes before its stream.closed).
+std::string host_lost_closer(std::string_view line);
 
 // Closes one run in the events stream as `closer` after its host `lost_host` was lost: the
 // warning, then stream.closed, after whatever the fleet holds (with the sweep's short wait).

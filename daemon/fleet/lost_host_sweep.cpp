@@ -67,6 +67,10 @@ NatsResult<std::vector<ClosedRun>> LostHostSweep::sweep() {
       auto first_seen = closed_unnamed_.try_emplace(record.run_id, Clock::now()).first->second;
       if (Clock::now() - first_seen < link_->config().lease_ttl) continue;
     }
+    if (marks_to_fail_ > 0) {
+      --marks_to_fail_;
+      continue;  // the test hook: as a mark NATS did not take (the next sweep tries again)
+    }
     if (auto marked = update_run_record(*link_, done, Wait::sweep); marked) {
       closers_.erase(record.run_id);
       closed_unnamed_.erase(record.run_id);

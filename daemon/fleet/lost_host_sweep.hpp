@@ -42,6 +42,9 @@ class LostHostSweep {
   // Whether this host may judge the others' leases now: its own renewals taken for a TTL, and
   // its lease live (the last one taken less than a TTL ago).
   bool may_judge() const;
+  // A test hook (FleetHost, kFailSweepMarkEnv): the next `count` marks of a closed run's record
+  // fail, as a NATS that did not take them. Never set in production.
+  void fail_marks_for_test(int count) { marks_to_fail_ = count; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -58,6 +61,7 @@ class LostHostSweep {
   // whole when it looked), since when: their closer marks the record; after a whole lease
   // without it (the closer died between its close and its mark) this host marks it, closer unknown.
   std::map<std::string, Clock::time_point> closed_unnamed_;
+  std::atomic<int> marks_to_fail_{0};  // fail_marks_for_test
 };
 
 }  // namespace mh::fleet

@@ -130,8 +130,13 @@ class FleetDaemons : public ::testing::Test {
     std::filesystem::create_directories(home);
     if (std::find(homes_.begin(), homes_.end(), home) == homes_.end()) homes_.push_back(home);
     auto& d = daemons[i];
-    d.reset();
+    // A daemon this test killed left its open runs to their supervisors: the next daemon of its
+    // home is made before the killed one's harness lets go, so that the harness does not end them
+    // (clean_up_after: a newer daemon of the state dir goes on) and the new daemon adopts them.
+    std::unique_ptr<DaemonUnderTest> killed = std::move(d);
+    if (killed && killed->running()) killed.reset();
     d = std::make_unique<DaemonUnderTest>(home, config(i, max_active, lease_ms, extra), std::move(env));
+    killed.reset();
     EXPECT_TRUE(d->wait_notify("READY=1", 90s)) << d->stderr_text();
     return *d;
   }
@@ -210,7 +215,9 @@ class FleetDaemons : public ::testing::Test {
   // A run waiting on its decision on h0, whose lines to its tool.requested h1 has read from the
   // fleet; long leases (nobody closes it meanwhile). `h0_env`: more of h0's environment. "" (the
   // failure said) if it got no further.
-  void host_back_after_its_lease_ran_out(std::vector<std::string> h1_env);
+  // `run_out`: where to say the run's id.
+  void host_back_after_its_lease_ran_out(std::vector<std::string> h1_env, std::vector<std::string> h0_env = {},
+                                         std::string* run_out = nullptr);
   // Run `run` (on h0, waiting on its call) allowed there and read to its stream.closed: its lines,
   // or none (with the failure added) when it did not get there.
   std::vector<EventLine> allowed_to_its_end_on_h0(const std::string& run) {
@@ -583,13 +590,15 @@ TEST_F(FleetDaemons, AHostKilledWithTheNodeLeadingTheFleetsStreamsHasItsRunsClos
 // h1 stopped (SIGSTOP) past its lease while its run waits on a decision: h0 closes the run in
 // the fleet. h1 comes back (SIGCONT), finds the fleet's copy closed, and says so in the run's
 // own stream — a warning HOST_LOST_RETURNED, before the run's own stream.closed (the local
-// stream stays complete) — and publishes nothing more. `h1_env`: test hooks for h1.
-void FleetDaemons::host_back_after_its_lease_ran_out(std::vector<std::string> h1_env) {
+// stream stays complete) — and publishes nothing more. `h1_env`, `h0_env`: test hooks for each.
+void FleetDaemons::host_back_after_its_lease_ran_out(std::vector<std::string> h1_env, std::vector<std::string> h0_env,
+                                                     std::string* run_out) {
   constexpr int kLeaseMs = 2000;
-  start(0, 100, kLeaseMs);
+  start(0, 100, kLeaseMs, {}, "", std::move(h0_env));
   start(1, 100, kLeaseMs, {}, "", std::move(h1_env));
   const std::string run = submit_here(1);
   ASSERT_FALSE(run.empty());
+  if (run_out) *run_out = run;
   SocketClient watch(daemons[0]->socket());
   ASSERT_TRUE(owner_known(0, run, "h1"));
   watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
@@ -643,6 +652,75 @@ TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutWhoseFirstLookAtTheFleetFailsLo
   EXPECT_NE(daemons[1]->stderr_text().find("after the lease lapsed: the test hook MH_TEST_FLEET_FAIL_LAPSE_READ"),
             std::string::npos)
       << daemons[1]->stderr_text();
+}
+
+TEST_F(FleetDaemons, AHostBackAfterItsLeaseRanOutMarksClosedByTheSurvivorARecordTheSurvivorCouldNotMark) {
+  // h0 closes h1's run in the fleet but cannot mark its record (the test hook fails every mark
+  // of h0's sweep, as a NATS that never took them); once h1 holds its lease again the sweep no
+  // longer looks at the run. h1, back, reads the record (its first two reads fail: the test hook)
+  // and marks it closed by h0, the closer h0's HOST_LOST warning names. Before, the record read
+  // open for as long as h1 lived.
+  std::string run;
+  host_back_after_its_lease_ran_out({"MH_TEST_FLEET_FAIL_CLOSED_RECORD_READ=2"},
+                                    {"MH_TEST_FLEET_FAIL_SWEEP_MARK=1000000"}, &run);
+  if (HasFatalFailure()) return;
+  auto read = get_until(
+      0, run, [](const EventLine& l) { return l.str("fleet_state") == "closed"; }, 60s);
+  ASSERT_TRUE(read && read->str("fleet_state") == "closed") << (read ? read->raw : "no reply") << "\n" << evidence();
+  EXPECT_EQ(read->str("closed_by"), "h0") << read->raw;
+  const std::string log = daemons[1]->stderr_text();
+  EXPECT_NE(log.find("reading its record: the test hook MH_TEST_FLEET_FAIL_CLOSED_RECORD_READ"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("its record marked closed by host h0"), std::string::npos) << log;
+  EXPECT_NE(daemons[0]->stderr_text().find("test hook MH_TEST_FLEET_FAIL_SWEEP_MARK"), std::string::npos);
+}
+
+TEST_F(FleetDaemons, ARestartedDaemonWhoseRunASurvivorClosedButCouldNotMarkSaysSoAndMarksItClosedByTheSurvivor) {
+  // h1 is killed while its run waits on a decision (its supervisor keeps the run); h0 closes the
+  // run in the fleet once h1's lease ran out, but cannot mark its record (the test hook fails
+  // every mark of h0's sweep). h1, started again, adopts the run, finds the fleet's copy closed
+  // by a line not its own and the record still open: it says so in the run's own stream, naming
+  // h0 (whose HOST_LOST warning is the line before the close), and marks the record closed by h0.
+  // Before, the restarted host said nothing and the record read open for as long as h1 lived.
+  constexpr int kLeaseMs = 2000;
+  on_standin_ = true;
+  start(0, 100, kLeaseMs, {}, "", {"MH_TEST_FLEET_FAIL_SWEEP_MARK=1000000"});
+  start(1, 100, kLeaseMs);
+  std::string run;
+  {
+    SocketClient c(daemons[1]->socket());
+    auto reply = c.request(socket_request("submit", standin_bash_ask_run()), 60s);
+    ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : "no reply");
+    run = reply->str("run_id");
+  }
+  ASSERT_TRUE(owner_known(0, run, "h1"));
+  SocketClient watch(daemons[0]->socket());
+  watch.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+  ASSERT_TRUE(watch.wait_event("tool.requested", 120s)) << evidence();
+  daemons[1]->signal(SIGKILL);
+  EXPECT_EQ(daemons[1]->wait_exit(30s), 128 + SIGKILL);
+  auto closed = watch.wait_event("stream.closed", 60s);
+  ASSERT_TRUE(closed) << evidence();
+  auto unmarked = get_until(
+      0, run, [](const EventLine& l) { return l.str("state") == "closed"; }, 60s);
+  ASSERT_TRUE(unmarked && unmarked->str("state") == "closed") << (unmarked ? unmarked->raw : "no reply");
+  EXPECT_EQ(unmarked->str("fleet_state"), "open") << "the hook kept h0's mark out: " << unmarked->raw;
+  start(1, 100, kLeaseMs);
+  SocketClient tail(daemons[1]->socket());
+  tail.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true)"));
+  auto warned = tail.wait_for(
+      [](const EventLine& l) { return l.event() == "warning" && l.str("code") == "HOST_LOST_RETURNED"; }, 120s);
+  ASSERT_TRUE(warned) << "supervisor.log:\n" << read_file(daemons[1]->run_dir(run) / "supervisor.log") << evidence();
+  EXPECT_NE(warned->str("message").find("host h0"), std::string::npos) << warned->raw;
+  auto read = get_until(
+      0, run, [](const EventLine& l) { return l.str("fleet_state") == "closed"; }, 60s);
+  ASSERT_TRUE(read && read->str("fleet_state") == "closed") << (read ? read->raw : "no reply") << "\n" << evidence();
+  EXPECT_EQ(read->str("closed_by"), "h0") << read->raw;
+  EXPECT_EQ(read->object.at("last_seq").to_number<std::uint64_t>(), closed->object.at("seq").to_number<std::uint64_t>())
+      << read->raw;
+  SocketClient c(daemons[1]->socket());
+  auto halted = c.request(socket_request("halt", R"("run_id":")" + run + "\""), 120s);
+  EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
 }
 
 TEST_F(FleetDaemons, AnAttachFromAnotherHostReadsTheOwnersBytesAndItsDecisionIsAnsweredOnce) {
