@@ -200,7 +200,12 @@ NatsResult<void> RunRecordWatch::drain() {
       continue;
     }
     if (run_id_problem(key).empty()) {
-      if (auto record = RunRecord::from_json(key, value_of(entry.get()), kvEntry_Revision(entry.get())))
+      auto record = RunRecord::from_json(key, value_of(entry.get()), kvEntry_Revision(entry.get()));
+      // A closed record is never open again (a record is made only where none is): not kept, so
+      // the watch holds the runs still open, not every run the fleet ever had.
+      if (record && record->state == "closed")
+        records_.erase(key);
+      else if (record)
         records_[key] = std::move(*record);
     }
   }

@@ -65,15 +65,18 @@ NatsResult<std::optional<RunRecord>> await_run_record(FleetLink& link, const std
 // cluster's meta leader and the bucket's leader.
 NatsResult<std::vector<RunRecord>> list_run_records(FleetLink& link);
 
-// Every record, kept current by one watch of the bucket made once (the host-loss sweep): after
-// a NATS node's loss the sweep still knows every run recorded before it, whatever node led the
-// bucket or the cluster (a fresh listing would wait for both to be elected again). Changes are
-// taken in by drain(), never waiting for one.
+// Every record not closed, kept current by one watch of the bucket made once (the host-loss
+// sweep): after a NATS node's loss the sweep still knows every open run recorded before it,
+// whatever node led the bucket or the cluster (a fresh listing would wait for both to be elected
+// again). A record is let go once it reads closed (it never opens again), so the watch's memory
+// grows with the runs open, not with every run the fleet ever had. Changes are taken in by
+// drain(), never waiting for one.
 class RunRecordWatch {
  public:
   static NatsResult<RunRecordWatch> open(FleetLink& link);
   // Takes in every change delivered so far.
   NatsResult<void> drain();
+  // The records not closed, by run id.
   const std::map<std::string, RunRecord>& records() const { return records_; }
 
   using WatcherHandle = std::unique_ptr<kvWatcher, NatsDeleter<kvWatcher, kvWatcher_Destroy>>;

@@ -523,6 +523,42 @@ TEST_F(FleetLibrary, ARequestIdIsClaimedOnceFleetWideUnderAKeyNatsTakesAndAgesWi
   jsStreamInfo_Destroy(raw);
 }
 
+TEST_F(FleetLibrary, TheSweepsWatchOfTheRecordsHoldsTheOpenOnesAndLetsAClosedOneGo) {
+  // The host-loss sweep's watch of mh_runs holds what it judges, the records not closed: a record
+  // closed before the watch opened is never held, one closed while it watches is let go. Before,
+  // it held every record the fleet ever had, for as long as the daemon lived.
+  auto a = link("a");
+  ASSERT_TRUE(a);
+  for (const char* run : {"r1", "r2", "r3"})
+    ASSERT_EQ(*fleet::claim_placement(*a, run, "a"), fleet::Claim::won);
+  auto mark_closed = [&](const std::string& run) {
+    auto read = fleet::read_run_record(*a, run);
+    ASSERT_TRUE(read && *read) << run;
+    fleet::RunRecord closed = **read;
+    closed.state = "closed";
+    closed.closed_by = "b";
+    auto updated = fleet::update_run_record(*a, closed);
+    ASSERT_TRUE(updated && *updated == fleet::Claim::won) << run;
+  };
+  mark_closed("r3");
+  auto watch = fleet::RunRecordWatch::open(*a);
+  ASSERT_TRUE(watch) << watch.error().text;
+  auto holds = [&](const std::set<std::string>& wanted) {
+    return eventually([&] {
+      if (!watch->drain()) return false;
+      std::set<std::string> held;
+      for (const auto& [id, record] : watch->records()) {
+        EXPECT_NE(record.state, "closed") << id;
+        held.insert(id);
+      }
+      return held == wanted;
+    });
+  };
+  EXPECT_TRUE(holds({"r1", "r2"}));
+  mark_closed("r1");
+  EXPECT_TRUE(holds({"r2"}));
+}
+
 TEST_F(FleetLibrary, ALostLeaseIsClosedByExactlyOneSurvivor) {
   const auto ttl = std::chrono::milliseconds(2000);
   auto a = link("lost", ttl);
