@@ -236,13 +236,18 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
   std::shared_ptr<FleetHost> host(new FleetHost(server, std::move(*link)));
   if (const char* hold = std::getenv(kHoldOffersEnv); hold && *hold) {
     const std::string mode(hold);
+    constexpr std::string_view kUntilFile = "claimed_until_file:";
     host->hold_offers_ = mode == "fetched_until_stopping"  ? HoldOffers::fetched_until_stopping
                          : mode == "claimed_until_stopped" ? HoldOffers::claimed_until_stopped
-                                                           : HoldOffers::no;
-    log(LogPriority::warning, std::string("fleet: test hook ") + kHoldOffersEnv + "=" + mode +
-                                  (host->hold_offers_ == HoldOffers::no
-                                       ? ": not a mode (fetched_until_stopping, claimed_until_stopped); ignored"
-                                       : ": every spec this host fetches is held until it stops; for tests only"));
+                         : mode.starts_with(kUntilFile) && mode.size() > kUntilFile.size()
+                             ? HoldOffers::claimed_until_file
+                             : HoldOffers::no;
+    if (host->hold_offers_ == HoldOffers::claimed_until_file) host->hold_until_file_ = mode.substr(kUntilFile.size());
+    log(LogPriority::warning,
+        std::string("fleet: test hook ") + kHoldOffersEnv + "=" + mode +
+            (host->hold_offers_ == HoldOffers::no
+                 ? ": not a mode (fetched_until_stopping, claimed_until_stopped, claimed_until_file:PATH); ignored"
+                 : ": every spec this host fetches is held until it stops (or the file is there); for tests only"));
   }
   read_failure_hook(kFailOwnCloseEnv, host->fail_own_close_, "tries to mark a run's own close");
   read_failure_hook(kFailLapseReadEnv, host->fail_lapse_read_, "reads of a run's fleet copy after a lease lapse");
@@ -272,8 +277,11 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
   }
   log(LogPriority::info, "fleet: host " + config.host_id + " joined through " + config.nats_urls.front() + " (lease " +
                              std::to_string(config.lease_ttl.count()) + " ms)");
-  auto handler = [weak = std::weak_ptr<Server>(server)](std::string body, fleet::Responder responder) {
-    if (auto s = weak.lock()) serve_fleet_command(s, std::move(body), std::move(responder));
+  auto handler = [weak = std::weak_ptr<Server>(server), weak_host = std::weak_ptr<FleetHost>(host)](
+                     std::string body, fleet::Responder responder) {
+    auto s = weak.lock();
+    auto h = weak_host.lock();
+    if (s && h) serve_fleet_command(s, h, std::move(body), std::move(responder));
   };
   auto commands = fleet::CommandServer::open(host->link(), host->link().names().command_subject(config.host_id),
                                              server->io.get_executor(), handler);
@@ -334,11 +342,70 @@ void FleetHost::stop_placing() {
 void FleetHost::hold_offer(const fleet::SubmitOffer& offer, HoldPoint point) {
   const bool fetched = hold_offers_ == HoldOffers::fetched_until_stopping && point == HoldPoint::fetched;
   const bool claimed = hold_offers_ == HoldOffers::claimed_until_stopped && point == HoldPoint::claimed;
-  if (!fetched && !claimed) return;
+  const bool until_file = hold_offers_ == HoldOffers::claimed_until_file && point == HoldPoint::claimed;
+  if (!fetched && !claimed && !until_file) return;
   log(LogPriority::notice, "fleet: test hook: holding the spec of run " + offer.run_id() +
-                               (fetched ? " until this host begins to stop" : ", claimed, until this host stops"));
+                               (fetched      ? " until this host begins to stop"
+                                : until_file ? ", claimed, until " + hold_until_file_ + " is there"
+                                             : ", claimed, until this host stops"));
   std::unique_lock lock(wake_mu_);
+  if (until_file) {
+    // A test hook's look at a file the test writes: nothing wakes this thread for it.
+    std::error_code ec;
+    while (!stopped_ && !std::filesystem::exists(hold_until_file_, ec))
+      wake_.wait_for(lock, std::chrono::milliseconds(50));
+    return;
+  }
   wake_.wait(lock, [&] { return stopped_ || (fetched && placing_stopped_); });
+}
+
+// A run this host is making (place()): in making_ from before its claim until place() returns,
+// made or not; what waited on it is then told.
+class FleetHost::Making {
+ public:
+  Making(FleetHost& host, std::string id) : host_(host), id_(std::move(id)) {
+    std::lock_guard lock(host_.making_mu_);
+    host_.making_.try_emplace(id_);
+  }
+  ~Making() {
+    std::vector<std::function<void(bool)>> waiting;
+    {
+      std::lock_guard lock(host_.making_mu_);
+      auto it = host_.making_.find(id_);
+      if (it == host_.making_.end()) return;
+      waiting = std::move(it->second);
+      host_.making_.erase(it);
+    }
+    for (auto& done : waiting)
+      done(true);
+  }
+  Making(const Making&) = delete;
+  Making& operator=(const Making&) = delete;
+
+ private:
+  FleetHost& host_;
+  std::string id_;
+};
+
+asio::awaitable<bool> FleetHost::until_made(std::string id) {
+  bool making = false;
+  {
+    std::lock_guard lock(making_mu_);
+    making = making_.count(id) > 0;
+  }
+  if (!making) co_return false;
+  auto wait = [this, id](auto done) {
+    std::unique_lock lock(making_mu_);
+    auto it = making_.find(id);
+    if (it == making_.end()) {  // made (or given back) meanwhile
+      lock.unlock();
+      done(true);
+      return;
+    }
+    it->second.emplace_back(std::move(done));
+    log(LogPriority::info, "fleet: run " + id + ": a command for it waits: this host is making it");
+  };
+  co_return co_await await_callback<bool>(std::move(wait));
 }
 
 void FleetHost::stop() {
@@ -508,6 +575,9 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
     (void)offer.refuse();
     return;
   }
+  // From before the claim (which names this host the run's owner) until this returns, a command
+  // relayed here for the run waits for its making (serve_relayed) instead of finding no run.
+  Making making(*this, id);
   auto claim = fleet::claim_placement(*link_, id, me);
   if (!claim) {
     log(LogPriority::debug, "fleet: claiming " + id + ": " + claim.error().text);

@@ -27,6 +27,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/system/result.hpp>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -117,6 +118,10 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   fleet::NatsResult<std::optional<fleet::RunRecord>> await_placement(const std::string& id,
                                                                      std::chrono::milliseconds timeout);
   boost::asio::io_context& io() { return io_; }
+  // Whether this host is making run `id` (placed here from the queue: claimed, not yet made or
+  // given back). If it is, resumes once the making has ended (true), which a command relayed for
+  // the run meanwhile waits for (serve_relayed); false at once if it is not.
+  boost::asio::awaitable<bool> until_made(std::string id);
 
  private:
   FleetHost(std::shared_ptr<Server> server, std::unique_ptr<fleet::FleetLink> link);
@@ -168,8 +173,14 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   std::mutex wake_mu_;
   std::condition_variable wake_;
   // A test hook, from the environment at start (kHoldOffersEnv): never set in production.
-  enum class HoldOffers { no, fetched_until_stopping, claimed_until_stopped };
+  enum class HoldOffers { no, fetched_until_stopping, claimed_until_stopped, claimed_until_file };
   HoldOffers hold_offers_ = HoldOffers::no;
+  std::string hold_until_file_;  // claimed_until_file: the file whose existence ends the hold
+  // The runs this host is making (place(): from before its claim until it returns, made or not),
+  // each with what waits for that end (until_made).
+  class Making;
+  std::mutex making_mu_;
+  std::map<std::string, std::vector<std::function<void(bool)>>> making_;  // making_mu_
   std::atomic<int> fail_own_close_{0};           // kFailOwnCloseEnv: tries of mark_own_close left to fail
   std::atomic<int> fail_placement_read_{0};      // kFailPlacementReadEnv: placement reads left to fail
   std::atomic<int> fail_lapse_read_{0};          // kFailLapseReadEnv: reads after a lapse left to fail

@@ -363,7 +363,8 @@ asio::awaitable<void> serve_attached(const RunEntry& e, const std::string& kind,
 // A command relayed from a peer host for a run here: handled as the socket's `command` /
 // `halt` is, for a peer that may control only the runs its uid owns, and attributed to it
 // (`via: "fleet:<host>"`). The answer is the line the requester's client gets.
-asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string body, fleet::Responder responder) {
+asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::shared_ptr<FleetHost> host, std::string body,
+                                    fleet::Responder responder) {
   auto parsed = protocol::parse_json(body);
   const json::object* o = parsed && parsed->is_object() ? &parsed->as_object() : nullptr;
   std::optional<std::string> id = o ? protocol::string_at(*o, "id") : std::nullopt;
@@ -390,7 +391,13 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
   if (auto problem = peer_uid_problem(server->config, peer.uid); !problem.empty())
     co_return refuse("FORBIDDEN", "refused a command relayed from host " + from + ": " + problem);
   auto find = [server, run_id] { return server->registry.lookup(run_id); };
-  auto e = co_await server->on_registry(std::move(find));
+  auto e = co_await server->on_registry(find);
+  // Placed here from the queue and still being made (its submitter had its id at once: a submit
+  // answered `queued` or `unknown`): the command waits for the making's end, then looks again,
+  // instead of finding no run for a run its client was told of.
+  bool waited = false;
+  if (!e || e->dir.empty()) waited = co_await host->until_made(run_id);
+  if (waited) e = co_await server->on_registry(find);
   if (!e || e->dir.empty())
     co_return refuse("UNKNOWN_RUN", "no run \"" + run_id + "\" on host " + server->fleet->host_id());
   if (!may_control(Role::control, peer.uid, *e))
@@ -422,8 +429,10 @@ asio::awaitable<void> serve_relayed(std::shared_ptr<Server> server, std::string 
 
 }  // namespace
 
-void serve_fleet_command(std::shared_ptr<Server> server, std::string body, fleet::Responder responder) {
-  asio::co_spawn(server->io, serve_relayed(server, std::move(body), std::move(responder)), asio::detached);
+void serve_fleet_command(std::shared_ptr<Server> server, std::shared_ptr<FleetHost> host, std::string body,
+                         fleet::Responder responder) {
+  asio::co_spawn(server->io, serve_relayed(server, std::move(host), std::move(body), std::move(responder)),
+                 asio::detached);
 }
 
 namespace {

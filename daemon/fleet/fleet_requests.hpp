@@ -47,6 +47,9 @@ boost::asio::awaitable<void> relay_attached_line(std::shared_ptr<FleetHost> host
 boost::asio::awaitable<bool> relay_command(std::shared_ptr<FleetHost> host, Session& s, const SocketRequest& r,
                                            std::string_view kind);
 // The owner's side: one relayed command, answered through `responder` (on the daemon's io).
-void serve_fleet_command(std::shared_ptr<Server> server, std::string body, fleet::Responder responder);
+// A run this host is still making from the queue is waited for (FleetHost::until_made), not
+// refused UNKNOWN_RUN.
+void serve_fleet_command(std::shared_ptr<Server> server, std::shared_ptr<FleetHost> host, std::string body,
+                         fleet::Responder responder);
 
 }  // namespace mh::daemon

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -1298,6 +1299,36 @@ TEST_F(FleetDaemons, ASubmitWhoseSpecWasQueuedButWhosePlacementCouldNotBeReadSay
     auto halted = c.request(socket_request("halt", R"("run_id":")" + id + "\""), 120s);
     EXPECT_TRUE(halted && halted->str("reply") == "result") << (halted ? halted->raw : "no reply");
   }
+}
+
+TEST_F(FleetDaemons, ACommandForARunItsHostIsStillMakingFromTheQueueWaitsForItInsteadOfUnknownRun) {
+  // h0 claims a queued spec and is held there (the test hook, until the test writes a file): the
+  // submit has answered with the run's id, but no run of it is made yet. A halt sent meanwhile
+  // must wait for the making (said in h0's log) and then halt the run, not be refused
+  // UNKNOWN_RUN for a run its client was told of.
+  on_standin_ = true;
+  const std::filesystem::path go = dir_->path() / (prefix() + "-go");
+  start(0, 100, 60000, {}, "", {"MH_TEST_FLEET_HOLD_OFFERS=claimed_until_file:" + go.string()});
+  SocketClient c(daemons[0]->socket());
+  auto reply = c.request(socket_request("submit", standin_bash_ask_run() + R"(,"fleet":true)"), 120s);
+  ASSERT_TRUE(reply && reply->str("reply") == "submitted") << (reply ? reply->raw : daemons[0]->stderr_text());
+  const std::string run = reply->str("run_id");
+  EXPECT_EQ(reply->str("placement"), "queued") << "held before its making: " << reply->raw;
+  SocketClient halt(daemons[0]->socket());
+  halt.send(socket_request("halt", R"("run_id":")" + run + "\"", "h"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return daemons[0]->stderr_text().find("a command for it waits: this host is making it") != std::string::npos;
+      },
+      60s))
+      << daemons[0]->stderr_text();
+  std::ofstream(go) << "go\n";
+  auto halted = halt.wait_for([](const EventLine& l) { return !l.str("reply").empty(); }, 120s);
+  ASSERT_TRUE(halted) << daemons[0]->stderr_text();
+  EXPECT_EQ(halted->str("reply"), "result") << halted->raw;
+  auto closed = get_until(
+      0, run, [](const EventLine& l) { return l.str("state") == "closed"; }, 120s);
+  ASSERT_TRUE(closed && closed->str("state") == "closed") << (closed ? closed->raw : "no reply");
 }
 
 TEST_F(FleetDaemons, OneRequestIdSubmittedToTwoHostsAtOnceMakesExactlyOneRun) {
