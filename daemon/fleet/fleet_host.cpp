@@ -716,25 +716,26 @@ void FleetHost::sweep() {
   });
 }
 
-asio::awaitable<void> FleetHost::mark_own_close(std::shared_ptr<FleetHost> self, std::string id) {
+asio::awaitable<bool> FleetHost::mark_closed(std::shared_ptr<FleetHost> self, std::string id, std::string closer) {
   // A survivor's close is a compare-and-set on the same entry, so only one of the two can write
   // it. A record left open would read as a run still going (`ls --fleet`, a remote get's
   // fleet_state) for as long as this host holds its lease: the sweep looks only at lost hosts' runs.
   fleet::FleetLink& link = *self->link_;
   for (;;) {
-    if (self->stopped_) co_return;
+    if (self->stopped_) co_return false;
     std::string failed;
-    if (take_hook_failure(self->fail_own_close_)) {
+    if (closer.empty() && take_hook_failure(self->fail_own_close_)) {
       failed = hook_failure(kFailOwnCloseEnv).text;
     } else if (auto record = fleet::read_run_record(link, id); !record) {
       failed = record.error().text;
     } else if (!*record || (*record)->state != "open") {
-      co_return;  // no record, or closed already (by a survivor, or by this host's try that was not answered)
+      co_return false;  // no record, or closed already (by a survivor, or by this host's try that was not answered)
     } else {
       fleet::RunRecord closed = **record;
       closed.state = "closed";
+      closed.closed_by = closer;
       auto updated = fleet::update_run_record(link, closed);
-      if (updated && *updated == fleet::Claim::won) co_return;
+      if (updated && *updated == fleet::Claim::won) co_return true;
       if (updated) continue;  // another host wrote the record meanwhile: read again what it says
       failed = updated.error().text;
     }
@@ -764,7 +765,7 @@ asio::awaitable<void> FleetHost::closed_elsewhere(std::shared_ptr<FleetHost> sel
   // survivor's HOST_LOST warning (the line before its stream.closed) names it. A read that fails
   // is tried again: taken as "nobody", it would leave the run's stream silent and the record
   // open for as long as this host lives.
-  std::optional<fleet::RunRecord> open_record;
+  bool record_open = false;
   std::string closer;
   for (;;) {
     if (self->stopped_) co_return;
@@ -781,7 +782,7 @@ asio::awaitable<void> FleetHost::closed_elsewhere(std::shared_ptr<FleetHost> sel
       failed = "the line before its close: " + named.error().text;
     } else {
       closer = *named;
-      open_record = **record;
+      record_open = true;
       break;
     }
     log(LogPriority::warning, "fleet: run " + id + ": closed in the fleet by another host; reading " + failed +
@@ -789,35 +790,14 @@ asio::awaitable<void> FleetHost::closed_elsewhere(std::shared_ptr<FleetHost> sel
     co_await pause(kRetryPause);
   }
   co_await say_closed_elsewhere(server, id, closer, closed_seq);
-  if (!open_record) co_return;
+  if (!record_open) co_return;
   // The survivor did not mark it (NATS did not take its mark before this host's lease was back):
-  // marked here, as the survivor's close. A compare-and-set, as the survivor's own mark is.
-  for (;;) {
-    if (self->stopped_) co_return;
-    fleet::RunRecord closed = *open_record;
-    closed.state = "closed";
-    closed.closed_by = closer;
-    auto updated = fleet::update_run_record(link, closed);
-    if (updated && *updated == fleet::Claim::won) {
-      log(LogPriority::info, "fleet: run " + id + ": its record marked closed by " +
-                                 (closer.empty() ? std::string("another host") : "host " + closer) +
-                                 ", whose own mark was not taken");
-      co_return;
-    }
-    std::string failed = updated ? "" : updated.error().text;
-    if (updated) {  // another host wrote the record meanwhile: read what it says now
-      auto now = fleet::read_run_record(link, id);
-      if (now && (!*now || (*now)->state != "open")) co_return;
-      if (now) {
-        open_record = **now;
-        continue;
-      }
-      failed = now.error().text;
-    }
-    log(LogPriority::warning, "fleet: run " + id + ": its record is not marked closed yet (" + failed +
-                                  "); tried again in " + std::to_string(kRetryPause.count()) + " ms");
-    co_await pause(kRetryPause);
-  }
+  // marked here, as the survivor's close.
+  const bool marked = co_await mark_closed(self, id, closer);
+  if (marked)
+    log(LogPriority::info, "fleet: run " + id + ": its record marked closed by " +
+                               (closer.empty() ? std::string("another host") : "host " + closer) +
+                               ", whose own mark was not taken");
 }
 
 asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, std::string id) {
@@ -870,7 +850,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       // This host published the run's close, then stopped (or NATS did not take the mark) before
       // the record was marked: marked now, or it would read open for as long as this host lives
       // (the sweep looks only at lost hosts' runs). A record closed already is left as it is.
-      co_await mark_own_close(self, id);
+      co_await mark_closed(self, id, "");
     } else {
       co_await closed_elsewhere(self, id, tail);
     }
@@ -914,7 +894,7 @@ asio::awaitable<void> FleetHost::publish_run(std::shared_ptr<FleetHost> self, st
       seq = last + 1;
     }
     if (batch->reached_end) {
-      co_await mark_own_close(self, id);
+      co_await mark_closed(self, id, "");
       co_return;
     }
     if (batch->count == 0) {

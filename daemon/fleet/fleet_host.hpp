@@ -140,9 +140,10 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   template <class T, class Initiate>
   static auto await_fleet_callback(Initiate initiate);
   static boost::asio::awaitable<void> publish_run(std::shared_ptr<FleetHost> self, std::string id);
-  // This host closed its own run `id` and published its stream.closed: its record says so, tried
-  // again until it does, a record moved by another host says otherwise, or the fleet stops.
-  static boost::asio::awaitable<void> mark_own_close(std::shared_ptr<FleetHost> self, std::string id);
+  // Run `id`'s record marked closed by `closer` ("": this host's own close, its stream.closed
+  // published by this host), tried again until it is, a record moved by another host says
+  // otherwise (closed already), or the fleet stops. True when this host's write marked it.
+  static boost::asio::awaitable<bool> mark_closed(std::shared_ptr<FleetHost> self, std::string id, std::string closer);
   // Another host closed this host's run `id` in the fleet while this host was away (`fleet_tail`:
   // the fleet's last line, its stream.closed): said in the run's own stream, naming the closer,
   // and the run's record marked closed by that closer when the survivor's own mark was not taken
@@ -181,7 +182,7 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   class Making;
   std::mutex making_mu_;
   std::map<std::string, std::vector<std::function<void(bool)>>> making_;  // making_mu_
-  std::atomic<int> fail_own_close_{0};           // kFailOwnCloseEnv: tries of mark_own_close left to fail
+  std::atomic<int> fail_own_close_{0};           // kFailOwnCloseEnv: own-close tries of mark_closed left to fail
   std::atomic<int> fail_placement_read_{0};      // kFailPlacementReadEnv: placement reads left to fail
   std::atomic<int> fail_lapse_read_{0};          // kFailLapseReadEnv: reads after a lapse left to fail
   std::atomic<int> fail_closed_record_read_{0};  // kFailClosedRecordReadEnv: record reads left to fail
