@@ -38,6 +38,7 @@ std::string seconds_text(std::chrono::nanoseconds d) {
 
 void Adoption::give_up(const std::string& why) {
   run_.effects.point_at_live();  // a replay that was under way is over
+  run_.timers.cancel_idle();     // armed by the replay's after_core: this run is not to go on
   daemon::log(LogPriority::warning, "run " + run_.log->run_id() + ": not adopted: " + why);
   run_.emit(
       protocol::ev::Warning{"RECOVERED_AFTER_RESTART", "metaharness restarted and could not take this run over (" +

@@ -14,8 +14,6 @@ class EffectsSwitch final : public RunEffects {
 
   void point_at(RunEffects& effects) { to_ = &effects; }
   void point_at_live() { to_ = &live_; }
-  // The core's effects go to a replay, not to the run's vendor, timers and record.
-  bool replaying() const { return to_ != &live_; }
 
   std::uint64_t emit(proto::EventPayload payload, std::optional<std::string> at) override {
     return to_->emit(std::move(payload), std::move(at));

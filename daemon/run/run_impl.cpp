@@ -136,9 +136,11 @@ void Run::Impl::after_core() {
   RunCore::Phase phase = core->phase();
   if (phase == RunCore::Phase::closed) return;
   if (park_waiting) park_wake.cancel();  // main looks again (parking, issue 27 §5)
-  // While an adoption replays the journal the core is pointed at the replay: the timers are the
-  // reconciliation's to arm, once the replay is over, and a failed record stops the run then.
-  if (effects.replaying()) return;
+  // The same while an adoption replays the journal, without asking whether it does: the replay
+  // writes nothing to the log (the core's effects go to the replay), so log_failed stays false;
+  // the idle timer it arms is set again where the rebuilt core left it by the reconciliation's
+  // after_core, or cancelled when the adoption is given up (Adoption::give_up), and nothing else
+  // runs on the strand while the replay does.
   if (log_failed && !core->ending()) input(journal::Shutdown{}, Clock::now());  // not governed off the record
   if (core->phase() == RunCore::Phase::idle && options.idle_timeout.count() > 0) {
     timers.arm_idle(options.idle_timeout);
