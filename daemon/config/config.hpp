@@ -35,6 +35,8 @@ std::set<std::uint32_t> groups_of(std::uint32_t uid, std::uint32_t gid);
 // The groups of uid's user as the database has them (its primary group and supplementary ones),
 // for a uid known by its number alone (a peer host's claim); empty when there is no such user.
 std::set<std::uint32_t> groups_of_user(std::uint32_t uid);
+// The primary group of uid's user; nullopt when there is no such user.
+std::optional<std::uint32_t> primary_gid_of(std::uint32_t uid);
 
 // One [upstreams.NAME] (docs/gateway.md): where a run's model gateway forwards, and the key it
 // adds. The key is never read into the daemon's config: the daemon checks at start that it can be

@@ -46,6 +46,12 @@ std::optional<UserEntry> user_entry(std::uint32_t uid) {
 
 }  // namespace
 
+std::optional<std::uint32_t> primary_gid_of(std::uint32_t uid) {
+  auto user = user_entry(uid);
+  if (!user) return std::nullopt;
+  return user->gid;
+}
+
 std::set<std::uint32_t> groups_of_user(std::uint32_t uid) {
   auto user = user_entry(uid);
   return user ? groups_of(uid, user->gid) : std::set<std::uint32_t>{};

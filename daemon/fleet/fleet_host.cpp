@@ -597,6 +597,10 @@ void FleetHost::place(fleet::SubmitOffer& offer) {
   if (!server) return hand_back(offer, true, "this host is stopping");
   PeerCredentials peer;
   peer.uid = static_cast<std::uint32_t>(*uid);
+  // A peer host names a uid, not its groups: the run's submitter is judged here (its cwd) with
+  // its user's groups from this host's database, never gid 0; a uid with no user here, nogroup.
+  constexpr std::uint32_t kNoGroup = 65534;
+  peer.gid = primary_gid_of(peer.uid).value_or(kNoGroup);
   auto known = std::make_shared<std::promise<bool>>();
   asio::post(server->registry_strand,
              [server, id, known] { known->set_value(server->registry.lookup(id).has_value()); });

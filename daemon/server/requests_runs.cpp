@@ -6,6 +6,7 @@
 
 #include "adapters/plan_common.hpp"
 #include "daemon/log.hpp"
+#include "daemon/process/directory_as_uid.hpp"
 #include "daemon/process/vendor_install_record.hpp"
 #include "daemon/process/vendor_provenance.hpp"
 #include "daemon/run/disk_floor.hpp"
@@ -63,7 +64,8 @@ json::value attested_network(const RunDir& dir) {
 // The refusals `metaharness run` makes too, before anything is created; the spec gets the
 // daemon's defaults. Refused: the code and why.
 boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& server, Role role, const json::object& run,
-                                                                     const adapters::Adapter*& adapter) {
+                                                                     const adapters::Adapter*& adapter,
+                                                                     const PeerCredentials* peer) {
   using Result = boost::system::result<adapters::RunSpec, SubmitRefusal>;
   auto refuse = [](std::string code, std::string reason) {
     return Result(boost::system::in_place_error, SubmitRefusal{std::move(code), std::move(reason)});
@@ -96,19 +98,40 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
   // The cwd is resolved once, here, and kept as its real path: it is checked as that path, and
   // the sandbox binds that path only, opened without following a link (exec_handoff.hpp), so a
   // link the submitter puts in its place later is refused, never followed.
+  const std::optional<std::string> given_cwd = spec->cwd;
+  bool resolved_as_peer = false;
   if (spec->cwd && std::filesystem::path(*spec->cwd).is_absolute()) {
-    std::error_code ec;
-    auto real = std::filesystem::weakly_canonical(*spec->cwd, ec);
-    if (ec)
-      return refuse("MALFORMED",
-                    "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\" cannot be resolved: " + ec.message());
-    spec->cwd = real.string();
+    if (peer && role < Role::admin && ::geteuid() == 0) {
+      // A root daemon's bind passes by every directory above the cwd: below admin, it is resolved
+      // and judged as the submitter (its uid and groups), so a run never gets a directory its
+      // submitter could not enter, read and write itself (one under another user's 0700 home, or
+      // another user's process's cwd named through /proc/PID/cwd). The refusal names the cwd as
+      // given, never what root would resolve it to.
+      auto reached = directory_as_uid(*spec->cwd, peer->uid, peer->gid, groups_of(peer->uid, peer->gid));
+      if (!reached)
+        return refuse("FORBIDDEN", "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\": " + reached.error() +
+                                       "; a run's cwd is bound into it, so it must be a directory its submitter "
+                                       "can reach itself (docs/containment.md)");
+      spec->cwd = std::move(*reached);
+      resolved_as_peer = true;
+    } else {
+      std::error_code ec;
+      auto real = std::filesystem::weakly_canonical(*spec->cwd, ec);
+      if (ec)
+        return refuse("MALFORMED",
+                      "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\" cannot be resolved: " + ec.message());
+      spec->cwd = real.string();
+    }
   }
   // A cwd is where an allowed call writes: below admin, only under the configured roots (none by
-  // default: a run works in its own scratch).
+  // default: a run works in its own scratch). Named as given; as resolved only where the peer
+  // resolved it itself.
   if (spec->cwd && role < Role::admin && !cwd_within_roots(*spec->cwd, config.workspace_roots)) {
     return refuse("CWD_OUTSIDE_ROOTS",
-                  "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\" is not under runs.workspace_roots" +
+                  "cwd \"" + protocol::excerpt(*given_cwd, 200) + "\"" +
+                      (resolved_as_peer && *spec->cwd != *given_cwd ? " (" + protocol::excerpt(*spec->cwd, 200) + ")"
+                                                                    : std::string()) +
+                      " is not under runs.workspace_roots" +
                       (config.workspace_roots.empty() ? " (none are configured: a run works in its own scratch)" : "") +
                       "; only an admin peer may name it");
   }
@@ -212,7 +235,9 @@ asio::awaitable<bool> a_run_has_just_closed(std::shared_ptr<Server> server) {
 boost::system::result<adapters::RunSpec, SubmitRefusal> check_submit(Server& server, Role role,
                                                                      const json::object& run) {
   const adapters::Adapter* adapter = nullptr;
-  return checked_spec(server, role, run, adapter);
+  // No peer here (a fleet submit's first look): the host that makes the run judges the cwd as
+  // its submitter.
+  return checked_spec(server, role, run, adapter, nullptr);
 }
 
 asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCredentials peer, Role role,
@@ -222,7 +247,7 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
     return SubmitResult(boost::system::in_place_error, SubmitRefusal{std::move(code), std::move(reason)});
   };
   const adapters::Adapter* adapter = nullptr;
-  auto spec = checked_spec(*server, role, run, adapter);
+  auto spec = checked_spec(*server, role, run, adapter, &peer);
   if (!spec) co_return SubmitResult(boost::system::in_place_error, spec.error());
   // A run that starts on a full disk could not keep its record: refused by name before anything
   // is reserved or created (daemon/run/disk_floor.hpp).

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/json/serialize.hpp>
@@ -18,6 +20,7 @@
 #include "protocol/completeness.hpp"
 #include "tests/support/daemon_harness.hpp"
 #include "tests/support/governed_run.hpp"
+#include "tests/support/peer_as_uid.hpp"
 
 namespace mh::test {
 namespace {
@@ -229,6 +232,7 @@ TEST_F(DaemonContainment, TheRunIsNotRootAndSeesNeitherAPlantedFileNorAnotherRun
 
 TEST_F(DaemonContainment, AControlPeerMayNameACwdOnlyUnderTheWorkspaceRoots) {
   std::filesystem::create_directories(dir.path() / "roots/project");
+  std::filesystem::create_directories(dir.path() / "roots2");  // beside the root: `..` reaches it
   daemon.reset();
   start_daemon("[access]\nowner_is_admin = false\nroot_is_admin = false\ncontrol_uids = [" +
                std::to_string(::getuid()) + "]\n[runs]\nworkspace_roots = [\"" + (dir.path() / "roots").string() +
@@ -258,6 +262,85 @@ TEST_F(DaemonContainment, AControlPeerMayNameACwdOnlyUnderTheWorkspaceRoots) {
   EXPECT_EQ(
       boost::json::serialize(spec->as_object().at("cwd")),
       boost::json::serialize(boost::json::value(std::filesystem::canonical(dir.path() / "roots/project").string())));
+}
+
+// The attack (an outside tester's, as uid nobody with the control role): a cwd under the workspace
+// roots that the submitter could not reach itself — a repository under another user's 0700
+// directory, or another user's process's cwd named through /proc/PID/cwd — was resolved by root
+// and bound into the submitter's run, which then read the other user's files. A root daemon now
+// resolves and judges the cwd as the submitter: refused FORBIDDEN, naming the cwd as given (not
+// what root would resolve it to); a directory the submitter may enter, read and write is taken.
+TEST_F(DaemonContainment, APeerBelowAdminMayNameOnlyACwdItCanEnterReadAndWriteItself) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the check is a root daemon's, which takes the peer's uid";
+  constexpr uid_t kNobody = 65534;
+  constexpr uid_t kVictim = 4242;
+  for (auto p = dir.path(); p != p.root_path(); p = p.parent_path()) {
+    struct stat st {};
+    ASSERT_EQ(::stat(p.c_str(), &st), 0) << p;
+    if ((st.st_mode & S_IXOTH) == 0) GTEST_SKIP() << p << " does not let another uid pass to the socket";
+  }
+  const auto roots = dir.path() / "roots";
+  std::filesystem::create_directories(roots / "victim-private/repo");
+  std::filesystem::create_directories(roots / "read-only");
+  std::filesystem::create_directories(roots / "mine");
+  std::ofstream(roots / "victim-private/repo/.env") << "DB_PASSWORD=hunter2\n";
+  ASSERT_EQ(::chmod(roots.c_str(), 0755), 0);
+  for (const auto& p : {roots / "victim-private", roots / "victim-private/repo", roots / "victim-private/repo/.env"})
+    ASSERT_EQ(::chown(p.c_str(), kVictim, kVictim), 0) << p;
+  ASSERT_EQ(::chmod((roots / "victim-private").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((roots / "victim-private/repo").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((roots / "read-only").c_str(), 0755), 0);  // root's: nobody may enter and read, not write
+  ASSERT_EQ(::chown((roots / "mine").c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(::chmod((roots / "mine").c_str(), 0700), 0);
+  // The victim's process, sitting in its repository.
+  const std::string repo = (roots / "victim-private/repo").string();
+  const pid_t victim = ::fork();
+  ASSERT_GE(victim, 0);
+  if (victim == 0) {
+    if (::chdir(repo.c_str()) != 0 || ::syscall(SYS_setresgid, kVictim, kVictim, kVictim) != 0 ||
+        ::syscall(SYS_setresuid, kVictim, kVictim, kVictim) != 0)
+      ::_exit(1);
+    for (;;)
+      ::pause();
+  }
+  struct EndVictim {
+    pid_t pid;
+    ~EndVictim() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } end_victim{victim};
+
+  daemon.reset();
+  start_daemon("[paths]\nsocket_mode = \"0666\"\n[access]\ncontrol_uids = [" + std::to_string(kNobody) +
+               "]\n[runs]\nworkspace_roots = [\"" + roots.string() + "\"]\n");
+  auto submit_as_nobody = [&](const std::string& cwd) {
+    std::string why;
+    std::string line = first_line_as(
+        kNobody, daemon->socket(),
+        socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"observe","model_scenario":)" +
+                                     one_bash_call_scenario("true") + R"(,"cwd":")" + cwd + "\"}"),
+        why);
+    EXPECT_FALSE(line.empty()) << cwd << ": " << why;
+    return line;
+  };
+  for (const std::string& cwd : {repo, "/proc/" + std::to_string(victim) + "/cwd", (roots / "read-only").string()}) {
+    const std::string reply = submit_as_nobody(cwd);
+    EXPECT_NE(reply.find(R"("code":"FORBIDDEN")"), std::string::npos) << cwd << ": " << reply;
+    EXPECT_EQ(reply.find(R"("reply":"submitted")"), std::string::npos) << cwd << ": " << reply;
+    if (cwd.rfind("/proc/", 0) == 0) {
+      EXPECT_EQ(reply.find("victim-private"), std::string::npos) << "root's resolution is not told: " << reply;
+    }
+  }
+  const std::string taken = submit_as_nobody((roots / "mine").string());
+  ASSERT_NE(taken.find(R"("reply":"submitted")"), std::string::npos) << taken;
+  auto parsed = protocol::parse_json(taken);
+  ASSERT_TRUE(parsed && parsed->is_object());
+  const std::string id(parsed->as_object().at("run_id").as_string());
+  follow(id);
+  auto spec = protocol::parse_json(read_file(daemon->run_dir(id) / "spec.json"));
+  ASSERT_TRUE(spec && spec->is_object());
+  EXPECT_EQ(spec->as_object().at("cwd"), boost::json::value((roots / "mine").string()));
 }
 
 TEST(DaemonCgroupParent, IsGoneAfterTheDaemonStops) {

@@ -181,11 +181,16 @@ std::string line_from(const std::string& log, const std::string& start) {
 
 TEST_F(FleetTrust, AForgedSpecOnTheQueueIsCheckedAsALocalSubmitAndNeverOwnedByAnAdmin) {
   // A spec for uid 0 (root, the admin here) is refused before any record is made; a spec whose
-  // cwd is outside the host's roots is refused as a control peer's local submit would be.
-  const std::string as_root = forged_run_id("root"), outside = forged_run_id("cwd");
+  // cwd is outside the host's roots is refused as a control peer's local submit would be (a cwd
+  // its uid may enter, read and write, /tmp, so what refuses it is the roots, not the uid's reach).
+  // A cwd its uid cannot reach (/root, for nobody) is refused FORBIDDEN: the placing host judges
+  // it as the submitter's uid with that user's groups here, never as root or gid 0.
+  const std::string as_root = forged_run_id("root"), outside = forged_run_id("cwd"),
+                    unreachable = forged_run_id("reach");
   const std::string log =
       queue_forged_specs(dir_->path(), {{as_root, envelope(standin_run_object(), 0)},
-                                        {outside, envelope(standin_run_object(R"(,"cwd":"/root")"), kNobody)}});
+                                        {outside, envelope(standin_run_object(R"(,"cwd":"/tmp")"), kNobody)},
+                                        {unreachable, envelope(standin_run_object(R"(,"cwd":"/root")"), kNobody)}});
   EXPECT_NE(line_from(log, "fleet: refused a queued spec (run " + as_root + ", from host evil): ")
                 .find("uid 0 is an admin on this host; a peer host is trusted as a control peer at most"),
             std::string::npos)
@@ -193,6 +198,11 @@ TEST_F(FleetTrust, AForgedSpecOnTheQueueIsCheckedAsALocalSubmitAndNeverOwnedByAn
   EXPECT_NE(line_from(log, "fleet: run " + outside + " (from host evil) refused here: ").find("CWD_OUTSIDE_ROOTS"),
             std::string::npos)
       << log;
+  if (::geteuid() == 0) {  // the check is a root daemon's
+    EXPECT_NE(line_from(log, "fleet: run " + unreachable + " (from host evil) refused here: ").find("FORBIDDEN"),
+              std::string::npos)
+        << log;
+  }
 }
 
 TEST_F(FleetTrust, AQueuedSpecWhoseVendorEnvPreloadsALibraryIsRefusedByThePlacingHost) {

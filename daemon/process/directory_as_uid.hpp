@@ -1,0 +1,25 @@
+// A directory named by a peer, resolved and judged as that peer: a root daemon binds a run's cwd
+// into the run, and a bind passes by every directory above it, so the daemon must not bind one the
+// peer could not reach itself (a repository under another user's 0700 home, or a process's cwd
+// named through /proc/PID/cwd, which only root may read). A forked child takes the peer's uid, gid
+// and groups, resolves the path (links and `..`) and asks the kernel whether it may enter, read and
+// write the directory it reached: the kernel's own judgement (modes, ACLs, /proc's ptrace checks),
+// not a copy of it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/system/result.hpp>
+#include <set>
+#include <string>
+
+namespace mh::daemon {
+
+// The real path of `given` when the uid (with gid and groups) can resolve it and enter, read and
+// write the directory it names; else why not, in words that name nothing the peer could not see
+// (the path as given, never what root resolved it to). Needs the privilege to change uid (a root
+// daemon); forks.
+boost::system::result<std::string, std::string> directory_as_uid(const std::string& given, uid_t uid, gid_t gid,
+                                                                 const std::set<std::uint32_t>& groups);
+
+}  // namespace mh::daemon
