@@ -206,6 +206,17 @@ asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection> self, st
     }
     for (auto& item : items) {
       if (closed_ || close_after_flush_) break;
+      // A peer that asks and does not read: its answers wait in the outbox, and its next request
+      // is not handled (nor more of its bytes read) until they drain. Without this, one observer
+      // pipelining `list` grew the outbox without bound. The mark is above what a stream pump
+      // fills (it stops at kOutboxHighWater, one batch past it): a follower that reads slowly
+      // still has its commands (a decision, a halt, a shutdown) read.
+      bool open = true;
+      while (open && outbox_bytes_ >= kRequestsHighWater && !closing_) {
+        co_await drained_.wait();
+        open = !closing_;
+      }
+      if (!open || closing_) break;
       if (item.kind == Item::oversized) {
         co_await handler->on_oversized(std::move(item.text));
         continue;

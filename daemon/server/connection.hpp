@@ -11,7 +11,10 @@
 // the socket takes it without blocking. Otherwise (and the rest of a line the socket did not take)
 // send() queues it in the outbox; one writer coroutine writes it out, in order. The outbox has
 // a high-water mark that a producer with a lot to say (a stream pump) waits on (writable()), so
-// a client that stops reading costs the daemon one batch.
+// a client that stops reading costs the daemon one batch. The reader hands over no further line
+// while the outbox is above a higher mark (kRequestsHighWater, above what a pump fills), so a
+// client that asks and never reads costs about one answer past it, not one answer per request
+// (its writes stop at the socket's buffer).
 //
 // Half-close: a peer that shut its writing half (`nc -U` does) has said all it will; everything
 // it asked is answered, and the connection closes once nothing holds it open (hold/release: a
@@ -62,6 +65,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   static constexpr std::size_t kOutboxHighWater = 256 * 1024;
+  // Above it no further request line is handled until the outbox drains (the peer reads).
+  static constexpr std::size_t kRequestsHighWater = 4 * kOutboxHighWater;
   static constexpr std::size_t kMaxLinesPerWrite = 64;  // IOV_MAX is 1024; fewer keeps a write short
 
   // `on_gone` runs when the connection object goes (the daemon counts open connections).

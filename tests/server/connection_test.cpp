@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -132,3 +133,87 @@ TEST_F(ConnectionOnAPair, LinesSentBehindALineTheSocketCouldNotTakeArriveWholeAn
 }
 
 }  // namespace
+
+// The attack (an outside tester's, as an observer): requests pipelined on one connection that
+// never reads its answers grew the daemon's outbox without bound (a `list` of a run with a
+// 900 KB label, 1,200 times: +1 GB). The connection now reads no further request while its
+// answers wait above the outbox's high-water mark: the peer's writes stop at the socket's buffer,
+// the daemon holds about one answer past the mark, and once the peer reads, every request is
+// answered, in order.
+class AnswerBig : public daemon::Connection::Handler {
+ public:
+  static constexpr std::size_t kAnswer = 100 * 1024;
+  std::weak_ptr<daemon::Connection> connection;
+  std::atomic<std::size_t> lines{0};
+  asio::awaitable<void> on_line(std::string) override {
+    ++lines;
+    if (auto c = connection.lock()) c->send(std::string(kAnswer, 'a'));
+    co_return;
+  }
+  asio::awaitable<void> on_oversized(std::string) override { co_return; }
+};
+
+TEST(ConnectionBackpressure, APeerThatAsksAndNeverReadsIsNotReadFromWhileItsAnswersWaitAboveTheMark) {
+  asio::io_context io{1};
+  auto work = asio::make_work_guard(io);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const int peer = fds[1];
+  // What the kernel holds of the answers, besides the outbox: the daemon end's send buffer and
+  // the peer's receive buffer.
+  int send_buffer = 0, receive_buffer = 0;
+  socklen_t size = sizeof(int);
+  ASSERT_EQ(::getsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &send_buffer, &size), 0);
+  size = sizeof(int);
+  ASSERT_EQ(::getsockopt(peer, SOL_SOCKET, SO_RCVBUF, &receive_buffer, &size), 0);
+  auto handler = std::make_shared<AnswerBig>();
+  auto connection =
+      std::make_shared<daemon::Connection>(daemon::local_socket(io, asio::local::stream_protocol(), fds[0]), 1 << 20);
+  handler->connection = connection;
+  connection->start(handler);
+  std::thread thread([&] { io.run(); });
+
+  // The peer asks without reading, until the socket takes no more and stays full.
+  const std::string request = std::string(1023, 'q') + "\n";
+  std::size_t asked = 0;
+  constexpr std::size_t kCap = 4096;  // requests: far past anything a stopped reader lets through
+  while (asked < kCap) {
+    ssize_t n = ::send(peer, request.data(), request.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(request.size())) {
+      ++asked;
+      continue;
+    }
+    ASSERT_TRUE(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) << "a partial or failed send: " << n;
+    pollfd p{peer, POLLOUT, 0};
+    if (::poll(&p, 1, 2000) == 0) break;  // full for 2 s: the daemon reads no more
+  }
+  EXPECT_LT(asked, kCap) << "the daemon kept reading requests whose answers nobody read";
+  const std::size_t handled = handler->lines;
+  EXPECT_LE(handled * AnswerBig::kAnswer, daemon::Connection::kRequestsHighWater +
+                                              static_cast<std::size_t>(send_buffer + receive_buffer) +
+                                              2 * AnswerBig::kAnswer)
+      << handled << " requests were answered into an outbox nobody read";
+
+  // The peer reads: every request is answered, in order.
+  const std::size_t expected = asked * (AnswerBig::kAnswer + 1);
+  std::size_t got = 0;
+  std::vector<char> chunk(1 << 16);
+  const auto give_up = std::chrono::steady_clock::now() + kBound * 6;
+  while (got < expected && std::chrono::steady_clock::now() < give_up) {
+    ssize_t n = ::recv(peer, chunk.data(), chunk.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+      continue;
+    }
+    pollfd p{peer, POLLIN, 0};
+    ::poll(&p, 1, 100);  // a wait for bytes, bounded by give_up above
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(handler->lines, asked);
+
+  asio::post(io, [connection] { connection->close_after_flush(); });
+  connection.reset();
+  work.reset();
+  ::close(peer);
+  thread.join();
+}
