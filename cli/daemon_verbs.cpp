@@ -111,7 +111,7 @@ int print_stream(Client& c, bool human) {
       if (!human)
         std::cout << *line << "\n";
       else if (reply->reply() == "pending")
-        std::cout << "pending  " << field(reply->o, "call_id") << " (tool.requested seq "
+        std::cout << "pending  " << protocol::printable(field(reply->o, "call_id")) << " (tool.requested seq "
                   << field(reply->o, "requested_seq") << "), " << field(reply->o, "remaining_ms") << " ms left\n";
       std::cout.flush();
       continue;

@@ -71,7 +71,47 @@ std::string outcome_gist(const json::object& o) {
 
 }  // namespace
 
+// What a terminal would act on instead of showing, shown as text: the C0 controls and DEL as
+// \xNN, and the C1 controls (U+0080-U+009F, which a terminal may take as ESC sequences in their
+// UTF-8 form too) as \uNNNN. A run writes the model's text and its tools' output into the stream,
+// and a line printed raw could move the cursor over the line an approver reads (an outside
+// tester's spoofed `tool.requested`), retitle the window or recolour the screen.
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      const auto code = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out.push_back(kHex[code >> 4]);
+      out.push_back(kHex[code & 0xf]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string human_line_of(std::string_view line);
+
+}  // namespace
+
 std::string human_line(std::string_view line) {
+  return printable(human_line_of(line));
+}
+
+namespace {
+
+std::string human_line_of(std::string_view line) {
   auto v = parse_json(line);
   if (!v || !v->is_object() || str(v->get_object(), "format") != "metaharness.event/1") return std::string(line);
   const auto& o = v->get_object();
@@ -135,5 +175,7 @@ std::string human_line(std::string_view line) {
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace mh::protocol

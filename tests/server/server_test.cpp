@@ -178,6 +178,30 @@ TEST(TailFormat, EachEventIsOneReadableLineWithItsGist) {
   EXPECT_EQ(protocol::human_line("not an event"), "not an event");
 }
 
+// The attack (an outside tester's): the model's text carried ESC sequences that, printed raw by
+// `tail --human`, moved the cursor back over the pending call's line and rewrote it as a harmless
+// command while the real call was another; another retitled the window. Every control character a
+// terminal acts on is shown as text, in every field and in a line that is not an event.
+TEST(TailFormat, AControlCharacterFromTheRunIsShownAsTextNeverPassedToTheTerminal) {
+  auto spoof = protocol::human_line(
+      R"({"format":"metaharness.event/1","seq":5,"run":"r","event":"text","text":"\u001b[2A\u001b[53G\u001b[K{\"command\":\"ls\"}\u0007\u009b31m\u007f","request_id":null})");
+  for (char c : spoof) {
+    const auto byte = static_cast<unsigned char>(c);
+    EXPECT_FALSE(byte < 0x20 || byte == 0x7f) << "a control byte " << int(byte) << " in " << spoof;
+  }
+  EXPECT_EQ(spoof.find("\xc2\x9b"), std::string::npos) << "a C1 control (CSI) in " << spoof;
+  EXPECT_NE(spoof.find(R"(\x1b[2A)"), std::string::npos) << spoof;
+  EXPECT_NE(spoof.find(R"(\x07)"), std::string::npos) << spoof;
+  EXPECT_NE(spoof.find(R"(\u009b31m)"), std::string::npos) << spoof;
+  EXPECT_NE(spoof.find(R"(\x7f)"), std::string::npos) << spoof;
+  auto title = protocol::human_line(
+      R"({"format":"metaharness.event/1","seq":6,"run":"r","event":"tool.requested","call_id":"t\u001b]0;PWNED\u0007","name":"Bash","input":{"command":"ls"},"decision_required":false,"deadline_ms":null,"seam":"hook"})");
+  EXPECT_EQ(title.find('\x1b'), std::string::npos) << title;
+  EXPECT_EQ(protocol::human_line("not an event \x1b[2J"), R"(not an event \x1b[2J)");
+  EXPECT_EQ(protocol::human_line("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93")
+      << "other text stays as it is";
+}
+
 // The time shown is when the line was written (recorded_at), else the vendor's, never the time of
 // printing: a stream read an hour later shows the run's own times.
 TEST(TailFormat, TheTimeShownIsRecordedAtElseTheVendorsElseAPlaceholder) {
