@@ -527,6 +527,10 @@ int decide_verb(const ClientOptions& o) {
   json::object decision{{"decision", o.decision}};
   if (o.decision == "deny") decision["reason"] = o.reason;
   if (o.decision == "replace") {
+    if (o.input.empty()) {
+      std::cerr << "metaharness decide: replace needs --input (the JSON input to run instead)\n";
+      return 2;
+    }
     std::string error;
     auto input = protocol::parse_json(o.input, &error);
     if (!input) {
@@ -591,7 +595,8 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
   auto* attach = app.add_subcommand(
       "attach", "Attach as the run's controller: events out (pending decisions first), commands in from stdin");
   attach->add_option("RUN", o->run_id, "run id")->required();
-  attach->add_option("--from", o->from_seq, "replay from this seq (default 1; 0: only what comes next)");
+  attach->add_option("--from", o->from_seq, "replay from this seq (default 1; 0: only what comes next)")
+      ->check(CLI::NonNegativeNumber);
   attach->add_flag("--json", o->json_out, "raw lines even on a terminal");
   socket_option(attach);
   attach->callback([&ctx, o] { ctx.exit_code = tail_verb(*o, true); });
@@ -600,7 +605,7 @@ void register_daemon_verbs(CLI::App& app, Context& ctx) {
       app.add_subcommand("tail", "Read a run's stream: one readable line per event on a terminal, raw JSON otherwise");
   tail->add_option("RUN", o->run_id, "run id")->required();
   tail->add_flag("-f,--follow", o->follow, "keep following until stream.closed");
-  tail->add_option("--from", o->from_seq, "start at this seq (default 1; 0: the end)");
+  tail->add_option("--from", o->from_seq, "start at this seq (default 1; 0: the end)")->check(CLI::NonNegativeNumber);
   tail->add_flag("--json", o->json_out, "raw event lines");
   tail->add_flag("--human", o->human_out, "readable lines even when not on a terminal");
   tail->add_flag("--fleet", o->fleet, "read it from the fleet (a run on any host), byte for byte the owner's");

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error (an unknown option, a missing or invalid
+    // value) exits 2, as docs/cli.md says, not with CLI11's own codes (105-109).
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     std::cerr << "metaharness: " << e.what() << "\n";
     return 2;

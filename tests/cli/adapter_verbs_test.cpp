@@ -195,6 +195,35 @@ TEST(AdapterVerbsHelp, EveryVerbTakingAnAdapterNamesEveryPinnedOne) {
   }
 }
 
+// docs/cli.md: a usage error exits 2 for every verb (CLI11's own codes, 105-109, leaked before:
+// an outside tester found them undocumented); --help and --version exit 0. A negative --from was
+// taken as "unset" (the whole stream); `decide … replace` without --input said "not JSON".
+TEST(UsageErrors, ExitTwoForEveryVerbAndNameWhatIsWrong) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"submit", "claude", "--frobnicate"},
+                                             {"submit", "claude", "-p", "x", "--decisions", "maybe"},
+                                             {"submit", "claude", "--model-scenario", "f.json"},
+                                             {"run", "claude", "--bogus"},
+                                             {"viewer", "--role", "god"},
+                                             {"vendor", "list", "--helpers", "--json", "--nope"},
+                                             {"tail", "r", "--from", "-3"},
+                                             {"attach", "r", "--from", "-2"},
+                                             {"nosuchverb"}}) {
+    auto o = run_verb(args);
+    std::string joined;
+    for (const auto& a : args)
+      joined += a + " ";
+    EXPECT_EQ(o.status, 2) << joined << ": " << o.err;
+    EXPECT_FALSE(o.err.empty()) << joined << ": a usage error says what is wrong";
+  }
+  auto replace = run_verb({"decide", "r", "toolu_1", "replace"});
+  EXPECT_EQ(replace.status, 2);
+  EXPECT_NE(replace.err.find("replace needs --input"), std::string::npos) << replace.err;
+  EXPECT_EQ(run_verb({"--help"}).status, 0);
+  EXPECT_EQ(run_verb({"--version"}).status, 0);
+  EXPECT_EQ(run_verb({"tail", "--help"}).status, 0);
+}
+
 TEST(AdapterVerbsRefusals, AnUnknownAdapterIsNamed) {
   auto o = run_verb({"capabilities", "nosuch"});
   EXPECT_EQ(o.status, 2);
