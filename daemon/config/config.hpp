@@ -113,6 +113,10 @@ struct DaemonConfig {
   unsigned threads = 0;  // 0: one per hardware thread
   std::size_t max_line_bytes = 1u << 20;
   std::size_t max_connections = 4096;
+  // At most this many connections of one uid, so that no one peer can hold every slot; an admin
+  // peer is held to neither bound while it is within kAdminConnectionReserve past max_connections.
+  std::size_t max_connections_per_uid = 2048;
+  static constexpr std::size_t kAdminConnectionReserve = 16;
   // [access]
   Grants observe, control, admin;
   bool owner_is_admin = true;  // the daemon's own uid administers it

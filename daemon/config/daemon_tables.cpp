@@ -33,6 +33,8 @@ std::string read_server_table(const toml::table& server, DaemonConfig& c) {
                       [](const std::size_t& v) { return v >= 1024 ? "" : "must be at least 1024"; });
   r.read<std::size_t>("max_connections", c.max_connections,
                       [](const std::size_t& v) { return v > 0 ? "" : "must be at least 1"; });
+  r.read<std::size_t>("max_connections_per_uid", c.max_connections_per_uid,
+                      [](const std::size_t& v) { return v > 0 ? "" : "must be at least 1"; });
   r.finish();
   return error;
 }

@@ -14,6 +14,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -102,6 +103,7 @@ struct Daemon::Impl final : Server {
   // reply among it) before the io_context stops. Any thread: guarded.
   std::mutex live_mu;
   std::vector<std::weak_ptr<Connection>> live;
+  std::map<std::uint32_t, std::size_t> connections_of_uid;  // admitted, by the peer's uid
   std::vector<std::weak_ptr<HomingSocket>> homing_sockets;  // accepted, waiting for their first line
   std::atomic<bool> stopping{false};
   std::optional<asio::steady_timer> flush_bound;
@@ -206,8 +208,30 @@ struct Daemon::Impl final : Server {
                                  ") has no role on this daemon; [access] in the config grants observe, control or "
                                  "admin",
                              std::nullopt);
-    if (!refusal && connections.load() >= config.max_connections)
-      refusal = refusal_line("BUSY", "the daemon is at server.max_connections", std::nullopt);
+    // The slot an admitted connection holds under its uid, given back when the connection (or
+    // its homing, cut short by a stop) goes.
+    std::shared_ptr<void> slot;
+    if (!refusal) {
+      const bool admin = role == Role::admin;
+      const std::uint32_t uid = peer->uid;
+      std::lock_guard lock(live_mu);
+      if (connections.load() >= config.max_connections + (admin ? DaemonConfig::kAdminConnectionReserve : 0)) {
+        refusal = refusal_line("BUSY", "the daemon is at server.max_connections", std::nullopt);
+      } else if (!admin && connections_of_uid[uid] >= config.max_connections_per_uid) {
+        refusal = refusal_line("BUSY",
+                               "uid " + std::to_string(uid) + " holds server.max_connections_per_uid (" +
+                                   std::to_string(config.max_connections_per_uid) + ") connections already",
+                               std::nullopt);
+      } else {
+        ++connections_of_uid[uid];
+        slot = std::shared_ptr<void>(nullptr, [self = self(), uid](void*) {
+          std::lock_guard lock(self->live_mu);
+          if (auto it = self->connections_of_uid.find(uid); it != self->connections_of_uid.end() && --it->second == 0)
+            self->connections_of_uid.erase(it);
+        });
+      }
+      if (refusal && connections_of_uid[uid] == 0) connections_of_uid.erase(uid);
+    }
     if (refusal)
       log(LogPriority::notice,
           "refused a connection from uid " + std::to_string(peer->uid) + " pid " + std::to_string(peer->pid));
@@ -225,20 +249,20 @@ struct Daemon::Impl final : Server {
       if (stopping) homing->cancel();
     }
     auto strand = homing->socket().get_executor();
-    asio::co_spawn(strand, home_then_serve(self(), std::move(homing), *peer, role), asio::detached);
+    asio::co_spawn(strand, home_then_serve(self(), std::move(homing), *peer, role, std::move(slot)), asio::detached);
   }
 
   asio::awaitable<void> home_then_serve(std::shared_ptr<Impl> self, std::shared_ptr<HomingSocket> homing,
-                                        PeerCredentials peer, Role role) {
+                                        PeerCredentials peer, Role role, std::shared_ptr<void> slot) {
     auto socket = co_await home_connection(std::move(homing), registry_run_context(self));
-    auto connection = make_connection(std::move(socket));
+    auto connection = make_connection(std::move(socket), std::move(slot));
     connection->start(std::make_shared<Session>(self, connection, peer, role));
   }
 
   // A connection counted in `connections`, known to the stop; one made after the stop began is
   // finished at once (it answers what it was asked, then closes).
-  std::shared_ptr<Connection> make_connection(local_socket socket) {
-    auto gone = [self = self()] {
+  std::shared_ptr<Connection> make_connection(local_socket socket, std::shared_ptr<void> slot = {}) {
+    auto gone = [self = self(), slot = std::move(slot)] {
       if (--self->connections == 0 && self->stopping) asio::post(self->io, [self] { self->pool.stop(); });
     };
     auto connection = std::make_shared<Connection>(std::move(socket), config.max_line_bytes, std::move(gone));

@@ -3,6 +3,8 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+
 #include "protocol/digest.hpp"
 
 namespace mh::daemon {
@@ -47,6 +49,13 @@ std::optional<ViewerTokens::Minted> ViewerTokens::mint(Role role, protocol::Peer
   forget_expired(now);
   if (by_digest_.size() >= kMaxTokens) {
     why_not = std::to_string(kMaxTokens) + " viewer tokens are live; one frees when it expires (or at a restart)";
+    return std::nullopt;
+  }
+  const auto minted_by_uid = std::count_if(by_digest_.begin(), by_digest_.end(),
+                                           [&](const auto& entry) { return entry.second.minted_by.uid == by.uid; });
+  if (static_cast<std::size_t>(minted_by_uid) >= kMaxTokensPerUid) {
+    why_not = "uid " + std::to_string(by.uid) + " holds " + std::to_string(kMaxTokensPerUid) +
+              " live viewer tokens already; one frees when it expires (or at a restart)";
     return std::nullopt;
   }
   ViewerGrant grant{role, std::move(by), now + ttl};

@@ -32,6 +32,8 @@ struct ViewerGrant {
 class ViewerTokens {
  public:
   static constexpr std::size_t kMaxTokens = 1024;
+  // Of them, at most this many minted by one uid: no one peer can take every token there is.
+  static constexpr std::size_t kMaxTokensPerUid = 64;
   static constexpr std::chrono::seconds kMaxTtl{7 * 24 * 3600};
 
   struct Minted {

@@ -1,6 +1,7 @@
 // How a real daemon lets go of a connection: a peer it refuses, and every peer at its stop. A
 // closed connection is one the peer reads to a clean end (never reset, never a lost last line),
 // and one the daemon no longer counts.
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -40,23 +41,33 @@ std::string refused_peer_sees(const std::filesystem::path& socket, uid_t uid, co
   return report.seen;
 }
 
+// A directory of its own under /tmp that other uids may traverse but not read (a checkout's, say
+// a mkdtemp 0700 one, need not let a second uid reach the socket), removed at the end. `path` is
+// empty when it could not be made.
+struct TraversableDir {
+  explicit TraversableDir(std::string templ) {
+    if (::mkdtemp(templ.data()) == nullptr) return;
+    path = templ;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                           std::filesystem::perms::others_exec);
+  }
+  ~TraversableDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  TraversableDir(const TraversableDir&) = delete;
+  TraversableDir& operator=(const TraversableDir&) = delete;
+  std::filesystem::path path;
+};
+
 TEST(ConnectionEnd, PeersWithNoRoleReadTheirRefusalAndACleanEndAndAreNotCountedAfterwards) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as a second uid (nobody)";
   // The second uid must reach the socket: every directory above it must let it pass, which a
   // checkout's (say a mkdtemp 0700 one) need not. So the daemon lives under /tmp, in a directory
   // of its own that others may traverse but not read.
-  char templ[] = "/tmp/mh-no-role-XXXXXX";
-  ASSERT_NE(::mkdtemp(templ), nullptr) << std::strerror(errno);
-  const std::filesystem::path dir(templ);
-  struct RemoveAtEnd {
-    std::filesystem::path path;
-    ~RemoveAtEnd() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } remove_at_end{dir};
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
-                                        std::filesystem::perms::others_exec);
+  const TraversableDir home("/tmp/mh-no-role-XXXXXX");
+  ASSERT_FALSE(home.path.empty()) << std::strerror(errno);
+  const std::filesystem::path& dir = home.path;
   DaemonUnderTest daemon(dir, "[paths]\nsocket_mode = \"0666\"\n[server]\nmax_connections = 4\n");
   ASSERT_TRUE(daemon.wait_notify("READY=1")) << daemon.stderr_text();
   // Each sends its request at once, before the refusal arrives: the bytes the daemon never reads
@@ -72,6 +83,95 @@ TEST(ConnectionEnd, PeersWithNoRoleReadTheirRefusalAndACleanEndAndAreNotCountedA
   auto parsed = protocol::parse_json(status->raw);
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->as_object().at("connections").to_number<int>(), 1) << status->raw;
+}
+
+// A peer of `uid` that connects, asks `status`, and keeps its connection open until it goes:
+// what the daemon first answered is in `first`. Forks: the child drops to the uid.
+class HeldPeer {
+ public:
+  HeldPeer(const std::filesystem::path& socket, uid_t uid) {
+    int report[2], hold[2];
+    if (::pipe(report) != 0 || ::pipe(hold) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(report[0]);
+      ::close(hold[1]);
+      std::string seen = "no drop";
+      if (::setgroups(0, nullptr) == 0 && ::setresgid(uid, uid, uid) == 0 && ::setresuid(uid, uid, uid) == 0) {
+        int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+        seen = "no connect";
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+          const std::string request = R"({"format":"metaharness.socket/1","request":"status"})"
+                                      "\n";
+          (void)!::write(fd, request.data(), request.size());
+          seen.clear();
+          char c;
+          while (::read(fd, &c, 1) == 1 && c != '\n')
+            seen.push_back(c);
+        }
+      }
+      seen.push_back('\n');
+      (void)!::write(report[1], seen.data(), seen.size());
+      char c;
+      while (::read(hold[0], &c, 1) > 0) {
+      }  // held until the test lets go
+      ::_exit(0);
+    }
+    ::close(report[1]);
+    ::close(hold[0]);
+    hold_ = hold[1];
+    char c;
+    while (::read(report[0], &c, 1) == 1 && c != '\n')
+      first.push_back(c);
+    ::close(report[0]);
+  }
+  ~HeldPeer() {
+    if (hold_ >= 0) ::close(hold_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  HeldPeer(const HeldPeer&) = delete;
+  HeldPeer& operator=(const HeldPeer&) = delete;
+  std::string first;
+
+ private:
+  pid_t pid_ = -1;
+  int hold_ = -1;
+};
+
+// The attack (an outside tester's, as one observer uid): it held 4,100 idle connections, and
+// root's own `metaharness status` was refused BUSY — the admin could not even halt a run. One
+// uid holds at most server.max_connections_per_uid, and an admin is admitted within a reserve
+// past server.max_connections.
+TEST(ConnectionEnd, OneUidHoldsAtMostItsShareAndAnAdminIsStillAdmittedWhenTheDaemonIsFull) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as a second uid (nobody)";
+  const TraversableDir home("/tmp/mh-slots-XXXXXX");
+  ASSERT_FALSE(home.path.empty()) << std::strerror(errno);
+  const std::filesystem::path& dir = home.path;
+  DaemonUnderTest daemon(dir, "[paths]\nsocket_mode = \"0666\"\n[access]\nobserve_uids = [" + std::to_string(kNobody) +
+                                  "]\n[server]\nmax_connections = 3\nmax_connections_per_uid = 2\n");
+  ASSERT_TRUE(daemon.wait_notify("READY=1")) << daemon.stderr_text();
+  HeldPeer first(daemon.socket(), kNobody), second(daemon.socket(), kNobody);
+  EXPECT_NE(first.first.find(R"("reply":"status")"), std::string::npos) << first.first;
+  EXPECT_NE(second.first.find(R"("reply":"status")"), std::string::npos) << second.first;
+  {
+    HeldPeer third(daemon.socket(), kNobody);
+    EXPECT_NE(third.first.find(R"("code":"BUSY")"), std::string::npos) << third.first;
+    EXPECT_NE(third.first.find("max_connections_per_uid"), std::string::npos) << third.first;
+  }
+  // Root (an admin) fills the last slot, then is admitted past it; a non-admin is not.
+  SocketClient root_1(daemon.socket()), root_2(daemon.socket());
+  for (SocketClient* c : {&root_1, &root_2}) {
+    auto status = c->request(socket_request("status"));
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->str("reply"), "status") << status->raw;
+  }
+  // Both of nobody's slots are taken, and the daemon is past max_connections: nobody's next is
+  // refused either way; one of nobody's goes, and the daemon is still full for a non-admin.
+  HeldPeer over(daemon.socket(), kNobody);
+  EXPECT_NE(over.first.find(R"("code":"BUSY")"), std::string::npos) << over.first;
 }
 
 TEST(ConnectionEnd, AShutdownReplyQueuedBehindAFullOutboxIsStillDeliveredBeforeTheDaemonExits) {

@@ -69,13 +69,31 @@ TEST(ViewerTokens, ATtlOutOfRangeOrNoRoleIsRefusedByName) {
 TEST(ViewerTokens, AFullBookRefusesOneMoreUntilATokenExpires) {
   ViewerTokens book;
   std::string why;
+  // Many uids' tokens (one uid may hold kMaxTokensPerUid of them).
+  auto uid_of = [](std::size_t i) {
+    return protocol::PeerIdentity{static_cast<std::uint32_t>(i / ViewerTokens::kMaxTokensPerUid), 0, std::nullopt};
+  };
   for (std::size_t i = 0; i < ViewerTokens::kMaxTokens; ++i)
-    ASSERT_TRUE(book.mint(Role::observe, {}, i == 0 ? 10s : 3600s, kNow, why)) << why;
-  EXPECT_FALSE(book.mint(Role::observe, {}, 60s, kNow + 1s, why));
+    ASSERT_TRUE(book.mint(Role::observe, uid_of(i), i == 0 ? 10s : 3600s, kNow, why)) << why;
+  EXPECT_FALSE(book.mint(Role::observe, uid_of(ViewerTokens::kMaxTokens), 60s, kNow + 1s, why));
   EXPECT_NE(why.find("live"), std::string::npos) << why;
   // The first one expires: there is room again, and nobody else's token was pushed out.
-  EXPECT_TRUE(book.mint(Role::observe, {}, 60s, kNow + 10s, why)) << why;
+  EXPECT_TRUE(book.mint(Role::observe, uid_of(0), 60s, kNow + 10s, why)) << why;
   EXPECT_EQ(book.live(kNow + 10s), ViewerTokens::kMaxTokens);
+}
+
+// The attack (an outside tester's): one observer uid minted every token the book holds (week-long
+// ones), and root's `metaharness viewer` was refused for a week. One uid holds at most
+// kMaxTokensPerUid; another uid (root among them) still gets one.
+TEST(ViewerTokens, OneUidHoldsAtMostItsShareAndAnotherStillGetsOne) {
+  ViewerTokens book;
+  std::string why;
+  const protocol::PeerIdentity observer{4343, 1, std::nullopt}, root{0, 2, std::nullopt};
+  for (std::size_t i = 0; i < ViewerTokens::kMaxTokensPerUid; ++i)
+    ASSERT_TRUE(book.mint(Role::observe, observer, ViewerTokens::kMaxTtl, kNow, why)) << why;
+  EXPECT_FALSE(book.mint(Role::observe, observer, ViewerTokens::kMaxTtl, kNow, why));
+  EXPECT_NE(why.find("uid 4343 holds"), std::string::npos) << why;
+  EXPECT_TRUE(book.mint(Role::admin, root, 60s, kNow, why)) << why;
 }
 
 }  // namespace
