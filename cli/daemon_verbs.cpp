@@ -58,7 +58,9 @@ std::string field(const json::object& o, std::string_view key) {
 }
 
 int refused(const ReplyView& r) {
-  std::cerr << "metaharness: refused (" << field(r.o, "code") << "): " << field(r.o, "reason") << "\n";
+  // The reason may quote what a peer or a run sent: shown, never obeyed by the terminal.
+  std::cerr << "metaharness: refused (" << protocol::printable(field(r.o, "code"))
+            << "): " << protocol::printable(field(r.o, "reason")) << "\n";
   return 1;
 }
 

@@ -71,10 +71,19 @@ std::string outcome_gist(const json::object& o) {
 
 }  // namespace
 
+namespace {
+
+// U+202A-U+202E (E2 80 AA-AE) and U+2066-U+2069 (E2 81 A6-A9), by their last two UTF-8 bytes.
+bool bidi_control(unsigned char second, unsigned char third) {
+  return (second == 0x80 && third >= 0xaa && third <= 0xae) || (second == 0x81 && third >= 0xa6 && third <= 0xa9);
+}
+
+}  // namespace
+
 // What a terminal would act on instead of showing, shown as text: the C0 controls and DEL as
 // \xNN, and the C1 controls (U+0080-U+009F, which a terminal may take as ESC sequences in their
-// UTF-8 form too) as \uNNNN. A run writes the model's text and its tools' output into the stream,
-// and a line printed raw could move the cursor over the line an approver reads (an outside
+// UTF-8 form too) and the bidirectional overrides and isolates as \uNNNN. A run writes the model's text and its tools'
+// output into the stream, and a line printed raw could move the cursor over the line an approver reads (an outside
 // tester's spoofed `tool.requested`), retitle the window or recolour the screen.
 std::string printable(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -92,6 +101,16 @@ std::string printable(std::string_view text) {
       out += "\\u00";
       out.push_back(kHex[code >> 4]);
       out.push_back(kHex[code & 0xf]);
+    } else if (c == 0xe2 && i + 2 < text.size() &&
+               bidi_control(static_cast<unsigned char>(text[i + 1]), static_cast<unsigned char>(text[i + 2]))) {
+      // A bidirectional override or isolate (U+202A-U+202E, U+2066-U+2069) reorders what the
+      // reader sees after it: shown as its code point.
+      const unsigned code = 0x2000u + ((static_cast<unsigned char>(text[i + 1]) & 0x3fu) << 6) +
+                            (static_cast<unsigned char>(text[i + 2]) & 0x3fu);
+      i += 2;
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4)
+        out.push_back(kHex[(code >> shift) & 0xf]);
     } else {
       out.push_back(static_cast<char>(c));
     }

@@ -458,7 +458,7 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
       }
       fleet::FleetLine line = std::move(state->lines.front());
       state->lines.pop_front();
-      connection.send(std::move(line.line));
+      connection.send_streamed(std::move(line.line));  // a stream's line, not an answer
       if (line.seq != 0) next_seq = line.seq + 1;
       done = line.closed || (!follow && line.seq >= end_seq);
     }

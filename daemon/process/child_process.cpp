@@ -1,5 +1,7 @@
 #include "daemon/process/child_process.hpp"
 
+#include "daemon/process/all_signals_blocked.hpp"
+
 // Boost 1.81's Process v2 headers also name boost::optional and an unqualified
 // is_constructible without including them when BOOST_PROCESS_USE_STD_FS is set; the shared
 // wrapper (daemon/asio/process_v2.hpp, not ours) only covers remove_pointer, and asio_impl.cpp
@@ -149,23 +151,6 @@ struct ChildSideSetup {
   void on_exec_error(Ignored&&...) {
     ::_exit(127);
   }
-};
-
-// Blocks every signal on the calling thread for the duration of the fork, so that between fork
-// and the child's reset of dispositions no handler of the daemon can run inside the child.
-class AllSignalsBlocked {
- public:
-  AllSignalsBlocked() {
-    sigset_t all;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &previous_);
-  }
-  ~AllSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
-  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
-  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
-
- private:
-  sigset_t previous_;
 };
 
 void kill_and_reap(pid_t pid) {

@@ -2,17 +2,20 @@
 #include "daemon/process/directory_as_uid.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/thread_pool.hpp>
 #include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "daemon/process/all_signals_blocked.hpp"
 #include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
@@ -22,22 +25,46 @@ namespace {
 // What the child says: 0 and the real path on its pipe, or one of these.
 enum ChildExit : int { kReached = 0, kNotReached = 1, kNoDrop = 2 };
 
-// The child's part: only system calls on memory made before the fork (the daemon has threads).
+// "/proc/self/fd/<fd>" without printf (the child of a threaded process calls only what is safe
+// after fork).
+void fd_link_path(int fd, char (&out)[40]) {
+  static constexpr char kPrefix[] = "/proc/self/fd/";
+  std::size_t at = sizeof kPrefix - 1;
+  std::memcpy(out, kPrefix, at);
+  char digits[16];
+  int n = 0;
+  unsigned value = static_cast<unsigned>(fd);
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0 && n < 16);
+  while (n > 0)
+    out[at++] = digits[--n];
+  out[at] = '\0';
+}
+
+// The child's part: only system calls, on memory made before the fork (the daemon has threads).
+// Every signal stays blocked (the daemon's handlers write to its own signal pipe, and the peer,
+// whose uid the child takes, may signal it), and no descriptor of the daemon's but the pipe is
+// kept.
 [[noreturn]] void judge_as(const char* given, uid_t uid, gid_t gid, const std::vector<gid_t>& groups, int out) {
+  constexpr int kOut = 3;
+  if (out != kOut && ::dup2(out, kOut) != kOut) ::_exit(kNotReached);
+  if (::syscall(SYS_close_range, kOut + 1, ~0U, 0) != 0) ::_exit(kNotReached);
   if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0 || ::syscall(SYS_setresgid, gid, gid, gid) != 0 ||
       ::syscall(SYS_setresuid, uid, uid, uid) != 0)
     ::_exit(kNoDrop);
   int dir = ::open(given, O_PATH | O_DIRECTORY | O_CLOEXEC);  // as the peer: links followed as it may follow them
   if (dir < 0) ::_exit(kNotReached);
-  char self[64];
+  char self[40];
+  fd_link_path(dir, self);
   char real[PATH_MAX + 1];
-  std::snprintf(self, sizeof self, "/proc/self/fd/%d", dir);
   ssize_t n = ::readlink(self, real, PATH_MAX);
-  if (n <= 0 || real[0] != '/') ::_exit(kNotReached);
+  if (n <= 0 || n >= PATH_MAX || real[0] != '/') ::_exit(kNotReached);
   real[n] = '\0';
   if (::faccessat(AT_FDCWD, real, R_OK | W_OK | X_OK, AT_EACCESS) != 0) ::_exit(kNotReached);
   for (ssize_t at = 0; at < n;) {
-    ssize_t w = ::write(out, real + at, static_cast<std::size_t>(n - at));
+    ssize_t w = ::write(kOut, real + at, static_cast<std::size_t>(n - at));
     if (w <= 0) ::_exit(kNotReached);
     at += w;
   }
@@ -47,7 +74,8 @@ enum ChildExit : int { kReached = 0, kNotReached = 1, kNoDrop = 2 };
 }  // namespace
 
 boost::system::result<std::string, std::string> directory_as_uid(const std::string& given, uid_t uid, gid_t gid,
-                                                                 const std::set<std::uint32_t>& groups) {
+                                                                 const std::set<std::uint32_t>& groups,
+                                                                 std::chrono::milliseconds bound) {
   using Result = boost::system::result<std::string, std::string>;
   const std::vector<gid_t> group_list(groups.begin(), groups.end());
   int pipe_fds[2];
@@ -55,28 +83,60 @@ boost::system::result<std::string, std::string> directory_as_uid(const std::stri
     return Result(boost::system::in_place_error, std::string(std::strerror(errno)));
   UniqueFd read_end(pipe_fds[0]);
   UniqueFd write_end(pipe_fds[1]);
-  const pid_t child = ::fork();
+  pid_t child;
+  {
+    AllSignalsBlocked blocked;  // the child is born with every signal blocked, and keeps it so
+    child = ::fork();
+    if (child == 0) judge_as(given.c_str(), uid, gid, group_list, write_end.get());
+  }
   if (child < 0) return Result(boost::system::in_place_error, "fork: " + std::string(std::strerror(errno)));
-  if (child == 0) judge_as(given.c_str(), uid, gid, group_list, write_end.get());
   write_end.reset();
+  // Bounded: the child runs as the peer, who may stop it or name a path on a file system of its
+  // own that never answers. Past the bound it is killed, and the cwd refused.
   std::string real;
+  bool timed_out = false;
+  const auto give_up = std::chrono::steady_clock::now() + bound;
   char chunk[1024];
-  for (ssize_t n; (n = ::read(read_end.get(), chunk, sizeof chunk)) != 0;) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{read_end.get(), POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      timed_out = ready == 0;
+      break;
+    }
+    ssize_t n = ::read(read_end.get(), chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
+    if (n <= 0) break;  // the child is done
     real.append(chunk, static_cast<std::size_t>(n));
   }
+  if (timed_out) ::kill(child, SIGKILL);
   int status = 0;
-  while (::waitpid(child, &status, 0) == -1 && errno == EINTR) {
+  pid_t reaped;
+  while ((reaped = ::waitpid(child, &status, 0)) == -1 && errno == EINTR) {
   }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == kReached && !real.empty()) return Result(boost::system::in_place_value, std::move(real));
+  const int code = reaped == child && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (!timed_out && code == kReached && !real.empty()) return Result(boost::system::in_place_value, std::move(real));
+  if (timed_out)
+    return Result(boost::system::in_place_error,
+                  "uid " + std::to_string(uid) + " did not resolve it within " + std::to_string(bound.count()) + " ms");
   if (code == kNoDrop)
     return Result(boost::system::in_place_error,
-                  "the daemon could not take uid " + std::to_string(uid) + " to check it (it is not root)");
+                  "the daemon could not take uid " + std::to_string(uid) + " and its groups to check it");
   return Result(boost::system::in_place_error, "uid " + std::to_string(uid) +
                                                    " cannot reach it, or it is not a directory that uid may enter, "
                                                    "read and write");
+}
+
+boost::asio::any_io_executor cwd_check_executor() {
+  static boost::asio::thread_pool pool(2);
+  return pool.get_executor();
 }
 
 }  // namespace mh::daemon

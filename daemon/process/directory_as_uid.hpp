@@ -9,7 +9,9 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/system/result.hpp>
+#include <chrono>
 #include <set>
 #include <string>
 
@@ -18,8 +20,15 @@ namespace mh::daemon {
 // The real path of `given` when the uid (with gid and groups) can resolve it and enter, read and
 // write the directory it names; else why not, in words that name nothing the peer could not see
 // (the path as given, never what root resolved it to). Needs the privilege to change uid (a root
-// daemon); forks.
-boost::system::result<std::string, std::string> directory_as_uid(const std::string& given, uid_t uid, gid_t gid,
-                                                                 const std::set<std::uint32_t>& groups);
+// daemon); forks, and blocks the calling thread for at most `bound` (the child runs as the peer,
+// who may stop it or name a path that never answers: past the bound it is killed and the answer is
+// no). Call it off the daemon's io threads (cwd_check_executor()).
+boost::system::result<std::string, std::string> directory_as_uid(
+    const std::string& given, uid_t uid, gid_t gid, const std::set<std::uint32_t>& groups,
+    std::chrono::milliseconds bound = std::chrono::milliseconds(5000));
+
+// Where directory_as_uid is called from a daemon: two threads of their own, never an io thread (a
+// check may take its whole bound, and an io thread serves other runs and connections).
+boost::asio::any_io_executor cwd_check_executor();
 
 }  // namespace mh::daemon

@@ -77,6 +77,14 @@ void Connection::start_refused(std::string line) {
 }
 
 void Connection::send(std::string line) {
+  queue(std::move(line), /*answer=*/true);
+}
+
+void Connection::send_streamed(std::string line) {
+  queue(std::move(line), /*answer=*/false);
+}
+
+void Connection::queue(std::string line, bool answer) {
   line.push_back('\n');
   if (writer_waiting_ && outbox_.empty() && !closed_ && !close_after_flush_) {
     // The writer sleeps with nothing queued or in flight: write now instead of waking it. A
@@ -89,7 +97,8 @@ void Connection::send(std::string line) {
     if (n > 0) line.erase(0, static_cast<std::size_t>(n));
   }
   outbox_bytes_ += line.size();
-  outbox_.push_back(std::move(line));
+  if (answer) answer_bytes_ += line.size();
+  outbox_.push_back(Queued{std::move(line), answer});
   wake_writer_.notify();
 }
 
@@ -131,10 +140,11 @@ asio::awaitable<void> Connection::write_loop(std::shared_ptr<Connection>) {
       // tool.decided, command.result — are one sendmsg, not three), up to a bound per write.
       std::vector<std::string> batch;
       std::vector<asio::const_buffer> buffers;
-      std::size_t batch_bytes = 0;
+      std::size_t batch_bytes = 0, batch_answer_bytes = 0;
       while (!outbox_.empty() && batch.size() < kMaxLinesPerWrite && batch_bytes < kOutboxHighWater) {
-        batch_bytes += outbox_.front().size();
-        batch.push_back(std::move(outbox_.front()));
+        batch_bytes += outbox_.front().bytes.size();
+        if (outbox_.front().answer) batch_answer_bytes += outbox_.front().bytes.size();
+        batch.push_back(std::move(outbox_.front().bytes));
         outbox_.pop_front();
       }
       for (const auto& line : batch)
@@ -142,7 +152,8 @@ asio::awaitable<void> Connection::write_loop(std::shared_ptr<Connection>) {
       auto [ec, n] = co_await asio::async_write(socket_, buffers, asio::as_tuple(asio::use_awaitable));
       (void)n;
       outbox_bytes_ -= batch_bytes;
-      if (outbox_bytes_ < kOutboxHighWater) drained_.notify();
+      answer_bytes_ -= batch_answer_bytes;
+      drained_.notify();  // each waiter looks again at its own mark (the pump's, the reader's)
       if (ec) {
         close();
         co_return;
@@ -207,16 +218,14 @@ asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection> self, st
     for (auto& item : items) {
       if (closed_ || close_after_flush_) break;
       // A peer that asks and does not read: its answers wait in the outbox, and its next request
-      // is not handled (nor more of its bytes read) until they drain. Without this, one observer
-      // pipelining `list` grew the outbox without bound. The mark is above what a stream pump
-      // fills (it stops at kOutboxHighWater, one batch past it): a follower that reads slowly
-      // still has its commands (a decision, a halt, a shutdown) read.
-      bool open = true;
-      while (open && outbox_bytes_ >= kRequestsHighWater && !closing_) {
+      // is not handled (nor more of its bytes read) until they drain below the mark. Without
+      // this, one observer pipelining `list` grew the outbox without bound. Only answers count:
+      // a stream's lines (its pump waits on its own mark) never hold a follower's commands (a
+      // decision, a halt, a shutdown) back, so a client that writes a long command while its
+      // stream is unread is still read.
+      while (answer_bytes_ >= kAnswersHighWater && !closing_ && !closed_ && !close_after_flush_)
         co_await drained_.wait();
-        open = !closing_;
-      }
-      if (!open || closing_) break;
+      if (closing_ || closed_ || close_after_flush_) break;
       if (item.kind == Item::oversized) {
         co_await handler->on_oversized(std::move(item.text));
         continue;

@@ -12,9 +12,9 @@
 // send() queues it in the outbox; one writer coroutine writes it out, in order. The outbox has
 // a high-water mark that a producer with a lot to say (a stream pump) waits on (writable()), so
 // a client that stops reading costs the daemon one batch. The reader hands over no further line
-// while the outbox is above a higher mark (kRequestsHighWater, above what a pump fills), so a
-// client that asks and never reads costs about one answer past it, not one answer per request
-// (its writes stop at the socket's buffer).
+// while the answers to requests in the outbox are above kAnswersHighWater (a stream's lines do not
+// count), so a client that asks and never reads costs about one answer past it, not one answer
+// per request (its writes stop at the socket's buffer).
 //
 // Half-close: a peer that shut its writing half (`nc -U` does) has said all it will; everything
 // it asked is answered, and the connection closes once nothing holds it open (hold/release: a
@@ -65,8 +65,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   static constexpr std::size_t kOutboxHighWater = 256 * 1024;
-  // Above it no further request line is handled until the outbox drains (the peer reads).
-  static constexpr std::size_t kRequestsHighWater = 4 * kOutboxHighWater;
+  // While the answers to requests waiting in the outbox reach this, no further request line is
+  // handled (the peer reads, or nothing more is read from it).
+  static constexpr std::size_t kAnswersHighWater = kOutboxHighWater;
   static constexpr std::size_t kMaxLinesPerWrite = 64;  // IOV_MAX is 1024; fewer keeps a write short
 
   // `on_gone` runs when the connection object goes (the daemon counts open connections).
@@ -80,8 +81,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Sends one line and closes: a connection refused before it is served.
   void start_refused(std::string line);
 
-  // Queues one line (the newline is added).
+  // Queues one line (the newline is added): an answer to the peer's request (a reply, a refusal),
+  // counted against kAnswersHighWater.
   void send(std::string line);
+  // Queues one line of a stream the peer asked for (a pump's): not counted as an answer.
+  void send_streamed(std::string line);
   // Sends what is queued, then closes; no further line is read.
   void close_after_flush();
 
@@ -117,8 +121,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   local_socket socket_;
   std::size_t max_line_bytes_;
   std::function<void()> on_gone_;
-  std::deque<std::string> outbox_;
+  struct Queued {
+    std::string bytes;
+    bool answer = true;  // an answer to a request, not a stream's line
+  };
+  void queue(std::string line, bool answer);
+  std::deque<Queued> outbox_;
   std::size_t outbox_bytes_ = 0;
+  std::size_t answer_bytes_ = 0;  // of outbox_bytes_, the answers'
   Signal wake_writer_;
   Signal drained_;
   bool close_after_flush_ = false;

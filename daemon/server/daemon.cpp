@@ -104,6 +104,7 @@ struct Daemon::Impl final : Server {
   std::mutex live_mu;
   std::vector<std::weak_ptr<Connection>> live;
   std::map<std::uint32_t, std::size_t> connections_of_uid;  // admitted, by the peer's uid
+  std::size_t connections_admitted = 0;                     // their sum: a refused connection, lingering, is not one
   std::vector<std::weak_ptr<HomingSocket>> homing_sockets;  // accepted, waiting for their first line
   std::atomic<bool> stopping{false};
   std::optional<asio::steady_timer> flush_bound;
@@ -215,7 +216,9 @@ struct Daemon::Impl final : Server {
       const bool admin = role == Role::admin;
       const std::uint32_t uid = peer->uid;
       std::lock_guard lock(live_mu);
-      if (connections.load() >= config.max_connections + (admin ? DaemonConfig::kAdminConnectionReserve : 0)) {
+      // Admitted connections only: refused ones linger up to 2 s (discard_then_close), and a peer
+      // that keeps being refused must not fill the admin's reserve with them.
+      if (connections_admitted >= config.max_connections + (admin ? DaemonConfig::kAdminConnectionReserve : 0)) {
         refusal = refusal_line("BUSY", "the daemon is at server.max_connections", std::nullopt);
       } else if (!admin && connections_of_uid[uid] >= config.max_connections_per_uid) {
         refusal = refusal_line("BUSY",
@@ -224,8 +227,10 @@ struct Daemon::Impl final : Server {
                                std::nullopt);
       } else {
         ++connections_of_uid[uid];
+        ++connections_admitted;
         slot = std::shared_ptr<void>(nullptr, [self = self(), uid](void*) {
           std::lock_guard lock(self->live_mu);
+          --self->connections_admitted;
           if (auto it = self->connections_of_uid.find(uid); it != self->connections_of_uid.end() && --it->second == 0)
             self->connections_of_uid.erase(it);
         });

@@ -1,6 +1,8 @@
 // The requests about runs as a whole: submit, list, get, status, and shutdown.
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
 #include <fstream>
 
@@ -61,11 +63,33 @@ json::value attested_network(const RunDir& dir) {
   return nullptr;
 }
 
+using CwdAsPeer = boost::system::result<std::string, std::string>;
+
+// A root daemon's bind passes by every directory above a run's cwd: below admin, the cwd is
+// resolved and judged as the submitter (its uid and groups: directory_as_uid), so a run never gets
+// a directory its submitter could not enter, read and write itself (one under another user's 0700
+// home, or another user's process's cwd named through /proc/PID/cwd). On the checks' own threads,
+// never this io thread (a check may take its whole bound). nullopt: nothing to judge (no absolute
+// cwd, an admin, or a daemon that is not root and takes no other uid).
+asio::awaitable<std::optional<CwdAsPeer>> judge_cwd_as_peer(PeerCredentials peer, Role role,
+                                                            std::optional<std::string> named) {
+  if (role >= Role::admin || ::geteuid() != 0 || !named) co_return std::nullopt;
+  std::string given = std::move(*named);
+  if (!std::filesystem::path(given).is_absolute()) co_return std::nullopt;
+  auto groups = groups_of(peer.uid, peer.gid);
+  auto judge = [given = std::move(given), peer, groups = std::move(groups)]() -> asio::awaitable<CwdAsPeer> {
+    co_return directory_as_uid(given, peer.uid, peer.gid, groups);
+  };
+  auto judged = asio::co_spawn(cwd_check_executor(), std::move(judge), asio::use_awaitable);
+  CwdAsPeer result = co_await std::move(judged);
+  co_return result;
+}
+
 // The refusals `metaharness run` makes too, before anything is created; the spec gets the
 // daemon's defaults. Refused: the code and why.
 boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& server, Role role, const json::object& run,
                                                                      const adapters::Adapter*& adapter,
-                                                                     const PeerCredentials* peer) {
+                                                                     const CwdAsPeer* cwd_as_peer) {
   using Result = boost::system::result<adapters::RunSpec, SubmitRefusal>;
   auto refuse = [](std::string code, std::string reason) {
     return Result(boost::system::in_place_error, SubmitRefusal{std::move(code), std::move(reason)});
@@ -101,18 +125,14 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
   const std::optional<std::string> given_cwd = spec->cwd;
   bool resolved_as_peer = false;
   if (spec->cwd && std::filesystem::path(*spec->cwd).is_absolute()) {
-    if (peer && role < Role::admin && ::geteuid() == 0) {
-      // A root daemon's bind passes by every directory above the cwd: below admin, it is resolved
-      // and judged as the submitter (its uid and groups), so a run never gets a directory its
-      // submitter could not enter, read and write itself (one under another user's 0700 home, or
-      // another user's process's cwd named through /proc/PID/cwd). The refusal names the cwd as
+    if (cwd_as_peer) {
+      // Resolved and judged as the submitter (judge_cwd_as_peer): the refusal names the cwd as
       // given, never what root would resolve it to.
-      auto reached = directory_as_uid(*spec->cwd, peer->uid, peer->gid, groups_of(peer->uid, peer->gid));
-      if (!reached)
-        return refuse("FORBIDDEN", "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\": " + reached.error() +
+      if (!*cwd_as_peer)
+        return refuse("FORBIDDEN", "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\": " + cwd_as_peer->error() +
                                        "; a run's cwd is bound into it, so it must be a directory its submitter "
                                        "can reach itself (docs/containment.md)");
-      spec->cwd = std::move(*reached);
+      spec->cwd = **cwd_as_peer;
       resolved_as_peer = true;
     } else {
       std::error_code ec;
@@ -247,7 +267,12 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
     return SubmitResult(boost::system::in_place_error, SubmitRefusal{std::move(code), std::move(reason)});
   };
   const adapters::Adapter* adapter = nullptr;
-  auto spec = checked_spec(*server, role, run, adapter, &peer);
+  std::optional<std::string> named_cwd;
+  if (const json::value* cwd = run.if_contains("cwd"); cwd && cwd->is_string())
+    named_cwd = std::string(cwd->get_string());
+  auto judged_cwd = judge_cwd_as_peer(peer, role, std::move(named_cwd));
+  std::optional<CwdAsPeer> cwd_as_peer = co_await std::move(judged_cwd);
+  auto spec = checked_spec(*server, role, run, adapter, cwd_as_peer ? &*cwd_as_peer : nullptr);
   if (!spec) co_return SubmitResult(boost::system::in_place_error, spec.error());
   // A run that starts on a full disk could not keep its record: refused by name before anything
   // is reserved or created (daemon/run/disk_floor.hpp).

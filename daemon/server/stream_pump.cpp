@@ -114,8 +114,8 @@ asio::awaitable<void> pump_stream(std::shared_ptr<Session> session, StreamReader
     }
     if (batch->count > 0) {
       std::string bytes(batch->bytes);
-      bytes.pop_back();  // send() adds the newline back
-      connection.send(std::move(bytes));
+      bytes.pop_back();  // send_streamed() adds the newline back
+      connection.send_streamed(std::move(bytes));
     }
     if (batch->reached_end) break;
     if (batch->count == 0) {

@@ -106,11 +106,15 @@ class HeldPeer {
         if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
           const std::string request = R"({"format":"metaharness.socket/1","request":"status"})"
                                       "\n";
-          (void)!::write(fd, request.data(), request.size());
+          // A refused connection may be closed before this is sent: EPIPE, never SIGPIPE.
+          (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
           seen.clear();
           char c;
-          while (::read(fd, &c, 1) == 1 && c != '\n')
+          ssize_t n;
+          while ((n = ::read(fd, &c, 1)) == 1 && c != '\n')
             seen.push_back(c);
+          if (n == 0) seen += " [eof]";
+          if (n < 0) seen += " [read: " + std::string(std::strerror(errno)) + "]";
         }
       }
       seen.push_back('\n');

@@ -153,25 +153,52 @@ class AnswerBig : public daemon::Connection::Handler {
   asio::awaitable<void> on_oversized(std::string) override { co_return; }
 };
 
-TEST(ConnectionBackpressure, APeerThatAsksAndNeverReadsIsNotReadFromWhileItsAnswersWaitAboveTheMark) {
+// A connection answering with AnswerBig on one end of a socketpair, served by an io_context on a
+// thread of its own; the test is the peer, on the other end.
+struct AnsweringPair {
+  AnsweringPair() {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return;
+    end = fds[0];
+    peer = fds[1];
+    connection =
+        std::make_shared<daemon::Connection>(daemon::local_socket(io, asio::local::stream_protocol(), fds[0]), 1 << 20);
+    handler->connection = connection;
+    connection->start(handler);
+    thread = std::thread([this] { io.run(); });
+  }
+  ~AnsweringPair() {
+    if (!thread.joinable()) return;
+    asio::post(io, [c = connection] { c->close_after_flush(); });
+    connection.reset();
+    work.reset();
+    ::close(peer);
+    thread.join();
+  }
+  AnsweringPair(const AnsweringPair&) = delete;
+  AnsweringPair& operator=(const AnsweringPair&) = delete;
+
   asio::io_context io{1};
-  auto work = asio::make_work_guard(io);
-  int fds[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  const int peer = fds[1];
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+  std::shared_ptr<AnswerBig> handler = std::make_shared<AnswerBig>();
+  std::shared_ptr<daemon::Connection> connection;
+  std::thread thread;
+  int end = -1;   // the connection's
+  int peer = -1;  // the test's
+};
+
+TEST(ConnectionBackpressure, APeerThatAsksAndNeverReadsIsNotReadFromWhileItsAnswersWaitAboveTheMark) {
+  AnsweringPair pair;
+  ASSERT_TRUE(pair.thread.joinable());
+  const int peer = pair.peer;
+  auto& handler = pair.handler;
   // What the kernel holds of the answers, besides the outbox: the daemon end's send buffer and
   // the peer's receive buffer.
   int send_buffer = 0, receive_buffer = 0;
   socklen_t size = sizeof(int);
-  ASSERT_EQ(::getsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &send_buffer, &size), 0);
+  ASSERT_EQ(::getsockopt(pair.end, SOL_SOCKET, SO_SNDBUF, &send_buffer, &size), 0);
   size = sizeof(int);
   ASSERT_EQ(::getsockopt(peer, SOL_SOCKET, SO_RCVBUF, &receive_buffer, &size), 0);
-  auto handler = std::make_shared<AnswerBig>();
-  auto connection =
-      std::make_shared<daemon::Connection>(daemon::local_socket(io, asio::local::stream_protocol(), fds[0]), 1 << 20);
-  handler->connection = connection;
-  connection->start(handler);
-  std::thread thread([&] { io.run(); });
 
   // The peer asks without reading, until the socket takes no more and stays full.
   const std::string request = std::string(1023, 'q') + "\n";
@@ -189,7 +216,7 @@ TEST(ConnectionBackpressure, APeerThatAsksAndNeverReadsIsNotReadFromWhileItsAnsw
   }
   EXPECT_LT(asked, kCap) << "the daemon kept reading requests whose answers nobody read";
   const std::size_t handled = handler->lines;
-  EXPECT_LE(handled * AnswerBig::kAnswer, daemon::Connection::kRequestsHighWater +
+  EXPECT_LE(handled * AnswerBig::kAnswer, daemon::Connection::kAnswersHighWater +
                                               static_cast<std::size_t>(send_buffer + receive_buffer) +
                                               2 * AnswerBig::kAnswer)
       << handled << " requests were answered into an outbox nobody read";
@@ -210,10 +237,29 @@ TEST(ConnectionBackpressure, APeerThatAsksAndNeverReadsIsNotReadFromWhileItsAnsw
   }
   EXPECT_EQ(got, expected);
   EXPECT_EQ(handler->lines, asked);
+}
 
-  asio::post(io, [connection] { connection->close_after_flush(); });
-  connection.reset();
-  work.reset();
-  ::close(peer);
-  thread.join();
+// A follower that does not read its stream still has its requests read: only answers count
+// against the mark, so a decision (or a long command) sent while megabytes of its stream wait
+// unread is handed over, never held behind the stream (a client that writes before it reads would
+// deadlock otherwise).
+TEST(ConnectionBackpressure, AStreamNobodyReadsHoldsNoRequestBack) {
+  AnsweringPair pair;
+  ASSERT_TRUE(pair.thread.joinable());
+  const int peer = pair.peer;
+  auto& handler = pair.handler;
+  // 4 MiB of a stream, unread.
+  auto streamed = asio::post(pair.io, asio::use_future([&] {
+                               for (int i = 0; i < 64; ++i)
+                                 pair.connection->send_streamed(std::string(64 * 1024, 's'));
+                             }));
+  ASSERT_EQ(streamed.wait_for(kBound), std::future_status::ready);
+  const std::string request = "decide\n";
+  ASSERT_EQ(::send(peer, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  const auto give_up = std::chrono::steady_clock::now() + kBound;
+  while (handler->lines == 0 && std::chrono::steady_clock::now() < give_up) {
+    pollfd p{peer, 0, 0};
+    ::poll(&p, 1, 10);  // a wait for the handler, bounded by give_up above
+  }
+  EXPECT_EQ(handler->lines, 1u) << "the request waited behind a stream nobody read";
 }

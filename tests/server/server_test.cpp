@@ -200,6 +200,8 @@ TEST(TailFormat, AControlCharacterFromTheRunIsShownAsTextNeverPassedToTheTermina
   EXPECT_EQ(protocol::human_line("not an event \x1b[2J"), R"(not an event \x1b[2J)");
   EXPECT_EQ(protocol::human_line("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93")
       << "other text stays as it is";
+  // A right-to-left override reorders what follows it on the screen: shown as its code point.
+  EXPECT_EQ(protocol::printable("rm \xe2\x80\xae-rf\xe2\x81\xa9"), R"(rm \u202e-rf\u2069)");
 }
 
 // The time shown is when the line was written (recorded_at), else the vendor's, never the time of
