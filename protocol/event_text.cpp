@@ -78,29 +78,32 @@ bool bidi_control(unsigned char second, unsigned char third) {
   return (second == 0x80 && third >= 0xaa && third <= 0xae) || (second == 0x81 && third >= 0xa6 && third <= 0xa9);
 }
 
+// `prefix` and `code` in `digits` lowercase hex digits: \x1b, \u009b, \u202e.
+void append_escape(std::string& out, std::string_view prefix, unsigned code, int digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += prefix;
+  for (int shift = 4 * (digits - 1); shift >= 0; shift -= 4)
+    out.push_back(kHex[(code >> shift) & 0xf]);
+}
+
 }  // namespace
 
 // What a terminal would act on instead of showing, shown as text: the C0 controls and DEL as
 // \xNN, and the C1 controls (U+0080-U+009F, which a terminal may take as ESC sequences in their
-// UTF-8 form too) and the bidirectional overrides and isolates as \uNNNN. A run writes the model's text and its tools'
-// output into the stream, and a line printed raw could move the cursor over the line an approver reads (an outside
-// tester's spoofed `tool.requested`), retitle the window or recolour the screen.
+// UTF-8 form too) and the bidirectional overrides and isolates as \uNNNN. A run writes the
+// model's text and its tools' output into the stream, and a line printed raw could move the
+// cursor over the line an approver reads (an outside tester's spoofed `tool.requested`), retitle
+// the window or recolour the screen.
 std::string printable(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
+      append_escape(out, "\\x", c, 2);
     } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
                static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-      const auto code = static_cast<unsigned char>(text[++i]);
-      out += "\\u00";
-      out.push_back(kHex[code >> 4]);
-      out.push_back(kHex[code & 0xf]);
+      append_escape(out, "\\u", static_cast<unsigned char>(text[++i]), 4);
     } else if (c == 0xe2 && i + 2 < text.size() &&
                bidi_control(static_cast<unsigned char>(text[i + 1]), static_cast<unsigned char>(text[i + 2]))) {
       // A bidirectional override or isolate (U+202A-U+202E, U+2066-U+2069) reorders what the
@@ -108,9 +111,7 @@ std::string printable(std::string_view text) {
       const unsigned code = 0x2000u + ((static_cast<unsigned char>(text[i + 1]) & 0x3fu) << 6) +
                             (static_cast<unsigned char>(text[i + 2]) & 0x3fu);
       i += 2;
-      out += "\\u";
-      for (int shift = 12; shift >= 0; shift -= 4)
-        out.push_back(kHex[(code >> shift) & 0xf]);
+      append_escape(out, "\\u", code, 4);
     } else {
       out.push_back(static_cast<char>(c));
     }
@@ -120,16 +121,7 @@ std::string printable(std::string_view text) {
 
 namespace {
 
-std::string human_line_of(std::string_view line);
-
-}  // namespace
-
-std::string human_line(std::string_view line) {
-  return printable(human_line_of(line));
-}
-
-namespace {
-
+// The readable line, before printable().
 std::string human_line_of(std::string_view line) {
   auto v = parse_json(line);
   if (!v || !v->is_object() || str(v->get_object(), "format") != "metaharness.event/1") return std::string(line);
@@ -196,5 +188,9 @@ std::string human_line_of(std::string_view line) {
 }
 
 }  // namespace
+
+std::string human_line(std::string_view line) {
+  return printable(human_line_of(line));
+}
 
 }  // namespace mh::protocol

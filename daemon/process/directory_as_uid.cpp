@@ -25,24 +25,6 @@ namespace {
 // What the child says: 0 and the real path on its pipe, or one of these.
 enum ChildExit : int { kReached = 0, kNotReached = 1, kNoDrop = 2 };
 
-// "/proc/self/fd/<fd>" without printf (the child of a threaded process calls only what is safe
-// after fork).
-void fd_link_path(int fd, char (&out)[40]) {
-  static constexpr char kPrefix[] = "/proc/self/fd/";
-  std::size_t at = sizeof kPrefix - 1;
-  std::memcpy(out, kPrefix, at);
-  char digits[16];
-  int n = 0;
-  unsigned value = static_cast<unsigned>(fd);
-  do {
-    digits[n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value != 0 && n < 16);
-  while (n > 0)
-    out[at++] = digits[--n];
-  out[at] = '\0';
-}
-
 // The child's part: only system calls, on memory made before the fork (the daemon has threads).
 // Every signal stays blocked (the daemon's handlers write to its own signal pipe, and the peer,
 // whose uid the child takes, may signal it), and no descriptor of the daemon's but the pipe is
@@ -54,14 +36,13 @@ void fd_link_path(int fd, char (&out)[40]) {
   if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0 || ::syscall(SYS_setresgid, gid, gid, gid) != 0 ||
       ::syscall(SYS_setresuid, uid, uid, uid) != 0)
     ::_exit(kNoDrop);
-  int dir = ::open(given, O_PATH | O_DIRECTORY | O_CLOEXEC);  // as the peer: links followed as it may follow them
-  if (dir < 0) ::_exit(kNotReached);
-  char self[40];
-  fd_link_path(dir, self);
+  // As the peer: links followed as it may follow them, and the directory entered (which takes the
+  // search permission it must have anyway). The kernel then says where it is: its real path.
+  if (::chdir(given) != 0) ::_exit(kNotReached);
   char real[PATH_MAX + 1];
-  ssize_t n = ::readlink(self, real, PATH_MAX);
-  if (n <= 0 || n >= PATH_MAX || real[0] != '/') ::_exit(kNotReached);
-  real[n] = '\0';
+  const long length = ::syscall(SYS_getcwd, real, sizeof real);  // with its NUL
+  if (length <= 1 || real[0] != '/') ::_exit(kNotReached);
+  const ssize_t n = length - 1;
   if (::faccessat(AT_FDCWD, real, R_OK | W_OK | X_OK, AT_EACCESS) != 0) ::_exit(kNotReached);
   for (ssize_t at = 0; at < n;) {
     ssize_t w = ::write(kOut, real + at, static_cast<std::size_t>(n - at));

@@ -223,9 +223,9 @@ asio::awaitable<void> Connection::read_loop(std::shared_ptr<Connection> self, st
       // a stream's lines (its pump waits on its own mark) never hold a follower's commands (a
       // decision, a halt, a shutdown) back, so a client that writes a long command while its
       // stream is unread is still read.
-      while (answer_bytes_ >= kAnswersHighWater && !closing_ && !closed_ && !close_after_flush_)
+      while (answer_bytes_ >= kAnswersHighWater && !closing_ && !close_after_flush_)  // closed_ sets closing_
         co_await drained_.wait();
-      if (closing_ || closed_ || close_after_flush_) break;
+      if (closing_ || close_after_flush_) break;
       if (item.kind == Item::oversized) {
         co_await handler->on_oversized(std::move(item.text));
         continue;

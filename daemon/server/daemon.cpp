@@ -220,7 +220,8 @@ struct Daemon::Impl final : Server {
       // that keeps being refused must not fill the admin's reserve with them.
       if (connections_admitted >= config.max_connections + (admin ? DaemonConfig::kAdminConnectionReserve : 0)) {
         refusal = refusal_line("BUSY", "the daemon is at server.max_connections", std::nullopt);
-      } else if (!admin && connections_of_uid[uid] >= config.max_connections_per_uid) {
+      } else if (auto held = connections_of_uid.find(uid);
+                 !admin && held != connections_of_uid.end() && held->second >= config.max_connections_per_uid) {
         refusal = refusal_line("BUSY",
                                "uid " + std::to_string(uid) + " holds server.max_connections_per_uid (" +
                                    std::to_string(config.max_connections_per_uid) + ") connections already",
@@ -235,7 +236,6 @@ struct Daemon::Impl final : Server {
             self->connections_of_uid.erase(it);
         });
       }
-      if (refusal && connections_of_uid[uid] == 0) connections_of_uid.erase(uid);
     }
     if (refusal)
       log(LogPriority::notice,
