@@ -21,6 +21,7 @@
 #include "daemon/server/socket_api.hpp"
 #include "protocol/event_text.hpp"
 #include "protocol/line_framer.hpp"
+#include "protocol/types.hpp"
 
 namespace mh::cli {
 
@@ -540,6 +541,14 @@ int decide_verb(const ClientOptions& o) {
       return 2;
     }
     decision["input"] = *input;
+  }
+  // What the daemon would refuse (a deny with no reason, or one of blanks: the model is told
+  // nothing it can act on) is a usage error here, before anything is sent.
+  std::string refused;
+  if (!protocol::read_decision(json::value(decision), refused)) {
+    std::cerr << "metaharness decide: " << refused
+              << (o.decision == "deny" ? " (give it with --reason: what the model is told)" : "") << "\n";
+    return 2;
   }
   std::string id = o.command_id.empty() ? "decide-" + std::to_string(::getpid()) : o.command_id;
   json::object command{{"format", "metaharness.command/1"},

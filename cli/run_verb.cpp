@@ -177,10 +177,13 @@ int run_verb(const RunVerbOptions& o) {
   daemon::RunOptions options;
   // Stalls: what the flags leave unset is the config's [runs] stall_after_s and on_stall, or
   // their defaults (600 s, warn), as a daemon's run would have.
-  auto fill_stall = [&spec](const daemon::DaemonConfig& c) {
+  // The config's park_after_s is a default for the runs that can park, as the daemon takes it
+  // (requests_runs.cpp): a run whose adapter cannot park is not refused for a host-wide
+  // preference it never asked for; its own --park-after is a request, refused by name.
+  auto fill_stall = [&spec, adapter](const daemon::DaemonConfig& c) {
     if (!spec->stall_after_ms) spec->stall_after_ms = static_cast<std::uint64_t>(c.stall_after.count()) * 1000;
     if (!spec->on_stall) spec->on_stall = protocol::parse_enum<protocol::OnStall>(c.on_stall);
-    if (!spec->park_after_ms && c.park_after)
+    if (!spec->park_after_ms && c.park_after && adapter->capabilities().parking.honoured)
       spec->park_after_ms = static_cast<std::uint64_t>(c.park_after->count()) * 1000;
   };
   if (o.config.empty()) fill_stall(daemon::DaemonConfig{});

@@ -219,8 +219,11 @@ boost::system::result<UniqueFd, std::string> sealed_environment(
 
 // A path opened for a privileged hop (kOpenedPathArgPrefix): a directory, reached without
 // following any symbolic link, close-on-exec until the child clears it, numbered above the
-// standard streams. O_PATH: nothing is read through it; bwrap mounts what it names.
-boost::system::result<UniqueFd, std::string> open_without_links(const std::string& path) {
+// standard streams. O_PATH: nothing is read through it; bwrap mounts what it names. Where the
+// directory was checked as the run's submitter, the one opened must be that one (its device and
+// inode): a rename since the check is refused, never bound.
+boost::system::result<UniqueFd, std::string> open_without_links(const OpenedPath& opened) {
+  const std::string& path = opened.path;
   struct open_how how {};
   how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
   how.resolve = RESOLVE_NO_SYMLINKS;
@@ -229,6 +232,15 @@ boost::system::result<UniqueFd, std::string> open_without_links(const std::strin
     return "cannot bind " + path + ": " + errno_text(errno) +
            (errno == ELOOP ? " (a part of it is a symbolic link: it is bound only as it was checked, by its real path)"
                            : "");
+  if (opened.identity) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) == -1) return "cannot bind " + path + ": " + errno_text(errno);
+    const DirectoryIdentity found{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+    if (found != *opened.identity)
+      return "cannot bind " + path +
+             ": it is no longer the directory that was checked when the run was submitted (something was renamed "
+             "or replaced there since), so nothing is bound in its place";
+  }
   if (fd.get() <= 2) {
     int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
     if (moved == -1) return "cannot renumber the descriptor of " + path + ": " + errno_text(errno);
@@ -245,7 +257,9 @@ boost::system::result<std::vector<std::string>, std::string> open_handed_paths(c
   for (auto& arg : out) {
     if (arg == "--") break;
     if (!std::string_view(arg).starts_with(kOpenedPathArgPrefix)) continue;
-    auto fd = open_without_links(arg.substr(kOpenedPathArgPrefix.size()));
+    auto named = parse_opened_path_arg(arg);
+    if (!named) return "a hop's argument names a path to open that does not parse: " + arg;
+    auto fd = open_without_links(*named);
     if (!fd) return fd.error();
     arg = std::to_string(fd->get());
     opened.push_back(std::move(*fd));

@@ -22,8 +22,10 @@ namespace mh::daemon {
 
 namespace {
 
-// What the child says: 0 and the real path on its pipe, or one of these.
+// What the child says: 0 and, on its pipe, the directory's device and inode (two 64-bit words) then
+// its real path; or one of these.
 enum ChildExit : int { kReached = 0, kNotReached = 1, kNoDrop = 2 };
+constexpr std::size_t kIdentityBytes = 2 * sizeof(std::uint64_t);
 
 // The child's part: only system calls, on memory made before the fork (the daemon has threads).
 // Every signal stays blocked (the daemon's handlers write to its own signal pipe, and the peer,
@@ -37,15 +39,23 @@ enum ChildExit : int { kReached = 0, kNotReached = 1, kNoDrop = 2 };
       ::syscall(SYS_setresuid, uid, uid, uid) != 0)
     ::_exit(kNoDrop);
   // As the peer: links followed as it may follow them, and the directory entered (which takes the
-  // search permission it must have anyway). The kernel then says where it is: its real path.
+  // search permission it must have anyway). The kernel then says where it is (its real path) and
+  // which directory it is, and judges that directory (".", never the path again, which the peer
+  // may have renamed something onto meanwhile).
   if (::chdir(given) != 0) ::_exit(kNotReached);
-  char real[PATH_MAX + 1];
-  const long length = ::syscall(SYS_getcwd, real, sizeof real);  // with its NUL
+  struct stat entered {};
+  if (::stat(".", &entered) != 0) ::_exit(kNotReached);
+  if (::faccessat(AT_FDCWD, ".", R_OK | W_OK | X_OK, AT_EACCESS) != 0) ::_exit(kNotReached);
+  char said[kIdentityBytes + PATH_MAX + 1];
+  const std::uint64_t identity[2] = {static_cast<std::uint64_t>(entered.st_dev),
+                                     static_cast<std::uint64_t>(entered.st_ino)};
+  std::memcpy(said, identity, kIdentityBytes);
+  char* real = said + kIdentityBytes;
+  const long length = ::syscall(SYS_getcwd, real, PATH_MAX + 1);  // with its NUL
   if (length <= 1 || real[0] != '/') ::_exit(kNotReached);
-  const ssize_t n = length - 1;
-  if (::faccessat(AT_FDCWD, real, R_OK | W_OK | X_OK, AT_EACCESS) != 0) ::_exit(kNotReached);
+  const ssize_t n = static_cast<ssize_t>(kIdentityBytes) + length - 1;
   for (ssize_t at = 0; at < n;) {
-    ssize_t w = ::write(kOut, real + at, static_cast<std::size_t>(n - at));
+    ssize_t w = ::write(kOut, said + at, static_cast<std::size_t>(n - at));
     if (w <= 0) ::_exit(kNotReached);
     at += w;
   }
@@ -54,10 +64,10 @@ enum ChildExit : int { kReached = 0, kNotReached = 1, kNoDrop = 2 };
 
 }  // namespace
 
-boost::system::result<std::string, std::string> directory_as_uid(const std::string& given, uid_t uid, gid_t gid,
-                                                                 const std::set<std::uint32_t>& groups,
-                                                                 std::chrono::milliseconds bound) {
-  using Result = boost::system::result<std::string, std::string>;
+boost::system::result<JudgedDirectory, std::string> directory_as_uid(const std::string& given, uid_t uid, gid_t gid,
+                                                                     const std::set<std::uint32_t>& groups,
+                                                                     std::chrono::milliseconds bound) {
+  using Result = boost::system::result<JudgedDirectory, std::string>;
   const std::vector<gid_t> group_list(groups.begin(), groups.end());
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
@@ -74,7 +84,7 @@ boost::system::result<std::string, std::string> directory_as_uid(const std::stri
   write_end.reset();
   // Bounded: the child runs as the peer, who may stop it or name a path on a file system of its
   // own that never answers. Past the bound it is killed, and the cwd refused.
-  std::string real;
+  std::string said;
   bool timed_out = false;
   const auto give_up = std::chrono::steady_clock::now() + bound;
   char chunk[1024];
@@ -95,7 +105,7 @@ boost::system::result<std::string, std::string> directory_as_uid(const std::stri
     ssize_t n = ::read(read_end.get(), chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the child is done
-    real.append(chunk, static_cast<std::size_t>(n));
+    said.append(chunk, static_cast<std::size_t>(n));
   }
   if (timed_out) ::kill(child, SIGKILL);
   int status = 0;
@@ -103,7 +113,11 @@ boost::system::result<std::string, std::string> directory_as_uid(const std::stri
   while ((reaped = ::waitpid(child, &status, 0)) == -1 && errno == EINTR) {
   }
   const int code = reaped == child && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (!timed_out && code == kReached && !real.empty()) return Result(boost::system::in_place_value, std::move(real));
+  if (!timed_out && code == kReached && said.size() > kIdentityBytes) {
+    std::uint64_t identity[2];
+    std::memcpy(identity, said.data(), kIdentityBytes);
+    return JudgedDirectory{said.substr(kIdentityBytes), DirectoryIdentity{identity[0], identity[1]}};
+  }
   if (timed_out)
     return Result(boost::system::in_place_error,
                   "uid " + std::to_string(uid) + " did not resolve it within " + std::to_string(bound.count()) + " ms");

@@ -15,15 +15,24 @@
 #include <set>
 #include <string>
 
+#include "daemon/process/directory_identity.hpp"
+
 namespace mh::daemon {
 
-// The real path of `given` when the uid (with gid and groups) can resolve it and enter, read and
-// write the directory it names; else why not, in words that name nothing the peer could not see
+// A directory as the peer reached it: its real path, and which directory that was (the bind must
+// find the same one: SandboxSpec::cwd_identity).
+struct JudgedDirectory {
+  std::string real_path;
+  DirectoryIdentity identity;
+};
+
+// The directory `given` names when the uid (with gid and groups) can resolve it and enter, read
+// and write it; else why not, in words that name nothing the peer could not see
 // (the path as given, never what root resolved it to). Needs the privilege to change uid (a root
 // daemon); forks, and blocks the calling thread for at most `bound` (the child runs as the peer,
 // who may stop it or name a path that never answers: past the bound it is killed and the answer is
 // no). Call it off the daemon's io threads (cwd_check_executor()).
-boost::system::result<std::string, std::string> directory_as_uid(
+boost::system::result<JudgedDirectory, std::string> directory_as_uid(
     const std::string& given, uid_t uid, gid_t gid, const std::set<std::uint32_t>& groups,
     std::chrono::milliseconds bound = std::chrono::milliseconds(5000));
 

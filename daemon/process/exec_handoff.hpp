@@ -4,8 +4,13 @@
 // vendor with exactly that environment. Header-only: mh-exec links no library.
 #pragma once
 
+#include <charconv>
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
+
+#include "daemon/process/directory_identity.hpp"
 
 namespace mh::daemon {
 
@@ -23,5 +28,44 @@ inline constexpr std::size_t kMaxHandedEnvBytes = 1u << 20;
 // absolute path starts with, and only arguments before the first "--" are read (never the
 // vendor's own).
 inline constexpr std::string_view kOpenedPathArgPrefix = "@mh-opened-path:";
+
+// What such an argument names: the path (absolute), and where the directory was checked as the
+// run's submitter, the identity it had then, which the descriptor opened must have too (a rename
+// in a directory the submitter may write could otherwise put another directory at the path). The
+// identity is written between the prefix and the path as DEVICE:INODE (decimal), so the path's
+// leading '/' ends it.
+struct OpenedPath {
+  std::string path;
+  std::optional<DirectoryIdentity> identity;
+};
+
+inline std::string opened_path_arg(const std::string& path, const std::optional<DirectoryIdentity>& identity) {
+  std::string arg(kOpenedPathArgPrefix);
+  if (identity) arg += std::to_string(identity->device) + ":" + std::to_string(identity->inode);
+  return arg + path;
+}
+
+// nullopt: not such an argument, or one whose identity does not parse (refused by the spawner).
+inline std::optional<OpenedPath> parse_opened_path_arg(std::string_view arg) {
+  if (!arg.starts_with(kOpenedPathArgPrefix)) return std::nullopt;
+  arg.remove_prefix(kOpenedPathArgPrefix.size());
+  OpenedPath opened;
+  const std::size_t slash = arg.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  if (slash > 0) {
+    const std::string_view pair = arg.substr(0, slash);
+    const std::size_t colon = pair.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    DirectoryIdentity identity;
+    auto device = std::from_chars(pair.data(), pair.data() + colon, identity.device);
+    auto inode = std::from_chars(pair.data() + colon + 1, pair.data() + pair.size(), identity.inode);
+    if (device.ec != std::errc() || device.ptr != pair.data() + colon || inode.ec != std::errc() ||
+        inode.ptr != pair.data() + pair.size())
+      return std::nullopt;
+    opened.identity = identity;
+  }
+  opened.path = std::string(arg.substr(slash));
+  return opened;
+}
 
 }  // namespace mh::daemon

@@ -94,7 +94,7 @@ std::string limit_names(const CgroupLimits& limits) {
 boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainment::prepare(
     const ContainmentPolicy& policy, const std::string& run_id, const fs::path& run_dir,
     const adapters::LaunchPlan& plan, const CgroupLimits& requested,
-    const std::optional<SandboxSpec::OwnNetwork>& own_network) {
+    const std::optional<SandboxSpec::OwnNetwork>& own_network, const std::optional<DirectoryIdentity>& cwd_identity) {
   std::unique_ptr<RunContainment> c(new RunContainment());
   c->plan_ = plan;
   c->unsandboxed_ = plan;
@@ -146,6 +146,7 @@ boost::system::result<std::unique_ptr<RunContainment>, std::string> RunContainme
 
   if (policy.sandbox) {
     SandboxSpec spec = policy.sandbox_spec;
+    spec.cwd_identity = cwd_identity;
     // The vendor's environment reaches it only through the last hop: without it nothing starts.
     if (::access(spec.exec_helper.c_str(), X_OK) == -1)
       return "the sandbox's last hop " + spec.exec_helper.string() +

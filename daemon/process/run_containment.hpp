@@ -83,10 +83,13 @@ class RunContainment {
   // directory (own_network->gate_dir, in `run_dir`) is made here, 0755 and the daemon's, and
   // the plan's hook channel moves into it (SandboxSpec::own_network). Refused by name when the
   // policy has no sandbox: only a sandbox can give the run a network of its own.
+  // `cwd_identity`: the plan's cwd as a root daemon checked it as the run's submitter; the sandbox
+  // binds it only while it is still that directory (SandboxSpec::cwd_identity).
   static boost::system::result<std::unique_ptr<RunContainment>, std::string> prepare(
       const ContainmentPolicy& policy, const std::string& run_id, const std::filesystem::path& run_dir,
       const adapters::LaunchPlan& plan, const CgroupLimits& limits,
-      const std::optional<SandboxSpec::OwnNetwork>& own_network = std::nullopt);
+      const std::optional<SandboxSpec::OwnNetwork>& own_network = std::nullopt,
+      const std::optional<DirectoryIdentity>& cwd_identity = std::nullopt);
   // What a run's containment was, so a daemon that adopts the run can end it: its cgroup, its
   // identity, whether it was sandboxed. Kept in the run directory (body.json) from the spawn on.
   struct Record {

@@ -121,7 +121,7 @@ std::vector<std::string> sandbox_args(const adapters::LaunchPlan& plan, const Sa
       std::find(plan.directories.begin(), plan.directories.end(), plan.cwd) == plan.directories.end();
   auto bind_writable = [&](const fs::path& path) {
     if (operator_cwd && path.lexically_normal() == plan.cwd.lexically_normal())
-      add(args, {"--bind-fd", std::string(kOpenedPathArgPrefix) + path.string(), path.string()});
+      add(args, {"--bind-fd", opened_path_arg(path.string(), spec.cwd_identity), path.string()});
     else
       add(args, {"--bind", path.string(), path.string()});
   };

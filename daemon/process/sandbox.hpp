@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "daemon/process/directory_identity.hpp"
 
 namespace mh::daemon {
 
@@ -74,6 +75,10 @@ struct SandboxSpec {
     std::vector<Relay> relays;
   };
   std::optional<OwnNetwork> own_network;
+  // The operator's cwd as a root daemon checked it as the run's submitter (directory_as_uid.hpp):
+  // the descriptor the spawner opens for its bind must be this directory (exec_handoff.hpp).
+  // nullopt: no such check was made (an admin's cwd, a daemon that is not root).
+  std::optional<DirectoryIdentity> cwd_identity;
 };
 
 // Where the run's gate directory appears inside its view.

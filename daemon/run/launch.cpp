@@ -135,7 +135,7 @@ asio::awaitable<bool> Launch::run() {
   }
   if (run_.options.containment) {
     auto prepared = RunContainment::prepare(*run_.options.containment, run_.log->run_id(), run_.options.run_dir, plan,
-                                            limits_of(run_.options.spec), own_network);
+                                            limits_of(run_.options.spec), own_network, run_.options.cwd_identity);
     if (!prepared) {
       run_.refuse("LAUNCH_REFUSED", prepared.error(), {});
       co_return false;

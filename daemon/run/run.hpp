@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "adapters/adapter.hpp"
+#include "daemon/process/directory_identity.hpp"
 #include "daemon/run/budget_meter.hpp"
 #include "daemon/run/run_observer.hpp"
 #include "daemon/run/run_types.hpp"
@@ -89,6 +90,11 @@ struct RunOptions {
   // nullptr: none of them — the vendor is spawned as the plan says and its processes are found by
   // their marker at the end (the unit tests' and `metaharness run`'s way).
   std::shared_ptr<const ContainmentPolicy> containment;
+  // The spec's cwd as a root daemon resolved and judged it as the run's submitter: which directory
+  // that was, so the sandbox binds it only while it still is (a rename in a directory the
+  // submitter may write could otherwise put another user's there). The daemon's own finding, never
+  // read from the wire. nullopt: no such check (an admin's cwd, a daemon that is not root).
+  std::optional<DirectoryIdentity> cwd_identity;
   // The run's body in a supervisor process of its own (daemon/supervisor, docs/supervisor.md),
   // so the run outlives this process and a later daemon can adopt it (Run::adopt). nullopt: the
   // vendor is this process's child and dies with it (`metaharness run`, the unit tests).

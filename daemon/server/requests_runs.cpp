@@ -63,7 +63,7 @@ json::value attested_network(const RunDir& dir) {
   return nullptr;
 }
 
-using CwdAsPeer = boost::system::result<std::string, std::string>;
+using CwdAsPeer = boost::system::result<JudgedDirectory, std::string>;
 
 // A root daemon's bind passes by every directory above a run's cwd: below admin, the cwd is
 // resolved and judged as the submitter (its uid and groups: directory_as_uid), so a run never gets
@@ -132,7 +132,7 @@ boost::system::result<adapters::RunSpec, SubmitRefusal> checked_spec(Server& ser
         return refuse("FORBIDDEN", "cwd \"" + protocol::excerpt(*spec->cwd, 200) + "\": " + cwd_as_peer->error() +
                                        "; a run's cwd is bound into it, so it must be a directory its submitter "
                                        "can reach itself (docs/containment.md)");
-      spec->cwd = **cwd_as_peer;
+      spec->cwd = (*cwd_as_peer)->real_path;
       resolved_as_peer = true;
     } else {
       std::error_code ec;
@@ -215,9 +215,11 @@ namespace {
 // Writes what the daemon keeps beside the run (run.json, an inline scenario) and creates it.
 boost::system::result<std::shared_ptr<Run>, std::string> create_run(Server& server, const PeerCredentials& peer,
                                                                     const RunDir& dir, const adapters::Adapter& adapter,
-                                                                    adapters::RunSpec spec, const json::object& run) {
+                                                                    adapters::RunSpec spec, const json::object& run,
+                                                                    std::optional<DirectoryIdentity> cwd_identity) {
   using Result = boost::system::result<std::shared_ptr<Run>, std::string>;
   RunOptions options = run_options(server, dir);
+  options.cwd_identity = cwd_identity;
   options.on_spend = server.spend_reporter(spec.run_id, peer.uid);
   server.wire_daily_reservations(options, spec.run_id, peer.uid);
   std::error_code ec;
@@ -305,7 +307,10 @@ asio::awaitable<SubmitResult> submit_run(std::shared_ptr<Server> server, PeerCre
   // The binary's first digest (0.4-0.6 s) on the hashing thread, not this io thread (vendor_provenance.hpp).
   auto digested = shared_vendor_provenance().keep(adapters::vendor_program(server->adapters.config(), adapter_name));
   co_await std::move(digested);
-  auto created = create_run(*server, peer, dir, *adapter, std::move(*spec), run);
+  // The cwd as the submitter reached it is bound only while it is still that directory.
+  std::optional<DirectoryIdentity> cwd_identity;
+  if (cwd_as_peer && *cwd_as_peer) cwd_identity = (*cwd_as_peer)->identity;
+  auto created = create_run(*server, peer, dir, *adapter, std::move(*spec), run, cwd_identity);
   std::optional<std::string> unrecorded;
   if (created && request_id) {
     // The run exists (its directory and spec) and has not started: from here on a retry of this

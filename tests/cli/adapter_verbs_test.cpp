@@ -219,6 +219,14 @@ TEST(UsageErrors, ExitTwoForEveryVerbAndNameWhatIsWrong) {
   auto replace = run_verb({"decide", "r", "toolu_1", "replace"});
   EXPECT_EQ(replace.status, 2);
   EXPECT_NE(replace.err.find("replace needs --input"), std::string::npos) << replace.err;
+  // A deny with no reason, or a reason of blanks, is refused before it is sent (no socket here).
+  for (const std::vector<std::string>& deny : std::vector<std::vector<std::string>>{
+           {"decide", "r", "toolu_1", "deny"}, {"decide", "r", "toolu_1", "deny", "--reason", " \u00a0 "}}) {
+    auto o = run_verb(deny);
+    EXPECT_EQ(o.status, 2) << o.err;
+    EXPECT_NE(o.err.find("a deny needs a non-empty reason"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("--reason"), std::string::npos) << o.err;
+  }
   EXPECT_EQ(run_verb({"--help"}).status, 0);
   EXPECT_EQ(run_verb({"--version"}).status, 0);
   EXPECT_EQ(run_verb({"tail", "--help"}).status, 0);

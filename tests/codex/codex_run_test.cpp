@@ -17,6 +17,7 @@
 #include "protocol/completeness.hpp"
 #include "protocol/digest.hpp"
 #include "protocol/frame.hpp"
+#include "protocol/json.hpp"
 #include "tests/support/governed_run.hpp"
 #include "tests/support/shared_behaviours.hpp"
 
@@ -412,6 +413,24 @@ TEST_F(CodexRun, TheLongestDeadlineHoldsAndOneMoreIsRefusedAtStart) {
   EXPECT_NE(refused->str("message").find("at most 2147463000 ms"), std::string::npos) << refused->raw;
   EXPECT_EQ(over.finish(std::chrono::seconds(60)), 2);
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "over/scratch/codex-home/config.toml")) << "nothing was launched";
+}
+
+// 16b. `run --config` takes the config's [runs] park_after_s as the daemon does: a default for
+//      the runs that can park, so a Codex run (its adapter cannot park) is neither given it nor
+//      refused for it, and completes; its own --park-after is still refused by name.
+TEST_F(CodexRun, TheConfigsParkAfterIsNoRequestOfARunThatCannotPark) {
+  const auto config = dir.path() / "metaharness.toml";
+  std::ofstream(config) << "[runs]\npark_after_s = 900\n";
+  start("marker", {"--decisions", "observe", "--config", config.string()});
+  ASSERT_EQ(finish(), 0) << process->stderr_text();
+  for (const auto& r : process->events_named("command.result"))
+    EXPECT_NE(r.str("id"), "start/park") << "the config's default was taken for a request: " << r.raw;
+  auto closed = process->events_named("stream.closed");
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].str("reason"), "completed") << closed[0].raw;
+  auto spec = protocol::parse_json(read_file(run_dir() / "spec.json"));
+  ASSERT_TRUE(spec && spec->is_object());
+  EXPECT_TRUE(spec->as_object().at("park_after_ms").is_null()) << "not given a default it cannot honour";
 }
 
 // --- the hermetic floor: H11 and the evidence Codex reports -----------------------------------

@@ -75,6 +75,22 @@ class DaemonContainment : public ::testing::Test {
 
   std::vector<EventLine> follow(const std::string& id) { return follow_to_end(daemon->socket(), id, 120s); }
 
+  // The attacker (nobody) and the user it attacks, for the tests of a cwd judged as its submitter.
+  static constexpr uid_t kNobody = 65534;
+  static constexpr uid_t kVictim = 4242;
+
+  // Why a peer of another uid cannot be tested here (nullopt: it can): the cwd check is a root
+  // daemon's, which takes the peer's uid, and that peer must pass every directory to the socket.
+  std::optional<std::string> why_no_peer_of_another_uid() const {
+    if (::geteuid() != 0) return "needs root: the check is a root daemon's, which takes the peer's uid";
+    for (auto p = dir.path(); p != p.root_path(); p = p.parent_path()) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) != 0) return p.string() + " cannot be read";
+      if ((st.st_mode & S_IXOTH) == 0) return p.string() + " does not let another uid pass to the socket";
+    }
+    return std::nullopt;
+  }
+
   // The three escapes, each a sleep whose argument carries this test's token.
   std::string escapes() {
     token_ = std::to_string(::getpid()) + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -271,14 +287,7 @@ TEST_F(DaemonContainment, AControlPeerMayNameACwdOnlyUnderTheWorkspaceRoots) {
 // resolves and judges the cwd as the submitter: refused FORBIDDEN, naming the cwd as given (not
 // what root would resolve it to); a directory the submitter may enter, read and write is taken.
 TEST_F(DaemonContainment, APeerBelowAdminMayNameOnlyACwdItCanEnterReadAndWriteItself) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the check is a root daemon's, which takes the peer's uid";
-  constexpr uid_t kNobody = 65534;
-  constexpr uid_t kVictim = 4242;
-  for (auto p = dir.path(); p != p.root_path(); p = p.parent_path()) {
-    struct stat st {};
-    ASSERT_EQ(::stat(p.c_str(), &st), 0) << p;
-    if ((st.st_mode & S_IXOTH) == 0) GTEST_SKIP() << p << " does not let another uid pass to the socket";
-  }
+  if (auto why = why_no_peer_of_another_uid()) GTEST_SKIP() << *why;
   const auto roots = dir.path() / "roots";
   std::filesystem::create_directories(roots / "victim-private/repo");
   std::filesystem::create_directories(roots / "read-only");
@@ -341,6 +350,87 @@ TEST_F(DaemonContainment, APeerBelowAdminMayNameOnlyACwdItCanEnterReadAndWriteIt
   auto spec = protocol::parse_json(read_file(daemon->run_dir(id) / "spec.json"));
   ASSERT_TRUE(spec && spec->is_object());
   EXPECT_EQ(spec->as_object().at("cwd"), boost::json::value((roots / "mine").string()));
+}
+
+// The attack that follows the one above (an outside tester's method, as uid nobody with the
+// control role): name a cwd the submitter owns, in a directory it may write and another user keeps
+// a directory in too (a shared workspace without the sticky bit); once the check as the submitter
+// has passed, rename its own directory away and the other user's into its place. No link anywhere,
+// so only the directory's identity tells them apart: the run is bound the directory that was
+// checked or none. The swap is made while the run is parked (its vendor gone, spawned again on its
+// decision), which holds the window between the check and a bind open for as long as the attacker
+// likes: the respawn is refused by name and the other user's file never reaches the run.
+TEST_F(DaemonContainment, ACwdReplacedByRenameAfterTheCheckIsNeverBoundInItsPlace) {
+  if (auto why = why_no_peer_of_another_uid()) GTEST_SKIP() << *why;
+  const auto roots = dir.path() / "roots";
+  const auto shared = roots / "shared";
+  std::filesystem::create_directories(shared / "mine/repo");
+  std::filesystem::create_directories(shared / "victim/repo");
+  std::ofstream(shared / "victim/repo/.env") << "DB_PASSWORD=hunter2\n";
+  ASSERT_EQ(::chmod(roots.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(shared.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0755), 0);  // the attacker may write here; no sticky bit
+  for (const auto& p : {shared / "mine", shared / "mine/repo"}) {
+    ASSERT_EQ(::chown(p.c_str(), kNobody, kNobody), 0) << p;
+    ASSERT_EQ(::chmod(p.c_str(), 0755), 0) << p;
+  }
+  for (const auto& p : {shared / "victim", shared / "victim/repo", shared / "victim/repo/.env"})
+    ASSERT_EQ(::chown(p.c_str(), kVictim, kVictim), 0) << p;
+  ASSERT_EQ(::chmod((shared / "victim").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((shared / "victim/repo").c_str(), 0755), 0);
+
+  daemon.reset();
+  start_daemon("[paths]\nsocket_mode = \"0666\"\n[access]\ncontrol_uids = [" + std::to_string(kNobody) +
+               "]\n[runs]\nworkspace_roots = [\"" + roots.string() + "\"]\n");
+  const std::string cwd = (shared / "mine/repo").string();
+  std::string why;
+  const std::string reply =
+      first_line_as(kNobody, daemon->socket(),
+                    socket_request("submit", R"("run":{"adapter":"claude","prompt":"go","decisions":"ask",)"
+                                             R"("decision_deadline_ms":600000,"park_after_ms":200,"model_scenario":)" +
+                                                 one_bash_call_scenario("cat .env") + R"(,"cwd":")" + cwd + "\"}"),
+                    why);
+  ASSERT_NE(reply.find(R"("reply":"submitted")"), std::string::npos) << reply << why;
+  auto parsed = protocol::parse_json(reply);
+  ASSERT_TRUE(parsed && parsed->is_object());
+  const std::string id(parsed->as_object().at("run_id").as_string());
+  auto parked = [&] {
+    SocketClient c(daemon->socket());
+    auto got = c.request(socket_request("get", R"("run_id":")" + id + "\""));
+    return got && got->str("reply") == "run" && got->str("state") == "parked" && got->object.at("pid").is_null();
+  };
+  ASSERT_TRUE(eventually(parked, 120s)) << "the run did not park: " << daemon->stderr_text();
+
+  // As the attacker: its directory away, the other user's in its place.
+  const pid_t attacker = ::fork();
+  ASSERT_GE(attacker, 0);
+  if (attacker == 0) {
+    if (::syscall(SYS_setresgid, kNobody, kNobody, kNobody) != 0 ||
+        ::syscall(SYS_setresuid, kNobody, kNobody, kNobody) != 0)
+      ::_exit(2);
+    if (::rename((shared / "mine").c_str(), (shared / "was-mine").c_str()) != 0) ::_exit(3);
+    if (::rename((shared / "victim").c_str(), (shared / "mine").c_str()) != 0) ::_exit(4);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(attacker, &status, 0), attacker);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the renames as nobody failed: " << status;
+  ASSERT_TRUE(std::filesystem::exists(shared / "mine/repo/.env")) << "the other user's repository is at the path";
+
+  SocketClient c(daemon->socket());
+  auto decided = c.request(socket_request("command", R"("run_id":")" + id + R"(","command":)" +
+                                                         tool_decide("d1", "toolu_probe", R"({"decision":"allow"})")));
+  ASSERT_TRUE(decided && decided->str("reply") == "result") << (decided ? decided->raw : daemon->stderr_text());
+  auto events = follow(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event(), "stream.closed");
+  bool refused_by_name = false;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.raw.find("hunter2"), std::string::npos) << "the other user's file reached the run: " << e.raw;
+    if (e.event() == "warning" && e.str("code") == "RESUME_FAILED")
+      refused_by_name = e.str("message").find("no longer the directory that was checked") != std::string::npos;
+  }
+  EXPECT_TRUE(refused_by_name) << "the respawn is refused, naming why";
 }
 
 TEST(DaemonCgroupParent, IsGoneAfterTheDaemonStops) {

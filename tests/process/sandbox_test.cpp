@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "daemon/process/child_process.hpp"
+#include "daemon/process/exec_handoff.hpp"
 #include "process_test_support.hpp"
 
 namespace mh::daemon::test {
@@ -87,6 +88,52 @@ TEST_F(SandboxTest, ACwdSwappedForALinkAfterItWasCheckedIsRefusedNotFollowed) {
   std::filesystem::remove(work_);
   std::filesystem::rename(run_.path() / "work-as-checked", work_);
   EXPECT_EQ(run("ls -A; echo done").out, "done\n");
+}
+
+// The operator's cwd as a root daemon checked it as the submitter (its device and inode) is the
+// only directory the run gets at that path: a submitter who renames it away after the check and
+// renames another directory into its place (no link anywhere: a rename in a directory it may
+// write) gets the spawn refused by name, never the other directory bound writable into the run.
+TEST_F(SandboxTest, ACwdReplacedByRenameAfterItWasCheckedIsRefusedNotBound) {
+  struct stat checked {};
+  ASSERT_EQ(::stat(work_.c_str(), &checked), 0);
+  spec_.cwd_identity =
+      DirectoryIdentity{static_cast<std::uint64_t>(checked.st_dev), static_cast<std::uint64_t>(checked.st_ino)};
+  auto plan = make_plan("/bin/sh", {"-c", "ls -A; echo done"}, {{"PATH", "/usr/bin:/bin"}}, work_);
+  plan.directories = {scratch_};
+  const auto contained = sandboxed(plan, spec_);
+  std::filesystem::rename(work_, run_.path() / "work-as-checked");
+  std::filesystem::create_directory(work_);  // another directory, at the checked path
+  std::ofstream(work_ / "someone-elses-secret") << "secret";
+  auto child = ChildProcess::spawn(strand_, contained);
+  if (child) {
+    std::string seen = io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s);
+    io_.run(strand_, (*child)->async_wait(), 30s);
+    FAIL() << "the directory renamed into its place was bound: the run saw " << seen;
+  }
+  EXPECT_NE(child.error().find("no longer the directory that was checked"), std::string::npos) << child.error();
+  // The checked directory, back at its path, is bound and writable.
+  std::filesystem::remove_all(work_);
+  std::filesystem::rename(run_.path() / "work-as-checked", work_);
+  EXPECT_EQ(run("ls -A; echo done").out, "done\n");
+}
+
+// An argument naming a path to open carries the checked identity between its prefix and the
+// path; one that does not parse is not taken for a path.
+TEST(OpenedPathArg, CarriesTheCheckedIdentityAndRefusesWhatDoesNotParse) {
+  const DirectoryIdentity identity{2049, 1234567};
+  auto parsed = parse_opened_path_arg(opened_path_arg("/srv/work", identity));
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->path, "/srv/work");
+  EXPECT_EQ(parsed->identity, identity);
+  auto plain = parse_opened_path_arg(opened_path_arg("/srv/work", std::nullopt));
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->path, "/srv/work");
+  EXPECT_FALSE(plain->identity);
+  const std::string prefix(kOpenedPathArgPrefix);
+  for (const std::string& bad : {prefix + "2049/srv", prefix + "a:1/srv", prefix + "1:2", prefix + "1:2x/s"})
+    EXPECT_FALSE(parse_opened_path_arg(bad)) << bad;
+  EXPECT_FALSE(parse_opened_path_arg("/srv/work"));
 }
 
 TEST_F(SandboxTest, TheHostsTmpRootAndAPlantedFileAreInvisible) {

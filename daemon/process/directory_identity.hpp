@@ -1,0 +1,18 @@
+// Which directory a path named when it was checked: its device and inode. A path is a name the
+// run's submitter may rename things under; the pair is the directory itself. A root daemon keeps
+// the pair its check as the submitter saw (directory_as_uid.hpp) and binds the cwd only if the
+// descriptor it opens at the spawn has the same one (exec_handoff.hpp), so a rename between the
+// two never puts another directory in its place. Header-only: mh-exec's handoff header names it.
+#pragma once
+
+#include <cstdint>
+
+namespace mh::daemon {
+
+struct DirectoryIdentity {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  bool operator==(const DirectoryIdentity&) const = default;
+};
+
+}  // namespace mh::daemon
