@@ -47,16 +47,33 @@ std::optional<ViewerTokens::Minted> ViewerTokens::mint(Role role, protocol::Peer
   std::string token = base64url(random, sizeof random);
   std::lock_guard lock(mu_);
   forget_expired(now);
-  if (by_digest_.size() >= kMaxTokens) {
-    why_not = std::to_string(kMaxTokens) + " viewer tokens are live; one frees when it expires (or at a restart)";
-    return std::nullopt;
-  }
-  const auto minted_by_uid = std::count_if(by_digest_.begin(), by_digest_.end(),
-                                           [&](const auto& entry) { return entry.second.minted_by.uid == by.uid; });
-  if (static_cast<std::size_t>(minted_by_uid) >= kMaxTokensPerUid) {
+  std::map<std::uint32_t, std::size_t> held;  // live tokens by the uid that minted them
+  for (const auto& [digest, grant] : by_digest_)
+    ++held[grant.minted_by.uid];
+  const std::size_t mine = held.contains(by.uid) ? held[by.uid] : 0;
+  if (mine >= kMaxTokensPerUid) {
     why_not = "uid " + std::to_string(by.uid) + " holds " + std::to_string(kMaxTokensPerUid) +
               " live viewer tokens already; one frees when it expires (or at a restart)";
     return std::nullopt;
+  }
+  if (by_digest_.size() >= kMaxTokens) {
+    // A full book: a fair share, not first come. A few uids that took every token (each its
+    // kMaxTokensPerUid) would otherwise shut every other uid out for as long as the tokens live
+    // (a week). The uid holding the most gives up its token nearest to expiry, to a uid holding
+    // fewer; a uid holding as many as anyone is refused.
+    const auto most =
+        std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (most->second <= mine) {
+      why_not = std::to_string(kMaxTokens) + " viewer tokens are live and uid " + std::to_string(by.uid) +
+                " holds as many as any uid; one frees when it expires (or at a restart)";
+      return std::nullopt;
+    }
+    auto given_up = by_digest_.end();
+    for (auto it = by_digest_.begin(); it != by_digest_.end(); ++it)
+      if (it->second.minted_by.uid == most->first &&
+          (given_up == by_digest_.end() || it->second.expires_at < given_up->second.expires_at))
+        given_up = it;
+    by_digest_.erase(given_up);
   }
   ViewerGrant grant{role, std::move(by), now + ttl};
   by_digest_[protocol::sha256_hex(token)] = grant;

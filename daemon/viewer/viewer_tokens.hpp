@@ -6,7 +6,9 @@
 // Tokens live in the daemon's memory only: a restart ends every page's access, and nothing on
 // disk can be copied to gain it. Only each token's SHA-256 is kept, so the book itself holds
 // nothing a page could use. A token expires (the ttl it was given); at most kMaxTokens are live,
-// and one more is refused by name rather than pushing out somebody's page.
+// at most kMaxTokensPerUid of them one uid's. With the book full, a uid holding fewer than the
+// uid holding the most still gets one, which ends that uid's token nearest to expiry (a fair
+// share: a few uids cannot shut everyone else out); a uid holding as many as anyone is refused.
 //
 // Thread-safe: socket sessions mint and HTTP connections check, each on its own strand.
 #pragma once

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 namespace mh::daemon {
 namespace {
@@ -66,20 +67,55 @@ TEST(ViewerTokens, ATtlOutOfRangeOrNoRoleIsRefusedByName) {
   EXPECT_EQ(book.live(kNow), 0u);
 }
 
-TEST(ViewerTokens, AFullBookRefusesOneMoreUntilATokenExpires) {
+TEST(ViewerTokens, AFullBookRefusesOneMoreToAUidHoldingAsManyAsAnyUntilATokenExpires) {
   ViewerTokens book;
   std::string why;
-  // Many uids' tokens (one uid may hold kMaxTokensPerUid of them).
-  auto uid_of = [](std::size_t i) {
-    return protocol::PeerIdentity{static_cast<std::uint32_t>(i / ViewerTokens::kMaxTokensPerUid), 0, std::nullopt};
-  };
+  // kMaxTokens uids, one token each: the book is full and nobody holds more than another.
+  auto uid_of = [](std::size_t i) { return protocol::PeerIdentity{static_cast<std::uint32_t>(i), 0, std::nullopt}; };
   for (std::size_t i = 0; i < ViewerTokens::kMaxTokens; ++i)
     ASSERT_TRUE(book.mint(Role::observe, uid_of(i), i == 0 ? 10s : 3600s, kNow, why)) << why;
-  EXPECT_FALSE(book.mint(Role::observe, uid_of(ViewerTokens::kMaxTokens), 60s, kNow + 1s, why));
+  EXPECT_FALSE(book.mint(Role::observe, uid_of(7), 60s, kNow + 1s, why));
   EXPECT_NE(why.find("live"), std::string::npos) << why;
+  EXPECT_NE(why.find("holds as many as any uid"), std::string::npos) << why;
   // The first one expires: there is room again, and nobody else's token was pushed out.
-  EXPECT_TRUE(book.mint(Role::observe, uid_of(0), 60s, kNow + 10s, why)) << why;
+  EXPECT_TRUE(book.mint(Role::observe, uid_of(7), 60s, kNow + 10s, why)) << why;
   EXPECT_EQ(book.live(kNow + 10s), ViewerTokens::kMaxTokens);
+}
+
+// The attack that follows the next one's fix (a review's, as an attacker reads it): 16 uids, each
+// its kMaxTokensPerUid week-long tokens, fill the book, and every other uid (root among them) is
+// refused for a week. A full book is shared fairly: a uid holding fewer than the most still gets
+// a token, and the one that ends is the biggest holder's nearest to expiry, never a small holder's.
+TEST(ViewerTokens, AFullBookTakenBySixteenUidsStillGivesAnotherUidOneAtTheBiggestHoldersCost) {
+  ViewerTokens book;
+  std::string why;
+  const std::size_t hoarders = ViewerTokens::kMaxTokens / ViewerTokens::kMaxTokensPerUid;
+  std::vector<std::string> first_of_each;
+  for (std::size_t u = 0; u < hoarders; ++u)
+    for (std::size_t i = 0; i < ViewerTokens::kMaxTokensPerUid; ++i) {
+      const protocol::PeerIdentity hoarder{static_cast<std::uint32_t>(1000 + u), 0, std::nullopt};
+      auto minted = book.mint(Role::observe, hoarder, ViewerTokens::kMaxTtl - std::chrono::seconds(i), kNow, why);
+      ASSERT_TRUE(minted) << why;
+      if (i + 1 == ViewerTokens::kMaxTokensPerUid) first_of_each.push_back(minted->token);  // nearest to expiry
+    }
+  ASSERT_EQ(book.live(kNow), ViewerTokens::kMaxTokens);
+  const protocol::PeerIdentity root{0, 2, std::nullopt}, operator_uid{4343, 3, std::nullopt};
+  auto roots = book.mint(Role::admin, root, 60s, kNow, why);
+  ASSERT_TRUE(roots) << why;
+  auto operators = book.mint(Role::observe, operator_uid, 60s, kNow, why);
+  ASSERT_TRUE(operators) << why;
+  EXPECT_EQ(book.live(kNow), ViewerTokens::kMaxTokens) << "still at most kMaxTokens";
+  std::size_t ended = 0;
+  for (const auto& token : first_of_each)
+    ended += !book.check(token, kNow);
+  EXPECT_EQ(ended, 2u) << "each new token ended one hoarder's token nearest to expiry";
+  // The hoarders mint on: each new one costs a hoarder holding the most, never root or the
+  // operator, who hold one each.
+  for (std::size_t i = 0; i < 4 * ViewerTokens::kMaxTokensPerUid; ++i)
+    (void)book.mint(Role::observe, {static_cast<std::uint32_t>(1000 + i % hoarders), 0, std::nullopt},
+                    ViewerTokens::kMaxTtl, kNow, why);
+  EXPECT_TRUE(book.check(roots->token, kNow)) << "root's page goes on";
+  EXPECT_TRUE(book.check(operators->token, kNow)) << "the operator's page goes on";
 }
 
 // The attack (an outside tester's): one observer uid minted every token the book holds (week-long
