@@ -205,6 +205,10 @@ const std::string& FleetHost::host_id() const {
   return link_->config().host_id;
 }
 
+bool FleetHost::take_deaf_follower() {
+  return take_hook_failure(deaf_followers_);
+}
+
 fleet::NatsResult<std::optional<fleet::RunRecord>> FleetHost::await_placement(const std::string& id,
                                                                               std::chrono::milliseconds timeout) {
   if (take_hook_failure(fail_placement_read_)) return hook_failure(kFailPlacementReadEnv);
@@ -252,6 +256,8 @@ boost::system::result<std::shared_ptr<FleetGate>, std::string> FleetHost::start(
   read_failure_hook(kFailOwnCloseEnv, host->fail_own_close_, "tries to mark a run's own close");
   read_failure_hook(kFailLapseReadEnv, host->fail_lapse_read_, "reads of a run's fleet copy after a lease lapse");
   read_failure_hook(kFailPlacementReadEnv, host->fail_placement_read_, "reads of where a submitted spec was placed");
+  read_failure_hook(kDeafFollowersEnv, host->deaf_followers_,
+                    "followers of a fleet run's stream (tail, attach) drop what they are handed, and so");
   read_failure_hook(kFailClosedRecordReadEnv, host->fail_closed_record_read_,
                     "reads of the record of a run another host closed in the fleet");
   if (std::atomic<int> sweep_marks{0};

@@ -75,6 +75,12 @@ inline constexpr const char* kFailSweepMarkEnv = "MH_TEST_FLEET_FAIL_SWEEP_MARK"
 // first N such reads fail as if NATS had not answered. Said in the log at start; no production
 // unit sets it.
 inline constexpr const char* kFailClosedRecordReadEnv = "MH_TEST_FLEET_FAIL_CLOSED_RECORD_READ";
+// A test hook (tests/fleet/fleet_daemon_test.cpp) that makes deterministic what JetStream does
+// rarely, after its cluster loses and elects again its metadata leader: a tail's consumer that
+// lives (its heartbeats arrive) and delivers nothing. The first N followers this host opens for a
+// `tail`/`attach` of a fleet run drop every line they are handed. Said in the log at start; no
+// production unit sets it.
+inline constexpr const char* kDeafFollowersEnv = "MH_TEST_FLEET_DEAF_FOLLOWERS";
 
 class FleetHost final : public FleetGate, public std::enable_shared_from_this<FleetHost> {
  public:
@@ -122,6 +128,9 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   // given back). If it is, resumes once the making has ended (true), which a command relayed for
   // the run meanwhile waits for (serve_relayed); false at once if it is not.
   boost::asio::awaitable<bool> until_made(std::string id);
+  // kDeafFollowersEnv: whether the follower being opened is to drop what it is handed (any
+  // thread; taken once per follower).
+  bool take_deaf_follower();
 
  private:
   FleetHost(std::shared_ptr<Server> server, std::unique_ptr<fleet::FleetLink> link);
@@ -185,6 +194,7 @@ class FleetHost final : public FleetGate, public std::enable_shared_from_this<Fl
   std::atomic<int> fail_own_close_{0};           // kFailOwnCloseEnv: own-close tries of mark_closed left to fail
   std::atomic<int> fail_placement_read_{0};      // kFailPlacementReadEnv: placement reads left to fail
   std::atomic<int> fail_lapse_read_{0};          // kFailLapseReadEnv: reads after a lapse left to fail
+  std::atomic<int> deaf_followers_{0};           // kDeafFollowersEnv: followers left to open deaf
   std::atomic<int> fail_closed_record_read_{0};  // kFailClosedRecordReadEnv: record reads left to fail
   // How often this host's lease ran out and was taken again: an idle publisher that sees it move
   // looks whether its run was closed in the fleet meanwhile, before the run writes another line.

@@ -21,6 +21,7 @@
 #include "daemon/fleet/placement.hpp"
 #include "daemon/fleet/request_claims.hpp"
 #include "daemon/fleet/run_records.hpp"
+#include "daemon/log.hpp"
 #include "daemon/run/disk_floor.hpp"
 #include "daemon/run/run_dir.hpp"
 #include "daemon/server/requests.hpp"
@@ -444,25 +445,88 @@ struct FleetTailState {
   asio::steady_timer wake;
 };
 
-asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_ptr<FleetTailState> state,
+// How long a fleet tail may hear nothing before the fleet is asked whether it holds more. JetStream
+// can orphan a follower's consumer when its cluster loses and elects again its metadata leader:
+// the consumer goes on sending heartbeats, so libnats never makes it again, and delivers nothing
+// (seen in CI: a tail silent for its whole 120 s while the fleet held every line). Heartbeats say
+// the consumer lives, not that it delivers: the fleet's own last line for the run does.
+constexpr std::chrono::seconds kFleetTailSilence{5};
+
+// A follower that hands each line to the pump through `state`, from `from_seq`; made on the
+// fleet thread.
+asio::awaitable<fleet::NatsResult<std::unique_ptr<fleet::FleetStreamFollower>>> open_fleet_follower(
+    std::shared_ptr<FleetHost> host, std::shared_ptr<FleetTailState> state, std::string run_id,
+    std::uint64_t from_seq) {
+  const bool deaf = host->take_deaf_follower();  // a test hook's (kDeafFollowersEnv)
+  auto on_line = [state, deaf](fleet::FleetLine line) {
+    if (deaf) return;
+    state->lines.push_back(std::move(line));
+    state->wake.cancel();
+  };
+  auto executor = state->wake.get_executor();
+  auto open = [host, run_id, from_seq, executor, on_line] {
+    return fleet::FleetStreamFollower::open(host->link(), run_id, from_seq, executor, on_line);
+  };
+  auto opened = co_await host->on_fleet(std::move(open));
+  co_return opened;
+}
+
+// After kFleetTailSilence with no line: a follower made again from `next_seq` when the fleet
+// holds a line at or past it that the tail never handed on; nullptr to keep the one it has (the
+// run is quiet, or the fleet does not answer: asked again after the next silence).
+asio::awaitable<std::unique_ptr<fleet::FleetStreamFollower>> remade_if_deaf(std::shared_ptr<FleetHost> host,
+                                                                            std::shared_ptr<FleetTailState> state,
+                                                                            std::string run_id,
+                                                                            std::uint64_t next_seq) {
+  auto ask = [host, run_id] { return fleet::fleet_stream_tail(host->link(), run_id); };
+  auto tail = co_await host->on_fleet(std::move(ask));
+  if (!tail || tail->last_seq < next_seq) co_return nullptr;
+  const std::string heard_nothing = "fleet: a tail of run " + run_id + " heard nothing for " +
+                                    std::to_string(kFleetTailSilence.count()) + " s while the fleet holds seq " +
+                                    std::to_string(tail->last_seq);
+  auto reopening = open_fleet_follower(host, state, run_id, next_seq);
+  auto reopened = co_await std::move(reopening);
+  if (!reopened) {
+    log(LogPriority::warning,
+        heard_nothing + ", and its consumer could not be made again: " + reopened.error().text + "; trying again");
+    co_return nullptr;
+  }
+  log(LogPriority::notice, heard_nothing + ": its consumer was made again from seq " + std::to_string(next_seq));
+  co_return std::move(*reopened);
+}
+
+asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_ptr<FleetHost> host,
+                                 std::shared_ptr<FleetTailState> state,
                                  std::unique_ptr<fleet::FleetStreamFollower> follower, bool follow,
                                  std::uint64_t next_seq, std::uint64_t end_seq, std::optional<std::string> request_id,
                                  std::string run_id) {
   Connection& connection = session->connection();
   bool done = !follow && end_seq < next_seq;  // nothing to read without following
+  auto heard = std::chrono::steady_clock::now();
   while (!done) {
     while (!state->lines.empty() && !done) {
+      fleet::FleetLine line = std::move(state->lines.front());
+      state->lines.pop_front();
+      heard = std::chrono::steady_clock::now();
+      // Already handed on: a follower made again starts where the last line sent leaves off, and
+      // the one it replaced may have posted a line or two more before it stopped.
+      if (line.seq != 0 && line.seq < next_seq) continue;
       if (!co_await connection.writable()) {
         done = true;
         break;
       }
-      fleet::FleetLine line = std::move(state->lines.front());
-      state->lines.pop_front();
       connection.send_streamed(std::move(line.line));  // a stream's line, not an answer
       if (line.seq != 0) next_seq = line.seq + 1;
       done = line.closed || (!follow && line.seq >= end_seq);
     }
     if (done || connection.closing() || connection.peer_gone()) break;
+    if (std::chrono::steady_clock::now() - heard >= kFleetTailSilence) {
+      auto remaking = remade_if_deaf(host, state, run_id, next_seq);
+      // The one replaced unsubscribes; what it had posted meanwhile is skipped by seq.
+      if (auto remade = co_await std::move(remaking)) follower = std::move(remade);
+      heard = std::chrono::steady_clock::now();
+      if (!state->lines.empty() || connection.closing() || connection.peer_gone()) continue;
+    }
     state->wake.expires_after(std::chrono::seconds(1));
     boost::system::error_code ec;
     co_await state->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -603,15 +667,8 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
     pending = std::move(asked_owner->pending);
   }
   auto state = std::make_shared<FleetTailState>(s.connection().executor());
-  auto on_line = [state](fleet::FleetLine line) {
-    state->lines.push_back(std::move(line));
-    state->wake.cancel();
-  };
-  auto executor = s.connection().executor();
-  auto open = [host, id, from, executor, on_line] {
-    return fleet::FleetStreamFollower::open(host->link(), id, from, executor, on_line);
-  };
-  auto follower = co_await host->on_fleet(std::move(open));
+  auto opening = open_fleet_follower(host, state, id, from);
+  auto follower = co_await std::move(opening);
   if (!follower) {
     s.refuse("FLEET_UNAVAILABLE", follower.error().text, r.id);
     co_return true;
@@ -633,10 +690,10 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
   s.stream().run_id = id;
   if (attach) s.stream().fleet_owner = found->first->host;
   s.connection().hold();
-  asio::co_spawn(
-      s.connection().executor(),
-      pump_fleet(s.shared_from_this(), state, std::move(*follower), follow, from, found->second.last_seq, r.id, id),
-      asio::detached);
+  asio::co_spawn(s.connection().executor(),
+                 pump_fleet(s.shared_from_this(), host, state, std::move(*follower), follow, from,
+                            found->second.last_seq, r.id, id),
+                 asio::detached);
   co_return true;
 }
 
