@@ -101,14 +101,20 @@ void close_descriptors_except(const std::vector<int>& keep) {
   }
 }
 
-// Child-side setup, run between fork and execve (after stdio is dup2'ed and the directory
-// changed): own process group, default signal dispositions, empty mask, nothing else open.
-// On failure errno is left set, which is what the launcher reports to the parent.
+// Child-side setup, run between fork and execve (after stdio is dup2'ed and the launcher's
+// chdir): the run's cgroup, its identity and then its working directory, own process group, default signal
+// dispositions, empty mask, nothing else open. On failure errno is left set, which is what the launcher reports to the
+// parent.
 struct ChildSideSetup {
   SpawnOptions options;
   // Inherited across exec, their close-on-exec flags cleared here: the handed environment's
   // memfd and the paths opened for the hop (exec_handoff.hpp). Made in the parent: read only here.
   std::vector<int> inherited;
+  // With an identity to take, the working directory is entered here, after the drop, as the run's
+  // user: entered as root (the launcher's own chdir, before this step), a directory the run's user
+  // could never reach — one its submitter swapped for a link into another user's 0700 home after
+  // the check — would become the run's cwd, and what is under it readable. Else the launcher's.
+  const char* cwd_after_drop = nullptr;
 
   error_code on_exec_setup(bp2::posix::default_launcher& launcher, const fs::path&, const char* const*) {
     // First of all, move into the run's cgroup (while still privileged to): from here on
@@ -119,6 +125,7 @@ struct ChildSideSetup {
       if (::setgroups(0, nullptr) == -1 || ::setgid(options.identity->gid) == -1 ||
           ::setuid(options.identity->uid) == -1)
         return error_code(errno, boost::system::system_category());
+      if (cwd_after_drop && ::chdir(cwd_after_drop) == -1) return error_code(errno, boost::system::system_category());
     }
     if (::setpgid(0, 0) == -1) return error_code(errno, boost::system::system_category());
     struct sigaction default_action {};
@@ -313,7 +320,11 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
     environment.push_back(std::string(kHandedEnvFdVar) + "=" + std::to_string(handed.get()));
   }
   std::vector<UniqueFd> opened;  // likewise
-  auto args = open_handed_paths(plan.args, opened);
+  // Only a privileged hop's own options name paths to open (a plan with handed_env: the
+  // sandbox's bwrap). Any other plan's arguments are the vendor's, which carry what a run's
+  // submitter wrote (a model name, a prompt): never a path root opens and hands on.
+  auto args = plan.handed_env ? open_handed_paths(plan.args, opened)
+                              : boost::system::result<std::vector<std::string>, std::string>(plan.args);
   if (!args) return args.error();
   std::vector<int> inherited;
   if (handed) inherited.push_back(handed.get());
@@ -332,10 +343,14 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
   pid_t pid = -1;
   try {
     AllSignalsBlocked blocked;
+    // As the run's user when there is one to take (ChildSideSetup::cwd_after_drop); the launcher
+    // enters "/" first, so nothing of the daemon's own cwd is kept.
+    const std::string cwd = plan.cwd.string();
     auto process = launcher(launch_context.get_executor(), ec, plan.program, *args,
                             bp2::process_stdio{in->read.get(), out->write.get(), err->write.get()},
-                            bp2::process_environment{environment}, bp2::process_start_dir{plan.cwd},
-                            ChildSideSetup{options, inherited});
+                            bp2::process_environment{environment},
+                            bp2::process_start_dir{options.identity ? fs::path("/") : plan.cwd},
+                            ChildSideSetup{options, inherited, options.identity ? cwd.c_str() : nullptr});
     if (!ec) {
       pid = process.id();
       process.detach();  // ours now; the basic_process must not kill it on destruction
@@ -352,7 +367,10 @@ boost::system::result<std::unique_ptr<ChildProcess>, std::string> ChildProcess::
       while (::waitpid(launcher.pid, &status, 0) == -1 && errno == EINTR) {
       }
     }
-    return "exec of " + plan.program.string() + " failed: " + ec.message();
+    return "exec of " + plan.program.string() + " failed: " + ec.message() +
+           (options.identity ? " (or its working directory " + plan.cwd.string() + " could not be entered as uid " +
+                                   std::to_string(options.identity->uid) + ", which enters it after the drop)"
+                             : std::string());
   }
 
   // The child is unreaped, so its pid cannot be recycled before we hold its pidfd.

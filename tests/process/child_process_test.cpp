@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 
 #include <boost/asio/write.hpp>
+#include <fstream>
 #include <set>
 
+#include "daemon/process/exec_handoff.hpp"
 #include "process_test_support.hpp"
 
 namespace mh::daemon::test {
@@ -67,6 +69,52 @@ TEST(ChildProcess, ArgumentsArePassedExactly) {
   auto out =
       run_plan(io, make_plan("/bin/sh", {"-c", "printf '[%s]' \"$@\"", "argv0", "a b", "", "*"}, {}, dir.path()));
   EXPECT_EQ(out.out, "[a b][][*]");
+}
+
+// The attack (a review's, as an attacker reads the code): a run's submitter writes a path behind
+// the opened-path prefix into what becomes a vendor's argument (its model name, its prompt). Only
+// a privileged hop's own options are opened (a plan with handed_env, the sandbox's bwrap): a
+// vendor's arguments are passed exactly, never opened by root and handed on as a descriptor.
+TEST(ChildProcess, AVendorsArgumentIsNeverAPathTheSpawnerOpens) {
+  IoThreads io;
+  TempDir dir;
+  const std::string smuggled = std::string(kOpenedPathArgPrefix) + dir.path().string();
+  auto out = run_plan(io, make_plan("/bin/sh", {"-c", "printf '[%s]' \"$1\"; ls /proc/self/fd | wc -l", "sh", smuggled},
+                                    {}, dir.path()));
+  EXPECT_EQ(out.out.substr(0, smuggled.size() + 2), "[" + smuggled + "]") << out.out;
+}
+
+// Under a root daemon the run's user enters the working directory itself, after the drop: a
+// directory only root could reach (another user's 0700 home above it, as a submitter's swap after
+// the check would make it) is refused, never entered as root and handed to the run as its cwd.
+TEST(ChildProcess, TheRunsUserEntersItsWorkingDirectoryAfterTheDrop) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the spawn takes another uid";
+  IoThreads io;
+  TempDir dir;
+  constexpr uid_t kNobody = 65534;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  const auto private_home = dir.path() / "victim", repo = private_home / "repo";
+  std::filesystem::create_directories(repo);
+  std::ofstream(repo / ".env") << "DB_PASSWORD=hunter2\n";
+  ASSERT_EQ(::chmod(private_home.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(repo.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((repo / ".env").c_str(), 0644), 0);
+  SpawnOptions as_nobody;
+  as_nobody.identity = SpawnOptions::Identity{kNobody, kNobody};
+  auto strand = io.make_strand();
+  auto refused = ChildProcess::spawn(strand, make_plan("/bin/cat", {".env"}, {}, repo), as_nobody);
+  if (refused) {
+    std::string seen = io.run(strand, read_to_eof((*refused)->stdout_pipe()));
+    io.run(strand, (*refused)->async_wait());
+    FAIL() << "the run's user was handed a directory it cannot reach; it read: " << seen;
+  }
+  EXPECT_NE(refused.error().find("could not be entered as uid 65534"), std::string::npos) << refused.error();
+  // A directory the run's user can reach is its cwd as before.
+  auto reached = ChildProcess::spawn(strand, make_plan("/bin/pwd", {"-P"}, {}, dir.path()), as_nobody);
+  ASSERT_TRUE(reached) << reached.error();
+  EXPECT_EQ(io.run(strand, read_to_eof((*reached)->stdout_pipe())),
+            std::filesystem::canonical(dir.path()).string() + "\n");
+  io.run(strand, (*reached)->async_wait());
 }
 
 TEST(ChildProcess, WorkingDirectoryIsThePlans) {

@@ -43,8 +43,8 @@ TEST_F(DirectoryAsUid, SaysTheRealPathAndTheIdentityOfWhatThePeerReached) {
   EXPECT_EQ(judged->real_path, std::filesystem::canonical(mine).string());
   struct stat st {};
   ASSERT_EQ(::stat(mine.c_str(), &st), 0);
-  EXPECT_EQ(judged->identity, (DirectoryIdentity{static_cast<std::uint64_t>(st.st_dev),
-                                                 static_cast<std::uint64_t>(st.st_ino)}));
+  EXPECT_EQ(judged->identity,
+            (DirectoryIdentity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)}));
 }
 
 // A directory the peer may enter and read but not write is refused, in words naming the uid only.
