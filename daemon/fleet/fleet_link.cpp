@@ -1,15 +1,46 @@
 #include "daemon/fleet/fleet_link.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <thread>
 #include <vector>
+
+#include "daemon/log.hpp"
 
 namespace mh::fleet {
 
 namespace {
 
 constexpr std::int64_t kNanosPerMilli = 1'000'000;
+
+// What libnats meets off any call of ours — an ordered consumer it could not make again, a
+// subscription whose messages it dropped (slow consumer), heartbeats missed — it says only to
+// the connection's error handler: without one, nothing is said at all. Logged as a warning, at
+// most one line every 5 s for the whole process (an outage repeats the same error every couple
+// of seconds per follower), with how many were left unsaid since the last.
+void log_async_error(natsConnection*, natsSubscription* sub, natsStatus status, void*) {
+  using Clock = std::chrono::steady_clock;
+  static std::atomic<Clock::rep> next_allowed{0};
+  static std::atomic<std::uint64_t> unsaid{0};
+  const Clock::rep now = Clock::now().time_since_epoch().count();
+  Clock::rep allowed = next_allowed.load();
+  const Clock::rep next = now + std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(5)).count();
+  if (now < allowed || !next_allowed.compare_exchange_strong(allowed, next)) {
+    ++unsaid;
+    return;
+  }
+  std::string message = "fleet: NATS: " + std::string(natsStatus_GetText(status));
+  if (sub) {
+    if (const char* subject = natsSubscription_GetSubject(sub))
+      message += " (subscription on " + std::string(subject) + ")";
+  }
+  if (const char* detail = nats_GetLastError(nullptr); detail && *detail) message += ": " + std::string(detail);
+  if (const std::uint64_t before = unsaid.exchange(0))
+    message += " [" + std::to_string(before) + " more unsaid in the last 5 s]";
+  mh::daemon::log(mh::daemon::LogPriority::warning, message);
+}
 
 // A value of the config refused before anything is asked of a server, blaming `key`.
 NatsError config_error(std::string key, std::string why) {
@@ -237,6 +268,7 @@ NatsResult<std::unique_ptr<FleetLink>> FleetLink::connect(const FleetConfig& con
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts.get(), -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts.get(), 250);
   if (s == NATS_OK) s = natsOptions_SetFailRequestsOnDisconnect(opts.get(), true);
+  if (s == NATS_OK) s = natsOptions_SetErrorHandler(opts.get(), log_async_error, nullptr);
   if (s != NATS_OK) return nats_error("NATS options", s);
   if (auto creds = apply_credentials(opts.get(), config); !creds) return creds.error();
 

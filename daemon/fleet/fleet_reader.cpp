@@ -55,6 +55,7 @@ struct FleetStreamFollower::State {
   boost::asio::any_io_executor executor;
   OnLine on_line;
   std::uint64_t from = 1;
+  std::atomic<std::uint64_t> received{0};
 };
 
 namespace {
@@ -62,6 +63,7 @@ namespace {
 void on_follow(natsConnection*, natsSubscription*, natsMsg* raw, void* closure) {
   MsgHandle msg(raw);
   auto* state = static_cast<FleetStreamFollower::State*>(closure);
+  state->received.fetch_add(1, std::memory_order_relaxed);
   for (FleetLine& line : lines_of(msg.get())) {
     if (line.seq != 0 && line.seq < state->from) continue;
     boost::asio::post(state->executor,
@@ -82,16 +84,24 @@ NatsResult<std::unique_ptr<FleetStreamFollower>> FleetStreamFollower::open(Fleet
   if (auto problem = run_id_problem(run_id); !problem.empty())
     return nats_error("run id " + run_id + ": " + problem, NATS_INVALID_ARG);
   const std::string stream = link.names().events_stream(), subject = link.names().events_subject(run_id);
-  auto state = std::make_unique<State>(State{std::move(executor), std::move(on_line), from_seq == 0 ? 1 : from_seq});
+  auto state = std::make_unique<State>();
+  state->executor = std::move(executor);
+  state->on_line = std::move(on_line);
+  state->from = from_seq == 0 ? 1 : from_seq;
   jsSubOptions so = ordered_options(stream);
   natsSubscription* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_Subscribe(&raw, link.js(), subject.c_str(), on_follow, state.get(), nullptr, &so, &code);
   if (s != NATS_OK) return nats_error("following " + subject, s, code);
   SubscriptionHandle sub(raw);
+  const State* watched = state.get();
   s = natsSubscription_SetOnCompleteCB(sub.get(), on_follow_complete, state.release());
   if (s != NATS_OK) return nats_error("following " + subject, s);
-  return std::unique_ptr<FleetStreamFollower>(new FleetStreamFollower(std::move(sub)));
+  return std::unique_ptr<FleetStreamFollower>(new FleetStreamFollower(std::move(sub), watched));
+}
+
+std::uint64_t FleetStreamFollower::messages_received() const {
+  return state_->received.load(std::memory_order_relaxed);
 }
 
 FleetStreamFollower::~FleetStreamFollower() {

@@ -6,6 +6,7 @@
 // Threading: next() blocks (bounded by its wait): fleet thread, or a client process.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <deque>
@@ -50,11 +51,16 @@ class FleetStreamFollower {
   FleetStreamFollower(const FleetStreamFollower&) = delete;
   FleetStreamFollower& operator=(const FleetStreamFollower&) = delete;
 
+  // How many messages the consumer has delivered, those before from_seq too (any thread): a
+  // follower catching up through a long run hands on nothing for a while and is not silent.
+  std::uint64_t messages_received() const;
+
   struct State;
 
  private:
-  explicit FleetStreamFollower(SubscriptionHandle sub) : sub_(std::move(sub)) {}
+  FleetStreamFollower(SubscriptionHandle sub, const State* state) : sub_(std::move(sub)), state_(state) {}
   SubscriptionHandle sub_;
+  const State* state_;  // libnats' until the subscription completes, which the destructor's unsubscribe begins
 };
 
 }  // namespace mh::fleet

@@ -503,6 +503,7 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
   Connection& connection = session->connection();
   bool done = !follow && end_seq < next_seq;  // nothing to read without following
   auto heard = std::chrono::steady_clock::now();
+  std::uint64_t messages = follower->messages_received();
   while (!done) {
     while (!state->lines.empty() && !done) {
       fleet::FleetLine line = std::move(state->lines.front());
@@ -510,20 +511,29 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
       heard = std::chrono::steady_clock::now();
       // Already handed on: a follower made again starts where the last line sent leaves off, and
       // the one it replaced may have posted a line or two more before it stopped.
-      if (line.seq != 0 && line.seq < next_seq) continue;
+      if (line.seq != 0 && line.seq < next_seq && !line.closed) continue;
       if (!co_await connection.writable()) {
         done = true;
         break;
       }
       connection.send_streamed(std::move(line.line));  // a stream's line, not an answer
-      if (line.seq != 0) next_seq = line.seq + 1;
+      // Only the next seq moves the tail on: a line another host forged with a seq far ahead
+      // (any host may publish: docs/fleet.md, Trust) is passed on as it is, and skips nothing.
+      if (line.seq != 0 && line.seq == next_seq) next_seq = line.seq + 1;
       done = line.closed || (!follow && line.seq >= end_seq);
     }
     if (done || connection.closing() || connection.peer_gone()) break;
+    if (const std::uint64_t now_received = follower->messages_received(); now_received != messages) {
+      messages = now_received;  // catching up through lines before from_seq: not silent
+      heard = std::chrono::steady_clock::now();
+    }
     if (std::chrono::steady_clock::now() - heard >= kFleetTailSilence) {
       auto remaking = remade_if_deaf(host, state, run_id, next_seq);
       // The one replaced unsubscribes; what it had posted meanwhile is skipped by seq.
-      if (auto remade = co_await std::move(remaking)) follower = std::move(remade);
+      if (auto remade = co_await std::move(remaking)) {
+        follower = std::move(remade);
+        messages = follower->messages_received();
+      }
       heard = std::chrono::steady_clock::now();
       if (!state->lines.empty() || connection.closing() || connection.peer_gone()) continue;
     }
