@@ -29,6 +29,7 @@
 #include <system_error>
 
 #include "daemon/asio/process_v2.hpp"
+#include "daemon/process/directory_identity_of.hpp"
 #include "daemon/process/exec_handoff.hpp"
 #include "daemon/process/unique_fd.hpp"
 
@@ -240,10 +241,9 @@ boost::system::result<UniqueFd, std::string> open_without_links(const OpenedPath
            (errno == ELOOP ? " (a part of it is a symbolic link: it is bound only as it was checked, by its real path)"
                            : "");
   if (opened.identity) {
-    struct stat st {};
-    if (::fstat(fd.get(), &st) == -1) return "cannot bind " + path + ": " + errno_text(errno);
-    const DirectoryIdentity found{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
-    if (found != *opened.identity)
+    auto found = identity_of(fd.get(), "");
+    if (!found) return "cannot bind " + path + ": " + errno_text(errno);
+    if (!opened.identity->admits(*found))
       return "cannot bind " + path +
              ": it is no longer the directory that was checked when the run was submitted (something was renamed "
              "or replaced there since), so nothing is bound in its place";

@@ -16,16 +16,17 @@
 #include <vector>
 
 #include "daemon/process/all_signals_blocked.hpp"
+#include "daemon/process/directory_identity_of.hpp"
 #include "daemon/process/unique_fd.hpp"
 
 namespace mh::daemon {
 
 namespace {
 
-// What the child says: 0 and, on its pipe, the directory's device and inode (two 64-bit words) then
-// its real path; or one of these.
+// What the child says: 0 and, on its pipe, the directory's device, inode and birth (three 64-bit
+// words) then its real path; or one of these.
 enum ChildExit : int { kReached = 0, kNotReached = 1, kNoDrop = 2 };
-constexpr std::size_t kIdentityBytes = 2 * sizeof(std::uint64_t);
+constexpr std::size_t kIdentityBytes = 3 * sizeof(std::uint64_t);
 
 // The child's part: only system calls, on memory made before the fork (the daemon has threads).
 // Every signal stays blocked (the daemon's handlers write to its own signal pipe, and the peer,
@@ -43,12 +44,11 @@ constexpr std::size_t kIdentityBytes = 2 * sizeof(std::uint64_t);
   // which directory it is, and judges that directory (".", never the path again, which the peer
   // may have renamed something onto meanwhile).
   if (::chdir(given) != 0) ::_exit(kNotReached);
-  struct stat entered {};
-  if (::stat(".", &entered) != 0) ::_exit(kNotReached);
+  const auto entered = identity_of(AT_FDCWD, ".");
+  if (!entered) ::_exit(kNotReached);
   if (::faccessat(AT_FDCWD, ".", R_OK | W_OK | X_OK, AT_EACCESS) != 0) ::_exit(kNotReached);
   char said[kIdentityBytes + PATH_MAX + 1];
-  const std::uint64_t identity[2] = {static_cast<std::uint64_t>(entered.st_dev),
-                                     static_cast<std::uint64_t>(entered.st_ino)};
+  const std::uint64_t identity[3] = {entered->device, entered->inode, entered->birth_ns};
   std::memcpy(said, identity, kIdentityBytes);
   char* real = said + kIdentityBytes;
   const long length = ::syscall(SYS_getcwd, real, PATH_MAX + 1);  // with its NUL
@@ -114,9 +114,9 @@ boost::system::result<JudgedDirectory, std::string> directory_as_uid(const std::
   }
   const int code = reaped == child && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (!timed_out && code == kReached && said.size() > kIdentityBytes) {
-    std::uint64_t identity[2];
+    std::uint64_t identity[3];
     std::memcpy(identity, said.data(), kIdentityBytes);
-    return JudgedDirectory{said.substr(kIdentityBytes), DirectoryIdentity{identity[0], identity[1]}};
+    return JudgedDirectory{said.substr(kIdentityBytes), DirectoryIdentity{identity[0], identity[1], identity[2]}};
   }
   if (timed_out)
     return Result(boost::system::in_place_error,

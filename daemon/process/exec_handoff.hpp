@@ -33,7 +33,7 @@ inline constexpr std::string_view kOpenedPathArgPrefix = "@mh-opened-path:";
 // run's submitter, the identity it had then, which the descriptor opened must have too (a rename
 // in a directory the submitter may write could otherwise put another directory at the path). The
 // identity is written between the prefix and the path as DEVICE:INODE (decimal), so the path's
-// leading '/' ends it.
+// leading '/' ends it; DEVICE:INODE:BIRTH_NS where the check knew the directory's birth.
 struct OpenedPath {
   std::string path;
   std::optional<DirectoryIdentity> identity;
@@ -41,7 +41,10 @@ struct OpenedPath {
 
 inline std::string opened_path_arg(const std::string& path, const std::optional<DirectoryIdentity>& identity) {
   std::string arg(kOpenedPathArgPrefix);
-  if (identity) arg += std::to_string(identity->device) + ":" + std::to_string(identity->inode);
+  if (identity) {
+    arg += std::to_string(identity->device) + ":" + std::to_string(identity->inode);
+    if (identity->birth_ns != 0) arg += ":" + std::to_string(identity->birth_ns);
+  }
   return arg + path;
 }
 
@@ -53,16 +56,24 @@ inline std::optional<OpenedPath> parse_opened_path_arg(std::string_view arg) {
   const std::size_t slash = arg.find('/');
   if (slash == std::string_view::npos) return std::nullopt;
   if (slash > 0) {
-    const std::string_view pair = arg.substr(0, slash);
-    const std::size_t colon = pair.find(':');
-    if (colon == std::string_view::npos) return std::nullopt;
-    DirectoryIdentity identity;
-    auto device = std::from_chars(pair.data(), pair.data() + colon, identity.device);
-    auto inode = std::from_chars(pair.data() + colon + 1, pair.data() + pair.size(), identity.inode);
-    if (device.ec != std::errc() || device.ptr != pair.data() + colon || inode.ec != std::errc() ||
-        inode.ptr != pair.data() + pair.size())
-      return std::nullopt;
-    opened.identity = identity;
+    // Two or three decimal numbers, each ended by ':' or the path's '/'.
+    std::uint64_t numbers[3] = {0, 0, 0};
+    std::size_t count = 0;
+    const char* at = arg.data();
+    const char* const end = arg.data() + slash;
+    while (at < end && count < 3) {
+      auto [next, ec] = std::from_chars(at, end, numbers[count]);
+      if (ec != std::errc() || next == at) return std::nullopt;
+      ++count;
+      at = next;
+      if (at < end) {
+        if (*at != ':') return std::nullopt;
+        ++at;
+        if (at == end) return std::nullopt;  // a ':' must be followed by a number
+      }
+    }
+    if (at != end || count < 2) return std::nullopt;
+    opened.identity = DirectoryIdentity{numbers[0], numbers[1], numbers[2]};
   }
   opened.path = std::string(arg.substr(slash));
   return opened;

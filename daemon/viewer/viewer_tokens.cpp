@@ -4,6 +4,8 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "protocol/digest.hpp"
 
@@ -47,10 +49,17 @@ std::optional<ViewerTokens::Minted> ViewerTokens::mint(Role role, protocol::Peer
   std::string token = base64url(random, sizeof random);
   std::lock_guard lock(mu_);
   forget_expired(now);
-  std::map<std::uint32_t, std::size_t> held;  // live tokens by the uid that minted them
-  for (const auto& [digest, grant] : by_digest_)
-    ++held[grant.minted_by.uid];
-  const std::size_t mine = held.contains(by.uid) ? held[by.uid] : 0;
+  struct Holding {
+    std::size_t tokens = 0;
+    std::chrono::system_clock::time_point last_minted;
+  };
+  std::map<std::uint32_t, Holding> held;  // live tokens by the uid that minted them
+  for (const auto& [digest, grant] : by_digest_) {
+    Holding& h = held[grant.minted_by.uid];
+    ++h.tokens;
+    h.last_minted = std::max(h.last_minted, grant.minted_at);
+  }
+  const std::size_t mine = held.contains(by.uid) ? held[by.uid].tokens : 0;
   if (mine >= kMaxTokensPerUid) {
     why_not = "uid " + std::to_string(by.uid) + " holds " + std::to_string(kMaxTokensPerUid) +
               " live viewer tokens already; one frees when it expires (or at a restart)";
@@ -61,9 +70,12 @@ std::optional<ViewerTokens::Minted> ViewerTokens::mint(Role role, protocol::Peer
     // kMaxTokensPerUid) would otherwise shut every other uid out for as long as the tokens live
     // (a week). The uid holding the most gives up its token nearest to expiry, to a uid holding
     // fewer; a uid holding as many as anyone is refused.
-    const auto most =
-        std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (most->second <= mine) {
+    // The most tokens; of equals, the uid that minted last (so root, uid 0, is not first to lose
+    // a page only because its number is the lowest).
+    const auto most = std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.second.tokens, a.second.last_minted) < std::tie(b.second.tokens, b.second.last_minted);
+    });
+    if (most->second.tokens <= mine) {
       why_not = std::to_string(kMaxTokens) + " viewer tokens are live and uid " + std::to_string(by.uid) +
                 " holds as many as any uid; one frees when it expires (or at a restart)";
       return std::nullopt;
@@ -75,7 +87,7 @@ std::optional<ViewerTokens::Minted> ViewerTokens::mint(Role role, protocol::Peer
         given_up = it;
     by_digest_.erase(given_up);
   }
-  ViewerGrant grant{role, std::move(by), now + ttl};
+  ViewerGrant grant{role, std::move(by), now + ttl, now};
   by_digest_[protocol::sha256_hex(token)] = grant;
   return Minted{std::move(token), grant.expires_at};
 }

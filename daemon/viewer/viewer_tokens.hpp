@@ -8,7 +8,9 @@
 // nothing a page could use. A token expires (the ttl it was given); at most kMaxTokens are live,
 // at most kMaxTokensPerUid of them one uid's. With the book full, a uid holding fewer than the
 // uid holding the most still gets one, which ends that uid's token nearest to expiry (a fair
-// share: a few uids cannot shut everyone else out); a uid holding as many as anyone is refused.
+// share: a few uids cannot shut everyone else out); of uids holding as many, the one that minted
+// last gives it up (the one minting, not one that holds a few old pages); a uid holding as many as
+// anyone is refused.
 //
 // Thread-safe: socket sessions mint and HTTP connections check, each on its own strand.
 #pragma once
@@ -29,6 +31,7 @@ struct ViewerGrant {
   Role role = Role::none;
   protocol::PeerIdentity minted_by;  // the socket peer that asked for the token
   std::chrono::system_clock::time_point expires_at;
+  std::chrono::system_clock::time_point minted_at;
 };
 
 class ViewerTokens {

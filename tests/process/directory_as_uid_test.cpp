@@ -3,6 +3,7 @@
 // what it reached. Real uids (nobody), real directories; needs root.
 #include "daemon/process/directory_as_uid.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "daemon/process/directory_identity_of.hpp"
 #include "process_test_support.hpp"
 
 namespace mh::daemon::test {
@@ -43,8 +45,9 @@ TEST_F(DirectoryAsUid, SaysTheRealPathAndTheIdentityOfWhatThePeerReached) {
   EXPECT_EQ(judged->real_path, std::filesystem::canonical(mine).string());
   struct stat st {};
   ASSERT_EQ(::stat(mine.c_str(), &st), 0);
-  EXPECT_EQ(judged->identity,
-            (DirectoryIdentity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)}));
+  EXPECT_EQ(judged->identity.device, static_cast<std::uint64_t>(st.st_dev));
+  EXPECT_EQ(judged->identity.inode, static_cast<std::uint64_t>(st.st_ino));
+  EXPECT_EQ(judged->identity, identity_of(AT_FDCWD, mine.c_str())) << "its birth too, where the file system keeps one";
 }
 
 // A directory the peer may enter and read but not write is refused, in words naming the uid only.

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "daemon/process/child_process.hpp"
+#include "daemon/process/directory_identity_of.hpp"
 #include "daemon/process/exec_handoff.hpp"
 #include "process_test_support.hpp"
 
@@ -118,10 +119,37 @@ TEST_F(SandboxTest, ACwdReplacedByRenameAfterItWasCheckedIsRefusedNotBound) {
   EXPECT_EQ(run("ls -A; echo done").out, "done\n");
 }
 
+// The checked directory deleted and another made at its path: the file system may give the new
+// one the freed inode number (ext4 often does), so the bind also asks the directory's birth.
+TEST_F(SandboxTest, ACwdDeletedAndMadeAgainAfterItWasCheckedIsRefusedEvenWithItsInodeNumber) {
+  spec_.cwd_identity = identity_of(AT_FDCWD, work_.c_str());
+  ASSERT_TRUE(spec_.cwd_identity);
+  auto plan = make_plan("/bin/sh", {"-c", "ls -A; echo done"}, {{"PATH", "/usr/bin:/bin"}}, work_);
+  plan.directories = {scratch_};
+  const auto contained = sandboxed(plan, spec_);
+  std::filesystem::remove(work_);
+  std::filesystem::create_directory(work_);
+  std::ofstream(work_ / "someone-elses-secret") << "secret";
+  auto made_again = identity_of(AT_FDCWD, work_.c_str());
+  ASSERT_TRUE(made_again);
+  const bool same_number =
+      made_again->device == spec_.cwd_identity->device && made_again->inode == spec_.cwd_identity->inode;
+  if (same_number && made_again->birth_ns == 0)
+    GTEST_SKIP() << "this file system keeps no birth: nothing tells them apart";
+  std::cout << "the directory made again " << (same_number ? "got" : "did not get") << " the freed inode number\n";
+  auto child = ChildProcess::spawn(strand_, contained);
+  if (child) {
+    std::string seen = io_.run(strand_, read_to_eof((*child)->stdout_pipe()), 30s);
+    io_.run(strand_, (*child)->async_wait(), 30s);
+    FAIL() << "the directory made again was bound: the run saw " << seen;
+  }
+  EXPECT_NE(child.error().find("no longer the directory that was checked"), std::string::npos) << child.error();
+}
+
 // An argument naming a path to open carries the checked identity between its prefix and the
 // path; one that does not parse is not taken for a path.
 TEST(OpenedPathArg, CarriesTheCheckedIdentityAndRefusesWhatDoesNotParse) {
-  const DirectoryIdentity identity{2049, 1234567};
+  const DirectoryIdentity identity{2049, 1234567, 1733600000123456789};
   auto parsed = parse_opened_path_arg(opened_path_arg("/srv/work", identity));
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->path, "/srv/work");
@@ -131,7 +159,13 @@ TEST(OpenedPathArg, CarriesTheCheckedIdentityAndRefusesWhatDoesNotParse) {
   EXPECT_EQ(plain->path, "/srv/work");
   EXPECT_FALSE(plain->identity);
   const std::string prefix(kOpenedPathArgPrefix);
-  for (const std::string& bad : {prefix + "2049/srv", prefix + "a:1/srv", prefix + "1:2", prefix + "1:2x/s"})
+  auto without_birth = parse_opened_path_arg(prefix + "2049:1234567/srv/work");
+  ASSERT_TRUE(without_birth && without_birth->identity);
+  EXPECT_EQ(without_birth->identity->birth_ns, 0u) << "an argument written before births were kept";
+  EXPECT_TRUE(without_birth->identity->admits(identity)) << "a birth it did not know is not asked";
+  EXPECT_FALSE(identity.admits(DirectoryIdentity{2049, 1234567, 1})) << "an inode number given to a newer directory";
+  for (const std::string& bad : {prefix + "2049/srv", prefix + "a:1/srv", prefix + "1:2", prefix + "1:2x/s",
+                                 prefix + "1:2:/s", prefix + "1:2:3:4/s", prefix + ":1:2/s"})
     EXPECT_FALSE(parse_opened_path_arg(bad)) << bad;
   EXPECT_FALSE(parse_opened_path_arg("/srv/work"));
 }

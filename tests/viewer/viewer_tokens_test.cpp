@@ -118,6 +118,25 @@ TEST(ViewerTokens, AFullBookTakenBySixteenUidsStillGivesAnotherUidOneAtTheBigges
   EXPECT_TRUE(book.check(operators->token, kNow)) << "the operator's page goes on";
 }
 
+// Of uids holding as many tokens, the one that minted last gives one up: root (uid 0, the lowest
+// number) holding two old pages is not the first to lose one to a full book's fair share.
+TEST(ViewerTokens, OfEqualHoldersTheOneThatMintedLastGivesATokenUp) {
+  ViewerTokens book;
+  std::string why;
+  const protocol::PeerIdentity root{0, 1, std::nullopt};
+  auto first = book.mint(Role::admin, root, 3600s, kNow, why);
+  auto second = book.mint(Role::admin, root, 3600s, kNow, why);
+  ASSERT_TRUE(first && second) << why;
+  for (std::size_t i = 2; i < ViewerTokens::kMaxTokens; ++i)
+    ASSERT_TRUE(book.mint(Role::observe, {static_cast<std::uint32_t>(1000 + i / 2), 0, std::nullopt}, 3600s,
+                          kNow + std::chrono::seconds(i), why))
+        << why;
+  ASSERT_EQ(book.live(kNow + 2000s), ViewerTokens::kMaxTokens);
+  EXPECT_TRUE(book.mint(Role::observe, {4343, 0, std::nullopt}, 60s, kNow + 2000s, why)) << why;
+  EXPECT_TRUE(book.check(first->token, kNow + 2000s)) << "root's pages go on";
+  EXPECT_TRUE(book.check(second->token, kNow + 2000s)) << "root's pages go on";
+}
+
 // The attack (an outside tester's): one observer uid minted every token the book holds (week-long
 // ones), and root's `metaharness viewer` was refused for a week. One uid holds at most
 // kMaxTokensPerUid; another uid (root among them) still gets one.
