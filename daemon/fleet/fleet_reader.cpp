@@ -56,6 +56,8 @@ struct FleetStreamFollower::State {
   OnLine on_line;
   std::uint64_t from = 1;
   std::atomic<std::uint64_t> received{0};
+  std::atomic<std::uint64_t> last_stream_seq{0};
+  bool deaf = false;
 };
 
 namespace {
@@ -63,8 +65,17 @@ namespace {
 void on_follow(natsConnection*, natsSubscription*, natsMsg* raw, void* closure) {
   MsgHandle msg(raw);
   auto* state = static_cast<FleetStreamFollower::State*>(closure);
+  if (state->deaf) return;
+  std::uint64_t stream_seq = 0;
+  jsMsgMetaData* meta = nullptr;
+  if (natsMsg_GetMetaData(&meta, msg.get()) == NATS_OK) {
+    stream_seq = meta->Sequence.Stream;
+    jsMsgMetaData_Destroy(meta);
+  }
   state->received.fetch_add(1, std::memory_order_relaxed);
+  if (stream_seq != 0) state->last_stream_seq.store(stream_seq, std::memory_order_relaxed);
   for (FleetLine& line : lines_of(msg.get())) {
+    line.stream_seq = stream_seq;
     if (line.seq != 0 && line.seq < state->from) continue;
     boost::asio::post(state->executor,
                       [on_line = state->on_line, line = std::move(line)]() mutable { on_line(std::move(line)); });
@@ -80,7 +91,7 @@ void on_follow_complete(void* closure) {
 NatsResult<std::unique_ptr<FleetStreamFollower>> FleetStreamFollower::open(FleetLink& link, const std::string& run_id,
                                                                            std::uint64_t from_seq,
                                                                            boost::asio::any_io_executor executor,
-                                                                           OnLine on_line) {
+                                                                           OnLine on_line, bool deaf) {
   if (auto problem = run_id_problem(run_id); !problem.empty())
     return nats_error("run id " + run_id + ": " + problem, NATS_INVALID_ARG);
   const std::string stream = link.names().events_stream(), subject = link.names().events_subject(run_id);
@@ -88,6 +99,7 @@ NatsResult<std::unique_ptr<FleetStreamFollower>> FleetStreamFollower::open(Fleet
   state->executor = std::move(executor);
   state->on_line = std::move(on_line);
   state->from = from_seq == 0 ? 1 : from_seq;
+  state->deaf = deaf;
   jsSubOptions so = ordered_options(stream);
   natsSubscription* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
@@ -102,6 +114,10 @@ NatsResult<std::unique_ptr<FleetStreamFollower>> FleetStreamFollower::open(Fleet
 
 std::uint64_t FleetStreamFollower::messages_received() const {
   return state_->received.load(std::memory_order_relaxed);
+}
+
+std::uint64_t FleetStreamFollower::last_stream_seq() const {
+  return state_->last_stream_seq.load(std::memory_order_relaxed);
 }
 
 FleetStreamFollower::~FleetStreamFollower() {

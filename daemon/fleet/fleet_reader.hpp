@@ -23,6 +23,9 @@ struct FleetLine {
   std::string line;  // without its newline
   std::uint64_t seq = 0;
   bool closed = false;  // it is stream.closed: nothing follows
+  // The events stream's own sequence of the message that held it (the server's, which no host
+  // can forge; 0 where unknown). A follower sets it.
+  std::uint64_t stream_seq = 0;
 };
 
 class FleetStreamReader {
@@ -44,9 +47,12 @@ class FleetStreamReader {
 class FleetStreamFollower {
  public:
   using OnLine = std::function<void(FleetLine)>;
+  // `deaf`: a test hook's (kDeafFollowersEnv): the consumer lives and nothing it delivers is
+  // taken, as a consumer JetStream orphaned (nothing counted, nothing handed on).
   static NatsResult<std::unique_ptr<FleetStreamFollower>> open(FleetLink& link, const std::string& run_id,
                                                                std::uint64_t from_seq,
-                                                               boost::asio::any_io_executor executor, OnLine on_line);
+                                                               boost::asio::any_io_executor executor, OnLine on_line,
+                                                               bool deaf = false);
   ~FleetStreamFollower();
   FleetStreamFollower(const FleetStreamFollower&) = delete;
   FleetStreamFollower& operator=(const FleetStreamFollower&) = delete;
@@ -54,6 +60,9 @@ class FleetStreamFollower {
   // How many messages the consumer has delivered, those before from_seq too (any thread): a
   // follower catching up through a long run hands on nothing for a while and is not silent.
   std::uint64_t messages_received() const;
+  // The events stream's sequence of the last message delivered (0: none yet; any thread): a
+  // follower is behind the fleet only while the stream holds a later message for the run.
+  std::uint64_t last_stream_seq() const;
 
   struct State;
 

@@ -457,33 +457,35 @@ constexpr std::chrono::seconds kFleetTailSilence{5};
 asio::awaitable<fleet::NatsResult<std::unique_ptr<fleet::FleetStreamFollower>>> open_fleet_follower(
     std::shared_ptr<FleetHost> host, std::shared_ptr<FleetTailState> state, std::string run_id,
     std::uint64_t from_seq) {
-  const bool deaf = host->take_deaf_follower();  // a test hook's (kDeafFollowersEnv)
-  auto on_line = [state, deaf](fleet::FleetLine line) {
-    if (deaf) return;
+  auto on_line = [state](fleet::FleetLine line) {
     state->lines.push_back(std::move(line));
     state->wake.cancel();
   };
   auto executor = state->wake.get_executor();
-  auto open = [host, run_id, from_seq, executor, on_line] {
-    return fleet::FleetStreamFollower::open(host->link(), run_id, from_seq, executor, on_line);
+  const bool deaf = host->take_deaf_follower();  // a test hook's (kDeafFollowersEnv)
+  auto open = [host, run_id, from_seq, executor, on_line, deaf] {
+    return fleet::FleetStreamFollower::open(host->link(), run_id, from_seq, executor, on_line, deaf);
   };
   auto opened = co_await host->on_fleet(std::move(open));
   co_return opened;
 }
 
-// After kFleetTailSilence with no line: a follower made again from `next_seq` when the fleet
-// holds a line at or past it that the tail never handed on; nullptr to keep the one it has (the
-// run is quiet, or the fleet does not answer: asked again after the next silence).
+// After kFleetTailSilence with no line: a follower made again from `next_seq` when the events
+// stream holds a message for the run later than the last the follower was delivered (the
+// stream's own sequences, which no host can forge: a line forged with a seq far ahead makes no
+// tail remake anything); nullptr to keep the one it has (the run is quiet, or the fleet does not
+// answer: asked again after the next silence).
 asio::awaitable<std::unique_ptr<fleet::FleetStreamFollower>> remade_if_deaf(std::shared_ptr<FleetHost> host,
                                                                             std::shared_ptr<FleetTailState> state,
-                                                                            std::string run_id,
-                                                                            std::uint64_t next_seq) {
+                                                                            std::string run_id, std::uint64_t next_seq,
+                                                                            std::uint64_t delivered_stream_seq) {
   auto ask = [host, run_id] { return fleet::fleet_stream_tail(host->link(), run_id); };
   auto tail = co_await host->on_fleet(std::move(ask));
-  if (!tail || tail->last_seq < next_seq) co_return nullptr;
-  const std::string heard_nothing = "fleet: a tail of run " + run_id + " heard nothing for " +
-                                    std::to_string(kFleetTailSilence.count()) + " s while the fleet holds seq " +
-                                    std::to_string(tail->last_seq);
+  if (!tail || tail->subject_seq <= delivered_stream_seq) co_return nullptr;
+  const std::string heard_nothing =
+      "fleet: a tail of run " + run_id + " heard nothing for " + std::to_string(kFleetTailSilence.count()) +
+      " s while the fleet holds more of it (stream sequence " + std::to_string(tail->subject_seq) +
+      ", the tail's last " + std::to_string(delivered_stream_seq) + ")";
   auto reopening = open_fleet_follower(host, state, run_id, next_seq);
   auto reopened = co_await std::move(reopening);
   if (!reopened) {
@@ -498,8 +500,8 @@ asio::awaitable<std::unique_ptr<fleet::FleetStreamFollower>> remade_if_deaf(std:
 asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_ptr<FleetHost> host,
                                  std::shared_ptr<FleetTailState> state,
                                  std::unique_ptr<fleet::FleetStreamFollower> follower, bool follow,
-                                 std::uint64_t next_seq, std::uint64_t end_seq, std::optional<std::string> request_id,
-                                 std::string run_id) {
+                                 std::uint64_t next_seq, std::uint64_t end_seq, std::uint64_t end_stream_seq,
+                                 std::optional<std::string> request_id, std::string run_id) {
   Connection& connection = session->connection();
   bool done = !follow && end_seq < next_seq;  // nothing to read without following
   auto heard = std::chrono::steady_clock::now();
@@ -520,7 +522,8 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
       // Only the next seq moves the tail on: a line another host forged with a seq far ahead
       // (any host may publish: docs/fleet.md, Trust) is passed on as it is, and skips nothing.
       if (line.seq != 0 && line.seq == next_seq) next_seq = line.seq + 1;
-      done = line.closed || (!follow && line.seq >= end_seq);
+      // Without following: to the run's last line when the tail began, reached in order.
+      done = line.closed || (!follow && next_seq > end_seq);
     }
     if (done || connection.closing() || connection.peer_gone()) break;
     if (const std::uint64_t now_received = follower->messages_received(); now_received != messages) {
@@ -528,7 +531,11 @@ asio::awaitable<void> pump_fleet(std::shared_ptr<Session> session, std::shared_p
       heard = std::chrono::steady_clock::now();
     }
     if (std::chrono::steady_clock::now() - heard >= kFleetTailSilence) {
-      auto remaking = remade_if_deaf(host, state, run_id, next_seq);
+      // Without following, the tail ends once the follower was delivered the stream's last message
+      // for the run when it began, though its seqs never reached end_seq (a line another host
+      // forged with a seq far ahead, the last when the tail began, is not waited for).
+      if (!follow && state->lines.empty() && follower->last_stream_seq() >= end_stream_seq) break;
+      auto remaking = remade_if_deaf(host, state, run_id, next_seq, follower->last_stream_seq());
       // The one replaced unsubscribes; what it had posted meanwhile is skipped by seq.
       if (auto remade = co_await std::move(remaking)) {
         follower = std::move(remade);
@@ -702,7 +709,7 @@ asio::awaitable<bool> tail_remote(std::shared_ptr<FleetHost> host, Session& s, c
   s.connection().hold();
   asio::co_spawn(s.connection().executor(),
                  pump_fleet(s.shared_from_this(), host, state, std::move(*follower), follow, from,
-                            found->second.last_seq, r.id, id),
+                            found->second.last_seq, found->second.subject_seq, r.id, id),
                  asio::detached);
   co_return true;
 }

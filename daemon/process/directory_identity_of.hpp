@@ -21,8 +21,7 @@ inline std::optional<DirectoryIdentity> identity_of(int dir, const char* path) {
   identity.device = makedev(found.stx_dev_major, found.stx_dev_minor);  // as st_dev says it
   identity.inode = found.stx_ino;
   if (found.stx_mask & STATX_BTIME)
-    identity.birth_ns =
-        static_cast<std::uint64_t>(found.stx_btime.tv_sec) * 1'000'000'000ULL + found.stx_btime.tv_nsec;
+    identity.birth_ns = static_cast<std::uint64_t>(found.stx_btime.tv_sec) * 1'000'000'000ULL + found.stx_btime.tv_nsec;
   return identity;
 }
 

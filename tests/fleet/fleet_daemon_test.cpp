@@ -905,6 +905,74 @@ TEST_F(FleetDaemons, ATailWhoseConsumerDeliversNothingIsMadeAgainAndReadsEveryLi
   EXPECT_EQ(fleet_bytes, read_file(daemons[0]->run_dir(run) / "events.jsonl"));
 }
 
+// Any host may publish into a run's events subject (docs/fleet.md, Trust). A line forged there
+// with the largest seq there is, the fleet's last while the run waits on its call, is passed on as
+// it is and moves a tail nowhere: a following tail does not wrap its next seq, or remake its
+// consumer and hand the forged line on again after each silence (only the stream's own sequences
+// say a tail is behind); a tail that does not follow ends once it has read the stream to where it
+// stood, though the seqs never reach the forged one, its next seq the real lines' end.
+TEST_F(FleetDaemons, ALineForgedFarAheadNeitherStallsAFleetTailNorIsHandedOnAgain) {
+  start(0, 100, 60000);
+  start(1, 100, 60000);
+  const std::string run = submit_here(0);
+  ASSERT_FALSE(run.empty());
+  ASSERT_TRUE(owner_known(1, run, "h0")) << evidence();
+  SocketClient tail(daemons[1]->socket());
+  tail.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":true,"fleet":true)"));
+  ASSERT_TRUE(tail.wait_event("tool.requested", 60s)) << evidence();
+  // The forger: another host's connection to the cluster, publishing into the run's subject.
+  fleet::FleetConfig forger;
+  forger.nats_urls = {cluster_->url(2)};
+  forger.host_id = "forger";
+  forger.prefix = prefix();
+  forger.insecure_no_credentials = true;
+  auto link = fleet::FleetLink::connect(forger);
+  ASSERT_TRUE(link) << link.error().text;
+  const std::string forged = R"({"format":"metaharness.event/1","seq":18446744073709551615,"run":")" + run +
+                             R"(","event":"opaque","forged":true})";
+  const std::string subject = (*link)->names().events_subject(run);
+  ASSERT_EQ(natsConnection_PublishString((*link)->nc(), subject.c_str(), forged.c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_Flush((*link)->nc()), NATS_OK);
+  auto is_forged = [](const EventLine& l) { return l.raw.find(R"("forged":true)") != std::string::npos; };
+  ASSERT_TRUE(tail.wait_for(is_forged, 60s)) << "the forged line is passed on as it is\n" << evidence();
+  // Two of the tail's 5 s silences, the forged line the fleet's last: it is not handed on again.
+  auto count_forged = [&] {
+    std::size_t n = 0;
+    for (const auto& l : tail.lines())
+      n += is_forged(l);
+    return n;
+  };
+  EXPECT_FALSE(tail.wait_for([&](const EventLine&) { return count_forged() > 1; }, 12s))
+      << "the forged line came again: " << count_forged() << "\n"
+      << daemons[1]->stderr_text();
+  EXPECT_EQ(daemons[1]->stderr_text().find("its consumer was made again"), std::string::npos)
+      << daemons[1]->stderr_text();
+  // What the following tail got of the run's own lines: all the fleet holds (the owner, finding
+  // a line it did not write the fleet's last, publishes no more: docs/fleet.md, Trust).
+  std::size_t real_lines = 0;
+  for (const auto& l : tail.lines())
+    real_lines += !l.event().empty() && !is_forged(l);
+  // A tail that does not follow, from the first line: the real lines and the forged one, then its end.
+  SocketClient once(daemons[1]->socket());
+  once.send(socket_request("tail", R"("run_id":")" + run + R"(","from_seq":1,"follow":false,"fleet":true)"));
+  auto ended = once.wait_for([](const EventLine& l) { return l.str("reply") == "end"; }, 60s);
+  ASSERT_TRUE(ended) << "a tail that does not follow waited for the forged seq\n" << evidence();
+  std::vector<EventLine> real;
+  std::size_t forged_seen = 0;
+  for (const auto& l : once.lines()) {
+    if (l.event().empty()) continue;
+    if (is_forged(l))
+      ++forged_seen;
+    else
+      real.push_back(l);
+  }
+  EXPECT_EQ(forged_seen, 1u);
+  ASSERT_EQ(real.size(), real_lines);
+  for (std::size_t i = 0; i < real.size(); ++i)
+    EXPECT_EQ(real[i].object.at("seq").to_number<std::uint64_t>(), i + 1);  // no gap, no duplicate
+  EXPECT_EQ(ended->object.at("next_seq").to_number<std::uint64_t>(), real_lines + 1) << ended->raw;
+}
+
 TEST_F(FleetDaemons, AReadOfAnotherHostsRunThatTheFleetCannotAnswerIsRefusedByNameNotCalledUnknownOrEmpty) {
   // With every NATS node stopped, every fleet read of h1 times out (whichever node it is connected
   // to: libnats may move to one it discovered): its `get` and a command it would route are refused
